@@ -1,0 +1,138 @@
+"""SQLite access: connection set-up, numbered migrations, serialised write transactions.
+
+One writer connection guarded by an asyncio lock, one reader connection. A shared aiosqlite
+connection interleaves the statements of concurrent coroutines, so a rollback in one could drop
+another's insert; every write therefore goes through `Database.write()`, one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+import aiosqlite
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+_MIGRATION_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
+BUSY_TIMEOUT_MS = 5000
+
+
+class MigrationError(RuntimeError):
+    pass
+
+
+def to_db(dt: datetime | None) -> str | None:
+    """Datetimes are stored as UTC ISO-8601 text of one fixed shape, so text order is time order."""
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+
+
+def from_db(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    dt = datetime.fromisoformat(value)
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def list_migrations(directory: Path = MIGRATIONS_DIR) -> list[tuple[int, Path]]:
+    found: list[tuple[int, Path]] = []
+    for path in sorted(directory.glob("*.sql")):
+        match = _MIGRATION_NAME.match(path.name)
+        if not match:
+            raise MigrationError(f"migration file {path.name} is not named NNNN_name.sql")
+        found.append((int(match.group(1)), path))
+    numbers = [n for n, _ in found]
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise MigrationError(f"migrations must be numbered 1..N without gaps, found {numbers}")
+    return found
+
+
+async def _configure(conn: aiosqlite.Connection) -> None:
+    conn.row_factory = aiosqlite.Row
+    await conn.execute("PRAGMA journal_mode = WAL")
+    await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    await conn.execute("PRAGMA foreign_keys = ON")
+    await conn.execute("PRAGMA synchronous = NORMAL")
+
+
+async def apply_migrations(conn: aiosqlite.Connection, directory: Path = MIGRATIONS_DIR) -> int:
+    """Apply pending migrations, each in its own transaction. Returns the schema version.
+
+    A failing migration is rolled back whole and leaves the previous version in place.
+    """
+    async with conn.execute("PRAGMA user_version") as cur:
+        row = await cur.fetchone()
+    version = int(row[0]) if row else 0
+    for number, path in list_migrations(directory):
+        if number <= version:
+            continue
+        body = path.read_text(encoding="utf-8")
+        # executescript() commits first, so the whole migration, its version bump included,
+        # is one explicit transaction inside the script.
+        script = f"BEGIN IMMEDIATE;\n{body}\nPRAGMA user_version = {number};\nCOMMIT;"
+        try:
+            await conn.executescript(script)
+        except Exception as exc:
+            if conn.in_transaction:
+                await conn.rollback()
+            raise MigrationError(f"migration {path.name} failed and was rolled back: {exc}") from exc
+        log.info("applied migration %s", path.name)
+        version = number
+    return version
+
+
+class Database:
+    """The bot's SQLite database: `reader` for queries, `write()` for serialised transactions."""
+
+    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection):
+        self.path = path
+        self._writer = writer
+        self.reader = reader
+        self._write_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, path: str | Path, migrations: Path = MIGRATIONS_DIR) -> "Database":
+        path = Path(path)
+        if str(path) != ":memory:":
+            path.parent.mkdir(parents=True, exist_ok=True)
+        writer = await aiosqlite.connect(path, isolation_level=None)
+        reader: aiosqlite.Connection | None = None
+        try:
+            await _configure(writer)
+            await apply_migrations(writer, migrations)
+            reader = await aiosqlite.connect(path, isolation_level=None)
+            await _configure(reader)
+            await reader.execute("PRAGMA query_only = ON")
+        except BaseException:
+            await writer.close()
+            if reader is not None:
+                await reader.close()
+            raise
+        return cls(path, writer, reader)
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction at a time: all of it commits, or none of it."""
+        async with self._write_lock:
+            await self._writer.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._writer
+            except BaseException:
+                await self._writer.rollback()
+                raise
+            else:
+                await self._writer.commit()
+
+    async def close(self) -> None:
+        await self.reader.close()
+        await self._writer.close()
