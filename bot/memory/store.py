@@ -1,0 +1,377 @@
+"""The memory store: memories and their history in SQLite, every statement scoped by user.
+
+A memory id of another user behaves exactly like an id that does not exist: every lookup,
+update and delete carries `WHERE user_id = ?`. Replace, merge and delete archive the previous
+version in `memory_history` first, in the same transaction; only `erase_user` deletes for real.
+
+Functions taking `conn` run inside the caller's `async with db.write() as conn:` transaction so
+that a whole reflection lands or none of it; `MemoryStore` methods open their own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import aiosqlite
+
+from bot.db import Database, from_db, to_db
+from bot.memory.model import MEMORY_TYPES, SCOPES, HistoryEntry, Memory, content_hash, utcnow
+
+log = logging.getLogger(__name__)
+
+MAX_MEMORY_CHARS = 500
+
+_MEMORY_COLUMNS = (
+    "id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
+    "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic"
+)
+_SNAPSHOT_COLUMNS = (
+    "user_id, text, type, scope, story_id, place, confidence, pinned, created_at, updated_at, "
+    "expires_at, source"
+)
+# Statements are assembled once from the constant column lists above; values always go through
+# placeholders.
+SELECT_MEMORY = "SELECT " + _MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND id = ?"
+SELECT_MEMORIES = (
+    "SELECT " + _MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND (? OR type != 'rule') ORDER BY id"
+)
+_ARCHIVE = (
+    "INSERT INTO memory_history (memory_id, operation, archived_at, cause, " + _SNAPSHOT_COLUMNS + ") "
+    "SELECT id, ?, ?, ?, " + _SNAPSHOT_COLUMNS + " FROM memories WHERE user_id = ? AND id = ?"
+)
+_SELECT_HISTORY = (
+    "SELECT id, memory_id, operation, archived_at, cause, restored_at, " + _SNAPSHOT_COLUMNS + " "
+    "FROM memory_history WHERE user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?"
+)
+_SELECT_SNAPSHOT = (
+    "SELECT memory_id, " + _SNAPSHOT_COLUMNS + " FROM memory_history WHERE user_id = ? AND id = ?"
+)
+_REINSERT = (
+    "INSERT INTO memories (id, content_hash, " + _SNAPSHOT_COLUMNS + ") "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+class InvalidMemory(ValueError):
+    """A request on memory that cannot be honoured (bad type, empty text…): the message says why."""
+
+
+@dataclass(slots=True)
+class NewMemory:
+    text: str
+    type: str = "fact"
+    scope: str = "global"
+    confidence: float = 1.0
+    story_id: str | None = None
+    place: str | None = None
+    expires_at: datetime | None = None
+    source: str | None = None
+    pinned: bool = False
+
+    def validated(self) -> "NewMemory":
+        text = " ".join(self.text.split())
+        if not text:
+            raise InvalidMemory("a memory needs some text")
+        if len(text) > MAX_MEMORY_CHARS:
+            raise InvalidMemory(f"a memory is one short sentence (at most {MAX_MEMORY_CHARS} characters)")
+        if self.type not in MEMORY_TYPES:
+            raise InvalidMemory(f"unknown memory type {self.type!r}: one of {', '.join(MEMORY_TYPES)}")
+        if self.scope not in SCOPES:
+            raise InvalidMemory(f"unknown scope {self.scope!r}: global or story")
+        if self.scope == "story" and not self.story_id:
+            raise InvalidMemory("a story memory needs the story it belongs to")
+        self.text = text
+        self.confidence = min(1.0, max(0.0, float(self.confidence)))
+        return self
+
+
+def row_to_memory(row: aiosqlite.Row | Sequence[Any]) -> Memory:
+    return Memory(
+        id=row[0],
+        user_id=row[1],
+        text=row[2],
+        type=row[3],
+        scope=row[4],
+        story_id=row[5],
+        place=row[6],
+        confidence=row[7],
+        pinned=bool(row[8]),
+        created_at=from_db(row[9]),  # type: ignore[arg-type]
+        updated_at=from_db(row[10]),  # type: ignore[arg-type]
+        expires_at=from_db(row[11]),
+        source=row[12],
+        content_hash=row[13],
+        times_candidate=row[14],
+        times_served=row[15],
+        times_semantic=row[16],
+    )
+
+
+def _row_to_history(row: aiosqlite.Row | Sequence[Any]) -> HistoryEntry:
+    return HistoryEntry(
+        id=row[0],
+        memory_id=row[1],
+        operation=row[2],
+        archived_at=from_db(row[3]),  # type: ignore[arg-type]
+        cause=row[4],
+        restored=row[5] is not None,
+        user_id=row[6],
+        text=row[7],
+        type=row[8],
+        scope=row[9],
+        story_id=row[10],
+        place=row[11],
+        confidence=row[12],
+        pinned=bool(row[13]),
+        created_at=from_db(row[14]),  # type: ignore[arg-type]
+        updated_at=from_db(row[15]),  # type: ignore[arg-type]
+        expires_at=from_db(row[16]),
+        source=row[17],
+    )
+
+
+@dataclass(slots=True)
+class EraseReport:
+    memories: int
+    history: int
+
+
+# --- statements that join the caller's transaction -------------------------------------------
+
+
+async def fetch_memory(conn: aiosqlite.Connection, user_id: str, memory_id: int) -> Memory | None:
+    async with conn.execute(
+        SELECT_MEMORY, (user_id, memory_id)
+    ) as cur:
+        row = await cur.fetchone()
+    return row_to_memory(row) if row else None
+
+
+async def fetch_memories(
+    conn: aiosqlite.Connection, user_id: str, *, include_rules: bool = False
+) -> list[Memory]:
+    async with conn.execute(
+        SELECT_MEMORIES, (user_id, include_rules)
+    ) as cur:
+        rows = await cur.fetchall()
+    return [row_to_memory(r) for r in rows]
+
+
+async def insert_memory(
+    conn: aiosqlite.Connection, user_id: str, new: NewMemory, *, now: datetime
+) -> int:
+    new = new.validated()
+    stamp = to_db(now)
+    cur = await conn.execute(
+        "INSERT INTO memories (user_id, text, type, scope, story_id, place, confidence, pinned, "
+        "created_at, updated_at, expires_at, source, content_hash) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            user_id,
+            new.text,
+            new.type,
+            new.scope,
+            new.story_id,
+            new.place,
+            new.confidence,
+            int(new.pinned),
+            stamp,
+            stamp,
+            to_db(new.expires_at),
+            new.source,
+            content_hash(new.text),
+        ),
+    )
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
+async def archive(
+    conn: aiosqlite.Connection,
+    user_id: str,
+    memory_id: int,
+    operation: str,
+    *,
+    cause: str,
+    now: datetime,
+) -> int | None:
+    """Copy the current version of a memory into history. Returns the history id, or None."""
+    cur = await conn.execute(
+        _ARCHIVE,
+        (operation, to_db(now), cause, user_id, memory_id),
+    )
+    return cur.lastrowid if cur.rowcount == 1 else None
+
+
+async def rewrite_memory(
+    conn: aiosqlite.Connection,
+    user_id: str,
+    memory_id: int,
+    text: str,
+    *,
+    operation: str,
+    cause: str,
+    now: datetime,
+    refresh_date: bool = True,
+    expires_at: datetime | None = None,
+) -> bool:
+    """Archive, then give the memory a new text. False when the id is not one of the user's."""
+    text = NewMemory(text=text).validated().text
+    if await archive(conn, user_id, memory_id, operation, cause=cause, now=now) is None:
+        return False
+    await conn.execute(
+        "UPDATE memories SET text = ?, content_hash = ?, "
+        "updated_at = CASE WHEN ? THEN ? ELSE updated_at END, "
+        "expires_at = COALESCE(?, expires_at) "
+        "WHERE user_id = ? AND id = ?",
+        (text, content_hash(text), refresh_date, to_db(now), to_db(expires_at), user_id, memory_id),
+    )
+    return True
+
+
+async def delete_memory(
+    conn: aiosqlite.Connection, user_id: str, memory_id: int, *, cause: str, now: datetime
+) -> bool:
+    """Archive, then delete. False when the id is not one of the user's."""
+    if await archive(conn, user_id, memory_id, "delete", cause=cause, now=now) is None:
+        return False
+    await conn.execute("DELETE FROM memories WHERE user_id = ? AND id = ?", (user_id, memory_id))
+    return True
+
+
+async def erase_user_memories(conn: aiosqlite.Connection, user_id: str) -> EraseReport:
+    """The one real deletion: the user's memories (their vectors cascade) and whole history."""
+    cur = await conn.execute("DELETE FROM memories WHERE user_id = ?", (user_id,))
+    memories = cur.rowcount
+    cur = await conn.execute("DELETE FROM memory_history WHERE user_id = ?", (user_id,))
+    return EraseReport(memories=memories, history=cur.rowcount)
+
+
+# --- the store ---------------------------------------------------------------------------------
+
+
+class MemoryStore:
+    """High-level memory operations for commands; each method is one transaction."""
+
+    def __init__(self, db: Database, *, clock: Any = utcnow) -> None:
+        self.db = db
+        self.clock = clock
+
+    async def get(self, user_id: str, memory_id: int) -> Memory | None:
+        return await fetch_memory(self.db.reader, user_id, memory_id)
+
+    async def list(
+        self,
+        user_id: str,
+        *,
+        types: Iterable[str] | None = None,
+        include_expired: bool = True,
+        include_rules: bool = False,
+    ) -> list[Memory]:
+        memories = await fetch_memories(self.db.reader, user_id, include_rules=include_rules)
+        wanted = set(types) if types else None
+        now = self.clock()
+        return [
+            m
+            for m in memories
+            if (wanted is None or m.type in wanted) and (include_expired or not m.is_expired(now))
+        ]
+
+    async def add(self, user_id: str, new: NewMemory) -> int:
+        async with self.db.write() as conn:
+            return await insert_memory(conn, user_id, new, now=self.clock())
+
+    async def set_pinned(self, user_id: str, memory_id: int, pinned: bool) -> bool:
+        """Pinning is a flag, not a new version: no history row, no date change."""
+        async with self.db.write() as conn:
+            cur = await conn.execute(
+                "UPDATE memories SET pinned = ? WHERE user_id = ? AND id = ? AND type != 'rule'",
+                (int(pinned), user_id, memory_id),
+            )
+            return cur.rowcount == 1
+
+    async def replace(self, user_id: str, memory_id: int, text: str, *, cause: str) -> bool:
+        async with self.db.write() as conn:
+            return await rewrite_memory(
+                conn, user_id, memory_id, text, operation="replace", cause=cause, now=self.clock()
+            )
+
+    async def forget(self, user_id: str, memory_id: int, *, cause: str) -> bool:
+        async with self.db.write() as conn:
+            return await delete_memory(conn, user_id, memory_id, cause=cause, now=self.clock())
+
+    async def history(self, user_id: str, *, limit: int = 50, offset: int = 0) -> list[HistoryEntry]:
+        async with self.db.reader.execute(
+            _SELECT_HISTORY, (user_id, limit, offset),
+        ) as cur:
+            rows = await cur.fetchall()
+        return [_row_to_history(r) for r in rows]
+
+    async def restore(self, user_id: str, history_id: int, *, cause: str = "restore") -> int | None:
+        """Bring back an archived version. Returns the memory id, or None for an unknown entry.
+
+        If the memory still exists, its current version is archived first (so a restore is itself
+        undoable); if it was deleted, it comes back under its own id (ids are never reused).
+        """
+        now = self.clock()
+        async with self.db.write() as conn:
+            async with conn.execute(
+                _SELECT_SNAPSHOT, (user_id, history_id),
+            ) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                return None
+            memory_id = row[0]
+            snapshot = dict(zip(_SNAPSHOT_COLUMNS.split(", "), row[1:]))
+            existing = await fetch_memory(conn, user_id, memory_id)
+            if existing is not None:
+                await archive(conn, user_id, memory_id, "restore", cause=cause, now=now)
+                await conn.execute(
+                    "UPDATE memories SET text = ?, type = ?, scope = ?, story_id = ?, place = ?, "
+                    "confidence = ?, pinned = ?, expires_at = ?, content_hash = ?, updated_at = ? "
+                    "WHERE user_id = ? AND id = ?",
+                    (
+                        snapshot["text"],
+                        snapshot["type"],
+                        snapshot["scope"],
+                        snapshot["story_id"],
+                        snapshot["place"],
+                        snapshot["confidence"],
+                        snapshot["pinned"],
+                        snapshot["expires_at"],
+                        content_hash(snapshot["text"]),
+                        to_db(now),
+                        user_id,
+                        memory_id,
+                    ),
+                )
+            else:
+                await conn.execute(
+                    _REINSERT,
+                    (
+                        memory_id,
+                        content_hash(snapshot["text"]),
+                        user_id,
+                        snapshot["text"],
+                        snapshot["type"],
+                        snapshot["scope"],
+                        snapshot["story_id"],
+                        snapshot["place"],
+                        snapshot["confidence"],
+                        snapshot["pinned"],
+                        snapshot["created_at"],
+                        to_db(now),
+                        snapshot["expires_at"],
+                        snapshot["source"],
+                    ),
+                )
+            await conn.execute(
+                "UPDATE memory_history SET restored_at = ? WHERE user_id = ? AND id = ?",
+                (to_db(now), user_id, history_id),
+            )
+        return memory_id
+

@@ -1,0 +1,91 @@
+"""The migration runner and the connection set-up, on real SQLite files."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from bot.db import MIGRATIONS_DIR, Database, MigrationError, list_migrations
+
+
+def _version(path) -> int:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+async def test_all_migrations_apply_and_version_is_the_last(tmp_path):
+    db = await Database.open(tmp_path / "a.db")
+    await db.close()
+    assert _version(tmp_path / "a.db") == len(list_migrations(MIGRATIONS_DIR))
+
+
+async def test_reopening_applies_nothing_twice(tmp_path):
+    db = await Database.open(tmp_path / "a.db")
+    await db.close()
+    db = await Database.open(tmp_path / "a.db")
+    async with db.reader.execute("SELECT COUNT(*) FROM memories") as cur:
+        assert (await cur.fetchone())[0] == 0
+    await db.close()
+
+
+async def test_connections_use_wal_foreign_keys_and_busy_timeout(db):
+    for conn in (db.reader, db._writer):
+        async with conn.execute("PRAGMA journal_mode") as cur:
+            assert (await cur.fetchone())[0] == "wal"
+        async with conn.execute("PRAGMA foreign_keys") as cur:
+            assert (await cur.fetchone())[0] == 1
+        async with conn.execute("PRAGMA busy_timeout") as cur:
+            assert (await cur.fetchone())[0] >= 1000
+
+
+async def test_failing_migration_leaves_previous_version_intact(tmp_path):
+    migrations = tmp_path / "migrations"
+    migrations.mkdir()
+    (migrations / "0001_first.sql").write_text("CREATE TABLE a (x INTEGER);")
+    (migrations / "0002_broken.sql").write_text(
+        "CREATE TABLE b (y INTEGER);\nINSERT INTO a VALUES (1);\nTHIS IS NOT SQL;"
+    )
+    with pytest.raises(MigrationError, match="0002_broken.sql"):
+        await Database.open(tmp_path / "m.db", migrations)
+    assert _version(tmp_path / "m.db") == 1
+    with sqlite3.connect(tmp_path / "m.db") as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "b" not in tables
+        assert conn.execute("SELECT COUNT(*) FROM a").fetchone()[0] == 0
+    # Fixing the file lets the next start finish the job.
+    (migrations / "0002_broken.sql").write_text("CREATE TABLE b (y INTEGER);")
+    db = await Database.open(tmp_path / "m.db", migrations)
+    await db.close()
+    assert _version(tmp_path / "m.db") == 2
+
+
+def test_migration_numbers_must_not_have_gaps(tmp_path):
+    (tmp_path / "0001_a.sql").write_text("")
+    (tmp_path / "0003_c.sql").write_text("")
+    with pytest.raises(MigrationError, match="without gaps"):
+        list_migrations(tmp_path)
+
+
+async def test_concurrent_write_transactions_do_not_lose_each_others_rows(db):
+    """A rollback in one coroutine must not drop another coroutine's insert."""
+
+    async def insert_then(fail: bool, n: int) -> None:
+        async with db.write() as conn:
+            await conn.execute(
+                "INSERT INTO memories (user_id, text, type, created_at, updated_at, content_hash) "
+                "VALUES (?, ?, 'fact', 'x', 'x', 'h')",
+                ("u", f"row {n}"),
+            )
+            await asyncio.sleep(0)
+            if fail:
+                raise RuntimeError("boom")
+
+    results = await asyncio.gather(
+        *(insert_then(n % 2 == 1, n) for n in range(20)), return_exceptions=True
+    )
+    assert sum(isinstance(r, RuntimeError) for r in results) == 10
+    async with db.reader.execute("SELECT text FROM memories ORDER BY id") as cur:
+        texts = [r[0] for r in await cur.fetchall()]
+    assert texts == [f"row {n}" for n in range(0, 20, 2)]
