@@ -1,0 +1,319 @@
+"""SQLite storage of the per-story memory (summary, anchors, positions, state, their history).
+
+Reads go through `db.reader`. Writes take the open connection of the caller's
+`async with db.write() as conn:` so a reflection's memories and story changes commit together.
+Every statement filters on user_id and story_id; an id from another user or story is unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import aiosqlite
+
+from bot.db import Database, from_db, to_db
+from bot.memory.story import (
+    Anchor,
+    AnchorPlan,
+    Position,
+    PositionPlan,
+    StatePlan,
+    StateSpec,
+    StoryState,
+    apply_state_deltas,
+    plan_anchor_changes,
+    plan_positions,
+    plan_summary,
+    subject_key,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class StoryReport:
+    """What one reflection changed in a story, and what it was refused."""
+
+    summary_replaced: bool
+    anchors: AnchorPlan
+    added_anchor_ids: list[int]
+    positions: PositionPlan
+    inserted_position_ids: list[int]
+    state: StatePlan
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class StoryHistoryEntry:
+    id: int
+    user_id: str
+    story_id: str
+    operation: str
+    item_id: int | None
+    payload: dict[str, Any]
+    reason: str | None
+    cause: str
+    at: datetime
+
+
+def _dt(value: str) -> datetime:
+    parsed = from_db(value)
+    assert parsed is not None  # NOT NULL columns
+    return parsed
+
+
+async def _load(conn: aiosqlite.Connection, user_id: str, story_id: str) -> StoryState:
+    state = StoryState()
+    async with conn.execute(
+        "SELECT summary, updated_at FROM story_summaries WHERE user_id = ? AND story_id = ?",
+        (user_id, story_id),
+    ) as cur:
+        row = await cur.fetchone()
+    if row is not None:
+        state.summary, state.summary_updated_at = row["summary"], _dt(row["updated_at"])
+    async with conn.execute(
+        "SELECT id, text, created_at FROM story_anchors WHERE user_id = ? AND story_id = ?"
+        " ORDER BY id",
+        (user_id, story_id),
+    ) as cur:
+        rows = await cur.fetchall()
+    state.anchors = [Anchor(r["id"], r["text"], _dt(r["created_at"])) for r in rows]
+    async with conn.execute(
+        "SELECT id, subject, stance, justification, created_at, updated_at FROM story_positions"
+        " WHERE user_id = ? AND story_id = ? ORDER BY id",
+        (user_id, story_id),
+    ) as cur:
+        state.positions = [
+            Position(
+                r["id"], r["subject"], r["stance"], r["justification"],
+                _dt(r["created_at"]), _dt(r["updated_at"]),
+            )
+            for r in await cur.fetchall()
+        ]
+    async with conn.execute(
+        "SELECT name, value FROM story_state WHERE user_id = ? AND story_id = ?",
+        (user_id, story_id),
+    ) as cur:
+        state.state = {r["name"]: float(r["value"]) for r in await cur.fetchall()}
+    return state
+
+
+async def load_story(db: Database, user_id: str, story_id: str) -> StoryState:
+    """Everything stored for this user in this story (empty StoryState when nothing is)."""
+    return await _load(db.reader, user_id, story_id)
+
+
+async def _archive(
+    conn: aiosqlite.Connection,
+    user_id: str,
+    story_id: str,
+    operation: str,
+    item_id: int | None,
+    payload: Mapping[str, Any],
+    reason: str | None,
+    cause: str,
+    now: datetime,
+) -> None:
+    await conn.execute(
+        "INSERT INTO story_history"
+        " (user_id, story_id, operation, item_id, payload, reason, cause, at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            user_id, story_id, operation, item_id,
+            json.dumps(dict(payload), ensure_ascii=False), reason, cause, to_db(now),
+        ),
+    )
+
+
+def _position_payload(p: Position) -> dict[str, Any]:
+    return {
+        "subject": p.subject,
+        "stance": p.stance,
+        "justification": p.justification,
+        "created_at": to_db(p.created_at),
+        "updated_at": to_db(p.updated_at),
+    }
+
+
+async def apply_story_reflection(
+    conn: aiosqlite.Connection,
+    user_id: str,
+    story_id: str,
+    *,
+    summary: str | None,
+    anchor_add: Iterable[str] | None,
+    anchor_remove: Iterable[Any] | None,
+    positions: Iterable[Any] | None,
+    state_deltas: Mapping[str, Any] | None,
+    specs: Mapping[str, StateSpec],
+    cause: str,
+    now: datetime,
+) -> StoryReport:
+    """Apply one reflection's story proposals inside the caller's write transaction.
+
+    `anchor_remove` items are (id, reason) tuples, {"id", "reason"} mappings or objects with
+    those attributes; `positions` items likewise carry subject, stance and justification.
+    Every removal, rewrite and eviction is archived in story_history before it happens.
+    """
+    current = await _load(conn, user_id, story_id)
+    stamp = to_db(now)
+
+    new_summary = plan_summary(current.summary, summary)
+    if new_summary is not None:
+        if current.summary is not None:
+            await _archive(
+                conn, user_id, story_id, "summary_replaced", None,
+                {"summary": current.summary, "updated_at": to_db(current.summary_updated_at)},
+                None, cause, now,
+            )
+        await conn.execute(
+            "INSERT INTO story_summaries (user_id, story_id, summary, updated_at)"
+            " VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (user_id, story_id) DO UPDATE SET summary = excluded.summary,"
+            " updated_at = excluded.updated_at",
+            (user_id, story_id, new_summary, stamp),
+        )
+
+    anchor_plan = plan_anchor_changes(current.anchors, anchor_add, anchor_remove)
+    for removal in anchor_plan.remove:
+        a = removal.anchor
+        await _archive(
+            conn, user_id, story_id, "anchor_removed", a.id,
+            {"text": a.text, "created_at": to_db(a.created_at)}, removal.reason, cause, now,
+        )
+        await conn.execute(
+            "DELETE FROM story_anchors WHERE id = ? AND user_id = ? AND story_id = ?",
+            (a.id, user_id, story_id),
+        )
+    added_ids: list[int] = []
+    for text in anchor_plan.add:
+        cur = await conn.execute(
+            "INSERT INTO story_anchors (user_id, story_id, text, created_at, cause)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (user_id, story_id, text, stamp, cause),
+        )
+        added_ids.append(int(cur.lastrowid or 0))
+        await cur.close()
+
+    position_plan = plan_positions(current.positions, positions, now)
+    for p in position_plan.evict:
+        await _archive(
+            conn, user_id, story_id, "position_evicted", p.id, _position_payload(p),
+            None, cause, now,
+        )
+        await conn.execute(
+            "DELETE FROM story_positions WHERE id = ? AND user_id = ? AND story_id = ?",
+            (p.id, user_id, story_id),
+        )
+    for update in position_plan.update:
+        before, after = update.before, update.after
+        await _archive(
+            conn, user_id, story_id, "position_updated", before.id, _position_payload(before),
+            None, cause, now,
+        )
+        await conn.execute(
+            "UPDATE story_positions SET stance = ?, justification = ?, updated_at = ?"
+            " WHERE id = ? AND user_id = ? AND story_id = ?",
+            (
+                after.stance, after.justification, to_db(after.updated_at),
+                before.id, user_id, story_id,
+            ),
+        )
+    inserted_ids: list[int] = []
+    for prop in position_plan.insert:
+        cur = await conn.execute(
+            "INSERT INTO story_positions (user_id, story_id, subject, subject_key, stance,"
+            " justification, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                user_id, story_id, prop.subject, subject_key(prop.subject), prop.stance,
+                prop.justification, stamp, stamp,
+            ),
+        )
+        inserted_ids.append(int(cur.lastrowid or 0))
+        await cur.close()
+
+    state_plan = apply_state_deltas(specs, current.state, state_deltas)
+    for change in state_plan.changes:
+        await _archive(
+            conn, user_id, story_id, "state_changed", None,
+            {
+                "name": change.name, "before": change.before, "after": change.after,
+                "proposed": change.proposed, "applied": change.applied,
+            },
+            None, cause, now,
+        )
+        await conn.execute(
+            "INSERT INTO story_state (user_id, story_id, name, value, updated_at)"
+            " VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (user_id, story_id, name) DO UPDATE SET value = excluded.value,"
+            " updated_at = excluded.updated_at",
+            (user_id, story_id, change.name, change.after, stamp),
+        )
+
+    notes = [*anchor_plan.notes, *position_plan.notes, *state_plan.notes]
+    if summary is not None and new_summary is None and not summary.strip():
+        notes.append("blank summary ignored")
+    if anchor_plan.refused or position_plan.not_reanchored:
+        log.info(
+            "story %s: %d anchor removal(s) refused, %d self-cited position(s) not re-anchored",
+            story_id, len(anchor_plan.refused), len(position_plan.not_reanchored),
+        )
+    return StoryReport(
+        summary_replaced=new_summary is not None,
+        anchors=anchor_plan,
+        added_anchor_ids=added_ids,
+        positions=position_plan,
+        inserted_position_ids=inserted_ids,
+        state=state_plan,
+        notes=notes,
+    )
+
+
+async def story_history(
+    db: Database, user_id: str, story_id: str | None = None, *, limit: int = 50
+) -> list[StoryHistoryEntry]:
+    """This user's story history, newest first; all stories when story_id is None."""
+    sql = (
+        "SELECT id, user_id, story_id, operation, item_id, payload, reason, cause, at"
+        " FROM story_history WHERE user_id = ?"
+    )
+    params: list[Any] = [user_id]
+    if story_id is not None:
+        sql += " AND story_id = ?"
+        params.append(story_id)
+    sql += " ORDER BY at DESC, id DESC LIMIT ?"
+    params.append(limit)
+    async with db.reader.execute(sql, params) as cur:
+        rows = await cur.fetchall()
+    return [
+        StoryHistoryEntry(
+            r["id"], r["user_id"], r["story_id"], r["operation"], r["item_id"],
+            json.loads(r["payload"]), r["reason"], r["cause"], _dt(r["at"]),
+        )
+        for r in rows
+    ]
+
+
+# One literal statement per table: SQL text is never assembled from strings.
+_ERASE_USER: Sequence[str] = (
+    "DELETE FROM story_summaries WHERE user_id = ?",
+    "DELETE FROM story_anchors WHERE user_id = ?",
+    "DELETE FROM story_positions WHERE user_id = ?",
+    "DELETE FROM story_state WHERE user_id = ?",
+    "DELETE FROM story_history WHERE user_id = ?",
+)
+
+
+async def erase_user_story_data(conn: aiosqlite.Connection, user_id: str) -> int:
+    """Delete every story row of this user, history included. Returns the number of rows."""
+    total = 0
+    for statement in _ERASE_USER:
+        cur = await conn.execute(statement, (user_id,))
+        total += max(cur.rowcount, 0)
+        await cur.close()
+    return total
