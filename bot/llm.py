@@ -1,0 +1,379 @@
+"""Chat client for Ollama (`/api/chat`) and OpenAI-compatible (`/v1/chat/completions`) servers.
+
+One `LLMClient` per configured server, over the application's single shared `httpx.AsyncClient`.
+Every failure surfaces as an `LLMError` subclass whose message is written for the person running
+the bot: it names the URL and says what to do, and never contains the API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+Api = Literal["ollama", "openai"]
+
+# Listing models takes milliseconds on a healthy server: start-up must not wait for a whole
+# generation's timeout.
+CHECK_TIMEOUT = 10.0
+# A proxy's HTML error page quoted whole would bury the one line that matters.
+MAX_QUOTED_CHARS = 500
+# Name sent in OpenAI's response_format.json_schema; the API requires one.
+SCHEMA_NAME = "reflection"
+
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+
+
+class LLMError(Exception):
+    """Any failure of the chat LLM. The message is meant for the operator, as is."""
+
+
+class LLMUnavailable(LLMError):
+    """The server cannot be reached (connection refused, unknown host, connect timeout)."""
+
+
+class ModelNotFound(LLMError):
+    """The server answers but does not have the configured model."""
+
+    def __init__(self, message: str, *, model: str) -> None:
+        super().__init__(message)
+        self.model = model
+
+
+class LLMTimeout(LLMError):
+    """The server accepted the request but did not answer within the timeout."""
+
+
+class LLMBadResponse(LLMError):
+    """The server answered something unusable: HTTP error, non-JSON, missing keys, cut short."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def strip_thinking(text: str) -> str:
+    """The answer without the model's `<think>…</think>` reasoning, trimmed."""
+    text = _THINK_BLOCK.sub("", text)
+    # Some chat templates open the block inside the prompt, so only the closing tag reaches us.
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        text = text[closes[-1].end() :]
+    # A block still open means generation stopped while thinking: nothing after it is an answer.
+    opened = _THINK_OPEN.search(text)
+    if opened:
+        text = text[: opened.start()]
+    return text.strip()
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def _connect_failure(exc: BaseException) -> str:
+    """Why a connection failed; httpx words a refusal "All connection attempts failed"."""
+    cause: BaseException | None = exc
+    visited: set[int] = set()
+    while cause is not None and id(cause) not in visited:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        visited.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return str(exc) or "connection failed"
+
+
+def _same_model(wanted: str, listed: str) -> bool:
+    """Ollama names a model `name:tag` and serves `name` as `name:latest`."""
+
+    def tagged(name: str) -> str:
+        return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+    return tagged(wanted) == tagged(listed)
+
+
+class LLMClient:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        api: Api,
+        base_url: str,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+    ) -> None:
+        if api not in ("ollama", "openai"):
+            raise ValueError(f"api must be 'ollama' or 'openai', not {api!r}")
+        self._http = http
+        self.api: Api = api
+        self._api_key = api_key or None
+        self.timeout = timeout
+        root = base_url.strip().rstrip("/")
+        # OpenAI SDKs are configured with the /v1 prefix, raw HTTP docs without: accept both.
+        if api == "openai" and root.endswith("/v1"):
+            root = root[: -len("/v1")]
+        self._root = root
+        self._server = "Ollama server" if api == "ollama" else "OpenAI-compatible server"
+
+    async def chat(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        model: str,
+        json_schema: dict[str, Any] | None = None,
+        temperature: float | None = None,
+        timeout: float | None = None,
+    ) -> str:
+        """The assistant's text; with `json_schema`, the server is asked for JSON following it.
+
+        `messages` are `{"role": "system" | "user" | "assistant", "content": str}`, as the prompt
+        builders return them.
+        """
+        wire = [{"role": m["role"], "content": m["content"]} for m in messages]
+        body: dict[str, Any] = {"model": model, "messages": wire, "stream": False}
+        if self.api == "ollama":
+            path = "/api/chat"
+            if json_schema is not None:
+                body["format"] = json_schema
+            if temperature is not None:
+                body["options"] = {"temperature": temperature}
+        else:
+            path = "/v1/chat/completions"
+            if json_schema is not None:
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": SCHEMA_NAME, "schema": json_schema, "strict": False},
+                }
+            if temperature is not None:
+                body["temperature"] = temperature
+
+        started = time.perf_counter()
+        if timeout is None:
+            timeout = self.timeout
+        response = await self._send("POST", path, body, timeout)
+        if response.status_code == 404:
+            self._raise_if_model_missing(response, model)
+        self._raise_for_status(response, path)
+        content, stop_reason = self._extract(self._json(response, path), path)
+        if stop_reason == "length":
+            if json_schema is not None:
+                raise LLMBadResponse(
+                    f"The {self._server} at {self._url(path)} stopped at its token limit before "
+                    f"finishing the JSON answer of model {model!r}; raise the model's output limit "
+                    "or shorten the prompt."
+                )
+            log.warning("model %s hit its token limit: the reply is cut short", model)
+        text = strip_thinking(content)
+        if not text:
+            raise LLMBadResponse(
+                f"The {self._server} at {self._url(path)} returned an empty reply."
+            )
+        log.debug(
+            "%s chat model=%s structured=%s %.2fs %d chars",
+            self.api, model, json_schema is not None, time.perf_counter() - started, len(text),
+        )
+        return text
+
+    async def check(self, model: str) -> None:
+        """Start-up check: the server answers and lists `model`. Raises an `LLMError` otherwise."""
+        path = "/api/tags" if self.api == "ollama" else "/v1/models"
+        response = await self._send("GET", path, None, min(self.timeout, CHECK_TIMEOUT))
+        if self.api == "openai" and response.status_code == 404:
+            log.warning(
+                "%s does not implement /v1/models: cannot verify that model %r exists before the "
+                "first chat",
+                self._url(path), model,
+            )
+            return
+        self._raise_for_status(response, path)
+        data = self._json(response, path)
+        try:
+            if self.api == "ollama":
+                names = [entry.get("name") or entry["model"] for entry in data["models"]]
+            else:
+                names = [entry["id"] for entry in data["data"]]
+        except (KeyError, TypeError, AttributeError):
+            raise LLMBadResponse(
+                f"The {self._server} at {self._url(path)} answered a model list of an unexpected "
+                f"shape: {self._quote(response.text)}"
+            ) from None
+        if not any(_same_model(model, str(name)) for name in names):
+            listed = [str(n) for n in names]
+            raise ModelNotFound(self._missing_model_message(model, listed=listed), model=model)
+
+    # -- transport -------------------------------------------------------------------------
+
+    def _url(self, path: str) -> str:
+        return _without_credentials(self._root + path)
+
+    async def _send(
+        self, method: str, path: str, body: dict[str, Any] | None, timeout: float
+    ) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        try:
+            # httpx bounds each phase separately; the outer bound caps the whole exchange.
+            async with asyncio.timeout(timeout):
+                return await self._http.request(
+                    method, self._root + path, json=body, headers=headers, timeout=timeout
+                )
+        except httpx.ConnectTimeout:
+            reason = f"no answer to connect within {timeout:g} s"
+            raise LLMUnavailable(self._unreachable_message(path, reason)) from None
+        except (TimeoutError, httpx.TimeoutException):
+            raise LLMTimeout(
+                f"The {self._server} at {self._url(path)} did not answer within {timeout:g} s. "
+                "The model may still be loading or the machine is overloaded; raise the LLM "
+                "timeout if this is normal for it."
+            ) from None
+        except httpx.ConnectError as exc:
+            raise LLMUnavailable(self._unreachable_message(path, _connect_failure(exc))) from None
+        except httpx.TransportError as exc:
+            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise LLMBadResponse(
+                f"The connection to the {self._server} at {self._url(path)} broke before a "
+                f"complete answer arrived ({self._scrub(detail)})."
+            ) from None
+
+    def _unreachable_message(self, path: str, reason: str) -> str:
+        if self.api == "ollama":
+            advice = (
+                "Start Ollama with `ollama serve` (or the Ollama app), or set LLM_BASE_URL to the "
+                "address where it runs."
+            )
+        else:
+            advice = (
+                "Check that the server is running, or set LLM_BASE_URL to the address where it "
+                "runs."
+            )
+        return f"Cannot reach the {self._server} at {self._url(path)} ({reason}). {advice}"
+
+    # -- response handling -----------------------------------------------------------------
+
+    def _scrub(self, text: str) -> str:
+        # A proxy may echo the request headers back in its error page.
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _quote(self, text: str) -> str:
+        text = self._scrub(" ".join(text.split()))
+        if len(text) > MAX_QUOTED_CHARS:
+            text = text[:MAX_QUOTED_CHARS] + "…"
+        return repr(text) if text else "(empty body)"
+
+    def _error_text(self, response: httpx.Response) -> str:
+        """The server's own explanation, from whichever error shape it uses."""
+        try:
+            data = response.json()
+        except ValueError:
+            return self._quote(response.text)
+        if isinstance(data, dict):
+            error = data.get("error")
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                return self._quote(error["message"])
+            for candidate in (error, data.get("message"), data.get("detail")):
+                if isinstance(candidate, str):
+                    return self._quote(candidate)
+        return self._quote(response.text)
+
+    def _raise_if_model_missing(self, response: httpx.Response, model: str) -> None:
+        """A 404 names a missing model only when its body says so; a bare 404 is a wrong URL."""
+        try:
+            data = response.json()
+        except ValueError:
+            return
+        if not isinstance(data, dict):
+            return
+        error = data.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) else error
+        if not isinstance(message, str):
+            message = data.get("message") if isinstance(data.get("message"), str) else ""
+        lowered = message.lower()
+        if code == "model_not_found" or (
+            "model" in lowered and ("not found" in lowered or "does not exist" in lowered)
+        ):
+            raise ModelNotFound(
+                self._missing_model_message(model, server_said=self._quote(message)), model=model
+            )
+
+    def _missing_model_message(
+        self, model: str, *, listed: list[str] | None = None, server_said: str | None = None
+    ) -> str:
+        root = _without_credentials(self._root)
+        where = f"The {self._server} at {root} does not have the model {model!r}"
+        said = f" (server said: {server_said})" if server_said else ""
+        if listed is not None:
+            shown = ", ".join(listed[:10]) + (", …" if len(listed) > 10 else "")
+            said = f" (it has: {shown})" if listed else " (it has no model at all)"
+        if self.api == "ollama":
+            advice = (
+                f"Download it with `ollama pull {model}`, or set LLM_MODEL to a model shown by "
+                "`ollama list`."
+            )
+        else:
+            advice = "Check LLM_MODEL: it must be one of the model ids this server offers."
+        return f"{where}{said}. {advice}"
+
+    def _raise_for_status(self, response: httpx.Response, path: str) -> None:
+        status = response.status_code
+        if status < 400:
+            return
+        hint = ""
+        if status in (401, 403):
+            hint = " Check the API key (LLM_API_KEY)."
+        elif status == 404:
+            hint = f" Is LLM_BASE_URL the address of an {self._server}?"
+        raise LLMBadResponse(
+            f"The {self._server} at {self._url(path)} answered HTTP {status}: "
+            f"{self._error_text(response)}.{hint}",
+            status=status,
+        )
+
+    def _json(self, response: httpx.Response, path: str) -> dict[str, Any]:
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise LLMBadResponse(
+                f"The {self._server} at {self._url(path)} answered something "
+                f"that is not a JSON object: {self._quote(response.text)}",
+                status=response.status_code,
+            )
+        return data
+
+    def _extract(self, data: dict[str, Any], path: str) -> tuple[str, str | None]:
+        """(content, stop reason) from a chat answer of this client's API."""
+        try:
+            if self.api == "ollama":
+                content, stop = data["message"]["content"], data.get("done_reason")
+            else:
+                choice = data["choices"][0]
+                content, stop = choice["message"]["content"], choice.get("finish_reason")
+        except (KeyError, IndexError, TypeError):
+            content, stop = None, None
+        if not isinstance(content, str):
+            if self.api == "ollama":
+                where = '["message"]["content"]'
+            else:
+                where = '["choices"][0]["message"]["content"]'
+            raise LLMBadResponse(
+                f"The {self._server} at {self._url(path)} answered JSON without a "
+                f"text at {where}: {self._quote(json.dumps(data, ensure_ascii=False))}"
+            )
+        return content, stop

@@ -1,0 +1,356 @@
+"""A scripted chat-LLM server for tests: real HTTP on 127.0.0.1, Ollama and OpenAI APIs at once.
+
+Endpoints (one server, one port, both APIs):
+    POST /api/chat             Ollama chat; structured calls put the JSON schema in `format`
+    GET  /api/tags             Ollama model list: `models`, an untagged name listed as `name:latest`
+    POST /v1/chat/completions  OpenAI chat; schema in `response_format.json_schema.schema`
+    GET  /v1/models            OpenAI model list (404 when `models_endpoint` is False)
+
+Fixtures (import them into a conftest or a test module; names are stable):
+    llm_server  -> a started `FakeLLMServer`, stopped at teardown
+    refused_url -> "http://127.0.0.1:<port>" where nothing listens (connection refused)
+Outside pytest: `async with FakeLLMServer() as server:` or `with refusing_port() as port:`.
+
+How a chat request is answered, first rule that applies:
+    1. its model is not in `server.models` -> 404 in that API's real format (Ollama
+       `{"error": "model 'x' not found"}`, OpenAI `{"error": {..., "code": "model_not_found"}}`);
+    2. the next item of `server.replies` (FIFO), if any;
+    3. `server.handler(request)`, if set (may be sync or async);
+    4. default: prose `echo: <last user message>`, or `{}` for a structured request.
+An answer is a `str` (the assistant's text) or a `Reply` for anything else:
+    Reply("text", thinking="...")      Ollama `message.thinking` / OpenAI `reasoning_content`
+    Reply("text", delay=2.0)           slow: answers after 2 s
+    Reply("text", finish="length")     generation cut at the token limit
+    Reply(hang=True)                   accepts the request, never answers (until the server stops)
+    Reply(status=500, error="boom")    HTTP error, body in that API's error format
+    Reply(body="<html>oops", status=200, content_type="text/html")   raw body, sent as is
+    Reply("text", truncated=True)      announces the full body length, sends half, closes
+    Reply("text", trickle=0.1)         sends the body in 10 pieces, 0.1 s apart (each read is quick,
+                                       the whole answer is not)
+
+Every request (chat and model lists) is recorded in `server.requests` as an `LLMRequest`
+(api, method, path, model, messages, json_schema, headers, body); `server.chats` keeps the chat
+ones. The handler recognises the reflection call by `request.json_schema is not None` or by a
+marker in `request.system`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import socket
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pytest
+import pytest_asyncio
+from aiohttp import web
+
+FAKE_MODEL = "fake-llm"
+
+Api = Literal["ollama", "openai"]
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    api: Api
+    method: str
+    path: str
+    model: str | None
+    messages: list[dict[str, Any]]
+    json_schema: dict[str, Any] | None
+    headers: dict[str, str]  # keys lower-cased
+    body: dict[str, Any] | None
+
+    @property
+    def system(self) -> str:
+        return "\n".join(m.get("content", "") for m in self.messages if m.get("role") == "system")
+
+    @property
+    def last_user(self) -> str:
+        users = [m.get("content", "") for m in self.messages if m.get("role") == "user"]
+        return users[-1] if users else ""
+
+
+@dataclass(frozen=True)
+class Reply:
+    content: str = ""
+    thinking: str | None = None
+    delay: float = 0.0
+    finish: str = "stop"
+    hang: bool = False
+    status: int = 200
+    error: str | None = None
+    body: str | bytes | None = None
+    content_type: str = "application/json"
+    truncated: bool = False
+    trickle: float = 0.0
+
+
+Answer = str | Reply
+Handler = Callable[[LLMRequest], Answer | Awaitable[Answer]]
+
+
+def _ollama_name(model: str) -> str:
+    return model if ":" in model.rsplit("/", 1)[-1] else f"{model}:latest"
+
+
+class FakeLLMServer:
+    def __init__(self, models: tuple[str, ...] | list[str] = (FAKE_MODEL,)) -> None:
+        self.models: list[str] = list(models)
+        self.models_endpoint = True
+        self.replies: deque[Answer] = deque()
+        self.handler: Handler | None = None
+        self.requests: list[LLMRequest] = []
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+        self._stopping = asyncio.Event()
+        self._served = 0
+
+    @property
+    def chats(self) -> list[LLMRequest]:
+        return [r for r in self.requests if r.path in ("/api/chat", "/v1/chat/completions")]
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/api/chat", self._ollama_chat)
+        app.router.add_get("/api/tags", self._ollama_tags)
+        app.router.add_post("/v1/chat/completions", self._openai_chat)
+        app.router.add_get("/v1/models", self._openai_models)
+        # Hung handlers are released by `_stopping`, so shutdown never waits for them.
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}"
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeLLMServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # -- recording -------------------------------------------------------------------------
+
+    async def _record(self, request: web.Request, api: Api) -> LLMRequest:
+        body: dict[str, Any] | None = None
+        if request.can_read_body:
+            raw = await request.read()
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = None
+            body = parsed if isinstance(parsed, dict) else None
+        schema: dict[str, Any] | None = None
+        if body is not None:
+            if api == "ollama" and isinstance(body.get("format"), dict):
+                schema = body["format"]
+            elif api == "openai":
+                fmt = body.get("response_format") or {}
+                if fmt.get("type") == "json_schema":
+                    schema = (fmt.get("json_schema") or {}).get("schema")
+        recorded = LLMRequest(
+            api=api,
+            method=request.method,
+            path=request.path,
+            model=body.get("model") if body else None,
+            messages=list(body.get("messages") or []) if body else [],
+            json_schema=schema,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            body=body,
+        )
+        self.requests.append(recorded)
+        return recorded
+
+    # -- model lists -----------------------------------------------------------------------
+
+    async def _ollama_tags(self, request: web.Request) -> web.Response:
+        await self._record(request, "ollama")
+        listed = [
+            {
+                "name": _ollama_name(m),
+                "model": _ollama_name(m),
+                "modified_at": "2025-01-01T00:00:00Z",
+                "size": 1,
+                "digest": "0" * 64,
+                "details": {"format": "gguf", "family": "fake"},
+            }
+            for m in self.models
+        ]
+        return web.json_response({"models": listed})
+
+    async def _openai_models(self, request: web.Request) -> web.Response:
+        await self._record(request, "openai")
+        if not self.models_endpoint:
+            return web.Response(status=404, text="404 page not found")
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
+        return web.json_response({"object": "list", "data": data})
+
+    # -- chat ------------------------------------------------------------------------------
+
+    async def _ollama_chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._chat(request, "ollama")
+
+    async def _openai_chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._chat(request, "openai")
+
+    def _knows(self, model: str | None, api: Api) -> bool:
+        if model is None:
+            return False
+        if api == "ollama":
+            return any(_ollama_name(model) == _ollama_name(m) for m in self.models)
+        return model in self.models
+
+    async def _answer(self, recorded: LLMRequest) -> Reply:
+        if self.replies:
+            answer: Answer = self.replies.popleft()
+        elif self.handler is not None:
+            result = self.handler(recorded)
+            answer = await result if inspect.isawaitable(result) else result
+        elif recorded.json_schema is not None:
+            answer = "{}"
+        else:
+            answer = f"echo: {recorded.last_user}"
+        return Reply(answer) if isinstance(answer, str) else answer
+
+    async def _chat(self, request: web.Request, api: Api) -> web.StreamResponse:
+        recorded = await self._record(request, api)
+        model = recorded.model or ""
+        if not self._knows(recorded.model, api):
+            return web.json_response(_model_not_found(api, model), status=404)
+        reply = await self._answer(recorded)
+        if reply.hang:
+            await self._stopping.wait()
+            return web.Response(status=503, text="server stopped")
+        if reply.delay:
+            try:
+                await asyncio.wait_for(self._stopping.wait(), reply.delay)
+            except TimeoutError:
+                pass
+        if reply.body is not None:
+            raw = reply.body.encode() if isinstance(reply.body, str) else reply.body
+        elif reply.error is not None:
+            raw = json.dumps(_error_body(api, reply.error)).encode()
+        else:
+            self._served += 1
+            raw = json.dumps(_chat_body(api, model, reply, self._served)).encode()
+        if reply.truncated or reply.trickle:
+            return await self._send_in_pieces(request, reply, raw)
+        return web.Response(status=reply.status, body=raw, content_type=_mime(reply.content_type))
+
+
+    async def _send_in_pieces(
+        self, request: web.Request, reply: Reply, raw: bytes
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            status=reply.status,
+            headers={"Content-Type": reply.content_type, "Content-Length": str(len(raw))},
+        )
+        await response.prepare(request)
+        if reply.truncated:
+            await response.write(raw[: len(raw) // 2])
+            if request.transport is not None:
+                request.transport.close()
+            return response
+        pieces = 10
+        step = -(-len(raw) // pieces)
+        for start in range(0, len(raw), step):
+            await response.write(raw[start : start + step])
+            try:
+                await asyncio.wait_for(self._stopping.wait(), reply.trickle)
+                return response
+            except TimeoutError:
+                pass
+        await response.write_eof()
+        return response
+
+
+def _mime(content_type: str) -> str:
+    return content_type.split(";", 1)[0].strip()
+
+
+
+
+def _chat_body(api: Api, model: str, reply: Reply, serial: int) -> dict[str, Any]:
+    if api == "ollama":
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.thinking is not None:
+            message["thinking"] = reply.thinking
+        return {
+            "model": model,
+            "created_at": "2025-01-01T00:00:00Z",
+            "message": message,
+            "done": True,
+            "done_reason": reply.finish,
+            "eval_count": len(reply.content.split()),
+        }
+    message = {"role": "assistant", "content": reply.content}
+    if reply.thinking is not None:
+        message["reasoning_content"] = reply.thinking
+    return {
+        "id": f"chatcmpl-fake-{serial}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+def _error_body(api: Api, message: str) -> dict[str, Any]:
+    if api == "ollama":
+        return {"error": message}
+    return {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
+
+
+def _model_not_found(api: Api, model: str) -> dict[str, Any]:
+    if api == "ollama":
+        return {"error": f"model '{model}' not found"}
+    return {
+        "error": {
+            "message": f"The model `{model}` does not exist or you do not have access to it.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "model_not_found",
+        }
+    }
+
+
+@contextmanager
+def refusing_port() -> Iterator[int]:
+    """A 127.0.0.1 port that refuses connections while the context is open.
+
+    The socket is bound but never listens: connecting gets a reset, and no other process can
+    start listening on the port meanwhile.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+@pytest_asyncio.fixture
+async def llm_server() -> AsyncIterator[FakeLLMServer]:
+    async with FakeLLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+def refused_url() -> Iterator[str]:
+    with refusing_port() as port:
+        yield f"http://127.0.0.1:{port}"
