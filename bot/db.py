@@ -45,6 +45,8 @@ def from_db(value: str | None) -> datetime | None:
 
 
 def list_migrations(directory: Path = MIGRATIONS_DIR) -> list[tuple[int, Path]]:
+    if not directory.is_dir():
+        raise MigrationError(f"the migrations folder {directory} is missing: run Écho from a checkout")
     found: list[tuple[int, Path]] = []
     for path in sorted(directory.glob("*.sql")):
         match = _MIGRATION_NAME.match(path.name)

