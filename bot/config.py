@@ -1,0 +1,479 @@
+"""The bot's settings, read from the environment and a `.env` file.
+
+Each field's description is its documentation: `.env.example` is rendered from them by
+`render_env_example()` (`python -m bot.config > .env.example`) and a test fails when the two
+differ. `load_settings()` is the entry point: it turns pydantic's validation errors into a
+`ConfigError` with one line per bad setting, named by its environment variable.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import textwrap
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self, get_args
+
+from dotenv import dotenv_values
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from bot.embeddings import EmbedderKind
+from bot.llm import Api
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ENV_FILE = ".env"
+DEFAULT_LLM_BASE_URLS: dict[str, str] = {
+    "ollama": "http://localhost:11434",
+    "openai": "https://api.openai.com",
+}
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+# pydantic-settings would JSON-decode a list-typed variable; NoDecode hands the raw string to
+# `_split_ids`, so an operator writes ALLOWED_CHANNEL_IDS=123,456 as they would anywhere else.
+DiscordIds = Annotated[list[int], NoDecode]
+
+
+class ConfigError(ValueError):
+    """The settings are invalid; the message has one line per bad environment variable."""
+
+
+def _section(title: str) -> dict[str, Any]:
+    """Marks the first field of a group of `.env.example`."""
+    return {"section": title}
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=DEFAULT_ENV_FILE,
+        env_file_encoding="utf-8",
+        case_sensitive=False,
+        extra="ignore",
+        # `DEV_GUILD_ID=` in a .env means "not set", as the commented lines of .env.example show.
+        env_ignore_empty=True,
+    )
+
+    # Discord
+    discord_token: SecretStr | None = Field(
+        None,
+        description=(
+            "Bot token from the Discord developer portal (Applications > your app > Bot > "
+            "Reset Token). Required to start the bot; the terminal chat and the tests run "
+            "without it."
+        ),
+        json_schema_extra=_section("Discord"),
+    )
+    dev_guild_id: int | None = Field(
+        None,
+        description=(
+            "Id of a server where slash commands are synced at start-up, so they appear at "
+            "once while you develop. Empty: commands are synced globally, which Discord may "
+            "take up to an hour to show."
+        ),
+    )
+    owner_ids: DiscordIds = Field(
+        default_factory=list,
+        description=(
+            "User ids, comma-separated, allowed to run owner-only commands, in addition to "
+            "the application's owner (or team members) known to Discord."
+        ),
+    )
+
+    # Chat LLM
+    llm_api: Api = Field(
+        "ollama",
+        description=(
+            "API of the chat server: ollama (/api/chat) or openai (/v1/chat/completions, "
+            "also served by llama.cpp, vLLM, LM Studio and Ollama itself)."
+        ),
+        json_schema_extra=_section("Chat LLM"),
+    )
+    llm_base_url: str = Field(
+        "",
+        description=(
+            "Base URL of the chat server (for openai, with or without /v1). Empty: "
+            "http://localhost:11434 when LLM_API=ollama, https://api.openai.com when "
+            "LLM_API=openai."
+        ),
+    )
+    llm_model: str = Field(
+        "qwen2.5:7b",
+        min_length=1,
+        description=(
+            "Model that writes the character's replies. Default qwen2.5:7b: about 4.7 GB at "
+            "Ollama's 4-bit quantisation (fits an 8 GB GPU or runs on CPU), trained on 29+ "
+            "languages including French where llama3.1:8b officially covers 8, good at the "
+            "JSON the reflection asks for, and not a reasoning model, so a reply does not "
+            "wait for a hidden chain of thought. Run `ollama pull qwen2.5:7b` first."
+        ),
+    )
+    llm_api_key: SecretStr | None = Field(
+        None,
+        description=(
+            "API key sent as a Bearer token to the chat server. Required by "
+            "https://api.openai.com; local servers usually need none."
+        ),
+    )
+    reflection_model: str = Field(
+        "",
+        description=(
+            "Model of the reflection, the second call after each reply that extracts "
+            "memories as JSON. Empty: the same as LLM_MODEL."
+        ),
+    )
+    llm_timeout_seconds: float = Field(
+        120.0,
+        gt=0,
+        description=(
+            "Seconds a reply may take, including loading the model into memory on the "
+            "first message."
+        ),
+    )
+    reflection_timeout_seconds: float = Field(
+        300.0,
+        gt=0,
+        description=(
+            "Seconds a reflection may take. It runs after the reply is sent, so a slow one "
+            "delays no answer."
+        ),
+    )
+
+    # Embeddings
+    embeddings: EmbedderKind = Field(
+        "local",
+        description=(
+            "Where memory vectors are computed: local (in-process multilingual-e5-small, "
+            "offline, no server needed), ollama (/api/embed) or openai (/v1/embeddings)."
+        ),
+        json_schema_extra=_section("Embeddings"),
+    )
+    embeddings_model: str | None = Field(
+        None,
+        description=(
+            "Embedding model. Empty: nomic-embed-text for ollama, text-embedding-3-small for "
+            "openai. Ignored by local, which has one model. Changing it re-indexes every "
+            "memory in the background."
+        ),
+    )
+    embeddings_base_url: str | None = Field(
+        None,
+        description=(
+            "Base URL of the embedding server (for openai, with or without /v1). Empty: "
+            "LLM_BASE_URL. Ignored by local."
+        ),
+    )
+    embeddings_api_key: SecretStr | None = Field(
+        None,
+        description=(
+            "API key of the embedding server. Empty: LLM_API_KEY. Ignored by local."
+        ),
+    )
+    index_interval_seconds: float = Field(
+        45.0,
+        gt=0,
+        description=(
+            "Seconds between two background indexing runs, which embed new and changed "
+            "memories. Until then a new memory is served by the non-semantic passes only."
+        ),
+    )
+
+    # Storage
+    database_path: Path = Field(
+        Path("data/echo.sqlite3"),
+        description=(
+            "SQLite file holding every memory and its history, created with its folder if "
+            "missing. Relative paths start from the working directory."
+        ),
+        json_schema_extra=_section("Storage"),
+    )
+
+    # Character
+    character_file: Path | None = Field(
+        None,
+        description=(
+            "Character to play: a YAML or JSON file in Écho's format, or a SillyTavern "
+            "character card (V1 or V2) exported as JSON. Empty: the bundled "
+            "bot/characters/echo.yaml."
+        ),
+        json_schema_extra=_section("Character"),
+    )
+
+    # Who the bot answers
+    allowed_channel_ids: DiscordIds = Field(
+        default_factory=list,
+        description=(
+            "Channel ids, comma-separated, where the bot answers every message. Elsewhere in "
+            "a server it answers only when mentioned or replied to. Non-empty needs the "
+            "privileged Message Content intent (developer portal > Bot)."
+        ),
+        json_schema_extra=_section("Who the bot answers"),
+    )
+    answer_dms: bool = Field(
+        True,
+        description="Answer direct messages (true or false).",
+    )
+    allowed_user_ids: DiscordIds = Field(
+        default_factory=list,
+        description="User ids, comma-separated, the bot answers. Empty: everyone.",
+    )
+    allowed_role_ids: DiscordIds = Field(
+        default_factory=list,
+        description=(
+            "Role ids, comma-separated: in a server, the bot answers only members with one of "
+            "these roles. Empty: every member. Direct messages have no roles."
+        ),
+    )
+    blocked_user_ids: DiscordIds = Field(
+        default_factory=list,
+        description=(
+            "User ids, comma-separated, the bot never answers, whatever the other settings."
+        ),
+    )
+
+    # Limits
+    history_messages: int = Field(
+        12,
+        ge=0,
+        le=100,
+        description=(
+            "Recent messages of the channel shown to the model with each message (0 to 100)."
+        ),
+        json_schema_extra=_section("Limits"),
+    )
+    history_chars: int = Field(
+        6000,
+        ge=0,
+        description=(
+            "Bound on the total characters of those recent messages; the oldest are left out "
+            "first."
+        ),
+    )
+    max_message_chars: int = Field(
+        4000,
+        ge=1,
+        description="An incoming message longer than this is cut to this many characters.",
+    )
+    user_rate_limit_messages: int = Field(
+        6,
+        ge=0,
+        description=(
+            "Messages of one user answered per window of USER_RATE_LIMIT_SECONDS; those "
+            "beyond are not answered. 0: no limit."
+        ),
+    )
+    user_rate_limit_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Length in seconds of the per-user rate-limit window.",
+    )
+
+    # Logging
+    log_level: LogLevel = Field(
+        "INFO",
+        description="Logging level: DEBUG, INFO, WARNING, ERROR or CRITICAL.",
+        json_schema_extra=_section("Logging"),
+    )
+
+    @field_validator(
+        "owner_ids",
+        "allowed_channel_ids",
+        "allowed_user_ids",
+        "allowed_role_ids",
+        "blocked_user_ids",
+        mode="before",
+    )
+    @classmethod
+    def _split_ids(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        # Tolerate the JSON form pydantic-settings would otherwise require.
+        if text.startswith("[") and text.endswith("]"):
+            text = text[1:-1]
+        ids: list[int] = []
+        for item in text.replace(";", ",").split(","):
+            item = item.strip().strip("\"'")
+            if not item:
+                continue
+            if not item.isdigit():
+                raise ValueError(
+                    f"expected Discord ids separated by commas, such as "
+                    f"123456789012345678,234567890123456789; {item!r} is not an id"
+                )
+            ids.append(int(item))
+        return ids
+
+    @field_validator(
+        "owner_ids",
+        "allowed_channel_ids",
+        "allowed_user_ids",
+        "allowed_role_ids",
+        "blocked_user_ids",
+    )
+    @classmethod
+    def _positive_ids(cls, ids: list[int]) -> list[int]:
+        for snowflake in ids:
+            if snowflake <= 0:
+                raise ValueError(f"Discord ids are positive numbers; {snowflake} is not an id")
+        return ids
+
+    @field_validator("llm_base_url", "embeddings_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value and not value.strip().lower().startswith(("http://", "https://")):
+            raise ValueError(
+                f"expected a URL starting with http:// or https://, such as "
+                f"http://localhost:11434; got {value!r}"
+            )
+        return value.strip() if value else value
+
+    @field_validator("llm_model", "reflection_model", "embeddings_model")
+    @classmethod
+    def _strip(cls, value: str | None) -> str | None:
+        return value.strip() if value else value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _resolve_defaults(self) -> Self:
+        if not self.llm_base_url:
+            self.llm_base_url = DEFAULT_LLM_BASE_URLS[self.llm_api]
+        if not self.reflection_model:
+            self.reflection_model = self.llm_model
+        if self.embeddings != "local":
+            # One server for both is the common case (Ollama also serves /v1/embeddings).
+            if self.embeddings_base_url is None:
+                self.embeddings_base_url = self.llm_base_url
+            if self.embeddings_api_key is None:
+                self.embeddings_api_key = self.llm_api_key
+        problems = []
+        # OpenAI answers a keyless request with a 401 on the first message; say it at start-up.
+        if _is_openai_cloud(self.llm_base_url) and self.llm_api_key is None:
+            problems.append(f"LLM_API_KEY: required by {self.llm_base_url}")
+        if self.embeddings_base_url is not None and _is_openai_cloud(self.embeddings_base_url):
+            if self.embeddings == "ollama":
+                problems.append(
+                    f"EMBEDDINGS_BASE_URL: EMBEDDINGS=ollama needs an Ollama server, not "
+                    f"{self.embeddings_base_url}; set the address of yours"
+                )
+            elif self.embeddings_api_key is None:
+                problems.append(f"EMBEDDINGS_API_KEY: required by {self.embeddings_base_url}")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def require_discord_token(self) -> str:
+        """The token, or a ConfigError saying how to get one (checked when the bot starts)."""
+        token = self.discord_token.get_secret_value().strip() if self.discord_token else ""
+        if not token:
+            raise ConfigError(
+                "DISCORD_TOKEN is not set. Create a bot in the Discord developer portal "
+                "(https://discord.com/developers/applications > your app > Bot > Reset Token), "
+                "copy .env.example to .env and put DISCORD_TOKEN=<token> in it, then start again. "
+                "To try the character without Discord: python -m bot chat --user <your name>."
+            )
+        return token
+
+
+def _is_openai_cloud(url: str) -> bool:
+    host = url.split("://", 1)[-1].split("/", 1)[0].lower()
+    return host == "api.openai.com"
+
+
+def env_var(field_name: str) -> str:
+    return field_name.upper()
+
+
+def _secret_fields() -> set[str]:
+    return {
+        name
+        for name, info in Settings.model_fields.items()
+        if info.annotation is SecretStr or SecretStr in get_args(info.annotation)
+    }
+
+
+def _error_lines(error: ValidationError) -> list[str]:
+    secrets = _secret_fields()
+    lines: list[str] = []
+    for item in error.errors(include_url=False):
+        message = item["msg"].removeprefix("Value error, ")
+        loc = item["loc"]
+        if not loc:
+            # Raised by the model validator, whose messages already start with the variable.
+            lines.extend(message.splitlines())
+            continue
+        name = str(loc[0])
+        where = env_var(name) + "".join(f"[{part}]" for part in loc[1:])
+        line = f"{where}: {message}"
+        shown = item.get("input")
+        if name not in secrets and isinstance(shown, str | int | float) and repr(shown) not in line:
+            line += f" (got {shown!r})"
+        lines.append(line)
+    return lines
+
+
+def _warn_unknown_env_keys(env_file: Path) -> None:
+    """A misspelt key in .env is otherwise ignored in silence (extra settings are allowed)."""
+    known = [env_var(name) for name in Settings.model_fields]
+    for key in dotenv_values(env_file):
+        if key.upper() in known:
+            continue
+        close = difflib.get_close_matches(key.upper(), known, n=1, cutoff=0.75)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        log.warning("%s: %s is not a setting of this bot and is ignored%s", env_file, key, hint)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment, the env file and `overrides` (field names, or
+    `_env_file=` to read another file, `None` for none). Raises ConfigError."""
+    env_file = overrides.get("_env_file", DEFAULT_ENV_FILE)
+    if env_file is not None and Path(env_file).is_file():
+        _warn_unknown_env_keys(Path(env_file))
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = _error_lines(exc)
+        where = f" (environment and {env_file})" if env_file is not None else ""
+        raise ConfigError(
+            f"Invalid settings{where}:\n" + "\n".join(f"  {line}" for line in lines)
+        ) from None
+
+
+def _example_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+def render_env_example() -> str:
+    """The text of `.env.example`: every setting in field order, commented, with its default."""
+    out = [
+        "# Écho settings. Copy this file to .env and uncomment the lines you change; a",
+        "# commented line shows the default. Generated from bot/config.py by",
+        "# `python -m bot.config > .env.example`: edit the field descriptions, not this file.",
+    ]
+    for name, info in Settings.model_fields.items():
+        extra = info.json_schema_extra
+        if isinstance(extra, dict) and "section" in extra:
+            out += ["", f"# ===== {extra['section']} ====="]
+        out.append("")
+        out += textwrap.wrap(
+            info.description or "", width=90, initial_indent="# ", subsequent_indent="# "
+        )
+        default = info.get_default(call_default_factory=True)
+        out.append(f"# {env_var(name)}={_example_value(default)}")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_env_example(), end="")
