@@ -1,0 +1,66 @@
+"""Entry point: `python -m bot` runs the Discord bot, `python -m bot chat --user NAME` the terminal chat."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from bot.app import StartupError
+from bot.character import CharacterError
+from bot.config import ConfigError, load_settings
+from bot.db import MigrationError
+from bot.llm import LLMError
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bot", description="Écho, a character bot that remembers.")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("run", help="run the Discord bot (the default)")
+    chat = sub.add_parser("chat", help="talk to the character in this terminal, no Discord needed")
+    chat.add_argument("--user", required=True, help="your name in this chat (memories are kept per name)")
+    chat.add_argument("--channel", default="main", help="the story to talk in (default: main)")
+    return parser.parse_args(argv)
+
+
+async def _chat(args: argparse.Namespace) -> None:
+    from bot.app import open_services
+    from bot.chat import run_chat
+
+    settings = load_settings()
+    # The terminal is the conversation: only warnings and errors go to the log.
+    logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
+    async with open_services(settings) as services:
+        await run_chat(services.engine, user=args.user, channel=args.channel)
+
+
+async def _discord() -> None:
+    from bot.app import open_services
+    from bot.discord_bot import run_discord
+
+    settings = load_settings()
+    logging.getLogger().setLevel(settings.log_level)
+    settings.require_discord_token()
+    async with open_services(settings) as services:
+        await run_discord(services)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "chat":
+            asyncio.run(_chat(args))
+        else:
+            asyncio.run(_discord())
+    except (StartupError, ConfigError, CharacterError, LLMError, MigrationError) as exc:
+        print(f"\nÉcho cannot start.\n\n{exc}\n", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Builds the services both front ends run on (Discord bot and terminal chat) and closes them.
+
+Following discord.py's advanced start-up example, the database and the HTTP client are created
+here and handed to whoever needs them, so every piece can also be built offline in tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import httpx
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from bot.character import Character, load_character
+from bot.config import Settings
+from bot.db import Database
+from bot.embeddings import Embedder, EmbeddingError, make_embedder
+from bot.engine import Engine
+from bot.llm import LLMClient
+from bot.memory.indexing import Indexer
+
+log = logging.getLogger(__name__)
+
+# Answered-but-unreflected exchanges (LLM down at the time) are retried this often.
+PENDING_SWEEP_SECONDS = 300
+WARM_UP_SECONDS = 60.0
+
+
+class StartupError(RuntimeError):
+    """A problem the person running the bot must fix; its message is the whole explanation."""
+
+
+@dataclass(slots=True)
+class Services:
+    settings: Settings
+    db: Database
+    http: httpx.AsyncClient
+    llm: LLMClient
+    embedder: Embedder
+    character: Character
+    engine: Engine
+    scheduler: AsyncIOScheduler
+    indexer: Indexer
+
+
+def _secret(value) -> str | None:  # type: ignore[no-untyped-def]
+    return value.get_secret_value() if value is not None else None
+
+
+async def _warm_up(embedder: Embedder) -> None:
+    """One embedding before the first turn: the first call pays the model's start-up, and a
+    turn's 5 s bound must not be spent on it. A dead embedder does not stop the bot."""
+    try:
+        await asyncio.wait_for(embedder.embed_query("warm-up"), timeout=WARM_UP_SECONDS)
+    except (EmbeddingError, TimeoutError) as exc:
+        log.warning("the embedder did not answer at start-up; memory runs lexically until it does: %s", exc)
+
+
+@asynccontextmanager
+async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncIterator[Services]:
+    """Open everything; on exit, finish or park reflections, stop jobs, close HTTP and the DB."""
+    character = load_character(settings.character_file)
+    db = await Database.open(settings.database_path)
+    http = httpx.AsyncClient(timeout=httpx.Timeout(settings.llm_timeout_seconds, connect=5.0))
+    scheduler = AsyncIOScheduler()
+    engine: Engine | None = None
+    try:
+        llm = LLMClient(
+            http,
+            api=settings.llm_api,
+            base_url=settings.llm_base_url,
+            api_key=_secret(settings.llm_api_key),
+            timeout=settings.llm_timeout_seconds,
+        )
+        if check_llm:
+            await llm.check(settings.llm_model)
+            if settings.reflection_model != settings.llm_model:
+                await llm.check(settings.reflection_model)
+        embedder = make_embedder(
+            settings.embeddings,
+            model=settings.embeddings_model,
+            base_url=settings.embeddings_base_url,
+            api_key=_secret(settings.embeddings_api_key),
+            http=http,
+        )
+        await _warm_up(embedder)
+        engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings, character=character)
+        indexer = Indexer(db, embedder, cache=engine.cache)
+        await engine.start()
+        indexer.schedule(scheduler, seconds=settings.index_interval_seconds)
+        scheduler.add_job(
+            engine.resume_pending_reflections,
+            "interval",
+            seconds=PENDING_SWEEP_SECONDS,
+            id="pending-reflections",
+            max_instances=1,
+            coalesce=True,
+        )
+        scheduler.start()
+        yield Services(settings, db, http, llm, embedder, character, engine, scheduler, indexer)
+    finally:
+        if scheduler.running:
+            scheduler.shutdown(wait=False)
+        if engine is not None:
+            await engine.close()
+        await http.aclose()
+        await db.close()

@@ -1,0 +1,96 @@
+"""Terminal chat: the same engine as the Discord bot, no Discord needed.
+
+`python -m bot chat --user NAME [--channel NAME]`. Lines starting with `/` run the memory
+commands. When standard input is not a terminal, each turn waits for its reflection before the
+next line is read, so a piped script is deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import TextIO
+
+from bot.character import fill_user
+from bot.engine import Engine, Incoming
+from bot.prompting import ChannelLine
+from bot.text_commands import HELP, Session, run_command
+
+TERMINAL_PLACE = "terminal"
+
+
+def session_for(user: str, channel: str) -> Session:
+    return Session(
+        user_id=f"terminal:{user}",
+        user_name=user,
+        story_id=f"terminal:{channel}",
+        place=TERMINAL_PLACE,
+    )
+
+
+async def _read_line(stream: TextIO, interactive: bool, prompt: str) -> str | None:
+    if interactive:
+        try:
+            return await asyncio.to_thread(input, prompt)
+        except EOFError:
+            return None
+    line = await asyncio.to_thread(stream.readline)
+    return line.rstrip("\n") if line else None
+
+
+async def run_chat(
+    engine: Engine,
+    *,
+    user: str,
+    channel: str = "main",
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    interactive: bool | None = None,
+) -> None:
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    if interactive is None:
+        interactive = stdin.isatty()
+    session = session_for(user, channel)
+    history: list[ChannelLine] = []
+    name = engine.character.name
+
+    def say(text: str) -> None:
+        stdout.write(text + "\n")
+        stdout.flush()
+
+    if interactive:
+        say(f"Talking to {name} as {user} (channel {channel}). /help for commands, /quit to leave.")
+        if engine.character.greeting:
+            say(f"{name}: {fill_user(engine.character.greeting, user)}")
+    while True:
+        line = await _read_line(stdin, interactive, f"{user}> ")
+        if line is None:
+            break
+        line = line.strip()
+        if not line:
+            continue
+        if line in ("/quit", "/exit"):
+            break
+        if line.startswith("/"):
+            say(await run_command(engine, session, line) if line != "/help" else HELP)
+            continue
+        result = await engine.turn(
+            Incoming(
+                user_id=session.user_id,
+                user_name=user,
+                text=line,
+                story_id=session.story_id,
+                place=session.place,
+                history=list(history),
+            )
+        )
+        if result.reply is None:
+            say(f"({name} could not answer: {result.error})")
+            continue
+        say(f"{name}: {result.reply}")
+        history += [ChannelLine(user, line), ChannelLine(name, result.reply, from_bot=True)]
+        task = engine.schedule_reflection(session.user_id)
+        if not interactive:
+            await asyncio.shield(task)
+    await engine.tasks.wait(timeout=60)

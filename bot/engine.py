@@ -1,0 +1,569 @@
+"""The conversation engine: one turn, its reflection, and the memory commands — no discord.
+
+Discord cogs and the terminal chat are thin translators over this class, so both run the same
+code. A turn persists the exchange, selects the author's memories, calls the LLM, and only then
+schedules the reflection; a reflection never delays or breaks a reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import aiosqlite
+import numpy as np
+
+from bot.character import Character, fill_user, render_character_prompt
+from bot.config import Settings
+from bot.db import Database, to_db
+from bot.embeddings import Embedder, EmbeddingError
+from bot.llm import LLMClient, LLMError
+from bot.memory.model import Memory, utcnow
+from bot.memory.recall import Recall, TurnSelection, last_turn, turn_stats
+from bot.memory.reflection import (
+    ReflectionParseError,
+    build_reflection_messages,
+    parse_reflection,
+    reflection_json_schema,
+)
+from bot.memory.scoring import VectorCache, cosine_scores
+from bot.memory.store import (
+    EraseReport,
+    MemoryStore,
+    NewMemory,
+    erase_user_memories,
+    insert_memory,
+)
+from bot.memory.story import (
+    parse_state_specs,
+    render_story_context,
+    select_positions,
+    state_values,
+)
+from bot.memory.story_store import erase_user_story_data, load_story, story_history
+from bot.memory.vectors import lexical_matches
+from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
+from bot.prompting import ChannelLine, bounded_history, build_reply_messages
+from bot.tasks import BackgroundTasks
+
+log = logging.getLogger(__name__)
+
+# Memories shown to the reflection with their ids (its allowed_ids).
+REFLECTION_KNOWN = 12
+# Exchanges of one user reflected in one call: a burst of 30 messages costs ~8 calls, in turn.
+REFLECTION_BATCH = 4
+MAX_REFLECTION_ATTEMPTS = 3
+# Reflections of different users running at once (one user's never run concurrently).
+REFLECTION_CONCURRENCY = 2
+REFLECTION_EMBED_TIMEOUT = 30.0
+NEVER_SURFACED_AFTER = 5
+LLM_DOWN_REPLY = (
+    "(I can't reach my language model right now, so I can't answer. Your message is kept; "
+    "try again in a moment.)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """One message addressed to the character, from any front end."""
+
+    user_id: str
+    user_name: str
+    text: str
+    story_id: str
+    place: str
+    message_id: str | None = None
+    history: Sequence[ChannelLine] = ()
+
+
+@dataclass(slots=True)
+class TurnResult:
+    reply: str | None
+    error: str | None
+    selection: TurnSelection
+    exchange_id: int
+
+
+@dataclass(slots=True)
+class MemoryStats:
+    total: int
+    by_type: dict[str, int]
+    pinned: int
+    expired: int
+    never_surfaced: list[Memory]
+    never_semantic: int
+    turns: int
+    degraded_turns: int
+    pending_reflections: int
+
+
+@dataclass(slots=True)
+class _Exchange:
+    id: int
+    user_id: str
+    user_name: str
+    story_id: str
+    place: str
+    message_id: str | None
+    user_message: str
+    reply: str
+    attempts: int
+
+
+@dataclass(slots=True)
+class _Workers:
+    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    dirty: set[str] = field(default_factory=set)
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        llm: LLMClient,
+        embedder: Embedder | None,
+        settings: Settings,
+        character: Character,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.db = db
+        self.llm = llm
+        self.embedder = embedder
+        self.settings = settings
+        self.character = character
+        self.clock = clock
+        self.state_specs = parse_state_specs(character.state)
+        self.store = MemoryStore(db, clock=clock)
+        self.cache = VectorCache()
+        self.recall = Recall(db, embedder, cache=self.cache, clock=clock)
+        self.tasks = BackgroundTasks()
+        self.rules: list[Memory] = []
+        self._workers = _Workers()
+        self._reflection_slots = asyncio.Semaphore(REFLECTION_CONCURRENCY)
+        self._closing = False
+        # The last reflection report per user: what the write path decided, for the operator.
+        self.last_reports: dict[str, ReflectionReport] = {}
+
+    @property
+    def character_user_id(self) -> str:
+        return f"character:{self.character.name}"
+
+    # --- start-up and shutdown -------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.sync_rules()
+        await self.resume_pending_reflections()
+
+    async def sync_rules(self) -> None:
+        """The character file's rules, stored as `rule` memories of the character itself."""
+        owner = self.character_user_id
+        now = self.clock()
+        async with self.db.write() as conn:
+            await conn.execute("DELETE FROM memories WHERE user_id = ? AND type = 'rule'", (owner,))
+            for rule in self.character.rules:
+                await insert_memory(conn, owner, NewMemory(text=rule, type="rule"), now=now)
+        self.rules = await self.store.list(owner, types=["rule"], include_rules=True)
+
+    async def close(self, timeout: float = 20.0) -> None:
+        """Let in-flight reflections finish; what does not finish stays pending for next start."""
+        self._closing = True
+        if not await self.tasks.wait(timeout):
+            log.warning("shutting down with reflections in flight; they stay pending")
+            await self.tasks.cancel_all()
+
+    # --- one turn ----------------------------------------------------------------------------
+
+    async def turn(self, msg: Incoming) -> TurnResult:
+        text = msg.text.strip()[: self.settings.max_message_chars]
+        exchange_id = await self._save_exchange(msg, text)
+        share = await self.sharing(msg.user_id)
+        story_block, story_detail = await self._story_context(msg.user_id, msg.story_id, text)
+        selection = await self.recall.select_for_turn(
+            msg.user_id,
+            story_id=msg.story_id,
+            place=msg.place,
+            query=text,
+            rules=self.rules,
+            share=share,
+            story=story_detail,
+        )
+        messages = build_reply_messages(
+            character_prompt=render_character_prompt(self.character, msg.user_name),
+            character_name=self.character.name,
+            rules=[r.text for r in self.rules],
+            user_name=msg.user_name,
+            memories=selection.memories,
+            story_context=story_block,
+            history=bounded_history(
+                list(msg.history),
+                max_messages=self.settings.history_messages,
+                max_chars=self.settings.history_chars,
+            ),
+            message=text,
+            post_history=fill_user(self.character.post_history_instructions, msg.user_name),
+        )
+        try:
+            reply = await self.llm.chat(
+                messages, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds
+            )
+        except LLMError as exc:
+            log.warning("reply failed, exchange %d kept unanswered: %s", exchange_id, exc)
+            await self._exchange_failed(exchange_id, str(exc))
+            return TurnResult(None, str(exc), selection, exchange_id)
+        reply = reply.strip() or "…"
+        async with self.db.write() as conn:
+            await conn.execute(
+                "UPDATE exchanges SET reply = ?, answered_at = ? WHERE user_id = ? AND id = ?",
+                (reply, to_db(self.clock()), msg.user_id, exchange_id),
+            )
+        return TurnResult(reply, None, selection, exchange_id)
+
+    async def _save_exchange(self, msg: Incoming, text: str) -> int:
+        async with self.db.write() as conn:
+            cur = await conn.execute(
+                "INSERT INTO exchanges (user_id, user_name, story_id, place, message_id, "
+                "user_message, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (msg.user_id, msg.user_name, msg.story_id, msg.place, msg.message_id, text, to_db(self.clock())),
+            )
+            return int(cur.lastrowid or 0)
+
+    async def _exchange_failed(self, exchange_id: int, error: str) -> None:
+        async with self.db.write() as conn:
+            await conn.execute("UPDATE exchanges SET last_error = ? WHERE id = ?", (error[:500], exchange_id))
+
+    async def _story_context(self, user_id: str, story_id: str, query: str) -> tuple[str, dict[str, Any]]:
+        story = await load_story(self.db, user_id, story_id)
+        positions = select_positions(story.positions, query)
+        values = state_values(self.state_specs, story.state)
+        block = render_story_context(story.anchors, story.summary, positions, values, self.state_specs)
+        detail = {
+            "anchors": [{"id": a.id, "text": a.text} for a in story.anchors],
+            "summary": story.summary,
+            "positions": [
+                {"id": p.id, "subject": p.subject, "stance": p.stance, "updated_at": to_db(p.updated_at)}
+                for p in positions
+            ],
+            "state": values,
+        }
+        return block, detail
+
+    # --- reflection --------------------------------------------------------------------------
+
+    def schedule_reflection(self, user_id: str) -> asyncio.Task[None]:
+        """Reflect the user's answered exchanges in the background, one worker per user."""
+        self._workers.dirty.add(user_id)
+        running = self._workers.tasks.get(user_id)
+        if running is not None and not running.done():
+            return running
+        task = self.tasks.spawn(self._reflect_worker(user_id), name=f"reflect:{user_id}")
+        self._workers.tasks[user_id] = task
+        return task
+
+    async def wait_reflections(self, user_id: str) -> None:
+        task = self._workers.tasks.get(user_id)
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def resume_pending_reflections(self) -> int:
+        """After a restart (and periodically): reflect every answered, unreflected exchange."""
+        async with self.db.reader.execute(
+            "SELECT DISTINCT user_id FROM exchanges WHERE reflected_at IS NULL AND reply IS NOT NULL"
+        ) as cur:
+            users = [r[0] for r in await cur.fetchall()]
+        for user_id in users:
+            self.schedule_reflection(user_id)
+        if users:
+            log.info("resuming pending reflections for %d user(s)", len(users))
+        return len(users)
+
+    async def _pending(self, user_id: str) -> list[_Exchange]:
+        async with self.db.reader.execute(
+            "SELECT id, user_id, user_name, story_id, place, message_id, user_message, reply, "
+            "reflection_attempts FROM exchanges "
+            "WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL ORDER BY id LIMIT ?",
+            (user_id, REFLECTION_BATCH),
+        ) as cur:
+            rows = await cur.fetchall()
+        exchanges = [_Exchange(*row) for row in rows]
+        # One call reflects one story: later exchanges of another story wait for the next round.
+        return [e for e in exchanges if e.story_id == exchanges[0].story_id and e.place == exchanges[0].place]
+
+    async def _reflect_worker(self, user_id: str) -> None:
+        while not self._closing:
+            self._workers.dirty.discard(user_id)
+            batch = await self._pending(user_id)
+            if not batch:
+                if user_id in self._workers.dirty:
+                    continue
+                break
+            async with self._reflection_slots:
+                ok = await self._reflect(batch)
+            if not ok:
+                break  # the LLM is failing: the periodic sweep retries later
+        self._workers.tasks.pop(user_id, None)
+
+    async def _reflect(self, batch: list[_Exchange]) -> bool:
+        """Reflect one batch. False when the LLM failed (the batch stays pending)."""
+        first, last = batch[0], batch[-1]
+        ids = [e.id for e in batch]
+        user_text = "\n".join(e.user_message for e in batch)
+        known = await self._nearest_memories(first.user_id, user_text, first.story_id, first.place)
+        story = await load_story(self.db, first.user_id, first.story_id)
+        story_block = render_story_context(
+            story.anchors,
+            story.summary,
+            story.positions,
+            state_values(self.state_specs, story.state),
+            self.state_specs,
+            show_ids=True,
+        )
+        messages = build_reflection_messages(
+            character=self.character.name,
+            user=first.user_name,
+            exchanges=[(e.user_message, e.reply) for e in batch],
+            known=known,
+            today=self.clock().date(),
+            story_context=story_block,
+            state_keys=list(self.state_specs),
+        )
+        try:
+            raw = await self.llm.chat(
+                messages,
+                model=self.settings.reflection_model,
+                json_schema=reflection_json_schema(),
+                timeout=self.settings.reflection_timeout_seconds,
+            )
+            parsed = parse_reflection(raw)
+        except LLMError as exc:
+            await self._reflection_failed(batch, f"LLM: {exc}", give_up=False)
+            return False
+        except ReflectionParseError as exc:
+            await self._reflection_failed(batch, f"unparseable reflection: {exc}", give_up=True)
+            return True
+        ctx = ReflectionContext(
+            user_id=first.user_id,
+            allowed_ids=frozenset(m.id for m in known),
+            character_name=self.character.name,
+            user_message=user_text,
+            user_name=first.user_name,
+            story_id=first.story_id,
+            place=first.place,
+            source=last.message_id or f"exchange {last.id}",
+            state_specs=self.state_specs,
+        )
+
+        async def mark_reflected(conn: aiosqlite.Connection) -> None:
+            await conn.executemany(
+                "UPDATE exchanges SET reflected_at = ?, last_error = NULL WHERE user_id = ? AND id = ?",
+                [(to_db(self.clock()), first.user_id, i) for i in ids],
+            )
+
+        report: ReflectionReport = await apply_reflection(
+            self.db, parsed.reflection, ctx, problems=parsed.problems, clock=self.clock, finalize=mark_reflected
+        )
+        self.cache.invalidate(first.user_id)
+        self.last_reports[first.user_id] = report
+        return True
+
+    async def _reflection_failed(self, batch: list[_Exchange], error: str, *, give_up: bool) -> None:
+        """Count the attempt; after MAX_REFLECTION_ATTEMPTS the exchanges are set aside, logged."""
+        log.warning("reflection of %d exchange(s) failed: %s", len(batch), error)
+        async with self.db.write() as conn:
+            for e in batch:
+                attempts = e.attempts + 1
+                done = to_db(self.clock()) if (give_up and attempts >= MAX_REFLECTION_ATTEMPTS) else None
+                await conn.execute(
+                    "UPDATE exchanges SET reflection_attempts = ?, last_error = ?, "
+                    "reflected_at = COALESCE(?, reflected_at) WHERE user_id = ? AND id = ?",
+                    (attempts, error[:500], done, e.user_id, e.id),
+                )
+        if give_up and all(e.attempts + 1 >= MAX_REFLECTION_ATTEMPTS for e in batch):
+            log.error("gave up reflecting %d exchange(s) after %d attempts", len(batch), MAX_REFLECTION_ATTEMPTS)
+
+    async def _nearest_memories(self, user_id: str, text: str, story_id: str, place: str) -> list[Memory]:
+        """The memories shown to the reflection with their ids: closest to the exchange first.
+
+        share=False: a reflection in a guild must not be able to touch what was said in a DM.
+        """
+        memories = await self.recall.candidates(user_id, story_id=story_id, place=place, share=False)
+        if not memories:
+            return []
+        by_id = {m.id: m for m in memories}
+        scores: dict[int, float] = {}
+        if self.embedder is not None:
+            try:
+                vector = await asyncio.wait_for(
+                    self.embedder.embed_query(text[:2000]), timeout=REFLECTION_EMBED_TIMEOUT
+                )
+                ids, matrix = await self.recall.matrix(user_id, self.embedder.model)
+                if len(ids) and matrix.shape[1] == vector.shape[0]:
+                    scores = {i: s for i, s in cosine_scores(np.asarray(vector), ids, matrix).items() if i in by_id}
+            except (EmbeddingError, TimeoutError) as exc:
+                log.info("reflection shows lexical neighbours only: %s", exc)
+        lexical = await lexical_matches(self.db, user_id, text, REFLECTION_KNOWN, now=self.clock())
+        ranked = sorted(scores, key=lambda i: -scores[i])[:REFLECTION_KNOWN]
+        for memory_id in lexical:
+            if memory_id in by_id and memory_id not in ranked:
+                ranked.append(memory_id)
+        if len(ranked) < REFLECTION_KNOWN:
+            recent = sorted(memories, key=lambda m: (m.updated_at, m.id), reverse=True)
+            ranked.extend(m.id for m in recent if m.id not in ranked)
+        return [by_id[i] for i in ranked[: REFLECTION_KNOWN + len(lexical)]]
+
+    # --- commands ----------------------------------------------------------------------------
+
+    async def sharing(self, user_id: str) -> bool:
+        async with self.db.reader.execute(
+            "SELECT share_memories FROM user_settings WHERE user_id = ?", (user_id,)
+        ) as cur:
+            row = await cur.fetchone()
+        return bool(row and row[0])
+
+    async def set_sharing(self, user_id: str, share: bool) -> None:
+        async with self.db.write() as conn:
+            await conn.execute(
+                "INSERT INTO user_settings (user_id, share_memories) VALUES (?, ?) "
+                "ON CONFLICT (user_id) DO UPDATE SET share_memories = excluded.share_memories",
+                (user_id, int(share)),
+            )
+
+    async def remember(
+        self, user_id: str, text: str, *, story_id: str, place: str, type_: str = "fact", source: str | None = None
+    ) -> int:
+        memory_id = await self.store.add(
+            user_id,
+            NewMemory(text=text, type=type_, scope="global", story_id=story_id, place=place, source=source),
+        )
+        self.cache.invalidate(user_id)
+        return memory_id
+
+    async def pin(self, user_id: str, memory_id: int, pinned: bool = True) -> bool:
+        return await self.store.set_pinned(user_id, memory_id, pinned)
+
+    async def forget(self, user_id: str, memory_id: int) -> bool:
+        done = await self.store.forget(user_id, memory_id, cause="user: /forget")
+        self.cache.invalidate(user_id)
+        return done
+
+    async def restore(self, user_id: str, history_id: int) -> int | None:
+        memory_id = await self.store.restore(user_id, history_id, cause="user: /restore")
+        self.cache.invalidate(user_id)
+        return memory_id
+
+    async def why(self, user_id: str, story_id: str) -> TurnSelection | None:
+        return await last_turn(self.db, user_id, story_id)
+
+    async def stats(self, user_id: str) -> MemoryStats:
+        memories = await self.store.list(user_id)
+        now = self.clock()
+        by_type: dict[str, int] = {}
+        for m in memories:
+            by_type[m.type] = by_type.get(m.type, 0) + 1
+        turns, degraded = await turn_stats(self.db, user_id)
+        async with self.db.reader.execute(
+            "SELECT COUNT(*) FROM exchanges WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL",
+            (user_id,),
+        ) as cur:
+            row = await cur.fetchone()
+        return MemoryStats(
+            total=len(memories),
+            by_type=by_type,
+            pinned=sum(m.pinned for m in memories),
+            expired=sum(m.is_expired(now) for m in memories),
+            never_surfaced=[
+                m for m in memories if m.times_served == 0 and m.times_candidate >= NEVER_SURFACED_AFTER
+            ],
+            never_semantic=sum(1 for m in memories if m.times_semantic == 0),
+            turns=turns,
+            degraded_turns=degraded,
+            pending_reflections=int(row[0]) if row else 0,
+        )
+
+    async def export(self, user_id: str) -> dict[str, Any]:
+        """Everything stored about one user, as plain JSON-able data."""
+
+        def memory_json(m: Memory) -> dict[str, Any]:
+            return {
+                "id": m.id,
+                "text": m.text,
+                "type": m.type,
+                "scope": m.scope,
+                "story_id": m.story_id,
+                "place": m.place,
+                "confidence": m.confidence,
+                "pinned": m.pinned,
+                "created_at": to_db(m.created_at),
+                "updated_at": to_db(m.updated_at),
+                "expires_at": to_db(m.expires_at),
+                "source": m.source,
+                "times_candidate": m.times_candidate,
+                "times_served": m.times_served,
+                "times_semantic": m.times_semantic,
+            }
+
+        history = await self.store.history(user_id, limit=100_000)
+        story = await story_history(self.db, user_id, None, limit=100_000)
+        async with self.db.reader.execute(
+            "SELECT story_id, user_message, reply, created_at FROM exchanges WHERE user_id = ? ORDER BY id",
+            (user_id,),
+        ) as cur:
+            exchanges = [
+                {"story_id": r[0], "message": r[1], "reply": r[2], "at": r[3]} for r in await cur.fetchall()
+            ]
+        return {
+            "user_id": user_id,
+            "exported_at": to_db(self.clock()),
+            "memories": [memory_json(m) for m in await self.store.list(user_id)],
+            "history": [
+                {
+                    "history_id": h.id,
+                    "memory_id": h.memory_id,
+                    "operation": h.operation,
+                    "archived_at": to_db(h.archived_at),
+                    "cause": h.cause,
+                    "text": h.text,
+                    "type": h.type,
+                    "restored": h.restored,
+                }
+                for h in history
+            ],
+            "story_history": [
+                {
+                    "story_id": s.story_id,
+                    "operation": s.operation,
+                    "payload": s.payload,
+                    "reason": s.reason,
+                    "cause": s.cause,
+                    "at": to_db(s.at),
+                }
+                for s in story
+            ],
+            "exchanges": exchanges,
+        }
+
+    async def erase(self, user_id: str) -> EraseReport:
+        """Real deletion of everything about one user, in one transaction."""
+        async with self.db.write() as conn:
+            report = await erase_user_memories(conn, user_id)
+            await erase_user_story_data(conn, user_id)
+            for statement in (
+                "DELETE FROM exchanges WHERE user_id = ?",
+                "DELETE FROM turns WHERE user_id = ?",
+                "DELETE FROM turn_stats WHERE user_id = ?",
+                "DELETE FROM user_settings WHERE user_id = ?",
+            ):
+                await conn.execute(statement, (user_id,))
+        self.cache.invalidate(user_id)
+        log.info("erased all data of one user on request (%d memories)", report.memories)
+        return report
+
+
+def export_json(data: dict[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2)
+

@@ -1,0 +1,296 @@
+"""The read path of one turn: candidates → semantic scores → selection of 24 → recorded turn.
+
+A turn never waits for memory: the query embedding has one attempt bounded as a whole, and on
+failure the selection runs without semantic scores (lexical FTS matches stand in), the turn is
+counted as degraded and the outage is logged once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bot.db import Database, from_db, to_db
+from bot.embeddings import TURN_EMBEDDING_TIMEOUT, Embedder, EmbeddingError, embed_turn_query
+from bot.memory.counters import record_turn
+from bot.memory.model import Memory, utcnow
+from bot.memory.scoring import VectorCache, cosine_scores
+from bot.memory.selection import Selected, select
+from bot.memory.store import row_to_memory
+from bot.memory.vectors import lexical_matches, load_user_matrix
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LIMIT = 24
+# Semantic eligibility belongs to the embedding model: a cosine of 0.32 meant "related" for the
+# seed's model, e5 cosines all sit around 0.8. Read from bench/recall.py (docs/recall-bench.md).
+SEMANTIC_THRESHOLDS: dict[str, float] = {}
+FALLBACK_THRESHOLD = 0.32
+# Lexical matches stand in for missing vectors; their score is bm25 mapped to [0, 1), not a
+# cosine, so any match is eligible and they rank below every cosine-eligible memory.
+LEXICAL_LIMIT = 16
+TURNS_KEPT_PER_STORY = 20
+
+_CANDIDATES = (
+    "SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
+    "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic "
+    "FROM memories "
+    "WHERE user_id = ? AND type != 'rule' "
+    "AND (expires_at IS NULL OR expires_at > ?) "
+    "AND (scope = 'global' OR story_id = ?) "
+    "AND (? OR place IS NULL OR place = ?) "
+    "ORDER BY id"
+)
+
+
+def threshold_for(model: str) -> float:
+    return SEMANTIC_THRESHOLDS.get(model, FALLBACK_THRESHOLD)
+
+
+@dataclass(slots=True)
+class Slot:
+    """One selected memory as recorded for /why."""
+
+    id: int
+    reason: str
+    score: float | None
+    type: str
+    pinned: bool
+    text: str
+    lexical: bool = False
+
+
+@dataclass(slots=True)
+class TurnSelection:
+    turn_id: int
+    user_id: str
+    story_id: str
+    query: str
+    degraded: bool
+    slots: list[Slot]
+    rules: list[str]
+    created_at: datetime
+    story: dict[str, Any] = field(default_factory=dict)
+    memories: list[Memory] = field(default_factory=list)
+    candidates: int = 0
+
+    def to_detail(self) -> str:
+        return json.dumps(
+            {
+                "slots": [
+                    {
+                        "id": s.id,
+                        "reason": s.reason,
+                        "score": s.score,
+                        "type": s.type,
+                        "pinned": s.pinned,
+                        "text": s.text,
+                        "lexical": s.lexical,
+                    }
+                    for s in self.slots
+                ],
+                "rules": self.rules,
+                "story": self.story,
+                "candidates": self.candidates,
+            },
+            ensure_ascii=False,
+        )
+
+
+class Recall:
+    """Chooses the memories of one turn and records the choice."""
+
+    def __init__(
+        self,
+        db: Database,
+        embedder: Embedder | None,
+        *,
+        cache: VectorCache | None = None,
+        limit: int = DEFAULT_LIMIT,
+        timeout: float = TURN_EMBEDDING_TIMEOUT,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.db = db
+        self.embedder = embedder
+        # Not `cache or …`: an empty cache has len() 0 and would be silently replaced.
+        self.cache = cache if cache is not None else VectorCache()
+        self.limit = limit
+        self.timeout = timeout
+        self.clock = clock
+        self._outage: str | None = None
+
+    async def candidates(self, user_id: str, *, story_id: str, place: str, share: bool) -> list[Memory]:
+        async with self.db.reader.execute(
+            _CANDIDATES, (user_id, to_db(self.clock()), story_id, share, place)
+        ) as cur:
+            return [row_to_memory(r) for r in await cur.fetchall()]
+
+    async def matrix(self, user_id: str, model: str) -> tuple[Sequence[int], Any]:
+        cached = self.cache.get(user_id, model)
+        if cached is not None:
+            return cached
+        ids, matrix = await load_user_matrix(self.db, user_id, model, now=self.clock())
+        self.cache.put(user_id, model, ids, matrix)
+        return ids, matrix
+
+    async def _semantic_scores(self, user_id: str, query: str) -> dict[int, float]:
+        """Cosines for the memories that have a vector; raises EmbeddingError on a failed turn."""
+        if self.embedder is None:
+            raise EmbeddingError("no embedder configured")
+        vector = await embed_turn_query(self.embedder, query, timeout=self.timeout)
+        ids, matrix = await self.matrix(user_id, self.embedder.model)
+        if not len(ids) or matrix.shape[1] != vector.shape[0]:
+            return {}
+        return cosine_scores(vector, ids, matrix)
+
+    def _note_outage(self, error: Exception | None) -> None:
+        if error is not None and self._outage is None:
+            self._outage = str(error)
+            log.warning("memory runs without semantic scores (turns are counted as degraded): %s", error)
+        elif error is None and self._outage is not None:
+            log.info("semantic scores are back after an outage (%s)", self._outage)
+            self._outage = None
+
+    async def select_for_turn(
+        self,
+        user_id: str,
+        *,
+        story_id: str,
+        place: str,
+        query: str,
+        rules: Sequence[Memory] = (),
+        share: bool = False,
+        story: Mapping[str, Any] | None = None,
+    ) -> TurnSelection:
+        memories = await self.candidates(user_id, story_id=story_id, place=place, share=share)
+        by_id = {m.id: m for m in memories}
+        degraded = False
+        scores: dict[int, float] = {}
+        if query.strip():
+            try:
+                semantic = await self._semantic_scores(user_id, query)
+                scores = {i: s for i, s in semantic.items() if i in by_id}
+                self._note_outage(None)
+            except EmbeddingError as exc:
+                degraded = True
+                self._note_outage(exc)
+        # An empty message (an attachment, a sticker) has nothing to recall: not a failure.
+        threshold = threshold_for(self.embedder.model) if self.embedder else FALLBACK_THRESHOLD
+        lexical_ids: set[int] = set()
+        unscored = len(by_id) - len(scores)
+        if unscored:
+            # Memories without a vector (embedder down, or created since the last indexing tick)
+            # get lexical matches instead of nothing, placed just under the eligible cosines.
+            lexical = await lexical_matches(self.db, user_id, query, LEXICAL_LIMIT, now=self.clock())
+            floor = min([s for s in scores.values() if s >= threshold], default=1.0)
+            for memory_id, strength in lexical.items():
+                if memory_id in by_id and memory_id not in scores:
+                    scores[memory_id] = threshold + (floor - threshold) * 0.5 * strength
+                    lexical_ids.add(memory_id)
+        chosen: list[Selected] = select(memories, scores, self.limit, threshold=threshold, now=self.clock())
+        slots = [
+            Slot(
+                id=s.memory.id,
+                reason=s.reason,
+                score=None if s.memory.id in lexical_ids else s.score,
+                type=s.memory.type,
+                pinned=s.memory.pinned,
+                text=s.memory.text,
+                lexical=s.memory.id in lexical_ids,
+            )
+            for s in chosen
+        ]
+        now = self.clock()
+        selection = TurnSelection(
+            turn_id=0,
+            user_id=user_id,
+            story_id=story_id,
+            query=query,
+            degraded=degraded,
+            slots=slots,
+            rules=[r.text for r in rules],
+            created_at=now,
+            story=dict(story or {}),
+            memories=[s.memory for s in chosen],
+            candidates=len(memories),
+        )
+        selection.turn_id = await self._record(selection, memories, place, lexical_ids)
+        return selection
+
+    async def _record(
+        self, selection: TurnSelection, memories: list[Memory], place: str, lexical_ids: set[int]
+    ) -> int:
+        async with self.db.write() as conn:
+            if not selection.degraded:
+                # A degraded turn counts nothing: a sleeping embedder must not read as ignored
+                # memories.
+                await record_turn(
+                    conn,
+                    selection.user_id,
+                    [m.id for m in memories],
+                    [s.id for s in selection.slots],
+                    [s.id for s in selection.slots if s.reason == "semantic" and s.id not in lexical_ids],
+                )
+            await conn.execute(
+                "INSERT INTO turn_stats (user_id, turns, degraded_turns) VALUES (?, 1, ?) "
+                "ON CONFLICT (user_id) DO UPDATE SET turns = turns + 1, "
+                "degraded_turns = degraded_turns + excluded.degraded_turns",
+                (selection.user_id, int(selection.degraded)),
+            )
+            cur = await conn.execute(
+                "INSERT INTO turns (user_id, story_id, place, query, degraded, detail, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    selection.user_id,
+                    selection.story_id,
+                    place,
+                    selection.query[:2000],
+                    int(selection.degraded),
+                    selection.to_detail(),
+                    to_db(selection.created_at),
+                ),
+            )
+            turn_id = cur.lastrowid
+            await conn.execute(
+                "DELETE FROM turns WHERE user_id = ? AND story_id = ? AND id <= ?",
+                (selection.user_id, selection.story_id, (turn_id or 0) - TURNS_KEPT_PER_STORY),
+            )
+        return int(turn_id or 0)
+
+
+async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection | None:
+    """The user's last recorded turn in this story, for /why (survives restarts)."""
+    async with db.reader.execute(
+        "SELECT id, query, degraded, detail, created_at FROM turns "
+        "WHERE user_id = ? AND story_id = ? ORDER BY id DESC LIMIT 1",
+        (user_id, story_id),
+    ) as cur:
+        row = await cur.fetchone()
+    if row is None:
+        return None
+    detail = json.loads(row[3])
+    return TurnSelection(
+        turn_id=row[0],
+        user_id=user_id,
+        story_id=story_id,
+        query=row[1],
+        degraded=bool(row[2]),
+        slots=[Slot(**s) for s in detail.get("slots", [])],
+        rules=list(detail.get("rules", [])),
+        created_at=from_db(row[4]) or utcnow(),
+        story=dict(detail.get("story", {})),
+        candidates=int(detail.get("candidates", 0)),
+    )
+
+
+async def turn_stats(db: Database, user_id: str) -> tuple[int, int]:
+    """(turns, degraded turns) of one user, persisted across restarts."""
+    async with db.reader.execute(
+        "SELECT turns, degraded_turns FROM turn_stats WHERE user_id = ?", (user_id,)
+    ) as cur:
+        row = await cur.fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)

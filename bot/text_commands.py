@@ -1,0 +1,109 @@
+"""The memory commands in plain text, for the terminal chat: same engine, same wording as Discord."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.engine import Engine, export_json
+from bot.memory.model import MEMORY_TYPES
+from bot.memory.store import InvalidMemory
+from bot.memory.story_store import story_history
+from bot.presenting import (
+    forget_result,
+    history_text,
+    memory_pages,
+    not_remembered,
+    pin_result,
+    remembered,
+    restore_result,
+    sharing_text,
+    stats_text,
+    why_text,
+)
+
+HELP = """\
+Commands:
+  /memories [type]   what I remember about you (type: fact, preference, promise, episode)
+  /remember <text>   remember something you tell me explicitly
+  /pin <id>          always keep a memory in context      /unpin <id>
+  /forget <id>       forget a memory (archived, restorable)
+  /history           archived versions and anchor removals /restore <history id>
+  /why               the memories chosen for your last message, and why
+  /stats             memory statistics (never-surfaced memories, degraded turns)
+  /share on|off      use memories from other places (DMs, other servers) here
+  /export <file>     write everything I store about you to a JSON file
+  /erase-me yes      delete everything about you, for real
+  /quit"""
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    user_id: str
+    user_name: str
+    story_id: str
+    place: str
+
+
+def _memory_id(arg: str) -> int | None:
+    arg = arg.strip().lstrip("#h")
+    return int(arg) if arg.isdigit() else None
+
+
+async def run_command(engine: Engine, session: Session, line: str) -> str:
+    """Run one `/command` line and return the text to show."""
+    try:
+        parts = shlex.split(line.strip())
+    except ValueError:
+        parts = line.strip().split()
+    if not parts:
+        return HELP
+    name, args = parts[0].lstrip("/").lower(), parts[1:]
+    user = session.user_id
+    if name in ("help", "?"):
+        return HELP
+    if name == "memories":
+        wanted = [a for a in args if a in MEMORY_TYPES]
+        memories = await engine.store.list(user, types=wanted or None)
+        return "\n\n".join(memory_pages(memories, now=engine.clock(), per_page=1_000))
+    if name == "remember":
+        text = " ".join(args)
+        try:
+            memory_id = await engine.remember(user, text, story_id=session.story_id, place=session.place)
+        except InvalidMemory as exc:
+            return not_remembered(exc)
+        return remembered(memory_id)
+    if name in ("pin", "unpin", "forget", "restore"):
+        target = _memory_id(args[0]) if args else None
+        if target is None:
+            return f"Usage: /{name} <id>"
+        if name == "restore":
+            return restore_result(target, await engine.restore(user, target))
+        if name == "forget":
+            return forget_result(target, await engine.forget(user, target))
+        return pin_result(target, name == "pin", await engine.pin(user, target, name == "pin"))
+    if name == "history":
+        entries = await engine.store.history(user)
+        return history_text(entries, await story_history(engine.db, user, None))
+    if name == "why":
+        return why_text(await engine.why(user, session.story_id))
+    if name in ("stats", "memory-stats"):
+        return stats_text(await engine.stats(user))
+    if name == "share":
+        if not args or args[0] not in ("on", "off"):
+            return sharing_text(await engine.sharing(user), changed=False)
+        await engine.set_sharing(user, args[0] == "on")
+        return sharing_text(args[0] == "on", changed=True)
+    if name == "export":
+        if not args:
+            return "Usage: /export <file.json>"
+        path = Path(args[0]).expanduser()
+        path.write_text(export_json(await engine.export(user)), encoding="utf-8")
+        return f"Exported to {path}."
+    if name in ("erase-me", "erase"):
+        if args != ["yes"]:
+            return "This deletes every memory and all history about you, for real. Type /erase-me yes to confirm."
+        report = await engine.erase(user)
+        return f"Erased: {report.memories} memories and {report.history} archived versions."
+    return f"Unknown command /{name}.\n{HELP}"

@@ -1,0 +1,231 @@
+"""The conversation engine on a real SQLite file, a scripted LLM and real embedders."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from bot.character import load_character
+from bot.config import load_settings
+from bot.embeddings import LocalEmbedder, OllamaEmbedder
+from bot.engine import LLM_DOWN_REPLY, MAX_REFLECTION_ATTEMPTS, Engine, Incoming
+from bot.llm import LLMClient
+from bot.memory.indexing import Indexer
+from bot.memory.store import NewMemory
+from tests.fakes.llm_server import FAKE_MODEL, LLMRequest, Reply
+
+_LOCAL: LocalEmbedder | None = None
+
+
+def local_embedder() -> LocalEmbedder:
+    global _LOCAL
+    if _LOCAL is None:
+        _LOCAL = LocalEmbedder()
+    return _LOCAL
+
+
+@pytest_asyncio.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(trust_env=False) as client:
+        yield client
+
+
+def make_engine(db, http, llm_server, tmp_path, *, embedder=None, clock=None, **settings) -> Engine:
+    config = load_settings(
+        _env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db", **settings
+    )
+    llm = LLMClient(http, api="ollama", base_url=llm_server.url)
+    extra = {"clock": clock} if clock is not None else {}
+    return Engine(db=db, llm=llm, embedder=embedder, settings=config, character=load_character(None), **extra)
+
+
+def msg(text: str, *, user: str = "alice", story: str = "chan-1", place: str = "guild-1") -> Incoming:
+    return Incoming(user_id=user, user_name=user.title(), text=text, story_id=story, place=place, message_id=f"m-{time.monotonic_ns()}")
+
+
+async def test_llm_down_gives_a_clear_reply_and_keeps_the_exchange(db, http, llm_server, tmp_path):
+    engine = make_engine(db, http, llm_server, tmp_path)
+    llm_server.handler = lambda request: Reply(status=500, error="CUDA out of memory")
+    result = await engine.turn(msg("Bonjour, je m'appelle Alice."))
+    assert result.reply is None and "CUDA out of memory" in (result.error or "")
+    assert LLM_DOWN_REPLY.startswith("(")
+    async with db.reader.execute("SELECT user_message, reply, last_error FROM exchanges") as cur:
+        [(text, reply, error)] = await cur.fetchall()
+    assert text == "Bonjour, je m'appelle Alice." and reply is None and "CUDA" in error
+
+
+async def test_an_absurdly_long_message_is_cut_not_refused(db, http, llm_server, tmp_path):
+    engine = make_engine(db, http, llm_server, tmp_path, max_message_chars=500)
+    result = await engine.turn(msg("blabla " * 100_000))
+    assert result.reply is not None
+    assert len(llm_server.chats[-1].last_user) < 600
+
+
+async def test_one_users_reflections_never_run_concurrently_and_a_burst_is_batched(db, http, llm_server, tmp_path):
+    engine = make_engine(db, http, llm_server, tmp_path)
+    running = 0
+    peak = 0
+    reflections = 0
+
+    async def handler(request: LLMRequest):
+        nonlocal running, peak, reflections
+        if request.json_schema is None:
+            return "ok"
+        reflections += 1
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.05)
+        running -= 1
+        return json.dumps({"memories": []})
+
+    llm_server.handler = handler
+    for n in range(30):
+        await engine.turn(msg(f"message {n}"))
+        engine.schedule_reflection("alice")
+    await engine.wait_reflections("alice")
+    assert peak == 1
+    assert reflections <= 30 // 4 + 2
+    assert (await engine.stats("alice")).pending_reflections == 0
+
+
+async def test_an_unparseable_reflection_is_retried_then_set_aside_and_changes_nothing(db, http, llm_server, tmp_path):
+    engine = make_engine(db, http, llm_server, tmp_path)
+    llm_server.handler = lambda r: "pas du JSON du tout" if r.json_schema is not None else "ok"
+    await engine.turn(msg("Je suis allergique aux arachides."))
+    for _ in range(MAX_REFLECTION_ATTEMPTS):
+        engine.schedule_reflection("alice")
+        await engine.wait_reflections("alice")
+    assert await engine.store.list("alice") == []
+    async with db.reader.execute("SELECT reflection_attempts, reflected_at, last_error FROM exchanges") as cur:
+        [(attempts, reflected_at, error)] = await cur.fetchall()
+    assert attempts == MAX_REFLECTION_ATTEMPTS and reflected_at is not None and "unparseable" in error
+
+
+async def test_a_reflection_with_hallucinated_and_foreign_ids_touches_nothing(db, http, llm_server, tmp_path):
+    engine = make_engine(db, http, llm_server, tmp_path)
+    bob_id = await engine.store.add("bob", NewMemory(text="L'utilisateur aime le rock.", place="guild-1"))
+    mine = await engine.store.add("alice", NewMemory(text="L'utilisateur aime le jazz.", place="guild-1"))
+    llm_server.handler = lambda r: (
+        json.dumps({"delete": [bob_id, 987654], "replace": [{"id": bob_id, "text": "L'utilisateur aime la valse."}]})
+        if r.json_schema is not None
+        else "ok"
+    )
+    await engine.turn(msg("J'aime le jazz."))
+    engine.schedule_reflection("alice")
+    await engine.wait_reflections("alice")
+    assert (await engine.store.get("bob", bob_id)).text == "L'utilisateur aime le rock."
+    assert (await engine.store.get("alice", mine)).text == "L'utilisateur aime le jazz."
+    refused = {d.detail for d in engine.last_reports["alice"].decisions}
+    assert refused == {"id not shown to the model"}
+
+
+async def test_the_reflection_is_shown_only_the_authors_memories_with_ids(db, http, llm_server, tmp_path):
+    engine = make_engine(db, http, llm_server, tmp_path)
+    await engine.store.add("bob", NewMemory(text="L'utilisateur est allergique au gluten.", place="guild-1"))
+    mine = await engine.store.add("alice", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1"))
+    llm_server.handler = lambda r: "{}" if r.json_schema is not None else "ok"
+    await engine.turn(msg("Parlons de mes allergies."))
+    engine.schedule_reflection("alice")
+    await engine.wait_reflections("alice")
+    prompt = [r for r in llm_server.chats if r.json_schema is not None][-1].last_user
+    assert f"[{mine}] (fact) L'utilisateur est allergique aux arachides." in prompt
+    assert "gluten" not in prompt
+
+
+@pytest.mark.parametrize(
+    "learned_in, asked_in, shared, visible",
+    [
+        ("dm", "guild-1", False, False),
+        ("guild-1", "guild-2", False, False),
+        ("guild-1", "dm", False, False),
+        ("guild-1", "guild-1", False, True),
+        ("dm", "dm", False, True),
+        ("dm", "guild-1", True, True),
+    ],
+)
+async def test_privacy_boundary_between_dms_and_guilds(db, http, llm_server, tmp_path, learned_in, asked_in, shared, visible):
+    engine = make_engine(db, http, llm_server, tmp_path)
+    await engine.store.add("alice", NewMemory(text="L'utilisateur suit une thérapie le jeudi.", place=learned_in))
+    await engine.set_sharing("alice", shared)
+    await engine.turn(msg("Quoi de neuf ?", place=asked_in))
+    assert ("thérapie" in llm_server.chats[-1].system) is visible
+
+
+async def test_rules_are_always_in_context_outside_the_budget(db, http, llm_server, tmp_path):
+    engine = make_engine(db, http, llm_server, tmp_path)
+    await engine.start()
+    for n in range(30):
+        await engine.store.add("alice", NewMemory(text=f"L'utilisateur a visité la ville numéro {n}.", place="guild-1"))
+    result = await engine.turn(msg("Salut"))
+    assert len(result.selection.slots) == 24
+    assert len(result.selection.rules) == len(engine.character.rules) > 0
+    system = llm_server.chats[-1].system
+    assert all(rule in system for rule in engine.character.rules)
+    # Rules never leak into a user's memories, and cannot be pinned or forgotten by users.
+    assert all(m.type != "rule" for m in await engine.store.list("alice"))
+    rule_id = engine.rules[0].id
+    assert not await engine.pin("alice", rule_id) and not await engine.forget("alice", rule_id)
+
+
+async def test_a_hanging_embedder_degrades_the_turn_within_the_bound(db, http, llm_server, tmp_path, embedding_server):
+    embedder = OllamaEmbedder(http, base_url=embedding_server.url, model="fake-embed")
+    engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
+    engine.recall.timeout = 1.0
+    # A story memory: the global pass would otherwise take it before the semantic pass.
+    memory_id = await engine.store.add(
+        "alice", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1", scope="story", story_id="chan-1")
+    )
+    embedding_server.mode = "hang"
+    started = time.monotonic()
+    result = await engine.turn(msg("Un dessert avec des arachides ?"))
+    assert time.monotonic() - started < 5
+    assert result.reply is not None and result.selection.degraded
+    # Lexical FTS matches stand in for the missing cosines.
+    [slot] = [s for s in result.selection.slots if s.id == memory_id]
+    assert slot.lexical and slot.reason == "semantic"
+    # A degraded turn counts nothing, except itself.
+    m = await engine.store.get("alice", memory_id)
+    assert (m.times_candidate, m.times_served, m.times_semantic) == (0, 0, 0)
+    stats = await engine.stats("alice")
+    assert (stats.turns, stats.degraded_turns) == (1, 1)
+
+
+async def test_a_healthy_turn_updates_the_counters(db, http, llm_server, tmp_path):
+    embedder = local_embedder()
+    engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
+    memory_id = await engine.store.add("alice", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1"))
+    await Indexer(db, embedder, cache=engine.cache).run_once()
+    result = await engine.turn(msg("Je peux manger un dessert aux arachides ?"))
+    assert not result.selection.degraded
+    m = await engine.store.get("alice", memory_id)
+    assert (m.times_candidate, m.times_served) == (1, 1)
+    assert (await engine.stats("alice")).degraded_turns == 0
+
+
+async def test_erase_removes_everything_about_one_user_only(db, http, llm_server, tmp_path):
+    engine = make_engine(db, http, llm_server, tmp_path)
+    llm_server.handler = lambda r: (
+        json.dumps({"memories": [{"text": "L'utilisateur habite à Nantes.", "type": "fact", "confidence": 0.95}], "summary": "Alice habite à Nantes.", "anchors": {"add": ["Alice habite à Nantes."]}})
+        if r.json_schema is not None
+        else "ok"
+    )
+    for user in ("alice", "bob"):
+        await engine.turn(msg("J'habite à Nantes.", user=user))
+        engine.schedule_reflection(user)
+        await engine.wait_reflections(user)
+    forgotten = (await engine.store.list("alice"))[0].id
+    await engine.forget("alice", forgotten)
+    exported = await engine.export("alice")
+    assert exported["history"] and exported["story_history"] == [] and exported["exchanges"]
+
+    await engine.erase("alice")
+    for table in ("memories", "memory_history", "exchanges", "turns", "turn_stats", "story_summaries", "story_anchors"):
+        async with db.reader.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", ("alice",)) as cur:  # noqa: S608 - table names are constants
+            assert (await cur.fetchone())[0] == 0, table
+    assert await engine.store.list("bob") and (await engine.export("bob"))["exchanges"]
