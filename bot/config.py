@@ -221,7 +221,8 @@ class Settings(BaseSettings):
         default_factory=list,
         description=(
             "Role ids, comma-separated: in a server, the bot answers only members with one of "
-            "these roles. Empty: every member. Direct messages have no roles."
+            "these roles. Empty: every member. Direct messages have no roles, so they are not "
+            "answered while this is set."
         ),
     )
     blocked_user_ids: DiscordIds = Field(

@@ -1,0 +1,136 @@
+"""The Discord bot: intents, extensions, command-tree sync, start-up errors in plain words.
+
+Built like discord.py's advanced start-up example: the services (database, HTTP client, engine)
+are opened by `bot.app.open_services` and handed in, so the bot holds no resource of its own and
+can be built offline in tests. Cogs are thin translators between Discord and the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import discord
+from discord.ext import commands
+
+from bot.app import Services, StartupError
+
+log = logging.getLogger(__name__)
+
+EXTENSIONS = ("cogs.conversation", "cogs.memory")
+# Nothing the bot writes may ping anyone: replies quote memories and users' own words.
+NO_MENTIONS = discord.AllowedMentions.none()
+
+
+def make_intents(allowed_channel_ids: list[int]) -> discord.Intents:
+    """Default intents; Message Content only when the bot answers whole channels.
+
+    Mentions of the bot, replies to it and DMs carry their content without the privileged
+    intent, so a bot that answers only those needs nothing enabled in the developer portal.
+    """
+    intents = discord.Intents.default()
+    intents.message_content = bool(allowed_channel_ids)
+    return intents
+
+
+class EchoBot(commands.Bot):
+    def __init__(self, services: Services) -> None:
+        super().__init__(
+            command_prefix=commands.when_mentioned_or("!"),
+            intents=make_intents(services.settings.allowed_channel_ids),
+            allowed_mentions=NO_MENTIONS,
+            help_command=None,
+        )
+        self.services = services
+
+    async def setup_hook(self) -> None:
+        await self.add_cog(OwnerCommands(self))
+        for extension in EXTENSIONS:
+            await self.load_extension(extension)
+        guild_id = self.services.settings.dev_guild_id
+        if guild_id is not None:
+            guild = discord.Object(id=guild_id)
+            self.tree.copy_global_to(guild=guild)
+            synced = await self.tree.sync(guild=guild)
+            log.info("synced %d application commands to DEV_GUILD_ID %d", len(synced), guild_id)
+        else:
+            # Global sync is rate-limited and slow to propagate: an owner asks for it (@bot sync).
+            log.info("application commands not synced automatically; an owner can mention the bot with: sync")
+
+    async def is_owner(self, user: discord.abc.User, /) -> bool:
+        """The application's owner (or team) known to Discord, plus OWNER_IDS."""
+        if user.id in self.services.settings.owner_ids:
+            return True
+        return await super().is_owner(user)  # type: ignore[arg-type]
+
+    async def on_command_error(self, context: commands.Context[EchoBot], exception: commands.CommandError, /) -> None:
+        if isinstance(exception, commands.CommandNotFound):
+            return  # "@Écho hello" is a conversation (cogs.conversation), not an unknown command
+        await super().on_command_error(context, exception)
+
+    async def on_ready(self) -> None:
+        log.info("connected to Discord as %s (id %s)", self.user, self.user.id if self.user else "?")
+
+    async def close(self) -> None:
+        """Leave the gateway, then let in-flight reflections finish (they need no Discord).
+
+        What does not finish in time stays pending and is reflected at the next start. The
+        services themselves are closed by `open_services` once `run_discord` returns.
+        """
+        await super().close()
+        await self.services.engine.close()
+
+
+class OwnerCommands(commands.Cog):
+    """Text commands for the bot's owners: `@Écho sync` (or `!sync` in a DM)."""
+
+    def __init__(self, bot: EchoBot) -> None:
+        self.bot = bot
+
+    @commands.command(name="sync")
+    @commands.is_owner()
+    async def sync(self, ctx: commands.Context[EchoBot], where: str = "global") -> None:
+        """Sync the slash commands: `sync` for everywhere (up to an hour), `sync guild` for here."""
+        if where == "guild":
+            if ctx.guild is None:
+                await ctx.send("`sync guild` works in a server; use `sync` here.")
+                return
+            self.bot.tree.copy_global_to(guild=ctx.guild)
+            synced = await self.bot.tree.sync(guild=ctx.guild)
+            await ctx.send(f"Synced {len(synced)} commands to this server.")
+        elif where == "global":
+            synced = await self.bot.tree.sync()
+            await ctx.send(f"Synced {len(synced)} commands globally (Discord may take up to an hour to show them).")
+        else:
+            await ctx.send("Usage: `sync` (global) or `sync guild` (this server).")
+
+    async def cog_command_error(self, ctx: commands.Context[EchoBot], error: commands.CommandError) -> None:
+        if isinstance(error, commands.NotOwner):
+            log.info("%s (id %d) tried an owner command", ctx.author, ctx.author.id)
+            return
+        log.error("owner command %s failed", ctx.command, exc_info=error)
+        await ctx.send(f"Failed: {error}")
+
+
+async def run_discord(services: Services) -> None:
+    """Connect and run until the process is stopped; start-up problems become StartupError."""
+    token = services.settings.require_discord_token()
+    bot = EchoBot(services)
+    try:
+        async with bot:
+            await bot.start(token)
+    except discord.LoginFailure as exc:
+        raise StartupError(
+            "Discord refused the bot token (DISCORD_TOKEN). It may have been copied incompletely "
+            "or reset since: in the Discord developer portal (https://discord.com/developers/"
+            "applications → your app → Bot), press Reset Token, put the new token in .env as "
+            "DISCORD_TOKEN=<token> and start again."
+        ) from exc
+    except discord.PrivilegedIntentsRequired as exc:
+        raise StartupError(
+            "Discord refused the connection because the bot asks for the Message Content intent, "
+            "which ALLOWED_CHANNEL_IDS needs (to read every message of those channels), and it is "
+            "not enabled for this application. Enable it in the Discord developer portal "
+            "(https://discord.com/developers/applications → your app) → Bot → Privileged Gateway "
+            "Intents → Message Content Intent, save, and start again; or unset ALLOWED_CHANNEL_IDS "
+            "so the bot answers only mentions, replies and DMs, which need no privileged intent."
+        ) from exc

@@ -1,0 +1,237 @@
+"""Pure helpers of the Discord front end: who the bot answers, message splitting, mentions.
+
+No discord import: the cogs turn discord objects into the plain data below, so every decision
+is tested with plain values.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from bot.config import Settings
+from bot.memory.model import HistoryEntry, Memory
+from bot.presenting import clip
+
+DISCORD_LIMIT = 2000  # counted in code points by Discord's API, as Python's len() does
+AUTOCOMPLETE_LIMIT = 25
+CHOICE_NAME_LIMIT = 100
+
+_FENCE = "```"
+_CLOSE = "\n```"
+_LANGUAGE_TAG = re.compile(r"[\w+#.-]{1,30}")
+# Characters that belong to the one before them: a hard cut never lands in front of these.
+_ZWJ = "\u200d"
+_SKIN_TONES = range(0x1F3FB, 0x1F400)
+
+
+# --- splitting ----------------------------------------------------------------------------
+
+
+def split_message(text: str, limit: int = DISCORD_LIMIT) -> list[str]:
+    """Chunks of at most `limit` characters: cut at a paragraph, else a line, else a word.
+
+    A code block cut in two is closed at the end of its chunk and reopened, with the same
+    language tag, at the start of the next. A hard cut happens only inside a single word longer
+    than a chunk. Empty text gives no chunk.
+    """
+    if limit < 64:
+        raise ValueError("a chunk must have room for a fence and some text")
+    text = text.strip()
+    chunks: list[str] = []
+    language: str | None = None  # a code block left open by the previous chunk
+    while text:
+        head = f"{_FENCE}{language}\n" if language is not None else ""
+        if len(head) + len(text) <= limit:
+            chunks.append(head + text)
+            break
+        cut, skip = _cut(text, limit - len(head) - len(_CLOSE))
+        piece = text[:cut].rstrip() or text[:cut]
+        text = text[cut + skip :]
+        language = _open_block_after(piece, language)
+        chunks.append(head + piece + (_CLOSE if language is not None else ""))
+        if language is None:
+            text = text.lstrip()
+    return chunks
+
+
+def _cut(text: str, room: int) -> tuple[int, int]:
+    """(end of the chunk, length of the separator dropped after it)."""
+    # A boundary in the second half of the room first, so chunks are not needlessly short.
+    for start in (room // 2, 1):
+        for separator in ("\n\n", "\n", " "):
+            at = text.rfind(separator, start, room + len(separator))
+            if at > 0:
+                return at, len(separator)
+    return _hard_cut(text, room), 0
+
+
+def _hard_cut(text: str, room: int) -> int:
+    cut = room
+    while cut > 1 and _glued(text, cut):
+        cut -= 1
+    return cut if cut > 1 else room
+
+
+def _glued(text: str, cut: int) -> bool:
+    after, before = text[cut], text[cut - 1]
+    return (
+        unicodedata.category(after) in ("Mn", "Me")  # combining accents, variation selectors
+        or ord(after) in _SKIN_TONES
+        or _ZWJ in (after, before)
+        or after == before == "`"  # never split a fence marker
+    )
+
+
+def _open_block_after(piece: str, language: str | None) -> str | None:
+    """The language tag of the code block open at the end of `piece` (None: none is open)."""
+    at = piece.find(_FENCE)
+    while at != -1:
+        if language is None:
+            line_end = piece.find("\n", at + len(_FENCE))
+            word = piece[at + len(_FENCE) : line_end if line_end != -1 else len(piece)].strip()
+            language = word if _LANGUAGE_TAG.fullmatch(word) else ""
+        else:
+            language = None
+        at = piece.find(_FENCE, at + len(_FENCE))
+    return language
+
+
+# --- mentions -----------------------------------------------------------------------------
+
+_USER_MENTION = re.compile(r"<@!?(\d+)>")
+
+
+def clean_incoming(content: str, bot_id: int, names: Mapping[int, str]) -> str:
+    """The message as the character reads it: the bot's own mention removed, other user
+    mentions shown as @name (raw ids mean nothing to the model)."""
+
+    def replace(match: re.Match[str]) -> str:
+        user_id = int(match[1])
+        if user_id == bot_id:
+            return ""
+        name = names.get(user_id)
+        return f"@{name}" if name else match[0]
+
+    text = _USER_MENTION.sub(replace, content)
+    return re.sub(r"[ \t]{2,}", " ", text).strip()
+
+
+# --- who the bot answers ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerPolicy:
+    allowed_channel_ids: frozenset[int]
+    answer_dms: bool
+    allowed_user_ids: frozenset[int]
+    allowed_role_ids: frozenset[int]
+    blocked_user_ids: frozenset[int]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AnswerPolicy:
+        return cls(
+            allowed_channel_ids=frozenset(settings.allowed_channel_ids),
+            answer_dms=settings.answer_dms,
+            allowed_user_ids=frozenset(settings.allowed_user_ids),
+            allowed_role_ids=frozenset(settings.allowed_role_ids),
+            blocked_user_ids=frozenset(settings.blocked_user_ids),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MessageFacts:
+    """What the decision needs to know about one incoming message."""
+
+    author_id: int
+    author_is_bot: bool
+    is_dm: bool
+    channel_id: int
+    mentions_bot: bool = False
+    replies_to_bot: bool = False
+    parent_id: int | None = None  # a thread's parent channel
+    role_ids: frozenset[int] = frozenset()
+    system: bool = False  # joins, pins, boosts…: not something someone said
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    answer: bool
+    why: str
+
+
+def user_refusal(
+    policy: AnswerPolicy, author_id: int, *, is_dm: bool, role_ids: Iterable[int] = ()
+) -> str | None:
+    """Why this person may not talk to the character (None: they may).
+
+    ALLOWED_ROLE_IDS cannot be checked in a DM, where nobody has roles: with a role
+    restriction set, DMs are refused rather than opening a way around it.
+    """
+    if author_id in policy.blocked_user_ids:
+        return "blocked"
+    if policy.allowed_user_ids and author_id not in policy.allowed_user_ids:
+        return "not in ALLOWED_USER_IDS"
+    if policy.allowed_role_ids:
+        if is_dm:
+            return "ALLOWED_ROLE_IDS is set and a DM has no roles to check"
+        if policy.allowed_role_ids.isdisjoint(role_ids):
+            return "no role of ALLOWED_ROLE_IDS"
+    return None
+
+
+def decide(facts: MessageFacts, policy: AnswerPolicy) -> Decision:
+    """Whether the bot answers this message, and why (the reason is logged at debug level)."""
+    if facts.author_is_bot:
+        return Decision(False, "author is a bot")
+    if facts.system:
+        return Decision(False, "system message")
+    if facts.is_dm:
+        if not policy.answer_dms:
+            return Decision(False, "ANSWER_DMS is off")
+        addressed = "dm"
+    elif facts.mentions_bot:
+        addressed = "mention"
+    elif facts.replies_to_bot:
+        addressed = "reply"
+    elif facts.channel_id in policy.allowed_channel_ids or (
+        facts.parent_id is not None and facts.parent_id in policy.allowed_channel_ids
+    ):
+        addressed = "channel"
+    else:
+        return Decision(False, "not addressed to the bot")
+    refusal = user_refusal(policy, facts.author_id, is_dm=facts.is_dm, role_ids=facts.role_ids)
+    if refusal is not None:
+        return Decision(False, refusal)
+    return Decision(True, addressed)
+
+
+# --- memory-id autocomplete ---------------------------------------------------------------
+
+
+def memory_choices(
+    memories: Sequence[Memory], typed: str, *, limit: int = AUTOCOMPLETE_LIMIT
+) -> list[tuple[str, int]]:
+    """(name, id) pairs for an autocomplete: the memories whose "#id text" contains what was
+    typed, most recently changed first, names clipped to Discord's 100 characters."""
+    needle = " ".join(typed.lower().split())
+    matching = [m for m in memories if needle in f"#{m.id} {' '.join(m.text.lower().split())}"]
+    matching.sort(key=lambda m: (m.updated_at, m.id), reverse=True)
+    return [(clip(f"#{m.id} {m.text}", CHOICE_NAME_LIMIT), m.id) for m in matching[:limit]]
+
+
+def history_choices(
+    entries: Sequence[HistoryEntry], typed: str, *, limit: int = AUTOCOMPLETE_LIMIT
+) -> list[tuple[str, int]]:
+    """(name, history id) pairs for /restore, newest first as given, filtered like memories."""
+    needle = " ".join(typed.lower().split())
+    choices = []
+    for e in entries:
+        name = f"h{e.id} #{e.memory_id} {e.operation} {e.archived_at:%Y-%m-%d}: {' '.join(e.text.split())}"
+        if needle in name.lower():
+            choices.append((clip(name, CHOICE_NAME_LIMIT), e.id))
+            if len(choices) == limit:
+                break
+    return choices

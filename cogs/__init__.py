@@ -1,0 +1,1 @@
+"""discord.py extensions: thin translators between Discord and bot.engine."""

@@ -1,0 +1,141 @@
+"""Answers the messages addressed to the character: mentions, DMs, replies, allowed channels.
+
+Who is answered is decided by `bot.discord_text.decide` on plain facts read from the message;
+this cog only translates between discord objects and `Engine.turn`. The reflection is scheduled
+after the reply is sent, never awaited by it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import discord
+from discord.ext import commands
+
+from bot.discord_bot import NO_MENTIONS, EchoBot
+from bot.discord_text import AnswerPolicy, MessageFacts, clean_incoming, decide, split_message
+from bot.engine import LLM_DOWN_REPLY, Engine, Incoming
+from bot.memory.model import DM_PLACE
+from bot.prompting import ChannelLine
+from bot.ratelimit import RateLimiter, Verdict
+
+log = logging.getLogger(__name__)
+
+RATE_LIMITED_REACTION = "⏳"
+
+
+def message_facts(message: discord.Message, bot_id: int) -> MessageFacts:
+    channel = message.channel
+    reference = message.reference
+    replied = reference.resolved if reference is not None else None
+    return MessageFacts(
+        author_id=message.author.id,
+        author_is_bot=message.author.bot,
+        is_dm=message.guild is None,
+        channel_id=channel.id,
+        mentions_bot=any(user.id == bot_id for user in message.mentions),
+        replies_to_bot=isinstance(replied, discord.Message) and replied.author.id == bot_id,
+        parent_id=channel.parent_id if isinstance(channel, discord.Thread) else None,
+        # A DM author is a User, without roles.
+        role_ids=frozenset(role.id for role in getattr(message.author, "roles", ())),
+        system=message.type not in (discord.MessageType.default, discord.MessageType.reply),
+    )
+
+
+class Conversation(commands.Cog):
+    def __init__(
+        self, bot: commands.Bot, engine: Engine, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.bot = bot
+        self.engine = engine
+        settings = engine.settings
+        self.policy = AnswerPolicy.from_settings(settings)
+        self.limiter = RateLimiter(
+            settings.user_rate_limit_messages, settings.user_rate_limit_seconds, clock=clock
+        )
+        self._history_refused: set[int] = set()
+
+    @commands.Cog.listener()
+    async def on_message(self, message: discord.Message) -> None:
+        try:
+            await self.answer(message)
+        except Exception:
+            log.exception("could not answer message %s in channel %s", message.id, message.channel.id)
+
+    async def answer(self, message: discord.Message) -> None:
+        me = self.bot.user
+        if me is None:
+            return
+        decision = decide(message_facts(message, me.id), self.policy)
+        if not decision.answer:
+            log.debug("not answering message %s: %s", message.id, decision.why)
+            return
+        text = clean_incoming(message.content, me.id, {u.id: u.display_name for u in message.mentions})
+        if not text:
+            return  # a bare mention or an attachment: nothing to answer
+        if (await self.bot.get_context(message)).command is not None:
+            return  # an owner command such as "@Écho sync"
+        user_id = str(message.author.id)
+        verdict = self.limiter.hit(user_id)
+        if verdict is not Verdict.ALLOWED:
+            if verdict is Verdict.LIMITED:
+                log.info("user %s is over the rate limit; their messages are ignored for a while", user_id)
+                await self._react(message, RATE_LIMITED_REACTION)
+            return
+        incoming = Incoming(
+            user_id=user_id,
+            user_name=message.author.display_name,
+            text=text,
+            story_id=str(message.channel.id),  # a thread is its own story
+            place=DM_PLACE if message.guild is None else str(message.guild.id),
+            message_id=str(message.id),
+            history=await self._history(message, me.id),
+        )
+        async with message.channel.typing():
+            result = await self.engine.turn(incoming)
+        await self._reply(message, result.reply if result.reply is not None else LLM_DOWN_REPLY)
+        if result.reply is not None:
+            self.engine.schedule_reflection(user_id)
+
+    async def _history(self, message: discord.Message, bot_id: int) -> list[ChannelLine]:
+        """The channel's messages before this one, oldest first (empty when unreadable)."""
+        limit = self.engine.settings.history_messages
+        if limit == 0:
+            return []
+        try:
+            lines = [
+                ChannelLine(m.author.display_name, m.clean_content, from_bot=m.author.id == bot_id)
+                async for m in message.channel.history(limit=limit, before=message)
+                # Without the Message Content intent others' messages arrive empty.
+                if m.clean_content.strip()
+            ]
+        except discord.HTTPException as exc:
+            if message.channel.id not in self._history_refused:
+                self._history_refused.add(message.channel.id)
+                log.warning("cannot read the history of channel %s (%s): answering without it", message.channel.id, exc)
+            return []
+        lines.reverse()
+        return lines
+
+    async def _reply(self, message: discord.Message, text: str) -> None:
+        # fail_if_not_exists=False: if the message was deleted meanwhile, the answer still lands.
+        reference = message.to_reference(fail_if_not_exists=False)
+        for n, chunk in enumerate(split_message(text) or ["…"]):
+            if n == 0:
+                await message.channel.send(
+                    chunk, reference=reference, mention_author=False, allowed_mentions=NO_MENTIONS
+                )
+            else:
+                await message.channel.send(chunk, allowed_mentions=NO_MENTIONS)
+
+    async def _react(self, message: discord.Message, emoji: str) -> None:
+        try:
+            await message.add_reaction(emoji)
+        except discord.HTTPException as exc:
+            log.debug("could not react to message %s: %s", message.id, exc)
+
+
+async def setup(bot: EchoBot) -> None:
+    await bot.add_cog(Conversation(bot, bot.services.engine))

@@ -1,0 +1,323 @@
+"""Slash commands on one's own memory, and the "Remember this" message menu.
+
+Every answer is ephemeral: only the person who asked sees their memories. Every call passes
+`str(interaction.user.id)` to the engine, whose statements are all scoped by user, so another
+user's memory id behaves exactly like an id that does not exist. Texts come from
+`bot.presenting` and use the wording of the terminal commands (`bot.text_commands`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import logging
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot.discord_bot import NO_MENTIONS, EchoBot
+from bot.discord_text import AnswerPolicy, history_choices, memory_choices, split_message, user_refusal
+from bot.engine import Engine, export_json
+from bot.memory.model import DM_PLACE, MEMORY_TYPES
+from bot.memory.store import InvalidMemory, MAX_MEMORY_CHARS
+from bot.memory.story_store import story_history
+from bot.presenting import (
+    forget_result,
+    history_text,
+    memory_pages,
+    not_remembered,
+    pin_result,
+    remembered,
+    restore_result,
+    sharing_text,
+    stats_text,
+    why_text,
+)
+
+log = logging.getLogger(__name__)
+
+USER_MEMORY_TYPES = [t for t in MEMORY_TYPES if t != "rule"]  # rules belong to the character
+PAGE_TIMEOUT = 300.0  # well under the 15 minutes an interaction token lives
+CONFIRM_TIMEOUT = 60.0
+# Discord's upload limit for bots is 10 MiB: a larger export is sent gzipped.
+EXPORT_MAX_BYTES = 8 * 1024 * 1024
+NOT_YOURS = "These buttons belong to the person who ran the command."
+
+
+def _user(interaction: discord.Interaction) -> str:
+    return str(interaction.user.id)
+
+
+def _place(interaction: discord.Interaction) -> str:
+    return DM_PLACE if interaction.guild_id is None else str(interaction.guild_id)
+
+
+async def say(interaction: discord.Interaction, text: str) -> None:
+    """An ephemeral answer; beyond 2,000 characters, the rest follows in ephemeral followups."""
+    for n, chunk in enumerate(split_message(text) or ["…"]):
+        if n == 0 and not interaction.response.is_done():
+            await interaction.response.send_message(chunk, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        else:
+            await interaction.followup.send(chunk, ephemeral=True, allowed_mentions=NO_MENTIONS)
+
+
+class OwnerOnlyView(discord.ui.View):
+    """A view only the person who ran the command may use; it keeps that interaction to edit
+    the (ephemeral) message when it times out."""
+
+    def __init__(self, owner_id: int, *, timeout: float) -> None:
+        super().__init__(timeout=timeout)
+        self.owner_id = owner_id
+        self.origin: discord.Interaction | None = None
+
+    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
+        if interaction.user.id == self.owner_id:
+            return True
+        await interaction.response.send_message(NOT_YOURS, ephemeral=True)
+        return False
+
+    async def _edit_origin(self, **changes: object) -> None:
+        if self.origin is None:
+            return
+        try:
+            await self.origin.edit_original_response(**changes)  # type: ignore[arg-type]
+        except discord.HTTPException as exc:
+            # Dismissed by the user, or the interaction token expired: nothing left to update.
+            log.debug("could not update a timed-out view: %s", exc)
+
+
+class PageView(OwnerOnlyView):
+    def __init__(self, owner_id: int, pages: list[str], *, timeout: float = PAGE_TIMEOUT) -> None:
+        super().__init__(owner_id, timeout=timeout)
+        self.pages = pages
+        self.index = 0
+        self._update_buttons()
+
+    @property
+    def page(self) -> str:
+        return self.pages[self.index]
+
+    def _update_buttons(self) -> None:
+        self.previous_page.disabled = self.index == 0
+        self.next_page.disabled = self.index >= len(self.pages) - 1
+
+    async def _show(self, interaction: discord.Interaction, index: int) -> None:
+        self.index = max(0, min(index, len(self.pages) - 1))
+        self._update_buttons()
+        await interaction.response.edit_message(content=self.page, view=self)
+
+    @discord.ui.button(label="◀ Previous", style=discord.ButtonStyle.secondary)
+    async def previous_page(self, interaction: discord.Interaction, button: discord.ui.Button[PageView]) -> None:
+        await self._show(interaction, self.index - 1)
+
+    @discord.ui.button(label="Next ▶", style=discord.ButtonStyle.secondary)
+    async def next_page(self, interaction: discord.Interaction, button: discord.ui.Button[PageView]) -> None:
+        await self._show(interaction, self.index + 1)
+
+    async def on_timeout(self) -> None:
+        self.previous_page.disabled = True
+        self.next_page.disabled = True
+        await self._edit_origin(view=self)
+
+
+class EraseConfirm(OwnerOnlyView):
+    def __init__(self, engine: Engine, owner_id: int, *, timeout: float = CONFIRM_TIMEOUT) -> None:
+        super().__init__(owner_id, timeout=timeout)
+        self.engine = engine
+
+    @discord.ui.button(label="Erase everything", style=discord.ButtonStyle.danger)
+    async def confirm(self, interaction: discord.Interaction, button: discord.ui.Button[EraseConfirm]) -> None:
+        self.stop()  # a second press is not dispatched to a stopped view
+        await interaction.response.edit_message(content="Erasing…", view=None)
+        report = await self.engine.erase(str(self.owner_id))
+        await interaction.edit_original_response(
+            content=f"Erased: {report.memories} memories and {report.history} archived versions."
+        )
+
+    @discord.ui.button(label="Cancel", style=discord.ButtonStyle.secondary)
+    async def cancel(self, interaction: discord.Interaction, button: discord.ui.Button[EraseConfirm]) -> None:
+        self.stop()
+        await interaction.response.edit_message(content="Nothing was erased.", view=None)
+
+    async def on_timeout(self) -> None:
+        await self._edit_origin(content="Nothing was erased (no answer in time).", view=None)
+
+
+class MemoryCommands(commands.Cog):
+    def __init__(self, bot: commands.Bot, engine: Engine) -> None:
+        self.bot = bot
+        self.engine = engine
+        self.policy = AnswerPolicy.from_settings(engine.settings)
+        # Context menus cannot be declared in a cog's body; added to the tree on load.
+        self.remember_menu = app_commands.ContextMenu(name="Remember this", callback=self.remember_this)
+
+    async def cog_load(self) -> None:
+        self.bot.tree.add_command(self.remember_menu)
+
+    async def cog_unload(self) -> None:
+        self.bot.tree.remove_command(self.remember_menu.name, type=self.remember_menu.type)
+
+    async def cog_app_command_error(
+        self, interaction: discord.Interaction, error: app_commands.AppCommandError
+    ) -> None:
+        log.error("/%s failed", interaction.command.name if interaction.command else "?", exc_info=error)
+        try:
+            await say(interaction, "Something went wrong on my side; it was logged. Try again later.")
+        except discord.HTTPException:
+            pass
+
+    def _may_add(self, interaction: discord.Interaction) -> bool:
+        """New memories only from people the bot talks to (blocked users cannot fill the DB)."""
+        roles = getattr(interaction.user, "roles", ())
+        refusal = user_refusal(
+            self.policy, interaction.user.id, is_dm=interaction.guild_id is None, role_ids=[r.id for r in roles]
+        )
+        return refusal is None
+
+    # --- reading --------------------------------------------------------------------------
+
+    @app_commands.command(name="memories", description="What I remember about you (only you see the answer)")
+    @app_commands.rename(kind="type")
+    @app_commands.describe(kind="Show only memories of this type")
+    @app_commands.choices(kind=[app_commands.Choice(name=t, value=t) for t in USER_MEMORY_TYPES])
+    async def memories(self, interaction: discord.Interaction, kind: app_commands.Choice[str] | None = None) -> None:
+        found = await self.engine.store.list(_user(interaction), types=[kind.value] if kind else None)
+        pages = memory_pages(found, now=self.engine.clock())
+        if len(pages) == 1:
+            await say(interaction, pages[0])
+            return
+        view = PageView(interaction.user.id, pages)
+        await interaction.response.send_message(view.page, view=view, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        view.origin = interaction
+
+    @app_commands.command(name="history", description="Archived versions of your memories, to bring back with /restore")
+    async def history(self, interaction: discord.Interaction) -> None:
+        user = _user(interaction)
+        entries = await self.engine.store.history(user)
+        await say(interaction, history_text(entries, await story_history(self.engine.db, user, None)))
+
+    @app_commands.command(name="why", description="The memories I used for your last message in this channel, and why")
+    async def why(self, interaction: discord.Interaction) -> None:
+        selection = await self.engine.why(_user(interaction), str(interaction.channel_id))
+        await say(interaction, why_text(selection))
+
+    @app_commands.command(name="memory-stats", description="Statistics on your memories: never recalled, degraded turns")
+    async def memory_stats(self, interaction: discord.Interaction) -> None:
+        await say(interaction, stats_text(await self.engine.stats(_user(interaction))))
+
+    # --- writing --------------------------------------------------------------------------
+
+    @app_commands.command(name="remember", description="Ask me to remember something about you")
+    @app_commands.describe(text="One short sentence about you, as you want it remembered")
+    async def remember(
+        self, interaction: discord.Interaction, text: app_commands.Range[str, 1, MAX_MEMORY_CHARS]
+    ) -> None:
+        await say(interaction, await self._remember(interaction, text, source=None))
+
+    async def remember_this(self, interaction: discord.Interaction, message: discord.Message) -> None:
+        if message.author.id != interaction.user.id:
+            await say(interaction, "I only remember your own messages about you: this one is not yours.")
+            return
+        text = message.clean_content.strip()
+        if not text:
+            await say(interaction, "That message has no text to remember.")
+            return
+        await say(interaction, await self._remember(interaction, text, source=message.jump_url))
+
+    async def _remember(self, interaction: discord.Interaction, text: str, *, source: str | None) -> str:
+        if not self._may_add(interaction):
+            return "Not remembered: this bot's operator does not let me talk with you."
+        try:
+            memory_id = await self.engine.remember(
+                _user(interaction), text, story_id=str(interaction.channel_id), place=_place(interaction), source=source
+            )
+        except InvalidMemory as exc:
+            return not_remembered(exc)
+        return remembered(memory_id)
+
+    @app_commands.command(name="pin", description="Always keep one of your memories in my context")
+    @app_commands.rename(memory_id="id")
+    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours")
+    async def pin(self, interaction: discord.Interaction, memory_id: int) -> None:
+        done = await self.engine.pin(_user(interaction), memory_id, True)
+        await say(interaction, pin_result(memory_id, True, done))
+
+    @app_commands.command(name="unpin", description="Stop always keeping a memory in my context")
+    @app_commands.rename(memory_id="id")
+    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours")
+    async def unpin(self, interaction: discord.Interaction, memory_id: int) -> None:
+        done = await self.engine.pin(_user(interaction), memory_id, False)
+        await say(interaction, pin_result(memory_id, False, done))
+
+    @app_commands.command(name="forget", description="Forget one of your memories (archived: /restore brings it back)")
+    @app_commands.rename(memory_id="id")
+    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours")
+    async def forget(self, interaction: discord.Interaction, memory_id: int) -> None:
+        done = await self.engine.forget(_user(interaction), memory_id)
+        await say(interaction, forget_result(memory_id, done))
+
+    @app_commands.command(name="restore", description="Bring back an archived version of one of your memories")
+    @app_commands.describe(history_id="The archived version's number (h…, see /history); start typing to search")
+    async def restore(self, interaction: discord.Interaction, history_id: int) -> None:
+        restored = await self.engine.restore(_user(interaction), history_id)
+        await say(interaction, restore_result(history_id, restored))
+
+    @pin.autocomplete("memory_id")
+    @unpin.autocomplete("memory_id")
+    @forget.autocomplete("memory_id")
+    async def memory_id_autocomplete(
+        self, interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[int]]:
+        memories = await self.engine.store.list(_user(interaction))
+        return [app_commands.Choice(name=name, value=value) for name, value in memory_choices(memories, current)]
+
+    @restore.autocomplete("history_id")
+    async def history_id_autocomplete(
+        self, interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[int]]:
+        entries = await self.engine.store.history(_user(interaction))
+        return [app_commands.Choice(name=name, value=value) for name, value in history_choices(entries, current)]
+
+    # --- privacy --------------------------------------------------------------------------
+
+    @app_commands.command(name="share", description="Use your memories from DMs and other servers here too (on) or not (off)")
+    @app_commands.describe(state="on: memories cross places; off (default): each place keeps its own")
+    @app_commands.choices(state=[app_commands.Choice(name="on", value="on"), app_commands.Choice(name="off", value="off")])
+    async def share(self, interaction: discord.Interaction, state: app_commands.Choice[str] | None = None) -> None:
+        user = _user(interaction)
+        if state is None:
+            await say(interaction, sharing_text(await self.engine.sharing(user), changed=False))
+            return
+        await self.engine.set_sharing(user, state.value == "on")
+        await say(interaction, sharing_text(state.value == "on", changed=True))
+
+    @app_commands.command(name="export", description="Download everything I store about you, as a JSON file")
+    async def export(self, interaction: discord.Interaction) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        user = _user(interaction)
+        data = await self.engine.export(user)
+        raw = export_json(data).encode("utf-8")
+        filename = f"echo-export-{user}.json"
+        if len(raw) > EXPORT_MAX_BYTES:
+            raw, filename = gzip.compress(raw), filename + ".gz"
+        await interaction.followup.send(
+            f"Everything I store about you: {len(data['memories'])} memories, "
+            f"{len(data['history'])} archived versions, {len(data['exchanges'])} messages.",
+            file=discord.File(io.BytesIO(raw), filename=filename),
+            ephemeral=True,
+        )
+
+    @app_commands.command(name="erase-me", description="Delete everything I store about you, for real (asks to confirm)")
+    async def erase_me(self, interaction: discord.Interaction) -> None:
+        view = EraseConfirm(self.engine, interaction.user.id)
+        await interaction.response.send_message(
+            "This deletes every memory and all history about you, for real. Erase everything?",
+            view=view,
+            ephemeral=True,
+        )
+        view.origin = interaction
+
+
+async def setup(bot: EchoBot) -> None:
+    await bot.add_cog(MemoryCommands(bot, bot.services.engine))

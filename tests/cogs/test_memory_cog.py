@@ -1,0 +1,331 @@
+"""The memory commands over a real engine and SQLite: ephemeral answers, per-user scoping,
+autocomplete, the paginator and the erase confirmation."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from unittest.mock import MagicMock
+
+import discord
+import pytest
+from discord import app_commands
+
+from bot.app import Services
+from bot.discord_text import DISCORD_LIMIT
+from bot.engine import Incoming
+from cogs.memory import NOT_YOURS, EraseConfirm, MemoryCommands, PageView
+from tests.cogs import (
+    ALICE,
+    BOB,
+    CHANNEL_ID,
+    GUILD_ID,
+    all_ephemeral,
+    fake_interaction,
+    fake_message,
+    fake_channel,
+    fake_user,
+    offline_bot,
+    services,  # noqa: F401  (fixture)
+    services_with,  # noqa: F401  (fixture)
+    settings_overrides,  # noqa: F401  (fixture)
+    texts,
+)
+from tests.fakes.llm_server import FakeLLMServer
+
+
+def make_cog(services: Services) -> MemoryCommands:  # noqa: F811
+    return MemoryCommands(offline_bot(services), services.engine)
+
+
+async def remember(services: Services, user: int, text: str) -> int:  # noqa: F811
+    return await services.engine.remember(str(user), text, story_id=str(CHANNEL_ID), place=str(GUILD_ID))
+
+
+def not_found() -> discord.NotFound:
+    response = MagicMock(status=404, reason="Not Found")
+    return discord.NotFound(response, {"code": 10008, "message": "Unknown Message"})
+
+
+async def test_every_memory_answer_is_ephemeral(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+    cog = make_cog(services)
+    memory_id = await remember(services, ALICE, "Alice aime le vélo")
+    await services.engine.forget(str(ALICE), memory_id)
+    history_id = (await services.engine.store.history(str(ALICE)))[0].id
+    calls: list[tuple[Any, tuple[Any, ...]]] = [
+        (cog.memories, ()),
+        (cog.remember, ("Alice habite à Lyon",)),
+        (cog.restore, (history_id,)),
+        (cog.pin, (memory_id,)),
+        (cog.unpin, (memory_id,)),
+        (cog.forget, (memory_id,)),
+        (cog.history, ()),
+        (cog.why, ()),
+        (cog.memory_stats, ()),
+        (cog.share, ()),
+        (cog.share, (app_commands.Choice(name="on", value="on"),)),
+        (cog.export, ()),
+        (cog.erase_me, ()),
+    ]
+    for command, args in calls:
+        interaction = fake_interaction(ALICE)
+        await command.callback(cog, interaction, *args)
+        assert all_ephemeral(interaction), command.name
+    interaction = fake_interaction(ALICE)
+    own = fake_message("Je joue du piano", author=fake_user(ALICE, "Alice"), channel=fake_channel())
+    await cog.remember_this(interaction, own)
+    assert all_ephemeral(interaction)
+
+
+async def test_another_users_id_behaves_like_a_missing_one(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+    cog = make_cog(services)
+    bobs = await remember(services, BOB, "Bob joue du jazz")
+    await services.engine.forget(str(BOB), await remember(services, BOB, "Bob vit à Nantes"))
+    bobs_history = (await services.engine.store.history(str(BOB)))[0].id
+    missing = bobs + 1000
+
+    for command in (cog.forget, cog.pin, cog.unpin):
+        alice, alice_missing = fake_interaction(ALICE), fake_interaction(ALICE)
+        await command.callback(cog, alice, bobs)
+        await command.callback(cog, alice_missing, missing)
+        assert texts(alice) == [f"You have no memory #{bobs}."], command.name
+        assert texts(alice_missing) == [f"You have no memory #{missing}."], command.name
+    alice = fake_interaction(ALICE)
+    await cog.restore.callback(cog, alice, bobs_history)
+    assert texts(alice) == [f"No history entry h{bobs_history} of yours."]
+
+    kept = await services.engine.store.get(str(BOB), bobs)
+    assert kept is not None and kept.text == "Bob joue du jazz" and not kept.pinned
+    assert await services.engine.store.get(str(BOB), (await services.engine.store.history(str(BOB)))[0].memory_id) is None
+
+
+async def test_forget_pin_and_restore_of_ones_own_memory(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+    cog = make_cog(services)
+    memory_id = await remember(services, ALICE, "Alice fait du vélo le mardi")
+    calls = [
+        (cog.pin, memory_id, f"Pinned #{memory_id}."),
+        (cog.forget, memory_id, f"Forgot #{memory_id} (see /history to restore it)."),
+    ]
+    for command, arg, expected in calls:
+        interaction = fake_interaction(ALICE)
+        await command.callback(cog, interaction, arg)
+        assert texts(interaction) == [expected]
+    assert await services.engine.store.get(str(ALICE), memory_id) is None
+
+    interaction = fake_interaction(ALICE)
+    await cog.history.callback(cog, interaction)
+    (history,) = texts(interaction)
+    history_id = (await services.engine.store.history(str(ALICE)))[0].id
+    assert f"h{history_id}: #{memory_id} delete" in history
+
+    interaction = fake_interaction(ALICE)
+    await cog.restore.callback(cog, interaction, history_id)
+    assert texts(interaction) == [f"Restored memory #{memory_id}."]
+    restored = await services.engine.store.get(str(ALICE), memory_id)
+    assert restored is not None and restored.text == "Alice fait du vélo le mardi"
+
+
+async def test_remember_stores_for_the_invoker_in_this_place(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+    cog = make_cog(services)
+    interaction = fake_interaction(ALICE)
+    await cog.remember.callback(cog, interaction, "Alice est allergique aux noix")
+    (memory,) = await services.engine.store.list(str(ALICE))
+    assert texts(interaction) == [f"Remembered as #{memory.id}."]
+    assert (memory.text, memory.story_id, memory.place) == ("Alice est allergique aux noix", str(CHANNEL_ID), str(GUILD_ID))
+    assert await services.engine.store.list(str(BOB)) == []
+
+    in_dm = fake_interaction(ALICE, guild_id=None, channel_id=31)
+    await cog.remember.callback(cog, in_dm, "Alice a un chat")
+    dm_memory = (await services.engine.store.list(str(ALICE)))[-1]
+    assert dm_memory.place == "dm"
+
+
+@pytest.mark.parametrize("settings_overrides", [{"blocked_user_ids": [ALICE]}])
+async def test_a_blocked_user_cannot_add_memories(services_with: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+    cog = make_cog(services_with)
+    interaction = fake_interaction(ALICE)
+    await cog.remember.callback(cog, interaction, "Alice aime le spam")
+    assert texts(interaction)[0].startswith("Not remembered")
+    assert await services_with.engine.store.list(str(ALICE)) == []
+
+
+async def test_remember_this_only_for_ones_own_message(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+    cog = make_cog(services)
+    channel = fake_channel()
+    bobs = fake_message("Bob déteste les lundis", author=fake_user(BOB, "Bob"), channel=channel)
+    alice = fake_interaction(ALICE)
+    await cog.remember_this(alice, bobs)
+    assert "not yours" in texts(alice)[0] and all_ephemeral(alice)
+    assert await services.engine.store.list(str(ALICE)) == []
+    assert await services.engine.store.list(str(BOB)) == []
+
+    own = fake_message("Je pars à Lisbonne en mai", author=fake_user(ALICE, "Alice"), channel=channel)
+    alice = fake_interaction(ALICE)
+    await cog.remember_this(alice, own)
+    (memory,) = await services.engine.store.list(str(ALICE))
+    assert texts(alice) == [f"Remembered as #{memory.id}."]
+    assert (memory.text, memory.source) == ("Je pars à Lisbonne en mai", own.jump_url)
+
+
+async def test_autocomplete_offers_only_the_invokers_memories(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+    cog = make_cog(services)
+    alices = [await remember(services, ALICE, f"Alice aime le vélo numéro {n}") for n in range(30)]
+    await remember(services, BOB, "Bob aime le vélo aussi")
+    await services.engine.forget(str(BOB), await remember(services, BOB, "Bob vélo archivé"))
+
+    choices = await cog.memory_id_autocomplete(fake_interaction(ALICE), "vélo")
+    assert len(choices) == 25
+    assert {c.value for c in choices} <= set(alices)
+    assert all(len(c.name) <= 100 and c.name.startswith(f"#{c.value} ") for c in choices)
+
+    narrowed = await cog.memory_id_autocomplete(fake_interaction(ALICE), "numéro 7")
+    assert [c.value for c in narrowed] == [alices[7]]
+    assert await cog.memory_id_autocomplete(fake_interaction(ALICE), "Bob") == []
+    assert await cog.history_id_autocomplete(fake_interaction(ALICE), "") == []
+    assert len(await cog.history_id_autocomplete(fake_interaction(BOB), "vélo")) == 1
+
+
+async def test_memories_are_paginated_and_only_the_invoker_turns_pages(
+    services: Services, llm_server: FakeLLMServer  # noqa: F811
+) -> None:
+    cog = make_cog(services)
+    for n in range(25):
+        await remember(services, ALICE, f"Alice souvenir {n}")
+    alice = fake_interaction(ALICE)
+    await cog.memories.callback(cog, alice)
+    ((first_page, kwargs),) = alice.answers
+    view = kwargs["view"]
+    assert isinstance(view, PageView) and kwargs["ephemeral"] is True
+    assert first_page.startswith("Memories 1–10 of 25")
+    assert view.origin is alice
+    assert view.previous_page.disabled and not view.next_page.disabled
+
+    bob = fake_interaction(BOB)
+    assert await view.interaction_check(bob) is False
+    assert texts(bob) == [NOT_YOURS] and all_ephemeral(bob)
+    assert view.index == 0
+
+    press = fake_interaction(ALICE)
+    assert await view.interaction_check(press) is True
+    await view.next_page.callback(press)
+    await view.next_page.callback(press)
+    content = press.response.edit_message.await_args.kwargs["content"]
+    assert content.startswith("Memories 21–25 of 25")
+    assert view.next_page.disabled and not view.previous_page.disabled
+
+
+async def test_memories_by_type(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+    cog = make_cog(services)
+    await services.engine.remember(str(ALICE), "Alice aime le thé", story_id="s", place="p", type_="preference")
+    await remember(services, ALICE, "Alice vit à Lyon")
+    interaction = fake_interaction(ALICE)
+    await cog.memories.callback(cog, interaction, app_commands.Choice(name="preference", value="preference"))
+    (page,) = texts(interaction)
+    assert "Alice aime le thé" in page and "Lyon" not in page
+
+
+async def test_paginator_timeout_disables_buttons_even_when_the_message_is_gone(
+    services: Services, llm_server: FakeLLMServer  # noqa: F811
+) -> None:
+    view = PageView(ALICE, ["one", "two"])
+    view.origin = fake_interaction(ALICE)
+    await view.on_timeout()
+    assert view.previous_page.disabled and view.next_page.disabled
+    view.origin.edit_original_response.assert_awaited_once_with(view=view)
+
+    gone = PageView(ALICE, ["one", "two"])
+    gone.origin = fake_interaction(ALICE)
+    gone.origin.edit_original_response.side_effect = not_found()
+    await gone.on_timeout()  # does not raise
+
+
+async def test_erase_me_asks_first_and_only_the_invoker_confirms(
+    services: Services, llm_server: FakeLLMServer  # noqa: F811
+) -> None:
+    cog = make_cog(services)
+    await remember(services, ALICE, "Alice aime le vélo")
+    bobs = await remember(services, BOB, "Bob joue du jazz")
+
+    alice = fake_interaction(ALICE)
+    await cog.erase_me.callback(cog, alice)
+    ((question, kwargs),) = alice.answers
+    view = kwargs["view"]
+    assert isinstance(view, EraseConfirm) and "for real" in question
+    assert len(await services.engine.store.list(str(ALICE))) == 1  # nothing erased by asking
+
+    bob = fake_interaction(BOB)
+    assert await view.interaction_check(bob) is False
+    assert texts(bob) == [NOT_YOURS]
+
+    # Cancel, then a timeout: nothing erased.
+    cancel = fake_interaction(ALICE)
+    await view.cancel.callback(cancel)
+    cancel.response.edit_message.assert_awaited_once_with(content="Nothing was erased.", view=None)
+    timed_out = EraseConfirm(services.engine, ALICE)
+    timed_out.origin = fake_interaction(ALICE)
+    timed_out.origin.edit_original_response.side_effect = not_found()
+    await timed_out.on_timeout()
+    assert len(await services.engine.store.list(str(ALICE))) == 1
+
+    confirm_view = EraseConfirm(services.engine, ALICE)
+    press = fake_interaction(ALICE)
+    await confirm_view.confirm.callback(press)
+    assert await services.engine.store.list(str(ALICE)) == []
+    press.edit_original_response.assert_awaited_once_with(content="Erased: 1 memories and 0 archived versions.")
+    assert (await services.engine.store.get(str(BOB), bobs)) is not None
+
+
+async def test_export_is_an_ephemeral_json_file_of_the_invokers_data(
+    services: Services, llm_server: FakeLLMServer  # noqa: F811
+) -> None:
+    cog = make_cog(services)
+    await remember(services, ALICE, "Alice aime le vélo")
+    await remember(services, BOB, "Bob joue du jazz")
+    interaction = fake_interaction(ALICE)
+    await cog.export.callback(cog, interaction)
+    ((content, kwargs),) = interaction.answers
+    assert kwargs["ephemeral"] is True and content.startswith("Everything I store about you: 1 memories")
+    file: discord.File = kwargs["file"]
+    assert file.filename == f"echo-export-{ALICE}.json"
+    data = json.loads(file.fp.read().decode("utf-8"))
+    assert data["user_id"] == str(ALICE)
+    assert [m["text"] for m in data["memories"]] == ["Alice aime le vélo"]
+
+
+async def test_share_switch(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+    cog = make_cog(services)
+    on = fake_interaction(ALICE)
+    await cog.share.callback(cog, on, app_commands.Choice(name="on", value="on"))
+    assert texts(on) == ["Sharing across places is now on."]
+    assert await services.engine.sharing(str(ALICE)) is True
+    assert await services.engine.sharing(str(BOB)) is False
+    status = fake_interaction(ALICE)
+    await cog.share.callback(cog, status)
+    assert texts(status) == ["Sharing across places is on. Usage: /share on|off"]
+
+
+async def test_why_of_this_channel_long_answer_is_split_into_ephemeral_followups(
+    services: Services, llm_server: FakeLLMServer  # noqa: F811
+) -> None:
+    cog = make_cog(services)
+    elsewhere = fake_interaction(ALICE)
+    await cog.why.callback(cog, elsewhere)
+    assert texts(elsewhere)[0].startswith("No turn of yours in this channel yet")
+
+    for n in range(30):
+        await remember(services, ALICE, f"Souvenir numéro {n} d'Alice, " + "avec beaucoup de détails " * 5)
+    await services.engine.turn(
+        Incoming(user_id=str(ALICE), user_name="Alice", text="Tu te souviens ?", story_id=str(CHANNEL_ID), place=str(GUILD_ID))
+    )
+    interaction = fake_interaction(ALICE)
+    await cog.why.callback(cog, interaction)
+    parts = texts(interaction)
+    assert len(parts) >= 2 and all(len(p) <= DISCORD_LIMIT for p in parts)
+    assert parts[0].startswith("Last turn") and "Tu te souviens ?" in parts[0]
+    assert all_ephemeral(interaction)
+    interaction.response.send_message.assert_awaited_once()
+    assert interaction.followup.send.await_count == len(parts) - 1
+
+    other_channel = fake_interaction(ALICE, channel_id=CHANNEL_ID + 1)
+    await cog.why.callback(cog, other_channel)
+    assert texts(other_channel)[0].startswith("No turn of yours in this channel yet")

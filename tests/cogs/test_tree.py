@@ -1,0 +1,164 @@
+"""The bot offline: extensions loaded into the real EchoBot, the command-tree payload Discord
+would receive, when commands are synced, intents, owner sync, start-up errors, shutdown."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from unittest.mock import AsyncMock
+
+import discord
+import pytest
+from discord.ext import commands
+from pydantic import SecretStr
+
+from bot.app import Services, StartupError
+from bot.discord_bot import EXTENSIONS, EchoBot, make_intents, run_discord
+from bot.engine import Incoming
+from tests.cogs import (
+    ALICE,
+    BOT_ID,
+    GUILD_ID,
+    fake_channel,
+    fake_message,
+    fake_user,
+    offline_bot,
+    services,  # noqa: F401  (fixture)
+    services_with,  # noqa: F401  (fixture)
+    settings_overrides,  # noqa: F401  (fixture)
+)
+from tests.fakes.llm_server import FakeLLMServer, LLMRequest, Reply
+
+CHAT_INPUT, MESSAGE_MENU = 1, 3
+# Option name, required, autocomplete, per slash command.
+EXPECTED_OPTIONS: dict[str, list[tuple[str, bool, bool]]] = {
+    "memories": [("type", False, False)],
+    "remember": [("text", True, False)],
+    "pin": [("id", True, True)],
+    "unpin": [("id", True, True)],
+    "forget": [("id", True, True)],
+    "history": [],
+    "restore": [("history_id", True, True)],
+    "why": [],
+    "memory-stats": [],
+    "export": [],
+    "erase-me": [],
+    "share": [("state", False, False)],
+}
+SLASH_NAME = re.compile(r"^[-_a-z0-9]{1,32}$")
+
+
+async def started(bot: EchoBot, monkeypatch: pytest.MonkeyPatch) -> AsyncMock:
+    """Run the real setup_hook with the tree's sync replaced; returns that sync."""
+    sync = AsyncMock(return_value=[])
+    monkeypatch.setattr(bot.tree, "sync", sync)
+    await bot.setup_hook()
+    return sync
+
+
+async def test_tree_payload_has_every_command_and_nothing_syncs_without_dev_guild(
+    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    assert services.settings.dev_guild_id is None
+    bot = offline_bot(services)
+    sync = await started(bot, monkeypatch)
+    sync.assert_not_awaited()
+    assert set(EXTENSIONS) <= set(bot.extensions)
+
+    payload = [c.to_dict(bot.tree) for c in bot.tree.get_commands()]
+    json.dumps(payload)  # what Discord receives is plain JSON
+    slash = {c["name"]: c for c in payload if c["type"] == CHAT_INPUT}
+    menus = [c for c in payload if c["type"] == MESSAGE_MENU]
+    assert set(slash) == set(EXPECTED_OPTIONS)
+    assert [m["name"] for m in menus] == ["Remember this"]
+    for name, command in slash.items():
+        assert SLASH_NAME.match(name), name
+        assert 0 < len(command["description"]) <= 100, name
+        options = [(o["name"], o.get("required", False), o.get("autocomplete", False)) for o in command["options"]]
+        assert options == EXPECTED_OPTIONS[name], name
+        for option in command["options"]:
+            assert 0 < len(option["description"]) <= 100, (name, option["name"])
+    memory_types = [c["value"] for c in slash["memories"]["options"][0]["choices"]]
+    assert memory_types == ["fact", "preference", "promise", "episode"]  # never "rule"
+    assert slash["remember"]["options"][0]["max_length"] == 500
+
+
+@pytest.mark.parametrize("settings_overrides", [{"dev_guild_id": 4242}])
+async def test_dev_guild_gets_the_commands_at_start(
+    services_with: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    bot = offline_bot(services_with)
+    sync = await started(bot, monkeypatch)
+    sync.assert_awaited_once()
+    assert sync.await_args.kwargs["guild"].id == 4242
+    guild_names = {c.name for c in bot.tree.get_commands(guild=discord.Object(4242))}
+    assert set(EXPECTED_OPTIONS) | {"Remember this"} <= guild_names
+
+
+async def test_message_content_intent_only_for_allowed_channels(
+    services: Services, llm_server: FakeLLMServer  # noqa: F811
+) -> None:
+    assert not make_intents([]).message_content
+    assert make_intents([123]).message_content
+    assert not make_intents([123]).members
+    assert not offline_bot(services).intents.message_content
+    services.settings = services.settings.model_copy(update={"allowed_channel_ids": [123]})
+    assert offline_bot(services).intents.message_content
+
+
+@pytest.mark.parametrize("settings_overrides", [{"owner_ids": [ALICE]}])
+async def test_only_owners_sync_and_sync_guild_targets_this_server(
+    services_with: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    sent = AsyncMock()
+    monkeypatch.setattr(commands.Context, "send", sent)
+    me = fake_user(BOT_ID, "Écho", bot=True)
+    async with offline_bot(services_with) as bot:  # entering sets the bot's loop, no login
+        sync = await started(bot, monkeypatch)
+        bot.owner_id = 55  # the application's owner, as application_info() would report
+
+        async def say(author_id: int, text: str) -> None:
+            message = fake_message(text, author=fake_user(author_id, "x"), channel=fake_channel(), mentions=[me])
+            await bot.invoke(await bot.get_context(message))
+
+        await say(7, f"<@{BOT_ID}> sync")  # not an owner: refused, quietly
+        sync.assert_not_awaited()
+        sent.assert_not_awaited()
+        await say(ALICE, f"<@{BOT_ID}> sync")  # OWNER_IDS
+        assert sync.await_args_list[-1].kwargs == {}
+        await say(55, f"<@{BOT_ID}> sync guild")  # the application's owner
+        assert sync.await_args_list[-1].kwargs["guild"].id == GUILD_ID
+        assert sync.await_count == 2
+        assert "to this server" in sent.await_args.args[0]
+
+
+async def test_run_discord_explains_a_bad_token_and_a_missing_intent(
+    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    services.settings = services.settings.model_copy(update={"discord_token": SecretStr("not-a-token")})
+    failures: list[BaseException] = [discord.LoginFailure("Improper token"), discord.PrivilegedIntentsRequired(None)]
+    expected = ["Reset Token", "Bot → Privileged Gateway Intents → Message Content Intent"]
+    for failure, words in zip(failures, expected):
+        monkeypatch.setattr(EchoBot, "start", AsyncMock(side_effect=failure))
+        with pytest.raises(StartupError, match=re.escape(words)) as caught:
+            await run_discord(services)
+        assert caught.value.__cause__ is failure
+    assert "ALLOWED_CHANNEL_IDS" in str(caught.value)
+
+
+async def test_close_lets_an_in_flight_reflection_finish(
+    services: Services, llm_server: FakeLLMServer  # noqa: F811
+) -> None:
+    def handler(request: LLMRequest) -> Any:
+        return Reply("{}", delay=0.3) if request.json_schema is not None else "bonjour"
+
+    llm_server.handler = handler
+    engine = services.engine
+    await engine.turn(Incoming(user_id=str(ALICE), user_name="Alice", text="salut", story_id="s", place="p"))
+    engine.schedule_reflection(str(ALICE))
+    await offline_bot(services).close()
+    async with services.db.reader.execute(
+        "SELECT reflected_at IS NOT NULL FROM exchanges WHERE user_id = ?", (str(ALICE),)
+    ) as cur:
+        assert [r[0] for r in await cur.fetchall()] == [1]
