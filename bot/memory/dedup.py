@@ -1,0 +1,633 @@
+"""Write-path deduplication: is a new memory the same fact as a stored one, and which wording stays.
+
+Pure logic, no I/O. The measures and their traps come from seed 000 ("Dédoublonner", "Un chiffre
+différent est un fait différent", "Le sens de la fusion"); the figures quoted below are printed by
+``bench/dedup.py`` on the corpus in ``bench/dedup_corpus.py``.
+
+Score of two texts = max of three measures on their dedup text (``normalise`` with times and
+numbers written one way, see ``dedup_text``):
+
+* difflib ``SequenceMatcher.ratio`` in both directions (it is not symmetric), only when both texts
+  have at least ``MIN_RATIO_CHARS`` characters;
+* Jaccard of content words (``text.content_words``), which sees permutations;
+* 1.0 when the shorter text appears verbatim, on word boundaries, in the longer one.
+
+The score is capped just under the threshold when the two texts are different facts that the
+measures cannot see:
+
+* their **carrier tokens** differ (numbers, times, days, months, "demain", "ce soir", negations…:
+  the tokens that are often the fact itself);
+* one content word was **substituted** for another ("allergique aux arachides" / "allergique aux
+  crustacés"): each side has a content word the other lacks that is not a mere re-spelling of one
+  (accents, plural/feminine ending, one-letter typo inside a long word). A pure addition ("films
+  de Miyazaki" → "films de Hayao Miyazaki") is not a substitution and still merges.
+
+Both caps lean the same way as the whole write path: a missed merge costs a duplicate, a wrong
+merge silently erases a fact.
+
+``DedupIndex`` finds the merge target of a new memory among thousands without scoring each one,
+with the same answer as ``best_match_exhaustive``; ``merge`` says which wording the merged memory
+keeps.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from bot.memory.text import content_words, normalise, words
+
+SIMILARITY_THRESHOLD = 0.80
+# The sequence ratio says nothing when the sentence frame alone reaches the threshold: two texts
+# of L characters sharing "l'utilisateur est " (18 characters, the most common frame) score at
+# least 2*18/(2*L), which is >= 0.80 up to L = 22. From 23 characters the frame alone cannot merge.
+# Measured on the corpus (bench/dedup.py, sweep): every value from 0 to 23 gives the same decisions
+# (the substitution cap already rejects "est diabétique" / "est insomniaque"); 25 loses the
+# "marié"/"mariée" rewording (23/24 characters, only the ratio sees it), 30 loses two, 50 nine.
+MIN_RATIO_CHARS = 23
+_CAPPED = SIMILARITY_THRESHOLD - 0.01
+
+
+# --- carrier tokens -------------------------------------------------------------------------
+
+# "14h30", "14 h 30", "14:30" are the same time, and so are "14h"/"14h00" and "2pm"/"14h": the
+# dedup text writes each time one canonical way, so a time written two ways is one memory (the
+# seed accepted that duplicate; canonicalising costs nothing). A duration "3 h" is rewritten the
+# same way on both sides. "10 000" is one number.
+_TIME_12H = re.compile(r"(?<![\w.,:])(\d{1,2})(?: ?: ?(\d{2}))? ?(am|pm)(?!\w)")
+_TIME = re.compile(r"(?<![\w.,:])(\d{1,2}) ?(?:h|:) ?(\d{2})?(?![\w:])")
+_THOUSANDS = re.compile(r"(?<=\d) (?=\d{3}(?!\d))")
+# A canonical time ("14h30", "9h") or a number ("200", "3,5"; "03" is "3").
+_TIME_OR_NUMBER = re.compile(r"\d+h(?:\d{2})?(?![\w])|\d+(?:[.,]\d+)?")
+_FRENCH_NEGATION = re.compile(r"(?:^|[\s(«\"\[])(?:ne\s|n')")
+_ENGLISH_NEGATION = re.compile(r"n't\b")
+
+_WEEKDAYS = {
+    "lundi": "lundi", "mardi": "mardi", "mercredi": "mercredi", "jeudi": "jeudi",
+    "vendredi": "vendredi", "samedi": "samedi", "dimanche": "dimanche",
+    "monday": "monday", "tuesday": "tuesday", "wednesday": "wednesday", "thursday": "thursday",
+    "friday": "friday", "saturday": "saturday", "sunday": "sunday",
+}
+_MONTHS = {
+    m: m
+    for m in (
+        "janvier février mars avril mai juin juillet août septembre octobre novembre décembre "
+        "january february april june july august september october november december"
+    ).split()
+}
+# English "may" and "march" are also verbs: a month only next to a number or after these words.
+_AMBIGUOUS_MONTHS = {"may", "march"}
+_MONTH_CONTEXT = {"in", "since", "until", "by", "early", "late", "mid", "next", "last", "this", "of"}
+_SINGLE_CARRIERS: dict[str, str] = {
+    **_WEEKDAYS,
+    **{day + "s": day for day in _WEEKDAYS},
+    **_MONTHS,
+    # Whole tokens only: "après-demain" is one word and never yields "demain".
+    "demain": "demain", "après-demain": "après-demain", "hier": "hier", "avant-hier": "avant-hier",
+    "soir": "soir", "soirs": "soir", "soirée": "soir", "matin": "matin", "matins": "matin",
+    "matinée": "matin", "midi": "midi", "après-midi": "après-midi", "nuit": "nuit",
+    "nuits": "nuit", "minuit": "minuit", "week-end": "week-end", "week-ends": "week-end",
+    "weekend": "week-end", "weekends": "week-end",
+    "prochain": "prochain", "prochaine": "prochain", "prochains": "prochain",
+    "prochaines": "prochain", "dernier": "dernier", "dernière": "dernier",
+    "derniers": "dernier", "dernières": "dernier",
+    "printemps": "printemps", "automne": "automne", "hiver": "hiver",
+    "tomorrow": "tomorrow", "tonight": "tonight", "today": "today", "yesterday": "yesterday",
+    "morning": "morning", "mornings": "morning", "afternoon": "afternoon",
+    "afternoons": "afternoon", "evening": "evening", "evenings": "evening", "night": "night",
+    "nights": "night", "noon": "noon", "midnight": "midnight", "summer": "summer",
+    "winter": "winter", "autumn": "autumn",
+    # Number words. "un"/"une"/"one" are articles far more often than numbers; "neuf" is "new"
+    # as often as "nine". A number swap written in words is still caught as a substitution.
+    **{
+        n: n
+        for n in (
+            "deux trois quatre cinq six sept huit dix onze douze treize quatorze quinze seize "
+            "vingt trente quarante cinquante soixante cent cents mille deuxième troisième "
+            "quatrième cinquième two three four five six seven eight nine ten eleven twelve "
+            "twenty thirty forty fifty hundred thousand"
+        ).split()
+    },
+    # Negations: "aime X" and "n'aime pas X" are two facts, not two wordings of one.
+    "pas": "pas", "jamais": "jamais", "rien": "rien", "aucun": "aucun", "aucune": "aucun",
+    "guère": "guère", "sans": "sans", "not": "not", "never": "never", "no": "no",
+    "nothing": "nothing", "none": "none", "nobody": "nobody", "without": "without",
+    "cannot": "not",
+}
+_TIME_NOUNS_EN = {"week", "weekend", "month", "year", *_WEEKDAYS, *_MONTHS, *_AMBIGUOUS_MONTHS}
+# Phrases mapped to "" are read whole and yield nothing: "la prochaine fois" is not a date.
+_PHRASES: dict[tuple[str, ...], str] = {
+    ("prochaine", "fois"): "",
+    ("dernière", "fois"): "",
+    ("après", "demain"): "après-demain",
+    ("avant", "hier"): "avant-hier",
+    ("aujourd", "hui"): "aujourd'hui",
+    ("ce", "soir"): "ce soir",
+    ("ce", "matin"): "ce matin",
+    ("ce", "midi"): "ce midi",
+    ("cet", "après-midi"): "cet après-midi",
+    ("cet", "après", "midi"): "cet après-midi",
+    ("cette", "nuit"): "cette nuit",
+    ("ce", "week-end"): "ce week-end",
+    ("ce", "weekend"): "ce week-end",
+    ("cette", "semaine"): "cette semaine",
+    ("ce", "mois-ci"): "ce mois",
+    ("ce", "mois"): "ce mois",
+    ("cette", "année"): "cette année",
+    ("cet", "été"): "été",
+    ("en", "été"): "été",
+    ("semaine", "prochaine"): "semaine prochaine",
+    ("semaine", "dernière"): "semaine dernière",
+    ("mois", "prochain"): "mois prochain",
+    ("mois", "dernier"): "mois dernier",
+    ("année", "prochaine"): "année prochaine",
+    ("année", "dernière"): "année dernière",
+    ("an", "prochain"): "année prochaine",
+    ("an", "dernier"): "année dernière",
+    ("été", "dernier"): "été dernier",
+    ("été", "prochain"): "été prochain",
+    ("day", "after", "tomorrow"): "day after tomorrow",
+    ("day", "before", "yesterday"): "day before yesterday",
+    **{("this", w): "this " + w for w in ("morning", "afternoon", "evening", "week", "weekend",
+                                          "month", "year")},
+    **{(rel, w): f"{rel} {w}" for rel in ("next", "last") for w in _TIME_NOUNS_EN},
+}
+_LONGEST_PHRASE = max(len(p) for p in _PHRASES)
+
+
+def _canonical_number(raw: str) -> str:
+    if "h" in raw:
+        return raw
+    whole, _, fraction = raw.replace(",", ".").partition(".")
+    whole = whole.lstrip("0") or "0"
+    return f"{whole}.{fraction}" if fraction else whole
+
+
+def _time_token(hours: int, minutes: str | None) -> str:
+    return f"{hours}h{minutes}" if minutes and minutes != "00" else f"{hours}h"
+
+
+def _twelve_hour(match: re.Match[str]) -> str:
+    hours = int(match.group(1)) % 12 + (12 if match.group(3) == "pm" else 0)
+    return _time_token(hours, match.group(2))
+
+
+def dedup_text(text: str) -> str:
+    """The text every measure is computed on: ``normalise`` plus one spelling per time and number."""
+    norm = _TIME_12H.sub(_twelve_hour, normalise(text))
+    norm = _TIME.sub(lambda m: _time_token(int(m.group(1)), m.group(2)), norm)
+    return _THOUSANDS.sub("", norm)
+
+
+def carrier_tokens(text: str) -> tuple[str, ...]:
+    """The tokens that are often the fact itself, as a sorted multiset.
+
+    Numbers, times, weekdays, months, relative days and parts of the day, "prochain"/"dernier",
+    seasons, number words and negations, French and English. Two texts whose carrier tokens
+    differ are never merged.
+    """
+    return _carriers(dedup_text(text))
+
+
+def _carriers(canonical: str) -> tuple[str, ...]:
+    found = [_canonical_number(n) for n in _TIME_OR_NUMBER.findall(canonical)]
+    tokens = words(canonical)
+    negated_fr = bool(_FRENCH_NEGATION.search(canonical))
+    if negated_fr:
+        found.append("ne")
+    if _ENGLISH_NEGATION.search(canonical):
+        found.append("not")
+    i = 0
+    while i < len(tokens):
+        for size in range(_LONGEST_PHRASE, 1, -1):
+            phrase = _PHRASES.get(tuple(tokens[i:i + size]))
+            if phrase is not None:
+                if phrase:
+                    found.append(phrase)
+                i += size
+                break
+        else:
+            token = tokens[i]
+            carrier = _SINGLE_CARRIERS.get(token)
+            if carrier is not None:
+                found.append(carrier)
+            elif token == "plus" and negated_fr:
+                found.append("plus")  # "ne fume plus": no longer
+            elif token in _AMBIGUOUS_MONTHS and _month_context(tokens, i):
+                found.append(token)
+            i += 1
+    return tuple(sorted(found))
+
+
+def _month_context(tokens: list[str], i: int) -> bool:
+    before = tokens[i - 1] if i > 0 else ""
+    after = tokens[i + 1] if i + 1 < len(tokens) else ""
+    return before in _MONTH_CONTEXT or before.isdigit() or after.isdigit()
+
+
+# --- substitution ---------------------------------------------------------------------------
+
+_INFLECTIONS = ("", "s", "x", "e", "es", "y", "ies")
+
+
+def _fold(word: str) -> str:
+    decomposed = unicodedata.normalize("NFD", word)
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+# Pure and called on the same few thousand word pairs over and over by the index.
+@functools.lru_cache(maxsize=1 << 16)
+def near_spelling(a: str, b: str) -> bool:
+    """Same word written another way: accents, a plural/feminine ending, or a one-letter typo.
+
+    The ending rule needs a stem of 4+ letters ("chat"/"chats", "arachide"/"arachides",
+    "infirmier"/"infirmière"); the typo must sit inside a word of 7+ letters and not on its last
+    letter ("alergique"/"allergique"), so "Julie"/"Julien", "poison"/"poisson", "chat"/"chant"
+    stay different words. Known conflations, accepted: "cousin"/"cousine", "Luca"/"Lucas".
+    Words with digits are never near (numbers are carrier tokens).
+    """
+    if not (a.isalpha() and b.isalpha()):
+        return False
+    fa, fb = _fold(a), _fold(b)
+    if fa == fb:
+        return True
+    for x, y in ((fa, fb), (fb, fa)):
+        for ending in _INFLECTIONS:
+            if x.endswith(ending):
+                stem = x[: len(x) - len(ending)]
+                if len(stem) >= 4 and any(y == stem + other for other in _INFLECTIONS):
+                    return True
+    return min(len(fa), len(fb)) >= 7 and _one_inner_edit(fa, fb)
+
+
+def _one_inner_edit(a: str, b: str) -> bool:
+    if len(a) > len(b):
+        a, b = b, a
+    if len(b) - len(a) > 1:
+        return False
+    first = next((i for i in range(len(a)) if a[i] != b[i]), len(a))
+    if first >= len(a) - 1:  # the difference touches the last letter: an ending, not a typo
+        return False
+    if len(a) == len(b):
+        if a[first + 1:] == b[first + 1:]:
+            return True
+        return a[first] == b[first + 1] and a[first + 1] == b[first] and a[first + 2:] == b[first + 2:]
+    return a[first:] == b[first + 1:]
+
+
+def is_substitution(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> bool:
+    """Each side has a content word the other lacks that is not a re-spelling of one of its words."""
+    only_a, only_b = a - b, b - a
+    if not only_a or not only_b:
+        return False
+    return any(not any(near_spelling(w, v) for v in only_b) for w in only_a) and any(
+        not any(near_spelling(v, w) for w in only_a) for v in only_b
+    )
+
+
+# --- score ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Features:
+    norm: str
+    content: frozenset[str]
+    carriers: tuple[str, ...]
+
+
+def _features(text: str) -> _Features:
+    canonical = dedup_text(text)
+    return _Features(canonical, frozenset(content_words(canonical)), _carriers(canonical))
+
+
+def _boundary_after(text: str, end: int) -> bool:
+    return end == len(text) or not (text[end].isalnum() or text[end] in "-'")
+
+
+def contained(shorter: str, longer: str) -> bool:
+    """Verbatim containment of normalised ``shorter`` in ``longer``, on word boundaries.
+
+    It starts at the beginning of a space-separated token and ends where no letter, digit, hyphen
+    or apostrophe follows: "demain" is not in "après-demain", "marc" is not in "marcher". Words of
+    ``shorter`` are then always words of ``longer`` (the index relies on it).
+    """
+    if not shorter:
+        return False
+    start = longer.find(shorter)
+    while start != -1:
+        starts_a_word = start == 0 or longer[start - 1].isspace()
+        if starts_a_word and _boundary_after(longer, start + len(shorter)):
+            return True
+        start = longer.find(shorter, start + 1)
+    return False
+
+
+def _raw_score(a: _Features, b: _Features) -> float:
+    short, long_ = (a.norm, b.norm) if len(a.norm) <= len(b.norm) else (b.norm, a.norm)
+    if contained(short, long_):
+        return 1.0
+    union = a.content | b.content
+    jaccard = len(a.content & b.content) / len(union) if union else 0.0
+    ratio = 0.0
+    if min(len(a.norm), len(b.norm)) >= MIN_RATIO_CHARS:
+        ratio = max(
+            difflib.SequenceMatcher(None, a.norm, b.norm).ratio(),
+            difflib.SequenceMatcher(None, b.norm, a.norm).ratio(),
+        )
+    return max(ratio, jaccard)
+
+
+def _capped(a: _Features, b: _Features) -> bool:
+    return a.carriers != b.carriers or is_substitution(a.content, b.content)
+
+
+def _score(a: _Features, b: _Features) -> float:
+    raw = _raw_score(a, b)
+    return min(raw, _CAPPED) if _capped(a, b) else raw
+
+
+def similarity(a: str, b: str) -> float:
+    """Symmetric similarity in [0, 1]; two memories merge when it is >= SIMILARITY_THRESHOLD."""
+    return _score(_features(a), _features(b))
+
+
+def similarity_details(a: str, b: str) -> dict[str, float | bool]:
+    """The score before and after each cap, for benches and diagnostics."""
+    fa, fb = _features(a), _features(b)
+    raw = _raw_score(fa, fb)
+    carriers_differ = fa.carriers != fb.carriers
+    substituted = is_substitution(fa.content, fb.content)
+    return {
+        "raw": raw,
+        "carriers_differ": carriers_differ,
+        "substitution": substituted,
+        "seed_score": min(raw, _CAPPED) if carriers_differ else raw,
+        "score": min(raw, _CAPPED) if carriers_differ or substituted else raw,
+    }
+
+
+def best_match_exhaustive(text: str, items: Iterable[tuple[int, str]]) -> tuple[int, float] | None:
+    """The plain comparison: ``text`` scored against every item.
+
+    Returns the best (id, score) with score >= threshold, the lowest id on ties, or None.
+    """
+    features = _features(text)
+    best: tuple[int, float] | None = None
+    for item_id, item_text in items:
+        score = _score(features, _features(item_text))
+        if score >= SIMILARITY_THRESHOLD and (
+            best is None or score > best[1] or (score == best[1] and item_id < best[0])
+        ):
+            best = (item_id, score)
+    return best
+
+
+# --- merge direction ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MergeDecision:
+    text: str
+    rewrite: bool
+    reason: str
+
+
+def merge(existing_text: str, new_text: str) -> MergeDecision:
+    """Which wording a merged memory keeps (seed 000, "Le sens de la fusion").
+
+    The newer wording wins unless it is poorer: it is absorbed (``rewrite=False``, the stored text
+    is kept) when it is the same dedup text ("14 h 30" is "14h30"), when it appears verbatim inside
+    the stored one, or when it has fewer content words ("poorer"; a strict subset of the stored
+    content words always has fewer). With as many content words or more, the newer wording
+    replaces the stored one.
+
+    On absorption the caller must not refresh the memory's date: the date ranks memories on the
+    read path, and a fact the user keeps repeating would otherwise monopolise the top of it. The
+    store applies this; a rewrite archives the old wording in the history first.
+    """
+    old, new = dedup_text(existing_text), dedup_text(new_text)
+    if old == new:
+        return MergeDecision(existing_text, False, "same wording")
+    if len(new) < len(old) and contained(new, old):
+        return MergeDecision(existing_text, False, "new wording is contained in the stored one")
+    old_words, new_words = content_words(old), content_words(new)
+    if len(new_words) < len(old_words):
+        return MergeDecision(
+            existing_text,
+            False,
+            f"new wording is poorer ({len(new_words)} content words against {len(old_words)})",
+        )
+    return MergeDecision(new_text, True, "newer wording wins")
+
+
+# --- index ----------------------------------------------------------------------------------
+
+_WORD_BITS = 64
+# Characters kept per memory for the LCS bound (uint16 codes: 10 000 memories take 5 MB). A longer
+# memory gets no bound: it is scored whenever its length fits the ratio's length window.
+_CODE_WIDTH = 256
+_MAX_CODE = 0xFFFF
+_ALL_ONES = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+
+
+class DedupIndex:
+    """Finds the best merge target among many memories without scoring every one of them.
+
+    A stored memory is scored only if no proven upper bound rules it out; the result is the same
+    as ``best_match_exhaustive`` (the tests check it):
+
+    * carrier tokens must be identical, otherwise the score is capped under the threshold:
+      memories are grouped by carrier signature;
+    * Jaccard >= threshold or containment needs shared content words (containment puts every
+      word of the shorter text in the longer): an inverted index on content words gives the
+      shared count, hence the exact Jaccard and whether containment is possible;
+    * the sequence ratio is ``2*M/(la+lb)`` with ``M`` at most the longest common subsequence of
+      the two texts: a length window first (``M <= min(la, lb)``), then the exact LCS length
+      computed bit-parallel over all remaining memories at once with numpy.
+
+    Survivors then pass the substitution check, and only those are scored for real.
+    """
+
+    def __init__(self, items: Iterable[tuple[int, str]] = ()) -> None:
+        self._row_of: dict[int, int] = {}
+        self._ids: list[int] = []
+        self._features: list[_Features | None] = []
+        self._free: list[int] = []
+        self._signature_of: dict[tuple[str, ...], int] = {}
+        self._postings: dict[tuple[int, str], set[int]] = {}
+        self._wordless: dict[int, set[int]] = {}
+        self._char_code: dict[str, int] = {}  # 0 is padding: it matches no character
+        capacity = 64
+        self._active = np.zeros(capacity, dtype=bool)
+        self._length = np.zeros(capacity, dtype=np.int64)
+        self._signature = np.full(capacity, -1, dtype=np.int64)
+        self._codes = np.zeros((capacity, _CODE_WIDTH), dtype=np.uint16)
+        for item_id, text in items:
+            self.add(item_id, text)
+
+    def __len__(self) -> int:
+        return len(self._row_of)
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._row_of
+
+    def add(self, item_id: int, text: str) -> None:
+        """Index a memory; an id already present is re-indexed with its new text."""
+        if item_id in self._row_of:
+            self.remove(item_id)
+        features = _features(text)
+        row = self._free.pop() if self._free else self._new_row()
+        signature = self._signature_of.setdefault(features.carriers, len(self._signature_of))
+        self._row_of[item_id] = row
+        self._ids[row] = item_id
+        self._features[row] = features
+        for word in features.content:
+            self._postings.setdefault((signature, word), set()).add(row)
+        if not features.content:
+            self._wordless.setdefault(signature, set()).add(row)
+        codes = [self._code(c) for c in features.norm[:_CODE_WIDTH]]
+        self._codes[row, :] = 0
+        self._codes[row, : len(codes)] = codes
+        self._length[row] = len(features.norm)
+        self._signature[row] = signature
+        self._active[row] = True
+
+    def remove(self, item_id: int) -> None:
+        """Forget a memory. Raises KeyError for an id that is not indexed."""
+        row = self._row_of.pop(item_id)
+        features = self._features[row]
+        assert features is not None
+        signature = int(self._signature[row])
+        for word in features.content:
+            self._postings[(signature, word)].discard(row)
+        self._wordless.get(signature, set()).discard(row)
+        self._features[row] = None
+        self._active[row] = False
+        self._signature[row] = -1
+        self._free.append(row)
+
+    def best_match(self, text: str) -> tuple[int, float] | None:
+        """Same answer as ``best_match_exhaustive`` over the indexed items."""
+        features = _features(text)
+        signature = self._signature_of.get(features.carriers)
+        if signature is None:
+            return None
+        rows = self._word_candidates(features, signature) | self._ratio_candidates(features, signature)
+        best: tuple[int, float] | None = None
+        for row in rows:
+            stored = self._features[row]
+            assert stored is not None
+            if is_substitution(features.content, stored.content):
+                continue
+            # Same carriers (same group) and no substitution: the score is the uncapped one.
+            score = _raw_score(features, stored)
+            item_id = self._ids[row]
+            if score >= SIMILARITY_THRESHOLD and (
+                best is None or score > best[1] or (score == best[1] and item_id < best[0])
+            ):
+                best = (item_id, score)
+        return best
+
+    # Candidates whose Jaccard can reach the threshold or that can contain / be contained.
+    def _word_candidates(self, features: _Features, signature: int) -> set[int]:
+        shared: Counter[int] = Counter()
+        for word in features.content:
+            shared.update(self._postings.get((signature, word), ()))
+        size = len(features.content)
+        out = set(self._wordless.get(signature, ()))
+        for row, common in shared.items():
+            stored = self._features[row]
+            assert stored is not None
+            other = len(stored.content)
+            if common / (size + other - common) >= SIMILARITY_THRESHOLD or common == min(size, other):
+                out.add(row)
+        if not features.content:
+            # A text without content words can be contained in any text of its group.
+            out.update(np.flatnonzero(self._active & (self._signature == signature)).tolist())
+        return out
+
+    # Candidates whose sequence ratio can reach the threshold.
+    def _ratio_candidates(self, features: _Features, signature: int) -> set[int]:
+        la = len(features.norm)
+        if la < MIN_RATIO_CHARS:
+            return set()
+        lengths = self._length
+        window = (
+            self._active
+            & (self._signature == signature)
+            & (lengths >= MIN_RATIO_CHARS)
+            & (2.0 * np.minimum(lengths, la) / (lengths + la) >= SIMILARITY_THRESHOLD)
+        )
+        rows = np.flatnonzero(window)
+        stored = lengths[rows] <= _CODE_WIDTH
+        out = set(rows[~stored].tolist())  # texts too long to hold codes for: no bound, scored
+        rows = rows[stored]
+        if rows.size:
+            lcs = self._lcs_lengths(features.norm, rows)
+            bound = 2.0 * lcs / (lengths[rows] + la)
+            out.update(rows[bound >= SIMILARITY_THRESHOLD].tolist())
+        return out
+
+    def _lcs_lengths(self, text: str, rows: np.ndarray) -> np.ndarray:
+        """Longest common subsequence of ``text`` with each row, all rows at once.
+
+        Bit-parallel algorithm (Allison–Dix, Crochemore et al. 2001; Hyyrö 2004): one bit per
+        character of ``text``, ``V' = (V + (V & M[c])) | (V & ~M[c])`` for each character ``c`` of
+        the other string, LCS = number of zero bits of ``V``. Bit vectors longer than 64 are
+        split over several uint64 words with the carry of the addition propagated by hand.
+        """
+        m = len(text)
+        n_words = (m + _WORD_BITS - 1) // _WORD_BITS
+        masks = np.zeros((min(len(self._char_code), _MAX_CODE) + 1, n_words), dtype=np.uint64)
+        for position, char in enumerate(text):
+            code = self._char_code.get(char)
+            if code is not None:
+                bit = np.uint64(1 << (position % _WORD_BITS))
+                masks[min(code, _MAX_CODE), position // _WORD_BITS] |= bit
+        full = np.full(n_words, _ALL_ONES, dtype=np.uint64)
+        if m % _WORD_BITS:
+            full[-1] = np.uint64((1 << (m % _WORD_BITS)) - 1)
+        steps = int(self._length[rows].max())
+        codes = np.ascontiguousarray(self._codes[rows, :steps].T)
+        v = [np.full(rows.size, full[w], dtype=np.uint64) for w in range(n_words)]
+        for step in range(steps):
+            match = masks[codes[step]]
+            carry = None
+            for w in range(n_words):
+                m_w = match[:, w]
+                u = v[w] & m_w
+                total = v[w] + u
+                overflow = total < u
+                if carry is not None:
+                    total += carry
+                    overflow |= total < carry
+                carry = overflow.astype(np.uint64)
+                v[w] = total | (v[w] & ~m_w)
+        ones = np.zeros(rows.size, dtype=np.int64)
+        for w in range(n_words):
+            ones += np.bitwise_count(v[w] & full[w])
+        return m - ones
+
+    def _code(self, char: str) -> int:
+        # Characters past the uint16 range share the last code: merging letters of the alphabet
+        # can only lengthen a common subsequence, so the bound stays an upper bound.
+        return min(self._char_code.setdefault(char, len(self._char_code) + 1), _MAX_CODE)
+
+    def _new_row(self) -> int:
+        row = len(self._ids)
+        if row == self._active.size:
+            grow = self._active.size
+            self._active = np.concatenate([self._active, np.zeros(grow, dtype=bool)])
+            self._length = np.concatenate([self._length, np.zeros(grow, dtype=np.int64)])
+            self._signature = np.concatenate([self._signature, np.full(grow, -1, dtype=np.int64)])
+            self._codes = np.vstack([self._codes, np.zeros((grow, _CODE_WIDTH), np.uint16)])
+        self._ids.append(-1)
+        self._features.append(None)
+        return row

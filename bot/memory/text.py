@@ -1,0 +1,58 @@
+"""Text normalisation shared by dedup and the write-path filters (French first, English too)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'", "´": "'", "ʼ": "'"})
+_DASHES = str.maketrans({"–": "-", "—": "-", "‑": "-"})
+_SPACES = re.compile(r"\s+")
+# A word keeps its inner hyphens ("après-demain" stays one token) and its digits.
+_WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*", re.UNICODE)
+# French elisions are split off: "l'utilisateur" -> "utilisateur", "n'aime" -> "aime".
+_ELISION = re.compile(r"^(?:l|d|j|n|m|t|s|c|qu|jusqu|lorsqu|puisqu)'", re.IGNORECASE)
+
+
+def normalise(text: str) -> str:
+    """Lower-case, NFC, one kind of apostrophe and dash, single spaces, no final punctuation."""
+    text = unicodedata.normalize("NFC", text).translate(_APOSTROPHES).translate(_DASHES)
+    text = _SPACES.sub(" ", text.lower()).strip()
+    return text.rstrip(" .!?;:…")
+
+
+def words(text: str) -> list[str]:
+    """Words of an already normalised text, elisions removed, hyphenated words kept whole."""
+    out: list[str] = []
+    for raw in normalise(text).split(" "):
+        raw = _ELISION.sub("", raw)
+        out.extend(_WORD.findall(raw))
+    return out
+
+
+# Function words of French and English: they carry grammar, not the fact. Negations ("pas",
+# "jamais", "plus", "not", "never", "sans"…) and relations of time ("avant", "après") are
+# deliberately absent: "aime X" / "n'aime pas X" and "avant le dîner" / "après le dîner" are
+# different facts, so those words must stay visible to whoever compares content words.
+STOPWORDS: frozenset[str] = frozenset(
+    """
+    le la les l un une des du de d au aux à a ce cet cette ces ça cela ceci celui celle ceux
+    celles c qui que qu quoi dont où et ou mais donc or car en y dans par pour sur sous avec
+    chez vers entre depuis pendant lors je j me m moi tu te t toi il elle on nous vous ils elles
+    se s lui leur leurs son sa ses mon ma mes ton ta tes notre nos votre vos soi ne est sont
+    était étaient été être es suis sommes êtes sera seront serait seraient ai as avons avez ont
+    avait avaient avoir eu aura auront aurait très trop tout tous toute toutes aussi bien comme
+    si même encore déjà dont quand ainsi alors puis chaque quelque quelques autre autres
+    the an of to in on at for with and or but is are was were be been being am has have had do
+    does did his her hers their theirs its my your our he she it they we you i me him them this
+    that these those as by from into about than then so very also just which who whom whose
+    what there here will would can could should shall may might must s
+    """.split()
+)
+# Every memory is about the user and says so; the word would make any two memories look alike.
+_SUBJECT_WORDS = frozenset({"utilisateur", "utilisatrice", "user"})
+
+
+def content_words(text: str) -> set[str]:
+    """Words that carry the fact: words(text) without stop-words and without the subject."""
+    return {w for w in words(text) if w not in STOPWORDS and w not in _SUBJECT_WORDS}
