@@ -1,0 +1,323 @@
+"""The write path: apply one parsed reflection for one user, in one transaction.
+
+The model proposes, this module decides: operations touch only ids that were shown to the model
+(`allowed_ids`) and rows of this user; candidates go through the code filters, then dedup/merge.
+Every replace, delete and merge archives the old version first. Every decision is reported.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+import aiosqlite
+
+from bot.db import Database
+from bot.memory import filters
+from bot.memory.dedup import DedupIndex, merge
+from bot.memory.model import Memory, utcnow
+from bot.memory.reflection import Reflection
+from bot.memory.replace_guard import same_subject, subject_overlap
+from bot.memory.store import (
+    InvalidMemory,
+    NewMemory,
+    delete_memory,
+    fetch_memories,
+    insert_memory,
+    rewrite_memory,
+)
+from bot.memory.story import StateSpec
+from bot.memory.story_store import StoryReport, apply_story_reflection
+
+log = logging.getLogger(__name__)
+
+Action = Literal[
+    "added",
+    "merged",
+    "absorbed",
+    "dropped",
+    "replaced",
+    "replace_as_add",
+    "replace_refused",
+    "deleted",
+    "delete_refused",
+]
+
+
+@dataclass(slots=True)
+class Decision:
+    action: Action
+    text: str
+    memory_id: int | None = None
+    detail: str = ""
+
+
+@dataclass(slots=True)
+class ReflectionReport:
+    decisions: list[Decision] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    story: StoryReport | None = None
+
+    def of(self, action: Action) -> list[Decision]:
+        return [d for d in self.decisions if d.action == action]
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for d in self.decisions:
+            counts[d.action] = counts.get(d.action, 0) + 1
+        return ", ".join(f"{n} {a}" for a, n in sorted(counts.items())) or "nothing"
+
+
+@dataclass(slots=True)
+class ReflectionContext:
+    """Who and where: what the write path needs beyond the reflection itself."""
+
+    user_id: str
+    allowed_ids: frozenset[int]
+    character_name: str
+    user_message: str = ""
+    user_name: str | None = None
+    story_id: str | None = None
+    place: str | None = None
+    source: str | None = None
+    state_specs: Mapping[str, StateSpec] = field(default_factory=dict)
+
+    @property
+    def cause(self) -> str:
+        return f"reflection of message {self.source}" if self.source else "reflection"
+
+
+def _same_place(memory: Memory, place: str | None) -> bool:
+    # Dedup stays inside one privacy boundary: a guild fact must not rewrite a DM memory.
+    return memory.place == place or memory.place is None or place is None
+
+
+class _Writer:
+    def __init__(self, conn: aiosqlite.Connection, ctx: ReflectionContext, now: datetime) -> None:
+        self.conn = conn
+        self.ctx = ctx
+        self.now = now
+        self.report = ReflectionReport()
+        self.by_id: dict[int, Memory] = {}
+        self.index = DedupIndex([])
+
+    async def load(self) -> None:
+        memories = await fetch_memories(self.conn, self.ctx.user_id)
+        self.by_id = {m.id: m for m in memories}
+        # Expired memories are not merged into: a new "en congé en août" must not be absorbed
+        # by last year's expired one and stay invisible.
+        for m in memories:
+            if not m.is_expired(self.now) and _same_place(m, self.ctx.place):
+                self.index.add(m.id, m.text)
+
+    def _existing(self) -> list[tuple[int, str]]:
+        return [
+            (m.id, m.text)
+            for m in self.by_id.values()
+            if not m.is_expired(self.now) and _same_place(m, self.ctx.place)
+        ]
+
+    def decide(self, action: Action, text: str, memory_id: int | None = None, detail: str = "") -> None:
+        self.report.decisions.append(Decision(action, text, memory_id, detail))
+
+    async def delete(self, memory_id: int) -> None:
+        memory = self.by_id.get(memory_id)
+        if memory_id not in self.ctx.allowed_ids:
+            self.decide("delete_refused", memory.text if memory else "", memory_id, "id not shown to the model")
+            return
+        if memory is None:
+            self.decide("delete_refused", "", memory_id, "no such memory")
+            return
+        await delete_memory(self.conn, self.ctx.user_id, memory_id, cause=self.ctx.cause, now=self.now)
+        del self.by_id[memory_id]
+        if memory_id in self.index:  # expired or other-place memories were never indexed
+            self.index.remove(memory_id)
+        self.decide("deleted", memory.text, memory_id)
+
+    async def replace(self, memory_id: int, text: str) -> None:
+        memory = self.by_id.get(memory_id)
+        if memory_id not in self.ctx.allowed_ids:
+            self.decide("replace_refused", text, memory_id, "id not shown to the model")
+            return
+        if memory is None:
+            self.decide("replace_refused", text, memory_id, "no such memory")
+            return
+        rejection = self._lexical_rejection(text)
+        if rejection is not None:
+            self.decide("dropped", text, memory_id, rejection)
+            return
+        flipped = filters.flipped_negation(text, [(memory.id, memory.text)], self.ctx.user_message)
+        if flipped is not None:
+            self.decide(
+                "replace_refused", text, memory_id, "flipped_negation: the message does not support the change"
+            )
+            return
+        if not same_subject(memory.text, text):
+            overlap = subject_overlap(memory.text, text)
+            await self.candidate(
+                text,
+                type_=memory.type,
+                scope=memory.scope,
+                confidence=1.0,
+                expires_at=None,
+                as_replacement_of=(memory_id, overlap),
+            )
+            return
+        if text.strip() == memory.text.strip():
+            self.decide("absorbed", text, memory_id, "replacement identical to the memory")
+            return
+        await rewrite_memory(
+            self.conn, self.ctx.user_id, memory_id, text, operation="replace", cause=self.ctx.cause, now=self.now
+        )
+        memory.text = text
+        if memory_id in self.index:  # re-indexed only if it was a merge target before
+            self.index.add(memory_id, text)
+        self.decide("replaced", text, memory_id)
+
+    def _lexical_rejection(self, text: str) -> str | None:
+        if filters.not_about_user(text, self.ctx.character_name, user_name=self.ctx.user_name):
+            return "not_about_user"
+        if filters.character_attitude(text, self.ctx.character_name, user_name=self.ctx.user_name):
+            return "character_attitude"
+        return None
+
+    async def candidate(
+        self,
+        text: str,
+        *,
+        type_: str,
+        scope: str,
+        confidence: float,
+        expires_at: datetime | None,
+        as_replacement_of: tuple[int, float] | None = None,
+    ) -> None:
+        added_action: Action = "added"
+        note = ""
+        if as_replacement_of is not None:
+            added_action = "replace_as_add"
+            old_id, overlap = as_replacement_of
+            note = f"not the same subject as #{old_id} (overlap {overlap:.2f}); #{old_id} kept"
+        rejection = filters.check_candidate(
+            text,
+            confidence,
+            character_name=self.ctx.character_name,
+            existing=self._existing(),
+            user_message=self.ctx.user_message,
+            user_name=self.ctx.user_name,
+        )
+        if rejection is not None:
+            self.decide("dropped", text, None, f"{rejection.filter}: {rejection.detail}")
+            return
+        match = self.index.best_match(text)
+        if match is not None:
+            match_id, score = match
+            existing = self.by_id[match_id]
+            decision = merge(existing.text, text)
+            if decision.rewrite and decision.text.strip() != existing.text.strip():
+                await rewrite_memory(
+                    self.conn,
+                    self.ctx.user_id,
+                    match_id,
+                    decision.text,
+                    operation="merge",
+                    cause=self.ctx.cause,
+                    now=self.now,
+                    expires_at=expires_at,
+                )
+                existing.text = decision.text
+                self.index.add(match_id, decision.text)
+                self.decide("merged", decision.text, match_id, f"score {score:.2f}: {decision.reason}")
+            else:
+                # Absorption writes nothing, the date included: a fact the user keeps repeating
+                # must not climb the recency ranking above fresh memories.
+                self.decide("absorbed", text, match_id, f"score {score:.2f}: {decision.reason}")
+            return
+        try:
+            memory_id = await insert_memory(
+                self.conn,
+                self.ctx.user_id,
+                NewMemory(
+                    text=text,
+                    type=type_,
+                    scope=scope if (scope == "global" or self.ctx.story_id) else "global",
+                    confidence=confidence,
+                    story_id=self.ctx.story_id,
+                    place=self.ctx.place,
+                    expires_at=expires_at,
+                    source=self.ctx.source,
+                ),
+                now=self.now,
+            )
+        except InvalidMemory as exc:
+            self.decide("dropped", text, None, f"invalid: {exc}")
+            return
+        stored = Memory(
+            id=memory_id,
+            user_id=self.ctx.user_id,
+            text=text,
+            type=type_,
+            scope=scope,
+            pinned=False,
+            confidence=confidence,
+            created_at=self.now,
+            updated_at=self.now,
+            place=self.ctx.place,
+            expires_at=expires_at,
+        )
+        self.by_id[memory_id] = stored
+        self.index.add(memory_id, text)
+        self.decide(added_action, text, memory_id, note)
+
+
+async def apply_reflection(
+    db: Database,
+    reflection: Reflection,
+    ctx: ReflectionContext,
+    *,
+    problems: list[str] | None = None,
+    clock: Callable[[], datetime] = utcnow,
+    finalize: Callable[[aiosqlite.Connection], Awaitable[None]] | None = None,
+) -> ReflectionReport:
+    """Apply a reflection for `ctx.user_id`: all of it lands, or none of it.
+
+    `finalize` runs last inside the same transaction (the caller marks its exchanges reflected
+    there, so a crash can never apply a reflection without recording it, or the reverse).
+    """
+    now = clock()
+    async with db.write() as conn:
+        writer = _Writer(conn, ctx, now)
+        writer.report.problems.extend(problems or [])
+        await writer.load()
+        for memory_id in dict.fromkeys(reflection.delete):
+            await writer.delete(memory_id)
+        for item in reflection.replace:
+            await writer.replace(item.id, item.text)
+        for candidate in reflection.memories:
+            await writer.candidate(
+                candidate.text,
+                type_=candidate.type,
+                scope=candidate.scope,
+                confidence=candidate.confidence,
+                expires_at=candidate.expires_at,
+            )
+        if ctx.story_id is not None:
+            writer.report.story = await apply_story_reflection(
+                conn,
+                ctx.user_id,
+                ctx.story_id,
+                summary=reflection.summary,
+                anchor_add=reflection.anchors.add,
+                anchor_remove=reflection.anchors.remove,
+                positions=reflection.positions,
+                state_deltas=reflection.state,
+                specs=ctx.state_specs,
+                cause=ctx.cause,
+                now=now,
+            )
+        if finalize is not None:
+            await finalize(conn)
+    log.info("reflection applied for one user: %s", writer.report.summary())
+    return writer.report
