@@ -64,22 +64,27 @@ async def _warm_up(embedder: Embedder) -> None:
 async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncIterator[Services]:
     """Open everything; on exit, finish or park reflections, stop jobs, close HTTP and the DB."""
     character = load_character(settings.character_file)
-    db = await Database.open(settings.database_path)
     http = httpx.AsyncClient(timeout=httpx.Timeout(settings.llm_timeout_seconds, connect=5.0))
-    scheduler = AsyncIOScheduler()
-    engine: Engine | None = None
+    llm = LLMClient(
+        http,
+        api=settings.llm_api,
+        base_url=settings.llm_base_url,
+        api_key=_secret(settings.llm_api_key),
+        timeout=settings.llm_timeout_seconds,
+    )
     try:
-        llm = LLMClient(
-            http,
-            api=settings.llm_api,
-            base_url=settings.llm_base_url,
-            api_key=_secret(settings.llm_api_key),
-            timeout=settings.llm_timeout_seconds,
-        )
+        # Before the database is created: a wrong URL or model leaves nothing behind.
         if check_llm:
             await llm.check(settings.llm_model)
             if settings.reflection_model != settings.llm_model:
                 await llm.check(settings.reflection_model)
+        db = await Database.open(settings.database_path)
+    except BaseException:
+        await http.aclose()
+        raise
+    scheduler = AsyncIOScheduler()
+    engine: Engine | None = None
+    try:
         embedder = make_embedder(
             settings.embeddings,
             model=settings.embeddings_model,
