@@ -214,7 +214,7 @@ class Engine:
             )
         except LLMError as exc:
             log.warning("reply failed, exchange %d kept unanswered: %s", exchange_id, exc)
-            await self._exchange_failed(exchange_id, str(exc))
+            await self._exchange_failed(msg.user_id, exchange_id, str(exc))
             return TurnResult(None, str(exc), selection, exchange_id)
         reply = reply.strip() or "…"
         async with self.db.write() as conn:
@@ -233,9 +233,12 @@ class Engine:
             )
             return int(cur.lastrowid or 0)
 
-    async def _exchange_failed(self, exchange_id: int, error: str) -> None:
+    async def _exchange_failed(self, user_id: str, exchange_id: int, error: str) -> None:
         async with self.db.write() as conn:
-            await conn.execute("UPDATE exchanges SET last_error = ? WHERE id = ?", (error[:500], exchange_id))
+            await conn.execute(
+                "UPDATE exchanges SET last_error = ? WHERE user_id = ? AND id = ?",
+                (error[:500], user_id, exchange_id),
+            )
 
     async def _story_context(self, user_id: str, story_id: str, query: str) -> tuple[str, dict[str, Any]]:
         story = await load_story(self.db, user_id, story_id)
