@@ -65,7 +65,8 @@ def why_text(selection: TurnSelection | None) -> str:
         return "No turn of yours in this channel yet: talk to me first, then ask /why."
     head = (
         f"Last turn ({selection.created_at:%Y-%m-%d %H:%M} UTC), message: “{clip(selection.query, 80)}”\n"
-        f"{len(selection.slots)} memories chosen out of {selection.candidates} candidates"
+        f"{_count(len(selection.slots), 'memory', 'memories')} chosen out of "
+        f"{_count(selection.candidates, 'candidate')}"
     )
     if selection.degraded:
         head += "\n⚠️ Degraded turn: the embedder did not answer in time, no semantic scores (lexical matches only)."
@@ -101,17 +102,21 @@ def _story_lines(story: dict[str, Any]) -> list[str]:
 
 
 def history_text(entries: Sequence[HistoryEntry], story_entries: Sequence[StoryHistoryEntry] = ()) -> str:
-    if not entries and not story_entries:
+    removals = [s for s in story_entries if s.operation == "anchor_removed"]
+    if not entries and not removals:
         return "History is empty: nothing was replaced, merged or forgotten."
-    lines = ["Archived versions (restore one with /restore <history id>):"]
-    for e in entries:
-        restored = " (restored)" if e.restored else ""
-        lines.append(
-            f"h{e.id}: #{e.memory_id} {e.operation} on {_date(e.archived_at)} by {e.cause}{restored} — was “{clip(e.text, 100)}”"
-        )
-    removals = [s for s in story_entries if s.operation.startswith("anchor")]
+    lines: list[str] = []
+    if entries:
+        lines.append("Archived versions (restore one with /restore <history id>):")
+        for e in entries:
+            restored = " (restored)" if e.restored else ""
+            lines.append(
+                f"h{e.id}: #{e.memory_id} {e.operation} on {_date(e.archived_at)} by {e.cause}{restored}"
+                f" — was “{clip(e.text, 100)}”"
+            )
     if removals:
-        lines.append("")
+        if lines:
+            lines.append("")
         lines.append("Anchor removals:")
         for s in removals:
             text = s.payload.get("text", "") if isinstance(s.payload, dict) else ""
@@ -119,10 +124,15 @@ def history_text(entries: Sequence[HistoryEntry], story_entries: Sequence[StoryH
     return "\n".join(lines)
 
 
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def stats_text(stats: "MemoryStats") -> str:
     types = ", ".join(f"{n} {t}" for t, n in sorted(stats.by_type.items())) or "none"
     lines = [
-        f"{stats.total} memories ({types}); {stats.pinned} pinned; {stats.expired} expired (kept, not served).",
+        f"{_count(stats.total, 'memory', 'memories')} ({types}); {stats.pinned} pinned; "
+        f"{stats.expired} expired (kept, not served).",
         f"Turns: {stats.turns}, of which degraded (no semantic recall): {stats.degraded_turns}.",
         f"Memories never recalled by meaning: {stats.never_semantic}.",
         f"Reflections waiting: {stats.pending_reflections}.",
