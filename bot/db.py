@@ -104,9 +104,11 @@ class Database:
 
     @classmethod
     async def open(cls, path: str | Path, migrations: Path = MIGRATIONS_DIR) -> "Database":
+        if str(path) == ":memory:":
+            # The reader would open a second, empty in-memory database.
+            raise ValueError("Écho needs a database file: the reader and writer share it")
         path = Path(path)
-        if str(path) != ":memory:":
-            path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         writer = await aiosqlite.connect(path, isolation_level=None)
         reader: aiosqlite.Connection | None = None
         try:
@@ -126,11 +128,14 @@ class Database:
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
         """One write transaction at a time: all of it commits, or none of it."""
         async with self._write_lock:
-            await self._writer.execute("BEGIN IMMEDIATE")
             try:
+                # Inside the try: a task cancelled while BEGIN is pending must not leave the
+                # shared writer in an open transaction for every later write to trip over.
+                await self._writer.execute("BEGIN IMMEDIATE")
                 yield self._writer
             except BaseException:
-                await self._writer.rollback()
+                if self._writer.in_transaction:
+                    await asyncio.shield(self._writer.rollback())
                 raise
             else:
                 await self._writer.commit()

@@ -89,3 +89,41 @@ async def test_concurrent_write_transactions_do_not_lose_each_others_rows(db):
     async with db.reader.execute("SELECT text FROM memories ORDER BY id") as cur:
         texts = [r[0] for r in await cur.fetchall()]
     assert texts == [f"row {n}" for n in range(0, 20, 2)]
+
+
+async def test_a_write_cancelled_mid_transaction_leaves_the_database_usable(db):
+    started = asyncio.Event()
+
+    async def slow_write() -> None:
+        async with db.write() as conn:
+            await conn.execute(
+                "INSERT INTO memories (user_id, text, type, created_at, updated_at, content_hash) "
+                "VALUES ('u', 'gone', 'fact', 'x', 'x', 'h')"
+            )
+            started.set()
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(slow_write())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # Cancelled at every point of BEGIN too: the next write must still get its own transaction.
+    for _ in range(20):
+        attempt = asyncio.create_task(slow_write())
+        await asyncio.sleep(0)
+        attempt.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await attempt
+    async with db.write() as conn:
+        await conn.execute(
+            "INSERT INTO memories (user_id, text, type, created_at, updated_at, content_hash) "
+            "VALUES ('u', 'kept', 'fact', 'x', 'x', 'h')"
+        )
+    async with db.reader.execute("SELECT text FROM memories") as cur:
+        assert [r[0] for r in await cur.fetchall()] == ["kept"]
+
+
+async def test_an_in_memory_database_is_refused_clearly():
+    with pytest.raises(ValueError, match="database file"):
+        await Database.open(":memory:")
