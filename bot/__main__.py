@@ -32,7 +32,7 @@ async def _chat(args: argparse.Namespace) -> None:
     # The terminal is the conversation: only warnings and errors go to the log.
     logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
     async with open_services(settings) as services:
-        await run_chat(services.engine, user=args.user, channel=args.channel)
+        await run_chat(services.engine, user=args.user, channel=args.channel, indexer=services.indexer)
 
 
 async def _discord() -> None:

@@ -13,6 +13,7 @@ from typing import TextIO
 
 from bot.character import fill_user
 from bot.engine import Engine, Incoming
+from bot.memory.indexing import Indexer
 from bot.prompting import ChannelLine
 from bot.text_commands import HELP, Session, run_command
 
@@ -46,6 +47,7 @@ async def run_chat(
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
     interactive: bool | None = None,
+    indexer: Indexer | None = None,
 ) -> None:
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
@@ -90,7 +92,11 @@ async def run_chat(
             continue
         say(f"{name}: {result.reply}")
         history += [ChannelLine(user, line), ChannelLine(name, result.reply, from_bot=True)]
-        task = engine.schedule_reflection(session.user_id)
+        engine.schedule_reflection(session.user_id)
         if not interactive:
-            await asyncio.shield(task)
+            await engine.wait_reflections(session.user_id)
+            if indexer is not None:
+                # Also index what the reflection wrote: the next line then sees its scores
+                # whatever the clock says, so a piped script gives the same answers every run.
+                await indexer.run_once()
     await engine.tasks.wait(timeout=60)

@@ -115,10 +115,16 @@ class _Exchange:
     attempts: int
 
 
+class ExchangesGone(RuntimeError):
+    """The exchanges a reflection was about were deleted while it ran."""
+
+
 @dataclass(slots=True)
 class _Workers:
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
+    # Held while a user's reflection applies, and by erase: an erase never races a reflection.
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
 
 class Engine:
@@ -269,9 +275,10 @@ class Engine:
         return task
 
     async def wait_reflections(self, user_id: str) -> None:
+        """Wait until the user's reflection worker is idle (whatever became of its batch)."""
         task = self._workers.tasks.get(user_id)
         if task is not None:
-            await asyncio.shield(task)
+            await asyncio.wait([task])
 
     async def resume_pending_reflections(self) -> int:
         """After a restart (and periodically): reflect every answered, unreflected exchange."""
@@ -297,19 +304,36 @@ class Engine:
         # One call reflects one story: later exchanges of another story wait for the next round.
         return [e for e in exchanges if e.story_id == exchanges[0].story_id and e.place == exchanges[0].place]
 
+    def _user_lock(self, user_id: str) -> asyncio.Lock:
+        return self._workers.locks.setdefault(user_id, asyncio.Lock())
+
     async def _reflect_worker(self, user_id: str) -> None:
-        while not self._closing:
-            self._workers.dirty.discard(user_id)
-            batch = await self._pending(user_id)
-            if not batch:
-                if user_id in self._workers.dirty:
-                    continue
-                break
-            async with self._reflection_slots:
-                ok = await self._reflect(batch)
-            if not ok:
-                break  # the LLM is failing: the periodic sweep retries later
-        self._workers.tasks.pop(user_id, None)
+        try:
+            while not self._closing:
+                self._workers.dirty.discard(user_id)
+                batch = await self._pending(user_id)
+                if not batch:
+                    if user_id in self._workers.dirty:
+                        continue
+                    break
+                async with self._reflection_slots, self._user_lock(user_id):
+                    ok = await self._reflect_safely(batch)
+                if not ok:
+                    break  # the LLM is failing: the periodic sweep retries later
+        finally:
+            if self._workers.tasks.get(user_id) is asyncio.current_task():
+                del self._workers.tasks[user_id]
+
+    async def _reflect_safely(self, batch: list[_Exchange]) -> bool:
+        """A reflection that fails for any other reason counts as a failed attempt: a batch
+        that always fails is set aside after MAX_REFLECTION_ATTEMPTS instead of blocking the
+        user's later exchanges forever."""
+        try:
+            return await self._reflect(batch)
+        except Exception as exc:
+            log.exception("reflection of %d exchange(s) crashed", len(batch))
+            await self._reflection_failed(batch, f"{type(exc).__name__}: {exc}", give_up=True)
+            return True
 
     async def _reflect(self, batch: list[_Exchange]) -> bool:
         """Reflect one batch. False when the LLM failed (the batch stays pending)."""
@@ -362,10 +386,16 @@ class Engine:
         )
 
         async def mark_reflected(conn: aiosqlite.Connection) -> None:
-            await conn.executemany(
-                "UPDATE exchanges SET reflected_at = ?, last_error = NULL WHERE user_id = ? AND id = ?",
-                [(to_db(self.clock()), first.user_id, i) for i in ids],
-            )
+            marked = 0
+            for exchange_id in ids:
+                cur = await conn.execute(
+                    "UPDATE exchanges SET reflected_at = ?, last_error = NULL WHERE user_id = ? AND id = ?",
+                    (to_db(self.clock()), first.user_id, exchange_id),
+                )
+                marked += cur.rowcount
+            if marked != len(ids):
+                # The exchanges vanished meanwhile (the user erased their data): roll it all back.
+                raise ExchangesGone(f"{len(ids) - marked} exchange(s) no longer exist")
 
         report: ReflectionReport = await apply_reflection(
             self.db, parsed.reflection, ctx, problems=parsed.problems, clock=self.clock, finalize=mark_reflected
@@ -551,8 +581,16 @@ class Engine:
         }
 
     async def erase(self, user_id: str) -> EraseReport:
-        """Real deletion of everything about one user, in one transaction."""
-        async with self.db.write() as conn:
+        """Real deletion of everything about one user, in one transaction.
+
+        A reflection of that user still running would write its memories back after the erase:
+        it is cancelled first (its transaction rolls back), and the user's lock is held.
+        """
+        worker = self._workers.tasks.get(user_id)
+        if worker is not None and not worker.done():
+            worker.cancel()
+            await asyncio.wait([worker])
+        async with self._user_lock(user_id), self.db.write() as conn:
             report = await erase_user_memories(conn, user_id)
             await erase_user_story_data(conn, user_id)
             for statement in (
@@ -563,6 +601,7 @@ class Engine:
             ):
                 await conn.execute(statement, (user_id,))
         self.cache.invalidate(user_id)
+        self.last_reports.pop(user_id, None)
         log.info("erased all data of one user on request (%d memories)", report.memories)
         return report
 

@@ -61,7 +61,14 @@ def settings(tmp_path, llm_server):
 
 async def chat(services, user: str, lines: list[str]) -> str:
     out = io.StringIO()
-    await run_chat(services.engine, user=user, stdin=io.StringIO("\n".join(lines) + "\n"), stdout=out, interactive=False)
+    await run_chat(
+        services.engine,
+        user=user,
+        stdin=io.StringIO("\n".join(lines) + "\n"),
+        stdout=out,
+        interactive=False,
+        indexer=services.indexer,
+    )
     return out.getvalue()
 
 
@@ -78,8 +85,7 @@ async def test_a_fact_told_in_turn_one_is_recalled_in_turn_six_then_corrected(se
                 "Mon chat dort sur le clavier, comme d'habitude.",
             ],
         )
-        # The background indexer embeds the new memories (the scheduler runs it every 45 s).
-        await services.indexer.run_once()
+        # Piped chat indexes after each reflection: turn 6 has cosine scores without waiting 45 s.
         out = await chat(services, "Camille", ["Quel dessert sans risque pour mes allergies ce soir ?", "/why"])
         why = out.split("Écho:", 2)[-1]
         # Ranked first, chosen by the global pass (all memories here are global) on its cosine.

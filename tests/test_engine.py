@@ -14,7 +14,7 @@ import pytest_asyncio
 from bot.character import load_character
 from bot.config import load_settings
 from bot.embeddings import LocalEmbedder, OllamaEmbedder
-from bot.engine import LLM_DOWN_REPLY, MAX_REFLECTION_ATTEMPTS, Engine, Incoming
+from bot.engine import MAX_REFLECTION_ATTEMPTS, Engine, Incoming
 from bot.llm import LLMClient
 from bot.memory.indexing import Indexer
 from bot.memory.store import NewMemory
@@ -54,7 +54,6 @@ async def test_llm_down_gives_a_clear_reply_and_keeps_the_exchange(db, http, llm
     llm_server.handler = lambda request: Reply(status=500, error="CUDA out of memory")
     result = await engine.turn(msg("Bonjour, je m'appelle Alice."))
     assert result.reply is None and "CUDA out of memory" in (result.error or "")
-    assert LLM_DOWN_REPLY.startswith("(")
     async with db.reader.execute("SELECT user_message, reply, last_error FROM exchanges") as cur:
         [(text, reply, error)] = await cur.fetchall()
     assert text == "Bonjour, je m'appelle Alice." and reply is None and "CUDA" in error
@@ -229,3 +228,64 @@ async def test_erase_removes_everything_about_one_user_only(db, http, llm_server
         async with db.reader.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", ("alice",)) as cur:  # noqa: S608 - table names are constants
             assert (await cur.fetchone())[0] == 0, table
     assert await engine.store.list("bob") and (await engine.export("bob"))["exchanges"]
+
+
+async def test_a_crashing_reflection_counts_attempts_and_does_not_block_later_exchanges(db, http, llm_server, tmp_path, monkeypatch):
+    engine = make_engine(db, http, llm_server, tmp_path)
+    llm_server.handler = lambda r: (
+        json.dumps({"memories": [{"text": "L'utilisateur habite à Nantes.", "type": "fact", "confidence": 0.95}]})
+        if r.json_schema is not None
+        else "ok"
+    )
+    import bot.engine as engine_module
+
+    real_apply = engine_module.apply_reflection
+    crashes = 0
+
+    async def crash_on_the_first_exchange(db_, reflection, ctx, **kwargs):
+        nonlocal crashes
+        if "poison" in ctx.user_message:
+            crashes += 1
+            raise RuntimeError("disk I/O error")
+        return await real_apply(db_, reflection, ctx, **kwargs)
+
+    monkeypatch.setattr(engine_module, "apply_reflection", crash_on_the_first_exchange)
+    await engine.turn(msg("poison", story="chan-1"))
+    for _ in range(MAX_REFLECTION_ATTEMPTS):
+        engine.schedule_reflection("alice")
+        await engine.wait_reflections("alice")
+    assert crashes == MAX_REFLECTION_ATTEMPTS
+    async with db.reader.execute("SELECT reflection_attempts, reflected_at IS NOT NULL, last_error FROM exchanges") as cur:
+        [(attempts, set_aside, error)] = await cur.fetchall()
+    assert attempts == MAX_REFLECTION_ATTEMPTS and set_aside and "disk I/O error" in error
+    # The next exchange is reflected normally: the poisoned one no longer heads the queue.
+    await engine.turn(msg("J'habite à Nantes."))
+    engine.schedule_reflection("alice")
+    await engine.wait_reflections("alice")
+    assert [m.text for m in await engine.store.list("alice")] == ["L'utilisateur habite à Nantes."]
+
+
+async def test_erase_wins_against_a_reflection_in_flight(db, http, llm_server, tmp_path):
+    engine = make_engine(db, http, llm_server, tmp_path)
+    release = asyncio.Event()
+    reached = asyncio.Event()
+
+    async def slow_reflection(request: LLMRequest):
+        if request.json_schema is None:
+            return "ok"
+        reached.set()
+        await release.wait()
+        return json.dumps({"memories": [{"text": "L'utilisateur habite à Lyon.", "type": "fact", "confidence": 0.95}], "summary": "Alice habite à Lyon."})
+
+    llm_server.handler = slow_reflection
+    await engine.turn(msg("J'habite à Lyon."))
+    engine.schedule_reflection("alice")
+    await reached.wait()
+    await engine.erase("alice")
+    release.set()
+    await engine.wait_reflections("alice")
+    await asyncio.sleep(0.1)
+    assert await engine.store.list("alice") == []
+    for table in ("exchanges", "story_summaries", "memory_history"):
+        async with db.reader.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", ("alice",)) as cur:  # noqa: S608 - constant table names
+            assert (await cur.fetchone())[0] == 0, table
