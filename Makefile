@@ -28,6 +28,7 @@ chat: $(STAMP)
 ## make bench: print every bench's figures
 bench: $(STAMP)
 	$(BIN)/python bench/dedup.py
+	$(BIN)/python bench/replace_guard.py
 	$(BIN)/python bench/recall.py
 	$(BIN)/python bench/latency.py
 

@@ -67,9 +67,9 @@ class Settings(BaseSettings):
     dev_guild_id: int | None = Field(
         None,
         description=(
-            "Id of a server where slash commands are synced at start-up, so they appear at "
-            "once while you develop. Empty: commands are synced globally, which Discord may "
-            "take up to an hour to show."
+            "Id of a server where slash commands are synced at every start, so they appear at "
+            "once there. Empty: nothing is synced automatically; an owner mentions the bot with "
+            "`sync` (global, up to an hour to show) or `sync guild` (this server)."
         ),
     )
     owner_ids: DiscordIds = Field(
