@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
+from collections.abc import Coroutine
+from typing import Any
 
 from bot.app import StartupError
 from bot.character import CharacterError
 from bot.config import ConfigError, load_settings
 from bot.db import MigrationError
 from bot.llm import LLMError
+
+log = logging.getLogger("bot")
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -46,14 +51,30 @@ async def _discord() -> None:
         await run_discord(services)
 
 
+async def _until_signalled(job: Coroutine[Any, Any, None]) -> None:
+    """Run `job`; SIGTERM (docker stop, systemd) cancels it like Ctrl-C, so every `finally` of
+    the shutdown runs: reflections finish or stay pending, the database closes."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    except (NotImplementedError, RuntimeError):  # not on this platform / not the main thread
+        pass
+    try:
+        await job
+    except asyncio.CancelledError:
+        log.info("stopped by a signal")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "chat":
-            asyncio.run(_chat(args))
+            asyncio.run(_until_signalled(_chat(args)))
         else:
-            asyncio.run(_discord())
+            asyncio.run(_until_signalled(_discord()))
     except (StartupError, ConfigError, CharacterError, LLMError, MigrationError) as exc:
         print(f"\nÉcho cannot start.\n\n{exc}\n", file=sys.stderr)
         return 2

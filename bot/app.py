@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -78,7 +79,14 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             await llm.check(settings.llm_model)
             if settings.reflection_model != settings.llm_model:
                 await llm.check(settings.reflection_model)
-        db = await Database.open(settings.database_path)
+        try:
+            db = await Database.open(settings.database_path)
+        except (OSError, sqlite3.Error) as exc:
+            raise StartupError(
+                f"Cannot open the database {settings.database_path} ({exc}). Check that the folder "
+                "exists or can be created and that this user may write there (in Docker, a bind "
+                "mount must belong to uid 1000: chown 1000:1000 <folder>), or set DATABASE_PATH."
+            ) from exc
     except BaseException:
         await http.aclose()
         raise
@@ -108,9 +116,10 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
         scheduler.start()
         yield Services(settings, db, http, llm, embedder, character, engine, scheduler, indexer)
     finally:
-        if scheduler.running:
-            scheduler.shutdown(wait=False)
+        # Reflections first (they may still need the indexer's writes to land), then the jobs.
         if engine is not None:
             await engine.close()
+        if scheduler.running:
+            scheduler.shutdown(wait=False)
         await http.aclose()
         await db.close()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
+from collections.abc import Callable
 from typing import TextIO
 
 from bot.character import fill_user
@@ -29,13 +31,40 @@ def session_for(user: str, channel: str) -> Session:
     )
 
 
+def _in_daemon_thread(read: Callable[[], str]) -> asyncio.Future[str]:
+    """Run a blocking read in a daemon thread. Not asyncio.to_thread: the default executor is
+    joined at exit, so a read blocked on the terminal would keep Ctrl-C or SIGTERM from
+    ending the program."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def settle(result: str | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result or "")
+
+    def run() -> None:
+        try:
+            result = read()
+        except BaseException as exc:  # EOFError included: handed to the awaiting coroutine
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=run, name="chat-stdin", daemon=True).start()
+    return future
+
+
 async def _read_line(stream: TextIO, interactive: bool, prompt: str) -> str | None:
     if interactive:
         try:
-            return await asyncio.to_thread(input, prompt)
+            return await _in_daemon_thread(lambda: input(prompt))
         except EOFError:
             return None
-    line = await asyncio.to_thread(stream.readline)
+    line = await _in_daemon_thread(stream.readline)
     return line.rstrip("\n") if line else None
 
 

@@ -43,3 +43,26 @@ def test_bad_setting_names_the_variable(capsys, monkeypatch):
     monkeypatch.setenv("HISTORY_MESSAGES", "many")
     assert main(["chat", "--user", "alice"]) == 2
     assert "HISTORY_MESSAGES" in capsys.readouterr().err
+
+
+async def test_sigterm_stops_the_terminal_chat_cleanly(tmp_path, llm_server):
+    """docker stop / systemd send SIGTERM: the shutdown path runs and the exit code is 0."""
+    import os
+    import signal
+    import sys
+
+    env = dict(os.environ, LLM_BASE_URL=llm_server.url, LLM_MODEL="fake-llm", DATABASE_PATH=str(tmp_path / "e.db"))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "chat", "--user", "alice",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=env, cwd=tmp_path,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("Bonjour !\n".encode())
+    await proc.stdin.drain()
+    answer = await asyncio.wait_for(proc.stdout.readline(), timeout=60)
+    assert answer.startswith("Écho:".encode())
+    proc.send_signal(signal.SIGTERM)  # stdin stays open: the chat is blocked reading it
+    code = await asyncio.wait_for(proc.wait(), timeout=30)
+    err = (await proc.stderr.read()).decode()
+    assert code == 0 and "Traceback" not in err
