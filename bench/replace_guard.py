@@ -1,4 +1,4 @@
-"""Reads the replace guard's cut-off from labelled replacement pairs and prints where it falls.
+"""Reads the replace guard on labelled replacements and prints where each kind falls.
 
 Run from the repository root: python bench/replace_guard.py
 """
@@ -11,31 +11,25 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replace_guard_corpus import DIFFERENT, SAME  # noqa: E402
+from replace_guard_corpus import DIFFERENT, HARD, SAME  # noqa: E402
 
-from bot.memory.replace_guard import SAME_SUBJECT_CUTOFF, subject_overlap  # noqa: E402
+from bot.memory.replace_guard import SAME_SUBJECT_CUTOFF, judge_replacement, subject_overlap  # noqa: E402
 
 
 def main() -> None:
-    same = sorted((subject_overlap(a, b), a, b) for a, b in SAME)
-    diff = sorted((subject_overlap(a, b), a, b) for a, b in DIFFERENT)
-    print(f"pairs: {len(same)} same-subject, {len(diff)} different-subject")
-    print(f"highest different-subject score: {diff[-1][0]:.2f}  {diff[-1][1]!r} -> {diff[-1][2]!r}")
-    kept = [s for s in same if s[0] >= SAME_SUBJECT_CUTOFF]
-    print(f"cut-off in use: {SAME_SUBJECT_CUTOFF:.2f}")
-    print(f"same-subject replacements applied: {len(kept)}/{len(same)}; applied as adds instead:")
-    for score, a, b in same:
-        if score < SAME_SUBJECT_CUTOFF:
-            print(f"  {score:.2f}  {a!r} -> {b!r}")
-    wrong = [d for d in diff if d[0] >= SAME_SUBJECT_CUTOFF]
-    print(f"different-subject replacements that would erase a fact: {len(wrong)}/{len(diff)}")
-    for score, a, b in wrong:
-        print(f"  {score:.2f}  {a!r} -> {b!r}")
-    print("score distribution (same | different):")
+    print(f"labelled replacements: {len(SAME)} true corrections, {len(DIFFERENT)} unrelated, {len(HARD)} hard (same verb)")
+    print("subject overlap distribution (correct | unrelated | hard):")
     for threshold in (0.0, 0.2, 0.34, 0.5, 0.67, 1.0):
-        s = sum(1 for x in same if x[0] >= threshold)
-        d = sum(1 for x in diff if x[0] >= threshold)
-        print(f"  >= {threshold:.2f}: {s:2d} | {d:2d}")
+        counts = [sum(1 for old, new, _ in group if subject_overlap(old, new) >= threshold) for group in (SAME, DIFFERENT, HARD)]
+        print(f"  >= {threshold:.2f}: {counts[0]:2d} | {counts[1]:2d} | {counts[2]:2d}")
+    print(f"cut-off on overlap: {SAME_SUBJECT_CUTOFF:.2f}; above it, the user's message decides")
+    for name, group, want in (("true corrections", SAME, True), ("unrelated", DIFFERENT, False), ("hard", HARD, False)):
+        verdicts = [(judge_replacement(old, new, message), old, new) for old, new, message in group]
+        right = sum(1 for v, _, _ in verdicts if v.replace is want)
+        print(f"{name}: {right}/{len(group)} decided as labelled ({'replaced' if want else 'added beside the old fact'})")
+        for v, old, new in verdicts:
+            if v.replace is not want:
+                print(f"  wrong: {old!r} -> {new!r}: {v.why}")
 
 
 if __name__ == "__main__":

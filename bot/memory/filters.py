@@ -221,6 +221,29 @@ _CHANGE_MARKERS = frozenset(
     }
 )  # fmt: skip
 _CHANGE_PHRASES = re.compile(r"\b(?:en fait|au final|used to|these days|any more)\b")
+# Words that announce that a fact changed value (team, town, job…): the replace guard's evidence.
+_UPDATE_MARKERS = _CHANGE_MARKERS | frozenset(
+    {
+        "quitte", "demenage", "demenagee", "nouveau", "nouvelle", "nouvel", "devenu", "devenue",
+        "passe", "passee", "correction", "trompe", "trompee", "erreur", "left", "moved", "switched",
+        "became", "new", "wrong", "mistake",
+    }
+)  # fmt: skip
+# Words that announce an addition: "je suis AUSSI allergique aux crustacés" adds a fact.
+_ADDITION_MARKERS = frozenset({"aussi", "egalement", "also", "too"})
+_ADDITION_PHRASES = re.compile(r"\b(?:en plus|de plus|as well|in addition)\b")
+
+
+def announces_change(user_message: str) -> bool:
+    """The user's own words say that something changed value ("j'ai quitté…", "now…")."""
+    folded = _fold(_expand(user_message))
+    return bool(_UPDATE_MARKERS & set(_tokens(user_message))) or bool(_CHANGE_PHRASES.search(folded))
+
+
+def announces_addition(user_message: str) -> bool:
+    """The user's own words say that a fact comes in addition to another ("aussi", "also")."""
+    folded = _fold(_expand(user_message))
+    return bool(_ADDITION_MARKERS & set(_tokens(user_message))) or bool(_ADDITION_PHRASES.search(folded))
 # Verbs that frame a preference or a habit; the subject of "aime les épinards" is "épinards".
 _FRAME_VERBS = frozenset(
     {

@@ -8,6 +8,9 @@ does not share its subject with the old text is therefore applied as an add; the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from bot.memory.filters import announces_addition, announces_change
 from bot.memory.text import content_words
 
 # Verbs of attitude or possession are the frame of a sentence, not its subject: "aime le jazz"
@@ -24,10 +27,12 @@ FRAME_WORDS = frozenset(
 # "allergique" / "allergie"): a shared prefix of this many characters.
 STEM_CHARS = 5
 
-# Read from bench/replace_guard.py (labelled corpus in bench/replace_guard_corpus.py): the highest
-# different-subject pair scores 0.33 (one shared word out of three), the lowest same-subject pair
-# kept 0.50. The cut-off sits just above the different-subject side, because replacing wrongly
-# erases a fact while a refused replacement only adds a near-duplicate that the user can forget.
+# Read from bench/replace_guard.py on bench/replace_guard_corpus.py (labelled triples: old fact,
+# proposed replacement, the user's message). Subject overlap alone does not separate the two
+# kinds: a true correction ("habite à Nantes" → "habite à Lyon") and a neighbouring fact written
+# over the old one ("habite à Nantes" → "habite avec sa sœur") both score 0.50. Overlap only
+# rules out the clearly unrelated (every different-subject pair without a shared subject word
+# scores <= 0.33, every true correction >= 0.50); the user's message decides the rest.
 SAME_SUBJECT_CUTOFF = 0.5
 
 
@@ -51,5 +56,33 @@ def subject_overlap(old: str, new: str) -> float:
     return matched / len(small)
 
 
-def same_subject(old: str, new: str) -> bool:
-    return subject_overlap(old, new) >= SAME_SUBJECT_CUTOFF
+@dataclass(frozen=True, slots=True)
+class GuardVerdict:
+    replace: bool
+    why: str
+
+
+def judge_replacement(old: str, new: str, user_message: str) -> GuardVerdict:
+    """Whether a proposed replacement may overwrite `old`, or must be added beside it.
+
+    A replacement keeps everything the old text said (an enrichment) or is backed by the
+    user's own words: they name what is being replaced ("j'ai quitté l'équipe Paiements") or
+    say that it changed ("maintenant", "j'ai déménagé"), and do not say it is in addition
+    ("aussi"). Anything else is added and the old fact stays: a duplicate the user can forget
+    costs less than a fact erased.
+    """
+    overlap = subject_overlap(old, new)
+    if overlap < SAME_SUBJECT_CUTOFF:
+        return GuardVerdict(False, f"not the same subject (overlap {overlap:.2f})")
+    new_words = _subject_words(new)
+    old_only = {w for w in _subject_words(old) if not any(_same_word(w, x) for x in new_words)}
+    if not old_only:
+        return GuardVerdict(True, "the new text keeps everything the old one said")
+    if announces_addition(user_message):
+        return GuardVerdict(False, "the message adds a fact (\"aussi\"), it does not correct one")
+    message_words = content_words(user_message)
+    if any(_same_word(w, m) for w in old_only for m in message_words):
+        return GuardVerdict(True, "the message names what is replaced")
+    if announces_change(user_message):
+        return GuardVerdict(True, "the message says it changed")
+    return GuardVerdict(False, f"the message does not say that {', '.join(sorted(old_only))} changed")
