@@ -134,8 +134,10 @@ class Database:
                 await self._writer.execute("BEGIN IMMEDIATE")
                 yield self._writer
             except BaseException:
-                if self._writer.in_transaction:
-                    await asyncio.shield(self._writer.rollback())
+                # Unconditional: a BEGIN whose await was cancelled still runs in aiosqlite's
+                # thread, after this check would have looked. The rollback is queued behind it
+                # (a no-op when no transaction is open).
+                await asyncio.shield(self._writer.rollback())
                 raise
             else:
                 await self._writer.commit()
