@@ -50,8 +50,22 @@ class EchoBot(commands.Bot):
         if guild_id is not None:
             guild = discord.Object(id=guild_id)
             self.tree.copy_global_to(guild=guild)
-            synced = await self.tree.sync(guild=guild)
-            log.info("synced %d application commands to DEV_GUILD_ID %d", len(synced), guild_id)
+            try:
+                synced = await self.tree.sync(guild=guild)
+            except discord.HTTPException as exc:
+                # A wrong id or a missing scope must not stop the bot: it still talks, and the
+                # commands can be synced later (@bot sync).
+                log.warning(
+                    "could not sync the application commands to DEV_GUILD_ID=%d (%s). Check that "
+                    "DEV_GUILD_ID is the id of a server the bot is a member of, and that the bot was "
+                    "invited to it with the `applications.commands` scope (developer portal → OAuth2 "
+                    "→ URL Generator: bot + applications.commands, then open the URL and pick that "
+                    "server). The bot keeps running; an owner can sync later by mentioning the bot with: sync",
+                    guild_id,
+                    exc,
+                )
+            else:
+                log.info("synced %d application commands to DEV_GUILD_ID %d", len(synced), guild_id)
         else:
             # Global sync is rate-limited and slow to propagate: an owner asks for it (@bot sync).
             log.info("application commands not synced automatically; an owner can mention the bot with: sync")

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.config import Settings
-from bot.memory.model import HistoryEntry, Memory
+from bot.memory.model import DM_PLACE, HistoryEntry, Memory
 from bot.presenting import clip
 
 DISCORD_LIMIT = 2000  # counted in code points by Discord's API, as Python's len() does
@@ -206,6 +206,11 @@ def decide(facts: MessageFacts, policy: AnswerPolicy) -> Decision:
     if refusal is not None:
         return Decision(False, refusal)
     return Decision(True, addressed)
+
+
+def place_of(guild_id: int | None) -> str:
+    """Where a message or command happens, as memories record it: "dm", or the server's id."""
+    return DM_PLACE if guild_id is None else str(guild_id)
 
 
 # --- memory-id autocomplete ---------------------------------------------------------------

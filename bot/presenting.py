@@ -46,17 +46,35 @@ def memory_line(m: Memory, *, now: datetime) -> str:
     return f"#{m.id} [{m.type}] {clip(m.text)}{suffix}"
 
 
-def memory_pages(memories: Sequence[Memory], *, now: datetime, per_page: int = 10) -> list[str]:
-    """Pages of memory lines; one page saying so when there is nothing."""
+def memory_pages(
+    memories: Sequence[Memory], *, now: datetime, per_page: int = 10, max_chars: int = 1_900
+) -> list[str]:
+    """Pages of at most `per_page` memory lines and `max_chars` characters, header included
+    (a Discord message holds 2,000); one page saying so when there is nothing."""
     if not memories:
         return ["No memories yet."]
     lines = [memory_line(m, now=now) for m in memories]
-    pages = []
-    for start in range(0, len(lines), per_page):
-        chunk = lines[start : start + per_page]
-        pages.append(
-            f"Memories {start + 1}–{start + len(chunk)} of {len(lines)}:\n" + "\n".join(chunk)
-        )
+    total = len(lines)
+
+    def header(first: int, last: int) -> str:
+        return f"Memories {first}–{last} of {total}:\n"
+
+    # The longest header any page can have: its numbers are at most `total`.
+    room = max_chars - len(header(total, total))
+    if room < 1:
+        raise ValueError("max_chars leaves no room for a memory line")
+    pages: list[str] = []
+    start = 0
+    while start < total:
+        chunk = [clip(lines[start], room)]
+        used = len(chunk[0])
+        for line in lines[start + 1 : start + per_page]:
+            if used + 1 + len(line) > room:
+                break
+            chunk.append(line)
+            used += 1 + len(line)
+        pages.append(header(start + 1, start + len(chunk)) + "\n".join(chunk))
+        start += len(chunk)
     return pages
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +67,8 @@ async def run_command(engine: Engine, session: Session, line: str) -> str:
     if name == "memories":
         wanted = [a for a in args if a in MEMORY_TYPES]
         memories = await engine.store.list(user, types=wanted or None)
-        return "\n\n".join(memory_pages(memories, now=engine.clock(), per_page=1_000))
+        # One page: a terminal has no message size limit.
+        return memory_pages(memories, now=engine.clock(), per_page=len(memories) or 1, max_chars=sys.maxsize)[0]
     if name == "remember":
         text = " ".join(args)
         try:

@@ -15,9 +15,8 @@ import discord
 from discord.ext import commands
 
 from bot.discord_bot import NO_MENTIONS, EchoBot
-from bot.discord_text import AnswerPolicy, MessageFacts, clean_incoming, decide, split_message
+from bot.discord_text import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
 from bot.engine import LLM_DOWN_REPLY, Engine, Incoming
-from bot.memory.model import DM_PLACE
 from bot.prompting import ChannelLine
 from bot.ratelimit import RateLimiter, Verdict
 
@@ -56,6 +55,7 @@ class Conversation(commands.Cog):
             settings.user_rate_limit_messages, settings.user_rate_limit_seconds, clock=clock
         )
         self._history_refused: set[int] = set()
+        self._warned_empty_reply = False
 
     @commands.Cog.listener()
     async def on_message(self, message: discord.Message) -> None:
@@ -74,6 +74,8 @@ class Conversation(commands.Cog):
             return
         text = clean_incoming(message.content, me.id, {u.id: u.display_name for u in message.mentions})
         if not text:
+            if decision.why == "reply" and not message.content and not self.bot.intents.message_content:
+                self._warn_empty_reply()
             return  # a bare mention or an attachment: nothing to answer
         if (await self.bot.get_context(message)).command is not None:
             return  # an owner command such as "@Écho sync"
@@ -89,7 +91,7 @@ class Conversation(commands.Cog):
             user_name=message.author.display_name,
             text=text,
             story_id=str(message.channel.id),  # a thread is its own story
-            place=DM_PLACE if message.guild is None else str(message.guild.id),
+            place=place_of(message.guild.id if message.guild is not None else None),
             message_id=str(message.id),
             history=await self._history(message, me.id),
         )
@@ -98,6 +100,18 @@ class Conversation(commands.Cog):
         await self._reply(message, result.reply if result.reply is not None else LLM_DOWN_REPLY)
         if result.reply is not None:
             self.engine.schedule_reflection(user_id)
+
+    def _warn_empty_reply(self) -> None:
+        """Without the Message Content intent, a reply carries its text only if it pings the bot."""
+        if self._warned_empty_reply:
+            return
+        self._warned_empty_reply = True
+        log.warning(
+            "a reply to the bot arrived without its text, because the Message Content intent is off "
+            "and the reply did not ping the bot: such replies are ignored. Replies are answered only "
+            "with the @-ping on (the default when replying), or with ALLOWED_CHANNEL_IDS set and the "
+            "Message Content intent enabled in the Discord developer portal (this warning is shown once)."
+        )
 
     async def _history(self, message: discord.Message, bot_id: int) -> list[ChannelLine]:
         """The channel's messages before this one, oldest first (empty when unreadable)."""

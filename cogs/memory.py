@@ -17,9 +17,16 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord_bot import NO_MENTIONS, EchoBot
-from bot.discord_text import AnswerPolicy, history_choices, memory_choices, split_message, user_refusal
+from bot.discord_text import (
+    AnswerPolicy,
+    history_choices,
+    memory_choices,
+    place_of,
+    split_message,
+    user_refusal,
+)
 from bot.engine import Engine, export_json
-from bot.memory.model import DM_PLACE, MEMORY_TYPES
+from bot.memory.model import MEMORY_TYPES
 from bot.memory.store import InvalidMemory, MAX_MEMORY_CHARS
 from bot.memory.story_store import story_history
 from bot.presenting import (
@@ -43,14 +50,11 @@ CONFIRM_TIMEOUT = 60.0
 # Discord's upload limit for bots is 10 MiB: a larger export is sent gzipped.
 EXPORT_MAX_BYTES = 8 * 1024 * 1024
 NOT_YOURS = "These buttons belong to the person who ran the command."
+FAILED = "Something went wrong on my side; it was logged. Try again later."
 
 
 def _user(interaction: discord.Interaction) -> str:
     return str(interaction.user.id)
-
-
-def _place(interaction: discord.Interaction) -> str:
-    return DM_PLACE if interaction.guild_id is None else str(interaction.guild_id)
 
 
 async def say(interaction: discord.Interaction, text: str) -> None:
@@ -60,6 +64,15 @@ async def say(interaction: discord.Interaction, text: str) -> None:
             await interaction.response.send_message(chunk, ephemeral=True, allowed_mentions=NO_MENTIONS)
         else:
             await interaction.followup.send(chunk, ephemeral=True, allowed_mentions=NO_MENTIONS)
+
+
+async def report_failure(interaction: discord.Interaction, what: str, error: BaseException) -> None:
+    """Log a failed command or button, and tell the person who used it (only them)."""
+    log.error("%s failed", what, exc_info=error)
+    try:
+        await say(interaction, FAILED)
+    except discord.HTTPException as exc:
+        log.debug("could not report the failure of %s: %s", what, exc)
 
 
 class OwnerOnlyView(discord.ui.View):
@@ -76,6 +89,12 @@ class OwnerOnlyView(discord.ui.View):
             return True
         await interaction.response.send_message(NOT_YOURS, ephemeral=True)
         return False
+
+    async def on_error(
+        self, interaction: discord.Interaction, error: Exception, item: discord.ui.Item[OwnerOnlyView], /
+    ) -> None:
+        label = getattr(item, "label", None) or type(item).__name__
+        await report_failure(interaction, f"{type(self).__name__} button {label!r}", error)
 
     async def _edit_origin(self, **changes: object) -> None:
         if self.origin is None:
@@ -151,6 +170,9 @@ class MemoryCommands(commands.Cog):
         self.policy = AnswerPolicy.from_settings(engine.settings)
         # Context menus cannot be declared in a cog's body; added to the tree on load.
         self.remember_menu = app_commands.ContextMenu(name="Remember this", callback=self.remember_this)
+        # Built from a bound method, the menu has no cog binding: cog_app_command_error never
+        # sees its errors, so it gets its own handler.
+        self.remember_menu.error(self._remember_menu_error)
 
     async def cog_load(self) -> None:
         self.bot.tree.add_command(self.remember_menu)
@@ -161,11 +183,10 @@ class MemoryCommands(commands.Cog):
     async def cog_app_command_error(
         self, interaction: discord.Interaction, error: app_commands.AppCommandError
     ) -> None:
-        log.error("/%s failed", interaction.command.name if interaction.command else "?", exc_info=error)
-        try:
-            await say(interaction, "Something went wrong on my side; it was logged. Try again later.")
-        except discord.HTTPException:
-            pass
+        await report_failure(interaction, f"/{interaction.command.name if interaction.command else '?'}", error)
+
+    async def _remember_menu_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
+        await report_failure(interaction, f"the {self.remember_menu.name!r} menu", error)
 
     def _may_add(self, interaction: discord.Interaction) -> bool:
         """New memories only from people the bot talks to (blocked users cannot fill the DB)."""
@@ -230,7 +251,11 @@ class MemoryCommands(commands.Cog):
             return "Not remembered: this bot's operator does not let me talk with you."
         try:
             memory_id = await self.engine.remember(
-                _user(interaction), text, story_id=str(interaction.channel_id), place=_place(interaction), source=source
+                _user(interaction),
+                text,
+                story_id=str(interaction.channel_id),
+                place=place_of(interaction.guild_id),
+                source=source,
             )
         except InvalidMemory as exc:
             return not_remembered(exc)

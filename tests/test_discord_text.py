@@ -20,10 +20,11 @@ from bot.discord_text import (
     decide,
     history_choices,
     memory_choices,
+    place_of,
     split_message,
     user_refusal,
 )
-from bot.memory.model import HistoryEntry, Memory
+from bot.memory.model import DM_PLACE, HistoryEntry, Memory
 from bot.ratelimit import RateLimiter, Verdict
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -251,6 +252,11 @@ def test_policy_from_settings(tmp_path) -> None:
     )
     p = AnswerPolicy.from_settings(s)
     assert p.allowed_channel_ids == {5, 6} and p.blocked_user_ids == {7} and not p.answer_dms
+
+
+def test_place_is_dm_or_the_servers_id() -> None:
+    assert place_of(None) == DM_PLACE
+    assert place_of(123456789012345678) == "123456789012345678"
 
 
 # --- rate limit -----------------------------------------------------------------------------

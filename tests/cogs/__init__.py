@@ -204,13 +204,16 @@ def fake_interaction(
     channel_id: int = CHANNEL_ID,
     roles: Iterable[int] = (),
 ) -> MagicMock:
-    """An interaction whose answers are recorded in `interaction.answers` as (text, kwargs)."""
+    """An interaction whose answers are recorded in `interaction.answers` as (text, kwargs),
+    and its deferrals' kwargs in `interaction.deferrals` (a deferred answer's visibility is the
+    defer's, whatever the followup says)."""
     interaction = MagicMock(spec=discord.Interaction)
     interaction.user = fake_user(user_id, f"user{user_id}", member=guild_id is not None, roles=roles)
     interaction.guild_id = guild_id
     interaction.channel_id = channel_id
     interaction.command = None
     interaction.answers = []
+    interaction.deferrals = []
     state = {"done": False}
 
     async def send_message(content: str | None = None, **kwargs: Any) -> None:
@@ -221,6 +224,11 @@ def fake_interaction(
     async def defer(**kwargs: Any) -> None:
         assert not state["done"]
         state["done"] = True
+        interaction.deferrals.append(kwargs)
+
+    async def edit_message(**kwargs: Any) -> None:
+        assert not state["done"], "an interaction is answered once"
+        state["done"] = True
 
     async def followup_send(content: str | None = None, **kwargs: Any) -> None:
         assert state["done"], "a followup needs a response first"
@@ -230,7 +238,7 @@ def fake_interaction(
     response.is_done = MagicMock(side_effect=lambda: state["done"])
     response.send_message = AsyncMock(side_effect=send_message)
     response.defer = AsyncMock(side_effect=defer)
-    response.edit_message = AsyncMock()
+    response.edit_message = AsyncMock(side_effect=edit_message)
     interaction.response = response
     followup = MagicMock(spec=discord.Webhook)
     followup.send = AsyncMock(side_effect=followup_send)
@@ -244,4 +252,6 @@ def texts(interaction: MagicMock) -> list[str]:
 
 
 def all_ephemeral(interaction: MagicMock) -> bool:
-    return bool(interaction.answers) and all(kwargs.get("ephemeral") is True for _, kwargs in interaction.answers)
+    """Answered, and every answer and every deferral was ephemeral."""
+    sent = [kwargs for _, kwargs in interaction.answers] + interaction.deferrals
+    return bool(interaction.answers) and all(kwargs.get("ephemeral") is True for kwargs in sent)

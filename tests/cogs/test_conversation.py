@@ -19,6 +19,7 @@ from tests.cogs import (
     BOB,
     BOT_ID,
     CHANNEL_ID,
+    GUILD_ID,
     fake_channel,
     fake_message,
     fake_user,
@@ -243,3 +244,54 @@ async def test_an_unexpected_error_is_logged_and_the_next_message_is_answered(
     channel = fake_channel()
     await cog.on_message(fake_message(f"<@{BOT_ID}> deux", author=alice, channel=channel, mentions=[me()]))
     assert [content for content, _ in channel.sent] == ["echo: Alice: deux"]
+
+
+async def test_a_dm_and_a_server_message_are_recorded_in_their_place(
+    services: Services, llm_server: FakeLLMServer  # noqa: F811
+) -> None:
+    cog = make_cog(services)
+    await cog.on_message(fake_message(f"<@{BOT_ID}> en serveur", author=fake_user(ALICE, "Alice"),
+                                      channel=fake_channel(), mentions=[me()]))
+    await cog.on_message(fake_message("en privé", author=fake_user(ALICE, "Alice", member=False),
+                                      channel=fake_channel(31, kind=discord.DMChannel), guild_id=None))
+    async with services.db.reader.execute(
+        "SELECT user_message, place FROM exchanges WHERE user_id = ? ORDER BY id", (str(ALICE),)
+    ) as cur:
+        assert [tuple(r) for r in await cur.fetchall()] == [("en serveur", str(GUILD_ID)), ("en privé", "dm")]
+
+
+def empty_reply(channel: Any) -> Any:
+    """A reply to the bot with the ping off, as Discord sends it without the Message Content intent."""
+    bot_message = fake_message("earlier answer", author=me(), channel=channel)
+    return fake_message("", author=fake_user(ALICE, "Alice"), channel=channel, replied_to=bot_message)
+
+
+async def test_a_reply_without_its_text_is_ignored_and_explained_once(
+    services: Services, llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture  # noqa: F811
+) -> None:
+    cog = make_cog(services)
+    assert not cog.bot.intents.message_content
+    channel = fake_channel()
+    with caplog.at_level(logging.WARNING, logger="cogs.conversation"):
+        for _ in range(3):
+            await cog.on_message(empty_reply(channel))
+        # A bare mention is empty too, but it is not a reply: no warning for it.
+        await cog.on_message(fake_message(f"<@{BOT_ID}>", author=fake_user(ALICE, "Alice"), channel=channel,
+                                          mentions=[me()]))
+    assert channel.sent == [] and llm_server.chats == []
+    (record,) = [r for r in caplog.records if r.name == "cogs.conversation"]
+    assert record.levelno == logging.WARNING
+    message = record.getMessage()
+    assert "ping" in message and "ALLOWED_CHANNEL_IDS" in message and "Message Content intent" in message
+
+
+@pytest.mark.parametrize("settings_overrides", [{"allowed_channel_ids": [OPEN_CHANNEL]}])
+async def test_an_empty_reply_with_the_message_content_intent_is_not_warned_about(
+    services_with: Services, llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    cog = make_cog(services_with)
+    assert cog.bot.intents.message_content
+    channel = fake_channel()
+    with caplog.at_level(logging.WARNING, logger="cogs.conversation"):
+        await cog.on_message(empty_reply(channel))  # truly empty (an attachment): nothing to say
+    assert channel.sent == [] and caplog.records == []

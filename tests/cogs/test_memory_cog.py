@@ -4,8 +4,9 @@ autocomplete, the paginator and the erase confirmation."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
-from unittest.mock import MagicMock
+from unittest.mock import AsyncMock, MagicMock
 
 import discord
 import pytest
@@ -14,7 +15,7 @@ from discord import app_commands
 from bot.app import Services
 from bot.discord_text import DISCORD_LIMIT
 from bot.engine import Incoming
-from cogs.memory import NOT_YOURS, EraseConfirm, MemoryCommands, PageView
+from cogs.memory import FAILED, NOT_YOURS, EraseConfirm, MemoryCommands, PageView
 from tests.cogs import (
     ALICE,
     BOB,
@@ -205,10 +206,10 @@ async def test_memories_are_paginated_and_only_the_invoker_turns_pages(
     assert texts(bob) == [NOT_YOURS] and all_ephemeral(bob)
     assert view.index == 0
 
-    press = fake_interaction(ALICE)
-    assert await view.interaction_check(press) is True
-    await view.next_page.callback(press)
-    await view.next_page.callback(press)
+    for _ in range(2):  # each press is an interaction of its own
+        press = fake_interaction(ALICE)
+        assert await view.interaction_check(press) is True
+        await view.next_page.callback(press)
     content = press.response.edit_message.await_args.kwargs["content"]
     assert content.startswith("Memories 21–25 of 25")
     assert view.next_page.disabled and not view.previous_page.disabled
@@ -283,6 +284,8 @@ async def test_export_is_an_ephemeral_json_file_of_the_invokers_data(
     await remember(services, BOB, "Bob joue du jazz")
     interaction = fake_interaction(ALICE)
     await cog.export.callback(cog, interaction)
+    # Discord shows a deferred answer as the defer said: the followup's flag does not change it.
+    assert [d.get("ephemeral") for d in interaction.deferrals] == [True]
     ((content, kwargs),) = interaction.answers
     assert kwargs["ephemeral"] is True and content.startswith("Everything I store about you: 1 memories")
     file: discord.File = kwargs["file"]
@@ -329,3 +332,60 @@ async def test_why_of_this_channel_long_answer_is_split_into_ephemeral_followups
     other_channel = fake_interaction(ALICE, channel_id=CHANNEL_ID + 1)
     await cog.why.callback(cog, other_channel)
     assert texts(other_channel)[0].startswith("No turn of yours in this channel yet")
+
+
+async def test_a_failing_remember_this_menu_is_reported_to_the_user(
+    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cog = make_cog(services)
+    menu = cog.remember_menu
+    broken = RuntimeError("database is locked")
+    monkeypatch.setattr(services.engine, "remember", AsyncMock(side_effect=broken))
+    own = fake_message("Je joue du piano", author=fake_user(ALICE, "Alice"), channel=fake_channel())
+    interaction = fake_interaction(ALICE)
+
+    # What the command tree does with a context menu: run it, and hand what it raised, wrapped,
+    # to the menu's own error handler (a menu built from a method has no cog to report to).
+    with pytest.raises(RuntimeError):
+        await menu.callback(interaction, own)
+    assert menu.on_error is not None
+    with caplog.at_level(logging.ERROR, logger="cogs.memory"):
+        await menu.on_error(interaction, app_commands.CommandInvokeError(menu, broken))
+
+    assert texts(interaction) == [FAILED] and all_ephemeral(interaction)
+    (record,) = caplog.records
+    assert "Remember this" in record.getMessage() and record.exc_info[1].original is broken
+
+
+async def test_a_failing_erase_button_is_reported_instead_of_staying_on_erasing(
+    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broken = RuntimeError("disk full")
+    monkeypatch.setattr(services.engine, "erase", AsyncMock(side_effect=broken))
+    view = EraseConfirm(services.engine, ALICE)
+    press = fake_interaction(ALICE)
+
+    # What a view does when a button's callback raises: it calls on_error(interaction, error, item).
+    with pytest.raises(RuntimeError):
+        await view.confirm.callback(press)
+    with caplog.at_level(logging.ERROR, logger="cogs.memory"):
+        await view.on_error(press, broken, view.confirm)
+
+    press.response.edit_message.assert_awaited_once_with(content="Erasing…", view=None)
+    assert texts(press) == [FAILED] and all_ephemeral(press)
+    press.followup.send.assert_awaited_once()  # the response was the "Erasing…" edit
+    (record,) = caplog.records
+    assert "Erase everything" in record.getMessage() and record.exc_info[1] is broken
+
+
+async def test_a_failure_report_that_cannot_be_sent_is_only_logged(
+    services: Services, llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture  # noqa: F811
+) -> None:
+    view = PageView(ALICE, ["one", "two"])
+    press = fake_interaction(ALICE)
+    press.response.send_message.side_effect = not_found()  # the interaction token expired
+    with caplog.at_level(logging.ERROR, logger="cogs.memory"):
+        await view.on_error(press, RuntimeError("boom"), view.next_page)  # does not raise
+    assert [(r.name, r.levelno) for r in caplog.records] == [("cogs.memory", logging.ERROR)]

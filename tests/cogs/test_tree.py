@@ -4,9 +4,10 @@ would receive, when commands are synced, intents, owner sync, start-up errors, s
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any
-from unittest.mock import AsyncMock
+from unittest.mock import AsyncMock, MagicMock
 
 import discord
 import pytest
@@ -94,6 +95,38 @@ async def test_dev_guild_gets_the_commands_at_start(
     assert sync.await_args.kwargs["guild"].id == 4242
     guild_names = {c.name for c in bot.tree.get_commands(guild=discord.Object(4242))}
     assert set(EXPECTED_OPTIONS) | {"Remember this"} <= guild_names
+
+
+def http_error(kind: type[discord.HTTPException], status: int, code: int, message: str) -> discord.HTTPException:
+    return kind(MagicMock(status=status, reason=message), {"code": code, "message": message})
+
+
+@pytest.mark.parametrize("settings_overrides", [{"dev_guild_id": 4242}])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        http_error(discord.Forbidden, 403, 50001, "Missing Access"),  # not a member, or no applications.commands
+        http_error(discord.HTTPException, 400, 50035, "Invalid Form Body"),
+    ],
+)
+async def test_a_dev_guild_sync_refused_by_discord_is_explained_and_the_bot_keeps_running(
+    services_with: Services,  # noqa: F811
+    llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    failure: discord.HTTPException,
+) -> None:
+    bot = offline_bot(services_with)
+    sync = AsyncMock(side_effect=failure)
+    monkeypatch.setattr(bot.tree, "sync", sync)
+    with caplog.at_level(logging.WARNING, logger="bot.discord_bot"):
+        await bot.setup_hook()  # does not raise
+    sync.assert_awaited_once()
+    assert set(EXTENSIONS) <= set(bot.extensions)
+    (record,) = [r for r in caplog.records if r.name == "bot.discord_bot"]
+    assert record.levelno == logging.WARNING
+    text = record.getMessage()
+    assert "DEV_GUILD_ID=4242" in text and "member" in text and "`applications.commands` scope" in text
 
 
 async def test_message_content_intent_only_for_allowed_channels(
