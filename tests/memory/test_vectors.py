@@ -308,3 +308,20 @@ async def test_migration_indexes_memories_that_existed_before_it(tmp_path: Path)
         assert set(await lexical_matches(upgraded, ALICE, "timbres", 10)) == {memory}
     finally:
         await upgraded.close()
+
+
+async def test_lexical_matches_among_restricts_before_the_limit(db: Database) -> None:
+    # Short texts rank first in bm25: unrestricted, these twenty take every place of the limit.
+    crowd = [await add_memory(db, ALICE, f"vélo {n}") for n in range(20)]
+    wanted = await add_memory(db, ALICE, "L'utilisateur a parlé de son vélo rouge pendant les vacances d'été")
+    assert wanted not in await lexical_matches(db, ALICE, "vélo", 16)
+
+    assert set(await lexical_matches(db, ALICE, "vélo", 16, among=[wanted])) == {wanted}
+    assert set(await lexical_matches(db, ALICE, "vélo", 16, among=[wanted, crowd[3]])) == {wanted, crowd[3]}
+    assert await lexical_matches(db, ALICE, "vélo", 16, among=[]) == {}
+
+
+async def test_lexical_matches_among_stays_scoped_by_user(db: Database) -> None:
+    bob_memory = await add_memory(db, BOB, "joue du piano")
+    assert await lexical_matches(db, ALICE, "piano", 10, among=[bob_memory]) == {}
+    assert set(await lexical_matches(db, BOB, "piano", 10, among=[bob_memory])) == {bob_memory}
