@@ -155,6 +155,7 @@ class Engine:
         self._closing = False
         # The last reflection report per user: what the write path decided, for the operator.
         self.last_reports: dict[str, ReflectionReport] = {}
+        self._recording: dict[str, set[asyncio.Task[int]]] = {}
 
     @property
     def character_user_id(self) -> str:
@@ -198,6 +199,7 @@ class Engine:
             rules=self.rules,
             share=share,
             story=story_detail,
+            record=False,
         )
         messages = build_reply_messages(
             character_prompt=render_character_prompt(self.character, msg.user_name),
@@ -220,8 +222,12 @@ class Engine:
             )
         except LLMError as exc:
             log.warning("reply failed, exchange %d kept unanswered: %s", exchange_id, exc)
+            self._record_later(selection)
             await self._exchange_failed(msg.user_id, exchange_id, str(exc))
             return TurnResult(None, str(exc), selection, exchange_id)
+        # The selection (counters, /why) is written in the background: the reply never queues
+        # behind another user's reflection for it.
+        self._record_later(selection)
         reply = reply.strip() or "…"
         async with self.db.write() as conn:
             await conn.execute(
@@ -229,6 +235,18 @@ class Engine:
                 (reply, to_db(self.clock()), msg.user_id, exchange_id),
             )
         return TurnResult(reply, None, selection, exchange_id)
+
+    def _record_later(self, selection: TurnSelection) -> None:
+        task = self.tasks.spawn(self.recall.record(selection), name=f"record-turn:{selection.user_id}")
+        pending = self._recording.setdefault(selection.user_id, set())
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    async def wait_recorded(self, user_id: str) -> None:
+        """Wait until the user's turns are recorded (before /why, stats, export or erase)."""
+        pending = list(self._recording.get(user_id, ()))
+        if pending:
+            await asyncio.wait(pending)
 
     async def _save_exchange(self, msg: Incoming, text: str) -> int:
         async with self.db.write() as conn:
@@ -439,7 +457,9 @@ class Engine:
                     scores = {i: s for i, s in cosine_scores(np.asarray(vector), ids, matrix).items() if i in by_id}
             except (EmbeddingError, TimeoutError) as exc:
                 log.info("reflection shows lexical neighbours only: %s", exc)
-        lexical = await lexical_matches(self.db, user_id, text, REFLECTION_KNOWN, now=self.clock())
+        lexical = await lexical_matches(
+            self.db, user_id, text, REFLECTION_KNOWN, now=self.clock(), among=list(by_id)
+        )
         ranked = sorted(scores, key=lambda i: -scores[i])[:REFLECTION_KNOWN]
         for memory_id in lexical:
             if memory_id in by_id and memory_id not in ranked:
@@ -490,9 +510,11 @@ class Engine:
         return memory_id
 
     async def why(self, user_id: str, story_id: str) -> TurnSelection | None:
+        await self.wait_recorded(user_id)
         return await last_turn(self.db, user_id, story_id)
 
     async def stats(self, user_id: str) -> MemoryStats:
+        await self.wait_recorded(user_id)
         memories = await self.store.list(user_id)
         now = self.clock()
         by_type: dict[str, int] = {}
@@ -540,6 +562,7 @@ class Engine:
                 "times_semantic": m.times_semantic,
             }
 
+        await self.wait_recorded(user_id)
         history = await self.store.history(user_id, limit=100_000)
         story = await story_history(self.db, user_id, None, limit=100_000)
         async with self.db.reader.execute(
@@ -586,6 +609,7 @@ class Engine:
         A reflection of that user still running would write its memories back after the erase:
         it is cancelled first (its transaction rolls back), and the user's lock is held.
         """
+        await self.wait_recorded(user_id)
         worker = self._workers.tasks.get(user_id)
         if worker is not None and not worker.done():
             worker.cancel()

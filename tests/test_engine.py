@@ -189,6 +189,7 @@ async def test_a_hanging_embedder_degrades_the_turn_within_the_bound(db, http, l
     [slot] = [s for s in result.selection.slots if s.id == memory_id]
     assert slot.lexical and slot.reason == "semantic"
     # A degraded turn counts nothing, except itself.
+    await engine.wait_recorded("alice")
     m = await engine.store.get("alice", memory_id)
     assert (m.times_candidate, m.times_served, m.times_semantic) == (0, 0, 0)
     stats = await engine.stats("alice")
@@ -202,6 +203,7 @@ async def test_a_healthy_turn_updates_the_counters(db, http, llm_server, tmp_pat
     await Indexer(db, embedder, cache=engine.cache).run_once()
     result = await engine.turn(msg("Je peux manger un dessert aux arachides ?"))
     assert not result.selection.degraded
+    await engine.wait_recorded("alice")
     m = await engine.store.get("alice", memory_id)
     assert (m.times_candidate, m.times_served) == (1, 1)
     assert (await engine.stats("alice")).degraded_turns == 0
