@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Literal, get_args
 
@@ -74,4 +74,3 @@ class HistoryEntry:
     expires_at: datetime | None = None
     source: str | None = None
     restored: bool = False
-    extra: dict[str, str] = field(default_factory=dict)

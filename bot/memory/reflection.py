@@ -14,9 +14,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError, field_validator
 
 from bot.memory.model import Memory
 
@@ -28,6 +28,42 @@ MAX_ITEMS = 40
 
 class ReflectionParseError(ValueError):
     """The reflection's answer holds no usable JSON object; nothing is applied."""
+
+
+def _expiry_before(value: Any) -> Any:
+    # "2026-08-31" means the whole day of the 31st is still true.
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
+        day = date.fromisoformat(value.strip())
+        return datetime.combine(day, time(23, 59, 59), tzinfo=timezone.utc)
+    if value == "":
+        return None
+    return value
+
+
+def _expiry_after(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:
+        # "9999-12-31T23:59:59-05:00" parses but has no UTC instant: the item is invalid alone.
+        raise ValueError("date out of range") from None
+
+
+Expiry = Annotated[datetime | None, BeforeValidator(_expiry_before), AfterValidator(_expiry_after)]
+EXPIRY_DESCRIPTION = (
+    "For a dated fact only (a trip, a leave, an appointment): the ISO date after which it is no "
+    "longer true. Omit for durable facts."
+)
+
+
+def _memory_id(value: Any) -> Any:
+    # Models write ids as 7, "7" or "#7"; delete accepts all three, so does replace.
+    if isinstance(value, str) and value.strip().lstrip("#").isdigit():
+        return int(value.strip().lstrip("#"))
+    return value
 
 
 class CandidateIn(BaseModel):
@@ -47,11 +83,7 @@ class CandidateIn(BaseModel):
         description="global: true of the user everywhere; story: only meaningful in this story.",
     )
     confidence: float = Field(ge=0.0, le=1.0, description="How sure you are, from 0 to 1.")
-    expires_at: datetime | None = Field(
-        default=None,
-        description="For a dated fact only (a trip, a leave, an appointment): the ISO date after "
-        "which it is no longer true. Omit for durable facts.",
-    )
+    expires_at: Expiry = Field(default=None, description=EXPIRY_DESCRIPTION)
 
     @field_validator("type", "scope", mode="before")
     @classmethod
@@ -63,33 +95,20 @@ class CandidateIn(BaseModel):
     def _one_line(cls, value: Any) -> Any:
         return " ".join(value.split()) if isinstance(value, str) else value
 
-    @field_validator("expires_at", mode="before")
-    @classmethod
-    def _date_to_end_of_day(cls, value: Any) -> Any:
-        # "2026-08-31" means the whole day of the 31st is still true.
-        if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
-            day = date.fromisoformat(value.strip())
-            return datetime.combine(day, time(23, 59, 59), tzinfo=timezone.utc)
-        if value == "":
-            return None
-        return value
-
-    @field_validator("expires_at")
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value
-
-
 class ReplaceIn(BaseModel):
-    id: int = Field(description="The id of a known memory shown above.")
+    id: Annotated[int, BeforeValidator(_memory_id)] = Field(description="The id of a known memory shown above.")
     text: str = Field(
         min_length=3,
         max_length=MAX_CANDIDATE_CHARS,
         description="The corrected sentence. Only for a correction of THE SAME fact; a new, "
         "different fact goes to memories.",
     )
+    expires_at: Expiry = Field(default=None, description=EXPIRY_DESCRIPTION)
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _one_line(cls, value: Any) -> Any:
+        return " ".join(value.split()) if isinstance(value, str) else value
 
 
 class AnchorRemovalIn(BaseModel):
@@ -192,13 +211,8 @@ def _validate_each(model: type[BaseModel], items: list[Any], key: str, problems:
 
 
 def _as_id(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("#").isdigit():
-        return int(value.strip().lstrip("#"))
-    return None
+    value = _memory_id(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def parse_reflection(raw: str) -> ParsedReflection:

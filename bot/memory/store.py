@@ -218,19 +218,41 @@ async def rewrite_memory(
     now: datetime,
     refresh_date: bool = True,
     expires_at: datetime | None = None,
+    keep_expiry: bool = True,
 ) -> bool:
-    """Archive, then give the memory a new text. False when the id is not one of the user's."""
+    """Archive, then give the memory a new text. False when the id is not one of the user's.
+
+    `expires_at` replaces the expiry when given; with `keep_expiry=False` it replaces it even
+    when None (a corrected text that is no longer dated).
+    """
     text = NewMemory(text=text).validated().text
     if await archive(conn, user_id, memory_id, operation, cause=cause, now=now) is None:
         return False
     await conn.execute(
         "UPDATE memories SET text = ?, content_hash = ?, "
         "updated_at = CASE WHEN ? THEN ? ELSE updated_at END, "
-        "expires_at = COALESCE(?, expires_at) "
+        "expires_at = CASE WHEN ? THEN COALESCE(?, expires_at) ELSE ? END "
         "WHERE user_id = ? AND id = ?",
-        (text, content_hash(text), refresh_date, to_db(now), to_db(expires_at), user_id, memory_id),
+        (
+            text,
+            content_hash(text),
+            refresh_date,
+            to_db(now),
+            keep_expiry,
+            to_db(expires_at),
+            to_db(expires_at),
+            user_id,
+            memory_id,
+        ),
     )
     return True
+
+
+async def set_expiry(conn: aiosqlite.Connection, user_id: str, memory_id: int, expires_at: datetime | None) -> None:
+    """A new date for the same fact: no new version, no date refresh."""
+    await conn.execute(
+        "UPDATE memories SET expires_at = ? WHERE user_id = ? AND id = ?", (to_db(expires_at), user_id, memory_id)
+    )
 
 
 async def delete_memory(

@@ -17,10 +17,10 @@ import aiosqlite
 
 from bot.db import Database
 from bot.memory import filters
-from bot.memory.dedup import DedupIndex, merge
+from bot.memory.dedup import DedupIndex, MergeDecision, merge
 from bot.memory.model import Memory, utcnow
 from bot.memory.reflection import Reflection
-from bot.memory.replace_guard import same_subject, subject_overlap
+from bot.memory.replace_guard import judge_replacement
 from bot.memory.store import (
     InvalidMemory,
     NewMemory,
@@ -28,6 +28,7 @@ from bot.memory.store import (
     fetch_memories,
     insert_memory,
     rewrite_memory,
+    set_expiry,
 )
 from bot.memory.story import StateSpec
 from bot.memory.story_store import StoryReport, apply_story_reflection
@@ -107,13 +108,13 @@ class _Writer:
     async def load(self) -> None:
         memories = await fetch_memories(self.conn, self.ctx.user_id)
         self.by_id = {m.id: m for m in memories}
-        # Expired memories are not merged into: a new "en congé en août" must not be absorbed
-        # by last year's expired one and stay invisible.
-        for m in memories:
-            if not m.is_expired(self.now) and _same_place(m, self.ctx.place):
-                self.index.add(m.id, m.text)
+        for memory_id, text in self._existing():
+            self.index.add(memory_id, text)
 
     def _existing(self) -> list[tuple[int, str]]:
+        """The memories new text is compared with: live ones of this place. Expired memories
+        are not merged into: a new "en congé en août" must not be absorbed by last year's
+        expired one and stay invisible."""
         return [
             (m.id, m.text)
             for m in self.by_id.values()
@@ -123,13 +124,26 @@ class _Writer:
     def decide(self, action: Action, text: str, memory_id: int | None = None, detail: str = "") -> None:
         self.report.decisions.append(Decision(action, text, memory_id, detail))
 
-    async def delete(self, memory_id: int) -> None:
+    def _refusal(self, memory_id: int) -> str | None:
+        """Why the reflection may not touch this id at all, or None."""
         memory = self.by_id.get(memory_id)
         if memory_id not in self.ctx.allowed_ids:
-            self.decide("delete_refused", memory.text if memory else "", memory_id, "id not shown to the model")
-            return
+            return "id not shown to the model"
         if memory is None:
-            self.decide("delete_refused", "", memory_id, "no such memory")
+            return "no such memory"
+        if not _same_place(memory, self.ctx.place):
+            # A reflection in one place never edits what was said in another (a DM, a guild).
+            return "memory of another place"
+        if memory.pinned:
+            # The user holds a pinned memory by hand: only the user changes it.
+            return "pinned by the user"
+        return None
+
+    async def delete(self, memory_id: int) -> None:
+        refusal = self._refusal(memory_id)
+        memory = self.by_id.get(memory_id)
+        if refusal is not None or memory is None:
+            self.decide("delete_refused", memory.text if memory else "", memory_id, refusal or "no such memory")
             return
         await delete_memory(self.conn, self.ctx.user_id, memory_id, cause=self.ctx.cause, now=self.now)
         del self.by_id[memory_id]
@@ -137,13 +151,11 @@ class _Writer:
             self.index.remove(memory_id)
         self.decide("deleted", memory.text, memory_id)
 
-    async def replace(self, memory_id: int, text: str) -> None:
+    async def replace(self, memory_id: int, text: str, expires_at: datetime | None) -> None:
+        refusal = self._refusal(memory_id)
         memory = self.by_id.get(memory_id)
-        if memory_id not in self.ctx.allowed_ids:
-            self.decide("replace_refused", text, memory_id, "id not shown to the model")
-            return
-        if memory is None:
-            self.decide("replace_refused", text, memory_id, "no such memory")
+        if refusal is not None or memory is None:
+            self.decide("replace_refused", text, memory_id, refusal or "no such memory")
             return
         rejection = self._lexical_rejection(text)
         if rejection is not None:
@@ -155,25 +167,35 @@ class _Writer:
                 "replace_refused", text, memory_id, "flipped_negation: the message does not support the change"
             )
             return
-        if not same_subject(memory.text, text):
-            overlap = subject_overlap(memory.text, text)
+        verdict = judge_replacement(memory.text, text, self.ctx.user_message)
+        if not verdict.replace:
             await self.candidate(
                 text,
                 type_=memory.type,
                 scope=memory.scope,
                 confidence=1.0,
-                expires_at=None,
-                as_replacement_of=(memory_id, overlap),
+                expires_at=expires_at,
+                as_replacement_of=(memory_id, verdict.why),
             )
             return
-        if text.strip() == memory.text.strip():
+        if text.strip() == memory.text.strip() and expires_at == memory.expires_at:
             self.decide("absorbed", text, memory_id, "replacement identical to the memory")
             return
+        # The corrected text carries its own expiry: a dated fact corrected into a durable one
+        # loses the old date, and a new date is never silently dropped.
         await rewrite_memory(
-            self.conn, self.ctx.user_id, memory_id, text, operation="replace", cause=self.ctx.cause, now=self.now
+            self.conn,
+            self.ctx.user_id,
+            memory_id,
+            text,
+            operation="replace",
+            cause=self.ctx.cause,
+            now=self.now,
+            expires_at=expires_at,
+            keep_expiry=False,
         )
-        memory.text = text
-        if memory_id in self.index:  # re-indexed only if it was a merge target before
+        memory.text, memory.expires_at = text, expires_at
+        if memory_id in self.index:  # only live memories of this place are merge targets
             self.index.add(memory_id, text)
         self.decide("replaced", text, memory_id)
 
@@ -192,14 +214,14 @@ class _Writer:
         scope: str,
         confidence: float,
         expires_at: datetime | None,
-        as_replacement_of: tuple[int, float] | None = None,
+        as_replacement_of: tuple[int, str] | None = None,
     ) -> None:
         added_action: Action = "added"
         note = ""
         if as_replacement_of is not None:
             added_action = "replace_as_add"
-            old_id, overlap = as_replacement_of
-            note = f"not the same subject as #{old_id} (overlap {overlap:.2f}); #{old_id} kept"
+            old_id, why = as_replacement_of
+            note = f"{why}; #{old_id} kept"
         rejection = filters.check_candidate(
             text,
             confidence,
@@ -216,6 +238,8 @@ class _Writer:
             match_id, score = match
             existing = self.by_id[match_id]
             decision = merge(existing.text, text)
+            if existing.pinned and decision.rewrite:
+                decision = MergeDecision(existing.text, False, "pinned by the user: kept as written")
             if decision.rewrite and decision.text.strip() != existing.text.strip():
                 await rewrite_memory(
                     self.conn,
@@ -231,10 +255,15 @@ class _Writer:
                 self.index.add(match_id, decision.text)
                 self.decide("merged", decision.text, match_id, f"score {score:.2f}: {decision.reason}")
             else:
-                # Absorption writes nothing, the date included: a fact the user keeps repeating
-                # must not climb the recency ranking above fresh memories.
+                # Absorption does not refresh the date: a fact the user keeps repeating must not
+                # climb the recency ranking above fresh memories. A newly given expiry is kept.
+                if expires_at is not None and expires_at != existing.expires_at:
+                    await set_expiry(self.conn, self.ctx.user_id, match_id, expires_at)
+                    existing.expires_at = expires_at
                 self.decide("absorbed", text, match_id, f"score {score:.2f}: {decision.reason}")
             return
+        # A story memory needs a story; without one it is global.
+        scope = scope if (scope == "global" or self.ctx.story_id) else "global"
         try:
             memory_id = await insert_memory(
                 self.conn,
@@ -242,7 +271,7 @@ class _Writer:
                 NewMemory(
                     text=text,
                     type=type_,
-                    scope=scope if (scope == "global" or self.ctx.story_id) else "global",
+                    scope=scope,
                     confidence=confidence,
                     story_id=self.ctx.story_id,
                     place=self.ctx.place,
@@ -294,7 +323,7 @@ async def apply_reflection(
         for memory_id in dict.fromkeys(reflection.delete):
             await writer.delete(memory_id)
         for item in reflection.replace:
-            await writer.replace(item.id, item.text)
+            await writer.replace(item.id, item.text, item.expires_at)
         for candidate in reflection.memories:
             await writer.candidate(
                 candidate.text,

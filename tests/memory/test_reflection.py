@@ -138,3 +138,13 @@ def test_schema_is_json_and_carries_the_position_wording():
     stance = schema["$defs"]["PositionIn"]["properties"]["stance"]["description"]
     assert "dans ses termes" not in stance and "in its own terms" not in stance.lower()
     assert set(schema["properties"]) >= {"memories", "replace", "delete", "summary", "anchors", "positions", "state"}
+
+
+def test_replace_ids_are_as_lenient_as_delete_ids():
+    parsed = parse_reflection(json.dumps({"replace": [{"id": "#7", "text": "L'utilisateur boit du thé."}], "delete": ["#8"]}))
+    assert [r.id for r in parsed.reflection.replace] == [7] and parsed.reflection.delete == [8]
+
+
+def test_an_expiry_without_a_utc_instant_is_an_invalid_item():
+    parsed = parse_reflection(json.dumps({"memories": [dict(GOOD_MEMORY, expires_at="9999-12-31T23:59:59-05:00"), GOOD_MEMORY]}))
+    assert len(parsed.reflection.memories) == 1 and "out of range" in parsed.problems[0]

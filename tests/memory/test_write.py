@@ -227,7 +227,95 @@ async def test_operations_on_an_expired_shown_memory_work(db, store, clock):
         "camille",
         NewMemory(text="L'utilisateur est en congé en août.", place="guild-1", expires_at=clock.now - timedelta(days=1)),
     )
-    other = await store.add("camille", NewMemory(text="L'utilisateur est en congé en juillet.", place="dm"))
-    r = reflection(delete=[old], replace=[{"id": other, "text": "L'utilisateur est en congé en juillet et août."}])
-    report = await apply_reflection(db, r, ctx({old, other}), clock=clock)
-    assert [d.action for d in report.decisions] == ["deleted", "replaced"]
+    report = await apply_reflection(db, reflection(delete=[old]), ctx({old}), clock=clock)
+    assert [d.action for d in report.decisions] == ["deleted"]
+
+
+async def test_a_reflection_never_edits_a_memory_of_another_place(db, store, clock):
+    dm = await store.add("camille", NewMemory(text="L'utilisateur est en congé en juillet.", place="dm"))
+    r = reflection(delete=[dm], replace=[{"id": dm, "text": "L'utilisateur est en congé en juillet et août."}])
+    report = await apply_reflection(db, r, ctx({dm}, "Je suis en congé en juillet et août."), clock=clock)
+    assert {(d.action, d.detail) for d in report.decisions} == {
+        ("delete_refused", "memory of another place"),
+        ("replace_refused", "memory of another place"),
+    }
+    assert (await store.get("camille", dm)).text == "L'utilisateur est en congé en juillet."
+
+
+async def test_pinned_memories_change_only_by_the_users_hand(db, store, clock):
+    pinned = await store.add("camille", NewMemory(text="L'utilisateur aime les films de Miyazaki.", place="guild-1", pinned=True))
+    r = reflection(
+        delete=[pinned],
+        replace=[{"id": pinned, "text": "L'utilisateur aime les films de Ghibli."}],
+        memories=[fact("L'utilisateur aime les films de Hayao Miyazaki.")],
+    )
+    report = await apply_reflection(db, r, ctx({pinned}, "Je n'aime plus Miyazaki, maintenant c'est Ghibli."), clock=clock)
+    assert [(d.action, d.detail.split(":")[-1].strip()) for d in report.decisions] == [
+        ("delete_refused", "pinned by the user"),
+        ("replace_refused", "pinned by the user"),
+        ("absorbed", "kept as written"),
+    ]
+    assert (await store.get("camille", pinned)).text == "L'utilisateur aime les films de Miyazaki."
+
+
+async def test_a_richer_rewording_merges_archives_the_old_wording_and_refreshes_the_date(db, store, clock):
+    memory_id = await store.add("camille", NewMemory(text="L'utilisateur aime les films de Miyazaki.", place="guild-1"))
+    clock.advance(days=5)
+    report = await apply_reflection(db, reflection(memories=[fact("L'utilisateur aime les films de Hayao Miyazaki.")]), ctx(), clock=clock)
+    [d] = report.decisions
+    assert (d.action, d.memory_id) == ("merged", memory_id)
+    m = await store.get("camille", memory_id)
+    assert m.text == "L'utilisateur aime les films de Hayao Miyazaki." and m.updated_at == clock.now
+    [old] = await store.history("camille")
+    assert (old.operation, old.text, old.cause) == ("merge", "L'utilisateur aime les films de Miyazaki.", "reflection of message msg-1")
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("L'utilisateur habite à Nantes.", "L'utilisateur habite avec sa sœur.", "J'habite avec ma sœur."),
+        ("L'utilisateur est allergique aux arachides.", "L'utilisateur est allergique aux crustacés.", "Je suis aussi allergique aux crustacés."),
+        ("L'utilisateur travaille chez Atelier.", "L'utilisateur travaille de nuit.", "Cette semaine je travaille de nuit."),
+    ],
+)
+async def test_a_neighbouring_fact_sharing_the_verb_does_not_overwrite_the_old_one(db, store, clock, old, new, message):
+    old_id = await store.add("camille", NewMemory(text=old, place="guild-1"))
+    report = await apply_reflection(db, reflection(replace=[{"id": old_id, "text": new}]), ctx({old_id}, message), clock=clock)
+    assert [d.action for d in report.decisions] == ["replace_as_add"]
+    assert sorted(await texts(store)) == sorted([old, new])
+
+
+async def test_a_replacement_carries_its_own_expiry(db, store, clock):
+    leave = await store.add(
+        "camille",
+        NewMemory(text="L'utilisateur est en congé en août.", place="guild-1", expires_at=clock.now + timedelta(days=30)),
+    )
+    r = reflection(replace=[{"id": leave, "text": "L'utilisateur est en congé en septembre.", "expires_at": "2027-09-30"}])
+    await apply_reflection(db, r, ctx({leave}, "Finalement mon congé, c'est en septembre, pas en août."), clock=clock)
+    m = await store.get("camille", leave)
+    assert m.text == "L'utilisateur est en congé en septembre." and m.expires_at.date().isoformat() == "2027-09-30"
+    r = reflection(replace=[{"id": leave, "text": "L'utilisateur ne prend plus de congés."}])
+    await apply_reflection(db, r, ctx({leave}, "Finalement je ne prends plus de congés."), clock=clock)
+    assert (await store.get("camille", leave)).expires_at is None
+
+
+async def test_an_absorbed_repeat_keeps_its_date_but_takes_a_new_expiry(db, store, clock):
+    memory_id = await store.add("camille", NewMemory(text="L'utilisateur part au Japon en avril.", place="guild-1"))
+    before = (await store.get("camille", memory_id)).updated_at
+    clock.advance(days=2)
+    r = reflection(memories=[fact("L'utilisateur part au Japon en avril.", expires_at="2027-04-30")])
+    report = await apply_reflection(db, r, ctx(), clock=clock)
+    assert [d.action for d in report.decisions] == ["absorbed"]
+    m = await store.get("camille", memory_id)
+    assert m.updated_at == before and m.expires_at.date().isoformat() == "2027-04-30"
+
+
+async def test_an_impossible_expiry_drops_its_item_alone(db, store, clock):
+    r = reflection(
+        memories=[
+            fact("L'utilisateur habite à Nantes."),
+            fact("L'utilisateur part en vacances.", expires_at="9999-12-31T23:59:59-05:00"),
+        ]
+    )
+    await apply_reflection(db, r, ctx(), clock=clock)
+    assert await texts(store) == ["L'utilisateur habite à Nantes."]
