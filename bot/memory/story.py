@@ -7,7 +7,8 @@ The three loops of seed 000 ("Les boucles") and the guard each one gets here:
 - the summary rewritten in full forgot facts the model stopped repeating → anchors held by the
   code sit above the full summary; the model drops one only by naming it and giving a reason;
 - a stored position dictated a reply that the next reflection quoted back as its proof → a
-  justification that reuses `SELF_CITATION_CHARS` of the stance does not refresh its date;
+  justification that reuses `SELF_CITATION_CHARS` of any stance the story holds (or of the one
+  proposed) anchors nothing: no refreshed date, and no new position under a reworded subject;
 - mood/trust drift → deltas clamped per turn and values clamped to the declared range.
 """
 
@@ -34,6 +35,15 @@ SELF_CITATION_CHARS = 30
 # reflection with the anchor in place; a wrong removal costs the fact (principle 4).
 MIN_REMOVAL_REASON_CHARS = 10
 MIN_REMOVAL_REASON_WORDS = 2
+
+# Bound on the stored summary. The reflection rewrites "the whole story so far" every time and the
+# text enters every reply and reflection prompt; the bot sets no num_ctx, so Ollama runs with its
+# default context (2k or 4k tokens, by version and VRAM) and, when the prompt overflows, drops
+# its START, where the persona and the rules are. 4000 characters of French are about
+# 1,000 to 1,200 tokens, a quarter of that context, the same bound as one incoming message
+# (`max_message_chars`). A bound on context size, not a measured threshold. Over it, the rewrite
+# is refused and the previous summary stays: the anchors already hold the key facts.
+MAX_SUMMARY_CHARS = 4000
 
 # Anchors are never evicted (only a reasoned removal drops one), so their number is bounded at
 # the door: past this many, new anchors are refused and the full summary still carries them.
@@ -195,13 +205,22 @@ def longest_common_substring_len(a: str, b: str) -> int:
     return matcher.find_longest_match(0, len(na), 0, len(nb)).size
 
 
-def reanchors(position: Position | str, justification: str) -> bool:
-    """Whether this justification may refresh the position's date: it must be evidence of its
-    own, not a quote of the stance it claims to support."""
-    stance = position.stance if isinstance(position, Position) else position
+def reanchors(stances: Position | str | Iterable[Position | str], justification: str) -> bool:
+    """Whether this justification may anchor a position (insert it, or refresh its date): it must
+    be evidence of its own, not a quote of any of these stances.
+
+    `plan_positions` passes every stance the story holds and the proposed one: a quote of the
+    stored stance under a reworded subject would otherwise start the seed's loop afresh.
+    """
+    if isinstance(stances, (Position, str)):
+        stances = (stances,)
     if not normalise(justification):
         return False
-    return longest_common_substring_len(stance, justification) < SELF_CITATION_CHARS
+    return all(
+        longest_common_substring_len(s.stance if isinstance(s, Position) else s, justification)
+        < SELF_CITATION_CHARS
+        for s in stances
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,18 +322,34 @@ def plan_anchor_changes(
     return plan
 
 
-def plan_summary(current: str | None, proposed: str | None) -> str | None:
-    """The summary to store, or None to keep the current one.
+@dataclass(frozen=True, slots=True)
+class SummaryPlan:
+    text: str | None  # the summary to store; None keeps the current one
+    note: str | None = None  # why a proposed rewrite was not stored
 
-    A blank rewrite is ignored: it would erase the story. Anchors are not consulted: a summary
-    that drops an anchored fact changes nothing for the anchor, and a repeat is accepted.
+
+def plan_summary(current: str | None, proposed: str | None) -> SummaryPlan:
+    """The summary to store, if any.
+
+    A blank rewrite is ignored: it would erase the story. A rewrite over `MAX_SUMMARY_CHARS` is
+    refused whole (cutting it would drop what the model put last): the previous summary stays
+    and the anchors hold the key facts. Anchors are not consulted: a summary that drops an
+    anchored fact changes nothing for the anchor, and a repeat is accepted.
     """
-    if proposed is None or not proposed.strip():
-        return None
+    if proposed is None:
+        return SummaryPlan(None)
     text = proposed.strip()
+    if not text:
+        return SummaryPlan(None, "blank summary ignored")
+    if len(text) > MAX_SUMMARY_CHARS:
+        return SummaryPlan(
+            None,
+            f"summary of {len(text)} chars refused, over {MAX_SUMMARY_CHARS}: the previous "
+            "summary stays",
+        )
     if current is not None and normalise(current) == normalise(text):
-        return None
-    return text
+        return SummaryPlan(None)
+    return SummaryPlan(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,9 +373,18 @@ class PositionUpdate:
 
 @dataclass(frozen=True, slots=True)
 class NotReanchored:
-    """A proposal whose justification quotes the stance: the stored row is left as it was."""
+    """A proposal on a stored subject whose justification quotes a stance: the stored row is
+    left as it was."""
 
     position: Position
+    proposed: ProposedPosition
+    shared_chars: int
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedPosition:
+    """A proposal on a new subject whose justification quotes a stance: nothing is inserted."""
+
     proposed: ProposedPosition
     shared_chars: int
 
@@ -350,6 +394,7 @@ class PositionPlan:
     insert: list[ProposedPosition] = field(default_factory=list)
     update: list[PositionUpdate] = field(default_factory=list)
     not_reanchored: list[NotReanchored] = field(default_factory=list)
+    refused: list[RefusedPosition] = field(default_factory=list)
     evict: list[Position] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -366,10 +411,17 @@ def _proposal(item: Any) -> ProposedPosition | None:
         return item
     get = item.get if isinstance(item, Mapping) else lambda k: getattr(item, k, None)
     values = [get(k) for k in ("subject", "stance", "justification")]
-    if not all(isinstance(v, str) and v.strip() for v in values):
+    if not all(isinstance(v, str) and normalise(v) for v in values):
         return None
     subject, stance, justification = (" ".join(v.split()) for v in values)
     return ProposedPosition(subject, stance, justification)
+
+
+def _most_quoted(stances: Sequence[tuple[str, str]], justification: str) -> tuple[str, int]:
+    """(label, shared characters) of the stance the justification reuses most, for the note."""
+    shared = [(longest_common_substring_len(s, justification), label) for label, s in stances]
+    size, label = max(shared)
+    return label, size
 
 
 def plan_positions(
@@ -377,46 +429,48 @@ def plan_positions(
 ) -> PositionPlan:
     """Decide what the reflection's positions change.
 
-    Same subject as a stored position: the stance and justification are rewritten and the date
-    refreshed, unless the justification reuses `SELF_CITATION_CHARS` of the stored or the
-    proposed stance; such a proposal is no evidence, and the stored row is left untouched (its
-    date keeps ageing, so it can still be evicted). New subject: inserted. Past `MAX_POSITIONS`
-    the least recently anchored positions are evicted (to history, by the store).
+    A proposal anchors something only when `reanchors` accepts its justification against every
+    stance of the story: the stored ones, those accepted earlier in this plan and its own. Same
+    subject as a stored position: the stance and justification are rewritten and the date
+    refreshed; if the justification self-cites, the stored row is left untouched (its date
+    keeps ageing, so it can still be evicted). New subject: inserted; if it self-cites, refused,
+    since a reworded subject would otherwise bring the quoted stance back with a fresh date.
+    Past `MAX_POSITIONS` the least recently anchored positions are evicted (to history, by the
+    store).
     """
     plan = PositionPlan()
     by_key = {subject_key(p.subject): p for p in current}
-    touched: set[str] = set()
-    new_keys: set[str] = set()
+    held = [(f"the stance of position #{p.id}", p.stance) for p in current]
+    seen: set[str] = set()
     for item in proposed or ():
         prop = _proposal(item)
         if prop is None:
             plan.notes.append("position without subject, stance or justification ignored")
             continue
         key = subject_key(prop.subject)
-        if key in touched or key in new_keys:
-            plan.notes.append(f"position on {prop.subject!r} proposed twice: first kept")
+        if key in seen:
+            plan.notes.append(
+                f"position on {prop.subject!r} proposed twice: only the first considered"
+            )
             continue
+        seen.add(key)
         stored = by_key.get(key)
-        shared = max(
-            longest_common_substring_len(prop.stance, prop.justification),
-            longest_common_substring_len(stored.stance, prop.justification) if stored else 0,
-        )
-        self_cites = shared >= SELF_CITATION_CHARS
-        if stored is None:
-            new_keys.add(key)
-            plan.insert.append(prop)
-            if self_cites:
+        compared = [("its own stance", prop.stance), *held]
+        if not reanchors([s for _, s in compared], prop.justification):
+            label, shared = _most_quoted(compared, prop.justification)
+            why = f"its justification reuses {shared} characters of {label}"
+            if stored is None:
+                plan.refused.append(RefusedPosition(prop, shared))
+                plan.notes.append(f"new position on {prop.subject!r} refused: {why}")
+            else:
+                plan.not_reanchored.append(NotReanchored(stored, prop, shared))
                 plan.notes.append(
-                    f"new position on {prop.subject!r} justified by its own stance ({shared} chars)"
+                    f"position #{stored.id} ({stored.subject!r}) not re-anchored: {why}"
                 )
             continue
-        touched.add(key)
-        if self_cites:
-            plan.not_reanchored.append(NotReanchored(stored, prop, shared))
-            plan.notes.append(
-                f"position #{stored.id} ({stored.subject!r}) not re-anchored: its justification "
-                f"reuses {shared} characters of the stance"
-            )
+        held.append((f"the stance proposed on {prop.subject!r}", prop.stance))
+        if stored is None:
+            plan.insert.append(prop)
             continue
         after = Position(
             stored.id, stored.subject, prop.stance, prop.justification, stored.created_at, now
@@ -559,9 +613,10 @@ def render_story_context(
             parts.append(f"- {prefix}{_line(a.text, clip=None)}")  # bounded when added
     if summary and summary.strip():
         parts.append("Story so far:")
-        # Not clipped: the reflection reads this block to rewrite the summary in full, and a
-        # clipped source would make the rewrite drop the tail.
-        parts.append(_line(summary, clip=None))
+        # A second guard only: `plan_summary` refuses longer rewrites, so this cuts a row stored
+        # before the bound, which must not push the persona out of the prompt either. Not
+        # `_RENDER_CLIP`: the reflection reads this block to rewrite the summary in full.
+        parts.append(_line(summary, clip=MAX_SUMMARY_CHARS))
     if positions:
         parts.append("The character's current views:")
         for p in positions:

@@ -163,7 +163,8 @@ async def apply_story_reflection(
     current = await _load(conn, user_id, story_id)
     stamp = to_db(now)
 
-    new_summary = plan_summary(current.summary, summary)
+    summary_plan = plan_summary(current.summary, summary)
+    new_summary = summary_plan.text
     if new_summary is not None:
         if current.summary is not None:
             await _archive(
@@ -256,12 +257,14 @@ async def apply_story_reflection(
         )
 
     notes = [*anchor_plan.notes, *position_plan.notes, *state_plan.notes]
-    if summary is not None and new_summary is None and not summary.strip():
-        notes.append("blank summary ignored")
-    if anchor_plan.refused or position_plan.not_reanchored:
+    if summary_plan.note is not None:
+        notes.insert(0, summary_plan.note)
+    self_cited = len(position_plan.not_reanchored) + len(position_plan.refused)
+    if anchor_plan.refused or self_cited or summary_plan.note:
         log.info(
-            "story %s: %d anchor removal(s) refused, %d self-cited position(s) not re-anchored",
-            story_id, len(anchor_plan.refused), len(position_plan.not_reanchored),
+            "story %s: %d anchor removal(s) refused, %d self-cited position(s) not anchored, "
+            "summary: %s",
+            story_id, len(anchor_plan.refused), self_cited, summary_plan.note or "ok",
         )
     return StoryReport(
         summary_replaced=new_summary is not None,
@@ -275,9 +278,19 @@ async def apply_story_reflection(
 
 
 async def story_history(
-    db: Database, user_id: str, story_id: str | None = None, *, limit: int = 50
+    db: Database,
+    user_id: str,
+    story_id: str | None = None,
+    *,
+    limit: int = 50,
+    operations: Sequence[str] | None = None,
 ) -> list[StoryHistoryEntry]:
-    """This user's story history, newest first; all stories when story_id is None."""
+    """This user's story history, newest first; all stories when story_id is None.
+
+    `operations` keeps only those kinds (e.g. ("anchor_removed",)), before `limit` applies:
+    every reflection writes summary and state rows that would otherwise push the rare kinds out.
+    None keeps every kind.
+    """
     sql = (
         "SELECT id, user_id, story_id, operation, item_id, payload, reason, cause, at"
         " FROM story_history WHERE user_id = ?"
@@ -286,6 +299,13 @@ async def story_history(
     if story_id is not None:
         sql += " AND story_id = ?"
         params.append(story_id)
+    if operations is not None:
+        if isinstance(operations, str):
+            # A bare string is a Sequence[str] of letters: it would silently match nothing.
+            raise TypeError("operations must be a sequence of operation names, not a string")
+        # One placeholder for the whole list: the SQL text does not depend on its length.
+        sql += " AND operation IN (SELECT value FROM json_each(?))"
+        params.append(json.dumps(list(operations)))
     sql += " ORDER BY at DESC, id DESC LIMIT ?"
     params.append(limit)
     async with db.reader.execute(sql, params) as cur:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from bot.memory.story import (
     MAX_ANCHORS,
     MAX_POSITIONS,
+    MAX_SUMMARY_CHARS,
     POSITION_FIELD_DESCRIPTIONS,
     SELF_CITATION_CHARS,
     Anchor,
@@ -19,6 +20,7 @@ from bot.memory.story import (
     ProposedPosition,
     StateSpec,
     StateSpecError,
+    SummaryPlan,
     apply_state_deltas,
     longest_common_substring_len,
     parse_state_specs,
@@ -99,6 +101,32 @@ def test_blank_justification_does_not_reanchor() -> None:
     assert not reanchors(STANCE, "   ")
 
 
+def test_reanchors_refuses_a_quote_of_any_of_several_stances() -> None:
+    other = "Le personnage pense que la musique aide à se concentrer."
+    assert reanchors([other, "Le personnage aime le vélo."], SELF_CITING)
+    assert not reanchors([other, STANCE], SELF_CITING)
+    assert not reanchors([position(1, "livres", STANCE, T0)], SELF_CITING)
+
+
+@pytest.mark.parametrize(("quoted_chars", "anchored"), [(SELF_CITATION_CHARS - 1, True), (SELF_CITATION_CHARS, False)])
+def test_plan_positions_applies_the_same_inclusive_threshold(quoted_chars: int, anchored: bool) -> None:
+    stance = "abcdefghijklmnopqrstuvwxyz0123456789 et encore"
+    stored = position(1, "alphabet", stance, T0)
+    justification = "preuve " + stance[:quoted_chars] + " !"
+    plan = plan_positions([stored], [ProposedPosition("alphabet", "Le personnage a changé d'avis.", justification)], NOW)
+    assert (len(plan.update), len(plan.not_reanchored)) == ((1, 0) if anchored else (0, 1))
+
+
+def test_plan_positions_decides_through_reanchors(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One implementation of the rule: what the tests of `reanchors` check is what production runs.
+    import bot.memory.story as story
+
+    legitimate = {"subject": "musique", "stance": "Le personnage aime le jazz.", "justification": "L'utilisateur joue du saxophone."}
+    monkeypatch.setattr(story, "reanchors", lambda stances, justification: False)
+    plan = story.plan_positions([], [legitimate], NOW)
+    assert plan.insert == [] and [r.proposed.subject for r in plan.refused] == ["musique"]
+
+
 # --- positions -----------------------------------------------------------------------------
 
 
@@ -132,6 +160,76 @@ def test_justification_copied_from_the_new_stance_does_not_reanchor_either() -> 
         NOW,
     )
     assert plan.update == [] and len(plan.not_reanchored) == 1
+
+
+# The seed's loop under a reworded subject: the stance stored for "rangement des livres"
+# comes back as a new subject, justified by the reply it dictated.
+BOOKS = position(1, "rangement des livres", STANCE, T0, "L'utilisateur range ses livres par taille.")
+
+
+def test_reworded_subject_with_the_same_stance_and_a_self_citing_justification_is_refused() -> None:
+    plan = plan_positions(
+        [BOOKS],
+        [{"subject": "livres rangés par couleur", "stance": STANCE, "justification": SELF_CITING}],
+        NOW,
+    )
+    assert plan.insert == [] and plan.update == [] and plan.evict == []
+    assert [(r.proposed.subject, r.shared_chars) for r in plan.refused] == [("livres rangés par couleur", len(QUOTED))]
+    assert plan.notes and "refused" in plan.notes[0]
+
+
+def test_reworded_subject_and_stance_quoting_a_stored_stance_is_refused() -> None:
+    reworded = "Le personnage juge qu'une bibliothèque classée par teinte est un décor."
+    plan = plan_positions(
+        [BOOKS],
+        [{"subject": "livres rangés par couleur", "stance": reworded, "justification": SELF_CITING}],
+        NOW,
+    )
+    assert plan.insert == [] and [r.shared_chars for r in plan.refused] == [len(QUOTED)]
+    assert "#1" in plan.notes[0]
+
+
+def test_new_position_justified_by_its_own_stance_is_refused() -> None:
+    plan = plan_positions(
+        [],
+        [{"subject": "rangement des livres", "stance": STANCE, "justification": SELF_CITING}],
+        NOW,
+    )
+    assert plan.insert == [] and [r.proposed.subject for r in plan.refused] == ["rangement des livres"]
+
+
+def test_new_position_with_user_evidence_is_inserted_beside_the_stored_one() -> None:
+    plan = plan_positions(
+        [BOOKS],
+        [{"subject": "livres rangés par couleur", "stance": STANCE, "justification": LEGITIMATE}],
+        NOW,
+    )
+    assert [p.subject for p in plan.insert] == ["livres rangés par couleur"] and plan.refused == []
+
+
+def test_update_quoting_another_positions_stance_is_not_reanchored() -> None:
+    music = position(2, "musique", "Le personnage pense que la musique aide à coder.", T0)
+    plan = plan_positions(
+        [BOOKS, music],
+        [{"subject": "musique", "stance": "Le personnage pense que la musique est un décor.",
+          "justification": SELF_CITING}],
+        NOW,
+    )
+    assert plan.update == []
+    assert [(n.position.id, n.shared_chars) for n in plan.not_reanchored] == [(2, len(QUOTED))]
+
+
+def test_a_stance_accepted_earlier_in_the_same_reflection_cannot_be_quoted_by_the_next() -> None:
+    plan = plan_positions(
+        [],
+        [
+            {"subject": "rangement des livres", "stance": STANCE, "justification": LEGITIMATE},
+            {"subject": "décoration", "stance": "Le personnage trouve les étagères tristes.", "justification": SELF_CITING},
+        ],
+        NOW,
+    )
+    assert [p.subject for p in plan.insert] == ["rangement des livres"]
+    assert [r.proposed.subject for r in plan.refused] == ["décoration"]
 
 
 def test_subject_is_matched_on_content_words() -> None:
@@ -268,17 +366,29 @@ def test_anchor_count_is_bounded() -> None:
 
 def test_summary_that_drops_an_anchored_fact_leaves_the_anchor_alone() -> None:
     new_summary = "L'utilisateur et le personnage ont exploré la crique au lever du jour."
-    assert plan_summary("Ancien résumé avec le capitaine Morel.", new_summary) == new_summary
+    assert plan_summary("Ancien résumé avec le capitaine Morel.", new_summary).text == new_summary
     plan = plan_anchor_changes(ANCHORS, [], [])
     assert plan.remove == [] and plan.refused == []
 
 
 def test_summary_repeating_an_anchor_is_accepted_and_blank_is_ignored() -> None:
     repeated = f"Résumé : {ANCHORS[1].text} Puis la crique."
-    assert plan_summary(None, repeated) == repeated
-    assert plan_summary("Résumé.", "   ") is None
-    assert plan_summary("Résumé.", None) is None
-    assert plan_summary("Résumé.", "résumé") is None
+    assert plan_summary(None, repeated).text == repeated
+    blank = plan_summary("Résumé.", "   ")
+    assert blank.text is None and blank.note
+    assert plan_summary("Résumé.", None) == SummaryPlan(None)
+    assert plan_summary("Résumé.", "résumé") == SummaryPlan(None)
+
+
+def test_summary_over_the_bound_is_refused_with_a_note_and_one_at_the_bound_is_kept() -> None:
+    sentence = "Alice et le personnage explorent la crique, puis le phare. "
+    at_bound = (sentence * (MAX_SUMMARY_CHARS // len(sentence) + 1))[:MAX_SUMMARY_CHARS].strip()
+    at_bound += "x" * (MAX_SUMMARY_CHARS - len(at_bound))
+    assert len(at_bound) == MAX_SUMMARY_CHARS
+    assert plan_summary("Résumé.", at_bound) == SummaryPlan(at_bound)
+    refused = plan_summary("Résumé.", at_bound + "y")
+    assert refused.text is None
+    assert refused.note is not None and str(MAX_SUMMARY_CHARS) in refused.note
 
 
 # --- state ---------------------------------------------------------------------------------
@@ -375,6 +485,16 @@ def test_stored_text_cannot_close_the_block_or_fake_a_header() -> None:
     assert sum("END STORY MEMORY" in line.upper() for line in lines) == 1
     assert lines[-1] == "[END STORY MEMORY]"
     assert not any(line.startswith("System:") for line in lines)
+
+
+def test_render_clips_an_oversized_stored_summary_and_keeps_one_at_the_bound() -> None:
+    # A summary stored before the bound existed: the block must not grow with it.
+    at_bound = "a" * MAX_SUMMARY_CHARS
+    oversized = "b" * (MAX_SUMMARY_CHARS + 500)
+    assert at_bound in render_story_context([], at_bound, [], {}, {}).splitlines()
+    lines = render_story_context([], oversized, [], {}, {}).splitlines()
+    [summary_line] = [line for line in lines if line.startswith("b")]
+    assert len(summary_line) == MAX_SUMMARY_CHARS and summary_line.endswith("…")
 
 
 def test_render_is_empty_when_there_is_nothing() -> None:

@@ -228,3 +228,55 @@ async def test_erase_removes_only_that_users_rows(db: Database) -> None:
     assert await story_history(db, ALICE) == []
     assert bob.summary == "Résumé suivant." and len(bob.anchors) == len(bob.positions) == 1
     assert len(await story_history(db, BOB)) == 2
+
+
+async def test_anchor_removals_survive_fifty_newer_history_rows_when_asked_for_by_kind(db: Database) -> None:
+    anchor_id = (await reflect(db, anchor_add=["Alice a promis de rapporter la carte du phare."])).added_anchor_ids[0]
+    reason = "Alice a rapporté la carte : la promesse est tenue."
+    await reflect(db, now=T0 + timedelta(minutes=1), anchor_remove=[(anchor_id, reason)])
+    # Every later reflection rewrites the summary and moves the mood: two rows each.
+    for i in range(30):
+        await reflect(db, now=T0 + timedelta(minutes=2 + i), summary=f"Résumé numéro {i}.",
+                      state_deltas={"humeur": 0.1 if i % 2 else -0.1})
+    newest = await story_history(db, ALICE, None)
+    assert len(newest) == 50 and "anchor_removed" not in {h.operation for h in newest}
+
+    [removal] = await story_history(db, ALICE, None, operations=("anchor_removed",))
+    assert (removal.item_id, removal.reason) == (anchor_id, reason)
+    both = await story_history(db, ALICE, HARBOUR, limit=5, operations=["anchor_removed", "summary_replaced"])
+    assert len(both) == 5 and {h.operation for h in both} == {"summary_replaced"}
+    assert await story_history(db, ALICE, TAVERN, operations=("anchor_removed",)) == []
+    assert await story_history(db, BOB, None, operations=("anchor_removed",)) == []
+
+
+async def test_operations_are_values_not_sql(db: Database) -> None:
+    await reflect(db, state_deltas={"humeur": 0.1})
+    assert await story_history(db, ALICE, operations=("x') OR 1=1 --", "x\" OR 1=1 --")) == []
+    assert await story_history(db, ALICE, operations=()) == []
+    with pytest.raises(TypeError):
+        await story_history(db, ALICE, operations="state_changed")
+
+
+async def test_reworded_subject_quoting_the_stored_stance_is_not_inserted(db: Database) -> None:
+    await reflect(db, positions=[
+        {"subject": "rangement des livres", "stance": STANCE, "justification": "Alice range ses livres par taille."},
+    ])
+    later = T0 + timedelta(hours=5)
+    report = await reflect(db, now=later, cause="reflection:2", positions=[
+        {"subject": "livres rangés par couleur", "stance": STANCE, "justification": SELF_CITING},
+    ])
+    [books] = (await load_story(db, ALICE, HARBOUR)).positions
+    assert (books.subject, books.updated_at) == ("rangement des livres", T0)
+    assert report.inserted_position_ids == [] and len(report.positions.refused) == 1
+    assert any("refused" in n for n in report.notes)
+
+
+async def test_oversized_summary_is_refused_and_the_previous_one_stays(db: Database) -> None:
+    from bot.memory.story import MAX_SUMMARY_CHARS
+
+    await reflect(db, summary="Alice cherche le capitaine Morel.")
+    report = await reflect(db, now=T0 + timedelta(minutes=1), summary="Alice marche. " * (MAX_SUMMARY_CHARS // 10))
+    assert (await load_story(db, ALICE, HARBOUR)).summary == "Alice cherche le capitaine Morel."
+    assert not report.summary_replaced
+    assert any(str(MAX_SUMMARY_CHARS) in n for n in report.notes)
+    assert await story_history(db, ALICE, HARBOUR) == []
