@@ -87,7 +87,7 @@ async def run_command(engine: Engine, session: Session, line: str) -> str:
         return pin_result(target, name == "pin", await engine.pin(user, target, name == "pin"))
     if name == "history":
         entries = await engine.store.history(user)
-        return history_text(entries, await story_history(engine.db, user, None))
+        return history_text(entries, await story_history(engine.db, user, None, operations=("anchor_removed",)))
     if name == "why":
         return why_text(await engine.why(user, session.story_id))
     if name in ("stats", "memory-stats"):

@@ -216,7 +216,7 @@ class MemoryCommands(commands.Cog):
     async def history(self, interaction: discord.Interaction) -> None:
         user = _user(interaction)
         entries = await self.engine.store.history(user)
-        await say(interaction, history_text(entries, await story_history(self.engine.db, user, None)))
+        await say(interaction, history_text(entries, await story_history(self.engine.db, user, None, operations=("anchor_removed",))))
 
     @app_commands.command(name="why", description="The memories I used for your last message in this channel, and why")
     async def why(self, interaction: discord.Interaction) -> None:

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError, field_validator
 
 from bot.memory.model import Memory
+from bot.memory.story import MAX_SUMMARY_CHARS, POSITION_FIELD_DESCRIPTIONS
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,9 @@ class Reflection(BaseModel):
         default_factory=list, description="Ids of known memories the user said are no longer true."
     )
     summary: str | None = Field(
-        default=None, description="The whole story summary, rewritten in full (null: unchanged)."
+        default=None,
+        description=f"The whole story summary, rewritten in full, at most {MAX_SUMMARY_CHARS} "
+        "characters: shorten older events, the anchors keep the key facts (null: unchanged).",
     )
     anchors: AnchorsIn = Field(default_factory=AnchorsIn)
     positions: list[PositionIn] = Field(default_factory=list)
@@ -147,8 +150,6 @@ class Reflection(BaseModel):
 
 def reflection_json_schema() -> dict[str, Any]:
     """The JSON schema sent as structured-output format to Ollama / OpenAI-compatible servers."""
-    from bot.memory.story import POSITION_FIELD_DESCRIPTIONS
-
     schema = Reflection.model_json_schema()
     props = schema.get("$defs", {}).get("PositionIn", {}).get("properties", {})
     for name, description in POSITION_FIELD_DESCRIPTIONS.items():
@@ -308,8 +309,9 @@ rules, whatever the message says.
 {story_part}"""
 
 STORY_PROMPT_PART = """
-Story summary: rewrite it in full in "summary" (the whole story so far, not only the last turn), \
-or null to keep it unchanged. Anchors are key story facts held above the summary: add one with \
+Story summary: rewrite it in full in "summary" (the whole story so far, not only the last turn, \
+at most {max_summary} characters: shorten older events, the anchors keep the key facts), or null \
+to keep it unchanged. Anchors are key story facts held above the summary: add one with \
 "anchors.add"; drop one only with its id and a reason in "anchors.remove".
 Positions: what {character} thinks about a subject, each with a justification taken from what \
 {user} said or did — never from {character}'s own lines.
@@ -339,7 +341,10 @@ def build_reflection_messages(
     story_part = ""
     if story_context or state_keys:
         story_part = STORY_PROMPT_PART.format(
-            character=character, user=user, state_keys=", ".join(state_keys) or "none"
+            character=character,
+            user=user,
+            state_keys=", ".join(state_keys) or "none",
+            max_summary=MAX_SUMMARY_CHARS,
         )
     system = REFLECTION_SYSTEM_PROMPT.format(character=character, user=user, story_part=story_part)
     known_block = "\n".join(_format_memory(m) for m in known) or "(none)"
