@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 import aiosqlite
-import numpy as np
 
 from bot.character import Character, fill_user, render_character_prompt
 from bot.config import Settings
@@ -31,7 +30,7 @@ from bot.memory.reflection import (
     parse_reflection,
     reflection_json_schema,
 )
-from bot.memory.scoring import VectorCache, cosine_scores
+from bot.memory.scoring import VectorCache
 from bot.memory.store import (
     EraseReport,
     MemoryStore,
@@ -447,16 +446,11 @@ class Engine:
             return []
         by_id = {m.id: m for m in memories}
         scores: dict[int, float] = {}
-        if self.embedder is not None:
-            try:
-                vector = await asyncio.wait_for(
-                    self.embedder.embed_query(text[:2000]), timeout=REFLECTION_EMBED_TIMEOUT
-                )
-                ids, matrix = await self.recall.matrix(user_id, self.embedder.model)
-                if len(ids) and matrix.shape[1] == vector.shape[0]:
-                    scores = {i: s for i, s in cosine_scores(np.asarray(vector), ids, matrix).items() if i in by_id}
-            except (EmbeddingError, TimeoutError) as exc:
-                log.info("reflection shows lexical neighbours only: %s", exc)
+        try:
+            semantic = await self.recall.semantic_scores(user_id, text, timeout=REFLECTION_EMBED_TIMEOUT)
+            scores = {i: s for i, s in semantic.items() if i in by_id}
+        except EmbeddingError as exc:
+            log.info("reflection shows lexical neighbours only: %s", exc)
         lexical = await lexical_matches(
             self.db, user_id, text, REFLECTION_KNOWN, now=self.clock(), among=list(by_id)
         )

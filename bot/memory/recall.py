@@ -168,11 +168,12 @@ class Recall:
         self.cache.put(user_id, model, ids, matrix, generation=generation)
         return ids, matrix
 
-    async def _semantic_scores(self, user_id: str, query: str) -> dict[int, float]:
-        """Cosines for the memories that have a vector; raises EmbeddingError on a failed turn."""
+    async def semantic_scores(self, user_id: str, query: str, *, timeout: float | None = None) -> dict[int, float]:
+        """Cosines for the user's memories that have a vector; EmbeddingError when the query
+        cannot be embedded within `timeout` (the turn's bound by default)."""
         if self.embedder is None:
             raise EmbeddingError("no embedder configured")
-        vector = await embed_turn_query(self.embedder, query, timeout=self.timeout)
+        vector = await embed_turn_query(self.embedder, query, timeout=timeout or self.timeout)
         ids, matrix = await self.matrix(user_id, self.embedder.model)
         if not len(ids) or matrix.shape[1] != vector.shape[0]:
             return {}
@@ -206,7 +207,7 @@ class Recall:
         scores: dict[int, float] = {}
         if query.strip():
             try:
-                semantic = await self._semantic_scores(user_id, query)
+                semantic = await self.semantic_scores(user_id, query)
                 scores = {i: s for i, s in semantic.items() if i in by_id}
                 self._note_outage(None)
             except EmbeddingError as exc:
