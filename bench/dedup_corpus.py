@@ -12,7 +12,9 @@ true variant (merging it is right); every pair across tuples is two distinct fac
 one). Distinct facts were chosen to share sentence frames on purpose, because that is where a
 lexical measure fails: two allergies, two siblings, two appointments on different days, a team
 before and after a change, a taste and its negation, short one-attribute memories ("L'utilisateur
-est diabétique." / "… est insomniaque."), the seed's traps.
+est diabétique." / "… est insomniaque."), the seed's traps. Added after a review, facts that differ
+only by a relation word ("dort sur / sous le canapé", "travaille avec / pour Marc", "vit chez /
+près de sa mère") or by a name against a common noun ("avec son mari" / "avec Marie").
 
 Nothing here was produced by the code under test; the labels are the author's judgement.
 """
@@ -212,6 +214,23 @@ FACTS: dict[str, tuple[str, ...]] = {
     "concours": (
         "L'utilisateur prépare le concours d'infirmier anesthésiste pour septembre.",
         "L'utilisateur prépare le concours d'infirmière anesthésiste pour septembre.",
+    ),
+    "chat sur le canapé": (
+        "Le chat de l'utilisateur dort sur le canapé.",
+        "Biscotte, le chat de l'utilisateur, dort sur le canapé.",
+    ),
+    "chat sous le canapé": ("Le chat de l'utilisateur dort sous le canapé.",),
+    "avec Marc": (
+        "L'utilisateur travaille avec Marc.",
+        "L'utilisateur travaille en binôme avec Marc.",
+    ),
+    "pour Marc": ("L'utilisateur travaille pour Marc.",),
+    "chez sa mère": ("L'utilisateur vit chez sa mère.",),
+    "près de sa mère": ("L'utilisateur vit près de sa mère.",),
+    "vacances mari": ("L'utilisateur part en vacances avec son mari.",),
+    "vacances Marie": (
+        "L'utilisateur part en vacances avec Marie.",
+        "L'utilisateur part en vacances avec Marie, sa meilleure amie.",
     ),
 }
 

@@ -9,7 +9,8 @@ numbers written one way, see ``dedup_text``):
 
 * difflib ``SequenceMatcher.ratio`` in both directions (it is not symmetric), only when both texts
   have at least ``MIN_RATIO_CHARS`` characters;
-* Jaccard of content words (``text.content_words``), which sees permutations;
+* Jaccard of fact words (``text.fact_words``: content words plus the relation words "avec",
+  "pour", "sur", "chez", "with", "for"…), which sees permutations;
 * 1.0 when the shorter text appears verbatim, on word boundaries, in the longer one.
 
 The score is capped just under the threshold when the two texts are different facts that the
@@ -18,9 +19,12 @@ measures cannot see:
 * their **carrier tokens** differ (numbers, times, days, months, "demain", "ce soir", negations…:
   the tokens that are often the fact itself);
 * one content word was **substituted** for another ("allergique aux arachides" / "allergique aux
-  crustacés"): each side has a content word the other lacks that is not a mere re-spelling of one
-  (accents, plural/feminine ending, one-letter typo inside a long word). A pure addition ("films
-  de Miyazaki" → "films de Hayao Miyazaki") is not a substitution and still merges.
+  crustacés", "travaille avec / pour Marc"): each side has a fact word the other lacks that is not
+  a mere re-spelling of one (accents, plural/feminine ending, one-letter typo inside a long word;
+  a name written with a capital is re-spelt by its accents only, so "son mari" is not "Marie").
+  A pure addition ("films de Miyazaki" → "films de Hayao Miyazaki") is not a substitution and
+  still merges, unless all it adds is a relation of place or time ("vit à Nantes" → "vit près de
+  Nantes": the "à" that no fact word shows was replaced).
 
 Both caps lean the same way as the whole write path: a missed merge costs a duplicate, a wrong
 merge silently erases a fact.
@@ -42,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bot.memory.text import content_words, normalise, words
+from bot.memory.text import capitalised_words, fact_words, normalise, words
 
 SIMILARITY_THRESHOLD = 0.80
 # The sequence ratio says nothing when the sentence frame alone reaches the threshold: two texts
@@ -237,6 +241,8 @@ def _month_context(tokens: list[str], i: int) -> bool:
 _INFLECTIONS = ("", "s", "x", "e", "es", "y", "ies")
 
 
+# Pure, and called by the index on the same few thousand names over and over.
+@functools.lru_cache(maxsize=1 << 16)
 def _fold(word: str) -> str:
     decomposed = unicodedata.normalize("NFD", word)
     return "".join(c for c in decomposed if not unicodedata.combining(c))
@@ -250,8 +256,11 @@ def near_spelling(a: str, b: str) -> bool:
     The ending rule needs a stem of 4+ letters ("chat"/"chats", "arachide"/"arachides",
     "infirmier"/"infirmière"); the typo must sit inside a word of 7+ letters and not on its last
     letter ("alergique"/"allergique"), so "Julie"/"Julien", "poison"/"poisson", "chat"/"chant"
-    stay different words. Known conflations, accepted: "cousin"/"cousine", "Luca"/"Lucas".
-    Words with digits are never near (numbers are carrier tokens).
+    stay different words. Words with digits are never near (numbers are carrier tokens).
+
+    Words are compared lower-cased, so this conflates names too ("mari"/"Marie", "Louis"/"Louise",
+    "Luca"/"Lucas"); ``is_substitution`` refuses the ending and typo rules when either word is a
+    name. Known conflation, accepted: "cousin"/"cousine" (two people, one lower-case word).
     """
     if not (a.isalpha() and b.isalpha()):
         return False
@@ -282,13 +291,41 @@ def _one_inner_edit(a: str, b: str) -> bool:
     return a[first:] == b[first + 1:]
 
 
-def is_substitution(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> bool:
-    """Each side has a content word the other lacks that is not a re-spelling of one of its words."""
+# Relation words of place and time. Added alone, one replaces the neutral "à", "en", "de",
+# "dans", "in", "at" that no fact word shows: "vit à Nantes" / "vit près de Nantes", "se couche à
+# minuit" / "après minuit". Added alone, "avec" and "pour" are more often a complement moved
+# ("part en vacances en Islande" / "part en Islande pour ses vacances": a rewording of the
+# corpus) and stay an addition; "on" is mostly a date ("works on Saturdays" / "works Saturdays").
+_PLACE_AND_TIME = frozenset(
+    """
+    près loin sous sur devant derrière avant après contre vers entre autour
+    near under over behind before after against around beside between
+    """.split()
+)
+
+
+def is_substitution(
+    a: frozenset[str] | set[str], b: frozenset[str] | set[str], names: frozenset[str] = frozenset()
+) -> bool:
+    """Each side has a fact word the other lacks that is not a re-spelling of one of its words, or
+    all one side adds is relations of place or time.
+
+    ``names`` are the words written as names (``capitalised_words``) on either side: a name is
+    re-spelt by its accents only ("Léa"/"Lea"), never by an ending or a typo ("Marie" is not
+    "mari", "Louise" is not "Louis"). A name that opens its sentence is not seen as one.
+    """
     only_a, only_b = a - b, b - a
     if not only_a or not only_b:
-        return False
-    return any(not any(near_spelling(w, v) for v in only_b) for w in only_a) and any(
-        not any(near_spelling(v, w) for w in only_a) for v in only_b
+        added = only_a or only_b
+        return bool(added) and added <= _PLACE_AND_TIME
+
+    def respelt(w: str, v: str) -> bool:
+        if w in names or v in names:
+            return _fold(w) == _fold(v)
+        return near_spelling(w, v)
+
+    return any(not any(respelt(w, v) for v in only_b) for w in only_a) and any(
+        not any(respelt(v, w) for w in only_a) for v in only_b
     )
 
 
@@ -300,11 +337,22 @@ class _Features:
     norm: str
     content: frozenset[str]
     carriers: tuple[str, ...]
+    names: frozenset[str]
+
+
+# English capitalises weekdays and months: they are carrier tokens, compared as such, not names.
+_NOT_NAMES = frozenset(_SINGLE_CARRIERS) | _AMBIGUOUS_MONTHS
 
 
 def _features(text: str) -> _Features:
     canonical = dedup_text(text)
-    return _Features(canonical, frozenset(content_words(canonical)), _carriers(canonical))
+    content = frozenset(fact_words(canonical))
+    names = frozenset((capitalised_words(text) & content) - _NOT_NAMES)
+    return _Features(canonical, content, _carriers(canonical), names)
+
+
+def _substituted(a: _Features, b: _Features) -> bool:
+    return is_substitution(a.content, b.content, a.names | b.names)
 
 
 def _boundary_after(text: str, end: int) -> bool:
@@ -345,7 +393,7 @@ def _raw_score(a: _Features, b: _Features) -> float:
 
 
 def _capped(a: _Features, b: _Features) -> bool:
-    return a.carriers != b.carriers or is_substitution(a.content, b.content)
+    return a.carriers != b.carriers or _substituted(a, b)
 
 
 def _score(a: _Features, b: _Features) -> float:
@@ -363,7 +411,7 @@ def similarity_details(a: str, b: str) -> dict[str, float | bool]:
     fa, fb = _features(a), _features(b)
     raw = _raw_score(fa, fb)
     carriers_differ = fa.carriers != fb.carriers
-    substituted = is_substitution(fa.content, fb.content)
+    substituted = _substituted(fa, fb)
     return {
         "raw": raw,
         "carriers_differ": carriers_differ,
@@ -404,8 +452,8 @@ def merge(existing_text: str, new_text: str) -> MergeDecision:
 
     The newer wording wins unless it is poorer: it is absorbed (``rewrite=False``, the stored text
     is kept) when it is the same dedup text ("14 h 30" is "14h30"), when it appears verbatim inside
-    the stored one, or when it has fewer content words ("poorer"; a strict subset of the stored
-    content words always has fewer). With as many content words or more, the newer wording
+    the stored one, or when it has fewer fact words ("poorer"; a strict subset of the stored
+    fact words always has fewer). With as many fact words or more, the newer wording
     replaces the stored one.
 
     On absorption the caller must not refresh the memory's date: the date ranks memories on the
@@ -417,12 +465,12 @@ def merge(existing_text: str, new_text: str) -> MergeDecision:
         return MergeDecision(existing_text, False, "same wording")
     if len(new) < len(old) and contained(new, old):
         return MergeDecision(existing_text, False, "new wording is contained in the stored one")
-    old_words, new_words = content_words(old), content_words(new)
+    old_words, new_words = fact_words(old), fact_words(new)
     if len(new_words) < len(old_words):
         return MergeDecision(
             existing_text,
             False,
-            f"new wording is poorer ({len(new_words)} content words against {len(old_words)})",
+            f"new wording is poorer ({len(new_words)} fact words against {len(old_words)})",
         )
     return MergeDecision(new_text, True, "newer wording wins")
 
@@ -445,8 +493,8 @@ class DedupIndex:
 
     * carrier tokens must be identical, otherwise the score is capped under the threshold:
       memories are grouped by carrier signature;
-    * Jaccard >= threshold or containment needs shared content words (containment puts every
-      word of the shorter text in the longer): an inverted index on content words gives the
+    * Jaccard >= threshold or containment needs shared fact words (containment puts every
+      word of the shorter text in the longer): an inverted index on fact words gives the
       shared count, hence the exact Jaccard and whether containment is possible;
     * the sequence ratio is ``2*M/(la+lb)`` with ``M`` at most the longest common subsequence of
       the two texts: a length window first (``M <= min(la, lb)``), then the exact LCS length
@@ -524,7 +572,7 @@ class DedupIndex:
         for row in rows:
             stored = self._features[row]
             assert stored is not None
-            if is_substitution(features.content, stored.content):
+            if _substituted(features, stored):
                 continue
             # Same carriers (same group) and no substitution: the score is the uncapped one.
             score = _raw_score(features, stored)
@@ -549,7 +597,7 @@ class DedupIndex:
             if common / (size + other - common) >= SIMILARITY_THRESHOLD or common == min(size, other):
                 out.add(row)
         if not features.content:
-            # A text without content words can be contained in any text of its group.
+            # A text without fact words can be contained in any text of its group.
             out.update(np.flatnonzero(self._active & (self._signature == signature)).tolist())
         return out
 

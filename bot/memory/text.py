@@ -30,10 +30,14 @@ def words(text: str) -> list[str]:
     return out
 
 
-# Function words of French and English: they carry grammar, not the fact. Negations ("pas",
+# Function words of French and English: they carry grammar, not the topic. Negations ("pas",
 # "jamais", "plus", "not", "never", "sans"…) and relations of time ("avant", "après") are
 # deliberately absent: "aime X" / "n'aime pas X" and "avant le dîner" / "après le dîner" are
 # different facts, so those words must stay visible to whoever compares content words.
+# Some relation words ("avec", "pour", "sur", "chez", "with", "for"…) are here although they can
+# change a fact: ``content_words`` answers "what is this text about?" (the replace guard's subject
+# overlap, the FTS query, story subject keys), where "avec" would make any two texts share a word
+# and re-key stored subjects. Whoever asks "is this the same fact?" uses ``fact_words``.
 STOPWORDS: frozenset[str] = frozenset(
     """
     le la les l un une des du de d au aux à a ce cet cette ces ça cela ceci celui celle ceux
@@ -54,5 +58,43 @@ _SUBJECT_WORDS = frozenset({"utilisateur", "utilisatrice", "user"})
 
 
 def content_words(text: str) -> set[str]:
-    """Words that carry the fact: words(text) without stop-words and without the subject."""
+    """Words that say what a text is about: words(text) without stop-words and the subject."""
     return {w for w in words(text) if w not in STOPWORDS and w not in _SUBJECT_WORDS}
+
+
+# Relation words that change the fact they sit in: "dort sur / sous le canapé", "travaille avec /
+# pour Marc", "vit chez / près de sa mère", "works with / for Marc", "sleeps on / under". The
+# neutral ones ("à", "de", "en", "dans", "par", "in", "at", "to", "of"…) stay out: rewordings swap
+# them freely ("en vélo" / "à vélo", "works at / for Google" is the exception we do not chase).
+# Known cost: a temporal "on" ("on Mondays" / "every Monday") and a regional "sur" ("habite sur
+# Nantes" = "à Nantes") now read as relations, and such rewordings stay as two memories.
+RELATION_WORDS: frozenset[str] = frozenset(
+    """
+    avec pour sur sous chez vers entre contre près loin devant derrière avant après parmi envers
+    auprès autour malgré sans
+    with for on under over near against before after behind between among toward towards around
+    beside without
+    """.split()
+)
+_FACT_STOPWORDS = STOPWORDS - RELATION_WORDS
+
+
+def fact_words(text: str) -> set[str]:
+    """``content_words`` plus the relation words: the words two wordings of one fact share."""
+    return {w for w in words(text) if w not in _FACT_STOPWORDS and w not in _SUBJECT_WORDS}
+
+
+def capitalised_words(text: str) -> set[str]:
+    """Words written with a capital letter inside a sentence (names, places), as ``words`` spells
+    them. The first word of a sentence is left out: its capital says nothing."""
+    text = unicodedata.normalize("NFC", text).translate(_APOSTROPHES).translate(_DASHES)
+    out: set[str] = set()
+    sentence_start = True
+    for raw in text.split():
+        for word in _WORD.findall(_ELISION.sub("", raw)):
+            if word[0].isupper() and not sentence_start:
+                out.add(word.lower())
+            sentence_start = False
+        if raw.endswith((".", "!", "?", "…")):
+            sentence_start = True
+    return out
