@@ -24,7 +24,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bot.memory.text import STOPWORDS, content_words, normalise
+from bot.memory.text import STOPWORDS, fact_words, normalise
 
 # --- low_confidence ---------------------------------------------------------------------------
 
@@ -271,8 +271,9 @@ def _negative(tokens: Sequence[str]) -> bool:
 
 
 def _comparable(text: str) -> set[str]:
-    """Content words of the fact, accents folded, negation and its adverbs removed."""
-    return {_fold(w) for w in content_words(_expand(text))} - _POLARITY_WORDS
+    """Fact words (relation words such as avec/pour/sur/sous included: "ne travaille pas avec
+    Marc" does not flip "travaille pour Marc"), accents folded, negation and its adverbs removed."""
+    return {_fold(w) for w in fact_words(_expand(text))} - _POLARITY_WORDS
 
 
 def _same_word(a: str, b: str) -> bool:

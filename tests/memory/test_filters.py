@@ -439,3 +439,14 @@ def test_rejection_is_frozen() -> None:
     rejection = Rejection("low_confidence", "confidence 0.50 < 0.85")
     with pytest.raises(dataclasses.FrozenInstanceError):
         rejection.filter = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "existing, candidate",
+    [
+        ("L'utilisateur travaille pour Marc.", "L'utilisateur ne travaille pas avec Marc."),
+        ("L'utilisateur dort sur le canapé.", "L'utilisateur ne dort pas sous le canapé."),
+    ],
+)
+def test_a_negation_about_another_relation_is_not_a_flip(existing, candidate):
+    assert flipped_negation(candidate, [(1, existing)]) is None
