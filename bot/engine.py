@@ -44,7 +44,7 @@ from bot.memory.story import (
     select_positions,
     state_values,
 )
-from bot.memory.story_store import erase_user_story_data, load_story, story_history
+from bot.memory.story_store import erase_user_story_data, load_story, story_history, user_story_ids
 from bot.memory.vectors import lexical_matches
 from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
 from bot.prompting import ChannelLine, bounded_history, build_reply_messages
@@ -566,9 +566,41 @@ class Engine:
             exchanges = [
                 {"story_id": r[0], "message": r[1], "reply": r[2], "at": r[3]} for r in await cur.fetchall()
             ]
+        stories = []
+        for story_id in await user_story_ids(self.db, user_id):
+            story_state = await load_story(self.db, user_id, story_id)
+            stories.append(
+                {
+                    "story_id": story_id,
+                    "summary": story_state.summary,
+                    "anchors": [{"id": a.id, "text": a.text, "created_at": to_db(a.created_at)} for a in story_state.anchors],
+                    "positions": [
+                        {
+                            "id": p.id,
+                            "subject": p.subject,
+                            "stance": p.stance,
+                            "justification": p.justification,
+                            "updated_at": to_db(p.updated_at),
+                        }
+                        for p in story_state.positions
+                    ],
+                    "state": story_state.state,
+                }
+            )
+        async with self.db.reader.execute(
+            "SELECT story_id, query, degraded, detail, created_at FROM turns WHERE user_id = ? ORDER BY id",
+            (user_id,),
+        ) as cur:
+            turns = [
+                {"story_id": r[0], "message": r[1], "degraded": bool(r[2]), "selection": json.loads(r[3]), "at": r[4]}
+                for r in await cur.fetchall()
+            ]
         return {
             "user_id": user_id,
             "exported_at": to_db(self.clock()),
+            "settings": {"share_memories": await self.sharing(user_id)},
+            "stories": stories,
+            "turns": turns,
             "memories": [memory_json(m) for m in await self.store.list(user_id)],
             "history": [
                 {

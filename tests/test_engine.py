@@ -224,9 +224,16 @@ async def test_erase_removes_everything_about_one_user_only(db, http, llm_server
     await engine.forget("alice", forgotten)
     exported = await engine.export("alice")
     assert exported["history"] and exported["story_history"] == [] and exported["exchanges"]
+    [story] = exported["stories"]
+    assert story["summary"] == "Alice habite à Nantes." and story["anchors"][0]["text"] == "Alice habite à Nantes."
+    assert exported["turns"] and exported["turns"][0]["message"] == "J'habite à Nantes."
+    assert exported["settings"] == {"share_memories": False}
 
     await engine.erase("alice")
-    for table in ("memories", "memory_history", "exchanges", "turns", "turn_stats", "story_summaries", "story_anchors"):
+    for table in (
+        "memories", "memory_history", "memory_vectors", "exchanges", "turns", "turn_stats",
+        "story_summaries", "story_anchors", "story_positions", "story_state", "story_history", "user_settings",
+    ):
         async with db.reader.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", ("alice",)) as cur:  # noqa: S608 - table names are constants
             assert (await cur.fetchone())[0] == 0, table
     assert await engine.store.list("bob") and (await engine.export("bob"))["exchanges"]

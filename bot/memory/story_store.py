@@ -108,6 +108,19 @@ async def load_story(db: Database, user_id: str, story_id: str) -> StoryState:
     return await _load(db.reader, user_id, story_id)
 
 
+async def user_story_ids(db: Database, user_id: str) -> list[str]:
+    """Every story in which something is stored for this user (for the data export)."""
+    async with db.reader.execute(
+        "SELECT story_id FROM story_summaries WHERE user_id = ?"
+        " UNION SELECT story_id FROM story_anchors WHERE user_id = ?"
+        " UNION SELECT story_id FROM story_positions WHERE user_id = ?"
+        " UNION SELECT story_id FROM story_state WHERE user_id = ?"
+        " ORDER BY story_id",
+        (user_id, user_id, user_id, user_id),
+    ) as cur:
+        return [r[0] for r in await cur.fetchall()]
+
+
 async def _archive(
     conn: aiosqlite.Connection,
     user_id: str,
