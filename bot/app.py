@@ -72,6 +72,7 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
         base_url=settings.llm_base_url,
         api_key=_secret(settings.llm_api_key),
         timeout=settings.llm_timeout_seconds,
+        context_tokens=settings.llm_context_tokens if settings.llm_api == "ollama" else None,
     )
     try:
         # Before the database is created: a wrong URL or model leaves nothing behind.

@@ -122,6 +122,18 @@ class Settings(BaseSettings):
             "memories as JSON. Empty: the same as LLM_MODEL."
         ),
     )
+    llm_context_tokens: int = Field(
+        8192,
+        ge=2048,
+        le=1_048_576,
+        description=(
+            "Context window asked of Ollama for each call (its num_ctx option). Ollama's own "
+            "default is small and it silently drops the start of a longer prompt, where the "
+            "persona and rules are. The prompt holds the persona, rules, 24 memories, the story "
+            "and recent messages: 8192 fits them with room to answer. Ignored by LLM_API=openai, "
+            "whose servers set the context themselves."
+        ),
+    )
     llm_timeout_seconds: float = Field(
         120.0,
         gt=0,

@@ -117,6 +117,7 @@ class LLMClient:
         base_url: str,
         api_key: str | None = None,
         timeout: float = 120.0,
+        context_tokens: int | None = None,
     ) -> None:
         if api not in ("ollama", "openai"):
             raise ValueError(f"api must be 'ollama' or 'openai', not {api!r}")
@@ -124,6 +125,9 @@ class LLMClient:
         self.api: Api = api
         self._api_key = api_key or None
         self.timeout = timeout
+        # Ollama's default context is small and it drops the START of a longer prompt (the
+        # persona and the rules) without a word: the context size is asked for explicitly.
+        self.context_tokens = context_tokens
         root = base_url.strip().rstrip("/")
         # OpenAI SDKs are configured with the /v1 prefix, raw HTTP docs without: accept both.
         if api == "openai" and root.endswith("/v1"):
@@ -151,8 +155,13 @@ class LLMClient:
             path = "/api/chat"
             if json_schema is not None:
                 body["format"] = json_schema
+            options: dict[str, Any] = {}
             if temperature is not None:
-                body["options"] = {"temperature": temperature}
+                options["temperature"] = temperature
+            if self.context_tokens is not None:
+                options["num_ctx"] = self.context_tokens
+            if options:
+                body["options"] = options
         else:
             path = "/v1/chat/completions"
             if json_schema is not None:

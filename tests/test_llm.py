@@ -509,3 +509,14 @@ async def test_ollama_check_on_a_non_ollama_server_is_a_bad_response(
     # An OpenAI-only server has no /api/tags: the base URL or the api setting is wrong.
     with pytest.raises(LLMBadResponse):
         await client(http, "ollama", llm_server.url + "/v1").check(FAKE_MODEL)
+
+
+async def test_ollama_calls_ask_for_the_configured_context_and_openai_calls_do_not(
+    http: httpx.AsyncClient, llm_server: FakeLLMServer
+) -> None:
+    ollama = LLMClient(http, api="ollama", base_url=llm_server.url, context_tokens=8192)
+    await ollama.chat([{"role": "user", "content": "salut"}], model=FAKE_MODEL, temperature=0.2)
+    assert llm_server.chats[-1].body["options"] == {"temperature": 0.2, "num_ctx": 8192}
+    openai = LLMClient(http, api="openai", base_url=llm_server.url, context_tokens=8192)
+    await openai.chat([{"role": "user", "content": "salut"}], model=FAKE_MODEL)
+    assert "options" not in llm_server.chats[-1].body and "num_ctx" not in str(llm_server.chats[-1].body)
