@@ -66,3 +66,13 @@ async def test_sigterm_stops_the_terminal_chat_cleanly(tmp_path, llm_server):
     code = await asyncio.wait_for(proc.wait(), timeout=30)
     err = (await proc.stderr.read()).decode()
     assert code == 0 and "Traceback" not in err
+
+
+async def test_a_database_that_cannot_be_opened_is_explained(capsys, monkeypatch, llm_server, tmp_path):
+    (tmp_path / "not-a-folder").write_text("a file where a folder should be")
+    monkeypatch.setenv("LLM_BASE_URL", llm_server.url)
+    monkeypatch.setenv("LLM_MODEL", "fake-llm")
+    monkeypatch.setenv("DATABASE_PATH", str(tmp_path / "not-a-folder" / "echo.sqlite3"))
+    assert await asyncio.to_thread(main, ["chat", "--user", "alice"]) == 2
+    err = capsys.readouterr().err
+    assert "Cannot open the database" in err and "DATABASE_PATH" in err and "Traceback" not in err
