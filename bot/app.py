@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot.character import Character, load_character
 from bot.config import Settings
-from bot.db import Database
+from bot.db import Database, storage_failure
 from bot.embeddings import Embedder, EmbeddingError, make_embedder
 from bot.engine import Engine
 from bot.llm import LLMClient
@@ -61,6 +63,29 @@ async def _warm_up(embedder: Embedder) -> None:
         log.warning("the embedder did not answer at start-up; memory runs lexically until it does: %s", exc)
 
 
+def _unopenable(path: Path, exc: BaseException) -> str:
+    failure = storage_failure(path, exc)
+    existing = _nearest_existing(path)
+    if existing is not None and os.statvfs(existing).f_flag & os.ST_RDONLY:
+        why = "it is on a read-only file system (a volume mounted read-only?)"
+    elif existing is not None and not os.access(existing, os.W_OK):
+        why = f"this user (uid {os.getuid()}) may not write to {existing}"
+    elif failure is not None:
+        why = f"{failure.reason}: {exc}"
+    else:
+        why = str(exc)
+    return (
+        f"Cannot open the database {path} ({why}). Check that the folder exists or can be "
+        "created and that this user may write there (in Docker, a bind mount must belong to uid "
+        "1000: chown 1000:1000 <folder>), or set DATABASE_PATH."
+    )
+
+
+def _nearest_existing(path: Path) -> Path | None:
+    """The file, or the nearest folder above it that exists."""
+    return next((p for p in (path, *path.parents) if p.exists()), None)
+
+
 @asynccontextmanager
 async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncIterator[Services]:
     """Open everything; on exit, finish or park reflections, stop jobs, close HTTP and the DB."""
@@ -83,11 +108,7 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
         try:
             db = await Database.open(settings.database_path)
         except (OSError, sqlite3.Error) as exc:
-            raise StartupError(
-                f"Cannot open the database {settings.database_path} ({exc}). Check that the folder "
-                "exists or can be created and that this user may write there (in Docker, a bind "
-                "mount must belong to uid 1000: chown 1000:1000 <folder>), or set DATABASE_PATH."
-            ) from exc
+            raise StartupError(_unopenable(settings.database_path, exc)) from exc
     except BaseException:
         await http.aclose()
         raise

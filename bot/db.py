@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
@@ -22,10 +24,47 @@ log = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
 BUSY_TIMEOUT_MS = 5000
+STORAGE_LOG_SECONDS = 600.0
 
 
 class MigrationError(RuntimeError):
     pass
+
+
+# Primary result codes of failures that come from where the file lives, not from the code.
+_STORAGE_FAILURES = {
+    sqlite3.SQLITE_FULL: "the disk is full",
+    sqlite3.SQLITE_READONLY: "the file or its folder is read-only",
+    sqlite3.SQLITE_IOERR: "the disk reported an I/O error",
+    sqlite3.SQLITE_CANTOPEN: "a file beside the database (its -wal or -shm) cannot be created",
+    sqlite3.SQLITE_BUSY: "another program holds a write lock on it",
+    sqlite3.SQLITE_CORRUPT: "the file is damaged",
+    sqlite3.SQLITE_NOTADB: "the file is not an SQLite database",
+}
+
+
+class StorageError(RuntimeError):
+    """A write failed because of the database file or its disk; the transaction was rolled
+    back whole, so nothing is half-written. The message is written for the operator."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def storage_failure(path: Path, exc: BaseException) -> StorageError | None:
+    """The StorageError an SQLite error stands for, or None when it is a bug in a statement."""
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    code = getattr(exc, "sqlite_errorcode", None)
+    reason = _STORAGE_FAILURES.get(code & 0xFF) if isinstance(code, int) else None
+    if reason is None:
+        return None
+    return StorageError(
+        f"Cannot write to the database {path}: {reason} ({exc}). The change was rolled back; "
+        "the bot keeps answering what it can and retries the pending work later.",
+        reason=reason,
+    )
 
 
 def to_db(dt: datetime | None) -> str | None:
@@ -101,6 +140,10 @@ class Database:
         self._writer = writer
         self.reader = reader
         self._write_lock = asyncio.Lock()
+        # Failed write transactions since start-up; an outage is logged once, on its first one.
+        self.write_failures = 0
+        self._failing = False
+        self._last_logged: float | None = None
 
     @classmethod
     async def open(cls, path: str | Path, migrations: Path = MIGRATIONS_DIR) -> "Database":
@@ -126,21 +169,51 @@ class Database:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction at a time: all of it commits, or none of it."""
+        """One write transaction at a time: all of it commits, or none of it.
+
+        A failure of the file or its disk surfaces as StorageError, after the rollback.
+        """
         async with self._write_lock:
             try:
                 # Inside the try: a task cancelled while BEGIN is pending must not leave the
                 # shared writer in an open transaction for every later write to trip over.
                 await self._writer.execute("BEGIN IMMEDIATE")
                 yield self._writer
-            except BaseException:
+                # Inside the try too: a COMMIT refused by a full disk must be rolled back.
+                await self._writer.commit()
+            except BaseException as exc:
                 # Unconditional: a BEGIN whose await was cancelled still runs in aiosqlite's
                 # thread, after this check would have looked. The rollback is queued behind it
                 # (a no-op when no transaction is open).
-                await asyncio.shield(self._writer.rollback())
-                raise
-            else:
-                await self._writer.commit()
+                await asyncio.shield(self._rollback())
+                failure = storage_failure(self.path, exc)
+                if failure is None:
+                    raise
+                self._note_failure(failure)
+                raise failure from exc
+            self._note_success()
+
+    async def _rollback(self) -> None:
+        try:
+            await self._writer.rollback()
+        except sqlite3.Error as exc:
+            # SQLite has already rolled back when the disk fails under it.
+            log.debug("rollback after a failed write: %s", exc)
+
+    def _note_failure(self, failure: StorageError) -> None:
+        self.write_failures += 1
+        now = time.monotonic()
+        # A nearly full disk lets small writes through between failures: one line per outage
+        # and per STORAGE_LOG_SECONDS, not one per flap.
+        if self._last_logged is None or now - self._last_logged >= STORAGE_LOG_SECONDS:
+            self._last_logged = now
+            log.error("%s (%d failed write(s) so far; more are counted, not logged)", failure, self.write_failures)
+        self._failing = True
+
+    def _note_success(self) -> None:
+        if self._failing:
+            self._failing = False
+            log.info("a write succeeded again after %d failed write(s)", self.write_failures)
 
     async def close(self) -> None:
         await self.reader.close()

@@ -8,6 +8,7 @@ schedules the reflection; a reflection never delays or breaks a reply.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -19,9 +20,9 @@ import aiosqlite
 
 from bot.character import Character, fill_user, render_character_prompt
 from bot.config import Settings
-from bot.db import Database, to_db
+from bot.db import Database, StorageError, to_db
 from bot.embeddings import Embedder, EmbeddingError
-from bot.llm import LLMClient, LLMError
+from bot.llm import LLMClient, LLMError, LLMTooLarge
 from bot.memory.model import Memory, utcnow
 from bot.memory.recall import Recall, TurnSelection, last_turn, turn_stats
 from bot.memory.reflection import (
@@ -65,6 +66,13 @@ LLM_DOWN_REPLY = (
     "(I can't reach my language model right now, so I can't answer. Your message is kept; "
     "try again in a moment.)"
 )
+STORAGE_DOWN_REPLY = (
+    "(I can't save anything right now: the bot's storage is failing, so I would forget what you "
+    "tell me. I'm not answering until it works again; whoever runs the bot can see why in its log.)"
+)
+# A reply longer than this is cut: a runaway generation must not become hundreds of Discord
+# messages: this is two or three of them.
+MAX_REPLY_CHARS = 4000
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +92,11 @@ class Incoming:
 class TurnResult:
     reply: str | None
     error: str | None
-    selection: TurnSelection
-    exchange_id: int
+    # None when the message could not even be saved (nothing was selected).
+    selection: TurnSelection | None
+    exchange_id: int | None
+    # What the user is told when there is no reply.
+    apology: str = LLM_DOWN_REPLY
 
 
 @dataclass(slots=True)
@@ -154,7 +165,7 @@ class Engine:
         self._closing = False
         # The last reflection report per user: what the write path decided, for the operator.
         self.last_reports: dict[str, ReflectionReport] = {}
-        self._recording: dict[str, set[asyncio.Task[int]]] = {}
+        self._recording: dict[str, set[asyncio.Task[None]]] = {}
 
     @property
     def character_user_id(self) -> str:
@@ -187,7 +198,11 @@ class Engine:
 
     async def turn(self, msg: Incoming) -> TurnResult:
         text = msg.text.strip()[: self.settings.max_message_chars]
-        exchange_id = await self._save_exchange(msg, text)
+        try:
+            exchange_id = await self._save_exchange(msg, text)
+        except StorageError as exc:
+            # Answering what cannot be kept would make the character forget it silently.
+            return TurnResult(None, str(exc), None, None, apology=STORAGE_DOWN_REPLY)
         share = await self.sharing(msg.user_id)
         story_block, story_detail = await self._story_context(msg.user_id, msg.story_id, text)
         selection = await self.recall.select_for_turn(
@@ -222,21 +237,33 @@ class Engine:
         except LLMError as exc:
             log.warning("reply failed, exchange %d kept unanswered: %s", exchange_id, exc)
             self._record_later(selection)
-            await self._exchange_failed(msg.user_id, exchange_id, str(exc))
+            with contextlib.suppress(StorageError):  # counted and logged by the database
+                await self._exchange_failed(msg.user_id, exchange_id, str(exc))
             return TurnResult(None, str(exc), selection, exchange_id)
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
         self._record_later(selection)
         reply = reply.strip() or "…"
-        async with self.db.write() as conn:
-            await conn.execute(
-                "UPDATE exchanges SET reply = ?, answered_at = ? WHERE user_id = ? AND id = ?",
-                (reply, to_db(self.clock()), msg.user_id, exchange_id),
-            )
+        if len(reply) > MAX_REPLY_CHARS:
+            log.warning("a reply of %d characters was cut to %d", len(reply), MAX_REPLY_CHARS)
+            reply = reply[: MAX_REPLY_CHARS - 1] + "…"
+        try:
+            async with self.db.write() as conn:
+                await conn.execute(
+                    "UPDATE exchanges SET reply = ?, answered_at = ? WHERE user_id = ? AND id = ?",
+                    (reply, to_db(self.clock()), msg.user_id, exchange_id),
+                )
+        except StorageError:
+            # The user still gets the answer; the exchange stays unanswered, so it is not reflected.
+            pass
         return TurnResult(reply, None, selection, exchange_id)
 
+    async def _record(self, selection: TurnSelection) -> None:
+        with contextlib.suppress(StorageError):  # counted and logged by the database
+            await self.recall.record(selection)
+
     def _record_later(self, selection: TurnSelection) -> None:
-        task = self.tasks.spawn(self.recall.record(selection), name=f"record-turn:{selection.user_id}")
+        task = self.tasks.spawn(self._record(selection), name=f"record-turn:{selection.user_id}")
         pending = self._recording.setdefault(selection.user_id, set())
         pending.add(task)
         task.add_done_callback(pending.discard)
@@ -347,6 +374,8 @@ class Engine:
         user's later exchanges forever."""
         try:
             return await self._reflect(batch)
+        except StorageError:
+            return False  # not the batch's fault: it stays pending, the periodic sweep retries
         except Exception as exc:
             log.exception("reflection of %d exchange(s) crashed", len(batch))
             await self._reflection_failed(batch, f"{type(exc).__name__}: {exc}", give_up=True)
@@ -384,6 +413,10 @@ class Engine:
                 timeout=self.settings.reflection_timeout_seconds,
             )
             parsed = parse_reflection(raw)
+        except LLMTooLarge as exc:
+            # Not an outage: the same prompt would run away again, so it counts towards giving up.
+            await self._reflection_failed(batch, f"LLM: {exc}", give_up=True)
+            return True
         except LLMError as exc:
             await self._reflection_failed(batch, f"LLM: {exc}", give_up=False)
             return False

@@ -27,6 +27,9 @@ Api = Literal["ollama", "openai"]
 CHECK_TIMEOUT = 10.0
 # A proxy's HTML error page quoted whole would bury the one line that matters.
 MAX_QUOTED_CHARS = 500
+# A chat answer is a few KB (a long reasoning trace, a few hundred): past this, the model is
+# looping, and its answer is dropped before it fills the memory.
+MAX_RESPONSE_BYTES = 2_000_000
 # Name sent in OpenAI's response_format.json_schema; the API requires one.
 SCHEMA_NAME = "reflection"
 
@@ -61,6 +64,10 @@ class LLMBadResponse(LLMError):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class LLMTooLarge(LLMBadResponse):
+    """The answer went past MAX_RESPONSE_BYTES: the same prompt would loop the same way again."""
 
 
 def strip_thinking(text: str) -> str:
@@ -235,12 +242,17 @@ class LLMClient:
         self, method: str, path: str, body: dict[str, Any] | None, timeout: float
     ) -> httpx.Response:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        request = self._http.build_request(
+            method, self._root + path, json=body, headers=headers, timeout=timeout
+        )
         try:
             # httpx bounds each phase separately; the outer bound caps the whole exchange.
             async with asyncio.timeout(timeout):
-                return await self._http.request(
-                    method, self._root + path, json=body, headers=headers, timeout=timeout
-                )
+                response = await self._http.send(request, stream=True)
+                try:
+                    content = await self._read_bounded(response, path)
+                finally:
+                    await response.aclose()
         except httpx.ConnectTimeout:
             reason = f"no answer to connect within {timeout:g} s"
             raise LLMUnavailable(self._unreachable_message(path, reason)) from None
@@ -258,6 +270,22 @@ class LLMClient:
                 f"The connection to the {self._server} at {self._url(path)} broke before a "
                 f"complete answer arrived ({self._scrub(detail)})."
             ) from None
+        return httpx.Response(
+            response.status_code, headers=response.headers, content=content, request=request
+        )
+
+    async def _read_bounded(self, response: httpx.Response, path: str) -> bytes:
+        """The body, refused past MAX_RESPONSE_BYTES before it is all in memory."""
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > MAX_RESPONSE_BYTES:
+                raise LLMTooLarge(
+                    f"The {self._server} at {self._url(path)} sent more than "
+                    f"{MAX_RESPONSE_BYTES // 1_000_000} MB for one answer; it was dropped. A "
+                    "model that does not stop is usually missing its stop token or output limit."
+                )
+        return bytes(body)
 
     def _unreachable_message(self, path: str, reason: str) -> str:
         if self.api == "ollama":

@@ -25,6 +25,12 @@ REASON_LABELS = {
 }
 
 
+STORAGE_FAILED = (
+    "Not done: the bot cannot write to its database right now (its log says why). Nothing was "
+    "changed; try again later."
+)
+
+
 def clip(text: str, limit: int = 160) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

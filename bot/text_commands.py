@@ -7,11 +7,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.db import StorageError
 from bot.engine import Engine, export_json
 from bot.memory.model import MEMORY_TYPES
 from bot.memory.store import InvalidMemory
 from bot.memory.story_store import story_history
 from bot.presenting import (
+    STORAGE_FAILED,
     forget_result,
     history_text,
     memory_pages,
@@ -54,6 +56,13 @@ def _memory_id(arg: str) -> int | None:
 
 async def run_command(engine: Engine, session: Session, line: str) -> str:
     """Run one `/command` line and return the text to show."""
+    try:
+        return await _run_command(engine, session, line)
+    except StorageError:
+        return STORAGE_FAILED
+
+
+async def _run_command(engine: Engine, session: Session, line: str) -> str:
     try:
         parts = shlex.split(line.strip())
     except ValueError:

@@ -16,7 +16,7 @@ from discord.ext import commands
 
 from bot.discord_bot import NO_MENTIONS, EchoBot
 from bot.discord_text import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
-from bot.engine import LLM_DOWN_REPLY, Engine, Incoming
+from bot.engine import Engine, Incoming
 from bot.prompting import ChannelLine
 from bot.ratelimit import RateLimiter, Verdict
 
@@ -97,7 +97,7 @@ class Conversation(commands.Cog):
         )
         async with message.channel.typing():
             result = await self.engine.turn(incoming)
-        await self._reply(message, result.reply if result.reply is not None else LLM_DOWN_REPLY)
+        await self._reply(message, result.reply if result.reply is not None else result.apology)
         if result.reply is not None:
             self.engine.schedule_reflection(user_id)
 

@@ -25,11 +25,13 @@ from bot.discord_text import (
     split_message,
     user_refusal,
 )
+from bot.db import StorageError
 from bot.engine import Engine, export_json
 from bot.memory.model import MEMORY_TYPES
 from bot.memory.store import InvalidMemory, MAX_MEMORY_CHARS
 from bot.memory.story_store import story_history
 from bot.presenting import (
+    STORAGE_FAILED,
     forget_result,
     history_text,
     memory_pages,
@@ -68,9 +70,15 @@ async def say(interaction: discord.Interaction, text: str) -> None:
 
 async def report_failure(interaction: discord.Interaction, what: str, error: BaseException) -> None:
     """Log a failed command or button, and tell the person who used it (only them)."""
-    log.error("%s failed", what, exc_info=error)
+    original = getattr(error, "original", error)
+    if isinstance(original, StorageError):
+        # Logged once by the database; a traceback per command would bury that line.
+        text = STORAGE_FAILED
+    else:
+        log.error("%s failed", what, exc_info=error)
+        text = FAILED
     try:
-        await say(interaction, FAILED)
+        await say(interaction, text)
     except discord.HTTPException as exc:
         log.debug("could not report the failure of %s: %s", what, exc)
 

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from bot.db import MIGRATIONS_DIR, Database, MigrationError, list_migrations
+from bot.db import MIGRATIONS_DIR, Database, MigrationError, StorageError, list_migrations
 
 
 def _version(path) -> int:
@@ -127,3 +127,34 @@ async def test_a_write_cancelled_mid_transaction_leaves_the_database_usable(db):
 async def test_an_in_memory_database_is_refused_clearly():
     with pytest.raises(ValueError, match="database file"):
         await Database.open(":memory:")
+
+
+async def test_a_bug_in_a_statement_is_not_reported_as_a_storage_failure(db):
+    with pytest.raises(sqlite3.IntegrityError):
+        async with db.write() as conn:
+            await conn.execute("INSERT INTO memories (id, user_id) VALUES (NULL, NULL)")
+    with pytest.raises(sqlite3.OperationalError):
+        async with db.write() as conn:
+            await conn.execute("SELEC 1")
+    assert db.write_failures == 0
+    async with db.write() as conn:  # the writer is usable again: both were rolled back
+        await conn.execute("INSERT INTO user_settings (user_id, share_memories) VALUES ('a', 1)")
+
+
+async def test_a_full_database_rolls_the_whole_transaction_back_and_says_why(db):
+    async with db.reader.execute("PRAGMA page_count") as cur:
+        (pages,) = await cur.fetchone()
+    async with db.write() as conn:
+        await conn.execute("PRAGMA max_page_count = " + str(int(pages)))
+    with pytest.raises(StorageError) as raised:
+        async with db.write() as conn:
+            await conn.execute("INSERT INTO user_settings (user_id, share_memories) VALUES ('small', 1)")
+            await conn.execute(
+                "INSERT INTO exchanges (user_id, user_name, story_id, place, user_message, created_at) "
+                "VALUES ('a', 'A', 's', 'p', ?, '2026-01-01')",
+                ("x" * 100_000,),
+            )
+    assert raised.value.reason == "the disk is full" and str(db.path) in str(raised.value)
+    assert db.write_failures == 1
+    async with db.reader.execute("SELECT COUNT(*) FROM user_settings") as cur:
+        assert (await cur.fetchone())[0] == 0

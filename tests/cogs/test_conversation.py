@@ -12,7 +12,7 @@ import pytest
 from bot.app import Services
 from bot.discord_bot import OwnerCommands
 from bot.discord_text import DISCORD_LIMIT
-from bot.engine import LLM_DOWN_REPLY
+from bot.engine import LLM_DOWN_REPLY, STORAGE_DOWN_REPLY
 from cogs.conversation import RATE_LIMITED_REACTION, Conversation
 from tests.cogs import (
     ALICE,
@@ -295,3 +295,19 @@ async def test_an_empty_reply_with_the_message_content_intent_is_not_warned_abou
     with caplog.at_level(logging.WARNING, logger="cogs.conversation"):
         await cog.on_message(empty_reply(channel))  # truly empty (an attachment): nothing to say
     assert channel.sent == [] and caplog.records == []
+
+
+async def test_a_full_disk_gets_the_storage_message_not_a_reply(
+    services: Services, llm_server: FakeLLMServer  # noqa: F811
+) -> None:
+    async with services.db.reader.execute("PRAGMA page_count") as cur:
+        (pages,) = await cur.fetchone()
+    async with services.db.write() as conn:
+        # SQLite's own "database or disk is full", at the size the file has now.
+        await conn.execute("PRAGMA max_page_count = " + str(int(pages)))
+    cog = make_cog(services)
+    channel = fake_channel()
+    text = "Je te raconte ma journée. " * 150
+    await cog.on_message(fake_message(f"<@{BOT_ID}> {text}", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()]))
+    assert [content for content, _ in channel.sent] == [STORAGE_DOWN_REPLY]
+    assert reply_requests(llm_server) == [] and services.db.write_failures == 1

@@ -15,6 +15,8 @@ from discord import app_commands
 from bot.app import Services
 from bot.discord_text import DISCORD_LIMIT
 from bot.engine import Incoming
+from bot.db import StorageError
+from bot.presenting import STORAGE_FAILED
 from cogs.memory import FAILED, NOT_YOURS, EraseConfirm, MemoryCommands, PageView
 from tests.cogs import (
     ALICE,
@@ -389,3 +391,15 @@ async def test_a_failure_report_that_cannot_be_sent_is_only_logged(
     with caplog.at_level(logging.ERROR, logger="cogs.memory"):
         await view.on_error(press, RuntimeError("boom"), view.next_page)  # does not raise
     assert [(r.name, r.levelno) for r in caplog.records] == [("cogs.memory", logging.ERROR)]
+
+
+async def test_a_storage_failure_is_told_as_such_and_logged_by_the_database_only(
+    services: Services, llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture  # noqa: F811
+) -> None:
+    cog = make_cog(services)
+    interaction = fake_interaction(ALICE)
+    full = StorageError("Cannot write to the database: the disk is full", reason="the disk is full")
+    with caplog.at_level(logging.ERROR, logger="cogs.memory"):
+        await cog.cog_app_command_error(interaction, app_commands.CommandInvokeError(cog.remember, full))
+    assert texts(interaction) == [STORAGE_FAILED] and all_ephemeral(interaction)
+    assert [r for r in caplog.records if r.name == "cogs.memory"] == []
