@@ -175,8 +175,14 @@ class Recall:
             raise EmbeddingError("no embedder configured")
         vector = await embed_turn_query(self.embedder, query, timeout=timeout or self.timeout)
         ids, matrix = await self.matrix(user_id, self.embedder.model)
-        if not len(ids) or matrix.shape[1] != vector.shape[0]:
+        if not len(ids):
             return {}
+        if matrix.shape[1] != vector.shape[0]:
+            # Scoring nothing would pass for a healthy turn whose memories are all irrelevant.
+            raise EmbeddingError(
+                f"{self.embedder.model}: the query vector has {vector.shape[0]} dimensions and the "
+                f"stored ones {matrix.shape[1]}: the server's model changed under the same name"
+            )
         return cosine_scores(vector, ids, matrix)
 
     def _note_outage(self, error: Exception | None) -> None:
