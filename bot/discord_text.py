@@ -25,6 +25,8 @@ _LANGUAGE_TAG = re.compile(r"[\w+#.-]{1,30}")
 # Characters that belong to the one before them: a hard cut never lands in front of these.
 _ZWJ = "\u200d"
 _SKIN_TONES = range(0x1F3FB, 0x1F400)
+_EMOJI_TAGS = range(0xE0020, 0xE0080)  # subdivision flags: 🏴 followed by tag letters
+_REGIONAL_INDICATORS = range(0x1F1E6, 0x1F200)  # a flag is a pair of them
 
 
 # --- splitting ----------------------------------------------------------------------------
@@ -33,9 +35,12 @@ _SKIN_TONES = range(0x1F3FB, 0x1F400)
 def split_message(text: str, limit: int = DISCORD_LIMIT) -> list[str]:
     """Chunks of at most `limit` characters: cut at a paragraph, else a line, else a word.
 
-    A code block cut in two is closed at the end of its chunk and reopened, with the same
-    language tag, at the start of the next. A hard cut happens only inside a single word longer
-    than a chunk. Empty text gives no chunk.
+    Text that fits is one chunk, sent as written. Text that does not is cut, and then every
+    chunk is balanced: a code block open at the end of a chunk is closed there ("\n```") and
+    reopened, with the same language tag, at the start of the next ("```lang\n"); the last chunk
+    is closed too, or the fence line reopened in it would show as literal backticks. Nothing else
+    is added; only whitespace is dropped, at the cuts. A hard cut happens only inside a single
+    word longer than a chunk. Empty text gives no chunk.
     """
     if limit < 64:
         raise ValueError("a chunk must have room for a fence and some text")
@@ -45,8 +50,12 @@ def split_message(text: str, limit: int = DISCORD_LIMIT) -> list[str]:
     while text:
         head = f"{_FENCE}{language}\n" if language is not None else ""
         if len(head) + len(text) <= limit:
-            chunks.append(head + text)
-            break
+            if not chunks or _open_block_after(text, language) is None:
+                chunks.append(head + text)
+                break
+            if len(head) + len(text) + len(_CLOSE) <= limit:
+                chunks.append(head + text + _CLOSE)
+                break
         cut, skip = _cut(text, limit - len(head) - len(_CLOSE))
         piece = text[:cut].rstrip() or text[:cut]
         text = text[cut + skip :]
@@ -80,9 +89,20 @@ def _glued(text: str, cut: int) -> bool:
     return (
         unicodedata.category(after) in ("Mn", "Me")  # combining accents, variation selectors
         or ord(after) in _SKIN_TONES
+        or ord(after) in _EMOJI_TAGS
         or _ZWJ in (after, before)
         or after == before == "`"  # never split a fence marker
+        or _inside_flag(text, cut)
     )
+
+
+def _inside_flag(text: str, cut: int) -> bool:
+    # Regional indicators pair up from the start of their run: "🇫🇷🇩🇪" is two flags, and a cut
+    # after an odd number of them would leave two halves of one.
+    run = 0
+    while cut - run > 0 and ord(text[cut - run - 1]) in _REGIONAL_INDICATORS:
+        run += 1
+    return run % 2 == 1 and ord(text[cut]) in _REGIONAL_INDICATORS
 
 
 def _open_block_after(piece: str, language: str | None) -> str | None:

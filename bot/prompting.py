@@ -23,19 +23,50 @@ class ChannelLine:
     from_bot: bool = False
 
 
-def _neutralise(text: str) -> str:
-    # A memory or message cannot close the block it is quoted in.
-    return text.replace("</memories>", "</ memories>").replace("<memories", "< memories")
+# No quoted text may open a tag: not `</memories>` in any case or spacing, not a chat template's
+# control token (`<|im_end|>`, `<start_of_turn>`…). Every "<" becomes "‹"; look-alikes too.
+_NO_TAG = str.maketrans({"<": "‹", "\uff1c": "‹", "\ufe64": "‹"})
+# In an attribute value, a quote or ">" would end the attribute or the tag.
+_NO_ATTRIBUTE_END = str.maketrans({'"': "'", ">": "›", "\uff1e": "›", "\ufe65": "›"})
+
+
+def _one_line(text: str) -> str:
+    # str.split() also splits at U+2028, U+2029, U+0085 and the other characters a tokenizer
+    # may read as a line break: a quoted text can never start a line of its own.
+    return " ".join(text.split())
+
+
+def quote_line(text: str) -> str:
+    """Text from a user or a model, on one line, unable to open or close a tag."""
+    return _one_line(text).translate(_NO_TAG)
+
+
+def quote_block(text: str) -> str:
+    """The same for a text whose lines matter (a message quoted whole): it keeps them, but a
+    line of it still cannot open or close a tag."""
+    return text.translate(_NO_TAG)
+
+
+def speaker_name(user_name: str) -> str:
+    """A display name as the context shows it: chosen by the user, so quoted like a memory."""
+    return quote_line(user_name) or "User"
+
+
+def speaker_attribute(user_name: str) -> str:
+    """A display name inside a tag's attribute: it cannot end the attribute or the tag either."""
+    return speaker_name(user_name).translate(_NO_ATTRIBUTE_END)
 
 
 def render_memories(user_name: str, memories: Sequence[Memory]) -> str:
+    """The memories block: one tag pair, one line per memory, no quoted text able to end it."""
+    opening = f'<memories about="{speaker_attribute(user_name)}">'
     if not memories:
-        return f"<memories about=\"{user_name}\">\n(nothing remembered yet)\n</memories>"
+        return f"{opening}\n(nothing remembered yet)\n</memories>"
     lines = []
     for m in memories:
         until = f" (until {m.expires_at.date().isoformat()})" if m.expires_at else ""
-        lines.append(f"- ({_TYPE_LABELS.get(m.type, m.type)}) {_neutralise(m.text)}{until}")
-    return f"<memories about=\"{user_name}\">\n" + "\n".join(lines) + "\n</memories>"
+        lines.append(f"- ({_TYPE_LABELS.get(m.type, m.type)}) {quote_line(m.text)}{until}")
+    return opening + "\n" + "\n".join(lines) + "\n</memories>"
 
 
 def render_rules(rules: Sequence[str]) -> str:
@@ -74,6 +105,7 @@ def build_reply_messages(
     post_history: str = "",
 ) -> list[dict[str, str]]:
     """The chat messages of one reply call."""
+    user_name = speaker_name(user_name)
     system_parts = [
         character_prompt.strip(),
         render_rules(rules),
@@ -97,7 +129,7 @@ def build_reply_messages(
         if line.from_bot:
             messages.append({"role": "assistant", "content": line.text})
         else:
-            messages.append({"role": "user", "content": f"{line.author}: {line.text}"})
+            messages.append({"role": "user", "content": f"{speaker_name(line.author)}: {line.text}"})
     messages.append({"role": "user", "content": f"{user_name}: {message}"})
     if post_history.strip():
         # A character card's post-history instructions go after the chat, where cards expect them.

@@ -156,8 +156,25 @@ def test_property_chunks_fit_and_keep_every_character(text: str) -> None:
 def test_property_chunks_with_fences_fit_and_balance(text: str) -> None:
     chunks = split_message(text, limit=64)
     assert all(0 < len(c) <= 64 for c in chunks)
-    # every chunk but the last closes the block it leaves open (the last mirrors the input)
-    assert all(c.count("```") % 2 == 0 for c in chunks[:-1])
+    if len(chunks) > 1:  # a text that fits is sent as written; a cut one is balanced everywhere
+        assert all(c.count("```") % 2 == 0 for c in chunks)
+
+
+def test_a_block_left_open_by_the_text_is_closed_in_the_last_chunk_too() -> None:
+    text = "```\n" + "\n".join("z" * 50 for _ in range(60))  # the model never closed it
+    chunks = split_message(text)
+    assert len(chunks) == 2
+    assert chunks[1].startswith("```\n") and chunks[1].endswith("z\n```")
+    assert split_message("Use ``` to open a block.") == ["Use ``` to open a block."]  # fits: as written
+
+
+def test_hard_cut_never_splits_a_flag_nor_a_subdivision_flag() -> None:
+    room = DISCORD_LIMIT - len("\n```")
+    flags = "a" + "🇫🇷" * room  # regional indicators pair up from the start of their run
+    assert all(len(c) % 2 == 0 for c in split_message(flags)[1:])
+    scotland = "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+    chunks = split_message(scotland * 600)
+    assert all(c.startswith("🏴") and len(c) % len(scotland) == 0 for c in chunks)
 
 
 # --- clean_incoming -----------------------------------------------------------------------
