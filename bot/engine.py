@@ -34,6 +34,7 @@ from bot.memory.reflection import (
 from bot.memory.scoring import VectorCache
 from bot.memory.store import (
     EraseReport,
+    InvalidMemory,
     MemoryStore,
     NewMemory,
     erase_user_memories,
@@ -48,7 +49,7 @@ from bot.memory.story import (
 from bot.memory.story_store import erase_user_story_data, load_story, story_history, user_story_ids
 from bot.memory.vectors import lexical_matches
 from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
-from bot.prompting import ChannelLine, bounded_history, build_reply_messages
+from bot.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
 from bot.tasks import BackgroundTasks
 
 log = logging.getLogger(__name__)
@@ -216,7 +217,7 @@ class Engine:
             record=False,
         )
         messages = build_reply_messages(
-            character_prompt=render_character_prompt(self.character, msg.user_name),
+            character_prompt=render_character_prompt(self.character, speaker_name(msg.user_name)),
             character_name=self.character.name,
             rules=[r.text for r in self.rules],
             user_name=msg.user_name,
@@ -228,7 +229,7 @@ class Engine:
                 max_chars=self.settings.history_chars,
             ),
             message=text,
-            post_history=fill_user(self.character.post_history_instructions, msg.user_name),
+            post_history=fill_user(self.character.post_history_instructions, speaker_name(msg.user_name)),
         )
         try:
             reply = await self.llm.chat(
@@ -516,6 +517,8 @@ class Engine:
     async def remember(
         self, user_id: str, text: str, *, story_id: str, place: str, type_: str = "fact", source: str | None = None
     ) -> int:
+        if type_ == "rule":
+            raise InvalidMemory("rules come from the character file only, never from a user")
         memory_id = await self.store.add(
             user_id,
             NewMemory(text=text, type=type_, scope="global", story_id=story_id, place=place, source=source),

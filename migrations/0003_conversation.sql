@@ -1,5 +1,6 @@
--- Exchanges: every answered message, kept until it has been reflected. An exchange whose
--- reflected_at is NULL after a restart is reflected when the bot comes back.
+-- Exchanges: every message addressed to the bot and its reply, kept until the user erases
+-- their data (/erase-me). An answered exchange whose reflected_at is NULL after a restart is
+-- reflected when the bot comes back.
 CREATE TABLE exchanges (
     id                  INTEGER PRIMARY KEY AUTOINCREMENT,
     user_id             TEXT    NOT NULL,

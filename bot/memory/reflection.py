@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, Validati
 
 from bot.memory.model import Memory
 from bot.memory.story import MAX_SUMMARY_CHARS, POSITION_FIELD_DESCRIPTIONS
+from bot.prompting import quote_block, quote_line, speaker_attribute, speaker_name
 
 log = logging.getLogger(__name__)
 
@@ -321,7 +322,7 @@ State: small deltas for {state_keys} (numbers, bounded by the code).
 
 def _format_memory(memory: Memory) -> str:
     expiry = f" (until {memory.expires_at.date().isoformat()})" if memory.expires_at else ""
-    return f"[{memory.id}] ({memory.type}) {memory.text}{expiry}"
+    return f"[{memory.id}] ({memory.type}) {quote_line(memory.text)}{expiry}"
 
 
 def build_reflection_messages(
@@ -346,6 +347,9 @@ def build_reflection_messages(
             state_keys=", ".join(state_keys) or "none",
             max_summary=MAX_SUMMARY_CHARS,
         )
+    # The user's name, message and the model's reply are quoted: none can close its tag and
+    # forge a line of the character (seed 001: the reflection is the write path's attack surface).
+    user = speaker_name(user)
     system = REFLECTION_SYSTEM_PROMPT.format(character=character, user=user, story_part=story_part)
     known_block = "\n".join(_format_memory(m) for m in known) or "(none)"
     user_block = (
@@ -354,8 +358,8 @@ def build_reflection_messages(
         + (f"{story_context}\n\n" if story_context else "")
         + "The exchange:\n"
         + "".join(
-            f"<message author=\"{user}\">\n{message}\n</message>\n"
-            f"<reply author=\"{character}\">\n{reply}\n</reply>\n"
+            f"<message author=\"{speaker_attribute(user)}\">\n{quote_block(message)}\n</message>\n"
+            f"<reply author=\"{character}\">\n{quote_block(reply)}\n</reply>\n"
             for message, reply in exchanges
         )
         + "\nAnswer with the JSON object only."

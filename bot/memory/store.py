@@ -11,6 +11,7 @@ that a whole reflection lands or none of it; `MemoryStore` methods open their ow
 from __future__ import annotations
 
 import logging
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -73,9 +74,11 @@ class NewMemory:
     pinned: bool = False
 
     def validated(self) -> "NewMemory":
-        text = " ".join(self.text.split())
-        if not text:
-            raise InvalidMemory("a memory needs some text")
+        # Control characters (NUL, escapes) are noise in a sentence and trouble in a terminal.
+        text = " ".join("".join(c for c in self.text if unicodedata.category(c) != "Cc" or c.isspace()).split())
+        if not any(unicodedata.category(c)[0] not in "CZ" for c in text):
+            # Zero-width and other format characters alone would show as a blank memory.
+            raise InvalidMemory("a memory needs some visible text")
         if len(text) > MAX_MEMORY_CHARS:
             raise InvalidMemory(f"a memory is one short sentence (at most {MAX_MEMORY_CHARS} characters)")
         if self.type not in MEMORY_TYPES:

@@ -42,7 +42,8 @@ async def test_add_and_get_round_trip_every_field(store, clock):
 @pytest.mark.parametrize(
     "new, message",
     [
-        (NewMemory(text="   "), "needs some text"),
+        (NewMemory(text="   "), "needs some visible text"),
+        (NewMemory(text="\u200b\u200d\ufeff \x00"), "needs some visible text"),
         (NewMemory(text="x" * 501), "one short sentence"),
         (NewMemory(text="ok text", type="opinion"), "unknown memory type"),
         (NewMemory(text="ok text", scope="galaxy"), "unknown scope"),
