@@ -1,0 +1,520 @@
+"""Static check: every SQL statement in bot/ and cogs/ that touches a user table is scoped by user.
+
+The SQL is found with `ast`, the way the code writes it: a literal (implicit concatenation is one
+literal to `ast`), a module constant assembled with `+`, a local name built with `=` then `+=`,
+the loop variable of a `for` over a tuple of statements, an f-string over module constants. An
+argument that cannot be resolved to text is reported as unresolved: dynamic SQL must be
+reviewed, it cannot slip past the check.
+
+A statement is scoped when every query block (each UNION branch and subquery, taken alone) that
+names a user table compares `user_id` with a bound parameter in its WHERE/ON condition, and
+every INSERT into a user table lists `user_id` among its columns. The user tables are read from
+the migrated schema itself, so a new table with a `user_id` column is covered without touching
+this file, and a new table without one fails `test_every_table_of_the_schema_is_classified`
+until someone decides how it is scoped.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bot.db import Database
+
+ROOT = Path(__file__).resolve().parents[2]
+SCANNED = ("bot", "cogs")
+EXECUTE_METHODS = frozenset({"execute", "executemany", "execute_fetchall", "executescript"})
+
+# Tables with no user_id column whose rows are nonetheless one user's: they are scoped through
+# their owner table. memories_fts is the external-content FTS index of memories (rowid =
+# memories.id): a statement on it must join memories and filter memories.user_id, as
+# lexical_matches does; it is written only by the migration triggers, row by row, following
+# the memories row that changed. Read from the schema (the table's content= option), checked by
+# test_every_table_of_the_schema_is_classified.
+_FTS_CONTENT = re.compile(r"USING\s+fts5\s*\(.*content\s*=\s*'(\w+)'", re.IGNORECASE | re.DOTALL)
+# SQLite's own tables, and the shadow tables FTS5 keeps for each index: no user data of their
+# own, never named by the code.
+_FTS_SHADOWS = ("data", "idx", "docsize", "config", "content")
+
+# Statements that legitimately span all users. Keyed by (file, function, normalised SQL, or
+# "<unresolved: expr>" for an argument that is not static text); each with its reason.
+ALLOWED: Mapping[tuple[str, str, str], str] = {
+    (
+        "bot/engine.py",
+        "Engine.resume_pending_reflections",
+        "SELECT DISTINCT user_id FROM exchanges WHERE reflected_at IS NULL AND reply IS NOT NULL",
+    ): "start-up sweep: reads only which users have unreflected exchanges, then schedules each "
+    "user's own worker, whose statements are scoped",
+    (
+        "bot/memory/vectors.py",
+        "stale_memories",
+        (
+            "SELECT m.id, m.user_id, m.text, m.content_hash FROM memories AS m "
+            "LEFT JOIN memory_vectors AS v ON v.memory_id = m.id AND v.model = ? "
+            "WHERE (v.memory_id IS NULL OR v.content_hash != m.content_hash) "
+            "AND (m.expires_at IS NULL OR m.expires_at > ?) ORDER BY m.id DESC LIMIT ?"
+        ),
+    ): "the indexer's work list across users; each vector is then stored with its memory's own "
+    "user_id (store_vectors selects the memory WHERE id = ? AND user_id = ?)",
+    (
+        "bot/memory/vectors.py",
+        "delete_all_vectors",
+        "DELETE FROM memory_vectors",
+    ): "index maintenance: vectors are derived data of every user, rebuilt by the indexer",
+    (
+        "bot/memory/vectors.py",
+        "delete_vectors_of_other_models",
+        "DELETE FROM memory_vectors WHERE model != ?",
+    ): "index maintenance after a model switch, once the new model covers every memory",
+    (
+        "bot/db.py",
+        "apply_migrations",
+        "<unresolved: script>",
+    ): "migrations: schema changes read from migrations/*.sql, applied to the whole database",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    path: str
+    function: str
+    line: int
+    sql: str | None  # None: the argument is not static text
+    argument: str
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.path, self.function, self.sql if self.sql is not None else f"<unresolved: {self.argument}>")
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line} in {self.function}: {self.key[2]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    statement: Statement
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.statement}\n    -> {self.problem}"
+
+
+# --- finding the statements ------------------------------------------------------------------
+
+Scope = dict[str, list[ast.stmt]]
+
+
+def _bindings(body: list[ast.stmt]) -> Scope:
+    """Assignments, `+=` and `for` targets of plain names in one scope, in source order
+    (nested functions and classes have their own scope)."""
+    found: Scope = {}
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    found.setdefault(target.id, []).append(node)
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+                visit(child)
+
+    for statement in body:
+        if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            visit(statement)
+    return found
+
+
+class _Resolver:
+    """Turns an expression into the SQL texts it can hold, or None when it is not static."""
+
+    def __init__(self, scopes: list[Scope]) -> None:
+        self.scopes = scopes  # innermost first; the module's scope last
+
+    def texts(self, node: ast.expr) -> list[str] | None:
+        if isinstance(node, ast.Tuple | ast.List):
+            out: list[str] = []
+            for element in node.elts:
+                text = self.text(element)
+                if text is None:
+                    return None
+                out.append(text)
+            return out
+        if isinstance(node, ast.Name):
+            binding = self._binding(node.id)
+            if binding is not None and len(binding) == 1 and isinstance(binding[0], ast.For | ast.AsyncFor):
+                return self.texts(binding[0].iter)
+            if binding is not None and len(binding) == 1 and isinstance(binding[0], ast.Assign | ast.AnnAssign):
+                value = binding[0].value
+                if isinstance(value, ast.Tuple | ast.List):
+                    return self.texts(value)
+        text = self.text(node)
+        return None if text is None else [text]
+
+    def text(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str) else str(node.value)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.text(node.left), self.text(node.right)
+            return None if left is None or right is None else left + right
+        if isinstance(node, ast.JoinedStr):
+            parts = [self.text(v.value if isinstance(v, ast.FormattedValue) else v) for v in node.values]
+            return None if any(p is None for p in parts) else "".join(p for p in parts if p is not None)
+        if isinstance(node, ast.Name):
+            return self._name_text(node.id)
+        return None
+
+    def _binding(self, name: str) -> list[ast.stmt] | None:
+        for scope in self.scopes:
+            if name in scope:
+                return scope[name]
+        return None
+
+    def _name_text(self, name: str) -> str | None:
+        """A name bound once, then possibly extended with `+=`: the statement with every
+        optional clause appended (each clause is checked; none can remove the scoping)."""
+        binding = self._binding(name)
+        if not binding or not isinstance(binding[0], ast.Assign | ast.AnnAssign) or binding[0].value is None:
+            return None
+        text = self.text(binding[0].value)
+        for extension in binding[1:]:
+            if not (isinstance(extension, ast.AugAssign) and isinstance(extension.op, ast.Add)):
+                return None
+            more = self.text(extension.value)
+            if text is None or more is None:
+                return None
+            text += more
+        return text
+
+
+def _normalise(sql: str) -> str:
+    return " ".join(sql.split())
+
+
+def extract_statements(source: str, path: str) -> list[Statement]:
+    """Every SQL argument of an execute-like call in one module."""
+    tree = ast.parse(source)
+    found: list[Statement] = []
+
+    def walk(node: ast.AST, qualname: list[str], scopes: list[Scope]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                walk(child, [*qualname, child.name], [_bindings(child.body), *scopes])
+                continue
+            if isinstance(child, ast.ClassDef):
+                walk(child, [*qualname, child.name], scopes)
+                continue
+            if (
+                isinstance(child, ast.Call)
+                and isinstance(child.func, ast.Attribute)
+                and child.func.attr in EXECUTE_METHODS
+                and child.args
+            ):
+                argument = child.args[0]
+                texts = _Resolver(scopes).texts(argument)
+                function = ".".join(qualname) or "<module>"
+                for sql in texts if texts is not None else [None]:
+                    found.append(
+                        Statement(
+                            path=path,
+                            function=function,
+                            line=child.lineno,
+                            sql=None if sql is None else _normalise(sql),
+                            argument=ast.unparse(argument),
+                        )
+                    )
+            walk(child, qualname, scopes)
+
+    walk(tree, [], [_bindings(tree.body)])
+    return found
+
+
+def code_statements() -> list[Statement]:
+    statements: list[Statement] = []
+    for folder in SCANNED:
+        for file in sorted((ROOT / folder).rglob("*.py")):
+            statements.extend(extract_statements(file.read_text(encoding="utf-8"), file.relative_to(ROOT).as_posix()))
+    return statements
+
+
+# --- checking one statement ------------------------------------------------------------------
+
+_STRING = re.compile(r"'(?:[^']|'')*'")
+_TABLE_REF = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+([A-Za-z_]\w*)", re.IGNORECASE)
+_FROM_LIST = re.compile(
+    r"\bFROM\s+(.*?)(?=\b(?:WHERE|JOIN|LEFT|INNER|CROSS|NATURAL|ON|GROUP|ORDER|LIMIT|HAVING|WINDOW)\b|$)",
+    re.IGNORECASE | re.DOTALL,
+)
+_SET_OPERATOR = re.compile(r"\b(?:UNION(?:\s+ALL)?|INTERSECT|EXCEPT)\b", re.IGNORECASE)
+_CONDITION_START = re.compile(r"\bWHERE\b|\bON\b(?!\s+CONFLICT\b)", re.IGNORECASE)
+_UPSERT = re.compile(r"\bON\s+CONFLICT\b", re.IGNORECASE)
+_PARAMETER = r"(?:\?\d*|[:@$]\w+)"
+_USER_ID_BOUND = re.compile(
+    rf"(?:\b\w+\.)?\buser_id\s*==?\s*{_PARAMETER}|{_PARAMETER}\s*==?\s*(?:\w+\.)?user_id\b", re.IGNORECASE
+)
+_INSERT = re.compile(r"^\s*(?:INSERT|REPLACE)\b.*?\bINTO\s+(\w+)\s*(\(([^)]*)\))?", re.IGNORECASE | re.DOTALL)
+_SELECT = re.compile(r"\bSELECT\b", re.IGNORECASE)
+
+
+def _query_blocks(sql: str) -> list[str]:
+    """Each statement, UNION branch and parenthesised subquery of `sql`, as separate texts
+    (a subquery is replaced by `(…)` in the block around it)."""
+    blocks: list[str] = []
+
+    def strip_subqueries(text: str) -> str:
+        out: list[str] = []
+        i = 0
+        while i < len(text):
+            if text[i] == "(" and re.match(r"\(\s*(SELECT|WITH)\b", text[i:], re.IGNORECASE):
+                depth, j = 0, i
+                while j < len(text):
+                    depth += {"(": 1, ")": -1}.get(text[j], 0)
+                    if depth == 0:
+                        break
+                    j += 1
+                split(text[i + 1 : j])
+                out.append("(…)")
+                i = j + 1
+            else:
+                out.append(text[i])
+                i += 1
+        return "".join(out)
+
+    def split(text: str) -> None:
+        for part in _SET_OPERATOR.split(strip_subqueries(text)):
+            if part.strip():
+                blocks.append(part.strip())
+
+    for statement in _STRING.sub("''", sql).split(";"):
+        if statement.strip():
+            split(statement)
+    return blocks
+
+
+def _tables(block: str) -> set[str]:
+    names = set(_TABLE_REF.findall(block))
+    for from_list in _FROM_LIST.findall(block):
+        # FROM a, b: every item of the list is a table (or a table-valued function).
+        names.update(m.group(1) for item in from_list.split(",") if (m := re.match(r"\s*([A-Za-z_]\w*)", item)))
+    return {name.lower() for name in names}
+
+
+def statement_problems(sql: str, user_tables: frozenset[str], scoped_through: Mapping[str, str]) -> list[str]:
+    """Why `sql` is not scoped by user (empty when it is)."""
+    problems: list[str] = []
+    for block in _query_blocks(sql):
+        insert = _INSERT.match(block)
+        if insert is not None:
+            table = insert.group(1).lower()
+            columns = {c.strip().lower() for c in (insert.group(3) or "").split(",")}
+            if table in user_tables and "user_id" not in columns:
+                problems.append(f"INSERT INTO {table} without a user_id column")
+            if table in scoped_through:
+                problems.append(f"INSERT INTO {table}, which has no user_id (scoped through {scoped_through[table]})")
+            select = _SELECT.search(block, insert.end())
+            if select is None:
+                continue
+            block = block[select.start() :]
+        block = _UPSERT.split(block)[0]
+        touched = _tables(block)
+        guarded = touched & user_tables
+        for table in touched & set(scoped_through):
+            if scoped_through[table] not in touched:
+                problems.append(f"{table} read without joining {scoped_through[table]}, its owner table")
+            guarded.add(table)
+        if not guarded:
+            continue
+        start = _CONDITION_START.search(block)
+        condition = block[start.start() :] if start else ""
+        if not _USER_ID_BOUND.search(condition):
+            problems.append(f"no `user_id = <parameter>` condition on {', '.join(sorted(guarded))} in: {block}")
+    return problems
+
+
+def find_unscoped(
+    statements: list[Statement], user_tables: frozenset[str], scoped_through: Mapping[str, str]
+) -> list[Finding]:
+    findings: list[Finding] = []
+    for statement in statements:
+        if statement.sql is None:
+            findings.append(Finding(statement, "not static text: the SQL cannot be checked"))
+            continue
+        findings.extend(Finding(statement, p) for p in statement_problems(statement.sql, user_tables, scoped_through))
+    return findings
+
+
+# --- the schema ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Schema:
+    user_tables: frozenset[str]
+    scoped_through: Mapping[str, str]  # table without user_id -> the user table it belongs to
+    unclassified: frozenset[str]
+
+
+async def read_schema(db: Database) -> Schema:
+    async with db.reader.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name") as cur:
+        tables = {r[0].lower(): r[1] or "" for r in await cur.fetchall()}
+    user_tables: set[str] = set()
+    for name in tables:
+        async with db.reader.execute("SELECT name FROM pragma_table_info(?)", (name,)) as cur:
+            if "user_id" in {r[0] for r in await cur.fetchall()}:
+                user_tables.add(name)
+    fts = {name: _FTS_CONTENT.search(sql) for name, sql in tables.items() if "fts5" in sql.lower()}
+    internal = {n for n in tables if n.startswith("sqlite_")} | {f"{n}_{s}" for n in fts for s in _FTS_SHADOWS}
+    scoped_through = {
+        name: match.group(1).lower()
+        for name, match in fts.items()
+        if match is not None and match.group(1).lower() in user_tables
+    }
+    unclassified = set(tables) - user_tables - internal - set(scoped_through)
+    return Schema(frozenset(user_tables), scoped_through, frozenset(unclassified))
+
+
+@pytest.fixture
+async def schema(tmp_path) -> Schema:
+    db = await Database.open(tmp_path / "schema.sqlite3")
+    try:
+        return await read_schema(db)
+    finally:
+        await db.close()
+
+
+# --- the tests -------------------------------------------------------------------------------
+
+
+async def test_every_table_of_the_schema_is_classified(schema):
+    assert {"memories", "memory_history", "turns", "turn_stats", "exchanges"} <= schema.user_tables
+    assert schema.scoped_through == {"memories_fts": "memories"}
+    assert not schema.unclassified, (
+        f"tables without a user_id column: {sorted(schema.unclassified)}; give them one, or decide "
+        "how their rows are scoped and classify them in this file"
+    )
+
+
+async def test_every_statement_on_a_user_table_is_scoped_by_user(schema):
+    statements = code_statements()
+    # Not vacuous: the extraction reaches every user table the code uses.
+    touched = set().union(*(_tables(s.sql) for s in statements if s.sql is not None))
+    assert schema.user_tables <= touched, f"no statement found on {sorted(schema.user_tables - touched)}"
+    findings = [
+        f
+        for f in find_unscoped(statements, schema.user_tables, schema.scoped_through)
+        if f.statement.key not in ALLOWED
+    ]
+    assert not findings, "statements not scoped by user_id:\n" + "\n".join(map(str, findings))
+
+
+async def test_every_allowed_statement_still_exists_and_still_needs_its_exemption(schema):
+    statements = {s.key: s for s in code_statements()}
+    gone = [key for key in ALLOWED if key not in statements]
+    assert not gone, f"allow-listed statements no longer in the code (remove them): {gone}"
+    scoped = [
+        key for key in ALLOWED if not find_unscoped([statements[key]], schema.user_tables, schema.scoped_through)
+    ]
+    assert not scoped, f"allow-listed statements that are scoped now (remove them): {scoped}"
+
+
+USER_TABLES = frozenset({"memories", "memory_history", "turns"})
+SCOPED_THROUGH = {"memories_fts": "memories"}
+
+
+def check(source: str) -> list[Finding]:
+    return find_unscoped(extract_statements(source, "snippet.py"), USER_TABLES, SCOPED_THROUGH)
+
+
+def test_the_checker_reports_a_delete_by_id_alone():
+    findings = check(
+        'async def forget(conn, memory_id):\n'
+        '    await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))\n'
+    )
+    assert [(f.statement.function, f.statement.line, f.statement.sql) for f in findings] == [
+        ("forget", 2, "DELETE FROM memories WHERE id = ?")
+    ]
+
+
+def test_the_checker_accepts_the_same_delete_scoped_by_user():
+    assert check(
+        'async def forget(conn, user_id, memory_id):\n'
+        '    await conn.execute("DELETE FROM memories WHERE user_id = ? AND id = ?", (user_id, memory_id))\n'
+    ) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # implicit concatenation
+        'def f(c):\n    c.execute("UPDATE memories SET pinned = 1 "\n              "WHERE id = ?", (1,))\n',
+        # module constant assembled with +
+        (
+            'COLS = "id, text"\nQ = "SELECT " + COLS + " FROM memories WHERE id = ?"\n'
+            "def f(c):\n    c.execute(Q, (1,))\n"
+        ),
+        # a for loop over a module tuple of statements, one of them unscoped
+        (
+            'ERASE = ("DELETE FROM turns WHERE user_id = ?", "DELETE FROM memory_history")\n'
+            "def f(c, u):\n    for s in ERASE:\n        c.execute(s, (u,))\n"
+        ),
+        # a local statement extended with +=
+        (
+            'def f(c, u):\n    sql = "SELECT id FROM turns WHERE story_id = ?"\n    sql += " LIMIT ?"\n'
+            "    c.execute(sql, ('s', 1))\n"
+        ),
+        # one UNION branch unscoped
+        'def f(c):\n    c.execute("SELECT id FROM turns WHERE user_id = ? UNION SELECT id FROM memories")\n',
+        # an unscoped subquery inside a scoped statement
+        'def f(c):\n    c.execute("DELETE FROM turns WHERE user_id = ? AND id < (SELECT max(id) FROM turns)")\n',
+        # user_id named but not bound to the caller's user
+        'def f(c):\n    c.execute("UPDATE memories SET pinned = 0 WHERE user_id IS NOT NULL AND id = ?")\n',
+        # an INSERT that does not say whose row it is
+        'def f(c):\n    c.execute("INSERT INTO memory_history (memory_id, text) VALUES (?, ?)")\n',
+        # a user table second in a FROM list
+        'def f(c):\n    c.execute("SELECT m.id FROM json_each(?) AS j, memories AS m WHERE m.id = j.value")\n',
+        # the FTS index read without going through memories.user_id
+        'def f(c):\n    c.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?")\n',
+        # SQL that is not static text cannot be checked
+        'def f(c, table):\n    c.execute(f"DELETE FROM {table} WHERE user_id = ?")\n',
+    ],
+    ids=[
+        "implicit-concatenation",
+        "module-constant",
+        "for-over-statements",
+        "augmented-local",
+        "union-branch",
+        "subquery",
+        "user-id-not-bound",
+        "insert-without-user-id",
+        "comma-join",
+        "fts-without-owner",
+        "f-string",
+    ],
+)
+def test_the_checker_finds_unscoped_sql_however_it_is_written(source):
+    findings = check(source)
+    # One statement per snippet is unscoped (the for-loop's other statement is not).
+    assert len({f.statement for f in findings}) == 1, findings
+
+
+def test_the_checker_accepts_the_scoped_forms_the_code_uses():
+    source = (
+        'COLS = "id, text"\n'
+        'ERASE = ("DELETE FROM turns WHERE user_id = ?", "DELETE FROM memory_history WHERE user_id = ?")\n'
+        "def f(c, u):\n"
+        '    c.execute("SELECT " + COLS + " FROM memories WHERE user_id = ? AND id = ?", (u, 1))\n'
+        "    for s in ERASE:\n"
+        "        c.execute(s, (u,))\n"
+        '    c.execute("INSERT INTO memory_history (memory_id, user_id) SELECT id, user_id FROM memories '
+        'WHERE id = ? AND user_id = ? ON CONFLICT (memory_id) DO UPDATE SET user_id = excluded.user_id")\n'
+        '    c.execute("SELECT m.id FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid '
+        'WHERE memories_fts MATCH ? AND m.user_id = ?")\n'
+        '    c.execute("UPDATE memories SET n = n + (id IN (SELECT value FROM json_each(:ids))) '
+        'WHERE user_id = :user_id")\n'
+        '    c.execute(f"PRAGMA busy_timeout = {5000}")\n'
+    )
+    assert check(source) == []
