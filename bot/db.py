@@ -12,10 +12,11 @@ import logging
 import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
@@ -83,6 +84,27 @@ def from_db(value: str | None) -> datetime | None:
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
+async def fetch_all(
+    conn: aiosqlite.Connection, sql: str, params: Sequence[Any] = ()
+) -> list[aiosqlite.Row]:
+    """Run a query and read all its rows in one step of the connection's thread.
+
+    Never a cursor opened with `async with conn.execute` and read later: on the shared reader,
+    a statement left open across an await holds its read snapshot, and every other coroutine's
+    query on that connection then reads the database as it was before later commits
+    (bench/load.py saw exchanges reflected twice that way).
+    """
+    return list(await conn.execute_fetchall(sql, params))
+
+
+async def fetch_one(
+    conn: aiosqlite.Connection, sql: str, params: Sequence[Any] = ()
+) -> aiosqlite.Row | None:
+    """The first row of a query that returns at most one, read like fetch_all."""
+    rows = await fetch_all(conn, sql, params)
+    return rows[0] if rows else None
+
+
 def list_migrations(directory: Path = MIGRATIONS_DIR) -> list[tuple[int, Path]]:
     if not directory.is_dir():
         raise MigrationError(f"the migrations folder {directory} is missing: run Écho from a checkout")
@@ -111,8 +133,7 @@ async def apply_migrations(conn: aiosqlite.Connection, directory: Path = MIGRATI
 
     A failing migration is rolled back whole and leaves the previous version in place.
     """
-    async with conn.execute("PRAGMA user_version") as cur:
-        row = await cur.fetchone()
+    row = await fetch_one(conn, "PRAGMA user_version")
     version = int(row[0]) if row else 0
     for number, path in list_migrations(directory):
         if number <= version:

@@ -20,7 +20,7 @@ import aiosqlite
 
 from bot.character import Character, fill_user, render_character_prompt
 from bot.config import Settings
-from bot.db import Database, StorageError, to_db
+from bot.db import Database, StorageError, fetch_all, fetch_one, to_db
 from bot.embeddings import Embedder, EmbeddingError
 from bot.llm import LLMClient, LLMError, LLMTooLarge
 from bot.memory.model import Memory, utcnow
@@ -127,7 +127,8 @@ class _Exchange:
 
 
 class ExchangesGone(RuntimeError):
-    """The exchanges a reflection was about were deleted while it ran."""
+    """The exchanges a reflection was about were deleted (erase) or already reflected by the
+    time it would commit: its transaction is rolled back, nothing is applied twice."""
 
 
 @dataclass(slots=True)
@@ -327,10 +328,11 @@ class Engine:
 
     async def resume_pending_reflections(self) -> int:
         """After a restart (and periodically): reflect every answered, unreflected exchange."""
-        async with self.db.reader.execute(
-            "SELECT DISTINCT user_id FROM exchanges WHERE reflected_at IS NULL AND reply IS NOT NULL"
-        ) as cur:
-            users = [r[0] for r in await cur.fetchall()]
+        rows = await fetch_all(
+            self.db.reader,
+            "SELECT DISTINCT user_id FROM exchanges WHERE reflected_at IS NULL AND reply IS NOT NULL",
+        )
+        users = [r[0] for r in rows]
         for user_id in users:
             self.schedule_reflection(user_id)
         if users:
@@ -338,13 +340,13 @@ class Engine:
         return len(users)
 
     async def _pending(self, user_id: str) -> list[_Exchange]:
-        async with self.db.reader.execute(
+        rows = await fetch_all(
+            self.db.reader,
             "SELECT id, user_id, user_name, story_id, place, message_id, user_message, reply, "
             "reflection_attempts FROM exchanges "
             "WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL ORDER BY id LIMIT ?",
             (user_id, REFLECTION_BATCH),
-        ) as cur:
-            rows = await cur.fetchall()
+        )
         exchanges = [_Exchange(*row) for row in rows]
         # One call reflects one story: later exchanges of another story wait for the next round.
         return [e for e in exchanges if e.story_id == exchanges[0].story_id and e.place == exchanges[0].place]
@@ -377,6 +379,9 @@ class Engine:
             return await self._reflect(batch)
         except StorageError:
             return False  # not the batch's fault: it stays pending, the periodic sweep retries
+        except ExchangesGone as exc:
+            log.info("a reflection was rolled back: %s", exc)
+            return True
         except Exception as exc:
             log.exception("reflection of %d exchange(s) crashed", len(batch))
             await self._reflection_failed(batch, f"{type(exc).__name__}: {exc}", give_up=True)
@@ -440,13 +445,13 @@ class Engine:
             marked = 0
             for exchange_id in ids:
                 cur = await conn.execute(
-                    "UPDATE exchanges SET reflected_at = ?, last_error = NULL WHERE user_id = ? AND id = ?",
+                    "UPDATE exchanges SET reflected_at = ?, last_error = NULL "
+                    "WHERE user_id = ? AND id = ? AND reflected_at IS NULL",
                     (to_db(self.clock()), first.user_id, exchange_id),
                 )
                 marked += cur.rowcount
             if marked != len(ids):
-                # The exchanges vanished meanwhile (the user erased their data): roll it all back.
-                raise ExchangesGone(f"{len(ids) - marked} exchange(s) no longer exist")
+                raise ExchangesGone(f"{len(ids) - marked} exchange(s) erased or already reflected")
 
         report: ReflectionReport = await apply_reflection(
             self.db, parsed.reflection, ctx, problems=parsed.problems, clock=self.clock, finalize=mark_reflected
@@ -500,10 +505,9 @@ class Engine:
     # --- commands ----------------------------------------------------------------------------
 
     async def sharing(self, user_id: str) -> bool:
-        async with self.db.reader.execute(
-            "SELECT share_memories FROM user_settings WHERE user_id = ?", (user_id,)
-        ) as cur:
-            row = await cur.fetchone()
+        row = await fetch_one(
+            self.db.reader, "SELECT share_memories FROM user_settings WHERE user_id = ?", (user_id,)
+        )
         return bool(row and row[0])
 
     async def set_sharing(self, user_id: str, share: bool) -> None:
@@ -551,11 +555,11 @@ class Engine:
         for m in memories:
             by_type[m.type] = by_type.get(m.type, 0) + 1
         turns, degraded = await turn_stats(self.db, user_id)
-        async with self.db.reader.execute(
+        row = await fetch_one(
+            self.db.reader,
             "SELECT COUNT(*) FROM exchanges WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL",
             (user_id,),
-        ) as cur:
-            row = await cur.fetchone()
+        )
         return MemoryStats(
             total=len(memories),
             by_type=by_type,
@@ -595,13 +599,12 @@ class Engine:
         await self.wait_recorded(user_id)
         history = await self.store.history(user_id, limit=100_000)
         story = await story_history(self.db, user_id, None, limit=100_000)
-        async with self.db.reader.execute(
+        rows = await fetch_all(
+            self.db.reader,
             "SELECT story_id, user_message, reply, created_at FROM exchanges WHERE user_id = ? ORDER BY id",
             (user_id,),
-        ) as cur:
-            exchanges = [
-                {"story_id": r[0], "message": r[1], "reply": r[2], "at": r[3]} for r in await cur.fetchall()
-            ]
+        )
+        exchanges = [{"story_id": r[0], "message": r[1], "reply": r[2], "at": r[3]} for r in rows]
         stories = []
         for story_id in await user_story_ids(self.db, user_id):
             story_state = await load_story(self.db, user_id, story_id)
@@ -623,14 +626,15 @@ class Engine:
                     "state": story_state.state,
                 }
             )
-        async with self.db.reader.execute(
+        rows = await fetch_all(
+            self.db.reader,
             "SELECT story_id, query, degraded, detail, created_at FROM turns WHERE user_id = ? ORDER BY id",
             (user_id,),
-        ) as cur:
-            turns = [
-                {"story_id": r[0], "message": r[1], "degraded": bool(r[2]), "selection": json.loads(r[3]), "at": r[4]}
-                for r in await cur.fetchall()
-            ]
+        )
+        turns = [
+            {"story_id": r[0], "message": r[1], "degraded": bool(r[2]), "selection": json.loads(r[3]), "at": r[4]}
+            for r in rows
+        ]
         return {
             "user_id": user_id,
             "exported_at": to_db(self.clock()),

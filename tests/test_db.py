@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -158,3 +160,17 @@ async def test_a_full_database_rolls_the_whole_transaction_back_and_says_why(db)
     assert db.write_failures == 1
     async with db.reader.execute("SELECT COUNT(*) FROM user_settings") as cur:
         assert (await cur.fetchone())[0] == 0
+
+
+def test_no_code_keeps_a_statement_open_across_an_await():
+    """`async with conn.execute(...)` holds the reader's snapshot while other coroutines read
+    through it: they would miss later commits. Reads go through fetch_all / fetch_one."""
+    root = Path(__file__).resolve().parents[1]
+    offenders = [
+        f"{path.relative_to(root)}:{n}"
+        for folder in ("bot", "cogs")
+        for path in sorted((root / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"async with [\w.]+\.execute\(", line)
+    ]
+    assert offenders == []

@@ -18,6 +18,7 @@ from bot.engine import MAX_REFLECTION_ATTEMPTS, Engine, Incoming
 from bot.llm import LLMClient
 from bot.memory.indexing import Indexer
 from bot.memory.store import NewMemory
+from bot.memory.story_store import load_story
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest, Reply
 
 _LOCAL: LocalEmbedder | None = None
@@ -298,3 +299,22 @@ async def test_erase_wins_against_a_reflection_in_flight(db, http, llm_server, t
     for table in ("exchanges", "story_summaries", "memory_history"):
         async with db.reader.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", ("alice",)) as cur:  # noqa: S608 - constant table names
             assert (await cur.fetchone())[0] == 0, table
+
+
+async def test_a_batch_handed_out_twice_is_reflected_once(db, http, llm_server, tmp_path):
+    """A stale read of the pending exchanges (or two sweeps) must not apply a reflection twice."""
+    engine = make_engine(db, http, llm_server, tmp_path)
+    llm_server.handler = lambda r: (
+        json.dumps({"memories": [{"text": "L'utilisateur est allergique aux arachides.", "type": "fact", "confidence": 0.95}],
+                    "state": {"mood": 1}})
+        if r.json_schema is not None
+        else "ok"
+    )
+    await engine.turn(msg("Je suis allergique aux arachides."))
+    batch = await engine._pending("alice")
+    assert await engine._reflect_safely(batch) and await engine._reflect_safely(batch)
+    assert [m.text for m in await engine.store.list("alice")] == ["L'utilisateur est allergique aux arachides."]
+    async with db.reader.execute("SELECT reflection_attempts, last_error FROM exchanges") as cur:
+        assert [tuple(r) for r in await cur.fetchall()] == [(0, None)]
+    # The one thing a second application would not absorb: the mood moves by +1 once, not twice.
+    assert (await load_story(db, "alice", "chan-1")).state == {"mood": 1.0}

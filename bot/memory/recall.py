@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bot.db import Database, from_db, to_db
+from bot.db import Database, fetch_all, fetch_one, from_db, to_db
 from bot.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, EmbeddingError, embed_turn_query
 from bot.memory.counters import record_turn
 from bot.memory.model import Memory, utcnow
@@ -153,10 +153,8 @@ class Recall:
         self._outage: str | None = None
 
     async def candidates(self, user_id: str, *, story_id: str, place: str, share: bool) -> list[Memory]:
-        async with self.db.reader.execute(
-            _CANDIDATES, (user_id, to_db(self.clock()), story_id, share, place)
-        ) as cur:
-            return [row_to_memory(r) for r in await cur.fetchall()]
+        rows = await fetch_all(self.db.reader, _CANDIDATES, (user_id, to_db(self.clock()), story_id, share, place))
+        return [row_to_memory(r) for r in rows]
 
     async def matrix(self, user_id: str, model: str) -> tuple[Sequence[int], Any]:
         # Taken before the load: an invalidation while it runs keeps its result out of the cache.
@@ -327,12 +325,12 @@ class Recall:
 
 async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection | None:
     """The user's last recorded turn in this story, for /why (survives restarts)."""
-    async with db.reader.execute(
+    row = await fetch_one(
+        db.reader,
         "SELECT id, query, degraded, detail, created_at FROM turns "
         "WHERE user_id = ? AND story_id = ? ORDER BY id DESC LIMIT 1",
         (user_id, story_id),
-    ) as cur:
-        row = await cur.fetchone()
+    )
     if row is None:
         return None
     detail = json.loads(row[3])
@@ -352,8 +350,5 @@ async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection 
 
 async def turn_stats(db: Database, user_id: str) -> tuple[int, int]:
     """(turns, degraded turns) of one user, persisted across restarts."""
-    async with db.reader.execute(
-        "SELECT turns, degraded_turns FROM turn_stats WHERE user_id = ?", (user_id,)
-    ) as cur:
-        row = await cur.fetchone()
+    row = await fetch_one(db.reader, "SELECT turns, degraded_turns FROM turn_stats WHERE user_id = ?", (user_id,))
     return (int(row[0]), int(row[1])) if row else (0, 0)

@@ -19,7 +19,7 @@ from typing import Any
 
 import aiosqlite
 
-from bot.db import Database, from_db, to_db
+from bot.db import Database, fetch_all, fetch_one, from_db, to_db
 from bot.memory.model import MEMORY_TYPES, SCOPES, HistoryEntry, Memory, content_hash, utcnow
 
 log = logging.getLogger(__name__)
@@ -147,20 +147,14 @@ class EraseReport:
 
 
 async def fetch_memory(conn: aiosqlite.Connection, user_id: str, memory_id: int) -> Memory | None:
-    async with conn.execute(
-        SELECT_MEMORY, (user_id, memory_id)
-    ) as cur:
-        row = await cur.fetchone()
+    row = await fetch_one(conn, SELECT_MEMORY, (user_id, memory_id))
     return row_to_memory(row) if row else None
 
 
 async def fetch_memories(
     conn: aiosqlite.Connection, user_id: str, *, include_rules: bool = False
 ) -> list[Memory]:
-    async with conn.execute(
-        SELECT_MEMORIES, (user_id, include_rules)
-    ) as cur:
-        rows = await cur.fetchall()
+    rows = await fetch_all(conn, SELECT_MEMORIES, (user_id, include_rules))
     return [row_to_memory(r) for r in rows]
 
 
@@ -330,10 +324,7 @@ class MemoryStore:
             return await delete_memory(conn, user_id, memory_id, cause=cause, now=self.clock())
 
     async def history(self, user_id: str, *, limit: int = 50, offset: int = 0) -> list[HistoryEntry]:
-        async with self.db.reader.execute(
-            _SELECT_HISTORY, (user_id, limit, offset),
-        ) as cur:
-            rows = await cur.fetchall()
+        rows = await fetch_all(self.db.reader, _SELECT_HISTORY, (user_id, limit, offset))
         return [_row_to_history(r) for r in rows]
 
     async def restore(self, user_id: str, history_id: int, *, cause: str = "restore") -> int | None:
@@ -344,10 +335,7 @@ class MemoryStore:
         """
         now = self.clock()
         async with self.db.write() as conn:
-            async with conn.execute(
-                _SELECT_SNAPSHOT, (user_id, history_id),
-            ) as cur:
-                row = await cur.fetchone()
+            row = await fetch_one(conn, _SELECT_SNAPSHOT, (user_id, history_id))
             if row is None:
                 return None
             memory_id = row[0]

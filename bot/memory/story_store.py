@@ -16,7 +16,7 @@ from typing import Any
 
 import aiosqlite
 
-from bot.db import Database, from_db, to_db
+from bot.db import Database, fetch_all, fetch_one, from_db, to_db
 from bot.memory.story import (
     Anchor,
     AnchorPlan,
@@ -69,37 +69,39 @@ def _dt(value: str) -> datetime:
 
 async def _load(conn: aiosqlite.Connection, user_id: str, story_id: str) -> StoryState:
     state = StoryState()
-    async with conn.execute(
+    row = await fetch_one(
+        conn,
         "SELECT summary, updated_at FROM story_summaries WHERE user_id = ? AND story_id = ?",
         (user_id, story_id),
-    ) as cur:
-        row = await cur.fetchone()
+    )
     if row is not None:
         state.summary, state.summary_updated_at = row["summary"], _dt(row["updated_at"])
-    async with conn.execute(
+    rows = await fetch_all(
+        conn,
         "SELECT id, text, created_at FROM story_anchors WHERE user_id = ? AND story_id = ?"
         " ORDER BY id",
         (user_id, story_id),
-    ) as cur:
-        rows = await cur.fetchall()
+    )
     state.anchors = [Anchor(r["id"], r["text"], _dt(r["created_at"])) for r in rows]
-    async with conn.execute(
+    rows = await fetch_all(
+        conn,
         "SELECT id, subject, stance, justification, created_at, updated_at FROM story_positions"
         " WHERE user_id = ? AND story_id = ? ORDER BY id",
         (user_id, story_id),
-    ) as cur:
-        state.positions = [
-            Position(
-                r["id"], r["subject"], r["stance"], r["justification"],
-                _dt(r["created_at"]), _dt(r["updated_at"]),
-            )
-            for r in await cur.fetchall()
-        ]
-    async with conn.execute(
+    )
+    state.positions = [
+        Position(
+            r["id"], r["subject"], r["stance"], r["justification"],
+            _dt(r["created_at"]), _dt(r["updated_at"]),
+        )
+        for r in rows
+    ]
+    rows = await fetch_all(
+        conn,
         "SELECT name, value FROM story_state WHERE user_id = ? AND story_id = ?",
         (user_id, story_id),
-    ) as cur:
-        state.state = {r["name"]: float(r["value"]) for r in await cur.fetchall()}
+    )
+    state.state = {r["name"]: float(r["value"]) for r in rows}
     return state
 
 
@@ -110,15 +112,16 @@ async def load_story(db: Database, user_id: str, story_id: str) -> StoryState:
 
 async def user_story_ids(db: Database, user_id: str) -> list[str]:
     """Every story in which something is stored for this user (for the data export)."""
-    async with db.reader.execute(
+    rows = await fetch_all(
+        db.reader,
         "SELECT story_id FROM story_summaries WHERE user_id = ?"
         " UNION SELECT story_id FROM story_anchors WHERE user_id = ?"
         " UNION SELECT story_id FROM story_positions WHERE user_id = ?"
         " UNION SELECT story_id FROM story_state WHERE user_id = ?"
         " ORDER BY story_id",
         (user_id, user_id, user_id, user_id),
-    ) as cur:
-        return [r[0] for r in await cur.fetchall()]
+    )
+    return [r[0] for r in rows]
 
 
 async def _archive(
@@ -321,8 +324,7 @@ async def story_history(
         params.append(json.dumps(list(operations)))
     sql += " ORDER BY at DESC, id DESC LIMIT ?"
     params.append(limit)
-    async with db.reader.execute(sql, params) as cur:
-        rows = await cur.fetchall()
+    rows = await fetch_all(db.reader, sql, params)
     return [
         StoryHistoryEntry(
             r["id"], r["user_id"], r["story_id"], r["operation"], r["item_id"],

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import aiosqlite
 import numpy as np
 
-from bot.db import Database, to_db
+from bot.db import Database, fetch_all, to_db
 from bot.memory.model import utcnow
 from bot.memory.text import content_words, words
 
@@ -62,7 +62,8 @@ async def load_user_matrix(
     A memory whose text changed since it was embedded (hash mismatch) is left out until the
     indexer catches up. No vector at all: ([], an array of shape (0, 0)).
     """
-    async with db.reader.execute(
+    rows = await fetch_all(
+        db.reader,
         """
         SELECT v.memory_id, v.dim, v.vector, v.embedded_at
         FROM memory_vectors AS v
@@ -73,8 +74,7 @@ async def load_user_matrix(
         ORDER BY v.memory_id
         """,
         (user_id, model, _active_after(now)),
-    ) as cur:
-        rows = list(await cur.fetchall())
+    )
     if not rows:
         return [], np.empty((0, 0), dtype=np.float32)
     # One model name gives one dimension, unless the server behind it was swapped: then only
@@ -102,7 +102,8 @@ async def stale_memories(
     Spans all users by design: this is the indexer's work list, not a read on a user's behalf.
     Newest first, so a fresh memory gets its score before a backlog of old ones.
     """
-    async with db.reader.execute(
+    rows = await fetch_all(
+        db.reader,
         """
         SELECT m.id, m.user_id, m.text, m.content_hash
         FROM memories AS m
@@ -113,8 +114,7 @@ async def stale_memories(
         LIMIT ?
         """,
         (model, _active_after(now), limit),
-    ) as cur:
-        rows = await cur.fetchall()
+    )
     return [StaleMemory(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
 
 
@@ -207,7 +207,8 @@ async def lexical_matches(
     ids_json = None if among is None else json.dumps(list(map(int, among)))
     # The ids travel as one JSON array, as in bot.memory.counters: one SQL text whatever their
     # number, and no bound-variable limit.
-    async with db.reader.execute(
+    rows = await fetch_all(
+        db.reader,
         """
         SELECT m.id, bm25(memories_fts) AS rank
         FROM memories_fts
@@ -219,8 +220,7 @@ async def lexical_matches(
         LIMIT ?
         """,
         (expression, user_id, _active_after(now), ids_json, ids_json, limit),
-    ) as cur:
-        rows = await cur.fetchall()
+    )
     out: dict[int, float] = {}
     for memory_id, rank in rows:
         strength = max(0.0, -float(rank))

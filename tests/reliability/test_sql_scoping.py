@@ -29,6 +29,8 @@ from bot.db import Database
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("bot", "cogs")
 EXECUTE_METHODS = frozenset({"execute", "executemany", "execute_fetchall", "executescript"})
+# bot.db's read helpers: fetch_all(conn, sql, params) and fetch_one(conn, sql, params).
+READ_HELPERS = frozenset({"fetch_all", "fetch_one"})
 
 # Tables with no user_id column whose rows are nonetheless one user's: they are scoped through
 # their owner table. memories_fts is the external-content FTS index of memories (rowid =
@@ -76,6 +78,16 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "apply_migrations",
         "<unresolved: script>",
     ): "migrations: schema changes read from migrations/*.sql, applied to the whole database",
+    (
+        "bot/db.py",
+        "fetch_all",
+        "<unresolved: sql>",
+    ): "the read helper itself: each of its callers' SQL is checked at the call (READ_HELPERS)",
+    (
+        "bot/db.py",
+        "fetch_one",
+        "<unresolved: sql>",
+    ): "the read helper itself, over fetch_all: its callers' SQL is checked at the call",
 }
 
 
@@ -196,6 +208,17 @@ def _normalise(sql: str) -> str:
     return " ".join(sql.split())
 
 
+def _sql_argument(node: ast.AST) -> ast.expr | None:
+    """The SQL argument of an execute-like method call or of a read helper call, if it is one."""
+    if not isinstance(node, ast.Call):
+        return None
+    if isinstance(node.func, ast.Attribute) and node.func.attr in EXECUTE_METHODS and node.args:
+        return node.args[0]
+    if isinstance(node.func, ast.Name) and node.func.id in READ_HELPERS and len(node.args) >= 2:
+        return node.args[1]
+    return None
+
+
 def extract_statements(source: str, path: str) -> list[Statement]:
     """Every SQL argument of an execute-like call in one module."""
     tree = ast.parse(source)
@@ -209,13 +232,8 @@ def extract_statements(source: str, path: str) -> list[Statement]:
             if isinstance(child, ast.ClassDef):
                 walk(child, [*qualname, child.name], scopes)
                 continue
-            if (
-                isinstance(child, ast.Call)
-                and isinstance(child.func, ast.Attribute)
-                and child.func.attr in EXECUTE_METHODS
-                and child.args
-            ):
-                argument = child.args[0]
+            argument = _sql_argument(child)
+            if argument is not None:
                 texts = _Resolver(scopes).texts(argument)
                 function = ".".join(qualname) or "<module>"
                 for sql in texts if texts is not None else [None]:
@@ -480,6 +498,8 @@ def test_the_checker_accepts_the_same_delete_scoped_by_user():
         'def f(c):\n    c.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?")\n',
         # SQL that is not static text cannot be checked
         'def f(c, table):\n    c.execute(f"DELETE FROM {table} WHERE user_id = ?")\n',
+        # through bot.db's read helper
+        'async def f(c):\n    await fetch_all(c, "SELECT text FROM memories WHERE id = ?", (1,))\n',
     ],
     ids=[
         "implicit-concatenation",
@@ -493,6 +513,7 @@ def test_the_checker_accepts_the_same_delete_scoped_by_user():
         "comma-join",
         "fts-without-owner",
         "f-string",
+        "read-helper",
     ],
 )
 def test_the_checker_finds_unscoped_sql_however_it_is_written(source):
