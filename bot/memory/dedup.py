@@ -344,6 +344,8 @@ class _Features:
 _NOT_NAMES = frozenset(_SINGLE_CARRIERS) | _AMBIGUOUS_MONTHS
 
 
+# The index is rebuilt from a user's memories at each reflection: each text is read once.
+@functools.lru_cache(maxsize=1 << 15)
 def _features(text: str) -> _Features:
     canonical = dedup_text(text)
     content = frozenset(fact_words(canonical))
