@@ -484,6 +484,23 @@ _WORD_BITS = 64
 # memory gets no bound: it is scored whenever its length fits the ratio's length window.
 _CODE_WIDTH = 256
 _MAX_CODE = 0xFFFF
+# Character codes of the LCS bound, shared by every index: a code only tells characters apart,
+# and one table lets each text's codes be computed once (an index is rebuilt per reflection).
+# 0 is padding: it matches no character.
+_CHAR_CODES: dict[str, int] = {}
+
+
+def _char_code(char: str) -> int:
+    # Characters past the uint16 range share the last code: merging letters of the alphabet
+    # can only lengthen a common subsequence, so the bound stays an upper bound.
+    return min(_CHAR_CODES.setdefault(char, len(_CHAR_CODES) + 1), _MAX_CODE)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _text_codes(norm: str) -> np.ndarray:
+    codes = np.fromiter((_char_code(c) for c in norm[:_CODE_WIDTH]), dtype=np.uint16)
+    codes.flags.writeable = False  # shared by every index holding this text
+    return codes
 _ALL_ONES = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 
 
@@ -513,7 +530,6 @@ class DedupIndex:
         self._signature_of: dict[tuple[str, ...], int] = {}
         self._postings: dict[tuple[int, str], set[int]] = {}
         self._wordless: dict[int, set[int]] = {}
-        self._char_code: dict[str, int] = {}  # 0 is padding: it matches no character
         capacity = 64
         self._active = np.zeros(capacity, dtype=bool)
         self._length = np.zeros(capacity, dtype=np.int64)
@@ -542,9 +558,9 @@ class DedupIndex:
             self._postings.setdefault((signature, word), set()).add(row)
         if not features.content:
             self._wordless.setdefault(signature, set()).add(row)
-        codes = [self._code(c) for c in features.norm[:_CODE_WIDTH]]
+        codes = _text_codes(features.norm)
         self._codes[row, :] = 0
-        self._codes[row, : len(codes)] = codes
+        self._codes[row, : codes.size] = codes
         self._length[row] = len(features.norm)
         self._signature[row] = signature
         self._active[row] = True
@@ -635,9 +651,9 @@ class DedupIndex:
         """
         m = len(text)
         n_words = (m + _WORD_BITS - 1) // _WORD_BITS
-        masks = np.zeros((min(len(self._char_code), _MAX_CODE) + 1, n_words), dtype=np.uint64)
+        masks = np.zeros((min(len(_CHAR_CODES), _MAX_CODE) + 1, n_words), dtype=np.uint64)
         for position, char in enumerate(text):
-            code = self._char_code.get(char)
+            code = _CHAR_CODES.get(char)
             if code is not None:
                 bit = np.uint64(1 << (position % _WORD_BITS))
                 masks[min(code, _MAX_CODE), position // _WORD_BITS] |= bit
@@ -664,11 +680,6 @@ class DedupIndex:
         for w in range(n_words):
             ones += np.bitwise_count(v[w] & full[w])
         return m - ones
-
-    def _code(self, char: str) -> int:
-        # Characters past the uint16 range share the last code: merging letters of the alphabet
-        # can only lengthen a common subsequence, so the bound stays an upper bound.
-        return min(self._char_code.setdefault(char, len(self._char_code) + 1), _MAX_CODE)
 
     def _new_row(self) -> int:
         row = len(self._ids)

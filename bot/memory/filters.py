@@ -377,7 +377,8 @@ def flipped_negation(text: str, existing: Iterable[tuple[int, str]], user_messag
     best = FLIP_MIN_OVERLAP
     for memory_id, old_text in existing:
         old_negative, old_fact = _polarity(old_text)
-        if old_negative == negative:
+        # overlap <= smaller / larger word count: most memories are ruled out by size alone.
+        if old_negative == negative or min(len(fact), len(old_fact)) < best * max(len(fact), len(old_fact)):
             continue
         score = _overlap(fact, old_fact)
         if score > best or (best_id is None and score >= best):
