@@ -161,7 +161,8 @@ class Database:
         self._writer = writer
         self.reader = reader
         self._write_lock = asyncio.Lock()
-        # Failed write transactions since start-up; an outage is logged once, on its first one.
+        # Failed write transactions since start-up; logged on the first of an outage, then at
+        # most once per STORAGE_LOG_SECONDS.
         self.write_failures = 0
         self._failing = False
         self._last_logged: float | None = None

@@ -30,6 +30,7 @@ MAX_QUOTED_CHARS = 500
 # A chat answer is a few KB (a long reasoning trace, a few hundred): past this, the model is
 # looping, and its answer is dropped before it fills the memory.
 MAX_RESPONSE_BYTES = 2_000_000
+_ENCODING_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 # Name sent in OpenAI's response_format.json_schema; the API requires one.
 SCHEMA_NAME = "reflection"
 
@@ -270,9 +271,11 @@ class LLMClient:
                 f"The connection to the {self._server} at {self._url(path)} broke before a "
                 f"complete answer arrived ({self._scrub(detail)})."
             ) from None
-        return httpx.Response(
-            response.status_code, headers=response.headers, content=content, request=request
-        )
+        # The body is already decoded: the new response must not decode it again.
+        headers = [
+            (k, v) for k, v in response.headers.multi_items() if k.lower() not in _ENCODING_HEADERS
+        ]
+        return httpx.Response(response.status_code, headers=headers, content=content, request=request)
 
     async def _read_bounded(self, response: httpx.Response, path: str) -> bytes:
         """The body, refused past MAX_RESPONSE_BYTES before it is all in memory."""

@@ -12,10 +12,12 @@ import pytest
 import pytest_asyncio
 
 from bot.llm import (
+    MAX_RESPONSE_BYTES,
     SCHEMA_NAME,
     LLMBadResponse,
     LLMClient,
     LLMTimeout,
+    LLMTooLarge,
     LLMUnavailable,
     ModelNotFound,
     strip_thinking,
@@ -75,6 +77,24 @@ async def test_prose_reply_is_returned_and_request_is_in_the_api_format(
     assert request.body is not None and request.body["stream"] is False
     assert request.json_schema is None
     assert "format" not in request.body and "response_format" not in request.body
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_gzip_compressed_answer_is_read(
+    http: httpx.AsyncClient, llm_server: FakeLLMServer, api: str
+) -> None:
+    # A proxy in front of the server may compress; the size-bounded read must decode it once.
+    llm_server.replies.append(Reply("Enchanté, Léa ! " * 200, gzip=True))
+    assert await ask(client(http, api, llm_server.url)) == ("Enchanté, Léa ! " * 200).strip()
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_an_answer_past_the_size_cap_is_dropped_while_it_streams(
+    http: httpx.AsyncClient, llm_server: FakeLLMServer, api: str
+) -> None:
+    llm_server.replies.append(Reply("x" * (MAX_RESPONSE_BYTES + 1)))
+    with pytest.raises(LLMTooLarge, match=f"more than {MAX_RESPONSE_BYTES // 1_000_000} MB"):
+        await ask(client(http, api, llm_server.url))
 
 
 async def test_ollama_structured_request_carries_the_schema_in_format(

@@ -27,6 +27,8 @@ An answer is a `str` (the assistant's text) or a `Reply` for anything else:
     Reply("text", truncated=True)      announces the full body length, sends half, closes
     Reply("text", trickle=0.1)         sends the body in 10 pieces, 0.1 s apart (each read is quick,
                                        the whole answer is not)
+    Reply("text", gzip=True)           the body gzip-compressed (Content-Encoding: gzip), as a
+                                       proxy in front of the server may send it
 
 Every request (chat and model lists) is recorded in `server.requests` as an `LLMRequest`
 (api, method, path, model, messages, json_schema, headers, body); `server.chats` keeps the chat
@@ -90,6 +92,7 @@ class Reply:
     content_type: str = "application/json"
     truncated: bool = False
     trickle: float = 0.0
+    gzip: bool = False
 
 
 Answer = str | Reply
@@ -249,7 +252,10 @@ class FakeLLMServer:
             raw = json.dumps(_chat_body(api, model, reply, self._served)).encode()
         if reply.truncated or reply.trickle:
             return await self._send_in_pieces(request, reply, raw)
-        return web.Response(status=reply.status, body=raw, content_type=_mime(reply.content_type))
+        response = web.Response(status=reply.status, body=raw, content_type=_mime(reply.content_type))
+        if reply.gzip:
+            response.enable_compression(web.ContentCoding.gzip)
+        return response
 
 
     async def _send_in_pieces(
