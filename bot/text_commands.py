@@ -80,7 +80,7 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         return memory_pages(memories, now=engine.clock(), per_page=len(memories) or 1, max_chars=sys.maxsize)[0]
     if name == "remember":
         # The raw rest of the line: shlex would eat the apostrophes of "J'aime l'été".
-        text = line.strip().split(maxsplit=1)[1] if len(line.split()) > 1 else ""
+        text = (line.split(maxsplit=1) + [""])[1]
         try:
             memory_id = await engine.remember(user, text, story_id=session.story_id, place=session.place)
         except InvalidMemory as exc:
