@@ -11,7 +11,6 @@ import asyncio
 import logging
 import re
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
@@ -20,12 +19,13 @@ from typing import Any
 
 import aiosqlite
 
+from bot.outage import Outage
+
 log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
 BUSY_TIMEOUT_MS = 5000
-STORAGE_LOG_SECONDS = 600.0
 
 
 class MigrationError(RuntimeError):
@@ -161,11 +161,7 @@ class Database:
         self._writer = writer
         self.reader = reader
         self._write_lock = asyncio.Lock()
-        # Failed write transactions since start-up; logged on the first of an outage, then at
-        # most once per STORAGE_LOG_SECONDS.
-        self.write_failures = 0
-        self._failing = False
-        self._last_logged: float | None = None
+        self.storage = Outage(log, level=logging.ERROR)
 
     @classmethod
     async def open(cls, path: str | Path, migrations: Path = MIGRATIONS_DIR) -> "Database":
@@ -211,9 +207,10 @@ class Database:
                 failure = storage_failure(self.path, exc)
                 if failure is None:
                     raise
-                self._note_failure(failure)
+                self.storage.failed("%s", failure)
                 raise failure from exc
-            self._note_success()
+            if self.storage.down:
+                self.storage.recovered("the database accepts writes again after %d failed write(s)")
 
     async def _rollback(self) -> None:
         try:
@@ -221,21 +218,6 @@ class Database:
         except sqlite3.Error as exc:
             # SQLite has already rolled back when the disk fails under it.
             log.debug("rollback after a failed write: %s", exc)
-
-    def _note_failure(self, failure: StorageError) -> None:
-        self.write_failures += 1
-        now = time.monotonic()
-        # A nearly full disk lets small writes through between failures: one line per outage
-        # and per STORAGE_LOG_SECONDS, not one per flap.
-        if self._last_logged is None or now - self._last_logged >= STORAGE_LOG_SECONDS:
-            self._last_logged = now
-            log.error("%s (%d failed write(s) so far; more are counted, not logged)", failure, self.write_failures)
-        self._failing = True
-
-    def _note_success(self) -> None:
-        if self._failing:
-            self._failing = False
-            log.info("a write succeeded again after %d failed write(s)", self.write_failures)
 
     async def close(self) -> None:
         await self.reader.close()

@@ -49,6 +49,7 @@ from bot.memory.story import (
 from bot.memory.story_store import erase_user_story_data, load_story, story_history, user_story_ids
 from bot.memory.vectors import lexical_matches
 from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
+from bot.outage import Outage
 from bot.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
 from bot.tasks import BackgroundTasks
 
@@ -168,6 +169,8 @@ class Engine:
         # The last reflection report per user: what the write path decided, for the operator.
         self.last_reports: dict[str, ReflectionReport] = {}
         self._recording: dict[str, set[asyncio.Task[None]]] = {}
+        self.reply_outage = Outage(log)
+        self.reflection_outage = Outage(log)
 
     @property
     def character_user_id(self) -> str:
@@ -237,13 +240,14 @@ class Engine:
                 messages, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds
             )
         except LLMError as exc:
-            log.warning("reply failed, exchange %d kept unanswered: %s", exchange_id, exc)
+            self.reply_outage.failed("replies fail, messages are kept unanswered: %s", exc)
             self._record_later(selection)
             with contextlib.suppress(StorageError):  # counted and logged by the database
                 await self._exchange_failed(msg.user_id, exchange_id, str(exc))
             return TurnResult(None, str(exc), selection, exchange_id)
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
+        self.reply_outage.recovered("replies work again after %d failed turn(s)")
         self._record_later(selection)
         reply = reply.strip() or "…"
         if len(reply) > MAX_REPLY_CHARS:
@@ -424,6 +428,7 @@ class Engine:
             await self._reflection_failed(batch, f"LLM: {exc}", give_up=True)
             return True
         except LLMError as exc:
+            self.reflection_outage.failed("reflections fail, exchanges stay pending: %s", exc)
             await self._reflection_failed(batch, f"LLM: {exc}", give_up=False)
             return False
         except ReflectionParseError as exc:
@@ -453,6 +458,7 @@ class Engine:
             if marked != len(ids):
                 raise ExchangesGone(f"{len(ids) - marked} exchange(s) erased or already reflected")
 
+        self.reflection_outage.recovered("reflections work again after %d failed attempt(s)")
         report: ReflectionReport = await apply_reflection(
             self.db, parsed.reflection, ctx, problems=parsed.problems, clock=self.clock, finalize=mark_reflected
         )
@@ -462,7 +468,8 @@ class Engine:
 
     async def _reflection_failed(self, batch: list[_Exchange], error: str, *, give_up: bool) -> None:
         """Count the attempt; after MAX_REFLECTION_ATTEMPTS the exchanges are set aside, logged."""
-        log.warning("reflection of %d exchange(s) failed: %s", len(batch), error)
+        if give_up:  # the batch's own fault (an LLM outage is logged once, by its Outage)
+            log.warning("reflection of %d exchange(s) failed: %s", len(batch), error)
         async with self.db.write() as conn:
             for e in batch:
                 attempts = e.attempts + 1

@@ -138,7 +138,7 @@ async def test_a_bug_in_a_statement_is_not_reported_as_a_storage_failure(db):
     with pytest.raises(sqlite3.OperationalError):
         async with db.write() as conn:
             await conn.execute("SELEC 1")
-    assert db.write_failures == 0
+    assert db.storage.failures == 0
     async with db.write() as conn:  # the writer is usable again: both were rolled back
         await conn.execute("INSERT INTO user_settings (user_id, share_memories) VALUES ('a', 1)")
 
@@ -157,7 +157,7 @@ async def test_a_full_database_rolls_the_whole_transaction_back_and_says_why(db)
                 ("x" * 100_000,),
             )
     assert raised.value.reason == "the disk is full" and str(db.path) in str(raised.value)
-    assert db.write_failures == 1
+    assert db.storage.failures == 1
     async with db.reader.execute("SELECT COUNT(*) FROM user_settings") as cur:
         assert (await cur.fetchone())[0] == 0
 

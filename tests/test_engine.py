@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -318,3 +319,16 @@ async def test_a_batch_handed_out_twice_is_reflected_once(db, http, llm_server, 
         assert [tuple(r) for r in await cur.fetchall()] == [(0, None)]
     # The one thing a second application would not absorb: the mood moves by +1 once, not twice.
     assert (await load_story(db, "alice", "chan-1")).state == {"mood": 1.0}
+
+
+async def test_an_llm_outage_is_logged_once_and_its_end_once(db, http, llm_server, tmp_path, caplog):
+    engine = make_engine(db, http, llm_server, tmp_path)
+    for _ in range(3):
+        llm_server.replies.append(Reply(status=500, error="CUDA out of memory"))
+    with caplog.at_level(logging.INFO, logger="bot.engine"):
+        results = [await engine.turn(msg(f"message {n}")) for n in range(4)]
+    assert [r.reply is None for r in results] == [True, True, True, False]
+    logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "bot.engine"]
+    assert [level for level, _ in logged] == [logging.WARNING, logging.INFO]
+    assert "CUDA out of memory" in logged[0][1] and "after 3 failed" in logged[1][1]
+    assert engine.reply_outage.failures == 3

@@ -16,7 +16,7 @@ from typing import Protocol
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from bot.db import Database
+from bot.db import Database, StorageError
 from bot.embeddings import Embedder, EmbeddingError
 from bot.memory.model import utcnow
 from bot.memory.vectors import (
@@ -25,6 +25,7 @@ from bot.memory.vectors import (
     stale_memories,
     store_vectors,
 )
+from bot.outage import Outage
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +69,8 @@ class Indexer:
         self._cache = cache
         self._batch_size = batch_size
         self._max_batches = max_batches
-        # Ticks that failed to embed: the count a `/stats`-like command can show.
-        self.failed_ticks = 0
-        self._outage_ticks = 0
+        # Ticks that failed to embed (`outage.failures`: the count a `/stats`-like command can show).
+        self.outage = Outage(log)
         self._pruned = False
 
     async def run_once(self) -> int:
@@ -90,15 +90,18 @@ class Indexer:
             try:
                 vectors = await self._embedder.embed_passages([memory.text for memory in stale])
             except EmbeddingError as exc:
-                self._failed(exc)
+                self.outage.failed("memory indexing paused, retrying every tick: %s", exc)
                 return indexed
             rows = [
                 VectorRow(memory.id, memory.user_id, model, memory.content_hash, vector)
                 for memory, vector in zip(stale, vectors, strict=True)
             ]
-            async with self._db.write() as conn:
-                await store_vectors(conn, rows)
-            self._recovered()
+            try:
+                async with self._db.write() as conn:
+                    await store_vectors(conn, rows)
+            except StorageError:
+                return indexed  # the database logs and counts it; the next tick retries
+            self.outage.recovered("memory indexing resumed after %d failed ticks")
             if self._cache is not None:
                 for user_id in {memory.user_id for memory in stale}:
                     self._cache.invalidate(user_id)
@@ -111,17 +114,6 @@ class Indexer:
             if dropped:
                 log.info("dropped %d vectors of previous embedding models", dropped)
         return indexed
-
-    def _failed(self, exc: EmbeddingError) -> None:
-        self.failed_ticks += 1
-        self._outage_ticks += 1
-        if self._outage_ticks == 1:
-            log.warning("memory indexing paused, retrying every tick: %s", exc)
-
-    def _recovered(self) -> None:
-        if self._outage_ticks:
-            log.info("memory indexing resumed after %d failed ticks", self._outage_ticks)
-            self._outage_ticks = 0
 
     def schedule(
         self, scheduler: AsyncIOScheduler, seconds: float = INDEX_INTERVAL_SECONDS

@@ -26,6 +26,7 @@ from bot.memory.scoring import VectorCache, cosine_scores
 from bot.memory.selection import Selected, select
 from bot.memory.store import row_to_memory
 from bot.memory.vectors import lexical_matches, load_user_matrix
+from bot.outage import Outage
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ class Recall:
         self.limit = limit
         self.timeout = timeout
         self.clock = clock
-        self._outage: str | None = None
+        self.outage = Outage(log)
 
     async def candidates(self, user_id: str, *, story_id: str, place: str, share: bool) -> list[Memory]:
         rows = await fetch_all(self.db.reader, _CANDIDATES, (user_id, to_db(self.clock()), story_id, share, place))
@@ -183,14 +184,6 @@ class Recall:
             )
         return cosine_scores(vector, ids, matrix)
 
-    def _note_outage(self, error: Exception | None) -> None:
-        if error is not None and self._outage is None:
-            self._outage = str(error)
-            log.warning("memory runs without semantic scores (turns are counted as degraded): %s", error)
-        elif error is None and self._outage is not None:
-            log.info("semantic scores are back after an outage (%s)", self._outage)
-            self._outage = None
-
     async def select_for_turn(
         self,
         user_id: str,
@@ -213,10 +206,10 @@ class Recall:
             try:
                 semantic = await self.semantic_scores(user_id, query)
                 scores = {i: s for i, s in semantic.items() if i in by_id}
-                self._note_outage(None)
+                self.outage.recovered("semantic scores are back after %d degraded turn(s)")
             except EmbeddingError as exc:
                 degraded = True
-                self._note_outage(exc)
+                self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
         # An empty message (an attachment, a sticker) has nothing to recall: not a failure.
         threshold = threshold_for(self.embedder.model) if self.embedder else FALLBACK_THRESHOLD
         lexical_ids: set[int] = set()

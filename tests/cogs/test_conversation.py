@@ -310,4 +310,4 @@ async def test_a_full_disk_gets_the_storage_message_not_a_reply(
     text = "Je te raconte ma journée. " * 150
     await cog.on_message(fake_message(f"<@{BOT_ID}> {text}", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()]))
     assert [content for content, _ in channel.sent] == [STORAGE_DOWN_REPLY]
-    assert reply_requests(llm_server) == [] and services.db.write_failures == 1
+    assert reply_requests(llm_server) == [] and services.db.storage.failures == 1

@@ -128,7 +128,7 @@ async def test_failing_tick_leaves_everything_for_the_next_and_logs_once(
     with caplog.at_level(logging.INFO, logger="bot.memory.indexing"):
         assert await indexer.run_once() == 0
         assert await indexer.run_once() == 0
-        assert indexer.failed_ticks == 2
+        assert indexer.outage.failures == 2
         assert len(await stale_memories(db, embedder.model, 10)) == 3
 
         embedding_server.mode = "normal"

@@ -119,7 +119,7 @@ async def test_a_full_disk_refuses_clearly_and_loses_nothing_acknowledged(kind, 
                 if not answers[-1].startswith("Remembered"):
                     break
             assert answers[-1] == STORAGE_FAILED
-            assert db.write_failures >= 2
+            assert db.storage.failures >= 2
             logged = [r for r in caplog.records if r.name == "bot.db" and r.levelno >= logging.ERROR]
             assert len(logged) == 1
 
