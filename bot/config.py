@@ -280,6 +280,14 @@ class Settings(BaseSettings):
         gt=0,
         description="Length in seconds of the per-user rate-limit window.",
     )
+    max_memories_per_user: int = Field(
+        100_000,
+        ge=1,
+        description=(
+            "Memories one user may hold. Past it, new ones (from /remember or a reflection) are "
+            "refused with a message; nothing held is dropped."
+        ),
+    )
 
     # Logging
     log_level: LogLevel = Field(

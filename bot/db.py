@@ -69,19 +69,51 @@ def storage_failure(path: Path, exc: BaseException) -> StorageError | None:
 
 
 def to_db(dt: datetime | None) -> str | None:
-    """Datetimes are stored as UTC ISO-8601 text of one fixed shape, so text order is time order."""
+    """Datetimes are stored as UTC ISO-8601 text of one fixed shape, so text order is time order.
+
+    The year is always four digits (``strftime("%Y")`` writes year 999 as "999", which
+    ``fromisoformat`` cannot read back). A date with no UTC instant in the years 1 to 9999
+    ("0001-01-01T00:00+05:00") raises ValueError: the edges refuse such dates before they get
+    here."""
     if dt is None:
         return None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+    try:
+        utc = dt.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError(f"{dt.isoformat()} has no UTC instant in the years 1 to 9999") from None
+    return utc.isoformat(timespec="microseconds")
+
+
+# What an unreadable stored date reads as: a creation date sorts oldest, an expiry has passed.
+UNREADABLE_DATE = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# Rows written before dates were padded hold years of 1 to 3 digits ("999-12-31T…").
+_SHORT_YEAR = re.compile(r"(\d{1,3})(-\d{2}-\d{2}T.*)", re.DOTALL)
+# One bad row must not lock a user out of their data: it is read, logged once and counted.
+unreadable_dates = Outage(log)
 
 
 def from_db(value: str | None) -> datetime | None:
+    """The stored date, in UTC. Never raises: a value that is not a date is logged (once per
+    quiet period), counted in ``unreadable_dates`` and read as ``UNREADABLE_DATE``."""
     if value is None:
         return None
-    dt = datetime.fromisoformat(value)
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    if isinstance(value, str):
+        short = _SHORT_YEAR.fullmatch(value)
+        text = f"{int(short.group(1)):04d}{short.group(2)}" if short else value
+        try:
+            dt = datetime.fromisoformat(text)
+            dt = dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+            return dt.astimezone(timezone.utc)
+        except (ValueError, OverflowError):
+            pass
+    unreadable_dates.failed(
+        "a date stored in the database cannot be read (%.40r): read as %s; later ones are counted",
+        value,
+        UNREADABLE_DATE.date().isoformat(),
+    )
+    return UNREADABLE_DATE
 
 
 async def fetch_all(

@@ -104,6 +104,7 @@ class TurnResult:
 @dataclass(slots=True)
 class MemoryStats:
     total: int
+    cap: int
     by_type: dict[str, int]
     pinned: int
     expired: int
@@ -444,6 +445,7 @@ class Engine:
             place=first.place,
             source=last.message_id or f"exchange {last.id}",
             state_specs=self.state_specs,
+            max_memories=self.settings.max_memories_per_user,
         )
 
         async def mark_reflected(conn: aiosqlite.Connection) -> None:
@@ -533,6 +535,7 @@ class Engine:
         memory_id = await self.store.add(
             user_id,
             NewMemory(text=text, type=type_, scope="global", story_id=story_id, place=place, source=source),
+            cap=self.settings.max_memories_per_user,
         )
         self.cache.invalidate(user_id)
         return memory_id
@@ -569,6 +572,7 @@ class Engine:
         )
         return MemoryStats(
             total=len(memories),
+            cap=self.settings.max_memories_per_user,
             by_type=by_type,
             pinned=sum(m.pinned for m in memories),
             expired=sum(m.is_expired(now) for m in memories),

@@ -155,12 +155,14 @@ def _count(n: int, noun: str, plural: str | None = None) -> str:
 def stats_text(stats: "MemoryStats") -> str:
     types = ", ".join(f"{n} {t}" for t, n in sorted(stats.by_type.items())) or "none"
     lines = [
-        f"{_count(stats.total, 'memory', 'memories')} ({types}); {stats.pinned} pinned; "
-        f"{stats.expired} expired (kept, not served).",
+        f"{_count(stats.total, 'memory', 'memories')} of at most {stats.cap} ({types}); "
+        f"{stats.pinned} pinned; {stats.expired} expired (kept, not served).",
         f"Turns: {stats.turns}, of which degraded (no semantic recall): {stats.degraded_turns}.",
         f"Memories never recalled by meaning: {stats.never_semantic}.",
         f"Reflections waiting: {stats.pending_reflections}.",
     ]
+    if stats.total >= stats.cap:
+        lines.append("The cap is reached: new memories are refused until some are forgotten.")
     if stats.never_surfaced:
         lines.append(f"Never surfaced although candidate often ({len(stats.never_surfaced)}):")
         lines.extend(f"- #{m.id} {clip(m.text, 90)} (candidate {m.times_candidate}×)" for m in stats.never_surfaced[:10])

@@ -19,6 +19,31 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+# The expiries a person can mean. Outside them a date is a slip of the model (year 0999 for 2099,
+# 0001 for "unknown") and, near the ends of the calendar, may have no UTC instant to store.
+EARLIEST_EXPIRY = datetime(1970, 1, 1, tzinfo=timezone.utc)
+LATEST_EXPIRY = datetime(9998, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+
+
+def checked_expiry(value: datetime | None) -> datetime | None:
+    """The expiry in UTC (a naive one is read as UTC); ValueError when it is out of range."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    try:
+        value = value.astimezone(timezone.utc)
+    except OverflowError:
+        # "9999-12-31T23:59:59-05:00" parses but has no UTC instant.
+        raise ValueError("date out of range: no UTC instant") from None
+    if not EARLIEST_EXPIRY <= value <= LATEST_EXPIRY:
+        raise ValueError(
+            f"date out of range: {value.date().isoformat()} is not between "
+            f"{EARLIEST_EXPIRY.year} and {LATEST_EXPIRY.year}"
+        )
+    return value
+
+
 def content_hash(text: str) -> str:
     """Hash of the text a vector is computed from: a changed hash means a stale vector."""
     return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:32]

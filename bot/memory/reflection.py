@@ -1,16 +1,19 @@
 """The reflection: the second LLM call after a reply, its JSON schema, prompt and lenient parser.
 
-The model proposes; `bot.memory.write` decides. Parsing is lenient item by item: one invalid
-memory or operation is dropped and logged on its own, the rest of the batch still applies.
-Unparseable JSON raises `ReflectionParseError` and changes nothing.
+The model proposes; `bot.memory.write` decides. Parsing is lenient item by item and field by
+field: one invalid memory, operation, anchor, position, state value or summary is dropped with a
+line in `problems` (wrong type, number past the float range, NaN, text empty once made storable…)
+and the rest of the batch still applies. Every string of the answer is made storable first (a
+JSON escape can carry a lone surrogate, a model can write NUL). Unparseable JSON raises
+`ReflectionParseError` and changes nothing.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import re
+import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone
@@ -18,8 +21,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError, field_validator
 
-from bot.memory.model import Memory
-from bot.memory.story import MAX_SUMMARY_CHARS, POSITION_FIELD_DESCRIPTIONS
+from bot.memory.model import Memory, checked_expiry
+from bot.memory.story import MAX_SUMMARY_CHARS, POSITION_FIELD_DESCRIPTIONS, is_finite_number
+from bot.memory.text import canonical, storable
 from bot.prompting import quote_block, quote_line, speaker_attribute, speaker_name
 
 log = logging.getLogger(__name__)
@@ -42,28 +46,21 @@ def _expiry_before(value: Any) -> Any:
     return value
 
 
-def _expiry_after(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    try:
-        return value.astimezone(timezone.utc)
-    except OverflowError:
-        # "9999-12-31T23:59:59-05:00" parses but has no UTC instant: the item is invalid alone.
-        raise ValueError("date out of range") from None
-
-
-Expiry = Annotated[datetime | None, BeforeValidator(_expiry_before), AfterValidator(_expiry_after)]
+Expiry = Annotated[datetime | None, BeforeValidator(_expiry_before), AfterValidator(checked_expiry)]
 EXPIRY_DESCRIPTION = (
     "For a dated fact only (a trip, a leave, an appointment): the ISO date after which it is no "
     "longer true. Omit for durable facts."
 )
 
 
+# An SQLite integer has at most 19 digits; longer digit strings are not ids (and past 4300
+# digits `int()` refuses them outright).
+_ID_DIGITS = re.compile(r"#?\d{1,19}")
+
+
 def _memory_id(value: Any) -> Any:
     # Models write ids as 7, "7" or "#7"; delete accepts all three, so does replace.
-    if isinstance(value, str) and value.strip().lstrip("#").isdigit():
+    if isinstance(value, str) and _ID_DIGITS.fullmatch(value.strip()):
         return int(value.strip().lstrip("#"))
     return value
 
@@ -95,7 +92,7 @@ class CandidateIn(BaseModel):
     @field_validator("text", mode="before")
     @classmethod
     def _one_line(cls, value: Any) -> Any:
-        return " ".join(value.split()) if isinstance(value, str) else value
+        return " ".join(canonical(value).split()) if isinstance(value, str) else value
 
 class ReplaceIn(BaseModel):
     id: Annotated[int, BeforeValidator(_memory_id)] = Field(description="The id of a known memory shown above.")
@@ -110,12 +107,12 @@ class ReplaceIn(BaseModel):
     @field_validator("text", mode="before")
     @classmethod
     def _one_line(cls, value: Any) -> Any:
-        return " ".join(value.split()) if isinstance(value, str) else value
+        return " ".join(canonical(value).split()) if isinstance(value, str) else value
 
 
 class AnchorRemovalIn(BaseModel):
     id: int
-    reason: str = Field(default="", description="Why this anchored fact is no longer true.")
+    reason: str = Field(default="", max_length=400, description="Why this anchored fact is no longer true.")
 
 
 class AnchorsIn(BaseModel):
@@ -168,24 +165,54 @@ class ParsedReflection:
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
+def _json_int(digits: str) -> int | float:
+    # An integer past the float range is read as inf, which the number checks refuse field by
+    # field; `int()` would refuse it past 4300 digits and take the whole answer down with it.
+    return int(digits) if len(digits) <= 300 else float(digits)
+
+
+def _loads(text: str) -> Any:
+    return json.loads(text, parse_int=_json_int)
+
+
+def _storable_tree(value: Any) -> Any:
+    """The parsed JSON with every string, key or value, made storable."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, list):
+        return [_storable_tree(v) for v in value]
+    if isinstance(value, dict):
+        return {storable(k): _storable_tree(v) for k, v in value.items()}
+    return value
+
+
 def _extract_object(raw: str) -> dict[str, Any]:
     text = raw.strip()
     fenced = _FENCE.search(text)
     if fenced:
         text = fenced.group(1).strip()
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        start, end = text.find("{"), text.rfind("}")
-        if start < 0 or end <= start:
-            raise ReflectionParseError("the reflection holds no JSON object") from None
         try:
-            value = json.loads(text[start : end + 1])
-        except json.JSONDecodeError as exc:
-            raise ReflectionParseError(f"the reflection's JSON is invalid: {exc}") from None
+            value = _loads(text)
+        except json.JSONDecodeError:
+            start, end = text.find("{"), text.rfind("}")
+            if start < 0 or end <= start:
+                raise ReflectionParseError("the reflection holds no JSON object") from None
+            try:
+                value = _loads(text[start : end + 1])
+            except json.JSONDecodeError as exc:
+                raise ReflectionParseError(f"the reflection's JSON is invalid: {exc}") from None
+        value = _storable_tree(value)
+    except RecursionError:
+        raise ReflectionParseError("the reflection's JSON is nested too deeply") from None
     if not isinstance(value, dict):
         raise ReflectionParseError(f"the reflection's JSON is a {type(value).__name__}, not an object")
     return value
+
+
+def _show(value: Any) -> str:
+    """A value in a problem line: short whatever the model wrote."""
+    return reprlib.repr(value)
 
 
 def _items(data: dict[str, Any], key: str, problems: list[str]) -> list[Any]:
@@ -231,7 +258,7 @@ def parse_reflection(raw: str) -> ParsedReflection:
             value = value.get("id")
         memory_id = _as_id(value)
         if memory_id is None:
-            problems.append(f"delete[{index}] dropped: not a memory id: {value!r}")
+            problems.append(f"delete[{index}] dropped: not a memory id: {_show(value)}")
         else:
             delete.append(memory_id)
 
@@ -245,7 +272,12 @@ def parse_reflection(raw: str) -> ParsedReflection:
     anchors = AnchorsIn()
     raw_anchors = data.get("anchors")
     if isinstance(raw_anchors, dict):
-        adds = [a.strip() for a in _items(raw_anchors, "add", problems) if isinstance(a, str) and a.strip()]
+        adds = []
+        for index, anchor in enumerate(_items(raw_anchors, "add", problems)):
+            if isinstance(anchor, str) and anchor.strip():
+                adds.append(anchor.strip())
+            else:
+                problems.append(f"anchors.add[{index}] dropped: not a sentence: {_show(anchor)}")
         removes = _validate_each(
             AnchorRemovalIn, _items(raw_anchors, "remove", problems), "anchors.remove", problems
         )
@@ -259,10 +291,10 @@ def parse_reflection(raw: str) -> ParsedReflection:
     raw_state = data.get("state")
     if isinstance(raw_state, dict):
         for key, value in raw_state.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                state[str(key)] = float(value)
+            if is_finite_number(value):
+                state[key] = float(value)
             else:
-                problems.append(f"state.{key} dropped: not a finite number: {value!r}")
+                problems.append(f"state[{_show(key)}] dropped: not a finite number: {_show(value)}")
     elif raw_state is not None:
         problems.append("state: expected an object of numbers; ignored")
 

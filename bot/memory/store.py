@@ -1,8 +1,9 @@
 """The memory store: memories and their history in SQLite, every statement scoped by user.
 
 A memory id of another user behaves exactly like an id that does not exist: every lookup,
-update and delete carries `WHERE user_id = ?`. Replace, merge and delete archive the previous
-version in `memory_history` first, in the same transaction; only `erase_user` deletes for real.
+update and delete carries `WHERE user_id = ?`. Every change of a memory's text, expiry, type or
+scope (replace, merge, new expiry, restore, delete) archives the previous version in
+`memory_history` first, in the same transaction; only `erase_user` deletes for real.
 
 Functions taking `conn` run inside the caller's `async with db.write() as conn:` transaction so
 that a whole reflection lands or none of it; `MemoryStore` methods open their own.
@@ -20,7 +21,8 @@ from typing import Any
 import aiosqlite
 
 from bot.db import Database, fetch_all, fetch_one, from_db, to_db
-from bot.memory.model import MEMORY_TYPES, SCOPES, HistoryEntry, Memory, content_hash, utcnow
+from bot.memory.model import MEMORY_TYPES, SCOPES, HistoryEntry, Memory, checked_expiry, content_hash, utcnow
+from bot.memory.text import canonical, storable
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,27 @@ class InvalidMemory(ValueError):
     """A request on memory that cannot be honoured (bad type, empty text…): the message says why."""
 
 
+class MemoryCapReached(InvalidMemory):
+    """The user holds as many memories as the operator allows (MAX_MEMORIES_PER_USER)."""
+
+
+def check_room(held: int, cap: int | None) -> None:
+    """Refuse one more memory past the cap; what is held is never dropped to make room."""
+    if cap is not None and held >= cap:
+        raise MemoryCapReached(
+            f"you hold {held} memories, the most kept per person here ({cap}): "
+            "forget some to make room"
+        )
+
+
+def valid_expiry(expires_at: datetime | None) -> datetime | None:
+    """The expiry every stored memory gets: in UTC, in range (or InvalidMemory)."""
+    try:
+        return checked_expiry(expires_at)
+    except ValueError as exc:
+        raise InvalidMemory(f"expiry {exc}") from None
+
+
 @dataclass(slots=True)
 class NewMemory:
     text: str
@@ -74,8 +97,10 @@ class NewMemory:
     pinned: bool = False
 
     def validated(self) -> "NewMemory":
-        # Control characters (NUL, escapes) are noise in a sentence and trouble in a terminal.
-        text = " ".join("".join(c for c in self.text if unicodedata.category(c) != "Cc" or c.isspace()).split())
+        # Stored in the one form comparisons use (a look-alike copy is the same memory); control
+        # characters (NUL, escapes) are noise in a sentence and trouble in a terminal.
+        text = canonical(storable(self.text))
+        text = " ".join("".join(c for c in text if unicodedata.category(c) != "Cc" or c.isspace()).split())
         if not any(unicodedata.category(c)[0] not in "CZ" for c in text):
             # Zero-width and other format characters alone would show as a blank memory.
             raise InvalidMemory("a memory needs some visible text")
@@ -87,6 +112,7 @@ class NewMemory:
             raise InvalidMemory(f"unknown scope {self.scope!r}: global or story")
         if self.scope == "story" and not self.story_id:
             raise InvalidMemory("a story memory needs the story it belongs to")
+        self.expires_at = valid_expiry(self.expires_at)
         self.text = text
         self.confidence = min(1.0, max(0.0, float(self.confidence)))
         return self
@@ -222,7 +248,8 @@ async def rewrite_memory(
     `expires_at` replaces the expiry when given; with `keep_expiry=False` it replaces it even
     when None (a corrected text that is no longer dated).
     """
-    text = NewMemory(text=text).validated().text
+    valid = NewMemory(text=text, expires_at=expires_at).validated()
+    text, expires_at = valid.text, valid.expires_at
     if await archive(conn, user_id, memory_id, operation, cause=cause, now=now) is None:
         return False
     await conn.execute(
@@ -245,11 +272,23 @@ async def rewrite_memory(
     return True
 
 
-async def set_expiry(conn: aiosqlite.Connection, user_id: str, memory_id: int, expires_at: datetime | None) -> None:
-    """A new date for the same fact: no new version, no date refresh."""
+async def set_expiry(
+    conn: aiosqlite.Connection,
+    user_id: str,
+    memory_id: int,
+    expires_at: datetime | None,
+    *,
+    cause: str,
+    now: datetime,
+) -> bool:
+    """Archive, then give the memory a new date (no date refresh). False for an unknown id."""
+    expires_at = valid_expiry(expires_at)
+    if await archive(conn, user_id, memory_id, "expiry", cause=cause, now=now) is None:
+        return False
     await conn.execute(
         "UPDATE memories SET expires_at = ? WHERE user_id = ? AND id = ?", (to_db(expires_at), user_id, memory_id)
     )
+    return True
 
 
 async def delete_memory(
@@ -300,8 +339,12 @@ class MemoryStore:
             if (wanted is None or m.type in wanted) and (include_expired or not m.is_expired(now))
         ]
 
-    async def add(self, user_id: str, new: NewMemory) -> int:
+    async def add(self, user_id: str, new: NewMemory, *, cap: int | None = None) -> int:
+        """Insert one memory; MemoryCapReached when the user already holds `cap`."""
         async with self.db.write() as conn:
+            if cap is not None:
+                row = await fetch_one(conn, "SELECT COUNT(*) FROM memories WHERE user_id = ?", (user_id,))
+                check_room(int(row[0]) if row else 0, cap)
             return await insert_memory(conn, user_id, new, now=self.clock())
 
     async def set_pinned(self, user_id: str, memory_id: int, pinned: bool) -> bool:

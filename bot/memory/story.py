@@ -141,18 +141,22 @@ class StoryState:
 _SPEC_FIELDS = frozenset({"min", "max", "default", "max_delta", "description"})
 
 
-def _is_finite_number(value: Any) -> bool:
-    # bool is an int in Python; `max_delta: yes` or a delta of `true` is a mistake, not a number.
-    return (
-        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    )
+def is_finite_number(value: Any) -> bool:
+    """A real number a float can hold. bool is an int in Python, but `max_delta: yes` or a delta
+    of `true` is a mistake, not a number; an int past the float range (10**400) is not finite."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _spec_number(name: str, raw: Mapping[str, Any], key: str) -> float:
     if key not in raw:
         raise StateSpecError(f"state.{name}.{key}: missing")
     value = raw[key]
-    if not _is_finite_number(value):
+    if not is_finite_number(value):
         raise StateSpecError(f"state.{name}.{key}: must be a finite number, got {value!r}")
     return float(value)
 
@@ -539,7 +543,7 @@ def state_values(specs: Mapping[str, StateSpec], stored: Mapping[str, float]) ->
     values: dict[str, float] = {}
     for name, spec in specs.items():
         value = stored.get(name, spec.default)
-        if not _is_finite_number(value):
+        if not is_finite_number(value):
             value = spec.default
         values[name] = spec.clamp(float(value))
     return values
@@ -560,7 +564,7 @@ def apply_state_deltas(
         if spec is None:
             plan.notes.append(f"state key {key!r} is not declared: ignored")
             continue
-        if not _is_finite_number(delta):
+        if not is_finite_number(delta):
             plan.notes.append(f"state delta for {key!r} is not a finite number: {delta!r} ignored")
             continue
         proposed = float(delta)

@@ -24,9 +24,36 @@ def storable(text: str) -> str:
     return _UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text)
 
 
+# Characters that draw nothing: the format characters (soft hyphen, zero-width space and joiners,
+# word joiner, BOM, bidi embeddings, overrides and isolates, invisible operators, tags), the
+# variation selectors, the combining grapheme joiner and the Hangul fillers. Left out: the Arabic
+# and Syriac number signs, format characters that are drawn. A copy of a text with any of these
+# inserted is the same text; tests/memory/test_text.py checks the list against unicodedata.
+INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+
+
+def canonical(text: str) -> str:
+    """One spelling for text that looks the same: NFKC (full-width letters, ligatures,
+    compatibility forms become the plain ones), invisible characters removed.
+
+    Memory text is stored in this form and every comparison (dedup, filters, story keys) starts
+    from it, so a full-width or soft-hyphenated copy of a memory is the memory itself. Known
+    cost: an emoji sequence joined by U+200D falls apart into its emoji."""
+    if text.isascii():
+        return text
+    # Invisible characters go first: one between a letter and its accent would keep NFKC from
+    # composing them.
+    return unicodedata.normalize("NFKC", INVISIBLE.sub("", text))
+
+
 def normalise(text: str) -> str:
-    """Lower-case, NFC, one kind of apostrophe and dash, single spaces, no final punctuation."""
-    text = unicodedata.normalize("NFC", text).translate(_APOSTROPHES).translate(_DASHES)
+    """``canonical``, lower-cased, one kind of apostrophe and dash, single spaces, no final
+    punctuation: the form texts are compared in."""
+    text = canonical(text).translate(_APOSTROPHES).translate(_DASHES)
     text = _SPACES.sub(" ", text.lower()).strip()
     return text.rstrip(" .!?;:…")
 
@@ -97,7 +124,7 @@ def fact_words(text: str) -> set[str]:
 def capitalised_words(text: str) -> set[str]:
     """Words written with a capital letter inside a sentence (names, places), as ``words`` spells
     them. The first word of a sentence is left out: its capital says nothing."""
-    text = unicodedata.normalize("NFC", text).translate(_APOSTROPHES).translate(_DASHES)
+    text = canonical(text).translate(_APOSTROPHES).translate(_DASHES)
     out: set[str] = set()
     sentence_start = True
     for raw in text.split():

@@ -23,7 +23,9 @@ from bot.memory.reflection import Reflection
 from bot.memory.replace_guard import judge_replacement
 from bot.memory.store import (
     InvalidMemory,
+    MemoryCapReached,
     NewMemory,
+    check_room,
     delete_memory,
     fetch_memories,
     insert_memory,
@@ -85,6 +87,8 @@ class ReflectionContext:
     place: str | None = None
     source: str | None = None
     state_specs: Mapping[str, StateSpec] = field(default_factory=dict)
+    # MAX_MEMORIES_PER_USER: past it, new items are dropped (merges and corrections still apply).
+    max_memories: int | None = None
 
     @property
     def cause(self) -> str:
@@ -252,53 +256,58 @@ class _Writer:
                     expires_at=expires_at,
                 )
                 existing.text = decision.text
+                existing.expires_at = expires_at or existing.expires_at
                 self.index.add(match_id, decision.text)
                 self.decide("merged", decision.text, match_id, f"score {score:.2f}: {decision.reason}")
             else:
                 # Absorption does not refresh the date: a fact the user keeps repeating must not
-                # climb the recency ranking above fresh memories. A newly given expiry is kept.
+                # climb the recency ranking above fresh memories. A newly given expiry is kept,
+                # archived first; a pinned memory keeps its own (only its owner changes it).
+                detail = f"score {score:.2f}: {decision.reason}"
                 if expires_at is not None and expires_at != existing.expires_at:
-                    await set_expiry(self.conn, self.ctx.user_id, match_id, expires_at)
-                    existing.expires_at = expires_at
-                self.decide("absorbed", text, match_id, f"score {score:.2f}: {decision.reason}")
+                    if existing.pinned:
+                        detail += "; pinned by the user: its expiry is kept"
+                    else:
+                        await set_expiry(
+                            self.conn, self.ctx.user_id, match_id, expires_at, cause=self.ctx.cause, now=self.now
+                        )
+                        existing.expires_at = expires_at
+                self.decide("absorbed", text, match_id, detail)
+            return
+        try:
+            check_room(len(self.by_id), self.ctx.max_memories)
+        except MemoryCapReached as exc:
+            self.decide("dropped", text, None, f"memory cap: {exc}")
             return
         # A story memory needs a story; without one it is global.
         scope = scope if (scope == "global" or self.ctx.story_id) else "global"
-        try:
-            memory_id = await insert_memory(
-                self.conn,
-                self.ctx.user_id,
-                NewMemory(
-                    text=text,
-                    type=type_,
-                    scope=scope,
-                    confidence=confidence,
-                    story_id=self.ctx.story_id,
-                    place=self.ctx.place,
-                    expires_at=expires_at,
-                    source=self.ctx.source,
-                ),
-                now=self.now,
-            )
-        except InvalidMemory as exc:
-            self.decide("dropped", text, None, f"invalid: {exc}")
-            return
-        stored = Memory(
-            id=memory_id,
-            user_id=self.ctx.user_id,
+        new = NewMemory(
             text=text,
             type=type_,
             scope=scope,
-            pinned=False,
             confidence=confidence,
+            story_id=self.ctx.story_id,
+            place=self.ctx.place,
+            expires_at=expires_at,
+            source=self.ctx.source,
+        )
+        memory_id = await insert_memory(self.conn, self.ctx.user_id, new, now=self.now)
+        stored = Memory(
+            id=memory_id,
+            user_id=self.ctx.user_id,
+            text=new.text,
+            type=new.type,
+            scope=new.scope,
+            pinned=False,
+            confidence=new.confidence,
             created_at=self.now,
             updated_at=self.now,
             place=self.ctx.place,
-            expires_at=expires_at,
+            expires_at=new.expires_at,
         )
         self.by_id[memory_id] = stored
-        self.index.add(memory_id, text)
-        self.decide(added_action, text, memory_id, note)
+        self.index.add(memory_id, new.text)
+        self.decide(added_action, new.text, memory_id, note)
 
 
 async def apply_reflection(
@@ -323,15 +332,21 @@ async def apply_reflection(
         for memory_id in dict.fromkeys(reflection.delete):
             await writer.delete(memory_id)
         for item in reflection.replace:
-            await writer.replace(item.id, item.text, item.expires_at)
+            try:
+                await writer.replace(item.id, item.text, item.expires_at)
+            except InvalidMemory as exc:  # refused before any statement: its neighbours land
+                writer.decide("dropped", item.text, item.id, f"invalid: {exc}")
         for candidate in reflection.memories:
-            await writer.candidate(
-                candidate.text,
-                type_=candidate.type,
-                scope=candidate.scope,
-                confidence=candidate.confidence,
-                expires_at=candidate.expires_at,
-            )
+            try:
+                await writer.candidate(
+                    candidate.text,
+                    type_=candidate.type,
+                    scope=candidate.scope,
+                    confidence=candidate.confidence,
+                    expires_at=candidate.expires_at,
+                )
+            except InvalidMemory as exc:
+                writer.decide("dropped", candidate.text, None, f"invalid: {exc}")
         if ctx.story_id is not None:
             writer.report.story = await apply_story_reflection(
                 conn,

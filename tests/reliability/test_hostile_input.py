@@ -36,7 +36,7 @@ from bot.engine import Engine, export_json
 from bot.memory.model import Memory
 from bot.memory.reflection import build_reflection_messages
 from bot.memory.store import MAX_MEMORY_CHARS, InvalidMemory, MemoryStore, NewMemory
-from bot.memory.text import content_words
+from bot.memory.text import canonical, content_words
 from bot.memory.vectors import lexical_matches
 from bot.prompting import ChannelLine, build_reply_messages, render_rules
 from bot.text_commands import Session, run_command
@@ -107,8 +107,9 @@ def one_line(text: str) -> str:
 
 
 def stored(text: str) -> str:
-    """What NewMemory.validated keeps of a memory: control characters dropped, one line."""
-    return one_line("".join(c for c in text if unicodedata.category(c) != "Cc" or c.isspace()))
+    """What NewMemory.validated keeps of a memory: its canonical form (NFKC, no invisible
+    characters), control characters dropped, one line."""
+    return one_line("".join(c for c in canonical(text) if unicodedata.category(c) != "Cc" or c.isspace()))
 
 
 def has_visible(text: str) -> bool:
