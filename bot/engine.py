@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -47,6 +47,7 @@ from bot.memory.story import (
     state_values,
 )
 from bot.memory.story_store import erase_user_story_data, load_story, story_history, user_story_ids
+from bot.memory.text import storable
 from bot.memory.vectors import lexical_matches
 from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
 from bot.outage import Outage
@@ -183,14 +184,20 @@ class Engine:
         await self.resume_pending_reflections()
 
     async def sync_rules(self) -> None:
-        """The character file's rules, stored as `rule` memories of the character itself."""
+        """The character file's rules, stored as `rule` memories of the character itself.
+
+        Rewritten only when the file's rules changed: the same character keeps the same rule
+        ids (and their vectors) from one start to the next."""
         owner = self.character_user_id
-        now = self.clock()
-        async with self.db.write() as conn:
-            await conn.execute("DELETE FROM memories WHERE user_id = ? AND type = 'rule'", (owner,))
-            for rule in self.character.rules:
-                await insert_memory(conn, owner, NewMemory(text=rule, type="rule"), now=now)
-        self.rules = await self.store.list(owner, types=["rule"], include_rules=True)
+        stored = sorted(await self.store.list(owner, types=["rule"], include_rules=True), key=lambda m: m.id)
+        if [m.text for m in stored] != list(self.character.rules):
+            now = self.clock()
+            async with self.db.write() as conn:
+                await conn.execute("DELETE FROM memories WHERE user_id = ? AND type = 'rule'", (owner,))
+                for rule in self.character.rules:
+                    await insert_memory(conn, owner, NewMemory(text=rule, type="rule"), now=now)
+            stored = sorted(await self.store.list(owner, types=["rule"], include_rules=True), key=lambda m: m.id)
+        self.rules = stored
 
     async def close(self, timeout: float = 20.0) -> None:
         """Let in-flight reflections finish; what does not finish stays pending for next start."""
@@ -202,6 +209,14 @@ class Engine:
     # --- one turn ----------------------------------------------------------------------------
 
     async def turn(self, msg: Incoming) -> TurnResult:
+        # Every front end's text enters here; made storable once (a lone surrogate from Discord's
+        # JSON or a terminal's undecodable bytes would otherwise fail the INSERT, unanswered).
+        msg = replace(
+            msg,
+            user_name=storable(msg.user_name),
+            text=storable(msg.text),
+            history=[ChannelLine(storable(h.author), storable(h.text), h.from_bot) for h in msg.history],
+        )
         text = msg.text.strip()[: self.settings.max_message_chars]
         try:
             exchange_id = await self._save_exchange(msg, text)
@@ -532,7 +547,7 @@ class Engine:
             raise InvalidMemory("rules come from the character file only, never from a user")
         memory_id = await self.store.add(
             user_id,
-            NewMemory(text=text, type=type_, scope="global", story_id=story_id, place=place, source=source),
+            NewMemory(text=storable(text), type=type_, scope="global", story_id=story_id, place=place, source=source),
         )
         self.cache.invalidate(user_id)
         return memory_id
