@@ -83,7 +83,7 @@ class Character:
 def load_character(path: str | Path | None) -> Character:
     """The character in `path`, or the bundled Écho when `path` is None."""
     file = Path(path) if path is not None else DEFAULT_CHARACTER_FILE
-    document = _read_document(file)
+    document = _storable(_read_document(file))
     if not isinstance(document, Mapping):
         kind = "nothing" if document is None else f"a {type(document).__name__}"
         raise CharacterError(
@@ -152,7 +152,7 @@ def _read_document(file: Path) -> Any:
     if suffix not in (".yaml", ".yml", ".json"):
         raise CharacterError(f"{file}: unsupported file type {suffix or '(none)'!r}; use .yaml, .yml or .json.")
     try:
-        text = storable(_read_bounded(file).decode("utf-8-sig"))
+        text = _read_bounded(file).decode("utf-8-sig")
     except FileNotFoundError:
         raise CharacterError(f"{file}: no such file.") from None
     except UnicodeDecodeError:
@@ -173,6 +173,18 @@ def _read_document(file: Path) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise CharacterError(f"{file}: invalid YAML{where}: {problem}.") from None
+
+
+def _storable(value: Any) -> Any:
+    """Every text of the parsed file made storable: a JSON or YAML escape such as \\ud800
+    decodes to a lone surrogate, which the database and the model's HTTP body refuse."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, Mapping):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    return value
 
 
 def _read_bounded(file: Path) -> bytes:
