@@ -5,6 +5,7 @@ hang or a runaway read; and a short session ends without an ERROR.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import sqlite3
@@ -62,18 +63,24 @@ MISTAKES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("setting", "value", "said"), MISTAKES, ids=[f"{s}-{i}" for i, (s, _, _) in enumerate(MISTAKES)]
-)
-async def test_operator_mistakes_end_in_the_cannot_start_paragraph(
-    setting: str, value, said: str, tmp_path: Path, llm_server: FakeLLMServer
-) -> None:
-    value = value(tmp_path) if callable(value) else value
-    env = chat_env(llm_server.url, tmp_path / "echo.sqlite3", **{setting: value})
-    run = await run_chat(env, tmp_path, b"Bonjour\n", timeout=30)
-    assert run.code == 2, (run.code, run.stderr[-2000:])
-    assert CANNOT_START in run.stderr and said in run.stderr, run.stderr[-2000:]
-    assert "Traceback" not in run.stderr
+async def test_operator_mistakes_end_in_the_cannot_start_paragraph(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    """The table, a few processes at a time (each only starts Python and stops): every row
+    must end in the paragraph, exit code 2, no traceback, within the timeout."""
+    slots = asyncio.Semaphore(4)
+
+    async def attempt(n: int, setting: str, value, said: str) -> str | None:
+        folder = tmp_path / str(n)
+        folder.mkdir()
+        value = value(folder) if callable(value) else value
+        env = chat_env(llm_server.url, folder / "echo.sqlite3", **{setting: value})
+        async with slots:
+            run = await run_chat(env, folder, b"Bonjour\n", timeout=30)
+        if run.code == 2 and CANNOT_START in run.stderr and said in run.stderr and "Traceback" not in run.stderr:
+            return None
+        return f"{setting}={value!r}: exit {run.code}, stderr {run.stderr[-1500:]!r}"
+
+    failures = await asyncio.gather(*(attempt(n, *row) for n, row in enumerate(MISTAKES)))
+    assert [f for f in failures if f is not None] == []
 
 
 async def test_terminal_commands_with_odd_ids_and_export_paths_answer(tmp_path: Path, llm_server: FakeLLMServer) -> None:
