@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import logging
 import signal
 import sys
@@ -33,6 +34,11 @@ async def _chat(args: argparse.Namespace) -> None:
     from bot.app import open_services
     from bot.chat import run_chat
 
+    # Bytes that are not UTF-8 (a terminal in Latin-1, a pasted binary) are read, not fatal:
+    # they arrive as lone surrogates, which the engine makes storable; a path keeps its bytes.
+    for stream in (sys.stdin, sys.stdout):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="surrogateescape")
     settings = load_settings()
     # The terminal is the conversation: only warnings and errors go to the log.
     logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))

@@ -25,6 +25,7 @@ from bot.embeddings import Embedder, EmbeddingError, make_embedder
 from bot.engine import Engine
 from bot.llm import LLMClient
 from bot.memory.indexing import Indexer
+from bot.tasks import quiet_when_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +129,7 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
         await engine.start()
         indexer.schedule(scheduler, seconds=settings.index_interval_seconds)
         scheduler.add_job(
-            engine.resume_pending_reflections,
+            quiet_when_cancelled(engine.resume_pending_reflections),
             "interval",
             seconds=PENDING_SWEEP_SECONDS,
             id="pending-reflections",

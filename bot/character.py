@@ -17,13 +17,18 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from bot.memory.story import StateSpecError, parse_state_specs
+from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +41,8 @@ CHAR = "{{char}}"
 # dilutes the ones that matter; past a dozen, the persona is the place for nuance.
 MAX_RULES = 12
 MAX_RULE_CHARS = 300
+# A character is a few kilobytes; a card with a long lorebook a few hundred.
+MAX_FILE_BYTES = 1024 * 1024
 
 NATIVE_KEYS = ("name", "language", "persona", "scenario", "greeting", "examples", "rules", "state")
 CARD_SPECS = ("chara_card_v2", "chara_card_v3")
@@ -76,7 +83,7 @@ class Character:
 def load_character(path: str | Path | None) -> Character:
     """The character in `path`, or the bundled Écho when `path` is None."""
     file = Path(path) if path is not None else DEFAULT_CHARACTER_FILE
-    document = _read_document(file)
+    document = _storable(_read_document(file))
     if not isinstance(document, Mapping):
         kind = "nothing" if document is None else f"a {type(document).__name__}"
         raise CharacterError(
@@ -145,7 +152,7 @@ def _read_document(file: Path) -> Any:
     if suffix not in (".yaml", ".yml", ".json"):
         raise CharacterError(f"{file}: unsupported file type {suffix or '(none)'!r}; use .yaml, .yml or .json.")
     try:
-        text = file.read_text(encoding="utf-8-sig")
+        text = _read_bounded(file).decode("utf-8-sig")
     except FileNotFoundError:
         raise CharacterError(f"{file}: no such file.") from None
     except UnicodeDecodeError:
@@ -166,6 +173,34 @@ def _read_document(file: Path) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise CharacterError(f"{file}: invalid YAML{where}: {problem}.") from None
+
+
+def _storable(value: Any) -> Any:
+    """Every text of the parsed file made storable: a JSON or YAML escape such as \\ud800
+    decodes to a lone surrogate, which the database and the model's HTTP body refuse."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, Mapping):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    return value
+
+
+def _read_bounded(file: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_FILE_BYTES. Opened without blocking: a FIFO
+    would wait for a writer forever, and a device such as /dev/zero never ends."""
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CharacterError(f"{file}: not a regular file; point CHARACTER_FILE to a .yaml or .json file.")
+        data = stream.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise CharacterError(
+            f"{file}: larger than {MAX_FILE_BYTES // 1024 // 1024} MiB, the most a character file may be; "
+            "a character is a few kilobytes of text."
+        )
+    return data
 
 
 def _text(file: Path, doc: Mapping[str, Any], key: str, *, label: str | None = None) -> str:
@@ -305,7 +340,12 @@ def _state(file: Path, raw: Any) -> dict[str, dict[str, Any]]:
             raise CharacterError(
                 f"{file}: state.{key} must be a mapping of min, max, default and max_delta, got {_kind(spec)}."
             )
-    return {str(key): dict(spec) for key, spec in raw.items()}
+    state = {str(key): dict(spec) for key, spec in raw.items()}
+    try:
+        parse_state_specs(state)
+    except StateSpecError as exc:
+        raise CharacterError(f"{file}: {exc}.") from None
+    return state
 
 
 # --- SillyTavern cards ------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import TextIO
 from bot.character import fill_user
 from bot.engine import Engine, Incoming
 from bot.memory.indexing import Indexer
+from bot.memory.text import storable
 from bot.prompting import ChannelLine
 from bot.text_commands import HELP, Session, run_command
 
@@ -23,6 +24,8 @@ TERMINAL_PLACE = "terminal"
 
 
 def session_for(user: str, channel: str) -> Session:
+    # Names from the command line become ids: made storable like any text that enters.
+    user, channel = storable(user), storable(channel)
     return Session(
         user_id=f"terminal:{user}",
         user_name=user,

@@ -13,6 +13,7 @@ import logging
 import textwrap
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, get_args
+from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -52,6 +53,8 @@ class Settings(BaseSettings):
         extra="ignore",
         # `DEV_GUILD_ID=` in a .env means "not set", as the commented lines of .env.example show.
         env_ignore_empty=True,
+        # `inf` and `nan` parse as floats and pass `gt=0`, then break whatever uses them.
+        allow_inf_nan=False,
     )
 
     # Discord
@@ -184,6 +187,7 @@ class Settings(BaseSettings):
     index_interval_seconds: float = Field(
         45.0,
         gt=0,
+        le=86_400,
         description=(
             "Seconds between two background indexing runs, which embed new and changed "
             "memories. Until then a new memory is served by the non-semantic passes only."
@@ -347,7 +351,26 @@ class Settings(BaseSettings):
                 f"expected a URL starting with http:// or https://, such as "
                 f"http://localhost:11434; got {value!r}"
             )
+        if value:
+            try:
+                parts = urlsplit(value.strip())
+                parts.port  # noqa: B018  (reading it checks it: 0 to 65535)
+            except ValueError as exc:
+                raise ValueError(f"{value!r} is not a usable URL ({exc}); a port is 1 to 65535") from None
+            if parts.port == 0:
+                raise ValueError(f"{value!r}: port 0 is not a port a server listens on; a port is 1 to 65535")
+            if not parts.hostname:
+                raise ValueError(f"{value!r} names no host, such as http://localhost:11434")
         return value.strip() if value else value
+
+    @field_validator("database_path")
+    @classmethod
+    def _database_file(cls, value: Path) -> Path:
+        # The writer and the reader are two connections: each would open its own empty
+        # in-memory database, and an empty path is a temporary one.
+        if str(value) in (":memory:", "", ".") or str(value).startswith("file:"):
+            raise ValueError(f"Écho needs a database file, such as data/echo.sqlite3; got {str(value)!r}")
+        return value
 
     @field_validator("llm_model", "reflection_model", "embeddings_model")
     @classmethod

@@ -158,6 +158,9 @@ async def _configure(conn: aiosqlite.Connection) -> None:
     await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     await conn.execute("PRAGMA foreign_keys = ON")
     await conn.execute("PRAGMA synchronous = NORMAL")
+    # Deleted rows are overwritten with zeros, not left in free pages: /erase-me is real on
+    # disk whatever this SQLite build's default is.
+    await conn.execute("PRAGMA secure_delete = ON")
 
 
 async def apply_migrations(conn: aiosqlite.Connection, directory: Path = MIGRATIONS_DIR) -> int:
@@ -243,6 +246,25 @@ class Database:
                 raise failure from exc
             if self.storage.down:
                 self.storage.recovered("the database accepts writes again after %d failed write(s)")
+
+    async def checkpoint(self) -> bool:
+        """Copy the WAL into the database file and truncate it to nothing, so that rows just
+        deleted leave no copy in the -wal file. True when done; False (logged) when another
+        connection's open read kept part of it, in which case SQLite's own checkpoints finish
+        the work later. Never raises: what it follows is already committed."""
+        async with self._write_lock:
+            try:
+                row = await fetch_one(self._writer, "PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:
+                log.warning("the WAL could not be checkpointed after an erase: %s", exc)
+                return False
+        if row is None or row[0]:
+            log.warning(
+                "the WAL could not be truncated after an erase (another process is reading); "
+                "the erased rows' old copies leave it at a later checkpoint"
+            )
+            return False
+        return True
 
     async def _rollback(self) -> None:
         try:

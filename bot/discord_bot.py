@@ -22,14 +22,21 @@ NO_MENTIONS = discord.AllowedMentions.none()
 
 
 def make_intents(allowed_channel_ids: list[int]) -> discord.Intents:
-    """Default intents; Message Content only when the bot answers whole channels.
+    """Only what the bot uses: servers and their channels and threads (`guilds`, which the
+    message cache needs to know where a message was sent), messages in servers and in DMs
+    (the one event listened to, `on_message`), and Message Content only when the bot answers
+    whole channels. Slash commands, reactions it adds and the typing indicator it shows need
+    no intent; it never listens to voice, presence, typing or reactions of others.
 
     Mentions of the bot, replies to it and DMs carry their content without the privileged
     intent, so a bot that answers only those needs nothing enabled in the developer portal.
     """
-    intents = discord.Intents.default()
-    intents.message_content = bool(allowed_channel_ids)
-    return intents
+    return discord.Intents(
+        guilds=True,
+        guild_messages=True,
+        dm_messages=True,
+        message_content=bool(allowed_channel_ids),
+    )
 
 
 class EchoBot(commands.Bot):

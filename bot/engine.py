@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -47,6 +47,7 @@ from bot.memory.story import (
     state_values,
 )
 from bot.memory.story_store import erase_user_story_data, load_story, story_history, user_story_ids
+from bot.memory.text import storable
 from bot.memory.vectors import lexical_matches
 from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
 from bot.outage import Outage
@@ -72,6 +73,7 @@ STORAGE_DOWN_REPLY = (
     "(I can't save anything right now: the bot's storage is failing, so I would forget what you "
     "tell me. I'm not answering until it works again; whoever runs the bot can see why in its log.)"
 )
+ERASED_REPLY = "(Everything about you was just erased, as you asked: this message was not kept.)"
 # A reply longer than this is cut: a runaway generation must not become hundreds of Discord
 # messages: this is two or three of them.
 MAX_REPLY_CHARS = 4000
@@ -170,6 +172,8 @@ class Engine:
         # The last reflection report per user: what the write path decided, for the operator.
         self.last_reports: dict[str, ReflectionReport] = {}
         self._recording: dict[str, set[asyncio.Task[None]]] = {}
+        # Erasures asked per user: a turn that began before one writes nothing after it.
+        self._erasures: dict[str, int] = {}
         self.reply_outage = Outage(log)
         self.reflection_outage = Outage(log)
 
@@ -184,14 +188,20 @@ class Engine:
         await self.resume_pending_reflections()
 
     async def sync_rules(self) -> None:
-        """The character file's rules, stored as `rule` memories of the character itself."""
+        """The character file's rules, stored as `rule` memories of the character itself.
+
+        Rewritten only when the file's rules changed: the same character keeps the same rule
+        ids (and their vectors) from one start to the next."""
         owner = self.character_user_id
-        now = self.clock()
-        async with self.db.write() as conn:
-            await conn.execute("DELETE FROM memories WHERE user_id = ? AND type = 'rule'", (owner,))
-            for rule in self.character.rules:
-                await insert_memory(conn, owner, NewMemory(text=rule, type="rule"), now=now)
-        self.rules = await self.store.list(owner, types=["rule"], include_rules=True)
+        stored = sorted(await self.store.list(owner, types=["rule"], include_rules=True), key=lambda m: m.id)
+        if [m.text for m in stored] != list(self.character.rules):
+            now = self.clock()
+            async with self.db.write() as conn:
+                await conn.execute("DELETE FROM memories WHERE user_id = ? AND type = 'rule'", (owner,))
+                for rule in self.character.rules:
+                    await insert_memory(conn, owner, NewMemory(text=rule, type="rule"), now=now)
+            stored = sorted(await self.store.list(owner, types=["rule"], include_rules=True), key=lambda m: m.id)
+        self.rules = stored
 
     async def close(self, timeout: float = 20.0) -> None:
         """Let in-flight reflections finish; what does not finish stays pending for next start."""
@@ -203,12 +213,29 @@ class Engine:
     # --- one turn ----------------------------------------------------------------------------
 
     async def turn(self, msg: Incoming) -> TurnResult:
+        # Every front end's text enters here; made storable once (a lone surrogate from Discord's
+        # JSON or a terminal's undecodable bytes would otherwise fail the INSERT, unanswered).
+        msg = replace(
+            msg,
+            user_name=storable(msg.user_name),
+            text=storable(msg.text),
+            history=[ChannelLine(storable(h.author), storable(h.text), h.from_bot) for h in msg.history],
+        )
         text = msg.text.strip()[: self.settings.max_message_chars]
+        erasures = self._erasures.get(msg.user_id, 0)
+
+        def erased() -> bool:
+            # Asked inside each write transaction: an erase is one transaction too, so a turn
+            # that was waiting (for the LLM, for the write lock) when it ran writes nothing after.
+            return self._erasures.get(msg.user_id, 0) != erasures
+
         try:
-            exchange_id = await self._save_exchange(msg, text)
+            exchange_id = await self._save_exchange(msg, text, erased)
         except StorageError as exc:
             # Answering what cannot be kept would make the character forget it silently.
             return TurnResult(None, str(exc), None, None, apology=STORAGE_DOWN_REPLY)
+        if exchange_id is None:
+            return TurnResult(None, "erased", None, None, apology=ERASED_REPLY)
         share = await self.sharing(msg.user_id)
         story_block, story_detail = await self._story_context(msg.user_id, msg.story_id, text)
         selection = await self.recall.select_for_turn(
@@ -242,14 +269,14 @@ class Engine:
             )
         except LLMError as exc:
             self.reply_outage.failed("replies fail, messages are kept unanswered: %s", exc)
-            self._record_later(selection)
+            self._record_later(selection, erased)
             with contextlib.suppress(StorageError):  # counted and logged by the database
                 await self._exchange_failed(msg.user_id, exchange_id, str(exc))
             return TurnResult(None, str(exc), selection, exchange_id)
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
         self.reply_outage.recovered("replies work again after %d failed turn(s)")
-        self._record_later(selection)
+        self._record_later(selection, erased)
         reply = reply.strip() or "…"
         if len(reply) > MAX_REPLY_CHARS:
             log.warning("a reply of %d characters was cut to %d", len(reply), MAX_REPLY_CHARS)
@@ -265,12 +292,12 @@ class Engine:
             pass
         return TurnResult(reply, None, selection, exchange_id)
 
-    async def _record(self, selection: TurnSelection) -> None:
+    async def _record(self, selection: TurnSelection, erased: Callable[[], bool]) -> None:
         with contextlib.suppress(StorageError):  # counted and logged by the database
-            await self.recall.record(selection)
+            await self.recall.record(selection, cancelled=erased)
 
-    def _record_later(self, selection: TurnSelection) -> None:
-        task = self.tasks.spawn(self._record(selection), name=f"record-turn:{selection.user_id}")
+    def _record_later(self, selection: TurnSelection, erased: Callable[[], bool]) -> None:
+        task = self.tasks.spawn(self._record(selection, erased), name=f"record-turn:{selection.user_id}")
         pending = self._recording.setdefault(selection.user_id, set())
         pending.add(task)
         task.add_done_callback(pending.discard)
@@ -281,8 +308,11 @@ class Engine:
         if pending:
             await asyncio.wait(pending)
 
-    async def _save_exchange(self, msg: Incoming, text: str) -> int:
+    async def _save_exchange(self, msg: Incoming, text: str, erased: Callable[[], bool]) -> int | None:
+        """The new exchange's id; None when the user erased their data since the message came."""
         async with self.db.write() as conn:
+            if erased():
+                return None
             cur = await conn.execute(
                 "INSERT INTO exchanges (user_id, user_name, story_id, place, message_id, "
                 "user_message, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -534,7 +564,7 @@ class Engine:
             raise InvalidMemory("rules come from the character file only, never from a user")
         memory_id = await self.store.add(
             user_id,
-            NewMemory(text=text, type=type_, scope="global", story_id=story_id, place=place, source=source),
+            NewMemory(text=storable(text), type=type_, scope="global", story_id=story_id, place=place, source=source),
             cap=self.settings.max_memories_per_user,
         )
         self.cache.invalidate(user_id)
@@ -684,8 +714,13 @@ class Engine:
         """Real deletion of everything about one user, in one transaction.
 
         A reflection of that user still running would write its memories back after the erase:
-        it is cancelled first (its transaction rolls back), and the user's lock is held.
+        it is cancelled first (its transaction rolls back), and the user's lock is held. A turn
+        still under way (waiting for the LLM) would record its exchange, /why row and counts
+        after it: every write of a turn checks, inside its transaction, that no erase was asked
+        since the turn began, and writes nothing when one was.
         """
+        # First: from now on, a turn of this user already under way writes nothing more.
+        self._erasures[user_id] = self._erasures.get(user_id, 0) + 1
         await self.wait_recorded(user_id)
         worker = self._workers.tasks.get(user_id)
         if worker is not None and not worker.done():
@@ -701,6 +736,8 @@ class Engine:
                 "DELETE FROM user_settings WHERE user_id = ?",
             ):
                 await conn.execute(statement, (user_id,))
+        # The deleted rows' earlier versions are still pages of the WAL file until it is copied back.
+        await self.db.checkpoint()
         self.cache.invalidate(user_id)
         self.last_reports.pop(user_id, None)
         log.info("erased all data of one user on request (%d memories)", report.memories)

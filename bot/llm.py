@@ -18,6 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from bot.memory.text import storable
+
 log = logging.getLogger(__name__)
 
 Api = Literal["ollama", "openai"]
@@ -196,7 +198,8 @@ class LLMClient:
                     "or shorten the prompt."
                 )
             log.warning("model %s hit its token limit: the reply is cut short", model)
-        text = strip_thinking(content)
+        # The model's text enters here: a JSON-escaped lone surrogate must not reach the database.
+        text = storable(strip_thinking(content))
         if not text:
             raise LLMBadResponse(
                 f"The {self._server} at {self._url(path)} returned an empty reply."

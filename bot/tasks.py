@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+import functools
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -47,3 +48,20 @@ class BackgroundTasks:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def quiet_when_cancelled(job: Callable[[], Awaitable[Any]]) -> Callable[[], Coroutine[Any, Any, None]]:
+    """A scheduled job that ends quietly when the shutdown cancels it mid-run.
+
+    The scheduler logs any exception of a job, CancelledError included, as an ERROR with its
+    traceback: every short session would end with one. A job cancelled at shutdown has nothing
+    to report; its unfinished work is picked up by the next run."""
+
+    @functools.wraps(job)
+    async def run() -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            log.debug("job %s cancelled at shutdown", getattr(job, "__name__", job))
+
+    return run

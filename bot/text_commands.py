@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -49,9 +50,15 @@ class Session:
     place: str
 
 
+# SQLite's largest rowid: a bigger id names nothing, and cannot even be bound to a statement.
+MAX_ROW_ID = 2**63 - 1
+_DIGITS = re.compile(r"[0-9]{1,30}")
+
+
 def _memory_id(arg: str) -> int | None:
+    """The id written after a command, or None when it is not a number of ASCII digits."""
     arg = arg.strip().lstrip("#h")
-    return int(arg) if arg.isdigit() else None
+    return int(arg) if _DIGITS.fullmatch(arg) else None
 
 
 async def run_command(engine: Engine, session: Session, line: str) -> str:
@@ -90,11 +97,12 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         target = _memory_id(args[0]) if args else None
         if target is None:
             return f"Usage: /{name} <id>"
+        exists = target <= MAX_ROW_ID  # a larger id is answered like any id that is not there
         if name == "restore":
-            return restore_result(target, await engine.restore(user, target))
+            return restore_result(target, await engine.restore(user, target) if exists else None)
         if name == "forget":
-            return forget_result(target, await engine.forget(user, target))
-        return pin_result(target, name == "pin", await engine.pin(user, target, name == "pin"))
+            return forget_result(target, exists and await engine.forget(user, target))
+        return pin_result(target, name == "pin", exists and await engine.pin(user, target, name == "pin"))
     if name == "history":
         entries = await engine.store.history(user)
         return history_text(entries, await story_history(engine.db, user, None, operations=("anchor_removed",)))
@@ -111,7 +119,11 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         if not args:
             return "Usage: /export <file.json>"
         path = Path(args[0]).expanduser()
-        path.write_text(export_json(await engine.export(user)), encoding="utf-8")
+        data = export_json(await engine.export(user))
+        try:
+            path.write_text(data, encoding="utf-8")
+        except OSError as exc:
+            return f"Cannot write {path}: {exc.strerror or exc}. Nothing was exported; give a file in an existing folder."
         return f"Exported to {path}."
     if name in ("erase-me", "erase"):
         if args != ["yes"]:

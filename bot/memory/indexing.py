@@ -26,6 +26,7 @@ from bot.memory.vectors import (
     store_vectors,
 )
 from bot.outage import Outage
+from bot.tasks import quiet_when_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ class Indexer:
         switch, a slow server) delays the next instead of stacking runs behind it.
         """
         return scheduler.add_job(
-            self.run_once,
+            quiet_when_cancelled(self.run_once),
             "interval",
             seconds=seconds,
             id=JOB_ID,

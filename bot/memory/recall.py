@@ -259,14 +259,18 @@ class Recall:
             await self.record(selection)
         return selection
 
-    async def record(self, selection: TurnSelection) -> int:
+    async def record(self, selection: TurnSelection, *, cancelled: Callable[[], bool] | None = None) -> int:
         """Count the turn and keep it for /why, in one write transaction; returns its turn id.
 
-        A selection is recorded once: again, it returns the id it already has.
+        A selection is recorded once: again, it returns the id it already has. `cancelled` is
+        asked inside the transaction: when it says so (the user erased their data meanwhile),
+        nothing is written and 0 is returned.
         """
         if selection.turn_id:
             return selection.turn_id
         async with self.db.write() as conn:
+            if cancelled is not None and cancelled():
+                return 0
             if not selection.degraded:
                 # A degraded turn counts nothing: a sleeping embedder must not read as ignored
                 # memories.

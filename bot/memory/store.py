@@ -306,6 +306,9 @@ async def erase_user_memories(conn: aiosqlite.Connection, user_id: str) -> Erase
     cur = await conn.execute("DELETE FROM memories WHERE user_id = ?", (user_id,))
     memories = cur.rowcount
     cur = await conn.execute("DELETE FROM memory_history WHERE user_id = ?", (user_id,))
+    # The triggers only add deletion markers to the full-text index: its segments keep the
+    # erased words (lower-cased) until merged. 'optimize' merges them all into one now.
+    await conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
     return EraseReport(memories=memories, history=cur.rowcount)
 
 

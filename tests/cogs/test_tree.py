@@ -140,6 +140,21 @@ async def test_message_content_intent_only_for_allowed_channels(
     assert offline_bot(services).intents.message_content
 
 
+@pytest.mark.parametrize(
+    ("allowed_channel_ids", "expected"),
+    [
+        ([], {"guilds", "guild_messages", "dm_messages"}),
+        ([123], {"guilds", "guild_messages", "dm_messages", "message_content"}),
+    ],
+)
+def test_intents_are_only_those_the_bot_uses(allowed_channel_ids: list[int], expected: set[str]) -> None:
+    """Servers, messages in servers and DMs (the one event listened to is on_message), and
+    Message Content only for whole channels: no voice states, typing, reactions, presences."""
+    intents = make_intents(allowed_channel_ids)
+    assert {name for name, on in intents if on} == expected
+    assert intents.value == discord.Intents(**dict.fromkeys(expected, True)).value
+
+
 @pytest.mark.parametrize("settings_overrides", [{"owner_ids": [ALICE]}])
 async def test_only_owners_sync_and_sync_guild_targets_this_server(
     services_with: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811

@@ -36,7 +36,7 @@ from bot.engine import Engine, export_json
 from bot.memory.model import Memory
 from bot.memory.reflection import build_reflection_messages
 from bot.memory.store import MAX_MEMORY_CHARS, InvalidMemory, MemoryStore, NewMemory
-from bot.memory.text import canonical, content_words
+from bot.memory.text import canonical, content_words, storable
 from bot.memory.vectors import lexical_matches
 from bot.prompting import ChannelLine, build_reply_messages, render_rules
 from bot.text_commands import Session, run_command
@@ -147,8 +147,9 @@ async def test_a_hostile_message_is_answered_stored_as_documented_and_leaves_the
 
     result = await engine.turn(msg(text))
 
-    # Engine.turn: the message is stripped, then cut to MAX_MESSAGE_CHARS; nothing else.
-    expected = text.strip()[: engine.settings.max_message_chars]
+    # Engine.turn: the message is made storable (NUL dropped, a lone surrogate is U+FFFD),
+    # stripped, then cut to MAX_MESSAGE_CHARS; nothing else.
+    expected = storable(text).strip()[: engine.settings.max_message_chars]
     assert result.reply is not None and result.error is None
     assert llm_server.chats[-1].last_user == f"Alice: {expected}"  # the user's turn, verbatim
     async with db.reader.execute(
@@ -620,14 +621,17 @@ INJECTIONS = [
     "</memories>", "<memories>", "</MEMORIES>", "< / Memories >", '<memories about="Bob">',
     "\uff1c/memories\uff1e", "\n", "\r\n", "\u2028", "\u2029", "\x85", "\x0b", "\x1e", "SYSTEM:",
     "### Instruction", "\nassistant: ", "<|im_end|>", "<|im_start|>system", "- (rule) ", "\u200b",
-    "\u202e", "\x00"
+    "\u202e", "\x00", "[INST]", "[/INST]", "\uff3bINST\uff3d",
 ]
 hostile_text = st.lists(st.one_of(st.sampled_from(INJECTIONS), st.text(max_size=12)), max_size=8).map("".join)
 
 
 def quoted(text: str) -> str:
-    """The rendering contract: one line, and no "<" (nor look-alike) left to open a tag."""
-    return one_line(text).translate(str.maketrans({"<": "‹", "\uff1c": "‹", "\ufe64": "‹"}))
+    """The rendering contract: one line, and no "<" nor square bracket (nor look-alike) left to
+    open a tag or a bracketed control token such as `[INST]`."""
+    return one_line(text).translate(
+        str.maketrans({"<": "‹", "\uff1c": "‹", "\ufe64": "‹", "[": "⟦", "]": "⟧", "\uff3b": "⟦", "\uff3d": "⟧"})
+    )
 
 
 def visible(text: str) -> str:

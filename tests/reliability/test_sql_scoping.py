@@ -74,6 +74,12 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "DELETE FROM memory_vectors WHERE model != ?",
     ): "index maintenance after a model switch, once the new model covers every memory",
     (
+        "bot/memory/store.py",
+        "erase_user_memories",
+        "INSERT INTO memories_fts (memories_fts) VALUES ('optimize')",
+    ): "index maintenance after an erase: merges the full-text index's segments so the erased "
+    "user's words leave its shadow tables; reads and returns no row of anyone",
+    (
         "bot/db.py",
         "apply_migrations",
         "<unresolved: script>",
