@@ -15,7 +15,7 @@ import pytest_asyncio
 from bot.character import load_character
 from bot.config import load_settings
 from bot.embeddings import LocalEmbedder, OllamaEmbedder
-from bot.engine import MAX_REFLECTION_ATTEMPTS, Engine, Incoming
+from bot.engine import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Engine, Incoming
 from bot.llm import LLMClient
 from bot.memory.indexing import Indexer
 from bot.memory.store import NewMemory
@@ -73,6 +73,9 @@ async def test_one_users_reflections_never_run_concurrently_and_a_burst_is_batch
     running = 0
     peak = 0
     reflections = 0
+    # The first reflection is held until every turn is in, so what queues behind it is the
+    # burst, whatever the machine's speed.
+    all_turns_in = asyncio.Event()
 
     async def handler(request: LLMRequest):
         nonlocal running, peak, reflections
@@ -81,7 +84,8 @@ async def test_one_users_reflections_never_run_concurrently_and_a_burst_is_batch
         reflections += 1
         running += 1
         peak = max(peak, running)
-        await asyncio.sleep(0.05)
+        await all_turns_in.wait()
+        await asyncio.sleep(0.01)
         running -= 1
         return json.dumps({"memories": []})
 
@@ -89,9 +93,14 @@ async def test_one_users_reflections_never_run_concurrently_and_a_burst_is_batch
     for n in range(30):
         await engine.turn(msg(f"message {n}"))
         engine.schedule_reflection("alice")
+        if n == 0:
+            while reflections == 0:
+                await asyncio.sleep(0.01)
+    all_turns_in.set()
     await engine.wait_reflections("alice")
     assert peak == 1
-    assert reflections <= 30 // 4 + 2
+    # The first exchange alone, then the 29 that queued behind it, four at a time.
+    assert reflections == 1 + -(-29 // REFLECTION_BATCH)
     assert (await engine.stats("alice")).pending_reflections == 0
 
 
