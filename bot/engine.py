@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,9 +23,10 @@ from bot.character import Character, fill_user, render_character_prompt
 from bot.config import Settings
 from bot.db import Database, StorageError, fetch_all, fetch_one, to_db
 from bot.embeddings import Embedder, EmbeddingError
-from bot.llm import LLMClient, LLMError, LLMTooLarge
+from bot.llm import ChatReply, LLMClient, LLMError, LLMTooLarge
+from bot.metrics import Metrics
 from bot.memory.model import Memory, utcnow
-from bot.memory.recall import Recall, TurnSelection, last_turn, turn_stats
+from bot.memory.recall import Recall, TurnFigures, TurnSelection, last_turn, turn_stats
 from bot.memory.reflection import (
     ReflectionParseError,
     build_reflection_messages,
@@ -72,6 +74,9 @@ STORAGE_DOWN_REPLY = (
     "(I can't save anything right now: the bot's storage is failing, so I would forget what you "
     "tell me. I'm not answering until it works again; whoever runs the bot can see why in its log.)"
 )
+# Ollama cuts a prompt longer than its context down to about the context size, so a prompt
+# counted within 2 % of it was cut, not a coincidence.
+CONTEXT_FULL_RATIO = 0.98
 # A reply longer than this is cut: a runaway generation must not become hundreds of Discord
 # messages: this is two or three of them.
 MAX_REPLY_CHARS = 4000
@@ -150,6 +155,7 @@ class Engine:
         settings: Settings,
         character: Character,
         clock: Callable[[], datetime] = utcnow,
+        metrics: Metrics | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
@@ -171,6 +177,9 @@ class Engine:
         self._recording: dict[str, set[asyncio.Task[None]]] = {}
         self.reply_outage = Outage(log)
         self.reflection_outage = Outage(log)
+        self.metrics = metrics if metrics is not None else Metrics()
+        # Calls (reply, reflection) whose full context was already reported in the log.
+        self._context_warned: set[str] = set()
 
     @property
     def character_user_id(self) -> str:
@@ -207,9 +216,11 @@ class Engine:
             exchange_id = await self._save_exchange(msg, text)
         except StorageError as exc:
             # Answering what cannot be kept would make the character forget it silently.
+            self.metrics.turns.labels("failed").inc()
             return TurnResult(None, str(exc), None, None, apology=STORAGE_DOWN_REPLY)
         share = await self.sharing(msg.user_id)
         story_block, story_detail = await self._story_context(msg.user_id, msg.story_id, text)
+        started = time.perf_counter()
         selection = await self.recall.select_for_turn(
             msg.user_id,
             story_id=msg.story_id,
@@ -220,6 +231,8 @@ class Engine:
             story=story_detail,
             record=False,
         )
+        memory_seconds = time.perf_counter() - started
+        self.metrics.memory_seconds.observe(memory_seconds)
         messages = build_reply_messages(
             character_prompt=render_character_prompt(self.character, speaker_name(msg.user_name)),
             character_name=self.character.name,
@@ -235,12 +248,17 @@ class Engine:
             message=text,
             post_history=fill_user(self.character.post_history_instructions, speaker_name(msg.user_name)),
         )
+        started = time.perf_counter()
         try:
-            reply = await self.llm.chat(
-                messages, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds
+            answer = await self._chat(
+                "reply", messages, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds
             )
         except LLMError as exc:
             self.reply_outage.failed("replies fail, messages are kept unanswered: %s", exc)
+            selection.figures = TurnFigures(
+                failed=True, memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started)
+            )
+            self.metrics.turns.labels("failed").inc()
             self._record_later(selection)
             with contextlib.suppress(StorageError):  # counted and logged by the database
                 await self._exchange_failed(msg.user_id, exchange_id, str(exc))
@@ -248,8 +266,17 @@ class Engine:
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
         self.reply_outage.recovered("replies work again after %d failed turn(s)")
+        selection.figures = TurnFigures(
+            memory_ms=_ms(memory_seconds),
+            reply_ms=_ms(time.perf_counter() - started),
+            prompt_tokens=answer.usage.prompt_tokens,
+            completion_tokens=answer.usage.completion_tokens,
+            context_tokens=self.llm.context_tokens,
+            context_full=self._context_full(answer),
+        )
+        self.metrics.turns.labels(selection.outcome).inc()
         self._record_later(selection)
-        reply = reply.strip() or "…"
+        reply = answer.text.strip() or "…"
         if len(reply) > MAX_REPLY_CHARS:
             log.warning("a reply of %d characters was cut to %d", len(reply), MAX_REPLY_CHARS)
             reply = reply[: MAX_REPLY_CHARS - 1] + "…"
@@ -263,6 +290,35 @@ class Engine:
             # The user still gets the answer; the exchange stays unanswered, so it is not reflected.
             pass
         return TurnResult(reply, None, selection, exchange_id)
+
+    async def _chat(self, call: str, messages: Sequence[Mapping[str, str]], **options: Any) -> ChatReply:
+        """One LLM call, timed and its tokens counted; a full context is logged once and counted."""
+        started = time.perf_counter()
+        try:
+            answer = await self.llm.chat(messages, **options)
+        finally:
+            self.metrics.llm_seconds.labels(call).observe(time.perf_counter() - started)
+        usage = answer.usage
+        if usage.prompt_tokens is not None:
+            self.metrics.prompt_tokens.labels(call).observe(usage.prompt_tokens)
+        if usage.completion_tokens is not None:
+            self.metrics.completion_tokens.labels(call).inc(usage.completion_tokens)
+        if self._context_full(answer):
+            self.metrics.context_full.labels(call).inc()
+            if call not in self._context_warned:
+                self._context_warned.add(call)
+                log.warning(
+                    "a %s prompt of %d tokens reached the context size (LLM_CONTEXT_TOKENS=%d): the "
+                    "server dropped its start, where the persona and the rules are. Raise "
+                    "LLM_CONTEXT_TOKENS or lower HISTORY_CHARS; later cuts are counted "
+                    "(echo_prompt_context_full, the owner's page), not logged",
+                    call, usage.prompt_tokens, self.llm.context_tokens,
+                )
+        return answer
+
+    def _context_full(self, answer: ChatReply) -> bool:
+        context, prompt = self.llm.context_tokens, answer.usage.prompt_tokens
+        return context is not None and prompt is not None and prompt >= context * CONTEXT_FULL_RATIO
 
     async def _record(self, selection: TurnSelection) -> None:
         with contextlib.suppress(StorageError):  # counted and logged by the database
@@ -387,6 +443,7 @@ class Engine:
             log.info("a reflection was rolled back: %s", exc)
             return True
         except Exception as exc:
+            self.metrics.reflections.labels("crashed").inc()
             log.exception("reflection of %d exchange(s) crashed", len(batch))
             await self._reflection_failed(batch, f"{type(exc).__name__}: {exc}", give_up=True)
             return True
@@ -416,22 +473,26 @@ class Engine:
             state_keys=list(self.state_specs),
         )
         try:
-            raw = await self.llm.chat(
+            answer = await self._chat(
+                "reflection",
                 messages,
                 model=self.settings.reflection_model,
                 json_schema=reflection_json_schema(),
                 timeout=self.settings.reflection_timeout_seconds,
             )
-            parsed = parse_reflection(raw)
+            parsed = parse_reflection(answer.text)
         except LLMTooLarge as exc:
             # Not an outage: the same prompt would run away again, so it counts towards giving up.
+            self.metrics.reflections.labels("rejected").inc()
             await self._reflection_failed(batch, f"LLM: {exc}", give_up=True)
             return True
         except LLMError as exc:
+            self.metrics.reflections.labels("llm_failed").inc()
             self.reflection_outage.failed("reflections fail, exchanges stay pending: %s", exc)
             await self._reflection_failed(batch, f"LLM: {exc}", give_up=False)
             return False
         except ReflectionParseError as exc:
+            self.metrics.reflections.labels("rejected").inc()
             await self._reflection_failed(batch, f"unparseable reflection: {exc}", give_up=True)
             return True
         ctx = ReflectionContext(
@@ -464,6 +525,7 @@ class Engine:
         )
         self.cache.invalidate(first.user_id)
         self.last_reports[first.user_id] = report
+        self.metrics.reflections.labels("applied").inc()
         return True
 
     async def _reflection_failed(self, batch: list[_Exchange], error: str, *, give_up: bool) -> None:
@@ -694,6 +756,7 @@ class Engine:
                 "DELETE FROM exchanges WHERE user_id = ?",
                 "DELETE FROM turns WHERE user_id = ?",
                 "DELETE FROM turn_stats WHERE user_id = ?",
+                "DELETE FROM turn_log WHERE user_id = ?",
                 "DELETE FROM user_settings WHERE user_id = ?",
             ):
                 await conn.execute(statement, (user_id,))
@@ -701,6 +764,10 @@ class Engine:
         self.last_reports.pop(user_id, None)
         log.info("erased all data of one user on request (%d memories)", report.memories)
         return report
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
 
 
 def export_json(data: dict[str, Any]) -> str:
