@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import aiosqlite
@@ -33,6 +33,7 @@ from bot.memory.reflection import (
     parse_reflection,
     reflection_json_schema,
 )
+from bot.memory.report_store import user_turn_log
 from bot.memory.scoring import VectorCache
 from bot.memory.store import (
     EraseReport,
@@ -704,12 +705,27 @@ class Engine:
             {"story_id": r[0], "message": r[1], "degraded": bool(r[2]), "selection": json.loads(r[3]), "at": r[4]}
             for r in rows
         ]
+        figures = await user_turn_log(self.db, user_id, datetime.min.replace(tzinfo=timezone.utc), limit=-1)
         return {
             "user_id": user_id,
             "exported_at": to_db(self.clock()),
             "settings": {"share_memories": await self.sharing(user_id)},
             "stories": stories,
             "turns": turns,
+            "turn_log": [
+                {
+                    "story_id": e.story_id,
+                    "outcome": e.outcome,
+                    "memory_ms": e.memory_ms,
+                    "reply_ms": e.reply_ms,
+                    "prompt_tokens": e.prompt_tokens,
+                    "completion_tokens": e.completion_tokens,
+                    "context_tokens": e.context_tokens,
+                    "context_full": e.context_full,
+                    "at": to_db(e.created_at),
+                }
+                for e in figures
+            ],
             "memories": [memory_json(m) for m in await self.store.list(user_id)],
             "history": [
                 {

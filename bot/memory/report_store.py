@@ -182,8 +182,10 @@ async def bot_recent_turns(db: Database, limit: int) -> list[TurnHeader]:
 # --- one user --------------------------------------------------------------------------------
 
 
-async def user_turn_log(db: Database, user_id: str, since: datetime) -> list[TurnLogEntry]:
-    rows = await fetch_all(db.reader, _USER_TURN_LOG, (user_id, to_db(since), MAX_LOG_ROWS))
+async def user_turn_log(
+    db: Database, user_id: str, since: datetime, limit: int = MAX_LOG_ROWS
+) -> list[TurnLogEntry]:
+    rows = await fetch_all(db.reader, _USER_TURN_LOG, (user_id, to_db(since), limit))
     return [_log_entry(r) for r in rows]
 
 
