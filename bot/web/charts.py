@@ -6,14 +6,15 @@ nothing to draw says so in words instead of showing empty axes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-WIDTH = 720
+WIDTH = 900
 HEIGHT = 220
-_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 12, 14, 40
+_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 12, 26, 34
 
 OUTCOME_COLOURS = {"answered": "#3b8f5a", "degraded": "#d49a1f", "failed": "#c2423a"}
 SERIES_COLOURS = ("#3867b5", "#9b59b6", "#c2423a", "#3b8f5a")
@@ -31,38 +32,41 @@ def _empty(message: str) -> Markup:
     return Markup('<p class="empty">{}</p>').format(message)
 
 
-def _nice_max(value: float) -> float:
-    """The smallest 1, 2, 2.5 or 5 × 10ⁿ at or above `value`, so the top tick reads well."""
+def _scale(value: float, *, integer: bool = False) -> tuple[float, float]:
+    """(top, step) of the value axis: 3 to 6 steps of 1, 2, 2.5 or 5 × 10ⁿ (no 2.5 for counts),
+    the top the first step at or above `value`, so every tick reads as a round number."""
     if value <= 0:
-        return 1.0
-    magnitude = 10 ** (len(str(int(value))) - 1) if value >= 1 else 1.0
-    for step in (1, 2, 2.5, 5, 10):
-        if step * magnitude >= value:
-            return step * magnitude
-    return 10 * magnitude
+        return (4.0, 1.0) if integer else (1.0, 0.25)
+    rough = value / 4
+    magnitude = 10 ** math.floor(math.log10(rough))
+    steps = (1, 2, 5, 10) if integer else (1, 2, 2.5, 5, 10)
+    step = next(m * magnitude for m in steps if m * magnitude >= rough)
+    if integer:
+        step = max(1.0, step)
+    return math.ceil(value / step - 1e-9) * step, step
 
 
 def _number(value: float) -> str:
-    if value >= 10_000:
-        return f"{value / 1000:.0f}k"
     if value >= 1000:
-        return f"{value / 1000:.1f}k"
-    return f"{value:g}"
+        return f"{value / 1000:g}k"
+    return f"{round(value, 3):g}"
 
 
-def _frame(title: str, top: float, unit: str, labels: Sequence[str], inner: list[str]) -> Markup:
+def _frame(title: str, scale: tuple[float, float], unit: str, labels: Sequence[str], inner: list[str]) -> Markup:
+    top, step = scale
     plot_w = WIDTH - _LEFT - _RIGHT
     plot_h = HEIGHT - _TOP - _BOTTOM
     parts = [
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" xmlns="http://www.w3.org/2000/svg">',
         f"<title>{escape(title)}</title>",
     ]
-    for i in range(5):
-        y = _TOP + plot_h * i / 4
-        value = top * (4 - i) / 4
+    intervals = round(top / step)
+    for i in range(intervals + 1):
+        value = step * i
+        y = _TOP + plot_h * (1 - value / top)
         parts.append(f'<line class="grid" x1="{_LEFT}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}"/>')
         parts.append(f'<text class="tick" x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(_number(value))}</text>')
-    parts.append(f'<text class="unit" x="4" y="{_TOP + 4}">{escape(unit)}</text>')
+    parts.append(f'<text class="unit" x="{_LEFT - 6}" y="12" text-anchor="end">{escape(unit)}</text>')
     # At most ~8 x labels, evenly spread, so they never overlap.
     if labels:
         every = max(1, -(-len(labels) // 8))
@@ -80,7 +84,8 @@ def stacked_bars(title: str, labels: Sequence[str], stacks: dict[str, Sequence[i
     totals = [sum(values[i] for values in stacks.values()) for i in range(len(labels))]
     if not any(totals):
         return _empty("No turn in this period.")
-    top = _nice_max(max(totals))
+    scale = _scale(max(totals), integer=True)
+    top = scale[0]
     plot_w = WIDTH - _LEFT - _RIGHT
     plot_h = HEIGHT - _TOP - _BOTTOM
     slot = plot_w / len(labels)
@@ -99,7 +104,7 @@ def stacked_bars(title: str, labels: Sequence[str], stacks: dict[str, Sequence[i
                 f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h:.1f}" fill="{colours[name]}">'
                 f"<title>{escape(tip)}</title></rect>"
             )
-    return _frame(title, top, "turns", labels, inner) + legend({n: colours[n] for n in stacks})
+    return _frame(title, scale, "turns", labels, inner) + legend({n: colours[n] for n in stacks})
 
 
 def lines(title: str, labels: Sequence[str], series: Sequence[Series], unit: str) -> Markup:
@@ -107,7 +112,8 @@ def lines(title: str, labels: Sequence[str], series: Sequence[Series], unit: str
     values = [v for s in series for v in s.points if v is not None]
     if not values:
         return _empty("Nothing measured in this period.")
-    top = _nice_max(max(values))
+    scale = _scale(max(values))
+    top = scale[0]
     plot_w = WIDTH - _LEFT - _RIGHT
     plot_h = HEIGHT - _TOP - _BOTTOM
     slot = plot_w / max(1, len(labels))
@@ -125,7 +131,7 @@ def lines(title: str, labels: Sequence[str], series: Sequence[Series], unit: str
                 inner.append(
                     f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{s.colour}"><title>{escape(s.name)}: {escape(_number(v))}</title></circle>'
                 )
-    return _frame(title, top, unit, labels, inner) + legend({s.name: s.colour for s in series})
+    return _frame(title, scale, unit, labels, inner) + legend({s.name: s.colour for s in series})
 
 
 def hbars(title: str, counts: dict[str, int], colour: str = "#3867b5") -> Markup:
