@@ -101,3 +101,27 @@ async def test_the_llm_is_asked_once_per_cache_period_not_per_probe(page: Page):
     for _ in range(5):
         assert (await page.http.get(page.url + "/healthz")).status_code == 200
     assert sum(r.path == "/api/tags" for r in page.llm.requests) == 1
+
+
+async def test_the_compose_healthcheck_passes_on_a_healthy_bot_and_fails_otherwise(page: Page):
+    """The command of docker-compose.yml's healthcheck, run as Docker runs it."""
+    import asyncio
+    import os
+    import sys
+    from pathlib import Path
+    from urllib.parse import urlsplit
+
+    import yaml
+
+    compose = yaml.safe_load((Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text())
+    test = compose["services"]["echo"]["healthcheck"]["test"]
+    assert test[:2] == ["CMD", "python"]
+    env = dict(os.environ, WEB_PORT=str(urlsplit(page.url).port))
+
+    async def run() -> int:
+        proc = await asyncio.create_subprocess_exec(sys.executable, *test[2:], env=env, stderr=asyncio.subprocess.DEVNULL)
+        return await proc.wait()
+
+    assert await run() == 0
+    page.health.discord = lambda: False
+    assert await run() != 0
