@@ -163,6 +163,9 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, Database, httpx.Asyn
     pinned = await engine.remember("412345678901234567", "Alice préfère qu'on la tutoie.", story_id="chan-1", place="guild-1")
     await engine.pin("412345678901234567", pinned, True)
     await engine.remember("634567890123456789", "<script>alert('memory')</script> est le pseudo de Chloé", story_id="chan-1", place="guild-1")
+    # More memories than a turn's 24 slots: some are candidates every turn and never chosen.
+    for place, year in [(p, y) for p in ("Porto", "Gand", "Trieste", "Cracovie", "Séville", "Bergen") for y in range(2012, 2026)]:
+        await engine.remember("412345678901234567", f"Alice a visité {place} en {year}.", story_id="chan-1", place="guild-1", type_="episode")
     scripts = {user: list(lines) for user, (_, lines) in USERS.items()}
     turn = 0
     while any(scripts.values()):
@@ -248,7 +251,7 @@ async def main() -> None:
                 ("overview.png", proxy.url + "/", "1280,2300"),
                 ("overview-24h.png", proxy.url + "/?window=24h", "1280,1200"),
                 ("user.png", f"{proxy.url}/users/{alice}", "1280,2300"),
-                ("user-hostile.png", f"{proxy.url}/users/{quote('634567890123456789')}", "1280,2000"),
+                ("user-hostile.png", f"{proxy.url}/users/{quote('634567890123456789')}", "1280,2700"),
                 ("turn.png", proxy.url + turn_path, "1280,1600"),
                 ("login.png", page.url + "/", "900,600"),
                 ("narrow.png", proxy.url + "/", "420,1600"),

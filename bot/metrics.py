@@ -88,11 +88,11 @@ class TimedEmbedder:
         self._seconds = seconds
 
     @property
-    def model(self) -> str:  # type: ignore[override]
+    def model(self) -> str:
         return self.inner.model
 
     @property
-    def dim(self) -> int | None:  # type: ignore[override]
+    def dim(self) -> int | None:
         return self.inner.dim
 
     async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:

@@ -105,8 +105,9 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     else:
         try:
             response = await handler(request)
-        except web.HTTPException as exc:
-            response = exc
+        except web.HTTPException as exc:  # the router's 404 and 405
+            exc.headers.update(_SECURITY_HEADERS)
+            raise
     response.headers.update(_SECURITY_HEADERS)
     return response
 

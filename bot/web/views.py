@@ -69,12 +69,11 @@ def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> d
     """Totals, percentiles and the three time charts of a window of turns."""
     starts = _buckets(now, w)
     first = starts[0]
-    index = lambda at: int((at - first) // w.bucket)  # noqa: E731
     shown = [e for e in entries if e.created_at >= first]
     per: list[list[TurnLogEntry]] = [[] for _ in starts]
     for e in shown:
-        i = index(e.created_at)
-        if 0 <= i < len(per):
+        i = int((e.created_at - first) // w.bucket)
+        if i < len(per):
             per[i].append(e)
     labels = [s.strftime(w.tick) for s in starts]
     counts = {o: [sum(e.outcome == o for e in bucket) for bucket in per] for o in charts.OUTCOME_COLOURS}
