@@ -75,8 +75,9 @@ STORAGE_DOWN_REPLY = (
     "(I can't save anything right now: the bot's storage is failing, so I would forget what you "
     "tell me. I'm not answering until it works again; whoever runs the bot can see why in its log.)"
 )
-# Ollama cuts a prompt longer than its context down to about the context size, so a prompt
-# counted within 2 % of it was cut, not a coincidence.
+# Ollama keeps the end of a prompt longer than its context (num_ctx) and counts what it kept
+# (prompt_eval_count, cached tokens included), so a cut prompt reads as the context size: one
+# counted within 2 % of it is taken as cut.
 CONTEXT_FULL_RATIO = 0.98
 # A reply longer than this is cut: a runaway generation must not become hundreds of Discord
 # messages: this is two or three of them.

@@ -238,11 +238,17 @@ class LLMClient:
         )
         return ChatReply(text, token_usage(self.api, data))
 
-    async def check(self, model: str) -> None:
-        """Start-up check: the server answers and lists `model`. Raises an `LLMError` otherwise."""
+    async def check(self, model: str, *, quiet: bool = False) -> None:
+        """Start-up check: the server answers and lists `model`. Raises an `LLMError` otherwise.
+
+        `quiet`: a repeated check (the health probe) does not warn again about a server
+        without a model list; start-up did.
+        """
         path = "/api/tags" if self.api == "ollama" else "/v1/models"
         response = await self._send("GET", path, None, min(self.timeout, CHECK_TIMEOUT))
         if self.api == "openai" and response.status_code == 404:
+            if quiet:
+                return
             log.warning(
                 "%s does not implement /v1/models: cannot verify that model %r exists before the "
                 "first chat",

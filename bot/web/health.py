@@ -69,7 +69,7 @@ class Health:
         self.db = db
         # Set by the Discord front end once the bot exists; None in the terminal chat.
         self.discord: Callable[[], bool] | None = None
-        self._llm = _Cached(lambda: llm.check(model), clock)
+        self._llm = _Cached(lambda: llm.check(model, quiet=True), clock)
         self._embedder = _Cached(lambda: embedder.embed_query("health check"), clock) if embedder else None
 
     async def checks(self) -> dict[str, Check]:

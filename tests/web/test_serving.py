@@ -125,3 +125,17 @@ async def test_the_compose_healthcheck_passes_on_a_healthy_bot_and_fails_otherwi
     assert await run() == 0
     page.health.discord = lambda: False
     assert await run() != 0
+
+
+async def test_the_health_probe_does_not_warn_at_every_probe_about_a_server_without_a_model_list(page: Page, caplog):
+    import logging
+
+    page.llm.models_endpoint = False
+    llm = LLMClient(page.http, api="openai", base_url=page.llm.url)
+    with caplog.at_level(logging.WARNING, logger="bot.llm"):
+        await llm.check(FAKE_MODEL)  # start-up says it once
+        health = Health(db=page.engine.db, llm=llm, model=FAKE_MODEL, embedder=None, clock=iter(range(0, 10_000, 60)).__next__)
+        for _ in range(3):  # each probe past the cache period asks the server again
+            assert (await health.checks())["llm"].ok
+    assert sum(r.path == "/v1/models" for r in page.llm.requests) == 4
+    assert len([r for r in caplog.records if "does not implement /v1/models" in r.getMessage()]) == 1
