@@ -24,7 +24,6 @@ from bot.config import Settings
 from bot.db import Database, StorageError, fetch_all, fetch_one, to_db
 from bot.embeddings import Embedder, EmbeddingError
 from bot.llm import ChatReply, LLMClient, LLMError, LLMTooLarge
-from bot.metrics import Metrics
 from bot.memory.model import Memory, utcnow
 from bot.memory.recall import Recall, TurnFigures, TurnSelection, last_turn, turn_stats
 from bot.memory.reflection import (
@@ -52,6 +51,7 @@ from bot.memory.story import (
 from bot.memory.story_store import erase_user_story_data, load_story, story_history, user_story_ids
 from bot.memory.vectors import lexical_matches
 from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
+from bot.metrics import Metrics
 from bot.outage import Outage
 from bot.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
 from bot.tasks import BackgroundTasks
