@@ -81,7 +81,8 @@ async def test_one_users_reflections_never_run_concurrently_and_a_burst_is_batch
         reflections += 1
         running += 1
         peak = max(peak, running)
-        await asyncio.sleep(0.05)
+        # Slower than a turn even on a loaded machine, so the burst piles up behind it.
+        await asyncio.sleep(0.3)
         running -= 1
         return json.dumps({"memories": []})
 
