@@ -26,6 +26,9 @@ from bot.engine import Engine
 from bot.llm import LLMClient
 from bot.memory.indexing import Indexer
 from bot.tasks import quiet_when_cancelled
+from bot.metrics import Metrics
+from bot.web.health import Health
+from bot.web.server import WebServer, make_app
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,10 @@ class Services:
     engine: Engine
     scheduler: AsyncIOScheduler
     indexer: Indexer
+    metrics: Metrics
+    health: Health
+    # The owner's page, when WEB_ENABLED.
+    web: WebServer | None = None
 
 
 def _secret(value) -> str | None:  # type: ignore[no-untyped-def]
@@ -87,6 +94,20 @@ def _nearest_existing(path: Path) -> Path | None:
     return next((p for p in (path, *path.parents) if p.exists()), None)
 
 
+async def _start_web(settings: Settings, engine: Engine, health: Health, metrics: Metrics) -> WebServer:
+    token = _secret(settings.web_token) or ""  # load_settings refuses WEB_ENABLED without one
+    web = WebServer(make_app(engine, health, metrics, token.strip()))
+    try:
+        await web.start(settings.web_host, settings.web_port)
+    except OSError as exc:
+        raise StartupError(
+            f"The owner's page cannot listen on {settings.web_host}:{settings.web_port} ({exc}). "
+            "Another program may use that port: set WEB_PORT to a free one, or WEB_ENABLED=false."
+        ) from exc
+    log.info("owner's page at %s (WEB_HOST, WEB_PORT); it asks for WEB_TOKEN", web.url)
+    return web
+
+
 @asynccontextmanager
 async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncIterator[Services]:
     """Open everything; on exit, finish or park reflections, stop jobs, close HTTP and the DB."""
@@ -115,16 +136,21 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
         raise
     scheduler = AsyncIOScheduler()
     engine: Engine | None = None
+    web: WebServer | None = None
+    metrics = Metrics()
+    metrics.watch_storage(lambda: db.storage.failures)
     try:
-        embedder = make_embedder(
-            settings.embeddings,
-            model=settings.embeddings_model,
-            base_url=settings.embeddings_base_url,
-            api_key=_secret(settings.embeddings_api_key),
-            http=http,
+        embedder = metrics.timed(
+            make_embedder(
+                settings.embeddings,
+                model=settings.embeddings_model,
+                base_url=settings.embeddings_base_url,
+                api_key=_secret(settings.embeddings_api_key),
+                http=http,
+            )
         )
         await _warm_up(embedder)
-        engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings, character=character)
+        engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings, character=character, metrics=metrics)
         indexer = Indexer(db, embedder, cache=engine.cache)
         await engine.start()
         indexer.schedule(scheduler, seconds=settings.index_interval_seconds)
@@ -137,8 +163,13 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             coalesce=True,
         )
         scheduler.start()
-        yield Services(settings, db, http, llm, embedder, character, engine, scheduler, indexer)
+        health = Health(db=db, llm=llm, model=settings.llm_model, embedder=embedder)
+        if settings.web_enabled:
+            web = await _start_web(settings, engine, health, metrics)
+        yield Services(settings, db, http, llm, embedder, character, engine, scheduler, indexer, metrics, health, web)
     finally:
+        if web is not None:
+            await web.stop()
         # Reflections first (they may still need the indexer's writes to land), then the jobs.
         if engine is not None:
             await engine.close()

@@ -29,6 +29,8 @@ DEFAULT_LLM_BASE_URLS: dict[str, str] = {
     "ollama": "http://localhost:11434",
     "openai": "https://api.openai.com",
 }
+# A token anyone could guess would leave users' memories one try away.
+MIN_WEB_TOKEN_CHARS = 16
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 # pydantic-settings would JSON-decode a list-typed variable; NoDecode hands the raw string to
@@ -300,6 +302,36 @@ class Settings(BaseSettings):
         json_schema_extra=_section("Logging"),
     )
 
+    # Owner's page
+    web_enabled: bool = Field(
+        False,
+        description=(
+            "Serve the owner's page (turns, latency, memory, each turn's selection), /healthz "
+            "and /metrics from the bot process (true or false). It shows users' ids and "
+            "memories: it needs WEB_TOKEN."
+        ),
+        json_schema_extra=_section("Owner's page"),
+    )
+    web_host: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description=(
+            "Address the page listens on. 127.0.0.1: this machine only. 0.0.0.0 (every "
+            "interface) to reach it from elsewhere, e.g. from outside a container; then put it "
+            "behind an HTTPS reverse proxy."
+        ),
+    )
+    web_port: int = Field(8080, ge=0, le=65535, description="Port of the page, /healthz and /metrics.")
+    web_token: SecretStr | None = Field(
+        None,
+        description=(
+            "Secret the page asks for (login form, or `Authorization: Bearer <token>` for "
+            "/metrics). Required when WEB_ENABLED=true; at least 16 characters, e.g. the output "
+            "of: python -c \"import secrets; print(secrets.token_urlsafe(32))\". /healthz needs "
+            "none: it tells only whether each dependency answers."
+        ),
+    )
+
     @field_validator(
         "owner_ids",
         "allowed_channel_ids",
@@ -406,6 +438,16 @@ class Settings(BaseSettings):
                 )
             elif self.embeddings_api_key is None:
                 problems.append(f"EMBEDDINGS_API_KEY: required by {self.embeddings_base_url}")
+        if self.web_enabled:
+            token = self.web_token.get_secret_value().strip() if self.web_token else ""
+            if not token:
+                problems.append(
+                    "WEB_TOKEN: required when WEB_ENABLED=true, so the page (users' ids and "
+                    "memories) is never open by accident; set a long random secret, or "
+                    "WEB_ENABLED=false"
+                )
+            elif len(token) < MIN_WEB_TOKEN_CHARS:
+                problems.append(f"WEB_TOKEN: at least {MIN_WEB_TOKEN_CHARS} characters (a long random secret)")
         if problems:
             raise ValueError("\n".join(problems))
         return self

@@ -276,3 +276,8 @@ class Database:
     async def close(self) -> None:
         await self.reader.close()
         await self._writer.close()
+
+
+async def ping(db: Database) -> None:
+    """One trivial read: raises if the database does not answer."""
+    await fetch_one(db.reader, "SELECT 1")

@@ -8,6 +8,7 @@ can be built offline in tests. Cogs are thin translators between Discord and the
 from __future__ import annotations
 
 import logging
+import math
 
 import discord
 from discord.ext import commands
@@ -136,6 +137,8 @@ async def run_discord(services: Services) -> None:
     """Connect and run until the process is stopped; start-up problems become StartupError."""
     token = services.settings.require_discord_token()
     bot = EchoBot(services)
+    # No heartbeat answered yet (or any more): latency is not a finite number.
+    services.health.discord = lambda: bot.is_ready() and not bot.is_closed() and math.isfinite(bot.latency)
     try:
         async with bot:
             await bot.start(token)

@@ -11,9 +11,10 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import aiosqlite
@@ -22,15 +23,16 @@ from bot.character import Character, fill_user, render_character_prompt
 from bot.config import Settings
 from bot.db import Database, StorageError, fetch_all, fetch_one, to_db
 from bot.embeddings import Embedder, EmbeddingError
-from bot.llm import LLMClient, LLMError, LLMTooLarge
+from bot.llm import ChatReply, LLMClient, LLMError, LLMTooLarge
 from bot.memory.model import Memory, utcnow
-from bot.memory.recall import Recall, TurnSelection, last_turn, turn_stats
+from bot.memory.recall import Recall, TurnFigures, TurnSelection, last_turn, turn_stats
 from bot.memory.reflection import (
     ReflectionParseError,
     build_reflection_messages,
     parse_reflection,
     reflection_json_schema,
 )
+from bot.memory.report_store import user_turn_log
 from bot.memory.scoring import VectorCache
 from bot.memory.store import (
     EraseReport,
@@ -50,6 +52,7 @@ from bot.memory.story_store import erase_user_story_data, load_story, story_hist
 from bot.memory.text import storable
 from bot.memory.vectors import lexical_matches
 from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
+from bot.metrics import Metrics
 from bot.outage import Outage
 from bot.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
 from bot.tasks import BackgroundTasks
@@ -74,6 +77,10 @@ STORAGE_DOWN_REPLY = (
     "tell me. I'm not answering until it works again; whoever runs the bot can see why in its log.)"
 )
 ERASED_REPLY = "(Everything about you was just erased, as you asked: this message was not kept.)"
+# Ollama keeps the end of a prompt longer than its context (num_ctx) and counts what it kept
+# (prompt_eval_count, cached tokens included), so a cut prompt reads as the context size: one
+# counted within 2 % of it is taken as cut.
+CONTEXT_FULL_RATIO = 0.98
 # A reply longer than this is cut: a runaway generation must not become hundreds of Discord
 # messages: this is two or three of them.
 MAX_REPLY_CHARS = 4000
@@ -153,6 +160,7 @@ class Engine:
         settings: Settings,
         character: Character,
         clock: Callable[[], datetime] = utcnow,
+        metrics: Metrics | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
@@ -176,6 +184,9 @@ class Engine:
         self._erasures: dict[str, int] = {}
         self.reply_outage = Outage(log)
         self.reflection_outage = Outage(log)
+        self.metrics = metrics if metrics is not None else Metrics()
+        # Calls (reply, reflection) whose full context was already reported in the log.
+        self._context_warned: set[str] = set()
 
     @property
     def character_user_id(self) -> str:
@@ -233,11 +244,13 @@ class Engine:
             exchange_id = await self._save_exchange(msg, text, erased)
         except StorageError as exc:
             # Answering what cannot be kept would make the character forget it silently.
+            self.metrics.turns.labels("failed").inc()
             return TurnResult(None, str(exc), None, None, apology=STORAGE_DOWN_REPLY)
         if exchange_id is None:
             return TurnResult(None, "erased", None, None, apology=ERASED_REPLY)
         share = await self.sharing(msg.user_id)
         story_block, story_detail = await self._story_context(msg.user_id, msg.story_id, text)
+        started = time.perf_counter()
         selection = await self.recall.select_for_turn(
             msg.user_id,
             story_id=msg.story_id,
@@ -248,6 +261,8 @@ class Engine:
             story=story_detail,
             record=False,
         )
+        memory_seconds = time.perf_counter() - started
+        self.metrics.memory_seconds.observe(memory_seconds)
         messages = build_reply_messages(
             character_prompt=render_character_prompt(self.character, speaker_name(msg.user_name)),
             character_name=self.character.name,
@@ -263,12 +278,17 @@ class Engine:
             message=text,
             post_history=fill_user(self.character.post_history_instructions, speaker_name(msg.user_name)),
         )
+        started = time.perf_counter()
         try:
-            reply = await self.llm.chat(
-                messages, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds
+            answer = await self._chat(
+                "reply", messages, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds
             )
         except LLMError as exc:
             self.reply_outage.failed("replies fail, messages are kept unanswered: %s", exc)
+            selection.figures = TurnFigures(
+                failed=True, memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started)
+            )
+            self.metrics.turns.labels("failed").inc()
             self._record_later(selection, erased)
             with contextlib.suppress(StorageError):  # counted and logged by the database
                 await self._exchange_failed(msg.user_id, exchange_id, str(exc))
@@ -276,8 +296,17 @@ class Engine:
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
         self.reply_outage.recovered("replies work again after %d failed turn(s)")
+        selection.figures = TurnFigures(
+            memory_ms=_ms(memory_seconds),
+            reply_ms=_ms(time.perf_counter() - started),
+            prompt_tokens=answer.usage.prompt_tokens,
+            completion_tokens=answer.usage.completion_tokens,
+            context_tokens=self.llm.context_tokens,
+            context_full=self._context_full(answer),
+        )
+        self.metrics.turns.labels(selection.outcome).inc()
         self._record_later(selection, erased)
-        reply = reply.strip() or "…"
+        reply = answer.text.strip() or "…"
         if len(reply) > MAX_REPLY_CHARS:
             log.warning("a reply of %d characters was cut to %d", len(reply), MAX_REPLY_CHARS)
             reply = reply[: MAX_REPLY_CHARS - 1] + "…"
@@ -291,6 +320,35 @@ class Engine:
             # The user still gets the answer; the exchange stays unanswered, so it is not reflected.
             pass
         return TurnResult(reply, None, selection, exchange_id)
+
+    async def _chat(self, call: str, messages: Sequence[Mapping[str, str]], **options: Any) -> ChatReply:
+        """One LLM call, timed and its tokens counted; a full context is logged once and counted."""
+        started = time.perf_counter()
+        try:
+            answer = await self.llm.chat(messages, **options)
+        finally:
+            self.metrics.llm_seconds.labels(call).observe(time.perf_counter() - started)
+        usage = answer.usage
+        if usage.prompt_tokens is not None:
+            self.metrics.prompt_tokens.labels(call).observe(usage.prompt_tokens)
+        if usage.completion_tokens is not None:
+            self.metrics.completion_tokens.labels(call).inc(usage.completion_tokens)
+        if self._context_full(answer):
+            self.metrics.context_full.labels(call).inc()
+            if call not in self._context_warned:
+                self._context_warned.add(call)
+                log.warning(
+                    "a %s prompt of %d tokens reached the context size (LLM_CONTEXT_TOKENS=%d): the "
+                    "server dropped its start, where the persona and the rules are. Raise "
+                    "LLM_CONTEXT_TOKENS or lower HISTORY_CHARS; later cuts are counted "
+                    "(echo_prompt_context_full, the owner's page), not logged",
+                    call, usage.prompt_tokens, self.llm.context_tokens,
+                )
+        return answer
+
+    def _context_full(self, answer: ChatReply) -> bool:
+        context, prompt = self.llm.context_tokens, answer.usage.prompt_tokens
+        return context is not None and prompt is not None and prompt >= context * CONTEXT_FULL_RATIO
 
     async def _record(self, selection: TurnSelection, erased: Callable[[], bool]) -> None:
         with contextlib.suppress(StorageError):  # counted and logged by the database
@@ -418,6 +476,7 @@ class Engine:
             log.info("a reflection was rolled back: %s", exc)
             return True
         except Exception as exc:
+            self.metrics.reflections.labels("crashed").inc()
             log.exception("reflection of %d exchange(s) crashed", len(batch))
             await self._reflection_failed(batch, f"{type(exc).__name__}: {exc}", give_up=True)
             return True
@@ -447,22 +506,26 @@ class Engine:
             state_keys=list(self.state_specs),
         )
         try:
-            raw = await self.llm.chat(
+            answer = await self._chat(
+                "reflection",
                 messages,
                 model=self.settings.reflection_model,
                 json_schema=reflection_json_schema(),
                 timeout=self.settings.reflection_timeout_seconds,
             )
-            parsed = parse_reflection(raw)
+            parsed = parse_reflection(answer.text)
         except LLMTooLarge as exc:
             # Not an outage: the same prompt would run away again, so it counts towards giving up.
+            self.metrics.reflections.labels("rejected").inc()
             await self._reflection_failed(batch, f"LLM: {exc}", give_up=True)
             return True
         except LLMError as exc:
+            self.metrics.reflections.labels("llm_failed").inc()
             self.reflection_outage.failed("reflections fail, exchanges stay pending: %s", exc)
             await self._reflection_failed(batch, f"LLM: {exc}", give_up=False)
             return False
         except ReflectionParseError as exc:
+            self.metrics.reflections.labels("rejected").inc()
             await self._reflection_failed(batch, f"unparseable reflection: {exc}", give_up=True)
             return True
         ctx = ReflectionContext(
@@ -496,6 +559,7 @@ class Engine:
         )
         self.cache.invalidate(first.user_id)
         self.last_reports[first.user_id] = report
+        self.metrics.reflections.labels("applied").inc()
         return True
 
     async def _reflection_failed(self, batch: list[_Exchange], error: str, *, give_up: bool) -> None:
@@ -676,12 +740,27 @@ class Engine:
             {"story_id": r[0], "message": r[1], "degraded": bool(r[2]), "selection": json.loads(r[3]), "at": r[4]}
             for r in rows
         ]
+        figures = await user_turn_log(self.db, user_id, datetime.min.replace(tzinfo=timezone.utc), limit=-1)
         return {
             "user_id": user_id,
             "exported_at": to_db(self.clock()),
             "settings": {"share_memories": await self.sharing(user_id)},
             "stories": stories,
             "turns": turns,
+            "turn_log": [
+                {
+                    "story_id": e.story_id,
+                    "outcome": e.outcome,
+                    "memory_ms": e.memory_ms,
+                    "reply_ms": e.reply_ms,
+                    "prompt_tokens": e.prompt_tokens,
+                    "completion_tokens": e.completion_tokens,
+                    "context_tokens": e.context_tokens,
+                    "context_full": e.context_full,
+                    "at": to_db(e.created_at),
+                }
+                for e in figures
+            ],
             "memories": [memory_json(m) for m in await self.store.list(user_id)],
             "history": [
                 {
@@ -733,6 +812,7 @@ class Engine:
                 "DELETE FROM exchanges WHERE user_id = ?",
                 "DELETE FROM turns WHERE user_id = ?",
                 "DELETE FROM turn_stats WHERE user_id = ?",
+                "DELETE FROM turn_log WHERE user_id = ?",
                 "DELETE FROM user_settings WHERE user_id = ?",
             ):
                 await conn.execute(statement, (user_id,))
@@ -742,6 +822,10 @@ class Engine:
         self.last_reports.pop(user_id, None)
         log.info("erased all data of one user on request (%d memories)", report.memories)
         return report
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
 
 
 def export_json(data: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -39,6 +40,34 @@ SCHEMA_NAME = "reflection"
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Tokens of one call as the server counted them; None when it did not say."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReply:
+    text: str
+    usage: TokenUsage
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def token_usage(api: Api, data: Mapping[str, Any]) -> TokenUsage:
+    """Ollama counts at the top level (prompt_eval_count, eval_count), OpenAI under `usage`."""
+    if api == "ollama":
+        return TokenUsage(_count(data.get("prompt_eval_count")), _count(data.get("eval_count")))
+    usage = data.get("usage")
+    if not isinstance(usage, Mapping):
+        return TokenUsage(None, None)
+    return TokenUsage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
 
 
 class LLMError(Exception):
@@ -153,8 +182,9 @@ class LLMClient:
         json_schema: dict[str, Any] | None = None,
         temperature: float | None = None,
         timeout: float | None = None,
-    ) -> str:
-        """The assistant's text; with `json_schema`, the server is asked for JSON following it.
+    ) -> ChatReply:
+        """The assistant's text and the tokens counted; with `json_schema`, the server is asked
+        for JSON following it.
 
         `messages` are `{"role": "system" | "user" | "assistant", "content": str}`, as the prompt
         builders return them.
@@ -189,7 +219,8 @@ class LLMClient:
         if response.status_code == 404:
             self._raise_if_model_missing(response, model)
         self._raise_for_status(response, path)
-        content, stop_reason = self._extract(self._json(response, path), path)
+        data = self._json(response, path)
+        content, stop_reason = self._extract(data, path)
         if stop_reason == "length":
             if json_schema is not None:
                 raise LLMBadResponse(
@@ -208,13 +239,19 @@ class LLMClient:
             "%s chat model=%s structured=%s %.2fs %d chars",
             self.api, model, json_schema is not None, time.perf_counter() - started, len(text),
         )
-        return text
+        return ChatReply(text, token_usage(self.api, data))
 
-    async def check(self, model: str) -> None:
-        """Start-up check: the server answers and lists `model`. Raises an `LLMError` otherwise."""
+    async def check(self, model: str, *, quiet: bool = False) -> None:
+        """Start-up check: the server answers and lists `model`. Raises an `LLMError` otherwise.
+
+        `quiet`: a repeated check (the health probe) does not warn again about a server
+        without a model list; start-up did.
+        """
         path = "/api/tags" if self.api == "ollama" else "/v1/models"
         response = await self._send("GET", path, None, min(self.timeout, CHECK_TIMEOUT))
         if self.api == "openai" and response.status_code == 404:
+            if quiet:
+                return
             log.warning(
                 "%s does not implement /v1/models: cannot verify that model %r exists before the "
                 "first chat",

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.memory.model import HistoryEntry, Memory
-from bot.memory.recall import TurnSelection
+from bot.memory.recall import TurnFigures, TurnSelection
 from bot.memory.story_store import StoryHistoryEntry
 
 if TYPE_CHECKING:
@@ -94,6 +94,7 @@ def why_text(selection: TurnSelection | None) -> str:
     )
     if selection.degraded:
         head += "\n⚠️ Degraded turn: the embedder did not answer in time, no semantic scores (lexical matches only)."
+    head += "".join(f"\n{line}" for line in prompt_lines(selection.figures))
     lines = [head, ""]
     for n, slot in enumerate(selection.slots, 1):
         score = f" score {slot.score:.3f}" if slot.score is not None else (" lexical match" if slot.lexical else "")
@@ -105,6 +106,23 @@ def why_text(selection: TurnSelection | None) -> str:
         lines.extend(f"- {clip(r, 100)}" for r in selection.rules)
     lines.extend(_story_lines(selection.story))
     return "\n".join(lines)
+
+
+def prompt_lines(figures: TurnFigures) -> list[str]:
+    """The prompt's size as the LLM server counted it, and whether it was cut."""
+    if figures.failed:
+        return ["⚠️ The language model gave no reply to this message."]
+    if figures.prompt_tokens is None:
+        return []
+    size = f"Prompt: {figures.prompt_tokens:,} tokens"
+    if figures.context_tokens:
+        size += f" of a {figures.context_tokens:,}-token context"
+    if figures.completion_tokens is not None:
+        size += f"; reply: {figures.completion_tokens:,} tokens"
+    lines = [size + "."]
+    if figures.context_full:
+        lines.append("⚠️ The prompt filled the context: the model did not see its start (persona, rules).")
+    return lines
 
 
 def _story_lines(story: dict[str, Any]) -> list[str]:

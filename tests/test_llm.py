@@ -56,7 +56,7 @@ def client(http: httpx.AsyncClient, api: str, url: str, **kwargs: object) -> LLM
 
 
 async def ask(llm: LLMClient, **kwargs: object) -> str:
-    return await llm.chat(CONVERSATION, model=FAKE_MODEL, **kwargs)  # type: ignore[arg-type]
+    return (await llm.chat(CONVERSATION, model=FAKE_MODEL, **kwargs)).text  # type: ignore[arg-type]
 
 
 # -- successful calls ----------------------------------------------------------------------
@@ -102,11 +102,11 @@ async def test_ollama_structured_request_carries_the_schema_in_format(
 ) -> None:
     llm_server.replies.append('{"memories": ["Léa"]}')
 
-    text = await client(http, "ollama", llm_server.url).chat(
+    reply = await client(http, "ollama", llm_server.url).chat(
         CONVERSATION, model=FAKE_MODEL, json_schema=SCHEMA
     )
 
-    assert json.loads(text) == {"memories": ["Léa"]}
+    assert json.loads(reply.text) == {"memories": ["Léa"]}
     body = llm_server.requests[0].body
     assert body is not None and body["format"] == SCHEMA
     assert "response_format" not in body
@@ -117,11 +117,11 @@ async def test_openai_structured_request_carries_the_schema_in_response_format(
 ) -> None:
     llm_server.replies.append('{"memories": ["Léa"]}')
 
-    text = await client(http, "openai", llm_server.url).chat(
+    reply = await client(http, "openai", llm_server.url).chat(
         CONVERSATION, model=FAKE_MODEL, json_schema=SCHEMA
     )
 
-    assert json.loads(text) == {"memories": ["Léa"]}
+    assert json.loads(reply.text) == {"memories": ["Léa"]}
     body = llm_server.requests[0].body
     assert body is not None and body["response_format"] == {
         "type": "json_schema",
@@ -140,8 +140,8 @@ async def test_handler_answers_chat_with_prose_and_reflection_with_json(
     llm_server.handler = answer
     llm = client(http, api, llm_server.url)
 
-    assert await llm.chat(CONVERSATION, model=FAKE_MODEL) == "Bonjour !"
-    assert await llm.chat(CONVERSATION, model=FAKE_MODEL, json_schema=SCHEMA) == '{"memories": []}'
+    assert (await llm.chat(CONVERSATION, model=FAKE_MODEL)).text == "Bonjour !"
+    assert (await llm.chat(CONVERSATION, model=FAKE_MODEL, json_schema=SCHEMA)).text == '{"memories": []}'
     assert [r.json_schema for r in llm_server.chats] == [None, SCHEMA]
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -91,6 +91,20 @@ def served_by_meaning(slots: Sequence[Slot], threshold: float) -> list[int]:
 
 
 @dataclass(slots=True)
+class TurnFigures:
+    """How the turn went, filled in by the engine once the LLM answered (or failed)."""
+
+    failed: bool = False  # the LLM gave no reply
+    memory_ms: int | None = None
+    reply_ms: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    context_tokens: int | None = None
+    # The prompt reached the context size: the server dropped its start.
+    context_full: bool = False
+
+
+@dataclass(slots=True)
 class TurnSelection:
     turn_id: int
     user_id: str
@@ -107,6 +121,14 @@ class TurnSelection:
     place: str = ""
     candidate_ids: list[int] = field(default_factory=list)
     threshold: float = FALLBACK_THRESHOLD
+    figures: TurnFigures = field(default_factory=TurnFigures)
+
+    @property
+    def outcome(self) -> str:
+        """failed (no reply), degraded (answered without semantic scores) or answered."""
+        if self.figures.failed:
+            return "failed"
+        return "degraded" if self.degraded else "answered"
 
     def to_detail(self) -> str:
         return json.dumps(
@@ -126,6 +148,7 @@ class TurnSelection:
                 "rules": self.rules,
                 "story": self.story,
                 "candidates": self.candidates,
+                "figures": asdict(self.figures),
             },
             ensure_ascii=False,
         )
@@ -301,6 +324,24 @@ class Recall:
                 ),
             )
             turn_id = int(cur.lastrowid or 0)
+            figures = selection.figures
+            await conn.execute(
+                "INSERT INTO turn_log (user_id, story_id, outcome, memory_ms, reply_ms, prompt_tokens, "
+                "completion_tokens, context_tokens, context_full, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    selection.user_id,
+                    selection.story_id,
+                    selection.outcome,
+                    figures.memory_ms,
+                    figures.reply_ms,
+                    figures.prompt_tokens,
+                    figures.completion_tokens,
+                    figures.context_tokens,
+                    int(figures.context_full),
+                    to_db(selection.created_at),
+                ),
+            )
             # The newest TURNS_KEPT_PER_STORY of this user's story; ids are shared by every
             # user and story, so they cannot be counted back from the last one. Fewer than
             # that: the subquery is NULL and nothing is deleted.
@@ -330,18 +371,26 @@ async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection 
     )
     if row is None:
         return None
-    detail = json.loads(row[3])
+    return turn_from_row(user_id, story_id, row[0], row[1], row[2], row[3], row[4])
+
+
+def turn_from_row(
+    user_id: str, story_id: str, turn_id: int, query: str, degraded: int, detail_json: str, created_at: str
+) -> TurnSelection:
+    """A recorded turn, as `record` stored it (turns recorded before figures existed get none)."""
+    detail = json.loads(detail_json)
     return TurnSelection(
-        turn_id=row[0],
+        turn_id=turn_id,
         user_id=user_id,
         story_id=story_id,
-        query=row[1],
-        degraded=bool(row[2]),
+        query=query,
+        degraded=bool(degraded),
         slots=[Slot(**s) for s in detail.get("slots", [])],
         rules=list(detail.get("rules", [])),
-        created_at=from_db(row[4]) or utcnow(),
+        created_at=from_db(created_at) or utcnow(),
         story=dict(detail.get("story", {})),
         candidates=int(detail.get("candidates", 0)),
+        figures=TurnFigures(**detail.get("figures", {})),
     )
 
 

@@ -23,6 +23,7 @@ from bot.db import Database
 from bot.discord_bot import EchoBot
 from bot.engine import Engine
 from bot.llm import LLMClient
+from bot.web.health import Health
 from tests.fakes.llm_server import FakeLLMServer
 
 BOT_ID = 1000
@@ -83,6 +84,8 @@ async def _open(settings: Any) -> Services:
         engine=engine,
         scheduler=AsyncIOScheduler(),
         indexer=None,  # type: ignore[arg-type]
+        metrics=engine.metrics,
+        health=Health(db=db, llm=llm, model=settings.llm_model, embedder=None),
     )
 
 

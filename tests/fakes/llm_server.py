@@ -29,6 +29,10 @@ An answer is a `str` (the assistant's text) or a `Reply` for anything else:
                                        the whole answer is not)
     Reply("text", gzip=True)           the body gzip-compressed (Content-Encoding: gzip), as a
                                        proxy in front of the server may send it
+    Reply("text", prompt_tokens=8192)  the prompt's token count the server reports (Ollama
+                                       `prompt_eval_count`, OpenAI `usage.prompt_tokens`); by
+                                       default the words of every message sent
+Completion tokens are the words of the answer.
 
 Every request (chat and model lists) is recorded in `server.requests` as an `LLMRequest`
 (api, method, path, model, messages, json_schema, headers, body); `server.chats` keeps the chat
@@ -93,6 +97,7 @@ class Reply:
     truncated: bool = False
     trickle: float = 0.0
     gzip: bool = False
+    prompt_tokens: int | None = None
 
 
 Answer = str | Reply
@@ -249,7 +254,10 @@ class FakeLLMServer:
             raw = json.dumps(_error_body(api, reply.error)).encode()
         else:
             self._served += 1
-            raw = json.dumps(_chat_body(api, model, reply, self._served)).encode()
+            prompt_tokens = reply.prompt_tokens
+            if prompt_tokens is None:
+                prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in recorded.messages)
+            raw = json.dumps(_chat_body(api, model, reply, self._served, prompt_tokens)).encode()
         if reply.truncated or reply.trickle:
             return await self._send_in_pieces(request, reply, raw)
         response = web.Response(status=reply.status, body=raw, content_type=_mime(reply.content_type))
@@ -290,7 +298,8 @@ def _mime(content_type: str) -> str:
 
 
 
-def _chat_body(api: Api, model: str, reply: Reply, serial: int) -> dict[str, Any]:
+def _chat_body(api: Api, model: str, reply: Reply, serial: int, prompt_tokens: int) -> dict[str, Any]:
+    completion_tokens = len(reply.content.split())
     if api == "ollama":
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.thinking is not None:
@@ -301,7 +310,8 @@ def _chat_body(api: Api, model: str, reply: Reply, serial: int) -> dict[str, Any
             "message": message,
             "done": True,
             "done_reason": reply.finish,
-            "eval_count": len(reply.content.split()),
+            "prompt_eval_count": prompt_tokens,
+            "eval_count": completion_tokens,
         }
     message = {"role": "assistant", "content": reply.content}
     if reply.thinking is not None:
@@ -312,7 +322,11 @@ def _chat_body(api: Api, model: str, reply: Reply, serial: int) -> dict[str, Any
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": reply.finish}],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
 
 

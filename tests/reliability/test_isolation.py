@@ -66,6 +66,7 @@ SNAPSHOT_TABLES: dict[str, str] = {
     "exchanges": "SELECT * FROM exchanges WHERE user_id = ? ORDER BY id",
     "turns": "SELECT * FROM turns WHERE user_id = ? ORDER BY id",
     "turn_stats": "SELECT * FROM turn_stats WHERE user_id = ?",
+    "turn_log": "SELECT * FROM turn_log WHERE user_id = ? ORDER BY id",
     "user_settings": "SELECT * FROM user_settings WHERE user_id = ?",
     "story_summaries": "SELECT * FROM story_summaries WHERE user_id = ? ORDER BY story_id",
     "story_anchors": "SELECT * FROM story_anchors WHERE user_id = ? ORDER BY id",

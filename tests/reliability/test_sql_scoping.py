@@ -80,6 +80,63 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "index maintenance after an erase: merges the full-text index's segments so the erased "
     "user's words leave its shadow tables; reads and returns no row of anyone",
     (
+        "bot/memory/report_store.py",
+        "bot_turn_log",
+        (
+            "SELECT user_id, story_id, outcome, memory_ms, reply_ms, prompt_tokens, completion_tokens, "
+            "context_tokens, context_full, created_at FROM turn_log WHERE created_at >= ? "
+            "ORDER BY created_at LIMIT ?"
+        ),
+    ): "the owner's page and its charts of the whole bot: read-only, shown only behind WEB_TOKEN",
+    (
+        "bot/memory/report_store.py",
+        "user_summaries",
+        (
+            "SELECT user_id, COUNT(*), SUM(outcome = 'degraded'), SUM(outcome = 'failed'), MAX(created_at) "
+            "FROM turn_log GROUP BY user_id"
+        ),
+    ): "the owner's page lists every user with their turn counts: read-only, behind WEB_TOKEN",
+    (
+        "bot/memory/report_store.py",
+        "user_summaries",
+        "SELECT user_id, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY user_id",
+    ): "the owner's page lists every user with their memory count: read-only, behind WEB_TOKEN",
+    (
+        "bot/memory/report_store.py",
+        "user_summaries",
+        "SELECT user_id, MAX(created_at) FROM exchanges GROUP BY user_id",
+    ): "the owner's page lists every user who talked, with when: read-only, behind WEB_TOKEN",
+    (
+        "bot/memory/report_store.py",
+        "bot_memory_types",
+        "SELECT type, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type",
+    ): "counts per type over every user, no row content: the owner's page",
+    (
+        "bot/memory/report_store.py",
+        "bot_backlog",
+        (
+            "SELECT COALESCE(SUM(reflected_at IS NULL AND reply IS NOT NULL), 0), "
+            "COALESCE(SUM(reflected_at IS NOT NULL AND last_error IS NOT NULL), 0) FROM exchanges"
+        ),
+    ): "two counts over every user, no row content: the reflection backlog of /metrics and the page",
+    (
+        "bot/memory/report_store.py",
+        "bot_never_surfaced",
+        (
+            "SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
+            "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic "
+            "FROM memories WHERE type != 'rule' AND times_served = 0 AND times_candidate >= ? "
+            "ORDER BY times_candidate DESC, id LIMIT ?"
+        ),
+    ): "the owner's page: memories of any user that never surface, each shown with its owner, "
+    "read-only, behind WEB_TOKEN",
+    (
+        "bot/memory/report_store.py",
+        "bot_recent_turns",
+        "SELECT user_id, id, story_id, query, degraded, created_at FROM turns ORDER BY id DESC LIMIT ?",
+    ): "the owner's page: the latest turns of anyone, each with its owner and a link to that "
+    "user's scoped turn view; read-only, behind WEB_TOKEN",
+    (
         "bot/db.py",
         "apply_migrations",
         "<unresolved: script>",

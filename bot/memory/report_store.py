@@ -1,0 +1,231 @@
+"""Read-only queries for the owner's page and the metrics: nothing here writes.
+
+The per-user ones are scoped by `user_id` like every other statement; the bot-wide ones
+(counts over every user, the latest turns of anyone) are the operator's view and are listed,
+each with its reason, in tests/reliability/test_sql_scoping.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bot.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.memory.model import Memory
+from bot.memory.recall import TurnSelection, turn_from_row
+from bot.memory.store import row_to_memory
+
+_TURN_LOG_COLUMNS = (
+    "user_id, story_id, outcome, memory_ms, reply_ms, prompt_tokens, completion_tokens, "
+    "context_tokens, context_full, created_at"
+)
+_BOT_TURN_LOG = (
+    "SELECT " + _TURN_LOG_COLUMNS + " FROM turn_log WHERE created_at >= ? ORDER BY created_at LIMIT ?"
+)
+_USER_TURN_LOG = (
+    "SELECT " + _TURN_LOG_COLUMNS + " FROM turn_log WHERE user_id = ? AND created_at >= ? "
+    "ORDER BY created_at LIMIT ?"
+)
+# A week of a busy bot; past it, the oldest rows of the window are left out of the charts.
+MAX_LOG_ROWS = 100_000
+_NEVER_SURFACED = (
+    "SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
+    "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic "
+    "FROM memories WHERE type != 'rule' AND times_served = 0 AND times_candidate >= ? "
+    "ORDER BY times_candidate DESC, id LIMIT ?"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnLogEntry:
+    user_id: str
+    story_id: str
+    outcome: str
+    memory_ms: int | None
+    reply_ms: int | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    context_tokens: int | None
+    context_full: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class UserSummary:
+    user_id: str
+    turns: int
+    degraded: int
+    failed: int
+    memories: int
+    last_seen: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnHeader:
+    user_id: str
+    turn_id: int
+    story_id: str
+    query: str
+    degraded: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    pending: int  # answered exchanges waiting for their reflection
+    set_aside: int  # exchanges whose reflection was given up
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    exchange_id: int
+    created_at: datetime
+    attempts: int
+    error: str
+
+
+def _log_entry(row: Sequence[Any]) -> TurnLogEntry:
+    return TurnLogEntry(
+        user_id=row[0],
+        story_id=row[1],
+        outcome=row[2],
+        memory_ms=row[3],
+        reply_ms=row[4],
+        prompt_tokens=row[5],
+        completion_tokens=row[6],
+        context_tokens=row[7],
+        context_full=bool(row[8]),
+        created_at=from_db(row[9]),  # type: ignore[arg-type]
+    )
+
+
+def _header(row: Sequence[Any]) -> TurnHeader:
+    return TurnHeader(row[0], row[1], row[2], row[3], bool(row[4]), from_db(row[5]))  # type: ignore[arg-type]
+
+
+# --- the whole bot ---------------------------------------------------------------------------
+
+
+async def bot_turn_log(db: Database, since: datetime) -> list[TurnLogEntry]:
+    rows = await fetch_all(db.reader, _BOT_TURN_LOG, (to_db(since), MAX_LOG_ROWS))
+    return [_log_entry(r) for r in rows]
+
+
+async def user_summaries(db: Database) -> list[UserSummary]:
+    """Every user the bot holds something about, most recently seen first."""
+    turns = await fetch_all(
+        db.reader,
+        "SELECT user_id, COUNT(*), SUM(outcome = 'degraded'), SUM(outcome = 'failed'), MAX(created_at) "
+        "FROM turn_log GROUP BY user_id",
+    )
+    memories = await fetch_all(
+        db.reader, "SELECT user_id, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY user_id"
+    )
+    # Users who talked before turns were logged, or whose turns all failed to be recorded.
+    exchanges = await fetch_all(db.reader, "SELECT user_id, MAX(created_at) FROM exchanges GROUP BY user_id")
+    by_user: dict[str, dict[str, Any]] = {}
+    for user_id, last in exchanges:
+        by_user.setdefault(user_id, {})["last"] = last
+    for user_id, count, degraded, failed, last in turns:
+        entry = by_user.setdefault(user_id, {})
+        entry.update(turns=count, degraded=degraded or 0, failed=failed or 0)
+        entry["last"] = max(filter(None, (entry.get("last"), last)), default=None)
+    for user_id, count in memories:
+        by_user.setdefault(user_id, {})["memories"] = count
+    summaries = [
+        UserSummary(
+            user_id=user_id,
+            turns=int(v.get("turns", 0)),
+            degraded=int(v.get("degraded", 0)),
+            failed=int(v.get("failed", 0)),
+            memories=int(v.get("memories", 0)),
+            last_seen=from_db(v.get("last")),
+        )
+        for user_id, v in by_user.items()
+    ]
+    return sorted(summaries, key=lambda s: (s.last_seen is not None, s.last_seen or datetime.min, s.user_id), reverse=True)
+
+
+async def bot_memory_types(db: Database) -> dict[str, int]:
+    rows = await fetch_all(
+        db.reader, "SELECT type, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type"
+    )
+    return {r[0]: int(r[1]) for r in rows}
+
+
+async def bot_backlog(db: Database) -> Backlog:
+    row = await fetch_one(
+        db.reader,
+        "SELECT COALESCE(SUM(reflected_at IS NULL AND reply IS NOT NULL), 0), "
+        "COALESCE(SUM(reflected_at IS NOT NULL AND last_error IS NOT NULL), 0) FROM exchanges",
+    )
+    return Backlog(int(row[0]), int(row[1])) if row else Backlog(0, 0)
+
+
+async def bot_never_surfaced(db: Database, min_candidate: int, limit: int) -> list[Memory]:
+    """Memories of any user that were candidates often and never chosen, most often first."""
+    rows = await fetch_all(db.reader, _NEVER_SURFACED, (min_candidate, limit))
+    return [row_to_memory(r) for r in rows]
+
+
+async def bot_recent_turns(db: Database, limit: int) -> list[TurnHeader]:
+    rows = await fetch_all(
+        db.reader,
+        "SELECT user_id, id, story_id, query, degraded, created_at FROM turns ORDER BY id DESC LIMIT ?",
+        (limit,),
+    )
+    return [_header(r) for r in rows]
+
+
+# --- one user --------------------------------------------------------------------------------
+
+
+async def user_turn_log(
+    db: Database, user_id: str, since: datetime, limit: int = MAX_LOG_ROWS
+) -> list[TurnLogEntry]:
+    rows = await fetch_all(db.reader, _USER_TURN_LOG, (user_id, to_db(since), limit))
+    return [_log_entry(r) for r in rows]
+
+
+async def user_backlog(db: Database, user_id: str) -> Backlog:
+    row = await fetch_one(
+        db.reader,
+        "SELECT COALESCE(SUM(reflected_at IS NULL AND reply IS NOT NULL), 0), "
+        "COALESCE(SUM(reflected_at IS NOT NULL AND last_error IS NOT NULL), 0) FROM exchanges "
+        "WHERE user_id = ?",
+        (user_id,),
+    )
+    return Backlog(int(row[0]), int(row[1])) if row else Backlog(0, 0)
+
+
+async def user_set_aside(db: Database, user_id: str, limit: int) -> list[SetAside]:
+    rows = await fetch_all(
+        db.reader,
+        "SELECT id, created_at, reflection_attempts, last_error FROM exchanges "
+        "WHERE user_id = ? AND reflected_at IS NOT NULL AND last_error IS NOT NULL ORDER BY id DESC LIMIT ?",
+        (user_id, limit),
+    )
+    return [SetAside(r[0], from_db(r[1]), int(r[2]), r[3]) for r in rows]  # type: ignore[arg-type]
+
+
+async def user_recent_turns(db: Database, user_id: str, limit: int) -> list[TurnHeader]:
+    rows = await fetch_all(
+        db.reader,
+        "SELECT user_id, id, story_id, query, degraded, created_at FROM turns WHERE user_id = ? "
+        "ORDER BY id DESC LIMIT ?",
+        (user_id, limit),
+    )
+    return [_header(r) for r in rows]
+
+
+async def user_turn(db: Database, user_id: str, turn_id: int) -> TurnSelection | None:
+    row = await fetch_one(
+        db.reader,
+        "SELECT story_id, id, query, degraded, detail, created_at FROM turns WHERE user_id = ? AND id = ?",
+        (user_id, turn_id),
+    )
+    if row is None:
+        return None
+    return turn_from_row(user_id, row[0], row[1], row[2], row[3], row[4], row[5])

@@ -1,0 +1,183 @@
+"""What each page shows, read through the engine and the stores at every request.
+
+Nothing is cached here: a user erased a moment ago is gone from the next page, and the page
+never changes memory (the stores it reads are read-only queries on the reader connection).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from bot.engine import NEVER_SURFACED_AFTER, Engine
+from bot.memory import report_store
+from bot.memory.report_store import TurnLogEntry
+from bot.presenting import REASON_LABELS
+from bot.web import charts
+from bot.web.health import Health
+
+RECENT_TURNS = 20
+NEVER_SURFACED_SHOWN = 20
+MEMORIES_SHOWN = 300
+SET_ASIDE_SHOWN = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    key: str
+    label: str
+    span: timedelta
+    bucket: timedelta
+    tick: str  # strftime of a bucket's label
+
+
+WINDOWS = {
+    "24h": Window("24h", "last 24 hours", timedelta(hours=24), timedelta(hours=1), "%H:00"),
+    "7d": Window("7d", "last 7 days", timedelta(days=7), timedelta(hours=6), "%m-%d %Hh"),
+    "30d": Window("30d", "last 30 days", timedelta(days=30), timedelta(days=1), "%m-%d"),
+}
+DEFAULT_WINDOW = "7d"
+
+
+def window(key: str | None) -> Window:
+    return WINDOWS.get(key or DEFAULT_WINDOW, WINDOWS[DEFAULT_WINDOW])
+
+
+def _buckets(now: datetime, w: Window) -> list[datetime]:
+    """Bucket starts, oldest first, the last one holding `now`."""
+    epoch = datetime(2000, 1, 1, tzinfo=now.tzinfo)
+    last = epoch + ((now - epoch) // w.bucket) * w.bucket
+    count = int(w.span / w.bucket)
+    return [last - w.bucket * i for i in range(count - 1, -1, -1)]
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def _seconds(ms: float | None) -> str:
+    if ms is None:
+        return "—"
+    return f"{ms / 1000:.2f} s" if ms >= 100 else f"{ms:.0f} ms"
+
+
+def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> dict[str, Any]:
+    """Totals, percentiles and the three time charts of a window of turns."""
+    starts = _buckets(now, w)
+    first = starts[0]
+    shown = [e for e in entries if e.created_at >= first]
+    per: list[list[TurnLogEntry]] = [[] for _ in starts]
+    for e in shown:
+        i = int((e.created_at - first) // w.bucket)
+        if i < len(per):
+            per[i].append(e)
+    labels = [s.strftime(w.tick) for s in starts]
+    counts = {o: [sum(e.outcome == o for e in bucket) for bucket in per] for o in charts.OUTCOME_COLOURS}
+    replies = [float(e.reply_ms) for e in shown if e.reply_ms is not None and e.outcome != "failed"]
+    memory = [float(e.memory_ms) for e in shown if e.memory_ms is not None]
+    prompts = [e.prompt_tokens for e in shown if e.prompt_tokens is not None]
+    contexts = [e.context_tokens for e in shown if e.context_tokens]
+
+    def per_bucket(q: float, field: str) -> list[float | None]:
+        out: list[float | None] = []
+        for bucket in per:
+            values = [getattr(e, field) for e in bucket if getattr(e, field) is not None and e.outcome != "failed"]
+            value = _percentile(values, q)
+            out.append(None if value is None else value / 1000 if field.endswith("_ms") else value)
+        return out
+
+    prompt_series = [
+        charts.Series("largest prompt", per_bucket(100, "prompt_tokens"), charts.SERIES_COLOURS[0]),
+        charts.Series("median prompt", per_bucket(50, "prompt_tokens"), charts.SERIES_COLOURS[1]),
+    ]
+    if contexts:
+        prompt_series.append(
+            charts.Series(f"context size ({max(contexts):,})", [float(max(contexts))] * len(starts), charts.SERIES_COLOURS[2], dashed=True)
+        )
+    return {
+        "total": len(shown),
+        "by_outcome": {o: sum(counts[o]) for o in counts},
+        "reply_p50": _seconds(_percentile(replies, 50)),
+        "reply_p95": _seconds(_percentile(replies, 95)),
+        "memory_p50": _seconds(_percentile(memory, 50)),
+        "memory_p95": _seconds(_percentile(memory, 95)),
+        "prompt_median": int(np.median(prompts)) if prompts else None,
+        "prompt_max": max(prompts) if prompts else None,
+        "context": max(contexts) if contexts else None,
+        "context_full": sum(e.context_full for e in shown),
+        "turns_chart": charts.stacked_bars("Turns", labels, counts, charts.OUTCOME_COLOURS),
+        "latency_chart": charts.lines(
+            "Reply and memory latency",
+            labels,
+            [
+                charts.Series("reply p50", per_bucket(50, "reply_ms"), charts.SERIES_COLOURS[0]),
+                charts.Series("reply p95", per_bucket(95, "reply_ms"), charts.SERIES_COLOURS[1]),
+                charts.Series("memory p95", per_bucket(95, "memory_ms"), charts.SERIES_COLOURS[3]),
+            ],
+            "seconds",
+        ),
+        "prompt_chart": charts.lines("Prompt size", labels, prompt_series, "tokens"),
+    }
+
+
+async def overview(engine: Engine, health: Health, key: str | None) -> dict[str, Any]:
+    now = engine.clock()
+    w = window(key)
+    db = engine.db
+    entries = await report_store.bot_turn_log(db, now - w.span)
+    types = await report_store.bot_memory_types(db)
+    return {
+        "window": w,
+        "windows": WINDOWS,
+        "checks": await health.checks(),
+        "figures": turn_figures(entries, now, w),
+        "backlog": await report_store.bot_backlog(db),
+        "types_chart": charts.hbars("Memories per type", types),
+        "memory_total": sum(types.values()),
+        "users": await report_store.user_summaries(db),
+        "recent": await report_store.bot_recent_turns(db, RECENT_TURNS),
+        "never_surfaced": await report_store.bot_never_surfaced(db, NEVER_SURFACED_AFTER, NEVER_SURFACED_SHOWN),
+        "never_after": NEVER_SURFACED_AFTER,
+        "now": now,
+    }
+
+
+async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] | None:
+    """The user's page, or None when the bot holds nothing about them (never seen, or erased)."""
+    now = engine.clock()
+    w = window(key)
+    db = engine.db
+    stats = await engine.stats(user_id)
+    memories = await engine.store.list(user_id)
+    recent = await report_store.user_recent_turns(db, user_id, RECENT_TURNS)
+    entries = await report_store.user_turn_log(db, user_id, now - w.span)
+    backlog = await report_store.user_backlog(db, user_id)
+    if not (memories or recent or entries or stats.turns or backlog.pending or backlog.set_aside):
+        return None
+    return {
+        "user_id": user_id,
+        "window": w,
+        "windows": WINDOWS,
+        "stats": stats,
+        "figures": turn_figures(entries, now, w),
+        "backlog": backlog,
+        "set_aside": await report_store.user_set_aside(db, user_id, SET_ASIDE_SHOWN),
+        "types_chart": charts.hbars("Memories per type", dict(sorted(stats.by_type.items()))),
+        "memories": memories[-MEMORIES_SHOWN:][::-1],
+        "memory_total": len(memories),
+        "recent": recent,
+        "never_after": NEVER_SURFACED_AFTER,
+        "now": now,
+    }
+
+
+async def turn(engine: Engine, user_id: str, turn_id: int) -> dict[str, Any] | None:
+    await engine.wait_recorded(user_id)
+    selection = await report_store.user_turn(engine.db, user_id, turn_id)
+    if selection is None:
+        return None
+    return {"user_id": user_id, "turn": selection, "reasons": REASON_LABELS}

@@ -1,0 +1,99 @@
+"""The owner's page over real HTTP on 127.0.0.1: a real engine on a SQLite file, the scripted
+LLM server, the real offline embedder."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+import pytest_asyncio
+
+from bot.character import load_character
+from bot.config import load_settings
+from bot.db import Database
+from bot.embeddings import LocalEmbedder
+from bot.engine import Engine, Incoming
+from bot.llm import LLMClient
+from bot.memory.indexing import Indexer
+from bot.metrics import Metrics
+from bot.web.health import Health
+from bot.web.server import WebServer, make_app
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
+
+TOKEN = "test-token-0123456789abcdef"
+CONTEXT = 8192
+_LOCAL: LocalEmbedder | None = None
+
+
+def local_embedder() -> LocalEmbedder:
+    global _LOCAL
+    if _LOCAL is None:
+        _LOCAL = LocalEmbedder()
+    return _LOCAL
+
+
+@dataclass
+class Page:
+    url: str
+    engine: Engine
+    metrics: Metrics
+    health: Health
+    llm: FakeLLMServer
+    http: httpx.AsyncClient
+    indexer: Indexer
+
+    async def get(self, path: str, *, token: str | None = TOKEN, **kwargs: object) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        return await self.http.get(self.url + path, headers=headers, **kwargs)  # type: ignore[arg-type]
+
+    async def play(self, text: str, *, user: str = "alice", name: str = "Alice", story: str = "chan-1") -> None:
+        """One turn through the engine, its reflection and recording finished."""
+        result = await self.engine.turn(
+            Incoming(user_id=user, user_name=name, text=text, story_id=story, place="guild-1", message_id=f"m-{time.monotonic_ns()}")
+        )
+        if result.reply is not None:
+            self.engine.schedule_reflection(user)
+            await self.engine.wait_reflections(user)
+        await self.engine.wait_recorded(user)
+        await self.indexer.run_once()  # the next turn scores what the reflection wrote
+
+
+def remembering(request: LLMRequest) -> str:
+    """Replies with prose; a reflection remembers the user's last line as a fact."""
+    if request.json_schema is None:
+        return f"Je note : {request.last_user[:60]}"
+    said = request.last_user.split("\n")
+    line = next((l for l in reversed(said) if l.strip()), "rien")
+    return json.dumps({"memories": [{"text": f"L'utilisateur a dit : {line[-120:]}", "type": "fact", "confidence": 0.9}]})
+
+
+@pytest_asyncio.fixture
+async def page(tmp_path) -> AsyncIterator[Page]:
+    db = await Database.open(tmp_path / "echo.sqlite3")
+    server = FakeLLMServer()
+    await server.start()
+    server.handler = remembering
+    http = httpx.AsyncClient(trust_env=False, timeout=30)
+    settings = load_settings(
+        _env_file=None, llm_base_url=server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "echo.sqlite3"
+    )
+    llm = LLMClient(http, api="ollama", base_url=server.url, context_tokens=CONTEXT)
+    metrics = Metrics()
+    metrics.watch_storage(lambda: db.storage.failures)
+    embedder = metrics.timed(local_embedder())
+    engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings, character=load_character(None), metrics=metrics)
+    await engine.start()
+    health = Health(db=db, llm=llm, model=FAKE_MODEL, embedder=embedder)
+    web = WebServer(make_app(engine, health, metrics, TOKEN))
+    await web.start("127.0.0.1", 0)
+    try:
+        yield Page(web.url, engine, metrics, health, server, http, Indexer(db, embedder, cache=engine.cache))
+    finally:
+        await web.stop()
+        await engine.close(timeout=5)
+        await http.aclose()
+        await server.stop()
+        await db.close()

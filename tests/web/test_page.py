@@ -1,0 +1,173 @@
+"""Every view of the owner's page, over real HTTP: with data and empty, never without the token,
+hostile text shown as text, an erased user gone."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+import pytest
+
+from bot.web.server import COOKIE, session_value
+from tests.web.conftest import TOKEN, Page
+
+PROTECTED = ["/", "/?window=24h", "/users/alice", "/users/alice/turns/1", "/metrics", "/nowhere"]
+
+
+async def test_every_view_refuses_without_the_token(page: Page):
+    await page.play("Bonjour, je m'appelle Alice.")
+    for path in PROTECTED:
+        assert (await page.get(path)).status_code in (200, 404), path  # with it: there
+        for token in (None, "wrong-token-0123456789", TOKEN + "x", TOKEN[:-1], "0"):
+            response = await page.get(path, token=token)
+            assert response.status_code == 401, (path, token)
+            assert "Alice" not in response.text and "alice" not in response.text
+            assert response.headers["WWW-Authenticate"].startswith("Bearer")
+        # A forged cookie is no better than no cookie.
+        for cookie in ("0" * 64, TOKEN, session_value(TOKEN + "x")):
+            forged = await page.http.get(page.url + path, headers={"Cookie": f"{COOKIE}={cookie}"})
+            assert forged.status_code == 401, (path, cookie)
+
+
+async def test_a_browser_without_the_token_gets_the_login_form_and_nothing_else(page: Page):
+    await page.play("Bonjour, je m'appelle Alice.")
+    response = await page.http.get(page.url + "/users/alice", headers={"Accept": "text/html"})
+    assert response.status_code == 401
+    assert '<form method="post" action="/login">' in response.text
+    assert 'name="next" value="/users/alice"' in response.text
+    assert "Je note" not in response.text and "Alice" not in response.text
+
+
+async def test_the_login_form_sets_an_httponly_cookie_that_is_not_the_token(page: Page):
+    refused = await page.http.post(page.url + "/login", data={"token": "nope", "next": "/"})
+    assert refused.status_code == 401 and "That is not the token." in refused.text
+    assert COOKIE not in refused.cookies
+
+    done = await page.http.post(page.url + "/login", data={"token": TOKEN, "next": "/users/alice"})
+    assert done.status_code == 303 and done.headers["Location"] == "/users/alice"
+    cookie = done.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert TOKEN not in cookie
+    assert f"{COOKIE}={session_value(TOKEN)}" in cookie
+
+    overview = await page.http.get(page.url + "/", headers={"Cookie": f"{COOKIE}={session_value(TOKEN)}"})
+    assert overview.status_code == 200 and "Overview" in overview.text
+
+
+@pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "\\\\evil", "javascript:alert(1)"])
+async def test_login_never_redirects_to_another_site(page: Page, target: str):
+    done = await page.http.post(page.url + "/login", data={"token": TOKEN, "next": target})
+    assert done.status_code == 303 and done.headers["Location"] == "/"
+
+
+async def test_healthz_is_open_and_says_only_whether_each_part_answers(page: Page):
+    response = await page.http.get(page.url + "/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "checks": {"llm": True, "embedder": True, "database": True}}
+
+
+async def test_every_view_renders_empty(page: Page):
+    overview = await page.get("/")
+    assert overview.status_code == 200
+    assert "Nobody has talked to Écho yet." in overview.text
+    assert "No turn in this period." in overview.text
+    assert "No turn recorded yet." in overview.text
+    for key in ("24h", "30d"):
+        assert (await page.get(f"/?window={key}")).status_code == 200
+    user = await page.get("/users/alice")
+    assert user.status_code == 404 and "Nothing is stored about user alice." in user.text
+    turn = await page.get("/users/alice/turns/1")
+    assert turn.status_code == 404
+    assert (await page.get("/users/alice/turns/not-a-number")).status_code == 404
+
+
+async def test_every_view_renders_with_data(page: Page):
+    await page.play("Bonjour, je m'appelle Alice et j'habite à Nantes.")
+    await page.play("J'adore la valse et les chats.")
+    await page.engine.remember("alice", "Alice joue du violoncelle.", story_id="chan-1", place="guild-1")
+    await page.play("Tu te souviens de mon instrument ?")
+    await page.play("Salut, moi c'est Bob.", user="bob", name="Bob")
+
+    overview = await page.get("/")
+    assert overview.status_code == 200
+    text = overview.text
+    assert '<a href="/users/alice">alice</a>' in text and '<a href="/users/bob">bob</a>' in text
+    assert text.count("<svg") >= 4  # turns, latency, prompt size, memories per type
+    assert re.search(r'<div class="value">4</div><div class="label">turns \(4 answered, 0 degraded, 0 failed\)', text)
+
+    user = await page.get("/users/alice")
+    assert user.status_code == 200
+    assert "Alice joue du violoncelle." in user.text
+    assert "L&#39;utilisateur a dit" in user.text  # a memory the reflection wrote
+    assert "Tu te souviens de mon instrument ?" in user.text
+    assert "Salut, moi c&#39;est Bob." not in user.text  # another user's turn
+
+    turn_ids = re.findall(r'href="/users/alice/turns/(\d+)"', user.text)
+    assert len(turn_ids) == 3
+    latest = await page.get(f"/users/alice/turns/{max(map(int, turn_ids))}")
+    assert latest.status_code == 200
+    body = latest.text
+    assert "Tu te souviens de mon instrument ?" in body
+    assert "Alice joue du violoncelle." in body  # chosen, with its reason and score
+    assert re.search(r'<td class="num">0\.\d{3}</td>', body)
+    for rule in page.engine.character.rules:
+        assert rule.replace("'", "&#39;") in body
+    assert re.search(r"<strong>Prompt:</strong>\s*[\d,]+ tokens of a 8,192-token context", body)
+
+    # Bob's turn is not Alice's: the id of another user's turn is a missing turn.
+    bob = await page.get("/users/bob")
+    bob_turn = re.findall(r'href="/users/bob/turns/(\d+)"', bob.text)[0]
+    assert (await page.get(f"/users/alice/turns/{bob_turn}")).status_code == 404
+
+
+async def test_hostile_memory_text_and_user_ids_show_as_text(page: Page):
+    hostile_user = '<img src=x onerror=alert(1)>"&'
+    await page.engine.remember(hostile_user, "<script>alert('memory')</script>", story_id="s", place="p")
+    await page.play("<script>alert('message')</script> bonjour", user=hostile_user, name="Mallory", story="s")
+    pages = [await page.get("/"), await page.get("/users/" + quote(hostile_user, safe=""))]
+    turn_id = re.findall(r"/turns/(\d+)", pages[1].text)[0]
+    pages.append(await page.get(f"/users/{quote(hostile_user, safe='')}/turns/{turn_id}"))
+    for response in pages:
+        assert response.status_code == 200, response.url
+        assert "<script>" not in response.text
+        assert "<img src=x" not in response.text
+        assert response.headers["Content-Security-Policy"].startswith("default-src 'none'")
+    assert "&lt;script&gt;alert(&#39;memory&#39;)&lt;/script&gt;" in pages[1].text
+    assert "&lt;script&gt;alert(&#39;message&#39;)&lt;/script&gt; bonjour" in pages[2].text
+    assert "&lt;img src=x onerror=alert(1)&gt;&#34;&amp;" in pages[0].text
+
+
+async def test_the_page_changes_no_memory(page: Page):
+    await page.play("Bonjour, je m'appelle Alice.")
+    before = [(m.id, m.text, m.times_candidate, m.times_served) for m in await page.engine.store.list("alice")]
+    user = await page.get("/users/alice")
+    for turn_id in re.findall(r"/turns/(\d+)", user.text):
+        await page.get(f"/users/alice/turns/{turn_id}")
+    await page.get("/")
+    await page.get("/metrics")
+    after = [(m.id, m.text, m.times_candidate, m.times_served) for m in await page.engine.store.list("alice")]
+    assert before == after and before
+
+
+async def test_erase_me_removes_the_user_from_the_page(page: Page):
+    await page.play("Bonjour, je m'appelle Alice.")
+    await page.play("Salut, moi c'est Bob.", user="bob", name="Bob")
+    user = await page.get("/users/alice")
+    turn_id = re.findall(r"/turns/(\d+)", user.text)[0]
+    assert '<a href="/users/alice">alice</a>' in (await page.get("/")).text
+
+    await page.engine.erase("alice")
+
+    overview = (await page.get("/")).text
+    assert "alice" not in overview and "Alice" not in overview
+    assert '<a href="/users/bob">bob</a>' in overview
+    assert (await page.get("/users/alice")).status_code == 404
+    assert (await page.get(f"/users/alice/turns/{turn_id}")).status_code == 404
+
+
+async def test_export_holds_the_turn_figures_the_page_draws(page: Page):
+    await page.play("Bonjour, je m'appelle Alice.")
+    data = await page.engine.export("alice")
+    [entry] = data["turn_log"]
+    assert entry["outcome"] == "answered" and entry["story_id"] == "chan-1"
+    assert entry["prompt_tokens"] > 0 and entry["context_tokens"] == 8192 and entry["reply_ms"] is not None
