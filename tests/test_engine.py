@@ -73,6 +73,8 @@ async def test_one_users_reflections_never_run_concurrently_and_a_burst_is_batch
     running = 0
     peak = 0
     reflections = 0
+    # The burst is all in while the first reflection runs, however slow the machine is.
+    burst_in = asyncio.Event()
 
     async def handler(request: LLMRequest):
         nonlocal running, peak, reflections
@@ -81,6 +83,7 @@ async def test_one_users_reflections_never_run_concurrently_and_a_burst_is_batch
         reflections += 1
         running += 1
         peak = max(peak, running)
+        await asyncio.wait_for(burst_in.wait(), 30)
         await asyncio.sleep(0.05)
         running -= 1
         return json.dumps({"memories": []})
@@ -89,6 +92,7 @@ async def test_one_users_reflections_never_run_concurrently_and_a_burst_is_batch
     for n in range(30):
         await engine.turn(msg(f"message {n}"))
         engine.schedule_reflection("alice")
+    burst_in.set()
     await engine.wait_reflections("alice")
     assert peak == 1
     assert reflections <= 30 // 4 + 2
