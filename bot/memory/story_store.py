@@ -26,6 +26,7 @@ from bot.memory.story import (
     StateSpec,
     StoryState,
     apply_state_deltas,
+    is_finite_number,
     plan_anchor_changes,
     plan_positions,
     plan_summary,
@@ -101,7 +102,8 @@ async def _load(conn: aiosqlite.Connection, user_id: str, story_id: str) -> Stor
         "SELECT name, value FROM story_state WHERE user_id = ? AND story_id = ?",
         (user_id, story_id),
     )
-    state.state = {r["name"]: float(r["value"]) for r in rows}
+    # A value that is not a number (a row written by hand) reads as absent: the default applies.
+    state.state = {r["name"]: float(r["value"]) for r in rows if is_finite_number(r["value"])}
     return state
 
 

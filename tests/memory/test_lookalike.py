@@ -52,7 +52,7 @@ def test_every_invisible_format_character_of_this_unicode_is_removed():
     missing = [
         f"U+{c:04X}"
         for c in range(0x110000)
-        if unicodedata.category(chr(c)) == "Cf" and c not in DRAWN_FORMAT and not INVISIBLE.fullmatch(chr(c))
+        if unicodedata.category(chr(c)) == "Cf" and c not in DRAWN_FORMAT and c not in INVISIBLE
     ]
     assert missing == []
 
@@ -92,7 +92,8 @@ async def test_a_zero_width_variant_merged_into_a_memory_leaves_no_invisible_cha
     assert [(d.action, d.memory_id) for d in report.decisions] == [("merged", original)]
     [memory] = await store.list("u")
     assert memory.text == "L'utilisateur aime les films de Hayao Miyazaki."
-    assert not INVISIBLE.search(memory.text) and not INVISIBLE.search(report.decisions[0].text)
+    for text in (memory.text, report.decisions[0].text):
+        assert "\u200b" not in text and not any(ord(c) in INVISIBLE for c in text)
 
 
 @pytest.mark.parametrize("name", ["full-width", "soft hyphens", "zero-width spaces", "BOM"])

@@ -206,6 +206,10 @@ def _poison(path, user: str) -> dict[str, int]:
             (user, "Alice et Écho ont scellé un pacte.", "n'importe quand"),
         )
         conn.execute(
+            "INSERT INTO story_state (user_id, story_id, name, value, updated_at) VALUES (?, 'chan-1', 'mood', ?, ?)",
+            (user, "beaucoup", "999-01-01T00:00:00.000000+00:00"),
+        )
+        conn.execute(
             "INSERT INTO story_history (user_id, story_id, operation, item_id, payload, reason, cause, at)"
             " VALUES (?, 'chan-1', 'anchor_removed', 1, '{}', 'une raison assez longue', 'test', ?)",
             (user, "10000-01-01T00:00:00+00:00"),
