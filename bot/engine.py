@@ -41,6 +41,7 @@ from bot.memory.exchange_store import (
     erase_user_exchange_data,
     set_reply_message,
     settle_exchanges,
+    sources_of,
     users_with_open_exchanges,
 )
 from bot.memory.model import Memory, utcnow
@@ -616,6 +617,7 @@ class Engine:
         user_text = "\n".join(e.user_message for e in batch)
         known = await self._nearest_memories(first.user_id, user_text, first.story_id, first.place)
         correction: Correction | None = None
+        correctable: frozenset[int] = frozenset()
         if first.edited_from is not None:
             produced = [
                 m for m in [await self.store.get(first.user_id, i) for i in await produced_by(self.db, first.user_id, first.id)]
@@ -623,6 +625,9 @@ class Engine:
             ]
             correction = Correction(first.edited_from, [m.id for m in produced])
             known = produced + [m for m in known if m.id not in correction.produced]
+            correctable = frozenset(
+                [m.id for m in produced if await sources_of(self.db, first.user_id, m.id) == [first.id]]
+            )
         story = await load_story(self.db, first.user_id, first.story_id)
         story_block = render_story_context(
             story.anchors,
@@ -672,6 +677,7 @@ class Engine:
             source=last.message_id or f"exchange {last.id}",
             state_specs=self.state_specs,
             exchange_ids=tuple(ids),
+            correctable=correctable,
         )
 
         async def mark_reflected(conn: aiosqlite.Connection) -> None:

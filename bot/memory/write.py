@@ -91,6 +91,9 @@ class ReflectionContext:
     # The exchanges reflected: every memory the reflection adds or confirms records them as its
     # sources, and its changes are filed under the last one (the reply that shows the receipt).
     exchange_ids: tuple[int, ...] = ()
+    # Memories that came only from a message the user has since edited: the edit is the user's
+    # own correction of them, so a replacement needs no further backing from the message.
+    correctable: frozenset[int] = frozenset()
 
     @property
     def cause(self) -> str:
@@ -181,6 +184,9 @@ class _Writer:
         if rejection is not None:
             self.decide("dropped", text, memory_id, rejection)
             return
+        if memory_id in self.ctx.correctable:
+            await self._rewrite(memory, text, expires_at)
+            return
         flipped = filters.flipped_negation(text, [(memory.id, memory.text)], self.ctx.user_message)
         if flipped is not None:
             self.decide(
@@ -198,6 +204,10 @@ class _Writer:
                 as_replacement_of=(memory_id, verdict.why),
             )
             return
+        await self._rewrite(memory, text, expires_at)
+
+    async def _rewrite(self, memory: Memory, text: str, expires_at: datetime | None) -> None:
+        memory_id = memory.id
         if text.strip() == memory.text.strip() and expires_at == memory.expires_at:
             self.decide("absorbed", text, memory_id, "replacement identical to the memory")
             return
