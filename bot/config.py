@@ -24,6 +24,7 @@ from bot.llm import Api
 log = logging.getLogger(__name__)
 
 DEFAULT_ENV_FILE = ".env"
+DEFAULT_DISCORD_API_URL = "https://discord.com/api/v10"
 DEFAULT_LLM_BASE_URLS: dict[str, str] = {
     "ollama": "http://localhost:11434",
     "openai": "https://api.openai.com",
@@ -70,6 +71,14 @@ class Settings(BaseSettings):
             "Id of a server where slash commands are synced at every start, so they appear at "
             "once there. Empty: nothing is synced automatically; an owner mentions the bot with "
             "`sync` (global, up to an hour to show) or `sync guild` (this server)."
+        ),
+    )
+    discord_api_url: str = Field(
+        DEFAULT_DISCORD_API_URL,
+        description=(
+            "Base URL of Discord's REST API. Point it at a REST rate-limit proxy shared by "
+            "several bots (such as nirn-proxy or twilight-http-proxy), or at the tests' local "
+            "fake Discord; the gateway address is then asked of that API (GET /gateway/bot)."
         ),
     )
     owner_ids: DiscordIds = Field(
@@ -351,7 +360,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"Discord ids are positive numbers; {snowflake} is not an id")
         return ids
 
-    @field_validator("llm_base_url", "embeddings_base_url")
+    @field_validator("llm_base_url", "embeddings_base_url", "discord_api_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if value and not value.strip().lower().startswith(("http://", "https://")):
@@ -360,6 +369,12 @@ class Settings(BaseSettings):
                 f"http://localhost:11434; got {value!r}"
             )
         return value.strip() if value else value
+
+    @field_validator("discord_api_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str) -> str:
+        # discord.py appends paths starting with "/".
+        return value.rstrip("/")
 
     @field_validator("llm_model", "reflection_model", "embeddings_model")
     @classmethod
