@@ -18,7 +18,7 @@ from bot.config import DEFAULT_DISCORD_API_URL
 
 log = logging.getLogger(__name__)
 
-EXTENSIONS = ("cogs.conversation", "cogs.memory")
+EXTENSIONS = ("cogs.conversation", "cogs.memory", "cogs.message_events")
 # Nothing the bot writes may ping anyone: replies quote memories and users' own words.
 NO_MENTIONS = discord.AllowedMentions.none()
 

@@ -449,8 +449,10 @@ class Engine:
                 timer.cancel()
         if settled:
             self.schedule_reflection(user_id)
+            # In the background: a turn settling the previous exchange must not wait for the
+            # front end to update that old reply.
             for ex in settled:
-                await self._notify(self.settle_listeners, ex)
+                self.tasks.spawn(self._notify(self.settle_listeners, ex), name=f"settled:{user_id}")
         return settled
 
     def _arm_settle(self, user_id: str, exchange_id: int) -> None:

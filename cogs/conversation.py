@@ -16,9 +16,10 @@ from discord.ext import commands
 
 from bot.discord_bot import NO_MENTIONS, EchoBot
 from bot.discord_text import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
-from bot.engine import Engine, Incoming
+from bot.engine import Engine, Incoming, Shown, TurnResult
 from bot.prompting import ChannelLine
 from bot.ratelimit import RateLimiter, Verdict
+from cogs.views import swipe_view
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +95,25 @@ class Conversation(commands.Cog):
             place=place_of(message.guild.id if message.guild is not None else None),
             message_id=str(message.id),
             history=await self._history(message, me.id),
+            swipes=self.engine.settings.settle_seconds > 0,
         )
         async with message.channel.typing():
             result = await self.engine.turn(incoming)
-        await self._reply(message, result.reply if result.reply is not None else result.apology)
+        view = await self._swipe_controls(incoming, result)
+        sent = await self._reply(message, result.reply if result.reply is not None else result.apology, view=view)
         if result.reply is not None:
+            if result.exchange_id is not None:
+                await self.engine.reply_sent(user_id, result.exchange_id, str(sent.id))
             self.engine.schedule_reflection(user_id)
+
+    async def _swipe_controls(self, incoming: Incoming, result: TurnResult) -> discord.ui.View | None:
+        """◀ 1/1 ▶ 🔄 under a reply that fits in one message; a longer one is kept as it is."""
+        if not incoming.swipes or result.reply is None or result.exchange_id is None:
+            return None
+        if len(split_message(result.reply)) > 1:
+            await self.engine.settle(incoming.user_id, exchange_id=result.exchange_id)
+            return None
+        return swipe_view(int(incoming.user_id), Shown(result.exchange_id, 1, 1, result.reply))
 
     def _warn_empty_reply(self) -> None:
         """Without the Message Content intent, a reply carries its text only if it pings the bot."""
@@ -133,16 +147,24 @@ class Conversation(commands.Cog):
         lines.reverse()
         return lines
 
-    async def _reply(self, message: discord.Message, text: str) -> None:
+    async def _reply(
+        self, message: discord.Message, text: str, *, view: discord.ui.View | None = None
+    ) -> discord.Message:
+        """Send the reply; the view goes on its last message, which is returned."""
         # fail_if_not_exists=False: if the message was deleted meanwhile, the answer still lands.
         reference = message.to_reference(fail_if_not_exists=False)
-        for n, chunk in enumerate(split_message(text) or ["…"]):
+        chunks = split_message(text) or ["…"]
+        sent: discord.Message | None = None
+        for n, chunk in enumerate(chunks):
+            extra = {"view": view} if (view is not None and n == len(chunks) - 1) else {}
             if n == 0:
-                await message.channel.send(
-                    chunk, reference=reference, mention_author=False, allowed_mentions=NO_MENTIONS
+                sent = await message.channel.send(
+                    chunk, reference=reference, mention_author=False, allowed_mentions=NO_MENTIONS, **extra
                 )
             else:
-                await message.channel.send(chunk, allowed_mentions=NO_MENTIONS)
+                sent = await message.channel.send(chunk, allowed_mentions=NO_MENTIONS, **extra)
+        assert sent is not None
+        return sent
 
     async def _react(self, message: discord.Message, emoji: str) -> None:
         try:
