@@ -137,6 +137,9 @@ class SwipeButton(
                 content=shown.text, view=swipe_view(self.owner_id, shown), allowed_mentions=_NO_MENTIONS
             )
             return
+        if await engine.shown(user, self.exchange_id) is None:
+            await _settled(interaction)
+            return
         # The model may take longer than the 3 s an interaction allows for its first answer.
         await interaction.response.defer()
         try:
