@@ -151,6 +151,29 @@ class Settings(BaseSettings):
             "first message."
         ),
     )
+    llm_vision: bool = Field(
+        False,
+        description=(
+            "The chat model can see images (llava, qwen2.5vl, gpt-4o…): image attachments are "
+            "sent with the message. false: the message only names them, \"[image: name]\", so "
+            "the character does not pretend to see them. The reflection never sees an image, "
+            "only the user's words and that mark."
+        ),
+    )
+    llm_max_images: int = Field(
+        4,
+        ge=0,
+        le=16,
+        description="Images of one message sent to a vision model; the others are only named.",
+    )
+    llm_max_image_bytes: int = Field(
+        5_000_000,
+        ge=1,
+        description=(
+            "Largest image, in bytes, sent to a vision model; a larger one is only named, "
+            "\"[image: name — too large]\"."
+        ),
+    )
     reflection_timeout_seconds: float = Field(
         300.0,
         gt=0,
@@ -308,6 +331,25 @@ class Settings(BaseSettings):
         30.0,
         gt=0,
         description="Length in seconds of the per-user rate-limit window.",
+    )
+
+    # Conversation
+    stream_replies: bool = Field(
+        True,
+        description=(
+            "Show the reply as it is written, by editing the message (at most one edit per "
+            "1.2 s per channel, Discord's rate limit). false: the reply is posted once, whole."
+        ),
+        json_schema_extra=_section("Conversation"),
+    )
+    burst_seconds: float = Field(
+        2.0,
+        ge=0,
+        le=30,
+        description=(
+            "Messages of one user in one channel less than this many seconds apart are "
+            "answered once, together, after the last of them. 0: each message is answered."
+        ),
     )
 
     # Logging

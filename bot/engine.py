@@ -22,7 +22,7 @@ from bot.character import Character, fill_user, render_character_prompt
 from bot.config import Settings
 from bot.db import Database, StorageError, fetch_all, fetch_one, to_db
 from bot.embeddings import Embedder, EmbeddingError
-from bot.llm import LLMClient, LLMError, LLMTooLarge
+from bot.llm import Image, LLMClient, LLMError, LLMStreamCut, LLMTooLarge, OnText, TokenUsage
 from bot.memory.exchange_store import (
     MemoryChange,
     SettledExchange,
@@ -114,6 +114,9 @@ class Incoming:
     place: str
     message_id: str | None = None
     history: Sequence[ChannelLine] = ()
+    # Shown to a vision model with this message only; `text` names them ("[image: name]"), and
+    # only the text is saved and reflected.
+    images: Sequence[Image] = ()
     # The reply may be regenerated and swiped: the exchange stays open, and is reflected on the
     # answer the user keeps once it settles (next message in the story, SETTLE_SECONDS, restart).
     swipes: bool = False
@@ -128,6 +131,9 @@ class TurnResult:
     exchange_id: int | None
     # What the user is told when there is no reply.
     apology: str = LLM_DOWN_REPLY
+    # The streamed answer broke halfway: `reply` is the part that arrived, `error` why.
+    cut: bool = False
+    usage: TokenUsage | None = None
 
 
 @dataclass(slots=True)
@@ -277,11 +283,14 @@ class Engine:
 
     # --- one turn ----------------------------------------------------------------------------
 
-    async def turn(self, msg: Incoming) -> TurnResult:
+    async def turn(self, msg: Incoming, *, on_text: OnText | None = None) -> TurnResult:
+        """Answer one message. With `on_text`, the answer is streamed: `on_text` sees the
+        visible text as it grows, and a stream cut halfway keeps (and saves) what arrived."""
         text = msg.text.strip()[: self.settings.max_message_chars]
-        with contextlib.suppress(StorageError):  # they stay open; the next start settles them
-            # Writing again in the story keeps the previous answer as it is shown.
-            await self.settle(msg.user_id, story_id=msg.story_id)
+        if any(user_id == msg.user_id for user_id, _ in self._settle_timers):
+            with contextlib.suppress(StorageError):  # they stay open; the next start settles them
+                # Writing again in the story keeps the previous answer as it is shown.
+                await self.settle(msg.user_id, story_id=msg.story_id)
         try:
             exchange_id = await self._save_exchange(msg, text)
         except StorageError as exc:
@@ -313,11 +322,27 @@ class Engine:
             ),
             message=text,
             post_history=fill_user(self.character.post_history_instructions, speaker_name(msg.user_name)),
+            images=msg.images,
         )
+        cut: LLMStreamCut | None = None
+        usage: TokenUsage | None = None
         try:
-            reply = await self.llm.chat(
-                messages, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds
-            )
+            if on_text is None:
+                reply = await self.llm.chat(
+                    messages, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds
+                )
+            else:
+                streamed = await self.llm.stream(
+                    messages,
+                    model=self.settings.llm_model,
+                    on_text=on_text,
+                    timeout=self.settings.llm_timeout_seconds,
+                )
+                reply, usage = streamed.text, streamed.usage
+        except LLMStreamCut as exc:
+            # What the user already saw is the reply: kept, saved and reflected like any other.
+            self.reply_outage.failed("replies fail, messages are kept unanswered: %s", exc)
+            cut, reply = exc, exc.partial
         except LLMError as exc:
             self.reply_outage.failed("replies fail, messages are kept unanswered: %s", exc)
             self._record_later(selection)
@@ -326,7 +351,8 @@ class Engine:
             return TurnResult(None, str(exc), selection, exchange_id)
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
-        self.reply_outage.recovered("replies work again after %d failed turn(s)")
+        if cut is None:
+            self.reply_outage.recovered("replies work again after %d failed turn(s)")
         self._record_later(selection)
         reply = final_reply(reply)
         try:
@@ -345,7 +371,9 @@ class Engine:
         else:
             if msg.swipes:
                 self._arm_settle(msg.user_id, exchange_id)
-        return TurnResult(reply, None, selection, exchange_id)
+        if cut is not None:
+            return TurnResult(reply, str(cut), selection, exchange_id, cut=True)
+        return TurnResult(reply, None, selection, exchange_id, usage=usage)
 
     async def _record(self, selection: TurnSelection) -> None:
         with contextlib.suppress(StorageError):  # counted and logged by the database
@@ -401,6 +429,8 @@ class Engine:
         """The front end's id of the message holding the reply: where its buttons and receipt go."""
         with contextlib.suppress(StorageError):  # only the later button edits are lost
             await set_reply_message(self.db, user_id, exchange_id, message_id)
+        if (user_id, exchange_id) in self._settle_timers:
+            self._arm_settle(user_id, exchange_id)  # the delay counts from when it is shown
 
     async def shown(self, user_id: str, exchange_id: int) -> Shown | None:
         """What an open exchange shows now; None once it is settled (or not the user's)."""

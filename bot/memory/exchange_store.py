@@ -9,6 +9,7 @@ Functions taking `conn` join the caller's write transaction.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 import aiosqlite
 
 from bot.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.llm import Image
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,20 @@ class MemoryChange:
 # --- the reply and its alternatives -----------------------------------------------------------
 
 
+def _encode(value: Any) -> Any:
+    # The images a vision model was shown go with the prompt: a regenerate shows them again.
+    if isinstance(value, Image):
+        return {"__image__": [value.name, value.mime, base64.b64encode(value.data).decode("ascii")]}
+    raise TypeError(f"{type(value).__name__} is not part of a prompt")
+
+
+def _decode(obj: dict[str, Any]) -> Any:
+    if set(obj) == {"__image__"}:
+        name, mime, data = obj["__image__"]
+        return Image(name, mime, base64.b64decode(data))
+    return obj
+
+
 async def hold_reply(
     conn: aiosqlite.Connection,
     user_id: str,
@@ -82,7 +98,7 @@ async def hold_reply(
     """Keep an answered exchange open: its prompt for a regenerate, its reply as alternative 1."""
     await conn.execute(
         "UPDATE exchanges SET prompt = ?, reply_choice = 1 WHERE user_id = ? AND id = ?",
-        (json.dumps(list(prompt), ensure_ascii=False), user_id, exchange_id),
+        (json.dumps(list(prompt), ensure_ascii=False, default=_encode), user_id, exchange_id),
     )
     await conn.execute(
         "INSERT INTO exchange_replies (user_id, exchange_id, n, text, created_at) VALUES (?, ?, 1, ?, ?)",
@@ -112,7 +128,7 @@ async def open_exchange(db: Database, user_id: str, exchange_id: int) -> OpenExc
         "SELECT text FROM exchange_replies WHERE user_id = ? AND exchange_id = ? ORDER BY n",
         (user_id, exchange_id),
     )
-    prompt = json.loads(row["prompt"]) if row["prompt"] else None
+    prompt = json.loads(row["prompt"], object_hook=_decode) if row["prompt"] else None
     return OpenExchange(
         row["id"], row["user_id"], row["story_id"], row["reply_message_id"], prompt,
         int(row["reply_choice"] or 1), [r[0] for r in rows],
@@ -171,19 +187,24 @@ async def settle_exchanges(
 
     The prompt is dropped: it held other people's lines of the channel, kept only for a regenerate.
     """
+    select = (
+        "SELECT id, user_id, story_id, reply_message_id FROM exchanges WHERE user_id = ? "
+        "AND settled_at IS NULL AND reply IS NOT NULL AND (? IS NULL OR id = ?) AND (? IS NULL OR story_id = ?)"
+    )
+    params = (user_id, exchange_id, exchange_id, story_id, story_id)
+    # Read first: every turn asks, and most find nothing open; no write transaction for that.
+    if not await fetch_all(db.reader, select, params):
+        return []
+    settled: list[SettledExchange] = []
     async with db.write() as conn:
-        rows = await fetch_all(
-            conn,
-            "SELECT id, user_id, story_id, reply_message_id FROM exchanges WHERE user_id = ? "
-            "AND settled_at IS NULL AND reply IS NOT NULL AND (? IS NULL OR id = ?) AND (? IS NULL OR story_id = ?)",
-            (user_id, exchange_id, exchange_id, story_id, story_id),
-        )
-        for row in rows:
-            await conn.execute(
-                "UPDATE exchanges SET settled_at = ?, prompt = NULL WHERE user_id = ? AND id = ?",
+        for row in await fetch_all(conn, select, params):
+            cur = await conn.execute(
+                "UPDATE exchanges SET settled_at = ?, prompt = NULL WHERE user_id = ? AND id = ? AND settled_at IS NULL",
                 (to_db(now), user_id, row["id"]),
             )
-    return [SettledExchange(r["id"], r["user_id"], r["story_id"], r["reply_message_id"]) for r in rows]
+            if cur.rowcount == 1:
+                settled.append(SettledExchange(row["id"], row["user_id"], row["story_id"], row["reply_message_id"]))
+    return settled
 
 
 async def users_with_open_exchanges(db: Database) -> list[str]:

@@ -122,7 +122,7 @@ async def test_only_the_person_answered_can_swipe_and_the_reflection_reads_the_a
 async def test_a_swipe_on_a_settled_answer_says_so_and_removes_the_buttons(
     start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
 ) -> None:
-    await start_echo(SETTLE_SECONDS="0.5")
+    await start_echo(SETTLE_SECONDS="2")
     script(llm_server, ["Une réponse."], lambda r: {})
     await fake_discord.user_says(ALICE, fake_discord.general, "salut", mention_bot=True)
     reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
