@@ -276,26 +276,6 @@ class Settings(BaseSettings):
         ),
     )
 
-    # Conversation
-    settle_seconds: float = Field(
-        180.0,
-        ge=0,
-        description=(
-            "Seconds a reply stays open to regenerate (🔄) and swipe (◀ ▶) after the last press, "
-            "unless the user writes again in that channel first. The reflection runs on the "
-            "answer kept once it settles. 0: no buttons, the reflection runs at once."
-        ),
-        json_schema_extra=_section("Conversation"),
-    )
-    memory_receipts: Literal["button", "reaction", "off"] = Field(
-        "button",
-        description=(
-            "How a reply says that the reflection changed the user's memory: button (a \"🧠 n\" "
-            "button that shows the changes, with Forget and Edit), reaction (a 🧠 reaction), "
-            "or off."
-        ),
-    )
-
     # Limits
     history_messages: int = Field(
         12,
@@ -349,6 +329,23 @@ class Settings(BaseSettings):
         description=(
             "Messages of one user in one channel less than this many seconds apart are "
             "answered once, together, after the last of them. 0: each message is answered."
+        ),
+    )
+    settle_seconds: float = Field(
+        180.0,
+        ge=0,
+        description=(
+            "Seconds a reply stays open to regenerate (🔄) and swipe (◀ ▶) after the last press, "
+            "unless the user writes again in that channel first. The reflection runs on the "
+            "answer kept once it settles. 0: no buttons, the reflection runs at once."
+        ),
+    )
+    memory_receipts: Literal["button", "reaction", "off"] = Field(
+        "button",
+        description=(
+            "How a reply says that the reflection changed the user's memory: button (a \"🧠 n\" "
+            "button that shows the changes, with Forget and Edit), reaction (a 🧠 reaction), "
+            "or off."
         ),
     )
 
