@@ -474,6 +474,15 @@ class FakeDiscord:
     async def user_deletes(self, message: dict[str, Any]) -> None:
         await self.delete_message(message)
 
+    async def moderator_bulk_deletes(self, messages: list[dict[str, Any]]) -> None:
+        """Several messages of one channel deleted at once (a purge): one MESSAGE_DELETE_BULK."""
+        for message in messages:
+            del self.messages[int(message["id"])]
+        data: dict[str, Any] = {"ids": [m["id"] for m in messages], "channel_id": messages[0]["channel_id"]}
+        if "guild_id" in messages[0]:
+            data["guild_id"] = messages[0]["guild_id"]
+        await self.dispatch("MESSAGE_DELETE_BULK", data)
+
     async def run_command(
         self,
         user: User,
