@@ -39,6 +39,7 @@ from bot.memory.exchange_store import (
     open_exchange,
     produced_by,
     erase_user_exchange_data,
+    export_rows,
     set_reply_message,
     settle_exchanges,
     sources_of,
@@ -871,6 +872,7 @@ class Engine:
 
     async def export(self, user_id: str) -> dict[str, Any]:
         """Everything stored about one user, as plain JSON-able data."""
+        answers, sources = await export_rows(self.db, user_id)
 
         def memory_json(m: Memory) -> dict[str, Any]:
             return {
@@ -889,6 +891,7 @@ class Engine:
                 "times_candidate": m.times_candidate,
                 "times_served": m.times_served,
                 "times_semantic": m.times_semantic,
+                "from_exchanges": sources.get(m.id, []),
             }
 
         await self.wait_recorded(user_id)
@@ -896,10 +899,13 @@ class Engine:
         story = await story_history(self.db, user_id, None, limit=100_000)
         rows = await fetch_all(
             self.db.reader,
-            "SELECT story_id, user_message, reply, created_at FROM exchanges WHERE user_id = ? ORDER BY id",
+            "SELECT id, story_id, user_message, reply, created_at FROM exchanges WHERE user_id = ? ORDER BY id",
             (user_id,),
         )
-        exchanges = [{"story_id": r[0], "message": r[1], "reply": r[2], "at": r[3]} for r in rows]
+        exchanges = [
+            {"id": r[0], "story_id": r[1], "message": r[2], "reply": r[3], "answers": answers.get(r[0], []), "at": r[4]}
+            for r in rows
+        ]
         stories = []
         for story_id in await user_story_ids(self.db, user_id):
             story_state = await load_story(self.db, user_id, story_id)

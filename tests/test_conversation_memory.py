@@ -346,6 +346,10 @@ async def test_erase_removes_alternatives_sources_and_receipts(db, http, llm_ser
     await engine.regenerate("alice", result.exchange_id or 0)
     await engine.settle("alice")
     await engine.wait_reflections("alice")
+    exported = await engine.export("alice")
+    (exchange,) = exported["exchanges"]
+    assert exchange["answers"] == ["réponse 1", "réponse 2"] and exchange["reply"] == "réponse 2"
+    assert [m["from_exchanges"] for m in exported["memories"]] == [[result.exchange_id]]
     await engine.erase("alice")
     for table in ("exchange_replies", "memory_sources", "memory_changes"):
         row = await fetch_one(db.reader, f"SELECT COUNT(*) FROM {table}")  # noqa: S608  (test constant)

@@ -362,3 +362,20 @@ _ERASE_USER: Sequence[str] = (
 async def erase_user_exchange_data(conn: aiosqlite.Connection, user_id: str) -> None:
     for statement in _ERASE_USER:
         await conn.execute(statement, (user_id,))
+
+
+async def export_rows(db: Database, user_id: str) -> tuple[dict[int, list[str]], dict[int, list[int]]]:
+    """For the data export: each exchange's answers in order, and each memory's source exchanges."""
+    answers: dict[int, list[str]] = {}
+    for row in await fetch_all(
+        db.reader, "SELECT exchange_id, text FROM exchange_replies WHERE user_id = ? ORDER BY exchange_id, n", (user_id,)
+    ):
+        answers.setdefault(int(row[0]), []).append(row[1])
+    sources: dict[int, list[int]] = {}
+    for row in await fetch_all(
+        db.reader,
+        "SELECT memory_id, exchange_id FROM memory_sources WHERE user_id = ? ORDER BY memory_id, exchange_id",
+        (user_id,),
+    ):
+        sources.setdefault(int(row[0]), []).append(int(row[1]))
+    return answers, sources
