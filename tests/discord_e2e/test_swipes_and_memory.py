@@ -254,3 +254,37 @@ async def test_a_modal_edit_is_archived_and_restore_brings_the_old_text_back_eve
     )
     assert f"Restored memory #{memory_id}" in (await callback(fake_discord, restore))["data"]["content"]
     assert query(echo, "SELECT text FROM memories WHERE id = ?", (memory_id,)) == [(CAT,)]
+
+
+async def test_a_bulk_delete_takes_the_memories_of_each_message(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    echo = await start_echo(SETTLE_SECONDS="0", BURST_SECONDS="0")
+
+    def reflect(request: LLMRequest) -> dict[str, Any]:
+        text = CAT if "chat" in request.last_user.split("The exchange:")[1] else LYON
+        return {"memories": [{"text": text, "type": "fact", "confidence": 0.9}]}
+
+    script(llm_server, ["Noté.", "Noté aussi."], reflect)
+    said = [await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)]
+    await until(lambda: len(query(echo, "SELECT id FROM memories WHERE user_id = ?", (str(ALICE.id),))) == 1)
+    said.append(await fake_discord.user_says(ALICE, fake_discord.general, "j'habite à Lyon", mention_bot=True))
+    await until(lambda: len(query(echo, "SELECT id FROM memories WHERE user_id = ?", (str(ALICE.id),))) == 2)
+
+    await fake_discord.moderator_bulk_deletes(said)
+    await until(lambda: query(echo, "SELECT COUNT(*) FROM memories WHERE user_id = ?", (str(ALICE.id),)) == [(0,)])
+    causes = query(echo, "SELECT cause FROM memory_history WHERE user_id = ?", (str(ALICE.id),))
+    assert causes == [("message deleted",), ("message deleted",)]
+
+
+async def test_receipts_as_a_reaction(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    await start_echo(SETTLE_SECONDS="0", MEMORY_RECEIPTS="reaction")
+    script(llm_server, ["Pixel !"], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]})
+    await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
+    (call,) = await fake_discord.wait_for_call("PUT", f"/channels/{fake_discord.general.id}/messages/")
+    (reply,) = bot_messages(fake_discord)
+    assert call.status == 204 and f"/messages/{reply['id']}/reactions/" in call.path
+    assert fake_discord.reactions[int(reply["id"])] == ["🧠"]
+    assert not buttons(reply)
