@@ -506,6 +506,12 @@ class FakeDiscord:
         channel = self.channels[int(message["channel_id"])]
         return await self._interact(user, channel, 3, {"custom_id": custom_id, "component_type": 2}, message=message)
 
+    async def choose(self, user: User, message: dict[str, Any], custom_id: str, values: list[str]) -> Interaction:
+        """A user picks `values` in a string select menu of `message`."""
+        channel = self.channels[int(message["channel_id"])]
+        data = {"custom_id": custom_id, "component_type": 3, "values": list(values)}
+        return await self._interact(user, channel, 3, data, message=message)
+
     async def submit_modal(self, user: User, channel: Channel, custom_id: str, values: dict[str, str], *, message: dict[str, Any] | None = None) -> Interaction:
         rows = [
             {"type": 1, "components": [{"type": 4, "custom_id": key, "value": value}]}
