@@ -288,3 +288,34 @@ async def test_receipts_as_a_reaction(
     assert call.status == 204 and f"/messages/{reply['id']}/reactions/" in call.path
     assert fake_discord.reactions[int(reply["id"])] == ["🧠"]
     assert not buttons(reply)
+
+
+async def test_memories_offers_the_same_edit(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    echo = await start_echo()
+    remember = await fake_discord.run_command(
+        ALICE, fake_discord.general, "remember", [{"name": "text", "type": 3, "value": "J'ai un chat."}]
+    )
+    await callback(fake_discord, remember)
+    ((memory_id, text),) = query(echo, "SELECT id, text FROM memories WHERE user_id = ?", (str(ALICE.id),))
+
+    listing = await fake_discord.run_command(ALICE, fake_discord.general, "memories")
+    await callback(fake_discord, listing)
+    page = listing.original
+    assert page is not None
+    (menu,) = [c for c in buttons(page) if c["type"] == 3]
+    assert [o["value"] for o in menu["options"]] == [str(memory_id)]
+    refused = await fake_discord.choose(BOB, page, menu["custom_id"], [str(memory_id)])
+    assert (await callback(fake_discord, refused))["type"] == CHANNEL_MESSAGE
+
+    pick = await fake_discord.choose(ALICE, page, menu["custom_id"], [str(memory_id)])
+    modal = await callback(fake_discord, pick)
+    assert modal["type"] == MODAL
+    (field,) = [c for row in modal["data"]["components"] for c in row["components"]]
+    assert field["value"] == text
+    submitted = await fake_discord.submit_modal(
+        ALICE, fake_discord.general, modal["data"]["custom_id"], {field["custom_id"]: "J'ai deux chats."}
+    )
+    assert "Edited" in (await callback(fake_discord, submitted))["data"]["content"]
+    assert query(echo, "SELECT text FROM memories WHERE id = ?", (memory_id,)) == [("J'ai deux chats.",)]
