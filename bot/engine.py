@@ -503,8 +503,10 @@ class Engine:
             self.tasks.spawn(self._settle_quietly(user_id, exchange_id), name=f"settle:{user_id}")
 
     async def _settle_quietly(self, user_id: str, exchange_id: int) -> None:
-        with contextlib.suppress(StorageError):  # stays open; settled by the next message or start
+        try:
             await self.settle(user_id, exchange_id=exchange_id)
+        except StorageError:
+            self._arm_settle(user_id, exchange_id)  # logged by the database; tried again later
 
     async def _notify(self, listeners: Sequence[Callable[[Any], Awaitable[None]]], event: object) -> None:
         for listener in list(listeners):
@@ -732,8 +734,9 @@ class Engine:
         )
         self.cache.invalidate(first.user_id)
         self.last_reports[first.user_id] = report
-        changes = sum(1 for d in report.decisions if d.action in CHANGE_ACTIONS and d.memory_id is not None)
-        if changes:
+        if any(d.action in CHANGE_ACTIONS and d.memory_id is not None for d in report.decisions):
+            # The count covers every reflection of this exchange (a correction adds to it).
+            changes = len(await changes_of(self.db, first.user_id, last.id))
             await self._notify(
                 self.receipt_listeners,
                 Receipt(first.user_id, last.id, last.story_id, last.reply_message_id, changes),
@@ -825,6 +828,10 @@ class Engine:
         history_id = await self.store.edit(user_id, memory_id, storable(text), cause="user: edit")
         self.cache.invalidate(user_id)
         return history_id
+
+    async def receipt_size(self, user_id: str, exchange_id: int) -> int:
+        """How many changes the receipt of this exchange lists (0: no receipt)."""
+        return len(await changes_of(self.db, user_id, exchange_id))
 
     async def receipt(self, user_id: str, exchange_id: int) -> list[ReceiptLine]:
         """What the reflection of this exchange changed in the user's memories, each with the

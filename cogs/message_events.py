@@ -9,7 +9,9 @@ finds the exchange by the message id.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 
 import discord
 from discord.ext import commands
@@ -28,6 +30,8 @@ class MessageEvents(commands.Cog):
     def __init__(self, bot: commands.Bot, engine: Engine) -> None:
         self.bot = bot
         self.engine = engine
+        # One update at a time per reply: a settle and a receipt may race to edit the same one.
+        self._updating: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     async def cog_load(self) -> None:
         self.bot.add_dynamic_items(*DYNAMIC_ITEMS)
@@ -85,33 +89,44 @@ class MessageEvents(commands.Cog):
 
     # --- the bot's reply ------------------------------------------------------------------------
 
+    def _lock(self, message_id: str) -> asyncio.Lock:
+        lock = self._updating.get(message_id)
+        if lock is None:
+            lock = self._updating[message_id] = asyncio.Lock()
+        return lock
+
     def _reply_message(self, story_id: str, message_id: str | None) -> discord.PartialMessage | None:
         if message_id is None or not story_id.isdigit():
             return None
         return self.bot.get_partial_messageable(int(story_id)).get_partial_message(int(message_id))
 
     async def settled(self, event: SettledExchange) -> None:
-        """The answer is kept: its swipe buttons go."""
+        """The answer is kept: its swipe buttons go (a receipt already there stays)."""
         message = self._reply_message(event.story_id, event.reply_message_id)
-        if message is None:
+        if message is None or event.reply_message_id is None:
             return
-        try:
-            await message.edit(view=None)
-        except discord.HTTPException as exc:
-            log.debug("could not remove the buttons of a settled reply: %s", exc)
+        async with self._lock(event.reply_message_id):
+            changes = await self.engine.receipt_size(event.user_id, event.id)
+            button = changes and self.engine.settings.memory_receipts == "button" and event.user_id.isdigit()
+            view = receipt_view(int(event.user_id), event.id, changes) if button else None
+            try:
+                await message.edit(view=view)
+            except discord.HTTPException as exc:
+                log.debug("could not remove the buttons of a settled reply: %s", exc)
 
     async def receipt(self, event: Receipt) -> None:
         mode = self.engine.settings.memory_receipts
         message = self._reply_message(event.story_id, event.reply_message_id)
-        if message is None or mode == "off" or not event.user_id.isdigit():
+        if message is None or event.reply_message_id is None or mode == "off" or not event.user_id.isdigit():
             return
-        try:
-            if mode == "reaction":
-                await message.add_reaction(RECEIPT_ICON)
-            else:
-                await message.edit(view=receipt_view(int(event.user_id), event.exchange_id, event.changes))
-        except discord.HTTPException as exc:
-            log.debug("could not show a memory receipt: %s", exc)
+        async with self._lock(event.reply_message_id):
+            try:
+                if mode == "reaction":
+                    await message.add_reaction(RECEIPT_ICON)
+                else:
+                    await message.edit(view=receipt_view(int(event.user_id), event.exchange_id, event.changes))
+            except discord.HTTPException as exc:
+                log.debug("could not show a memory receipt: %s", exc)
 
 
 async def setup(bot: EchoBot) -> None:

@@ -319,3 +319,21 @@ async def test_memories_offers_the_same_edit(
     )
     assert "Edited" in (await callback(fake_discord, submitted))["data"]["content"]
     assert query(echo, "SELECT text FROM memories WHERE id = ?", (memory_id,)) == [("J'ai deux chats.",)]
+
+
+async def test_once_settled_the_swipe_buttons_give_way_to_the_receipt(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    await start_echo(BURST_SECONDS="0")
+
+    def reflect(request: LLMRequest) -> dict[str, Any]:
+        return {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]} if "Pixel" in request.last_user else {}
+
+    script(llm_server, ["Quel joli nom.", "De rien."], reflect)
+    await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
+    first = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    assert "🔄" in [b["label"] for b in buttons(first)]
+    await fake_discord.user_says(ALICE, fake_discord.general, "merci", mention_bot=True)
+    await until(lambda: [b["label"] for b in buttons(first)] == ["🧠 1"])
+    await asyncio.sleep(0.5)  # nothing later takes it away
+    assert [b["label"] for b in buttons(first)] == ["🧠 1"]
