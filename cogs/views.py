@@ -77,7 +77,9 @@ def _engine(interaction: discord.Interaction) -> Engine:
     return client.services.engine
 
 
-class _OwnedButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"echo:never-matches"):
+# DynamicItem wants a template on every subclass; this base is never registered, its own matches
+# no custom id we make.
+class _OwnedButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"echo:base:(?!)"):
     """A button only `owner_id` may press; its failures are told to the presser and logged."""
 
     owner_id: int
