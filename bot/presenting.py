@@ -252,7 +252,7 @@ def gone_memory(memory_id: int) -> str:
 
 def edit_result(memory_id: int, history_id: int | None) -> str:
     if history_id is None:
-        return gone_memory(memory_id)
+        return no_memory(memory_id)
     return f"Edited #{memory_id}. The previous version is archived as h{history_id}: `/restore {history_id}` brings it back."
 
 

@@ -354,3 +354,18 @@ async def test_erase_removes_alternatives_sources_and_receipts(db, http, llm_ser
     for table in ("exchange_replies", "memory_sources", "memory_changes"):
         row = await fetch_one(db.reader, f"SELECT COUNT(*) FROM {table}")  # noqa: S608  (test constant)
         assert row is not None and row[0] == 0, table
+
+
+async def test_the_terminal_edits_a_memory_the_same_way(db, http, llm_server, tmp_path):  # noqa: F811
+    from bot.text_commands import Session, run_command
+
+    engine, _ = await engine_with(db, http, llm_server, tmp_path)
+    session = Session(user_id="terminal:alice", user_name="alice", story_id="terminal:main", place="terminal")
+    memory_id = await engine.remember(session.user_id, "J'ai un chien.", story_id="terminal:main", place="terminal")
+    answer = await run_command(engine, session, f"/edit {memory_id} J'ai un chat, pas un chien.")
+    (entry,) = await engine.store.history(session.user_id)
+    assert answer == f"Edited #{memory_id}. The previous version is archived as h{entry.id}: `/restore {entry.id}` brings it back."
+    assert (await engine.store.get(session.user_id, memory_id)).text == "J'ai un chat, pas un chien."  # type: ignore[union-attr]
+    assert await run_command(engine, session, "/edit 999 x") == "You have no memory #999."
+    assert await run_command(engine, session, f"/edit {memory_id}") == "Usage: /edit <id> <text>"
+    assert (await run_command(engine, session, f"/edit {memory_id} \u200b")).startswith("Not edited:")
