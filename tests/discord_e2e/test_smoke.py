@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tests.discord_e2e.conftest import EchoProcess
+from tests.fakes.discord.echo_process import EchoProcess
 from tests.fakes.discord import ALICE, FakeDiscord
 from tests.fakes.discord.rest import EPHEMERAL
 from tests.fakes.llm_server import FakeLLMServer

@@ -248,6 +248,7 @@ async def create_message(request: web.Request) -> web.Response:
         server.bot_user,
         body.get("content") or "",
         replied=replied,
+        ping_replied=bool((body.get("allowed_mentions") or {}).get("replied_user", True)),
         embeds=body.get("embeds") or [],
         components=body.get("components") or [],
         flags=int(body.get("flags") or 0),
