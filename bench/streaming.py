@@ -4,8 +4,9 @@ next to the time to a whole reply with streaming off, in the same run.
 Run from the repository root: `python bench/streaming.py`.
 
 The real bot (`python -m bot`) runs against the tests' fake Discord (tests/fakes/discord) and
-the scripted LLM server streaming a reply of WORDS words, one every PACE seconds (a local 7B
-model on a modest GPU writes about 25 words a second). Timings are taken from the fake
+the scripted LLM server: PROMPT_SECONDS before the first word, then WORDS words, one every PACE
+seconds (a local 7B model on a modest GPU writes about 25 words a second); asked without
+streaming, it answers the whole text after the same total time. Timings are taken from the fake
 Discord's record of the bot's REST calls: from the user's message being dispatched to the first
 POST of the reply (first visible text), to the edit that completes it, and the edits between.
 Figures are medians over ROUNDS messages, each from a different user.
@@ -25,18 +26,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cogs.conversation import EDIT_INTERVAL  # noqa: E402
 from tests.fakes.discord import FakeDiscord  # noqa: E402
 from tests.fakes.discord.echo_process import start_echo_process  # noqa: E402
-from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, Reply  # noqa: E402
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply  # noqa: E402
 
 WORDS = 120
 PACE = 0.04
+PROMPT_SECONDS = 0.5  # the model reads the prompt before its first word
 ROUNDS = 3
 REPLY = " ".join(f"mot{n}" for n in range(WORDS))
+
+
+def answer(request: LLMRequest) -> str | Reply:
+    if request.json_schema is not None:
+        return "{}"
+    if (request.body or {}).get("stream"):
+        return Reply(REPLY, pace=PACE, delay=PROMPT_SECONDS)
+    return Reply(REPLY, delay=PROMPT_SECONDS + (WORDS - 1) * PACE)
 
 
 async def one_round(discord: FakeDiscord, llm: FakeLLMServer, n: int) -> dict[str, float]:
     user = discord.add_user(f"user{n}-{time.monotonic_ns()}", guild=discord.guild)
     channel = discord.add_text_channel(discord.guild, f"bench-{n}-{time.monotonic_ns()}")
-    llm.handler = lambda request: "{}" if request.json_schema is not None else Reply(REPLY, pace=PACE)
+    llm.handler = answer
     sent = time.monotonic()
     await discord.user_says(user, channel, "raconte", mention_bot=True)
     prefix = f"/channels/{channel.id}/messages"
@@ -82,9 +92,9 @@ async def main() -> None:
     def med(rows: list[dict[str, float]], key: str) -> float:
         return statistics.median(r[key] for r in rows)
 
-    generation = (WORDS - 1) * PACE
-    print(f"streaming: {WORDS} words streamed one every {PACE * 1000:.0f} ms ({generation:.1f} s of generation), "
-          f"median of {ROUNDS} messages, real bot against the fake Discord")
+    generation = PROMPT_SECONDS + (WORDS - 1) * PACE
+    print(f"streaming: {PROMPT_SECONDS:g} s to the first word, then {WORDS} words one every {PACE * 1000:.0f} ms "
+          f"({generation:.1f} s in all); median of {ROUNDS} messages, real bot against the fake Discord")
     print(f"  {'':32} {'streamed':>10} {'whole':>10}")
     print(f"  {'time to first visible text (s)':32} {med(streamed, 'first'):>10.2f} {med(whole, 'first'):>10.2f}")
     print(f"  {'time to complete reply (s)':32} {med(streamed, 'complete'):>10.2f} {med(whole, 'complete'):>10.2f}")
