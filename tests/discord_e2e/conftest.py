@@ -25,7 +25,8 @@ StartEcho = Callable[..., Awaitable[EchoProcess]]
 
 @pytest_asyncio.fixture
 async def fake_discord() -> AsyncIterator[FakeDiscord]:
-    async with FakeDiscord() as server:
+    # A short heartbeat, so that a test's few seconds see heartbeats and their ACKs.
+    async with FakeDiscord(heartbeat_interval_ms=1000) as server:
         yield server
 
 
