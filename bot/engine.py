@@ -200,6 +200,10 @@ class DeleteOutcome:
     kept_pinned: list[int] = field(default_factory=list)
 
 
+class _LongEnough(Exception):
+    """Stops a streamed reply that went past MAX_REPLY_CHARS."""
+
+
 class ExchangesGone(RuntimeError):
     """The exchanges a reflection was about were deleted (erase) or already reflected by the
     time it would commit: its transaction is rolled back, nothing is applied twice."""
@@ -333,16 +337,10 @@ class Engine:
                     messages, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds
                 )
             else:
-                streamed = await self.llm.stream(
-                    messages,
-                    model=self.settings.llm_model,
-                    on_text=on_text,
-                    timeout=self.settings.llm_timeout_seconds,
-                )
-                reply, usage = streamed.text, streamed.usage
+                reply, usage = await self._stream_reply(messages, on_text)
         except LLMStreamCut as exc:
             # What the user already saw is the reply: kept, saved and reflected like any other.
-            self.reply_outage.failed("replies fail, messages are kept unanswered: %s", exc)
+            self.reply_outage.failed("streamed replies are cut off midway: %s", exc)
             cut, reply = exc, exc.partial
         except LLMError as exc:
             self.reply_outage.failed("replies fail, messages are kept unanswered: %s", exc)
@@ -375,6 +373,28 @@ class Engine:
         if cut is not None:
             return TurnResult(reply, str(cut), selection, exchange_id, cut=True)
         return TurnResult(reply, None, selection, exchange_id, usage=usage)
+
+    async def _stream_reply(
+        self, messages: list[dict[str, Any]], on_text: OnText
+    ) -> tuple[str, TokenUsage | None]:
+        """The streamed reply; a runaway one is stopped once past MAX_REPLY_CHARS rather than
+        read to the timeout, since no more of it would be shown."""
+        latest = ""
+
+        async def shown(text: str) -> None:
+            nonlocal latest
+            latest = text
+            if len(text) > MAX_REPLY_CHARS:
+                raise _LongEnough
+            await on_text(text)
+
+        try:
+            streamed = await self.llm.stream(
+                messages, model=self.settings.llm_model, on_text=shown, timeout=self.settings.llm_timeout_seconds
+            )
+        except _LongEnough:
+            return latest, None
+        return streamed.text, streamed.usage
 
     async def _record(self, selection: TurnSelection) -> None:
         with contextlib.suppress(StorageError):  # counted and logged by the database

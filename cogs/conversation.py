@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,8 @@ def message_facts(message: discord.Message, bot_id: int) -> MessageFacts:
 
 
 class ChannelPacer:
-    """At most one write per `interval` seconds in each channel."""
+    """At most one write per `interval` seconds in each channel, counted from the end of the
+    previous write: Discord sees the writes at least `interval` apart, however slow each is."""
 
     def __init__(self, interval: float = EDIT_INTERVAL, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.interval = interval
@@ -65,15 +66,32 @@ class ChannelPacer:
         self._last: dict[int, float] = {}
         self._locks: dict[int, asyncio.Lock] = {}
 
-    async def slot(self, channel_id: int) -> None:
-        """Wait for this channel's next write slot, and take it."""
+    @contextlib.asynccontextmanager
+    async def slot(self, channel_id: int) -> AsyncIterator[_Slot]:
+        """Wait for this channel's turn, then write inside the block (or `skip()` it)."""
         async with self._locks.setdefault(channel_id, asyncio.Lock()):
             last = self._last.get(channel_id)
             if last is not None:
                 wait = last + self.interval - self._clock()
                 if wait > 0:
                     await asyncio.sleep(wait)
-            self._last[channel_id] = self._clock()
+            taken = _Slot()
+            try:
+                yield taken
+            finally:
+                if not taken.skipped:
+                    self._last[channel_id] = self._clock()
+
+
+class _Slot:
+    __slots__ = ("skipped",)
+
+    def __init__(self) -> None:
+        self.skipped = False
+
+    def skip(self) -> None:
+        """Nothing was written: the next write need not wait for this one."""
+        self.skipped = True
 
 
 async def send_reply(message: discord.Message, text: str) -> list[discord.Message]:
@@ -129,8 +147,8 @@ class LiveReply:
             return await send_reply(self.message, text)
         messages = [self.sent]
         if chunks[0] != self._shown:
-            await self.pacer.slot(self.message.channel.id)
-            await self._edit(chunks[0])
+            async with self.pacer.slot(self.message.channel.id):
+                await self._edit(chunks[0])
         for chunk in chunks[1:]:
             messages.append(await self.message.channel.send(chunk, allowed_mentions=NO_MENTIONS))
         return messages
@@ -156,27 +174,33 @@ class LiveReply:
             self._changed.clear()
             if self._closing:
                 return
-            await self.pacer.slot(channel_id)
-            if self._closing:
-                return
-            # Past the first chunk, the rest is posted by `finish`.
-            preview = (split_message(self._latest) or [""])[0]
-            if not preview or preview == self._shown:
-                continue
-            try:
-                if self.sent is None:
-                    self.sent = await self.message.channel.send(
-                        preview,
-                        reference=self.message.to_reference(fail_if_not_exists=False),
-                        mention_author=False,
-                        allowed_mentions=NO_MENTIONS,
-                    )
-                    self._shown = preview
-                    await self._stop_typing()
-                else:
-                    await self._edit(preview)
-            except discord.HTTPException as exc:
-                log.warning("could not show a streamed reply in channel %s: %s", channel_id, exc)
+            async with self.pacer.slot(channel_id) as slot:
+                if self._closing or not await self._show_preview(channel_id):
+                    slot.skip()
+                    if self._closing:
+                        return
+
+    async def _show_preview(self, channel_id: int) -> bool:
+        """Show the text so far; False when there was nothing new to show."""
+        # Past the first chunk, the rest is posted by `finish`.
+        preview = (split_message(self._latest) or [""])[0]
+        if not preview or preview == self._shown:
+            return False
+        try:
+            if self.sent is None:
+                self.sent = await self.message.channel.send(
+                    preview,
+                    reference=self.message.to_reference(fail_if_not_exists=False),
+                    mention_author=False,
+                    allowed_mentions=NO_MENTIONS,
+                )
+                self._shown = preview
+                await self._stop_typing()
+            else:
+                await self._edit(preview)
+        except discord.HTTPException as exc:
+            log.warning("could not show a streamed reply in channel %s: %s", channel_id, exc)
+        return True
 
     async def _edit(self, text: str) -> None:
         assert self.sent is not None
@@ -350,9 +374,9 @@ class Conversation(commands.Cog):
             return
         view = swipe_view(int(incoming.user_id), Shown(result.exchange_id, 1, 1, result.reply))
         # An edit like the streamed ones: it takes its turn in the channel's pace.
-        await self.pacer.slot(sent[-1].channel.id)
         try:
-            await sent[-1].edit(view=view)
+            async with self.pacer.slot(sent[-1].channel.id):
+                await sent[-1].edit(view=view)
             if await self.engine.shown(incoming.user_id, result.exchange_id) is None:
                 await sent[-1].edit(view=None)  # settled while the buttons were on their way
         except discord.HTTPException as exc:

@@ -10,49 +10,24 @@ its log is printed when a test fails.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
-from bot.config import Settings, env_var
 from tests.fakes.discord import FakeDiscord
+from tests.fakes.discord.echo_process import EchoProcess, start_echo_process
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer
-
-REPO = Path(__file__).resolve().parents[2]
-START_TIMEOUT = 60.0
-
-
-@dataclass
-class EchoProcess:
-    process: asyncio.subprocess.Process
-    log_path: Path
-    database_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
 
 StartEcho = Callable[..., Awaitable[EchoProcess]]
 
 
 @pytest_asyncio.fixture
 async def fake_discord() -> AsyncIterator[FakeDiscord]:
-    async with FakeDiscord() as server:
+    # A short heartbeat, so that a test's few seconds see heartbeats and their ACKs.
+    async with FakeDiscord(heartbeat_interval_ms=1000) as server:
         yield server
-
-
-def _base_environment() -> dict[str, str]:
-    """This process's environment without any of the bot's settings (a developer's shell may
-    have some), so a test runs with exactly the settings it gives."""
-    settings = {env_var(name) for name in Settings.model_fields}
-    return {k: v for k, v in os.environ.items() if k.upper() not in settings}
 
 
 @pytest_asyncio.fixture
@@ -62,49 +37,18 @@ async def start_echo(
     started: list[EchoProcess] = []
 
     async def start(**settings: str) -> EchoProcess:
-        database = tmp_path / f"echo-{len(started)}.sqlite3"
-        env = _base_environment() | {
-            "PYTHONPATH": str(REPO),
-            "DISCORD_TOKEN": fake_discord.token,
-            "DISCORD_API_URL": fake_discord.api_url,
-            "DEV_GUILD_ID": str(fake_discord.guild.id),
-            "LLM_API": "ollama",
-            "LLM_BASE_URL": llm_server.url,
-            "LLM_MODEL": FAKE_MODEL,
-            "EMBEDDINGS": "local",
-            "DATABASE_PATH": str(database),
-            "LOG_LEVEL": "INFO",
-        } | settings
-        log_path = tmp_path / f"echo-{len(started)}.log"
-        with log_path.open("wb") as log_file:
-            # cwd is the temporary folder: no developer's .env is read.
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bot", cwd=tmp_path, env=env, stdout=log_file, stderr=asyncio.subprocess.STDOUT
-            )
-        echo = EchoProcess(process, log_path, database)
+        echo = await start_echo_process(
+            fake_discord, llm_server.url, FAKE_MODEL, tmp_path, name=f"echo-{len(started)}", **settings
+        )
         started.append(echo)
-        identified = asyncio.ensure_future(fake_discord.wait_identified(START_TIMEOUT))
-        exited = asyncio.ensure_future(process.wait())
-        await asyncio.wait([identified, exited], return_when=asyncio.FIRST_COMPLETED)
-        if not identified.done():
-            identified.cancel()
-            raise RuntimeError(f"the bot exited with {process.returncode} before connecting:\n{echo.log()}")
-        exited.cancel()
-        identified.result()
         return echo
 
     yield start
 
     for echo in started:
-        if echo.process.returncode is None:
-            echo.process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(echo.process.wait(), 15)
-            except TimeoutError:
-                echo.process.kill()
-                await echo.process.wait()
-    failed = getattr(request.node, "rep_call", None)
-    if failed is not None and failed.failed:
+        await echo.stop()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
         for echo in started:
             print(f"----- log of the bot ({echo.log_path}) -----\n{echo.log()}")
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
-from tests.discord_e2e.conftest import EchoProcess
+import aiohttp
+import discord
+import pytest
+
+from tests.fakes.discord.echo_process import EchoProcess
 from tests.fakes.discord import ALICE, FakeDiscord
 from tests.fakes.discord.rest import EPHEMERAL
 from tests.fakes.llm_server import FakeLLMServer
@@ -24,6 +29,34 @@ async def test_the_bot_identifies_with_its_token_syncs_commands_and_heartbeats(
     assert synced and synced[0].status == 200
     assert "memories" in {c["name"] for c in synced[0].json}
     assert fake_discord.calls_to("GET", "/gateway/bot"), "the gateway address is asked of DISCORD_API_URL"
+    session = await fake_discord.wait_identified()
+    for _ in range(50):
+        if session.heartbeats >= 2:
+            break
+        await asyncio.sleep(0.1)
+    assert session.heartbeats >= 2, "discord.py keeps heartbeating: each beat was ACKed"
+
+
+async def test_a_channel_webhook_posts_under_its_own_name_and_avatar(
+    fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the characters will use: discord.py's own webhook client against the fake."""
+    monkeypatch.setattr(discord.http.Route, "BASE", fake_discord.api_url)
+    http = discord.http.HTTPClient(asyncio.get_running_loop())
+    await http.static_login(fake_discord.token)
+    try:
+        created = await http.create_webhook(fake_discord.general.id, name="Écho")
+        listed = await http.channel_webhooks(fake_discord.general.id)
+    finally:
+        await http.close()
+    assert [w["id"] for w in listed] == [created["id"]]
+    async with aiohttp.ClientSession() as session:
+        webhook = discord.Webhook.partial(int(created["id"]), created["token"], session=session)
+        sent = await webhook.send("Je suis Lune.", username="Lune", avatar_url="http://127.0.0.1/lune.png", wait=True)
+    assert sent.author.name == "Lune" and sent.webhook_id == int(created["id"])
+    executed = fake_discord.calls_to("POST", f"/webhooks/{created['id']}/")[0]
+    assert executed.json["username"] == "Lune" and executed.json["avatar_url"] == "http://127.0.0.1/lune.png"
+    assert fake_discord.messages_in(fake_discord.general)[-1]["content"] == "Je suis Lune."
 
 
 async def test_a_mention_in_a_guild_channel_gets_a_reply_posted_as_a_reply(

@@ -7,6 +7,7 @@ answered with Discord's rate-limit headers. Errors use Discord's JSON error shap
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -93,11 +94,8 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
     if not _token_in_url(path) and request.headers.get("Authorization") != f"Bot {server.token}":
         response: web.StreamResponse = json_response({"message": "401: Unauthorized", "code": 0}, status=401)
     else:
-        delay = server.latency
-        if delay:
-            import asyncio
-
-            await asyncio.sleep(delay)
+        if server.latency:
+            await asyncio.sleep(server.latency)
         try:
             response = await handler(request)
         except DiscordError as exc:
@@ -248,6 +246,7 @@ async def create_message(request: web.Request) -> web.Response:
         server.bot_user,
         body.get("content") or "",
         replied=replied,
+        ping_replied=bool((body.get("allowed_mentions") or {}).get("replied_user", True)),
         embeds=body.get("embeds") or [],
         components=body.get("components") or [],
         flags=int(body.get("flags") or 0),

@@ -310,6 +310,7 @@ class FakeDiscord:
         *,
         mentions: list[User] = (),  # type: ignore[assignment]
         replied: dict[str, Any] | None = None,
+        ping_replied: bool = True,
         attachments: list[dict[str, Any]] = (),  # type: ignore[assignment]
         embeds: list[dict[str, Any]] = (),  # type: ignore[assignment]
         components: list[dict[str, Any]] = (),  # type: ignore[assignment]
@@ -336,7 +337,8 @@ class FakeDiscord:
             assert author is not None
             author_payload = author.payload()
         mentioned = list(mentions)
-        if replied is not None and replied["author"]["id"] not in {str(u.id) for u in mentioned}:
+        # A reply pings its target unless told not to (allowed_mentions.replied_user).
+        if ping_replied and replied is not None and replied["author"]["id"] not in {str(u.id) for u in mentioned}:
             replied_author = self.users.get(int(replied["author"]["id"]))
             if replied_author is not None:
                 mentioned.append(replied_author)
@@ -574,7 +576,7 @@ class FakeDiscord:
         *,
         where: Callable[[Call], bool] = lambda call: True,
         count: int = 1,
-        timeout: float = 15.0,
+        timeout: float = 30.0,
     ) -> list[Call]:
         """Wait until the bot made `count` matching REST calls; returns them all."""
         deadline = time.monotonic() + timeout
