@@ -337,3 +337,31 @@ async def test_once_settled_the_swipe_buttons_give_way_to_the_receipt(
     await until(lambda: [b["label"] for b in buttons(first)] == ["🧠 1"])
     await asyncio.sleep(0.5)  # nothing later takes it away
     assert [b["label"] for b in buttons(first)] == ["🧠 1"]
+
+
+async def test_a_crash_between_the_reply_and_its_settling_loses_nothing(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    echo = await start_echo(BURST_SECONDS="0")
+    reflections = script(
+        llm_server, ["Première.", "Seconde."], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]}
+    )
+    await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
+    reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    press = await fake_discord.press_button(ALICE, reply, button(reply, "🔄")["custom_id"])
+    await callback(fake_discord, press)
+    await until(lambda: reply["content"] == "Seconde.")
+
+    echo.process.kill()  # SIGKILL: no shutdown, the exchange is still open
+    await echo.process.wait()
+    await until(lambda: not fake_discord.sessions)
+    assert reflections == []
+    database = echo.database_path
+    echo = await start_echo(BURST_SECONDS="0", DATABASE_PATH=str(database))
+    echo.database_path = database
+
+    (request,) = await until(lambda: reflections)
+    assert "Seconde." in request.last_user.split("The exchange:")[1]
+    await until(lambda: query(echo, "SELECT text FROM memories WHERE user_id = ?", (str(ALICE.id),)) == [(CAT,)])
+    # Its swipe buttons gave way to the receipt.
+    await until(lambda: [b["label"] for b in buttons(reply)] == ["🧠 1"])
