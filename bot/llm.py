@@ -1,6 +1,8 @@
 """Chat client for Ollama (`/api/chat`) and OpenAI-compatible (`/v1/chat/completions`) servers.
 
 One `LLMClient` per configured server, over the application's single shared `httpx.AsyncClient`.
+`chat` returns a whole answer (the reflection, replies when not streamed); `stream` reads Ollama's
+NDJSON or OpenAI's server-sent events and shows the text as it grows.
 Every failure surfaces as an `LLMError` subclass whose message is written for the person running
 the bot: it names the URL and says what to do, and never contains the API key.
 """

@@ -3,7 +3,8 @@
 `fake_discord` is a started `FakeDiscord`; `start_echo(**settings)` runs the real bot,
 `python -m bot`, as a subprocess against it and the scripted LLM server (`llm_server`), with a
 temporary database and the local embedder, and waits until it has identified on the gateway;
-`echo` is one started with the defaults. Settings are given as environment variables
+`echo` is one started with the defaults but BURST_SECONDS=0 (no test waits for a burst to
+close unless it is about bursts). Settings are given as environment variables
 (`start_echo(STREAM_REPLIES="false")`). The process is stopped with SIGTERM at teardown, and
 its log is printed when a test fails.
 """
@@ -55,7 +56,7 @@ async def start_echo(
 
 @pytest_asyncio.fixture
 async def echo(start_echo: StartEcho) -> EchoProcess:
-    return await start_echo()
+    return await start_echo(BURST_SECONDS="0")
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
