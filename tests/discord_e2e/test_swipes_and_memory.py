@@ -82,7 +82,7 @@ def script(llm_server: FakeLLMServer, replies: list[str], reflect: Callable[[LLM
 async def test_only_the_person_answered_can_swipe_and_the_reflection_reads_the_answer_kept(
     start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
 ) -> None:
-    echo = await start_echo()
+    echo = await start_echo(BURST_SECONDS="0")
     reflections = script(llm_server, ["Première réponse.", "Deuxième réponse.", "Troisième."], lambda r: {})
     channel = fake_discord.general
     await fake_discord.user_says(ALICE, channel, "raconte-moi une histoire", mention_bot=True)
@@ -122,7 +122,7 @@ async def test_only_the_person_answered_can_swipe_and_the_reflection_reads_the_a
 async def test_a_swipe_on_a_settled_answer_says_so_and_removes_the_buttons(
     start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
 ) -> None:
-    await start_echo(SETTLE_SECONDS="2")
+    await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="2")
     script(llm_server, ["Une réponse."], lambda r: {})
     await fake_discord.user_says(ALICE, fake_discord.general, "salut", mention_bot=True)
     reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
@@ -139,7 +139,7 @@ async def test_a_swipe_on_a_settled_answer_says_so_and_removes_the_buttons(
 async def test_a_deleted_message_takes_its_memories_but_not_the_pinned_one(
     start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
 ) -> None:
-    echo = await start_echo(SETTLE_SECONDS="0")
+    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
     script(llm_server, ["Noté !"], lambda r: {"memories": [{"text": t, "type": "fact", "confidence": 0.9} for t in (CAT, LYON)]})
     said = await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat, Pixel, et j'habite à Lyon", mention_bot=True)
     memories = await until(lambda: len(rows := query(echo, "SELECT id, text FROM memories WHERE user_id = ?", (str(ALICE.id),))) == 2 and rows)
@@ -159,7 +159,7 @@ async def test_a_deleted_message_takes_its_memories_but_not_the_pinned_one(
 async def test_an_edit_after_the_reflection_corrects_the_memory_it_produced(
     start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
 ) -> None:
-    echo = await start_echo(SETTLE_SECONDS="0")
+    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
     dog = "L'utilisateur a un chien."
 
     def reflect(request: LLMRequest) -> dict[str, Any]:
@@ -181,7 +181,7 @@ async def test_an_edit_after_the_reflection_corrects_the_memory_it_produced(
 async def test_the_receipt_shows_the_change_and_says_when_the_memory_is_gone(
     start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
 ) -> None:
-    echo = await start_echo(SETTLE_SECONDS="0")
+    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
     script(llm_server, ["Pixel, quel joli nom."], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]})
     await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
     reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
@@ -218,7 +218,7 @@ async def test_the_receipt_shows_the_change_and_says_when_the_memory_is_gone(
 async def test_a_modal_edit_is_archived_and_restore_brings_the_old_text_back_even_after_a_restart(
     start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
 ) -> None:
-    echo = await start_echo(SETTLE_SECONDS="0")
+    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
     script(llm_server, ["Pixel !"], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]})
     await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
     reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
@@ -280,7 +280,7 @@ async def test_a_bulk_delete_takes_the_memories_of_each_message(
 async def test_receipts_as_a_reaction(
     start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
 ) -> None:
-    await start_echo(SETTLE_SECONDS="0", MEMORY_RECEIPTS="reaction")
+    await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0", MEMORY_RECEIPTS="reaction")
     script(llm_server, ["Pixel !"], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]})
     await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
     (call,) = await fake_discord.wait_for_call("PUT", f"/channels/{fake_discord.general.id}/messages/")
@@ -293,7 +293,7 @@ async def test_receipts_as_a_reaction(
 async def test_memories_offers_the_same_edit(
     start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
 ) -> None:
-    echo = await start_echo()
+    echo = await start_echo(BURST_SECONDS="0")
     remember = await fake_discord.run_command(
         ALICE, fake_discord.general, "remember", [{"name": "text", "type": 3, "value": "J'ai un chat."}]
     )
