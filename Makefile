@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/recall.py
 	$(BIN)/python bench/latency.py
 	$(BIN)/python bench/load.py
+	$(BIN)/python bench/streaming.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -109,6 +109,18 @@ async def run_chat(
         if line.startswith("/"):
             say(await run_command(engine, session, line) if line != "/help" else HELP)
             continue
+        printed = ""
+
+        async def show(text: str) -> None:
+            # The visible text grows by its end; when it does not (a late </think>), the
+            # whole reply is printed again once it is done.
+            nonlocal printed
+            if text.startswith(printed):
+                stdout.write((f"{name}: " if not printed else "") + text[len(printed) :])
+                stdout.flush()
+                printed = text
+
+        streaming = interactive and engine.settings.stream_replies
         result = await engine.turn(
             Incoming(
                 user_id=session.user_id,
@@ -117,12 +129,20 @@ async def run_chat(
                 story_id=session.story_id,
                 place=session.place,
                 history=list(history),
-            )
+            ),
+            on_text=show if streaming else None,
         )
+        if printed:
+            stdout.write("\n")
+            if result.cut:
+                say(f"({name} was cut off: {result.error})")
+            elif printed != result.reply:
+                say(f"{name}: {result.reply}")
         if result.reply is None:
             say(f"({name} could not answer: {result.error})")
             continue
-        say(f"{name}: {result.reply}")
+        if not printed:
+            say(f"{name}: {result.reply}")
         history += [ChannelLine(user, line), ChannelLine(name, result.reply, from_bot=True)]
         engine.schedule_reflection(session.user_id)
         if not interactive:

@@ -25,6 +25,7 @@ from bot.llm import Api
 log = logging.getLogger(__name__)
 
 DEFAULT_ENV_FILE = ".env"
+DEFAULT_DISCORD_API_URL = "https://discord.com/api/v10"
 DEFAULT_LLM_BASE_URLS: dict[str, str] = {
     "ollama": "http://localhost:11434",
     "openai": "https://api.openai.com",
@@ -75,6 +76,14 @@ class Settings(BaseSettings):
             "Id of a server where slash commands are synced at every start, so they appear at "
             "once there. Empty: nothing is synced automatically; an owner mentions the bot with "
             "`sync` (global, up to an hour to show) or `sync guild` (this server)."
+        ),
+    )
+    discord_api_url: str = Field(
+        DEFAULT_DISCORD_API_URL,
+        description=(
+            "Base URL of Discord's REST API. Point it at a REST rate-limit proxy shared by "
+            "several bots (such as nirn-proxy or twilight-http-proxy), or at the tests' local "
+            "fake Discord; the gateway address is then asked of that API (GET /gateway/bot)."
         ),
     )
     owner_ids: DiscordIds = Field(
@@ -145,6 +154,29 @@ class Settings(BaseSettings):
         description=(
             "Seconds a reply may take, including loading the model into memory on the "
             "first message."
+        ),
+    )
+    llm_vision: bool = Field(
+        False,
+        description=(
+            "The chat model can see images (llava, qwen2.5vl, gpt-4o…): image attachments are "
+            "sent with the message. false: the message only names them, \"[image: name]\", so "
+            "the character does not pretend to see them. The reflection never sees an image, "
+            "only the user's words and that mark."
+        ),
+    )
+    llm_max_images: int = Field(
+        4,
+        ge=0,
+        le=16,
+        description="Images of one message sent to a vision model; the others are only named.",
+    )
+    llm_max_image_bytes: int = Field(
+        5_000_000,
+        ge=1,
+        description=(
+            "Largest image, in bytes, sent to a vision model; a larger one is only named, "
+            "\"[image: name — too large]\"."
         ),
     )
     reflection_timeout_seconds: float = Field(
@@ -295,6 +327,42 @@ class Settings(BaseSettings):
         ),
     )
 
+    # Conversation
+    stream_replies: bool = Field(
+        True,
+        description=(
+            "Show the reply as it is written, by editing the message (at most one edit per "
+            "1.2 s per channel, Discord's rate limit). false: the reply is posted once, whole."
+        ),
+        json_schema_extra=_section("Conversation"),
+    )
+    burst_seconds: float = Field(
+        2.0,
+        ge=0,
+        le=30,
+        description=(
+            "Messages of one user in one channel less than this many seconds apart are "
+            "answered once, together, after the last of them. 0: each message is answered."
+        ),
+    )
+    settle_seconds: float = Field(
+        180.0,
+        ge=0,
+        description=(
+            "Seconds a reply stays open to regenerate (🔄) and swipe (◀ ▶) after the last press, "
+            "unless the user writes again in that channel first. The reflection runs on the "
+            "answer kept once it settles. 0: no buttons, the reflection runs at once."
+        ),
+    )
+    memory_receipts: Literal["button", "reaction", "off"] = Field(
+        "button",
+        description=(
+            "How a reply says that the reflection changed the user's memory: button (a \"🧠 n\" "
+            "button that shows the changes, with Forget and Edit), reaction (a 🧠 reaction), "
+            "or off."
+        ),
+    )
+
     # Logging
     log_level: LogLevel = Field(
         "INFO",
@@ -375,7 +443,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"Discord ids are positive numbers; {snowflake} is not an id")
         return ids
 
-    @field_validator("llm_base_url", "embeddings_base_url")
+    @field_validator("llm_base_url", "embeddings_base_url", "discord_api_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if value and not value.strip().lower().startswith(("http://", "https://")):
@@ -403,6 +471,12 @@ class Settings(BaseSettings):
         if str(value) in (":memory:", "", ".") or str(value).startswith("file:"):
             raise ValueError(f"Écho needs a database file, such as data/echo.sqlite3; got {str(value)!r}")
         return value
+
+    @field_validator("discord_api_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str) -> str:
+        # discord.py appends paths starting with "/".
+        return value.rstrip("/")
 
     @field_validator("llm_model", "reflection_model", "embeddings_model")
     @classmethod

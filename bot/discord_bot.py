@@ -11,13 +11,15 @@ import logging
 import math
 
 import discord
+import yarl
 from discord.ext import commands
 
 from bot.app import Services, StartupError
+from bot.config import DEFAULT_DISCORD_API_URL
 
 log = logging.getLogger(__name__)
 
-EXTENSIONS = ("cogs.conversation", "cogs.memory")
+EXTENSIONS = ("cogs.conversation", "cogs.memory", "cogs.message_events")
 # Nothing the bot writes may ping anyone: replies quote memories and users' own words.
 NO_MENTIONS = discord.AllowedMentions.none()
 
@@ -51,6 +53,7 @@ class EchoBot(commands.Bot):
         self.services = services
 
     async def setup_hook(self) -> None:
+        await self._use_gateway_of_api()
         await self.add_cog(OwnerCommands(self))
         for extension in EXTENSIONS:
             await self.load_extension(extension)
@@ -77,6 +80,14 @@ class EchoBot(commands.Bot):
         else:
             # Global sync is rate-limited and slow to propagate: an owner asks for it (@bot sync).
             log.info("application commands not synced automatically; an owner can mention the bot with: sync")
+
+    async def _use_gateway_of_api(self) -> None:
+        """Another REST API than Discord's names its own gateway (a proxy names Discord's)."""
+        if self.services.settings.discord_api_url == DEFAULT_DISCORD_API_URL:
+            return
+        _shards, url, _limits = await self.http.get_bot_gateway()
+        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(url)
+        log.info("Discord API at %s, gateway at %s", self.services.settings.discord_api_url, url)
 
     async def is_owner(self, user: discord.abc.User, /) -> bool:
         """The application's owner (or team) known to Discord, plus OWNER_IDS."""
@@ -136,6 +147,8 @@ class OwnerCommands(commands.Cog):
 async def run_discord(services: Services) -> None:
     """Connect and run until the process is stopped; start-up problems become StartupError."""
     token = services.settings.require_discord_token()
+    # discord.py has one REST base for the process, webhooks and interactions included.
+    discord.http.Route.BASE = services.settings.discord_api_url
     bot = EchoBot(services)
     # No heartbeat answered yet (or any more): latency is not a finite number.
     services.health.discord = lambda: bot.is_ready() and not bot.is_closed() and math.isfinite(bot.latency)

@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -23,10 +23,33 @@ from bot.character import Character, fill_user, render_character_prompt
 from bot.config import Settings
 from bot.db import Database, StorageError, fetch_all, fetch_one, to_db
 from bot.embeddings import Embedder, EmbeddingError
-from bot.llm import ChatReply, LLMClient, LLMError, LLMTooLarge
+from bot.llm import ChatReply, Image, LLMClient, LLMError, LLMStreamCut, LLMTooLarge, OnText, TokenUsage
+from bot.memory.exchange_store import (
+    MemoryChange,
+    SettledExchange,
+    add_alternative,
+    changes_of,
+    choose_alternative,
+    edit_message,
+    erase_user_exchange_data,
+    export_rows,
+    forget_message_text,
+    hold_reply,
+    mark_settled_now,
+    memories_only_from,
+    message_exchange,
+    message_owner,
+    open_exchange,
+    produced_by,
+    set_reply_message,
+    settle_exchanges,
+    sources_of,
+    users_with_open_exchanges,
+)
 from bot.memory.model import Memory, utcnow
 from bot.memory.recall import Recall, TurnFigures, TurnSelection, last_turn, turn_stats
 from bot.memory.reflection import (
+    Correction,
     ReflectionParseError,
     build_reflection_messages,
     parse_reflection,
@@ -39,6 +62,7 @@ from bot.memory.store import (
     InvalidMemory,
     MemoryStore,
     NewMemory,
+    delete_memory,
     erase_user_memories,
     insert_memory,
 )
@@ -51,7 +75,7 @@ from bot.memory.story import (
 from bot.memory.story_store import erase_user_story_data, load_story, story_history, user_story_ids
 from bot.memory.text import storable
 from bot.memory.vectors import lexical_matches
-from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
+from bot.memory.write import CHANGE_ACTIONS, ReflectionContext, ReflectionReport, apply_reflection
 from bot.metrics import Metrics
 from bot.outage import Outage
 from bot.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
@@ -84,6 +108,8 @@ CONTEXT_FULL_RATIO = 0.98
 # A reply longer than this is cut: a runaway generation must not become hundreds of Discord
 # messages: this is two or three of them.
 MAX_REPLY_CHARS = 4000
+# The cause archived with the memories a deleted message alone had produced.
+MESSAGE_DELETED = "message deleted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +123,12 @@ class Incoming:
     place: str
     message_id: str | None = None
     history: Sequence[ChannelLine] = ()
+    # Shown to a vision model with this message only; `text` names them ("[image: name]"), and
+    # only the text is saved and reflected.
+    images: Sequence[Image] = ()
+    # The reply may be regenerated and swiped: the exchange stays open, and is reflected on the
+    # answer the user keeps once it settles (next message in the story, SETTLE_SECONDS, restart).
+    swipes: bool = False
 
 
 @dataclass(slots=True)
@@ -108,6 +140,9 @@ class TurnResult:
     exchange_id: int | None
     # What the user is told when there is no reply.
     apology: str = LLM_DOWN_REPLY
+    # The streamed answer broke halfway: `reply` is the part that arrived, `error` why.
+    cut: bool = False
+    usage: TokenUsage | None = None
 
 
 @dataclass(slots=True)
@@ -135,6 +170,47 @@ class _Exchange:
     user_message: str
     reply: str
     attempts: int
+    edited_from: str | None
+    reply_message_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """The answer an open exchange shows now: alternative `n` of `total`."""
+
+    exchange_id: int
+    n: int
+    total: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """A reflection changed the user's memories: the reply of `exchange_id` may say so."""
+
+    user_id: str
+    exchange_id: int
+    story_id: str
+    reply_message_id: str | None
+    changes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptLine:
+    change: MemoryChange
+    # The memory as it is now; None once it was forgotten (or the change itself forgot it).
+    current: Memory | None
+
+
+@dataclass(slots=True)
+class DeleteOutcome:
+    user_id: str | None
+    archived: list[int] = field(default_factory=list)
+    kept_pinned: list[int] = field(default_factory=list)
+
+
+class _LongEnough(Exception):
+    """Stops a streamed reply that went past MAX_REPLY_CHARS."""
 
 
 class ExchangesGone(RuntimeError):
@@ -187,6 +263,10 @@ class Engine:
         self.metrics = metrics if metrics is not None else Metrics()
         # Calls (reply, reflection) whose full context was already reported in the log.
         self._context_warned: set[str] = set()
+        self._settle_timers: dict[tuple[str, int], asyncio.TimerHandle] = {}
+        # Front ends follow open exchanges and receipts through these (the core knows no Discord).
+        self.settle_listeners: list[Callable[[SettledExchange], Awaitable[None]]] = []
+        self.receipt_listeners: list[Callable[[Receipt], Awaitable[None]]] = []
 
     @property
     def character_user_id(self) -> str:
@@ -196,6 +276,9 @@ class Engine:
 
     async def start(self) -> None:
         await self.sync_rules()
+        # Nobody can still be choosing among the answers of a previous run: they are kept as shown.
+        for user_id in await users_with_open_exchanges(self.db):
+            await self.settle(user_id)
         await self.resume_pending_reflections()
 
     async def sync_rules(self) -> None:
@@ -217,13 +300,18 @@ class Engine:
     async def close(self, timeout: float = 20.0) -> None:
         """Let in-flight reflections finish; what does not finish stays pending for next start."""
         self._closing = True
+        for timer in self._settle_timers.values():
+            timer.cancel()  # what is still open is settled at the next start
+        self._settle_timers.clear()
         if not await self.tasks.wait(timeout):
             log.warning("shutting down with reflections in flight; they stay pending")
             await self.tasks.cancel_all()
 
     # --- one turn ----------------------------------------------------------------------------
 
-    async def turn(self, msg: Incoming) -> TurnResult:
+    async def turn(self, msg: Incoming, *, on_text: OnText | None = None) -> TurnResult:
+        """Answer one message. With `on_text`, the answer is streamed: `on_text` sees the
+        visible text as it grows, and a stream cut halfway keeps (and saves) what arrived."""
         # Every front end's text enters here; made storable once (a lone surrogate from Discord's
         # JSON or a terminal's undecodable bytes would otherwise fail the INSERT, unanswered).
         msg = replace(
@@ -240,6 +328,10 @@ class Engine:
             # that was waiting (for the LLM, for the write lock) when it ran writes nothing after.
             return self._erasures.get(msg.user_id, 0) != erasures
 
+        if any(user_id == msg.user_id for user_id, _ in self._settle_timers):
+            with contextlib.suppress(StorageError):  # they stay open; the next start settles them
+                # Writing again in the story keeps the previous answer as it is shown.
+                await self.settle(msg.user_id, story_id=msg.story_id)
         try:
             exchange_id = await self._save_exchange(msg, text, erased)
         except StorageError as exc:
@@ -277,12 +369,23 @@ class Engine:
             ),
             message=text,
             post_history=fill_user(self.character.post_history_instructions, speaker_name(msg.user_name)),
+            images=msg.images,
         )
         started = time.perf_counter()
+        cut: LLMStreamCut | None = None
+        answer: ChatReply | None = None
         try:
-            answer = await self._chat(
-                "reply", messages, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds
-            )
+            if on_text is None:
+                answer = await self._chat(
+                    "reply", messages, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds
+                )
+            else:
+                answer = await self._stream_reply(messages, on_text)
+            reply = answer.text
+        except LLMStreamCut as exc:
+            # What the user already saw is the reply: kept, saved and reflected like any other.
+            self.reply_outage.failed("streamed replies are cut off midway: %s", exc)
+            cut, reply = exc, exc.partial
         except LLMError as exc:
             self.reply_outage.failed("replies fail, messages are kept unanswered: %s", exc)
             selection.figures = TurnFigures(
@@ -295,31 +398,66 @@ class Engine:
             return TurnResult(None, str(exc), selection, exchange_id)
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
-        self.reply_outage.recovered("replies work again after %d failed turn(s)")
+        if cut is None:
+            self.reply_outage.recovered("replies work again after %d failed turn(s)")
+        usage = answer.usage if answer is not None else TokenUsage(None, None)
         selection.figures = TurnFigures(
             memory_ms=_ms(memory_seconds),
             reply_ms=_ms(time.perf_counter() - started),
-            prompt_tokens=answer.usage.prompt_tokens,
-            completion_tokens=answer.usage.completion_tokens,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
             context_tokens=self.llm.context_tokens,
-            context_full=self._context_full(answer),
+            context_full=answer is not None and self._context_full(answer),
         )
         self.metrics.turns.labels(selection.outcome).inc()
         self._record_later(selection, erased)
-        reply = answer.text.strip() or "…"
-        if len(reply) > MAX_REPLY_CHARS:
-            log.warning("a reply of %d characters was cut to %d", len(reply), MAX_REPLY_CHARS)
-            reply = reply[: MAX_REPLY_CHARS - 1] + "…"
+        reply = final_reply(reply)
         try:
             async with self.db.write() as conn:
-                await conn.execute(
-                    "UPDATE exchanges SET reply = ?, answered_at = ? WHERE user_id = ? AND id = ?",
-                    (reply, to_db(self.clock()), msg.user_id, exchange_id),
-                )
+                # After an erase the exchange row is gone: the answer is still given, never kept.
+                kept = not erased()
+                if kept:
+                    await conn.execute(
+                        "UPDATE exchanges SET reply = ?, answered_at = ? WHERE user_id = ? AND id = ?",
+                        (reply, to_db(self.clock()), msg.user_id, exchange_id),
+                    )
+                    if msg.swipes:
+                        await hold_reply(conn, msg.user_id, exchange_id, reply, messages, now=self.clock())
+                    else:
+                        await mark_settled_now(conn, msg.user_id, exchange_id, now=self.clock())
         except StorageError:
             # The user still gets the answer; the exchange stays unanswered, so it is not reflected.
             pass
-        return TurnResult(reply, None, selection, exchange_id)
+        else:
+            if msg.swipes and kept:
+                self._arm_settle(msg.user_id, exchange_id)
+        if cut is not None:
+            return TurnResult(reply, str(cut), selection, exchange_id, cut=True)
+        return TurnResult(reply, None, selection, exchange_id, usage=usage)
+
+    async def _stream_reply(self, messages: list[dict[str, Any]], on_text: OnText) -> ChatReply:
+        """The streamed reply, timed and counted like `_chat`; a runaway one is stopped once past
+        MAX_REPLY_CHARS rather than read to the timeout, since no more of it would be shown."""
+        latest = ""
+
+        async def shown(text: str) -> None:
+            nonlocal latest
+            latest = text
+            if len(text) > MAX_REPLY_CHARS:
+                raise _LongEnough
+            await on_text(text)
+
+        started = time.perf_counter()
+        try:
+            answer = await self.llm.stream(
+                messages, model=self.settings.llm_model, on_text=shown, timeout=self.settings.llm_timeout_seconds
+            )
+        except _LongEnough:
+            answer = ChatReply(latest, TokenUsage(None, None), "length")
+        finally:
+            self.metrics.llm_seconds.labels("reply").observe(time.perf_counter() - started)
+        self._count_tokens("reply", answer)
+        return answer
 
     async def _chat(self, call: str, messages: Sequence[Mapping[str, str]], **options: Any) -> ChatReply:
         """One LLM call, timed and its tokens counted; a full context is logged once and counted."""
@@ -328,6 +466,10 @@ class Engine:
             answer = await self.llm.chat(messages, **options)
         finally:
             self.metrics.llm_seconds.labels(call).observe(time.perf_counter() - started)
+        self._count_tokens(call, answer)
+        return answer
+
+    def _count_tokens(self, call: str, answer: ChatReply) -> None:
         usage = answer.usage
         if usage.prompt_tokens is not None:
             self.metrics.prompt_tokens.labels(call).observe(usage.prompt_tokens)
@@ -344,7 +486,6 @@ class Engine:
                     "(echo_prompt_context_full, the owner's page), not logged",
                     call, usage.prompt_tokens, self.llm.context_tokens,
                 )
-        return answer
 
     def _context_full(self, answer: ChatReply) -> bool:
         context, prompt = self.llm.context_tokens, answer.usage.prompt_tokens
@@ -401,6 +542,140 @@ class Engine:
         }
         return block, detail
 
+    # --- regenerate, swipe, settle -------------------------------------------------------------
+
+    async def reply_sent(self, user_id: str, exchange_id: int, message_id: str) -> None:
+        """The front end's id of the message holding the reply: where its buttons and receipt go."""
+        with contextlib.suppress(StorageError):  # only the later button edits are lost
+            await set_reply_message(self.db, user_id, exchange_id, message_id)
+        if (user_id, exchange_id) in self._settle_timers:
+            self._arm_settle(user_id, exchange_id)  # the delay counts from when it is shown
+
+    async def shown(self, user_id: str, exchange_id: int) -> Shown | None:
+        """What an open exchange shows now; None once it is settled (or not the user's)."""
+        ex = await open_exchange(self.db, user_id, exchange_id)
+        if ex is None or not ex.replies:
+            return None
+        return Shown(exchange_id, ex.choice, ex.total, ex.replies[ex.choice - 1])
+
+    async def regenerate(self, user_id: str, exchange_id: int, *, max_chars: int | None = None) -> Shown | None:
+        """Ask the model again, with the very prompt of the turn (same memories, same history).
+
+        None when the exchange is settled. LLMError when the model fails: nothing is stored.
+        """
+        ex = await open_exchange(self.db, user_id, exchange_id)
+        if ex is None or ex.prompt is None:
+            return None
+        raw = await self.llm.chat(ex.prompt, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds)
+        reply = final_reply(raw, max_chars=max_chars)
+        async with self.db.write() as conn:
+            n = await add_alternative(conn, user_id, exchange_id, reply, now=self.clock())
+        if n is None:
+            return None  # settled while the model was answering: that answer was kept
+        self._arm_settle(user_id, exchange_id)
+        return Shown(exchange_id, n, n, reply)
+
+    async def swipe(self, user_id: str, exchange_id: int, step: int) -> Shown | None:
+        """Show the previous (-1) or next (+1) answer; it becomes the one kept. None when settled."""
+        ex = await open_exchange(self.db, user_id, exchange_id)
+        if ex is None or not ex.replies:
+            return None
+        n = max(1, min(ex.total, ex.choice + step))
+        async with self.db.write() as conn:
+            if not await choose_alternative(conn, user_id, exchange_id, n):
+                return None
+        self._arm_settle(user_id, exchange_id)
+        return Shown(exchange_id, n, ex.total, ex.replies[n - 1])
+
+    async def settle(
+        self, user_id: str, *, exchange_id: int | None = None, story_id: str | None = None
+    ) -> list[SettledExchange]:
+        """Keep the answers shown: the exchanges leave the open state and are reflected."""
+        settled = await settle_exchanges(self.db, user_id, now=self.clock(), exchange_id=exchange_id, story_id=story_id)
+        for ex in settled:
+            timer = self._settle_timers.pop((user_id, ex.id), None)
+            if timer is not None:
+                timer.cancel()
+        if settled:
+            self.schedule_reflection(user_id)
+            # In the background: a turn settling the previous exchange must not wait for the
+            # front end to update that old reply.
+            for ex in settled:
+                self.tasks.spawn(self._notify(self.settle_listeners, ex), name=f"settled:{user_id}")
+        return settled
+
+    def _arm_settle(self, user_id: str, exchange_id: int) -> None:
+        """(Re)start the exchange's settle delay: choosing among answers postpones it."""
+        key = (user_id, exchange_id)
+        timer = self._settle_timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        if self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        self._settle_timers[key] = loop.call_later(self.settings.settle_seconds, self._settle_due, user_id, exchange_id)
+
+    def _settle_due(self, user_id: str, exchange_id: int) -> None:
+        self._settle_timers.pop((user_id, exchange_id), None)
+        if not self._closing:
+            self.tasks.spawn(self._settle_quietly(user_id, exchange_id), name=f"settle:{user_id}")
+
+    async def _settle_quietly(self, user_id: str, exchange_id: int) -> None:
+        try:
+            await self.settle(user_id, exchange_id=exchange_id)
+        except StorageError:
+            self._arm_settle(user_id, exchange_id)  # logged by the database; tried again later
+
+    async def _notify(self, listeners: Sequence[Callable[[Any], Awaitable[None]]], event: object) -> None:
+        for listener in list(listeners):
+            try:
+                await listener(event)
+            except Exception:
+                log.exception("a front end failed to show %s", type(event).__name__)
+
+    # --- the user's message edited or deleted -------------------------------------------------
+
+    async def message_edited(self, message_id: str, text: str, *, user_id: str | None = None) -> str:
+        """The user edited a message the character answered. Returns what happens:
+        "unknown" (no exchange), "unchanged", "reflected as edited" (not reflected yet), or
+        "correction" (already reflected: reflected again as a correction of its memories)."""
+        owner = user_id or await message_owner(self.db, message_id)
+        if owner is None:
+            return "unknown"
+        ex = await message_exchange(self.db, owner, message_id)
+        text = storable(text).strip()[: self.settings.max_message_chars]
+        if ex is None or ex.deleted:
+            return "unknown"
+        if not text or not await edit_message(self.db, owner, ex.id, text):
+            return "unchanged"
+        if ex.settled:
+            self.schedule_reflection(owner)
+        return "correction" if ex.reflected else "reflected as edited"
+
+    async def message_deleted(self, message_id: str) -> DeleteOutcome:
+        """The user deleted a message: the memories it alone produced are archived (pinned ones
+        stay), and its text leaves the exchanges. A reflection of it in flight rolls back."""
+        owner = await message_owner(self.db, message_id)
+        if owner is None:
+            return DeleteOutcome(None)
+        ex = await message_exchange(self.db, owner, message_id)
+        if ex is None or ex.deleted:
+            return DeleteOutcome(owner)
+        outcome = DeleteOutcome(owner)
+        now = self.clock()
+        async with self.db.write() as conn:
+            for memory_id, pinned in await memories_only_from(conn, owner, ex.id):
+                if pinned:
+                    outcome.kept_pinned.append(memory_id)
+                elif await delete_memory(conn, owner, memory_id, cause=MESSAGE_DELETED, now=now):
+                    outcome.archived.append(memory_id)
+            await forget_message_text(conn, owner, ex.id, now=now)
+        timer = self._settle_timers.pop((owner, ex.id), None)
+        if timer is not None:
+            timer.cancel()
+        self.cache.invalidate(owner)
+        return outcome
+
     # --- reflection --------------------------------------------------------------------------
 
     def schedule_reflection(self, user_id: str) -> asyncio.Task[None]:
@@ -436,13 +711,21 @@ class Engine:
         rows = await fetch_all(
             self.db.reader,
             "SELECT id, user_id, user_name, story_id, place, message_id, user_message, reply, "
-            "reflection_attempts FROM exchanges "
-            "WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL ORDER BY id LIMIT ?",
+            "reflection_attempts, edited_from, reply_message_id FROM exchanges "
+            "WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL AND settled_at IS NOT NULL "
+            "ORDER BY id LIMIT ?",
             (user_id, REFLECTION_BATCH),
         )
         exchanges = [_Exchange(*row) for row in rows]
+        if exchanges and exchanges[0].edited_from is not None:
+            return exchanges[:1]  # a correction is reflected alone, with what it produced
         # One call reflects one story: later exchanges of another story wait for the next round.
-        return [e for e in exchanges if e.story_id == exchanges[0].story_id and e.place == exchanges[0].place]
+        batch = []
+        for e in exchanges:
+            if e.edited_from is not None or e.story_id != exchanges[0].story_id or e.place != exchanges[0].place:
+                break
+            batch.append(e)
+        return batch
 
     def _user_lock(self, user_id: str) -> asyncio.Lock:
         return self._workers.locks.setdefault(user_id, asyncio.Lock())
@@ -487,6 +770,18 @@ class Engine:
         ids = [e.id for e in batch]
         user_text = "\n".join(e.user_message for e in batch)
         known = await self._nearest_memories(first.user_id, user_text, first.story_id, first.place)
+        correction: Correction | None = None
+        correctable: frozenset[int] = frozenset()
+        if first.edited_from is not None:
+            produced = [
+                m for m in [await self.store.get(first.user_id, i) for i in await produced_by(self.db, first.user_id, first.id)]
+                if m is not None
+            ]
+            correction = Correction(first.edited_from, [m.id for m in produced])
+            known = produced + [m for m in known if m.id not in correction.produced]
+            correctable = frozenset(
+                [m.id for m in produced if await sources_of(self.db, first.user_id, m.id) == [first.id]]
+            )
         story = await load_story(self.db, first.user_id, first.story_id)
         story_block = render_story_context(
             story.anchors,
@@ -504,6 +799,7 @@ class Engine:
             today=self.clock().date(),
             story_context=story_block,
             state_keys=list(self.state_specs),
+            correction=correction,
         )
         try:
             answer = await self._chat(
@@ -539,19 +835,22 @@ class Engine:
             source=last.message_id or f"exchange {last.id}",
             state_specs=self.state_specs,
             max_memories=self.settings.max_memories_per_user,
+            exchange_ids=tuple(ids),
+            correctable=correctable,
         )
 
         async def mark_reflected(conn: aiosqlite.Connection) -> None:
             marked = 0
-            for exchange_id in ids:
+            for e in batch:
+                # The text read is still the message's: an edit meanwhile makes it pending again.
                 cur = await conn.execute(
-                    "UPDATE exchanges SET reflected_at = ?, last_error = NULL "
-                    "WHERE user_id = ? AND id = ? AND reflected_at IS NULL",
-                    (to_db(self.clock()), first.user_id, exchange_id),
+                    "UPDATE exchanges SET reflected_at = ?, last_error = NULL, edited_from = NULL "
+                    "WHERE user_id = ? AND id = ? AND reflected_at IS NULL AND user_message = ?",
+                    (to_db(self.clock()), first.user_id, e.id, e.user_message),
                 )
                 marked += cur.rowcount
             if marked != len(ids):
-                raise ExchangesGone(f"{len(ids) - marked} exchange(s) erased or already reflected")
+                raise ExchangesGone(f"{len(ids) - marked} exchange(s) erased, edited or already reflected")
 
         self.reflection_outage.recovered("reflections work again after %d failed attempt(s)")
         report: ReflectionReport = await apply_reflection(
@@ -560,6 +859,13 @@ class Engine:
         self.cache.invalidate(first.user_id)
         self.last_reports[first.user_id] = report
         self.metrics.reflections.labels("applied").inc()
+        if any(d.action in CHANGE_ACTIONS and d.memory_id is not None for d in report.decisions):
+            # The count covers every reflection of this exchange (a correction adds to it).
+            changes = len(await changes_of(self.db, first.user_id, last.id))
+            await self._notify(
+                self.receipt_listeners,
+                Receipt(first.user_id, last.id, last.story_id, last.reply_message_id, changes),
+            )
         return True
 
     async def _reflection_failed(self, batch: list[_Exchange], error: str, *, give_up: bool) -> None:
@@ -642,6 +948,25 @@ class Engine:
         self.cache.invalidate(user_id)
         return done
 
+    async def edit_memory(self, user_id: str, memory_id: int, text: str) -> int | None:
+        """The user rewrites one of their memories. The previous version is archived first:
+        returns its history id (for /restore), or None when the memory is not one of theirs."""
+        history_id = await self.store.edit(user_id, memory_id, storable(text), cause="user: edit")
+        self.cache.invalidate(user_id)
+        return history_id
+
+    async def receipt_size(self, user_id: str, exchange_id: int) -> int:
+        """How many changes the receipt of this exchange lists (0: no receipt)."""
+        return len(await changes_of(self.db, user_id, exchange_id))
+
+    async def receipt(self, user_id: str, exchange_id: int) -> list[ReceiptLine]:
+        """What the reflection of this exchange changed in the user's memories, each with the
+        memory as it is now."""
+        return [
+            ReceiptLine(change, await self.store.get(user_id, change.memory_id))
+            for change in await changes_of(self.db, user_id, exchange_id)
+        ]
+
     async def restore(self, user_id: str, history_id: int) -> int | None:
         memory_id = await self.store.restore(user_id, history_id, cause="user: /restore")
         self.cache.invalidate(user_id)
@@ -681,6 +1006,7 @@ class Engine:
 
     async def export(self, user_id: str) -> dict[str, Any]:
         """Everything stored about one user, as plain JSON-able data."""
+        answers, sources = await export_rows(self.db, user_id)
 
         def memory_json(m: Memory) -> dict[str, Any]:
             return {
@@ -699,6 +1025,7 @@ class Engine:
                 "times_candidate": m.times_candidate,
                 "times_served": m.times_served,
                 "times_semantic": m.times_semantic,
+                "from_exchanges": sources.get(m.id, []),
             }
 
         await self.wait_recorded(user_id)
@@ -706,10 +1033,13 @@ class Engine:
         story = await story_history(self.db, user_id, None, limit=100_000)
         rows = await fetch_all(
             self.db.reader,
-            "SELECT story_id, user_message, reply, created_at FROM exchanges WHERE user_id = ? ORDER BY id",
+            "SELECT id, story_id, user_message, reply, created_at FROM exchanges WHERE user_id = ? ORDER BY id",
             (user_id,),
         )
-        exchanges = [{"story_id": r[0], "message": r[1], "reply": r[2], "at": r[3]} for r in rows]
+        exchanges = [
+            {"id": r[0], "story_id": r[1], "message": r[2], "reply": r[3], "answers": answers.get(r[0], []), "at": r[4]}
+            for r in rows
+        ]
         stories = []
         for story_id in await user_story_ids(self.db, user_id):
             story_state = await load_story(self.db, user_id, story_id)
@@ -808,6 +1138,7 @@ class Engine:
         async with self._user_lock(user_id), self.db.write() as conn:
             report = await erase_user_memories(conn, user_id)
             await erase_user_story_data(conn, user_id)
+            await erase_user_exchange_data(conn, user_id)
             for statement in (
                 "DELETE FROM exchanges WHERE user_id = ?",
                 "DELETE FROM turns WHERE user_id = ?",
@@ -826,6 +1157,18 @@ class Engine:
 
 def _ms(seconds: float) -> int:
     return round(seconds * 1000)
+
+
+def final_reply(reply: str, *, max_chars: int | None = None) -> str:
+    """The model's answer as sent: never empty, never a runaway (a runaway generation must not
+    become hundreds of Discord messages)."""
+    limit = min(MAX_REPLY_CHARS, max_chars or MAX_REPLY_CHARS)
+    reply = storable(reply).strip() or "…"
+    if len(reply) > limit:
+        if limit == MAX_REPLY_CHARS:
+            log.warning("a reply of %d characters was cut to %d", len(reply), limit)
+        reply = reply[: limit - 1] + "…"
+    return reply
 
 
 def export_json(data: dict[str, Any]) -> str:

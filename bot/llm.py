@@ -1,6 +1,8 @@
 """Chat client for Ollama (`/api/chat`) and OpenAI-compatible (`/v1/chat/completions`) servers.
 
 One `LLMClient` per configured server, over the application's single shared `httpx.AsyncClient`.
+`chat` returns a whole answer (the reflection, replies when not streamed); `stream` reads Ollama's
+NDJSON or OpenAI's server-sent events and shows the text as it grows.
 Every failure surfaces as an `LLMError` subclass whose message is written for the person running
 the bot: it names the URL and says what to do, and never contains the API key.
 """
@@ -8,11 +10,13 @@ the bot: it names the URL and says what to do, and never contains the API key.
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import json
 import logging
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -52,8 +56,9 @@ class TokenUsage:
 
 @dataclass(frozen=True, slots=True)
 class ChatReply:
-    text: str
+    text: str  # thinking stripped, made storable
     usage: TokenUsage
+    stop_reason: str | None = None
 
 
 def _count(value: Any) -> int | None:
@@ -102,6 +107,21 @@ class LLMTooLarge(LLMBadResponse):
     """The answer went past MAX_RESPONSE_BYTES: the same prompt would loop the same way again."""
 
 
+class LLMStreamCut(LLMError):
+    """A streamed answer broke after some text arrived: `partial` is that text (thinking
+    stripped), `cause` the failure that cut it."""
+
+    def __init__(self, cause: LLMError, *, partial: str) -> None:
+        super().__init__(f"The answer was cut after {len(partial)} characters: {cause}")
+        self.cause = cause
+        self.partial = partial
+
+
+# Receives the visible text so far, each time it grows; it must return quickly (the stream
+# waits for it).
+OnText = Callable[[str], Awaitable[None]]
+
+
 def strip_thinking(text: str) -> str:
     """The answer without the model's `<think>…</think>` reasoning, trimmed."""
     text = _THINK_BLOCK.sub("", text)
@@ -136,6 +156,15 @@ def _connect_failure(exc: BaseException) -> str:
         visited.add(id(cause))
         cause = cause.__cause__ or cause.__context__
     return str(exc) or "connection failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """An image shown to a vision model with a message."""
+
+    name: str
+    mime: str
+    data: bytes
 
 
 def _same_model(wanted: str, listed: str) -> bool:
@@ -176,7 +205,7 @@ class LLMClient:
 
     async def chat(
         self,
-        messages: Sequence[Mapping[str, str]],
+        messages: Sequence[Mapping[str, Any]],
         *,
         model: str,
         json_schema: dict[str, Any] | None = None,
@@ -189,29 +218,9 @@ class LLMClient:
         `messages` are `{"role": "system" | "user" | "assistant", "content": str}`, as the prompt
         builders return them.
         """
-        wire = [{"role": m["role"], "content": m["content"]} for m in messages]
-        body: dict[str, Any] = {"model": model, "messages": wire, "stream": False}
-        if self.api == "ollama":
-            path = "/api/chat"
-            if json_schema is not None:
-                body["format"] = json_schema
-            options: dict[str, Any] = {}
-            if temperature is not None:
-                options["temperature"] = temperature
-            if self.context_tokens is not None:
-                options["num_ctx"] = self.context_tokens
-            if options:
-                body["options"] = options
-        else:
-            path = "/v1/chat/completions"
-            if json_schema is not None:
-                body["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": SCHEMA_NAME, "schema": json_schema, "strict": False},
-                }
-            if temperature is not None:
-                body["temperature"] = temperature
-
+        path, body = self._request_body(
+            messages, model=model, json_schema=json_schema, temperature=temperature, stream=False
+        )
         started = time.perf_counter()
         if timeout is None:
             timeout = self.timeout
@@ -240,6 +249,69 @@ class LLMClient:
             self.api, model, json_schema is not None, time.perf_counter() - started, len(text),
         )
         return ChatReply(text, token_usage(self.api, data))
+
+    async def stream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        on_text: OnText,
+        temperature: float | None = None,
+        timeout: float | None = None,
+    ) -> ChatReply:
+        """The assistant's answer, streamed: `on_text` sees the visible text as it grows.
+
+        Bounded like `chat` (the whole exchange by `timeout`, the body by MAX_RESPONSE_BYTES).
+        A failure before any text raises the `LLMError` `chat` would; after some text, an
+        `LLMStreamCut` holding it.
+        """
+        path, body = self._request_body(
+            messages, model=model, json_schema=None, temperature=temperature, stream=True
+        )
+        if timeout is None:
+            timeout = self.timeout
+        started = time.perf_counter()
+        raw: list[str] = []
+        shown = ""
+        usage = TokenUsage(None, None)
+        stop: str | None = None
+        try:
+            async with self._exchange("POST", path, body, timeout) as response:
+                if response.status_code >= 400:
+                    failed = await self._complete(response, path)
+                    if failed.status_code == 404:
+                        self._raise_if_model_missing(failed, model)
+                    self._raise_for_status(failed, path)
+                async for event in self._events(response, path):
+                    piece, event_stop, event_usage = self._stream_event(event, path)
+                    stop = event_stop or stop
+                    usage = event_usage or usage
+                    if piece:
+                        raw.append(piece)
+                        visible = storable(strip_thinking("".join(raw)))
+                        if visible != shown:
+                            shown = visible
+                            await on_text(visible)
+                if stop is None:
+                    raise LLMBadResponse(
+                        f"The {self._server} at {self._url(path)} ended the stream before the "
+                        "model finished its answer."
+                    )
+        except LLMError as exc:
+            partial = storable(strip_thinking("".join(raw)))
+            if partial:
+                raise LLMStreamCut(exc, partial=partial) from exc
+            raise
+        if stop == "length":
+            log.warning("model %s hit its token limit: the reply is cut short", model)
+        text = storable(strip_thinking("".join(raw)))
+        if not text:
+            raise LLMBadResponse(f"The {self._server} at {self._url(path)} returned an empty reply.")
+        log.debug(
+            "%s stream model=%s %.2fs %d chars usage=%s",
+            self.api, model, time.perf_counter() - started, len(text), usage,
+        )
+        return ChatReply(text, usage, stop)
 
     async def check(self, model: str, *, quiet: bool = False) -> None:
         """Start-up check: the server answers and lists `model`. Raises an `LLMError` otherwise.
@@ -274,6 +346,60 @@ class LLMClient:
             listed = [str(n) for n in names]
             raise ModelNotFound(self._missing_model_message(model, listed=listed), model=model)
 
+    # -- requests --------------------------------------------------------------------------
+
+    def _request_body(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        json_schema: dict[str, Any] | None,
+        temperature: float | None,
+        stream: bool,
+    ) -> tuple[str, dict[str, Any]]:
+        """(path, JSON body) of a chat call; a message's `images` (raw bytes) go in the API's
+        own shape: Ollama's base64 `images`, OpenAI's `image_url` content parts."""
+        wire = [self._wire_message(m) for m in messages]
+        body: dict[str, Any] = {"model": model, "messages": wire, "stream": stream}
+        if self.api == "ollama":
+            if json_schema is not None:
+                body["format"] = json_schema
+            options: dict[str, Any] = {}
+            if temperature is not None:
+                options["temperature"] = temperature
+            if self.context_tokens is not None:
+                options["num_ctx"] = self.context_tokens
+            if options:
+                body["options"] = options
+            return "/api/chat", body
+        if json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": SCHEMA_NAME, "schema": json_schema, "strict": False},
+            }
+        if temperature is not None:
+            body["temperature"] = temperature
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        return "/v1/chat/completions", body
+
+    def _wire_message(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        wire: dict[str, Any] = {"role": message["role"], "content": message["content"]}
+        images: Sequence[Image] = message.get("images") or ()
+        if not images:
+            return wire
+        if self.api == "ollama":
+            wire["images"] = [base64.b64encode(image.data).decode() for image in images]
+        else:
+            wire["content"] = [{"type": "text", "text": message["content"]}] + [
+                {
+                    "type": "image_url",
+                    "image_url": {"url": f"data:{image.mime};base64,{base64.b64encode(image.data).decode()}"},
+                }
+                for image in images
+            ]
+        return wire
+
     # -- transport -------------------------------------------------------------------------
 
     def _url(self, path: str) -> str:
@@ -282,6 +408,14 @@ class LLMClient:
     async def _send(
         self, method: str, path: str, body: dict[str, Any] | None, timeout: float
     ) -> httpx.Response:
+        async with self._exchange(method, path, body, timeout) as response:
+            return await self._complete(response, path)
+
+    @contextlib.asynccontextmanager
+    async def _exchange(
+        self, method: str, path: str, body: dict[str, Any] | None, timeout: float
+    ) -> AsyncIterator[httpx.Response]:
+        """The response as it arrives; transport failures become `LLMError`s."""
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         request = self._http.build_request(
             method, self._root + path, json=body, headers=headers, timeout=timeout
@@ -291,7 +425,7 @@ class LLMClient:
             async with asyncio.timeout(timeout):
                 response = await self._http.send(request, stream=True)
                 try:
-                    content = await self._read_bounded(response, path)
+                    yield response
                 finally:
                     await response.aclose()
         except httpx.ConnectTimeout:
@@ -311,11 +445,78 @@ class LLMClient:
                 f"The connection to the {self._server} at {self._url(path)} broke before a "
                 f"complete answer arrived ({self._scrub(detail)})."
             ) from None
+
+    async def _complete(self, response: httpx.Response, path: str) -> httpx.Response:
+        """The whole (bounded) body, as a response that can be read again."""
+        content = await self._read_bounded(response, path)
         # The body is already decoded: the new response must not decode it again.
         headers = [
             (k, v) for k, v in response.headers.multi_items() if k.lower() not in _ENCODING_HEADERS
         ]
-        return httpx.Response(response.status_code, headers=headers, content=content, request=request)
+        return httpx.Response(
+            response.status_code, headers=headers, content=content, request=response.request
+        )
+
+    async def _events(self, response: httpx.Response, path: str) -> AsyncIterator[dict[str, Any]]:
+        """The JSON objects of a stream: Ollama's NDJSON lines or OpenAI's SSE `data:` lines."""
+        received = 0
+        async for line in response.aiter_lines():
+            received += len(line) + 1
+            if received > MAX_RESPONSE_BYTES:
+                raise LLMTooLarge(
+                    f"The {self._server} at {self._url(path)} sent more than "
+                    f"{MAX_RESPONSE_BYTES // 1_000_000} MB for one answer; it was dropped. A "
+                    "model that does not stop is usually missing its stop token or output limit."
+                )
+            line = line.strip()
+            if self.api == "openai":
+                if not line.startswith("data:"):
+                    continue  # SSE comments, event names, blank separators
+                line = line[len("data:") :].strip()
+                if line == "[DONE]":
+                    return
+            if not line:
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                event = None
+            if not isinstance(event, dict):
+                raise LLMBadResponse(
+                    f"The {self._server} at {self._url(path)} streamed something that is not a "
+                    f"JSON object: {self._quote(line)}"
+                )
+            yield event
+
+    def _stream_event(
+        self, event: dict[str, Any], path: str
+    ) -> tuple[str, str | None, TokenUsage | None]:
+        """(text piece, stop reason when finished, usage when given) of one stream event."""
+        error = event.get("error")
+        if error is not None:
+            said = error.get("message") if isinstance(error, dict) else error
+            raise LLMBadResponse(
+                f"The {self._server} at {self._url(path)} reported an error mid-answer: "
+                f"{self._quote(str(said))}"
+            )
+        try:
+            if self.api == "ollama":
+                piece = (event.get("message") or {}).get("content") or ""
+                if not event.get("done"):
+                    return piece, None, None
+                return piece, event.get("done_reason") or "stop", token_usage("ollama", event)
+            usage = token_usage("openai", event) if isinstance(event.get("usage"), dict) else None
+            choices = event.get("choices") or []
+            if not choices:
+                return "", None, usage
+            choice = choices[0]
+            piece = (choice.get("delta") or {}).get("content") or ""
+            return piece, choice.get("finish_reason"), usage
+        except (AttributeError, TypeError):
+            raise LLMBadResponse(
+                f"The {self._server} at {self._url(path)} streamed an event of an unexpected "
+                f"shape: {self._quote(json.dumps(event, ensure_ascii=False))}"
+            ) from None
 
     async def _read_bounded(self, response: httpx.Response, path: str) -> bytes:
         """The body, refused past MAX_RESPONSE_BYTES before it is all in memory."""

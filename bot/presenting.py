@@ -14,7 +14,7 @@ from bot.memory.recall import TurnFigures, TurnSelection
 from bot.memory.story_store import StoryHistoryEntry
 
 if TYPE_CHECKING:
-    from bot.engine import MemoryStats
+    from bot.engine import MemoryStats, ReceiptLine
 
 REASON_LABELS = {
     "pinned": "pinned",
@@ -57,8 +57,15 @@ def memory_pages(
 ) -> list[str]:
     """Pages of at most `per_page` memory lines and `max_chars` characters, header included
     (a Discord message holds 2,000); one page saying so when there is nothing."""
+    return [text for text, _ in memory_pages_with_spans(memories, now=now, per_page=per_page, max_chars=max_chars)]
+
+
+def memory_pages_with_spans(
+    memories: Sequence[Memory], *, now: datetime, per_page: int = 10, max_chars: int = 1_900
+) -> list[tuple[str, range]]:
+    """`memory_pages`, each page with the positions in `memories` it shows."""
     if not memories:
-        return ["No memories yet."]
+        return [("No memories yet.", range(0))]
     lines = [memory_line(m, now=now) for m in memories]
     total = len(lines)
 
@@ -69,7 +76,7 @@ def memory_pages(
     room = max_chars - len(header(total, total))
     if room < 1:
         raise ValueError("max_chars leaves no room for a memory line")
-    pages: list[str] = []
+    pages: list[tuple[str, range]] = []
     start = 0
     while start < total:
         chunk = [clip(lines[start], room)]
@@ -79,7 +86,7 @@ def memory_pages(
                 break
             chunk.append(line)
             used += 1 + len(line)
-        pages.append(header(start + 1, start + len(chunk)) + "\n".join(chunk))
+        pages.append((header(start + 1, start + len(chunk)) + "\n".join(chunk), range(start, start + len(chunk))))
         start += len(chunk)
     return pages
 
@@ -224,3 +231,50 @@ def sharing_text(on: bool, *, changed: bool) -> str:
     if changed:
         return f"Sharing across places is now {state}."
     return f"Sharing across places is {state}. Usage: /share on|off"
+
+
+# --- receipts, edits, swipes -----------------------------------------------------------------
+
+RECEIPT_ICON = "🧠"
+SETTLED_ALREADY = (
+    "This answer is settled: I kept it as shown, and only the latest answer of a conversation "
+    "can be regenerated or swiped."
+)
+REGENERATE_FAILED = "I couldn't get another answer from my language model just now; the one shown stays."
+
+
+def receipt_text(lines: Sequence[ReceiptLine]) -> str:
+    """What one reflection changed, each memory as it is now (for the receipt)."""
+    if not lines:
+        return "Nothing of this message is in my memory of you."
+    out = ["What I changed in my memory of you after this message:"]
+    for line in lines:
+        change, current = line.change, line.current
+        if change.action == "added":
+            out.append(f"+ added #{change.memory_id}: {clip(change.text)}")
+        elif change.action == "replaced":
+            out.append(f"~ replaced #{change.memory_id}: {clip(change.before or '', 80)} → {clip(change.text)}")
+        else:
+            out.append(f"− forgot #{change.memory_id}: {clip(change.text)} (/history to restore it)")
+        if change.action != "forgotten":
+            if current is None:
+                out.append(f"   #{change.memory_id} has been forgotten since (/history to restore it).")
+            elif current.text != change.text:
+                out.append(f"   now: {clip(current.text)}")
+    if all(line.current is None for line in lines):
+        out.append("None of these memories is in my memory any more.")
+    return "\n".join(out)
+
+
+def gone_memory(memory_id: int) -> str:
+    return f"#{memory_id} is no longer in my memory (forgotten); /history lists its archived versions."
+
+
+def edit_result(memory_id: int, history_id: int | None) -> str:
+    if history_id is None:
+        return no_memory(memory_id)
+    return f"Edited #{memory_id}. The previous version is archived as h{history_id}: `/restore {history_id}` brings it back."
+
+
+def not_edited(reason: object) -> str:
+    return f"Not edited: {reason}."

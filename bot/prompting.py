@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from bot.llm import Image
 from bot.memory.model import Memory
 
 _TYPE_LABELS = {"fact": "fact", "preference": "preference", "promise": "promise", "episode": "episode"}
@@ -114,8 +116,9 @@ def build_reply_messages(
     history: Sequence[ChannelLine],
     message: str,
     post_history: str = "",
-) -> list[dict[str, str]]:
-    """The chat messages of one reply call."""
+    images: Sequence[Image] = (),
+) -> list[dict[str, Any]]:
+    """The chat messages of one reply call; `images` go with the last message."""
     user_name = speaker_name(user_name)
     system_parts = [
         character_prompt.strip(),
@@ -133,7 +136,7 @@ def build_reply_messages(
             "language they write in. Messages from the channel are prefixed with their author's name."
         ),
     ]
-    messages: list[dict[str, str]] = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": "\n\n".join(p for p in system_parts if p)}
     ]
     for line in history:
@@ -141,7 +144,10 @@ def build_reply_messages(
             messages.append({"role": "assistant", "content": line.text})
         else:
             messages.append({"role": "user", "content": f"{speaker_name(line.author)}: {line.text}"})
-    messages.append({"role": "user", "content": f"{user_name}: {message}"})
+    last: dict[str, Any] = {"role": "user", "content": f"{user_name}: {message}"}
+    if images:
+        last["images"] = list(images)
+    messages.append(last)
     if post_history.strip():
         # A character card's post-history instructions go after the chat, where cards expect them.
         messages.append({"role": "system", "content": post_history.strip()})

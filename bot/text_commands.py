@@ -15,9 +15,11 @@ from bot.memory.store import InvalidMemory
 from bot.memory.story_store import story_history
 from bot.presenting import (
     STORAGE_FAILED,
+    edit_result,
     forget_result,
     history_text,
     memory_pages,
+    not_edited,
     not_remembered,
     pin_result,
     remembered,
@@ -33,6 +35,7 @@ Commands:
   /remember <text>   remember something you tell me explicitly
   /pin <id>          always keep a memory in context      /unpin <id>
   /forget <id>       forget a memory (archived, restorable)
+  /edit <id> <text>  rewrite a memory (the old text is archived, restorable)
   /history           archived versions and anchor removals /restore <history id>
   /why               the memories chosen for your last message, and why
   /stats             memory statistics (never-surfaced memories, degraded turns)
@@ -103,6 +106,18 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         if name == "forget":
             return forget_result(target, exists and await engine.forget(user, target))
         return pin_result(target, name == "pin", exists and await engine.pin(user, target, name == "pin"))
+    if name == "edit":
+        # The raw rest of the line, as for /remember.
+        _, target_arg, text = (line.split(maxsplit=2) + ["", ""])[:3]
+        target = _memory_id(target_arg)
+        if target is None or not text.strip():
+            return "Usage: /edit <id> <text>"
+        if target > MAX_ROW_ID:
+            return edit_result(target, None)
+        try:
+            return edit_result(target, await engine.edit_memory(user, target, text))
+        except InvalidMemory as exc:
+            return not_edited(exc)
     if name == "history":
         entries = await engine.store.history(user)
         return history_text(entries, await story_history(engine.db, user, None, operations=("anchor_removed",)))

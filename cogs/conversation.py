@@ -1,28 +1,41 @@
 """Answers the messages addressed to the character: mentions, DMs, replies, allowed channels.
 
 Who is answered is decided by `bot.discord_text.decide` on plain facts read from the message;
-this cog only translates between discord objects and `Engine.turn`. The reflection is scheduled
-after the reply is sent, never awaited by it.
+this cog only translates between discord objects and `Engine.turn`. A user's messages that
+follow each other within BURST_SECONDS are answered once, together. The reply is streamed into
+one message edited as it grows (`LiveReply`), or posted whole (`send_reply`); both return the
+messages of the final reply. The reflection is scheduled after the reply is sent, never
+awaited by it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import discord
 from discord.ext import commands
 
 from bot.discord_bot import NO_MENTIONS, EchoBot
 from bot.discord_text import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
-from bot.engine import Engine, Incoming
+from bot.engine import Engine, Incoming, Shown, TurnResult
+from bot.llm import Image
 from bot.prompting import ChannelLine
 from bot.ratelimit import RateLimiter, Verdict
+from cogs.views import swipe_view
 
 log = logging.getLogger(__name__)
 
 RATE_LIMITED_REACTION = "⏳"
+# Discord gives a channel's message writes one rate-limit bucket (about 5 per 5 s), shared by
+# posts and edits: a streamed reply edits at most this often per channel.
+EDIT_INTERVAL = 1.2
+CUT_NOTE = "*(…my answer was cut off here.)*"
 
 
 def message_facts(message: discord.Message, bot_id: int) -> MessageFacts:
@@ -43,6 +56,172 @@ def message_facts(message: discord.Message, bot_id: int) -> MessageFacts:
     )
 
 
+class ChannelPacer:
+    """At most one write per `interval` seconds in each channel, counted from the end of the
+    previous write: Discord sees the writes at least `interval` apart, however slow each is."""
+
+    def __init__(self, interval: float = EDIT_INTERVAL, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self._clock = clock
+        self._last: dict[int, float] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    @contextlib.asynccontextmanager
+    async def slot(self, channel_id: int) -> AsyncIterator[_Slot]:
+        """Wait for this channel's turn, then write inside the block (or `skip()` it)."""
+        async with self._locks.setdefault(channel_id, asyncio.Lock()):
+            last = self._last.get(channel_id)
+            if last is not None:
+                wait = last + self.interval - self._clock()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            taken = _Slot()
+            try:
+                yield taken
+            finally:
+                if not taken.skipped:
+                    self._last[channel_id] = self._clock()
+
+
+class _Slot:
+    __slots__ = ("skipped",)
+
+    def __init__(self) -> None:
+        self.skipped = False
+
+    def skip(self) -> None:
+        """Nothing was written: the next write need not wait for this one."""
+        self.skipped = True
+
+
+async def send_reply(message: discord.Message, text: str) -> list[discord.Message]:
+    """`text` as a reply to `message`, split under Discord's limit; the messages sent."""
+    # fail_if_not_exists=False: if the message was deleted meanwhile, the answer still lands.
+    reference = message.to_reference(fail_if_not_exists=False)
+    sent: list[discord.Message] = []
+    for n, chunk in enumerate(split_message(text) or ["…"]):
+        if n == 0:
+            sent.append(
+                await message.channel.send(chunk, reference=reference, mention_author=False, allowed_mentions=NO_MENTIONS)
+            )
+        else:
+            sent.append(await message.channel.send(chunk, allowed_mentions=NO_MENTIONS))
+    return sent
+
+
+class LiveReply:
+    """One reply shown while it is written: typing until the first text, then one message
+    posted and edited as the text grows, at the channel's pace; `finish` puts the final text
+    in, split as `send_reply` splits it."""
+
+    def __init__(self, message: discord.Message, pacer: ChannelPacer) -> None:
+        self.message = message
+        self.pacer = pacer
+        self.sent: discord.Message | None = None
+        self._shown = ""
+        self._latest = ""
+        self._changed = asyncio.Event()
+        self._closing = False
+        self._typing: Any = message.channel.typing()
+        self._writer: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> LiveReply:
+        await self._typing.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._stop()
+
+    async def update(self, text: str) -> None:
+        """The text so far (called by the stream; returns at once)."""
+        self._latest = text
+        self._changed.set()
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_while_streaming())
+
+    async def finish(self, text: str) -> list[discord.Message]:
+        """Show the final text; the messages that hold it."""
+        await self._stop()
+        chunks = split_message(text) or ["…"]
+        if self.sent is None:
+            return await send_reply(self.message, text)
+        messages = [self.sent]
+        if chunks[0] != self._shown:
+            async with self.pacer.slot(self.message.channel.id):
+                await self._edit(chunks[0])
+        for chunk in chunks[1:]:
+            messages.append(await self.message.channel.send(chunk, allowed_mentions=NO_MENTIONS))
+        return messages
+
+    async def _stop(self) -> None:
+        self._closing = True
+        self._changed.set()
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await self._writer
+            self._writer = None
+        await self._stop_typing()
+
+    async def _stop_typing(self) -> None:
+        if self._typing is not None:
+            typing, self._typing = self._typing, None
+            await typing.__aexit__(None, None, None)
+
+    async def _write_while_streaming(self) -> None:
+        channel_id = self.message.channel.id
+        while not self._closing:
+            await self._changed.wait()
+            self._changed.clear()
+            if self._closing:
+                return
+            async with self.pacer.slot(channel_id) as slot:
+                if self._closing or not await self._show_preview(channel_id):
+                    slot.skip()
+                    if self._closing:
+                        return
+
+    async def _show_preview(self, channel_id: int) -> bool:
+        """Show the text so far; False when there was nothing new to show."""
+        # Past the first chunk, the rest is posted by `finish`.
+        preview = (split_message(self._latest) or [""])[0]
+        if not preview or preview == self._shown:
+            return False
+        try:
+            if self.sent is None:
+                self.sent = await self.message.channel.send(
+                    preview,
+                    reference=self.message.to_reference(fail_if_not_exists=False),
+                    mention_author=False,
+                    allowed_mentions=NO_MENTIONS,
+                )
+                self._shown = preview
+                await self._stop_typing()
+            else:
+                await self._edit(preview)
+        except discord.HTTPException as exc:
+            log.warning("could not show a streamed reply in channel %s: %s", channel_id, exc)
+        return True
+
+    async def _edit(self, text: str) -> None:
+        assert self.sent is not None
+        await self.sent.edit(content=text, allowed_mentions=NO_MENTIONS)
+        self._shown = text
+
+
+@dataclass(slots=True)
+class _Burst:
+    messages: list[discord.Message]
+    texts: list[str]
+    deadline: float
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass(slots=True)
+class _Images:
+    marks: list[str] = field(default_factory=list)
+    images: list[Image] = field(default_factory=list)
+
+
 class Conversation(commands.Cog):
     def __init__(
         self, bot: commands.Bot, engine: Engine, *, clock: Callable[[], float] = time.monotonic
@@ -54,8 +233,15 @@ class Conversation(commands.Cog):
         self.limiter = RateLimiter(
             settings.user_rate_limit_messages, settings.user_rate_limit_seconds, clock=clock
         )
+        self.pacer = ChannelPacer()
         self._history_refused: set[int] = set()
         self._warned_empty_reply = False
+        self._bursts: dict[tuple[int, int], _Burst] = {}
+
+    async def cog_unload(self) -> None:
+        for burst in self._bursts.values():
+            if burst.task is not None:
+                burst.task.cancel()
 
     @commands.Cog.listener()
     async def on_message(self, message: discord.Message) -> None:
@@ -73,11 +259,11 @@ class Conversation(commands.Cog):
             log.debug("not answering message %s: %s", message.id, decision.why)
             return
         text = clean_incoming(message.content, me.id, {u.id: u.display_name for u in message.mentions})
-        if not text:
+        if not text and not _image_attachments(message):
             if decision.why == "reply" and not message.content and not self.bot.intents.message_content:
                 self._warn_empty_reply()
-            return  # a bare mention or an attachment: nothing to answer
-        if (await self.bot.get_context(message)).command is not None:
+            return  # a bare mention or a file: nothing to answer
+        if text and (await self.bot.get_context(message)).command is not None:
             return  # an owner command such as "@Écho sync"
         user_id = str(message.author.id)
         verdict = self.limiter.hit(user_id)
@@ -86,20 +272,115 @@ class Conversation(commands.Cog):
                 log.info("user %s is over the rate limit; their messages are ignored for a while", user_id)
                 await self._react(message, RATE_LIMITED_REACTION)
             return
+        wait = self.engine.settings.burst_seconds
+        if wait <= 0:
+            await self.respond([message], [text])
+            return
+        key = (message.channel.id, message.author.id)
+        burst = self._bursts.get(key)
+        deadline = time.monotonic() + wait
+        if burst is not None:
+            burst.messages.append(message)
+            burst.texts.append(text)
+            burst.deadline = deadline
+            return
+        burst = _Burst([message], [text], deadline)
+        self._bursts[key] = burst
+        burst.task = asyncio.create_task(self._answer_burst(key, burst), name=f"burst:{key}")
+
+    async def _answer_burst(self, key: tuple[int, int], burst: _Burst) -> None:
+        """Once the user has been quiet for BURST_SECONDS, answer all their messages at once."""
+        try:
+            while (left := burst.deadline - time.monotonic()) > 0:
+                await asyncio.sleep(left)
+            del self._bursts[key]
+            await self.respond(burst.messages, burst.texts)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("could not answer the messages of user %s in channel %s", key[1], key[0])
+
+    async def respond(self, messages: Sequence[discord.Message], texts: Sequence[str]) -> list[discord.Message]:
+        """One turn for these messages of one user (oldest first); the reply's messages."""
+        me = self.bot.user
+        assert me is not None
+        first, last = messages[0], messages[-1]
+        seen = await self._images(messages)
+        text = "\n".join(t for t in texts if t)
+        if seen.marks:
+            text = (text + "\n" if text else "") + " ".join(seen.marks)
+        user_id = str(last.author.id)
         incoming = Incoming(
             user_id=user_id,
-            user_name=message.author.display_name,
+            user_name=last.author.display_name,
             text=text,
-            story_id=str(message.channel.id),  # a thread is its own story
-            place=place_of(message.guild.id if message.guild is not None else None),
-            message_id=str(message.id),
-            history=await self._history(message, me.id),
+            story_id=str(last.channel.id),  # a thread is its own story
+            place=place_of(last.guild.id if last.guild is not None else None),
+            message_id=str(last.id),
+            history=await self._history(first, me.id),
+            images=seen.images,
+            swipes=self.engine.settings.settle_seconds > 0,
         )
-        async with message.channel.typing():
-            result = await self.engine.turn(incoming)
-        await self._reply(message, result.reply if result.reply is not None else result.apology)
+        if self.engine.settings.stream_replies:
+            result, sent = await self.streamed_turn(last, incoming)
+        else:
+            async with last.channel.typing():
+                result = await self.engine.turn(incoming)
+            sent = await send_reply(last, _shown_text(result))
         if result.reply is not None:
+            if result.exchange_id is not None:
+                await self.engine.reply_sent(user_id, result.exchange_id, str(sent[-1].id))
+                await self._add_swipe_controls(incoming, result, sent)
             self.engine.schedule_reflection(user_id)
+        return sent
+
+    async def streamed_turn(self, message: discord.Message, incoming: Incoming) -> tuple[TurnResult, list[discord.Message]]:
+        async with LiveReply(message, self.pacer) as live:
+            result = await self.engine.turn(incoming, on_text=live.update)
+            return result, await live.finish(_shown_text(result))
+
+    async def _images(self, messages: Sequence[discord.Message]) -> _Images:
+        """Marks naming every image; with LLM_VISION, the images themselves, within bounds."""
+        settings = self.engine.settings
+        seen = _Images()
+        for attachment in (a for m in messages for a in _image_attachments(m)):
+            name = attachment.filename
+            if not settings.llm_vision:
+                seen.marks.append(f"[image: {name}]")
+            elif len(seen.images) >= settings.llm_max_images:
+                seen.marks.append(f"[image: {name} — not shown, too many images]")
+            elif attachment.size > settings.llm_max_image_bytes:
+                seen.marks.append(f"[image: {name} — too large]")
+            else:
+                try:
+                    data = await attachment.read()
+                except discord.HTTPException as exc:
+                    log.warning("could not download image %s: %s", name, exc)
+                    seen.marks.append(f"[image: {name} — could not be downloaded]")
+                    continue
+                if len(data) > settings.llm_max_image_bytes:
+                    seen.marks.append(f"[image: {name} — too large]")
+                    continue
+                seen.marks.append(f"[image: {name}]")
+                seen.images.append(Image(name, attachment.content_type or "image/png", data))
+        return seen
+
+    async def _add_swipe_controls(self, incoming: Incoming, result: TurnResult, sent: list[discord.Message]) -> None:
+        """◀ 1/1 ▶ 🔄 under a reply that fits in one message; a longer one is kept as it is."""
+        if not incoming.swipes or result.reply is None or result.exchange_id is None:
+            return
+        if len(sent) > 1:
+            await self.engine.settle(incoming.user_id, exchange_id=result.exchange_id)
+            return
+        view = swipe_view(int(incoming.user_id), Shown(result.exchange_id, 1, 1, result.reply))
+        # An edit like the streamed ones: it takes its turn in the channel's pace.
+        try:
+            async with self.pacer.slot(sent[-1].channel.id):
+                await sent[-1].edit(view=view)
+            if await self.engine.shown(incoming.user_id, result.exchange_id) is None:
+                await sent[-1].edit(view=None)  # settled while the buttons were on their way
+        except discord.HTTPException as exc:
+            log.debug("could not add the swipe buttons to a reply: %s", exc)
 
     def _warn_empty_reply(self) -> None:
         """Without the Message Content intent, a reply carries its text only if it pings the bot."""
@@ -133,22 +414,22 @@ class Conversation(commands.Cog):
         lines.reverse()
         return lines
 
-    async def _reply(self, message: discord.Message, text: str) -> None:
-        # fail_if_not_exists=False: if the message was deleted meanwhile, the answer still lands.
-        reference = message.to_reference(fail_if_not_exists=False)
-        for n, chunk in enumerate(split_message(text) or ["…"]):
-            if n == 0:
-                await message.channel.send(
-                    chunk, reference=reference, mention_author=False, allowed_mentions=NO_MENTIONS
-                )
-            else:
-                await message.channel.send(chunk, allowed_mentions=NO_MENTIONS)
-
     async def _react(self, message: discord.Message, emoji: str) -> None:
         try:
             await message.add_reaction(emoji)
         except discord.HTTPException as exc:
             log.debug("could not react to message %s: %s", message.id, exc)
+
+
+def _image_attachments(message: discord.Message) -> list[discord.Attachment]:
+    return [a for a in message.attachments if (a.content_type or "").startswith("image/")]
+
+
+def _shown_text(result: TurnResult) -> str:
+    """What the user reads: the reply (marked when cut), or the apology."""
+    if result.reply is None:
+        return result.apology
+    return f"{result.reply}\n\n{CUT_NOTE}" if result.cut else result.reply
 
 
 async def setup(bot: EchoBot) -> None:

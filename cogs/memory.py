@@ -22,19 +22,18 @@ from bot.discord_text import (
     history_choices,
     memory_choices,
     place_of,
-    split_message,
     user_refusal,
 )
-from bot.db import StorageError
 from bot.engine import Engine, export_json
-from bot.memory.model import MEMORY_TYPES
+from bot.memory.model import MEMORY_TYPES, Memory
 from bot.memory.store import InvalidMemory, MAX_MEMORY_CHARS
 from bot.memory.story_store import story_history
+from cogs.views import FAILED, NOT_YOURS, open_editor, report_failure, say
 from bot.presenting import (
-    STORAGE_FAILED,
     forget_result,
     history_text,
-    memory_pages,
+    clip,
+    memory_pages_with_spans,
     not_remembered,
     pin_result,
     remembered,
@@ -51,36 +50,10 @@ PAGE_TIMEOUT = 300.0  # well under the 15 minutes an interaction token lives
 CONFIRM_TIMEOUT = 60.0
 # Discord's upload limit for bots is 10 MiB: a larger export is sent gzipped.
 EXPORT_MAX_BYTES = 8 * 1024 * 1024
-NOT_YOURS = "These buttons belong to the person who ran the command."
-FAILED = "Something went wrong on my side; it was logged. Try again later."
 
 
 def _user(interaction: discord.Interaction) -> str:
     return str(interaction.user.id)
-
-
-async def say(interaction: discord.Interaction, text: str) -> None:
-    """An ephemeral answer; beyond 2,000 characters, the rest follows in ephemeral followups."""
-    for n, chunk in enumerate(split_message(text) or ["…"]):
-        if n == 0 and not interaction.response.is_done():
-            await interaction.response.send_message(chunk, ephemeral=True, allowed_mentions=NO_MENTIONS)
-        else:
-            await interaction.followup.send(chunk, ephemeral=True, allowed_mentions=NO_MENTIONS)
-
-
-async def report_failure(interaction: discord.Interaction, what: str, error: BaseException) -> None:
-    """Log a failed command or button, and tell the person who used it (only them)."""
-    original = getattr(error, "original", error)
-    if isinstance(original, StorageError):
-        # Logged once by the database; a traceback per command would bury that line.
-        text = STORAGE_FAILED
-    else:
-        log.error("%s failed", what, exc_info=error)
-        text = FAILED
-    try:
-        await say(interaction, text)
-    except discord.HTTPException as exc:
-        log.debug("could not report the failure of %s: %s", what, exc)
 
 
 class OwnerOnlyView(discord.ui.View):
@@ -148,6 +121,34 @@ class PageView(OwnerOnlyView):
         await self._edit_origin(view=self)
 
 
+class MemoryPages(PageView):
+    """/memories: the pages, and a menu to edit one of the memories of the page shown."""
+
+    def __init__(
+        self, engine: Engine, owner_id: int, pages: list[str], groups: list[list[Memory]], *, timeout: float = PAGE_TIMEOUT
+    ) -> None:
+        self.engine = engine
+        self.groups = groups
+        self.edit_menu: discord.ui.Select[MemoryPages] = discord.ui.Select(placeholder="Edit a memory…", row=1)
+        self.edit_menu.callback = self._edit  # type: ignore[method-assign]
+        super().__init__(owner_id, pages, timeout=timeout)
+        self.add_item(self.edit_menu)
+
+    def _update_buttons(self) -> None:
+        super()._update_buttons()
+        self.edit_menu.options = [
+            discord.SelectOption(label=f"Edit #{m.id}", description=clip(m.text, 100), value=str(m.id))
+            for m in self.groups[self.index][:25]
+        ]
+
+    async def _edit(self, interaction: discord.Interaction) -> None:
+        await open_editor(interaction, self.engine, int(self.edit_menu.values[0]))
+
+    async def on_timeout(self) -> None:
+        self.edit_menu.disabled = True
+        await super().on_timeout()
+
+
 class EraseConfirm(OwnerOnlyView):
     def __init__(self, engine: Engine, owner_id: int, *, timeout: float = CONFIRM_TIMEOUT) -> None:
         super().__init__(owner_id, timeout=timeout)
@@ -212,11 +213,11 @@ class MemoryCommands(commands.Cog):
     @app_commands.choices(kind=[app_commands.Choice(name=t, value=t) for t in USER_MEMORY_TYPES])
     async def memories(self, interaction: discord.Interaction, kind: app_commands.Choice[str] | None = None) -> None:
         found = await self.engine.store.list(_user(interaction), types=[kind.value] if kind else None)
-        pages = memory_pages(found, now=self.engine.clock())
-        if len(pages) == 1:
-            await say(interaction, pages[0])
+        pages = memory_pages_with_spans(found, now=self.engine.clock())
+        if not found:
+            await say(interaction, pages[0][0])
             return
-        view = PageView(interaction.user.id, pages)
+        view = MemoryPages(self.engine, interaction.user.id, [text for text, _ in pages], [[found[i] for i in span] for _, span in pages])
         await interaction.response.send_message(view.page, view=view, ephemeral=True, allowed_mentions=NO_MENTIONS)
         view.origin = interaction
 

@@ -198,3 +198,11 @@ def test_env_example_defaults_are_the_code_defaults(tmp_path):
     env = tmp_path / "uncommented.env"
     env.write_text("".join(f"{var}={value}\n" for var, value in _example_assignments()), encoding="utf-8")
     assert load_settings(_env_file=env) == load_settings(_env_file=None)
+
+
+def test_the_discord_api_url_defaults_to_discord_and_loses_a_trailing_slash():
+    assert load_settings(_env_file=None).discord_api_url == "https://discord.com/api/v10"
+    proxied = load_settings(_env_file=None, discord_api_url="http://127.0.0.1:8080/api/v10/")
+    assert proxied.discord_api_url == "http://127.0.0.1:8080/api/v10"
+    with pytest.raises(ConfigError, match="DISCORD_API_URL"):
+        load_settings(_env_file=None, discord_api_url="discord.com/api/v10")

@@ -341,3 +341,33 @@ async def test_an_llm_outage_is_logged_once_and_its_end_once(db, http, llm_serve
     assert [level for level, _ in logged] == [logging.WARNING, logging.INFO]
     assert "CUDA out of memory" in logged[0][1] and "after 3 failed" in logged[1][1]
     assert engine.reply_outage.failures == 3
+
+
+async def test_a_streamed_turn_shows_the_text_growing_and_saves_the_whole_reply(db, http, llm_server, tmp_path):
+    engine = make_engine(db, http, llm_server, tmp_path)
+    llm_server.replies.append(Reply("Bonjour Alice, enchantée."))
+    seen: list[str] = []
+
+    async def on_text(text: str) -> None:
+        seen.append(text)
+
+    result = await engine.turn(msg("Bonjour"), on_text=on_text)
+    assert seen == ["Bonjour", "Bonjour Alice,", "Bonjour Alice, enchantée."]
+    assert result.reply == "Bonjour Alice, enchantée." and not result.cut
+    assert result.usage is not None and result.usage.completion_tokens == 3
+    async with db.reader.execute("SELECT reply FROM exchanges") as cur:
+        assert [tuple(row) for row in await cur.fetchall()] == [("Bonjour Alice, enchantée.",)]
+
+
+async def test_a_stream_cut_halfway_is_the_reply_as_far_as_it_went(db, http, llm_server, tmp_path):
+    engine = make_engine(db, http, llm_server, tmp_path)
+    llm_server.replies.append(Reply("Il était une fois un dragon", die_after=3))
+
+    async def on_text(text: str) -> None:
+        pass
+
+    result = await engine.turn(msg("Une histoire"), on_text=on_text)
+    assert result.cut and result.reply == "Il était une"
+    assert result.error is not None and "cut" in result.error
+    async with db.reader.execute("SELECT reply FROM exchanges") as cur:
+        assert [tuple(row) for row in await cur.fetchall()] == [("Il était une",)]

@@ -352,6 +352,25 @@ State: small deltas for {state_keys} (numbers, bounded by the code).
 """
 
 
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """The message was edited after its reflection: what it said then, what that produced."""
+
+    previous: str
+    produced: Sequence[int]
+
+
+def _correction_block(user: str, correction: Correction) -> str:
+    produced = ", ".join(f"[{i}]" for i in correction.produced) or "none"
+    return (
+        f"{user} edited the message below after you first read it. It used to say:\n"
+        f"<previous>\n{quote_block(correction.previous)}\n</previous>\n"
+        f"Memories taken from the previous version: {produced}. Read the exchange as a correction: "
+        "replace or delete those the edited message no longer supports, keep the others, and add "
+        "only what the edit newly says.\n\n"
+    )
+
+
 def _format_memory(memory: Memory) -> str:
     expiry = f" (until {memory.expires_at.date().isoformat()})" if memory.expires_at else ""
     return f"[{memory.id}] ({memory.type}) {quote_line(memory.text)}{expiry}"
@@ -366,10 +385,12 @@ def build_reflection_messages(
     today: date,
     story_context: str = "",
     state_keys: Sequence[str] = (),
+    correction: Correction | None = None,
 ) -> list[dict[str, str]]:
     """The messages of one reflection call over one or more (message, reply) exchanges.
 
     `known` are the memories shown with their ids: the only ids the reflection may touch.
+    `correction`: the (single) message was edited after it was reflected.
     """
     story_part = ""
     if story_context or state_keys:
@@ -388,6 +409,7 @@ def build_reflection_messages(
         f"Today is {today.isoformat()}.\n\n"
         f"Known memories about {user}:\n{known_block}\n\n"
         + (f"{story_context}\n\n" if story_context else "")
+        + (_correction_block(user, correction) if correction is not None else "")
         + "The exchange:\n"
         + "".join(
             f"<message author=\"{speaker_attribute(user)}\">\n{quote_block(message)}\n</message>\n"

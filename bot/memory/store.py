@@ -365,6 +365,21 @@ class MemoryStore:
                 conn, user_id, memory_id, text, operation="replace", cause=cause, now=self.clock()
             )
 
+    async def edit(self, user_id: str, memory_id: int, text: str, *, cause: str) -> int | None:
+        """Rewrite a memory as the user typed it (pinned or not). Returns the id of the archived
+        previous version, or None when the id is not one of the user's."""
+        now = self.clock()
+        text = NewMemory(text=text).validated().text
+        async with self.db.write() as conn:
+            history_id = await archive(conn, user_id, memory_id, "edit", cause=cause, now=now)
+            if history_id is None:
+                return None
+            await conn.execute(
+                "UPDATE memories SET text = ?, content_hash = ?, updated_at = ? WHERE user_id = ? AND id = ?",
+                (text, content_hash(text), to_db(now), user_id, memory_id),
+            )
+            return history_id
+
     async def forget(self, user_id: str, memory_id: int, *, cause: str) -> bool:
         async with self.db.write() as conn:
             return await delete_memory(conn, user_id, memory_id, cause=cause, now=self.clock())

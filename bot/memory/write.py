@@ -17,6 +17,7 @@ import aiosqlite
 
 from bot.db import Database
 from bot.memory import filters
+from bot.memory.exchange_store import add_sources, record_change
 from bot.memory.dedup import DedupIndex, MergeDecision, merge
 from bot.memory.model import Memory, utcnow
 from bot.memory.reflection import Reflection
@@ -56,6 +57,8 @@ class Decision:
     text: str
     memory_id: int | None = None
     detail: str = ""
+    # The memory's text before a replace or a merge.
+    before: str | None = None
 
 
 @dataclass(slots=True)
@@ -89,10 +92,28 @@ class ReflectionContext:
     state_specs: Mapping[str, StateSpec] = field(default_factory=dict)
     # MAX_MEMORIES_PER_USER: past it, new items are dropped (merges and corrections still apply).
     max_memories: int | None = None
+    # The exchanges reflected: every memory the reflection adds or confirms records them as its
+    # sources, and its changes are filed under the last one (the reply that shows the receipt).
+    exchange_ids: tuple[int, ...] = ()
+    # Memories that came only from a message the user has since edited: the edit is the user's
+    # own correction of them, so a replacement needs no further backing from the message.
+    correctable: frozenset[int] = frozenset()
 
     @property
     def cause(self) -> str:
         return f"reflection of message {self.source}" if self.source else "reflection"
+
+
+# What a decision means for the user's memory: its receipt line, and whether the exchanges
+# become sources of the memory.
+CHANGE_ACTIONS: Mapping[str, str] = {
+    "added": "added",
+    "replace_as_add": "added",
+    "merged": "replaced",
+    "replaced": "replaced",
+    "deleted": "forgotten",
+}
+_SOURCED = frozenset({"added", "replace_as_add", "merged", "absorbed", "replaced"})
 
 
 def _same_place(memory: Memory, place: str | None) -> bool:
@@ -125,8 +146,10 @@ class _Writer:
             if not m.is_expired(self.now) and _same_place(m, self.ctx.place)
         ]
 
-    def decide(self, action: Action, text: str, memory_id: int | None = None, detail: str = "") -> None:
-        self.report.decisions.append(Decision(action, text, memory_id, detail))
+    def decide(
+        self, action: Action, text: str, memory_id: int | None = None, detail: str = "", before: str | None = None
+    ) -> None:
+        self.report.decisions.append(Decision(action, text, memory_id, detail, before))
 
     def _refusal(self, memory_id: int) -> str | None:
         """Why the reflection may not touch this id at all, or None."""
@@ -165,6 +188,9 @@ class _Writer:
         if rejection is not None:
             self.decide("dropped", text, memory_id, rejection)
             return
+        if memory_id in self.ctx.correctable:
+            await self._rewrite(memory, text, expires_at)
+            return
         flipped = filters.flipped_negation(text, [(memory.id, memory.text)], self.ctx.user_message)
         if flipped is not None:
             self.decide(
@@ -182,6 +208,10 @@ class _Writer:
                 as_replacement_of=(memory_id, verdict.why),
             )
             return
+        await self._rewrite(memory, text, expires_at)
+
+    async def _rewrite(self, memory: Memory, text: str, expires_at: datetime | None) -> None:
+        memory_id = memory.id
         if text.strip() == memory.text.strip() and expires_at == memory.expires_at:
             self.decide("absorbed", text, memory_id, "replacement identical to the memory")
             return
@@ -198,10 +228,26 @@ class _Writer:
             expires_at=expires_at,
             keep_expiry=False,
         )
+        before = memory.text
         memory.text, memory.expires_at = text, expires_at
         if memory_id in self.index:  # only live memories of this place are merge targets
             self.index.add(memory_id, text)
-        self.decide("replaced", text, memory_id)
+        self.decide("replaced", text, memory_id, before=before)
+
+    async def record_provenance(self) -> None:
+        if not self.ctx.exchange_ids:
+            return
+        receipt_exchange = self.ctx.exchange_ids[-1]
+        for d in self.report.decisions:
+            if d.memory_id is None:
+                continue
+            if d.action in _SOURCED:
+                await add_sources(self.conn, self.ctx.user_id, d.memory_id, self.ctx.exchange_ids)
+            change = CHANGE_ACTIONS.get(d.action)
+            if change is not None:
+                await record_change(
+                    self.conn, self.ctx.user_id, receipt_exchange, d.memory_id, change, d.text, d.before, now=self.now
+                )
 
     def _lexical_rejection(self, text: str) -> str | None:
         if filters.not_about_user(text, self.ctx.character_name, user_name=self.ctx.user_name):
@@ -255,10 +301,13 @@ class _Writer:
                     now=self.now,
                     expires_at=expires_at,
                 )
+                before = existing.text
                 existing.text = decision.text
                 existing.expires_at = expires_at or existing.expires_at
                 self.index.add(match_id, decision.text)
-                self.decide("merged", decision.text, match_id, f"score {score:.2f}: {decision.reason}")
+                self.decide(
+                    "merged", decision.text, match_id, f"score {score:.2f}: {decision.reason}", before=before
+                )
             else:
                 # Absorption does not refresh the date: a fact the user keeps repeating must not
                 # climb the recency ranking above fresh memories. A newly given expiry is kept,
@@ -361,6 +410,7 @@ async def apply_reflection(
                 cause=ctx.cause,
                 now=now,
             )
+        await writer.record_provenance()
         if finalize is not None:
             await finalize(conn)
     log.info("reflection applied for one user: %s", writer.report.summary())

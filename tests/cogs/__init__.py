@@ -42,6 +42,9 @@ async def services(tmp_path, llm_server: FakeLLMServer) -> AsyncIterator[Service
         llm_base_url=llm_server.url,
         llm_model="fake-llm",
         database_path=tmp_path / "echo.sqlite3",
+        # The cog's streaming and bursts are tested through the fake Discord (tests/discord_e2e).
+        stream_replies=False,
+        burst_seconds=0,
     )
     opened = await _open(settings)
     try:

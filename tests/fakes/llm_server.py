@@ -33,6 +33,12 @@ An answer is a `str` (the assistant's text) or a `Reply` for anything else:
                                        `prompt_eval_count`, OpenAI `usage.prompt_tokens`); by
                                        default the words of every message sent
 Completion tokens are the words of the answer.
+A request with `"stream": true` is answered as the real servers stream (Ollama NDJSON with
+`prompt_eval_count`/`eval_count` on the last line; OpenAI SSE with a finish chunk, a usage
+chunk when `stream_options.include_usage`, then `data: [DONE]`), one word per event:
+    Reply("a b c", pace=0.05)          one word every 0.05 s
+    Reply("a b c", die_after=2)        two words, then the connection is dropped mid-stream
+    Reply("a b c", stream_error="oom") the words, then an error event in that API's shape
 
 Every request (chat and model lists) is recorded in `server.requests` as an `LLMRequest`
 (api, method, path, model, messages, json_schema, headers, body); `server.chats` keeps the chat
@@ -45,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 import socket
 import time
 from collections import deque
@@ -98,6 +105,9 @@ class Reply:
     trickle: float = 0.0
     gzip: bool = False
     prompt_tokens: int | None = None
+    pace: float = 0.0
+    die_after: int | None = None
+    stream_error: str | None = None
 
 
 Answer = str | Reply
@@ -119,6 +129,8 @@ class FakeLLMServer:
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
         self._served = 0
+        # (time.monotonic(), word) of every streamed word, in order.
+        self.streamed: list[tuple[float, str]] = []
 
     @property
     def chats(self) -> list[LLMRequest]:
@@ -248,6 +260,8 @@ class FakeLLMServer:
                 await asyncio.wait_for(self._stopping.wait(), reply.delay)
             except TimeoutError:
                 pass
+        if recorded.body is not None and recorded.body.get("stream") is True and reply.body is None and reply.error is None and reply.status < 400:
+            return await self._stream(request, api, model, reply, recorded)
         if reply.body is not None:
             raw = reply.body.encode() if isinstance(reply.body, str) else reply.body
         elif reply.error is not None:
@@ -265,6 +279,73 @@ class FakeLLMServer:
             response.enable_compression(web.ContentCoding.gzip)
         return response
 
+
+    async def _stream(
+        self, request: web.Request, api: Api, model: str, reply: Reply, recorded: LLMRequest
+    ) -> web.StreamResponse:
+        self._served += 1
+        serial = self._served
+        words = re.findall(r"\s*\S+", reply.content) or [""]
+        mime = "application/x-ndjson" if api == "ollama" else "text/event-stream"
+        response = web.StreamResponse(status=200, headers={"Content-Type": mime})
+        await response.prepare(request)
+        include_usage = bool(((recorded.body or {}).get("stream_options") or {}).get("include_usage"))
+        prompt_tokens = reply.prompt_tokens
+        if prompt_tokens is None:
+            prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in recorded.messages)
+
+        async def send(event: dict[str, Any]) -> None:
+            line = json.dumps(event)
+            await response.write((line + "\n").encode() if api == "ollama" else f"data: {line}\n\n".encode())
+
+        for n, word in enumerate(words):
+            if reply.die_after is not None and n >= reply.die_after:
+                if request.transport is not None:
+                    request.transport.close()
+                return response
+            if reply.pace and n:
+                try:
+                    await asyncio.wait_for(self._stopping.wait(), reply.pace)
+                    return response
+                except TimeoutError:
+                    pass
+            await send(_stream_piece(api, model, word, serial))
+            self.streamed.append((time.monotonic(), word))
+        if reply.stream_error is not None:
+            await send(_error_body(api, reply.stream_error))
+            await response.write_eof()
+            return response
+        if api == "ollama":
+            await send(
+                {
+                    "model": model, "created_at": "2025-01-01T00:00:00Z",
+                    "message": {"role": "assistant", "content": ""}, "done": True,
+                    "done_reason": reply.finish, "prompt_eval_count": prompt_tokens,
+                    "eval_count": len(words),
+                }
+            )
+        else:
+            await send(
+                {
+                    "id": f"chatcmpl-fake-{serial}", "object": "chat.completion.chunk",
+                    "created": int(time.time()), "model": model,
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish}],
+                }
+            )
+            if include_usage:
+                await send(
+                    {
+                        "id": f"chatcmpl-fake-{serial}", "object": "chat.completion.chunk",
+                        "created": int(time.time()), "model": model, "choices": [],
+                        "usage": {
+                            "prompt_tokens": prompt_tokens, "completion_tokens": len(words),
+                            "total_tokens": prompt_tokens + len(words),
+                        },
+                    }
+                )
+            await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
     async def _send_in_pieces(
         self, request: web.Request, reply: Reply, raw: bytes
@@ -296,6 +377,18 @@ def _mime(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip()
 
 
+
+
+def _stream_piece(api: Api, model: str, word: str, serial: int) -> dict[str, Any]:
+    if api == "ollama":
+        return {
+            "model": model, "created_at": "2025-01-01T00:00:00Z",
+            "message": {"role": "assistant", "content": word}, "done": False,
+        }
+    return {
+        "id": f"chatcmpl-fake-{serial}", "object": "chat.completion.chunk", "created": int(time.time()),
+        "model": model, "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}],
+    }
 
 
 def _chat_body(api: Api, model: str, reply: Reply, serial: int, prompt_tokens: int) -> dict[str, Any]:

@@ -73,6 +73,9 @@ SNAPSHOT_TABLES: dict[str, str] = {
     "story_positions": "SELECT * FROM story_positions WHERE user_id = ? ORDER BY id",
     "story_state": "SELECT * FROM story_state WHERE user_id = ? ORDER BY story_id, name",
     "story_history": "SELECT * FROM story_history WHERE user_id = ? ORDER BY id",
+    "exchange_replies": "SELECT * FROM exchange_replies WHERE user_id = ? ORDER BY id",
+    "memory_sources": "SELECT * FROM memory_sources WHERE user_id = ? ORDER BY memory_id, exchange_id",
+    "memory_changes": "SELECT * FROM memory_changes WHERE user_id = ? ORDER BY id",
 }
 # The oracle's view across users, on purpose unscoped: who owns each id. A row that appears
 # during a step must be the actor's, and a row never changes owner. (Only memories have
@@ -276,6 +279,27 @@ class IsolationMachine(RuleBasedStateMachine):
         mine = memory_id in self.live_memories(actor)
         done = self.step(actor, self.engine.forget(actor, memory_id), changes_nothing=not mine)
         assert done is mine, f"{actor} forgetting #{memory_id} answered {done}"
+
+    @rule(actor=actors, word=words, data=st.data())
+    def edit(self, actor: str, word: int, data: st.DataObject) -> None:
+        memory_id = self.draw_id(data, "memories", actor, "memory id")
+        mine = memory_id in self.live_memories(actor)
+        text = f"L'utilisateur aime beaucoup le {WORDS[actor][word]}."
+        history_id = self.step(actor, self.engine.edit_memory(actor, memory_id, text), changes_nothing=not mine)
+        assert (history_id is not None) is mine, f"{actor} editing #{memory_id} answered {history_id}"
+
+    @rule(data=st.data())
+    def delete_message(self, data: st.DataObject) -> None:
+        """A message deleted on Discord: the event names no author, only the message."""
+        messages = sorted(
+            (row[5], user) for user in self.users for row in self.snapshots[user]["exchanges"] if row[5] is not None
+        )
+        if not messages:
+            return
+        message_id, owner = data.draw(st.sampled_from(messages), label="deleted message")
+        outcome = self.step(owner, self.engine.message_deleted(message_id))
+        assert outcome.user_id == owner
+        assert not set(outcome.archived) - self.owned("memories", owner)
 
     @rule(actor=actors, data=st.data())
     def restore(self, actor: str, data: st.DataObject) -> None:

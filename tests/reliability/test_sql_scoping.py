@@ -53,6 +53,18 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "start-up sweep: reads only which users have unreflected exchanges, then schedules each "
     "user's own worker, whose statements are scoped",
     (
+        "bot/memory/exchange_store.py",
+        "users_with_open_exchanges",
+        "SELECT DISTINCT user_id FROM exchanges WHERE settled_at IS NULL AND reply IS NOT NULL",
+    ): "start-up: reads only which users have exchanges left open by the previous run, then "
+    "settles each user's own, with scoped statements",
+    (
+        "bot/memory/exchange_store.py",
+        "message_owner",
+        "SELECT user_id FROM exchanges WHERE message_id = ? LIMIT 1",
+    ): "a deleted message reaches the bot without its author (Discord's raw delete event): only "
+    "the owner of that one message id is read, every later statement is scoped by that owner",
+    (
         "bot/memory/vectors.py",
         "stale_memories",
         (

@@ -1,0 +1,381 @@
+"""SQLite storage of what happens to an exchange after its reply: the alternatives of a regenerate,
+settling, the edits and deletes of the user's message, where memories came from (memory_sources)
+and what each reflection changed (memory_changes, the receipts).
+
+Every statement filters on user_id, except `message_owner`: a deleted message reaches the bot
+without its author, so the owner is looked up by message id first, then everything is scoped.
+Functions taking `conn` join the caller's write transaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import aiosqlite
+
+from bot.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.llm import Image
+
+
+@dataclass(frozen=True, slots=True)
+class OpenExchange:
+    """An answered exchange whose reply can still be regenerated or swiped."""
+
+    id: int
+    user_id: str
+    story_id: str
+    reply_message_id: str | None
+    prompt: list[dict[str, Any]] | None
+    choice: int
+    replies: list[str]
+
+    @property
+    def total(self) -> int:
+        return len(self.replies)
+
+
+@dataclass(frozen=True, slots=True)
+class SettledExchange:
+    id: int
+    user_id: str
+    story_id: str
+    reply_message_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageExchange:
+    """The exchange of one front-end message, as an edit or a delete finds it."""
+
+    id: int
+    user_id: str
+    story_id: str
+    user_message: str
+    reflected: bool
+    settled: bool
+    deleted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryChange:
+    memory_id: int
+    action: str  # added, replaced, forgotten
+    text: str
+    before: str | None
+    at: datetime
+
+
+# --- the reply and its alternatives -----------------------------------------------------------
+
+
+def _encode(value: Any) -> Any:
+    # The images a vision model was shown go with the prompt: a regenerate shows them again.
+    if isinstance(value, Image):
+        return {"__image__": [value.name, value.mime, base64.b64encode(value.data).decode("ascii")]}
+    raise TypeError(f"{type(value).__name__} is not part of a prompt")
+
+
+def _decode(obj: dict[str, Any]) -> Any:
+    if set(obj) == {"__image__"}:
+        name, mime, data = obj["__image__"]
+        return Image(name, mime, base64.b64decode(data))
+    return obj
+
+
+async def hold_reply(
+    conn: aiosqlite.Connection,
+    user_id: str,
+    exchange_id: int,
+    reply: str,
+    prompt: Sequence[dict[str, Any]],
+    *,
+    now: datetime,
+) -> None:
+    """Keep an answered exchange open: its prompt for a regenerate, its reply as alternative 1."""
+    await conn.execute(
+        "UPDATE exchanges SET prompt = ?, reply_choice = 1 WHERE user_id = ? AND id = ?",
+        (json.dumps(list(prompt), ensure_ascii=False, default=_encode), user_id, exchange_id),
+    )
+    await conn.execute(
+        "INSERT INTO exchange_replies (user_id, exchange_id, n, text, created_at) VALUES (?, ?, 1, ?, ?)",
+        (user_id, exchange_id, reply, to_db(now)),
+    )
+
+
+async def mark_settled_now(conn: aiosqlite.Connection, user_id: str, exchange_id: int, *, now: datetime) -> None:
+    await conn.execute(
+        "UPDATE exchanges SET settled_at = ? WHERE user_id = ? AND id = ? AND settled_at IS NULL",
+        (to_db(now), user_id, exchange_id),
+    )
+
+
+async def open_exchange(db: Database, user_id: str, exchange_id: int) -> OpenExchange | None:
+    """The exchange if it is still open (answered, not settled, not deleted), else None."""
+    row = await fetch_one(
+        db.reader,
+        "SELECT id, user_id, story_id, reply_message_id, prompt, reply_choice FROM exchanges "
+        "WHERE user_id = ? AND id = ? AND settled_at IS NULL AND reply IS NOT NULL AND deleted_at IS NULL",
+        (user_id, exchange_id),
+    )
+    if row is None:
+        return None
+    rows = await fetch_all(
+        db.reader,
+        "SELECT text FROM exchange_replies WHERE user_id = ? AND exchange_id = ? ORDER BY n",
+        (user_id, exchange_id),
+    )
+    prompt = json.loads(row["prompt"], object_hook=_decode) if row["prompt"] else None
+    return OpenExchange(
+        row["id"], row["user_id"], row["story_id"], row["reply_message_id"], prompt,
+        int(row["reply_choice"] or 1), [r[0] for r in rows],
+    )
+
+
+async def add_alternative(
+    conn: aiosqlite.Connection, user_id: str, exchange_id: int, text: str, *, now: datetime
+) -> int | None:
+    """Store a new answer and show it. Its number, or None when the exchange is no longer open."""
+    row = await fetch_one(
+        conn,
+        "SELECT COALESCE(MAX(r.n), 0) FROM exchange_replies AS r WHERE r.user_id = ? AND r.exchange_id = ? "
+        "AND EXISTS (SELECT 1 FROM exchanges AS e WHERE e.user_id = ? AND e.id = r.exchange_id "
+        "AND e.settled_at IS NULL AND e.deleted_at IS NULL)",
+        (user_id, exchange_id, user_id),
+    )
+    n = int(row[0]) + 1 if row is not None and row[0] else 0
+    if n == 0:
+        return None
+    await conn.execute(
+        "INSERT INTO exchange_replies (user_id, exchange_id, n, text, created_at) VALUES (?, ?, ?, ?, ?)",
+        (user_id, exchange_id, n, text, to_db(now)),
+    )
+    await choose_alternative(conn, user_id, exchange_id, n)
+    return n
+
+
+async def choose_alternative(conn: aiosqlite.Connection, user_id: str, exchange_id: int, n: int) -> bool:
+    """Show (and keep) alternative n: the exchange's reply becomes its text. False when closed."""
+    cur = await conn.execute(
+        "UPDATE exchanges SET reply_choice = ?, reply = (SELECT r.text FROM exchange_replies AS r "
+        "WHERE r.user_id = ? AND r.exchange_id = ? AND r.n = ?) "
+        "WHERE user_id = ? AND id = ? AND settled_at IS NULL AND deleted_at IS NULL "
+        "AND EXISTS (SELECT 1 FROM exchange_replies AS x WHERE x.user_id = ? AND x.exchange_id = ? AND x.n = ?)",
+        (n, user_id, exchange_id, n, user_id, exchange_id, user_id, exchange_id, n),
+    )
+    return cur.rowcount == 1
+
+
+async def set_reply_message(db: Database, user_id: str, exchange_id: int, message_id: str) -> None:
+    async with db.write() as conn:
+        await conn.execute(
+            "UPDATE exchanges SET reply_message_id = ? WHERE user_id = ? AND id = ?",
+            (message_id, user_id, exchange_id),
+        )
+
+
+# --- settling ---------------------------------------------------------------------------------
+
+
+async def settle_exchanges(
+    db: Database, user_id: str, *, now: datetime, exchange_id: int | None = None, story_id: str | None = None
+) -> list[SettledExchange]:
+    """Settle this user's open exchanges (one, those of one story, or all). Returns those settled.
+
+    The prompt is dropped: it held other people's lines of the channel, kept only for a regenerate.
+    """
+    select = (
+        "SELECT id, user_id, story_id, reply_message_id FROM exchanges WHERE user_id = ? "
+        "AND settled_at IS NULL AND reply IS NOT NULL AND (? IS NULL OR id = ?) AND (? IS NULL OR story_id = ?)"
+    )
+    params = (user_id, exchange_id, exchange_id, story_id, story_id)
+    # Read first: every turn asks, and most find nothing open; no write transaction for that.
+    if not await fetch_all(db.reader, select, params):
+        return []
+    settled: list[SettledExchange] = []
+    async with db.write() as conn:
+        for row in await fetch_all(conn, select, params):
+            cur = await conn.execute(
+                "UPDATE exchanges SET settled_at = ?, prompt = NULL WHERE user_id = ? AND id = ? AND settled_at IS NULL",
+                (to_db(now), user_id, row["id"]),
+            )
+            if cur.rowcount == 1:
+                settled.append(SettledExchange(row["id"], row["user_id"], row["story_id"], row["reply_message_id"]))
+    return settled
+
+
+async def users_with_open_exchanges(db: Database) -> list[str]:
+    rows = await fetch_all(
+        db.reader,
+        "SELECT DISTINCT user_id FROM exchanges WHERE settled_at IS NULL AND reply IS NOT NULL",
+    )
+    return [r[0] for r in rows]
+
+
+# --- edits and deletes of the user's message -------------------------------------------------
+
+
+async def message_owner(db: Database, message_id: str) -> str | None:
+    """Who wrote this front-end message, if it is one of an exchange (a raw delete carries no author)."""
+    row = await fetch_one(db.reader, "SELECT user_id FROM exchanges WHERE message_id = ? LIMIT 1", (message_id,))
+    return str(row[0]) if row is not None else None
+
+
+async def message_exchange(db: Database, user_id: str, message_id: str) -> MessageExchange | None:
+    row = await fetch_one(
+        db.reader,
+        "SELECT id, user_id, story_id, user_message, reflected_at, settled_at, deleted_at FROM exchanges "
+        "WHERE user_id = ? AND message_id = ? ORDER BY id DESC LIMIT 1",
+        (user_id, message_id),
+    )
+    if row is None:
+        return None
+    return MessageExchange(
+        row["id"], row["user_id"], row["story_id"], row["user_message"],
+        row["reflected_at"] is not None, row["settled_at"] is not None, row["deleted_at"] is not None,
+    )
+
+
+async def edit_message(db: Database, user_id: str, exchange_id: int, text: str) -> bool:
+    """The user edited their message. Not yet reflected: the edited text is what gets reflected.
+    Already reflected: it is pending again, as a correction of what the old text produced.
+
+    One statement, so the choice between the two is made on the row as it is at that instant
+    (SQLite evaluates every SET expression on the old row)."""
+    async with db.write() as conn:
+        cur = await conn.execute(
+            "UPDATE exchanges SET user_message = ?, "
+            "edited_from = CASE WHEN reflected_at IS NOT NULL AND reply IS NOT NULL "
+            "THEN COALESCE(edited_from, user_message) ELSE edited_from END, "
+            "reflection_attempts = CASE WHEN reflected_at IS NOT NULL THEN 0 ELSE reflection_attempts END, "
+            "reflected_at = CASE WHEN reply IS NOT NULL THEN NULL ELSE reflected_at END "
+            "WHERE user_id = ? AND id = ? AND deleted_at IS NULL AND user_message != ?",
+            (text, user_id, exchange_id, text),
+        )
+        return cur.rowcount == 1
+
+
+async def memories_only_from(conn: aiosqlite.Connection, user_id: str, exchange_id: int) -> list[tuple[int, bool]]:
+    """(id, pinned) of the user's live memories whose every source is this exchange."""
+    rows = await fetch_all(
+        conn,
+        "SELECT s.memory_id, m.pinned FROM memory_sources AS s JOIN memories AS m ON m.id = s.memory_id "
+        "WHERE s.user_id = ? AND m.user_id = ? AND s.exchange_id = ? "
+        "AND NOT EXISTS (SELECT 1 FROM memory_sources AS o WHERE o.user_id = ? "
+        "AND o.memory_id = s.memory_id AND o.exchange_id != ?) ORDER BY s.memory_id",
+        (user_id, user_id, exchange_id, user_id, exchange_id),
+    )
+    return [(int(r[0]), bool(r[1])) for r in rows]
+
+
+async def forget_message_text(conn: aiosqlite.Connection, user_id: str, exchange_id: int, *, now: datetime) -> str:
+    """Empty the message's text from the exchange (and its copy in the turn log); never reflected
+    again. Returns the text that was removed."""
+    row = await fetch_one(
+        conn, "SELECT user_message, story_id FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id)
+    )
+    text = str(row[0]) if row is not None else ""
+    await conn.execute(
+        "UPDATE exchanges SET user_message = '', edited_from = NULL, prompt = NULL, deleted_at = ?, "
+        "settled_at = COALESCE(settled_at, ?), reflected_at = COALESCE(reflected_at, ?) "
+        "WHERE user_id = ? AND id = ?",
+        (to_db(now), to_db(now), to_db(now), user_id, exchange_id),
+    )
+    if row is not None and text:
+        # /why's log of the turn quotes the message too.
+        await conn.execute(
+            "UPDATE turns SET query = '' WHERE user_id = ? AND story_id = ? AND query = ?",
+            (user_id, row[1], text),
+        )
+    return text
+
+
+# --- provenance and receipts ------------------------------------------------------------------
+
+
+async def add_sources(conn: aiosqlite.Connection, user_id: str, memory_id: int, exchange_ids: Iterable[int]) -> None:
+    for exchange_id in exchange_ids:
+        await conn.execute(
+            "INSERT OR IGNORE INTO memory_sources (memory_id, exchange_id, user_id) VALUES (?, ?, ?)",
+            (memory_id, exchange_id, user_id),
+        )
+
+
+async def sources_of(db: Database, user_id: str, memory_id: int) -> list[int]:
+    rows = await fetch_all(
+        db.reader,
+        "SELECT exchange_id FROM memory_sources WHERE user_id = ? AND memory_id = ? ORDER BY exchange_id",
+        (user_id, memory_id),
+    )
+    return [int(r[0]) for r in rows]
+
+
+async def produced_by(db: Database, user_id: str, exchange_id: int) -> list[int]:
+    """Ids of the memories this exchange is a source of."""
+    rows = await fetch_all(
+        db.reader,
+        "SELECT memory_id FROM memory_sources WHERE user_id = ? AND exchange_id = ? ORDER BY memory_id",
+        (user_id, exchange_id),
+    )
+    return [int(r[0]) for r in rows]
+
+
+async def record_change(
+    conn: aiosqlite.Connection,
+    user_id: str,
+    exchange_id: int,
+    memory_id: int,
+    action: str,
+    text: str,
+    before: str | None,
+    *,
+    now: datetime,
+) -> None:
+    await conn.execute(
+        "INSERT INTO memory_changes (user_id, exchange_id, memory_id, action, text, before, at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (user_id, exchange_id, memory_id, action, text, before, to_db(now)),
+    )
+
+
+async def changes_of(db: Database, user_id: str, exchange_id: int) -> list[MemoryChange]:
+    rows = await fetch_all(
+        db.reader,
+        "SELECT memory_id, action, text, before, at FROM memory_changes WHERE user_id = ? AND exchange_id = ? "
+        "ORDER BY id",
+        (user_id, exchange_id),
+    )
+    return [MemoryChange(int(r[0]), r[1], r[2], r[3], from_db(r[4])) for r in rows]  # type: ignore[arg-type]
+
+
+# One literal statement per table: SQL text is never assembled from strings.
+_ERASE_USER: Sequence[str] = (
+    "DELETE FROM exchange_replies WHERE user_id = ?",
+    "DELETE FROM memory_sources WHERE user_id = ?",
+    "DELETE FROM memory_changes WHERE user_id = ?",
+)
+
+
+async def erase_user_exchange_data(conn: aiosqlite.Connection, user_id: str) -> None:
+    for statement in _ERASE_USER:
+        await conn.execute(statement, (user_id,))
+
+
+async def export_rows(db: Database, user_id: str) -> tuple[dict[int, list[str]], dict[int, list[int]]]:
+    """For the data export: each exchange's answers in order, and each memory's source exchanges."""
+    answers: dict[int, list[str]] = {}
+    for row in await fetch_all(
+        db.reader, "SELECT exchange_id, text FROM exchange_replies WHERE user_id = ? ORDER BY exchange_id, n", (user_id,)
+    ):
+        answers.setdefault(int(row[0]), []).append(row[1])
+    sources: dict[int, list[int]] = {}
+    for row in await fetch_all(
+        db.reader,
+        "SELECT memory_id, exchange_id FROM memory_sources WHERE user_id = ? ORDER BY memory_id, exchange_id",
+        (user_id,),
+    ):
+        sources.setdefault(int(row[0]), []).append(int(row[1]))
+    return answers, sources

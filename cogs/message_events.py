@@ -1,0 +1,133 @@
+"""What happens to messages after they are sent: the user's edits and deletes reach the engine,
+and the bot's replies follow their exchange (swipe buttons go when it settles, the memory receipt
+comes when its reflection changed something).
+
+The raw events are used, so an edit or a delete of a message the cache never saw (sent before a
+restart, or pushed out of the cache) is still seen; a raw delete carries no author, so the engine
+finds the exchange by the message id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+
+import discord
+from discord.ext import commands
+
+from bot.discord_bot import EchoBot
+from bot.discord_text import clean_incoming
+from bot.engine import Engine, Receipt
+from bot.memory.exchange_store import SettledExchange
+from bot.presenting import RECEIPT_ICON
+from cogs.views import DYNAMIC_ITEMS, receipt_view
+
+log = logging.getLogger(__name__)
+
+
+class MessageEvents(commands.Cog):
+    def __init__(self, bot: commands.Bot, engine: Engine) -> None:
+        self.bot = bot
+        self.engine = engine
+        # One update at a time per reply: a settle and a receipt may race to edit the same one.
+        self._updating: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    async def cog_load(self) -> None:
+        self.bot.add_dynamic_items(*DYNAMIC_ITEMS)
+        self.engine.settle_listeners.append(self.settled)
+        self.engine.receipt_listeners.append(self.receipt)
+
+    async def cog_unload(self) -> None:
+        self.bot.remove_dynamic_items(*DYNAMIC_ITEMS)
+        self.engine.settle_listeners.remove(self.settled)
+        self.engine.receipt_listeners.remove(self.receipt)
+
+    # --- the user's message -------------------------------------------------------------------
+
+    @commands.Cog.listener()
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        data = payload.data
+        author = data.get("author") or {}
+        me = self.bot.user
+        # An edit without content (an embed unfurled, or content hidden without the Message
+        # Content intent) says nothing about the text: it must not empty the memory's source.
+        content = data.get("content")
+        if me is None or not content or author.get("bot") or not author.get("id"):
+            return
+        names = {int(u["id"]): u.get("global_name") or u.get("username", "") for u in data.get("mentions", [])}
+        text = clean_incoming(content, me.id, names)
+        try:
+            outcome = await self.engine.message_edited(str(payload.message_id), text, user_id=str(author["id"]))
+        except Exception:
+            log.exception("could not take the edit of message %s into account", payload.message_id)
+            return
+        if outcome != "unknown":
+            log.debug("message %s edited: %s", payload.message_id, outcome)
+
+    @commands.Cog.listener()
+    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        await self._deleted(payload.message_id)
+
+    @commands.Cog.listener()
+    async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
+        for message_id in sorted(payload.message_ids):
+            await self._deleted(message_id)
+
+    async def _deleted(self, message_id: int) -> None:
+        try:
+            outcome = await self.engine.message_deleted(str(message_id))
+        except Exception:
+            log.exception("could not take the deletion of message %s into account", message_id)
+            return
+        if outcome.archived or outcome.kept_pinned:
+            log.info(
+                "a deleted message took %d memory(ies) with it; %d pinned one(s) kept",
+                len(outcome.archived),
+                len(outcome.kept_pinned),
+            )
+
+    # --- the bot's reply ------------------------------------------------------------------------
+
+    def _lock(self, message_id: str) -> asyncio.Lock:
+        lock = self._updating.get(message_id)
+        if lock is None:
+            lock = self._updating[message_id] = asyncio.Lock()
+        return lock
+
+    def _reply_message(self, story_id: str, message_id: str | None) -> discord.PartialMessage | None:
+        if message_id is None or not story_id.isdigit():
+            return None
+        return self.bot.get_partial_messageable(int(story_id)).get_partial_message(int(message_id))
+
+    async def settled(self, event: SettledExchange) -> None:
+        """The answer is kept: its swipe buttons go (a receipt already there stays)."""
+        message = self._reply_message(event.story_id, event.reply_message_id)
+        if message is None or event.reply_message_id is None:
+            return
+        async with self._lock(event.reply_message_id):
+            changes = await self.engine.receipt_size(event.user_id, event.id)
+            button = changes and self.engine.settings.memory_receipts == "button" and event.user_id.isdigit()
+            view = receipt_view(int(event.user_id), event.id, changes) if button else None
+            try:
+                await message.edit(view=view)
+            except discord.HTTPException as exc:
+                log.debug("could not remove the buttons of a settled reply: %s", exc)
+
+    async def receipt(self, event: Receipt) -> None:
+        mode = self.engine.settings.memory_receipts
+        message = self._reply_message(event.story_id, event.reply_message_id)
+        if message is None or event.reply_message_id is None or mode == "off" or not event.user_id.isdigit():
+            return
+        async with self._lock(event.reply_message_id):
+            try:
+                if mode == "reaction":
+                    await message.add_reaction(RECEIPT_ICON)
+                else:
+                    await message.edit(view=receipt_view(int(event.user_id), event.exchange_id, event.changes))
+            except discord.HTTPException as exc:
+                log.debug("could not show a memory receipt: %s", exc)
+
+
+async def setup(bot: EchoBot) -> None:
+    await bot.add_cog(MessageEvents(bot, bot.services.engine))

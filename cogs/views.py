@@ -1,0 +1,311 @@
+"""The buttons and modals on the bot's messages: swipe and regenerate on a reply, the memory
+receipt, Forget and Edit on a memory, and the edit modal.
+
+Every button is a `discord.ui.DynamicItem` whose custom_id carries the user it belongs to and the
+exchange or memory it acts on, so a button still works after a restart (the bot registers these
+classes with `add_dynamic_items`; no view has to be kept in memory). Only that user may press it:
+anyone else gets an ephemeral refusal, and the engine, whose statements are all scoped by user,
+would treat the id as unknown anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import discord
+
+from bot.db import StorageError
+from bot.discord_text import DISCORD_LIMIT, split_message
+from bot.engine import Engine, Shown
+from bot.llm import LLMError
+from bot.memory.model import Memory
+from bot.memory.store import MAX_MEMORY_CHARS, InvalidMemory
+from bot.presenting import (
+    RECEIPT_ICON,
+    REGENERATE_FAILED,
+    SETTLED_ALREADY,
+    STORAGE_FAILED,
+    edit_result,
+    forget_result,
+    gone_memory,
+    not_edited,
+    receipt_text,
+)
+
+if TYPE_CHECKING:
+    from bot.discord_bot import EchoBot
+
+log = logging.getLogger(__name__)
+
+NOT_YOURS = "These buttons belong to the person who ran the command."
+NOT_YOUR_REPLY = "These buttons belong to the person this answer was for."
+FAILED = "Something went wrong on my side; it was logged. Try again later."
+# Forget and Edit for at most this many memories on one receipt (5 rows of 5 buttons).
+RECEIPT_MAX_ACTIONS = 12
+_NO_MENTIONS = discord.AllowedMentions.none()
+
+
+async def say(interaction: discord.Interaction, text: str, *, view: discord.ui.View | None = None) -> None:
+    """An ephemeral answer; beyond 2,000 characters, the rest follows in ephemeral followups
+    (a view goes with the first part)."""
+    for n, chunk in enumerate(split_message(text) or ["…"]):
+        extra: dict[str, Any] = {"view": view} if (n == 0 and view is not None) else {}
+        if n == 0 and not interaction.response.is_done():
+            await interaction.response.send_message(chunk, ephemeral=True, allowed_mentions=_NO_MENTIONS, **extra)
+        else:
+            await interaction.followup.send(chunk, ephemeral=True, allowed_mentions=_NO_MENTIONS, **extra)
+
+
+async def report_failure(interaction: discord.Interaction, what: str, error: BaseException) -> None:
+    """Log a failed command or button, and tell the person who used it (only them)."""
+    original = getattr(error, "original", error)
+    if isinstance(original, StorageError):
+        # Logged once by the database; a traceback per command would bury that line.
+        text = STORAGE_FAILED
+    else:
+        log.error("%s failed", what, exc_info=error)
+        text = FAILED
+    try:
+        await say(interaction, text)
+    except discord.HTTPException as exc:
+        log.debug("could not report the failure of %s: %s", what, exc)
+
+
+def _engine(interaction: discord.Interaction) -> Engine:
+    client: EchoBot = interaction.client  # type: ignore[assignment]
+    return client.services.engine
+
+
+# DynamicItem wants a template on every subclass; this base is never registered, its own matches
+# no custom id we make.
+class _OwnedButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"echo:base:(?!)"):
+    """A button only `owner_id` may press; its failures are told to the presser and logged."""
+
+    owner_id: int
+    refusal = NOT_YOURS
+
+    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
+        if interaction.user.id == self.owner_id:
+            return True
+        await interaction.response.send_message(self.refusal, ephemeral=True)
+        return False
+
+    async def callback(self, interaction: discord.Interaction) -> None:
+        try:
+            await self.pressed(interaction, _engine(interaction))
+        except Exception as exc:
+            await report_failure(interaction, f"the {type(self).__name__}", exc)
+
+    async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
+        raise NotImplementedError
+
+
+# --- regenerate and swipe ----------------------------------------------------------------------
+
+_SWIPE_LABELS = {"prev": "◀", "next": "▶", "regen": "🔄"}
+
+
+class SwipeButton(
+    _OwnedButton, template=r"echo:swipe:(?P<action>prev|next|regen):(?P<user>[0-9]+):(?P<exchange>[0-9]+)"
+):
+    refusal = NOT_YOUR_REPLY
+
+    def __init__(self, action: str, owner_id: int, exchange_id: int, *, disabled: bool = False) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label=_SWIPE_LABELS[action],
+                style=discord.ButtonStyle.secondary,
+                custom_id=f"echo:swipe:{action}:{owner_id}:{exchange_id}",
+                disabled=disabled,
+            )
+        )
+        self.action, self.owner_id, self.exchange_id = action, owner_id, exchange_id
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
+    ) -> SwipeButton:
+        return cls(match["action"], int(match["user"]), int(match["exchange"]))
+
+    async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
+        user = str(self.owner_id)
+        if self.action != "regen":
+            shown = await engine.swipe(user, self.exchange_id, -1 if self.action == "prev" else 1)
+            if shown is None:
+                await _settled(interaction)
+                return
+            await interaction.response.edit_message(
+                content=shown.text, view=swipe_view(self.owner_id, shown), allowed_mentions=_NO_MENTIONS
+            )
+            return
+        if await engine.shown(user, self.exchange_id) is None:
+            await _settled(interaction)
+            return
+        # The model may take longer than the 3 s an interaction allows for its first answer.
+        await interaction.response.defer()
+        try:
+            shown = await engine.regenerate(user, self.exchange_id, max_chars=DISCORD_LIMIT)
+        except LLMError as exc:
+            log.info("a regenerate failed: %s", exc)
+            await interaction.followup.send(REGENERATE_FAILED, ephemeral=True)
+            return
+        if shown is None:
+            await _settled(interaction)
+            return
+        if interaction.message is not None:
+            await interaction.message.edit(
+                content=shown.text, view=swipe_view(self.owner_id, shown), allowed_mentions=_NO_MENTIONS
+            )
+
+
+async def _settled(interaction: discord.Interaction) -> None:
+    """The buttons of a settled answer go; the presser is told why."""
+    if not interaction.response.is_done():
+        await interaction.response.edit_message(view=None)
+    elif interaction.message is not None:
+        await interaction.message.edit(view=None)
+    await interaction.followup.send(SETTLED_ALREADY, ephemeral=True)
+
+
+def swipe_view(owner_id: int, shown: Shown) -> discord.ui.View:
+    """◀ n/N ▶ 🔄 under a reply that is still open."""
+    view = discord.ui.View(timeout=None)
+    view.add_item(SwipeButton("prev", owner_id, shown.exchange_id, disabled=shown.n <= 1))
+    view.add_item(
+        discord.ui.Button(
+            label=f"{shown.n}/{shown.total}",
+            style=discord.ButtonStyle.secondary,
+            custom_id=f"echo:count:{shown.exchange_id}",
+            disabled=True,
+        )
+    )
+    view.add_item(SwipeButton("next", owner_id, shown.exchange_id, disabled=shown.n >= shown.total))
+    view.add_item(SwipeButton("regen", owner_id, shown.exchange_id))
+    return view
+
+
+# --- the memory receipt ------------------------------------------------------------------------
+
+
+class ReceiptButton(_OwnedButton, template=r"echo:receipt:(?P<user>[0-9]+):(?P<exchange>[0-9]+)"):
+    refusal = NOT_YOUR_REPLY
+
+    def __init__(self, owner_id: int, exchange_id: int, changes: int = 0) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label=f"{RECEIPT_ICON} {changes}" if changes else RECEIPT_ICON,
+                style=discord.ButtonStyle.secondary,
+                custom_id=f"echo:receipt:{owner_id}:{exchange_id}",
+            )
+        )
+        self.owner_id, self.exchange_id = owner_id, exchange_id
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
+    ) -> ReceiptButton:
+        return cls(int(match["user"]), int(match["exchange"]))
+
+    async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
+        lines = await engine.receipt(str(self.owner_id), self.exchange_id)
+        live = [line.current for line in lines if line.current is not None]
+        await say(interaction, receipt_text(lines), view=memory_actions(self.owner_id, live) if live else None)
+
+
+def receipt_view(owner_id: int, exchange_id: int, changes: int) -> discord.ui.View:
+    view = discord.ui.View(timeout=None)
+    view.add_item(ReceiptButton(owner_id, exchange_id, changes))
+    return view
+
+
+def memory_actions(owner_id: int, memories: list[Memory]) -> discord.ui.View:
+    """Forget and Edit for each memory (the first RECEIPT_MAX_ACTIONS of them)."""
+    view = discord.ui.View(timeout=None)
+    for memory in memories[:RECEIPT_MAX_ACTIONS]:
+        view.add_item(ForgetButton(owner_id, memory.id))
+        view.add_item(EditButton(owner_id, memory.id))
+    return view
+
+
+class ForgetButton(_OwnedButton, template=r"echo:forget:(?P<user>[0-9]+):(?P<memory>[0-9]+)"):
+    def __init__(self, owner_id: int, memory_id: int) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label=f"Forget #{memory_id}",
+                style=discord.ButtonStyle.danger,
+                custom_id=f"echo:forget:{owner_id}:{memory_id}",
+            )
+        )
+        self.owner_id, self.memory_id = owner_id, memory_id
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
+    ) -> ForgetButton:
+        return cls(int(match["user"]), int(match["memory"]))
+
+    async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
+        done = await engine.forget(str(self.owner_id), self.memory_id)
+        await say(interaction, forget_result(self.memory_id, True) if done else gone_memory(self.memory_id))
+
+
+class EditButton(_OwnedButton, template=r"echo:edit:(?P<user>[0-9]+):(?P<memory>[0-9]+)"):
+    def __init__(self, owner_id: int, memory_id: int) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label=f"Edit #{memory_id}",
+                style=discord.ButtonStyle.primary,
+                custom_id=f"echo:edit:{owner_id}:{memory_id}",
+            )
+        )
+        self.owner_id, self.memory_id = owner_id, memory_id
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
+    ) -> EditButton:
+        return cls(int(match["user"]), int(match["memory"]))
+
+    async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
+        await open_editor(interaction, engine, self.memory_id)
+
+
+async def open_editor(interaction: discord.Interaction, engine: Engine, memory_id: int) -> None:
+    """The edit modal for one of the presser's memories, or why there is none."""
+    memory = await engine.store.get(str(interaction.user.id), memory_id)
+    if memory is None:
+        await say(interaction, gone_memory(memory_id))
+        return
+    await interaction.response.send_modal(EditMemoryModal(engine, memory))
+
+
+class EditMemoryModal(discord.ui.Modal):
+    """The memory's text, to rewrite; the previous version is archived (restorable)."""
+
+    def __init__(self, engine: Engine, memory: Memory) -> None:
+        super().__init__(title=f"Edit memory #{memory.id}", custom_id=f"echo:edit-memory:{memory.id}", timeout=900)
+        self.engine = engine
+        self.memory_id = memory.id
+        self.text: discord.ui.TextInput[EditMemoryModal] = discord.ui.TextInput(
+            label="What I should remember",
+            style=discord.TextStyle.paragraph,
+            default=memory.text,
+            max_length=MAX_MEMORY_CHARS,
+            custom_id="text",
+        )
+        self.add_item(self.text)
+
+    async def on_submit(self, interaction: discord.Interaction, /) -> None:
+        try:
+            history_id = await self.engine.edit_memory(str(interaction.user.id), self.memory_id, self.text.value)
+        except InvalidMemory as exc:
+            await say(interaction, not_edited(exc))
+            return
+        await say(interaction, edit_result(self.memory_id, history_id))
+
+    async def on_error(self, interaction: discord.Interaction, error: Exception, /) -> None:
+        await report_failure(interaction, "the memory edit", error)
+
+
+DYNAMIC_ITEMS = (SwipeButton, ReceiptButton, ForgetButton, EditButton)

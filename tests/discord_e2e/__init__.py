@@ -1,0 +1,1 @@
+"""The real bot process against the local fake Discord (tests/fakes/discord)."""

@@ -1,0 +1,192 @@
+"""Streaming, bursts and images, seen from Discord: the REST calls the real bot makes."""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+
+from bot.discord_text import split_message
+from bot.engine import MAX_REPLY_CHARS
+from cogs.conversation import CUT_NOTE, EDIT_INTERVAL
+from tests.discord_e2e.conftest import StartEcho
+from tests.fakes.discord.echo_process import EchoProcess
+from tests.fakes.discord import ALICE, BOB, FakeDiscord
+from tests.fakes.discord.state import Call
+from tests.fakes.llm_server import FakeLLMServer, Reply
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 200
+
+
+def _writes(discord: FakeDiscord, channel_id: int) -> list[Call]:
+    """The bot's posts and edits of messages in a channel, in order."""
+    prefix = f"/channels/{channel_id}/messages"
+    return [c for c in discord.calls if c.path.startswith(prefix) and c.method in ("POST", "PATCH") and c.status == 200]
+
+
+def _reply_calls(server: FakeLLMServer) -> list:
+    return [r for r in server.chats if r.json_schema is None]
+
+
+def _answer_only(reply: Reply):  # type: ignore[no-untyped-def]
+    return lambda request: "{}" if request.json_schema is not None else reply
+
+
+async def test_a_streamed_reply_is_posted_early_then_edited_at_most_once_per_interval(
+    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    words = " ".join(f"mot{n}" for n in range(40))
+    llm_server.handler = _answer_only(Reply(words, pace=0.1))  # ~4 s of streaming
+    channel = fake_discord.general
+    await fake_discord.user_says(ALICE, channel, "raconte", mention_bot=True)
+    await fake_discord.wait_for_call("PATCH", f"/channels/{channel.id}/messages/", where=lambda c: c.json.get("content") == words, timeout=20)
+    writes = _writes(fake_discord, channel.id)
+    typing = fake_discord.calls_to("POST", f"/channels/{channel.id}/typing")
+    assert typing and typing[0].at < writes[0].at, "typing is shown before the first text"
+    last_word_at = llm_server.streamed[-1][0]
+    assert writes[0].method == "POST" and writes[0].at < last_word_at - 1.0, "the text shows while it is written"
+    assert len([w for w in writes if w.method == "PATCH"]) >= 2
+    gaps = [b.at - a.at for a, b in zip(writes, writes[1:])]
+    assert min(gaps) >= EDIT_INTERVAL, gaps
+    shown = [w.json["content"] for w in writes]
+    assert all(words.startswith(text) for text in shown), "each edit shows a prefix of the answer"
+    assert len({w.path for w in writes if w.method == "PATCH"}) == 1, "one message is edited"
+
+
+async def test_a_stream_that_dies_keeps_what_arrived_says_so_and_saves_it(
+    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    llm_server.handler = _answer_only(Reply("Il était une fois un dragon très gentil", pace=0.05, die_after=4))
+    channel = fake_discord.general
+    await fake_discord.user_says(ALICE, channel, "une histoire ?", mention_bot=True)
+    calls = await fake_discord.wait_for_call(
+        "PATCH", f"/channels/{channel.id}/messages/", where=lambda c: CUT_NOTE in (c.json.get("content") or ""), timeout=20
+    )
+    assert calls[-1].json["content"] == f"Il était une fois\n\n{CUT_NOTE}"
+    rows = sqlite3.connect(echo.database_path).execute("SELECT user_message, reply FROM exchanges").fetchall()
+    assert rows == [("une histoire ?", "Il était une fois")]
+
+
+async def test_a_stream_that_dies_before_any_text_gets_the_apology(
+    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    llm_server.handler = _answer_only(Reply("jamais dit", die_after=0))
+    channel = fake_discord.general
+    await fake_discord.user_says(ALICE, channel, "allô ?", mention_bot=True)
+    calls = await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages")
+    assert "can't reach my language model" in calls[0].json["content"]
+    assert not fake_discord.calls_to("PATCH", f"/channels/{channel.id}/messages/")
+
+
+async def test_a_long_streamed_reply_ends_split_exactly_as_a_whole_one(
+    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    long_reply = "\n\n".join(f"Paragraphe {n} : " + "bla " * 150 for n in range(5))  # ~3,100 chars
+    llm_server.handler = _answer_only(Reply(long_reply, pace=0.002))
+    channel = fake_discord.general
+    await fake_discord.user_says(ALICE, channel, "parle longtemps", mention_bot=True)
+    chunks = split_message(long_reply)
+    assert len(chunks) == 2
+    await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages", where=lambda c: c.json.get("content") == chunks[1], timeout=20)
+    bots = [m for m in fake_discord.messages_in(channel) if m["author"]["id"] == str(fake_discord.bot_user.id)]
+    assert [m["content"] for m in bots] == chunks
+    assert "message_reference" in bots[0] and "message_reference" not in bots[1]
+
+
+async def test_with_streaming_off_the_reply_is_posted_once_whole(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    await start_echo(STREAM_REPLIES="false", BURST_SECONDS="0")
+    llm_server.handler = _answer_only(Reply("un deux trois quatre", pace=0.05))
+    channel = fake_discord.general
+    await fake_discord.user_says(ALICE, channel, "compte", mention_bot=True)
+    calls = await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages")
+    assert calls[0].json["content"] == "un deux trois quatre"
+    assert llm_server.chats[0].body["stream"] is False  # type: ignore[index]
+    assert not fake_discord.calls_to("PATCH", f"/channels/{channel.id}/messages/")
+
+
+async def test_a_burst_of_messages_is_answered_once_as_one_turn(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    await start_echo(BURST_SECONDS="1.5")
+    channel = fake_discord.general
+    for text in ("attends", "je réfléchis", "voilà : j'aime les chats"):
+        await fake_discord.user_says(ALICE, channel, text, mention_bot=True)
+    await fake_discord.user_says(BOB, channel, "moi aussi", mention_bot=True)
+    calls = await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages", count=2, timeout=20)
+    asked = [r.last_user for r in _reply_calls(llm_server)]
+    assert sorted(asked) == ["Alice: attends\nje réfléchis\nvoilà : j'aime les chats", "Bob: moi aussi"]
+    last_alice = [m for m in fake_discord.messages_in(channel) if m["author"]["id"] == str(ALICE.id)][-1]
+    references = {str(c.json["message_reference"]["message_id"]) for c in calls}
+    assert last_alice["id"] in references, "the answer replies to the last message of the burst"
+
+
+async def test_an_image_reaches_a_vision_model_and_the_reflection_sees_only_its_mark(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    echo = await start_echo(LLM_VISION="true", BURST_SECONDS="0", SETTLE_SECONDS="0")
+    channel = fake_discord.general
+    image = fake_discord.add_attachment(channel, "chat.png", PNG, "image/png")
+    await fake_discord.user_says(ALICE, channel, "mon chat", mention_bot=True, attachments=[image])
+    await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages")
+    sent = _reply_calls(llm_server)[0].messages[-1]
+    assert sent["images"] == [base64.b64encode(PNG).decode()]
+    assert sent["content"].endswith("mon chat\n[image: chat.png]")
+    reflection = await _reflection_request(llm_server)
+    assert all("images" not in m for m in reflection.messages)
+    assert "[image: chat.png]" in reflection.messages[-1]["content"]
+    rows = sqlite3.connect(echo.database_path).execute("SELECT user_message FROM exchanges").fetchall()
+    assert rows == [("mon chat\n[image: chat.png]",)]
+
+
+async def test_an_image_too_large_is_named_not_sent_nor_downloaded(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    await start_echo(LLM_VISION="true", LLM_MAX_IMAGE_BYTES="100", BURST_SECONDS="0")
+    channel = fake_discord.general
+    image = fake_discord.add_attachment(channel, "grand.png", PNG, "image/png")
+    await fake_discord.user_says(ALICE, channel, "", mention_bot=True, attachments=[image])
+    calls = await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages")
+    assert calls[0].status == 200
+    sent = _reply_calls(llm_server)[0].messages[-1]
+    assert "images" not in sent
+    assert sent["content"] == "Alice: [image: grand.png — too large]"
+    assert fake_discord.downloads == []
+
+
+async def test_without_vision_an_image_is_only_named(
+    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    channel = fake_discord.general
+    image = fake_discord.add_attachment(channel, "chat.png", PNG, "image/png")
+    await fake_discord.user_says(ALICE, channel, "regarde", mention_bot=True, attachments=[image])
+    await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages")
+    sent = _reply_calls(llm_server)[0].messages[-1]
+    assert "images" not in sent and sent["content"] == "Alice: regarde\n[image: chat.png]"
+    assert fake_discord.downloads == []
+
+
+async def _reflection_request(server: FakeLLMServer):  # type: ignore[no-untyped-def]
+    import asyncio
+
+    for _ in range(100):
+        found = [r for r in server.chats if r.json_schema is not None]
+        if found:
+            return found[0]
+        await asyncio.sleep(0.1)
+    raise AssertionError("no reflection call")
+
+
+async def test_a_runaway_stream_is_stopped_at_the_reply_bound_not_read_to_the_end(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    await start_echo(BURST_SECONDS="0")
+    words = 1500  # 6,000 characters, past MAX_REPLY_CHARS
+    llm_server.handler = _answer_only(Reply("bla " * words, pace=0.004))
+    channel = fake_discord.general
+    await fake_discord.user_says(ALICE, channel, "encore", mention_bot=True)
+    await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages", where=lambda c: (c.json.get("content") or "").endswith("…"), timeout=30)
+    bots = [m for m in fake_discord.messages_in(channel) if m["author"]["id"] == str(fake_discord.bot_user.id)]
+    assert 2 <= len(bots) <= 3
+    assert sum(len(m["content"]) for m in bots) <= MAX_REPLY_CHARS
+    assert len(llm_server.streamed) < words, "the stream was closed once the reply was long enough"
