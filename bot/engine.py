@@ -566,8 +566,10 @@ class Engine:
         ex = await open_exchange(self.db, user_id, exchange_id)
         if ex is None or ex.prompt is None:
             return None
-        raw = await self.llm.chat(ex.prompt, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds)
-        reply = final_reply(raw, max_chars=max_chars)
+        answer = await self._chat(
+            "reply", ex.prompt, model=self.settings.llm_model, timeout=self.settings.llm_timeout_seconds
+        )
+        reply = final_reply(answer.text, max_chars=max_chars)
         async with self.db.write() as conn:
             n = await add_alternative(conn, user_id, exchange_id, reply, now=self.clock())
         if n is None:

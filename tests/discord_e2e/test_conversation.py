@@ -8,6 +8,7 @@ import sqlite3
 from bot.discord_text import split_message
 from bot.engine import MAX_REPLY_CHARS
 from cogs.conversation import CUT_NOTE, EDIT_INTERVAL
+from bot.prompting import quote_block
 from tests.discord_e2e.conftest import StartEcho
 from tests.fakes.discord.echo_process import EchoProcess
 from tests.fakes.discord import ALICE, BOB, FakeDiscord
@@ -134,7 +135,8 @@ async def test_an_image_reaches_a_vision_model_and_the_reflection_sees_only_its_
     assert sent["content"].endswith("mon chat\n[image: chat.png]")
     reflection = await _reflection_request(llm_server)
     assert all("images" not in m for m in reflection.messages)
-    assert "[image: chat.png]" in reflection.messages[-1]["content"]
+    # Quoted like every message in the reflection prompt: brackets cannot open a marker there.
+    assert quote_block("[image: chat.png]") in reflection.messages[-1]["content"]
     rows = sqlite3.connect(echo.database_path).execute("SELECT user_message FROM exchanges").fetchall()
     assert rows == [("mon chat\n[image: chat.png]",)]
 
