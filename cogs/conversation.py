@@ -295,8 +295,6 @@ class Conversation(commands.Cog):
                 await asyncio.sleep(left)
             del self._bursts[key]
             await self.respond(burst.messages, burst.texts)
-        except asyncio.CancelledError:
-            raise
         except Exception:
             log.exception("could not answer the messages of user %s in channel %s", key[1], key[0])
 

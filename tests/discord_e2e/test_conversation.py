@@ -190,3 +190,19 @@ async def test_a_runaway_stream_is_stopped_at_the_reply_bound_not_read_to_the_en
     assert 2 <= len(bots) <= 3
     assert sum(len(m["content"]) for m in bots) <= MAX_REPLY_CHARS
     assert len(llm_server.streamed) < words, "the stream was closed once the reply was long enough"
+
+
+async def test_an_openai_compatible_server_streams_through_server_sent_events(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    await start_echo(LLM_API="openai", BURST_SECONDS="0")
+    answer = "Salut ! Je t'écoute, raconte-moi tout."
+    llm_server.handler = _answer_only(Reply(answer, pace=0.3))
+    channel = fake_discord.general
+    await fake_discord.user_says(ALICE, channel, "coucou", mention_bot=True)
+    await fake_discord.wait_for_call("PATCH", f"/channels/{channel.id}/messages/", where=lambda c: c.json.get("content") == answer)
+    request = _reply_calls(llm_server)[0]
+    assert request.path == "/v1/chat/completions"
+    assert request.body is not None and request.body["stream_options"] == {"include_usage": True}
+    first = _writes(fake_discord, channel.id)[0]
+    assert first.method == "POST" and first.json["content"] != answer, "the text showed before it was complete"
