@@ -105,6 +105,8 @@ ERASED_REPLY = "(Everything about you was just erased, as you asked: this messag
 # (prompt_eval_count, cached tokens included), so a cut prompt reads as the context size: one
 # counted within 2 % of it is taken as cut.
 CONTEXT_FULL_RATIO = 0.98
+# Settle and receipt events kept for a front end that is not listening yet (see Engine.listen).
+MAX_UNHEARD_EVENTS = 1000
 # A reply longer than this is cut: a runaway generation must not become hundreds of Discord
 # messages: this is two or three of them.
 MAX_REPLY_CHARS = 4000
@@ -267,6 +269,7 @@ class Engine:
         # Front ends follow open exchanges and receipts through these (the core knows no Discord).
         self.settle_listeners: list[Callable[[SettledExchange], Awaitable[None]]] = []
         self.receipt_listeners: list[Callable[[Receipt], Awaitable[None]]] = []
+        self._unheard: list[tuple[Sequence[Callable[[Any], Awaitable[None]]], object]] = []
 
     @property
     def character_user_id(self) -> str:
@@ -628,7 +631,29 @@ class Engine:
         except StorageError:
             self._arm_settle(user_id, exchange_id)  # logged by the database; tried again later
 
+    def listen(
+        self,
+        *,
+        settled: Callable[[SettledExchange], Awaitable[None]] | None = None,
+        receipt: Callable[[Receipt], Awaitable[None]] | None = None,
+    ) -> None:
+        """A front end follows settled exchanges and receipts. What happened before any front end
+        listened (the start-up settles open replies and resumes reflections before Discord is
+        up) is delivered now, so a receipt earned during a restart still shows."""
+        if settled is not None:
+            self.settle_listeners.append(settled)
+        if receipt is not None:
+            self.receipt_listeners.append(receipt)
+        early, self._unheard = self._unheard, []
+        for listeners, event in early:
+            self.tasks.spawn(self._notify(listeners, event), name=f"early:{type(event).__name__}")
+
     async def _notify(self, listeners: Sequence[Callable[[Any], Awaitable[None]]], event: object) -> None:
+        if not listeners:
+            # Bounded: a terminal chat never listens, and must not grow this forever.
+            if len(self._unheard) < MAX_UNHEARD_EVENTS:
+                self._unheard.append((listeners, event))
+            return
         for listener in list(listeners):
             try:
                 await listener(event)

@@ -35,8 +35,7 @@ class MessageEvents(commands.Cog):
 
     async def cog_load(self) -> None:
         self.bot.add_dynamic_items(*DYNAMIC_ITEMS)
-        self.engine.settle_listeners.append(self.settled)
-        self.engine.receipt_listeners.append(self.receipt)
+        self.engine.listen(settled=self.settled, receipt=self.receipt)
 
     async def cog_unload(self) -> None:
         self.bot.remove_dynamic_items(*DYNAMIC_ITEMS)

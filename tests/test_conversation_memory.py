@@ -369,3 +369,24 @@ async def test_the_terminal_edits_a_memory_the_same_way(db, http, llm_server, tm
     assert await run_command(engine, session, "/edit 999 x") == "You have no memory #999."
     assert await run_command(engine, session, f"/edit {memory_id}") == "Usage: /edit <id> <text>"
     assert (await run_command(engine, session, f"/edit {memory_id} \u200b")).startswith("Not edited:")
+
+
+async def test_a_receipt_earned_before_the_front_end_listens_is_delivered_when_it_does(db, http, llm_server, tmp_path):  # noqa: F811
+    # At start-up the engine settles open replies and resumes reflections before Discord is up.
+    engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
+    script.reflect = lambda r: {"memories": [{"text": FACT, "type": "fact", "confidence": 0.9}]}
+    result = await engine.turn(msg("J'ai un chat qui s'appelle Pixel.", swipes=False))
+    engine.schedule_reflection("alice")
+    await engine.wait_reflections("alice")
+    receipts: list[Receipt] = []
+
+    async def listener(event: Receipt) -> None:
+        receipts.append(event)
+
+    engine.listen(receipt=listener)
+    for _ in range(100):
+        if receipts:
+            break
+        await asyncio.sleep(0.01)
+    (receipt,) = receipts
+    assert (receipt.exchange_id, receipt.changes) == (result.exchange_id, 1)
