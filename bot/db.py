@@ -19,6 +19,8 @@ from typing import Any
 
 import aiosqlite
 
+from bot.memory.model import as_utc
+
 from bot.outage import Outage
 
 log = logging.getLogger(__name__)
@@ -77,13 +79,7 @@ def to_db(dt: datetime | None) -> str | None:
     here."""
     if dt is None:
         return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    try:
-        utc = dt.astimezone(timezone.utc)
-    except OverflowError:
-        raise ValueError(f"{dt.isoformat()} has no UTC instant in the years 1 to 9999") from None
-    return utc.isoformat(timespec="microseconds")
+    return as_utc(dt).isoformat(timespec="microseconds")
 
 
 # What an unreadable stored date reads as: a creation date sorts oldest, an expiry has passed.

@@ -25,17 +25,22 @@ EARLIEST_EXPIRY = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LATEST_EXPIRY = datetime(9998, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
 
 
+def as_utc(value: datetime) -> datetime:
+    """`value` in UTC, a naive one read as UTC. ValueError when it has no UTC instant in the
+    years 1 to 9999 ("9999-12-31T23:59:59-05:00" parses but has none)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError(f"date out of range: {value.isoformat()} has no UTC instant") from None
+
+
 def checked_expiry(value: datetime | None) -> datetime | None:
     """The expiry in UTC (a naive one is read as UTC); ValueError when it is out of range."""
     if value is None:
         return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    try:
-        value = value.astimezone(timezone.utc)
-    except OverflowError:
-        # "9999-12-31T23:59:59-05:00" parses but has no UTC instant.
-        raise ValueError("date out of range: no UTC instant") from None
+    value = as_utc(value)
     if not EARLIEST_EXPIRY <= value <= LATEST_EXPIRY:
         raise ValueError(
             f"date out of range: {value.date().isoformat()} is not between "
