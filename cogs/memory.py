@@ -28,7 +28,7 @@ from bot.engine import Engine, export_json
 from bot.memory.model import MEMORY_TYPES, Memory
 from bot.memory.store import InvalidMemory, MAX_MEMORY_CHARS
 from bot.memory.story_store import story_history
-from cogs.views import FAILED, NOT_YOURS, open_editor, report_failure, say
+from cogs.views import NOT_YOURS, open_editor, report_failure, say
 from bot.presenting import (
     forget_result,
     history_text,

@@ -15,7 +15,6 @@ The three loops of seed 000 ("Les boucles") and the guard each one gets here:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
