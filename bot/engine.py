@@ -18,6 +18,7 @@ from typing import Any
 
 import aiosqlite
 
+from bot.cast import Cast
 from bot.character import Character, fill_user, render_character_prompt
 from bot.config import Settings
 from bot.db import Database, StorageError, fetch_all, fetch_one, to_db
@@ -39,8 +40,10 @@ from bot.memory.store import (
     NewMemory,
     erase_user_memories,
     insert_memory,
+    owner_keys,
 )
 from bot.memory.story import (
+    StateSpec,
     parse_state_specs,
     render_story_context,
     select_positions,
@@ -91,6 +94,9 @@ class Incoming:
     # Shown to a vision model with this message only; `text` names them ("[image: name]"), and
     # only the text is saved and reflected.
     images: Sequence[Image] = ()
+    # The key of the character who answers ("" for the default); `user_id` is then the
+    # memory owner key the cast gives that character (bot.cast).
+    character: str = ""
 
 
 @dataclass(slots=True)
@@ -155,6 +161,7 @@ class Engine:
         embedder: Embedder | None,
         settings: Settings,
         character: Character,
+        cast: Cast | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.db = db
@@ -162,8 +169,14 @@ class Engine:
         self.embedder = embedder
         self.settings = settings
         self.character = character
+        self.cast = cast if cast is not None else Cast.single(character)
         self.clock = clock
         self.state_specs = parse_state_specs(character.state)
+        self._specs = {key: parse_state_specs(c.state) for key, c in self.cast.characters.items()}
+        self._rules: dict[str, list[Memory]] = {}
+        # Who else spoke lately in each channel: the reflection is told those people are not
+        # the author (kept in memory only: after a restart the guard starts empty).
+        self._scene: dict[str, set[str]] = {}
         self.store = MemoryStore(db, clock=clock)
         self.cache = VectorCache()
         self.recall = Recall(db, embedder, cache=self.cache, clock=clock)
@@ -189,14 +202,16 @@ class Engine:
         await self.resume_pending_reflections()
 
     async def sync_rules(self) -> None:
-        """The character file's rules, stored as `rule` memories of the character itself."""
-        owner = self.character_user_id
+        """Each character file's rules, stored as `rule` memories of the character itself."""
         now = self.clock()
-        async with self.db.write() as conn:
-            await conn.execute("DELETE FROM memories WHERE user_id = ? AND type = 'rule'", (owner,))
-            for rule in self.character.rules:
-                await insert_memory(conn, owner, NewMemory(text=rule, type="rule"), now=now)
-        self.rules = await self.store.list(owner, types=["rule"], include_rules=True)
+        for key, character in self.cast.characters.items():
+            owner = f"character:{character.name}"
+            async with self.db.write() as conn:
+                await conn.execute("DELETE FROM memories WHERE user_id = ? AND type = 'rule'", (owner,))
+                for rule in character.rules:
+                    await insert_memory(conn, owner, NewMemory(text=rule, type="rule"), now=now)
+            self._rules[key] = await self.store.list(owner, types=["rule"], include_rules=True)
+        self.rules = self._rules[self.cast.default_key]
 
     async def close(self, timeout: float = 20.0) -> None:
         """Let in-flight reflections finish; what does not finish stays pending for next start."""
@@ -216,33 +231,50 @@ class Engine:
         except StorageError as exc:
             # Answering what cannot be kept would make the character forget it silently.
             return TurnResult(None, str(exc), None, None, apology=STORAGE_DOWN_REPLY)
+        character = self.cast.get(msg.character)
+        rules = self._rules.get(character.key, self.rules)
         share = await self.sharing(msg.user_id)
-        story_block, story_detail = await self._story_context(msg.user_id, msg.story_id, text)
+        story_block, story_detail = await self._story_context(
+            msg.user_id, msg.story_id, text, self._specs.get(character.key, self.state_specs)
+        )
         selection = await self.recall.select_for_turn(
             msg.user_id,
             story_id=msg.story_id,
             place=msg.place,
             query=text,
-            rules=self.rules,
+            rules=rules,
             share=share,
             story=story_detail,
             record=False,
         )
+        history = bounded_history(
+            list(msg.history),
+            max_messages=self.settings.history_messages,
+            max_chars=self.settings.history_chars,
+        )
+        self._note_scene(msg, history)
+        lore = (
+            character.lore.match(
+                [line.text for line in history] + [text],
+                budget_chars=self.settings.lore_budget_chars,
+                scan_depth=self.settings.lore_scan_depth,
+            )
+            if character.lore is not None
+            else []
+        )
+        selection.lore = [{"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept} for h in lore]
         messages = build_reply_messages(
-            character_prompt=render_character_prompt(self.character, speaker_name(msg.user_name)),
-            character_name=self.character.name,
-            rules=[r.text for r in self.rules],
+            character_prompt=render_character_prompt(character, speaker_name(msg.user_name)),
+            character_name=character.name,
+            rules=[r.text for r in rules],
             user_name=msg.user_name,
             memories=selection.memories,
             story_context=story_block,
-            history=bounded_history(
-                list(msg.history),
-                max_messages=self.settings.history_messages,
-                max_chars=self.settings.history_chars,
-            ),
+            history=history,
             message=text,
-            post_history=fill_user(self.character.post_history_instructions, speaker_name(msg.user_name)),
+            post_history=fill_user(character.post_history_instructions, speaker_name(msg.user_name)),
             images=msg.images,
+            lore=lore,
         )
         cut: LLMStreamCut | None = None
         usage: TokenUsage | None = None
@@ -291,6 +323,14 @@ class Engine:
             return TurnResult(reply, str(cut), selection, exchange_id, cut=True)
         return TurnResult(reply, None, selection, exchange_id, usage=usage)
 
+    def _note_scene(self, msg: Incoming, history: Sequence[ChannelLine]) -> None:
+        """The people other than the author who spoke in the recent lines of the channel."""
+        others = {
+            line.author for line in history
+            if not line.from_bot and line.author != msg.user_name and not self.cast.is_speaker(line.author)
+        }
+        self._scene[msg.story_id] = others
+
     async def _record(self, selection: TurnSelection) -> None:
         with contextlib.suppress(StorageError):  # counted and logged by the database
             await self.recall.record(selection)
@@ -323,11 +363,13 @@ class Engine:
                 (error[:500], user_id, exchange_id),
             )
 
-    async def _story_context(self, user_id: str, story_id: str, query: str) -> tuple[str, dict[str, Any]]:
+    async def _story_context(
+        self, user_id: str, story_id: str, query: str, specs: dict[str, StateSpec]
+    ) -> tuple[str, dict[str, Any]]:
         story = await load_story(self.db, user_id, story_id)
         positions = select_positions(story.positions, query)
-        values = state_values(self.state_specs, story.state)
-        block = render_story_context(story.anchors, story.summary, positions, values, self.state_specs)
+        values = state_values(specs, story.state)
+        block = render_story_context(story.anchors, story.summary, positions, values, specs)
         detail = {
             "anchors": [{"id": a.id, "text": a.text} for a in story.anchors],
             "summary": story.summary,
@@ -422,6 +464,9 @@ class Engine:
         """Reflect one batch. False when the LLM failed (the batch stays pending)."""
         first, last = batch[0], batch[-1]
         ids = [e.id for e in batch]
+        character = self.cast.character_of_key(first.user_id)
+        specs = self._specs.get(character.key, self.state_specs)
+        others = sorted(self._scene.get(first.story_id, set()) - {first.user_name})
         user_text = "\n".join(e.user_message for e in batch)
         known = await self._nearest_memories(first.user_id, user_text, first.story_id, first.place)
         story = await load_story(self.db, first.user_id, first.story_id)
@@ -429,18 +474,20 @@ class Engine:
             story.anchors,
             story.summary,
             story.positions,
-            state_values(self.state_specs, story.state),
-            self.state_specs,
+            state_values(specs, story.state),
+            specs,
             show_ids=True,
         )
         messages = build_reflection_messages(
-            character=self.character.name,
+            character=character.name,
             user=first.user_name,
             exchanges=[(e.user_message, e.reply) for e in batch],
             known=known,
             today=self.clock().date(),
             story_context=story_block,
-            state_keys=list(self.state_specs),
+            state_keys=list(specs),
+            others=others,
+            lore=[e.name for e in character.lore.entries] if character.lore is not None else [],
         )
         try:
             raw = await self.llm.chat(
@@ -464,13 +511,14 @@ class Engine:
         ctx = ReflectionContext(
             user_id=first.user_id,
             allowed_ids=frozenset(m.id for m in known),
-            character_name=self.character.name,
+            character_name=character.name,
             user_message=user_text,
             user_name=first.user_name,
             story_id=first.story_id,
             place=first.place,
             source=last.message_id or f"exchange {last.id}",
-            state_specs=self.state_specs,
+            state_specs=specs,
+            other_names=tuple(others),
         )
 
         async def mark_reflected(conn: aiosqlite.Connection) -> None:
@@ -728,6 +776,25 @@ class Engine:
         self.last_reports.pop(user_id, None)
         log.info("erased all data of one user on request (%d memories)", report.memories)
         return report
+
+    async def export_person(self, user_id: str) -> dict[str, Any]:
+        """`export` of the person's own key, with what each character of its own memory keeps
+        (their derived keys) under "characters"."""
+        keys = await owner_keys(self.db, user_id)
+        data = await self.export(user_id)
+        data["characters"] = {
+            self.cast.character_of_key(key).key if key != user_id else "": await self.export(key)
+            for key in keys[1:]
+        }
+        return data
+
+    async def erase_person(self, user_id: str) -> EraseReport:
+        """`erase` of every key of the person: their id and every derived key."""
+        total = EraseReport(memories=0, history=0)
+        for key in await owner_keys(self.db, user_id):
+            report = await self.erase(key)
+            total = EraseReport(memories=total.memories + report.memories, history=total.history + report.history)
+        return total
 
 
 def export_json(data: dict[str, Any]) -> str:

@@ -103,6 +103,12 @@ def why_text(selection: TurnSelection | None) -> str:
         lines.append("")
         lines.append("Rules, always in context (outside the 24-slot budget):")
         lines.extend(f"- {clip(r, 100)}" for r in selection.rules)
+    if selection.lore:
+        lines.append("")
+        lines.append("Lore entries that fired (outside the 24-slot budget, their own budget):")
+        for hit in selection.lore:
+            fate = f"{hit['cost']} chars" if hit["kept"] else f"{hit['cost']} chars, left out: over the lore budget"
+            lines.append(f"- {clip(hit['name'], 60)} — on “{clip(hit['keyword'], 40)}” ({fate})")
     lines.extend(_story_lines(selection.story))
     return "\n".join(lines)
 

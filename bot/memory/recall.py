@@ -103,6 +103,8 @@ class TurnSelection:
     story: dict[str, Any] = field(default_factory=dict)
     memories: list[Memory] = field(default_factory=list)
     candidates: int = 0
+    # Lore entries that fired this turn: name, keyword, cost, kept (outside the memory slots).
+    lore: list[dict[str, Any]] = field(default_factory=list)
     # What `Recall.record` needs besides the slots; not part of the /why record.
     place: str = ""
     candidate_ids: list[int] = field(default_factory=list)
@@ -126,6 +128,7 @@ class TurnSelection:
                 "rules": self.rules,
                 "story": self.story,
                 "candidates": self.candidates,
+                "lore": self.lore,
             },
             ensure_ascii=False,
         )
@@ -338,6 +341,7 @@ async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection 
         created_at=from_db(row[4]) or utcnow(),
         story=dict(detail.get("story", {})),
         candidates=int(detail.get("candidates", 0)),
+        lore=list(detail.get("lore", [])),
     )
 
 

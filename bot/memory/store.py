@@ -270,6 +270,21 @@ async def erase_user_memories(conn: aiosqlite.Connection, user_id: str) -> Erase
     return EraseReport(memories=memories, history=cur.rowcount)
 
 
+async def owner_keys(db: Database, user_id: str) -> list[str]:
+    """Every owner key that holds data of one person: their own id and the derived keys
+    `<id>@<character>` of characters with a memory of their own (bot.cast)."""
+    derived = user_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "@%"
+    rows = await fetch_all(
+        db.reader,
+        "SELECT user_id FROM memories WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
+        "UNION SELECT user_id FROM exchanges WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
+        "UNION SELECT user_id FROM user_settings WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\'",
+        (user_id, derived) * 3,
+    )
+    found = sorted({str(r[0]) for r in rows} - {user_id})
+    return [user_id, *found]
+
+
 # --- the store ---------------------------------------------------------------------------------
 
 

@@ -85,6 +85,8 @@ class ReflectionContext:
     place: str | None = None
     source: str | None = None
     state_specs: Mapping[str, StateSpec] = field(default_factory=dict)
+    # The other people who spoke in the channel lately: a memory about one of them is not the user's.
+    other_names: tuple[str, ...] = ()
 
     @property
     def cause(self) -> str:
@@ -229,6 +231,7 @@ class _Writer:
             existing=self._existing(),
             user_message=self.ctx.user_message,
             user_name=self.ctx.user_name,
+            other_names=self.ctx.other_names,
         )
         if rejection is not None:
             self.decide("dropped", text, None, f"{rejection.filter}: {rejection.detail}")
