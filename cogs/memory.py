@@ -16,6 +16,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot.character import Character
 from bot.discord_bot import NO_MENTIONS, EchoBot
 from bot.discord_text import (
     AnswerPolicy,
@@ -26,6 +27,7 @@ from bot.discord_text import (
     user_refusal,
 )
 from bot.db import StorageError
+from bot.discord_voices import character_at
 from bot.engine import Engine, export_json
 from bot.memory.model import MEMORY_TYPES
 from bot.memory.store import InvalidMemory, MAX_MEMORY_CHARS
@@ -55,8 +57,11 @@ NOT_YOURS = "These buttons belong to the person who ran the command."
 FAILED = "Something went wrong on my side; it was logged. Try again later."
 
 
-def _user(interaction: discord.Interaction) -> str:
-    return str(interaction.user.id)
+class UnknownCharacter(app_commands.AppCommandError):
+    """The `character` option names no character of this bot."""
+
+
+CHARACTER_OPTION = "Another character than this channel's (start typing to pick)"
 
 
 async def say(interaction: discord.Interaction, text: str) -> None:
@@ -74,6 +79,8 @@ async def report_failure(interaction: discord.Interaction, what: str, error: Bas
     if isinstance(original, StorageError):
         # Logged once by the database; a traceback per command would bury that line.
         text = STORAGE_FAILED
+    elif isinstance(original, UnknownCharacter):
+        text = str(original)
     else:
         log.error("%s failed", what, exc_info=error)
         text = FAILED
@@ -157,7 +164,7 @@ class EraseConfirm(OwnerOnlyView):
     async def confirm(self, interaction: discord.Interaction, button: discord.ui.Button[EraseConfirm]) -> None:
         self.stop()  # a second press is not dispatched to a stopped view
         await interaction.response.edit_message(content="Erasing…", view=None)
-        report = await self.engine.erase(str(self.owner_id))
+        report = await self.engine.erase_person(str(self.owner_id))
         await interaction.edit_original_response(
             content=f"Erased: {report.memories} memories and {report.history} archived versions."
         )
@@ -196,6 +203,26 @@ class MemoryCommands(commands.Cog):
     async def _remember_menu_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
         await report_failure(interaction, f"the {self.remember_menu.name!r} menu", error)
 
+    def _character(self, interaction: discord.Interaction, chosen: str | None) -> Character:
+        """The character a command acts on: the one named, else the channel's."""
+        if chosen:
+            found = self.engine.cast.by_name_or_key(chosen)
+            if found is None:
+                names = ", ".join(c.name for c in self.engine.cast.characters.values())
+                raise UnknownCharacter(f"No character is called {chosen!r} here; the characters are: {names}.")
+            return found
+        return character_at(self.engine.cast, interaction.channel, interaction.guild_id)
+
+    def _owner(self, interaction: discord.Interaction, chosen: str | None = None) -> str:
+        """The memory owner key of the person for that character (bot.cast)."""
+        return self.engine.cast.memory_key(str(interaction.user.id), self._character(interaction, chosen))
+
+    def _typed_owner(self, interaction: discord.Interaction) -> str:
+        """For autocomplete: the key of the character typed so far, if it names one."""
+        typed = getattr(interaction.namespace, "character", None)
+        known = isinstance(typed, str) and self.engine.cast.by_name_or_key(typed) is not None
+        return self._owner(interaction, typed if known else None)  # type: ignore[arg-type]
+
     def _may_add(self, interaction: discord.Interaction) -> bool:
         """New memories only from people the bot talks to (blocked users cannot fill the DB)."""
         roles = getattr(interaction.user, "roles", ())
@@ -208,10 +235,12 @@ class MemoryCommands(commands.Cog):
 
     @app_commands.command(name="memories", description="What I remember about you (only you see the answer)")
     @app_commands.rename(kind="type")
-    @app_commands.describe(kind="Show only memories of this type")
+    @app_commands.describe(kind="Show only memories of this type", character=CHARACTER_OPTION)
     @app_commands.choices(kind=[app_commands.Choice(name=t, value=t) for t in USER_MEMORY_TYPES])
-    async def memories(self, interaction: discord.Interaction, kind: app_commands.Choice[str] | None = None) -> None:
-        found = await self.engine.store.list(_user(interaction), types=[kind.value] if kind else None)
+    async def memories(
+        self, interaction: discord.Interaction, kind: app_commands.Choice[str] | None = None, character: str | None = None
+    ) -> None:
+        found = await self.engine.store.list(self._owner(interaction, character), types=[kind.value] if kind else None)
         pages = memory_pages(found, now=self.engine.clock())
         if len(pages) == 1:
             await say(interaction, pages[0])
@@ -221,28 +250,34 @@ class MemoryCommands(commands.Cog):
         view.origin = interaction
 
     @app_commands.command(name="history", description="Archived versions of your memories, to bring back with /restore")
-    async def history(self, interaction: discord.Interaction) -> None:
-        user = _user(interaction)
+    @app_commands.describe(character=CHARACTER_OPTION)
+    async def history(self, interaction: discord.Interaction, character: str | None = None) -> None:
+        user = self._owner(interaction, character)
         entries = await self.engine.store.history(user)
         await say(interaction, history_text(entries, await story_history(self.engine.db, user, None, operations=("anchor_removed",))))
 
     @app_commands.command(name="why", description="The memories I used for your last message in this channel, and why")
-    async def why(self, interaction: discord.Interaction) -> None:
-        selection = await self.engine.why(_user(interaction), str(interaction.channel_id))
+    @app_commands.describe(character=CHARACTER_OPTION)
+    async def why(self, interaction: discord.Interaction, character: str | None = None) -> None:
+        selection = await self.engine.why(self._owner(interaction, character), str(interaction.channel_id))
         await say(interaction, why_text(selection))
 
     @app_commands.command(name="memory-stats", description="Statistics on your memories: never recalled, degraded turns")
-    async def memory_stats(self, interaction: discord.Interaction) -> None:
-        await say(interaction, stats_text(await self.engine.stats(_user(interaction))))
+    @app_commands.describe(character=CHARACTER_OPTION)
+    async def memory_stats(self, interaction: discord.Interaction, character: str | None = None) -> None:
+        await say(interaction, stats_text(await self.engine.stats(self._owner(interaction, character))))
 
     # --- writing --------------------------------------------------------------------------
 
     @app_commands.command(name="remember", description="Ask me to remember something about you")
-    @app_commands.describe(text="One short sentence about you, as you want it remembered")
+    @app_commands.describe(text="One short sentence about you, as you want it remembered", character=CHARACTER_OPTION)
     async def remember(
-        self, interaction: discord.Interaction, text: app_commands.Range[str, 1, MAX_MEMORY_CHARS]
+        self,
+        interaction: discord.Interaction,
+        text: app_commands.Range[str, 1, MAX_MEMORY_CHARS],
+        character: str | None = None,
     ) -> None:
-        await say(interaction, await self._remember(interaction, text, source=None))
+        await say(interaction, await self._remember(interaction, text, source=None, character=character))
 
     async def remember_this(self, interaction: discord.Interaction, message: discord.Message) -> None:
         if message.author.id != interaction.user.id:
@@ -254,12 +289,14 @@ class MemoryCommands(commands.Cog):
             return
         await say(interaction, await self._remember(interaction, text, source=message.jump_url))
 
-    async def _remember(self, interaction: discord.Interaction, text: str, *, source: str | None) -> str:
+    async def _remember(
+        self, interaction: discord.Interaction, text: str, *, source: str | None, character: str | None = None
+    ) -> str:
         if not self._may_add(interaction):
             return "Not remembered: this bot's operator does not let me talk with you."
         try:
             memory_id = await self.engine.remember(
-                _user(interaction),
+                self._owner(interaction, character),
                 text,
                 story_id=str(interaction.channel_id),
                 place=place_of(interaction.guild_id),
@@ -271,29 +308,31 @@ class MemoryCommands(commands.Cog):
 
     @app_commands.command(name="pin", description="Always keep one of your memories in my context")
     @app_commands.rename(memory_id="id")
-    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours")
-    async def pin(self, interaction: discord.Interaction, memory_id: int) -> None:
-        done = await self.engine.pin(_user(interaction), memory_id, True)
+    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
+    async def pin(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
+        done = await self.engine.pin(self._owner(interaction, character), memory_id, True)
         await say(interaction, pin_result(memory_id, True, done))
 
     @app_commands.command(name="unpin", description="Stop always keeping a memory in my context")
     @app_commands.rename(memory_id="id")
-    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours")
-    async def unpin(self, interaction: discord.Interaction, memory_id: int) -> None:
-        done = await self.engine.pin(_user(interaction), memory_id, False)
+    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
+    async def unpin(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
+        done = await self.engine.pin(self._owner(interaction, character), memory_id, False)
         await say(interaction, pin_result(memory_id, False, done))
 
     @app_commands.command(name="forget", description="Forget one of your memories (archived: /restore brings it back)")
     @app_commands.rename(memory_id="id")
-    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours")
-    async def forget(self, interaction: discord.Interaction, memory_id: int) -> None:
-        done = await self.engine.forget(_user(interaction), memory_id)
+    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
+    async def forget(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
+        done = await self.engine.forget(self._owner(interaction, character), memory_id)
         await say(interaction, forget_result(memory_id, done))
 
     @app_commands.command(name="restore", description="Bring back an archived version of one of your memories")
-    @app_commands.describe(history_id="The archived version's number (h…, see /history); start typing to search")
-    async def restore(self, interaction: discord.Interaction, history_id: int) -> None:
-        restored = await self.engine.restore(_user(interaction), history_id)
+    @app_commands.describe(
+        history_id="The archived version's number (h…, see /history); start typing to search", character=CHARACTER_OPTION
+    )
+    async def restore(self, interaction: discord.Interaction, history_id: int, character: str | None = None) -> None:
+        restored = await self.engine.restore(self._owner(interaction, character), history_id)
         await say(interaction, restore_result(history_id, restored))
 
     @pin.autocomplete("memory_id")
@@ -302,15 +341,32 @@ class MemoryCommands(commands.Cog):
     async def memory_id_autocomplete(
         self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[int]]:
-        memories = await self.engine.store.list(_user(interaction))
+        memories = await self.engine.store.list(self._typed_owner(interaction))
         return [app_commands.Choice(name=name, value=value) for name, value in memory_choices(memories, current)]
 
     @restore.autocomplete("history_id")
     async def history_id_autocomplete(
         self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[int]]:
-        entries = await self.engine.store.history(_user(interaction))
+        entries = await self.engine.store.history(self._typed_owner(interaction))
         return [app_commands.Choice(name=name, value=value) for name, value in history_choices(entries, current)]
+
+    @memories.autocomplete("character")
+    @history.autocomplete("character")
+    @why.autocomplete("character")
+    @memory_stats.autocomplete("character")
+    @remember.autocomplete("character")
+    @pin.autocomplete("character")
+    @unpin.autocomplete("character")
+    @forget.autocomplete("character")
+    @restore.autocomplete("character")
+    async def character_autocomplete(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        wanted = current.casefold()
+        return [
+            app_commands.Choice(name=c.name, value=c.key)
+            for c in self.engine.cast.characters.values()
+            if wanted in c.name.casefold() or wanted in c.key.casefold()
+        ][:25]
 
     # --- privacy --------------------------------------------------------------------------
 
@@ -318,7 +374,7 @@ class MemoryCommands(commands.Cog):
     @app_commands.describe(state="on: memories cross places; off (default): each place keeps its own")
     @app_commands.choices(state=[app_commands.Choice(name="on", value="on"), app_commands.Choice(name="off", value="off")])
     async def share(self, interaction: discord.Interaction, state: app_commands.Choice[str] | None = None) -> None:
-        user = _user(interaction)
+        user = self._owner(interaction)
         if state is None:
             await say(interaction, sharing_text(await self.engine.sharing(user), changed=False))
             return
@@ -328,8 +384,8 @@ class MemoryCommands(commands.Cog):
     @app_commands.command(name="export", description="Download everything I store about you, as a JSON file")
     async def export(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        user = _user(interaction)
-        data = await self.engine.export(user)
+        user = str(interaction.user.id)
+        data = await self.engine.export_person(user)
         raw = export_json(data).encode("utf-8")
         filename = f"echo-export-{user}.json"
         if len(raw) > EXPORT_MAX_BYTES:

@@ -33,16 +33,17 @@ from tests.fakes.llm_server import FakeLLMServer, LLMRequest, Reply
 
 CHAT_INPUT, MESSAGE_MENU = 1, 3
 # Option name, required, autocomplete, per slash command.
+CHARACTER = ("character", False, True)  # every command on one character's memory can pick another
 EXPECTED_OPTIONS: dict[str, list[tuple[str, bool, bool]]] = {
-    "memories": [("type", False, False)],
-    "remember": [("text", True, False)],
-    "pin": [("id", True, True)],
-    "unpin": [("id", True, True)],
-    "forget": [("id", True, True)],
-    "history": [],
-    "restore": [("history_id", True, True)],
-    "why": [],
-    "memory-stats": [],
+    "memories": [("type", False, False), CHARACTER],
+    "remember": [("text", True, False), CHARACTER],
+    "pin": [("id", True, True), CHARACTER],
+    "unpin": [("id", True, True), CHARACTER],
+    "forget": [("id", True, True), CHARACTER],
+    "history": [CHARACTER],
+    "restore": [("history_id", True, True), CHARACTER],
+    "why": [CHARACTER],
+    "memory-stats": [CHARACTER],
     "export": [],
     "erase-me": [],
     "share": [("state", False, False)],
