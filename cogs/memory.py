@@ -28,12 +28,13 @@ from bot.discord_text import (
 )
 from bot.db import StorageError
 from bot.discord_voices import character_at
+from bot.i18n import language
+from bot.i18n import text as tr
 from bot.engine import Engine, export_json
 from bot.memory.model import MEMORY_TYPES
 from bot.memory.store import InvalidMemory, MAX_MEMORY_CHARS
 from bot.memory.story_store import story_history
 from bot.presenting import (
-    STORAGE_FAILED,
     forget_result,
     history_text,
     memory_pages,
@@ -53,12 +54,22 @@ PAGE_TIMEOUT = 300.0  # well under the 15 minutes an interaction token lives
 CONFIRM_TIMEOUT = 60.0
 # Discord's upload limit for bots is 10 MiB: a larger export is sent gzipped.
 EXPORT_MAX_BYTES = 8 * 1024 * 1024
-NOT_YOURS = "These buttons belong to the person who ran the command."
-FAILED = "Something went wrong on my side; it was logged. Try again later."
+NOT_YOURS = tr("en", "not_yours")
+FAILED = tr("en", "failed")
+
+
+def _lang(interaction: discord.Interaction) -> str:
+    """The language of the person who used the command or button (their Discord locale)."""
+    return language(interaction.locale)
 
 
 class UnknownCharacter(app_commands.AppCommandError):
     """The `character` option names no character of this bot."""
+
+    def __init__(self, name: str, names: str) -> None:
+        super().__init__(f"no character {name!r}")
+        self.name = name
+        self.names = names
 
 
 CHARACTER_OPTION = "Another character than this channel's (start typing to pick)"
@@ -78,14 +89,14 @@ async def report_failure(interaction: discord.Interaction, what: str, error: Bas
     original = getattr(error, "original", error)
     if isinstance(original, StorageError):
         # Logged once by the database; a traceback per command would bury that line.
-        text = STORAGE_FAILED
+        answer = tr(_lang(interaction), "storage_failed")
     elif isinstance(original, UnknownCharacter):
-        text = str(original)
+        answer = tr(_lang(interaction), "unknown_character", name=original.name, names=original.names)
     else:
         log.error("%s failed", what, exc_info=error)
-        text = FAILED
+        answer = tr(_lang(interaction), "failed")
     try:
-        await say(interaction, text)
+        await say(interaction, answer)
     except discord.HTTPException as exc:
         log.debug("could not report the failure of %s: %s", what, exc)
 
@@ -102,7 +113,7 @@ class OwnerOnlyView(discord.ui.View):
     async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
         if interaction.user.id == self.owner_id:
             return True
-        await interaction.response.send_message(NOT_YOURS, ephemeral=True)
+        await interaction.response.send_message(tr(_lang(interaction), "not_yours"), ephemeral=True)
         return False
 
     async def on_error(
@@ -122,10 +133,12 @@ class OwnerOnlyView(discord.ui.View):
 
 
 class PageView(OwnerOnlyView):
-    def __init__(self, owner_id: int, pages: list[str], *, timeout: float = PAGE_TIMEOUT) -> None:
+    def __init__(self, owner_id: int, pages: list[str], *, timeout: float = PAGE_TIMEOUT, lang: str = "en") -> None:
         super().__init__(owner_id, timeout=timeout)
         self.pages = pages
         self.index = 0
+        self.previous_page.label = tr(lang, "previous")
+        self.next_page.label = tr(lang, "next")
         self._update_buttons()
 
     @property
@@ -156,26 +169,29 @@ class PageView(OwnerOnlyView):
 
 
 class EraseConfirm(OwnerOnlyView):
-    def __init__(self, engine: Engine, owner_id: int, *, timeout: float = CONFIRM_TIMEOUT) -> None:
+    def __init__(self, engine: Engine, owner_id: int, *, timeout: float = CONFIRM_TIMEOUT, lang: str = "en") -> None:
         super().__init__(owner_id, timeout=timeout)
         self.engine = engine
+        self.lang = lang
+        self.confirm.label = tr(lang, "erase_button")
+        self.cancel.label = tr(lang, "cancel_button")
 
     @discord.ui.button(label="Erase everything", style=discord.ButtonStyle.danger)
     async def confirm(self, interaction: discord.Interaction, button: discord.ui.Button[EraseConfirm]) -> None:
         self.stop()  # a second press is not dispatched to a stopped view
-        await interaction.response.edit_message(content="Erasing…", view=None)
+        await interaction.response.edit_message(content=tr(self.lang, "erasing"), view=None)
         report = await self.engine.erase_person(str(self.owner_id))
         await interaction.edit_original_response(
-            content=f"Erased: {report.memories} memories and {report.history} archived versions."
+            content=tr(self.lang, "erased", memories=report.memories, history=report.history)
         )
 
     @discord.ui.button(label="Cancel", style=discord.ButtonStyle.secondary)
     async def cancel(self, interaction: discord.Interaction, button: discord.ui.Button[EraseConfirm]) -> None:
         self.stop()
-        await interaction.response.edit_message(content="Nothing was erased.", view=None)
+        await interaction.response.edit_message(content=tr(self.lang, "nothing_erased"), view=None)
 
     async def on_timeout(self) -> None:
-        await self._edit_origin(content="Nothing was erased (no answer in time).", view=None)
+        await self._edit_origin(content=tr(self.lang, "nothing_erased_timeout"), view=None)
 
 
 class MemoryCommands(commands.Cog):
@@ -208,8 +224,7 @@ class MemoryCommands(commands.Cog):
         if chosen:
             found = self.engine.cast.by_name_or_key(chosen)
             if found is None:
-                names = ", ".join(c.name for c in self.engine.cast.characters.values())
-                raise UnknownCharacter(f"No character is called {chosen!r} here; the characters are: {names}.")
+                raise UnknownCharacter(chosen, ", ".join(c.name for c in self.engine.cast.characters.values()))
             return found
         return character_at(self.engine.cast, interaction.channel, interaction.guild_id)
 
@@ -241,11 +256,11 @@ class MemoryCommands(commands.Cog):
         self, interaction: discord.Interaction, kind: app_commands.Choice[str] | None = None, character: str | None = None
     ) -> None:
         found = await self.engine.store.list(self._owner(interaction, character), types=[kind.value] if kind else None)
-        pages = memory_pages(found, now=self.engine.clock())
+        pages = memory_pages(found, now=self.engine.clock(), lang=_lang(interaction))
         if len(pages) == 1:
             await say(interaction, pages[0])
             return
-        view = PageView(interaction.user.id, pages)
+        view = PageView(interaction.user.id, pages, lang=_lang(interaction))
         await interaction.response.send_message(view.page, view=view, ephemeral=True, allowed_mentions=NO_MENTIONS)
         view.origin = interaction
 
@@ -254,18 +269,19 @@ class MemoryCommands(commands.Cog):
     async def history(self, interaction: discord.Interaction, character: str | None = None) -> None:
         user = self._owner(interaction, character)
         entries = await self.engine.store.history(user)
-        await say(interaction, history_text(entries, await story_history(self.engine.db, user, None, operations=("anchor_removed",))))
+        removals = await story_history(self.engine.db, user, None, operations=("anchor_removed",))
+        await say(interaction, history_text(entries, removals, lang=_lang(interaction)))
 
     @app_commands.command(name="why", description="The memories I used for your last message in this channel, and why")
     @app_commands.describe(character=CHARACTER_OPTION)
     async def why(self, interaction: discord.Interaction, character: str | None = None) -> None:
         selection = await self.engine.why(self._owner(interaction, character), str(interaction.channel_id))
-        await say(interaction, why_text(selection))
+        await say(interaction, why_text(selection, lang=_lang(interaction)))
 
     @app_commands.command(name="memory-stats", description="Statistics on your memories: never recalled, degraded turns")
     @app_commands.describe(character=CHARACTER_OPTION)
     async def memory_stats(self, interaction: discord.Interaction, character: str | None = None) -> None:
-        await say(interaction, stats_text(await self.engine.stats(self._owner(interaction, character))))
+        await say(interaction, stats_text(await self.engine.stats(self._owner(interaction, character)), lang=_lang(interaction)))
 
     # --- writing --------------------------------------------------------------------------
 
@@ -281,11 +297,11 @@ class MemoryCommands(commands.Cog):
 
     async def remember_this(self, interaction: discord.Interaction, message: discord.Message) -> None:
         if message.author.id != interaction.user.id:
-            await say(interaction, "I only remember your own messages about you: this one is not yours.")
+            await say(interaction, tr(_lang(interaction), "remember_not_yours"))
             return
         text = message.clean_content.strip()
         if not text:
-            await say(interaction, "That message has no text to remember.")
+            await say(interaction, tr(_lang(interaction), "remember_no_text"))
             return
         await say(interaction, await self._remember(interaction, text, source=message.jump_url))
 
@@ -293,7 +309,7 @@ class MemoryCommands(commands.Cog):
         self, interaction: discord.Interaction, text: str, *, source: str | None, character: str | None = None
     ) -> str:
         if not self._may_add(interaction):
-            return "Not remembered: this bot's operator does not let me talk with you."
+            return tr(_lang(interaction), "remember_refused")
         try:
             memory_id = await self.engine.remember(
                 self._owner(interaction, character),
@@ -303,29 +319,29 @@ class MemoryCommands(commands.Cog):
                 source=source,
             )
         except InvalidMemory as exc:
-            return not_remembered(exc)
-        return remembered(memory_id)
+            return not_remembered(exc, lang=_lang(interaction))
+        return remembered(memory_id, lang=_lang(interaction))
 
     @app_commands.command(name="pin", description="Always keep one of your memories in my context")
     @app_commands.rename(memory_id="id")
     @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
     async def pin(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
         done = await self.engine.pin(self._owner(interaction, character), memory_id, True)
-        await say(interaction, pin_result(memory_id, True, done))
+        await say(interaction, pin_result(memory_id, True, done, lang=_lang(interaction)))
 
     @app_commands.command(name="unpin", description="Stop always keeping a memory in my context")
     @app_commands.rename(memory_id="id")
     @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
     async def unpin(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
         done = await self.engine.pin(self._owner(interaction, character), memory_id, False)
-        await say(interaction, pin_result(memory_id, False, done))
+        await say(interaction, pin_result(memory_id, False, done, lang=_lang(interaction)))
 
     @app_commands.command(name="forget", description="Forget one of your memories (archived: /restore brings it back)")
     @app_commands.rename(memory_id="id")
     @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
     async def forget(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
         done = await self.engine.forget(self._owner(interaction, character), memory_id)
-        await say(interaction, forget_result(memory_id, done))
+        await say(interaction, forget_result(memory_id, done, lang=_lang(interaction)))
 
     @app_commands.command(name="restore", description="Bring back an archived version of one of your memories")
     @app_commands.describe(
@@ -333,7 +349,7 @@ class MemoryCommands(commands.Cog):
     )
     async def restore(self, interaction: discord.Interaction, history_id: int, character: str | None = None) -> None:
         restored = await self.engine.restore(self._owner(interaction, character), history_id)
-        await say(interaction, restore_result(history_id, restored))
+        await say(interaction, restore_result(history_id, restored, lang=_lang(interaction)))
 
     @pin.autocomplete("memory_id")
     @unpin.autocomplete("memory_id")
@@ -376,10 +392,10 @@ class MemoryCommands(commands.Cog):
     async def share(self, interaction: discord.Interaction, state: app_commands.Choice[str] | None = None) -> None:
         user = self._owner(interaction)
         if state is None:
-            await say(interaction, sharing_text(await self.engine.sharing(user), changed=False))
+            await say(interaction, sharing_text(await self.engine.sharing(user), changed=False, lang=_lang(interaction)))
             return
         await self.engine.set_sharing(user, state.value == "on")
-        await say(interaction, sharing_text(state.value == "on", changed=True))
+        await say(interaction, sharing_text(state.value == "on", changed=True, lang=_lang(interaction)))
 
     @app_commands.command(name="export", description="Download everything I store about you, as a JSON file")
     async def export(self, interaction: discord.Interaction) -> None:
@@ -391,17 +407,22 @@ class MemoryCommands(commands.Cog):
         if len(raw) > EXPORT_MAX_BYTES:
             raw, filename = gzip.compress(raw), filename + ".gz"
         await interaction.followup.send(
-            f"Everything I store about you: {len(data['memories'])} memories, "
-            f"{len(data['history'])} archived versions, {len(data['exchanges'])} messages.",
+            tr(
+                _lang(interaction),
+                "export_done",
+                memories=len(data["memories"]),
+                history=len(data["history"]),
+                messages=len(data["exchanges"]),
+            ),
             file=discord.File(io.BytesIO(raw), filename=filename),
             ephemeral=True,
         )
 
     @app_commands.command(name="erase-me", description="Delete everything I store about you, for real (asks to confirm)")
     async def erase_me(self, interaction: discord.Interaction) -> None:
-        view = EraseConfirm(self.engine, interaction.user.id)
+        view = EraseConfirm(self.engine, interaction.user.id, lang=_lang(interaction))
         await interaction.response.send_message(
-            "This deletes every memory and all history about you, for real. Erase everything?",
+            tr(_lang(interaction), "erase_confirm"),
             view=view,
             ephemeral=True,
         )

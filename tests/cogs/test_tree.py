@@ -196,3 +196,21 @@ async def test_close_lets_an_in_flight_reflection_finish(
         "SELECT reflected_at IS NOT NULL FROM exchanges WHERE user_id = ?", (str(ALICE),)
     ) as cur:
         assert [r[0] for r in await cur.fetchall()] == [1]
+
+
+async def test_every_command_option_and_menu_has_a_french_name_and_description_discord_accepts(
+    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    bot = offline_bot(services)
+    await started(bot, monkeypatch)
+    payload = [await c.get_translated_payload(bot.tree, bot.tree.translator) for c in bot.tree.get_commands()]  # type: ignore[arg-type]
+    for command in payload:
+        french = command["name_localizations"]["fr"]
+        assert french != command["name"] or command["name"] == "type"
+        if command["type"] == CHAT_INPUT:
+            assert SLASH_NAME.match(french), french
+            assert 0 < len(command["description_localizations"]["fr"]) <= 100, command["name"]
+            for option in command["options"]:
+                assert SLASH_NAME.match(option["name_localizations"]["fr"]), option["name"]
+                assert 0 < len(option["description_localizations"]["fr"]) <= 100, option["name"]
+        assert "en-US" not in command.get("name_localizations", {}), "English is the default name"

@@ -152,3 +152,25 @@ async def test_without_manage_webhooks_the_character_speaks_as_the_bot_and_says_
     assert not executed(fake_discord)
     assert echo.log().count("no Manage Webhooks permission in channel") == 1
     assert [r for r in llm_server.chats if r.json_schema is None][0].system.startswith("You are Marc.")
+
+
+async def test_a_french_locale_gets_french_answers_and_buttons_an_english_one_english(
+    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    channel = fake_discord.general
+    assert await command_text(fake_discord, channel, "memories", locale="fr") == "Aucun souvenir pour l'instant."
+    assert await command_text(fake_discord, channel, "memories", locale="en-GB") == "No memories yet."
+    assert (await command_text(fake_discord, channel, "why", locale="fr")).startswith("Pas encore de tour de ta part")
+    remembered = await command_text(
+        fake_discord, channel, "remember", [{"name": "text", "type": 3, "value": "J'ai un chat."}], locale="fr"
+    )
+    assert remembered.startswith("Retenu sous le numéro #")
+    interaction = await fake_discord.run_command(ALICE, channel, "erase-me", locale="fr")
+    calls = await fake_discord.wait_for_call("POST", f"/interactions/{interaction.id}/{interaction.token}/callback")
+    data = calls[0].json["data"]
+    assert data["content"] == "Ceci efface pour de vrai tous tes souvenirs et tout ton historique. Tout effacer ?"
+    labels = [c["label"] for row in data["components"] for c in row["components"]]
+    assert labels == ["Tout effacer", "Annuler"]
+    synced = fake_discord.calls_to("PUT", f"/applications/{fake_discord.application_id}/guilds/{fake_discord.guild.id}/commands")
+    names = {c["name"]: c.get("name_localizations", {}).get("fr") for c in synced[-1].json}
+    assert names["memories"] == "souvenirs" and names["why"] == "pourquoi"
