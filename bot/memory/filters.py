@@ -26,7 +26,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bot.memory.text import STOPWORDS, fact_words, normalise
+from bot.memory.text import STOPWORDS, expand_contractions, fact_words, normalise
 
 # --- low_confidence ---------------------------------------------------------------------------
 
@@ -56,12 +56,6 @@ def low_confidence(confidence: float) -> bool:
 
 # "l'", "n'", "qu'"… stay tokens of their own: "n'" carries the negation.
 _TOKEN = re.compile(r"(?:jusqu|lorsqu|puisqu|qu|[cdjlmnst])'|[^\W_]+(?:-[^\W_]+)*|[,;]")
-_CONTRACTIONS = (
-    (re.compile(r"\bwon't\b"), "will not"),
-    (re.compile(r"\b(?:can't|cannot)\b"), "can not"),
-    (re.compile(r"\bshan't\b"), "shall not"),
-    (re.compile(r"n't\b"), " not"),
-)
 
 
 def _fold(text: str) -> str:
@@ -72,10 +66,7 @@ def _fold(text: str) -> str:
 
 def _expand(text: str) -> str:
     """Normalised text with English negative contractions spelt out ("doesn't" → "does not")."""
-    text = normalise(text)
-    for pattern, replacement in _CONTRACTIONS:
-        text = pattern.sub(replacement, text)
-    return text
+    return expand_contractions(normalise(text))
 
 
 def _tokens(text: str) -> list[str]:
@@ -503,6 +494,14 @@ def _feeling_put_on_character(tokens: Sequence[str], user: int, character: int) 
     return False
 
 
+def _makes_character_react(tokens: Sequence[str], character: int) -> bool:
+    """English puts the character between the causative verb and the reaction: "makes Echo
+    laugh", "made the character smile" (French says "fait rire Écho")."""
+    return _before_phrase(tokens, character) in _CAUSATIVE_VERBS and any(
+        t in _REACTIONS for t in tokens[character + 1 : character + 3]
+    )
+
+
 def character_attitude(text: str, character_name: str, user_name: str | None = None) -> bool:
     """True when the memory stores the character's attitude toward the user as a user fact.
 
@@ -533,7 +532,9 @@ def character_attitude(text: str, character_name: str, user_name: str | None = N
     if characters[0] < users[0]:
         return _character_feels(tokens, characters[0], users[0])
     character = next((c for c in characters if c > users[0]), None)
-    return character is not None and _feeling_put_on_character(tokens, users[0], character)
+    return character is not None and (
+        _feeling_put_on_character(tokens, users[0], character) or _makes_character_react(tokens, character)
+    )
 
 
 # --- the write path's entry point -------------------------------------------------------------
