@@ -44,12 +44,12 @@ def character_at(cast: Cast, channel: object, guild_id: int | None) -> Character
 class Voice:
     """How one reply is posted: through a webhook as `character`, or as the bot (webhook None)."""
 
-    character: Character
+    character: Character | None = None
     webhook: discord.Webhook | None = None
     thread: discord.Thread | None = None
 
     async def send(self, channel: discord.abc.Messageable, text: str, *, reference: discord.Message | None) -> discord.Message:
-        if self.webhook is None:
+        if self.webhook is None or self.character is None:
             if reference is not None:
                 return await channel.send(
                     text,

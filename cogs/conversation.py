@@ -81,15 +81,12 @@ class ChannelPacer:
 async def send_reply(message: discord.Message, text: str, voice: Voice | None = None) -> list[discord.Message]:
     """`text` as a reply to `message`, split under Discord's limit; the messages sent. With a
     webhook `voice`, posted under the character's name and avatar."""
-    voice = voice or Voice(_BOT)
+    voice = voice or Voice()
     sent: list[discord.Message] = []
     for n, chunk in enumerate(split_message(text) or ["…"]):
         sent.append(await voice.send(message.channel, chunk, reference=message if n == 0 else None))
     return sent
 
-
-# The bot speaking as itself: the character only matters to a webhook voice.
-_BOT = Character(name="", persona="")
 
 
 class LiveReply:
@@ -100,7 +97,7 @@ class LiveReply:
     def __init__(self, message: discord.Message, pacer: ChannelPacer, voice: Voice | None = None) -> None:
         self.message = message
         self.pacer = pacer
-        self.voice = voice or Voice(_BOT)
+        self.voice = voice or Voice()
         self.sent: discord.Message | None = None
         self._shown = ""
         self._latest = ""
