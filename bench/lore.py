@@ -67,9 +67,9 @@ def main() -> None:
         fast.append(time.perf_counter() - start)
         text = "\n".join(turn)
         start = time.perf_counter()
-        for entry in book.entries:
-            for pattern in entry.regexes:
-                pattern.search(text)
+        lowered = text.lower()
+        for _, pattern, on_lowered, _ in book._regexes:
+            pattern.search(lowered if on_lowered else text)
         regex_only.append(time.perf_counter() - start)
         start = time.perf_counter()
         reference = naive_fired(book, text)
@@ -84,7 +84,7 @@ def main() -> None:
           f"{fired / TURNS:.1f} entries fired per turn")
     print(f"fast matcher (Aho-Corasick + regexes, budget applied): median {fast_ms:.3f} ms per turn, "
           f"p95 {sorted(fast)[int(TURNS * 0.95)] * 1000:.3f} ms")
-    print(f"  of which the regex keys, searched one by one:       median {statistics.median(regex_only) * 1000:.3f} ms")
+    print(f"  of which the 10 regex keys, searched one by one:    median {statistics.median(regex_only) * 1000:.3f} ms")
     print(f"naive scan (every keyword of every entry):             median {naive_ms:.3f} ms per turn")
     print(f"ratio naive / fast: {naive_ms / fast_ms:.1f}x; same entries fired on every turn: {same}")
 

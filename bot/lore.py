@@ -41,6 +41,9 @@ _ENTRY_KEYS = (
     "name", "keys", "content", "case_sensitive", "whole_words", "constant", "order", "priority", "enabled",
 )  # fmt: skip
 _BOOK_KEYS = ("budget_chars", "scan_depth", "entries")
+# A backslash before a letter other than these may mean something case-dependent (\S, \W, \x41,
+# \N{...}): such a pattern is not lower-cased (see `_on_lowered`).
+_SAFE_ESCAPE_LETTERS = frozenset("bwsd")
 
 
 class LoreError(ValueError):
@@ -77,6 +80,8 @@ class Lorebook:
     budget_chars: int | None = None
     scan_depth: int | None = None
     _automata: dict[bool, Any] = field(default_factory=dict, init=False, repr=False)
+    # (entry index, the pattern searched, whether in the lower-cased text, the key as written)
+    _regexes: list[tuple[int, re.Pattern[str], bool, str]] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # One automaton per case rule; each hit names (entry index, keyword as written).
@@ -94,6 +99,10 @@ class Lorebook:
             if found:
                 automaton.make_automaton()
                 self._automata[case_sensitive] = automaton
+        for index, entry in enumerate(self.entries):
+            for pattern in entry.regexes:
+                lowered = _on_lowered(pattern)
+                self._regexes.append((index, lowered or pattern, lowered is not None, f"/{pattern.pattern}/"))
 
     def fired(self, text: str) -> dict[int, str]:
         """Entry index → the first keyword that made it fire in `text` (constants included)."""
@@ -109,13 +118,10 @@ class Lorebook:
                 for index, key in owners:
                     if index not in hits and (bounded or not self.entries[index].whole_words):
                         hits[index] = key
-        for index, entry in enumerate(self.entries):
-            if index in hits:
-                continue
-            for pattern in entry.regexes:
-                if pattern.search(text):
-                    hits[index] = f"/{pattern.pattern}/"
-                    break
+        lowered = text.lower()
+        for index, pattern, on_lowered, key in self._regexes:
+            if index not in hits and pattern.search(lowered if on_lowered else text):
+                hits[index] = key
         return hits
 
     def match(self, recent: Sequence[str], *, budget_chars: int, scan_depth: int) -> list[LoreHit]:
@@ -138,6 +144,18 @@ class Lorebook:
             LoreHit(self.entries[i].name, fired[i], len(self.entries[i].content), self.entries[i].content, i in kept)
             for i in ordered
         ]
+
+
+def _on_lowered(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
+    """A case-insensitive regex as a case-sensitive one over the lower-cased text, when that is
+    the same search: Python's `re` scans for a literal much faster without IGNORECASE."""
+    if not pattern.flags & re.IGNORECASE:
+        return None
+    source = pattern.pattern
+    escapes = re.findall(r"\\(.)", source)
+    if any(c.isalpha() and c not in _SAFE_ESCAPE_LETTERS for c in escapes) or "(?" in source:
+        return None
+    return re.compile(source.lower(), pattern.flags & ~re.IGNORECASE)
 
 
 def _word_char(char: str) -> bool:

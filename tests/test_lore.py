@@ -221,3 +221,26 @@ async def test_lore_told_back_by_the_character_never_becomes_a_memory_of_the_use
     assert "never store it" in reflection.system
     assert [m.text for m in await engine.store.list("alice")] == ["The user sails a small boat."]
     assert "not_about_user" in str(engine.last_reports["alice"])
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "fires"),
+    [
+        ("/quays? of vellmar/i", "the QUAYS of Vellmar", True),
+        ("/\\bdragons?\\b/", "Dragons fly", True),  # case-insensitive by default
+        ("/\\Sea/", "a ea", False),  # \S is not lower-cased into \s
+        ("/\\x41nna/", "anna", True),  # a hex escape keeps its meaning
+        ("/(?-i:Moon)/", "the moon", False),  # an inline flag keeps its meaning
+        ("/[A-Z]ara/", "sara", True),
+    ],
+)
+def test_case_insensitive_regexes_match_as_re_does(key, text, fires):
+    lore = Lorebook([LoreEntry("e", "x", regexes=(load_regex(key),))])
+    assert (0 in lore.fired(text)) is fires
+    assert lore.fired(text).keys() == naive_fired(lore, text).keys()
+
+
+def load_regex(key: str):  # type: ignore[no-untyped-def]
+    from bot.lore import _entry
+
+    return _entry("test", {"keys": [key], "content": "x"}, 0).regexes[0]
