@@ -80,8 +80,9 @@ class Lorebook:
     budget_chars: int | None = None
     scan_depth: int | None = None
     _automata: dict[bool, Any] = field(default_factory=dict, init=False, repr=False)
-    # (entry index, the pattern searched, whether in the lower-cased text, the key as written)
-    _regexes: list[tuple[int, re.Pattern[str], bool, str]] = field(default_factory=list, init=False, repr=False)
+    # (entry index, the pattern searched, whether in the lower-cased text, a literal every match
+    # starts with ("" when unknown), the key as written)
+    _regexes: list[tuple[int, re.Pattern[str], bool, str, str]] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # One automaton per case rule; each hit names (entry index, keyword as written).
@@ -102,7 +103,9 @@ class Lorebook:
         for index, entry in enumerate(self.entries):
             for pattern in entry.regexes:
                 lowered = _on_lowered(pattern)
-                self._regexes.append((index, lowered or pattern, lowered is not None, f"/{pattern.pattern}/"))
+                searched = lowered or pattern
+                prefix = _literal_prefix(searched) if not searched.flags & re.IGNORECASE else ""
+                self._regexes.append((index, searched, lowered is not None, prefix, f"/{pattern.pattern}/"))
 
     def fired(self, text: str) -> dict[int, str]:
         """Entry index → the first keyword that made it fire in `text` (constants included)."""
@@ -119,8 +122,10 @@ class Lorebook:
                     if index not in hits and (bounded or not self.entries[index].whole_words):
                         hits[index] = key
         lowered = text.lower()
-        for index, pattern, on_lowered, key in self._regexes:
-            if index not in hits and pattern.search(lowered if on_lowered else text):
+        for index, pattern, on_lowered, prefix, key in self._regexes:
+            haystack = lowered if on_lowered else text
+            # `in` finds a literal far faster than `re` scans for "\bword…".
+            if index not in hits and prefix in haystack and pattern.search(haystack):
                 hits[index] = key
         return hits
 
@@ -156,6 +161,25 @@ def _on_lowered(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
     if any(c.isalpha() and c not in _SAFE_ESCAPE_LETTERS for c in escapes) or "(?" in source:
         return None
     return re.compile(source.lower(), pattern.flags & ~re.IGNORECASE)
+
+
+_QUANTIFIERS = frozenset("?*+{")
+
+
+def _literal_prefix(pattern: re.Pattern[str]) -> str:
+    """Plain characters every match of `pattern` starts with, after an optional leading \\b;
+    "" when the pattern may match otherwise (an alternation, a class, a quantifier, a flag)."""
+    source = pattern.pattern
+    if "|" in source or pattern.flags & (re.VERBOSE | re.IGNORECASE):
+        return ""
+    if source.startswith("\\b"):
+        source = source[2:]
+    prefix = []
+    for i, char in enumerate(source):
+        if not (char.isalnum() or char == " ") or (i + 1 < len(source) and source[i + 1] in _QUANTIFIERS):
+            break
+        prefix.append(char)
+    return "".join(prefix)
 
 
 def _word_char(char: str) -> bool:
