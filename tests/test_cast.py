@@ -118,3 +118,70 @@ def test_a_card_declares_its_avatar_and_shared_memory_in_its_echo_extension(tmp_
 def test_cast_single_keeps_the_default_key():
     echo = load_character(None)
     assert Cast.single(echo).default is echo
+
+
+async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_find_its_message(db, llm_server, tmp_path):
+    """The erase counter is the person's: a turn with Marc (key 42@marc, holding nothing yet)
+    waiting for the LLM writes nothing after /erase-me; and an edit by the author (Discord id
+    42) reaches the exchange kept under 42@marc."""
+    import asyncio
+
+    from tests.fakes.llm_server import LLMRequest
+
+    cast = load_cast(folder(tmp_path, "default: lina\n"), None)
+    config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def answer(request: LLMRequest) -> str:
+        if request.json_schema is not None:
+            return "{}"
+        if "Zorglub" in str(request.messages):
+            arrived.set()
+            await release.wait()
+        return "ok"
+
+    async with httpx.AsyncClient(trust_env=False) as http:
+        llm = LLMClient(http, api="ollama", base_url=llm_server.url)
+        engine = Engine(db=db, llm=llm, embedder=None, settings=config, character=cast.default, cast=cast)
+        await engine.start()
+        llm_server.handler = answer
+        marc = cast.memory_key("42", cast.characters["marc"])
+        await engine.turn(
+            Incoming(user_id=marc, user_name="A", text="salut", story_id="c", place="g", character="marc", message_id="m-1")
+        )
+        assert await engine.message_edited("m-1", "bonjour", user_id="42") == "reflected as edited"
+        assert await engine.message_edited("m-1", "bonsoir", user_id="7") == "unknown", "only its author's edit counts"
+
+        await engine.erase_person("42")
+        turn = asyncio.create_task(
+            engine.turn(Incoming(user_id=marc, user_name="A", text="Zorglub", story_id="c", place="g", character="marc"))
+        )
+        await asyncio.wait_for(arrived.wait(), 10)
+        await engine.erase("42")  # the person's own key only: the Marc turn must stop all the same
+        release.set()
+        assert (await asyncio.wait_for(turn, 10)).reply == "ok"
+        await engine.wait_recorded(marc)
+        await engine.tasks.wait(10)
+        async with db.reader.execute("SELECT reply FROM exchanges WHERE user_id = ?", (marc,)) as cur:
+            assert [r[0] for r in await cur.fetchall()] == [None], "the answer given after the erase is not kept"
+        async with db.reader.execute("SELECT COUNT(*) FROM turn_log WHERE user_id = ?", (marc,)) as cur:
+            assert (await cur.fetchone())[0] == 0, "nor is the turn logged"
+        await engine.erase_person("42")
+        assert await owner_keys(db, "42") == ["42"]
+        await engine.close()
+
+
+def test_buttons_carry_the_character_owner_key_and_only_its_person_may_press_them():
+    from cogs.views import EditButton, ForgetButton, ReceiptButton, SwipeButton, _person
+
+    for cls, custom_id in (
+        (SwipeButton, "echo:swipe:prev:42@marc:7"),
+        (ReceiptButton, "echo:receipt:42@marc:7"),
+        (ForgetButton, "echo:forget:42@marc:7"),
+        (EditButton, "echo:edit:42@marc:7"),
+    ):
+        match = cls.__discord_ui_compiled_template__.fullmatch(custom_id)
+        assert match is not None and match["user"] == "42@marc", custom_id
+        assert cls.__discord_ui_compiled_template__.fullmatch(custom_id.replace("42@marc", "42")) is not None
+    assert ReceiptButton("42@marc", 7).item.custom_id == "echo:receipt:42@marc:7"
+    assert _person("42@marc") == 42 and _person("42") == 42
