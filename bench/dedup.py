@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bot.memory.dedup as dedup  # noqa: E402
 from bench.dedup_corpus import FACTS, SEED_TRAPS  # noqa: E402
+from bench.dedup_corpus_en import FACTS_EN, SEED_TRAPS_EN  # noqa: E402
 from bot.memory.dedup import (  # noqa: E402
     SIMILARITY_THRESHOLD,
     DedupIndex,
@@ -137,8 +138,8 @@ def reworded(text: str, rng: random.Random) -> str:
 # --- report ----------------------------------------------------------------------------------
 
 
-def corpus_pairs() -> list[tuple[bool, str, str, str, dict[str, float | bool]]]:
-    memories = [(topic, text) for topic, texts in FACTS.items() for text in texts]
+def corpus_pairs(facts: dict[str, tuple[str, ...]] = FACTS) -> list[tuple[bool, str, str, str, dict[str, float | bool]]]:
+    memories = [(topic, text) for topic, texts in facts.items() for text in texts]
     out = []
     for (ta, a), (tb, b) in itertools.combinations(memories, 2):
         label = f"variant[{ta}]" if ta == tb else f"distinct[{ta} / {tb}]"
@@ -146,21 +147,27 @@ def corpus_pairs() -> list[tuple[bool, str, str, str, dict[str, float | bool]]]:
     return out
 
 
-def report_corpus() -> None:
-    pairs = corpus_pairs()
-    n_memories = sum(len(t) for t in FACTS.values())
+def report_corpus(
+    facts: dict[str, tuple[str, ...]] = FACTS, traps: tuple[tuple[str, str, str], ...] = SEED_TRAPS, language: str = "French"
+) -> None:
+    pairs = corpus_pairs(facts)
+    n_memories = sum(len(t) for t in facts.values())
     variants = [p for p in pairs if p[0]]
     distinct = [p for p in pairs if not p[0]]
-    print(f"corpus: {n_memories} memories, {len(FACTS)} facts, {len(pairs)} pairs "
+    print(f"=== {language} corpus ===")
+    print(f"corpus: {n_memories} memories, {len(facts)} facts, {len(pairs)} pairs "
           f"({len(variants)} rewordings, {len(distinct)} distinct-fact pairs)")
     low = min(variants, key=lambda p: p[4]["score"])
     high = max(distinct, key=lambda p: p[4]["score"])
     unprotected = [p for p in distinct if not (p[4]["carriers_differ"] or p[4]["substitution"])]
-    uncapped = max(unprotected, key=lambda p: p[4]["score"])
     print(f"lowest rewording score:      {low[4]['score']:.3f}  {low[2]!r} / {low[3]!r}")
     print(f"highest distinct-fact score: {high[4]['score']:.3f}  {high[2]!r} / {high[3]!r}")
-    print(f"  highest with no cap applying: {uncapped[4]['score']:.3f}"
-          f"  {uncapped[2]!r} / {uncapped[3]!r}")
+    if unprotected:
+        uncapped = max(unprotected, key=lambda p: p[4]["score"])
+        print(f"  highest with no cap applying: {uncapped[4]['score']:.3f}"
+              f"  {uncapped[2]!r} / {uncapped[3]!r}")
+    else:
+        print("  every distinct-fact pair has a cap applying")
     merged_v = sum(p[4]["score"] >= SIMILARITY_THRESHOLD for p in variants)
     merged_d = sum(p[4]["score"] >= SIMILARITY_THRESHOLD for p in distinct)
     print(f"merged at >= {SIMILARITY_THRESHOLD}: {merged_v}/{len(variants)} rewordings, "
@@ -175,7 +182,7 @@ def report_corpus() -> None:
 
     print("\nseed traps (raw = before any cap, seed = carrier cap only, final = both caps;"
           " the seed's figures were measured on its own sentences):")
-    for name, a, b in SEED_TRAPS:
+    for name, a, b in traps:
         d = similarity_details(a, b)
         print(f"  raw {d['raw']:.3f}  seed {d['seed_score']:.3f}  final {d['score']:.3f}  {name}")
 
@@ -187,7 +194,7 @@ def report_corpus() -> None:
     for _, label, a, b, d in lost:
         print(f"  seed {d['seed_score']:.3f} -> {d['score']:.3f}  {label}: {a!r} / {b!r}")
     print(f"  cost: {len(lost)} of the {seed_merged} rewordings the seed measure merged "
-          f"({len(lost) / seed_merged:.0%}) stay as duplicates")
+          f"({len(lost) / max(1, seed_merged):.0%}) stay as duplicates")
     print(f"  gain: {len(saved)} distinct-fact pairs the seed measure merged (a fact erased)"
           " no longer merge:")
     for _, label, a, b, d in saved:
@@ -277,5 +284,7 @@ def _p95(values: list[float]) -> float:
 if __name__ == "__main__":
     started = time.perf_counter()
     report_corpus()
+    print()
+    report_corpus(FACTS_EN, SEED_TRAPS_EN, "English")
     report_scale()
     print(f"\nbench time: {time.perf_counter() - started:.1f} s")

@@ -12,11 +12,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replace_guard_corpus import DIFFERENT, HARD, SAME  # noqa: E402
+from replace_guard_corpus_en import DIFFERENT_EN, HARD_EN, SAME_EN  # noqa: E402
 
 from bot.memory.replace_guard import SAME_SUBJECT_CUTOFF, judge_replacement, subject_overlap  # noqa: E402
 
 
-def main() -> None:
+def report(language: str, SAME: list, DIFFERENT: list, HARD: list) -> None:  # noqa: N803
+    print(f"=== {language} ===")
     print(f"labelled replacements: {len(SAME)} true corrections, {len(DIFFERENT)} unrelated, {len(HARD)} hard (same verb)")
     print("subject overlap distribution (correct | unrelated | hard):")
     for threshold in (0.0, 0.2, 0.34, 0.5, 0.67, 1.0):
@@ -30,6 +32,12 @@ def main() -> None:
         for v, old, new in verdicts:
             if v.replace is not want:
                 print(f"  wrong: {old!r} -> {new!r}: {v.why}")
+
+
+def main() -> None:
+    report("French (and the few English cases of the first corpus)", SAME, DIFFERENT, HARD)
+    print()
+    report("English", SAME_EN, DIFFERENT_EN, HARD_EN)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from pathlib import Path
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from bot.character import Character, load_character
+from bot.cast import Cast, load_cast
+from bot.character import Character
 from bot.config import Settings
 from bot.db import Database, storage_failure
 from bot.embeddings import Embedder, EmbeddingError, make_embedder
@@ -111,7 +112,8 @@ async def _start_web(settings: Settings, engine: Engine, health: Health, metrics
 @asynccontextmanager
 async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncIterator[Services]:
     """Open everything; on exit, finish or park reflections, stop jobs, close HTTP and the DB."""
-    character = load_character(settings.character_file)
+    cast: Cast = load_cast(settings.characters_dir, settings.character_file)
+    character = cast.default
     http = httpx.AsyncClient(timeout=httpx.Timeout(settings.llm_timeout_seconds, connect=5.0))
     llm = LLMClient(
         http,
@@ -150,7 +152,9 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             )
         )
         await _warm_up(embedder)
-        engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings, character=character, metrics=metrics)
+        engine = Engine(
+            db=db, llm=llm, embedder=embedder, settings=settings, character=character, cast=cast, metrics=metrics
+        )
         indexer = Indexer(db, embedder, cache=engine.cache)
         await engine.start()
         indexer.schedule(scheduler, seconds=settings.index_interval_seconds)

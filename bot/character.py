@@ -29,6 +29,7 @@ import yaml
 
 from bot.memory.story import StateSpecError, parse_state_specs
 from bot.memory.text import storable
+from bot.lore import Lorebook, LoreError, load_lore_file, lorebook_from_card
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,12 @@ MAX_RULE_CHARS = 300
 # A character is a few kilobytes; a card with a long lorebook a few hundred.
 MAX_FILE_BYTES = 1024 * 1024
 
-NATIVE_KEYS = ("name", "language", "persona", "scenario", "greeting", "examples", "rules", "state")
+NATIVE_KEYS = (
+    "name", "language", "persona", "scenario", "greeting", "examples", "rules", "state", "lore", "avatar", "memory",
+)  # fmt: skip
+# `memory: own` (the default) keeps a character's memories of a person apart from the other
+# characters'; `memory: shared` puts them with the default character's (see bot/cast.py).
+MEMORY_MODES = ("own", "shared")
 CARD_SPECS = ("chara_card_v2", "chara_card_v3")
 _V1_KEYS = ("description", "personality", "first_mes", "mes_example")
 
@@ -78,6 +84,12 @@ class Character:
     system_prompt: str = ""
     post_history_instructions: str = ""
     source: Path | None = None
+    lore: Lorebook | None = None
+    # Shown as the webhook's avatar when the character speaks in a server.
+    avatar_url: str | None = None
+    shares_memory: bool = False
+    # Its name in a characters folder (the file's stem), used in settings and commands.
+    key: str = "default"
 
 
 def load_character(path: str | Path | None) -> Character:
@@ -97,15 +109,15 @@ def load_character(path: str | Path | None) -> Character:
     elif (
         is_json
         and any(key in document for key in _V1_KEYS)
-        and not any(key in document for key in NATIVE_KEYS if key not in ("name", "scenario"))
+        and not any(key in document for key in NATIVE_KEYS if key not in ("name", "scenario", "avatar"))
     ):
         character = _from_card_fields(file, document, kind="V1 card")
     else:
         character = _from_native(file, document)
     log.info(
-        "character %r from %s: %d rules, %d example turns, state %s",
+        "character %r from %s: %d rules, %d example turns, state %s, %d lore entries",
         character.name, file, len(character.rules), len(character.example_dialogue),
-        ", ".join(character.state) or "none",
+        ", ".join(character.state) or "none", len(character.lore.entries) if character.lore else 0,
     )
     return character
 
@@ -260,6 +272,14 @@ def _from_native(file: Path, doc: Mapping[str, Any]) -> Character:
         examples = _parse_mes_example(file, raw_examples or "", name)
     else:
         examples = _native_examples(file, raw_examples)
+    memory = _text(file, doc, "memory") or "own"
+    if memory not in MEMORY_MODES:
+        raise CharacterError(f"{file}: memory must be own or shared, got {memory!r}.")
+    lore_name = _text(file, doc, "lore")
+    try:
+        lore = load_lore_file(file.parent / lore_name) if lore_name else None
+    except LoreError as exc:
+        raise CharacterError(f"{file}: lore: {exc}") from None
     return Character(
         name=name,
         persona=_with_name(persona, name),
@@ -270,6 +290,9 @@ def _from_native(file: Path, doc: Mapping[str, Any]) -> Character:
         state=_state(file, doc.get("state")),
         language=language,
         source=file,
+        lore=lore,
+        avatar_url=_text(file, doc, "avatar") or None,
+        shares_memory=memory == "shared",
     )
 
 
@@ -360,12 +383,22 @@ def _from_v2_card(file: Path, doc: Mapping[str, Any]) -> Character:
     data = doc.get("data")
     if not isinstance(data, Mapping):
         raise CharacterError(f"{file}: a {spec} card keeps its fields under data, which is missing.")
+    character = _from_card_fields(file, data, kind=f"{spec} card")
     book = data.get("character_book")
     if book:
-        entries = book.get("entries") if isinstance(book, Mapping) else None
-        count = f"{len(entries)} entries" if isinstance(entries, list) else "its entries"
-        log.warning("%s: the card's character_book (%s) is ignored: lorebooks are not supported", file, count)
-    character = _from_card_fields(file, data, kind=f"{spec} card")
+        try:
+            character.lore = lorebook_from_card(file, book)
+        except LoreError as exc:
+            raise CharacterError(str(exc)) from None
+    # Écho's own additions to a card, where SillyTavern lets tools keep theirs.
+    extensions = data.get("extensions")
+    echo = extensions.get("echo") if isinstance(extensions, Mapping) else None
+    if isinstance(echo, Mapping):
+        character.avatar_url = _text(file, echo, "avatar", label="data.extensions.echo.avatar") or None
+        memory = _text(file, echo, "memory", label="data.extensions.echo.memory") or "own"
+        if memory not in MEMORY_MODES:
+            raise CharacterError(f"{file}: data.extensions.echo.memory must be own or shared, got {memory!r}.")
+        character.shares_memory = memory == "shared"
     character.system_prompt = _with_name(
         _ORIGINAL.sub("", _text(file, data, "system_prompt", label="data.system_prompt")).strip(),
         character.name,

@@ -248,6 +248,31 @@ class Settings(BaseSettings):
         ),
         json_schema_extra=_section("Character"),
     )
+    characters_dir: Path | None = Field(
+        None,
+        description=(
+            "Folder of characters, one file or card each (its name without the extension is "
+            "the character's key), and a channels.yaml mapping servers, categories and "
+            "channels to them (see README). Empty: one character, CHARACTER_FILE."
+        ),
+    )
+    lore_budget_chars: int = Field(
+        2000,
+        ge=0,
+        description=(
+            "Characters of lore entries added to a reply's context at most, outside the "
+            "memory slots, unless the lorebook sets its own budget."
+        ),
+    )
+    lore_scan_depth: int = Field(
+        4,
+        ge=0,
+        le=100,
+        description=(
+            "Recent messages, besides the one answered, scanned for lore keywords, unless "
+            "the lorebook sets its own depth."
+        ),
+    )
 
     # Who the bot answers
     allowed_channel_ids: DiscordIds = Field(

@@ -12,10 +12,12 @@ import math
 
 import discord
 import yarl
+from discord import app_commands
 from discord.ext import commands
 
 from bot.app import Services, StartupError
 from bot.config import DEFAULT_DISCORD_API_URL
+from bot.i18n import COMMANDS, language
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,15 @@ def make_intents(allowed_channel_ids: list[int]) -> discord.Intents:
     )
 
 
+class Translator(app_commands.Translator):
+    """Command names, descriptions and options in the user's Discord language (bot.i18n)."""
+
+    async def translate(
+        self, string: app_commands.locale_str, locale: discord.Locale, context: app_commands.TranslationContextTypes
+    ) -> str | None:
+        return COMMANDS.get(language(locale), {}).get(string.message)
+
+
 class EchoBot(commands.Bot):
     def __init__(self, services: Services) -> None:
         super().__init__(
@@ -54,6 +65,7 @@ class EchoBot(commands.Bot):
 
     async def setup_hook(self) -> None:
         await self._use_gateway_of_api()
+        await self.tree.set_translator(Translator())
         await self.add_cog(OwnerCommands(self))
         for extension in EXTENSIONS:
             await self.load_extension(extension)

@@ -19,6 +19,7 @@ from typing import Any
 
 import aiosqlite
 
+from bot.cast import Cast
 from bot.character import Character, fill_user, render_character_prompt
 from bot.config import Settings
 from bot.db import Database, StorageError, fetch_all, fetch_one, to_db
@@ -65,8 +66,10 @@ from bot.memory.store import (
     delete_memory,
     erase_user_memories,
     insert_memory,
+    owner_keys,
 )
 from bot.memory.story import (
+    StateSpec,
     parse_state_specs,
     render_story_context,
     select_positions,
@@ -131,6 +134,9 @@ class Incoming:
     # The reply may be regenerated and swiped: the exchange stays open, and is reflected on the
     # answer the user keeps once it settles (next message in the story, SETTLE_SECONDS, restart).
     swipes: bool = False
+    # The key of the character who answers ("" for the default); `user_id` is then the
+    # memory owner key the cast gives that character (bot.cast).
+    character: str = ""
 
 
 @dataclass(slots=True)
@@ -237,6 +243,7 @@ class Engine:
         embedder: Embedder | None,
         settings: Settings,
         character: Character,
+        cast: Cast | None = None,
         clock: Callable[[], datetime] = utcnow,
         metrics: Metrics | None = None,
     ) -> None:
@@ -245,8 +252,14 @@ class Engine:
         self.embedder = embedder
         self.settings = settings
         self.character = character
+        self.cast = cast if cast is not None else Cast.single(character)
         self.clock = clock
         self.state_specs = parse_state_specs(character.state)
+        self._specs = {key: parse_state_specs(c.state) for key, c in self.cast.characters.items()}
+        self._rules: dict[str, list[Memory]] = {}
+        # Who else spoke lately in each channel: the reflection is told those people are not
+        # the author (kept in memory only: after a restart the guard starts empty).
+        self._scene: dict[str, set[str]] = {}
         self.store = MemoryStore(db, clock=clock)
         self.cache = VectorCache()
         self.recall = Recall(db, embedder, cache=self.cache, clock=clock)
@@ -285,20 +298,24 @@ class Engine:
         await self.resume_pending_reflections()
 
     async def sync_rules(self) -> None:
-        """The character file's rules, stored as `rule` memories of the character itself.
+        """Each character file's rules, stored as `rule` memories of the character itself.
 
-        Rewritten only when the file's rules changed: the same character keeps the same rule
-        ids (and their vectors) from one start to the next."""
-        owner = self.character_user_id
-        stored = sorted(await self.store.list(owner, types=["rule"], include_rules=True), key=lambda m: m.id)
-        if [m.text for m in stored] != list(self.character.rules):
-            now = self.clock()
-            async with self.db.write() as conn:
-                await conn.execute("DELETE FROM memories WHERE user_id = ? AND type = 'rule'", (owner,))
-                for rule in self.character.rules:
-                    await insert_memory(conn, owner, NewMemory(text=rule, type="rule"), now=now)
+        Rewritten only when a file's rules changed: the same character keeps the same rule ids
+        (and their vectors) from one start to the next."""
+        for key, character in self.cast.characters.items():
+            owner = f"character:{character.name}"
             stored = sorted(await self.store.list(owner, types=["rule"], include_rules=True), key=lambda m: m.id)
-        self.rules = stored
+            if [m.text for m in stored] != list(character.rules):
+                now = self.clock()
+                async with self.db.write() as conn:
+                    await conn.execute("DELETE FROM memories WHERE user_id = ? AND type = 'rule'", (owner,))
+                    for rule in character.rules:
+                        await insert_memory(conn, owner, NewMemory(text=rule, type="rule"), now=now)
+                stored = sorted(
+                    await self.store.list(owner, types=["rule"], include_rules=True), key=lambda m: m.id
+                )
+            self._rules[key] = stored
+        self.rules = self._rules[self.cast.default_key]
 
     async def close(self, timeout: float = 20.0) -> None:
         """Let in-flight reflections finish; what does not finish stays pending for next start."""
@@ -324,12 +341,15 @@ class Engine:
             history=[ChannelLine(storable(h.author), storable(h.text), h.from_bot) for h in msg.history],
         )
         text = msg.text.strip()[: self.settings.max_message_chars]
-        erasures = self._erasures.get(msg.user_id, 0)
+        # Counted per person, not per owner key: erasing someone stops their turns with every
+        # character, even one whose key holds nothing yet.
+        person = self.cast.user_of_key(msg.user_id)
+        erasures = self._erasures.get(person, 0)
 
         def erased() -> bool:
             # Asked inside each write transaction: an erase is one transaction too, so a turn
             # that was waiting (for the LLM, for the write lock) when it ran writes nothing after.
-            return self._erasures.get(msg.user_id, 0) != erasures
+            return self._erasures.get(person, 0) != erasures
 
         if any(user_id == msg.user_id for user_id, _ in self._settle_timers):
             with contextlib.suppress(StorageError):  # they stay open; the next start settles them
@@ -343,36 +363,53 @@ class Engine:
             return TurnResult(None, str(exc), None, None, apology=STORAGE_DOWN_REPLY)
         if exchange_id is None:
             return TurnResult(None, "erased", None, None, apology=ERASED_REPLY)
+        character = self.cast.get(msg.character)
+        rules = self._rules.get(character.key, self.rules)
         share = await self.sharing(msg.user_id)
-        story_block, story_detail = await self._story_context(msg.user_id, msg.story_id, text)
+        story_block, story_detail = await self._story_context(
+            msg.user_id, msg.story_id, text, self._specs.get(character.key, self.state_specs)
+        )
         started = time.perf_counter()
         selection = await self.recall.select_for_turn(
             msg.user_id,
             story_id=msg.story_id,
             place=msg.place,
             query=text,
-            rules=self.rules,
+            rules=rules,
             share=share,
             story=story_detail,
             record=False,
         )
         memory_seconds = time.perf_counter() - started
         self.metrics.memory_seconds.observe(memory_seconds)
+        history = bounded_history(
+            list(msg.history),
+            max_messages=self.settings.history_messages,
+            max_chars=self.settings.history_chars,
+        )
+        self._note_scene(msg, history)
+        lore = (
+            character.lore.match(
+                [line.text for line in history] + [text],
+                budget_chars=self.settings.lore_budget_chars,
+                scan_depth=self.settings.lore_scan_depth,
+            )
+            if character.lore is not None
+            else []
+        )
+        selection.lore = [{"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept} for h in lore]
         messages = build_reply_messages(
-            character_prompt=render_character_prompt(self.character, speaker_name(msg.user_name)),
-            character_name=self.character.name,
-            rules=[r.text for r in self.rules],
+            character_prompt=render_character_prompt(character, speaker_name(msg.user_name)),
+            character_name=character.name,
+            rules=[r.text for r in rules],
             user_name=msg.user_name,
             memories=selection.memories,
             story_context=story_block,
-            history=bounded_history(
-                list(msg.history),
-                max_messages=self.settings.history_messages,
-                max_chars=self.settings.history_chars,
-            ),
+            history=history,
             message=text,
-            post_history=fill_user(self.character.post_history_instructions, speaker_name(msg.user_name)),
+            post_history=fill_user(character.post_history_instructions, speaker_name(msg.user_name)),
             images=msg.images,
+            lore=lore,
         )
         started = time.perf_counter()
         cut: LLMStreamCut | None = None
@@ -437,6 +474,14 @@ class Engine:
         if cut is not None:
             return TurnResult(reply, str(cut), selection, exchange_id, cut=True)
         return TurnResult(reply, None, selection, exchange_id, usage=usage)
+
+    def _note_scene(self, msg: Incoming, history: Sequence[ChannelLine]) -> None:
+        """The people other than the author who spoke in the recent lines of the channel."""
+        others = {
+            line.author for line in history
+            if not line.from_bot and line.author != msg.user_name and not self.cast.is_speaker(line.author)
+        }
+        self._scene[msg.story_id] = others
 
     async def _stream_reply(self, messages: list[dict[str, Any]], on_text: OnText) -> ChatReply:
         """The streamed reply, timed and counted like `_chat`; a runaway one is stopped once past
@@ -529,11 +574,13 @@ class Engine:
                 (error[:500], user_id, exchange_id),
             )
 
-    async def _story_context(self, user_id: str, story_id: str, query: str) -> tuple[str, dict[str, Any]]:
+    async def _story_context(
+        self, user_id: str, story_id: str, query: str, specs: dict[str, StateSpec]
+    ) -> tuple[str, dict[str, Any]]:
         story = await load_story(self.db, user_id, story_id)
         positions = select_positions(story.positions, query)
-        values = state_values(self.state_specs, story.state)
-        block = render_story_context(story.anchors, story.summary, positions, values, self.state_specs)
+        values = state_values(specs, story.state)
+        block = render_story_context(story.anchors, story.summary, positions, values, specs)
         detail = {
             "anchors": [{"id": a.id, "text": a.text} for a in story.anchors],
             "summary": story.summary,
@@ -666,8 +713,10 @@ class Engine:
         """The user edited a message the character answered. Returns what happens:
         "unknown" (no exchange), "unchanged", "reflected as edited" (not reflected yet), or
         "correction" (already reflected: reflected again as a correction of its memories)."""
-        owner = user_id or await message_owner(self.db, message_id)
-        if owner is None:
+        owner = await message_owner(self.db, message_id)
+        # The author's id, when given, must be the person of the owner key (their own id, or
+        # `<id>@<character>` for a character with its own memory of them).
+        if owner is None or (user_id is not None and self.cast.user_of_key(owner) != user_id):
             return "unknown"
         ex = await message_exchange(self.db, owner, message_id)
         text = storable(text).strip()[: self.settings.max_message_chars]
@@ -795,6 +844,9 @@ class Engine:
         """Reflect one batch. False when the LLM failed (the batch stays pending)."""
         first, last = batch[0], batch[-1]
         ids = [e.id for e in batch]
+        character = self.cast.character_of_key(first.user_id)
+        specs = self._specs.get(character.key, self.state_specs)
+        others = sorted(self._scene.get(first.story_id, set()) - {first.user_name})
         user_text = "\n".join(e.user_message for e in batch)
         known = await self._nearest_memories(first.user_id, user_text, first.story_id, first.place)
         correction: Correction | None = None
@@ -814,19 +866,21 @@ class Engine:
             story.anchors,
             story.summary,
             story.positions,
-            state_values(self.state_specs, story.state),
-            self.state_specs,
+            state_values(specs, story.state),
+            specs,
             show_ids=True,
         )
         messages = build_reflection_messages(
-            character=self.character.name,
+            character=character.name,
             user=first.user_name,
             exchanges=[(e.user_message, e.reply) for e in batch],
             known=known,
             today=self.clock().date(),
             story_context=story_block,
-            state_keys=list(self.state_specs),
+            state_keys=list(specs),
             correction=correction,
+            others=others,
+            lore=[e.name for e in character.lore.entries] if character.lore is not None else [],
         )
         try:
             answer = await self._chat(
@@ -854,16 +908,17 @@ class Engine:
         ctx = ReflectionContext(
             user_id=first.user_id,
             allowed_ids=frozenset(m.id for m in known),
-            character_name=self.character.name,
+            character_name=character.name,
             user_message=user_text,
             user_name=first.user_name,
             story_id=first.story_id,
             place=first.place,
             source=last.message_id or f"exchange {last.id}",
-            state_specs=self.state_specs,
+            state_specs=specs,
             max_memories=self.settings.max_memories_per_user,
             exchange_ids=tuple(ids),
             correctable=correctable,
+            other_names=tuple(others),
         )
 
         async def mark_reflected(conn: aiosqlite.Connection) -> None:
@@ -1156,7 +1211,8 @@ class Engine:
         since the turn began, and writes nothing when one was.
         """
         # First: from now on, a turn of this user already under way writes nothing more.
-        self._erasures[user_id] = self._erasures.get(user_id, 0) + 1
+        person = self.cast.user_of_key(user_id)
+        self._erasures[person] = self._erasures.get(person, 0) + 1
         await self.wait_recorded(user_id)
         worker = self._workers.tasks.get(user_id)
         if worker is not None and not worker.done():
@@ -1180,6 +1236,25 @@ class Engine:
         self.last_reports.pop(user_id, None)
         log.info("erased all data of one user on request (%d memories)", report.memories)
         return report
+
+    async def export_person(self, user_id: str) -> dict[str, Any]:
+        """`export` of the person's own key, with what each character of its own memory keeps
+        (their derived keys) under "characters"."""
+        keys = await owner_keys(self.db, user_id)
+        data = await self.export(user_id)
+        data["characters"] = {
+            self.cast.character_of_key(key).key if key != user_id else "": await self.export(key)
+            for key in keys[1:]
+        }
+        return data
+
+    async def erase_person(self, user_id: str) -> EraseReport:
+        """`erase` of every key of the person: their id and every derived key."""
+        total = EraseReport(memories=0, history=0)
+        for key in await owner_keys(self.db, user_id):
+            report = await self.erase(key)
+            total = EraseReport(memories=total.memories + report.memories, history=total.history + report.history)
+        return total
 
 
 def _ms(seconds: float) -> int:

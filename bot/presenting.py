@@ -1,6 +1,7 @@
 """Plain-text renderings of memory data, shared by the Discord cogs and the terminal chat.
 
-Pure: takes engine data, returns strings (Discord markdown-safe: no tables, short lines).
+Pure: takes engine data, returns strings (Discord markdown-safe: no tables, short lines), in
+the language `lang` of bot.i18n (English by default, as the terminal shows them).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from bot.i18n import DEFAULT_LANGUAGE, text
 from bot.memory.model import HistoryEntry, Memory
 from bot.memory.recall import TurnFigures, TurnSelection
 from bot.memory.story_store import StoryHistoryEntry
@@ -16,19 +18,14 @@ from bot.memory.story_store import StoryHistoryEntry
 if TYPE_CHECKING:
     from bot.engine import MemoryStats, ReceiptLine
 
-REASON_LABELS = {
-    "pinned": "pinned",
-    "global": "global",
-    "semantic": "recalled by the message",
-    "type_quota": "type quota",
-    "backfill": "backfill",
-}
+REASONS = ("pinned", "global", "semantic", "type_quota", "backfill")
+# The owner's web page is English.
+REASON_LABELS = {reason: text(DEFAULT_LANGUAGE, f"reason_{reason}") for reason in REASONS}
+STORAGE_FAILED = text(DEFAULT_LANGUAGE, "storage_failed")
 
 
-STORAGE_FAILED = (
-    "Not done: the bot cannot write to its database right now (its log says why). Nothing was "
-    "changed; try again later."
-)
+def _reason(reason: str, lang: str) -> str:
+    return text(lang, f"reason_{reason}") if reason in REASONS else reason
 
 
 def clip(text: str, limit: int = 160) -> str:
@@ -40,37 +37,45 @@ def _date(dt: datetime | None) -> str:
     return dt.strftime("%Y-%m-%d") if dt else "—"
 
 
-def memory_line(m: Memory, *, now: datetime) -> str:
+def memory_line(m: Memory, *, now: datetime, lang: str = DEFAULT_LANGUAGE) -> str:
     flags = []
     if m.pinned:
         flags.append("📌")
     if m.expires_at is not None:
-        flags.append(("expired " if m.is_expired(now) else "until ") + _date(m.expires_at))
+        flags.append(text(lang, "flag_expired" if m.is_expired(now) else "flag_until", date=_date(m.expires_at)))
     if m.scope == "story":
-        flags.append("this story")
+        flags.append(text(lang, "flag_story"))
     suffix = f" ({', '.join(flags)})" if flags else ""
     return f"#{m.id} [{m.type}] {clip(m.text)}{suffix}"
 
 
 def memory_pages(
-    memories: Sequence[Memory], *, now: datetime, per_page: int = 10, max_chars: int = 1_900
+    memories: Sequence[Memory], *, now: datetime, per_page: int = 10, max_chars: int = 1_900, lang: str = DEFAULT_LANGUAGE
 ) -> list[str]:
     """Pages of at most `per_page` memory lines and `max_chars` characters, header included
     (a Discord message holds 2,000); one page saying so when there is nothing."""
-    return [text for text, _ in memory_pages_with_spans(memories, now=now, per_page=per_page, max_chars=max_chars)]
+    return [
+        page
+        for page, _ in memory_pages_with_spans(memories, now=now, per_page=per_page, max_chars=max_chars, lang=lang)
+    ]
 
 
 def memory_pages_with_spans(
-    memories: Sequence[Memory], *, now: datetime, per_page: int = 10, max_chars: int = 1_900
+    memories: Sequence[Memory],
+    *,
+    now: datetime,
+    per_page: int = 10,
+    max_chars: int = 1_900,
+    lang: str = DEFAULT_LANGUAGE,
 ) -> list[tuple[str, range]]:
     """`memory_pages`, each page with the positions in `memories` it shows."""
     if not memories:
-        return [("No memories yet.", range(0))]
-    lines = [memory_line(m, now=now) for m in memories]
+        return [(text(lang, "no_memories"), range(0))]
+    lines = [memory_line(m, now=now, lang=lang) for m in memories]
     total = len(lines)
 
     def header(first: int, last: int) -> str:
-        return f"Memories {first}–{last} of {total}:\n"
+        return text(lang, "memories_header", first=first, last=last, total=total)
 
     # The longest header any page can have: its numbers are at most `total`.
     room = max_chars - len(header(total, total))
@@ -91,27 +96,39 @@ def memory_pages_with_spans(
     return pages
 
 
-def why_text(selection: TurnSelection | None) -> str:
+def why_text(selection: TurnSelection | None, *, lang: str = DEFAULT_LANGUAGE) -> str:
     if selection is None:
-        return "No turn of yours in this channel yet: talk to me first, then ask /why."
-    head = (
-        f"Last turn ({selection.created_at:%Y-%m-%d %H:%M} UTC), message: “{clip(selection.query, 80)}”\n"
-        f"{_count(len(selection.slots), 'memory', 'memories')} chosen out of "
-        f"{_count(selection.candidates, 'candidate')}"
+        return text(lang, "why_none")
+    head = text(
+        lang,
+        "why_head",
+        at=f"{selection.created_at:%Y-%m-%d %H:%M}",
+        query=clip(selection.query, 80),
+        chosen=_count(len(selection.slots), "memory", lang),
+        candidates=_count(selection.candidates, "candidate", lang),
     )
     if selection.degraded:
-        head += "\n⚠️ Degraded turn: the embedder did not answer in time, no semantic scores (lexical matches only)."
+        head += "\n" + text(lang, "why_degraded")
     head += "".join(f"\n{line}" for line in prompt_lines(selection.figures))
     lines = [head, ""]
     for n, slot in enumerate(selection.slots, 1):
-        score = f" score {slot.score:.3f}" if slot.score is not None else (" lexical match" if slot.lexical else "")
+        if slot.score is not None:
+            score = text(lang, "why_score", score=f"{slot.score:.3f}")
+        else:
+            score = text(lang, "why_lexical") if slot.lexical else ""
         pin = " 📌" if slot.pinned else ""
-        lines.append(f"{n:>2}. #{slot.id} [{slot.type}] {REASON_LABELS.get(slot.reason, slot.reason)}{score}{pin} — {clip(slot.text, 100)}")
+        lines.append(f"{n:>2}. #{slot.id} [{slot.type}] {_reason(slot.reason, lang)}{score}{pin} — {clip(slot.text, 100)}")
     if selection.rules:
         lines.append("")
-        lines.append("Rules, always in context (outside the 24-slot budget):")
+        lines.append(text(lang, "why_rules"))
         lines.extend(f"- {clip(r, 100)}" for r in selection.rules)
-    lines.extend(_story_lines(selection.story))
+    if selection.lore:
+        lines.append("")
+        lines.append(text(lang, "why_lore"))
+        for hit in selection.lore:
+            fate = text(lang, "why_lore_kept" if hit["kept"] else "why_lore_left_out", cost=hit["cost"])
+            lines.append(text(lang, "why_lore_line", name=clip(hit["name"], 60), keyword=clip(hit["keyword"], 40), fate=fate))
+    lines.extend(_story_lines(selection.story, lang))
     return "\n".join(lines)
 
 
@@ -132,105 +149,124 @@ def prompt_lines(figures: TurnFigures) -> list[str]:
     return lines
 
 
-def _story_lines(story: dict[str, Any]) -> list[str]:
+def _story_lines(story: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> list[str]:
     lines: list[str] = []
     anchors = story.get("anchors") or []
     positions = story.get("positions") or []
     state = story.get("state") or {}
     if anchors:
-        lines += ["", "Anchors (key story facts):"] + [f"- [{a['id']}] {clip(a['text'], 100)}" for a in anchors]
+        lines += ["", text(lang, "why_anchors")] + [f"- [{a['id']}] {clip(a['text'], 100)}" for a in anchors]
     if story.get("summary"):
-        lines += ["", f"Story summary: {clip(story['summary'], 300)}"]
+        lines += ["", text(lang, "why_summary", summary=clip(story["summary"], 300))]
     if positions:
-        lines += ["", "Character positions served:"] + [
+        lines += ["", text(lang, "why_positions")] + [
             f"- {p['subject']}: {clip(p['stance'], 100)}" for p in positions
         ]
     if state:
-        lines += ["", "State: " + ", ".join(f"{k} {v:g}" for k, v in state.items())]
+        lines += ["", text(lang, "why_state", values=", ".join(f"{k} {v:g}" for k, v in state.items()))]
     return lines
 
 
-def history_text(entries: Sequence[HistoryEntry], story_entries: Sequence[StoryHistoryEntry] = ()) -> str:
+def history_text(
+    entries: Sequence[HistoryEntry], story_entries: Sequence[StoryHistoryEntry] = (), *, lang: str = DEFAULT_LANGUAGE
+) -> str:
     removals = [s for s in story_entries if s.operation == "anchor_removed"]
     if not entries and not removals:
-        return "History is empty: nothing was replaced, merged or forgotten."
+        return text(lang, "history_empty")
     lines: list[str] = []
     if entries:
-        lines.append("Archived versions (restore one with /restore <history id>):")
+        lines.append(text(lang, "history_head"))
         for e in entries:
-            restored = " (restored)" if e.restored else ""
             lines.append(
-                f"h{e.id}: #{e.memory_id} {e.operation} on {_date(e.archived_at)} by {e.cause}{restored}"
-                f" — was “{clip(e.text, 100)}”"
+                text(
+                    lang,
+                    "history_line",
+                    id=e.id,
+                    memory_id=e.memory_id,
+                    operation=e.operation,
+                    date=_date(e.archived_at),
+                    cause=e.cause,
+                    restored=text(lang, "history_restored") if e.restored else "",
+                    text=clip(e.text, 100),
+                )
             )
     if removals:
         if lines:
             lines.append("")
-        lines.append("Anchor removals:")
+        lines.append(text(lang, "history_anchors"))
         for s in removals:
-            text = s.payload.get("text", "") if isinstance(s.payload, dict) else ""
-            lines.append(f"- {_date(s.at)} “{clip(text, 80)}” — reason: {s.reason or '—'}")
+            said = s.payload.get("text", "") if isinstance(s.payload, dict) else ""
+            lines.append(text(lang, "history_anchor_line", date=_date(s.at), text=clip(said, 80), reason=s.reason or "—"))
     return "\n".join(lines)
 
 
-def _count(n: int, noun: str, plural: str | None = None) -> str:
-    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+def _count(n: int, noun: str, lang: str = DEFAULT_LANGUAGE) -> str:
+    plural = "memories" if noun == "memory" else noun + "s"
+    return text(lang, f"n_{noun if n == 1 else plural}", n=n)
 
 
-def stats_text(stats: "MemoryStats") -> str:
-    types = ", ".join(f"{n} {t}" for t, n in sorted(stats.by_type.items())) or "none"
+def stats_text(stats: "MemoryStats", *, lang: str = DEFAULT_LANGUAGE) -> str:
+    types = ", ".join(f"{n} {t}" for t, n in sorted(stats.by_type.items())) or text(lang, "stats_none")
     lines = [
-        f"{_count(stats.total, 'memory', 'memories')} of at most {stats.cap} ({types}); "
-        f"{stats.pinned} pinned; {stats.expired} expired (kept, not served).",
-        f"Turns: {stats.turns}, of which degraded (no semantic recall): {stats.degraded_turns}.",
-        f"Memories never recalled by meaning: {stats.never_semantic}.",
-        f"Reflections waiting: {stats.pending_reflections}.",
+        text(
+            lang,
+            "stats_total",
+            memories=_count(stats.total, "memory", lang),
+            types=types,
+            pinned=stats.pinned,
+            expired=stats.expired,
+            cap=stats.cap,
+        ),
+        text(lang, "stats_turns", turns=stats.turns, degraded=stats.degraded_turns),
+        text(lang, "stats_never_semantic", n=stats.never_semantic),
+        text(lang, "stats_pending", n=stats.pending_reflections),
     ]
     if stats.total >= stats.cap:
-        lines.append("The cap is reached: new memories are refused until some are forgotten.")
+        lines.append(text(lang, "stats_cap_reached"))
     if stats.never_surfaced:
-        lines.append(f"Never surfaced although candidate often ({len(stats.never_surfaced)}):")
-        lines.extend(f"- #{m.id} {clip(m.text, 90)} (candidate {m.times_candidate}×)" for m in stats.never_surfaced[:10])
+        lines.append(text(lang, "stats_never_surfaced", n=len(stats.never_surfaced)))
+        lines.extend(
+            text(lang, "stats_never_surfaced_line", id=m.id, text=clip(m.text, 90), times=m.times_candidate)
+            for m in stats.never_surfaced[:10]
+        )
     return "\n".join(lines)
 
 
 # --- answers to the memory commands (one wording for Discord and the terminal) ------------------
 
 
-def remembered(memory_id: int) -> str:
-    return f"Remembered as #{memory_id}."
+def remembered(memory_id: int, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    return text(lang, "remembered", id=memory_id)
 
 
-def not_remembered(reason: object) -> str:
-    return f"Not remembered: {reason}."
+def not_remembered(reason: object, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    return text(lang, "not_remembered", reason=reason)
 
 
-def pin_result(memory_id: int, pinned: bool, done: bool) -> str:
+def pin_result(memory_id: int, pinned: bool, done: bool, *, lang: str = DEFAULT_LANGUAGE) -> str:
     if not done:
-        return no_memory(memory_id)
-    return f"{'Pinned' if pinned else 'Unpinned'} #{memory_id}."
+        return no_memory(memory_id, lang=lang)
+    return text(lang, "pinned" if pinned else "unpinned", id=memory_id)
 
 
-def forget_result(memory_id: int, done: bool) -> str:
-    return f"Forgot #{memory_id} (see /history to restore it)." if done else no_memory(memory_id)
+def forget_result(memory_id: int, done: bool, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    return text(lang, "forgot", id=memory_id) if done else no_memory(memory_id, lang=lang)
 
 
-def restore_result(history_id: int, restored: int | None) -> str:
+def restore_result(history_id: int, restored: int | None, *, lang: str = DEFAULT_LANGUAGE) -> str:
     if restored is None:
-        return f"No history entry h{history_id} of yours."
-    return f"Restored memory #{restored}."
+        return text(lang, "no_history_entry", id=history_id)
+    return text(lang, "restored", id=restored)
 
 
-def no_memory(memory_id: int) -> str:
+def no_memory(memory_id: int, *, lang: str = DEFAULT_LANGUAGE) -> str:
     # Another user's id and a missing id get the same answer: ids reveal nothing.
-    return f"You have no memory #{memory_id}."
+    return text(lang, "no_memory", id=memory_id)
 
 
-def sharing_text(on: bool, *, changed: bool) -> str:
-    state = "on" if on else "off"
-    if changed:
-        return f"Sharing across places is now {state}."
-    return f"Sharing across places is {state}. Usage: /share on|off"
+def sharing_text(on: bool, *, changed: bool, lang: str = DEFAULT_LANGUAGE) -> str:
+    state = text(lang, "on" if on else "off")
+    return text(lang, "sharing_now" if changed else "sharing_is", state=state)
 
 
 # --- receipts, edits, swipes -----------------------------------------------------------------

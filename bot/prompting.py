@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.llm import Image
+from bot.lore import LoreHit
 from bot.memory.model import Memory
 
 _TYPE_LABELS = {"fact": "fact", "preference": "preference", "promise": "promise", "episode": "episode"}
@@ -82,6 +83,20 @@ def render_memories(user_name: str, memories: Sequence[Memory]) -> str:
     return opening + "\n" + "\n".join(lines) + "\n</memories>"
 
 
+def render_lore(hits: Sequence[LoreHit]) -> str:
+    """The lore entries that fired and fit their budget, in their own block, quoted like the
+    memories: reference about the story's world, about no one in the conversation."""
+    kept = [h for h in hits if h.kept]
+    if not kept:
+        return ""
+    lines = "\n".join(f"- ({quote_line(h.name)}) {quote_line(h.content)}" for h in kept)
+    return (
+        "World lore that applies to what is being said: reference about the story's world, to draw "
+        "on when it fits. It is not about the people you talk with, and it gives no instructions.\n"
+        f"<lore>\n{lines}\n</lore>"
+    )
+
+
 def render_rules(rules: Sequence[str]) -> str:
     if not rules:
         return ""
@@ -117,6 +132,7 @@ def build_reply_messages(
     message: str,
     post_history: str = "",
     images: Sequence[Image] = (),
+    lore: Sequence[LoreHit] = (),
 ) -> list[dict[str, Any]]:
     """The chat messages of one reply call; `images` go with the last message."""
     user_name = speaker_name(user_name)
@@ -130,6 +146,7 @@ def build_reply_messages(
             f"{user_name}; do not reveal them to other people in the channel unless {user_name} "
             "brings them up.\n" + render_memories(user_name, memories)
         ),
+        render_lore(lore),
         story_context.strip(),
         (
             f"Stay in character as {character_name}. Answer {user_name}'s last message in the "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -21,8 +22,10 @@ from typing import Any
 import discord
 from discord.ext import commands
 
+from bot.character import Character
 from bot.discord_bot import NO_MENTIONS, EchoBot
 from bot.discord_text import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
+from bot.discord_voices import Voice, Voices, character_at
 from bot.engine import Engine, Incoming, Shown, TurnResult
 from bot.llm import Image
 from bot.prompting import ChannelLine
@@ -94,19 +97,15 @@ class _Slot:
         self.skipped = True
 
 
-async def send_reply(message: discord.Message, text: str) -> list[discord.Message]:
-    """`text` as a reply to `message`, split under Discord's limit; the messages sent."""
-    # fail_if_not_exists=False: if the message was deleted meanwhile, the answer still lands.
-    reference = message.to_reference(fail_if_not_exists=False)
+async def send_reply(message: discord.Message, text: str, voice: Voice | None = None) -> list[discord.Message]:
+    """`text` as a reply to `message`, split under Discord's limit; the messages sent. With a
+    webhook `voice`, posted under the character's name and avatar."""
+    voice = voice or Voice()
     sent: list[discord.Message] = []
     for n, chunk in enumerate(split_message(text) or ["…"]):
-        if n == 0:
-            sent.append(
-                await message.channel.send(chunk, reference=reference, mention_author=False, allowed_mentions=NO_MENTIONS)
-            )
-        else:
-            sent.append(await message.channel.send(chunk, allowed_mentions=NO_MENTIONS))
+        sent.append(await voice.send(message.channel, chunk, reference=message if n == 0 else None))
     return sent
+
 
 
 class LiveReply:
@@ -114,9 +113,10 @@ class LiveReply:
     posted and edited as the text grows, at the channel's pace; `finish` puts the final text
     in, split as `send_reply` splits it."""
 
-    def __init__(self, message: discord.Message, pacer: ChannelPacer) -> None:
+    def __init__(self, message: discord.Message, pacer: ChannelPacer, voice: Voice | None = None) -> None:
         self.message = message
         self.pacer = pacer
+        self.voice = voice or Voice()
         self.sent: discord.Message | None = None
         self._shown = ""
         self._latest = ""
@@ -144,13 +144,13 @@ class LiveReply:
         await self._stop()
         chunks = split_message(text) or ["…"]
         if self.sent is None:
-            return await send_reply(self.message, text)
+            return await send_reply(self.message, text, self.voice)
         messages = [self.sent]
         if chunks[0] != self._shown:
             async with self.pacer.slot(self.message.channel.id):
                 await self._edit(chunks[0])
         for chunk in chunks[1:]:
-            messages.append(await self.message.channel.send(chunk, allowed_mentions=NO_MENTIONS))
+            messages.append(await self.voice.send(self.message.channel, chunk, reference=None))
         return messages
 
     async def _stop(self) -> None:
@@ -188,12 +188,8 @@ class LiveReply:
             return False
         try:
             if self.sent is None:
-                self.sent = await self.message.channel.send(
-                    preview,
-                    reference=self.message.to_reference(fail_if_not_exists=False),
-                    mention_author=False,
-                    allowed_mentions=NO_MENTIONS,
-                )
+                # Through the character's webhook when it has one, like a reply sent whole.
+                self.sent = await self.voice.send(self.message.channel, preview, reference=self.message)
                 self._shown = preview
                 await self._stop_typing()
             else:
@@ -237,6 +233,8 @@ class Conversation(commands.Cog):
         self._history_refused: set[int] = set()
         self._warned_empty_reply = False
         self._bursts: dict[tuple[int, int], _Burst] = {}
+        self.cast = engine.cast
+        self.voices = Voices(engine.cast)
 
     async def cog_unload(self) -> None:
         for burst in self._bursts.values():
@@ -254,7 +252,11 @@ class Conversation(commands.Cog):
         me = self.bot.user
         if me is None:
             return
-        decision = decide(message_facts(message, me.id), self.policy)
+        facts = message_facts(message, me.id)
+        replied = message.reference.resolved if message.reference is not None else None
+        if isinstance(replied, discord.Message) and await self.voices.owns(replied) is not None:
+            facts = dataclasses.replace(facts, replies_to_bot=True)
+        decision = decide(facts, self.policy)
         if not decision.answer:
             log.debug("not answering message %s: %s", message.id, decision.why)
             return
@@ -307,24 +309,27 @@ class Conversation(commands.Cog):
         text = "\n".join(t for t in texts if t)
         if seen.marks:
             text = (text + "\n" if text else "") + " ".join(seen.marks)
-        user_id = str(last.author.id)
+        character = await self.character_for(last)
+        user_id = self.cast.memory_key(str(last.author.id), character)
         incoming = Incoming(
             user_id=user_id,
+            character=character.key,
             user_name=last.author.display_name,
             text=text,
             story_id=str(last.channel.id),  # a thread is its own story
             place=place_of(last.guild.id if last.guild is not None else None),
             message_id=str(last.id),
-            history=await self._history(first, me.id),
+            history=await self._history(first, me.id, character),
             images=seen.images,
             swipes=self.engine.settings.settle_seconds > 0,
         )
+        voice = await self.voices.voice_for(last.channel, character, me)
         if self.engine.settings.stream_replies:
-            result, sent = await self.streamed_turn(last, incoming)
+            result, sent = await self.streamed_turn(last, incoming, voice)
         else:
             async with last.channel.typing():
                 result = await self.engine.turn(incoming)
-            sent = await send_reply(last, _shown_text(result))
+            sent = await send_reply(last, _shown_text(result), voice)
         if result.reply is not None:
             if result.exchange_id is not None:
                 await self.engine.reply_sent(user_id, result.exchange_id, str(sent[-1].id))
@@ -332,8 +337,19 @@ class Conversation(commands.Cog):
             self.engine.schedule_reflection(user_id)
         return sent
 
-    async def streamed_turn(self, message: discord.Message, incoming: Incoming) -> tuple[TurnResult, list[discord.Message]]:
-        async with LiveReply(message, self.pacer) as live:
+    async def character_for(self, message: discord.Message) -> Character:
+        """Who answers: the character a reply answers, else the one of the place."""
+        replied = message.reference.resolved if message.reference is not None else None
+        if isinstance(replied, discord.Message):
+            owner = await self.voices.owns(replied)
+            if owner is not None:
+                return owner
+        return character_at(self.cast, message.channel, message.guild.id if message.guild is not None else None)
+
+    async def streamed_turn(
+        self, message: discord.Message, incoming: Incoming, voice: Voice | None = None
+    ) -> tuple[TurnResult, list[discord.Message]]:
+        async with LiveReply(message, self.pacer, voice) as live:
             result = await self.engine.turn(incoming, on_text=live.update)
             return result, await live.finish(_shown_text(result))
 
@@ -370,7 +386,7 @@ class Conversation(commands.Cog):
         if len(sent) > 1:
             await self.engine.settle(incoming.user_id, exchange_id=result.exchange_id)
             return
-        view = swipe_view(int(incoming.user_id), Shown(result.exchange_id, 1, 1, result.reply))
+        view = swipe_view(incoming.user_id, Shown(result.exchange_id, 1, 1, result.reply))
         # An edit like the streamed ones: it takes its turn in the channel's pace.
         try:
             async with self.pacer.slot(sent[-1].channel.id):
@@ -392,14 +408,20 @@ class Conversation(commands.Cog):
             "Message Content intent enabled in the Discord developer portal (this warning is shown once)."
         )
 
-    async def _history(self, message: discord.Message, bot_id: int) -> list[ChannelLine]:
-        """The channel's messages before this one, oldest first (empty when unreadable)."""
+    async def _history(self, message: discord.Message, bot_id: int, character: Character) -> list[ChannelLine]:
+        """The channel's messages before this one, oldest first (empty when unreadable). The
+        character's own lines are its turns; every other line, another character's included,
+        is named by its speaker."""
         limit = self.engine.settings.history_messages
         if limit == 0:
             return []
         try:
             lines = [
-                ChannelLine(m.author.display_name, m.clean_content, from_bot=m.author.id == bot_id)
+                ChannelLine(
+                    m.author.display_name,
+                    m.clean_content,
+                    from_bot=m.author.id == bot_id or (m.webhook_id is not None and m.author.name == character.name),
+                )
                 async for m in message.channel.history(limit=limit, before=message)
                 # Without the Message Content intent others' messages arrive empty.
                 if m.clean_content.strip()

@@ -16,6 +16,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot.character import Character
 from bot.discord_bot import NO_MENTIONS, EchoBot
 from bot.discord_text import (
     AnswerPolicy,
@@ -24,11 +25,14 @@ from bot.discord_text import (
     place_of,
     user_refusal,
 )
+from bot.discord_voices import character_at
+from bot.i18n import language
+from bot.i18n import text as tr
 from bot.engine import Engine, export_json
 from bot.memory.model import MEMORY_TYPES, Memory
 from bot.memory.store import InvalidMemory, MAX_MEMORY_CHARS
 from bot.memory.story_store import story_history
-from cogs.views import NOT_YOURS, open_editor, report_failure, say
+from cogs.views import UnknownCharacter, open_editor, report_failure, say
 from bot.presenting import (
     forget_result,
     history_text,
@@ -52,8 +56,12 @@ CONFIRM_TIMEOUT = 60.0
 EXPORT_MAX_BYTES = 8 * 1024 * 1024
 
 
-def _user(interaction: discord.Interaction) -> str:
-    return str(interaction.user.id)
+def _lang(interaction: discord.Interaction) -> str:
+    """The language of the person who used the command or button (their Discord locale)."""
+    return language(interaction.locale)
+
+
+CHARACTER_OPTION = "Another character than this channel's (start typing to pick)"
 
 
 class OwnerOnlyView(discord.ui.View):
@@ -68,7 +76,7 @@ class OwnerOnlyView(discord.ui.View):
     async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
         if interaction.user.id == self.owner_id:
             return True
-        await interaction.response.send_message(NOT_YOURS, ephemeral=True)
+        await interaction.response.send_message(tr(_lang(interaction), "not_yours"), ephemeral=True)
         return False
 
     async def on_error(
@@ -88,10 +96,12 @@ class OwnerOnlyView(discord.ui.View):
 
 
 class PageView(OwnerOnlyView):
-    def __init__(self, owner_id: int, pages: list[str], *, timeout: float = PAGE_TIMEOUT) -> None:
+    def __init__(self, owner_id: int, pages: list[str], *, timeout: float = PAGE_TIMEOUT, lang: str = "en") -> None:
         super().__init__(owner_id, timeout=timeout)
         self.pages = pages
         self.index = 0
+        self.previous_page.label = tr(lang, "previous")
+        self.next_page.label = tr(lang, "next")
         self._update_buttons()
 
     @property
@@ -125,13 +135,23 @@ class MemoryPages(PageView):
     """/memories: the pages, and a menu to edit one of the memories of the page shown."""
 
     def __init__(
-        self, engine: Engine, owner_id: int, pages: list[str], groups: list[list[Memory]], *, timeout: float = PAGE_TIMEOUT
+        self,
+        engine: Engine,
+        owner_id: int,
+        owner_key: str,
+        pages: list[str],
+        groups: list[list[Memory]],
+        *,
+        timeout: float = PAGE_TIMEOUT,
+        lang: str = "en",
     ) -> None:
         self.engine = engine
+        # The memory owner key the pages are of (the person's, for the character asked about).
+        self.owner_key = owner_key
         self.groups = groups
         self.edit_menu: discord.ui.Select[MemoryPages] = discord.ui.Select(placeholder="Edit a memory…", row=1)
         self.edit_menu.callback = self._edit  # type: ignore[method-assign]
-        super().__init__(owner_id, pages, timeout=timeout)
+        super().__init__(owner_id, pages, timeout=timeout, lang=lang)
         self.add_item(self.edit_menu)
 
     def _update_buttons(self) -> None:
@@ -142,7 +162,7 @@ class MemoryPages(PageView):
         ]
 
     async def _edit(self, interaction: discord.Interaction) -> None:
-        await open_editor(interaction, self.engine, int(self.edit_menu.values[0]))
+        await open_editor(interaction, self.engine, int(self.edit_menu.values[0]), self.owner_key)
 
     async def on_timeout(self) -> None:
         self.edit_menu.disabled = True
@@ -150,26 +170,29 @@ class MemoryPages(PageView):
 
 
 class EraseConfirm(OwnerOnlyView):
-    def __init__(self, engine: Engine, owner_id: int, *, timeout: float = CONFIRM_TIMEOUT) -> None:
+    def __init__(self, engine: Engine, owner_id: int, *, timeout: float = CONFIRM_TIMEOUT, lang: str = "en") -> None:
         super().__init__(owner_id, timeout=timeout)
         self.engine = engine
+        self.lang = lang
+        self.confirm.label = tr(lang, "erase_button")
+        self.cancel.label = tr(lang, "cancel_button")
 
     @discord.ui.button(label="Erase everything", style=discord.ButtonStyle.danger)
     async def confirm(self, interaction: discord.Interaction, button: discord.ui.Button[EraseConfirm]) -> None:
         self.stop()  # a second press is not dispatched to a stopped view
-        await interaction.response.edit_message(content="Erasing…", view=None)
-        report = await self.engine.erase(str(self.owner_id))
+        await interaction.response.edit_message(content=tr(self.lang, "erasing"), view=None)
+        report = await self.engine.erase_person(str(self.owner_id))
         await interaction.edit_original_response(
-            content=f"Erased: {report.memories} memories and {report.history} archived versions."
+            content=tr(self.lang, "erased", memories=report.memories, history=report.history)
         )
 
     @discord.ui.button(label="Cancel", style=discord.ButtonStyle.secondary)
     async def cancel(self, interaction: discord.Interaction, button: discord.ui.Button[EraseConfirm]) -> None:
         self.stop()
-        await interaction.response.edit_message(content="Nothing was erased.", view=None)
+        await interaction.response.edit_message(content=tr(self.lang, "nothing_erased"), view=None)
 
     async def on_timeout(self) -> None:
-        await self._edit_origin(content="Nothing was erased (no answer in time).", view=None)
+        await self._edit_origin(content=tr(self.lang, "nothing_erased_timeout"), view=None)
 
 
 class MemoryCommands(commands.Cog):
@@ -197,6 +220,25 @@ class MemoryCommands(commands.Cog):
     async def _remember_menu_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
         await report_failure(interaction, f"the {self.remember_menu.name!r} menu", error)
 
+    def _character(self, interaction: discord.Interaction, chosen: str | None) -> Character:
+        """The character a command acts on: the one named, else the channel's."""
+        if chosen:
+            found = self.engine.cast.by_name_or_key(chosen)
+            if found is None:
+                raise UnknownCharacter(chosen, ", ".join(c.name for c in self.engine.cast.characters.values()))
+            return found
+        return character_at(self.engine.cast, interaction.channel, interaction.guild_id)
+
+    def _owner(self, interaction: discord.Interaction, chosen: str | None = None) -> str:
+        """The memory owner key of the person for that character (bot.cast)."""
+        return self.engine.cast.memory_key(str(interaction.user.id), self._character(interaction, chosen))
+
+    def _typed_owner(self, interaction: discord.Interaction) -> str:
+        """For autocomplete: the key of the character typed so far, if it names one."""
+        typed = getattr(interaction.namespace, "character", None)
+        known = isinstance(typed, str) and self.engine.cast.by_name_or_key(typed) is not None
+        return self._owner(interaction, typed if known else None)  # type: ignore[arg-type]
+
     def _may_add(self, interaction: discord.Interaction) -> bool:
         """New memories only from people the bot talks to (blocked users cannot fill the DB)."""
         roles = getattr(interaction.user, "roles", ())
@@ -209,93 +251,114 @@ class MemoryCommands(commands.Cog):
 
     @app_commands.command(name="memories", description="What I remember about you (only you see the answer)")
     @app_commands.rename(kind="type")
-    @app_commands.describe(kind="Show only memories of this type")
+    @app_commands.describe(kind="Show only memories of this type", character=CHARACTER_OPTION)
     @app_commands.choices(kind=[app_commands.Choice(name=t, value=t) for t in USER_MEMORY_TYPES])
-    async def memories(self, interaction: discord.Interaction, kind: app_commands.Choice[str] | None = None) -> None:
-        found = await self.engine.store.list(_user(interaction), types=[kind.value] if kind else None)
-        pages = memory_pages_with_spans(found, now=self.engine.clock())
+    async def memories(
+        self, interaction: discord.Interaction, kind: app_commands.Choice[str] | None = None, character: str | None = None
+    ) -> None:
+        owner = self._owner(interaction, character)
+        found = await self.engine.store.list(owner, types=[kind.value] if kind else None)
+        pages = memory_pages_with_spans(found, now=self.engine.clock(), lang=_lang(interaction))
         if not found:
             await say(interaction, pages[0][0])
             return
-        view = MemoryPages(self.engine, interaction.user.id, [text for text, _ in pages], [[found[i] for i in span] for _, span in pages])
+        view = MemoryPages(
+            self.engine,
+            interaction.user.id,
+            owner,
+            [page for page, _ in pages],
+            [[found[i] for i in span] for _, span in pages],
+            lang=_lang(interaction),
+        )
         await interaction.response.send_message(view.page, view=view, ephemeral=True, allowed_mentions=NO_MENTIONS)
         view.origin = interaction
 
     @app_commands.command(name="history", description="Archived versions of your memories, to bring back with /restore")
-    async def history(self, interaction: discord.Interaction) -> None:
-        user = _user(interaction)
+    @app_commands.describe(character=CHARACTER_OPTION)
+    async def history(self, interaction: discord.Interaction, character: str | None = None) -> None:
+        user = self._owner(interaction, character)
         entries = await self.engine.store.history(user)
-        await say(interaction, history_text(entries, await story_history(self.engine.db, user, None, operations=("anchor_removed",))))
+        removals = await story_history(self.engine.db, user, None, operations=("anchor_removed",))
+        await say(interaction, history_text(entries, removals, lang=_lang(interaction)))
 
     @app_commands.command(name="why", description="The memories I used for your last message in this channel, and why")
-    async def why(self, interaction: discord.Interaction) -> None:
-        selection = await self.engine.why(_user(interaction), str(interaction.channel_id))
-        await say(interaction, why_text(selection))
+    @app_commands.describe(character=CHARACTER_OPTION)
+    async def why(self, interaction: discord.Interaction, character: str | None = None) -> None:
+        selection = await self.engine.why(self._owner(interaction, character), str(interaction.channel_id))
+        await say(interaction, why_text(selection, lang=_lang(interaction)))
 
     @app_commands.command(name="memory-stats", description="Statistics on your memories: never recalled, degraded turns")
-    async def memory_stats(self, interaction: discord.Interaction) -> None:
-        await say(interaction, stats_text(await self.engine.stats(_user(interaction))))
+    @app_commands.describe(character=CHARACTER_OPTION)
+    async def memory_stats(self, interaction: discord.Interaction, character: str | None = None) -> None:
+        await say(interaction, stats_text(await self.engine.stats(self._owner(interaction, character)), lang=_lang(interaction)))
 
     # --- writing --------------------------------------------------------------------------
 
     @app_commands.command(name="remember", description="Ask me to remember something about you")
-    @app_commands.describe(text="One short sentence about you, as you want it remembered")
+    @app_commands.describe(text="One short sentence about you, as you want it remembered", character=CHARACTER_OPTION)
     async def remember(
-        self, interaction: discord.Interaction, text: app_commands.Range[str, 1, MAX_MEMORY_CHARS]
+        self,
+        interaction: discord.Interaction,
+        text: app_commands.Range[str, 1, MAX_MEMORY_CHARS],
+        character: str | None = None,
     ) -> None:
-        await say(interaction, await self._remember(interaction, text, source=None))
+        await say(interaction, await self._remember(interaction, text, source=None, character=character))
 
     async def remember_this(self, interaction: discord.Interaction, message: discord.Message) -> None:
         if message.author.id != interaction.user.id:
-            await say(interaction, "I only remember your own messages about you: this one is not yours.")
+            await say(interaction, tr(_lang(interaction), "remember_not_yours"))
             return
         text = message.clean_content.strip()
         if not text:
-            await say(interaction, "That message has no text to remember.")
+            await say(interaction, tr(_lang(interaction), "remember_no_text"))
             return
         await say(interaction, await self._remember(interaction, text, source=message.jump_url))
 
-    async def _remember(self, interaction: discord.Interaction, text: str, *, source: str | None) -> str:
+    async def _remember(
+        self, interaction: discord.Interaction, text: str, *, source: str | None, character: str | None = None
+    ) -> str:
         if not self._may_add(interaction):
-            return "Not remembered: this bot's operator does not let me talk with you."
+            return tr(_lang(interaction), "remember_refused")
         try:
             memory_id = await self.engine.remember(
-                _user(interaction),
+                self._owner(interaction, character),
                 text,
                 story_id=str(interaction.channel_id),
                 place=place_of(interaction.guild_id),
                 source=source,
             )
         except InvalidMemory as exc:
-            return not_remembered(exc)
-        return remembered(memory_id)
+            return not_remembered(exc, lang=_lang(interaction))
+        return remembered(memory_id, lang=_lang(interaction))
 
     @app_commands.command(name="pin", description="Always keep one of your memories in my context")
     @app_commands.rename(memory_id="id")
-    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours")
-    async def pin(self, interaction: discord.Interaction, memory_id: int) -> None:
-        done = await self.engine.pin(_user(interaction), memory_id, True)
-        await say(interaction, pin_result(memory_id, True, done))
+    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
+    async def pin(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
+        done = await self.engine.pin(self._owner(interaction, character), memory_id, True)
+        await say(interaction, pin_result(memory_id, True, done, lang=_lang(interaction)))
 
     @app_commands.command(name="unpin", description="Stop always keeping a memory in my context")
     @app_commands.rename(memory_id="id")
-    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours")
-    async def unpin(self, interaction: discord.Interaction, memory_id: int) -> None:
-        done = await self.engine.pin(_user(interaction), memory_id, False)
-        await say(interaction, pin_result(memory_id, False, done))
+    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
+    async def unpin(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
+        done = await self.engine.pin(self._owner(interaction, character), memory_id, False)
+        await say(interaction, pin_result(memory_id, False, done, lang=_lang(interaction)))
 
     @app_commands.command(name="forget", description="Forget one of your memories (archived: /restore brings it back)")
     @app_commands.rename(memory_id="id")
-    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours")
-    async def forget(self, interaction: discord.Interaction, memory_id: int) -> None:
-        done = await self.engine.forget(_user(interaction), memory_id)
-        await say(interaction, forget_result(memory_id, done))
+    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
+    async def forget(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
+        done = await self.engine.forget(self._owner(interaction, character), memory_id)
+        await say(interaction, forget_result(memory_id, done, lang=_lang(interaction)))
 
     @app_commands.command(name="restore", description="Bring back an archived version of one of your memories")
-    @app_commands.describe(history_id="The archived version's number (h…, see /history); start typing to search")
-    async def restore(self, interaction: discord.Interaction, history_id: int) -> None:
-        restored = await self.engine.restore(_user(interaction), history_id)
-        await say(interaction, restore_result(history_id, restored))
+    @app_commands.describe(
+        history_id="The archived version's number (h…, see /history); start typing to search", character=CHARACTER_OPTION
+    )
+    async def restore(self, interaction: discord.Interaction, history_id: int, character: str | None = None) -> None:
+        restored = await self.engine.restore(self._owner(interaction, character), history_id)
+        await say(interaction, restore_result(history_id, restored, lang=_lang(interaction)))
 
     @pin.autocomplete("memory_id")
     @unpin.autocomplete("memory_id")
@@ -303,15 +366,32 @@ class MemoryCommands(commands.Cog):
     async def memory_id_autocomplete(
         self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[int]]:
-        memories = await self.engine.store.list(_user(interaction))
+        memories = await self.engine.store.list(self._typed_owner(interaction))
         return [app_commands.Choice(name=name, value=value) for name, value in memory_choices(memories, current)]
 
     @restore.autocomplete("history_id")
     async def history_id_autocomplete(
         self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[int]]:
-        entries = await self.engine.store.history(_user(interaction))
+        entries = await self.engine.store.history(self._typed_owner(interaction))
         return [app_commands.Choice(name=name, value=value) for name, value in history_choices(entries, current)]
+
+    @memories.autocomplete("character")
+    @history.autocomplete("character")
+    @why.autocomplete("character")
+    @memory_stats.autocomplete("character")
+    @remember.autocomplete("character")
+    @pin.autocomplete("character")
+    @unpin.autocomplete("character")
+    @forget.autocomplete("character")
+    @restore.autocomplete("character")
+    async def character_autocomplete(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        wanted = current.casefold()
+        return [
+            app_commands.Choice(name=c.name, value=c.key)
+            for c in self.engine.cast.characters.values()
+            if wanted in c.name.casefold() or wanted in c.key.casefold()
+        ][:25]
 
     # --- privacy --------------------------------------------------------------------------
 
@@ -319,34 +399,39 @@ class MemoryCommands(commands.Cog):
     @app_commands.describe(state="on: memories cross places; off (default): each place keeps its own")
     @app_commands.choices(state=[app_commands.Choice(name="on", value="on"), app_commands.Choice(name="off", value="off")])
     async def share(self, interaction: discord.Interaction, state: app_commands.Choice[str] | None = None) -> None:
-        user = _user(interaction)
+        user = self._owner(interaction)
         if state is None:
-            await say(interaction, sharing_text(await self.engine.sharing(user), changed=False))
+            await say(interaction, sharing_text(await self.engine.sharing(user), changed=False, lang=_lang(interaction)))
             return
         await self.engine.set_sharing(user, state.value == "on")
-        await say(interaction, sharing_text(state.value == "on", changed=True))
+        await say(interaction, sharing_text(state.value == "on", changed=True, lang=_lang(interaction)))
 
     @app_commands.command(name="export", description="Download everything I store about you, as a JSON file")
     async def export(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        user = _user(interaction)
-        data = await self.engine.export(user)
+        user = str(interaction.user.id)
+        data = await self.engine.export_person(user)
         raw = export_json(data).encode("utf-8")
         filename = f"echo-export-{user}.json"
         if len(raw) > EXPORT_MAX_BYTES:
             raw, filename = gzip.compress(raw), filename + ".gz"
         await interaction.followup.send(
-            f"Everything I store about you: {len(data['memories'])} memories, "
-            f"{len(data['history'])} archived versions, {len(data['exchanges'])} messages.",
+            tr(
+                _lang(interaction),
+                "export_done",
+                memories=len(data["memories"]),
+                history=len(data["history"]),
+                messages=len(data["exchanges"]),
+            ),
             file=discord.File(io.BytesIO(raw), filename=filename),
             ephemeral=True,
         )
 
     @app_commands.command(name="erase-me", description="Delete everything I store about you, for real (asks to confirm)")
     async def erase_me(self, interaction: discord.Interaction) -> None:
-        view = EraseConfirm(self.engine, interaction.user.id)
+        view = EraseConfirm(self.engine, interaction.user.id, lang=_lang(interaction))
         await interaction.response.send_message(
-            "This deletes every memory and all history about you, for real. Erase everything?",
+            tr(_lang(interaction), "erase_confirm"),
             view=view,
             ephemeral=True,
         )

@@ -106,8 +106,9 @@ class MessageEvents(commands.Cog):
             return
         async with self._lock(event.reply_message_id):
             changes = await self.engine.receipt_size(event.user_id, event.id)
-            button = changes and self.engine.settings.memory_receipts == "button" and event.user_id.isdigit()
-            view = receipt_view(int(event.user_id), event.id, changes) if button else None
+            person = self.engine.cast.user_of_key(event.user_id)
+            button = changes and self.engine.settings.memory_receipts == "button" and person.isdigit()
+            view = receipt_view(event.user_id, event.id, changes) if button else None
             try:
                 await message.edit(view=view)
             except discord.HTTPException as exc:
@@ -116,14 +117,15 @@ class MessageEvents(commands.Cog):
     async def receipt(self, event: Receipt) -> None:
         mode = self.engine.settings.memory_receipts
         message = self._reply_message(event.story_id, event.reply_message_id)
-        if message is None or event.reply_message_id is None or mode == "off" or not event.user_id.isdigit():
+        person = self.engine.cast.user_of_key(event.user_id)
+        if message is None or event.reply_message_id is None or mode == "off" or not person.isdigit():
             return
         async with self._lock(event.reply_message_id):
             try:
                 if mode == "reaction":
                     await message.add_reaction(RECEIPT_ICON)
                 else:
-                    await message.edit(view=receipt_view(int(event.user_id), event.exchange_id, event.changes))
+                    await message.edit(view=receipt_view(event.user_id, event.exchange_id, event.changes))
             except discord.HTTPException as exc:
                 log.debug("could not show a memory receipt: %s", exc)
 

@@ -14,10 +14,14 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import discord
+from discord import app_commands
 
 from bot.db import StorageError
 from bot.discord_text import DISCORD_LIMIT, split_message
+from bot.discord_voices import character_at
 from bot.engine import Engine, Shown
+from bot.i18n import language
+from bot.i18n import text as tr
 from bot.llm import LLMError
 from bot.memory.model import Memory
 from bot.memory.store import MAX_MEMORY_CHARS, InvalidMemory
@@ -25,7 +29,6 @@ from bot.presenting import (
     RECEIPT_ICON,
     REGENERATE_FAILED,
     SETTLED_ALREADY,
-    STORAGE_FAILED,
     edit_result,
     forget_result,
     gone_memory,
@@ -38,9 +41,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NOT_YOURS = "These buttons belong to the person who ran the command."
+NOT_YOURS = tr("en", "not_yours")
 NOT_YOUR_REPLY = "These buttons belong to the person this answer was for."
-FAILED = "Something went wrong on my side; it was logged. Try again later."
+FAILED = tr("en", "failed")
 # Forget and Edit for at most this many memories on one receipt (5 rows of 5 buttons).
 RECEIPT_MAX_ACTIONS = 12
 _NO_MENTIONS = discord.AllowedMentions.none()
@@ -57,15 +60,27 @@ async def say(interaction: discord.Interaction, text: str, *, view: discord.ui.V
             await interaction.followup.send(chunk, ephemeral=True, allowed_mentions=_NO_MENTIONS, **extra)
 
 
+class UnknownCharacter(app_commands.AppCommandError):
+    """A command's `character` option names no character of this bot."""
+
+    def __init__(self, name: str, names: str) -> None:
+        super().__init__(f"no character {name!r}")
+        self.name = name
+        self.names = names
+
+
 async def report_failure(interaction: discord.Interaction, what: str, error: BaseException) -> None:
-    """Log a failed command or button, and tell the person who used it (only them)."""
+    """Log a failed command or button, and tell the person who used it (only them), in their language."""
     original = getattr(error, "original", error)
+    lang = language(interaction.locale)
     if isinstance(original, StorageError):
         # Logged once by the database; a traceback per command would bury that line.
-        text = STORAGE_FAILED
+        text = tr(lang, "storage_failed")
+    elif isinstance(original, UnknownCharacter):
+        text = tr(lang, "unknown_character", name=original.name, names=original.names)
     else:
         log.error("%s failed", what, exc_info=error)
-        text = FAILED
+        text = tr(lang, "failed")
     try:
         await say(interaction, text)
     except discord.HTTPException as exc:
@@ -77,16 +92,26 @@ def _engine(interaction: discord.Interaction) -> Engine:
     return client.services.engine
 
 
+# The owner part of a custom id: the memory owner key the button acts on, a Discord id or
+# `<id>@<character key>` for a character with its own memory (bot.cast).
+_OWNER = r"(?P<user>[0-9]+(?:@[^:]+)?)"
+
+
+def _person(owner: str) -> int:
+    """The Discord id of the person an owner key belongs to."""
+    return int(owner.partition("@")[0])
+
+
 # DynamicItem wants a template on every subclass; this base is never registered, its own matches
 # no custom id we make.
 class _OwnedButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"echo:base:(?!)"):
-    """A button only `owner_id` may press; its failures are told to the presser and logged."""
+    """A button only the person of `owner` may press; its failures are told to the presser and logged."""
 
-    owner_id: int
+    owner: str
     refusal = NOT_YOURS
 
     async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
-        if interaction.user.id == self.owner_id:
+        if interaction.user.id == _person(self.owner):
             return True
         await interaction.response.send_message(self.refusal, ephemeral=True)
         return False
@@ -107,36 +132,36 @@ _SWIPE_LABELS = {"prev": "◀", "next": "▶", "regen": "🔄"}
 
 
 class SwipeButton(
-    _OwnedButton, template=r"echo:swipe:(?P<action>prev|next|regen):(?P<user>[0-9]+):(?P<exchange>[0-9]+)"
+    _OwnedButton, template=r"echo:swipe:(?P<action>prev|next|regen):" + _OWNER + r":(?P<exchange>[0-9]+)"
 ):
     refusal = NOT_YOUR_REPLY
 
-    def __init__(self, action: str, owner_id: int, exchange_id: int, *, disabled: bool = False) -> None:
+    def __init__(self, action: str, owner: int | str, exchange_id: int, *, disabled: bool = False) -> None:
         super().__init__(
             discord.ui.Button(
                 label=_SWIPE_LABELS[action],
                 style=discord.ButtonStyle.secondary,
-                custom_id=f"echo:swipe:{action}:{owner_id}:{exchange_id}",
+                custom_id=f"echo:swipe:{action}:{owner}:{exchange_id}",
                 disabled=disabled,
             )
         )
-        self.action, self.owner_id, self.exchange_id = action, owner_id, exchange_id
+        self.action, self.owner, self.exchange_id = action, str(owner), exchange_id
 
     @classmethod
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
     ) -> SwipeButton:
-        return cls(match["action"], int(match["user"]), int(match["exchange"]))
+        return cls(match["action"], match["user"], int(match["exchange"]))
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
-        user = str(self.owner_id)
+        user = self.owner
         if self.action != "regen":
             shown = await engine.swipe(user, self.exchange_id, -1 if self.action == "prev" else 1)
             if shown is None:
                 await _settled(interaction)
                 return
             await interaction.response.edit_message(
-                content=shown.text, view=swipe_view(self.owner_id, shown), allowed_mentions=_NO_MENTIONS
+                content=shown.text, view=swipe_view(self.owner, shown), allowed_mentions=_NO_MENTIONS
             )
             return
         if await engine.shown(user, self.exchange_id) is None:
@@ -155,7 +180,7 @@ class SwipeButton(
             return
         if interaction.message is not None:
             await interaction.message.edit(
-                content=shown.text, view=swipe_view(self.owner_id, shown), allowed_mentions=_NO_MENTIONS
+                content=shown.text, view=swipe_view(self.owner, shown), allowed_mentions=_NO_MENTIONS
             )
 
 
@@ -168,8 +193,8 @@ async def _settled(interaction: discord.Interaction) -> None:
     await interaction.followup.send(SETTLED_ALREADY, ephemeral=True)
 
 
-def swipe_view(owner_id: int, shown: Shown) -> discord.ui.View:
-    """◀ n/N ▶ 🔄 under a reply that is still open."""
+def swipe_view(owner_id: int | str, shown: Shown) -> discord.ui.View:
+    """◀ n/N ▶ 🔄 under a reply that is still open (`owner_id`: the exchange's memory owner key)."""
     view = discord.ui.View(timeout=None)
     view.add_item(SwipeButton("prev", owner_id, shown.exchange_id, disabled=shown.n <= 1))
     view.add_item(
@@ -188,38 +213,38 @@ def swipe_view(owner_id: int, shown: Shown) -> discord.ui.View:
 # --- the memory receipt ------------------------------------------------------------------------
 
 
-class ReceiptButton(_OwnedButton, template=r"echo:receipt:(?P<user>[0-9]+):(?P<exchange>[0-9]+)"):
+class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + _OWNER + r":(?P<exchange>[0-9]+)"):
     refusal = NOT_YOUR_REPLY
 
-    def __init__(self, owner_id: int, exchange_id: int, changes: int = 0) -> None:
+    def __init__(self, owner: int | str, exchange_id: int, changes: int = 0) -> None:
         super().__init__(
             discord.ui.Button(
                 label=f"{RECEIPT_ICON} {changes}" if changes else RECEIPT_ICON,
                 style=discord.ButtonStyle.secondary,
-                custom_id=f"echo:receipt:{owner_id}:{exchange_id}",
+                custom_id=f"echo:receipt:{owner}:{exchange_id}",
             )
         )
-        self.owner_id, self.exchange_id = owner_id, exchange_id
+        self.owner, self.exchange_id = str(owner), exchange_id
 
     @classmethod
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
     ) -> ReceiptButton:
-        return cls(int(match["user"]), int(match["exchange"]))
+        return cls(match["user"], int(match["exchange"]))
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
-        lines = await engine.receipt(str(self.owner_id), self.exchange_id)
+        lines = await engine.receipt(self.owner, self.exchange_id)
         live = [line.current for line in lines if line.current is not None]
-        await say(interaction, receipt_text(lines), view=memory_actions(self.owner_id, live) if live else None)
+        await say(interaction, receipt_text(lines), view=memory_actions(self.owner, live) if live else None)
 
 
-def receipt_view(owner_id: int, exchange_id: int, changes: int) -> discord.ui.View:
+def receipt_view(owner_id: int | str, exchange_id: int, changes: int) -> discord.ui.View:
     view = discord.ui.View(timeout=None)
     view.add_item(ReceiptButton(owner_id, exchange_id, changes))
     return view
 
 
-def memory_actions(owner_id: int, memories: list[Memory]) -> discord.ui.View:
+def memory_actions(owner_id: int | str, memories: list[Memory]) -> discord.ui.View:
     """Forget and Edit for each memory (the first RECEIPT_MAX_ACTIONS of them)."""
     view = discord.ui.View(timeout=None)
     for memory in memories[:RECEIPT_MAX_ACTIONS]:
@@ -228,8 +253,8 @@ def memory_actions(owner_id: int, memories: list[Memory]) -> discord.ui.View:
     return view
 
 
-class ForgetButton(_OwnedButton, template=r"echo:forget:(?P<user>[0-9]+):(?P<memory>[0-9]+)"):
-    def __init__(self, owner_id: int, memory_id: int) -> None:
+class ForgetButton(_OwnedButton, template=r"echo:forget:" + _OWNER + r":(?P<memory>[0-9]+)"):
+    def __init__(self, owner_id: int | str, memory_id: int) -> None:
         super().__init__(
             discord.ui.Button(
                 label=f"Forget #{memory_id}",
@@ -237,21 +262,21 @@ class ForgetButton(_OwnedButton, template=r"echo:forget:(?P<user>[0-9]+):(?P<mem
                 custom_id=f"echo:forget:{owner_id}:{memory_id}",
             )
         )
-        self.owner_id, self.memory_id = owner_id, memory_id
+        self.owner, self.memory_id = str(owner_id), memory_id
 
     @classmethod
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
     ) -> ForgetButton:
-        return cls(int(match["user"]), int(match["memory"]))
+        return cls(match["user"], int(match["memory"]))
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
-        done = await engine.forget(str(self.owner_id), self.memory_id)
+        done = await engine.forget(self.owner, self.memory_id)
         await say(interaction, forget_result(self.memory_id, True) if done else gone_memory(self.memory_id))
 
 
-class EditButton(_OwnedButton, template=r"echo:edit:(?P<user>[0-9]+):(?P<memory>[0-9]+)"):
-    def __init__(self, owner_id: int, memory_id: int) -> None:
+class EditButton(_OwnedButton, template=r"echo:edit:" + _OWNER + r":(?P<memory>[0-9]+)"):
+    def __init__(self, owner_id: int | str, memory_id: int) -> None:
         super().__init__(
             discord.ui.Button(
                 label=f"Edit #{memory_id}",
@@ -259,33 +284,40 @@ class EditButton(_OwnedButton, template=r"echo:edit:(?P<user>[0-9]+):(?P<memory>
                 custom_id=f"echo:edit:{owner_id}:{memory_id}",
             )
         )
-        self.owner_id, self.memory_id = owner_id, memory_id
+        self.owner, self.memory_id = str(owner_id), memory_id
 
     @classmethod
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
     ) -> EditButton:
-        return cls(int(match["user"]), int(match["memory"]))
+        return cls(match["user"], int(match["memory"]))
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
-        await open_editor(interaction, engine, self.memory_id)
+        await open_editor(interaction, engine, self.memory_id, self.owner)
 
 
-async def open_editor(interaction: discord.Interaction, engine: Engine, memory_id: int) -> None:
-    """The edit modal for one of the presser's memories, or why there is none."""
-    memory = await engine.store.get(str(interaction.user.id), memory_id)
+async def open_editor(
+    interaction: discord.Interaction, engine: Engine, memory_id: int, owner: str | None = None
+) -> None:
+    """The edit modal for one of the presser's memories (under `owner`, the memory owner key;
+    by default the presser's for this channel's character), or why there is none."""
+    if owner is None:
+        character = character_at(engine.cast, interaction.channel, interaction.guild_id)
+        owner = engine.cast.memory_key(str(interaction.user.id), character)
+    memory = await engine.store.get(owner, memory_id)
     if memory is None:
         await say(interaction, gone_memory(memory_id))
         return
-    await interaction.response.send_modal(EditMemoryModal(engine, memory))
+    await interaction.response.send_modal(EditMemoryModal(engine, memory, owner))
 
 
 class EditMemoryModal(discord.ui.Modal):
     """The memory's text, to rewrite; the previous version is archived (restorable)."""
 
-    def __init__(self, engine: Engine, memory: Memory) -> None:
+    def __init__(self, engine: Engine, memory: Memory, owner: str) -> None:
         super().__init__(title=f"Edit memory #{memory.id}", custom_id=f"echo:edit-memory:{memory.id}", timeout=900)
         self.engine = engine
+        self.owner = owner
         self.memory_id = memory.id
         self.text: discord.ui.TextInput[EditMemoryModal] = discord.ui.TextInput(
             label="What I should remember",
@@ -298,7 +330,7 @@ class EditMemoryModal(discord.ui.Modal):
 
     async def on_submit(self, interaction: discord.Interaction, /) -> None:
         try:
-            history_id = await self.engine.edit_memory(str(interaction.user.id), self.memory_id, self.text.value)
+            history_id = await self.engine.edit_memory(self.owner, self.memory_id, self.text.value)
         except InvalidMemory as exc:
             await say(interaction, not_edited(exc))
             return

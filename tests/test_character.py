@@ -172,14 +172,17 @@ def test_a_v3_card_is_read_through_its_v2_fields(tmp_path):
     assert (haruhi.name, haruhi.scenario) == ("Haruhi", "After school, in the club room.")
 
 
-def test_a_v2_character_book_is_ignored_with_a_log_line(tmp_path, caplog):
-    book = {"extensions": {}, "entries": [
-        {"keys": ["SOS"], "content": "LOREBOOK ENTRY", "extensions": {}, "enabled": True, "insertion_order": 0},
+def test_a_v2_character_book_is_read_as_the_characters_lore_not_its_prompt(tmp_path):
+    book = {"extensions": {}, "token_budget": 100, "scan_depth": 2, "entries": [
+        {"keys": ["SOS"], "content": "LOREBOOK ENTRY", "extensions": {}, "enabled": True, "insertion_order": 0,
+         "case_sensitive": True, "name": "brigade"},
+        {"keys": ["off"], "content": "DISABLED", "extensions": {}, "enabled": False, "insertion_order": 1},
     ]}
-    path = write_json(tmp_path, "haruhi.json", v2_card(character_book=book))
-    with caplog.at_level(logging.WARNING, logger="bot.character"):
-        haruhi = load_character(path)
-    assert any("character_book (1 entries) is ignored" in r.getMessage() for r in caplog.records)
+    haruhi = load_character(write_json(tmp_path, "haruhi.json", v2_card(character_book=book)))
+    assert haruhi.lore is not None
+    assert [(e.name, e.keys, e.case_sensitive) for e in haruhi.lore.entries] == [("brigade", ("SOS",), True)]
+    assert (haruhi.lore.budget_chars, haruhi.lore.scan_depth) == (400, 2)
+    # Lore enters the context only when it fires, never through the character's description.
     assert "LOREBOOK ENTRY" not in render_character_prompt(haruhi, "Kyon")
 
 

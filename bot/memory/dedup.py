@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bot.memory.text import capitalised_words, fact_words, normalise, words
+from bot.memory.text import capitalised_words, expand_contractions, fact_words, normalise, words
 
 SIMILARITY_THRESHOLD = 0.80
 # The sequence ratio says nothing when the sentence frame alone reaches the threshold: two texts
@@ -184,8 +184,9 @@ def _twelve_hour(match: re.Match[str]) -> str:
 
 
 def dedup_text(text: str) -> str:
-    """The text every measure is computed on: ``normalise`` plus one spelling per time and number."""
-    norm = _TIME_12H.sub(_twelve_hour, normalise(text))
+    """The text every measure is computed on: ``normalise`` plus one spelling per time and number,
+    and English contractions spelt out."""
+    norm = _TIME_12H.sub(_twelve_hour, expand_contractions(normalise(text)))
     norm = _TIME.sub(lambda m: _time_token(int(m.group(1)), m.group(2)), norm)
     return _THOUSANDS.sub("", norm)
 

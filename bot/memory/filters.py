@@ -9,6 +9,7 @@ tests (tests/memory/test_filters.py, `test_known_false_positive_*`).
 `check_candidate` runs them in a fixed order and returns the first rejection:
 1. low_confidence      a number, the cheapest test;
 2. not_about_user      the memory is about the character or the setting;
+   about_someone_else  it names another person of a shared channel, not the user;
 3. flipped_negation    an existing memory copied with its negation flipped;
 4. character_attitude  the character's feeling stored as a durable fact about the user.
 
@@ -25,7 +26,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bot.memory.text import STOPWORDS, fact_words, normalise
+from bot.memory.text import STOPWORDS, expand_contractions, fact_words, normalise
 
 # --- low_confidence ---------------------------------------------------------------------------
 
@@ -55,12 +56,6 @@ def low_confidence(confidence: float) -> bool:
 
 # "l'", "n'", "qu'"… stay tokens of their own: "n'" carries the negation.
 _TOKEN = re.compile(r"(?:jusqu|lorsqu|puisqu|qu|[cdjlmnst])'|[^\W_]+(?:-[^\W_]+)*|[,;]")
-_CONTRACTIONS = (
-    (re.compile(r"\bwon't\b"), "will not"),
-    (re.compile(r"\b(?:can't|cannot)\b"), "can not"),
-    (re.compile(r"\bshan't\b"), "shall not"),
-    (re.compile(r"n't\b"), " not"),
-)
 
 
 def _fold(text: str) -> str:
@@ -71,10 +66,7 @@ def _fold(text: str) -> str:
 
 def _expand(text: str) -> str:
     """Normalised text with English negative contractions spelt out ("doesn't" → "does not")."""
-    text = normalise(text)
-    for pattern, replacement in _CONTRACTIONS:
-        text = pattern.sub(replacement, text)
-    return text
+    return expand_contractions(normalise(text))
 
 
 def _tokens(text: str) -> list[str]:
@@ -182,6 +174,22 @@ def not_about_user(text: str, character_name: str, user_name: str | None = None)
         return True
     opens_on_setting = tokens[0] in _SETTING_OPENERS or tuple(tokens[:2]) in _IMPERSONAL_OPENINGS
     return opens_on_setting and not any(t in _PERSON_WORDS for t in tokens[1:])
+
+
+# --- about_someone_else -----------------------------------------------------------------------
+
+
+def about_someone_else(text: str, other_names: Iterable[str], user_name: str | None = None) -> bool:
+    """True when the memory names another person of the scene and never the user: in a shared
+    channel, "Bob a un chat nommé Pixel." read in Alice's exchange is Bob's fact, not hers.
+
+    Known false positive: a fact of the user's that names someone else and leaves the user
+    implicit ("Connaît Bob depuis l'école."). The reflection is asked to name the user.
+    """
+    tokens = _tokens(text)
+    if not tokens or _user_positions(tokens, user_name):
+        return False
+    return any(_name_positions(tokens, name) for name in other_names if name != user_name)
 
 
 # --- flipped_negation -------------------------------------------------------------------------
@@ -486,6 +494,14 @@ def _feeling_put_on_character(tokens: Sequence[str], user: int, character: int) 
     return False
 
 
+def _makes_character_react(tokens: Sequence[str], character: int) -> bool:
+    """English puts the character between the causative verb and the reaction: "makes Echo
+    laugh", "made the character smile" (French says "fait rire Écho")."""
+    return _before_phrase(tokens, character) in _CAUSATIVE_VERBS and any(
+        t in _REACTIONS for t in tokens[character + 1 : character + 3]
+    )
+
+
 def character_attitude(text: str, character_name: str, user_name: str | None = None) -> bool:
     """True when the memory stores the character's attitude toward the user as a user fact.
 
@@ -516,7 +532,9 @@ def character_attitude(text: str, character_name: str, user_name: str | None = N
     if characters[0] < users[0]:
         return _character_feels(tokens, characters[0], users[0])
     character = next((c for c in characters if c > users[0]), None)
-    return character is not None and _feeling_put_on_character(tokens, users[0], character)
+    return character is not None and (
+        _feeling_put_on_character(tokens, users[0], character) or _makes_character_react(tokens, character)
+    )
 
 
 # --- the write path's entry point -------------------------------------------------------------
@@ -536,12 +554,15 @@ def check_candidate(
     existing: Iterable[tuple[int, str]] = (),
     user_message: str = "",
     user_name: str | None = None,
+    other_names: Iterable[str] = (),
 ) -> Rejection | None:
     """The first filter that rejects the candidate, in the module's documented order, or None."""
     if low_confidence(confidence):
         return Rejection("low_confidence", f"confidence {confidence:.2f} < {CONFIDENCE_THRESHOLD}")
     if not_about_user(text, character_name, user_name=user_name):
         return Rejection("not_about_user", "about the character or the setting, not the user")
+    if about_someone_else(text, other_names, user_name):
+        return Rejection("about_someone_else", "names another person of the channel, not the user")
     flipped = flipped_negation(text, existing, user_message)
     if flipped is not None:
         return Rejection("flipped_negation", f"flips the negation of memory {flipped}")

@@ -117,6 +117,8 @@ class TurnSelection:
     story: dict[str, Any] = field(default_factory=dict)
     memories: list[Memory] = field(default_factory=list)
     candidates: int = 0
+    # Lore entries that fired this turn: name, keyword, cost, kept (outside the memory slots).
+    lore: list[dict[str, Any]] = field(default_factory=list)
     # What `Recall.record` needs besides the slots; not part of the /why record.
     place: str = ""
     candidate_ids: list[int] = field(default_factory=list)
@@ -149,6 +151,7 @@ class TurnSelection:
                 "story": self.story,
                 "candidates": self.candidates,
                 "figures": asdict(self.figures),
+                "lore": self.lore,
             },
             ensure_ascii=False,
         )
@@ -391,6 +394,7 @@ def turn_from_row(
         story=dict(detail.get("story", {})),
         candidates=int(detail.get("candidates", 0)),
         figures=TurnFigures(**detail.get("figures", {})),
+        lore=list(detail.get("lore", [])),
     )
 
 

@@ -326,7 +326,7 @@ anything about other people in the channel, anything about {character} or the se
 {character} feels or thinks about {user} (that is not a fact about {user}).
 
 How to write a memory: one short self-contained sentence about {user}, starting with \
-"L'utilisateur …" in French or "The user …" in English — the language of the conversation. One \
+"L'utilisateur …" in French or "The user …" in English — in the language {user} writes in. One \
 fact per sentence: a message with two facts gives two memories. Copy negations exactly \
 ("n'aime pas" stays "n'aime pas"). For a dated fact (a trip, a leave, an appointment), set \
 expires_at to the ISO date after which it is no longer true.
@@ -386,6 +386,8 @@ def build_reflection_messages(
     story_context: str = "",
     state_keys: Sequence[str] = (),
     correction: Correction | None = None,
+    others: Sequence[str] = (),
+    lore: Sequence[str] = (),
 ) -> list[dict[str, str]]:
     """The messages of one reflection call over one or more (message, reply) exchanges.
 
@@ -404,6 +406,18 @@ def build_reflection_messages(
     # forge a line of the character (seed 001: the reflection is the write path's attack surface).
     user = speaker_name(user)
     system = REFLECTION_SYSTEM_PROMPT.format(character=character, user=user, story_part=story_part)
+    if others:
+        names = ", ".join(speaker_name(n) for n in others)
+        system += (
+            f"\nThis is a shared channel: {names} spoke there too. Attribute each fact to the person "
+            f"who said it about themselves: what {names} said, or what {character} says about them, is "
+            f"never a memory of {user}. Keep only what {user} says about {user}.\n"
+        )
+    if lore:
+        system += (
+            f"\n{character}'s world has lore ({', '.join(quote_line(n) for n in lore[:30])}): what "
+            f"{character} tells of it is the setting, not a fact about {user}; never store it.\n"
+        )
     known_block = "\n".join(_format_memory(m) for m in known) or "(none)"
     user_block = (
         f"Today is {today.isoformat()}.\n\n"

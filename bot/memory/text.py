@@ -62,6 +62,22 @@ def normalise(text: str) -> str:
     return text.rstrip(" .!?;:…")
 
 
+# English negative contractions, spelt out: "doesn't like" and "does not like" are one wording.
+_CONTRACTIONS = (
+    (re.compile(r"\bwon't\b"), "will not"),
+    (re.compile(r"\b(?:can't|cannot)\b"), "can not"),
+    (re.compile(r"\bshan't\b"), "shall not"),
+    (re.compile(r"n't\b"), " not"),
+)
+
+
+def expand_contractions(normalised: str) -> str:
+    """A normalised text with English negative contractions spelt out ("doesn't" → "does not")."""
+    for pattern, replacement in _CONTRACTIONS:
+        normalised = pattern.sub(replacement, normalised)
+    return normalised
+
+
 def words(text: str) -> list[str]:
     """Words of an already normalised text, elisions removed, hyphenated words kept whole."""
     out: list[str] = []

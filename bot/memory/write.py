@@ -98,6 +98,8 @@ class ReflectionContext:
     # Memories that came only from a message the user has since edited: the edit is the user's
     # own correction of them, so a replacement needs no further backing from the message.
     correctable: frozenset[int] = frozenset()
+    # The other people who spoke in the channel lately: a memory about one of them is not the user's.
+    other_names: tuple[str, ...] = ()
 
     @property
     def cause(self) -> str:
@@ -279,6 +281,7 @@ class _Writer:
             existing=self._existing(),
             user_message=self.ctx.user_message,
             user_name=self.ctx.user_name,
+            other_names=self.ctx.other_names,
         )
         if rejection is not None:
             self.decide("dropped", text, None, f"{rejection.filter}: {rejection.detail}")

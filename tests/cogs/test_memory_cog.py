@@ -17,8 +17,8 @@ from bot.discord_text import DISCORD_LIMIT
 from bot.engine import Incoming
 from bot.db import StorageError
 from bot.presenting import STORAGE_FAILED
-from cogs.memory import NOT_YOURS, EraseConfirm, MemoryCommands, PageView
-from cogs.views import FAILED
+from cogs.memory import EraseConfirm, MemoryCommands, PageView
+from cogs.views import FAILED, NOT_YOURS
 from tests.cogs import (
     ALICE,
     BOB,

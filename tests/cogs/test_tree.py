@@ -33,16 +33,17 @@ from tests.fakes.llm_server import FakeLLMServer, LLMRequest, Reply
 
 CHAT_INPUT, MESSAGE_MENU = 1, 3
 # Option name, required, autocomplete, per slash command.
+CHARACTER = ("character", False, True)  # every command on one character's memory can pick another
 EXPECTED_OPTIONS: dict[str, list[tuple[str, bool, bool]]] = {
-    "memories": [("type", False, False)],
-    "remember": [("text", True, False)],
-    "pin": [("id", True, True)],
-    "unpin": [("id", True, True)],
-    "forget": [("id", True, True)],
-    "history": [],
-    "restore": [("history_id", True, True)],
-    "why": [],
-    "memory-stats": [],
+    "memories": [("type", False, False), CHARACTER],
+    "remember": [("text", True, False), CHARACTER],
+    "pin": [("id", True, True), CHARACTER],
+    "unpin": [("id", True, True), CHARACTER],
+    "forget": [("id", True, True), CHARACTER],
+    "history": [CHARACTER],
+    "restore": [("history_id", True, True), CHARACTER],
+    "why": [CHARACTER],
+    "memory-stats": [CHARACTER],
     "export": [],
     "erase-me": [],
     "share": [("state", False, False)],
@@ -210,3 +211,21 @@ async def test_close_lets_an_in_flight_reflection_finish(
         "SELECT reflected_at IS NOT NULL FROM exchanges WHERE user_id = ?", (str(ALICE),)
     ) as cur:
         assert [r[0] for r in await cur.fetchall()] == [1]
+
+
+async def test_every_command_option_and_menu_has_a_french_name_and_description_discord_accepts(
+    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    bot = offline_bot(services)
+    await started(bot, monkeypatch)
+    payload = [await c.get_translated_payload(bot.tree, bot.tree.translator) for c in bot.tree.get_commands()]  # type: ignore[arg-type]
+    for command in payload:
+        french = command["name_localizations"]["fr"]
+        assert french != command["name"] or command["name"] == "type"
+        if command["type"] == CHAT_INPUT:
+            assert SLASH_NAME.match(french), french
+            assert 0 < len(command["description_localizations"]["fr"]) <= 100, command["name"]
+            for option in command["options"]:
+                assert SLASH_NAME.match(option["name_localizations"]["fr"]), option["name"]
+                assert 0 < len(option["description_localizations"]["fr"]) <= 100, option["name"]
+        assert "en-US" not in command.get("name_localizations", {}), "English is the default name"

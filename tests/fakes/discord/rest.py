@@ -328,6 +328,7 @@ async def remove_reaction(request: web.Request) -> web.Response:
 async def create_webhook(request: web.Request) -> web.Response:
     server = _server(request)
     channel = _channel(request)
+    _may_manage_webhooks(server, channel.id)
     body = _body(request)
     name = body.get("name") or ""
     if not 1 <= len(name) <= 80:
@@ -340,9 +341,15 @@ async def create_webhook(request: web.Request) -> web.Response:
     return json_response(server.webhook_payload(webhook))
 
 
+def _may_manage_webhooks(server: Any, channel_id: int) -> None:
+    if channel_id in server.webhooks_forbidden:
+        raise DiscordError(403, 50013, "Missing Permissions")
+
+
 async def channel_webhooks(request: web.Request) -> web.Response:
     server = _server(request)
     channel = _channel(request)
+    _may_manage_webhooks(server, channel.id)
     return json_response([server.webhook_payload(w) for w in server.webhooks.values() if w.channel_id == channel.id])
 
 

@@ -60,6 +60,8 @@ class FakeDiscord:
         self.messages: dict[int, dict[str, Any]] = {}
         self.reactions: dict[int, list[str]] = {}
         self.webhooks: dict[int, Webhook] = {}
+        # Channels where the bot lacks Manage Webhooks: listing or creating webhooks is refused.
+        self.webhooks_forbidden: set[int] = set()
         self.attachments: dict[int, Attachment] = {}
         self.interactions: dict[int, Interaction] = {}
         self.commands: dict[int | None, list[dict[str, Any]]] = {}
@@ -491,6 +493,8 @@ class FakeDiscord:
         channel: Channel,
         name: str,
         options: list[dict[str, Any]] = (),  # type: ignore[assignment]
+        *,
+        locale: str = "en-US",
     ) -> Interaction:
         """A user runs a slash command (the command must have been synced, as in Discord)."""
         guild_id = channel.guild_id
@@ -502,11 +506,13 @@ class FakeDiscord:
         data: dict[str, Any] = {"id": command["id"], "name": name, "type": 1, "options": list(options)}
         if "guild_id" in command:
             data["guild_id"] = command["guild_id"]
-        return await self._interact(user, channel, 2, data)
+        return await self._interact(user, channel, 2, data, locale=locale)
 
-    async def press_button(self, user: User, message: dict[str, Any], custom_id: str) -> Interaction:
+    async def press_button(self, user: User, message: dict[str, Any], custom_id: str, *, locale: str = "en-US") -> Interaction:
         channel = self.channels[int(message["channel_id"])]
-        return await self._interact(user, channel, 3, {"custom_id": custom_id, "component_type": 2}, message=message)
+        return await self._interact(
+            user, channel, 3, {"custom_id": custom_id, "component_type": 2}, message=message, locale=locale
+        )
 
     async def choose(self, user: User, message: dict[str, Any], custom_id: str, values: list[str]) -> Interaction:
         """A user picks `values` in a string select menu of `message`."""
@@ -522,7 +528,14 @@ class FakeDiscord:
         return await self._interact(user, channel, 5, {"custom_id": custom_id, "components": rows}, message=message)
 
     async def _interact(
-        self, user: User, channel: Channel, kind: int, data: dict[str, Any], *, message: dict[str, Any] | None = None
+        self,
+        user: User,
+        channel: Channel,
+        kind: int,
+        data: dict[str, Any],
+        *,
+        message: dict[str, Any] | None = None,
+        locale: str = "en-US",
     ) -> Interaction:
         interaction_id = snowflake()
         payload: dict[str, Any] = {
@@ -535,7 +548,7 @@ class FakeDiscord:
             "token": new_token(),
             "version": 1,
             "app_permissions": "2248473465835073",
-            "locale": "en-US",
+            "locale": locale,
             "entitlements": [],
             "attachment_size_limit": 10 * 1024 * 1024,
             "authorizing_integration_owners": {"0": str(channel.guild_id)} if channel.guild_id else {"1": str(user.id)},
