@@ -74,7 +74,18 @@ async def test_two_characters_answer_in_their_channels_with_their_names_avatars_
     await wait_until(lambda: any(c.json.get("username") == "Lina" for c in executed(fake_discord)))
     lina = [c for c in executed(fake_discord) if c.json.get("username") == "Lina"][0]
     assert lina.json["avatar_url"] == LINA_AVATAR
-    assert lina.json["content"].startswith("Réponse à : Alice: j'ai un chat")
+    # The reply streams: posted through the webhook with its first words, then edited through it.
+    edits = f"{lina.path.split('?')[0]}/messages/"
+
+    def lina_text() -> str:
+        calls = [
+            c for c in fake_discord.calls
+            if (c.method, c.path.split("?")[0]) == ("POST", lina.path.split("?")[0])
+            or (c.method == "PATCH" and c.path.startswith(edits))
+        ]
+        return str(calls[-1].json.get("content", "")) if calls else ""
+
+    await wait_until(lambda: lina_text().startswith("Réponse à : Alice: j'ai un chat"))
     hook = fake_discord.webhooks[int(lina.path.split("/")[2])]
     assert hook.channel_id == fake_discord.general.id
     assert not fake_discord.calls_to("POST", f"/channels/{fake_discord.general.id}/messages"), "nothing as the bot"
