@@ -253,13 +253,19 @@ def memory_actions(owner_id: int | str, memories: list[Memory]) -> discord.ui.Vi
     return view
 
 
-class ForgetButton(_OwnedButton, template=r"echo:forget:" + _OWNER + r":(?P<memory>[0-9]+)"):
+class _MemoryButton(_OwnedButton, template=r"echo:memory-base:(?!)"):
+    """A button acting on one memory of its owner: custom_id `echo:<action>:<owner>:<memory>`."""
+
+    action: str
+    label: str
+    style: discord.ButtonStyle
+
     def __init__(self, owner_id: int | str, memory_id: int) -> None:
         super().__init__(
             discord.ui.Button(
-                label=f"Forget #{memory_id}",
-                style=discord.ButtonStyle.danger,
-                custom_id=f"echo:forget:{owner_id}:{memory_id}",
+                label=f"{self.label} #{memory_id}",
+                style=self.style,
+                custom_id=f"echo:{self.action}:{owner_id}:{memory_id}",
             )
         )
         self.owner, self.memory_id = str(owner_id), memory_id
@@ -267,30 +273,20 @@ class ForgetButton(_OwnedButton, template=r"echo:forget:" + _OWNER + r":(?P<memo
     @classmethod
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
-    ) -> ForgetButton:
+    ) -> _MemoryButton:
         return cls(match["user"], int(match["memory"]))
+
+
+class ForgetButton(_MemoryButton, template=r"echo:forget:" + _OWNER + r":(?P<memory>[0-9]+)"):
+    action, label, style = "forget", "Forget", discord.ButtonStyle.danger
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
         done = await engine.forget(self.owner, self.memory_id)
         await say(interaction, forget_result(self.memory_id, True) if done else gone_memory(self.memory_id))
 
 
-class EditButton(_OwnedButton, template=r"echo:edit:" + _OWNER + r":(?P<memory>[0-9]+)"):
-    def __init__(self, owner_id: int | str, memory_id: int) -> None:
-        super().__init__(
-            discord.ui.Button(
-                label=f"Edit #{memory_id}",
-                style=discord.ButtonStyle.primary,
-                custom_id=f"echo:edit:{owner_id}:{memory_id}",
-            )
-        )
-        self.owner, self.memory_id = str(owner_id), memory_id
-
-    @classmethod
-    async def from_custom_id(
-        cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
-    ) -> EditButton:
-        return cls(match["user"], int(match["memory"]))
+class EditButton(_MemoryButton, template=r"echo:edit:" + _OWNER + r":(?P<memory>[0-9]+)"):
+    action, label, style = "edit", "Edit", discord.ButtonStyle.primary
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
         await open_editor(interaction, engine, self.memory_id, self.owner)
