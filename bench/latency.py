@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.db import Database, to_db  # noqa: E402
+from bot.clients.db import Database, to_db  # noqa: E402
 from bot.memory.counters import record_turn  # noqa: E402
 from bot.memory.model import Memory, content_hash, utcnow  # noqa: E402
 from bot.memory.scoring import cosine_scores  # noqa: E402

@@ -83,10 +83,10 @@ from load_corpus import FACTS_PER_USER, SimUser, scripted_reflection, seed_texts
 
 from bot.character import load_character  # noqa: E402
 from bot.config import load_settings  # noqa: E402
-from bot.db import Database, to_db  # noqa: E402
-from bot.embeddings import LocalEmbedder  # noqa: E402
+from bot.clients.db import Database, to_db  # noqa: E402
+from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
-from bot.llm import LLMClient  # noqa: E402
+from bot.clients.llm import LLMClient  # noqa: E402
 from bot.memory.dedup import SIMILARITY_THRESHOLD, similarity  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
 from bot.memory.text import normalise  # noqa: E402

@@ -14,8 +14,8 @@ from typing import Any
 from bot.app import StartupError
 from bot.character import CharacterError
 from bot.config import ConfigError, load_settings
-from bot.db import MigrationError
-from bot.llm import LLMError
+from bot.clients.db import MigrationError
+from bot.clients.llm import LLMError
 
 log = logging.getLogger("bot")
 
@@ -32,7 +32,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 async def _chat(args: argparse.Namespace) -> None:
     from bot.app import open_services
-    from bot.chat import run_chat
+    from bot.terminal.chat import run_chat
 
     # Bytes that are not UTF-8 (a terminal in Latin-1, a pasted binary) are read, not fatal:
     # they arrive as lone surrogates, which the engine makes storable; a path keeps its bytes.
@@ -48,7 +48,7 @@ async def _chat(args: argparse.Namespace) -> None:
 
 async def _discord() -> None:
     from bot.app import open_services
-    from bot.discord_bot import run_discord
+    from cogs.bot import run_discord
 
     settings = load_settings()
     logging.getLogger().setLevel(settings.log_level)

@@ -21,13 +21,13 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from bot.cast import Cast, load_cast
 from bot.character import Character
 from bot.config import Settings
-from bot.db import Database, storage_failure
-from bot.embeddings import Embedder, EmbeddingError, make_embedder
+from bot.clients.db import Database, storage_failure
+from bot.clients.embeddings import Embedder, EmbeddingError, make_embedder
 from bot.engine import Engine
-from bot.llm import LLMClient
+from bot.clients.llm import LLMClient
 from bot.memory.indexing import Indexer
-from bot.tasks import quiet_when_cancelled
-from bot.metrics import Metrics
+from bot.clients.tasks import quiet_when_cancelled
+from bot.clients.metrics import Metrics
 from bot.web.health import Health
 from bot.web.server import WebServer, make_app
 

@@ -19,8 +19,8 @@ from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from bot.embeddings import EmbedderKind
-from bot.llm import Api
+from bot.clients.embeddings import EmbedderKind
+from bot.clients.llm import Api
 
 log = logging.getLogger(__name__)
 

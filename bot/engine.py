@@ -22,9 +22,9 @@ import aiosqlite
 from bot.cast import Cast
 from bot.character import Character, fill_user, render_character_prompt
 from bot.config import Settings
-from bot.db import Database, StorageError, fetch_all, fetch_one, to_db
-from bot.embeddings import Embedder, EmbeddingError
-from bot.llm import ChatReply, Image, LLMClient, LLMError, LLMStreamCut, LLMTooLarge, OnText, TokenUsage
+from bot.clients.db import Database, StorageError, fetch_all, fetch_one, to_db
+from bot.clients.embeddings import Embedder, EmbeddingError
+from bot.clients.llm import ChatReply, Image, LLMClient, LLMError, LLMStreamCut, LLMTooLarge, OnText, TokenUsage
 from bot.memory.exchange_store import (
     MemoryChange,
     SettledExchange,
@@ -79,10 +79,10 @@ from bot.memory.story_store import erase_user_story_data, load_story, story_hist
 from bot.memory.text import storable
 from bot.memory.vectors import lexical_matches
 from bot.memory.write import CHANGE_ACTIONS, ReflectionContext, ReflectionReport, apply_reflection
-from bot.metrics import Metrics
-from bot.outage import Outage
+from bot.clients.metrics import Metrics
+from bot.clients.outage import Outage
 from bot.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
-from bot.tasks import BackgroundTasks
+from bot.clients.tasks import BackgroundTasks
 
 log = logging.getLogger(__name__)
 

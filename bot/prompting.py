@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.llm import Image
+from bot.clients.llm import Image
 from bot.lore import LoreHit
 from bot.memory.model import Memory
 

@@ -1,6 +1,6 @@
 """Answers the messages addressed to the character: mentions, DMs, replies, allowed channels.
 
-Who is answered is decided by `bot.discord_text.decide` on plain facts read from the message;
+Who is answered is decided by `cogs.utils.answering.decide` on plain facts read from the message;
 this cog only translates between discord objects and `Engine.turn`. A user's messages that
 follow each other within BURST_SECONDS are answered once, together. The reply is streamed into
 one message edited as it grows (`LiveReply`), or posted whole (`send_reply`); both return the
@@ -23,14 +23,14 @@ import discord
 from discord.ext import commands
 
 from bot.character import Character
-from bot.discord_bot import NO_MENTIONS, EchoBot
-from bot.discord_text import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
-from bot.discord_voices import Voice, Voices, character_at
+from cogs.bot import NO_MENTIONS, EchoBot
+from cogs.utils.answering import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
+from cogs.utils.voices import Voice, Voices, character_at
 from bot.engine import Engine, Incoming, Shown, TurnResult
-from bot.llm import Image
+from bot.clients.llm import Image
 from bot.prompting import ChannelLine
-from bot.ratelimit import RateLimiter, Verdict
-from cogs.views import swipe_view
+from cogs.utils.ratelimit import RateLimiter, Verdict
+from cogs.utils.views import swipe_view
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Every answer is ephemeral: only the person who asked sees their memories. Every call passes
 `str(interaction.user.id)` to the engine, whose statements are all scoped by user, so another
 user's memory id behaves exactly like an id that does not exist. Texts come from
-`bot.presenting` and use the wording of the terminal commands (`bot.text_commands`).
+`bot.presenting` and use the wording of the terminal commands (`bot.terminal.commands`).
 """
 
 from __future__ import annotations
@@ -17,22 +17,22 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.character import Character
-from bot.discord_bot import NO_MENTIONS, EchoBot
-from bot.discord_text import (
+from cogs.bot import NO_MENTIONS, EchoBot
+from cogs.utils.answering import (
     AnswerPolicy,
     history_choices,
     memory_choices,
     place_of,
     user_refusal,
 )
-from bot.discord_voices import character_at
+from cogs.utils.voices import character_at
 from bot.i18n import language
 from bot.i18n import text as tr
 from bot.engine import Engine, export_json
 from bot.memory.model import MEMORY_TYPES, Memory
 from bot.memory.store import InvalidMemory, MAX_MEMORY_CHARS
 from bot.memory.story_store import story_history
-from cogs.views import UnknownCharacter, open_editor, report_failure, say
+from cogs.utils.views import UnknownCharacter, open_editor, report_failure, say
 from bot.presenting import (
     forget_result,
     history_text,

@@ -16,12 +16,12 @@ import weakref
 import discord
 from discord.ext import commands
 
-from bot.discord_bot import EchoBot
-from bot.discord_text import clean_incoming
+from cogs.bot import EchoBot
+from cogs.utils.answering import clean_incoming
 from bot.engine import Engine, Receipt
 from bot.memory.exchange_store import SettledExchange
 from bot.presenting import RECEIPT_ICON
-from cogs.views import DYNAMIC_ITEMS, receipt_view
+from cogs.utils.views import DYNAMIC_ITEMS, receipt_view
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 import pytest_asyncio
 
-from bot.db import Database
+from bot.clients.db import Database
 from tests.fakes.embedding_server import embedding_http, embedding_server  # noqa: F401  (fixtures)
 from tests.fakes.llm_server import llm_server, refused_url  # noqa: F401  (fixtures)
 

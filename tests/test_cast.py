@@ -12,7 +12,7 @@ from bot.cast import Cast, load_cast
 from bot.character import CharacterError, load_character
 from bot.config import load_settings
 from bot.engine import Engine, Incoming
-from bot.llm import LLMClient
+from bot.clients.llm import LLMClient
 from bot.memory.store import owner_keys
 from tests.fakes.llm_server import FAKE_MODEL
 
@@ -172,7 +172,7 @@ async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_f
 
 
 def test_buttons_carry_the_character_owner_key_and_only_its_person_may_press_them():
-    from cogs.views import EditButton, ForgetButton, ReceiptButton, SwipeButton, _person
+    from cogs.utils.views import EditButton, ForgetButton, ReceiptButton, SwipeButton, _person
 
     for cls, custom_id in (
         (SwipeButton, "echo:swipe:prev:42@marc:7"),

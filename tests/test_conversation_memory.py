@@ -8,7 +8,7 @@ import json
 import re
 import time
 
-from bot.db import fetch_all, fetch_one
+from bot.clients.db import fetch_all, fetch_one
 from bot.engine import MESSAGE_DELETED, Engine, Incoming, Receipt
 from bot.memory.exchange_store import SettledExchange, sources_of
 from bot.memory.store import NewMemory
@@ -357,7 +357,7 @@ async def test_erase_removes_alternatives_sources_and_receipts(db, http, llm_ser
 
 
 async def test_the_terminal_edits_a_memory_the_same_way(db, http, llm_server, tmp_path):  # noqa: F811
-    from bot.text_commands import Session, run_command
+    from bot.terminal.commands import Session, run_command
 
     engine, _ = await engine_with(db, http, llm_server, tmp_path)
     session = Session(user_id="terminal:alice", user_name="alice", story_id="terminal:main", place="terminal")

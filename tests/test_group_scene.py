@@ -11,7 +11,7 @@ import httpx
 from bot.character import load_character
 from bot.config import load_settings
 from bot.engine import Engine, Incoming
-from bot.llm import LLMClient
+from bot.clients.llm import LLMClient
 from bot.prompting import ChannelLine
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bot.character import CharacterError, load_character
 from bot.config import load_settings
 from bot.engine import Engine, Incoming
-from bot.llm import LLMClient
+from bot.clients.llm import LLMClient
 from bot.lore import LoreEntry, LoreError, Lorebook, load_lore_file, naive_fired
 from bot.presenting import why_text
 from bot.prompting import ChannelLine

@@ -61,6 +61,8 @@ async def test_sigterm_stops_the_terminal_chat_cleanly(tmp_path, llm_server):
     proc.stdin.write("Bonjour !\n".encode())
     await proc.stdin.drain()
     answer = await asyncio.wait_for(proc.stdout.readline(), timeout=60)
+    if not answer:
+        raise AssertionError((await proc.stderr.read()).decode())
     assert answer.startswith("Écho:".encode())
     proc.send_signal(signal.SIGTERM)  # stdin stays open: the chat is blocked reading it
     code = await asyncio.wait_for(proc.wait(), timeout=30)

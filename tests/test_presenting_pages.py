@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.discord_text import DISCORD_LIMIT
+from cogs.utils.answering import DISCORD_LIMIT
 from bot.memory.store import MAX_MEMORY_CHARS
 from bot.memory.model import Memory
 from bot.presenting import memory_pages

@@ -7,7 +7,7 @@ import json
 import httpx
 import pytest
 
-from bot.llm import LLMClient, TokenUsage
+from bot.clients.llm import LLMClient, TokenUsage
 from bot.memory.recall import TurnFigures, TurnSelection
 from bot.memory.model import utcnow
 from bot.presenting import why_text

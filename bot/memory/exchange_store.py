@@ -18,8 +18,8 @@ from typing import Any
 
 import aiosqlite
 
-from bot.db import Database, fetch_all, fetch_one, from_db, to_db
-from bot.llm import Image
+from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.clients.llm import Image
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,8 @@ from typing import Protocol
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from bot.db import Database, StorageError
-from bot.embeddings import Embedder, EmbeddingError
+from bot.clients.db import Database, StorageError
+from bot.clients.embeddings import Embedder, EmbeddingError
 from bot.memory.model import utcnow
 from bot.memory.vectors import (
     VectorRow,
@@ -25,8 +25,8 @@ from bot.memory.vectors import (
     stale_memories,
     store_vectors,
 )
-from bot.outage import Outage
-from bot.tasks import quiet_when_cancelled
+from bot.clients.outage import Outage
+from bot.clients.tasks import quiet_when_cancelled
 
 log = logging.getLogger(__name__)
 

@@ -18,15 +18,15 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bot.db import Database, fetch_all, fetch_one, from_db, to_db
-from bot.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, EmbeddingError, embed_turn_query
+from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.clients.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, EmbeddingError, embed_turn_query
 from bot.memory.counters import record_turn
 from bot.memory.model import Memory, utcnow
 from bot.memory.scoring import VectorCache, cosine_scores
 from bot.memory.selection import Selected, select
 from bot.memory.store import row_to_memory
 from bot.memory.vectors import lexical_matches, load_user_matrix
-from bot.outage import Outage
+from bot.clients.outage import Outage
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
 from bot.memory.model import Memory
 from bot.memory.recall import TurnSelection, turn_from_row
 from bot.memory.store import row_to_memory

@@ -20,7 +20,7 @@ from typing import Any
 
 import aiosqlite
 
-from bot.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
 from bot.memory.model import MEMORY_TYPES, SCOPES, HistoryEntry, Memory, checked_expiry, content_hash, utcnow
 from bot.memory.text import canonical, storable
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import aiosqlite
 
-from bot.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
 from bot.memory.story import (
     Anchor,
     AnchorPlan,

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import aiosqlite
 import numpy as np
 
-from bot.db import Database, fetch_all, to_db
+from bot.clients.db import Database, fetch_all, to_db
 from bot.memory.model import utcnow
 from bot.memory.text import content_words, words
 

@@ -15,7 +15,7 @@ from typing import Literal
 
 import aiosqlite
 
-from bot.db import Database
+from bot.clients.db import Database
 from bot.memory import filters
 from bot.memory.exchange_store import add_sources, record_change
 from bot.memory.dedup import DedupIndex, MergeDecision, merge

@@ -13,9 +13,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from bot.db import Database, ping
-from bot.embeddings import Embedder
-from bot.llm import LLMClient
+from bot.clients.db import Database, ping
+from bot.clients.embeddings import Embedder
+from bot.clients.llm import LLMClient
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from bot.engine import Engine
 from bot.memory import report_store
-from bot.metrics import Metrics
+from bot.clients.metrics import Metrics
 from bot.web import views
 from bot.web.health import Health
 

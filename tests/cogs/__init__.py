@@ -19,10 +19,10 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from bot.app import Services
 from bot.character import load_character
 from bot.config import load_settings
-from bot.db import Database
-from bot.discord_bot import EchoBot
+from bot.clients.db import Database
+from cogs.bot import EchoBot
 from bot.engine import Engine
-from bot.llm import LLMClient
+from bot.clients.llm import LLMClient
 from bot.web.health import Health
 from tests.fakes.llm_server import FakeLLMServer
 

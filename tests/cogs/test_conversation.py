@@ -10,8 +10,8 @@ import discord
 import pytest
 
 from bot.app import Services
-from bot.discord_bot import OwnerCommands
-from bot.discord_text import DISCORD_LIMIT
+from cogs.bot import OwnerCommands
+from cogs.utils.answering import DISCORD_LIMIT
 from bot.engine import LLM_DOWN_REPLY, STORAGE_DOWN_REPLY
 from cogs.conversation import RATE_LIMITED_REACTION, Conversation
 from tests.cogs import (

@@ -13,12 +13,12 @@ import pytest
 from discord import app_commands
 
 from bot.app import Services
-from bot.discord_text import DISCORD_LIMIT
+from cogs.utils.answering import DISCORD_LIMIT
 from bot.engine import Incoming
-from bot.db import StorageError
+from bot.clients.db import StorageError
 from bot.presenting import STORAGE_FAILED
 from cogs.memory import EraseConfirm, MemoryCommands, PageView
-from cogs.views import FAILED, NOT_YOURS
+from cogs.utils.views import FAILED, NOT_YOURS
 from tests.cogs import (
     ALICE,
     BOB,
@@ -353,7 +353,7 @@ async def test_a_failing_remember_this_menu_is_reported_to_the_user(
     with pytest.raises(RuntimeError):
         await menu.callback(interaction, own)
     assert menu.on_error is not None
-    with caplog.at_level(logging.ERROR, logger="cogs.views"):
+    with caplog.at_level(logging.ERROR, logger="cogs.utils.views"):
         await menu.on_error(interaction, app_commands.CommandInvokeError(menu, broken))
 
     assert texts(interaction) == [FAILED] and all_ephemeral(interaction)
@@ -373,7 +373,7 @@ async def test_a_failing_erase_button_is_reported_instead_of_staying_on_erasing(
     # What a view does when a button's callback raises: it calls on_error(interaction, error, item).
     with pytest.raises(RuntimeError):
         await view.confirm.callback(press)
-    with caplog.at_level(logging.ERROR, logger="cogs.views"):
+    with caplog.at_level(logging.ERROR, logger="cogs.utils.views"):
         await view.on_error(press, broken, view.confirm)
 
     press.response.edit_message.assert_awaited_once_with(content="Erasing…", view=None)
@@ -389,9 +389,9 @@ async def test_a_failure_report_that_cannot_be_sent_is_only_logged(
     view = PageView(ALICE, ["one", "two"])
     press = fake_interaction(ALICE)
     press.response.send_message.side_effect = not_found()  # the interaction token expired
-    with caplog.at_level(logging.ERROR, logger="cogs.views"):
+    with caplog.at_level(logging.ERROR, logger="cogs.utils.views"):
         await view.on_error(press, RuntimeError("boom"), view.next_page)  # does not raise
-    assert [(r.name, r.levelno) for r in caplog.records] == [("cogs.views", logging.ERROR)]
+    assert [(r.name, r.levelno) for r in caplog.records] == [("cogs.utils.views", logging.ERROR)]
 
 
 async def test_a_storage_failure_is_told_as_such_and_logged_by_the_database_only(
@@ -400,7 +400,7 @@ async def test_a_storage_failure_is_told_as_such_and_logged_by_the_database_only
     cog = make_cog(services)
     interaction = fake_interaction(ALICE)
     full = StorageError("Cannot write to the database: the disk is full", reason="the disk is full")
-    with caplog.at_level(logging.ERROR, logger="cogs.views"):
+    with caplog.at_level(logging.ERROR, logger="cogs.utils.views"):
         await cog.cog_app_command_error(interaction, app_commands.CommandInvokeError(cog.remember, full))
     assert texts(interaction) == [STORAGE_FAILED] and all_ephemeral(interaction)
-    assert [r for r in caplog.records if r.name == "cogs.views"] == []
+    assert [r for r in caplog.records if r.name == "cogs.utils.views"] == []

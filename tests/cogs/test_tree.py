@@ -15,7 +15,7 @@ from discord.ext import commands
 from pydantic import SecretStr
 
 from bot.app import Services, StartupError
-from bot.discord_bot import EXTENSIONS, EchoBot, make_intents, run_discord
+from cogs.bot import EXTENSIONS, EchoBot, make_intents, run_discord
 from bot.engine import Incoming
 from tests.cogs import (
     ALICE,
@@ -120,11 +120,11 @@ async def test_a_dev_guild_sync_refused_by_discord_is_explained_and_the_bot_keep
     bot = offline_bot(services_with)
     sync = AsyncMock(side_effect=failure)
     monkeypatch.setattr(bot.tree, "sync", sync)
-    with caplog.at_level(logging.WARNING, logger="bot.discord_bot"):
+    with caplog.at_level(logging.WARNING, logger="cogs.bot"):
         await bot.setup_hook()  # does not raise
     sync.assert_awaited_once()
     assert set(EXTENSIONS) <= set(bot.extensions)
-    (record,) = [r for r in caplog.records if r.name == "bot.discord_bot"]
+    (record,) = [r for r in caplog.records if r.name == "cogs.bot"]
     assert record.levelno == logging.WARNING
     text = record.getMessage()
     assert "DEV_GUILD_ID=4242" in text and "member" in text and "`applications.commands` scope" in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import sqlite3
 
-from bot.discord_text import split_message
+from cogs.utils.answering import split_message
 from bot.engine import MAX_REPLY_CHARS
 from cogs.conversation import CUT_NOTE, EDIT_INTERVAL
 from bot.prompting import quote_block

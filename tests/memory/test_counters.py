@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.db import Database, to_db
+from bot.clients.db import Database, to_db
 from bot.memory.counters import record_turn
 from bot.memory.model import content_hash, utcnow
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from bot.db import Database
-from bot.embeddings import LocalEmbedder, OllamaEmbedder
+from bot.clients.db import Database
+from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.memory.indexing import Indexer, prune_other_models
 from bot.memory.vectors import delete_all_vectors, load_user_matrix, stale_memories
 from tests.fakes.embedding_server import EmbeddingServer, embedding_http, embedding_server  # noqa: F401

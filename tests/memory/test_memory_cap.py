@@ -11,7 +11,7 @@ from bot.config import load_settings
 from bot.memory.reflection import parse_reflection
 from bot.memory.store import MemoryCapReached, MemoryStore, NewMemory
 from bot.memory.write import ReflectionContext, apply_reflection
-from bot.text_commands import Session, run_command
+from bot.terminal.commands import Session, run_command
 from tests.test_engine import http, make_engine, msg  # noqa: F401  (http is a fixture)
 
 HELD = [

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
-from bot.db import Database
-from bot.embeddings import LocalEmbedder, OllamaEmbedder
+from bot.clients.db import Database
+from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.memory.indexing import Indexer
 from bot.memory.model import DM_PLACE, utcnow
 from bot.memory.recall import (

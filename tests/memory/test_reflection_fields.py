@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.db import Database
+from bot.clients.db import Database
 from bot.memory.reflection import parse_reflection
 from bot.memory.store import MemoryStore, NewMemory
 from bot.memory.story import parse_state_specs

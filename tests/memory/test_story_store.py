@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.db import Database
+from bot.clients.db import Database
 from bot.memory.story import parse_state_specs
 from bot.memory.story_store import (
     StoryReport,

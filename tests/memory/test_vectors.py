@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bot.db import MIGRATIONS_DIR, Database, to_db
+from bot.clients.db import MIGRATIONS_DIR, Database, to_db
 from bot.memory.model import content_hash, utcnow
 from bot.memory.vectors import (
     VectorRow,

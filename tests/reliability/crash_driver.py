@@ -19,7 +19,7 @@ import aiosqlite
 
 import bot.engine
 from bot.app import open_services
-from bot.chat import session_for
+from bot.terminal.chat import session_for
 from bot.config import load_settings
 from bot.engine import Incoming
 

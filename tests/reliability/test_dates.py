@@ -10,14 +10,14 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-import bot.db
-from bot.db import UNREADABLE_DATE, from_db, to_db
+import bot.clients.db
+from bot.clients.db import UNREADABLE_DATE, from_db, to_db
 from bot.memory.model import EARLIEST_EXPIRY, LATEST_EXPIRY
 from bot.memory.reflection import parse_reflection
 from bot.memory.store import InvalidMemory, MemoryStore, NewMemory
 from bot.memory.write import ReflectionContext, apply_reflection
-from bot.outage import Outage
-from bot.text_commands import Session, run_command
+from bot.clients.outage import Outage
+from bot.terminal.commands import Session, run_command
 from tests.test_engine import http, make_engine, msg  # noqa: F401  (http is a fixture)
 
 UTC = timezone.utc
@@ -90,9 +90,9 @@ def test_reading_a_stored_date_never_raises(raw, expected):
 
 
 def test_unreadable_dates_are_counted_and_logged_once(monkeypatch, caplog):
-    counter = Outage(logging.getLogger("bot.db"))
-    monkeypatch.setattr(bot.db, "unreadable_dates", counter)
-    with caplog.at_level(logging.WARNING, logger="bot.db"):
+    counter = Outage(logging.getLogger("bot.clients.db"))
+    monkeypatch.setattr(bot.clients.db, "unreadable_dates", counter)
+    with caplog.at_level(logging.WARNING, logger="bot.clients.db"):
         for _ in range(5):
             assert from_db("10000-01-01T00:00:00+00:00") == UNREADABLE_DATE
     assert counter.failures == 5

@@ -19,9 +19,9 @@ import pytest_asyncio
 
 from bot.character import load_character
 from bot.config import load_settings
-from bot.db import Database
+from bot.clients.db import Database
 from bot.engine import Engine, Incoming
-from bot.llm import LLMClient
+from bot.clients.llm import LLMClient
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply
 
 ALICE = "alice"

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from bot.embeddings import OllamaEmbedder
+from bot.clients.embeddings import OllamaEmbedder
 from bot.memory.indexing import Indexer
 from bot.memory.store import NewMemory
 from tests.fakes.embedding_server import EmbeddingServer

@@ -29,9 +29,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bot.app import Services
-from bot.db import Database
-from bot.discord_bot import NO_MENTIONS
-from bot.discord_text import _LANGUAGE_TAG, DISCORD_LIMIT, split_message
+from bot.clients.db import Database
+from cogs.bot import NO_MENTIONS
+from cogs.utils.answering import _LANGUAGE_TAG, DISCORD_LIMIT, split_message
 from bot.engine import Engine, export_json
 from bot.memory.model import Memory
 from bot.memory.reflection import build_reflection_messages
@@ -39,7 +39,7 @@ from bot.memory.store import MAX_MEMORY_CHARS, InvalidMemory, MemoryStore, NewMe
 from bot.memory.text import canonical, content_words, storable
 from bot.memory.vectors import lexical_matches
 from bot.prompting import ChannelLine, build_reply_messages, render_rules
-from bot.text_commands import Session, run_command
+from bot.terminal.commands import Session, run_command
 from cogs.conversation import Conversation
 from tests.cogs import (
     ALICE,

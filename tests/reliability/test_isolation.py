@@ -32,8 +32,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
-from bot.db import Database
-from bot.embeddings import OllamaEmbedder
+from bot.clients.db import Database
+from bot.clients.embeddings import OllamaEmbedder
 from bot.engine import Engine, TurnResult
 from bot.memory.indexing import Indexer
 from bot.memory.reflection import CandidateIn, Reflection, ReplaceIn

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.db import Database
+from bot.clients.db import Database
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("bot", "cogs")
 EXECUTE_METHODS = frozenset({"execute", "executemany", "execute_fetchall", "executescript"})
-# bot.db's read helpers: fetch_all(conn, sql, params) and fetch_one(conn, sql, params).
+# bot.clients.db's read helpers: fetch_all(conn, sql, params) and fetch_one(conn, sql, params).
 READ_HELPERS = frozenset({"fetch_all", "fetch_one"})
 
 # Tables with no user_id column whose rows are nonetheless one user's: they are scoped through
@@ -149,17 +149,17 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "the owner's page: the latest turns of anyone, each with its owner and a link to that "
     "user's scoped turn view; read-only, behind WEB_TOKEN",
     (
-        "bot/db.py",
+        "bot/clients/db.py",
         "apply_migrations",
         "<unresolved: script>",
     ): "migrations: schema changes read from migrations/*.sql, applied to the whole database",
     (
-        "bot/db.py",
+        "bot/clients/db.py",
         "fetch_all",
         "<unresolved: sql>",
     ): "the read helper itself: each of its callers' SQL is checked at the call (READ_HELPERS)",
     (
-        "bot/db.py",
+        "bot/clients/db.py",
         "fetch_one",
         "<unresolved: sql>",
     ): "the read helper itself, over fetch_all: its callers' SQL is checked at the call",
@@ -573,7 +573,7 @@ def test_the_checker_accepts_the_same_delete_scoped_by_user():
         'def f(c):\n    c.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?")\n',
         # SQL that is not static text cannot be checked
         'def f(c, table):\n    c.execute(f"DELETE FROM {table} WHERE user_id = ?")\n',
-        # through bot.db's read helper
+        # through bot.clients.db's read helper
         'async def f(c):\n    await fetch_all(c, "SELECT text FROM memories WHERE id = ?", (1,))\n',
     ],
     ids=[

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 from bot.app import StartupError, open_services
-from bot.chat import session_for
+from bot.terminal.chat import session_for
 from bot.config import load_settings
-from bot.db import Database
+from bot.clients.db import Database
 from bot.engine import STORAGE_DOWN_REPLY
 from bot.presenting import STORAGE_FAILED
-from bot.text_commands import Session, run_command
+from bot.terminal.commands import Session, run_command
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
 from tests.test_engine import http, make_engine, msg  # noqa: F401  (fixture)
 
@@ -120,7 +120,7 @@ async def test_a_full_disk_refuses_clearly_and_loses_nothing_acknowledged(kind, 
                     break
             assert answers[-1] == STORAGE_FAILED
             assert db.storage.failures >= 2
-            logged = [r for r in caplog.records if r.name == "bot.db" and r.levelno >= logging.ERROR]
+            logged = [r for r in caplog.records if r.name == "bot.clients.db" and r.levelno >= logging.ERROR]
             assert len(logged) == 1
 
             await disk.free()

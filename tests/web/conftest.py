@@ -13,12 +13,12 @@ import pytest_asyncio
 
 from bot.character import load_character
 from bot.config import load_settings
-from bot.db import Database
-from bot.embeddings import LocalEmbedder
+from bot.clients.db import Database
+from bot.clients.embeddings import LocalEmbedder
 from bot.engine import Engine, Incoming
-from bot.llm import LLMClient
+from bot.clients.llm import LLMClient
 from bot.memory.indexing import Indexer
-from bot.metrics import Metrics
+from bot.clients.metrics import Metrics
 from bot.web.health import Health
 from bot.web.server import WebServer, make_app
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest

@@ -10,7 +10,7 @@ import pytest
 from bot.__main__ import main
 from bot.app import StartupError, open_services
 from bot.config import ConfigError, load_settings
-from bot.llm import LLMClient
+from bot.clients.llm import LLMClient
 from bot.web.health import Health
 from bot.web.server import WebServer, make_app
 from tests.fakes.llm_server import FAKE_MODEL
@@ -132,7 +132,7 @@ async def test_the_health_probe_does_not_warn_at_every_probe_about_a_server_with
 
     page.llm.models_endpoint = False
     llm = LLMClient(page.http, api="openai", base_url=page.llm.url)
-    with caplog.at_level(logging.WARNING, logger="bot.llm"):
+    with caplog.at_level(logging.WARNING, logger="bot.clients.llm"):
         await llm.check(FAKE_MODEL)  # start-up says it once
         health = Health(db=page.engine.db, llm=llm, model=FAKE_MODEL, embedder=None, clock=iter(range(0, 10_000, 60)).__next__)
         for _ in range(3):  # each probe past the cache period asks the server again

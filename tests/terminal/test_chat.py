@@ -13,7 +13,7 @@ import re
 import pytest
 
 from bot.app import open_services
-from bot.chat import run_chat, session_for
+from bot.terminal.chat import run_chat, session_for
 from bot.config import load_settings
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
 

@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
-from bot.embeddings import (
+from bot.clients.embeddings import (
     LOCAL_MODEL,
     QUERY_MAX_CHARS,
     EmbeddingError,

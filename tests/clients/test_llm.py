@@ -11,7 +11,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from bot.llm import (
+from bot.clients.llm import (
     MAX_RESPONSE_BYTES,
     SCHEMA_NAME,
     LLMBadResponse,
@@ -508,7 +508,7 @@ async def test_openai_check_without_models_endpoint_only_warns(
 ) -> None:
     llm_server.models_endpoint = False
 
-    with caplog.at_level(logging.WARNING, logger="bot.llm"):
+    with caplog.at_level(logging.WARNING, logger="bot.clients.llm"):
         await client(http, "openai", llm_server.url).check("whatever-model")
 
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 import discord
 from discord import app_commands
 
-from bot.db import StorageError
-from bot.discord_text import DISCORD_LIMIT, split_message
-from bot.discord_voices import character_at
+from bot.clients.db import StorageError
+from cogs.utils.answering import DISCORD_LIMIT, split_message
+from cogs.utils.voices import character_at
 from bot.engine import Engine, Shown
 from bot.i18n import language
 from bot.i18n import text as tr
-from bot.llm import LLMError
+from bot.clients.llm import LLMError
 from bot.memory.model import Memory
 from bot.memory.store import MAX_MEMORY_CHARS, InvalidMemory
 from bot.presenting import (
@@ -37,7 +37,7 @@ from bot.presenting import (
 )
 
 if TYPE_CHECKING:
-    from bot.discord_bot import EchoBot
+    from cogs.bot import EchoBot
 
 log = logging.getLogger(__name__)
 

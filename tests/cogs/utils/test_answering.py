@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.config import load_settings
-from bot.discord_text import (
+from cogs.utils.answering import (
     DISCORD_LIMIT,
     AnswerPolicy,
     MessageFacts,
@@ -25,7 +25,7 @@ from bot.discord_text import (
     user_refusal,
 )
 from bot.memory.model import DM_PLACE, HistoryEntry, Memory
-from bot.ratelimit import RateLimiter, Verdict
+from cogs.utils.ratelimit import RateLimiter, Verdict
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from bot.outage import QUIET_SECONDS, Outage
+from bot.clients.outage import QUIET_SECONDS, Outage
 
 LOGGER = "tests.outage"
 

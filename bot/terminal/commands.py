@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.db import StorageError
+from bot.clients.db import StorageError
 from bot.engine import Engine, export_json
 from bot.memory.model import MEMORY_TYPES
 from bot.memory.store import InvalidMemory

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.db import MIGRATIONS_DIR, Database, MigrationError, StorageError, list_migrations
+from bot.clients.db import MIGRATIONS_DIR, Database, MigrationError, StorageError, list_migrations
 
 
 def _version(path) -> int:
@@ -165,7 +165,7 @@ async def test_a_full_database_rolls_the_whole_transaction_back_and_says_why(db)
 def test_no_code_keeps_a_statement_open_across_an_await():
     """`async with conn.execute(...)` holds the reader's snapshot while other coroutines read
     through it: they would miss later commits. Reads go through fetch_all / fetch_one."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     offenders = [
         f"{path.relative_to(root)}:{n}"
         for folder in ("bot", "cogs")

@@ -21,11 +21,11 @@ import aiosqlite
 
 from bot.memory.model import as_utc
 
-from bot.outage import Outage
+from bot.clients.outage import Outage
 
 log = logging.getLogger(__name__)
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
 BUSY_TIMEOUT_MS = 5000
 

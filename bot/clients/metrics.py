@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bot.embeddings import Embedder
+from bot.clients.embeddings import Embedder
 
 TURN_OUTCOMES = ("answered", "degraded", "failed")
 REFLECTION_OUTCOMES = ("applied", "llm_failed", "rejected", "set_aside", "crashed")

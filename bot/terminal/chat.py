@@ -18,7 +18,7 @@ from bot.engine import Engine, Incoming
 from bot.memory.indexing import Indexer
 from bot.memory.text import storable
 from bot.prompting import ChannelLine
-from bot.text_commands import HELP, Session, run_command
+from bot.terminal.commands import HELP, Session, run_command
 
 TERMINAL_PLACE = "terminal"
 

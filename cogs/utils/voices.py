@@ -19,7 +19,7 @@ import discord
 
 from bot.cast import Cast
 from bot.character import Character
-from bot.discord_bot import NO_MENTIONS
+from cogs.bot import NO_MENTIONS
 
 log = logging.getLogger(__name__)
 

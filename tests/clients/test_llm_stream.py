@@ -9,7 +9,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from bot.llm import (
+from bot.clients.llm import (
     Image,
     LLMBadResponse,
     LLMClient,
