@@ -37,7 +37,8 @@ sys.path.insert(0, str(ROOT))
 from bot.character import load_character  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.clients.db import Database  # noqa: E402
-from bot.clients.embeddings import EmbeddingError, LocalEmbedder  # noqa: E402
+from bot.clients.embeddings import LocalEmbedder  # noqa: E402
+from bot.errors import EmbeddingError
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
 from bot.memory.indexing import Indexer  # noqa: E402

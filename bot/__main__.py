@@ -11,11 +11,8 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from bot.app import StartupError
-from bot.character import CharacterError
-from bot.config import ConfigError, load_settings
-from bot.clients.db import MigrationError
-from bot.clients.llm import LLMError
+from bot.errors import CharacterError, ConfigError, LLMError, MigrationError, StartupError
+from bot.config import load_settings
 
 log = logging.getLogger("bot")
 

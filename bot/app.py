@@ -22,7 +22,8 @@ from bot.cast import Cast, load_cast
 from bot.character import Character
 from bot.config import Settings
 from bot.clients.db import Database, storage_failure
-from bot.clients.embeddings import Embedder, EmbeddingError, make_embedder
+from bot.clients.embeddings import Embedder, make_embedder
+from bot.errors import EmbeddingError, StartupError
 from bot.engine import Engine
 from bot.clients.llm import LLMClient
 from bot.memory.indexing import Indexer
@@ -36,10 +37,6 @@ log = logging.getLogger(__name__)
 # Answered-but-unreflected exchanges (LLM down at the time) are retried this often.
 PENDING_SWEEP_SECONDS = 300
 WARM_UP_SECONDS = 60.0
-
-
-class StartupError(RuntimeError):
-    """A problem the person running the bot must fix; its message is the whole explanation."""
 
 
 @dataclass(slots=True)

@@ -29,7 +29,8 @@ from typing import Any
 
 import yaml
 
-from bot.character import Character, CharacterError, load_character
+from bot.character import Character, load_character
+from bot.errors import CharacterError
 
 log = logging.getLogger(__name__)
 

@@ -27,9 +27,10 @@ from typing import Any
 
 import yaml
 
-from bot.memory.story import StateSpecError, parse_state_specs
+from bot.memory.story import parse_state_specs
+from bot.errors import CharacterError, LoreError, StateSpecError
 from bot.memory.text import storable
-from bot.lore import Lorebook, LoreError, load_lore_file, lorebook_from_card
+from bot.lore import Lorebook, load_lore_file, lorebook_from_card
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +61,6 @@ _START = re.compile(r"^[ \t]*<START>[ \t]*$", re.IGNORECASE | re.MULTILINE)
 # SillyTavern's macro for "the user's own system prompt": there is none here to put in.
 _ORIGINAL = re.compile(r"\{\{original\}\}", re.IGNORECASE)
 _LANGUAGE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
-
-
-class CharacterError(ValueError):
-    """The character file cannot be used; the message names the file and the problem."""
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.clients.embeddings import EmbedderKind
 from bot.clients.llm import Api
+from bot.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +38,6 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # pydantic-settings would JSON-decode a list-typed variable; NoDecode hands the raw string to
 # `_split_ids`, so an operator writes ALLOWED_CHANNEL_IDS=123,456 as they would anywhere else.
 DiscordIds = Annotated[list[int], NoDecode]
-
-
-class ConfigError(ValueError):
-    """The settings are invalid; the message has one line per bad environment variable."""
 
 
 def _section(title: str) -> dict[str, Any]:

@@ -22,9 +22,19 @@ import aiosqlite
 from bot.cast import Cast
 from bot.character import Character, fill_user, render_character_prompt
 from bot.config import Settings
-from bot.clients.db import Database, StorageError, fetch_all, fetch_one, to_db
-from bot.clients.embeddings import Embedder, EmbeddingError
-from bot.clients.llm import ChatReply, Image, LLMClient, LLMError, LLMStreamCut, LLMTooLarge, OnText, TokenUsage
+from bot.clients.db import Database, fetch_all, fetch_one, to_db
+from bot.errors import (
+    EmbeddingError,
+    ExchangesGone,
+    InvalidMemory,
+    LLMError,
+    LLMStreamCut,
+    LLMTooLarge,
+    ReflectionParseError,
+    StorageError,
+)
+from bot.clients.embeddings import Embedder
+from bot.clients.llm import ChatReply, Image, LLMClient, OnText, TokenUsage
 from bot.memory.exchange_store import (
     MemoryChange,
     SettledExchange,
@@ -51,7 +61,6 @@ from bot.memory.model import Memory, utcnow
 from bot.memory.recall import Recall, TurnFigures, TurnSelection, last_turn, turn_stats
 from bot.memory.reflection import (
     Correction,
-    ReflectionParseError,
     build_reflection_messages,
     parse_reflection,
     reflection_json_schema,
@@ -60,7 +69,6 @@ from bot.memory.report_store import user_turn_log
 from bot.memory.scoring import VectorCache
 from bot.memory.store import (
     EraseReport,
-    InvalidMemory,
     MemoryStore,
     NewMemory,
     delete_memory,
@@ -219,11 +227,6 @@ class DeleteOutcome:
 
 class _LongEnough(Exception):
     """Stops a streamed reply that went past MAX_REPLY_CHARS."""
-
-
-class ExchangesGone(RuntimeError):
-    """The exchanges a reflection was about were deleted (erase) or already reflected by the
-    time it would commit: its transaction is rolled back, nothing is applied twice."""
 
 
 @dataclass(slots=True)

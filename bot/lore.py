@@ -31,6 +31,7 @@ from typing import Any
 
 import ahocorasick
 import yaml
+from bot.errors import LoreError
 
 DEFAULT_SCAN_DEPTH = 4
 # A card's token budget in characters: about four characters per token.
@@ -44,10 +45,6 @@ _BOOK_KEYS = ("budget_chars", "scan_depth", "entries")
 # A backslash before a letter other than these may mean something case-dependent (\S, \W, \x41,
 # \N{...}): such a pattern is not lower-cased (see `_on_lowered`).
 _SAFE_ESCAPE_LETTERS = frozenset("bwsd")
-
-
-class LoreError(ValueError):
-    """The lore cannot be used; the message names the file and the problem."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,8 @@ import yarl
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import Services, StartupError
+from bot.app import Services
+from bot.errors import StartupError
 from bot.config import DEFAULT_DISCORD_API_URL
 from bot.i18n import COMMANDS, language
 

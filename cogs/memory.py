@@ -30,7 +30,8 @@ from bot.i18n import language
 from bot.i18n import text as tr
 from bot.engine import Engine, export_json
 from bot.memory.model import MEMORY_TYPES, Memory
-from bot.memory.store import InvalidMemory, MAX_MEMORY_CHARS
+from bot.memory.store import MAX_MEMORY_CHARS
+from bot.errors import InvalidMemory
 from bot.memory.story_store import story_history
 from cogs.utils.views import UnknownCharacter, open_editor, report_failure, say
 from bot.presenting import (

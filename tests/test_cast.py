@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from bot.cast import Cast, load_cast
-from bot.character import CharacterError, load_character
+from bot.character import load_character
+from bot.errors import CharacterError
 from bot.config import load_settings
 from bot.engine import Engine, Incoming
 from bot.clients.llm import LLMClient

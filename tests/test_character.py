@@ -10,11 +10,11 @@ from bot.character import (
     MAX_RULE_CHARS,
     MAX_RULES,
     USER,
-    CharacterError,
     fill_user,
     load_character,
     render_character_prompt,
 )
+from bot.errors import CharacterError
 from bot.config import load_settings
 from bot.memory.story import parse_state_specs
 

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, Settings, load_settings, render_env_example
+from bot.config import Settings, load_settings, render_env_example
+from bot.errors import ConfigError
 
 ENV_EXAMPLE = Path(__file__).resolve().parent.parent / ".env.example"
 ALL_VARS = [name.upper() for name in Settings.model_fields]

@@ -22,16 +22,13 @@ import aiosqlite
 from bot.memory.model import as_utc
 
 from bot.clients.outage import Outage
+from bot.errors import MigrationError, StorageError
 
 log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
 BUSY_TIMEOUT_MS = 5000
-
-
-class MigrationError(RuntimeError):
-    pass
 
 
 # Primary result codes of failures that come from where the file lives, not from the code.
@@ -44,15 +41,6 @@ _STORAGE_FAILURES = {
     sqlite3.SQLITE_CORRUPT: "the file is damaged",
     sqlite3.SQLITE_NOTADB: "the file is not an SQLite database",
 }
-
-
-class StorageError(RuntimeError):
-    """A write failed because of the database file or its disk; the transaction was rolled
-    back whole, so nothing is half-written. The message is written for the operator."""
-
-    def __init__(self, message: str, *, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 def storage_failure(path: Path, exc: BaseException) -> StorageError | None:

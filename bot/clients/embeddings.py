@@ -16,6 +16,7 @@ from typing import Literal, Protocol
 import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
+from bot.errors import EmbeddingError
 
 # The turn embeds only its own query, once, bounded as a whole (seed 000: healthy latency is
 # 0.2-0.8 s; retrying a sleeping machine does not wake it up).
@@ -41,10 +42,6 @@ DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 #   passage:    "passage: " on both sides.
 PrefixMode = Literal["asymmetric", "query", "passage"]
 EmbedderKind = Literal["local", "ollama", "openai"]
-
-
-class EmbeddingError(RuntimeError):
-    """The embedder could not produce vectors; the message names the backend, URL and model."""
 
 
 class Embedder(Protocol):

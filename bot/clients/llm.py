@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from bot.memory.text import storable
+from bot.errors import LLMBadResponse, LLMError, LLMStreamCut, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
 
 log = logging.getLogger(__name__)
 
@@ -73,48 +74,6 @@ def token_usage(api: Api, data: Mapping[str, Any]) -> TokenUsage:
     if not isinstance(usage, Mapping):
         return TokenUsage(None, None)
     return TokenUsage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
-
-
-class LLMError(Exception):
-    """Any failure of the chat LLM. The message is meant for the operator, as is."""
-
-
-class LLMUnavailable(LLMError):
-    """The server cannot be reached (connection refused, unknown host, connect timeout)."""
-
-
-class ModelNotFound(LLMError):
-    """The server answers but does not have the configured model."""
-
-    def __init__(self, message: str, *, model: str) -> None:
-        super().__init__(message)
-        self.model = model
-
-
-class LLMTimeout(LLMError):
-    """The server accepted the request but did not answer within the timeout."""
-
-
-class LLMBadResponse(LLMError):
-    """The server answered something unusable: HTTP error, non-JSON, missing keys, cut short."""
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class LLMTooLarge(LLMBadResponse):
-    """The answer went past MAX_RESPONSE_BYTES: the same prompt would loop the same way again."""
-
-
-class LLMStreamCut(LLMError):
-    """A streamed answer broke after some text arrived: `partial` is that text (thinking
-    stripped), `cause` the failure that cut it."""
-
-    def __init__(self, cause: LLMError, *, partial: str) -> None:
-        super().__init__(f"The answer was cut after {len(partial)} characters: {cause}")
-        self.cause = cause
-        self.partial = partial
 
 
 # Receives the visible text so far, each time it grows; it must return quickly (the stream

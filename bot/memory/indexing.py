@@ -16,8 +16,9 @@ from typing import Protocol
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from bot.clients.db import Database, StorageError
-from bot.clients.embeddings import Embedder, EmbeddingError
+from bot.clients.db import Database
+from bot.errors import EmbeddingError, StorageError
+from bot.clients.embeddings import Embedder
 from bot.memory.model import utcnow
 from bot.memory.vectors import (
     VectorRow,

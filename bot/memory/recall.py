@@ -19,7 +19,8 @@ from datetime import datetime
 from typing import Any
 
 from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
-from bot.clients.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, EmbeddingError, embed_turn_query
+from bot.clients.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, embed_turn_query
+from bot.errors import EmbeddingError
 from bot.memory.counters import record_turn
 from bot.memory.model import Memory, utcnow
 from bot.memory.scoring import VectorCache, cosine_scores

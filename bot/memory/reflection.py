@@ -25,15 +25,12 @@ from bot.memory.model import Memory, checked_expiry
 from bot.memory.story import MAX_SUMMARY_CHARS, POSITION_FIELD_DESCRIPTIONS, is_finite_number
 from bot.memory.text import canonical, storable
 from bot.prompting import quote_block, quote_line, speaker_attribute, speaker_name
+from bot.errors import ReflectionParseError
 
 log = logging.getLogger(__name__)
 
 MAX_CANDIDATE_CHARS = 300
 MAX_ITEMS = 40
-
-
-class ReflectionParseError(ValueError):
-    """The reflection's answer holds no usable JSON object; nothing is applied."""
 
 
 def _expiry_before(value: Any) -> Any:

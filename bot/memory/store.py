@@ -23,6 +23,7 @@ import aiosqlite
 from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
 from bot.memory.model import MEMORY_TYPES, SCOPES, HistoryEntry, Memory, checked_expiry, content_hash, utcnow
 from bot.memory.text import canonical, storable
+from bot.errors import InvalidMemory
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +58,6 @@ _REINSERT = (
     "INSERT INTO memories (id, content_hash, " + _SNAPSHOT_COLUMNS + ") "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-
-
-class InvalidMemory(ValueError):
-    """A request on memory that cannot be honoured (bad type, empty text…): the message says why."""
 
 
 class MemoryCapReached(InvalidMemory):

@@ -23,6 +23,7 @@ from typing import Any
 
 from bot.memory.text import content_words, normalise, words
 from bot.prompting import STORY_BLOCK_END, STORY_BLOCK_START, quote_line
+from bot.errors import StateSpecError
 
 # Seed 000: a justification that reuses 30 characters or more of the position it claims to
 # support does not re-anchor it. Read from the 21 real justifications of the seed's journal:
@@ -82,10 +83,6 @@ POSITION_FIELD_DESCRIPTIONS: dict[str, str] = {
 
 # Positions are not bounded when written (anchors are): each field is clipped when served.
 _RENDER_CLIP = 240
-
-
-class StateSpecError(ValueError):
-    """A `state:` entry of the character file is malformed; the message names the key."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,6 @@ from bot.memory.model import Memory, utcnow
 from bot.memory.reflection import Reflection
 from bot.memory.replace_guard import judge_replacement
 from bot.memory.store import (
-    InvalidMemory,
     MemoryCapReached,
     NewMemory,
     check_room,
@@ -33,6 +32,7 @@ from bot.memory.store import (
     rewrite_memory,
     set_expiry,
 )
+from bot.errors import InvalidMemory
 from bot.memory.story import StateSpec
 from bot.memory.story_store import StoryReport, apply_story_reflection
 

@@ -8,10 +8,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.clients.db import StorageError
+from bot.errors import InvalidMemory, StorageError
 from bot.engine import Engine, export_json
 from bot.memory.model import MEMORY_TYPES
-from bot.memory.store import InvalidMemory
 from bot.memory.story_store import story_history
 from bot.presenting import (
     STORAGE_FAILED,

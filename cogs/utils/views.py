@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING, Any
 import discord
 from discord import app_commands
 
-from bot.clients.db import StorageError
+from bot.errors import InvalidMemory, LLMError, StorageError
 from cogs.utils.answering import DISCORD_LIMIT, split_message
 from cogs.utils.voices import character_at
 from bot.engine import Engine, Shown
 from bot.i18n import language
 from bot.i18n import text as tr
-from bot.clients.llm import LLMError
 from bot.memory.model import Memory
-from bot.memory.store import MAX_MEMORY_CHARS, InvalidMemory
+from bot.memory.store import MAX_MEMORY_CHARS
 from bot.presenting import (
     RECEIPT_ICON,
     REGENERATE_FAILED,

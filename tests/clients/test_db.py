@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.clients.db import MIGRATIONS_DIR, Database, MigrationError, StorageError, list_migrations
+from bot.clients.db import MIGRATIONS_DIR, Database, list_migrations
+from bot.errors import MigrationError, StorageError
 
 
 def _version(path) -> int:

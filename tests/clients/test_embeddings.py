@@ -14,13 +14,13 @@ import pytest
 from bot.clients.embeddings import (
     LOCAL_MODEL,
     QUERY_MAX_CHARS,
-    EmbeddingError,
     LocalEmbedder,
     OllamaEmbedder,
     OpenAIEmbedder,
     embed_turn_query,
     make_embedder,
 )
+from bot.errors import EmbeddingError
 from tests.fakes.embedding_server import (  # noqa: F401  (fixtures)
     EmbeddingServer,
     embedding_http,

@@ -15,7 +15,7 @@ from discord import app_commands
 from bot.app import Services
 from cogs.utils.answering import DISCORD_LIMIT
 from bot.engine import Incoming
-from bot.clients.db import StorageError
+from bot.errors import StorageError
 from bot.presenting import STORAGE_FAILED
 from cogs.memory import EraseConfirm, MemoryCommands, PageView
 from cogs.utils.views import FAILED, NOT_YOURS

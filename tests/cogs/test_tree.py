@@ -14,7 +14,8 @@ import pytest
 from discord.ext import commands
 from pydantic import SecretStr
 
-from bot.app import Services, StartupError
+from bot.app import Services
+from bot.errors import StartupError
 from cogs.bot import EXTENSIONS, EchoBot, make_intents, run_discord
 from bot.engine import Incoming
 from tests.cogs import (

@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from bot.memory.store import InvalidMemory, MemoryStore, NewMemory, erase_user_memories
+from bot.memory.store import MemoryStore, NewMemory, erase_user_memories
+from bot.errors import InvalidMemory
 
 
 @pytest.fixture

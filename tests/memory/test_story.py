@@ -19,7 +19,6 @@ from bot.memory.story import (
     Position,
     ProposedPosition,
     StateSpec,
-    StateSpecError,
     SummaryPlan,
     apply_state_deltas,
     longest_common_substring_len,
@@ -32,6 +31,7 @@ from bot.memory.story import (
     select_positions,
     state_values,
 )
+from bot.errors import StateSpecError
 
 T0 = datetime(2026, 3, 1, 20, 0, tzinfo=timezone.utc)
 NOW = T0 + timedelta(hours=5)

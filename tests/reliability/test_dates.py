@@ -14,7 +14,8 @@ import bot.clients.db
 from bot.clients.db import UNREADABLE_DATE, from_db, to_db
 from bot.memory.model import EARLIEST_EXPIRY, LATEST_EXPIRY
 from bot.memory.reflection import parse_reflection
-from bot.memory.store import InvalidMemory, MemoryStore, NewMemory
+from bot.memory.store import MemoryStore, NewMemory
+from bot.errors import InvalidMemory
 from bot.memory.write import ReflectionContext, apply_reflection
 from bot.clients.outage import Outage
 from bot.terminal.commands import Session, run_command

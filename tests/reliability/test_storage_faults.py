@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import StartupError, open_services
+from bot.app import open_services
+from bot.errors import StartupError
 from bot.terminal.chat import session_for
 from bot.config import load_settings
 from bot.clients.db import Database

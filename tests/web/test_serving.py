@@ -8,8 +8,9 @@ import httpx
 import pytest
 
 from bot.__main__ import main
-from bot.app import StartupError, open_services
-from bot.config import ConfigError, load_settings
+from bot.app import open_services
+from bot.errors import ConfigError, StartupError
+from bot.config import load_settings
 from bot.clients.llm import LLMClient
 from bot.web.health import Health
 from bot.web.server import WebServer, make_app
