@@ -152,7 +152,7 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
         engine = Engine(
             db=db, llm=llm, embedder=embedder, settings=settings, character=character, cast=cast, metrics=metrics
         )
-        indexer = Indexer(db, embedder, cache=engine.cache)
+        indexer = Indexer(db, embedder)
         await engine.start()
         indexer.schedule(scheduler, seconds=settings.index_interval_seconds)
         scheduler.add_job(

@@ -24,7 +24,6 @@ from bot.character import Character, fill_user, render_character_prompt
 from bot.config import Settings
 from bot.clients.db import Database, fetch_all, fetch_one, to_db
 from bot.errors import (
-    EmbeddingError,
     ExchangesGone,
     InvalidMemory,
     LLMError,
@@ -66,7 +65,7 @@ from bot.memory.reflection import (
     reflection_json_schema,
 )
 from bot.memory.report_store import user_turn_log
-from bot.memory.scoring import VectorCache
+from bot.memory.cache import MemoryCache
 from bot.memory.store import (
     EraseReport,
     MemoryStore,
@@ -85,7 +84,6 @@ from bot.memory.story import (
 )
 from bot.memory.story_store import erase_user_story_data, load_story, story_history, user_story_ids
 from bot.memory.text import storable
-from bot.memory.vectors import lexical_matches
 from bot.memory.write import CHANGE_ACTIONS, ReflectionContext, ReflectionReport, apply_reflection
 from bot.clients.metrics import Metrics
 from bot.clients.outage import Outage
@@ -264,7 +262,9 @@ class Engine:
         # the author (kept in memory only: after a restart the guard starts empty).
         self._scene: dict[str, set[str]] = {}
         self.store = MemoryStore(db, clock=clock)
-        self.cache = VectorCache()
+        # Kept in step with every write by the users' versions (bot/memory/cache.py): no write
+        # path throws it away.
+        self.cache = MemoryCache(db, embedder.model if embedder else None)
         self.recall = Recall(db, embedder, cache=self.cache, clock=clock)
         self.tasks = BackgroundTasks()
         self.rules: list[Memory] = []
@@ -752,7 +752,6 @@ class Engine:
         timer = self._settle_timers.pop((owner, ex.id), None)
         if timer is not None:
             timer.cancel()
-        self.cache.invalidate(owner)
         return outcome
 
     # --- reflection --------------------------------------------------------------------------
@@ -941,7 +940,6 @@ class Engine:
         report: ReflectionReport = await apply_reflection(
             self.db, parsed.reflection, ctx, problems=parsed.problems, clock=self.clock, finalize=mark_reflected
         )
-        self.cache.invalidate(first.user_id)
         self.last_reports[first.user_id] = report
         self.metrics.reflections.labels("applied").inc()
         if any(d.action in CHANGE_ACTIONS and d.memory_id is not None for d in report.decisions):
@@ -974,27 +972,9 @@ class Engine:
 
         share=False: a reflection in a guild must not be able to touch what was said in a DM.
         """
-        memories = await self.recall.candidates(user_id, story_id=story_id, place=place, share=False)
-        if not memories:
-            return []
-        by_id = {m.id: m for m in memories}
-        scores: dict[int, float] = {}
-        try:
-            semantic = await self.recall.semantic_scores(user_id, text, timeout=REFLECTION_EMBED_TIMEOUT)
-            scores = {i: s for i, s in semantic.items() if i in by_id}
-        except EmbeddingError as exc:
-            log.info("reflection shows lexical neighbours only: %s", exc)
-        lexical = await lexical_matches(
-            self.db, user_id, text, REFLECTION_KNOWN, now=self.clock(), among=list(by_id)
+        return await self.recall.nearest(
+            user_id, text, story_id=story_id, place=place, known=REFLECTION_KNOWN, timeout=REFLECTION_EMBED_TIMEOUT
         )
-        ranked = sorted(scores, key=lambda i: -scores[i])[:REFLECTION_KNOWN]
-        for memory_id in lexical:
-            if memory_id in by_id and memory_id not in ranked:
-                ranked.append(memory_id)
-        if len(ranked) < REFLECTION_KNOWN:
-            recent = sorted(memories, key=lambda m: (m.updated_at, m.id), reverse=True)
-            ranked.extend(m.id for m in recent if m.id not in ranked)
-        return [by_id[i] for i in ranked[: REFLECTION_KNOWN + len(lexical)]]
 
     # --- commands ----------------------------------------------------------------------------
 
@@ -1022,23 +1002,18 @@ class Engine:
             NewMemory(text=storable(text), type=type_, scope="global", story_id=story_id, place=place, source=source),
             cap=self.settings.max_memories_per_user,
         )
-        self.cache.invalidate(user_id)
         return memory_id
 
     async def pin(self, user_id: str, memory_id: int, pinned: bool = True) -> bool:
         return await self.store.set_pinned(user_id, memory_id, pinned)
 
     async def forget(self, user_id: str, memory_id: int) -> bool:
-        done = await self.store.forget(user_id, memory_id, cause="user: /forget")
-        self.cache.invalidate(user_id)
-        return done
+        return await self.store.forget(user_id, memory_id, cause="user: /forget")
 
     async def edit_memory(self, user_id: str, memory_id: int, text: str) -> int | None:
         """The user rewrites one of their memories. The previous version is archived first:
         returns its history id (for /restore), or None when the memory is not one of theirs."""
-        history_id = await self.store.edit(user_id, memory_id, storable(text), cause="user: edit")
-        self.cache.invalidate(user_id)
-        return history_id
+        return await self.store.edit(user_id, memory_id, storable(text), cause="user: edit")
 
     async def receipt_size(self, user_id: str, exchange_id: int) -> int:
         """How many changes the receipt of this exchange lists (0: no receipt)."""
@@ -1053,9 +1028,7 @@ class Engine:
         ]
 
     async def restore(self, user_id: str, history_id: int) -> int | None:
-        memory_id = await self.store.restore(user_id, history_id, cause="user: /restore")
-        self.cache.invalidate(user_id)
-        return memory_id
+        return await self.store.restore(user_id, history_id, cause="user: /restore")
 
     async def why(self, user_id: str, story_id: str) -> TurnSelection | None:
         await self.wait_recorded(user_id)
@@ -1235,7 +1208,7 @@ class Engine:
                 await conn.execute(statement, (user_id,))
         # The deleted rows' earlier versions are still pages of the WAL file until it is copied back.
         await self.db.checkpoint()
-        self.cache.invalidate(user_id)
+        self.cache.forget(user_id)
         self.last_reports.pop(user_id, None)
         log.info("erased all data of one user on request (%d memories)", report.memories)
         return report

@@ -18,15 +18,18 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
+import numpy as np
+
+from bot.clients.db import Database, fetch_one, from_db, to_db
 from bot.clients.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, embed_turn_query
 from bot.errors import EmbeddingError
 from bot.memory.counters import record_turn
 from bot.memory.model import Memory, utcnow
-from bot.memory.scoring import VectorCache, cosine_scores
-from bot.memory.selection import Selected, select
+from bot.memory.cache import MemoryCache, UserMemories, micros
+from bot.memory.select_arrays import Candidates, select_columns, top_positions
+from bot.memory.selection import Selected
 from bot.memory.store import row_to_memory
-from bot.memory.vectors import lexical_matches, load_user_matrix
+from bot.memory.vectors import lexical_matches
 from bot.clients.outage import Outage
 
 log = logging.getLogger(__name__)
@@ -48,18 +51,6 @@ TURNS_KEPT_PER_STORY = 20
 # Reasons under which a slot is there because of its cosine: the semantic pass, and the global
 # pass, which takes the eligible globals by cosine before any other global.
 _BY_MEANING = frozenset({"semantic", "global"})
-
-_CANDIDATES = (
-    "SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
-    "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic "
-    "FROM memories "
-    "WHERE user_id = ? AND type != 'rule' "
-    "AND (expires_at IS NULL OR expires_at > ?) "
-    "AND (scope = 'global' OR story_id = ?) "
-    "AND (? OR place IS NULL OR place = ?) "
-    "ORDER BY id"
-)
-
 
 def threshold_for(model: str) -> float:
     return SEMANTIC_THRESHOLDS.get(model, FALLBACK_THRESHOLD)
@@ -166,7 +157,7 @@ class Recall:
         db: Database,
         embedder: Embedder | None,
         *,
-        cache: VectorCache | None = None,
+        cache: MemoryCache | None = None,
         limit: int = DEFAULT_LIMIT,
         timeout: float = TURN_EMBEDDING_TIMEOUT,
         clock: Callable[[], datetime] = utcnow,
@@ -174,42 +165,65 @@ class Recall:
         self.db = db
         self.embedder = embedder
         # Not `cache or …`: an empty cache has len() 0 and would be silently replaced.
-        self.cache = cache if cache is not None else VectorCache()
+        self.cache = cache if cache is not None else MemoryCache(db, embedder.model if embedder else None)
         self.limit = limit
         self.timeout = timeout
         self.clock = clock
         self.outage = Outage(log)
 
-    async def candidates(self, user_id: str, *, story_id: str, place: str, share: bool) -> list[Memory]:
-        rows = await fetch_all(self.db.reader, _CANDIDATES, (user_id, to_db(self.clock()), story_id, share, place))
-        return [row_to_memory(r) for r in rows]
-
-    async def matrix(self, user_id: str, model: str) -> tuple[Sequence[int], Any]:
-        # Taken before the load: an invalidation while it runs keeps its result out of the cache.
-        generation = self.cache.generation(user_id)
-        cached = self.cache.get(user_id, model)
-        if cached is not None:
-            return cached
-        ids, matrix = await load_user_matrix(self.db, user_id, model, now=self.clock())
-        self.cache.put(user_id, model, ids, matrix, generation=generation)
-        return ids, matrix
-
-    async def semantic_scores(self, user_id: str, query: str, *, timeout: float | None = None) -> dict[int, float]:
-        """Cosines for the user's memories that have a vector; EmbeddingError when the query
-        cannot be embedded within `timeout` (the turn's bound by default)."""
+    async def _query_vector(self, query: str, timeout: float | None = None) -> np.ndarray:
         if self.embedder is None:
             raise EmbeddingError("no embedder configured")
-        vector = await embed_turn_query(self.embedder, query, timeout=timeout or self.timeout)
-        ids, matrix = await self.matrix(user_id, self.embedder.model)
-        if not len(ids):
-            return {}
-        if matrix.shape[1] != vector.shape[0]:
+        return await embed_turn_query(self.embedder, query, timeout=timeout or self.timeout)
+
+    def _scored(self, entry: UserMemories, slots: np.ndarray, vector: np.ndarray | None) -> np.ndarray:
+        """Cosine per candidate slot, NaN without a vector (or without a query vector)."""
+        scores = np.full(slots.size, np.nan, dtype=np.float64)
+        if vector is None or not slots.size:
+            return scores
+        if entry.dim and entry.dim != vector.shape[0]:
             # Scoring nothing would pass for a healthy turn whose memories are all irrelevant.
             raise EmbeddingError(
-                f"{self.embedder.model}: the query vector has {vector.shape[0]} dimensions and the "
-                f"stored ones {matrix.shape[1]}: the server's model changed under the same name"
+                f"{entry.model}: the query vector has {vector.shape[0]} dimensions and the "
+                f"stored ones {entry.dim}: the server's model changed under the same name"
             )
-        return cosine_scores(vector, ids, matrix)
+        has = entry.has_vector[slots]
+        if has.any():
+            _, cosines = entry.scores(vector, slots[has])
+            scores[has] = cosines
+        return scores
+
+    async def nearest(
+        self, user_id: str, text: str, *, story_id: str, place: str, known: int, timeout: float
+    ) -> list[Memory]:
+        """The memories closest to `text` among this place's candidates (never shared ones): the
+        `known` best cosines, then lexical matches, then the most recent to fill `known`."""
+        vector: np.ndarray | None = None
+        try:
+            vector = await self._query_vector(text, timeout)
+        except EmbeddingError as exc:
+            log.info("reflection shows lexical neighbours only: %s", exc)
+        entry = await self.cache.get(user_id)
+        slots = entry.candidates(self.clock(), story_id=story_id, place=place, share=False)
+        if not slots.size:
+            return []
+        try:
+            scores = self._scored(entry, slots, vector)
+        except EmbeddingError as exc:
+            log.info("reflection shows lexical neighbours only: %s", exc)
+            scores = np.full(slots.size, np.nan)
+        ids = entry.ids[slots]
+        scored = np.flatnonzero(~np.isnan(scores))
+        ranked: list[int] = ids[top_positions(scored, (scores, -ids), known)].tolist()
+        # Enough of the most recent to fill `known` whatever the cosines and lexical matches took.
+        recent = ids[top_positions(np.arange(slots.size), (entry.updated_us[slots], ids), 3 * known)].tolist()
+        rows = {int(i): entry.rows[int(slot)] for i, slot in zip(ids.tolist(), slots.tolist())}
+        lexical = await lexical_matches(self.db, user_id, text, known, now=self.clock(), among=list(rows))
+        ranked.extend(i for i in lexical if i in rows and i not in ranked)
+        if len(ranked) < known:
+            ranked.extend(i for i in recent if i not in ranked)
+        # From the rows read before the awaits: the entry may have caught up with a write since.
+        return [row_to_memory(rows[i]) for i in ranked[: known + len(lexical)]]
 
     async def select_for_turn(
         self,
@@ -225,35 +239,62 @@ class Recall:
     ) -> TurnSelection:
         """The turn's memories, with reasons and scores. With `record=False` nothing is written:
         the caller then passes the selection to `record` (turn_id stays 0 until then)."""
-        memories = await self.candidates(user_id, story_id=story_id, place=place, share=share)
-        by_id = {m.id: m for m in memories}
         degraded = False
-        scores: dict[int, float] = {}
+        vector: np.ndarray | None = None
+        # An empty message (an attachment, a sticker) has nothing to recall: not a failure.
         if query.strip():
             try:
-                semantic = await self.semantic_scores(user_id, query)
-                scores = {i: s for i, s in semantic.items() if i in by_id}
-                self.outage.recovered("semantic scores are back after %d degraded turn(s)")
+                vector = await self._query_vector(query)
             except EmbeddingError as exc:
                 degraded = True
                 self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
-        # An empty message (an attachment, a sticker) has nothing to recall: not a failure.
         threshold = threshold_for(self.embedder.model) if self.embedder else FALLBACK_THRESHOLD
+        entry = await self.cache.get(user_id)
+        now = self.clock()
+        slots = entry.candidates(now, story_id=story_id, place=place, share=share)
+        try:
+            scores = self._scored(entry, slots, vector)
+            if vector is not None:
+                self.outage.recovered("semantic scores are back after %d degraded turn(s)")
+        except EmbeddingError as exc:
+            degraded = True
+            self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
+            scores = np.full(slots.size, np.nan)
         lexical_ids: set[int] = set()
-        unscored = [memory_id for memory_id in by_id if memory_id not in scores]
-        if unscored:
+        unscored = np.flatnonzero(np.isnan(scores))
+        if unscored.size:
             # Memories without a vector (embedder down, or created since the last indexing tick)
             # get lexical matches instead of nothing, placed just under the eligible cosines.
             # Searched among them only, so that no other memory takes their places.
+            changes = entry.changes
             lexical = await lexical_matches(
-                self.db, user_id, query, LEXICAL_LIMIT, now=self.clock(), among=unscored
+                self.db, user_id, query, LEXICAL_LIMIT, now=now, among=entry.ids[slots[unscored]].tolist()
             )
-            floor = min([s for s in scores.values() if s >= threshold], default=1.0)
+            if entry.changes != changes:
+                # The entry caught up with a write while the search ran: its slots moved.
+                slots = entry.candidates(now, story_id=story_id, place=place, share=share)
+                scores = self._scored(entry, slots, vector) if not degraded else np.full(slots.size, np.nan)
+            eligible = scores[scores >= threshold]
+            floor = float(eligible.min()) if eligible.size else 1.0
+            position = {memory_id: i for i, memory_id in enumerate(entry.ids[slots].tolist())}
             for memory_id, strength in lexical.items():
-                scores[memory_id] = threshold + (floor - threshold) * 0.5 * strength
-                lexical_ids.add(memory_id)
-        chosen: list[Selected] = select(memories, scores, self.limit, threshold=threshold, now=self.clock())
-        slots = [
+                i = position.get(memory_id)
+                if i is not None and np.isnan(scores[i]):
+                    scores[i] = threshold + (floor - threshold) * 0.5 * strength
+                    lexical_ids.add(memory_id)
+        candidates = Candidates(
+            ids=entry.ids[slots],
+            type_code=entry.type_code[slots],
+            is_global=entry.is_global[slots],
+            pinned=entry.pinned[slots],
+            confidence=entry.confidence[slots],
+            updated_us=entry.updated_us[slots],
+            expires_us=entry.expires_us[slots],
+            scores=scores,
+            memory=lambda i: entry.memory(int(slots[i])),
+        )
+        chosen: list[Selected] = select_columns(candidates, self.limit, threshold=threshold, now_us=micros(now))
+        slot_list = [
             Slot(
                 id=s.memory.id,
                 reason=s.reason,
@@ -265,21 +306,20 @@ class Recall:
             )
             for s in chosen
         ]
-        now = self.clock()
         selection = TurnSelection(
             turn_id=0,
             user_id=user_id,
             story_id=story_id,
             query=query,
             degraded=degraded,
-            slots=slots,
+            slots=slot_list,
             rules=[r.text for r in rules],
             created_at=now,
             story=dict(story or {}),
             memories=[s.memory for s in chosen],
-            candidates=len(memories),
+            candidates=int(slots.size),
             place=place,
-            candidate_ids=list(by_id),
+            candidate_ids=candidates.ids.tolist(),
             threshold=threshold,
         )
         if record:

@@ -94,6 +94,26 @@ async def load_user_matrix(
     return ids, matrix.reshape(len(kept), dim).astype(np.float32)
 
 
+async def vector_rows(
+    db: Database, user_id: str, model: str, among: Sequence[int] | None = None
+) -> list[aiosqlite.Row]:
+    """(memory_id, content_hash, dim, vector, embedded_at) of the user's vectors for `model`, stale
+    ones included (the caller compares hashes); only those of `among` when given."""
+    if among is None:
+        return await fetch_all(
+            db.reader,
+            "SELECT memory_id, content_hash, dim, vector, embedded_at FROM memory_vectors "
+            "WHERE user_id = ? AND model = ?",
+            (user_id, model),
+        )
+    return await fetch_all(
+        db.reader,
+        "SELECT memory_id, content_hash, dim, vector, embedded_at FROM memory_vectors "
+        "WHERE user_id = ? AND model = ? AND memory_id IN (SELECT value FROM json_each(?))",
+        (user_id, model, json.dumps(list(map(int, among)))),
+    )
+
+
 async def stale_memories(
     db: Database, model: str, limit: int, *, now: datetime | None = None
 ) -> list[StaleMemory]:

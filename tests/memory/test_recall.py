@@ -234,7 +234,7 @@ async def test_a_memory_not_yet_indexed_gets_a_lexical_match_despite_indexed_one
 # --- the vector cache -----------------------------------------------------------------------------
 
 
-async def test_a_matrix_loaded_across_an_invalidation_is_not_cached(
+async def test_a_write_landing_during_a_load_is_read_by_the_next_turn(
     db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
     await add(db, "L'utilisateur habite à Nantes")
@@ -242,34 +242,34 @@ async def test_a_matrix_loaded_across_an_invalidation_is_not_cached(
     await Indexer(db, embedder).run_once()
     recall = Recall(db, embedder)
 
-    loading = asyncio.create_task(recall.matrix(ALICE, embedder.model))
+    loading = asyncio.create_task(recall.cache.get(ALICE))
     await asyncio.sleep(0)  # the task now waits on SQLite, inside the load
     assert not loading.done()
-    recall.cache.invalidate(ALICE)  # what the indexer or a write does after changing vectors
-    ids, _ = await loading
+    late = await add(db, "L'utilisateur fait du vélo")
+    await loading
 
-    assert len(ids) == 1
-    assert recall.cache.get(ALICE, embedder.model) is None
-    await recall.matrix(ALICE, embedder.model)
-    assert recall.cache.get(ALICE, embedder.model) is not None
+    entry = await recall.cache.get(ALICE)
+    assert late in entry.slot_of
 
 
-async def test_a_new_vector_is_seen_by_the_next_turn_after_indexing(
+async def test_a_new_vector_is_seen_by_the_next_turn_after_indexing_without_a_reload(
     db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
     embedder = server_embedder(embedding_http, embedding_server)
     recall = Recall(db, embedder)
     await add(db, "L'utilisateur habite à Nantes")
-    indexer = Indexer(db, embedder, cache=recall.cache)
+    indexer = Indexer(db, embedder)
     await indexer.run_once()
-    assert len((await recall.matrix(ALICE, embedder.model))[0]) == 1
+    assert int((await recall.cache.get(ALICE)).has_vector.sum()) == 1
 
     await add(db, "L'utilisateur fait du vélo")
     await indexer.run_once()
 
-    ids, _ = await recall.matrix(ALICE, embedder.model)
-    assert list(ids) == (await load_user_matrix(db, ALICE, embedder.model))[0]
+    entry = await recall.cache.get(ALICE)
+    ids = sorted(int(i) for i in entry.ids[entry.has_vector[: len(entry.rows)].nonzero()[0]])
+    assert ids == sorted((await load_user_matrix(db, ALICE, embedder.model))[0])
     assert len(ids) == 2
+    assert (recall.cache.loads, recall.cache.catch_ups) == (1, 1)
 
 
 # --- what /why reads --------------------------------------------------------------------------------
