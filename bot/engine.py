@@ -938,7 +938,13 @@ class Engine:
 
         self.reflection_outage.recovered("reflections work again after %d failed attempt(s)")
         report: ReflectionReport = await apply_reflection(
-            self.db, parsed.reflection, ctx, problems=parsed.problems, clock=self.clock, finalize=mark_reflected
+            self.db,
+            parsed.reflection,
+            ctx,
+            problems=parsed.problems,
+            clock=self.clock,
+            finalize=mark_reflected,
+            cache=self.cache,
         )
         self.last_reports[first.user_id] = report
         self.metrics.reflections.labels("applied").inc()

@@ -39,6 +39,7 @@ from bot.clients.db import Database, from_db
 from bot.memory.model import Memory
 from bot.memory.store import changed_since, memory_rows, memory_version, row_to_memory
 from bot.memory.vectors import VECTOR_DTYPE, vector_rows
+from bot.memory.write_index import WriteIndex
 
 DEFAULT_MAX_BYTES = 1024 * 1024 * 1024
 # A change log longer than this share of the entry is read as a reload: one scan beats many
@@ -300,6 +301,11 @@ class UserMemories:
         return with_vector, every[with_vector]
 
 
+def _expiry(expires_us: Any) -> int | None:
+    value = int(expires_us)
+    return None if value == NO_EXPIRY else value
+
+
 def _newest_dim(vectors: dict[int, _Vector]) -> int:
     # One model name gives one dimension, unless the server behind it was swapped: then only the
     # newest vectors are comparable with today's queries.
@@ -321,6 +327,9 @@ class MemoryCache:
         self._value: dict[str, float] = {}
         self._clock = 0.0
         self._locks: dict[str, asyncio.Lock] = {}
+        # Per user and place, what the write path compares new text with (built on the first
+        # reflection, then fed the rows each catch-up reads), and the entry it was built from.
+        self._write_indexes: dict[str, tuple[UserMemories, dict[str | None, WriteIndex]]] = {}
         # How entries were brought up to date, for benches and tests.
         self.loads = 0
         self.catch_ups = 0
@@ -343,6 +352,7 @@ class MemoryCache:
         """Drop a user's entry (after an erase: nothing of theirs stays in memory)."""
         self._entries.pop(user_id, None)
         self._value.pop(user_id, None)
+        self._write_indexes.pop(user_id, None)
 
     async def get(self, user_id: str) -> UserMemories:
         """The user's memories as of now: one read of their version when nothing changed."""
@@ -371,9 +381,56 @@ class MemoryCache:
                 if entry.update(changed, rows, vectors):
                     entry.version = version
                     self.catch_ups += 1
+                    for index in self._write_indexes.get(user_id, (None, {}))[1].values():
+                        index.pending.update(changed)
                     self._keep(user_id, entry)
                     return entry
         return await self._load(user_id, version)
+
+    async def write_index(self, user_id: str, place: str | None, now: datetime) -> tuple[UserMemories, WriteIndex]:
+        """The user's memories as of now and their write index for `place`, caught up with
+        every change read since it was last used. The first one of a user and place is built in
+        a worker thread: one long job (seconds at 100,000 memories), not one per reflection.
+
+        The write path may change the index in place while its transaction runs; if that
+        transaction does not commit, it must call `drop_write_indexes`.
+        """
+        entry = await self.get(user_id)
+        now_us = micros(now)
+        held = self._write_indexes.get(user_id)
+        if held is None or held[0] is not entry:
+            held = (entry, {})
+            self._write_indexes[user_id] = held
+        index = held[1].get(place)
+        if index is None:
+            index = WriteIndex(place)
+            held[1][place] = index
+            live = entry.alive[: len(entry.rows)].nonzero()[0].tolist()
+            items = [(int(entry.ids[i]), entry.rows[i][2], entry.rows[i][6], _expiry(entry.expires_us[i])) for i in live]
+
+            def build() -> None:
+                for memory_id, text, memory_place, expires_us in items:
+                    index.put(memory_id, text, memory_place, expires_us, now_us)
+
+            await asyncio.to_thread(build)
+            entry = await self.get(user_id)  # what changed while it was built is in `pending`
+            if self._write_indexes.get(user_id) is not held:
+                # Reloaded whole meanwhile (another epoch, many changes): build from that one.
+                return await self.write_index(user_id, place, now)
+        pending, index.pending = index.pending, set()
+        for memory_id in sorted(pending):
+            slot = entry.slot_of.get(memory_id)
+            if slot is None:
+                index.drop(memory_id)
+            else:
+                row = entry.rows[slot]
+                index.put(memory_id, row[2], row[6], _expiry(entry.expires_us[slot]), now_us)
+        index.expire(now_us)
+        return entry, index
+
+    def drop_write_indexes(self, user_id: str) -> None:
+        """After a write that changed the user's write indexes and did not commit."""
+        self._write_indexes.pop(user_id, None)
 
     async def _vectors(self, user_id: str, among: Sequence[int] | None = None) -> dict[int, _Vector]:
         if self.model is None:
