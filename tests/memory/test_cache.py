@@ -3,16 +3,22 @@ another one sharing the file reach it as row updates, not reloads; an erase leav
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import numpy as np
 
 from bot.clients.db import Database, to_db
 from bot.memory.cache import MemoryCache
 from bot.memory.model import utcnow
 from bot.memory.store import MemoryStore, NewMemory, erase_user_memories, memory_rows, row_to_memory
-from bot.memory.vectors import VectorRow, store_vectors
+from bot.clients.embeddings import LocalEmbedder
+from bot.memory.indexing import Indexer
+from bot.memory.vectors import VectorRow, load_user_matrix, store_vectors
+from tests.fakes.llm_server import FakeLLMServer
+from tests.test_engine import make_engine, msg
 
 ALICE = "alice"
 BOB = "bob"
@@ -134,3 +140,50 @@ async def test_bounded_by_bytes_the_big_entry_cheap_to_reload_goes_first(db: Dat
     tiny = MemoryCache(db, MODEL, max_bytes=10)
     assert await texts(tiny) == await truth(db)  # served, not kept
     assert len(tiny) == 0
+
+
+async def test_the_engines_cache_follows_every_kind_of_write_without_a_reload(
+    db: Database, tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    async with httpx.AsyncClient(trust_env=False) as http:
+        embedder = LocalEmbedder()
+        engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
+        cache = engine.cache
+        user = "alice"
+
+        async def in_step() -> None:
+            entry = await cache.get(user)
+            cached = {m.id: (m.text, m.pinned, m.expires_at) for m in entry.memories(sorted(entry.slot_of.values()))}
+            stored = {m.id: (m.text, m.pinned, m.expires_at) for m in map(row_to_memory, await memory_rows(db.reader, user))}
+            assert cached == stored
+            with_vector = {int(i) for i in entry.ids[: len(entry.rows)][entry.has_vector[: len(entry.rows)]]}
+            assert with_vector == set((await load_user_matrix(db, user, embedder.model))[0])
+
+        first = await engine.remember(user, "L'utilisateur habite à Nantes.", story_id="chan-1", place="guild-1")
+        await in_step()  # the one load
+        llm_server.handler = lambda r: (
+            json.dumps({"memories": [{"text": "L'utilisateur a un chat qui s'appelle Minou.", "type": "fact",
+                                      "confidence": 0.95}]})
+            if r.json_schema is not None else "ok"
+        )  # fmt: skip
+        await engine.turn(msg("J'ai un chat, il s'appelle Minou."))
+        engine.schedule_reflection(user)
+        await engine.wait_reflections(user)
+        await in_step()
+        await Indexer(db, embedder).run_once()
+        await in_step()
+        history = await engine.edit_memory(user, first, "L'utilisateur habite à Lyon.")
+        await in_step()
+        await engine.pin(user, first)
+        await in_step()
+        assert await engine.forget(user, first)
+        await in_step()
+        assert history is not None and await engine.restore(user, history) == first
+        await in_step()
+        assert cache.loads == 1
+        assert cache.catch_ups >= 6
+
+        await engine.erase(user)
+        assert user not in cache
+        assert len((await cache.get(user)).slot_of) == 0
+        await engine.close()
