@@ -329,6 +329,8 @@ class Engine:
         if not await self.tasks.wait(timeout):
             log.warning("shutting down with reflections in flight; they stay pending")
             await self.tasks.cancel_all()
+        with contextlib.suppress(StorageError):  # counted and logged by the database
+            await self.recall.flush_counts()
 
     # --- one turn ----------------------------------------------------------------------------
 
@@ -557,6 +559,8 @@ class Engine:
         pending = list(self._recording.get(user_id, ()))
         if pending:
             await asyncio.wait(pending)
+        # The candidate counts a user with many memories holds in memory, written before a read.
+        await self.recall.flush_counts(user_id)
 
     async def _save_exchange(self, msg: Incoming, text: str, erased: Callable[[], bool]) -> int | None:
         """The new exchange's id; None when the user erased their data since the message came."""

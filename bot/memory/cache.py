@@ -27,6 +27,7 @@ size. An entry larger than the whole budget is served once and not kept.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,6 +46,10 @@ DEFAULT_MAX_BYTES = 1024 * 1024 * 1024
 # A change log longer than this share of the entry is read as a reload: one scan beats many
 # lookups by id.
 RELOAD_SHARE = 0.25
+# Rows filled between two returns to the event loop (a few milliseconds of work).
+FILL_SLICE = 2_000
+# The write index is built on the event loop too, returning to it every BUILD_SLICE_SECONDS.
+BUILD_SLICE_SECONDS = 0.005
 # What one cached row costs beyond its arrays and vector, measured with tracemalloc on the
 # recall corpus (a sqlite3.Row, its strings and the list slot), text length aside.
 ROW_OVERHEAD_BYTES = 520
@@ -169,30 +174,36 @@ class UserMemories:
 
     # --- filling -----------------------------------------------------------------------------
 
-    def fill(self, rows: Sequence[Any], vectors: dict[int, _Vector]) -> None:
-        """The whole entry from the user's rows (in id order) and vectors."""
+    async def fill(self, rows: Sequence[Any], vectors: dict[int, _Vector]) -> None:
+        """The whole entry from the user's rows (in id order) and vectors, on the event loop in
+        slices of FILL_SLICE rows: a worker thread would hold the GIL against the loop (several
+        hundred milliseconds of lag at 20,000 memories), a slice only a few milliseconds."""
         self.dim = _newest_dim(vectors)
         self._alloc(len(rows))
         self.rows = list(rows)
         self.slot_of = {int(r[0]): i for i, r in enumerate(rows)}
         self._text_chars = sum(len(r[2]) for r in rows)
         n = len(rows)
-        if not n:
-            return
-        self.ids[:] = [r[0] for r in rows]
-        self.alive[:] = True
-        self.type_code[:] = [TYPE_CODES.get(r[3], RULE_CODE) for r in rows]
-        self.is_global[:] = [r[4] == "global" for r in rows]
-        self.story[:] = [self._code(self.story_codes, r[5]) for r in rows]
-        self.place[:] = [self._code(self.place_codes, r[6]) for r in rows]
-        self.confidence[:] = [r[7] for r in rows]
-        self.pinned[:] = [bool(r[8]) for r in rows]
-        self.updated_us[:] = _db_micros([r[10] for r in rows])
-        self.expires_us[:] = _db_micros([r[11] for r in rows])
-        for memory_id, vector in vectors.items():
+        for start in range(0, n, FILL_SLICE):
+            part = rows[start : start + FILL_SLICE]
+            end = start + len(part)
+            self.ids[start:end] = [r[0] for r in part]
+            self.alive[start:end] = True
+            self.type_code[start:end] = [TYPE_CODES.get(r[3], RULE_CODE) for r in part]
+            self.is_global[start:end] = [r[4] == "global" for r in part]
+            self.story[start:end] = [self._code(self.story_codes, r[5]) for r in part]
+            self.place[start:end] = [self._code(self.place_codes, r[6]) for r in part]
+            self.confidence[start:end] = [r[7] for r in part]
+            self.pinned[start:end] = [bool(r[8]) for r in part]
+            self.updated_us[start:end] = _db_micros([r[10] for r in part])
+            self.expires_us[start:end] = _db_micros([r[11] for r in part])
+            await asyncio.sleep(0)
+        for done, (memory_id, vector) in enumerate(vectors.items(), 1):
             slot = self.slot_of.get(memory_id)
             if slot is not None:
                 self._set_vector(slot, rows[slot][13], vector)
+            if not done % FILL_SLICE:
+                await asyncio.sleep(0)
 
     def _set_vector(self, slot: int, memory_hash: str, vector: _Vector | None) -> None:
         fresh = vector is not None and vector.dim == self.dim and vector.content_hash == memory_hash
@@ -301,6 +312,18 @@ class UserMemories:
         return with_vector, every[with_vector]
 
 
+def _freeze_long_lived() -> None:
+    """Move every object alive now out of the cyclic collector's reach (`gc.freeze`).
+
+    A full collection walks every tracked object: with a user's 100,000 rows, vectors and write
+    index alive, each one stopped the event loop for seconds (0.6 s already at 20,000 memories),
+    however the work around it was sliced. What the cache holds lives until evicted and holds no
+    reference cycle, so reference counting still frees it then; a garbage cycle of other code
+    frozen along with it stays until exit.
+    """
+    gc.freeze()
+
+
 def _expiry(expires_us: Any) -> int | None:
     value = int(expires_us)
     return None if value == NO_EXPIRY else value
@@ -390,7 +413,7 @@ class MemoryCache:
     async def write_index(self, user_id: str, place: str | None, now: datetime) -> tuple[UserMemories, WriteIndex]:
         """The user's memories as of now and their write index for `place`, caught up with
         every change read since it was last used. The first one of a user and place is built in
-        a worker thread: one long job (seconds at 100,000 memories), not one per reflection.
+        slices on the event loop: one long job, not one per reflection.
 
         The write path may change the index in place while its transaction runs; if that
         transaction does not commit, it must call `drop_write_indexes`.
@@ -405,14 +428,23 @@ class MemoryCache:
         if index is None:
             index = WriteIndex(place)
             held[1][place] = index
-            live = entry.alive[: len(entry.rows)].nonzero()[0].tolist()
-            items = [(int(entry.ids[i]), entry.rows[i][2], entry.rows[i][6], _expiry(entry.expires_us[i])) for i in live]
+            # Copies: a catch-up may change the entry between two slices (its ids go to `pending`).
+            rows, expiries = list(entry.rows), entry.expires_us[: len(entry.rows)].tolist()
 
-            def build() -> None:
-                for memory_id, text, memory_place, expires_us in items:
-                    index.put(memory_id, text, memory_place, expires_us, now_us)
-
-            await asyncio.to_thread(build)
+            # On the loop in slices, not in a thread: a thread doing this pure-Python work holds
+            # the GIL against the loop (750 ms of lag at 20,000 memories); slices hold it a few
+            # milliseconds. The first index of a user with 100,000 memories takes minutes, once
+            # per process; turns go on meanwhile.
+            started = time.perf_counter()
+            for done, (row, expires_us) in enumerate(zip(rows, expiries), 1):
+                if row is not None:
+                    index.put(int(row[0]), row[2], row[6], None if expires_us == NO_EXPIRY else expires_us, now_us)
+                if not done % FILL_SLICE:
+                    _freeze_long_lived()
+                if time.perf_counter() - started > BUILD_SLICE_SECONDS:
+                    await asyncio.sleep(0)
+                    started = time.perf_counter()
+            _freeze_long_lived()
             entry = await self.get(user_id)  # what changed while it was built is in `pending`
             if self._write_indexes.get(user_id) is not held:
                 # Reloaded whole meanwhile (another epoch, many changes): build from that one.
@@ -436,15 +468,21 @@ class MemoryCache:
         if self.model is None:
             return {}
         rows = await vector_rows(self.db, user_id, self.model, among)
-        return {int(r[0]): _Vector(r[1], int(r[2]), r[3], r[4]) for r in rows}
+        vectors: dict[int, _Vector] = {}
+        for start in range(0, len(rows), FILL_SLICE):
+            vectors.update((int(r[0]), _Vector(r[1], int(r[2]), r[3], r[4])) for r in rows[start : start + FILL_SLICE])
+            _freeze_long_lived()
+            await asyncio.sleep(0)
+        return vectors
 
     async def _load(self, user_id: str, version: tuple[int, int]) -> UserMemories:
         started = time.perf_counter()
         rows = await memory_rows(self.db.reader, user_id)
+        _freeze_long_lived()
         vectors = await self._vectors(user_id)
         entry = UserMemories(user_id, self.model, version)
-        # Off the event loop: at 100 000 rows the columns take a few hundred milliseconds.
-        await asyncio.to_thread(entry.fill, rows, vectors)
+        await entry.fill(rows, vectors)
+        _freeze_long_lived()
         entry.load_seconds = time.perf_counter() - started
         self.loads += 1
         self._keep(user_id, entry)

@@ -23,7 +23,7 @@ import numpy as np
 from bot.clients.db import Database, fetch_one, from_db, to_db
 from bot.clients.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, embed_turn_query
 from bot.errors import EmbeddingError
-from bot.memory.counters import record_turn
+from bot.memory.counters import count_candidates, count_served, record_turn
 from bot.memory.model import Memory, utcnow
 from bot.memory.cache import MemoryCache, UserMemories, micros
 from bot.memory.select_arrays import Candidates, select_columns, top_positions
@@ -47,6 +47,15 @@ FALLBACK_THRESHOLD = 0.32
 # Lexical matches stand in for missing vectors; their score is bm25 mapped to [0, 1), not a
 # cosine, so any match is eligible and they rank below every cosine-eligible memory.
 LEXICAL_LIMIT = 16
+# Counting every candidate of a turn rewrites one row per candidate: 257 ms of write lock per turn
+# at 100,000 memories. Past DIRECT_COUNT_LIMIT candidates, a turn writes only its selected rows
+# (times_served, times_semantic) and keeps its candidates in memory; times_candidate is written
+# every COUNT_FLUSH_TURNS turns, COUNT_SLICE rows per transaction, and whenever something reads
+# the counters through the engine (`flush_counts`, from `Engine.wait_recorded`) or it closes. A
+# crash loses at most the candidate counts of the turns held (never a served count).
+DIRECT_COUNT_LIMIT = 2_000
+COUNT_FLUSH_TURNS = 16
+COUNT_SLICE = 5_000
 TURNS_KEPT_PER_STORY = 20
 # Reasons under which a slot is there because of its cosine: the semantic pass, and the global
 # pass, which takes the eligible globals by cosine before any other global.
@@ -170,6 +179,8 @@ class Recall:
         self.timeout = timeout
         self.clock = clock
         self.outage = Outage(log)
+        # Per user, the candidate ids of turns whose times_candidate is not written yet.
+        self._held_counts: dict[str, list[np.ndarray]] = {}
 
     async def _query_vector(self, query: str, timeout: float | None = None) -> np.ndarray:
         if self.embedder is None:
@@ -335,19 +346,21 @@ class Recall:
         """
         if selection.turn_id:
             return selection.turn_id
+        user_id = selection.user_id
+        held = not selection.degraded and (
+            len(selection.candidate_ids) > DIRECT_COUNT_LIMIT or user_id in self._held_counts
+        )
         async with self.db.write() as conn:
             if cancelled is not None and cancelled():
                 return 0
-            if not selection.degraded:
-                # A degraded turn counts nothing: a sleeping embedder must not read as ignored
-                # memories.
-                await record_turn(
-                    conn,
-                    selection.user_id,
-                    selection.candidate_ids,
-                    [s.id for s in selection.slots],
-                    served_by_meaning(selection.slots, selection.threshold),
-                )
+            served = [s.id for s in selection.slots]
+            semantic = served_by_meaning(selection.slots, selection.threshold)
+            # A degraded turn counts nothing: a sleeping embedder must not read as ignored
+            # memories.
+            if held:
+                await count_served(conn, user_id, served, semantic)
+            elif not selection.degraded:
+                await record_turn(conn, user_id, selection.candidate_ids, served, semantic)
             await conn.execute(
                 "INSERT INTO turn_stats (user_id, turns, degraded_turns) VALUES (?, 1, ?) "
                 "ON CONFLICT (user_id) DO UPDATE SET turns = turns + 1, "
@@ -402,7 +415,26 @@ class Recall:
                 ),
             )
         selection.turn_id = turn_id
+        if held:
+            turns = self._held_counts.setdefault(user_id, [])
+            turns.append(np.asarray(selection.candidate_ids, dtype=np.int64))
+            if len(turns) >= COUNT_FLUSH_TURNS:
+                await self.flush_counts(user_id)
         return turn_id
+
+    async def flush_counts(self, user_id: str | None = None) -> None:
+        """Write the candidate counts held for `user_id` (everyone's without), in short
+        transactions of COUNT_SLICE rows."""
+        for user in [user_id] if user_id is not None else list(self._held_counts):
+            turns = self._held_counts.pop(user, None)
+            if not turns:
+                continue
+            ids, times = np.unique(np.concatenate(turns), return_counts=True)
+            for count in np.unique(times).tolist():
+                same = ids[times == count]
+                for start in range(0, same.size, COUNT_SLICE):
+                    async with self.db.write() as conn:
+                        await count_candidates(conn, user, same[start : start + COUNT_SLICE].tolist(), int(count))
 
 
 async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection | None:

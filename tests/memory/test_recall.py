@@ -11,6 +11,7 @@ import httpx
 
 from bot.clients.db import Database
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
+import bot.memory.recall as recall_module
 from bot.memory.indexing import Indexer
 from bot.memory.model import DM_PLACE, utcnow
 from bot.memory.recall import (
@@ -357,3 +358,40 @@ async def test_a_selection_made_without_recording_is_recorded_once_later(
     assert await turn_stats(db, ALICE) == (1, 0)
     assert (await counters(db))[memory] == (1, 1, 1)
 
+
+
+# --- counters of users with many memories ---------------------------------------------------------
+
+
+async def test_many_candidates_are_counted_later_and_the_same(
+    db: Database, tmp_path: Path, monkeypatch, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+) -> None:
+    direct_db = await Database.open(tmp_path / "direct.sqlite3")
+    try:
+        for database in (db, direct_db):
+            for i in range(40):
+                await add(database, f"L'utilisateur a noté le fait numéro {i}", story_id=STORY if i % 3 else "other",
+                          scope="story" if i % 5 == 0 else "global")  # fmt: skip
+        embedder = server_embedder(embedding_http, embedding_server)
+        direct, held = Recall(direct_db, embedder), Recall(db, embedder)
+        queries = ["le fait numéro 3", "numéro 12", "le fait", "numéro 30", "autre chose"]
+
+        for query in queries:
+            await direct.record(await turn(direct, query))
+        monkeypatch.setattr(recall_module, "DIRECT_COUNT_LIMIT", 10)
+        monkeypatch.setattr(recall_module, "COUNT_FLUSH_TURNS", 3)
+        before = await counters(db)
+        first = await turn(held, queries[0])
+        await held.record(first)
+        after = await counters(db)
+        # The turn wrote the rows it served, and no candidate count yet.
+        changed = {i for i in after if after[i] != before[i]}
+        assert changed == {s.id for s in first.slots}
+        assert all(after[i][0] == before[i][0] for i in after)
+        for query in queries[1:]:
+            await held.record(await turn(held, query))
+        assert held._held_counts  # two turns held since the flush at the third
+        await held.flush_counts(ALICE)
+        assert await counters(db) == await counters(direct_db)
+    finally:
+        await direct_db.close()
