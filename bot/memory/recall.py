@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -53,9 +54,12 @@ LEXICAL_LIMIT = 16
 # every COUNT_FLUSH_TURNS turns, COUNT_SLICE rows per transaction, and whenever something reads
 # the counters through the engine (`flush_counts`, from `Engine.wait_recorded`) or it closes. A
 # crash loses at most the candidate counts of the turns held (never a served count).
-DIRECT_COUNT_LIMIT = 2_000
+DIRECT_COUNT_LIMIT = 1_000
+# Query vectors kept by text: a turn's, until its reflection asks for it (a few turns at most
+# per user in between, whatever the number of users talking).
+RECENT_VECTORS = 256
 COUNT_FLUSH_TURNS = 16
-COUNT_SLICE = 5_000
+COUNT_SLICE = 1_000
 TURNS_KEPT_PER_STORY = 20
 # Reasons under which a slot is there because of its cosine: the semantic pass, and the global
 # pass, which takes the eligible globals by cosine before any other global.
@@ -179,13 +183,24 @@ class Recall:
         self.timeout = timeout
         self.clock = clock
         self.outage = Outage(log)
+        self._recent_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         # Per user, the candidate ids of turns whose times_candidate is not written yet.
         self._held_counts: dict[str, list[np.ndarray]] = {}
 
-    async def _query_vector(self, query: str, timeout: float | None = None) -> np.ndarray:
+    async def _query_vector(self, query: str, timeout: float | None = None, *, reuse: bool = False) -> np.ndarray:
+        """The query's vector. A turn always asks the embedder (its health decides whether the
+        turn is degraded); the reflection of a single exchange (`reuse`) takes the vector its
+        turn just computed, so the model (one queue for every user) computes it once."""
         if self.embedder is None:
             raise EmbeddingError("no embedder configured")
-        return await embed_turn_query(self.embedder, query, timeout=timeout or self.timeout)
+        key = (self.embedder.model, query)
+        vector = self._recent_vectors.get(key) if reuse else None
+        if vector is None:
+            vector = await embed_turn_query(self.embedder, query, timeout=timeout or self.timeout)
+            self._recent_vectors[key] = vector
+            while len(self._recent_vectors) > RECENT_VECTORS:
+                self._recent_vectors.popitem(last=False)
+        return vector
 
     def _scored(self, entry: UserMemories, slots: np.ndarray, vector: np.ndarray | None) -> np.ndarray:
         """Cosine per candidate slot, NaN without a vector (or without a query vector)."""
@@ -211,7 +226,7 @@ class Recall:
         `known` best cosines, then lexical matches, then the most recent to fill `known`."""
         vector: np.ndarray | None = None
         try:
-            vector = await self._query_vector(text, timeout)
+            vector = await self._query_vector(text, timeout, reuse=True)
         except EmbeddingError as exc:
             log.info("reflection shows lexical neighbours only: %s", exc)
         entry = await self.cache.get(user_id)

@@ -395,3 +395,26 @@ async def test_many_candidates_are_counted_later_and_the_same(
         assert await counters(db) == await counters(direct_db)
     finally:
         await direct_db.close()
+
+
+async def test_the_reflection_of_one_exchange_reuses_its_turns_query_vector(
+    db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+) -> None:
+    texts = [f"L'utilisateur a rangé la boîte numéro {n}" for n in range(6)]
+    for text in texts:
+        await add(db, text)
+    embedder = server_embedder(embedding_http, embedding_server)
+    await Indexer(db, embedder).run_once()
+    recall = Recall(db, embedder)
+    asked = len(embedding_server.requests)
+    await turn(recall, texts[2])
+    assert len(embedding_server.requests) == asked + 1
+
+    known = await recall.nearest(ALICE, texts[2], story_id=STORY, place=GUILD, known=3, timeout=5)
+    assert len(embedding_server.requests) == asked + 1
+    assert known[0].text == texts[2]
+    await recall.nearest(ALICE, "Deux messages\nà la fois", story_id=STORY, place=GUILD, known=3, timeout=5)
+    assert len(embedding_server.requests) == asked + 2
+    # A turn always asks: its health decides whether it is degraded.
+    await turn(recall, texts[2])
+    assert len(embedding_server.requests) == asked + 3
