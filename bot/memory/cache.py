@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import aiosqlite
 import numpy as np
 
 from bot.clients.db import Database, from_db
@@ -46,6 +47,8 @@ DEFAULT_MAX_BYTES = 1024 * 1024 * 1024
 # A change log longer than this share of the entry is read as a reload: one scan beats many
 # lookups by id.
 RELOAD_SHARE = 0.25
+# Rows read per statement when a user is loaded whole.
+LOAD_PAGE = 5_000
 # Rows filled between two returns to the event loop (a few milliseconds of work).
 FILL_SLICE = 2_000
 # The write index is built on the event loop too, returning to it every BUILD_SLICE_SECONDS.
@@ -382,19 +385,22 @@ class MemoryCache:
         self._value.pop(user_id, None)
         self._write_indexes.pop(user_id, None)
 
-    async def get(self, user_id: str) -> UserMemories:
-        """The user's memories as of now: one read of their version when nothing changed."""
+    async def get(self, user_id: str, conn: aiosqlite.Connection | None = None) -> UserMemories:
+        """The user's memories as of now: one read of their version when nothing changed.
+
+        `conn`: the connection to read through, by default the shared reader. A caller holding
+        the write lock passes its own: the reader may be busy loading another user's 100,000
+        rows, and the lock would be held while waiting for it."""
         lock = self._locks.setdefault(user_id, asyncio.Lock())
         async with lock:
             try:
-                return await self._current(user_id)
+                return await self._current(user_id, conn or self.db.reader)
             finally:
                 # A caller arriving now makes a new lock and may read the user once more: harmless.
                 if self._locks.get(user_id) is lock:
                     self._locks.pop(user_id, None)
 
-    async def _current(self, user_id: str) -> UserMemories:
-        conn = self.db.reader
+    async def _current(self, user_id: str, conn: aiosqlite.Connection) -> UserMemories:
         version = await memory_version(conn, user_id)
         entry = self._entries.get(user_id)
         if entry is not None and entry.version == version:
@@ -405,7 +411,7 @@ class MemoryCache:
             changed = await changed_since(conn, user_id, entry.version[1])
             if len(changed) <= max(64, RELOAD_SHARE * len(entry)):
                 rows = await memory_rows(conn, user_id, changed)
-                vectors = await self._vectors(user_id, changed)
+                vectors = await self._vectors(conn, user_id, changed)
                 if entry.update(changed, rows, vectors):
                     entry.version = version
                     self.catch_ups += 1
@@ -413,17 +419,19 @@ class MemoryCache:
                         index.pending.update(changed)
                     self._keep(user_id, entry)
                     return entry
-        return await self._load(user_id, version)
+        return await self._load(conn, user_id, version)
 
-    async def write_index(self, user_id: str, place: str | None, now: datetime) -> tuple[UserMemories, WriteIndex]:
+    async def write_index(
+        self, user_id: str, place: str | None, now: datetime, conn: aiosqlite.Connection | None = None
+    ) -> tuple[UserMemories, WriteIndex]:
         """The user's memories as of now and their write index for `place`, caught up with
         every change read since it was last used. The first one of a user and place is built in
         slices on the event loop: one long job, not one per reflection.
 
         The write path may change the index in place while its transaction runs; if that
-        transaction does not commit, it must call `drop_write_indexes`.
+        transaction does not commit, it must call `drop_write_indexes`. `conn`: as for `get`.
         """
-        entry = await self.get(user_id)
+        entry = await self.get(user_id, conn)
         now_us = micros(now)
         held = self._write_indexes.get(user_id)
         if held is None or held[0] is not entry:
@@ -450,10 +458,10 @@ class MemoryCache:
                     await asyncio.sleep(0)
                     started = time.perf_counter()
             _freeze_long_lived()
-            entry = await self.get(user_id)  # what changed while it was built is in `pending`
+            entry = await self.get(user_id, conn)  # what changed while it was built is in `pending`
             if self._write_indexes.get(user_id) is not held:
                 # Reloaded whole meanwhile (another epoch, many changes): build from that one.
-                return await self.write_index(user_id, place, now)
+                return await self.write_index(user_id, place, now, conn)
         pending, index.pending = index.pending, set()
         for memory_id in sorted(pending):
             slot = entry.slot_of.get(memory_id)
@@ -469,22 +477,38 @@ class MemoryCache:
         """After a write that changed the user's write indexes and did not commit."""
         self._write_indexes.pop(user_id, None)
 
-    async def _vectors(self, user_id: str, among: Sequence[int] | None = None) -> dict[int, _Vector]:
+    async def _vectors(
+        self, conn: aiosqlite.Connection, user_id: str, among: Sequence[int] | None = None
+    ) -> dict[int, _Vector]:
         if self.model is None:
             return {}
-        rows = await vector_rows(self.db, user_id, self.model, among)
         vectors: dict[int, _Vector] = {}
-        for start in range(0, len(rows), FILL_SLICE):
-            vectors.update((int(r[0]), _Vector(r[1], int(r[2]), r[3], r[4])) for r in rows[start : start + FILL_SLICE])
-            _freeze_long_lived()
-            await asyncio.sleep(0)
-        return vectors
+        after = 0
+        while True:
+            # A whole load reads by pages: other users' reads on the shared reader go in between.
+            if among is not None:
+                rows = await vector_rows(conn, user_id, self.model, among)
+            else:
+                rows = await vector_rows(conn, user_id, self.model, after=after, limit=LOAD_PAGE)
+            for start in range(0, len(rows), FILL_SLICE):
+                part = rows[start : start + FILL_SLICE]
+                vectors.update((int(r[0]), _Vector(r[1], int(r[2]), r[3], r[4])) for r in part)
+                await asyncio.sleep(0)
+            if among is not None or len(rows) < LOAD_PAGE:
+                return vectors
+            after = int(rows[-1][0])
 
-    async def _load(self, user_id: str, version: tuple[int, int]) -> UserMemories:
+    async def _load(self, conn: aiosqlite.Connection, user_id: str, version: tuple[int, int]) -> UserMemories:
         started = time.perf_counter()
-        rows = await memory_rows(self.db.reader, user_id)
+        rows: list[Any] = []
+        while True:
+            page = await memory_rows(conn, user_id, after=int(rows[-1][0]) if rows else 0, limit=LOAD_PAGE)
+            rows.extend(page)
+            if len(page) < LOAD_PAGE:
+                break
         _freeze_long_lived()
-        vectors = await self._vectors(user_id)
+        vectors = await self._vectors(conn, user_id)
+        _freeze_long_lived()
         entry = UserMemories(user_id, self.model, version)
         await entry.fill(rows, vectors)
         _freeze_long_lived()

@@ -184,7 +184,10 @@ async def fetch_memories(
 
 _VERSION = "SELECT epoch, version FROM memory_versions WHERE user_id = ?"
 _CHANGED_SINCE = "SELECT memory_id FROM memory_version_log WHERE user_id = ? AND version > ?"
-_CACHED_ROWS = "SELECT " + _MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' ORDER BY id"
+_CACHED_ROWS = (
+    "SELECT " + _MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' AND id > ? "
+    "ORDER BY id LIMIT ?"
+)
 _CACHED_ROWS_AMONG = (
     "SELECT " + _MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' "
     "AND id IN (SELECT value FROM json_each(?)) ORDER BY id"
@@ -204,12 +207,18 @@ async def changed_since(conn: aiosqlite.Connection, user_id: str, version: int) 
 
 
 async def memory_rows(
-    conn: aiosqlite.Connection, user_id: str, among: Sequence[int] | None = None
+    conn: aiosqlite.Connection,
+    user_id: str,
+    among: Sequence[int] | None = None,
+    *,
+    after: int = 0,
+    limit: int = -1,
 ) -> list[aiosqlite.Row]:
-    """The user's memories but rules as raw rows (`row_to_memory` reads them), in id order;
-    only those of `among` when given (the ids travel as one JSON array)."""
+    """The user's memories but rules as raw rows (`row_to_memory` reads them), in id order: those
+    of `among` when given (the ids travel as one JSON array), else the first `limit` (-1: all)
+    with an id above `after`."""
     if among is None:
-        return await fetch_all(conn, _CACHED_ROWS, (user_id,))
+        return await fetch_all(conn, _CACHED_ROWS, (user_id, after, limit))
     return await fetch_all(conn, _CACHED_ROWS_AMONG, (user_id, json.dumps(list(map(int, among)))))
 
 

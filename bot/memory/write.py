@@ -427,7 +427,8 @@ async def _apply(
     cache: MemoryCache,
 ) -> ReflectionReport:
     async with db.write() as conn:
-        entry, index = await cache.write_index(ctx.user_id, ctx.place, now)
+        # Through the transaction's own connection: the shared reader may be busy with a load.
+        entry, index = await cache.write_index(ctx.user_id, ctx.place, now, conn)
         writer = _Writer(conn, ctx, now, entry, index)
         writer.report.problems.extend(problems or [])
         for memory_id in dict.fromkeys(reflection.delete):

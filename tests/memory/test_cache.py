@@ -9,8 +9,10 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import pytest
 
 from bot.clients.db import Database, to_db
+import bot.memory.cache as cache_module
 from bot.memory.cache import MemoryCache
 from bot.memory.model import utcnow
 from bot.memory.store import MemoryStore, NewMemory, erase_user_memories, memory_rows, row_to_memory
@@ -187,3 +189,16 @@ async def test_the_engines_cache_follows_every_kind_of_write_without_a_reload(
         assert user not in cache
         assert len((await cache.get(user)).slot_of) == 0
         await engine.close()
+
+
+async def test_a_user_is_loaded_page_by_page_whole(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache_module, "LOAD_PAGE", 3)
+    store = MemoryStore(db)
+    ids = [await add(store, f"L'utilisateur note le fait numéro {i}") for i in range(10)]
+    await MemoryStore(db).add(BOB, NewMemory(text="L'utilisateur joue du piano"))
+    for seed, memory_id in enumerate(ids[::2]):
+        await vector(db, memory_id, seed)
+    cache = MemoryCache(db, MODEL)
+    assert await texts(cache) == await truth(db)
+    entry = await cache.get(ALICE)
+    assert {int(i) for i in entry.ids[entry.has_vector[: len(entry.rows)].nonzero()[0]]} == set(ids[::2])
