@@ -303,7 +303,7 @@ class _Writer:
             text,
             confidence,
             character_name=self.ctx.character_name,
-            existing=self.index.flip_candidates(text),
+            flip_check=self.index.flips.flipped,
             user_message=self.ctx.user_message,
             user_name=self.ctx.user_name,
             other_names=self.ctx.other_names,

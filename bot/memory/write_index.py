@@ -18,7 +18,7 @@ import heapq
 import math
 
 from bot.memory.dedup import DedupIndex
-from bot.memory.filters import FLIP_MIN_OVERLAP, _polarity
+from bot.memory.filters import FLIP_MIN_OVERLAP, _polarity, flipped_among
 
 _KEY_LETTERS = 3
 
@@ -32,7 +32,9 @@ class FlipIndex:
     """Memories by polarity and word prefix: the only ones `filters.flipped_negation` can return."""
 
     def __init__(self) -> None:
-        self._keys: dict[int, tuple[bool, frozenset[str]]] = {}
+        # Per memory: its polarity, comparable words and their prefixes (computed once: the
+        # filter's own cache holds 32,768 texts).
+        self._keys: dict[int, tuple[bool, frozenset[str], frozenset[str]]] = {}
         self._postings: dict[tuple[bool, str], set[int]] = {}
 
     def __len__(self) -> int:
@@ -42,7 +44,7 @@ class FlipIndex:
         self.remove(memory_id)
         negative, fact = _polarity(text)
         keys = frozenset(w[:_KEY_LETTERS] for w in fact)
-        self._keys[memory_id] = (negative, keys)
+        self._keys[memory_id] = (negative, fact, keys)
         for key in keys:
             self._postings.setdefault((negative, key), set()).add(memory_id)
 
@@ -50,7 +52,7 @@ class FlipIndex:
         known = self._keys.pop(memory_id, None)
         if known is None:
             return
-        negative, keys = known
+        negative, _, keys = known
         for key in keys:
             self._postings[(negative, key)].discard(memory_id)
 
@@ -71,6 +73,12 @@ class FlipIndex:
         for word in sizes[: len(fact) - needed + 1]:
             found.update(self._postings.get((opposite, word[:_KEY_LETTERS]), ()))
         return sorted(found)
+
+    def flipped(self, text: str, user_message: str = "") -> int | None:
+        """`filters.flipped_negation` of `text` against every indexed memory."""
+        return flipped_among(
+            text, ((i, self._keys[i][0], self._keys[i][1]) for i in self.candidates(text)), user_message
+        )
 
 
 class WriteIndex:
@@ -129,8 +137,3 @@ class WriteIndex:
             expires_us, memory_id = heapq.heappop(self._expiries)
             if self._expires_of.get(memory_id) == expires_us:
                 self.drop(memory_id)
-
-    def flip_candidates(self, text: str) -> list[tuple[int, str]]:
-        """(id, text) of the memories `filters.flipped_negation` may return for `text`, in id
-        order: the same answer as passing every live memory of the place."""
-        return [(i, self.texts[i]) for i in self.flips.candidates(text)]

@@ -41,6 +41,9 @@ def test_flip_index_gives_the_full_scans_answer_on_the_corpora() -> None:
         full = flipped_negation(text, others)
         among = [(j, texts[j]) for j in index.candidates(text) if j != i]
         assert flipped_negation(text, among) == full, text
+        index.remove(i)
+        assert index.flipped(text) == full, text
+        index.add(i, text)
         found += full is not None
         # The lookup must cut: a candidate is compared with a few memories, not all of them.
         assert len(among) < len(texts) // 2
