@@ -164,7 +164,7 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
     original_chat = engine.llm.chat
     original_write = engine.db.write
     original_embed = embedder.embed_query
-    original_reflect = engine._reflect
+    original_reflect = engine.reflections.reflect
 
     async def chat(*args: Any, **kwargs: Any) -> str:
         start = time.perf_counter()
@@ -217,7 +217,7 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
 
     engine.llm.chat = chat  # type: ignore[method-assign]
     engine.db.write = write  # type: ignore[method-assign]
-    engine._reflect = reflect  # type: ignore[method-assign]
+    engine.reflections.reflect = reflect  # type: ignore[method-assign]
     embedder.embed_query = embed_query  # type: ignore[method-assign]
 
     def undo() -> None:
@@ -401,7 +401,7 @@ async def run(
         db=db,
         llm=LLMClient(http, api="ollama", base_url=server.url),
         embedder=embedder,
-        settings=settings,
+        settings=settings.engine,
         character=load_character(None),
     )
     await engine.start()
