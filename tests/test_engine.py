@@ -371,3 +371,21 @@ async def test_a_stream_cut_halfway_is_the_reply_as_far_as_it_went(db, http, llm
     assert result.error is not None and "cut" in result.error
     async with db.reader.execute("SELECT reply FROM exchanges") as cur:
         assert [tuple(row) for row in await cur.fetchall()] == [("Il était une",)]
+
+
+async def test_a_turn_schedules_its_own_reflection(db, http, llm_server, tmp_path):
+    # No front end calls schedule_reflection: the answered message is reflected all the same.
+    engine = make_engine(db, http, llm_server, tmp_path)
+
+    def handler(request: LLMRequest) -> str:
+        if request.json_schema is not None:
+            return json.dumps({"memories": [{"text": "L'utilisateur joue du violoncelle.", "type": "fact", "confidence": 0.9}]})
+        return "Enchantée !"
+
+    llm_server.handler = handler
+    result = await engine.turn(msg("Je joue du violoncelle."))
+    assert result.reply == "Enchantée !"
+    await engine.wait_reflections("alice")
+    assert [m.text for m in await engine.store.list("alice")] == ["L'utilisateur joue du violoncelle."]
+    async with db.reader.execute("SELECT reflected_at IS NOT NULL FROM exchanges WHERE user_id = 'alice'") as cur:
+        assert [r[0] for r in await cur.fetchall()] == [1]

@@ -155,3 +155,13 @@ def test_relative_imports_are_resolved(tmp_path: Path) -> None:
     sample.parent.mkdir(parents=True)
     sample.write_text("from ..memory import story_store\nfrom . import views\n", encoding="utf-8")
     assert [m for _, m in _imports(sample, tmp_path)] == ["bot.memory", "bot.memory.story_store", "bot.web", "bot.web.views"]
+
+
+def test_no_front_end_schedules_a_reflection() -> None:
+    # The turn schedules its own: a front end that forgot to would leave memories unwritten.
+    calls = []
+    for path in _files(FRONT_END_DIRS):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "schedule_reflection":
+                calls.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert calls == []
