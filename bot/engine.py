@@ -68,7 +68,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True, slots=True)
 class ReceiptLine:
     change: MemoryChange
