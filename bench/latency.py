@@ -34,7 +34,7 @@ from bot.clients.db import Database, to_db  # noqa: E402
 from bot.memory.counters import record_turn  # noqa: E402
 from bot.memory.model import Memory, content_hash, utcnow  # noqa: E402
 from bot.memory.scoring import cosine_scores  # noqa: E402
-from bot.memory.selection import SEED_SEMANTIC_THRESHOLD, select  # noqa: E402
+from bot.memory.selection import FALLBACK_THRESHOLD, select  # noqa: E402
 
 DIM = 384
 SIZES = (100, 1_000, 3_000, 10_000, 100_000)
@@ -130,7 +130,7 @@ def bench_read_path() -> tuple[float, float]:
 
         total_ms = scoring_ms + selection_ms
         speed_up = baseline_ms / scoring_ms
-        eligible = sum(1 for s in scores.values() if s >= SEED_SEMANTIC_THRESHOLD)
+        eligible = sum(1 for s in scores.values() if s >= FALLBACK_THRESHOLD)
         mark = "*" if sample < n else " "
         seed = f"{SEED_SCORING_MS[n]:.1f}" if n in SEED_SCORING_MS else ""
         print(

@@ -39,14 +39,13 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from bot.memory.text import capitalised_words, expand_contractions, fact_words, normalise, words
+from bot.memory.text import capitalised_words, expand_contractions, fact_words, normalise, strip_accents, words
 
 SIMILARITY_THRESHOLD = 0.80
 # The sequence ratio says nothing when the sentence frame alone reaches the threshold: two texts
@@ -242,11 +241,6 @@ def _month_context(tokens: list[str], i: int) -> bool:
 _INFLECTIONS = ("", "s", "x", "e", "es", "y", "ies")
 
 
-# Pure, and called by the index on the same few thousand names over and over.
-@functools.lru_cache(maxsize=1 << 16)
-def _fold(word: str) -> str:
-    decomposed = unicodedata.normalize("NFD", word)
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 # Pure and called on the same few thousand word pairs over and over by the index.
@@ -265,7 +259,7 @@ def near_spelling(a: str, b: str) -> bool:
     """
     if not (a.isalpha() and b.isalpha()):
         return False
-    fa, fb = _fold(a), _fold(b)
+    fa, fb = strip_accents(a), strip_accents(b)
     if fa == fb:
         return True
     for x, y in ((fa, fb), (fb, fa)):
@@ -322,7 +316,7 @@ def is_substitution(
 
     def respelt(w: str, v: str) -> bool:
         if w in names or v in names:
-            return _fold(w) == _fold(v)
+            return strip_accents(w) == strip_accents(v)
         return near_spelling(w, v)
 
     return any(not any(respelt(w, v) for v in only_b) for w in only_a) and any(

@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 
 MAX_MEMORY_CHARS = 500
 
-_MEMORY_COLUMNS = (
+# The columns row_to_memory reads, in its order: every statement that loads a Memory selects these.
+MEMORY_COLUMNS = (
     "id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
     "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic"
 )
@@ -39,9 +40,9 @@ _SNAPSHOT_COLUMNS = (
 )
 # Statements are assembled once from the constant column lists above; values always go through
 # placeholders.
-SELECT_MEMORY = "SELECT " + _MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND id = ?"
+SELECT_MEMORY = "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND id = ?"
 SELECT_MEMORIES = (
-    "SELECT " + _MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND (? OR type != 'rule') ORDER BY id"
+    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND (? OR type != 'rule') ORDER BY id"
 )
 _ARCHIVE = (
     "INSERT INTO memory_history (memory_id, operation, archived_at, cause, " + _SNAPSHOT_COLUMNS + ") "

@@ -22,7 +22,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from bot.memory.text import content_words, normalise, words
-from bot.prompting import STORY_BLOCK_END, STORY_BLOCK_START, quote_line
+from bot.quoting import STORY_BLOCK_END, STORY_BLOCK_START, quote_line
 from bot.errors import StateSpecError
 
 # Seed 000: a justification that reuses 30 characters or more of the position it claims to
