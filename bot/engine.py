@@ -76,13 +76,8 @@ from bot.memory.store import (
     insert_memory,
     owner_keys,
 )
-from bot.memory.story import (
-    StateSpec,
-    parse_state_specs,
-    render_story_context,
-    select_positions,
-    state_values,
-)
+from bot.memory.story import render_story_context, select_positions
+from bot.memory.story_state import StateSpec, parse_state_specs, state_values
 from bot.memory.story_store import erase_user_story_data, load_story, story_history, user_story_ids
 from bot.memory.text import storable
 from bot.memory.vectors import lexical_matches

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.clients.llm import Image
+from bot.clients.llm_wire import Image
 from bot.lore import LoreHit
 from bot.memory.model import Memory
 from bot.quoting import quote_line, speaker_attribute, speaker_name

@@ -22,7 +22,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError, field_validator
 
 from bot.memory.model import Memory, Scope, UserMemoryType, checked_expiry
-from bot.memory.story import MAX_SUMMARY_CHARS, POSITION_FIELD_DESCRIPTIONS, is_finite_number
+from bot.memory.story import MAX_SUMMARY_CHARS, POSITION_FIELD_DESCRIPTIONS
+from bot.memory.story_state import is_finite_number
 from bot.memory.text import canonical, storable
 from bot.quoting import quote_block, quote_line, speaker_attribute, speaker_name
 from bot.errors import ReflectionParseError

@@ -18,19 +18,16 @@ from bot.memory.story import (
     Anchor,
     Position,
     ProposedPosition,
-    StateSpec,
     SummaryPlan,
-    apply_state_deltas,
     longest_common_substring_len,
-    parse_state_specs,
     plan_anchor_changes,
     plan_positions,
     plan_summary,
     reanchors,
     render_story_context,
     select_positions,
-    state_values,
 )
+from bot.memory.story_state import StateSpec, apply_state_deltas, parse_state_specs, state_values
 from bot.errors import StateSpecError
 
 T0 = datetime(2026, 3, 1, 20, 0, tzinfo=timezone.utc)
