@@ -10,6 +10,9 @@ name, since it is known here, and with `<USER>` written `{{user}}`: the person's
 only at each turn, where `fill_user` or `render_character_prompt` puts it in.
 
 Every problem is a `CharacterError` whose message is one sentence naming the file.
+
+Over 450 lines on purpose: both file formats map onto one `Character`, and each field's reading
+and its error message sit together.
 """
 
 from __future__ import annotations

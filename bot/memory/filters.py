@@ -16,6 +16,10 @@ tests (tests/memory/test_filters.py, `test_known_false_positive_*`).
 Every detector is a pure function of its text; none does I/O or logs (the write path decides
 and records). When a detector is unsure it lets the memory through: a wrong memory is visible
 and can be forgotten, a memory dropped here is gone without a trace.
+
+Over 450 lines on purpose: each detector keeps its calibration and its known false positives
+beside its code. The shared vocabulary (folded tokens, negations, change markers) is in
+bot/memory/text.py.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ scope (replace, merge, new expiry, restore, delete) archives the previous versio
 
 Functions taking `conn` run inside the caller's `async with db.write() as conn:` transaction so
 that a whole reflection lands or none of it; `MemoryStore` methods open their own.
+
+Over 450 lines on purpose: every statement on `memories` and `memory_history` is here, so the
+archive-before-change rule and the user scoping can be checked in one file.
 """
 
 from __future__ import annotations

@@ -12,13 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.dedup_corpus import FACTS, SEED_TRAPS
+from bot.memory.carriers import carrier_tokens, dedup_text
 from bot.memory.dedup import (
     SIMILARITY_THRESHOLD,
     DedupIndex,
     best_match_exhaustive,
-    carrier_tokens,
     contained,
-    dedup_text,
     is_substitution,
     merge,
     near_spelling,

@@ -9,7 +9,8 @@ import pytest
 
 from bench.dedup_corpus import FACTS
 from bench.dedup_corpus_en import FACTS_EN, SEED_TRAPS_EN
-from bot.memory.dedup import SIMILARITY_THRESHOLD, carrier_tokens, similarity, similarity_details
+from bot.memory.carriers import carrier_tokens
+from bot.memory.dedup import SIMILARITY_THRESHOLD, similarity, similarity_details
 
 
 def _pairs(facts):  # type: ignore[no-untyped-def]
