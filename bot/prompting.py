@@ -1,7 +1,8 @@
 """Builds the reply call's context: character, rules, memories as data, story, recent messages.
 
 Pure: no I/O, no discord. Memories are delimited and introduced as things the user told the
-character — data, never instructions — and rights never come from them (design principle 6).
+character — data, never instructions — and rights never come from them (docs/design.md,
+"Principles" 6).
 """
 
 from __future__ import annotations

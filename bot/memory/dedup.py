@@ -238,7 +238,7 @@ def similarity_details(a: str, b: str) -> dict[str, float | bool]:
         "raw": raw,
         "carriers_differ": carriers_differ,
         "substitution": substituted,
-        "seed_score": min(raw, _CAPPED) if carriers_differ else raw,
+        "carrier_score": min(raw, _CAPPED) if carriers_differ else raw,
         "score": min(raw, _CAPPED) if carriers_differ or substituted else raw,
     }
 

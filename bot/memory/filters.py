@@ -1,9 +1,9 @@
 """Write-path code filters: what the reflection proposes and the code refuses before dedup.
 
-Seed 000, "Demander au modèle de s'abstenir ne marche pas": telling the model to leave out what
+Measured on the prototype (docs/design.md, "Write path"): telling the model to leave out what
 is not about the user *doubled* the rate of such memories (10 % → 20 %). What must be excluded
 is therefore excluded here, in code, by small lexical detectors, French first, English too,
-each calibrated on the cases the seed reports and each with its false positives written down as
+each calibrated on the cases the prototype reported and each with its false positives written down as
 tests (tests/memory/test_filters.py, `test_known_false_positive_*`).
 
 `check_candidate` runs them in a fixed order and returns the first rejection:
@@ -50,7 +50,7 @@ CONFIDENCE_THRESHOLD = 0.85
 def low_confidence(confidence: float) -> bool:
     """True when the candidate's confidence is below CONFIDENCE_THRESHOLD (or not a number).
 
-    Calibration, seed 000 "Le filtre de confiance ne filtrait rien": 24 invented exchanges (6
+    Calibration (docs/design.md, "Write path": confidence filter): 24 invented exchanges (6
     clear facts, 6 hesitations, 6 hints, 6 small talk), two draws, every candidate captured
     before this filter. The 0.60–0.85 band was empty: clear facts came out 12/12, small talk
     0/12, hesitations 4/12, and the one hesitation emitted carried its doubt in the sentence
@@ -144,7 +144,7 @@ _PERSON_WORDS = frozenset(
 def not_about_user(text: str, character_name: str, user_name: str | None = None) -> bool:
     """True when the memory is about the character or the setting rather than the user.
 
-    Calibration, seed 000: 10 % of extracted memories were about the character or the setting
+    Calibration, on the prototype: 10 % of extracted memories were about the character or the setting
     ("Écho aime le thé au jasmin.", "Le personnage vit dans une taverne.", "La taverne est
     éclairée à la bougie."), and asking the model to abstain doubled the rate.
 
@@ -192,7 +192,7 @@ def about_someone_else(text: str, other_names: Iterable[str], user_name: str | N
 # --- flipped_negation -------------------------------------------------------------------------
 
 # Share of content words (negation markers removed) two texts must have in common to be "the
-# same fact": the seed's flips are verbatim copies ("n'aime pas X" → "aime X", overlap 1.0);
+# same fact": the prototype's flips are verbatim copies ("n'aime pas X" → "aime X", overlap 1.0);
 # 0.75 still tolerates one extra or missing word out of four ("vraiment", "beaucoup"). The
 # closest pair of distinct facts in the tests, "n'aime pas le thé vert" / "aime le thé noir",
 # scores 0.50.
@@ -300,7 +300,7 @@ def _polarity(text: str) -> tuple[bool, frozenset[str]]:
 def flipped_negation(text: str, existing: Iterable[tuple[int, str]], user_message: str = "") -> int | None:
     """Id of the existing memory that `text` copies with its negation flipped, or None.
 
-    Calibration, seed 000: about one reflection in three flipped a negation while copying a
+    Calibration, on the prototype: about one reflection in three flipped a negation while copying a
     memory it was shown ("n'aime pas X" became "aime X"), and both versions then lived side by
     side. A flip is: opposite polarity (French "ne/n' … pas, jamais, plus, rien, aucun", spoken
     "aime pas", English "not/n't, never, no longer, no") and the same content words once the
@@ -448,8 +448,8 @@ def _makes_character_react(tokens: Sequence[str], character: int) -> bool:
 def character_attitude(text: str, character_name: str, user_name: str | None = None) -> bool:
     """True when the memory stores the character's attitude toward the user as a user fact.
 
-    Calibration, seed 000: "la réflexion rangeait parfois une attitude du personnage comme un
-    fait durable sur l'utilisateur" ("L'utilisateur est apprécié par Écho.", "Écho trouve
+    Calibration, on the prototype: the reflection sometimes stored an attitude of the character
+    as a durable fact about the user ("L'utilisateur est apprécié par Écho.", "Écho trouve
     l'utilisateur attachant.", "L'utilisateur agace le personnage.", "Le personnage se méfie de
     l'utilisateur.", "L'utilisateur a été taquiné par Écho."). The character's feelings belong to
     the character's positions, not to the user's memory.

@@ -401,7 +401,7 @@ def build_reflection_messages(
             max_summary=MAX_SUMMARY_CHARS,
         )
     # The user's name, message and the model's reply are quoted: none can close its tag and
-    # forge a line of the character (seed 001: the reflection is the write path's attack surface).
+    # forge a line of the character (the reflection is the write path's attack surface).
     user = speaker_name(user)
     system = REFLECTION_SYSTEM_PROMPT.format(character=character, user=user, story_part=story_part)
     if others:

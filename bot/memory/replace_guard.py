@@ -1,6 +1,7 @@
 """The replace guard: a replacement must be about the same subject as the fact it replaces.
 
-Seed 001's failure: shown "L'utilisateur vient au bureau en vélo.", the model answered the message
+The failure it guards against (docs/design.md, "Write path": replace guard): shown
+"L'utilisateur vient au bureau en vélo.", an extractor model answered the message
 "Je ne suis jamais disponible le mercredi" with a *replace* of that id, and the vélo fact was gone.
 `allowed_ids` could not help: the id was legitimate, the decision was wrong. A replacement that
 does not share its subject with the old text is therefore applied as an add; the old fact stays.

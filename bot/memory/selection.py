@@ -1,4 +1,7 @@
-"""Which memories enter the context this turn: the six passes of seed 000, as a pure function.
+"""Which memories enter the context this turn: six passes, as a pure function.
+
+The passes, the reserve and the quotas, and the measures behind them: docs/design.md,
+"Read path".
 
 Every candidate of one user in one story comes in; at most `limit` come out, each with the
 reason it is there (shown by `/why`) and its cosine when it has one.

@@ -1,4 +1,4 @@
-"""The six passes of seed 000 ("Vingt-quatre places, six passes"), on plain data."""
+"""The six passes of the selection (docs/design.md, "Read path"), on plain data."""
 
 from __future__ import annotations
 
