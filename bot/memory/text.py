@@ -1,4 +1,6 @@
-"""Text normalisation shared by dedup and the write-path filters (French first, English too)."""
+"""Text shared by the memory core (French first, English too): normalisation, words, stop-words,
+accent folding, the filters' tokens, negation vocabularies and change markers (the replace guard
+reads the same markers), and the two rules for "the same word"."""
 
 from __future__ import annotations
 
