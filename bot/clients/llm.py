@@ -129,12 +129,7 @@ class LLMClient:
         builders return them.
         """
         path, body = request_body(
-            self.api,
-            messages,
-            model=model,
-            json_schema=json_schema,
-            temperature=temperature,
-            stream=False,
+            self.api, messages, model=model, json_schema=json_schema, temperature=temperature, stream=False,
             context_tokens=self.context_tokens,
         )
         started = time.perf_counter()
@@ -182,12 +177,7 @@ class LLMClient:
         `LLMStreamCut` holding it.
         """
         path, body = request_body(
-            self.api,
-            messages,
-            model=model,
-            json_schema=None,
-            temperature=temperature,
-            stream=True,
+            self.api, messages, model=model, json_schema=None, temperature=temperature, stream=True,
             context_tokens=self.context_tokens,
         )
         if timeout is None:

@@ -32,15 +32,13 @@ log = logging.getLogger(__name__)
 
 MAX_MEMORY_CHARS = 500
 
-# The columns row_to_memory reads, in its order: every statement that loads a Memory selects these.
-MEMORY_COLUMNS = (
-    "id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
-    "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic"
-)
+# What memory_history keeps of a memory: its columns from user_id to source.
 _SNAPSHOT_COLUMNS = (
     "user_id, text, type, scope, story_id, place, confidence, pinned, created_at, updated_at, "
     "expires_at, source"
 )
+# The columns row_to_memory reads, in its order: every statement that loads a Memory selects these.
+MEMORY_COLUMNS = "id, " + _SNAPSHOT_COLUMNS + ", content_hash, times_candidate, times_served, times_semantic"
 # Statements are assembled once from the constant column lists above; values always go through
 # placeholders.
 SELECT_MEMORY = "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND id = ?"
