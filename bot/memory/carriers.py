@@ -12,8 +12,8 @@ from bot.memory.text import expand_contractions, normalise, words
 
 # "14h30", "14 h 30", "14:30" are the same time, and so are "14h"/"14h00" and "2pm"/"14h": the
 # dedup text writes each time one canonical way, so a time written two ways is one memory (the
-# prototype accepted that duplicate; canonicalising costs nothing). A duration "3 h" is rewritten the
-# same way on both sides. "10 000" is one number.
+# prototype accepted that duplicate; canonicalising costs nothing). A duration "3 h" is rewritten
+# the same way on both sides. "10 000" is one number.
 _TIME_12H = re.compile(r"(?<![\w.,:])(\d{1,2})(?: ?: ?(\d{2}))? ?(am|pm)(?!\w)")
 _TIME = re.compile(r"(?<![\w.,:])(\d{1,2}) ?(?:h|:) ?(\d{2})?(?![\w:])")
 _THOUSANDS = re.compile(r"(?<=\d) (?=\d{3}(?!\d))")
@@ -68,7 +68,10 @@ SINGLE_CARRIERS: dict[str, str] = {
             "twenty thirty forty fifty hundred thousand"
         ).split()
     },
-    # Negations: "aime X" and "n'aime pas X" are two facts, not two wordings of one.
+    # Negations: "aime X" and "n'aime pas X" are two facts, not two wordings of one. Not the
+    # vocabulary of bot/memory/text.py (NE_PARTNERS, BARE_NEGATIONS), which tells whether a
+    # sentence is negative on folded tokens: here the words keep their accents ("guère") and
+    # "sans"/"without" count, as read on the dedup corpus; merging the two would move its figures.
     "pas": "pas", "jamais": "jamais", "rien": "rien", "aucun": "aucun", "aucune": "aucun",
     "guère": "guère", "sans": "sans", "not": "not", "never": "never", "no": "no",
     "nothing": "nothing", "none": "none", "nobody": "nobody", "without": "without",

@@ -15,6 +15,9 @@ from bot.memory.text import announces_addition, announces_change, content_words,
 
 # Verbs of attitude or possession are the frame of a sentence, not its subject: "aime le jazz"
 # and "aime la randonnée" are two facts, "fait partie de l'équipe Paiements / Logistique" one.
+# Polarity and frequency words are frame too ("n'aime plus le jazz" is still about jazz): the
+# few negations here are not a negation test (bot/memory/text.py holds that vocabulary), only
+# words that never name a subject.
 FRAME_WORDS = frozenset(
     """
     aime aimait adore adorait préfère préférait déteste détestait apprécie appréciait veut voulait
