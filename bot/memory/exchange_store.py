@@ -19,7 +19,7 @@ from typing import Any
 import aiosqlite
 
 from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
-from bot.clients.llm import Image
+from bot.clients.llm_wire import Image
 
 
 @dataclass(frozen=True, slots=True)
