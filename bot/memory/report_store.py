@@ -7,6 +7,7 @@ each with its reason, in tests/reliability/test_sql_scoping.py.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,7 +16,7 @@ from typing import Any
 from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
 from bot.memory.model import Memory
 from bot.memory.recall import TurnSelection, turn_from_row
-from bot.memory.store import row_to_memory
+from bot.memory.store import MEMORY_COLUMNS, row_to_memory
 
 _TURN_LOG_COLUMNS = (
     "user_id, story_id, outcome, memory_ms, reply_ms, prompt_tokens, completion_tokens, "
@@ -31,8 +32,7 @@ _USER_TURN_LOG = (
 # A week of a busy bot; past it, the oldest rows of the window are left out of the charts.
 MAX_LOG_ROWS = 100_000
 _NEVER_SURFACED = (
-    "SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
-    "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic "
+    "SELECT " + MEMORY_COLUMNS + " "
     "FROM memories WHERE type != 'rule' AND times_served = 0 AND times_candidate >= ? "
     "ORDER BY times_candidate DESC, id LIMIT ?"
 )
@@ -229,3 +229,16 @@ async def user_turn(db: Database, user_id: str, turn_id: int) -> TurnSelection |
     if row is None:
         return None
     return turn_from_row(user_id, row[0], row[1], row[2], row[3], row[4], row[5])
+
+
+async def export_turns(db: Database, user_id: str) -> list[dict[str, Any]]:
+    """For the data export: every turn kept for /why, with its whole selection."""
+    rows = await fetch_all(
+        db.reader,
+        "SELECT story_id, query, degraded, detail, created_at FROM turns WHERE user_id = ? ORDER BY id",
+        (user_id,),
+    )
+    return [
+        {"story_id": r[0], "message": r[1], "degraded": bool(r[2]), "selection": json.loads(r[3]), "at": r[4]}
+        for r in rows
+    ]

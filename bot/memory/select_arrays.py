@@ -17,7 +17,7 @@ from itertools import chain
 
 import numpy as np
 
-from bot.memory.model import Memory
+from bot.memory.model import USER_MEMORY_TYPES, Memory
 from bot.memory.selection import (
     _ALL_LISTS,
     _GLOBAL_LISTS,
@@ -28,9 +28,8 @@ from bot.memory.selection import (
     _TYPES,
     _UNPINNED_OFFSET,
     DEFAULT_LIMIT,
+    FALLBACK_THRESHOLD,
     GLOBAL_CONTEXT_SHARE,
-    RANKED_TYPES,
-    SEED_SEMANTIC_THRESHOLD,
     SEMANTIC_SLOTS,
     TYPE_QUOTAS,
     Reason,
@@ -42,7 +41,7 @@ from bot.memory.selection import (
 class Candidates:
     """Every candidate of one turn as aligned columns, position `i` being one memory.
 
-    `type_code` is the index in RANKED_TYPES (anything else is skipped like a rule), `updated_us`
+    `type_code` is the index in USER_MEMORY_TYPES (anything else is skipped like a rule), `updated_us`
     and `expires_us` microseconds since the epoch (no expiry: the int64 maximum), `scores` the
     cosine or lexical stand-in of each candidate, NaN for none. `memory(i)` builds position `i`'s
     Memory: only the chosen ones are built.
@@ -63,7 +62,7 @@ def select_columns(
     candidates: Candidates,
     limit: int = DEFAULT_LIMIT,
     *,
-    threshold: float = SEED_SEMANTIC_THRESHOLD,
+    threshold: float = FALLBACK_THRESHOLD,
     now_us: int,
 ) -> list[Selected]:
     """`select` over columns: the same memories, reasons and scores in the same order (the
@@ -129,7 +128,7 @@ def select_columns(
     eligible_globals = eligible[c.is_global[eligible]]
     take(chain(by_score(eligible_globals), ranked(_GLOBAL_LISTS)), "global", quarter)
     take(by_score(eligible), "semantic", SEMANTIC_SLOTS)
-    for memory_type in RANKED_TYPES:
+    for memory_type in USER_MEMORY_TYPES:
         type_index = _TYPE_INDEX[memory_type]
         take(ranked(range(type_index, _LISTS, _TYPES)), "type_quota", TYPE_QUOTAS[memory_type] - per_type[type_index])
     take(ranked(_ALL_LISTS), "backfill", limit)

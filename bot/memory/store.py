@@ -7,6 +7,9 @@ scope (replace, merge, new expiry, restore, delete) archives the previous versio
 
 Functions taking `conn` run inside the caller's `async with db.write() as conn:` transaction so
 that a whole reflection lands or none of it; `MemoryStore` methods open their own.
+
+Over 450 lines on purpose: every statement on `memories` and `memory_history` is here, so the
+archive-before-change rule and the user scoping can be checked in one file.
 """
 
 from __future__ import annotations
@@ -30,19 +33,18 @@ log = logging.getLogger(__name__)
 
 MAX_MEMORY_CHARS = 500
 
-_MEMORY_COLUMNS = (
-    "id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
-    "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic"
-)
+# What memory_history keeps of a memory: its columns from user_id to source.
 _SNAPSHOT_COLUMNS = (
     "user_id, text, type, scope, story_id, place, confidence, pinned, created_at, updated_at, "
     "expires_at, source"
 )
+# The columns row_to_memory reads, in its order: every statement that loads a Memory selects these.
+MEMORY_COLUMNS = "id, " + _SNAPSHOT_COLUMNS + ", content_hash, times_candidate, times_served, times_semantic"
 # Statements are assembled once from the constant column lists above; values always go through
 # placeholders.
-SELECT_MEMORY = "SELECT " + _MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND id = ?"
+SELECT_MEMORY = "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND id = ?"
 SELECT_MEMORIES = (
-    "SELECT " + _MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND (? OR type != 'rule') ORDER BY id"
+    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND (? OR type != 'rule') ORDER BY id"
 )
 _ARCHIVE = (
     "INSERT INTO memory_history (memory_id, operation, archived_at, cause, " + _SNAPSHOT_COLUMNS + ") "
@@ -185,11 +187,11 @@ async def fetch_memories(
 _VERSION = "SELECT epoch, version FROM memory_versions WHERE user_id = ?"
 _CHANGED_SINCE = "SELECT memory_id FROM memory_version_log WHERE user_id = ? AND version > ?"
 _CACHED_ROWS = (
-    "SELECT " + _MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' AND id > ? "
+    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' AND id > ? "
     "ORDER BY id LIMIT ?"
 )
 _CACHED_ROWS_AMONG = (
-    "SELECT " + _MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' "
+    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' "
     "AND id IN (SELECT value FROM json_each(?)) ORDER BY id"
 )
 
@@ -337,6 +339,13 @@ async def delete_memory(
         return False
     await conn.execute("DELETE FROM memories WHERE user_id = ? AND id = ?", (user_id, memory_id))
     return True
+
+
+async def replace_rules(conn: aiosqlite.Connection, owner: str, rules: Sequence[str], *, now: datetime) -> None:
+    """A character's rules, as `rule` memories of the character itself, rewritten whole."""
+    await conn.execute("DELETE FROM memories WHERE user_id = ? AND type = 'rule'", (owner,))
+    for rule in rules:
+        await insert_memory(conn, owner, NewMemory(text=rule, type="rule"), now=now)
 
 
 async def erase_user_memories(conn: aiosqlite.Connection, user_id: str) -> EraseReport:

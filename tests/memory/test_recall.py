@@ -410,10 +410,10 @@ async def test_the_reflection_of_one_exchange_reuses_its_turns_query_vector(
     await turn(recall, texts[2])
     assert len(embedding_server.requests) == asked + 1
 
-    known = await recall.nearest(ALICE, texts[2], story_id=STORY, place=GUILD, known=3, timeout=5)
+    known = await recall.neighbours(ALICE, texts[2], story_id=STORY, place=GUILD, limit=3, timeout=5)
     assert len(embedding_server.requests) == asked + 1
     assert known[0].text == texts[2]
-    await recall.nearest(ALICE, "Deux messages\nà la fois", story_id=STORY, place=GUILD, known=3, timeout=5)
+    await recall.neighbours(ALICE, "Deux messages\nà la fois", story_id=STORY, place=GUILD, limit=3, timeout=5)
     assert len(embedding_server.requests) == asked + 2
     # A turn always asks: its health decides whether it is degraded.
     await turn(recall, texts[2])

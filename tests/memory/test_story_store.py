@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.clients.db import Database
-from bot.memory.story import parse_state_specs
+from bot.memory.story_state import parse_state_specs
 from bot.memory.story_store import (
     StoryReport,
     apply_story_reflection,
