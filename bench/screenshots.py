@@ -160,7 +160,7 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, Database, httpx.Asyn
     clock = Clock(now - timedelta(days=5, hours=6))
     engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings.engine, character=load_character(None), clock=clock, metrics=metrics)
     await engine.start()
-    indexer = Indexer(db, embedder, cache=engine.cache)
+    indexer = Indexer(db, embedder)
     pinned = await engine.remember("412345678901234567", "Alice préfère qu'on la tutoie.", story_id="chan-1", place="guild-1")
     await engine.pin("412345678901234567", pinned, True)
     await engine.remember("634567890123456789", "<script>alert('memory')</script> est le pseudo de Chloé", story_id="chan-1", place="guild-1")

@@ -18,7 +18,7 @@ from bot.config import EngineSettings
 from bot.events import Events
 from bot.llm_calls import ModelCalls
 from bot.memory.recall import Recall
-from bot.memory.scoring import VectorCache
+from bot.memory.cache import MemoryCache
 from bot.memory.store import MemoryStore
 from bot.memory.story_state import StateSpec, parse_state_specs
 
@@ -31,7 +31,7 @@ class EngineContext:
     clock: Callable[[], datetime]
     metrics: Metrics
     store: MemoryStore
-    cache: VectorCache
+    cache: MemoryCache
     recall: Recall
     tasks: BackgroundTasks
     calls: ModelCalls

@@ -9,6 +9,7 @@ exchanges a user may still regenerate or swipe (bot.open_exchanges), the reflect
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from bot.clients.metrics import Metrics
 from bot.clients.tasks import BackgroundTasks
 from bot.config import EngineSettings
 from bot.context import EngineContext
-from bot.errors import InvalidMemory
+from bot.errors import InvalidMemory, StorageError
 from bot.events import Events, Receipt
 from bot.llm_calls import MAX_REPLY_CHARS, ModelCalls, final_reply
 from bot.memory import settings_store
@@ -36,11 +37,11 @@ from bot.memory.exchange_store import (
     users_with_open_exchanges,
 )
 from bot.memory.export import export_json, export_user
+from bot.memory.cache import MemoryCache
 from bot.memory.indexing import Indexer
 from bot.memory.model import HistoryEntry, Memory, utcnow
 from bot.memory.recall import Recall, TurnSelection, last_turn
 from bot.memory.report import Report
-from bot.memory.scoring import VectorCache
 from bot.memory.stats import NEVER_SURFACED_AFTER, MemoryStats, memory_stats
 from bot.memory.store import (
     MAX_MEMORY_CHARS,
@@ -95,14 +96,16 @@ class Engine:
         self.cast = cast if cast is not None else Cast.single(character)
         self.clock = clock
         self.store = MemoryStore(db, clock=clock)
-        self.cache = VectorCache()
+        # Kept in step with every write by the users' versions (bot/memory/cache.py): no write
+        # path throws it away.
+        self.cache = MemoryCache(db, embedder.model if embedder else None)
         self.recall = Recall(db, embedder, cache=self.cache, clock=clock)
         self.tasks = BackgroundTasks()
         self.metrics = metrics if metrics is not None else Metrics()
         self.events = Events(self.tasks)
         self.report = Report(db)
         # Embeds what reflections and commands write; scheduled by the composition root.
-        self.indexer = Indexer(db, embedder, cache=self.cache) if embedder is not None else None
+        self.indexer = Indexer(db, embedder) if embedder is not None else None
         ctx = EngineContext(
             db=db, settings=settings, cast=self.cast, clock=clock, metrics=self.metrics, store=self.store,
             cache=self.cache, recall=self.recall, tasks=self.tasks, calls=ModelCalls(llm, self.metrics),
@@ -168,6 +171,8 @@ class Engine:
         if not await self.tasks.wait(timeout):
             log.warning("shutting down with reflections in flight; they stay pending")
             await self.tasks.cancel_all()
+        with contextlib.suppress(StorageError):  # counted and logged by the database
+            await self.recall.flush_counts()
 
     # --- one turn, and the answers a user may still choose among ---------------------------
 
@@ -282,23 +287,18 @@ class Engine:
             NewMemory(text=storable(text), type=type_, scope="global", story_id=story_id, place=place, source=source),
             cap=self.settings.max_memories_per_user,
         )
-        self.cache.invalidate(user_id)
         return memory_id
 
     async def pin(self, user_id: str, memory_id: int, pinned: bool = True) -> bool:
         return await self.store.set_pinned(user_id, memory_id, pinned)
 
     async def forget(self, user_id: str, memory_id: int) -> bool:
-        done = await self.store.forget(user_id, memory_id, cause="user: /forget")
-        self.cache.invalidate(user_id)
-        return done
+        return await self.store.forget(user_id, memory_id, cause="user: /forget")
 
     async def edit_memory(self, user_id: str, memory_id: int, text: str) -> int | None:
         """The user rewrites one of their memories. The previous version is archived first:
         returns its history id (for /restore), or None when the memory is not one of theirs."""
-        history_id = await self.store.edit(user_id, memory_id, storable(text), cause="user: edit")
-        self.cache.invalidate(user_id)
-        return history_id
+        return await self.store.edit(user_id, memory_id, storable(text), cause="user: edit")
 
     async def receipt_size(self, user_id: str, exchange_id: int) -> int:
         """How many changes the receipt of this exchange lists (0: no receipt)."""
@@ -313,9 +313,7 @@ class Engine:
         ]
 
     async def restore(self, user_id: str, history_id: int) -> int | None:
-        memory_id = await self.store.restore(user_id, history_id, cause="user: /restore")
-        self.cache.invalidate(user_id)
-        return memory_id
+        return await self.store.restore(user_id, history_id, cause="user: /restore")
 
     async def why(self, user_id: str, story_id: str) -> TurnSelection | None:
         await self.wait_recorded(user_id)
@@ -352,7 +350,7 @@ class Engine:
             await settings_store.erase_user_settings(conn, user_id)
         # The deleted rows' earlier versions are still pages of the WAL file until it is copied back.
         await self.db.checkpoint()
-        self.cache.invalidate(user_id)
+        self.cache.forget(user_id)
         self.last_reports.pop(user_id, None)
         log.info("erased all data of one user on request (%d memories)", report.memories)
         return report

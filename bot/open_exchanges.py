@@ -187,5 +187,4 @@ class OpenExchanges:
                     outcome.archived.append(memory_id)
             await forget_message_text(conn, owner, ex.id, now=now)
         self.drop(owner, ex.id)
-        self.ctx.cache.invalidate(owner)
         return outcome

@@ -259,9 +259,14 @@ class Reflections:
 
         self.outage.recovered("reflections work again after %d failed attempt(s)")
         report = await apply_reflection(
-            ctx.db, parsed.reflection, context, problems=parsed.problems, clock=ctx.clock, finalize=finalize
+            ctx.db,
+            parsed.reflection,
+            context,
+            problems=parsed.problems,
+            clock=ctx.clock,
+            finalize=finalize,
+            cache=ctx.cache,
         )
-        ctx.cache.invalidate(first.user_id)
         self.last_reports[first.user_id] = report
         ctx.metrics.reflections.labels("applied").inc()
         if any(d.action in CHANGE_ACTIONS and d.memory_id is not None for d in report.decisions):

@@ -110,6 +110,8 @@ class Turns:
         pending = list(self._recording.get(user_id, ()))
         if pending:
             await asyncio.wait(pending)
+        # The candidate counts a user with many memories holds in memory, written before a read.
+        await self.ctx.recall.flush_counts(user_id)
 
     async def run(self, msg: Incoming, rules: Sequence[Memory], *, on_text: OnText | None = None) -> TurnResult:
         ctx, settings = self.ctx, self.ctx.settings

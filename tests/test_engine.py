@@ -211,7 +211,7 @@ async def test_a_healthy_turn_updates_the_counters(db, http, llm_server, tmp_pat
     embedder = local_embedder()
     engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
     memory_id = await engine.store.add("alice", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1"))
-    await Indexer(db, embedder, cache=engine.cache).run_once()
+    await Indexer(db, embedder).run_once()
     result = await engine.turn(msg("Je peux manger un dessert aux arachides ?"))
     assert not result.selection.degraded
     await engine.wait_recorded("alice")

@@ -2,6 +2,9 @@
 semantic pass. They answer "which memory exists but never surfaces?".
 
 The caller skips degraded turns: a sleeping embedder must not read as an ignored memory.
+`record_turn` counts a whole turn in one statement; a caller that defers the candidates' count
+(bot.memory.recall, for users with many memories) writes `count_served` per turn and
+`count_candidates` once for many turns.
 """
 
 from __future__ import annotations
@@ -48,6 +51,33 @@ async def record_turn(
             "semantic": _json_ids(semantic_ids),
         },
     )
+
+
+_COUNT_SERVED = """
+UPDATE memories SET
+    times_served = times_served + 1,
+    times_semantic = times_semantic + (id IN (SELECT value FROM json_each(:semantic)))
+WHERE user_id = :user_id AND id IN (SELECT value FROM json_each(:served))
+"""
+_COUNT_CANDIDATES = """
+UPDATE memories SET times_candidate = times_candidate + :times
+WHERE user_id = :user_id AND id IN (SELECT value FROM json_each(:candidates))
+"""
+
+
+async def count_served(
+    conn: aiosqlite.Connection, user_id: str, served_ids: Iterable[int], semantic_ids: Iterable[int]
+) -> None:
+    """The served and semantic counts of one turn: rows of the selected memories only."""
+    served = _json_ids(served_ids)
+    if served == "[]":
+        return
+    await conn.execute(_COUNT_SERVED, {"user_id": user_id, "served": served, "semantic": _json_ids(semantic_ids)})
+
+
+async def count_candidates(conn: aiosqlite.Connection, user_id: str, candidate_ids: Iterable[int], times: int) -> None:
+    """Add `times` to times_candidate of each of the user's `candidate_ids` (gone ones: nothing)."""
+    await conn.execute(_COUNT_CANDIDATES, {"user_id": user_id, "candidates": _json_ids(candidate_ids), "times": times})
 
 
 def _json_ids(ids: Iterable[int]) -> str:

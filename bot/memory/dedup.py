@@ -7,8 +7,8 @@ in ``bench/dedup_corpus.py``.
 Score of two texts = max of three measures on their dedup text (``normalise`` with times and
 numbers written one way, see ``dedup_text``):
 
-* difflib ``SequenceMatcher.ratio`` in both directions (it is not symmetric), only when both texts
-  have at least ``MIN_RATIO_CHARS`` characters;
+* the sequence ratio ``2*LCS/(la+lb)`` (``sequence_ratio``), only when both texts have at least
+  ``MIN_RATIO_CHARS`` characters;
 * Jaccard of fact words (``text.fact_words``: content words plus the relation words "avec",
   "pour", "sur", "chez", "with", "for"…), which sees permutations;
 * 1.0 when the shorter text appears verbatim, on word boundaries, in the longer one.
@@ -39,13 +39,13 @@ two caps and the index that bounds them are read and changed together.
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+from rapidfuzz.distance import Indel
 
 from bot.memory.carriers import AMBIGUOUS_MONTHS, SINGLE_CARRIERS, carriers_of, dedup_text
 from bot.memory.text import capitalised_words, fact_words, strip_accents
@@ -199,6 +199,17 @@ def contained(shorter: str, longer: str) -> bool:
     return False
 
 
+def sequence_ratio(a: str, b: str) -> float:
+    """``2*M/(len(a)+len(b))`` with ``M`` the longest common subsequence (rapidfuzz's Indel).
+
+    difflib's ``SequenceMatcher.ratio`` counts matching blocks found greedily, in each direction
+    (it is not symmetric), so its ``M`` is at most this one; on both dedup corpora (every pair of
+    bench/dedup_corpus.py and bench/dedup_corpus_en.py) the decisions are the same
+    (tests/memory/test_dedup.py) and it is about 35 times faster.
+    """
+    return Indel.normalized_similarity(a, b)
+
+
 def _raw_score(a: _Features, b: _Features) -> float:
     short, long_ = (a.norm, b.norm) if len(a.norm) <= len(b.norm) else (b.norm, a.norm)
     if contained(short, long_):
@@ -207,10 +218,7 @@ def _raw_score(a: _Features, b: _Features) -> float:
     jaccard = len(a.content & b.content) / len(union) if union else 0.0
     ratio = 0.0
     if min(len(a.norm), len(b.norm)) >= MIN_RATIO_CHARS:
-        ratio = max(
-            difflib.SequenceMatcher(None, a.norm, b.norm).ratio(),
-            difflib.SequenceMatcher(None, b.norm, a.norm).ratio(),
-        )
+        ratio = sequence_ratio(a.norm, b.norm)
     return max(ratio, jaccard)
 
 

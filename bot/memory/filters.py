@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from bot.memory.text import (
@@ -321,13 +321,20 @@ def flipped_negation(text: str, existing: Iterable[tuple[int, str]], user_messag
     "ne": "no longer") counts as a change; flips by antonym rather than negation ("aime" →
     "déteste", "fumeur" → "non-fumeur"); "ne … plus que" ("now only") reads as negative.
     """
+    return flipped_among(text, ((memory_id, *_polarity(old_text)) for memory_id, old_text in existing), user_message)
+
+
+def flipped_among(
+    text: str, polarities: Iterable[tuple[int, bool, frozenset[str]]], user_message: str = ""
+) -> int | None:
+    """`flipped_negation` given each existing memory's (id, negative, comparable words), as a
+    caller that keeps them (bot.memory.write_index) has them."""
     negative, fact = _polarity(text)
     if not fact:
         return None
     best_id: int | None = None
     best = FLIP_MIN_OVERLAP
-    for memory_id, old_text in existing:
-        old_negative, old_fact = _polarity(old_text)
+    for memory_id, old_negative, old_fact in polarities:
         # overlap <= smaller / larger word count: most memories are ruled out by size alone.
         if old_negative == negative or min(len(fact), len(old_fact)) < best * max(len(fact), len(old_fact)):
             continue
@@ -498,15 +505,22 @@ def check_candidate(
     user_message: str = "",
     user_name: str | None = None,
     other_names: Iterable[str] = (),
+    flip_check: Callable[[str, str], int | None] | None = None,
 ) -> Rejection | None:
-    """The first filter that rejects the candidate, in the module's documented order, or None."""
+    """The first filter that rejects the candidate, in the module's documented order, or None.
+
+    `flip_check(text, user_message)`, when given, answers the flip check instead of a scan of
+    `existing` (an index that gives the same answer: bot.memory.write_index)."""
     if low_confidence(confidence):
         return Rejection("low_confidence", f"confidence {confidence:.2f} < {CONFIDENCE_THRESHOLD}")
     if not_about_user(text, character_name, user_name=user_name):
         return Rejection("not_about_user", "about the character or the setting, not the user")
     if about_someone_else(text, other_names, user_name):
         return Rejection("about_someone_else", "names another person of the channel, not the user")
-    flipped = flipped_negation(text, existing, user_message)
+    if flip_check is not None:
+        flipped = flip_check(text, user_message)
+    else:
+        flipped = flipped_negation(text, existing, user_message)
     if flipped is not None:
         return Rejection("flipped_negation", f"flips the negation of memory {flipped}")
     if character_attitude(text, character_name, user_name=user_name):

@@ -11,7 +11,6 @@ are keyed by model). Once the new model covers everything, the old vectors are d
 from __future__ import annotations
 
 import logging
-from typing import Protocol
 
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -39,12 +38,6 @@ MAX_BATCHES_PER_RUN = 64
 JOB_ID = "memory-vector-indexer"
 
 
-class VectorInvalidator(Protocol):
-    """Whatever caches vectors per user (bot.memory.scoring.VectorCache, for one)."""
-
-    def invalidate(self, user_id: str) -> None: ...
-
-
 async def prune_other_models(db: Database, model: str) -> int:
     """Drop vectors of every other model, only once `model` covers every active memory.
 
@@ -62,13 +55,11 @@ class Indexer:
         db: Database,
         embedder: Embedder,
         *,
-        cache: VectorInvalidator | None = None,
         batch_size: int = INDEX_BATCH,
         max_batches: int = MAX_BATCHES_PER_RUN,
     ):
         self._db = db
         self._embedder = embedder
-        self._cache = cache
         self._batch_size = batch_size
         self._max_batches = max_batches
         # Ticks that failed to embed (`outage.failures`: the count a `/stats`-like command can show).
@@ -104,9 +95,6 @@ class Indexer:
             except StorageError:
                 return indexed  # the database logs and counts it; the next tick retries
             self.outage.recovered("memory indexing resumed after %d failed ticks")
-            if self._cache is not None:
-                for user_id in {memory.user_id for memory in stale}:
-                    self._cache.invalidate(user_id)
             indexed += len(stale)
         if covered and not self._pruned:
             # The model only changes with the configuration, i.e. at a restart: once per

@@ -13,20 +13,24 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
+import numpy as np
+
+from bot.clients.db import Database, fetch_one, from_db, to_db
 from bot.clients.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, embed_turn_query
 from bot.errors import EmbeddingError
-from bot.memory.counters import record_turn
+from bot.memory.counters import count_candidates, count_served, record_turn
 from bot.memory.model import Memory, utcnow
-from bot.memory.scoring import VectorCache, cosine_scores
-from bot.memory.selection import DEFAULT_LIMIT, FALLBACK_THRESHOLD, Selected, select
-from bot.memory.store import MEMORY_COLUMNS, row_to_memory
-from bot.memory.vectors import lexical_matches, load_user_matrix
+from bot.memory.cache import MemoryCache, UserMemories, micros
+from bot.memory.select_arrays import Candidates, select_columns, top_positions
+from bot.memory.selection import DEFAULT_LIMIT, FALLBACK_THRESHOLD, Selected
+from bot.memory.store import row_to_memory
+from bot.memory.vectors import lexical_matches
 from bot.clients.outage import Outage
 
 log = logging.getLogger(__name__)
@@ -43,21 +47,22 @@ SEMANTIC_THRESHOLDS: dict[str, float] = {LOCAL_MODEL: 0.80}
 # Lexical matches stand in for missing vectors; their score is bm25 mapped to [0, 1), not a
 # cosine, so any match is eligible and they rank below every cosine-eligible memory.
 LEXICAL_LIMIT = 16
+# Counting every candidate of a turn rewrites one row per candidate: 257 ms of write lock per turn
+# at 100,000 memories. Past DIRECT_COUNT_LIMIT candidates, a turn writes only its selected rows
+# (times_served, times_semantic) and keeps its candidates in memory; times_candidate is written
+# every COUNT_FLUSH_TURNS turns, COUNT_SLICE rows per transaction, and whenever something reads
+# the counters through the engine (`flush_counts`, from `Engine.wait_recorded`) or it closes. A
+# crash loses at most the candidate counts of the turns held (never a served count).
+DIRECT_COUNT_LIMIT = 1_000
+# Query vectors kept by text: a turn's, until its reflection asks for it (a few turns at most
+# per user in between, whatever the number of users talking).
+RECENT_VECTORS = 256
+COUNT_FLUSH_TURNS = 16
+COUNT_SLICE = 1_000
 TURNS_KEPT_PER_STORY = 20
 # Reasons under which a slot is there because of its cosine: the semantic pass, and the global
 # pass, which takes the eligible globals by cosine before any other global.
 _BY_MEANING = frozenset({"semantic", "global"})
-
-_CANDIDATES = (
-    "SELECT " + MEMORY_COLUMNS + " "
-    "FROM memories "
-    "WHERE user_id = ? AND type != 'rule' "
-    "AND (expires_at IS NULL OR expires_at > ?) "
-    "AND (scope = 'global' OR story_id = ?) "
-    "AND (? OR place IS NULL OR place = ?) "
-    "ORDER BY id"
-)
-
 
 def threshold_for(model: str) -> float:
     return SEMANTIC_THRESHOLDS.get(model, FALLBACK_THRESHOLD)
@@ -164,7 +169,7 @@ class Recall:
         db: Database,
         embedder: Embedder | None,
         *,
-        cache: VectorCache | None = None,
+        cache: MemoryCache | None = None,
         limit: int = DEFAULT_LIMIT,
         timeout: float = TURN_EMBEDDING_TIMEOUT,
         clock: Callable[[], datetime] = utcnow,
@@ -172,70 +177,81 @@ class Recall:
         self.db = db
         self.embedder = embedder
         # Not `cache or …`: an empty cache has len() 0 and would be silently replaced.
-        self.cache = cache if cache is not None else VectorCache()
+        self.cache = cache if cache is not None else MemoryCache(db, embedder.model if embedder else None)
         self.limit = limit
         self.timeout = timeout
         self.clock = clock
         self.outage = Outage(log)
+        self._recent_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        # Per user, the candidate ids of turns whose times_candidate is not written yet.
+        self._held_counts: dict[str, list[np.ndarray]] = {}
 
-    async def candidates(self, user_id: str, *, story_id: str, place: str, share: bool) -> list[Memory]:
-        rows = await fetch_all(self.db.reader, _CANDIDATES, (user_id, to_db(self.clock()), story_id, share, place))
-        return [row_to_memory(r) for r in rows]
-
-    async def matrix(self, user_id: str, model: str) -> tuple[Sequence[int], Any]:
-        # Taken before the load: an invalidation while it runs keeps its result out of the cache.
-        generation = self.cache.generation(user_id)
-        cached = self.cache.get(user_id, model)
-        if cached is not None:
-            return cached
-        ids, matrix = await load_user_matrix(self.db, user_id, model, now=self.clock())
-        self.cache.put(user_id, model, ids, matrix, generation=generation)
-        return ids, matrix
-
-    async def semantic_scores(self, user_id: str, query: str, *, timeout: float | None = None) -> dict[int, float]:
-        """Cosines for the user's memories that have a vector; EmbeddingError when the query
-        cannot be embedded within `timeout` (the turn's bound by default)."""
+    async def _query_vector(self, query: str, timeout: float | None = None, *, reuse: bool = False) -> np.ndarray:
+        """The query's vector. A turn always asks the embedder (its health decides whether the
+        turn is degraded); the reflection of a single exchange (`reuse`) takes the vector its
+        turn just computed, so the model (one queue for every user) computes it once."""
         if self.embedder is None:
             raise EmbeddingError("no embedder configured")
-        vector = await embed_turn_query(self.embedder, query, timeout=timeout or self.timeout)
-        ids, matrix = await self.matrix(user_id, self.embedder.model)
-        if not len(ids):
-            return {}
-        if matrix.shape[1] != vector.shape[0]:
+        key = (self.embedder.model, query)
+        vector = self._recent_vectors.get(key) if reuse else None
+        if vector is None:
+            vector = await embed_turn_query(self.embedder, query, timeout=timeout or self.timeout)
+            self._recent_vectors[key] = vector
+            while len(self._recent_vectors) > RECENT_VECTORS:
+                self._recent_vectors.popitem(last=False)
+        return vector
+
+    def _scored(self, entry: UserMemories, slots: np.ndarray, vector: np.ndarray | None) -> np.ndarray:
+        """Cosine per candidate slot, NaN without a vector (or without a query vector)."""
+        scores = np.full(slots.size, np.nan, dtype=np.float64)
+        if vector is None or not slots.size:
+            return scores
+        if entry.dim and entry.dim != vector.shape[0]:
             # Scoring nothing would pass for a healthy turn whose memories are all irrelevant.
             raise EmbeddingError(
-                f"{self.embedder.model}: the query vector has {vector.shape[0]} dimensions and the "
-                f"stored ones {matrix.shape[1]}: the server's model changed under the same name"
+                f"{entry.model}: the query vector has {vector.shape[0]} dimensions and the "
+                f"stored ones {entry.dim}: the server's model changed under the same name"
             )
-        return cosine_scores(vector, ids, matrix)
+        has = entry.has_vector[slots]
+        if has.any():
+            _, cosines = entry.scores(vector, slots[has])
+            scores[has] = cosines
+        return scores
 
     async def neighbours(
         self, user_id: str, text: str, *, story_id: str, place: str, limit: int, timeout: float | None = None
     ) -> list[Memory]:
-        """The memories closest to `text`, for the reflection: by meaning first, then the
-        lexical matches, topped up with the most recently updated ones.
+        """The memories closest to `text`, for the reflection: the `limit` best cosines, then the
+        lexical matches, topped up with the most recently updated ones to `limit`.
 
         share=False: a reflection in a guild must not be able to touch what was said in a DM.
         """
-        memories = await self.candidates(user_id, story_id=story_id, place=place, share=False)
-        if not memories:
-            return []
-        by_id = {m.id: m for m in memories}
-        scores: dict[int, float] = {}
+        vector: np.ndarray | None = None
         try:
-            semantic = await self.semantic_scores(user_id, text, timeout=timeout)
-            scores = {i: s for i, s in semantic.items() if i in by_id}
+            vector = await self._query_vector(text, timeout, reuse=True)
         except EmbeddingError as exc:
             log.info("reflection shows lexical neighbours only: %s", exc)
-        lexical = await lexical_matches(self.db, user_id, text, limit, now=self.clock(), among=list(by_id))
-        ranked = sorted(scores, key=lambda i: -scores[i])[:limit]
-        for memory_id in lexical:
-            if memory_id in by_id and memory_id not in ranked:
-                ranked.append(memory_id)
+        entry = await self.cache.get(user_id)
+        slots = entry.candidates(self.clock(), story_id=story_id, place=place, share=False)
+        if not slots.size:
+            return []
+        try:
+            scores = self._scored(entry, slots, vector)
+        except EmbeddingError as exc:
+            log.info("reflection shows lexical neighbours only: %s", exc)
+            scores = np.full(slots.size, np.nan)
+        ids = entry.ids[slots]
+        scored = np.flatnonzero(~np.isnan(scores))
+        ranked: list[int] = ids[top_positions(scored, (scores, -ids), limit)].tolist()
+        # Enough of the most recent to fill `limit` whatever the cosines and lexical matches took.
+        recent = ids[top_positions(np.arange(slots.size), (entry.updated_us[slots], ids), 3 * limit)].tolist()
+        rows = {int(i): entry.rows[int(slot)] for i, slot in zip(ids.tolist(), slots.tolist())}
+        lexical = await lexical_matches(self.db, user_id, text, limit, now=self.clock(), among=list(rows))
+        ranked.extend(i for i in lexical if i in rows and i not in ranked)
         if len(ranked) < limit:
-            recent = sorted(memories, key=lambda m: (m.updated_at, m.id), reverse=True)
-            ranked.extend(m.id for m in recent if m.id not in ranked)
-        return [by_id[i] for i in ranked[: limit + len(lexical)]]
+            ranked.extend(i for i in recent if i not in ranked)
+        # From the rows read before the awaits: the entry may have caught up with a write since.
+        return [row_to_memory(rows[i]) for i in ranked[: limit + len(lexical)]]
 
     async def select_for_turn(
         self,
@@ -251,35 +267,62 @@ class Recall:
     ) -> TurnSelection:
         """The turn's memories, with reasons and scores. With `record=False` nothing is written:
         the caller then passes the selection to `record` (turn_id stays 0 until then)."""
-        memories = await self.candidates(user_id, story_id=story_id, place=place, share=share)
-        by_id = {m.id: m for m in memories}
         degraded = False
-        scores: dict[int, float] = {}
+        vector: np.ndarray | None = None
+        # An empty message (an attachment, a sticker) has nothing to recall: not a failure.
         if query.strip():
             try:
-                semantic = await self.semantic_scores(user_id, query)
-                scores = {i: s for i, s in semantic.items() if i in by_id}
-                self.outage.recovered("semantic scores are back after %d degraded turn(s)")
+                vector = await self._query_vector(query)
             except EmbeddingError as exc:
                 degraded = True
                 self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
-        # An empty message (an attachment, a sticker) has nothing to recall: not a failure.
         threshold = threshold_for(self.embedder.model) if self.embedder else FALLBACK_THRESHOLD
+        entry = await self.cache.get(user_id)
+        now = self.clock()
+        slots = entry.candidates(now, story_id=story_id, place=place, share=share)
+        try:
+            scores = self._scored(entry, slots, vector)
+            if vector is not None:
+                self.outage.recovered("semantic scores are back after %d degraded turn(s)")
+        except EmbeddingError as exc:
+            degraded = True
+            self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
+            scores = np.full(slots.size, np.nan)
         lexical_ids: set[int] = set()
-        unscored = [memory_id for memory_id in by_id if memory_id not in scores]
-        if unscored:
+        unscored = np.flatnonzero(np.isnan(scores))
+        if unscored.size:
             # Memories without a vector (embedder down, or created since the last indexing tick)
             # get lexical matches instead of nothing, placed just under the eligible cosines.
             # Searched among them only, so that no other memory takes their places.
+            changes = entry.changes
             lexical = await lexical_matches(
-                self.db, user_id, query, LEXICAL_LIMIT, now=self.clock(), among=unscored
+                self.db, user_id, query, LEXICAL_LIMIT, now=now, among=entry.ids[slots[unscored]].tolist()
             )
-            floor = min([s for s in scores.values() if s >= threshold], default=1.0)
+            if entry.changes != changes:
+                # The entry caught up with a write while the search ran: its slots moved.
+                slots = entry.candidates(now, story_id=story_id, place=place, share=share)
+                scores = self._scored(entry, slots, vector) if not degraded else np.full(slots.size, np.nan)
+            eligible = scores[scores >= threshold]
+            floor = float(eligible.min()) if eligible.size else 1.0
+            position = {memory_id: i for i, memory_id in enumerate(entry.ids[slots].tolist())}
             for memory_id, strength in lexical.items():
-                scores[memory_id] = threshold + (floor - threshold) * 0.5 * strength
-                lexical_ids.add(memory_id)
-        chosen: list[Selected] = select(memories, scores, self.limit, threshold=threshold, now=self.clock())
-        slots = [
+                i = position.get(memory_id)
+                if i is not None and np.isnan(scores[i]):
+                    scores[i] = threshold + (floor - threshold) * 0.5 * strength
+                    lexical_ids.add(memory_id)
+        candidates = Candidates(
+            ids=entry.ids[slots],
+            type_code=entry.type_code[slots],
+            is_global=entry.is_global[slots],
+            pinned=entry.pinned[slots],
+            confidence=entry.confidence[slots],
+            updated_us=entry.updated_us[slots],
+            expires_us=entry.expires_us[slots],
+            scores=scores,
+            memory=lambda i: entry.memory(int(slots[i])),
+        )
+        chosen: list[Selected] = select_columns(candidates, self.limit, threshold=threshold, now_us=micros(now))
+        slot_list = [
             Slot(
                 id=s.memory.id,
                 reason=s.reason,
@@ -291,21 +334,20 @@ class Recall:
             )
             for s in chosen
         ]
-        now = self.clock()
         selection = TurnSelection(
             turn_id=0,
             user_id=user_id,
             story_id=story_id,
             query=query,
             degraded=degraded,
-            slots=slots,
+            slots=slot_list,
             rules=[r.text for r in rules],
             created_at=now,
             story=dict(story or {}),
             memories=[s.memory for s in chosen],
-            candidates=len(memories),
+            candidates=int(slots.size),
             place=place,
-            candidate_ids=list(by_id),
+            candidate_ids=candidates.ids.tolist(),
             threshold=threshold,
         )
         if record:
@@ -321,19 +363,21 @@ class Recall:
         """
         if selection.turn_id:
             return selection.turn_id
+        user_id = selection.user_id
+        held = not selection.degraded and (
+            len(selection.candidate_ids) > DIRECT_COUNT_LIMIT or user_id in self._held_counts
+        )
         async with self.db.write() as conn:
             if cancelled is not None and cancelled():
                 return 0
-            if not selection.degraded:
-                # A degraded turn counts nothing: a sleeping embedder must not read as ignored
-                # memories.
-                await record_turn(
-                    conn,
-                    selection.user_id,
-                    selection.candidate_ids,
-                    [s.id for s in selection.slots],
-                    served_by_meaning(selection.slots, selection.threshold),
-                )
+            served = [s.id for s in selection.slots]
+            semantic = served_by_meaning(selection.slots, selection.threshold)
+            # A degraded turn counts nothing: a sleeping embedder must not read as ignored
+            # memories.
+            if held:
+                await count_served(conn, user_id, served, semantic)
+            elif not selection.degraded:
+                await record_turn(conn, user_id, selection.candidate_ids, served, semantic)
             await conn.execute(
                 "INSERT INTO turn_stats (user_id, turns, degraded_turns) VALUES (?, 1, ?) "
                 "ON CONFLICT (user_id) DO UPDATE SET turns = turns + 1, "
@@ -388,7 +432,26 @@ class Recall:
                 ),
             )
         selection.turn_id = turn_id
+        if held:
+            turns = self._held_counts.setdefault(user_id, [])
+            turns.append(np.asarray(selection.candidate_ids, dtype=np.int64))
+            if len(turns) >= COUNT_FLUSH_TURNS:
+                await self.flush_counts(user_id)
         return turn_id
+
+    async def flush_counts(self, user_id: str | None = None) -> None:
+        """Write the candidate counts held for `user_id` (everyone's without), in short
+        transactions of COUNT_SLICE rows."""
+        for user in [user_id] if user_id is not None else list(self._held_counts):
+            turns = self._held_counts.pop(user, None)
+            if not turns:
+                continue
+            ids, times = np.unique(np.concatenate(turns), return_counts=True)
+            for count in np.unique(times).tolist():
+                same = ids[times == count]
+                for start in range(0, same.size, COUNT_SLICE):
+                    async with self.db.write() as conn:
+                        await count_candidates(conn, user, same[start : start + COUNT_SLICE].tolist(), int(count))
 
 
 async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection | None:

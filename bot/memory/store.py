@@ -14,6 +14,7 @@ archive-before-change rule and the user scoping can be checked in one file.
 
 from __future__ import annotations
 
+import json
 import logging
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -183,6 +184,46 @@ async def fetch_memories(
     return [row_to_memory(r) for r in rows]
 
 
+_VERSION = "SELECT epoch, version FROM memory_versions WHERE user_id = ?"
+_CHANGED_SINCE = "SELECT memory_id FROM memory_version_log WHERE user_id = ? AND version > ?"
+_CACHED_ROWS = (
+    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' AND id > ? "
+    "ORDER BY id LIMIT ?"
+)
+_CACHED_ROWS_AMONG = (
+    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' "
+    "AND id IN (SELECT value FROM json_each(?)) ORDER BY id"
+)
+
+
+async def memory_version(conn: aiosqlite.Connection, user_id: str) -> tuple[int, int]:
+    """The user's (epoch, version), which every change to their memories or vectors bumps in
+    its own transaction (triggers of migration 0007); (0, 0) before their first memory."""
+    row = await fetch_one(conn, _VERSION, (user_id,))
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+async def changed_since(conn: aiosqlite.Connection, user_id: str, version: int) -> list[int]:
+    """Ids of the user's memories (deleted ones included) changed after `version`."""
+    return [int(r[0]) for r in await fetch_all(conn, _CHANGED_SINCE, (user_id, version))]
+
+
+async def memory_rows(
+    conn: aiosqlite.Connection,
+    user_id: str,
+    among: Sequence[int] | None = None,
+    *,
+    after: int = 0,
+    limit: int = -1,
+) -> list[aiosqlite.Row]:
+    """The user's memories but rules as raw rows (`row_to_memory` reads them), in id order: those
+    of `among` when given (the ids travel as one JSON array), else the first `limit` (-1: all)
+    with an id above `after`."""
+    if among is None:
+        return await fetch_all(conn, _CACHED_ROWS, (user_id, after, limit))
+    return await fetch_all(conn, _CACHED_ROWS_AMONG, (user_id, json.dumps(list(map(int, among)))))
+
+
 async def insert_memory(
     conn: aiosqlite.Connection, user_id: str, new: NewMemory, *, now: datetime
 ) -> int:
@@ -312,10 +353,15 @@ async def erase_user_memories(conn: aiosqlite.Connection, user_id: str) -> Erase
     cur = await conn.execute("DELETE FROM memories WHERE user_id = ?", (user_id,))
     memories = cur.rowcount
     cur = await conn.execute("DELETE FROM memory_history WHERE user_id = ?", (user_id,))
+    history = cur.rowcount
+    # After the deletes above, which logged every id: a cache of another process then finds no
+    # version (another epoch when the key holds memories again) and reads the user again.
+    await conn.execute("DELETE FROM memory_version_log WHERE user_id = ?", (user_id,))
+    await conn.execute("DELETE FROM memory_versions WHERE user_id = ?", (user_id,))
     # The triggers only add deletion markers to the full-text index: its segments keep the
     # erased words (lower-cased) until merged. 'optimize' merges them all into one now.
     await conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
-    return EraseReport(memories=memories, history=cur.rowcount)
+    return EraseReport(memories=memories, history=history)
 
 
 # Every table keyed by user_id: a derived key that holds rows in only one of them (a turn_log
@@ -326,6 +372,8 @@ _OWNER_KEYS_SQL = (
     "UNION SELECT user_id FROM exchanges WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM exchange_replies WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM memory_sources WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
+    "UNION SELECT user_id FROM memory_versions WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
+    "UNION SELECT user_id FROM memory_version_log WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM memory_changes WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM turns WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM turn_stats WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "

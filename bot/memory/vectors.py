@@ -94,6 +94,33 @@ async def load_user_matrix(
     return ids, matrix.reshape(len(kept), dim).astype(np.float32)
 
 
+async def vector_rows(
+    conn: aiosqlite.Connection,
+    user_id: str,
+    model: str,
+    among: Sequence[int] | None = None,
+    *,
+    after: int = 0,
+    limit: int = -1,
+) -> list[aiosqlite.Row]:
+    """(memory_id, content_hash, dim, vector, embedded_at) of the user's vectors for `model`, stale
+    ones included (the caller compares hashes), in memory id order: those of `among` when given,
+    else the first `limit` (-1: all) with a memory id above `after`."""
+    if among is None:
+        return await fetch_all(
+            conn,
+            "SELECT memory_id, content_hash, dim, vector, embedded_at FROM memory_vectors "
+            "WHERE user_id = ? AND model = ? AND memory_id > ? ORDER BY memory_id LIMIT ?",
+            (user_id, model, after, limit),
+        )
+    return await fetch_all(
+        conn,
+        "SELECT memory_id, content_hash, dim, vector, embedded_at FROM memory_vectors "
+        "WHERE user_id = ? AND model = ? AND memory_id IN (SELECT value FROM json_each(?))",
+        (user_id, model, json.dumps(list(map(int, among)))),
+    )
+
+
 async def stale_memories(
     db: Database, model: str, limit: int, *, now: datetime | None = None
 ) -> list[StaleMemory]:

@@ -18,7 +18,8 @@ import aiosqlite
 from bot.clients.db import Database
 from bot.memory import filters
 from bot.memory.exchange_store import add_sources, record_change
-from bot.memory.dedup import DedupIndex, MergeDecision, merge
+from bot.memory.cache import MemoryCache, UserMemories
+from bot.memory.dedup import MergeDecision, merge
 from bot.memory.model import Memory, utcnow
 from bot.memory.reflection import Reflection
 from bot.memory.replace_guard import judge_replacement
@@ -27,7 +28,6 @@ from bot.memory.store import (
     NewMemory,
     check_room,
     delete_memory,
-    fetch_memories,
     insert_memory,
     rewrite_memory,
     set_expiry,
@@ -35,6 +35,7 @@ from bot.memory.store import (
 from bot.errors import InvalidMemory
 from bot.memory.story_state import StateSpec
 from bot.memory.story_store import StoryReport, apply_story_reflection
+from bot.memory.write_index import WriteIndex, same_place
 
 log = logging.getLogger(__name__)
 
@@ -119,34 +120,59 @@ _SOURCED = frozenset({"added", "replace_as_add", "merged", "absorbed", "replaced
 
 
 def _same_place(memory: Memory, place: str | None) -> bool:
-    # Dedup stays inside one privacy boundary: a guild fact must not rewrite a DM memory.
-    return memory.place == place or memory.place is None or place is None
+    return same_place(memory.place, place)
+
+
+class _Memories:
+    """The user's memories (rules aside) as the writer sees them: the cache's rows, built into
+    `Memory` objects only when asked for, with the writer's own changes on top."""
+
+    def __init__(self, entry: UserMemories) -> None:
+        self._entry = entry
+        self._local: dict[int, Memory | None] = {}
+        self._count = len(entry)
+
+    def get(self, memory_id: int) -> Memory | None:
+        if memory_id in self._local:
+            return self._local[memory_id]
+        slot = self._entry.slot_of.get(memory_id)
+        memory = None if slot is None else self._entry.memory(slot)
+        self._local[memory_id] = memory
+        return memory
+
+    def __getitem__(self, memory_id: int) -> Memory:
+        memory = self.get(memory_id)
+        if memory is None:
+            raise KeyError(memory_id)
+        return memory
+
+    def __setitem__(self, memory_id: int, memory: Memory) -> None:
+        if self.get(memory_id) is None:
+            self._count += 1
+        self._local[memory_id] = memory
+
+    def __delitem__(self, memory_id: int) -> None:
+        if self.get(memory_id) is not None:
+            self._count -= 1
+        self._local[memory_id] = None
+
+    def __len__(self) -> int:
+        return self._count
 
 
 class _Writer:
-    def __init__(self, conn: aiosqlite.Connection, ctx: ReflectionContext, now: datetime) -> None:
+    def __init__(
+        self, conn: aiosqlite.Connection, ctx: ReflectionContext, now: datetime, entry: UserMemories, index: WriteIndex
+    ) -> None:
         self.conn = conn
         self.ctx = ctx
         self.now = now
         self.report = ReflectionReport()
-        self.by_id: dict[int, Memory] = {}
-        self.index = DedupIndex([])
-
-    async def load(self) -> None:
-        memories = await fetch_memories(self.conn, self.ctx.user_id)
-        self.by_id = {m.id: m for m in memories}
-        for memory_id, text in self._existing():
-            self.index.add(memory_id, text)
-
-    def _existing(self) -> list[tuple[int, str]]:
-        """The memories new text is compared with: live ones of this place. Expired memories
-        are not merged into: a new "en congé en août" must not be absorbed by last year's
-        expired one and stay invisible."""
-        return [
-            (m.id, m.text)
-            for m in self.by_id.values()
-            if not m.is_expired(self.now) and _same_place(m, self.ctx.place)
-        ]
+        self.by_id = _Memories(entry)
+        # The live memories of this place, which new text is compared with. Expired memories
+        # are not merged into: a new "en congé en août" must not be absorbed by last year's
+        # expired one and stay invisible.
+        self.index = index
 
     def decide(
         self, action: Action, text: str, memory_id: int | None = None, detail: str = "", before: str | None = None
@@ -176,8 +202,7 @@ class _Writer:
             return
         await delete_memory(self.conn, self.ctx.user_id, memory_id, cause=self.ctx.cause, now=self.now)
         del self.by_id[memory_id]
-        if memory_id in self.index:  # expired or other-place memories were never indexed
-            self.index.remove(memory_id)
+        self.index.drop(memory_id)  # expired or other-place memories were never indexed
         self.decide("deleted", memory.text, memory_id)
 
     async def replace(self, memory_id: int, text: str, expires_at: datetime | None) -> None:
@@ -233,7 +258,7 @@ class _Writer:
         before = memory.text
         memory.text, memory.expires_at = text, expires_at
         if memory_id in self.index:  # only live memories of this place are merge targets
-            self.index.add(memory_id, text)
+            self.index.index_text(memory_id, text)
         self.decide("replaced", text, memory_id, before=before)
 
     async def record_provenance(self) -> None:
@@ -278,7 +303,7 @@ class _Writer:
             text,
             confidence,
             character_name=self.ctx.character_name,
-            existing=self._existing(),
+            flip_check=self.index.flips.flipped,
             user_message=self.ctx.user_message,
             user_name=self.ctx.user_name,
             other_names=self.ctx.other_names,
@@ -286,7 +311,7 @@ class _Writer:
         if rejection is not None:
             self.decide("dropped", text, None, f"{rejection.filter}: {rejection.detail}")
             return
-        match = self.index.best_match(text)
+        match = self.index.dedup.best_match(text)
         if match is not None:
             match_id, score = match
             existing = self.by_id[match_id]
@@ -307,7 +332,7 @@ class _Writer:
                 before = existing.text
                 existing.text = decision.text
                 existing.expires_at = expires_at or existing.expires_at
-                self.index.add(match_id, decision.text)
+                self.index.index_text(match_id, decision.text)
                 self.decide(
                     "merged", decision.text, match_id, f"score {score:.2f}: {decision.reason}", before=before
                 )
@@ -358,7 +383,7 @@ class _Writer:
             expires_at=new.expires_at,
         )
         self.by_id[memory_id] = stored
-        self.index.add(memory_id, new.text)
+        self.index.index_text(memory_id, new.text)
         self.decide(added_action, new.text, memory_id, note)
 
 
@@ -370,17 +395,42 @@ async def apply_reflection(
     problems: list[str] | None = None,
     clock: Callable[[], datetime] = utcnow,
     finalize: Callable[[aiosqlite.Connection], Awaitable[None]] | None = None,
+    cache: MemoryCache | None = None,
 ) -> ReflectionReport:
     """Apply a reflection for `ctx.user_id`: all of it lands, or none of it.
 
     `finalize` runs last inside the same transaction (the caller marks its exchanges reflected
     there, so a crash can never apply a reflection without recording it, or the reverse).
+    `cache` (the engine's) holds the user's memories and write indexes from one reflection to
+    the next; without it they are read whole for this one.
     """
     now = clock()
+    cache = cache if cache is not None else MemoryCache(db, None)
+    # Brought up to date before the lock (the first one of a user is built then): inside it,
+    # only what another write changed in between is read again.
+    await cache.write_index(ctx.user_id, ctx.place, now)
+    try:
+        return await _apply(db, reflection, ctx, problems, now, finalize, cache)
+    except BaseException:
+        # The writer changed the indexes in place, for rows that did not land.
+        cache.drop_write_indexes(ctx.user_id)
+        raise
+
+
+async def _apply(
+    db: Database,
+    reflection: Reflection,
+    ctx: ReflectionContext,
+    problems: list[str] | None,
+    now: datetime,
+    finalize: Callable[[aiosqlite.Connection], Awaitable[None]] | None,
+    cache: MemoryCache,
+) -> ReflectionReport:
     async with db.write() as conn:
-        writer = _Writer(conn, ctx, now)
+        # Through the transaction's own connection: the shared reader may be busy with a load.
+        entry, index = await cache.write_index(ctx.user_id, ctx.place, now, conn)
+        writer = _Writer(conn, ctx, now, entry, index)
         writer.report.problems.extend(problems or [])
-        await writer.load()
         for memory_id in dict.fromkeys(reflection.delete):
             await writer.delete(memory_id)
         for item in reflection.replace:

@@ -14,6 +14,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from bot.clients.db import Database
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.memory.indexing import Indexer, prune_other_models
+from bot.memory.store import memory_version
 from bot.memory.vectors import delete_all_vectors, load_user_matrix, stale_memories
 from tests.fakes.embedding_server import EmbeddingServer, embedding_http, embedding_server  # noqa: F401
 from tests.memory.test_vectors import ALICE, BOB, add_memory, set_text
@@ -23,16 +24,9 @@ NURSE = "L'utilisateur travaille comme infirmière à Lyon"
 PIANO = "L'utilisateur joue du piano depuis l'enfance"
 
 
-class RecordingCache:
-    """Stands in for the scorer's per-user vector cache: remembers what it was told."""
-
-    def __init__(self) -> None:
-        self.invalidated: list[str] = []
-        self.changed = asyncio.Event()
-
-    def invalidate(self, user_id: str) -> None:
-        self.invalidated.append(user_id)
-        self.changed.set()
+async def versions(db: Database, *users: str) -> list[tuple[int, int]]:
+    """Each user's memory version: what a cache of any process compares to stay in step."""
+    return [await memory_version(db.reader, user) for user in users]
 
 
 @pytest.fixture(scope="module")
@@ -51,32 +45,32 @@ async def scores(db: Database, embedder: LocalEmbedder, user_id: str, query: str
     return dict(zip(ids, (matrix @ await embedder.embed_query(query)).tolist()))
 
 
-async def test_run_once_embeds_every_stale_memory_and_invalidates_their_users(
+async def test_run_once_embeds_every_stale_memory_and_bumps_their_users_versions(
     db: Database, local: LocalEmbedder
 ) -> None:
     velo = await add_memory(db, ALICE, VELO)
     nurse = await add_memory(db, ALICE, NURSE)
     piano = await add_memory(db, BOB, PIANO)
-    cache = RecordingCache()
+    before = await versions(db, ALICE, BOB)
 
-    assert await Indexer(db, local, cache=cache).run_once() == 3
+    assert await Indexer(db, local).run_once() == 3
 
     alice = await scores(db, local, ALICE, "Tu as fait du sport ce week-end ?")
     assert set(alice) == {velo, nurse}
     assert alice[velo] > alice[nurse]
     assert set(await scores(db, local, BOB, "musique")) == {piano}
-    assert sorted(set(cache.invalidated)) == [ALICE, BOB]
+    after = await versions(db, ALICE, BOB)
+    assert all(a[0] == b[0] and a[1] > b[1] for a, b in zip(after, before, strict=True))
     assert await stale_memories(db, local.model, 10) == []
 
 
 async def test_second_run_does_nothing_and_tells_nobody(db: Database, local: LocalEmbedder) -> None:
     await add_memory(db, ALICE, VELO)
-    cache = RecordingCache()
-    indexer = Indexer(db, local, cache=cache)
+    indexer = Indexer(db, local)
     await indexer.run_once()
-    cache.invalidated.clear()
+    before = await versions(db, ALICE)
     assert await indexer.run_once() == 0
-    assert cache.invalidated == []
+    assert await versions(db, ALICE) == before
 
 
 async def test_a_changed_text_is_embedded_again_and_only_it(db: Database, local: LocalEmbedder) -> None:
@@ -206,16 +200,20 @@ async def test_scheduled_job_runs_once_at_start_with_one_instance_at_a_time(
     db: Database, local: LocalEmbedder
 ) -> None:
     velo = await add_memory(db, ALICE, VELO)
-    cache = RecordingCache()
+    before = await versions(db, ALICE)
     scheduler = AsyncIOScheduler()
-    job = Indexer(db, local, cache=cache).schedule(scheduler, seconds=3600)
+    job = Indexer(db, local).schedule(scheduler, seconds=3600)
     assert job.trigger.interval == timedelta(hours=1)
     assert job.max_instances == 1
     assert job.coalesce is True
 
     scheduler.start()
     try:
-        await asyncio.wait_for(cache.changed.wait(), timeout=30)
+        async def indexed() -> None:
+            while await versions(db, ALICE) == before:
+                await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(indexed(), timeout=30)
     finally:
         scheduler.shutdown(wait=False)
         await asyncio.sleep(0)  # the shutdown is scheduled on the loop

@@ -11,6 +11,7 @@ import httpx
 
 from bot.clients.db import Database
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
+import bot.memory.recall as recall_module
 from bot.memory.indexing import Indexer
 from bot.memory.model import DM_PLACE, utcnow
 from bot.memory.recall import (
@@ -234,7 +235,7 @@ async def test_a_memory_not_yet_indexed_gets_a_lexical_match_despite_indexed_one
 # --- the vector cache -----------------------------------------------------------------------------
 
 
-async def test_a_matrix_loaded_across_an_invalidation_is_not_cached(
+async def test_a_write_landing_during_a_load_is_read_by_the_next_turn(
     db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
     await add(db, "L'utilisateur habite à Nantes")
@@ -242,34 +243,34 @@ async def test_a_matrix_loaded_across_an_invalidation_is_not_cached(
     await Indexer(db, embedder).run_once()
     recall = Recall(db, embedder)
 
-    loading = asyncio.create_task(recall.matrix(ALICE, embedder.model))
+    loading = asyncio.create_task(recall.cache.get(ALICE))
     await asyncio.sleep(0)  # the task now waits on SQLite, inside the load
     assert not loading.done()
-    recall.cache.invalidate(ALICE)  # what the indexer or a write does after changing vectors
-    ids, _ = await loading
+    late = await add(db, "L'utilisateur fait du vélo")
+    await loading
 
-    assert len(ids) == 1
-    assert recall.cache.get(ALICE, embedder.model) is None
-    await recall.matrix(ALICE, embedder.model)
-    assert recall.cache.get(ALICE, embedder.model) is not None
+    entry = await recall.cache.get(ALICE)
+    assert late in entry.slot_of
 
 
-async def test_a_new_vector_is_seen_by_the_next_turn_after_indexing(
+async def test_a_new_vector_is_seen_by_the_next_turn_after_indexing_without_a_reload(
     db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
     embedder = server_embedder(embedding_http, embedding_server)
     recall = Recall(db, embedder)
     await add(db, "L'utilisateur habite à Nantes")
-    indexer = Indexer(db, embedder, cache=recall.cache)
+    indexer = Indexer(db, embedder)
     await indexer.run_once()
-    assert len((await recall.matrix(ALICE, embedder.model))[0]) == 1
+    assert int((await recall.cache.get(ALICE)).has_vector.sum()) == 1
 
     await add(db, "L'utilisateur fait du vélo")
     await indexer.run_once()
 
-    ids, _ = await recall.matrix(ALICE, embedder.model)
-    assert list(ids) == (await load_user_matrix(db, ALICE, embedder.model))[0]
+    entry = await recall.cache.get(ALICE)
+    ids = sorted(int(i) for i in entry.ids[entry.has_vector[: len(entry.rows)].nonzero()[0]])
+    assert ids == sorted((await load_user_matrix(db, ALICE, embedder.model))[0])
     assert len(ids) == 2
+    assert (recall.cache.loads, recall.cache.catch_ups) == (1, 1)
 
 
 # --- what /why reads --------------------------------------------------------------------------------
@@ -357,3 +358,63 @@ async def test_a_selection_made_without_recording_is_recorded_once_later(
     assert await turn_stats(db, ALICE) == (1, 0)
     assert (await counters(db))[memory] == (1, 1, 1)
 
+
+
+# --- counters of users with many memories ---------------------------------------------------------
+
+
+async def test_many_candidates_are_counted_later_and_the_same(
+    db: Database, tmp_path: Path, monkeypatch, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+) -> None:
+    direct_db = await Database.open(tmp_path / "direct.sqlite3")
+    try:
+        for database in (db, direct_db):
+            for i in range(40):
+                await add(database, f"L'utilisateur a noté le fait numéro {i}", story_id=STORY if i % 3 else "other",
+                          scope="story" if i % 5 == 0 else "global")  # fmt: skip
+        embedder = server_embedder(embedding_http, embedding_server)
+        direct, held = Recall(direct_db, embedder), Recall(db, embedder)
+        queries = ["le fait numéro 3", "numéro 12", "le fait", "numéro 30", "autre chose"]
+
+        for query in queries:
+            await direct.record(await turn(direct, query))
+        monkeypatch.setattr(recall_module, "DIRECT_COUNT_LIMIT", 10)
+        monkeypatch.setattr(recall_module, "COUNT_FLUSH_TURNS", 3)
+        before = await counters(db)
+        first = await turn(held, queries[0])
+        await held.record(first)
+        after = await counters(db)
+        # The turn wrote the rows it served, and no candidate count yet.
+        changed = {i for i in after if after[i] != before[i]}
+        assert changed == {s.id for s in first.slots}
+        assert all(after[i][0] == before[i][0] for i in after)
+        for query in queries[1:]:
+            await held.record(await turn(held, query))
+        assert held._held_counts  # two turns held since the flush at the third
+        await held.flush_counts(ALICE)
+        assert await counters(db) == await counters(direct_db)
+    finally:
+        await direct_db.close()
+
+
+async def test_the_reflection_of_one_exchange_reuses_its_turns_query_vector(
+    db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+) -> None:
+    texts = [f"L'utilisateur a rangé la boîte numéro {n}" for n in range(6)]
+    for text in texts:
+        await add(db, text)
+    embedder = server_embedder(embedding_http, embedding_server)
+    await Indexer(db, embedder).run_once()
+    recall = Recall(db, embedder)
+    asked = len(embedding_server.requests)
+    await turn(recall, texts[2])
+    assert len(embedding_server.requests) == asked + 1
+
+    known = await recall.neighbours(ALICE, texts[2], story_id=STORY, place=GUILD, limit=3, timeout=5)
+    assert len(embedding_server.requests) == asked + 1
+    assert known[0].text == texts[2]
+    await recall.neighbours(ALICE, "Deux messages\nà la fois", story_id=STORY, place=GUILD, limit=3, timeout=5)
+    assert len(embedding_server.requests) == asked + 2
+    # A turn always asks: its health decides whether it is degraded.
+    await turn(recall, texts[2])
+    assert len(embedding_server.requests) == asked + 3

@@ -54,7 +54,7 @@ async def test_turns_survive_an_embedder_fault_and_count_as_degraded(
     for fact in FACTS:
         await engine.store.add(USER, NewMemory(text=fact, place="guild-1"))
     # Every memory has a vector before the fault: a degraded turn is not "nothing to score".
-    assert await Indexer(db, healthy, cache=engine.cache).run_once() == len(FACTS)
+    assert await Indexer(db, healthy).run_once() == len(FACTS)
     before = await counters(engine)
 
     if fault != "refused":

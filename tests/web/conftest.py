@@ -90,7 +90,7 @@ async def page(tmp_path) -> AsyncIterator[Page]:
     web = WebServer(make_app(engine, health, metrics, TOKEN))
     await web.start("127.0.0.1", 0)
     try:
-        yield Page(web.url, engine, metrics, health, server, http, Indexer(db, embedder, cache=engine.cache))
+        yield Page(web.url, engine, metrics, health, server, http, Indexer(db, embedder))
     finally:
         await web.stop()
         await engine.close(timeout=5)
