@@ -20,7 +20,7 @@ from typing import Any
 
 import aiosqlite
 
-from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.clients.db import Database, Sql, fetch_all, fetch_one, from_db, to_db
 from bot.memory.model import MEMORY_TYPES, SCOPES, HistoryEntry, Memory, checked_expiry, content_hash, utcnow
 from bot.memory.text import canonical, storable
 from bot.errors import InvalidMemory
@@ -58,6 +58,12 @@ _REINSERT = (
     "INSERT INTO memories (id, content_hash, " + _SNAPSHOT_COLUMNS + ") "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+# The triggers only add deletion markers to the full-text index: its segments keep the erased
+# words (lower-cased) until merged. 'optimize' merges them all into one now. On PostgreSQL the
+# words live in the row itself (memories.search), gone with it.
+_MERGE_FULL_TEXT_INDEX = Sql("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')", postgresql=None)
 
 
 class MemoryCapReached(InvalidMemory):
@@ -303,9 +309,7 @@ async def erase_user_memories(conn: aiosqlite.Connection, user_id: str) -> Erase
     cur = await conn.execute("DELETE FROM memories WHERE user_id = ?", (user_id,))
     memories = cur.rowcount
     cur = await conn.execute("DELETE FROM memory_history WHERE user_id = ?", (user_id,))
-    # The triggers only add deletion markers to the full-text index: its segments keep the
-    # erased words (lower-cased) until merged. 'optimize' merges them all into one now.
-    await conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+    await conn.execute(_MERGE_FULL_TEXT_INDEX)
     return EraseReport(memories=memories, history=cur.rowcount)
 
 
