@@ -15,6 +15,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import Any
+
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -87,6 +89,22 @@ def _unopenable(path: Path, exc: BaseException) -> str:
     )
 
 
+async def _open_postgres(url: str) -> Any:
+    from bot.clients.postgres import PostgresDatabase, describe, open_failure
+
+    try:
+        return await PostgresDatabase.open(url)
+    except Exception as exc:
+        why = open_failure(exc)
+        if why is None:
+            raise
+        raise StartupError(
+            f"Cannot open the PostgreSQL database {describe(url)} ({why}). Check DATABASE_URL: the "
+            "server must be running and reachable, the database must exist (createdb echo) and the "
+            "user must be allowed to create tables in it."
+        ) from exc
+
+
 def _nearest_existing(path: Path) -> Path | None:
     """The file, or the nearest folder above it that exists."""
     return next((p for p in (path, *path.parents) if p.exists()), None)
@@ -126,10 +144,13 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             await llm.check(settings.llm_model)
             if settings.reflection_model != settings.llm_model:
                 await llm.check(settings.reflection_model)
-        try:
-            db = await Database.open(settings.database_path)
-        except (OSError, sqlite3.Error) as exc:
-            raise StartupError(_unopenable(settings.database_path, exc)) from exc
+        if settings.database_url:
+            db = await _open_postgres(settings.database_url)
+        else:
+            try:
+                db = await Database.open(settings.database_path)
+            except (OSError, sqlite3.Error) as exc:
+                raise StartupError(_unopenable(settings.database_path, exc)) from exc
     except BaseException:
         await http.aclose()
         raise

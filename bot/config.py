@@ -234,6 +234,14 @@ class Settings(BaseSettings):
         ),
         json_schema_extra=_section("Storage"),
     )
+    database_url: str | None = Field(
+        None,
+        description=(
+            "PostgreSQL instead of the SQLite file, for several bot processes or machines "
+            "sharing one database: postgresql://user:password@host:5432/echo (the database must "
+            "exist; Écho creates its tables). Empty: the SQLite file of DATABASE_PATH."
+        ),
+    )
 
     # Character
     character_file: Path | None = Field(
@@ -493,6 +501,16 @@ class Settings(BaseSettings):
         if str(value) in (":memory:", "", ".") or str(value).startswith("file:"):
             raise ValueError(f"Écho needs a database file, such as data/echo.sqlite3; got {str(value)!r}")
         return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        from bot.clients.postgres import check_url
+
+        check_url(value.strip())
+        return value.strip()
 
     @field_validator("discord_api_url")
     @classmethod

@@ -56,6 +56,7 @@ class _Translated:
     text: str
     names: tuple[str, ...] | None  # the parameter names in $n order, for :name statements
     returns_rows: bool
+    inserts: bool  # an INSERT: its first returned column is the new row's id
 
 
 @lru_cache(maxsize=2048)
@@ -87,7 +88,7 @@ def translate(sql: str) -> _Translated:
         if insert.group(2).lower() in ID_TABLES and not _RETURNING.search(text):
             text += " RETURNING id"
     returns_rows = bool(_RETURNING.search(text)) or text.upper().startswith(("SELECT", "WITH", "VALUES"))
-    return _Translated(text, tuple(names) if names else None, returns_rows)
+    return _Translated(text, tuple(names) if names else None, returns_rows, insert is not None)
 
 
 def _statement(sql: str) -> str | None:
@@ -104,10 +105,10 @@ def _arguments(translated: _Translated, params: Sequence[Any] | Mapping[str, Any
 class Cursor:
     """What aiosqlite's cursor offers the stores: rowcount, lastrowid and the rows."""
 
-    def __init__(self, rows: list[asyncpg.Record], rowcount: int) -> None:
+    def __init__(self, rows: list[asyncpg.Record], rowcount: int, *, inserted: bool = False) -> None:
         self.rows = rows
         self.rowcount = rowcount
-        self.lastrowid: int | None = int(rows[-1][0]) if rows and len(rows[-1]) else None
+        self.lastrowid: int | None = int(rows[-1][0]) if inserted and rows else None
 
     async def fetchall(self) -> list[asyncpg.Record]:
         return self.rows
@@ -145,7 +146,7 @@ async def _run(conn: asyncpg.Connection, sql: str, params: Sequence[Any] | Mappi
     args = _arguments(translated, params)
     if translated.returns_rows:
         rows = await conn.fetch(translated.text, *args)
-        return Cursor(rows, len(rows))
+        return Cursor(rows, len(rows), inserted=translated.inserts)
     status = await conn.execute(translated.text, *args)
     last = status.rsplit(" ", 1)[-1]
     return Cursor([], int(last) if last.isdigit() else -1)
@@ -324,3 +325,18 @@ def user_lock_key(user_id: str) -> int:
 
 async def ping(db: PostgresDatabase) -> None:
     await fetch_one(db.reader, "SELECT 1")
+
+
+def open_failure(exc: BaseException) -> str | None:
+    """What an operator is told when the database cannot be opened at start-up; None for a bug."""
+    if isinstance(exc, asyncpg.InvalidCatalogNameError):
+        return f"the database does not exist: {exc}"
+    if isinstance(exc, (asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError)):
+        return f"the server refused the user or password: {exc}"
+    if isinstance(exc, asyncpg.InsufficientPrivilegeError):
+        return f"the user may not create Écho's tables: {exc}"
+    if isinstance(exc, (OSError, asyncio.TimeoutError)):
+        return f"no server answers there: {exc or type(exc).__name__}"
+    if isinstance(exc, (asyncpg.PostgresError, asyncpg.InterfaceError, ValueError)):
+        return str(exc)
+    return None

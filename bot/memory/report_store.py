@@ -185,7 +185,8 @@ async def bot_recent_turns(db: Database, limit: int) -> list[TurnHeader]:
 async def user_turn_log(
     db: Database, user_id: str, since: datetime, limit: int = MAX_LOG_ROWS
 ) -> list[TurnLogEntry]:
-    rows = await fetch_all(db.reader, _USER_TURN_LOG, (user_id, to_db(since), limit))
+    # A negative limit is no limit, as SQLite reads it; PostgreSQL refuses one, so it is spelt out.
+    rows = await fetch_all(db.reader, _USER_TURN_LOG, (user_id, to_db(since), limit if limit >= 0 else 2**63 - 1))
     return [_log_entry(r) for r in rows]
 
 
