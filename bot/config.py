@@ -243,6 +243,22 @@ class Settings(BaseSettings):
         ),
     )
 
+    shard_count: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Discord shards in all, across every bot process (Discord requires sharding past "
+            "2,500 servers). Empty: the count Discord recommends, all run by this process."
+        ),
+    )
+    shard_ids: DiscordIds = Field(
+        default_factory=list,
+        description=(
+            "The shards this process runs, such as 0,1 here and 2,3 in the next process; they "
+            "share one database (DATABASE_URL). Empty: every shard of SHARD_COUNT."
+        ),
+    )
+
     # Character
     character_file: Path | None = Field(
         None,
@@ -436,6 +452,7 @@ class Settings(BaseSettings):
         "allowed_user_ids",
         "allowed_role_ids",
         "blocked_user_ids",
+        "shard_ids",
         mode="before",
     )
     @classmethod
@@ -501,6 +518,15 @@ class Settings(BaseSettings):
         if str(value) in (":memory:", "", ".") or str(value).startswith("file:"):
             raise ValueError(f"Écho needs a database file, such as data/echo.sqlite3; got {str(value)!r}")
         return value
+
+    @model_validator(mode="after")
+    def _shards_within_count(self) -> Self:
+        if self.shard_ids and self.shard_count is None:
+            raise ValueError("SHARD_IDS needs SHARD_COUNT, the number of shards in all processes")
+        outside = [i for i in self.shard_ids if self.shard_count is not None and i >= self.shard_count]
+        if outside:
+            raise ValueError(f"SHARD_IDS {outside} are not shards of SHARD_COUNT={self.shard_count} (0 to {self.shard_count - 1})")
+        return self
 
     @field_validator("database_url")
     @classmethod

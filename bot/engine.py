@@ -101,6 +101,7 @@ REFLECTION_BATCH = 4
 MAX_REFLECTION_ATTEMPTS = 3
 # Reflections of different users running at once (one user's never run concurrently).
 REFLECTION_CONCURRENCY = 2
+OTHER_PROCESS_POLL_SECONDS = 0.5
 REFLECTION_EMBED_TIMEOUT = 30.0
 NEVER_SURFACED_AFTER = 5
 LLM_DOWN_REPLY = (
@@ -819,7 +820,12 @@ class Engine:
                         continue
                     break
                 async with self._reflection_slots, self._user_lock(user_id):
-                    ok = await self._reflect_safely(batch)
+                    async with self.db.exclusive(f"reflect:{user_id}") as mine:
+                        ok = await self._reflect_safely(batch) if mine else None
+                if ok is None:
+                    # Another bot process reflects this user now; what it leaves is seen here next.
+                    await asyncio.sleep(OTHER_PROCESS_POLL_SECONDS)
+                    continue
                 if not ok:
                     break  # the LLM is failing: the periodic sweep retries later
         finally:

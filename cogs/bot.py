@@ -54,13 +54,17 @@ class Translator(app_commands.Translator):
         return COMMANDS.get(language(locale), {}).get(string.message)
 
 
-class EchoBot(commands.Bot):
+class EchoBot(commands.AutoShardedBot):
+    # Sharded in one process by default (Discord's recommended count); SHARD_COUNT and
+    # SHARD_IDS split the shards over processes that share one database.
     def __init__(self, services: Services) -> None:
         super().__init__(
             command_prefix=commands.when_mentioned_or("!"),
             intents=make_intents(services.settings.allowed_channel_ids),
             allowed_mentions=NO_MENTIONS,
             help_command=None,
+            shard_count=services.settings.shard_count,
+            shard_ids=services.settings.shard_ids or None,
         )
         self.services = services
 

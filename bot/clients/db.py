@@ -254,6 +254,13 @@ class Database:
             if self.storage.down:
                 self.storage.recovered("the database accepts writes again after %d failed write(s)")
 
+    @asynccontextmanager
+    async def exclusive(self, name: str) -> AsyncIterator[bool]:
+        """Whether this process may do the work called `name` now (reflect one user, index).
+
+        Always: an SQLite file has one bot process. PostgreSQL answers across processes."""
+        yield True
+
     async def checkpoint(self) -> bool:
         """Copy the WAL into the database file and truncate it to nothing, so that rows just
         deleted leave no copy in the -wal file. True when done; False (logged) when another

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import zlib
+import hashlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -304,10 +304,22 @@ class PostgresDatabase:
                 self.storage.recovered("the database accepts writes again after %d failed write(s)")
 
     @asynccontextmanager
-    async def session(self) -> AsyncIterator[asyncpg.Connection]:
-        """A pooled connection of its own, for session-level advisory locks."""
-        async with self._pool.acquire() as raw:
-            yield raw
+    async def exclusive(self, name: str) -> AsyncIterator[bool]:
+        """Whether this process may do the work called `name` now, i.e. no other process of
+        this database is doing it: a transaction-level advisory lock, tried, not waited for,
+        held until the block ends (or the process dies: the server drops it with the
+        connection). Two processes seeing the same pending exchanges reflect them once, one
+        after the other, never at the same time."""
+        try:
+            async with self._pool.acquire() as raw:
+                async with raw.transaction():
+                    mine = await raw.fetchval("SELECT pg_try_advisory_xact_lock($1)", lock_key(name))
+                    yield bool(mine)
+        except BaseException as exc:
+            failure = storage_failure(self.path, exc)
+            if failure is None:
+                raise
+            raise failure from exc
 
     async def checkpoint(self) -> bool:
         """Nothing to truncate: PostgreSQL recycles its WAL itself (VACUUM reclaims the rows)."""
@@ -317,10 +329,10 @@ class PostgresDatabase:
         await self._pool.close()
 
 
-def user_lock_key(user_id: str) -> int:
-    """A stable 63-bit key per user for advisory locks (crc32 is stable across processes,
-    unlike hash())."""
-    return zlib.crc32(user_id.encode("utf-8")) | (0x5573 << 32)
+def lock_key(name: str) -> int:
+    """A stable advisory-lock key for a name. Two names may share a key (a 64-bit hash): the
+    cost is one of them waiting a turn, never a wrong result. hash() differs per process."""
+    return int.from_bytes(hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
 
 
 async def ping(db: PostgresDatabase) -> None:
