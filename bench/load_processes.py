@@ -14,7 +14,7 @@ the other one has pending. The same users and turns then run in one process on a
 
 Figures, per run: turns/s until every reflection is drained, turn latency p50/p95, and what
 must be 0: lost reflections (answered exchanges unreflected after the drain, or reflected after
-an error), exchanges applied twice (in more than one successful reflection, counted by every
+an error), turn or background errors (raised or logged), exchanges applied twice (in more than one successful reflection, counted by every
 process), duplicate memories (one user's live memories with the same normalised text).
 """
 
@@ -86,6 +86,13 @@ async def worker(target: str, llm_url: str, users: list[SimUser]) -> dict[str, A
     engine._reflect = reflect  # type: ignore[method-assign]
     latencies: list[float] = []
     errors: list[str] = []
+
+    class Errors(logging.Handler):
+        # A background task's failure (a turn record, a reflection) is logged, not raised.
+        def emit(self, record: logging.LogRecord) -> None:
+            errors.append(record.getMessage()[:200])
+
+    logging.getLogger().addHandler(Errors(logging.ERROR))
 
     async def talk(user: SimUser) -> None:
         for index, text in enumerate(user.messages):

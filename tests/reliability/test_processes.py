@@ -58,7 +58,8 @@ async def test_two_processes_seeing_the_same_pending_exchange_reflect_it_once(sh
             await two.wait_reflections("alice")
             assert (reflections, peak) == (1, 1)
             assert [m.text for m in await two.store.list("alice")] == [FACT]
-            assert (await one.stats("alice")).pending_reflections == 0
+            stats = await one.stats("alice")
+            assert (stats.pending_reflections, stats.turns) == (0, 1)
         finally:
             await one.close()
             await two.close()
