@@ -248,7 +248,7 @@ class Settings(BaseSettings):
         ge=1,
         description=(
             "Discord shards in all, across every bot process (Discord requires sharding past "
-            "2,500 servers). Empty: the count Discord recommends, all run by this process."
+            "2,500 servers). Empty: no sharding, one gateway connection."
         ),
     )
     shard_ids: DiscordIds = Field(

@@ -54,9 +54,7 @@ class Translator(app_commands.Translator):
         return COMMANDS.get(language(locale), {}).get(string.message)
 
 
-class EchoBot(commands.AutoShardedBot):
-    # Sharded in one process by default (Discord's recommended count); SHARD_COUNT and
-    # SHARD_IDS split the shards over processes that share one database.
+class EchoBot(commands.Bot):
     def __init__(self, services: Services) -> None:
         super().__init__(
             command_prefix=commands.when_mentioned_or("!"),
@@ -130,6 +128,11 @@ class EchoBot(commands.AutoShardedBot):
         await self.services.engine.close()
 
 
+class ShardedEchoBot(EchoBot, commands.AutoShardedBot):
+    """SHARD_COUNT set: those shards (SHARD_IDS of them, or all) in this process; processes
+    running the other shards share its database (DATABASE_URL)."""
+
+
 class OwnerCommands(commands.Cog):
     """Text commands for the bot's owners: `@Écho sync` (or `!sync` in a DM)."""
 
@@ -166,7 +169,7 @@ async def run_discord(services: Services) -> None:
     token = services.settings.require_discord_token()
     # discord.py has one REST base for the process, webhooks and interactions included.
     discord.http.Route.BASE = services.settings.discord_api_url
-    bot = EchoBot(services)
+    bot = ShardedEchoBot(services) if services.settings.shard_count else EchoBot(services)
     # No heartbeat answered yet (or any more): latency is not a finite number.
     services.health.discord = lambda: bot.is_ready() and not bot.is_closed() and math.isfinite(bot.latency)
     try:

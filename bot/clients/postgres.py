@@ -121,7 +121,7 @@ class Cursor:
 
 
 class _Pending:
-    """`await conn.execute(...)` and `async with conn.execute(...) as cur`, like aiosqlite."""
+    """What conn.execute() returns: awaited, or entered as a context manager, like aiosqlite."""
 
     def __init__(self, run: Any) -> None:
         self._run = run
