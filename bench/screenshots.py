@@ -43,7 +43,7 @@ from bot.engine import Engine, Incoming  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
 from bot.memory.indexing import Indexer  # noqa: E402
 from bot.clients.metrics import Metrics  # noqa: E402
-from bot.web.health import Health  # noqa: E402
+from bot.clients.health import Health  # noqa: E402
 from bot.web.server import WebServer, make_app  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply  # noqa: E402
 
@@ -158,7 +158,7 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, Database, httpx.Asyn
     embedder = metrics.timed(flaky)  # type: ignore[arg-type]
     now = datetime.now(timezone.utc).replace(microsecond=0)
     clock = Clock(now - timedelta(days=5, hours=6))
-    engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings, character=load_character(None), clock=clock, metrics=metrics)
+    engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings.engine, character=load_character(None), clock=clock, metrics=metrics)
     await engine.start()
     indexer = Indexer(db, embedder, cache=engine.cache)
     pinned = await engine.remember("412345678901234567", "Alice préfère qu'on la tutoie.", story_id="chan-1", place="guild-1")

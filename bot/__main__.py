@@ -77,7 +77,9 @@ async def _chat(args: argparse.Namespace) -> None:
     # The terminal is the conversation: only warnings and errors go to the log.
     logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
     async with open_services(settings) as services:
-        await run_chat(services.engine, user=args.user, channel=args.channel, indexer=services.indexer)
+        await run_chat(
+            services.engine, user=args.user, channel=args.channel, stream_replies=settings.stream_replies
+        )
 
 
 async def _discord() -> None:
@@ -86,9 +88,10 @@ async def _discord() -> None:
 
     settings = load_settings()
     logging.getLogger().setLevel(settings.log_level)
-    settings.require_discord_token()
+    # Before anything is opened: without a token nothing is created, not even the database.
+    token = settings.require_discord_token()
     async with open_services(settings) as services:
-        await run_discord(services)
+        await run_discord(services, token)
 
 
 async def _until_signalled(job: Coroutine[Any, Any, None]) -> None:

@@ -22,7 +22,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot.cast import Cast, load_cast
 from bot.character import Character
-from bot.config import Settings
+from bot.config import Settings, WebSettings
 from bot.clients.db import Database, storage_failure
 from bot.clients.embeddings import Embedder, make_embedder
 from bot.errors import EmbeddingError, StartupError
@@ -31,7 +31,7 @@ from bot.clients.llm import LLMClient
 from bot.memory.indexing import Indexer
 from bot.clients.tasks import quiet_when_cancelled
 from bot.clients.metrics import Metrics
-from bot.web.health import Health
+from bot.clients.health import Health
 from bot.web.server import WebServer, make_app
 
 log = logging.getLogger(__name__)
@@ -56,10 +56,6 @@ class Services:
     health: Health
     # The owner's page, when WEB_ENABLED.
     web: WebServer | None = None
-
-
-def _secret(value) -> str | None:  # type: ignore[no-untyped-def]
-    return value.get_secret_value() if value is not None else None
 
 
 async def _warm_up(embedder: Embedder) -> None:
@@ -110,14 +106,13 @@ def _nearest_existing(path: Path) -> Path | None:
     return next((p for p in (path, *path.parents) if p.exists()), None)
 
 
-async def _start_web(settings: Settings, engine: Engine, health: Health, metrics: Metrics) -> WebServer:
-    token = _secret(settings.web_token) or ""  # load_settings refuses WEB_ENABLED without one
-    web = WebServer(make_app(engine, health, metrics, token.strip()))
+async def _start_web(settings: WebSettings, engine: Engine, health: Health, metrics: Metrics) -> WebServer:
+    web = WebServer(make_app(engine, health, metrics, settings.token))
     try:
-        await web.start(settings.web_host, settings.web_port)
+        await web.start(settings.host, settings.port)
     except OSError as exc:
         raise StartupError(
-            f"The owner's page cannot listen on {settings.web_host}:{settings.web_port} ({exc}). "
+            f"The owner's page cannot listen on {settings.host}:{settings.port} ({exc}). "
             "Another program may use that port: set WEB_PORT to a free one, or WEB_ENABLED=false."
         ) from exc
     log.info("owner's page at %s (WEB_HOST, WEB_PORT); it asks for WEB_TOKEN", web.url)
@@ -127,30 +122,32 @@ async def _start_web(settings: Settings, engine: Engine, health: Health, metrics
 @asynccontextmanager
 async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncIterator[Services]:
     """Open everything; on exit, finish or park reflections, stop jobs, close HTTP and the DB."""
-    cast: Cast = load_cast(settings.characters_dir, settings.character_file)
+    storage = settings.storage
+    cast: Cast = load_cast(storage.characters_dir, storage.character_file)
     character = cast.default
-    http = httpx.AsyncClient(timeout=httpx.Timeout(settings.llm_timeout_seconds, connect=5.0))
+    llm_settings = settings.llm
+    http = httpx.AsyncClient(timeout=httpx.Timeout(llm_settings.timeout_seconds, connect=5.0))
     llm = LLMClient(
         http,
-        api=settings.llm_api,
-        base_url=settings.llm_base_url,
-        api_key=_secret(settings.llm_api_key),
-        timeout=settings.llm_timeout_seconds,
-        context_tokens=settings.llm_context_tokens if settings.llm_api == "ollama" else None,
+        api=llm_settings.api,
+        base_url=llm_settings.base_url,
+        api_key=llm_settings.api_key,
+        timeout=llm_settings.timeout_seconds,
+        context_tokens=llm_settings.context_tokens,
     )
     try:
         # Before the database is created: a wrong URL or model leaves nothing behind.
         if check_llm:
-            await llm.check(settings.llm_model)
-            if settings.reflection_model != settings.llm_model:
-                await llm.check(settings.reflection_model)
-        if settings.database_url:
-            db = await _open_postgres(settings.database_url)
+            await llm.check(llm_settings.model)
+            if llm_settings.reflection_model != llm_settings.model:
+                await llm.check(llm_settings.reflection_model)
+        if storage.database_url:
+            db = await _open_postgres(storage.database_url)
         else:
             try:
-                db = await Database.open(settings.database_path)
+                db = await Database.open(storage.database_path)
             except (OSError, sqlite3.Error) as exc:
-                raise StartupError(_unopenable(settings.database_path, exc)) from exc
+                raise StartupError(_unopenable(storage.database_path, exc)) from exc
     except BaseException:
         await http.aclose()
         raise
@@ -160,22 +157,20 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
     metrics = Metrics()
     metrics.watch_storage(lambda: db.storage.failures)
     try:
+        embedding = settings.embedding
         embedder = metrics.timed(
             make_embedder(
-                settings.embeddings,
-                model=settings.embeddings_model,
-                base_url=settings.embeddings_base_url,
-                api_key=_secret(settings.embeddings_api_key),
-                http=http,
+                embedding.kind, model=embedding.model, base_url=embedding.base_url, api_key=embedding.api_key, http=http
             )
         )
         await _warm_up(embedder)
         engine = Engine(
-            db=db, llm=llm, embedder=embedder, settings=settings, character=character, cast=cast, metrics=metrics
+            db=db, llm=llm, embedder=embedder, settings=settings.engine, character=character, cast=cast, metrics=metrics
         )
-        indexer = Indexer(db, embedder, cache=engine.cache)
+        indexer = engine.indexer
+        assert indexer is not None  # the engine has an embedder
         await engine.start()
-        indexer.schedule(scheduler, seconds=settings.index_interval_seconds)
+        indexer.schedule(scheduler, seconds=embedding.index_interval_seconds)
         scheduler.add_job(
             quiet_when_cancelled(engine.resume_pending_reflections),
             "interval",
@@ -185,9 +180,9 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             coalesce=True,
         )
         scheduler.start()
-        health = Health(db=db, llm=llm, model=settings.llm_model, embedder=embedder)
-        if settings.web_enabled:
-            web = await _start_web(settings, engine, health, metrics)
+        health = Health(db=db, llm=llm, model=llm_settings.model, embedder=embedder)
+        if settings.web.enabled:
+            web = await _start_web(settings.web, engine, health, metrics)
         yield Services(settings, db, http, llm, embedder, character, engine, scheduler, indexer, metrics, health, web)
     finally:
         if web is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import logging
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, get_args
 from urllib.parse import urlsplit
@@ -19,9 +20,8 @@ from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from bot.clients.embeddings import EmbedderKind
-from bot.clients.llm import Api
 from bot.errors import ConfigError
+from bot.kinds import Api, EmbedderKind
 
 log = logging.getLogger(__name__)
 
@@ -592,6 +592,64 @@ class Settings(BaseSettings):
             raise ValueError("\n".join(problems))
         return self
 
+    # --- the sections: each part of the bot is handed its own, never the whole ---------------
+
+    @property
+    def engine(self) -> EngineSettings:
+        """What the conversation engine needs: no token, no address, no secret."""
+        return EngineSettings(
+            llm_model=self.llm_model,
+            llm_timeout_seconds=self.llm_timeout_seconds,
+            reflection_model=self.reflection_model,
+            reflection_timeout_seconds=self.reflection_timeout_seconds,
+            max_message_chars=self.max_message_chars,
+            max_memories_per_user=self.max_memories_per_user,
+            history_messages=self.history_messages,
+            history_chars=self.history_chars,
+            lore_budget_chars=self.lore_budget_chars,
+            lore_scan_depth=self.lore_scan_depth,
+            settle_seconds=self.settle_seconds,
+        )
+
+    @property
+    def llm(self) -> LLMSettings:
+        return LLMSettings(
+            api=self.llm_api,
+            base_url=self.llm_base_url,
+            model=self.llm_model,
+            reflection_model=self.reflection_model,
+            api_key=_secret(self.llm_api_key),
+            timeout_seconds=self.llm_timeout_seconds,
+            # Only Ollama is told its context size (num_ctx); other servers keep their own.
+            context_tokens=self.llm_context_tokens if self.llm_api == "ollama" else None,
+        )
+
+    @property
+    def embedding(self) -> EmbeddingSettings:
+        return EmbeddingSettings(
+            kind=self.embeddings,
+            model=self.embeddings_model,
+            base_url=self.embeddings_base_url,
+            api_key=_secret(self.embeddings_api_key),
+            index_interval_seconds=self.index_interval_seconds,
+        )
+
+    @property
+    def storage(self) -> StorageSettings:
+        return StorageSettings(
+            database_path=self.database_path,
+            database_url=self.database_url,
+            character_file=self.character_file,
+            characters_dir=self.characters_dir,
+        )
+
+    @property
+    def web(self) -> WebSettings:
+        # load_settings refuses WEB_ENABLED without a token.
+        return WebSettings(
+            enabled=self.web_enabled, host=self.web_host, port=self.web_port, token=(_secret(self.web_token) or "").strip()
+        )
+
     def require_discord_token(self) -> str:
         """The token, or a ConfigError saying how to get one (checked when the bot starts)."""
         token = self.discord_token.get_secret_value().strip() if self.discord_token else ""
@@ -603,6 +661,66 @@ class Settings(BaseSettings):
                 "To try the character without Discord: python -m bot chat --user <your name>."
             )
         return token
+
+
+# --- the sections ------------------------------------------------------------------------------
+# Built from Settings (the environment names stay flat and stable); plain frozen dataclasses, so a
+# part can also be given one in a test without reading the environment.
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    llm_model: str
+    llm_timeout_seconds: float
+    reflection_model: str
+    reflection_timeout_seconds: float
+    max_message_chars: int
+    max_memories_per_user: int
+    history_messages: int
+    history_chars: int
+    lore_budget_chars: int
+    lore_scan_depth: int
+    settle_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class LLMSettings:
+    api: Api
+    base_url: str
+    model: str
+    reflection_model: str
+    api_key: str | None
+    timeout_seconds: float
+    context_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingSettings:
+    kind: EmbedderKind
+    model: str | None
+    base_url: str | None
+    api_key: str | None
+    index_interval_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSettings:
+    database_path: Path
+    database_url: str | None
+    character_file: Path | None
+    characters_dir: Path | None
+
+
+@dataclass(frozen=True, slots=True)
+class WebSettings:
+    enabled: bool
+    host: str
+    port: int
+    token: str
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
 
 
 def _is_openai_cloud(url: str) -> bool:

@@ -1,23 +1,26 @@
 """The Discord bot: intents, extensions, command-tree sync, start-up errors in plain words.
 
 Built like discord.py's advanced start-up example: the services (database, HTTP client, engine)
-are opened by `bot.app.open_services` and handed in, so the bot holds no resource of its own and
-can be built offline in tests. Cogs are thin translators between Discord and the engine.
+are opened by the entry point (`python -m bot`, through `bot.app.open_services`) and handed in,
+so the bot holds no resource of its own and can be built offline in tests. Cogs are thin
+translators between Discord and the engine, their one door to memory.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from typing import Protocol
 
 import discord
 import yarl
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import Services
+from bot.clients.health import Health
+from bot.config import DEFAULT_DISCORD_API_URL, Settings
+from bot.engine import Engine
 from bot.errors import StartupError
-from bot.config import DEFAULT_DISCORD_API_URL
 from bot.i18n import COMMANDS, language
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,15 @@ class Translator(app_commands.Translator):
         self, string: app_commands.locale_str, locale: discord.Locale, context: app_commands.TranslationContextTypes
     ) -> str | None:
         return COMMANDS.get(language(locale), {}).get(string.message)
+
+
+class Services(Protocol):
+    """What the Discord front end is handed: the engine, the settings of the bot (the Discord
+    ones among them), and the health report it tells whether Discord answers."""
+
+    settings: Settings
+    engine: Engine
+    health: Health
 
 
 class EchoBot(commands.Bot):
@@ -118,15 +130,6 @@ class EchoBot(commands.Bot):
     async def on_ready(self) -> None:
         log.info("connected to Discord as %s (id %s)", self.user, self.user.id if self.user else "?")
 
-    async def close(self) -> None:
-        """Leave the gateway, then let in-flight reflections finish (they need no Discord).
-
-        What does not finish in time stays pending and is reflected at the next start. The
-        services themselves are closed by `open_services` once `run_discord` returns.
-        """
-        await super().close()
-        await self.services.engine.close()
-
 
 class ShardedEchoBot(EchoBot, commands.AutoShardedBot):
     """SHARD_COUNT set: those shards (SHARD_IDS of them, or all) in this process; processes
@@ -164,9 +167,11 @@ class OwnerCommands(commands.Cog):
         await ctx.send(f"Failed: {error}")
 
 
-async def run_discord(services: Services) -> None:
-    """Connect and run until the process is stopped; start-up problems become StartupError."""
-    token = services.settings.require_discord_token()
+async def run_discord(services: Services, token: str) -> None:
+    """Connect and run until the process is stopped; start-up problems become StartupError.
+
+    Leaving closes the gateway only: the services, the engine among them (in-flight reflections
+    finish or stay pending), are closed by whoever opened them."""
     # discord.py has one REST base for the process, webhooks and interactions included.
     discord.http.Route.BASE = services.settings.discord_api_url
     bot = ShardedEchoBot(services) if services.settings.shard_count else EchoBot(services)

@@ -38,7 +38,6 @@ RATE_LIMITED_REACTION = "⏳"
 # Discord gives a channel's message writes one rate-limit bucket (about 5 per 5 s), shared by
 # posts and edits: a streamed reply edits at most this often per channel.
 EDIT_INTERVAL = 1.2
-CUT_NOTE = "*(…my answer was cut off here.)*"
 
 
 def message_facts(message: discord.Message, bot_id: int) -> MessageFacts:
@@ -220,11 +219,11 @@ class _Images:
 
 class Conversation(commands.Cog):
     def __init__(
-        self, bot: commands.Bot, engine: Engine, *, clock: Callable[[], float] = time.monotonic
+        self, bot: EchoBot, engine: Engine, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.bot = bot
         self.engine = engine
-        settings = engine.settings
+        self.settings = settings = bot.services.settings
         self.policy = AnswerPolicy.from_settings(settings)
         self.limiter = RateLimiter(
             settings.user_rate_limit_messages, settings.user_rate_limit_seconds, clock=clock
@@ -274,7 +273,7 @@ class Conversation(commands.Cog):
                 log.info("user %s is over the rate limit; their messages are ignored for a while", user_id)
                 await self._react(message, RATE_LIMITED_REACTION)
             return
-        wait = self.engine.settings.burst_seconds
+        wait = self.settings.burst_seconds
         if wait <= 0:
             await self.respond([message], [text])
             return
@@ -321,20 +320,18 @@ class Conversation(commands.Cog):
             message_id=str(last.id),
             history=await self._history(first, me.id, character),
             images=seen.images,
-            swipes=self.engine.settings.settle_seconds > 0,
+            swipes=self.settings.settle_seconds > 0,
         )
         voice = await self.voices.voice_for(last.channel, character, me)
-        if self.engine.settings.stream_replies:
+        if self.settings.stream_replies:
             result, sent = await self.streamed_turn(last, incoming, voice)
         else:
             async with last.channel.typing():
                 result = await self.engine.turn(incoming)
-            sent = await send_reply(last, _shown_text(result), voice)
-        if result.reply is not None:
-            if result.exchange_id is not None:
-                await self.engine.reply_sent(user_id, result.exchange_id, str(sent[-1].id))
-                await self._add_swipe_controls(incoming, result, sent)
-            self.engine.schedule_reflection(user_id)
+            sent = await send_reply(last, result.shown, voice)
+        if result.reply is not None and result.exchange_id is not None:
+            await self.engine.reply_sent(user_id, result.exchange_id, str(sent[-1].id))
+            await self._add_swipe_controls(incoming, result, sent)
         return sent
 
     async def character_for(self, message: discord.Message) -> Character:
@@ -351,11 +348,11 @@ class Conversation(commands.Cog):
     ) -> tuple[TurnResult, list[discord.Message]]:
         async with LiveReply(message, self.pacer, voice) as live:
             result = await self.engine.turn(incoming, on_text=live.update)
-            return result, await live.finish(_shown_text(result))
+            return result, await live.finish(result.shown)
 
     async def _images(self, messages: Sequence[discord.Message]) -> _Images:
         """Marks naming every image; with LLM_VISION, the images themselves, within bounds."""
-        settings = self.engine.settings
+        settings = self.settings
         seen = _Images()
         for attachment in (a for m in messages for a in _image_attachments(m)):
             name = attachment.filename
@@ -412,7 +409,7 @@ class Conversation(commands.Cog):
         """The channel's messages before this one, oldest first (empty when unreadable). The
         character's own lines are its turns; every other line, another character's included,
         is named by its speaker."""
-        limit = self.engine.settings.history_messages
+        limit = self.settings.history_messages
         if limit == 0:
             return []
         try:
@@ -443,13 +440,6 @@ class Conversation(commands.Cog):
 
 def _image_attachments(message: discord.Message) -> list[discord.Attachment]:
     return [a for a in message.attachments if (a.content_type or "").startswith("image/")]
-
-
-def _shown_text(result: TurnResult) -> str:
-    """What the user reads: the reply (marked when cut), or the apology."""
-    if result.reply is None:
-        return result.apology
-    return f"{result.reply}\n\n{CUT_NOTE}" if result.cut else result.reply
 
 
 async def setup(bot: EchoBot) -> None:

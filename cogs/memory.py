@@ -28,25 +28,11 @@ from cogs.utils.answering import (
 from cogs.utils.voices import character_at
 from bot.i18n import language
 from bot.i18n import text as tr
-from bot.engine import Engine, export_json
+from bot.engine import MAX_MEMORY_CHARS, Engine, export_json
 from bot.memory.model import MEMORY_TYPES, Memory
-from bot.memory.store import MAX_MEMORY_CHARS
-from bot.errors import InvalidMemory
-from bot.memory.story_store import story_history
+from bot import memory_commands
 from cogs.utils.views import UnknownCharacter, open_editor, report_failure, say
-from bot.presenting import (
-    forget_result,
-    history_text,
-    clip,
-    memory_pages_with_spans,
-    not_remembered,
-    pin_result,
-    remembered,
-    restore_result,
-    sharing_text,
-    stats_text,
-    why_text,
-)
+from bot.presenting import clip, memory_pages_with_spans
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +186,8 @@ class MemoryCommands(commands.Cog):
     def __init__(self, bot: commands.Bot, engine: Engine) -> None:
         self.bot = bot
         self.engine = engine
-        self.policy = AnswerPolicy.from_settings(engine.settings)
+        self.run = memory_commands.MemoryCommands(engine)
+        self.policy = AnswerPolicy.from_settings(bot.services.settings)
         # Context menus cannot be declared in a cog's body; added to the tree on load.
         self.remember_menu = app_commands.ContextMenu(name="Remember this", callback=self.remember_this)
         # Built from a bound method, the menu has no cog binding: cog_app_command_error never
@@ -258,7 +245,7 @@ class MemoryCommands(commands.Cog):
         self, interaction: discord.Interaction, kind: app_commands.Choice[str] | None = None, character: str | None = None
     ) -> None:
         owner = self._owner(interaction, character)
-        found = await self.engine.store.list(owner, types=[kind.value] if kind else None)
+        found = await self.engine.memories(owner, types=[kind.value] if kind else None)
         pages = memory_pages_with_spans(found, now=self.engine.clock(), lang=_lang(interaction))
         if not found:
             await say(interaction, pages[0][0])
@@ -277,21 +264,18 @@ class MemoryCommands(commands.Cog):
     @app_commands.command(name="history", description="Archived versions of your memories, to bring back with /restore")
     @app_commands.describe(character=CHARACTER_OPTION)
     async def history(self, interaction: discord.Interaction, character: str | None = None) -> None:
-        user = self._owner(interaction, character)
-        entries = await self.engine.store.history(user)
-        removals = await story_history(self.engine.db, user, None, operations=("anchor_removed",))
-        await say(interaction, history_text(entries, removals, lang=_lang(interaction)))
+        await say(interaction, await self.run.history(self._owner(interaction, character), lang=_lang(interaction)))
 
     @app_commands.command(name="why", description="The memories I used for your last message in this channel, and why")
     @app_commands.describe(character=CHARACTER_OPTION)
     async def why(self, interaction: discord.Interaction, character: str | None = None) -> None:
-        selection = await self.engine.why(self._owner(interaction, character), str(interaction.channel_id))
-        await say(interaction, why_text(selection, lang=_lang(interaction)))
+        answer = await self.run.why(self._owner(interaction, character), str(interaction.channel_id), lang=_lang(interaction))
+        await say(interaction, answer)
 
     @app_commands.command(name="memory-stats", description="Statistics on your memories: never recalled, degraded turns")
     @app_commands.describe(character=CHARACTER_OPTION)
     async def memory_stats(self, interaction: discord.Interaction, character: str | None = None) -> None:
-        await say(interaction, stats_text(await self.engine.stats(self._owner(interaction, character)), lang=_lang(interaction)))
+        await say(interaction, await self.run.stats(self._owner(interaction, character), lang=_lang(interaction)))
 
     # --- writing --------------------------------------------------------------------------
 
@@ -320,46 +304,39 @@ class MemoryCommands(commands.Cog):
     ) -> str:
         if not self._may_add(interaction):
             return tr(_lang(interaction), "remember_refused")
-        try:
-            memory_id = await self.engine.remember(
-                self._owner(interaction, character),
-                text,
-                story_id=str(interaction.channel_id),
-                place=place_of(interaction.guild_id),
-                source=source,
-            )
-        except InvalidMemory as exc:
-            return not_remembered(exc, lang=_lang(interaction))
-        return remembered(memory_id, lang=_lang(interaction))
+        return await self.run.remember(
+            self._owner(interaction, character),
+            text,
+            story_id=str(interaction.channel_id),
+            place=place_of(interaction.guild_id),
+            source=source,
+            lang=_lang(interaction),
+        )
 
     @app_commands.command(name="pin", description="Always keep one of your memories in my context")
     @app_commands.rename(memory_id="id")
     @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
     async def pin(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
-        done = await self.engine.pin(self._owner(interaction, character), memory_id, True)
-        await say(interaction, pin_result(memory_id, True, done, lang=_lang(interaction)))
+        await say(interaction, await self.run.pin(self._owner(interaction, character), memory_id, True, lang=_lang(interaction)))
 
     @app_commands.command(name="unpin", description="Stop always keeping a memory in my context")
     @app_commands.rename(memory_id="id")
     @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
     async def unpin(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
-        done = await self.engine.pin(self._owner(interaction, character), memory_id, False)
-        await say(interaction, pin_result(memory_id, False, done, lang=_lang(interaction)))
+        await say(interaction, await self.run.pin(self._owner(interaction, character), memory_id, False, lang=_lang(interaction)))
 
     @app_commands.command(name="forget", description="Forget one of your memories (archived: /restore brings it back)")
     @app_commands.rename(memory_id="id")
     @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
     async def forget(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
-        done = await self.engine.forget(self._owner(interaction, character), memory_id)
-        await say(interaction, forget_result(memory_id, done, lang=_lang(interaction)))
+        await say(interaction, await self.run.forget(self._owner(interaction, character), memory_id, lang=_lang(interaction)))
 
     @app_commands.command(name="restore", description="Bring back an archived version of one of your memories")
     @app_commands.describe(
         history_id="The archived version's number (h…, see /history); start typing to search", character=CHARACTER_OPTION
     )
     async def restore(self, interaction: discord.Interaction, history_id: int, character: str | None = None) -> None:
-        restored = await self.engine.restore(self._owner(interaction, character), history_id)
-        await say(interaction, restore_result(history_id, restored, lang=_lang(interaction)))
+        await say(interaction, await self.run.restore(self._owner(interaction, character), history_id, lang=_lang(interaction)))
 
     @pin.autocomplete("memory_id")
     @unpin.autocomplete("memory_id")
@@ -367,14 +344,14 @@ class MemoryCommands(commands.Cog):
     async def memory_id_autocomplete(
         self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[int]]:
-        memories = await self.engine.store.list(self._typed_owner(interaction))
+        memories = await self.engine.memories(self._typed_owner(interaction))
         return [app_commands.Choice(name=name, value=value) for name, value in memory_choices(memories, current)]
 
     @restore.autocomplete("history_id")
     async def history_id_autocomplete(
         self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[int]]:
-        entries = await self.engine.store.history(self._typed_owner(interaction))
+        entries, _ = await self.engine.history(self._typed_owner(interaction))
         return [app_commands.Choice(name=name, value=value) for name, value in history_choices(entries, current)]
 
     @memories.autocomplete("character")
@@ -400,12 +377,8 @@ class MemoryCommands(commands.Cog):
     @app_commands.describe(state="on: memories cross places; off (default): each place keeps its own")
     @app_commands.choices(state=[app_commands.Choice(name="on", value="on"), app_commands.Choice(name="off", value="off")])
     async def share(self, interaction: discord.Interaction, state: app_commands.Choice[str] | None = None) -> None:
-        user = self._owner(interaction)
-        if state is None:
-            await say(interaction, sharing_text(await self.engine.sharing(user), changed=False, lang=_lang(interaction)))
-            return
-        await self.engine.set_sharing(user, state.value == "on")
-        await say(interaction, sharing_text(state.value == "on", changed=True, lang=_lang(interaction)))
+        on = None if state is None else state.value == "on"
+        await say(interaction, await self.run.share(self._owner(interaction), on, lang=_lang(interaction)))
 
     @app_commands.command(name="export", description="Download everything I store about you, as a JSON file")
     async def export(self, interaction: discord.Interaction) -> None:

@@ -18,8 +18,7 @@ from discord.ext import commands
 
 from cogs.bot import EchoBot
 from cogs.utils.answering import clean_incoming
-from bot.engine import Engine, Receipt
-from bot.memory.exchange_store import SettledExchange
+from bot.engine import Engine, Receipt, SettledExchange
 from bot.presenting import RECEIPT_ICON
 from cogs.utils.views import DYNAMIC_ITEMS, receipt_view
 
@@ -27,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 class MessageEvents(commands.Cog):
-    def __init__(self, bot: commands.Bot, engine: Engine) -> None:
+    def __init__(self, bot: EchoBot, engine: Engine) -> None:
         self.bot = bot
         self.engine = engine
         # One update at a time per reply: a settle and a receipt may race to edit the same one.
@@ -107,7 +106,7 @@ class MessageEvents(commands.Cog):
         async with self._lock(event.reply_message_id):
             changes = await self.engine.receipt_size(event.user_id, event.id)
             person = self.engine.cast.user_of_key(event.user_id)
-            button = changes and self.engine.settings.memory_receipts == "button" and person.isdigit()
+            button = changes and self.bot.services.settings.memory_receipts == "button" and person.isdigit()
             view = receipt_view(event.user_id, event.id, changes) if button else None
             try:
                 await message.edit(view=view)
@@ -115,7 +114,7 @@ class MessageEvents(commands.Cog):
                 log.debug("could not remove the buttons of a settled reply: %s", exc)
 
     async def receipt(self, event: Receipt) -> None:
-        mode = self.engine.settings.memory_receipts
+        mode = self.bot.services.settings.memory_receipts
         message = self._reply_message(event.story_id, event.reply_message_id)
         person = self.engine.cast.user_of_key(event.user_id)
         if message is None or event.reply_message_id is None or mode == "off" or not person.isdigit():

@@ -83,7 +83,7 @@ async def test_erase_and_export_of_a_person_cover_every_character_key_and_no_one
     config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
     async with httpx.AsyncClient(trust_env=False) as http:
         llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-        engine = Engine(db=db, llm=llm, embedder=None, settings=config, character=cast.default, cast=cast)
+        engine = Engine(db=db, llm=llm, embedder=None, settings=config.engine, character=cast.default, cast=cast)
         await engine.start()
         llm_server.handler = lambda r: "{}" if r.json_schema is not None else "ok"
         for user in ("42", "420", "4_2"):
@@ -143,7 +143,7 @@ async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_f
 
     async with httpx.AsyncClient(trust_env=False) as http:
         llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-        engine = Engine(db=db, llm=llm, embedder=None, settings=config, character=cast.default, cast=cast)
+        engine = Engine(db=db, llm=llm, embedder=None, settings=config.engine, character=cast.default, cast=cast)
         await engine.start()
         llm_server.handler = answer
         marc = cast.memory_key("42", cast.characters["marc"])

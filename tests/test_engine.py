@@ -44,7 +44,7 @@ def make_engine(db, http, llm_server, tmp_path, *, embedder=None, clock=None, **
     )
     llm = LLMClient(http, api="ollama", base_url=llm_server.url)
     extra = {"clock": clock} if clock is not None else {}
-    return Engine(db=db, llm=llm, embedder=embedder, settings=config, character=load_character(None), **extra)
+    return Engine(db=db, llm=llm, embedder=embedder, settings=config.engine, character=load_character(None), **extra)
 
 
 def msg(text: str, *, user: str = "alice", story: str = "chan-1", place: str = "guild-1") -> Incoming:
@@ -257,7 +257,7 @@ async def test_a_crashing_reflection_counts_attempts_and_does_not_block_later_ex
         if r.json_schema is not None
         else "ok"
     )
-    import bot.engine as engine_module
+    import bot.reflection_worker as engine_module
 
     real_apply = engine_module.apply_reflection
     crashes = 0
@@ -321,8 +321,8 @@ async def test_a_batch_handed_out_twice_is_reflected_once(db, http, llm_server, 
         else "ok"
     )
     await engine.turn(msg("Je suis allergique aux arachides."))
-    batch = await engine._pending("alice")
-    assert await engine._reflect_safely(batch) and await engine._reflect_safely(batch)
+    batch = await engine.reflections.pending("alice")
+    assert await engine.reflections.reflect_safely(batch) and await engine.reflections.reflect_safely(batch)
     assert [m.text for m in await engine.store.list("alice")] == ["L'utilisateur est allergique aux arachides."]
     async with db.reader.execute("SELECT reflection_attempts, last_error FROM exchanges") as cur:
         assert [tuple(r) for r in await cur.fetchall()] == [(0, None)]
@@ -334,10 +334,10 @@ async def test_an_llm_outage_is_logged_once_and_its_end_once(db, http, llm_serve
     engine = make_engine(db, http, llm_server, tmp_path)
     for _ in range(3):
         llm_server.replies.append(Reply(status=500, error="CUDA out of memory"))
-    with caplog.at_level(logging.INFO, logger="bot.engine"):
+    with caplog.at_level(logging.INFO, logger="bot.turn"):
         results = [await engine.turn(msg(f"message {n}")) for n in range(4)]
     assert [r.reply is None for r in results] == [True, True, True, False]
-    logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "bot.engine"]
+    logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "bot.turn"]
     assert [level for level, _ in logged] == [logging.WARNING, logging.INFO]
     assert "CUDA out of memory" in logged[0][1] and "after 3 failed" in logged[1][1]
     assert engine.reply_outage.failures == 3
@@ -371,3 +371,21 @@ async def test_a_stream_cut_halfway_is_the_reply_as_far_as_it_went(db, http, llm
     assert result.error is not None and "cut" in result.error
     async with db.reader.execute("SELECT reply FROM exchanges") as cur:
         assert [tuple(row) for row in await cur.fetchall()] == [("Il était une",)]
+
+
+async def test_a_turn_schedules_its_own_reflection(db, http, llm_server, tmp_path):
+    # No front end calls schedule_reflection: the answered message is reflected all the same.
+    engine = make_engine(db, http, llm_server, tmp_path)
+
+    def handler(request: LLMRequest) -> str:
+        if request.json_schema is not None:
+            return json.dumps({"memories": [{"text": "L'utilisateur joue du violoncelle.", "type": "fact", "confidence": 0.9}]})
+        return "Enchantée !"
+
+    llm_server.handler = handler
+    result = await engine.turn(msg("Je joue du violoncelle."))
+    assert result.reply == "Enchantée !"
+    await engine.wait_reflections("alice")
+    assert [m.text for m in await engine.store.list("alice")] == ["L'utilisateur joue du violoncelle."]
+    async with db.reader.execute("SELECT reflected_at IS NOT NULL FROM exchanges WHERE user_id = 'alice'") as cur:
+        assert [r[0] for r in await cur.fetchall()] == [1]

@@ -43,7 +43,7 @@ async def test_three_people_in_one_channel_each_keep_only_their_own_facts(db, ll
     async with httpx.AsyncClient(trust_env=False) as http:
         engine = Engine(
             db=db, llm=LLMClient(http, api="ollama", base_url=llm_server.url), embedder=None,
-            settings=config, character=load_character(None),
+            settings=config.engine, character=load_character(None),
         )
         await engine.start()
         history: list[ChannelLine] = []

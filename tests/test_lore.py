@@ -174,7 +174,7 @@ def lore_engine(db, http, llm_server, tmp_path) -> Engine:
     (tmp_path / "lina.yaml").write_text("name: Lina\npersona: A sailor of Vellmar.\nlore: lore.yaml\n", encoding="utf-8")
     config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
     llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-    return Engine(db=db, llm=llm, embedder=None, settings=config, character=load_character(tmp_path / "lina.yaml"))
+    return Engine(db=db, llm=llm, embedder=None, settings=config.engine, character=load_character(tmp_path / "lina.yaml"))
 
 
 async def test_fired_lore_enters_its_own_block_outside_the_memories_and_shows_in_why(db, http, llm_server, tmp_path):

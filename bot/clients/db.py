@@ -22,7 +22,7 @@ from typing import Any
 
 import aiosqlite
 
-from bot.memory.model import as_utc
+from bot.clients.values import as_utc
 
 from bot.clients.outage import Outage
 from bot.errors import MigrationError, StorageError

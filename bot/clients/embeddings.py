@@ -17,6 +17,7 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
 from bot.errors import EmbeddingError
+from bot.kinds import EmbedderKind
 
 # The turn embeds only its own query, once, bounded as a whole (seed 000: healthy latency is
 # 0.2-0.8 s; retrying a sleeping machine does not wake it up).
@@ -41,7 +42,6 @@ DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 #   query:      "query: " on both sides (the model card's advice for symmetric similarity);
 #   passage:    "passage: " on both sides.
 PrefixMode = Literal["asymmetric", "query", "passage"]
-EmbedderKind = Literal["local", "ollama", "openai"]
 
 
 class Embedder(Protocol):

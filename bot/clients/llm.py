@@ -18,17 +18,17 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from bot.memory.text import storable
+from bot.clients.values import storable
+from bot.kinds import Api
 from bot.errors import LLMBadResponse, LLMError, LLMStreamCut, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
 
 log = logging.getLogger(__name__)
 
-Api = Literal["ollama", "openai"]
 
 # Listing models takes milliseconds on a healthy server: start-up must not wait for a whole
 # generation's timeout.

@@ -353,10 +353,15 @@ async def changes_of(db: Database, user_id: str, exchange_id: int) -> list[Memor
 
 
 # One literal statement per table: SQL text is never assembled from strings.
+# The exchanges and what the turns recorded of them (/why, counters, the turn log).
 _ERASE_USER: Sequence[str] = (
     "DELETE FROM exchange_replies WHERE user_id = ?",
     "DELETE FROM memory_sources WHERE user_id = ?",
     "DELETE FROM memory_changes WHERE user_id = ?",
+    "DELETE FROM exchanges WHERE user_id = ?",
+    "DELETE FROM turns WHERE user_id = ?",
+    "DELETE FROM turn_stats WHERE user_id = ?",
+    "DELETE FROM turn_log WHERE user_id = ?",
 )
 
 
@@ -365,13 +370,26 @@ async def erase_user_exchange_data(conn: aiosqlite.Connection, user_id: str) -> 
         await conn.execute(statement, (user_id,))
 
 
-async def export_rows(db: Database, user_id: str) -> tuple[dict[int, list[str]], dict[int, list[int]]]:
-    """For the data export: each exchange's answers in order, and each memory's source exchanges."""
+async def export_exchanges(db: Database, user_id: str) -> list[dict[str, Any]]:
+    """For the data export: the user's exchanges, each with its answers in order."""
     answers: dict[int, list[str]] = {}
     for row in await fetch_all(
         db.reader, "SELECT exchange_id, text FROM exchange_replies WHERE user_id = ? ORDER BY exchange_id, n", (user_id,)
     ):
         answers.setdefault(int(row[0]), []).append(row[1])
+    rows = await fetch_all(
+        db.reader,
+        "SELECT id, story_id, user_message, reply, created_at FROM exchanges WHERE user_id = ? ORDER BY id",
+        (user_id,),
+    )
+    return [
+        {"id": r[0], "story_id": r[1], "message": r[2], "reply": r[3], "answers": answers.get(r[0], []), "at": r[4]}
+        for r in rows
+    ]
+
+
+async def memory_sources(db: Database, user_id: str) -> dict[int, list[int]]:
+    """For the data export: each memory's source exchanges."""
     sources: dict[int, list[int]] = {}
     for row in await fetch_all(
         db.reader,
@@ -379,4 +397,118 @@ async def export_rows(db: Database, user_id: str) -> tuple[dict[int, list[str]],
         (user_id,),
     ):
         sources.setdefault(int(row[0]), []).append(int(row[1]))
-    return answers, sources
+    return sources
+
+
+# --- the turn's exchange and its reflection --------------------------------------------------
+
+
+@dataclass(slots=True)
+class PendingExchange:
+    """An answered, settled exchange waiting for its reflection."""
+
+    id: int
+    user_id: str
+    user_name: str
+    story_id: str
+    place: str
+    message_id: str | None
+    user_message: str
+    reply: str
+    attempts: int
+    edited_from: str | None
+    reply_message_id: str | None
+
+
+async def save_exchange(
+    conn: aiosqlite.Connection,
+    user_id: str,
+    *,
+    user_name: str,
+    story_id: str,
+    place: str,
+    message_id: str | None,
+    text: str,
+    now: datetime,
+) -> int:
+    cur = await conn.execute(
+        "INSERT INTO exchanges (user_id, user_name, story_id, place, message_id, "
+        "user_message, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (user_id, user_name, story_id, place, message_id, text, to_db(now)),
+    )
+    return int(cur.lastrowid or 0)
+
+
+async def set_reply(conn: aiosqlite.Connection, user_id: str, exchange_id: int, reply: str, *, now: datetime) -> None:
+    await conn.execute(
+        "UPDATE exchanges SET reply = ?, answered_at = ? WHERE user_id = ? AND id = ?",
+        (reply, to_db(now), user_id, exchange_id),
+    )
+
+
+async def reply_message_of(db: Database, user_id: str, exchange_id: int) -> str | None:
+    """The front end's id of the message holding the exchange's reply, once it was sent."""
+    row = await fetch_one(
+        db.reader, "SELECT reply_message_id FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id)
+    )
+    return row[0] if row else None
+
+
+async def exchange_failed(db: Database, user_id: str, exchange_id: int, error: str) -> None:
+    async with db.write() as conn:
+        await conn.execute(
+            "UPDATE exchanges SET last_error = ? WHERE user_id = ? AND id = ?",
+            (error[:500], user_id, exchange_id),
+        )
+
+
+async def users_pending_reflection(db: Database) -> list[str]:
+    rows = await fetch_all(
+        db.reader,
+        "SELECT DISTINCT user_id FROM exchanges WHERE reflected_at IS NULL AND reply IS NOT NULL",
+    )
+    return [r[0] for r in rows]
+
+
+async def count_pending_reflection(db: Database, user_id: str) -> int:
+    row = await fetch_one(
+        db.reader,
+        "SELECT COUNT(*) FROM exchanges WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL",
+        (user_id,),
+    )
+    return int(row[0]) if row else 0
+
+
+async def pending_exchanges(db: Database, user_id: str, limit: int) -> list[PendingExchange]:
+    """The user's oldest answered, settled and unreflected exchanges."""
+    rows = await fetch_all(
+        db.reader,
+        "SELECT id, user_id, user_name, story_id, place, message_id, user_message, reply, "
+        "reflection_attempts, edited_from, reply_message_id FROM exchanges "
+        "WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL AND settled_at IS NOT NULL "
+        "ORDER BY id LIMIT ?",
+        (user_id, limit),
+    )
+    return [PendingExchange(*row) for row in rows]
+
+
+async def mark_reflected(conn: aiosqlite.Connection, user_id: str, exchange: PendingExchange, *, now: datetime) -> int:
+    """1 when marked; 0 when the exchange is gone, already reflected, or its text was edited
+    since it was read (it is then pending again)."""
+    cur = await conn.execute(
+        "UPDATE exchanges SET reflected_at = ?, last_error = NULL, edited_from = NULL "
+        "WHERE user_id = ? AND id = ? AND reflected_at IS NULL AND user_message = ?",
+        (to_db(now), user_id, exchange.id, exchange.user_message),
+    )
+    return cur.rowcount
+
+
+async def reflection_attempt_failed(
+    conn: aiosqlite.Connection, user_id: str, exchange_id: int, *, attempts: int, error: str, set_aside_at: datetime | None
+) -> None:
+    """Count a failed attempt; with `set_aside_at`, the exchange is no longer pending."""
+    await conn.execute(
+        "UPDATE exchanges SET reflection_attempts = ?, last_error = ?, "
+        "reflected_at = COALESCE(?, reflected_at) WHERE user_id = ? AND id = ?",
+        (attempts, error[:500], to_db(set_aside_at) if set_aside_at is not None else None, user_id, exchange_id),
+    )

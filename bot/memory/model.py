@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Literal, get_args
 
+from bot.clients.values import as_utc
+
 MemoryType = Literal["fact", "preference", "promise", "episode", "rule"]
 Scope = Literal["global", "story"]
 
@@ -23,17 +25,6 @@ def utcnow() -> datetime:
 # 0001 for "unknown") and, near the ends of the calendar, may have no UTC instant to store.
 EARLIEST_EXPIRY = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LATEST_EXPIRY = datetime(9998, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
-
-
-def as_utc(value: datetime) -> datetime:
-    """`value` in UTC, a naive one read as UTC. ValueError when it has no UTC instant in the
-    years 1 to 9999 ("9999-12-31T23:59:59-05:00" parses but has none)."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    try:
-        return value.astimezone(timezone.utc)
-    except OverflowError:
-        raise ValueError(f"date out of range: {value.isoformat()} has no UTC instant") from None
 
 
 def checked_expiry(value: datetime | None) -> datetime | None:

@@ -211,6 +211,34 @@ class Recall:
             )
         return cosine_scores(vector, ids, matrix)
 
+    async def neighbours(
+        self, user_id: str, text: str, *, story_id: str, place: str, limit: int, timeout: float | None = None
+    ) -> list[Memory]:
+        """The memories closest to `text`, for the reflection: by meaning first, then the
+        lexical matches, topped up with the most recently updated ones.
+
+        share=False: a reflection in a guild must not be able to touch what was said in a DM.
+        """
+        memories = await self.candidates(user_id, story_id=story_id, place=place, share=False)
+        if not memories:
+            return []
+        by_id = {m.id: m for m in memories}
+        scores: dict[int, float] = {}
+        try:
+            semantic = await self.semantic_scores(user_id, text, timeout=timeout)
+            scores = {i: s for i, s in semantic.items() if i in by_id}
+        except EmbeddingError as exc:
+            log.info("reflection shows lexical neighbours only: %s", exc)
+        lexical = await lexical_matches(self.db, user_id, text, limit, now=self.clock(), among=list(by_id))
+        ranked = sorted(scores, key=lambda i: -scores[i])[:limit]
+        for memory_id in lexical:
+            if memory_id in by_id and memory_id not in ranked:
+                ranked.append(memory_id)
+        if len(ranked) < limit:
+            recent = sorted(memories, key=lambda m: (m.updated_at, m.id), reverse=True)
+            ranked.extend(m.id for m in recent if m.id not in ranked)
+        return [by_id[i] for i in ranked[: limit + len(lexical)]]
+
     async def select_for_turn(
         self,
         user_id: str,

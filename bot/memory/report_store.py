@@ -7,6 +7,7 @@ each with its reason, in tests/reliability/test_sql_scoping.py.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -230,3 +231,16 @@ async def user_turn(db: Database, user_id: str, turn_id: int) -> TurnSelection |
     if row is None:
         return None
     return turn_from_row(user_id, row[0], row[1], row[2], row[3], row[4], row[5])
+
+
+async def export_turns(db: Database, user_id: str) -> list[dict[str, Any]]:
+    """For the data export: every turn kept for /why, with its whole selection."""
+    rows = await fetch_all(
+        db.reader,
+        "SELECT story_id, query, degraded, detail, created_at FROM turns WHERE user_id = ? ORDER BY id",
+        (user_id,),
+    )
+    return [
+        {"story_id": r[0], "message": r[1], "degraded": bool(r[2]), "selection": json.loads(r[3]), "at": r[4]}
+        for r in rows
+    ]

@@ -304,6 +304,13 @@ async def delete_memory(
     return True
 
 
+async def replace_rules(conn: aiosqlite.Connection, owner: str, rules: Sequence[str], *, now: datetime) -> None:
+    """A character's rules, as `rule` memories of the character itself, rewritten whole."""
+    await conn.execute("DELETE FROM memories WHERE user_id = ? AND type = 'rule'", (owner,))
+    for rule in rules:
+        await insert_memory(conn, owner, NewMemory(text=rule, type="rule"), now=now)
+
+
 async def erase_user_memories(conn: aiosqlite.Connection, user_id: str) -> EraseReport:
     """The one real deletion: the user's memories (their vectors cascade) and whole history."""
     cur = await conn.execute("DELETE FROM memories WHERE user_id = ?", (user_id,))

@@ -5,23 +5,17 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from bot.clients.values import storable
+
+__all__ = ["storable"]  # its home is the clients' leaf module; re-exported for the core
+
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'", "´": "'", "ʼ": "'"})
 _DASHES = str.maketrans({"–": "-", "—": "-", "‑": "-"})
 _SPACES = re.compile(r"\s+")
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 # A word keeps its inner hyphens ("après-demain" stays one token) and its digits.
 _WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*", re.UNICODE)
 # French elisions are split off: "l'utilisateur" -> "utilisateur", "n'aime" -> "aime".
 _ELISION = re.compile(r"^(?:l|d|j|n|m|t|s|c|qu|jusqu|lorsqu|puisqu)'", re.IGNORECASE)
-
-
-def storable(text: str) -> str:
-    """Text that UTF-8, SQLite and every later read accept: lone surrogates (from a JSON escape,
-    a model's byte soup or undecodable terminal input) become U+FFFD and NUL is dropped.
-
-    Every text entering Écho (a message, a model's reply or reflection, a character file) goes
-    through this once, where it enters, so nothing downstream has to guard against it."""
-    return _UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text)
 
 
 # Characters that draw nothing: the format characters (soft hyphen, zero-width space and joiners,

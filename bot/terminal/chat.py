@@ -14,8 +14,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from bot.character import fill_user
-from bot.engine import Engine, Incoming
-from bot.memory.indexing import Indexer
+from bot.engine import CUT_NOTE, Engine, Incoming
 from bot.memory.text import storable
 from bot.prompting import ChannelLine
 from bot.terminal.commands import HELP, Session, run_command
@@ -79,7 +78,7 @@ async def run_chat(
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
     interactive: bool | None = None,
-    indexer: Indexer | None = None,
+    stream_replies: bool = True,
 ) -> None:
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
@@ -120,7 +119,7 @@ async def run_chat(
                 stdout.flush()
                 printed = text
 
-        streaming = interactive and engine.settings.stream_replies
+        streaming = interactive and stream_replies
         result = await engine.turn(
             Incoming(
                 user_id=session.user_id,
@@ -134,21 +133,16 @@ async def run_chat(
         )
         if printed:
             stdout.write("\n")
-            if result.cut:
-                say(f"({name} was cut off: {result.error})")
-            elif printed != result.reply:
-                say(f"{name}: {result.reply}")
         if result.reply is None:
-            say(f"({name} could not answer: {result.error})")
+            say(result.shown)  # the apology, as every front end tells it
             continue
         if not printed:
             say(f"{name}: {result.reply}")
+        elif result.cut:
+            say(CUT_NOTE)
+        elif printed != result.reply:
+            say(f"{name}: {result.reply}")
         history += [ChannelLine(user, line), ChannelLine(name, result.reply, from_bot=True)]
-        engine.schedule_reflection(session.user_id)
         if not interactive:
-            await engine.wait_reflections(session.user_id)
-            if indexer is not None:
-                # Also index what the reflection wrote: the next line then sees its scores
-                # whatever the clock says, so a piped script gives the same answers every run.
-                await indexer.run_once()
+            await engine.wait_idle(session.user_id)
     await engine.tasks.wait(timeout=60)

@@ -8,25 +8,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.errors import InvalidMemory, StorageError
 from bot.engine import Engine, export_json
+from bot.errors import StorageError
 from bot.memory.model import MEMORY_TYPES
-from bot.memory.story_store import story_history
-from bot.presenting import (
-    STORAGE_FAILED,
-    edit_result,
-    forget_result,
-    history_text,
-    memory_pages,
-    not_edited,
-    not_remembered,
-    pin_result,
-    remembered,
-    restore_result,
-    sharing_text,
-    stats_text,
-    why_text,
-)
+from bot.memory_commands import MemoryCommands
+from bot.presenting import STORAGE_FAILED, memory_pages
 
 HELP = """\
 Commands:
@@ -52,8 +38,6 @@ class Session:
     place: str
 
 
-# SQLite's largest rowid: a bigger id names nothing, and cannot even be bound to a statement.
-MAX_ROW_ID = 2**63 - 1
 _DIGITS = re.compile(r"[0-9]{1,30}")
 
 
@@ -80,55 +64,42 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         return HELP
     name, args = parts[0].lstrip("/").lower(), parts[1:]
     user = session.user_id
+    run = MemoryCommands(engine)
     if name in ("help", "?"):
         return HELP
     if name == "memories":
         wanted = [a for a in args if a in MEMORY_TYPES]
-        memories = await engine.store.list(user, types=wanted or None)
+        memories = await engine.memories(user, types=wanted or None)
         # One page: a terminal has no message size limit.
         return memory_pages(memories, now=engine.clock(), per_page=len(memories) or 1, max_chars=sys.maxsize)[0]
     if name == "remember":
         # The raw rest of the line: shlex would eat the apostrophes of "J'aime l'été".
         text = (line.split(maxsplit=1) + [""])[1]
-        try:
-            memory_id = await engine.remember(user, text, story_id=session.story_id, place=session.place)
-        except InvalidMemory as exc:
-            return not_remembered(exc)
-        return remembered(memory_id)
+        return await run.remember(user, text, story_id=session.story_id, place=session.place)
     if name in ("pin", "unpin", "forget", "restore"):
         target = _memory_id(args[0]) if args else None
         if target is None:
             return f"Usage: /{name} <id>"
-        exists = target <= MAX_ROW_ID  # a larger id is answered like any id that is not there
         if name == "restore":
-            return restore_result(target, await engine.restore(user, target) if exists else None)
+            return await run.restore(user, target)
         if name == "forget":
-            return forget_result(target, exists and await engine.forget(user, target))
-        return pin_result(target, name == "pin", exists and await engine.pin(user, target, name == "pin"))
+            return await run.forget(user, target)
+        return await run.pin(user, target, name == "pin")
     if name == "edit":
         # The raw rest of the line, as for /remember.
         _, target_arg, text = (line.split(maxsplit=2) + ["", ""])[:3]
         target = _memory_id(target_arg)
         if target is None or not text.strip():
             return "Usage: /edit <id> <text>"
-        if target > MAX_ROW_ID:
-            return edit_result(target, None)
-        try:
-            return edit_result(target, await engine.edit_memory(user, target, text))
-        except InvalidMemory as exc:
-            return not_edited(exc)
+        return await run.edit(user, target, text)
     if name == "history":
-        entries = await engine.store.history(user)
-        return history_text(entries, await story_history(engine.db, user, None, operations=("anchor_removed",)))
+        return await run.history(user)
     if name == "why":
-        return why_text(await engine.why(user, session.story_id))
+        return await run.why(user, session.story_id)
     if name in ("stats", "memory-stats"):
-        return stats_text(await engine.stats(user))
+        return await run.stats(user)
     if name == "share":
-        if not args or args[0] not in ("on", "off"):
-            return sharing_text(await engine.sharing(user), changed=False)
-        await engine.set_sharing(user, args[0] == "on")
-        return sharing_text(args[0] == "on", changed=True)
+        return await run.share(user, args[0] == "on" if args and args[0] in ("on", "off") else None)
     if name == "export":
         if not args:
             return "Usage: /export <file.json>"

@@ -21,10 +21,9 @@ import jinja2
 from aiohttp import web
 
 from bot.engine import Engine
-from bot.memory import report_store
 from bot.clients.metrics import Metrics
 from bot.web import views
-from bot.web.health import Health
+from bot.clients.health import Health
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +183,7 @@ async def _healthz(request: web.Request) -> web.Response:
 
 async def _metrics(request: web.Request) -> web.Response:
     metrics = request.app[_METRICS]
-    backlog = await report_store.bot_backlog(request.app[_ENGINE].db)
+    backlog = await request.app[_ENGINE].report.bot_backlog()
     metrics.reflection_backlog.set(backlog.pending)
     metrics.reflection_set_aside.set(backlog.set_aside)
     return web.Response(

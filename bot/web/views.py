@@ -14,11 +14,10 @@ from typing import Any
 import numpy as np
 
 from bot.engine import NEVER_SURFACED_AFTER, Engine
-from bot.memory import report_store
-from bot.memory.report_store import TurnLogEntry
+from bot.memory.report import TurnLogEntry
 from bot.presenting import REASON_LABELS
 from bot.web import charts
-from bot.web.health import Health
+from bot.clients.health import Health
 
 RECENT_TURNS = 20
 NEVER_SURFACED_SHOWN = 20
@@ -127,20 +126,20 @@ def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> d
 async def overview(engine: Engine, health: Health, key: str | None) -> dict[str, Any]:
     now = engine.clock()
     w = window(key)
-    db = engine.db
-    entries = await report_store.bot_turn_log(db, now - w.span)
-    types = await report_store.bot_memory_types(db)
+    report = engine.report
+    entries = await report.bot_turn_log(now - w.span)
+    types = await report.bot_memory_types()
     return {
         "window": w,
         "windows": WINDOWS,
         "checks": await health.checks(),
         "figures": turn_figures(entries, now, w),
-        "backlog": await report_store.bot_backlog(db),
+        "backlog": await report.bot_backlog(),
         "types_chart": charts.hbars("Memories per type", types),
         "memory_total": sum(types.values()),
-        "users": await report_store.user_summaries(db),
-        "recent": await report_store.bot_recent_turns(db, RECENT_TURNS),
-        "never_surfaced": await report_store.bot_never_surfaced(db, NEVER_SURFACED_AFTER, NEVER_SURFACED_SHOWN),
+        "users": await report.user_summaries(),
+        "recent": await report.bot_recent_turns(RECENT_TURNS),
+        "never_surfaced": await report.bot_never_surfaced(NEVER_SURFACED_AFTER, NEVER_SURFACED_SHOWN),
         "never_after": NEVER_SURFACED_AFTER,
         "now": now,
     }
@@ -150,12 +149,12 @@ async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] 
     """The user's page, or None when the bot holds nothing about them (never seen, or erased)."""
     now = engine.clock()
     w = window(key)
-    db = engine.db
+    report = engine.report
     stats = await engine.stats(user_id)
-    memories = await engine.store.list(user_id)
-    recent = await report_store.user_recent_turns(db, user_id, RECENT_TURNS)
-    entries = await report_store.user_turn_log(db, user_id, now - w.span)
-    backlog = await report_store.user_backlog(db, user_id)
+    memories = await engine.memories(user_id)
+    recent = await report.user_recent_turns(user_id, RECENT_TURNS)
+    entries = await report.user_turn_log(user_id, now - w.span)
+    backlog = await report.user_backlog(user_id)
     if not (memories or recent or entries or stats.turns or backlog.pending or backlog.set_aside):
         return None
     return {
@@ -165,7 +164,7 @@ async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] 
         "stats": stats,
         "figures": turn_figures(entries, now, w),
         "backlog": backlog,
-        "set_aside": await report_store.user_set_aside(db, user_id, SET_ASIDE_SHOWN),
+        "set_aside": await report.user_set_aside(user_id, SET_ASIDE_SHOWN),
         "types_chart": charts.hbars("Memories per type", dict(sorted(stats.by_type.items()))),
         "memories": memories[-MEMORIES_SHOWN:][::-1],
         "memory_total": len(memories),
@@ -177,7 +176,7 @@ async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] 
 
 async def turn(engine: Engine, user_id: str, turn_id: int) -> dict[str, Any] | None:
     await engine.wait_recorded(user_id)
-    selection = await report_store.user_turn(engine.db, user_id, turn_id)
+    selection = await engine.report.user_turn(user_id, turn_id)
     if selection is None:
         return None
     return {"user_id": user_id, "turn": selection, "reasons": REASON_LABELS}

@@ -16,22 +16,20 @@ from typing import TYPE_CHECKING, Any
 import discord
 from discord import app_commands
 
-from bot.errors import InvalidMemory, LLMError, StorageError
+from bot.errors import LLMError, StorageError
 from cogs.utils.answering import DISCORD_LIMIT, split_message
 from cogs.utils.voices import character_at
-from bot.engine import Engine, Shown
+from bot.engine import MAX_MEMORY_CHARS, Engine, Shown
 from bot.i18n import language
+from bot.memory_commands import MemoryCommands
 from bot.i18n import text as tr
 from bot.memory.model import Memory
-from bot.memory.store import MAX_MEMORY_CHARS
 from bot.presenting import (
     RECEIPT_ICON,
     REGENERATE_FAILED,
     SETTLED_ALREADY,
-    edit_result,
     forget_result,
     gone_memory,
-    not_edited,
     receipt_text,
 )
 
@@ -299,7 +297,7 @@ async def open_editor(
     if owner is None:
         character = character_at(engine.cast, interaction.channel, interaction.guild_id)
         owner = engine.cast.memory_key(str(interaction.user.id), character)
-    memory = await engine.store.get(owner, memory_id)
+    memory = await engine.memory(owner, memory_id)
     if memory is None:
         await say(interaction, gone_memory(memory_id))
         return
@@ -324,12 +322,7 @@ class EditMemoryModal(discord.ui.Modal):
         self.add_item(self.text)
 
     async def on_submit(self, interaction: discord.Interaction, /) -> None:
-        try:
-            history_id = await self.engine.edit_memory(self.owner, self.memory_id, self.text.value)
-        except InvalidMemory as exc:
-            await say(interaction, not_edited(exc))
-            return
-        await say(interaction, edit_result(self.memory_id, history_id))
+        await say(interaction, await MemoryCommands(self.engine).edit(self.owner, self.memory_id, self.text.value))
 
     async def on_error(self, interaction: discord.Interaction, error: Exception, /) -> None:
         await report_failure(interaction, "the memory edit", error)

@@ -23,7 +23,7 @@ from bot.clients.db import Database
 from cogs.bot import EchoBot
 from bot.engine import Engine
 from bot.clients.llm import LLMClient
-from bot.web.health import Health
+from bot.clients.health import Health
 from tests.fakes.llm_server import FakeLLMServer
 
 BOT_ID = 1000
@@ -66,7 +66,7 @@ def services_with(settings_overrides: dict[str, Any], services: Services) -> Ser
     """The services, with `settings_overrides` applied (cogs read settings when created)."""
     if settings_overrides:
         services.settings = services.settings.model_copy(update=settings_overrides)
-        services.engine.settings = services.settings
+        services.engine.settings = services.settings.engine
     return services
 
 
@@ -75,7 +75,7 @@ async def _open(settings: Any) -> Services:
     http = httpx.AsyncClient()
     llm = LLMClient(http, api=settings.llm_api, base_url=settings.llm_base_url, timeout=10)
     character = load_character(None)
-    engine = Engine(db=db, llm=llm, embedder=None, settings=settings, character=character)
+    engine = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=character)
     await engine.start()
     return Services(
         settings=settings,

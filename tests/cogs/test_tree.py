@@ -192,7 +192,7 @@ async def test_run_discord_explains_a_bad_token_and_a_missing_intent(
     for failure, words in zip(failures, expected):
         monkeypatch.setattr(EchoBot, "start", AsyncMock(side_effect=failure))
         with pytest.raises(StartupError, match=re.escape(words)) as caught:
-            await run_discord(services)
+            await run_discord(services, services.settings.require_discord_token())
         assert caught.value.__cause__ is failure
     assert "ALLOWED_CHANNEL_IDS" in str(caught.value)
 
@@ -207,7 +207,9 @@ async def test_close_lets_an_in_flight_reflection_finish(
     engine = services.engine
     await engine.turn(Incoming(user_id=str(ALICE), user_name="Alice", text="salut", story_id="s", place="p"))
     engine.schedule_reflection(str(ALICE))
+    # The bot leaves the gateway; the engine is closed once, by whoever opened the services.
     await offline_bot(services).close()
+    await engine.close()
     async with services.db.reader.execute(
         "SELECT reflected_at IS NOT NULL FROM exchanges WHERE user_id = ?", (str(ALICE),)
     ) as cur:

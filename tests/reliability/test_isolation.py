@@ -363,11 +363,14 @@ class IsolationMachine(RuleBasedStateMachine):
             assert decisions == [(f"{operation}_refused", detail)], f"{operation} #{memory_id}: {decisions}"
 
     async def _turn(self, actor: str, story: str, text: str, *, reflect: bool) -> TurnResult:
+        if not reflect:
+            # The turn schedules its own reflection: a plain turn's is scripted to keep nothing.
+            self.script = json.dumps({"memories": []})
         result = await self.engine.turn(msg(text, user=actor, story=story, place=STORIES[story]))
         await self.engine.wait_recorded(actor)
         if reflect:
             self.engine.schedule_reflection(actor)
-            await self.engine.wait_reflections(actor)
+        await self.engine.wait_reflections(actor)
         return result
 
     def checked_turn(self, actor: str, story: str, text: str, *, reflect: bool) -> TurnResult:

@@ -48,8 +48,8 @@ _FTS_SHADOWS = ("data", "idx", "docsize", "config", "content")
 # "<unresolved: expr>" for an argument that is not static text); each with its reason.
 ALLOWED: Mapping[tuple[str, str, str], str] = {
     (
-        "bot/engine.py",
-        "Engine.resume_pending_reflections",
+        "bot/memory/exchange_store.py",
+        "users_pending_reflection",
         "SELECT DISTINCT user_id FROM exchanges WHERE reflected_at IS NULL AND reply IS NOT NULL",
     ): "start-up sweep: reads only which users have unreflected exchanges, then schedules each "
     "user's own worker, whose statements are scoped",

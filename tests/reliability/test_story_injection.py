@@ -46,7 +46,7 @@ async def engine(tmp_path, db, llm_server: FakeLLMServer) -> AsyncIterator[Engin
     settings = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
     async with httpx.AsyncClient() as http:
         llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-        eng = Engine(db=db, llm=llm, embedder=None, settings=settings, character=load_character(None))
+        eng = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=load_character(None))
         await eng.start()
         yield eng
         await eng.close()

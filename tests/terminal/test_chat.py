@@ -67,7 +67,6 @@ async def chat(services, user: str, lines: list[str]) -> str:
         stdin=io.StringIO("\n".join(lines) + "\n"),
         stdout=out,
         interactive=False,
-        indexer=services.indexer,
     )
     return out.getvalue()
 

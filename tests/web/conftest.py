@@ -19,7 +19,7 @@ from bot.engine import Engine, Incoming
 from bot.clients.llm import LLMClient
 from bot.memory.indexing import Indexer
 from bot.clients.metrics import Metrics
-from bot.web.health import Health
+from bot.clients.health import Health
 from bot.web.server import WebServer, make_app
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 
@@ -84,7 +84,7 @@ async def page(tmp_path) -> AsyncIterator[Page]:
     metrics = Metrics()
     metrics.watch_storage(lambda: db.storage.failures)
     embedder = metrics.timed(local_embedder())
-    engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings, character=load_character(None), metrics=metrics)
+    engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings.engine, character=load_character(None), metrics=metrics)
     await engine.start()
     health = Health(db=db, llm=llm, model=FAKE_MODEL, embedder=embedder)
     web = WebServer(make_app(engine, health, metrics, TOKEN))

@@ -1,0 +1,73 @@
+"""What the engine tells the front ends that follow it: settled exchanges and memory receipts.
+
+The core knows no Discord: a front end registers its listeners (`Engine.listen`), and what
+happened before any listened is kept, bounded, and delivered when one does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.clients.tasks import BackgroundTasks
+from bot.memory.exchange_store import SettledExchange
+
+log = logging.getLogger(__name__)
+
+# Settle and receipt events kept for a front end that is not listening yet (see Engine.listen).
+MAX_UNHEARD_EVENTS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """A reflection changed the user's memories: the reply of `exchange_id` may say so."""
+
+    user_id: str
+    exchange_id: int
+    story_id: str
+    reply_message_id: str | None
+    changes: int
+
+
+class Events:
+    def __init__(self, tasks: BackgroundTasks) -> None:
+        self.tasks = tasks
+        self.settle_listeners: list[Callable[[SettledExchange], Awaitable[None]]] = []
+        self.receipt_listeners: list[Callable[[Receipt], Awaitable[None]]] = []
+        self._unheard: list[tuple[Sequence[Callable[[Any], Awaitable[None]]], object]] = []
+
+    def listen(
+        self,
+        *,
+        settled: Callable[[SettledExchange], Awaitable[None]] | None = None,
+        receipt: Callable[[Receipt], Awaitable[None]] | None = None,
+    ) -> None:
+        if settled is not None:
+            self.settle_listeners.append(settled)
+        if receipt is not None:
+            self.receipt_listeners.append(receipt)
+        early, self._unheard = self._unheard, []
+        for listeners, event in early:
+            self.tasks.spawn(self._notify(listeners, event), name=f"early:{type(event).__name__}")
+
+    def settled(self, ex: SettledExchange) -> None:
+        # In the background: a turn settling the previous exchange must not wait for the front
+        # end to update that old reply.
+        self.tasks.spawn(self._notify(self.settle_listeners, ex), name=f"settled:{ex.user_id}")
+
+    async def receipt(self, receipt: Receipt) -> None:
+        await self._notify(self.receipt_listeners, receipt)
+
+    async def _notify(self, listeners: Sequence[Callable[[Any], Awaitable[None]]], event: object) -> None:
+        if not listeners:
+            # Bounded: a terminal chat never listens, and must not grow this forever.
+            if len(self._unheard) < MAX_UNHEARD_EVENTS:
+                self._unheard.append((listeners, event))
+            return
+        for listener in list(listeners):
+            try:
+                await listener(event)
+            except Exception:
+                log.exception("a front end failed to show %s", type(event).__name__)

@@ -1,0 +1,28 @@
+"""SQLite storage of each user's own settings (today: whether memories cross places).
+
+Every statement filters on user_id. Functions taking `conn` join the caller's write transaction.
+"""
+
+from __future__ import annotations
+
+import aiosqlite
+
+from bot.clients.db import Database, fetch_one
+
+
+async def sharing(db: Database, user_id: str) -> bool:
+    row = await fetch_one(db.reader, "SELECT share_memories FROM user_settings WHERE user_id = ?", (user_id,))
+    return bool(row and row[0])
+
+
+async def set_sharing(db: Database, user_id: str, share: bool) -> None:
+    async with db.write() as conn:
+        await conn.execute(
+            "INSERT INTO user_settings (user_id, share_memories) VALUES (?, ?) "
+            "ON CONFLICT (user_id) DO UPDATE SET share_memories = excluded.share_memories",
+            (user_id, int(share)),
+        )
+
+
+async def erase_user_settings(conn: aiosqlite.Connection, user_id: str) -> None:
+    await conn.execute("DELETE FROM user_settings WHERE user_id = ?", (user_id,))

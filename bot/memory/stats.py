@@ -1,0 +1,49 @@
+"""The figures of /stats: what one user's memory holds, and how it is used."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from bot.clients.db import Database
+from bot.memory.exchange_store import count_pending_reflection
+from bot.memory.model import Memory
+from bot.memory.recall import turn_stats
+from bot.memory.store import MemoryStore
+
+# A memory that was a candidate this often and never chosen is listed as never surfaced.
+NEVER_SURFACED_AFTER = 5
+
+
+@dataclass(slots=True)
+class MemoryStats:
+    total: int
+    cap: int
+    by_type: dict[str, int]
+    pinned: int
+    expired: int
+    never_surfaced: list[Memory]
+    never_semantic: int
+    turns: int
+    degraded_turns: int
+    pending_reflections: int
+
+
+async def memory_stats(db: Database, store: MemoryStore, user_id: str, *, cap: int, now: datetime) -> MemoryStats:
+    memories = await store.list(user_id)
+    by_type: dict[str, int] = {}
+    for m in memories:
+        by_type[m.type] = by_type.get(m.type, 0) + 1
+    turns, degraded = await turn_stats(db, user_id)
+    return MemoryStats(
+        total=len(memories),
+        cap=cap,
+        by_type=by_type,
+        pinned=sum(m.pinned for m in memories),
+        expired=sum(m.is_expired(now) for m in memories),
+        never_surfaced=[m for m in memories if m.times_served == 0 and m.times_candidate >= NEVER_SURFACED_AFTER],
+        never_semantic=sum(1 for m in memories if m.times_semantic == 0),
+        turns=turns,
+        degraded_turns=degraded,
+        pending_reflections=await count_pending_reflection(db, user_id),
+    )

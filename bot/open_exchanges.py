@@ -1,0 +1,191 @@
+"""Open exchanges: a reply the user may still regenerate or swipe, until it settles; and the
+user's message edited or deleted after its exchange.
+
+An exchange settles on the next message in its story, after SETTLE_SECONDS without a choice,
+or at the next start; once settled, the answer shown is the one kept, and it is reflected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+
+from bot.context import EngineContext
+from bot.errors import StorageError
+from bot.llm_calls import final_reply
+from bot.memory.store import delete_memory
+from bot.memory.text import storable
+from bot.memory.exchange_store import (
+    SettledExchange,
+    add_alternative,
+    choose_alternative,
+    edit_message,
+    forget_message_text,
+    memories_only_from,
+    message_exchange,
+    message_owner,
+    open_exchange,
+    set_reply_message,
+    settle_exchanges,
+)
+from bot.reflection_worker import Reflections
+
+
+# The cause archived with the memories a deleted message alone had produced.
+MESSAGE_DELETED = "message deleted"
+
+
+@dataclass(slots=True)
+class DeleteOutcome:
+    user_id: str | None
+    archived: list[int] = field(default_factory=list)
+    kept_pinned: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """The answer an open exchange shows now: alternative `n` of `total`."""
+
+    exchange_id: int
+    n: int
+    total: int
+    text: str
+
+
+class OpenExchanges:
+    def __init__(self, ctx: EngineContext, reflections: Reflections) -> None:
+        self.ctx = ctx
+        self.reflections = reflections
+        self._timers: dict[tuple[str, int], asyncio.TimerHandle] = {}
+        self._closing = False
+
+    def close(self) -> None:
+        self._closing = True
+        for timer in self._timers.values():
+            timer.cancel()  # what is still open is settled at the next start
+        self._timers.clear()
+
+    def has_open(self, user_id: str) -> bool:
+        return any(key == user_id for key, _ in self._timers)
+
+    def drop(self, user_id: str, exchange_id: int) -> None:
+        """The exchange settles no more by itself (its message was deleted)."""
+        timer = self._timers.pop((user_id, exchange_id), None)
+        if timer is not None:
+            timer.cancel()
+
+    async def reply_sent(self, user_id: str, exchange_id: int, message_id: str) -> None:
+        with contextlib.suppress(StorageError):  # only the later button edits are lost
+            await set_reply_message(self.ctx.db, user_id, exchange_id, message_id)
+        if (user_id, exchange_id) in self._timers:
+            self.arm(user_id, exchange_id)  # the delay counts from when it is shown
+
+    async def shown(self, user_id: str, exchange_id: int) -> Shown | None:
+        ex = await open_exchange(self.ctx.db, user_id, exchange_id)
+        if ex is None or not ex.replies:
+            return None
+        return Shown(exchange_id, ex.choice, ex.total, ex.replies[ex.choice - 1])
+
+    async def regenerate(self, user_id: str, exchange_id: int, *, max_chars: int | None = None) -> Shown | None:
+        ctx = self.ctx
+        ex = await open_exchange(ctx.db, user_id, exchange_id)
+        if ex is None or ex.prompt is None:
+            return None
+        answer = await ctx.calls.chat(
+            "reply", ex.prompt, model=ctx.settings.llm_model, timeout=ctx.settings.llm_timeout_seconds
+        )
+        reply = final_reply(answer.text, max_chars=max_chars)
+        async with ctx.db.write() as conn:
+            n = await add_alternative(conn, user_id, exchange_id, reply, now=ctx.clock())
+        if n is None:
+            return None  # settled while the model was answering: that answer was kept
+        self.arm(user_id, exchange_id)
+        return Shown(exchange_id, n, n, reply)
+
+    async def swipe(self, user_id: str, exchange_id: int, step: int) -> Shown | None:
+        ex = await open_exchange(self.ctx.db, user_id, exchange_id)
+        if ex is None or not ex.replies:
+            return None
+        n = max(1, min(ex.total, ex.choice + step))
+        async with self.ctx.db.write() as conn:
+            if not await choose_alternative(conn, user_id, exchange_id, n):
+                return None
+        self.arm(user_id, exchange_id)
+        return Shown(exchange_id, n, ex.total, ex.replies[n - 1])
+
+    async def settle(
+        self, user_id: str, *, exchange_id: int | None = None, story_id: str | None = None
+    ) -> list[SettledExchange]:
+        settled = await settle_exchanges(
+            self.ctx.db, user_id, now=self.ctx.clock(), exchange_id=exchange_id, story_id=story_id
+        )
+        for ex in settled:
+            self.drop(user_id, ex.id)
+        if settled:
+            self.reflections.schedule(user_id)
+            for ex in settled:
+                self.ctx.events.settled(ex)
+        return settled
+
+    def arm(self, user_id: str, exchange_id: int) -> None:
+        """(Re)start the exchange's settle delay: choosing among answers postpones it."""
+        self.drop(user_id, exchange_id)
+        if self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        self._timers[(user_id, exchange_id)] = loop.call_later(
+            self.ctx.settings.settle_seconds, self._due, user_id, exchange_id
+        )
+
+    def _due(self, user_id: str, exchange_id: int) -> None:
+        self._timers.pop((user_id, exchange_id), None)
+        if not self._closing:
+            self.ctx.tasks.spawn(self._settle_quietly(user_id, exchange_id), name=f"settle:{user_id}")
+
+    async def _settle_quietly(self, user_id: str, exchange_id: int) -> None:
+        try:
+            await self.settle(user_id, exchange_id=exchange_id)
+        except StorageError:
+            self.arm(user_id, exchange_id)  # logged by the database; tried again later
+
+    async def message_edited(self, message_id: str, text: str, *, user_id: str | None = None) -> str:
+        """The user edited a message the character answered. Returns what happens:
+        "unknown" (no exchange), "unchanged", "reflected as edited" (not reflected yet), or
+        "correction" (already reflected: reflected again as a correction of its memories)."""
+        owner = await message_owner(self.ctx.db, message_id)
+        # The author's id, when given, must be the person of the owner key (their own id, or
+        # `<id>@<character>` for a character with its own memory of them).
+        if owner is None or (user_id is not None and self.ctx.cast.user_of_key(owner) != user_id):
+            return "unknown"
+        ex = await message_exchange(self.ctx.db, owner, message_id)
+        text = storable(text).strip()[: self.ctx.settings.max_message_chars]
+        if ex is None or ex.deleted:
+            return "unknown"
+        if not text or not await edit_message(self.ctx.db, owner, ex.id, text):
+            return "unchanged"
+        if ex.settled:
+            self.reflections.schedule(owner)
+        return "correction" if ex.reflected else "reflected as edited"
+
+    async def message_deleted(self, message_id: str) -> DeleteOutcome:
+        """The user deleted a message: the memories it alone produced are archived (pinned ones
+        stay), and its text leaves the exchanges. A reflection of it in flight rolls back."""
+        owner = await message_owner(self.ctx.db, message_id)
+        if owner is None:
+            return DeleteOutcome(None)
+        ex = await message_exchange(self.ctx.db, owner, message_id)
+        if ex is None or ex.deleted:
+            return DeleteOutcome(owner)
+        outcome = DeleteOutcome(owner)
+        now = self.ctx.clock()
+        async with self.ctx.db.write() as conn:
+            for memory_id, pinned in await memories_only_from(conn, owner, ex.id):
+                if pinned:
+                    outcome.kept_pinned.append(memory_id)
+                elif await delete_memory(conn, owner, memory_id, cause=MESSAGE_DELETED, now=now):
+                    outcome.archived.append(memory_id)
+            await forget_message_text(conn, owner, ex.id, now=now)
+        self.drop(owner, ex.id)
+        self.ctx.cache.invalidate(owner)
+        return outcome

@@ -1,0 +1,293 @@
+"""The reflection worker: after a turn, in the background, the model reads the user's answered
+exchanges and the write path applies what it decided to their memories and story.
+
+One worker per user (their reflections never run concurrently), REFLECTION_CONCURRENCY users at
+once; a reflection never delays or breaks a reply. A batch the LLM cannot reflect stays pending
+for the periodic sweep; one that fails for its own reason is set aside after
+MAX_REFLECTION_ATTEMPTS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+import aiosqlite
+
+from bot.clients.outage import Outage
+from bot.context import EngineContext
+from bot.errors import ExchangesGone, LLMError, LLMTooLarge, ReflectionParseError, StorageError
+from bot.events import Receipt
+
+from bot.memory.exchange_store import (
+    PendingExchange,
+    changes_of,
+    mark_reflected,
+    pending_exchanges,
+    produced_by,
+    reflection_attempt_failed,
+    reply_message_of,
+    sources_of,
+    users_pending_reflection,
+)
+from bot.memory.model import Memory
+from bot.memory.reflection import (
+    Correction,
+    build_reflection_messages,
+    parse_reflection,
+    reflection_json_schema,
+)
+from bot.memory.story import render_story_context, state_values
+from bot.memory.story_store import load_story
+from bot.memory.write import CHANGE_ACTIONS, ReflectionContext, ReflectionReport, apply_reflection
+
+log = logging.getLogger(__name__)
+
+# Memories shown to the reflection with their ids (its allowed_ids).
+REFLECTION_KNOWN = 12
+# Exchanges of one user reflected in one call: a burst of 30 messages costs ~8 calls, in turn.
+REFLECTION_BATCH = 4
+MAX_REFLECTION_ATTEMPTS = 3
+# Reflections of different users running at once (one user's never run concurrently).
+REFLECTION_CONCURRENCY = 2
+# How soon a worker looks again when another bot process (sharing PostgreSQL) holds the user.
+OTHER_PROCESS_POLL_SECONDS = 0.5
+REFLECTION_EMBED_TIMEOUT = 30.0
+
+
+@dataclass(slots=True)
+class _Workers:
+    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    dirty: set[str] = field(default_factory=set)
+    # Held while a user's reflection applies, and by erase: an erase never races a reflection.
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+
+class Reflections:
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        self._workers = _Workers()
+        self._slots = asyncio.Semaphore(REFLECTION_CONCURRENCY)
+        self.closing = False
+        self.outage = Outage(log)
+        # The last reflection report per user: what the write path decided, for the operator.
+        self.last_reports: dict[str, ReflectionReport] = {}
+
+    def schedule(self, user_id: str) -> asyncio.Task[None]:
+        """Reflect the user's answered exchanges in the background, one worker per user."""
+        self._workers.dirty.add(user_id)
+        running = self._workers.tasks.get(user_id)
+        if running is not None and not running.done():
+            return running
+        task = self.ctx.tasks.spawn(self._worker(user_id), name=f"reflect:{user_id}")
+        self._workers.tasks[user_id] = task
+        return task
+
+    async def wait(self, user_id: str) -> None:
+        """Wait until the user's reflection worker is idle (whatever became of its batch)."""
+        task = self._workers.tasks.get(user_id)
+        if task is not None:
+            await asyncio.wait([task])
+
+    async def resume_pending(self) -> int:
+        """After a restart (and periodically): reflect every answered, unreflected exchange."""
+        users = await users_pending_reflection(self.ctx.db)
+        for user_id in users:
+            self.schedule(user_id)
+        if users:
+            log.info("resuming pending reflections for %d user(s)", len(users))
+        return len(users)
+
+    async def stop(self, user_id: str) -> None:
+        """Cancel the user's running reflection (its transaction rolls back)."""
+        worker = self._workers.tasks.get(user_id)
+        if worker is not None and not worker.done():
+            worker.cancel()
+            await asyncio.wait([worker])
+
+    def lock(self, user_id: str) -> asyncio.Lock:
+        return self._workers.locks.setdefault(user_id, asyncio.Lock())
+
+    async def pending(self, user_id: str) -> list[PendingExchange]:
+        exchanges = await pending_exchanges(self.ctx.db, user_id, REFLECTION_BATCH)
+        if exchanges and exchanges[0].edited_from is not None:
+            return exchanges[:1]  # a correction is reflected alone, with what it produced
+        # One call reflects one story: later exchanges of another story wait for the next round.
+        batch = []
+        for e in exchanges:
+            if e.edited_from is not None or e.story_id != exchanges[0].story_id or e.place != exchanges[0].place:
+                break
+            batch.append(e)
+        return batch
+
+    async def _worker(self, user_id: str) -> None:
+        try:
+            while not self.closing:
+                self._workers.dirty.discard(user_id)
+                batch = await self.pending(user_id)
+                if not batch:
+                    if user_id in self._workers.dirty:
+                        continue
+                    break
+                async with self._slots, self.lock(user_id):
+                    async with self.ctx.db.exclusive(f"reflect:{user_id}") as mine:
+                        ok = await self.reflect_safely(batch) if mine else None
+                if ok is None:
+                    # Another bot process reflects this user now; what it leaves is seen here next.
+                    await asyncio.sleep(OTHER_PROCESS_POLL_SECONDS)
+                    continue
+                if not ok:
+                    break  # the LLM is failing: the periodic sweep retries later
+        finally:
+            if self._workers.tasks.get(user_id) is asyncio.current_task():
+                del self._workers.tasks[user_id]
+
+    async def reflect_safely(self, batch: list[PendingExchange]) -> bool:
+        """A reflection that fails for any other reason counts as a failed attempt: a batch
+        that always fails is set aside after MAX_REFLECTION_ATTEMPTS instead of blocking the
+        user's later exchanges forever."""
+        try:
+            return await self.reflect(batch)
+        except StorageError:
+            return False  # not the batch's fault: it stays pending, the periodic sweep retries
+        except ExchangesGone as exc:
+            log.info("a reflection was rolled back: %s", exc)
+            return True
+        except Exception as exc:
+            self.ctx.metrics.reflections.labels("crashed").inc()
+            log.exception("reflection of %d exchange(s) crashed", len(batch))
+            await self._failed(batch, f"{type(exc).__name__}: {exc}", give_up=True)
+            return True
+
+    async def _known(self, first: PendingExchange, user_text: str) -> tuple[list[Memory], Correction | None, frozenset[int]]:
+        """The memories shown with their ids; for an edited message, what it produced first."""
+        ctx = self.ctx
+        known = await ctx.recall.neighbours(
+            first.user_id,
+            user_text,
+            story_id=first.story_id,
+            place=first.place,
+            limit=REFLECTION_KNOWN,
+            timeout=REFLECTION_EMBED_TIMEOUT,
+        )
+        if first.edited_from is None:
+            return known, None, frozenset()
+        produced = [
+            m
+            for m in [await ctx.store.get(first.user_id, i) for i in await produced_by(ctx.db, first.user_id, first.id)]
+            if m is not None
+        ]
+        correction = Correction(first.edited_from, [m.id for m in produced])
+        known = produced + [m for m in known if m.id not in correction.produced]
+        correctable = frozenset(
+            [m.id for m in produced if await sources_of(ctx.db, first.user_id, m.id) == [first.id]]
+        )
+        return known, correction, correctable
+
+    async def reflect(self, batch: list[PendingExchange]) -> bool:
+        """Reflect one batch. False when the LLM failed (the batch stays pending)."""
+        ctx = self.ctx
+        first, last = batch[0], batch[-1]
+        ids = [e.id for e in batch]
+        character = ctx.cast.character_of_key(first.user_id)
+        specs = ctx.specs(character.key)
+        others = sorted(ctx.scene.get(first.story_id, set()) - {first.user_name})
+        user_text = "\n".join(e.user_message for e in batch)
+        known, correction, correctable = await self._known(first, user_text)
+        story = await load_story(ctx.db, first.user_id, first.story_id)
+        story_block = render_story_context(
+            story.anchors,
+            story.summary,
+            story.positions,
+            state_values(specs, story.state),
+            specs,
+            show_ids=True,
+        )
+        messages = build_reflection_messages(
+            character=character.name,
+            user=first.user_name,
+            exchanges=[(e.user_message, e.reply) for e in batch],
+            known=known,
+            today=ctx.clock().date(),
+            story_context=story_block,
+            state_keys=list(specs),
+            correction=correction,
+            others=others,
+            lore=[e.name for e in character.lore.entries] if character.lore is not None else [],
+        )
+        try:
+            answer = await ctx.calls.chat(
+                "reflection",
+                messages,
+                model=ctx.settings.reflection_model,
+                json_schema=reflection_json_schema(),
+                timeout=ctx.settings.reflection_timeout_seconds,
+            )
+            parsed = parse_reflection(answer.text)
+        except LLMTooLarge as exc:
+            # Not an outage: the same prompt would run away again, so it counts towards giving up.
+            ctx.metrics.reflections.labels("rejected").inc()
+            await self._failed(batch, f"LLM: {exc}", give_up=True)
+            return True
+        except LLMError as exc:
+            ctx.metrics.reflections.labels("llm_failed").inc()
+            self.outage.failed("reflections fail, exchanges stay pending: %s", exc)
+            await self._failed(batch, f"LLM: {exc}", give_up=False)
+            return False
+        except ReflectionParseError as exc:
+            ctx.metrics.reflections.labels("rejected").inc()
+            await self._failed(batch, f"unparseable reflection: {exc}", give_up=True)
+            return True
+        context = ReflectionContext(
+            user_id=first.user_id,
+            allowed_ids=frozenset(m.id for m in known),
+            character_name=character.name,
+            user_message=user_text,
+            user_name=first.user_name,
+            story_id=first.story_id,
+            place=first.place,
+            source=last.message_id or f"exchange {last.id}",
+            state_specs=specs,
+            max_memories=ctx.settings.max_memories_per_user,
+            exchange_ids=tuple(ids),
+            correctable=correctable,
+            other_names=tuple(others),
+        )
+
+        async def finalize(conn: aiosqlite.Connection) -> None:
+            # The text read is still the message's: an edit meanwhile makes it pending again.
+            marked = 0
+            for e in batch:
+                marked += await mark_reflected(conn, first.user_id, e, now=ctx.clock())
+            if marked != len(ids):
+                raise ExchangesGone(f"{len(ids) - marked} exchange(s) erased, edited or already reflected")
+
+        self.outage.recovered("reflections work again after %d failed attempt(s)")
+        report = await apply_reflection(
+            ctx.db, parsed.reflection, context, problems=parsed.problems, clock=ctx.clock, finalize=finalize
+        )
+        ctx.cache.invalidate(first.user_id)
+        self.last_reports[first.user_id] = report
+        ctx.metrics.reflections.labels("applied").inc()
+        if any(d.action in CHANGE_ACTIONS and d.memory_id is not None for d in report.decisions):
+            # The count covers every reflection of this exchange (a correction adds to it).
+            changes = len(await changes_of(ctx.db, first.user_id, last.id))
+            # Read again: the reply may have been sent while it was reflected.
+            message_id = await reply_message_of(ctx.db, first.user_id, last.id)
+            await ctx.events.receipt(Receipt(first.user_id, last.id, last.story_id, message_id, changes))
+        return True
+
+    async def _failed(self, batch: list[PendingExchange], error: str, *, give_up: bool) -> None:
+        """Count the attempt; after MAX_REFLECTION_ATTEMPTS the exchanges are set aside, logged."""
+        if give_up:  # the batch's own fault (an LLM outage is logged once, by its Outage)
+            log.warning("reflection of %d exchange(s) failed: %s", len(batch), error)
+        async with self.ctx.db.write() as conn:
+            for e in batch:
+                attempts = e.attempts + 1
+                set_aside = self.ctx.clock() if (give_up and attempts >= MAX_REFLECTION_ATTEMPTS) else None
+                await reflection_attempt_failed(
+                    conn, e.user_id, e.id, attempts=attempts, error=error, set_aside_at=set_aside
+                )
+        if give_up and all(e.attempts + 1 >= MAX_REFLECTION_ATTEMPTS for e in batch):
+            log.error("gave up reflecting %d exchange(s) after %d attempts", len(batch), MAX_REFLECTION_ATTEMPTS)
