@@ -2,7 +2,7 @@
 
 Run from the repository root: ``python bench/dedup.py``. Prints, on the corpus of
 ``bench/dedup_corpus.py``: the pair count, the lowest rewording score and the highest
-distinct-fact score, every pair between 0.70 and 0.85, the seed's traps before/after the caps,
+distinct-fact score, every pair between 0.70 and 0.85, the prototype's traps before/after the caps,
 what the substitution cap costs in rewordings, a MIN_RATIO_CHARS sweep, then the time to check one
 candidate against N = 100, 1 000, 10 000 memories with ``DedupIndex`` next to the exhaustive
 comparison measured in the same run, and whether both decisions are identical.
@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bot.memory.dedup as dedup  # noqa: E402
-from bench.dedup_corpus import FACTS, SEED_TRAPS  # noqa: E402
-from bench.dedup_corpus_en import FACTS_EN, SEED_TRAPS_EN  # noqa: E402
+from bench.dedup_corpus import FACTS, TRAPS  # noqa: E402
+from bench.dedup_corpus_en import FACTS_EN, TRAPS_EN  # noqa: E402
 from bot.memory.dedup import (  # noqa: E402
     SIMILARITY_THRESHOLD,
     DedupIndex,
@@ -148,7 +148,7 @@ def corpus_pairs(facts: dict[str, tuple[str, ...]] = FACTS) -> list[tuple[bool, 
 
 
 def report_corpus(
-    facts: dict[str, tuple[str, ...]] = FACTS, traps: tuple[tuple[str, str, str], ...] = SEED_TRAPS, language: str = "French"
+    facts: dict[str, tuple[str, ...]] = FACTS, traps: tuple[tuple[str, str, str], ...] = TRAPS, language: str = "French"
 ) -> None:
     pairs = corpus_pairs(facts)
     n_memories = sum(len(t) for t in facts.values())
@@ -180,25 +180,25 @@ def report_corpus(
         lowered = f" [raw {d['raw']:.3f}, {caps}]" if d["raw"] > d["score"] else ""
         print(f"  {d['score']:.3f}{lowered} {label}: {a!r} / {b!r}")
 
-    print("\nseed traps (raw = before any cap, seed = carrier cap only, final = both caps;"
-          " the seed's figures were measured on its own sentences):")
+    print("\nprototype traps (raw = before any cap, carrier = carrier cap only, final = both caps;"
+          " the prototype's figures were measured on its own sentences):")
     for name, a, b in traps:
         d = similarity_details(a, b)
-        print(f"  raw {d['raw']:.3f}  seed {d['seed_score']:.3f}  final {d['score']:.3f}  {name}")
+        print(f"  raw {d['raw']:.3f}  carrier {d['carrier_score']:.3f}  final {d['score']:.3f}  {name}")
 
-    print("\nsubstitution cap: rewordings the seed measure (carrier cap only, same MIN_RATIO_CHARS)"
+    print("\nsubstitution cap: rewordings the prototype's measure (carrier cap only, same MIN_RATIO_CHARS)"
           " merges and the final measure does not:")
-    lost = [p for p in variants if p[4]["seed_score"] >= SIMILARITY_THRESHOLD > p[4]["score"]]
-    saved = [p for p in distinct if p[4]["seed_score"] >= SIMILARITY_THRESHOLD > p[4]["score"]]
-    seed_merged = sum(p[4]["seed_score"] >= SIMILARITY_THRESHOLD for p in variants)
+    lost = [p for p in variants if p[4]["carrier_score"] >= SIMILARITY_THRESHOLD > p[4]["score"]]
+    saved = [p for p in distinct if p[4]["carrier_score"] >= SIMILARITY_THRESHOLD > p[4]["score"]]
+    prototype_merged = sum(p[4]["carrier_score"] >= SIMILARITY_THRESHOLD for p in variants)
     for _, label, a, b, d in lost:
-        print(f"  seed {d['seed_score']:.3f} -> {d['score']:.3f}  {label}: {a!r} / {b!r}")
-    print(f"  cost: {len(lost)} of the {seed_merged} rewordings the seed measure merged "
-          f"({len(lost) / max(1, seed_merged):.0%}) stay as duplicates")
-    print(f"  gain: {len(saved)} distinct-fact pairs the seed measure merged (a fact erased)"
+        print(f"  carrier {d['carrier_score']:.3f} -> {d['score']:.3f}  {label}: {a!r} / {b!r}")
+    print(f"  cost: {len(lost)} of the {prototype_merged} rewordings the prototype's measure merged "
+          f"({len(lost) / max(1, prototype_merged):.0%}) stay as duplicates")
+    print(f"  gain: {len(saved)} distinct-fact pairs the prototype's measure merged (a fact erased)"
           " no longer merge:")
     for _, label, a, b, d in saved:
-        print(f"    seed {d['seed_score']:.3f} -> {d['score']:.3f}  {label}")
+        print(f"    carrier {d['carrier_score']:.3f} -> {d['score']:.3f}  {label}")
 
     print("\nMIN_RATIO_CHARS sweep (final measure; decisions on the corpus):")
     chosen = dedup.MIN_RATIO_CHARS
@@ -209,10 +209,10 @@ def report_corpus(
             thr = SIMILARITY_THRESHOLD
             v = sum(is_variant and d["score"] >= thr for is_variant, d in rerun)
             d_final = sum(not is_variant and d["score"] >= thr for is_variant, d in rerun)
-            d_seed = sum(not is_variant and d["seed_score"] >= thr for is_variant, d in rerun)
+            d_prototype = sum(not is_variant and d["carrier_score"] >= thr for is_variant, d in rerun)
             mark = "  <- MIN_RATIO_CHARS" if value == chosen else ""
             print(f"  {value:>3}: rewordings merged {v:>3}, distinct merged {d_final} "
-                  f"(seed measure: {d_seed}){mark}")
+                  f"(prototype's measure: {d_prototype}){mark}")
     finally:
         dedup.MIN_RATIO_CHARS = chosen
 
@@ -285,6 +285,6 @@ if __name__ == "__main__":
     started = time.perf_counter()
     report_corpus()
     print()
-    report_corpus(FACTS_EN, SEED_TRAPS_EN, "English")
+    report_corpus(FACTS_EN, TRAPS_EN, "English")
     report_scale()
     print(f"\nbench time: {time.perf_counter() - started:.1f} s")

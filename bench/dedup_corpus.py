@@ -1,7 +1,7 @@
 """Corpus of French user memories for the dedup bench (and the dedup tests).
 
-How it was written: one imagined user (Camille, night nurse in Nantes, the persona of seed 001)
-followed over several weeks, written by hand. Each entry of ``FACTS`` is one fact; its tuple holds
+How it was written: one imagined user (Camille, night nurse in Nantes, the persona of the
+prototype's extractor trials) followed over several weeks, written by hand. Each entry of ``FACTS`` is one fact; its tuple holds
 the wordings a reflection model gives the same fact on different days, the way such models word
 things:
 a verb swapped for a synonym ("habite"/"vit"), a complement moved to the front ("Le mercredi,
@@ -12,7 +12,7 @@ true variant (merging it is right); every pair across tuples is two distinct fac
 one). Distinct facts were chosen to share sentence frames on purpose, because that is where a
 lexical measure fails: two allergies, two siblings, two appointments on different days, a team
 before and after a change, a taste and its negation, short one-attribute memories ("L'utilisateur
-est diabétique." / "… est insomniaque."), the seed's traps. Added after a review, facts that differ
+est diabétique." / "… est insomniaque."), the prototype's traps. Added after a review, facts that differ
 only by a relation word ("dort sur / sous le canapé", "travaille avec / pour Marc", "vit chez /
 près de sa mère") or by a name against a common noun ("avec son mari" / "avec Marie").
 
@@ -234,20 +234,21 @@ FACTS: dict[str, tuple[str, ...]] = {
     ),
 }
 
-# Seed 000's traps, with the seed's wording where it gives one. Each must stay under the threshold.
-SEED_TRAPS: tuple[tuple[str, str, str], ...] = (
+# The prototype's traps (docs/design.md, "Write path"), with its wording where it gives one.
+# Each must stay under the threshold.
+TRAPS: tuple[tuple[str, str, str], ...] = (
     (
-        "10 séances à 200 € / 3 séances à 50 € (seed: 0.963)",
+        "10 séances à 200 € / 3 séances à 50 € (prototype: 0.963)",
         "Le contrat prévoit 10 séances à 200 € chacune.",
         "Le contrat prévoit 3 séances à 50 € chacune.",
     ),
     (
-        "mardi prochain / jeudi prochain (seed: 0.938)",
+        "mardi prochain / jeudi prochain (prototype: 0.938)",
         "L'utilisateur a rendez-vous chez le dentiste mardi prochain.",
         "L'utilisateur a rendez-vous chez le dentiste jeudi prochain.",
     ),
     (
-        "ce soir / demain soir (seed: 0.80)",
+        "ce soir / demain soir (prototype: 0.80)",
         "L'utilisateur voit Marc ce soir.",
         "L'utilisateur voit Marc demain soir.",
     ),

@@ -135,7 +135,7 @@ FACTS_EN: dict[str, tuple[str, ...]] = {
 }
 
 # The French traps, said in English. Each must stay under the threshold.
-SEED_TRAPS_EN: tuple[tuple[str, str, str], ...] = (
+TRAPS_EN: tuple[tuple[str, str, str], ...] = (
     (
         "10 sessions at 200 / 3 sessions at 50",
         "The contract covers 10 sessions at 200 pounds each.",

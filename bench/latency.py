@@ -2,7 +2,7 @@
 
 Run from the repository root: `python bench/latency.py`.
 
-Seed 000 scored in pure Python (1.5 ms at 100 memories, 13.4 ms at 1 000, 40.4 ms at 3 000) and
+The prototype scored in pure Python (1.5 ms at 100 memories, 13.4 ms at 1 000, 40.4 ms at 3 000) and
 measured 0.36 ms of counter update per turn at 300. This bench measures our numpy scoring and
 our selection next to a pure-Python scoring baseline run in the same process on the same
 vectors, and prints ratios, not absolute promises. Figures are medians of several runs.
@@ -34,12 +34,12 @@ from bot.clients.db import Database, to_db  # noqa: E402
 from bot.memory.counters import record_turn  # noqa: E402
 from bot.memory.model import Memory, content_hash, utcnow  # noqa: E402
 from bot.memory.scoring import cosine_scores  # noqa: E402
-from bot.memory.selection import SEED_SEMANTIC_THRESHOLD, select  # noqa: E402
+from bot.memory.selection import FALLBACK_THRESHOLD, select  # noqa: E402
 
 DIM = 384
 SIZES = (100, 1_000, 3_000, 10_000, 100_000)
 BASELINE_SAMPLE = 10_000  # above this, the pure-Python baseline is extrapolated linearly
-SEED_SCORING_MS = {100: 1.5, 1_000: 13.4, 3_000: 40.4}
+PROTOTYPE_SCORING_MS = {100: 1.5, 1_000: 13.4, 3_000: 40.4}
 TYPES = ("fact", "preference", "promise", "episode", "rule")
 TYPE_WEIGHTS = (40, 25, 10, 22, 3)
 COUNTER_SIZES = (300, 3_000)
@@ -91,7 +91,7 @@ def corpus(
 
 
 def python_scores(query: list[float], ids: list[int], rows: list[list[float]]) -> dict[int, float]:
-    """The seed's way: vectors as lists of floats, one dot product per memory."""
+    """The prototype's way: vectors as lists of floats, one dot product per memory."""
     return {memory_id: sum(map(mul, query, row)) for memory_id, row in zip(ids, rows)}
 
 
@@ -101,7 +101,7 @@ def bench_read_path() -> tuple[float, float]:
     print("Read path: scoring + selection of 24 (median ms)")
     header = (
         f"{'N':>8} {'numpy scoring':>14} {'selection':>10} {'total':>8} {'baseline':>10}"
-        f" {'speed-up':>9}  eligible  seed baseline"
+        f" {'speed-up':>9}  eligible  {'prototype ms':>13}"
     )
     print(header)
     print("-" * len(header))
@@ -130,12 +130,12 @@ def bench_read_path() -> tuple[float, float]:
 
         total_ms = scoring_ms + selection_ms
         speed_up = baseline_ms / scoring_ms
-        eligible = sum(1 for s in scores.values() if s >= SEED_SEMANTIC_THRESHOLD)
+        eligible = sum(1 for s in scores.values() if s >= FALLBACK_THRESHOLD)
         mark = "*" if sample < n else " "
-        seed = f"{SEED_SCORING_MS[n]:.1f}" if n in SEED_SCORING_MS else ""
+        prototype = f"{PROTOTYPE_SCORING_MS[n]:.1f}" if n in PROTOTYPE_SCORING_MS else ""
         print(
             f"{n:>8} {scoring_ms:>14.2f} {selection_ms:>10.2f} {total_ms:>8.2f} "
-            f"{baseline_ms:>9.1f}{mark} {speed_up:>8.0f}x  {eligible:>8}  {seed:>13}"
+            f"{baseline_ms:>9.1f}{mark} {speed_up:>8.0f}x  {eligible:>8}  {prototype:>13}"
         )
         assert len(selected) == 24
         if n == 3_000:
@@ -181,7 +181,7 @@ async def record_turn_placeholders(
 
 async def bench_counters() -> None:
     print()
-    print("Counter update per turn, real SQLite file (median ms; seed: 0.36 ms at 300)")
+    print("Counter update per turn, real SQLite file (median ms; prototype: 0.36 ms at 300)")
     print(f"{'N':>8} {'json_each stmt':>15} {'placeholders stmt':>18} {'json_each + txn':>16}")
     rng = random.Random(1)
     with tempfile.TemporaryDirectory() as directory:

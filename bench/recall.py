@@ -2,7 +2,7 @@
 
 Run from the repository root: python bench/recall.py
 
-Seed 000's bench ("Le rappel sémantique, mesuré"), rebuilt for our model: 18 reference memories
+The prototype's recall bench (docs/design.md, "Read path"), rebuilt for our model: 18 reference memories
 of one user, 6 chat queries, 10 relevant (query, memory) pairs declared per fact (corpus and how
 it was built: bench/recall_corpus.py), drowned in distractors up to 234, 1 000 and 3 000
 memories, over 5 distractor sets (seeded draws from one generated pool of 3 300; the smaller
@@ -258,7 +258,7 @@ def median(values: Sequence[int]) -> int:
 
 def compare_variants(encoder: Encoder, corpus: Corpus) -> tuple[dict, dict]:
     """Ranks of the relevant pairs per (variant, size), one list per distractor set, and the
-    seed's rejected metric (mean cosine gap relevant - non-relevant, first set) per cell."""
+    prototype's rejected metric (mean cosine gap relevant - non-relevant, first set) per cell."""
     ranks: dict[tuple[Variant, int], list[list[int]]] = {}
     gaps: dict[tuple[Variant, int], float] = {}
     for prefixes in PREFIXES:
@@ -305,7 +305,7 @@ def print_comparison(corpus: Corpus, ranks: dict, gaps: dict) -> Prefixes:
     print(f"   décor : {len(SETTING)} caractères, une requête en fait {min(len(q) for _, q, _ in QUERIES)} à "
           f"{max(len(q) for _, q, _ in QUERIES)}")
     print("   * : hors de portée du moteur livré (il préfixe toujours), mesuré avec sa copie sans préfixe")
-    print("   écart : cosinus moyen pertinentes - non pertinentes (1er jeu), la métrique que le seed a rejetée")
+    print("   écart : cosinus moyen pertinentes - non pertinentes (1er jeu), la métrique que le prototype a rejetée")
     print(RULE)
     header = f"{'variante':34} {'taille':>6} " + " ".join(f"{'@' + str(k):>14}" for k in KS) + f" {'écart':>7}"
     print(header)

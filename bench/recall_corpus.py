@@ -13,7 +13,7 @@ How the corpus was built
   exam; Q4: "la petite" = his daughter, a cake = the nut allergy), three name what they recall
   (Q2 running, Q5 the sister, Q6 the promise to Lina), as a user who counts on the memory does.
 - Relevance is declared per fact: a memory is relevant to a query only if it is the fact the
-  answer needs, not because it shares the query's theme (seed 000: labelling by theme moved
+  answer needs, not because it shares the query's theme (the prototype: labelling by theme moved
   recall@3 from 10/10 to 9/15 without a single ranking changing).
 - Distractors come from templates x vocabularies (relatives x first names, cities, times,
   sports, health appointments, promises, outings, tastes...), drawn with a seeded generator and
@@ -63,7 +63,7 @@ QUERIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Q6", "tu te rappelles ce que j'ai promis à Lina pour les vacances ?", ("R10",)),
 )
 
-# The story the channel plays, as the seed appended it to every query: title + situation.
+# The story the channel plays, as the prototype appended it to every query: title + situation.
 # It is several times longer than a chat message, which is the point being measured.
 SETTING = (
     "Histoire : Les Brumes de Kerlann.\n"

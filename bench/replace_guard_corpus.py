@@ -1,8 +1,9 @@
 """Labelled replacements: (old shown fact, text the model proposed to replace it, user's message).
 
 SAME: true corrections of the same fact (change of team, town, pet's name, age…), written from
-seed 001's session and the kind of updates users make, each with the message that caused it.
-DIFFERENT: a new fact written over a neighbour that was shown to the model — seed 001's
+the prototype's extractor session (docs/design.md, "Write path") and the kind of updates users
+make, each with the message that caused it.
+DIFFERENT: a new fact written over a neighbour that was shown to the model — the prototype's
 vélo/mercredi case first, then the same mistake on other facts of one profile. HARD: wrong
 replacements that share the old fact's verb or frame ("habite à Nantes" → "habite avec sa
 sœur"), added after a review showed that subject overlap alone cannot tell them from true

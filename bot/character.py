@@ -10,6 +10,9 @@ name, since it is known here, and with `<USER>` written `{{user}}`: the person's
 only at each turn, where `fill_user` or `render_character_prompt` puts it in.
 
 Every problem is a `CharacterError` whose message is one sentence naming the file.
+
+Over 450 lines on purpose: both file formats map onto one `Character`, and each field's reading
+and its error message sit together.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from bot.memory.story import parse_state_specs
+from bot.memory.story_state import parse_state_specs
 from bot.errors import CharacterError, LoreError, StateSpecError
 from bot.memory.text import storable
 from bot.lore import Lorebook, load_lore_file, lorebook_from_card

@@ -4,6 +4,9 @@ Each field's description is its documentation: `.env.example` is rendered from t
 `render_env_example()` (`python -m bot.config > .env.example`) and a test fails when the two
 differ. `load_settings()` is the entry point: it turns pydantic's validation errors into a
 `ConfigError` with one line per bad setting, named by its environment variable.
+
+Longer than most modules on purpose: every setting, its description, its check and the section
+it is handed out in stay in one file, so a new setting cannot miss its documentation.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from bot.llm_calls import ModelCalls
 from bot.memory.recall import Recall
 from bot.memory.scoring import VectorCache
 from bot.memory.store import MemoryStore
-from bot.memory.story import StateSpec, parse_state_specs
+from bot.memory.story_state import StateSpec, parse_state_specs
 
 
 @dataclass(slots=True)

@@ -38,7 +38,8 @@ from bot.memory.reflection import (
     parse_reflection,
     reflection_json_schema,
 )
-from bot.memory.story import render_story_context, state_values
+from bot.memory.story import render_story_context
+from bot.memory.story_state import state_values
 from bot.memory.story_store import load_story
 from bot.memory.write import CHANGE_ACTIONS, ReflectionContext, ReflectionReport, apply_reflection
 

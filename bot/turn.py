@@ -16,7 +16,8 @@ from typing import Any
 
 from bot.character import fill_user, render_character_prompt
 from bot.clients.db import to_db
-from bot.clients.llm import ChatReply, Image, OnText, TokenUsage
+from bot.clients.llm import OnText
+from bot.clients.llm_wire import ChatReply, Image, TokenUsage
 from bot.clients.outage import Outage
 from bot.context import EngineContext
 from bot.errors import LLMError, LLMStreamCut, StorageError
@@ -25,7 +26,8 @@ from bot.memory import settings_store
 from bot.memory.exchange_store import exchange_failed, hold_reply, mark_settled_now, save_exchange, set_reply
 from bot.memory.model import Memory
 from bot.memory.recall import TurnFigures, TurnSelection
-from bot.memory.story import StateSpec, render_story_context, select_positions, state_values
+from bot.memory.story import render_story_context, select_positions
+from bot.memory.story_state import StateSpec, state_values
 from bot.memory.story_store import load_story
 from bot.memory.text import storable
 from bot.open_exchanges import OpenExchanges

@@ -26,6 +26,7 @@ CORE_FILES = (
     "bot/lore.py",
     "bot/cast.py",
     "bot/i18n.py",
+    "bot/quoting.py",
     # The engine's parts.
     "bot/context.py",
     "bot/events.py",
@@ -165,3 +166,28 @@ def test_no_front_end_schedules_a_reflection() -> None:
             if isinstance(node, ast.Attribute) and node.attr == "schedule_reflection":
                 calls.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert calls == []
+
+
+# Modules of bot/ that are neither core, client nor front end, each with its room.
+OTHER_ROOMS = {
+    "bot/__init__.py": "package",
+    "bot/__main__.py": "composition",
+    "bot/app.py": "composition",
+    "bot/config.py": "composition",
+    "bot/kinds.py": "composition (leaf: the kinds of server a setting names)",
+    "bot/errors.py": "errors (leaf)",
+}
+
+
+def test_every_module_has_a_room() -> None:
+    """A new module must be placed in a room, or the rules above would not look at it."""
+    rooms: dict[str, list[str]] = {}
+    for path in _files(CORE_DIRS + CLIENT_DIRS + FRONT_END_DIRS, CORE_FILES):
+        rooms.setdefault(str(path.relative_to(ROOT)), []).append("checked")
+    for name in OTHER_ROOMS:
+        rooms.setdefault(name, []).append("listed")
+    every = {str(p.relative_to(ROOT)) for folder in ("bot", "cogs") for p in (ROOT / folder).rglob("*.py")}
+    unplaced = sorted(every - rooms.keys())
+    twice = sorted(name for name, found in rooms.items() if len(found) > 1)
+    assert not unplaced, f"modules in no room (add them to CORE_FILES or OTHER_ROOMS): {unplaced}"
+    assert not twice, f"modules in two rooms: {twice}"

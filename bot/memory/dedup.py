@@ -1,8 +1,8 @@
 """Write-path deduplication: is a new memory the same fact as a stored one, and which wording stays.
 
-Pure logic, no I/O. The measures and their traps come from seed 000 ("Dédoublonner", "Un chiffre
-différent est un fait différent", "Le sens de la fusion"); the figures quoted below are printed by
-``bench/dedup.py`` on the corpus in ``bench/dedup_corpus.py``.
+Pure logic, no I/O. The measures and their traps were measured on the prototype (docs/design.md,
+"Measured decisions"); the figures quoted below are printed by ``bench/dedup.py`` on the corpus
+in ``bench/dedup_corpus.py``.
 
 Score of two texts = max of three measures on their dedup text (``normalise`` with times and
 numbers written one way, see ``dedup_text``):
@@ -31,22 +31,24 @@ merge silently erases a fact.
 
 ``DedupIndex`` finds the merge target of a new memory among thousands without scoring each one,
 with the same answer as ``best_match_exhaustive``; ``merge`` says which wording the merged memory
-keeps.
+keeps. Carrier tokens and the dedup text live in bot/memory/carriers.py.
+
+Over 450 lines on purpose: the index must give the exhaustive score's answer, so the score, its
+two caps and the index that bounds them are read and changed together.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
-import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from bot.memory.text import capitalised_words, expand_contractions, fact_words, normalise, words
+from bot.memory.carriers import AMBIGUOUS_MONTHS, SINGLE_CARRIERS, carriers_of, dedup_text
+from bot.memory.text import capitalised_words, fact_words, strip_accents
 
 SIMILARITY_THRESHOLD = 0.80
 # The sequence ratio says nothing when the sentence frame alone reaches the threshold: two texts
@@ -59,194 +61,11 @@ MIN_RATIO_CHARS = 23
 _CAPPED = SIMILARITY_THRESHOLD - 0.01
 
 
-# --- carrier tokens -------------------------------------------------------------------------
-
-# "14h30", "14 h 30", "14:30" are the same time, and so are "14h"/"14h00" and "2pm"/"14h": the
-# dedup text writes each time one canonical way, so a time written two ways is one memory (the
-# seed accepted that duplicate; canonicalising costs nothing). A duration "3 h" is rewritten the
-# same way on both sides. "10 000" is one number.
-_TIME_12H = re.compile(r"(?<![\w.,:])(\d{1,2})(?: ?: ?(\d{2}))? ?(am|pm)(?!\w)")
-_TIME = re.compile(r"(?<![\w.,:])(\d{1,2}) ?(?:h|:) ?(\d{2})?(?![\w:])")
-_THOUSANDS = re.compile(r"(?<=\d) (?=\d{3}(?!\d))")
-# A canonical time ("14h30", "9h") or a number ("200", "3,5"; "03" is "3").
-_TIME_OR_NUMBER = re.compile(r"\d+h(?:\d{2})?(?![\w])|\d+(?:[.,]\d+)?")
-_FRENCH_NEGATION = re.compile(r"(?:^|[\s(«\"\[])(?:ne\s|n')")
-_ENGLISH_NEGATION = re.compile(r"n't\b")
-
-_WEEKDAYS = {
-    "lundi": "lundi", "mardi": "mardi", "mercredi": "mercredi", "jeudi": "jeudi",
-    "vendredi": "vendredi", "samedi": "samedi", "dimanche": "dimanche",
-    "monday": "monday", "tuesday": "tuesday", "wednesday": "wednesday", "thursday": "thursday",
-    "friday": "friday", "saturday": "saturday", "sunday": "sunday",
-}
-_MONTHS = {
-    m: m
-    for m in (
-        "janvier février mars avril mai juin juillet août septembre octobre novembre décembre "
-        "january february april june july august september october november december"
-    ).split()
-}
-# English "may" and "march" are also verbs: a month only next to a number or after these words.
-_AMBIGUOUS_MONTHS = {"may", "march"}
-_MONTH_CONTEXT = {"in", "since", "until", "by", "early", "late", "mid", "next", "last", "this", "of"}
-_SINGLE_CARRIERS: dict[str, str] = {
-    **_WEEKDAYS,
-    **{day + "s": day for day in _WEEKDAYS},
-    **_MONTHS,
-    # Whole tokens only: "après-demain" is one word and never yields "demain".
-    "demain": "demain", "après-demain": "après-demain", "hier": "hier", "avant-hier": "avant-hier",
-    "soir": "soir", "soirs": "soir", "soirée": "soir", "matin": "matin", "matins": "matin",
-    "matinée": "matin", "midi": "midi", "après-midi": "après-midi", "nuit": "nuit",
-    "nuits": "nuit", "minuit": "minuit", "week-end": "week-end", "week-ends": "week-end",
-    "weekend": "week-end", "weekends": "week-end",
-    "prochain": "prochain", "prochaine": "prochain", "prochains": "prochain",
-    "prochaines": "prochain", "dernier": "dernier", "dernière": "dernier",
-    "derniers": "dernier", "dernières": "dernier",
-    "printemps": "printemps", "automne": "automne", "hiver": "hiver",
-    "tomorrow": "tomorrow", "tonight": "tonight", "today": "today", "yesterday": "yesterday",
-    "morning": "morning", "mornings": "morning", "afternoon": "afternoon",
-    "afternoons": "afternoon", "evening": "evening", "evenings": "evening", "night": "night",
-    "nights": "night", "noon": "noon", "midnight": "midnight", "summer": "summer",
-    "winter": "winter", "autumn": "autumn",
-    # Number words. "un"/"une"/"one" are articles far more often than numbers; "neuf" is "new"
-    # as often as "nine". A number swap written in words is still caught as a substitution.
-    **{
-        n: n
-        for n in (
-            "deux trois quatre cinq six sept huit dix onze douze treize quatorze quinze seize "
-            "vingt trente quarante cinquante soixante cent cents mille deuxième troisième "
-            "quatrième cinquième two three four five six seven eight nine ten eleven twelve "
-            "twenty thirty forty fifty hundred thousand"
-        ).split()
-    },
-    # Negations: "aime X" and "n'aime pas X" are two facts, not two wordings of one.
-    "pas": "pas", "jamais": "jamais", "rien": "rien", "aucun": "aucun", "aucune": "aucun",
-    "guère": "guère", "sans": "sans", "not": "not", "never": "never", "no": "no",
-    "nothing": "nothing", "none": "none", "nobody": "nobody", "without": "without",
-    "cannot": "not",
-}
-_TIME_NOUNS_EN = {"week", "weekend", "month", "year", *_WEEKDAYS, *_MONTHS, *_AMBIGUOUS_MONTHS}
-# Phrases mapped to "" are read whole and yield nothing: "la prochaine fois" is not a date.
-_PHRASES: dict[tuple[str, ...], str] = {
-    ("prochaine", "fois"): "",
-    ("dernière", "fois"): "",
-    ("après", "demain"): "après-demain",
-    ("avant", "hier"): "avant-hier",
-    ("aujourd", "hui"): "aujourd'hui",
-    ("ce", "soir"): "ce soir",
-    ("ce", "matin"): "ce matin",
-    ("ce", "midi"): "ce midi",
-    ("cet", "après-midi"): "cet après-midi",
-    ("cet", "après", "midi"): "cet après-midi",
-    ("cette", "nuit"): "cette nuit",
-    ("ce", "week-end"): "ce week-end",
-    ("ce", "weekend"): "ce week-end",
-    ("cette", "semaine"): "cette semaine",
-    ("ce", "mois-ci"): "ce mois",
-    ("ce", "mois"): "ce mois",
-    ("cette", "année"): "cette année",
-    ("cet", "été"): "été",
-    ("en", "été"): "été",
-    ("semaine", "prochaine"): "semaine prochaine",
-    ("semaine", "dernière"): "semaine dernière",
-    ("mois", "prochain"): "mois prochain",
-    ("mois", "dernier"): "mois dernier",
-    ("année", "prochaine"): "année prochaine",
-    ("année", "dernière"): "année dernière",
-    ("an", "prochain"): "année prochaine",
-    ("an", "dernier"): "année dernière",
-    ("été", "dernier"): "été dernier",
-    ("été", "prochain"): "été prochain",
-    ("day", "after", "tomorrow"): "day after tomorrow",
-    ("day", "before", "yesterday"): "day before yesterday",
-    **{("this", w): "this " + w for w in ("morning", "afternoon", "evening", "week", "weekend",
-                                          "month", "year")},
-    **{(rel, w): f"{rel} {w}" for rel in ("next", "last") for w in _TIME_NOUNS_EN},
-}
-_LONGEST_PHRASE = max(len(p) for p in _PHRASES)
-
-
-def _canonical_number(raw: str) -> str:
-    if "h" in raw:
-        return raw
-    whole, _, fraction = raw.replace(",", ".").partition(".")
-    whole = whole.lstrip("0") or "0"
-    return f"{whole}.{fraction}" if fraction else whole
-
-
-def _time_token(hours: int, minutes: str | None) -> str:
-    return f"{hours}h{minutes}" if minutes and minutes != "00" else f"{hours}h"
-
-
-def _twelve_hour(match: re.Match[str]) -> str:
-    hours = int(match.group(1)) % 12 + (12 if match.group(3) == "pm" else 0)
-    return _time_token(hours, match.group(2))
-
-
-def dedup_text(text: str) -> str:
-    """The text every measure is computed on: ``normalise`` plus one spelling per time and number,
-    and English contractions spelt out."""
-    norm = _TIME_12H.sub(_twelve_hour, expand_contractions(normalise(text)))
-    norm = _TIME.sub(lambda m: _time_token(int(m.group(1)), m.group(2)), norm)
-    return _THOUSANDS.sub("", norm)
-
-
-def carrier_tokens(text: str) -> tuple[str, ...]:
-    """The tokens that are often the fact itself, as a sorted multiset.
-
-    Numbers, times, weekdays, months, relative days and parts of the day, "prochain"/"dernier",
-    seasons, number words and negations, French and English. Two texts whose carrier tokens
-    differ are never merged.
-    """
-    return _carriers(dedup_text(text))
-
-
-def _carriers(canonical: str) -> tuple[str, ...]:
-    found = [_canonical_number(n) for n in _TIME_OR_NUMBER.findall(canonical)]
-    tokens = words(canonical)
-    negated_fr = bool(_FRENCH_NEGATION.search(canonical))
-    if negated_fr:
-        found.append("ne")
-    if _ENGLISH_NEGATION.search(canonical):
-        found.append("not")
-    i = 0
-    while i < len(tokens):
-        for size in range(_LONGEST_PHRASE, 1, -1):
-            phrase = _PHRASES.get(tuple(tokens[i:i + size]))
-            if phrase is not None:
-                if phrase:
-                    found.append(phrase)
-                i += size
-                break
-        else:
-            token = tokens[i]
-            carrier = _SINGLE_CARRIERS.get(token)
-            if carrier is not None:
-                found.append(carrier)
-            elif token == "plus" and negated_fr:
-                found.append("plus")  # "ne fume plus": no longer
-            elif token in _AMBIGUOUS_MONTHS and _month_context(tokens, i):
-                found.append(token)
-            i += 1
-    return tuple(sorted(found))
-
-
-def _month_context(tokens: list[str], i: int) -> bool:
-    before = tokens[i - 1] if i > 0 else ""
-    after = tokens[i + 1] if i + 1 < len(tokens) else ""
-    return before in _MONTH_CONTEXT or before.isdigit() or after.isdigit()
-
-
 # --- substitution ---------------------------------------------------------------------------
 
 _INFLECTIONS = ("", "s", "x", "e", "es", "y", "ies")
 
 
-# Pure, and called by the index on the same few thousand names over and over.
-@functools.lru_cache(maxsize=1 << 16)
-def _fold(word: str) -> str:
-    decomposed = unicodedata.normalize("NFD", word)
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 # Pure and called on the same few thousand word pairs over and over by the index.
@@ -265,7 +84,7 @@ def near_spelling(a: str, b: str) -> bool:
     """
     if not (a.isalpha() and b.isalpha()):
         return False
-    fa, fb = _fold(a), _fold(b)
+    fa, fb = strip_accents(a), strip_accents(b)
     if fa == fb:
         return True
     for x, y in ((fa, fb), (fb, fa)):
@@ -322,7 +141,7 @@ def is_substitution(
 
     def respelt(w: str, v: str) -> bool:
         if w in names or v in names:
-            return _fold(w) == _fold(v)
+            return strip_accents(w) == strip_accents(v)
         return near_spelling(w, v)
 
     return any(not any(respelt(w, v) for v in only_b) for w in only_a) and any(
@@ -342,7 +161,7 @@ class _Features:
 
 
 # English capitalises weekdays and months: they are carrier tokens, compared as such, not names.
-_NOT_NAMES = frozenset(_SINGLE_CARRIERS) | _AMBIGUOUS_MONTHS
+_NOT_NAMES = frozenset(SINGLE_CARRIERS) | AMBIGUOUS_MONTHS
 
 
 # The index is rebuilt from a user's memories at each reflection: each text is read once.
@@ -351,7 +170,7 @@ def _features(text: str) -> _Features:
     canonical = dedup_text(text)
     content = frozenset(fact_words(canonical))
     names = frozenset((capitalised_words(text) & content) - _NOT_NAMES)
-    return _Features(canonical, content, _carriers(canonical), names)
+    return _Features(canonical, content, carriers_of(canonical), names)
 
 
 def _substituted(a: _Features, b: _Features) -> bool:
@@ -419,7 +238,7 @@ def similarity_details(a: str, b: str) -> dict[str, float | bool]:
         "raw": raw,
         "carriers_differ": carriers_differ,
         "substitution": substituted,
-        "seed_score": min(raw, _CAPPED) if carriers_differ else raw,
+        "carrier_score": min(raw, _CAPPED) if carriers_differ else raw,
         "score": min(raw, _CAPPED) if carriers_differ or substituted else raw,
     }
 
@@ -451,7 +270,7 @@ class MergeDecision:
 
 
 def merge(existing_text: str, new_text: str) -> MergeDecision:
-    """Which wording a merged memory keeps (seed 000, "Le sens de la fusion").
+    """Which wording a merged memory keeps (docs/design.md, "Measured decisions": merge direction).
 
     The newer wording wins unless it is poorer: it is absorbed (``rewrite=False``, the stored text
     is kept) when it is the same dedup text ("14 h 30" is "14h30"), when it appears verbatim inside

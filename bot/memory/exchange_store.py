@@ -4,7 +4,9 @@ and what each reflection changed (memory_changes, the receipts).
 
 Every statement filters on user_id, except `message_owner`: a deleted message reaches the bot
 without its author, so the owner is looked up by message id first, then everything is scoped.
-Functions taking `conn` join the caller's write transaction.
+Functions taking `conn` join the caller's write transaction. One module for the exchange's whole
+life (saved, answered, reflected, regenerated, edited, erased), so its user scoping is read in
+one place.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import aiosqlite
 
 from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
-from bot.clients.llm import Image
+from bot.clients.llm_wire import Image
 
 
 @dataclass(frozen=True, slots=True)

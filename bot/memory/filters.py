@@ -1,9 +1,9 @@
 """Write-path code filters: what the reflection proposes and the code refuses before dedup.
 
-Seed 000, "Demander au modèle de s'abstenir ne marche pas": telling the model to leave out what
+Measured on the prototype (docs/design.md, "Write path"): telling the model to leave out what
 is not about the user *doubled* the rate of such memories (10 % → 20 %). What must be excluded
 is therefore excluded here, in code, by small lexical detectors, French first, English too,
-each calibrated on the cases the seed reports and each with its false positives written down as
+each calibrated on the cases the prototype reported and each with its false positives written down as
 tests (tests/memory/test_filters.py, `test_known_false_positive_*`).
 
 `check_candidate` runs them in a fixed order and returns the first rejection:
@@ -16,17 +16,31 @@ tests (tests/memory/test_filters.py, `test_known_false_positive_*`).
 Every detector is a pure function of its text; none does I/O or logs (the write path decides
 and records). When a detector is unsure it lets the memory through: a wrong memory is visible
 and can be forgotten, a memory dropped here is gone without a trace.
+
+Over 450 lines on purpose: each detector keeps its calibration and its known false positives
+beside its code. The shared vocabulary (folded tokens, negations, change markers) is in
+bot/memory/text.py.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bot.memory.text import STOPWORDS, expand_contractions, fact_words, normalise
+from bot.memory.text import (
+    BARE_NEGATIONS,
+    CHANGE_MARKERS,
+    CHANGE_PHRASES,
+    NE_PARTNERS,
+    STOPWORDS,
+    expand,
+    fact_words,
+    fold,
+    fold_tokens,
+    same_word_inflected,
+)
 
 # --- low_confidence ---------------------------------------------------------------------------
 
@@ -36,7 +50,7 @@ CONFIDENCE_THRESHOLD = 0.85
 def low_confidence(confidence: float) -> bool:
     """True when the candidate's confidence is below CONFIDENCE_THRESHOLD (or not a number).
 
-    Calibration, seed 000 "Le filtre de confiance ne filtrait rien": 24 invented exchanges (6
+    Calibration (docs/design.md, "Write path": confidence filter): 24 invented exchanges (6
     clear facts, 6 hesitations, 6 hints, 6 small talk), two draws, every candidate captured
     before this filter. The 0.60–0.85 band was empty: clear facts came out 12/12, small talk
     0/12, hesitations 4/12, and the one hesitation emitted carried its doubt in the sentence
@@ -54,30 +68,13 @@ def low_confidence(confidence: float) -> bool:
 
 # --- shared lexical helpers -------------------------------------------------------------------
 
-# "l'", "n'", "qu'"… stay tokens of their own: "n'" carries the negation.
-_TOKEN = re.compile(r"(?:jusqu|lorsqu|puisqu|qu|[cdjlmnst])'|[^\W_]+(?:-[^\W_]+)*|[,;]")
-
-
-def _fold(text: str) -> str:
-    """normalise() without accents: "Écho", "ECHO" and "Echo" are one name."""
-    decomposed = unicodedata.normalize("NFD", normalise(text))
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
-def _expand(text: str) -> str:
-    """Normalised text with English negative contractions spelt out ("doesn't" → "does not")."""
-    return expand_contractions(normalise(text))
-
-
-def _tokens(text: str) -> list[str]:
-    return _TOKEN.findall(_fold(_expand(text)))
 
 
 def _is_word(token: str) -> bool:
     return token[-1].isalnum()
 
 
-_FOLDED_STOPWORDS = frozenset(_fold(w) for w in STOPWORDS)
+_FOLDED_STOPWORDS = frozenset(fold(w) for w in STOPWORDS)
 
 # A name part shorter than this ("Le", "Al") is too common to count on its own.
 NAME_PART_MIN_CHARS = 3
@@ -86,7 +83,7 @@ NAME_PART_MIN_CHARS = 3
 def _name_positions(tokens: Sequence[str], name: str | None) -> list[int]:
     """Where a name occurs: its whole token sequence, or, for a multi-word name, any part of it
     that is long enough and not a function word ("Dame Écho" is also "Écho")."""
-    parts = [t for t in _tokens(name or "") if _is_word(t)]
+    parts = [t for t in fold_tokens(name or "") if _is_word(t)]
     if not parts:
         return []
     n = len(parts)
@@ -147,7 +144,7 @@ _PERSON_WORDS = frozenset(
 def not_about_user(text: str, character_name: str, user_name: str | None = None) -> bool:
     """True when the memory is about the character or the setting rather than the user.
 
-    Calibration, seed 000: 10 % of extracted memories were about the character or the setting
+    Calibration, on the prototype: 10 % of extracted memories were about the character or the setting
     ("Écho aime le thé au jasmin.", "Le personnage vit dans une taverne.", "La taverne est
     éclairée à la bougie."), and asking the model to abstain doubled the rate.
 
@@ -167,7 +164,7 @@ def not_about_user(text: str, character_name: str, user_name: str | None = None)
     Known false negatives (kept): a possessive that belongs to the place ("La taverne ferme ses
     portes à minuit."), a setting opening on a proper name ("Port-Réal est une ville fortifiée.").
     """
-    tokens = _tokens(text)
+    tokens = fold_tokens(text)
     if not tokens or _user_positions(tokens, user_name):
         return False
     if _character_positions(tokens, character_name):
@@ -186,7 +183,7 @@ def about_someone_else(text: str, other_names: Iterable[str], user_name: str | N
     Known false positive: a fact of the user's that names someone else and leaves the user
     implicit ("Connaît Bob depuis l'école."). The reflection is asked to name the user.
     """
-    tokens = _tokens(text)
+    tokens = fold_tokens(text)
     if not tokens or _user_positions(tokens, user_name):
         return False
     return any(_name_positions(tokens, name) for name in other_names if name != user_name)
@@ -195,25 +192,17 @@ def about_someone_else(text: str, other_names: Iterable[str], user_name: str | N
 # --- flipped_negation -------------------------------------------------------------------------
 
 # Share of content words (negation markers removed) two texts must have in common to be "the
-# same fact": the seed's flips are verbatim copies ("n'aime pas X" → "aime X", overlap 1.0);
+# same fact": the prototype's flips are verbatim copies ("n'aime pas X" → "aime X", overlap 1.0);
 # 0.75 still tolerates one extra or missing word out of four ("vraiment", "beaucoup"). The
 # closest pair of distinct facts in the tests, "n'aime pas le thé vert" / "aime le thé noir",
 # scores 0.50.
 FLIP_MIN_OVERLAP = 0.75
 
-# Partners of "ne" that make a negation ("ne … que" alone is a restriction, not a negation).
-_NE_PARTNERS = frozenset(
-    {"pas", "jamais", "plus", "rien", "aucun", "aucune", "aucuns", "aucunes", "guere", "nullement", "personne"}
-)
-# Negations that stand without "ne" (spoken French "aime pas", and English).
-_BARE_NEGATIONS = frozenset(
-    {"pas", "jamais", "aucun", "aucune", "nullement", "not", "never", "no", "none", "nothing", "nobody", "nor"}
-)
 # Removed before comparing two texts: the negation itself, and the adverbs that come and go
 # with it ("ne fume plus" / "fume toujours", "no longer" / "still", "anymore", "now").
 _POLARITY_WORDS = (
-    _NE_PARTNERS
-    | _BARE_NEGATIONS
+    NE_PARTNERS
+    | BARE_NEGATIONS
     | frozenset(
         {
             "ne", "neither", "longer", "anymore", "any", "ever", "toujours", "desormais", "maintenant",
@@ -221,38 +210,8 @@ _POLARITY_WORDS = (
         }
     )
 )  # fmt: skip
-# Words of the user's message that announce a change of mind about what they sit next to.
-_CHANGE_MARKERS = frozenset(
-    {
-        "finalement", "maintenant", "desormais", "dorenavant", "plus", "change", "arrete",
-        "recommence", "remis", "repris", "now", "actually", "anymore", "longer", "nowadays",
-        "lately", "changed", "stopped", "quit", "started", "again",
-    }
-)  # fmt: skip
-_CHANGE_PHRASES = re.compile(r"\b(?:en fait|au final|used to|these days|any more)\b")
-# Words that announce that a fact changed value (team, town, job…): the replace guard's evidence.
-_UPDATE_MARKERS = _CHANGE_MARKERS | frozenset(
-    {
-        "quitte", "demenage", "demenagee", "nouveau", "nouvelle", "nouvel", "devenu", "devenue",
-        "passe", "passee", "correction", "trompe", "trompee", "erreur", "left", "moved", "switched",
-        "became", "new", "wrong", "mistake",
-    }
-)  # fmt: skip
-# Words that announce an addition: "je suis AUSSI allergique aux crustacés" adds a fact.
-_ADDITION_MARKERS = frozenset({"aussi", "egalement", "also", "too"})
-_ADDITION_PHRASES = re.compile(r"\b(?:en plus|de plus|as well|in addition)\b")
 
 
-def announces_change(user_message: str) -> bool:
-    """The user's own words say that something changed value ("j'ai quitté…", "now…")."""
-    folded = _fold(_expand(user_message))
-    return bool(_UPDATE_MARKERS & set(_tokens(user_message))) or bool(_CHANGE_PHRASES.search(folded))
-
-
-def announces_addition(user_message: str) -> bool:
-    """The user's own words say that a fact comes in addition to another ("aussi", "also")."""
-    folded = _fold(_expand(user_message))
-    return bool(_ADDITION_MARKERS & set(_tokens(user_message))) or bool(_ADDITION_PHRASES.search(folded))
 # Verbs that frame a preference or a habit; the subject of "aime les épinards" is "épinards".
 _FRAME_VERBS = frozenset(
     {
@@ -260,21 +219,19 @@ _FRAME_VERBS = frozenset(
         "like", "love", "enjoy", "hate", "prefer", "eat", "drink", "want", "does",
     }
 )  # fmt: skip
-# Letters an inflection swaps at the end of a word: "aime" / "aimait", "likes" / "liking".
-_INFLECTION_TAILS = frozenset({"e", "s"})
 _SENTENCES = re.compile(r"[.!?…\n]+")
 _CLAUSES = re.compile(r"[,;]|\b(?:mais|but|sauf|except|however|cependant)\b", re.IGNORECASE)
 
 
 def _negative(tokens: Sequence[str]) -> bool:
-    if any(t in _BARE_NEGATIONS for t in tokens):
+    if any(t in BARE_NEGATIONS for t in tokens):
         return True
     has_ne = any(
         t == "ne" or (t == "n'" and tokens[i + 1 : i + 2] != ["importe"]) for i, t in enumerate(tokens)
     )
     if not has_ne:
         return False
-    if any(t in _NE_PARTNERS for t in tokens):
+    if any(t in NE_PARTNERS for t in tokens):
         return True
     return "que" not in tokens and "qu'" not in tokens
 
@@ -282,23 +239,9 @@ def _negative(tokens: Sequence[str]) -> bool:
 def _comparable(text: str) -> set[str]:
     """Fact words (relation words such as avec/pour/sur/sous included: "ne travaille pas avec
     Marc" does not flip "travaille pour Marc"), accents folded, negation and its adverbs removed."""
-    return {_fold(w) for w in fact_words(_expand(text))} - _POLARITY_WORDS
+    return {fold(w) for w in fact_words(expand(text))} - _POLARITY_WORDS
 
 
-def _same_word(a: str, b: str) -> bool:
-    """Equal, or one is the other inflected: the shorter word, less up to two final "e"/"s",
-    is a prefix of ≥ 3 letters of the longer ("aime" / "aimait", "smokes" / "smoking")."""
-    if a == b:
-        return True
-    short, long_ = sorted((a, b), key=len)
-    stem = short
-    for _ in range(2):
-        if long_.startswith(stem):
-            break
-        if stem[-1:] not in _INFLECTION_TAILS:
-            return False
-        stem = stem[:-1]
-    return len(stem) >= 3 and long_.startswith(stem)
 
 
 def _shared(a: set[str], b: set[str]) -> int:
@@ -306,7 +249,7 @@ def _shared(a: set[str], b: set[str]) -> int:
     left = set(b)
     shared = 0
     for word in sorted(a, key=lambda w: w not in left):
-        match = word if word in left else next((w for w in sorted(left) if _same_word(word, w)), None)
+        match = word if word in left else next((w for w in sorted(left) if same_word_inflected(word, w)), None)
         if match is not None:
             left.discard(match)
             shared += 1
@@ -330,18 +273,18 @@ def _message_supports(user_message: str, fact: frozenset[str], negative: bool) -
     is a change marker only without "ne": in "je n'aime plus" it is the negation, which the
     restatement test already reads.
     """
-    subject = {w for w in fact if not any(_same_word(w, v) for v in _FRAME_VERBS)} or fact
+    subject = {w for w in fact if not any(same_word_inflected(w, v) for v in _FRAME_VERBS)} or fact
     needed = min(2, len(fact))
     for sentence in _SENTENCES.split(user_message):
         if not _shared(_comparable(sentence), subject):
             continue
         for clause in _CLAUSES.split(sentence):
             words = _comparable(clause)
-            if _shared(words, subject) and _shared(words, fact) >= needed and _negative(_tokens(clause)) == negative:
+            if _shared(words, subject) and _shared(words, fact) >= needed and _negative(fold_tokens(clause)) == negative:
                 return True
-        tokens = _tokens(sentence)
-        markers = _CHANGE_MARKERS - {"plus"} if {"ne", "n'"} & set(tokens) else _CHANGE_MARKERS
-        if any(t in markers for t in tokens) or _CHANGE_PHRASES.search(_fold(sentence)):
+        tokens = fold_tokens(sentence)
+        markers = CHANGE_MARKERS - {"plus"} if {"ne", "n'"} & set(tokens) else CHANGE_MARKERS
+        if any(t in markers for t in tokens) or CHANGE_PHRASES.search(fold(sentence)):
             return True
     return False
 
@@ -351,13 +294,13 @@ def _message_supports(user_message: str, fact: frozenset[str], negative: bool) -
 @functools.lru_cache(maxsize=1 << 15)
 def _polarity(text: str) -> tuple[bool, frozenset[str]]:
     """Whether a text is negative, and its comparable words."""
-    return _negative(_tokens(text)), frozenset(_comparable(text))
+    return _negative(fold_tokens(text)), frozenset(_comparable(text))
 
 
 def flipped_negation(text: str, existing: Iterable[tuple[int, str]], user_message: str = "") -> int | None:
     """Id of the existing memory that `text` copies with its negation flipped, or None.
 
-    Calibration, seed 000: about one reflection in three flipped a negation while copying a
+    Calibration, on the prototype: about one reflection in three flipped a negation while copying a
     memory it was shown ("n'aime pas X" became "aime X"), and both versions then lived side by
     side. A flip is: opposite polarity (French "ne/n' … pas, jamais, plus, rien, aucun", spoken
     "aime pas", English "not/n't, never, no longer, no") and the same content words once the
@@ -505,8 +448,8 @@ def _makes_character_react(tokens: Sequence[str], character: int) -> bool:
 def character_attitude(text: str, character_name: str, user_name: str | None = None) -> bool:
     """True when the memory stores the character's attitude toward the user as a user fact.
 
-    Calibration, seed 000: "la réflexion rangeait parfois une attitude du personnage comme un
-    fait durable sur l'utilisateur" ("L'utilisateur est apprécié par Écho.", "Écho trouve
+    Calibration, on the prototype: the reflection sometimes stored an attitude of the character
+    as a durable fact about the user ("L'utilisateur est apprécié par Écho.", "Écho trouve
     l'utilisateur attachant.", "L'utilisateur agace le personnage.", "Le personnage se méfie de
     l'utilisateur.", "L'utilisateur a été taquiné par Écho."). The character's feelings belong to
     the character's positions, not to the user's memory.
@@ -524,7 +467,7 @@ def character_attitude(text: str, character_name: str, user_name: str | None = N
     ("L'utilisateur aime amuser Écho."). Known false negatives: attitudes with no feeling word
     ("L'utilisateur est le chouchou d'Écho.").
     """
-    tokens = _tokens(text)
+    tokens = fold_tokens(text)
     characters = _character_positions(tokens, character_name)
     users = _user_positions(tokens, user_name)
     if not characters or not users:

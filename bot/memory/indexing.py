@@ -1,7 +1,7 @@
 """Background indexing: embed the memories whose text or embedding model changed.
 
-Turns never embed memories (DESIGN, read path): this job does, every 45 s. A memory created a
-moment ago has no vector yet and is served by the deterministic passes until a tick reaches it.
+Turns never embed memories (docs/design.md, "Read path"): this job does, every 45 s. A memory
+created a moment ago has no vector yet and is served by the deterministic passes until a tick reaches it.
 Switching the embedding model works the same way: the new model's vectors fill in over the
 next ticks while turns go on; until then a memory without a vector for the current model just
 has no semantic score, and the old model's vectors are never compared with a new query (they

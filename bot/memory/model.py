@@ -9,9 +9,14 @@ from typing import Literal, get_args
 
 from bot.clients.values import as_utc
 
-MemoryType = Literal["fact", "preference", "promise", "episode", "rule"]
+# The one list of memory types. A user's memories, in rank order (selection ranks and gives quotas
+# in this order; the reflection may write only these); rules belong to the character, are always
+# in context and never compete for a slot.
+UserMemoryType = Literal["fact", "preference", "promise", "episode"]
+MemoryType = Literal[UserMemoryType, "rule"]
 Scope = Literal["global", "story"]
 
+USER_MEMORY_TYPES: tuple[str, ...] = get_args(UserMemoryType)
 MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
 SCOPES: tuple[str, ...] = get_args(Scope)
 DM_PLACE = "dm"

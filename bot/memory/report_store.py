@@ -16,7 +16,7 @@ from typing import Any
 from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
 from bot.memory.model import Memory
 from bot.memory.recall import TurnSelection, turn_from_row
-from bot.memory.store import row_to_memory
+from bot.memory.store import MEMORY_COLUMNS, row_to_memory
 
 _TURN_LOG_COLUMNS = (
     "user_id, story_id, outcome, memory_ms, reply_ms, prompt_tokens, completion_tokens, "
@@ -32,8 +32,7 @@ _USER_TURN_LOG = (
 # A week of a busy bot; past it, the oldest rows of the window are left out of the charts.
 MAX_LOG_ROWS = 100_000
 _NEVER_SURFACED = (
-    "SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
-    "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic "
+    "SELECT " + MEMORY_COLUMNS + " "
     "FROM memories WHERE type != 'rule' AND times_served = 0 AND times_candidate >= ? "
     "ORDER BY times_candidate DESC, id LIMIT ?"
 )

@@ -1,4 +1,7 @@
-"""Which memories enter the context this turn: the six passes of seed 000, as a pure function.
+"""Which memories enter the context this turn: six passes, as a pure function.
+
+The passes, the reserve and the quotas, and the measures behind them: docs/design.md,
+"Read path".
 
 Every candidate of one user in one story comes in; at most `limit` come out, each with the
 reason it is there (shown by `/why`) and its cosine when it has one.
@@ -26,19 +29,21 @@ from itertools import chain
 from operator import attrgetter
 from typing import Literal
 
-from bot.memory.model import Memory, utcnow
+from bot.memory.model import USER_MEMORY_TYPES, Memory, utcnow
 
-SEED_SEMANTIC_THRESHOLD = 0.32
+# Cosine a memory needs for the semantic pass when its embedding model has no measured value of
+# its own (bot/memory/recall.py keeps the measured ones); docs/design.md, "Measured decisions".
+FALLBACK_THRESHOLD = 0.32
 GLOBAL_CONTEXT_SHARE = 0.25
 SEMANTIC_SLOTS = 16
 TYPE_QUOTAS: Mapping[str, int] = {"fact": 6, "preference": 5, "promise": 4, "episode": 5}
-RANKED_TYPES: tuple[str, ...] = ("fact", "preference", "promise", "episode")
+# The context holds this many memories (rules apart).
 DEFAULT_LIMIT = 24
 
 Reason = Literal["pinned", "global", "semantic", "type_quota", "backfill"]
 
-_TYPE_INDEX = {memory_type: index for index, memory_type in enumerate(RANKED_TYPES)}
-_TYPES = len(RANKED_TYPES)
+_TYPE_INDEX = {memory_type: index for index, memory_type in enumerate(USER_MEMORY_TYPES)}
+_TYPES = len(USER_MEMORY_TYPES)
 # List number = type index + 4 if global + 8 if not pinned: numbering order is rank order.
 _GLOBAL_OFFSET = _TYPES
 _UNPINNED_OFFSET = 2 * _TYPES
@@ -74,7 +79,7 @@ def select(
     semantic_scores: Mapping[int, float] | None = None,
     limit: int = DEFAULT_LIMIT,
     *,
-    threshold: float = SEED_SEMANTIC_THRESHOLD,
+    threshold: float = FALLBACK_THRESHOLD,
     now: datetime | None = None,
 ) -> list[Selected]:
     """Choose at most `limit` memories, in the order they were chosen.
@@ -119,7 +124,7 @@ def select(
     chosen.take(_by_score(eligible_entries, limit), "semantic", SEMANTIC_SLOTS)
 
     # 5. Per-type quota, counting what earlier passes already gave each type.
-    for memory_type in RANKED_TYPES:
+    for memory_type in USER_MEMORY_TYPES:
         type_index = _TYPE_INDEX[memory_type]
         chosen.take(
             candidates.ranked(range(type_index, _LISTS, _TYPES)),

@@ -7,6 +7,9 @@ scope (replace, merge, new expiry, restore, delete) archives the previous versio
 
 Functions taking `conn` run inside the caller's `async with db.write() as conn:` transaction so
 that a whole reflection lands or none of it; `MemoryStore` methods open their own.
+
+Over 450 lines on purpose: every statement on `memories` and `memory_history` is here, so the
+archive-before-change rule and the user scoping can be checked in one file.
 """
 
 from __future__ import annotations
@@ -29,19 +32,18 @@ log = logging.getLogger(__name__)
 
 MAX_MEMORY_CHARS = 500
 
-_MEMORY_COLUMNS = (
-    "id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
-    "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic"
-)
+# What memory_history keeps of a memory: its columns from user_id to source.
 _SNAPSHOT_COLUMNS = (
     "user_id, text, type, scope, story_id, place, confidence, pinned, created_at, updated_at, "
     "expires_at, source"
 )
+# The columns row_to_memory reads, in its order: every statement that loads a Memory selects these.
+MEMORY_COLUMNS = "id, " + _SNAPSHOT_COLUMNS + ", content_hash, times_candidate, times_served, times_semantic"
 # Statements are assembled once from the constant column lists above; values always go through
 # placeholders.
-SELECT_MEMORY = "SELECT " + _MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND id = ?"
+SELECT_MEMORY = "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND id = ?"
 SELECT_MEMORIES = (
-    "SELECT " + _MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND (? OR type != 'rule') ORDER BY id"
+    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND (? OR type != 'rule') ORDER BY id"
 )
 _ARCHIVE = (
     "INSERT INTO memory_history (memory_id, operation, archived_at, cause, " + _SNAPSHOT_COLUMNS + ") "

@@ -3,18 +3,21 @@
 Pure logic: the reflection proposes (already parsed), these functions decide what changes, and
 `story_store` writes the decision. Nothing here does I/O.
 
-The three loops of seed 000 ("Les boucles") and the guard each one gets here:
+The loops measured on the prototype (docs/design.md, "Loops") and the guard each one gets:
 - the summary rewritten in full forgot facts the model stopped repeating → anchors held by the
   code sit above the full summary; the model drops one only by naming it and giving a reason;
 - a stored position dictated a reply that the next reflection quoted back as its proof → a
   justification that reuses `SELF_CITATION_CHARS` of any stance the story holds (or of the one
   proposed) anchors nothing: no refreshed date, and no new position under a reworded subject;
-- mood/trust drift → deltas clamped per turn and values clamped to the declared range.
+- mood/trust drift → deltas clamped per turn and values clamped to the declared range
+  (bot/memory/story_state.py).
+
+Over 450 lines on purpose: anchors, summary and positions are one story's memory, guarded by the
+same self-citation rule and rendered together into the one story block of the context.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,27 +25,30 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from bot.memory.text import content_words, normalise, words
-from bot.prompting import STORY_BLOCK_END, STORY_BLOCK_START, quote_line
-from bot.errors import StateSpecError
+from bot.quoting import STORY_BLOCK_END, STORY_BLOCK_START, quote_line
+from bot.memory.story_state import StateSpec
 
-# Seed 000: a justification that reuses 30 characters or more of the position it claims to
-# support does not re-anchor it. Read from the 21 real justifications of the seed's journal:
-# the self-citation reused 53 characters of its position, the closest legitimate one 13.
+# A justification that reuses 30 characters or more of the position it claims to support does
+# not re-anchor it. Read from 21 real justifications of the prototype's journal (docs/design.md,
+# "Measured decisions"): the self-citation reused 53 characters of its position, the closest
+# legitimate one 13.
 SELF_CITATION_CHARS = 30
 
 # A removal reason must be a phrase that tells the person reading /history why ("l'utilisateur
 # a corrigé : il habite Lyon"), not a token: "obsolète", "erreur", "doublon", "n/a", "none",
 # "irrelevant" are all refused (a single word, or under 10 characters). Refusing costs one more
-# reflection with the anchor in place; a wrong removal costs the fact (principle 4).
+# reflection with the anchor in place; a wrong removal costs the fact (docs/design.md,
+# "Principles": two errors never cost the same).
 MIN_REMOVAL_REASON_CHARS = 10
 MIN_REMOVAL_REASON_WORDS = 2
 
 # Bound on the stored summary. The reflection rewrites "the whole story so far" every time and the
-# text enters every reply and reflection prompt; the bot sets no num_ctx, so Ollama runs with its
-# default context (2k or 4k tokens, by version and VRAM) and, when the prompt overflows, drops
-# its START, where the persona and the rules are. 4000 characters of French are about
-# 1,000 to 1,200 tokens, a quarter of that context, the same bound as one incoming message
-# (`max_message_chars`). A bound on context size, not a measured threshold. Over it, the rewrite
+# text enters every reply and reflection prompt. On Ollama the bot asks for a context of
+# `llm_context_tokens` (8192 by default, sent as num_ctx); an OpenAI-compatible server sets its
+# own. A prompt past the context loses its START, where the persona and the rules are.
+# 4000 characters of French are about 1,000 to 1,200 tokens, an eighth of the default context,
+# the same bound as one incoming message (`max_message_chars`). A bound on context size, not a
+# measured threshold. Over it, the rewrite
 # is refused and the previous summary stays: the anchors already hold the key facts.
 MAX_SUMMARY_CHARS = 4000
 
@@ -52,17 +58,18 @@ MAX_ANCHORS = 20
 MAX_ANCHOR_CHARS = 300
 
 # Positions are evicted oldest-first (by date of last re-anchoring) past this many per story:
-# that eviction is what a self-refreshing position escaped in the seed.
+# that eviction is what a self-refreshing position escaped in the prototype.
 MAX_POSITIONS = 12
 # Positions served in the turn's context, beside the 24 memory slots: a few lines, chosen by
 # `select_positions`. A bound on context size, not a measured threshold.
 POSITION_BUDGET = 4
 
-# Field descriptions of the reflection's `positions` items, for the JSON schema. The seed's
+# Field descriptions of the reflection's `positions` items, for the JSON schema. The prototype's
 # wording "la position, dans ses termes" invited copying the character's own line: 4 verbatim
 # copies in 12 reflections, 0 in 12 once reworded. These describe what to write (a third-person
-# view, evidence from the user or the situation) rather than what to avoid, since the seed also
-# measured that asking the model to abstain does not work: the code guard catches the rest.
+# view, evidence from the user or the situation) rather than what to avoid, since asking the
+# model to abstain was measured not to work (docs/design.md, "Measured decisions"): the code
+# guard catches the rest.
 POSITION_FIELD_DESCRIPTIONS: dict[str, str] = {
     "subject": (
         "What the view is about, in a few words: a topic, a person, a choice of the user "
@@ -102,19 +109,6 @@ class Position:
     updated_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class StateSpec:
-    name: str
-    minimum: float
-    maximum: float
-    default: float
-    max_delta: float
-    description: str = ""
-
-    def clamp(self, value: float) -> float:
-        return min(self.maximum, max(self.minimum, value))
-
-
 @dataclass(slots=True)
 class StoryState:
     """What is stored for one user in one story; `state` holds stored values only."""
@@ -124,67 +118,6 @@ class StoryState:
     anchors: list[Anchor] = field(default_factory=list)
     positions: list[Position] = field(default_factory=list)
     state: dict[str, float] = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------------------------------
-# State specs (character file)
-
-
-_SPEC_FIELDS = frozenset({"min", "max", "default", "max_delta", "description"})
-
-
-def is_finite_number(value: Any) -> bool:
-    """A real number a float can hold. bool is an int in Python, but `max_delta: yes` or a delta
-    of `true` is a mistake, not a number; an int past the float range (10**400) is not finite."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def _spec_number(name: str, raw: Mapping[str, Any], key: str) -> float:
-    if key not in raw:
-        raise StateSpecError(f"state.{name}.{key}: missing")
-    value = raw[key]
-    if not is_finite_number(value):
-        raise StateSpecError(f"state.{name}.{key}: must be a finite number, got {value!r}")
-    return float(value)
-
-
-def parse_state_specs(raw: Mapping[str, Any] | None) -> dict[str, StateSpec]:
-    """Read the character file's `state:` mapping: {name: {min, max, default, max_delta}}."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise StateSpecError(f"state: must be a mapping of name -> spec, got {type(raw).__name__}")
-    specs: dict[str, StateSpec] = {}
-    for name, body in raw.items():
-        if not isinstance(name, str) or not name.isidentifier():
-            raise StateSpecError(f"state.{name}: the name must be an identifier like mood_2")
-        if not isinstance(body, Mapping):
-            raise StateSpecError(f"state.{name}: must map min, max, default and max_delta")
-        unknown = sorted(set(map(str, body)) - _SPEC_FIELDS)
-        if unknown:
-            raise StateSpecError(f"state.{name}: unknown field(s) {', '.join(unknown)}")
-        minimum = _spec_number(name, body, "min")
-        maximum = _spec_number(name, body, "max")
-        default = _spec_number(name, body, "default")
-        max_delta = _spec_number(name, body, "max_delta")
-        if minimum >= maximum:
-            raise StateSpecError(f"state.{name}: min ({minimum:g}) must be below max ({maximum:g})")
-        if not minimum <= default <= maximum:
-            raise StateSpecError(
-                f"state.{name}.default: {default:g} is outside [{minimum:g}, {maximum:g}]"
-            )
-        if max_delta <= 0:
-            raise StateSpecError(f"state.{name}.max_delta: must be positive, got {max_delta:g}")
-        description = body.get("description", "")
-        if not isinstance(description, str):
-            raise StateSpecError(f"state.{name}.description: must be text")
-        specs[name] = StateSpec(name, minimum, maximum, default, max_delta, description.strip())
-    return specs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,7 +139,7 @@ def reanchors(stances: Position | str | Iterable[Position | str], justification:
     be evidence of its own, not a quote of any of these stances.
 
     `plan_positions` passes every stance the story holds and the proposed one: a quote of the
-    stored stance under a reworded subject would otherwise start the seed's loop afresh.
+    stored stance under a reworded subject would otherwise start the self-citing loop afresh.
     """
     if isinstance(stances, (Position, str)):
         stances = (stances,)
@@ -504,76 +437,6 @@ def select_positions(
         return overlap, p.updated_at, p.id
 
     return sorted(positions, key=rank, reverse=True)[: max(limit, 0)]
-
-
-# ---------------------------------------------------------------------------------------------
-# Bounded state
-
-
-@dataclass(frozen=True, slots=True)
-class StateChange:
-    name: str
-    before: float
-    after: float
-    proposed: float
-    applied: float
-
-
-@dataclass(slots=True)
-class StatePlan:
-    values: dict[str, float] = field(default_factory=dict)
-    changes: list[StateChange] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-
-def state_values(specs: Mapping[str, StateSpec], stored: Mapping[str, float]) -> dict[str, float]:
-    """Every declared state at its stored value (default when absent), within its range.
-
-    A stored value outside a range that the character file has since narrowed is clamped; a
-    stored name no longer declared is left out.
-    """
-    values: dict[str, float] = {}
-    for name, spec in specs.items():
-        value = stored.get(name, spec.default)
-        if not is_finite_number(value):
-            value = spec.default
-        values[name] = spec.clamp(float(value))
-    return values
-
-
-def apply_state_deltas(
-    specs: Mapping[str, StateSpec], current: Mapping[str, float], deltas: Mapping[str, Any] | None
-) -> StatePlan:
-    """Clamp each proposed delta to ±max_delta and each value to [min, max].
-
-    Unknown keys and deltas that are not finite numbers (NaN, inf, text, booleans) are ignored
-    with a note each. A change is recorded whenever the value after the delta differs from the
-    value before it (the stored one, or the default).
-    """
-    plan = StatePlan(values=state_values(specs, current))
-    for key, delta in (deltas or {}).items():
-        spec = specs.get(key) if isinstance(key, str) else None
-        if spec is None:
-            plan.notes.append(f"state key {key!r} is not declared: ignored")
-            continue
-        if not is_finite_number(delta):
-            plan.notes.append(f"state delta for {key!r} is not a finite number: {delta!r} ignored")
-            continue
-        proposed = float(delta)
-        applied = max(-spec.max_delta, min(spec.max_delta, proposed))
-        if applied != proposed:
-            plan.notes.append(f"state {key}: delta {proposed:+g} clamped to {applied:+g}")
-        before = plan.values[key]
-        # Rounded so that repeated small steps do not store 0.30000000000000004.
-        after = round(spec.clamp(before + applied), 6)
-        if after != round(before + applied, 6):
-            plan.notes.append(
-                f"state {key}: {before + applied:g} clamped to [{spec.minimum:g}, {spec.maximum:g}]"
-            )
-        plan.values[key] = after
-        if after != before:
-            plan.changes.append(StateChange(key, before, after, proposed, applied))
-    return plan
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,16 +22,13 @@ from bot.memory.story import (
     AnchorPlan,
     Position,
     PositionPlan,
-    StatePlan,
-    StateSpec,
     StoryState,
-    apply_state_deltas,
-    is_finite_number,
     plan_anchor_changes,
     plan_positions,
     plan_summary,
     subject_key,
 )
+from bot.memory.story_state import StatePlan, StateSpec, apply_state_deltas, is_finite_number
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,10 @@
-"""Text normalisation shared by dedup and the write-path filters (French first, English too)."""
+"""Text shared by the memory core (French first, English too): normalisation, words, stop-words,
+accent folding, the filters' tokens, negation vocabularies and change markers (the replace guard
+reads the same markers), and the two rules for "the same word"."""
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -149,3 +152,114 @@ def capitalised_words(text: str) -> set[str]:
         if raw.endswith((".", "!", "?", "…")):
             sentence_start = True
     return out
+
+
+# --- folded tokens, negations and change markers (the filters and the replace guard) ----------
+
+# "l'", "n'", "qu'"… stay tokens of their own: "n'" carries the negation.
+TOKEN = re.compile(r"(?:jusqu|lorsqu|puisqu|qu|[cdjlmnst])'|[^\W_]+(?:-[^\W_]+)*|[,;]")
+
+
+def _without_accents(text: str) -> str:
+    decomposed = unicodedata.normalize("NFD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+# Cached for dedup's index, which strips the same few thousand words over and over; whole texts
+# (fold) are not cached, so they never push those words out.
+strip_accents = functools.lru_cache(maxsize=1 << 16)(_without_accents)
+
+
+def fold(text: str) -> str:
+    """normalise() without accents: "Écho", "ECHO" and "Echo" are one name."""
+    return _without_accents(normalise(text))
+
+
+def expand(text: str) -> str:
+    """Normalised text with English negative contractions spelt out ("doesn't" → "does not")."""
+    return expand_contractions(normalise(text))
+
+
+def fold_tokens(text: str) -> list[str]:
+    return TOKEN.findall(fold(expand(text)))
+
+
+# Partners of "ne" that make a negation ("ne … que" alone is a restriction, not a negation).
+NE_PARTNERS = frozenset(
+    {"pas", "jamais", "plus", "rien", "aucun", "aucune", "aucuns", "aucunes", "guere", "nullement", "personne"}
+)
+# Negations that stand without "ne" (spoken French "aime pas", and English).
+BARE_NEGATIONS = frozenset(
+    {"pas", "jamais", "aucun", "aucune", "nullement", "not", "never", "no", "none", "nothing", "nobody", "nor"}
+)
+# Words of the user's message that announce a change of mind about what they sit next to.
+CHANGE_MARKERS = frozenset(
+    {
+        "finalement", "maintenant", "desormais", "dorenavant", "plus", "change", "arrete",
+        "recommence", "remis", "repris", "now", "actually", "anymore", "longer", "nowadays",
+        "lately", "changed", "stopped", "quit", "started", "again",
+    }
+)  # fmt: skip
+CHANGE_PHRASES = re.compile(r"\b(?:en fait|au final|used to|these days|any more)\b")
+# Words that announce that a fact changed value (team, town, job…): the replace guard's evidence.
+_UPDATE_MARKERS = CHANGE_MARKERS | frozenset(
+    {
+        "quitte", "demenage", "demenagee", "nouveau", "nouvelle", "nouvel", "devenu", "devenue",
+        "passe", "passee", "correction", "trompe", "trompee", "erreur", "left", "moved", "switched",
+        "became", "new", "wrong", "mistake",
+    }
+)  # fmt: skip
+# Words that announce an addition: "je suis AUSSI allergique aux crustacés" adds a fact.
+_ADDITION_MARKERS = frozenset({"aussi", "egalement", "also", "too"})
+_ADDITION_PHRASES = re.compile(r"\b(?:en plus|de plus|as well|in addition)\b")
+
+
+def announces_change(user_message: str) -> bool:
+    """The user's own words say that something changed value ("j'ai quitté…", "now…")."""
+    folded = fold(expand(user_message))
+    return bool(_UPDATE_MARKERS & set(fold_tokens(user_message))) or bool(CHANGE_PHRASES.search(folded))
+
+
+def announces_addition(user_message: str) -> bool:
+    """The user's own words say that a fact comes in addition to another ("aussi", "also")."""
+    folded = fold(expand(user_message))
+    return bool(_ADDITION_MARKERS & set(fold_tokens(user_message))) or bool(_ADDITION_PHRASES.search(folded))
+
+
+# --- "the same word": two rules, each measured where it is used ------------------------------
+# The flip detector (filters.py) pairs every word of a fact with a word of its copy, verbs
+# included, so it reads an inflection down to a 3-letter stem ("aime" / "aimait"). The replace
+# guard (replace_guard.py) compares subject words only, with a fixed 5-letter prefix
+# ("allergique" / "allergie"). They are not merged: each is the rule its own corpus was measured
+# with (tests/memory/test_filters.py, bench/replace_guard.py), and one rule for both would move
+# those figures.
+
+# Letters an inflection swaps at the end of a word: "aime" / "aimait", "likes" / "liking".
+_INFLECTION_TAILS = frozenset({"e", "s"})
+
+
+def same_word_inflected(a: str, b: str) -> bool:
+    """Equal, or one is the other inflected: the shorter word, less up to two final "e"/"s",
+    is a prefix of ≥ 3 letters of the longer ("aime" / "aimait", "smokes" / "smoking")."""
+    if a == b:
+        return True
+    short, long_ = sorted((a, b), key=len)
+    stem = short
+    for _ in range(2):
+        if long_.startswith(stem):
+            break
+        if stem[-1:] not in _INFLECTION_TAILS:
+            return False
+        stem = stem[:-1]
+    return len(stem) >= 3 and long_.startswith(stem)
+
+
+# Two words are the same when one is the other inflected ("habite" / "habitait",
+# "allergique" / "allergie"): a shared prefix of this many characters.
+STEM_CHARS = 5
+
+
+def same_word_stem(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    return min(len(a), len(b)) >= STEM_CHARS and a[:STEM_CHARS] == b[:STEM_CHARS]

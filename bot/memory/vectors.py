@@ -1,7 +1,7 @@
 """Storage of the derived indexes over memories: vectors per embedding model, and full-text.
 
-Both are indexes, never truth (DESIGN principle 1): anything here can be deleted and rebuilt
-from `memories`. A vector is served only while its content hash matches the memory's.
+Both are indexes, never truth (docs/design.md, "Principles" 1): anything here can be deleted
+and rebuilt from `memories`. A vector is served only while its content hash matches the memory's.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from bot.memory.store import (
     set_expiry,
 )
 from bot.errors import InvalidMemory
-from bot.memory.story import StateSpec
+from bot.memory.story_state import StateSpec
 from bot.memory.story_store import StoryReport, apply_story_reflection
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from bot.clients.llm import MAX_RESPONSE_BYTES, SCHEMA_NAME, LLMClient, strip_thinking
+from bot.clients.llm import MAX_RESPONSE_BYTES, LLMClient
+from bot.clients.llm_wire import SCHEMA_NAME, strip_thinking
 from bot.errors import LLMBadResponse, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
 from tests.fakes.llm_server import (  # noqa: F401  (fixtures)
     FAKE_MODEL,

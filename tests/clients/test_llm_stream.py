@@ -9,7 +9,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from bot.clients.llm import Image, LLMClient, TokenUsage
+from bot.clients.llm import LLMClient
+from bot.clients.llm_wire import Image, TokenUsage
 from bot.errors import LLMBadResponse, LLMStreamCut, LLMTimeout, ModelNotFound
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, Reply, llm_server  # noqa: F401  (fixture)
 

@@ -66,7 +66,7 @@ async def test_a_mention_in_a_guild_channel_gets_a_reply_posted_as_a_reply(
     said = await fake_discord.user_says(ALICE, fake_discord.general, "bonjour !", mention_bot=True)
     calls = await fake_discord.wait_for_call("POST", f"/channels/{fake_discord.general.id}/messages")
     body = calls[0].json
-    assert "Bonjour Alice, ravie de te voir." in body["content"]
+    await fake_discord.wait_for_text(fake_discord.general, "Bonjour Alice, ravie de te voir.")
     assert str(body["message_reference"]["message_id"]) == said["id"]
     assert body["allowed_mentions"]["parse"] == []
     assert llm_server.chats[0].last_user.endswith("bonjour !")
@@ -78,8 +78,8 @@ async def test_a_direct_message_gets_an_answer_in_the_dm(
     llm_server.replies.append("Un secret ? Je t'écoute.")
     dm = fake_discord.dm_channel(ALICE)
     await fake_discord.user_says(ALICE, dm, "je peux te dire un secret ?")
-    calls = await fake_discord.wait_for_call("POST", f"/channels/{dm.id}/messages")
-    assert "Un secret ? Je t'écoute." in calls[0].json["content"]
+    await fake_discord.wait_for_call("POST", f"/channels/{dm.id}/messages")
+    await fake_discord.wait_for_text(dm, "Un secret ? Je t'écoute.")
     assert not _replies(fake_discord, fake_discord.general.id)
 
 
@@ -94,8 +94,8 @@ async def test_a_reply_to_the_bots_message_is_answered(
     # A reply pings its author by default, which is how its text reaches a bot without the
     # Message Content intent.
     await fake_discord.user_says(ALICE, fake_discord.general, "et ensuite ?", reply_to=bots[-1])
-    calls = await fake_discord.wait_for_call("POST", f"/channels/{fake_discord.general.id}/messages", count=2)
-    assert "Deuxième réponse." in calls[1].json["content"]
+    await fake_discord.wait_for_call("POST", f"/channels/{fake_discord.general.id}/messages", count=2)
+    await fake_discord.wait_for_text(fake_discord.general, "Deuxième réponse.")
     assert any(r.last_user.endswith("et ensuite ?") for r in llm_server.chats if r.json_schema is None)
 
 

@@ -1,4 +1,5 @@
-"""Write-path dedup: the seed's traps, the substitution cap, merge direction, index == exhaustive."""
+"""Write-path dedup: the prototype's traps (docs/design.md), the substitution cap, merge direction,
+index == exhaustive."""
 
 from __future__ import annotations
 
@@ -11,14 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.dedup_corpus import FACTS, SEED_TRAPS
+from bench.dedup_corpus import FACTS, TRAPS
+from bot.memory.carriers import carrier_tokens, dedup_text
 from bot.memory.dedup import (
     SIMILARITY_THRESHOLD,
     DedupIndex,
     best_match_exhaustive,
-    carrier_tokens,
     contained,
-    dedup_text,
     is_substitution,
     merge,
     near_spelling,
@@ -30,7 +30,7 @@ from bot.memory.text import STOPWORDS, capitalised_words, content_words, fact_wo
 CORPUS = [text for texts in FACTS.values() for text in texts]
 
 
-def _seed_ratio(a: str, b: str) -> tuple[float, float]:
+def _sequence_ratio(a: str, b: str) -> tuple[float, float]:
     na, nb = dedup_text(a), dedup_text(b)
     return (
         difflib.SequenceMatcher(None, na, nb).ratio(),
@@ -70,27 +70,27 @@ def test_capitalised_words_are_the_names_inside_a_sentence() -> None:
     assert capitalised_words("L'utilisateur part en vacances avec son mari.") == set()
 
 
-# --- seed traps ------------------------------------------------------------------------------
+# --- prototype traps -------------------------------------------------------------------------
 
 
 def test_different_numbers_never_merge_even_when_the_sentence_is_the_same() -> None:
     a = "Le contrat prévoit 10 séances à 200 € chacune."
     b = "Le contrat prévoit 3 séances à 50 € chacune."
-    assert max(_seed_ratio(a, b)) > 0.9  # the trap is real: the sequence ratio alone merges
+    assert max(_sequence_ratio(a, b)) > 0.9  # the trap is real: the sequence ratio alone merges
     assert similarity(a, b) < SIMILARITY_THRESHOLD
 
 
 def test_mardi_prochain_is_not_jeudi_prochain() -> None:
     a = "L'utilisateur a rendez-vous chez le dentiste mardi prochain."
     b = "L'utilisateur a rendez-vous chez le dentiste jeudi prochain."
-    assert max(_seed_ratio(a, b)) > 0.9
+    assert max(_sequence_ratio(a, b)) > 0.9
     assert similarity(a, b) < SIMILARITY_THRESHOLD
 
 
 def test_ce_soir_is_not_demain_soir() -> None:
     a = "L'utilisateur voit Marc ce soir."
     b = "L'utilisateur voit Marc demain soir."
-    assert max(_seed_ratio(a, b)) >= SIMILARITY_THRESHOLD
+    assert max(_sequence_ratio(a, b)) >= SIMILARITY_THRESHOLD
     assert carrier_tokens(a) != carrier_tokens(b)
     assert similarity(a, b) < SIMILARITY_THRESHOLD
 
@@ -146,7 +146,7 @@ def test_verbatim_containment_on_word_boundaries_merges() -> None:
 
 
 def test_a_time_written_two_ways_is_one_memory() -> None:
-    # The seed kept "14h30" and "14 h 30" as two entries; writing every time one canonical way
+    # The prototype kept "14h30" and "14 h 30" as two entries; writing every time one canonical way
     # merges them without touching the guarantee that two different times never merge.
     a = "L'utilisateur a rendez-vous chez le kiné à 14h30."
     for b in ("L'utilisateur a rendez-vous chez le kiné à 14 h 30.",
@@ -159,10 +159,10 @@ def test_a_time_written_two_ways_is_one_memory() -> None:
 
 def test_sequence_ratio_is_taken_in_both_directions() -> None:
     # difflib is not symmetric; on this pair the two directions straddle the threshold, like the
-    # seed's 0.817 / 0.783.
+    # prototype's 0.817 / 0.783.
     a = "Le père de l'utilisateur vit à Lille et travaille comme électricien."
     b = "Le père de l'utilisateur vit à Lyon et travaille comme kinésithérapeute."
-    forward, backward = _seed_ratio(a, b)
+    forward, backward = _sequence_ratio(a, b)
     assert min(forward, backward) < SIMILARITY_THRESHOLD <= max(forward, backward)
     assert similarity_details(a, b)["raw"] == max(forward, backward)
     assert similarity_details(b, a)["raw"] == max(forward, backward)
@@ -175,8 +175,8 @@ def test_negation_flipped_while_copying_does_not_merge() -> None:
     assert carrier_tokens("The user doesn't smoke.") == ("not",)
 
 
-@pytest.mark.parametrize(("name", "a", "b"), SEED_TRAPS)
-def test_every_seed_trap_stays_under_the_threshold(name: str, a: str, b: str) -> None:
+@pytest.mark.parametrize(("name", "a", "b"), TRAPS)
+def test_every_prototype_trap_stays_under_the_threshold(name: str, a: str, b: str) -> None:
     assert similarity(a, b) < SIMILARITY_THRESHOLD, name
 
 
@@ -205,7 +205,7 @@ def test_no_two_distinct_facts_of_the_corpus_merge() -> None:
 )
 def test_one_content_word_swapped_is_another_fact(a: str, b: str) -> None:
     details = similarity_details(a, b)
-    assert details["seed_score"] >= SIMILARITY_THRESHOLD  # the seed's measure would erase one
+    assert details["carrier_score"] >= SIMILARITY_THRESHOLD  # the prototype's measure would erase one
     assert details["substitution"]
     assert similarity(a, b) < SIMILARITY_THRESHOLD
 

@@ -8,8 +8,9 @@ import itertools
 import pytest
 
 from bench.dedup_corpus import FACTS
-from bench.dedup_corpus_en import FACTS_EN, SEED_TRAPS_EN
-from bot.memory.dedup import SIMILARITY_THRESHOLD, carrier_tokens, similarity, similarity_details
+from bench.dedup_corpus_en import FACTS_EN, TRAPS_EN
+from bot.memory.carriers import carrier_tokens
+from bot.memory.dedup import SIMILARITY_THRESHOLD, similarity, similarity_details
 
 
 def _pairs(facts):  # type: ignore[no-untyped-def]
@@ -17,7 +18,7 @@ def _pairs(facts):  # type: ignore[no-untyped-def]
     return [(ta == tb, a, b) for (ta, a), (tb, b) in itertools.combinations(memories, 2)]
 
 
-@pytest.mark.parametrize(("name", "a", "b"), SEED_TRAPS_EN)
+@pytest.mark.parametrize(("name", "a", "b"), TRAPS_EN)
 def test_every_trap_stays_under_the_threshold_in_english(name: str, a: str, b: str) -> None:
     assert similarity(a, b) < SIMILARITY_THRESHOLD, name
 

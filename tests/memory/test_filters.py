@@ -1,4 +1,5 @@
-"""The write-path code filters, on reflection outputs of the kind seed 000 reports.
+"""The write-path code filters, on reflection outputs of the kind the prototype reported
+(docs/design.md, "Write path").
 
 Every lexical filter has positive cases (rejected), negative cases (kept), French and English,
 and its documented false positives / negatives as explicit tests that pin today's behaviour and
@@ -27,7 +28,7 @@ CHARACTER = "Écho"
 # --- low_confidence ---------------------------------------------------------------------------
 
 
-def test_threshold_is_the_seeds_value() -> None:
+def test_threshold_is_the_measured_value() -> None:
     assert CONFIDENCE_THRESHOLD == 0.85
 
 
@@ -46,7 +47,7 @@ def test_low_confidence_drops_nan() -> None:
 
 
 def test_hedged_memory_at_high_confidence_is_kept() -> None:
-    # Seed 000: the model's one hesitation carried its reserve in the sentence, at 0.90. There is
+    # On the prototype, the model's one hesitation carried its reserve in the sentence, at 0.90. There is
     # deliberately no hedge filter: the memory says what the user said, reserve included.
     hedged = "L'utilisateur pense peut-être déménager à Lyon."
     assert check_candidate(hedged, 0.90, character_name=CHARACTER) is None
@@ -244,7 +245,7 @@ def test_flip_supported_by_the_users_message_is_kept(old: str, new: str, message
 
 
 UNSUPPORTED_FLIPS = [
-    # The seed's case: the exchange that showed the memory names its subject, nothing more.
+    # The prototype's case: the exchange that showed the memory names its subject, nothing more.
     (SPINACH_NO, SPINACH_YES, "Ce soir je cuisine des épinards."),
     (SPINACH_NO, SPINACH_YES, "Je n'aime toujours pas les épinards."),
     ("L'utilisateur n'aime plus les épinards.", SPINACH_YES, "Tu te souviens que je n'aime plus les épinards ?"),
@@ -263,7 +264,7 @@ def test_flip_not_supported_by_the_message_is_caught(old: str, new: str, message
 def test_known_false_positive_narrower_fact_of_opposite_polarity() -> None:
     # "aime le thé vert glacé" shares 3 words of 4 with "n'aime pas le thé vert": read as a flip.
     # Accepted: the old memory stays, the nuance can be said again; lowering the overlap would
-    # let the seed's near-verbatim flips through.
+    # let the prototype's near-verbatim flips through.
     existing = [(7, "L'utilisateur n'aime pas le thé vert.")]
     assert flipped_negation("L'utilisateur aime le thé vert glacé.", existing) == 7
 
@@ -379,7 +380,7 @@ def test_known_false_positive_finding_told_with_trouver() -> None:
 
 def test_known_false_positive_wish_to_cause_a_feeling() -> None:
     # "aime amuser Écho" is the user's trait, but "amuser Écho" reads as the user causing the
-    # character's feeling. Accepted: the causative frame is the seed's "agace le personnage".
+    # character's feeling. Accepted: the causative frame is the prototype's "agace le personnage".
     assert character_attitude("L'utilisateur aime amuser Écho.", CHARACTER)
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from bot.clients.db import Database
 from bot.memory.reflection import parse_reflection
 from bot.memory.store import MemoryStore, NewMemory
-from bot.memory.story import parse_state_specs
+from bot.memory.story_state import parse_state_specs
 from bot.memory.story_store import load_story
 from bot.memory.write import ReflectionContext, apply_reflection
 

@@ -1,4 +1,5 @@
-"""The replace guard: seed 001's vélo/mercredi failure and its neighbours, on labelled data."""
+"""The replace guard: the vélo/mercredi failure (docs/design.md, "Write path") and its
+neighbours, on labelled data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The six passes of seed 000 ("Vingt-quatre places, six passes"), on plain data."""
+"""The six passes of the selection (docs/design.md, "Read path"), on plain data."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from bot.memory.model import Memory
 from bot.memory.selection import (
-    SEED_SEMANTIC_THRESHOLD,
+    FALLBACK_THRESHOLD,
     SEMANTIC_SLOTS,
     TYPE_QUOTAS,
     Selected,
@@ -304,7 +304,7 @@ def reference_select(
         return (not m.pinned, not_story, RANKED.index(m.type), -m.confidence, -micros, m.id)
 
     ordered = sorted(candidates, key=rank)
-    eligible = [m for m in candidates if scores.get(m.id, -1.0) >= SEED_SEMANTIC_THRESHOLD]
+    eligible = [m for m in candidates if scores.get(m.id, -1.0) >= FALLBACK_THRESHOLD]
     eligible_ids = {m.id for m in eligible}
     by_score = sorted(eligible, key=lambda m: (-scores[m.id], rank(m)))
     out: list[tuple[int, str]] = []
@@ -357,7 +357,7 @@ def turns(draw: st.DrawFn) -> tuple[list[Memory], dict[int, float], int]:
                 expires_at=draw(st.sampled_from((None, None, None, NOW, NOW + timedelta(days=1)))),
             )
         )
-        score = draw(st.sampled_from((None, 0.1, SEED_SEMANTIC_THRESHOLD, 0.5, 0.5, 0.9)))
+        score = draw(st.sampled_from((None, 0.1, FALLBACK_THRESHOLD, 0.5, 0.5, 0.9)))
         if score is not None:
             scores[memory_id] = score
     limit = draw(st.integers(0, 30))

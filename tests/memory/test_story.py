@@ -18,26 +18,23 @@ from bot.memory.story import (
     Anchor,
     Position,
     ProposedPosition,
-    StateSpec,
     SummaryPlan,
-    apply_state_deltas,
     longest_common_substring_len,
-    parse_state_specs,
     plan_anchor_changes,
     plan_positions,
     plan_summary,
     reanchors,
     render_story_context,
     select_positions,
-    state_values,
 )
+from bot.memory.story_state import StateSpec, apply_state_deltas, parse_state_specs, state_values
 from bot.errors import StateSpecError
 
 T0 = datetime(2026, 3, 1, 20, 0, tzinfo=timezone.utc)
 NOW = T0 + timedelta(hours=5)
 
-# The seed's loop, rebuilt: a stance that dictated a reply, and a reflection that quotes the
-# reply back as its evidence. The quoted passage is 53 characters, as in the seed's journal.
+# The prototype's self-citing loop, rebuilt: a stance that dictated a reply, and a reflection that quotes the
+# reply back as its evidence. The quoted passage is 53 characters, as in the prototype's journal.
 STANCE = (
     "Le personnage pense que trier ses bouquins par couleurs, c'est cesser de lire : "
     "on expose, on ne lit plus."
@@ -162,7 +159,7 @@ def test_justification_copied_from_the_new_stance_does_not_reanchor_either() -> 
     assert plan.update == [] and len(plan.not_reanchored) == 1
 
 
-# The seed's loop under a reworded subject: the stance stored for "rangement des livres"
+# The self-citing loop under a reworded subject: the stance stored for "rangement des livres"
 # comes back as a new subject, justified by the reply it dictated.
 BOOKS = position(1, "rangement des livres", STANCE, T0, "L'utilisateur range ses livres par taille.")
 

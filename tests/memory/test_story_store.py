@@ -12,7 +12,7 @@ import pytest
 pytestmark = pytest.mark.both_stores
 
 from bot.clients.db import Database
-from bot.memory.story import parse_state_specs
+from bot.memory.story_state import parse_state_specs
 from bot.memory.story_store import (
     StoryReport,
     apply_story_reflection,

@@ -344,6 +344,29 @@ def _sql_argument(node: ast.AST) -> ast.expr | None:
     return None
 
 
+def _imported_constants(tree: ast.Module) -> Scope:
+    """Module constants imported by name from a scanned package (`from bot.memory.store import
+    MEMORY_COLUMNS`), bound as the text they hold in their own module: a column list has one home
+    and the statements built from it elsewhere are still read and checked."""
+    found: Scope = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
+            continue
+        if node.module.split(".")[0] not in SCANNED:
+            continue
+        file = ROOT / (node.module.replace(".", "/") + ".py")
+        if not file.is_file():
+            continue
+        resolver = _Resolver([_bindings(ast.parse(file.read_text(encoding="utf-8")).body)])
+        for alias in node.names:
+            text = resolver._name_text(alias.name)
+            if text is not None:
+                name = alias.asname or alias.name
+                constant = ast.Assign(targets=[ast.Name(id=name)], value=ast.Constant(value=text), lineno=node.lineno)
+                found[name] = [constant]
+    return found
+
+
 def extract_statements(source: str, path: str) -> list[Statement]:
     """Every SQL argument of an execute-like call in one module."""
     tree = ast.parse(source)
@@ -373,7 +396,7 @@ def extract_statements(source: str, path: str) -> list[Statement]:
                     )
             walk(child, qualname, scopes)
 
-    walk(tree, [], [_bindings(tree.body)])
+    walk(tree, [], [{**_imported_constants(tree), **_bindings(tree.body)}])
     return found
 
 
@@ -645,6 +668,20 @@ def test_the_checker_finds_unscoped_sql_however_it_is_written(source):
     findings = check(source)
     # One statement per snippet is unscoped (the for-loop's other statement is not).
     assert len({f.statement for f in findings}) == 1, findings
+
+
+def test_the_checker_reads_a_column_list_imported_from_a_store():
+    # The statement is unscoped: it is found only if the imported constant is resolved to text.
+    findings = check(
+        "from bot.memory.store import MEMORY_COLUMNS\n"
+        "async def f(c):\n"
+        '    await fetch_all(c, "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE id = ?", (1,))\n'
+    )
+    assert [f.statement.sql for f in findings] == [
+        "SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
+        "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic "
+        "FROM memories WHERE id = ?"
+    ]
 
 
 def test_the_checker_accepts_the_scoped_forms_the_code_uses():

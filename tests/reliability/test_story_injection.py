@@ -19,7 +19,7 @@ from bot.config import load_settings
 from bot.engine import Engine, Incoming
 from bot.clients.llm import LLMClient
 from bot.memory.story_store import load_story
-from bot.prompting import quote_line
+from bot.quoting import quote_line
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 
 USER = "camille"

@@ -607,6 +607,26 @@ class FakeDiscord:
             except TimeoutError:
                 pass
 
+    async def wait_for_text(self, channel: Channel, expected: str, *, timeout: float = 30.0) -> dict[str, Any]:
+        """Wait until a message of the bot in `channel` shows `expected`, edits included: a
+        streamed reply is posted with its first words and edited as the rest arrives, so its
+        first POST may hold only part of the text. Returns that message."""
+        deadline = time.monotonic() + timeout
+        bot_id = str(self.bot_user.id)
+        while True:
+            for message in reversed(self.messages_in(channel)):
+                if message["author"]["id"] == bot_id and expected in message.get("content", ""):
+                    return message
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                shown = [m.get("content", "") for m in self.messages_in(channel) if m["author"]["id"] == bot_id]
+                raise TimeoutError(f"the bot never showed {expected!r} within {timeout} s; it shows {shown}")
+            self.call_arrived.clear()
+            try:
+                await asyncio.wait_for(self.call_arrived.wait(), min(remaining, 0.2))
+            except TimeoutError:
+                pass
+
     def messages_in(self, channel: Channel) -> list[dict[str, Any]]:
         return sorted(
             (m for m in self.messages.values() if int(m["channel_id"]) == channel.id),
