@@ -7,8 +7,8 @@ tests' helper, which needs initdb and pg_ctl on the PATH).
 What runs is the product: real `Engine`s, the offline embedder, and the tests' scripted LLM
 server over HTTP on 127.0.0.1 answering at once (in this process, on its own thread; the bot
 processes are separate `python` processes). The users are split over two worker processes that
-share one database; each worker's users talk at once, each turn followed by
-`schedule_reflection`, and each worker also runs the periodic pending sweep
+share one database; each worker's users talk at once (each turn schedules its reflection), and
+each worker also runs the periodic pending sweep
 (`resume_pending_reflections`) every half second, so both processes keep seeing the exchanges
 the other one has pending. The same users and turns then run in one process on an SQLite file.
 
@@ -75,7 +75,7 @@ async def worker(target: str, llm_url: str, users: list[SimUser]) -> dict[str, A
     await engine.embedder.embed_query("warm-up")
     await engine.start()
     applied: Counter[int] = Counter()
-    original = engine._reflect
+    original = engine.reflections.reflect
 
     async def reflect(batch: list[Any]) -> bool:
         ok = await original(batch)
@@ -83,7 +83,7 @@ async def worker(target: str, llm_url: str, users: list[SimUser]) -> dict[str, A
             applied.update(e.id for e in batch)
         return ok
 
-    engine._reflect = reflect  # type: ignore[method-assign]
+    engine.reflections.reflect = reflect  # type: ignore[method-assign]
     latencies: list[float] = []
     errors: list[str] = []
 
@@ -106,7 +106,6 @@ async def worker(target: str, llm_url: str, users: list[SimUser]) -> dict[str, A
             except Exception as exc:  # counted, the run goes on
                 errors.append(f"{type(exc).__name__}: {exc}")
             latencies.append(time.perf_counter() - start)
-            engine.schedule_reflection(user.user_id)
 
     done = asyncio.Event()
 
