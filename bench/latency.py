@@ -62,7 +62,7 @@ from bot.engine import Engine, Incoming  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
 from bot.memory.vectors import VECTOR_DTYPE  # noqa: E402
-from tests.fakes.llm_server import FAKE_MODEL, LLMRequest  # noqa: E402
+from tests.fakes.llm_server import FAKE_MODEL  # noqa: E402
 
 SIZES = (300, 3_000)
 TURNS = 12

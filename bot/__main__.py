@@ -1,4 +1,5 @@
-"""Entry point: `python -m bot` runs the Discord bot, `python -m bot chat --user NAME` the terminal chat."""
+"""Entry point: `python -m bot` runs the Discord bot, `python -m bot chat --user NAME` the terminal chat,
+`python -m bot migrate-store --from sqlite:///… --to postgresql://…` moves the database."""
 
 from __future__ import annotations
 
@@ -24,7 +25,43 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     chat = sub.add_parser("chat", help="talk to the character in this terminal, no Discord needed")
     chat.add_argument("--user", required=True, help="your name in this chat (memories are kept per name)")
     chat.add_argument("--channel", default="main", help="the story to talk in (default: main)")
+    move = sub.add_parser("migrate-store", help="copy the SQLite database into PostgreSQL, then verify it")
+    move.add_argument("--from", dest="source", required=True, help="sqlite:///path/to/echo.sqlite3")
+    move.add_argument("--to", dest="target", required=True, help="postgresql://user:password@host:5432/echo")
+    move.add_argument("--replace", action="store_true", help="empty a target that holds other rows first")
     return parser.parse_args(argv)
+
+
+async def _migrate_store(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bot.clients.db import Database, is_postgres_url
+    from bot.clients.postgres import PostgresDatabase, describe
+    from bot.memory.move_store import MoveRefused, move
+
+    if not args.source.startswith("sqlite:///") or not is_postgres_url(args.target):
+        raise StartupError("migrate-store copies --from sqlite:///path/to/echo.sqlite3 --to postgresql://…/echo")
+    path = Path(args.source.removeprefix("sqlite:///"))
+    if not path.is_file():
+        raise StartupError(f"there is no SQLite database at {path}")
+    from bot.app import _open_postgres
+
+    source = await Database.open(path)
+    try:
+        target: PostgresDatabase = await _open_postgres(args.target)
+        try:
+            reports = await move(source, target, replace=args.replace)
+        except MoveRefused as exc:
+            print(f"Nothing copied: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            await target.close()
+    finally:
+        await source.close()
+    for r in reports:
+        print(f"{r.table:18} {r.rows:>9} rows  checksum {r.checksum}  {'copied' if r.copied else 'already there'}")
+    print(f"{path} -> {describe(args.target)}: every table verified (rows and checksums match).")
+    return 0
 
 
 async def _chat(args: argparse.Namespace) -> None:
@@ -77,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        if args.command == "migrate-store":
+            return asyncio.run(_migrate_store(args))
         if args.command == "chat":
             asyncio.run(_until_signalled(_chat(args)))
         else:

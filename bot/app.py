@@ -15,6 +15,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import Any
+
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -83,6 +85,22 @@ def _unopenable(path: Path, exc: BaseException) -> str:
     )
 
 
+async def _open_postgres(url: str) -> Any:
+    from bot.clients.postgres import PostgresDatabase, describe, open_failure
+
+    try:
+        return await PostgresDatabase.open(url)
+    except Exception as exc:
+        why = open_failure(exc)
+        if why is None:
+            raise
+        raise StartupError(
+            f"Cannot open the PostgreSQL database {describe(url)} ({why}). Check DATABASE_URL: the "
+            "server must be running and reachable, the database must exist (createdb echo) and the "
+            "user must be allowed to create tables in it."
+        ) from exc
+
+
 def _nearest_existing(path: Path) -> Path | None:
     """The file, or the nearest folder above it that exists."""
     return next((p for p in (path, *path.parents) if p.exists()), None)
@@ -123,10 +141,13 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             await llm.check(llm_settings.model)
             if llm_settings.reflection_model != llm_settings.model:
                 await llm.check(llm_settings.reflection_model)
-        try:
-            db = await Database.open(storage.database_path)
-        except (OSError, sqlite3.Error) as exc:
-            raise StartupError(_unopenable(storage.database_path, exc)) from exc
+        if storage.database_url:
+            db = await _open_postgres(storage.database_url)
+        else:
+            try:
+                db = await Database.open(storage.database_path)
+            except (OSError, sqlite3.Error) as exc:
+                raise StartupError(_unopenable(storage.database_path, exc)) from exc
     except BaseException:
         await http.aclose()
         raise

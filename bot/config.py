@@ -237,6 +237,30 @@ class Settings(BaseSettings):
         ),
         json_schema_extra=_section("Storage"),
     )
+    database_url: str | None = Field(
+        None,
+        description=(
+            "PostgreSQL instead of the SQLite file, for several bot processes or machines "
+            "sharing one database: postgresql://user:password@host:5432/echo (the database must "
+            "exist; Écho creates its tables). Empty: the SQLite file of DATABASE_PATH."
+        ),
+    )
+
+    shard_count: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Discord shards in all, across every bot process (Discord requires sharding past "
+            "2,500 servers). Empty: no sharding, one gateway connection."
+        ),
+    )
+    shard_ids: DiscordIds = Field(
+        default_factory=list,
+        description=(
+            "The shards this process runs, such as 0,1 here and 2,3 in the next process; they "
+            "share one database (DATABASE_URL). Empty: every shard of SHARD_COUNT."
+        ),
+    )
 
     # Character
     character_file: Path | None = Field(
@@ -431,6 +455,7 @@ class Settings(BaseSettings):
         "allowed_user_ids",
         "allowed_role_ids",
         "blocked_user_ids",
+        "shard_ids",
         mode="before",
     )
     @classmethod
@@ -496,6 +521,25 @@ class Settings(BaseSettings):
         if str(value) in (":memory:", "", ".") or str(value).startswith("file:"):
             raise ValueError(f"Écho needs a database file, such as data/echo.sqlite3; got {str(value)!r}")
         return value
+
+    @model_validator(mode="after")
+    def _shards_within_count(self) -> Self:
+        if self.shard_ids and self.shard_count is None:
+            raise ValueError("SHARD_IDS needs SHARD_COUNT, the number of shards in all processes")
+        outside = [i for i in self.shard_ids if self.shard_count is not None and i >= self.shard_count]
+        if outside:
+            raise ValueError(f"SHARD_IDS {outside} are not shards of SHARD_COUNT={self.shard_count} (0 to {self.shard_count - 1})")
+        return self
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        from bot.clients.postgres import check_url
+
+        check_url(value.strip())
+        return value.strip()
 
     @field_validator("discord_api_url")
     @classmethod
@@ -597,6 +641,7 @@ class Settings(BaseSettings):
     def storage(self) -> StorageSettings:
         return StorageSettings(
             database_path=self.database_path,
+            database_url=self.database_url,
             character_file=self.character_file,
             characters_dir=self.characters_dir,
         )
@@ -664,6 +709,7 @@ class EmbeddingSettings:
 @dataclass(frozen=True, slots=True)
 class StorageSettings:
     database_path: Path
+    database_url: str | None
     character_file: Path | None
     characters_dir: Path | None
 

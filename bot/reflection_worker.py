@@ -52,6 +52,8 @@ REFLECTION_BATCH = 4
 MAX_REFLECTION_ATTEMPTS = 3
 # Reflections of different users running at once (one user's never run concurrently).
 REFLECTION_CONCURRENCY = 2
+# How soon a worker looks again when another bot process (sharing PostgreSQL) holds the user.
+OTHER_PROCESS_POLL_SECONDS = 0.5
 REFLECTION_EMBED_TIMEOUT = 30.0
 
 
@@ -130,7 +132,12 @@ class Reflections:
                         continue
                     break
                 async with self._slots, self.lock(user_id):
-                    ok = await self.reflect_safely(batch)
+                    async with self.ctx.db.exclusive(f"reflect:{user_id}") as mine:
+                        ok = await self.reflect_safely(batch) if mine else None
+                if ok is None:
+                    # Another bot process reflects this user now; what it leaves is seen here next.
+                    await asyncio.sleep(OTHER_PROCESS_POLL_SECONDS)
+                    continue
                 if not ok:
                     break  # the LLM is failing: the periodic sweep retries later
         finally:

@@ -73,6 +73,8 @@ class EchoBot(commands.Bot):
             intents=make_intents(services.settings.allowed_channel_ids),
             allowed_mentions=NO_MENTIONS,
             help_command=None,
+            shard_count=services.settings.shard_count,
+            shard_ids=services.settings.shard_ids or None,
         )
         self.services = services
 
@@ -129,6 +131,11 @@ class EchoBot(commands.Bot):
         log.info("connected to Discord as %s (id %s)", self.user, self.user.id if self.user else "?")
 
 
+class ShardedEchoBot(EchoBot, commands.AutoShardedBot):
+    """SHARD_COUNT set: those shards (SHARD_IDS of them, or all) in this process; processes
+    running the other shards share its database (DATABASE_URL)."""
+
+
 class OwnerCommands(commands.Cog):
     """Text commands for the bot's owners: `@Écho sync` (or `!sync` in a DM)."""
 
@@ -167,7 +174,7 @@ async def run_discord(services: Services, token: str) -> None:
     finish or stay pending), are closed by whoever opened them."""
     # discord.py has one REST base for the process, webhooks and interactions included.
     discord.http.Route.BASE = services.settings.discord_api_url
-    bot = EchoBot(services)
+    bot = ShardedEchoBot(services) if services.settings.shard_count else EchoBot(services)
     # No heartbeat answered yet (or any more): latency is not a finite number.
     services.health.discord = lambda: bot.is_ready() and not bot.is_closed() and math.isfinite(bot.latency)
     try:

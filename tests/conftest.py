@@ -1,4 +1,5 @@
-"""Shared fixtures: a real SQLite file per test, the scripted LLM and embedding servers."""
+"""Shared fixtures: a real SQLite file per test (or, for modules marked `both_stores`, a real
+SQLite file and a fresh PostgreSQL database), the scripted LLM and embedding servers."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from datetime import datetime, timezone
 import pytest
 import pytest_asyncio
 
-from bot.clients.db import Database
+from bot.clients.db import Database, open_database
+from tests.fakes import postgres_server
 from tests.fakes.embedding_server import embedding_http, embedding_server  # noqa: F401  (fixtures)
 from tests.fakes.llm_server import llm_server, refused_url  # noqa: F401  (fixtures)
 
@@ -33,10 +35,59 @@ def clock() -> Clock:
     return Clock()
 
 
+STORES = ("sqlite", "postgresql")
+# Why the PostgreSQL half of the suite did not run, if it did not: shown by `pytest -rs` on
+# each skipped test and once more in the terminal summary.
+_postgres_unavailable: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "both_stores: the module's `db` fixture run on SQLite and on PostgreSQL"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store_kind" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_stores"):
+        metafunc.parametrize("store_kind", STORES, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> object:
+    """One throwaway PostgreSQL cluster for the whole run, started on first use."""
+    started = postgres_server.start()
+    if isinstance(started, str):
+        _postgres_unavailable.append(started)
+        pytest.skip(f"PostgreSQL tests skipped: {started}")
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """Which store the test's database is: sqlite unless the module is marked both_stores."""
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture
+async def database_url(store_kind: str, request: pytest.FixtureRequest, tmp_path) -> str:
+    """Where the test's database lives: an SQLite file's path or a fresh PostgreSQL database."""
+    if store_kind == "postgresql":
+        cluster = request.getfixturevalue("postgres_cluster")
+        return await cluster.reset_database()
+    return str(tmp_path / "echo.sqlite3")
+
+
 @pytest_asyncio.fixture
-async def db(tmp_path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "echo.sqlite3")
+async def db(database_url: str) -> AsyncIterator[Database]:
+    database = await open_database(database_url)
     try:
         yield database
     finally:
         await database.close()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
+    for reason in dict.fromkeys(_postgres_unavailable):
+        terminalreporter.write_sep("=", "PostgreSQL tests skipped", yellow=True)
+        terminalreporter.write_line(reason)

@@ -3,6 +3,9 @@
 One writer connection guarded by an asyncio lock, one reader connection. A shared aiosqlite
 connection interleaves the statements of concurrent coroutines, so a rollback in one could drop
 another's insert; every write therefore goes through `Database.write()`, one at a time.
+
+PostgreSQL (bot.clients.postgres) offers the same surface. The stores write one SQL text for
+both where the two agree; where a statement truly differs, it is an `Sql` holding both texts.
 """
 
 from __future__ import annotations
@@ -27,8 +30,30 @@ from bot.errors import MigrationError, StorageError
 log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+POSTGRES_MIGRATIONS_DIR = MIGRATIONS_DIR / "postgresql"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
 BUSY_TIMEOUT_MS = 5000
+
+
+# "No limit" as a number both SQLite and PostgreSQL take (PostgreSQL refuses LIMIT -1).
+NO_LIMIT = 2**63 - 1
+
+
+class Sql(str):
+    """A statement whose PostgreSQL text differs from its SQLite one, both written side by side.
+
+    The string itself is the SQLite text, so aiosqlite runs it as it is; the PostgreSQL
+    connection runs `.postgresql` instead. Only for what one text cannot say for both (FTS5 and
+    tsvector, json_each and jsonb, index maintenance); everything else is one plain string.
+    `postgresql=None`: the statement has no PostgreSQL counterpart and is skipped there.
+    """
+
+    postgresql: str | None
+
+    def __new__(cls, sqlite: str, *, postgresql: str | None) -> "Sql":
+        statement = super().__new__(cls, sqlite)
+        statement.postgresql = postgresql
+        return statement
 
 
 # Primary result codes of failures that come from where the file lives, not from the code.
@@ -175,6 +200,8 @@ async def apply_migrations(conn: aiosqlite.Connection, directory: Path = MIGRATI
 class Database:
     """The bot's SQLite database: `reader` for queries, `write()` for serialised transactions."""
 
+    dialect = "sqlite"
+
     def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection):
         self.path = path
         self._writer = writer
@@ -231,6 +258,13 @@ class Database:
             if self.storage.down:
                 self.storage.recovered("the database accepts writes again after %d failed write(s)")
 
+    @asynccontextmanager
+    async def exclusive(self, name: str) -> AsyncIterator[bool]:
+        """Whether this process may do the work called `name` now (reflect one user, index).
+
+        Always: an SQLite file has one bot process. PostgreSQL answers across processes."""
+        yield True
+
     async def checkpoint(self) -> bool:
         """Copy the WAL into the database file and truncate it to nothing, so that rows just
         deleted leave no copy in the -wal file. True when done; False (logged) when another
@@ -260,6 +294,20 @@ class Database:
     async def close(self) -> None:
         await self.reader.close()
         await self._writer.close()
+
+
+def is_postgres_url(target: str | Path) -> bool:
+    return str(target).startswith(("postgresql://", "postgres://"))
+
+
+async def open_database(target: str | Path) -> Any:
+    """The database a setting names: a postgresql:// URL opens PostgreSQL, anything else is the
+    SQLite file's path."""
+    if is_postgres_url(target):
+        from bot.clients.postgres import PostgresDatabase
+
+        return await PostgresDatabase.open(str(target))
+    return await Database.open(target)
 
 
 async def ping(db: Database) -> None:

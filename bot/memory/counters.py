@@ -14,17 +14,28 @@ from collections.abc import Iterable
 
 import aiosqlite
 
+from bot.clients.db import Sql
+
 # The id lists travel as JSON arrays: one SQL text whatever their length (no statement
 # recompiled per candidate count, no bound-variable limit at 32 766 ids). A list of "?" is
 # 5 to 15 % faster (bench/latency.py measures both: about 0.2 ms at 300 candidates, 2 ms at
 # 3 000) but fails outright past that limit; 0.03 ms per turn does not buy that failure.
-_RECORD_TURN = """
+_RECORD_TURN = Sql(
+    """
 UPDATE memories SET
     times_candidate = times_candidate + 1,
     times_served = times_served + (id IN (SELECT value FROM json_each(:served))),
     times_semantic = times_semantic + (id IN (SELECT value FROM json_each(:semantic)))
 WHERE user_id = :user_id AND id IN (SELECT value FROM json_each(:candidates))
-"""
+""",
+    postgresql="""
+UPDATE memories SET
+    times_candidate = times_candidate + 1,
+    times_served = times_served + (id IN (SELECT jsonb_array_elements_text(:served::jsonb)::bigint))::int,
+    times_semantic = times_semantic + (id IN (SELECT jsonb_array_elements_text(:semantic::jsonb)::bigint))::int
+WHERE user_id = :user_id AND id IN (SELECT jsonb_array_elements_text(:candidates::jsonb)::bigint)
+""",
+)
 
 
 async def record_turn(
@@ -53,16 +64,30 @@ async def record_turn(
     )
 
 
-_COUNT_SERVED = """
+_COUNT_SERVED = Sql(
+    """
 UPDATE memories SET
     times_served = times_served + 1,
     times_semantic = times_semantic + (id IN (SELECT value FROM json_each(:semantic)))
 WHERE user_id = :user_id AND id IN (SELECT value FROM json_each(:served))
-"""
-_COUNT_CANDIDATES = """
+""",
+    postgresql="""
+UPDATE memories SET
+    times_served = times_served + 1,
+    times_semantic = times_semantic + (id IN (SELECT jsonb_array_elements_text(:semantic::jsonb)::bigint))::int
+WHERE user_id = :user_id AND id IN (SELECT jsonb_array_elements_text(:served::jsonb)::bigint)
+""",
+)
+_COUNT_CANDIDATES = Sql(
+    """
 UPDATE memories SET times_candidate = times_candidate + :times
 WHERE user_id = :user_id AND id IN (SELECT value FROM json_each(:candidates))
-"""
+""",
+    postgresql="""
+UPDATE memories SET times_candidate = times_candidate + :times
+WHERE user_id = :user_id AND id IN (SELECT jsonb_array_elements_text(:candidates::jsonb)::bigint)
+""",
+)
 
 
 async def count_served(

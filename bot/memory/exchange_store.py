@@ -191,7 +191,8 @@ async def settle_exchanges(
     """
     select = (
         "SELECT id, user_id, story_id, reply_message_id FROM exchanges WHERE user_id = ? "
-        "AND settled_at IS NULL AND reply IS NOT NULL AND (? IS NULL OR id = ?) AND (? IS NULL OR story_id = ?)"
+        "AND settled_at IS NULL AND reply IS NOT NULL AND (CAST(? AS BIGINT) IS NULL OR id = ?) "
+        "AND (CAST(? AS TEXT) IS NULL OR story_id = ?)"
     )
     params = (user_id, exchange_id, exchange_id, story_id, story_id)
     # Read first: every turn asks, and most find nothing open; no write transaction for that.

@@ -70,8 +70,16 @@ class Indexer:
         """Embed stale memories batch by batch; returns how many got a vector.
 
         A batch that cannot be embedded stops the run and stays stale for the next tick; the
-        outage is logged once when it starts and once when it ends.
+        outage is logged once when it starts and once when it ends. Bot processes sharing a
+        PostgreSQL database take turns: a tick finding another's run under way does nothing.
         """
+        try:
+            async with self._db.exclusive("indexer") as mine:
+                return await self._run() if mine else 0
+        except StorageError:
+            return 0  # the database logs and counts it; the next tick retries
+
+    async def _run(self) -> int:
         model = self._embedder.model
         indexed = 0
         covered = False

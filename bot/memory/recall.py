@@ -380,8 +380,8 @@ class Recall:
                 await record_turn(conn, user_id, selection.candidate_ids, served, semantic)
             await conn.execute(
                 "INSERT INTO turn_stats (user_id, turns, degraded_turns) VALUES (?, 1, ?) "
-                "ON CONFLICT (user_id) DO UPDATE SET turns = turns + 1, "
-                "degraded_turns = degraded_turns + excluded.degraded_turns",
+                "ON CONFLICT (user_id) DO UPDATE SET turns = turn_stats.turns + 1, "
+                "degraded_turns = turn_stats.degraded_turns + excluded.degraded_turns",
                 (selection.user_id, int(selection.degraded)),
             )
             cur = await conn.execute(

@@ -117,7 +117,7 @@ async def user_summaries(db: Database) -> list[UserSummary]:
     """Every user the bot holds something about, most recently seen first."""
     turns = await fetch_all(
         db.reader,
-        "SELECT user_id, COUNT(*), SUM(outcome = 'degraded'), SUM(outcome = 'failed'), MAX(created_at) "
+        "SELECT user_id, COUNT(*), SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END), SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END), MAX(created_at) "
         "FROM turn_log GROUP BY user_id",
     )
     memories = await fetch_all(
@@ -158,8 +158,8 @@ async def bot_memory_types(db: Database) -> dict[str, int]:
 async def bot_backlog(db: Database) -> Backlog:
     row = await fetch_one(
         db.reader,
-        "SELECT COALESCE(SUM(reflected_at IS NULL AND reply IS NOT NULL), 0), "
-        "COALESCE(SUM(reflected_at IS NOT NULL AND last_error IS NOT NULL), 0) FROM exchanges",
+        "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL), "
+        "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) FROM exchanges",
     )
     return Backlog(int(row[0]), int(row[1])) if row else Backlog(0, 0)
 
@@ -185,15 +185,16 @@ async def bot_recent_turns(db: Database, limit: int) -> list[TurnHeader]:
 async def user_turn_log(
     db: Database, user_id: str, since: datetime, limit: int = MAX_LOG_ROWS
 ) -> list[TurnLogEntry]:
-    rows = await fetch_all(db.reader, _USER_TURN_LOG, (user_id, to_db(since), limit))
+    # A negative limit is no limit, as SQLite reads it; PostgreSQL refuses one, so it is spelt out.
+    rows = await fetch_all(db.reader, _USER_TURN_LOG, (user_id, to_db(since), limit if limit >= 0 else 2**63 - 1))
     return [_log_entry(r) for r in rows]
 
 
 async def user_backlog(db: Database, user_id: str) -> Backlog:
     row = await fetch_one(
         db.reader,
-        "SELECT COALESCE(SUM(reflected_at IS NULL AND reply IS NOT NULL), 0), "
-        "COALESCE(SUM(reflected_at IS NOT NULL AND last_error IS NOT NULL), 0) FROM exchanges "
+        "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL), "
+        "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) FROM exchanges "
         "WHERE user_id = ?",
         (user_id,),
     )

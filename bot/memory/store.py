@@ -24,7 +24,7 @@ from typing import Any
 
 import aiosqlite
 
-from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.clients.db import NO_LIMIT, Database, Sql, fetch_all, fetch_one, from_db, to_db
 from bot.memory.model import MEMORY_TYPES, SCOPES, HistoryEntry, Memory, checked_expiry, content_hash, utcnow
 from bot.memory.text import canonical, storable
 from bot.errors import InvalidMemory
@@ -61,6 +61,12 @@ _REINSERT = (
     "INSERT INTO memories (id, content_hash, " + _SNAPSHOT_COLUMNS + ") "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+# The triggers only add deletion markers to the full-text index: its segments keep the erased
+# words (lower-cased) until merged. 'optimize' merges them all into one now. On PostgreSQL the
+# words live in the row itself (memories.search), gone with it.
+_MERGE_FULL_TEXT_INDEX = Sql("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')", postgresql=None)
 
 
 class MemoryCapReached(InvalidMemory):
@@ -190,9 +196,11 @@ _CACHED_ROWS = (
     "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' AND id > ? "
     "ORDER BY id LIMIT ?"
 )
-_CACHED_ROWS_AMONG = (
+_CACHED_ROWS_AMONG = Sql(
     "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' "
-    "AND id IN (SELECT value FROM json_each(?)) ORDER BY id"
+    "AND id IN (SELECT value FROM json_each(?)) ORDER BY id",
+    postgresql="SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' "
+    "AND id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb))::bigint) ORDER BY id",
 )
 
 
@@ -220,7 +228,7 @@ async def memory_rows(
     of `among` when given (the ids travel as one JSON array), else the first `limit` (-1: all)
     with an id above `after`."""
     if among is None:
-        return await fetch_all(conn, _CACHED_ROWS, (user_id, after, limit))
+        return await fetch_all(conn, _CACHED_ROWS, (user_id, after, limit if limit >= 0 else NO_LIMIT))
     return await fetch_all(conn, _CACHED_ROWS_AMONG, (user_id, json.dumps(list(map(int, among)))))
 
 
@@ -358,9 +366,7 @@ async def erase_user_memories(conn: aiosqlite.Connection, user_id: str) -> Erase
     # version (another epoch when the key holds memories again) and reads the user again.
     await conn.execute("DELETE FROM memory_version_log WHERE user_id = ?", (user_id,))
     await conn.execute("DELETE FROM memory_versions WHERE user_id = ?", (user_id,))
-    # The triggers only add deletion markers to the full-text index: its segments keep the
-    # erased words (lower-cased) until merged. 'optimize' merges them all into one now.
-    await conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+    await conn.execute(_MERGE_FULL_TEXT_INDEX)
     return EraseReport(memories=memories, history=history)
 
 

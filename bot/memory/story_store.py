@@ -16,7 +16,7 @@ from typing import Any
 
 import aiosqlite
 
-from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.clients.db import Database, Sql, fetch_all, fetch_one, from_db, to_db
 from bot.memory.story import (
     Anchor,
     AnchorPlan,
@@ -292,6 +292,20 @@ async def apply_story_reflection(
     )
 
 
+# A NULL story or operation list keeps every story or kind. The operation names travel as one
+# JSON array: one SQL text whatever their number.
+_STORY_HISTORY = Sql(
+    "SELECT id, user_id, story_id, operation, item_id, payload, reason, cause, at"
+    " FROM story_history WHERE user_id = ? AND (? IS NULL OR story_id = ?)"
+    " AND (? IS NULL OR operation IN (SELECT value FROM json_each(?)))"
+    " ORDER BY at DESC, id DESC LIMIT ?",
+    postgresql="SELECT id, user_id, story_id, operation, item_id, payload, reason, cause, at"
+    " FROM story_history WHERE user_id = ? AND (CAST(? AS TEXT) IS NULL OR story_id = ?)"
+    " AND (CAST(? AS TEXT) IS NULL OR operation IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb))))"
+    " ORDER BY at DESC, id DESC LIMIT ?",
+)
+
+
 async def story_history(
     db: Database,
     user_id: str,
@@ -306,24 +320,11 @@ async def story_history(
     every reflection writes summary and state rows that would otherwise push the rare kinds out.
     None keeps every kind.
     """
-    sql = (
-        "SELECT id, user_id, story_id, operation, item_id, payload, reason, cause, at"
-        " FROM story_history WHERE user_id = ?"
-    )
-    params: list[Any] = [user_id]
-    if story_id is not None:
-        sql += " AND story_id = ?"
-        params.append(story_id)
-    if operations is not None:
-        if isinstance(operations, str):
-            # A bare string is a Sequence[str] of letters: it would silently match nothing.
-            raise TypeError("operations must be a sequence of operation names, not a string")
-        # One placeholder for the whole list: the SQL text does not depend on its length.
-        sql += " AND operation IN (SELECT value FROM json_each(?))"
-        params.append(json.dumps(list(operations)))
-    sql += " ORDER BY at DESC, id DESC LIMIT ?"
-    params.append(limit)
-    rows = await fetch_all(db.reader, sql, params)
+    if isinstance(operations, str):
+        # A bare string is a Sequence[str] of letters: it would silently match nothing.
+        raise TypeError("operations must be a sequence of operation names, not a string")
+    kinds = None if operations is None else json.dumps(list(operations))
+    rows = await fetch_all(db.reader, _STORY_HISTORY, (user_id, story_id, story_id, kinds, kinds, limit))
     return [
         StoryHistoryEntry(
             r["id"], r["user_id"], r["story_id"], r["operation"], r["item_id"],

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import aiosqlite
 import numpy as np
 
-from bot.clients.db import Database, fetch_all, to_db
+from bot.clients.db import NO_LIMIT, Database, Sql, fetch_all, to_db
 from bot.memory.model import utcnow
 from bot.memory.text import content_words, words
 
@@ -111,14 +111,17 @@ async def vector_rows(
             conn,
             "SELECT memory_id, content_hash, dim, vector, embedded_at FROM memory_vectors "
             "WHERE user_id = ? AND model = ? AND memory_id > ? ORDER BY memory_id LIMIT ?",
-            (user_id, model, after, limit),
+            (user_id, model, after, limit if limit >= 0 else NO_LIMIT),
         )
-    return await fetch_all(
-        conn,
-        "SELECT memory_id, content_hash, dim, vector, embedded_at FROM memory_vectors "
-        "WHERE user_id = ? AND model = ? AND memory_id IN (SELECT value FROM json_each(?))",
-        (user_id, model, json.dumps(list(map(int, among)))),
-    )
+    return await fetch_all(conn, _VECTORS_AMONG, (user_id, model, json.dumps(list(map(int, among)))))
+
+
+_VECTORS_AMONG = Sql(
+    "SELECT memory_id, content_hash, dim, vector, embedded_at FROM memory_vectors "
+    "WHERE user_id = ? AND model = ? AND memory_id IN (SELECT value FROM json_each(?))",
+    postgresql="SELECT memory_id, content_hash, dim, vector, embedded_at FROM memory_vectors "
+    "WHERE user_id = ? AND model = ? AND memory_id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb))::bigint)",
+)
 
 
 async def stale_memories(
@@ -208,6 +211,33 @@ def fts_query(text: str) -> str:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
+# The rank is better when lower, as FTS5's bm25. PostgreSQL reads the same FTS5 expression:
+# its terms are quoted words (letters, digits and inner hyphens, never a quote), so turning the
+# double quotes into single ones and OR into | makes it a tsquery of the same words.
+_LEXICAL_MATCHES = Sql(
+    """
+    SELECT m.id, bm25(memories_fts) AS rank
+    FROM memories_fts
+    JOIN memories AS m ON m.id = memories_fts.rowid
+    WHERE memories_fts MATCH ? AND m.user_id = ?
+      AND (m.expires_at IS NULL OR m.expires_at > ?)
+      AND (? IS NULL OR m.id IN (SELECT value FROM json_each(?)))
+    ORDER BY rank
+    LIMIT ?
+    """,
+    postgresql="""
+    SELECT m.id, -ts_rank(m.search, q.query) AS rank
+    FROM memories AS m,
+         (SELECT to_tsquery('simple', echo_fold(translate(replace(?, ' OR ', ' | '), '"', chr(39)))) AS query) AS q
+    WHERE m.search @@ q.query AND m.user_id = ?
+      AND (m.expires_at IS NULL OR m.expires_at > ?)
+      AND (CAST(? AS TEXT) IS NULL OR m.id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb))::bigint))
+    ORDER BY rank, m.id
+    LIMIT ?
+    """,
+)
+
+
 async def lexical_matches(
     db: Database,
     user_id: str,
@@ -235,18 +265,7 @@ async def lexical_matches(
     # The ids travel as one JSON array, as in bot.memory.counters: one SQL text whatever their
     # number, and no bound-variable limit.
     rows = await fetch_all(
-        db.reader,
-        """
-        SELECT m.id, bm25(memories_fts) AS rank
-        FROM memories_fts
-        JOIN memories AS m ON m.id = memories_fts.rowid
-        WHERE memories_fts MATCH ? AND m.user_id = ?
-          AND (m.expires_at IS NULL OR m.expires_at > ?)
-          AND (? IS NULL OR m.id IN (SELECT value FROM json_each(?)))
-        ORDER BY rank
-        LIMIT ?
-        """,
-        (expression, user_id, _active_after(now), ids_json, ids_json, limit),
+        db.reader, _LEXICAL_MATCHES, (expression, user_id, _active_after(now), ids_json, ids_json, limit)
     )
     out: dict[int, float] = {}
     for memory_id, rank in rows:

@@ -16,7 +16,7 @@ from pydantic import SecretStr
 
 from bot.app import Services
 from bot.errors import StartupError
-from cogs.bot import EXTENSIONS, EchoBot, make_intents, run_discord
+from cogs.bot import EXTENSIONS, EchoBot, ShardedEchoBot, make_intents, run_discord
 from bot.engine import Incoming
 from tests.cogs import (
     ALICE,
@@ -232,3 +232,11 @@ async def test_every_command_option_and_menu_has_a_french_name_and_description_d
                 assert SLASH_NAME.match(option["name_localizations"]["fr"]), option["name"]
                 assert 0 < len(option["description_localizations"]["fr"]) <= 100, option["name"]
         assert "en-US" not in command.get("name_localizations", {}), "English is the default name"
+
+
+@pytest.mark.parametrize("settings_overrides", [{"shard_count": 4, "shard_ids": [2, 3]}])
+def test_shard_settings_give_a_sharded_bot_running_those_shards(services_with: Services) -> None:
+    bot = ShardedEchoBot(services_with)
+    assert isinstance(bot, commands.AutoShardedBot) and isinstance(bot, EchoBot)
+    assert (bot.shard_count, bot.shard_ids) == (4, [2, 3])
+    assert not isinstance(EchoBot(services_with), commands.AutoShardedBot)  # no sharding unless asked

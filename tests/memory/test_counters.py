@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.both_stores
+
 from bot.clients.db import Database, to_db
 from bot.memory.counters import record_turn
 from bot.memory.model import content_hash, utcnow

@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 import httpx
+import pytest
 
 from bot.clients.db import Database
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
@@ -26,6 +27,8 @@ from bot.memory.recall import (
 from bot.memory.store import NewMemory, insert_memory
 from bot.memory.vectors import load_user_matrix
 from tests.fakes.embedding_server import EmbeddingServer
+
+pytestmark = pytest.mark.both_stores
 
 ALICE = "alice"
 GUILD = "guild-1"

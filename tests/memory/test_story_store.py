@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.both_stores
+
 from bot.clients.db import Database
 from bot.memory.story_state import parse_state_specs
 from bot.memory.story_store import (

@@ -7,6 +7,8 @@ from datetime import timedelta
 
 import pytest
 
+pytestmark = pytest.mark.both_stores
+
 from bot.memory.reflection import parse_reflection
 from bot.memory.store import MemoryStore, NewMemory
 from bot.memory.write import ReflectionContext, apply_reflection

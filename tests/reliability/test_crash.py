@@ -4,6 +4,8 @@ exactly once, and no memory is duplicated or half-written.
 Real processes: the terminal chat (`python -m bot chat`) and, for the kill inside the write
 transaction, tests/reliability/crash_driver.py. The scripted LLM runs in this test's process on
 127.0.0.1, so it outlives the processes it serves; embeddings are the real local model.
+Both stores: the SQLite file, and PostgreSQL (the killed process's transaction is rolled back by
+the server when its connection drops).
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply
+
+pytestmark = pytest.mark.both_stores
 
 USER = "Camille"
 USER_ID = f"terminal:{USER}"
@@ -65,12 +70,12 @@ def llm(llm_server: FakeLLMServer) -> ScriptedLLM:
 
 
 @pytest.fixture
-def env(tmp_path: Path, llm_server: FakeLLMServer) -> dict[str, str]:
+def env(tmp_path: Path, llm_server: FakeLLMServer, database_url: str) -> dict[str, str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "EMBEDDINGS", "DATABASE_"))}
     environment.update(
         LLM_BASE_URL=llm_server.url,
         LLM_MODEL=FAKE_MODEL,
-        DATABASE_PATH=str(tmp_path / "echo.sqlite3"),
+        **({"DATABASE_URL": database_url} if database_url.startswith("postgresql:") else {"DATABASE_PATH": database_url}),
         EMBEDDINGS="local",
         PYTHONUNBUFFERED="1",
         # The processes run in tmp_path (no stray .env is read); the driver lives in tests/.
@@ -112,7 +117,40 @@ async def restart_until_idle(env: dict[str, str], cwd: Path) -> None:
     assert proc.returncode == 0, stderr.decode()[-2000:]
 
 
-def database_state(path: str) -> dict[str, object]:
+async def database_state(env: dict[str, str]) -> dict[str, object]:
+    if "DATABASE_URL" in env:
+        return await _postgres_state(env["DATABASE_URL"])
+    return _sqlite_state(env["DATABASE_PATH"])
+
+
+async def _postgres_state(url: str) -> dict[str, object]:
+    conn = await asyncpg.connect(url)
+    try:
+        # The search column is generated from the text: it must agree with it.
+        assert await conn.fetchval(
+            "SELECT COUNT(*) FROM memories WHERE search IS DISTINCT FROM to_tsvector('simple', echo_fold(text))"
+        ) == 0
+        return {
+            "memories": sorted(
+                r[0] for r in await conn.fetch("SELECT text FROM memories WHERE user_id = $1", USER_ID)
+            ),
+            "exchanges": [
+                tuple(r)
+                for r in await conn.fetch(
+                    "SELECT user_message, (reply IS NOT NULL)::int, (reflected_at IS NOT NULL)::int, "
+                    "reflection_attempts FROM exchanges WHERE user_id = $1",
+                    USER_ID,
+                )
+            ],
+            "anchors": [
+                r[0] for r in await conn.fetch("SELECT text FROM story_anchors WHERE user_id = $1", USER_ID)
+            ],
+        }
+    finally:
+        await conn.close()
+
+
+def _sqlite_state(path: str) -> dict[str, object]:
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
@@ -149,17 +187,17 @@ async def test_kill_9_while_the_reflection_waits_for_the_llm(llm: ScriptedLLM, e
     await asyncio.wait_for(llm.reflection_arrived.wait(), PROCESS_TIMEOUT)
     await kill_9(proc)
 
-    state = database_state(env["DATABASE_PATH"])
+    state = await database_state(env)
     assert state["memories"] == [] and state["exchanges"] == [(MESSAGE, 1, 0, 0)]
 
     llm.reflection = Reply(REFLECTION)
     await restart_until_idle(env, tmp_path)
     assert llm.reflections == 2
-    assert_applied_once(database_state(env["DATABASE_PATH"]))
+    assert_applied_once(await database_state(env))
     # Once more: nothing is pending, nothing is asked, nothing is added.
     await restart_until_idle(env, tmp_path)
     assert llm.reflections == 2
-    assert_applied_once(database_state(env["DATABASE_PATH"]))
+    assert_applied_once(await database_state(env))
 
 
 async def test_kill_9_inside_the_reflections_write_transaction(llm: ScriptedLLM, env, tmp_path):
@@ -169,10 +207,10 @@ async def test_kill_9_inside_the_reflections_write_transaction(llm: ScriptedLLM,
     await kill_9(proc)
 
     # Every row was written and the exchange marked before the kill; none of it committed.
-    state = database_state(env["DATABASE_PATH"])
+    state = await database_state(env)
     assert state["memories"] == [] and state["anchors"] == []
     assert state["exchanges"] == [(MESSAGE, 1, 0, 0)]
 
     await restart_until_idle(env, tmp_path)
     assert llm.reflections == 2
-    assert_applied_once(database_state(env["DATABASE_PATH"]))
+    assert_applied_once(await database_state(env))

@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
-from bot.clients.db import Database
+from bot.clients.db import Database, open_database
 from bot.clients.embeddings import OllamaEmbedder
 from bot.engine import Engine, TurnResult
 from bot.memory.indexing import Indexer
@@ -106,6 +107,10 @@ def foreign_words(actor: str, *texts: str) -> set[str]:
 
 
 class IsolationMachine(RuleBasedStateMachine):
+    # The PostgreSQL cluster whose emptied test database each example starts from; None: a
+    # fresh SQLite file.
+    cluster: Any = None
+
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="echo-isolation-"))
@@ -138,7 +143,10 @@ class IsolationMachine(RuleBasedStateMachine):
         self.closers.append(self.embedding_server.stop)
         self.http = httpx.AsyncClient(trust_env=False)
         self.closers.append(self.http.aclose)
-        self.db = await Database.open(self.tmp / "echo.sqlite3")
+        if self.cluster is not None:
+            self.db = await open_database(await self.cluster.reset_database())
+        else:
+            self.db = await Database.open(self.tmp / "echo.sqlite3")
         self.closers.append(self.db.close)
         embedder = OllamaEmbedder(self.http, base_url=self.embedding_server.url, model="fake")
         self.engine: Engine = make_engine(
@@ -475,11 +483,18 @@ class IsolationMachine(RuleBasedStateMachine):
         assert not left, f"{actor}'s erase left {left}"
 
 
-def test_no_operation_of_one_user_changes_or_reveals_anothers_data() -> None:
+@pytest.mark.both_stores
+def test_no_operation_of_one_user_changes_or_reveals_anothers_data(store_kind: str, request: pytest.FixtureRequest) -> None:
+    machine: type[IsolationMachine] = IsolationMachine
+    if store_kind == "postgresql":
+        cluster = request.getfixturevalue("postgres_cluster")
+        machine = type("PostgresIsolationMachine", (IsolationMachine,), {"cluster": cluster})
     run_state_machine_as_test(
-        IsolationMachine,
+        machine,
         settings=settings(
-            max_examples=30,
+            # Fewer runs on PostgreSQL keep the suite's time in check: the store is the variable
+            # there, the operations' coverage is the SQLite run's.
+            max_examples=30 if store_kind == "sqlite" else 12,
             stateful_step_count=25,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],

@@ -2,7 +2,8 @@
 
 The SQL is found with `ast`, the way the code writes it: a literal (implicit concatenation is one
 literal to `ast`), a module constant assembled with `+`, a local name built with `=` then `+=`,
-the loop variable of a `for` over a tuple of statements, an f-string over module constants. An
+the loop variable of a `for` over a tuple of statements, an f-string over module constants, and
+both texts of an `Sql(sqlite, postgresql=...)` statement (each checked on its own). An
 argument that cannot be resolved to text is reported as unresolved: dynamic SQL must be
 reviewed, it cannot slip past the check.
 
@@ -104,8 +105,8 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "bot/memory/report_store.py",
         "user_summaries",
         (
-            "SELECT user_id, COUNT(*), SUM(outcome = 'degraded'), SUM(outcome = 'failed'), MAX(created_at) "
-            "FROM turn_log GROUP BY user_id"
+            "SELECT user_id, COUNT(*), SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END), "
+            "SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END), MAX(created_at) FROM turn_log GROUP BY user_id"
         ),
     ): "the owner's page lists every user with their turn counts: read-only, behind WEB_TOKEN",
     (
@@ -127,8 +128,8 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "bot/memory/report_store.py",
         "bot_backlog",
         (
-            "SELECT COALESCE(SUM(reflected_at IS NULL AND reply IS NOT NULL), 0), "
-            "COALESCE(SUM(reflected_at IS NOT NULL AND last_error IS NOT NULL), 0) FROM exchanges"
+            "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL), "
+            "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) FROM exchanges"
         ),
     ): "two counts over every user, no row content: the reflection backlog of /metrics and the page",
     (
@@ -158,6 +159,30 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "fetch_all",
         "<unresolved: sql>",
     ): "the read helper itself: each of its callers' SQL is checked at the call (READ_HELPERS)",
+    **{
+        ("bot/memory/move_store.py", function, f"<unresolved: {argument}>"): (
+            "migrate-store moves the whole database, every user's rows: statements assembled from "
+            "the constant table and column lists of bot.memory.move_store, never from input"
+        )
+        for function, argument in (
+            ("_checksum", "_SELECT_ORDERED[table]"),
+            ("move", "_EMPTY[table]"),
+            ("move", "_SELECT_CHUNK[table]"),
+            ("move", "_MAX_ID[table]"),
+            ("move", "statement"),
+        )
+    },
+    (
+        "bot/clients/postgres.py",
+        "_run",
+        "<unresolved: translated.text>",
+    ): "the PostgreSQL connection running a store's statement, translated: each store's SQL, "
+    "both texts of an Sql, is checked at its call",
+    (
+        "bot/clients/postgres.py",
+        "apply_migrations",
+        "<unresolved: body>",
+    ): "migrations: schema changes read from migrations/postgresql/*.sql, applied to the whole database",
     (
         "bot/clients/db.py",
         "fetch_one",
@@ -224,6 +249,9 @@ class _Resolver:
         self.scopes = scopes  # innermost first; the module's scope last
 
     def texts(self, node: ast.expr) -> list[str] | None:
+        both = self._dialects(node)
+        if both is not None:
+            return both
         if isinstance(node, ast.Tuple | ast.List):
             out: list[str] = []
             for element in node.elts:
@@ -255,6 +283,28 @@ class _Resolver:
         if isinstance(node, ast.Name):
             return self._name_text(node.id)
         return None
+
+    def _dialects(self, node: ast.expr) -> list[str] | None:
+        """The SQLite and PostgreSQL texts of an `Sql(...)` call, or of a name bound once to one;
+        None when the node is not one (a PostgreSQL text of None is no statement to check)."""
+        if isinstance(node, ast.Name):
+            binding = self._binding(node.id)
+            if binding is None or len(binding) != 1 or not isinstance(binding[0], ast.Assign | ast.AnnAssign):
+                return None
+            node = binding[0].value  # type: ignore[assignment]
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Sql"):
+            return None
+        sqlite = self.text(node.args[0]) if node.args else None
+        out = [sqlite] if sqlite is not None else []
+        for keyword in node.keywords:
+            if keyword.arg == "postgresql" and not (
+                isinstance(keyword.value, ast.Constant) and keyword.value.value is None
+            ):
+                text = self.text(keyword.value)
+                if text is None:
+                    return None
+                out.append(text)
+        return out if sqlite is not None else None
 
     def _binding(self, name: str) -> list[ast.stmt] | None:
         for scope in self.scopes:
@@ -651,3 +701,13 @@ def test_the_checker_accepts_the_scoped_forms_the_code_uses():
         '    c.execute(f"PRAGMA busy_timeout = {5000}")\n'
     )
     assert check(source) == []
+
+
+def test_both_texts_of_a_dialect_statement_are_checked():
+    findings = check(
+        "ERASE = Sql('DELETE FROM turns WHERE user_id = ?', postgresql='DELETE FROM turns WHERE id = ?')\n"
+        "def f(c, u):\n    c.execute(ERASE, (u,))\n"
+    )
+    assert [f.statement.sql for f in findings] == ["DELETE FROM turns WHERE id = ?"]
+    # And the code's own PostgreSQL texts are among the statements checked.
+    assert any("jsonb_array_elements_text" in (s.sql or "") for s in code_statements())
