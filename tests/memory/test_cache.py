@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
-from bot.clients.db import Database, to_db
+from bot.clients.db import Database, open_database, to_db
 import bot.memory.cache as cache_module
 from bot.memory.cache import MemoryCache
 from bot.memory.model import utcnow
@@ -25,6 +25,9 @@ from tests.test_engine import make_engine, msg
 ALICE = "alice"
 BOB = "bob"
 MODEL = "test-model"
+
+# The versions come from triggers (migration 0007 on each store): both must keep the cache in step.
+pytestmark = pytest.mark.both_stores
 
 
 async def add(store: MemoryStore, text: str, **fields: object) -> int:
@@ -81,8 +84,8 @@ async def test_every_write_is_read_back_as_a_row_update(db: Database) -> None:
     assert (cache.loads, cache.catch_ups, cache.hits) == (1, 2, hits + 1)
 
 
-async def test_a_second_process_sees_the_writes_of_the_first(db: Database, tmp_path: Path) -> None:
-    other = await Database.open(db.path)
+async def test_a_second_process_sees_the_writes_of_the_first(db: Database, database_url: str) -> None:
+    other = await open_database(database_url)
     try:
         mine, theirs = MemoryCache(db, MODEL), MemoryCache(other, MODEL)
         memory_id = await add(MemoryStore(db), "L'utilisateur habite à Nantes")
