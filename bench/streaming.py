@@ -52,8 +52,15 @@ async def one_round(discord: FakeDiscord, llm: FakeLLMServer, n: int) -> dict[st
     prefix = f"/channels/{channel.id}/messages"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        writes = [c for c in discord.calls if c.path.startswith(prefix) and c.method in ("POST", "PATCH") and c.status == 200]
-        if writes and writes[-1].json.get("content") == REPLY:
+        # Writes of the text only: the swipe buttons are added by an edit of their own afterwards.
+        writes = [
+            c for c in discord.calls
+            if c.path.startswith(prefix) and c.method in ("POST", "PATCH") and c.status == 200
+            and (c.json or {}).get("content") is not None
+        ]
+        done = [i for i, w in enumerate(writes) if w.json["content"] == REPLY]
+        if done:
+            writes = writes[: done[0] + 1]
             break
         await asyncio.sleep(0.02)
     else:
