@@ -191,3 +191,20 @@ def test_every_module_has_a_room() -> None:
     twice = sorted(name for name, found in rooms.items() if len(found) > 1)
     assert not unplaced, f"modules in no room (add them to CORE_FILES or OTHER_ROOMS): {unplaced}"
     assert not twice, f"modules in two rooms: {twice}"
+
+
+MODULE_MAX_LINES = 450
+
+
+def test_a_long_module_says_why_in_its_docstring() -> None:
+    """Past ~450 lines a module is split at a natural seam, or its docstring says why not."""
+    silent = []
+    for folder in ("bot", "cogs"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            source = path.read_text(encoding="utf-8")
+            if source.count("\n") <= MODULE_MAX_LINES:
+                continue
+            docstring = ast.get_docstring(ast.parse(source)) or ""
+            if "on purpose" not in docstring:
+                silent.append(f"{path.relative_to(ROOT)} ({source.count(chr(10))} lines)")
+    assert not silent, f"long modules that do not say why (add 'Over 450 lines on purpose: …'): {silent}"

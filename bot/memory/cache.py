@@ -22,6 +22,10 @@ size-aware (GreedyDual-Size): each entry is worth the time its load took per byt
 aged by a clock that rises to the value of each evicted entry, so a large user that is cheap
 to read again goes before many small ones read often, and an idle entry ages out whatever its
 size. An entry larger than the whole budget is served once and not kept.
+
+Over 450 lines on purpose: loading, catching up by version, the columns selection reads and
+eviction share one entry's invariants (rows, arrays and vectors aligned by slot), so they stay
+in one file.
 """
 
 from __future__ import annotations

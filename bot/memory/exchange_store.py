@@ -4,9 +4,10 @@ and what each reflection changed (memory_changes, the receipts).
 
 Every statement filters on user_id, except `message_owner`: a deleted message reaches the bot
 without its author, so the owner is looked up by message id first, then everything is scoped.
-Functions taking `conn` join the caller's write transaction. One module for the exchange's whole
-life (saved, answered, reflected, regenerated, edited, erased), so its user scoping is read in
-one place.
+Functions taking `conn` join the caller's write transaction.
+
+Over 450 lines on purpose: one module for the exchange's whole life (saved, answered, reflected,
+regenerated, edited, erased), so its user scoping is read in one place.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ counted as degraded and the outage is logged once.
 Recording the choice (counters, turn stats, the /why row) is a write that can wait behind a
 reflection's transaction, so a caller that must not wait selects with `record=False` and calls
 `Recall.record(selection)` once the reply is out.
+
+Over 450 lines on purpose: every step of the read path (candidates, the query vector or its
+lexical stand-in, scoring, selection, recording the choice) is read in order in one file.
 """
 
 from __future__ import annotations

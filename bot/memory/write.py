@@ -3,6 +3,9 @@
 The model proposes, this module decides: operations touch only ids that were shown to the model
 (`allowed_ids`) and rows of this user; candidates go through the code filters, then dedup/merge.
 Every replace, delete and merge archives the old version first. Every decision is reported.
+
+Over 450 lines on purpose: the write path's decisions and the rows they write stay together,
+so the rule that only shown ids of this user are touched is checked in one place.
 """
 
 from __future__ import annotations
