@@ -311,6 +311,7 @@ _WORD_BITS = 64
 # Characters kept per memory for the LCS bound (uint16 codes: 10 000 memories take 5 MB). A longer
 # memory gets no bound: it is scored whenever its length fits the ratio's length window.
 _CODE_WIDTH = 256
+_POSTING_SHARDS = 64
 _MAX_CODE = 0xFFFF
 # Character codes of the LCS bound, shared by every index: a code only tells characters apart,
 # and one table lets each text's codes be computed once (an index is rebuilt per reflection).
@@ -356,7 +357,9 @@ class DedupIndex:
         self._features: list[_Features | None] = []
         self._free: list[int] = []
         self._signature_of: dict[tuple[str, ...], int] = {}
-        self._postings: dict[tuple[int, str], set[int]] = {}
+        # In shards: one dict of every (carriers, word) pair reaches millions of keys when
+        # carriers vary (numbers are carriers), and growing it stops the event loop for 25-100 ms.
+        self._postings: list[dict[tuple[int, str], set[int]]] = [{} for _ in range(_POSTING_SHARDS)]
         self._wordless: dict[int, set[int]] = {}
         capacity = 64
         self._active = np.zeros(capacity, dtype=bool)
@@ -383,7 +386,7 @@ class DedupIndex:
         self._ids[row] = item_id
         self._features[row] = features
         for word in features.content:
-            self._postings.setdefault((signature, word), set()).add(row)
+            self._shard(word).setdefault((signature, word), set()).add(row)
         if not features.content:
             self._wordless.setdefault(signature, set()).add(row)
         codes = _text_codes(features.norm)
@@ -400,7 +403,7 @@ class DedupIndex:
         assert features is not None
         signature = int(self._signature[row])
         for word in features.content:
-            self._postings[(signature, word)].discard(row)
+            self._shard(word)[(signature, word)].discard(row)
         self._wordless.get(signature, set()).discard(row)
         self._features[row] = None
         self._active[row] = False
@@ -433,7 +436,7 @@ class DedupIndex:
     def _word_candidates(self, features: _Features, signature: int) -> set[int]:
         shared: Counter[int] = Counter()
         for word in features.content:
-            shared.update(self._postings.get((signature, word), ()))
+            shared.update(self._shard(word).get((signature, word), ()))
         size = len(features.content)
         out = set(self._wordless.get(signature, ()))
         for row, common in shared.items():
@@ -509,14 +512,31 @@ class DedupIndex:
             ones += np.bitwise_count(v[w] & full[w])
         return m - ones
 
+    def reserve(self, count: int) -> None:
+        """Room for `count` items without growing: growing copies the code matrix (51 MB at
+        100,000 items), a stall of the event loop the build is sliced to avoid."""
+        if count > self._active.size:
+            self._grow(count - self._active.size)
+
+    def _grow(self, grow: int) -> None:
+        size = self._active.size
+        # np.zeros takes pages the system hands out zeroed when first written; concatenating
+        # would write all of them at once (100 ms for the code matrix of 100,000 items).
+        active, length = np.zeros(size + grow, dtype=bool), np.zeros(size + grow, dtype=np.int64)
+        codes = np.zeros((size + grow, _CODE_WIDTH), dtype=np.uint16)
+        signature = np.full(size + grow, -1, dtype=np.int64)
+        active[:size], length[:size], codes[:size], signature[:size] = (
+            self._active, self._length, self._codes, self._signature
+        )
+        self._active, self._length, self._codes, self._signature = active, length, codes, signature
+
+    def _shard(self, word: str) -> dict[tuple[int, str], set[int]]:
+        return self._postings[hash(word) % _POSTING_SHARDS]
+
     def _new_row(self) -> int:
         row = len(self._ids)
         if row == self._active.size:
-            grow = self._active.size
-            self._active = np.concatenate([self._active, np.zeros(grow, dtype=bool)])
-            self._length = np.concatenate([self._length, np.zeros(grow, dtype=np.int64)])
-            self._signature = np.concatenate([self._signature, np.full(grow, -1, dtype=np.int64)])
-            self._codes = np.vstack([self._codes, np.zeros((grow, _CODE_WIDTH), np.uint16)])
+            self._grow(self._active.size)
         self._ids.append(-1)
         self._features.append(None)
         return row

@@ -101,6 +101,10 @@ class WriteIndex:
     def __contains__(self, memory_id: object) -> bool:
         return memory_id in self.texts
 
+    def reserve(self, count: int) -> None:
+        """Room for `count` memories at once, before a build that adds them one by one."""
+        self.dedup.reserve(count)
+
     def put(self, memory_id: int, text: str, place: str | None, expires_us: int | None, now_us: int) -> None:
         """The memory as it now is (None for `expires_us`: no expiry): indexed if live and of
         this place, otherwise removed."""
