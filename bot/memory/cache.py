@@ -360,6 +360,11 @@ class MemoryCache:
         self._value: dict[str, float] = {}
         self._clock = 0.0
         self._locks: dict[str, asyncio.Lock] = {}
+        # One builder of a user's write indexes at a time: the start-up warm-up and a reflection
+        # may both ask for the same one, and a half-built index must never be used.
+        self._index_locks: dict[str, asyncio.Lock] = {}
+        # Erasures per user, so that a load under way when the user was erased is not kept.
+        self._forgotten: dict[str, int] = {}
         # Per user and place, what the write path compares new text with (built on the first
         # reflection, then fed the rows each catch-up reads), and the entry it was built from.
         self._write_indexes: dict[str, tuple[UserMemories, dict[str | None, WriteIndex]]] = {}
@@ -384,7 +389,12 @@ class MemoryCache:
         return self._entries[user_id].nbytes + WRITE_INDEX_BYTES_PER_MEMORY * indexed
 
     def forget(self, user_id: str) -> None:
-        """Drop a user's entry (after an erase: nothing of theirs stays in memory)."""
+        """Drop a user's entry (after an erase: nothing of theirs stays in memory, and a load
+        under way is not kept)."""
+        self._drop(user_id)
+        self._forgotten[user_id] = self._forgotten.get(user_id, 0) + 1
+
+    def _drop(self, user_id: str) -> None:
         self._entries.pop(user_id, None)
         self._value.pop(user_id, None)
         self._write_indexes.pop(user_id, None)
@@ -435,6 +445,14 @@ class MemoryCache:
         The write path may change the index in place while its transaction runs; if that
         transaction does not commit, it must call `drop_write_indexes`. `conn`: as for `get`.
         """
+        # Never replaced (a few hundred bytes per user who reflected): a lock replaced while a
+        # caller waits on the old one would let two builders in.
+        async with self._index_locks.setdefault(user_id, asyncio.Lock()):
+            return await self._write_index(user_id, place, now, conn)
+
+    async def _write_index(
+        self, user_id: str, place: str | None, now: datetime, conn: aiosqlite.Connection | None
+    ) -> tuple[UserMemories, WriteIndex]:
         entry = await self.get(user_id, conn)
         now_us = micros(now)
         held = self._write_indexes.get(user_id)
@@ -451,22 +469,30 @@ class MemoryCache:
 
             # On the loop in slices, not in a thread: a thread doing this pure-Python work holds
             # the GIL against the loop (750 ms of lag at 20,000 memories); slices hold it a few
-            # milliseconds. The first index of a user with 100,000 memories takes minutes, once
-            # per process; turns go on meanwhile.
+            # milliseconds. The first index of a user with 100,000 memories takes about 20 s of
+            # CPU, once per process (the start-up warm-up does it ahead of the user); turns go
+            # on meanwhile.
             started = time.perf_counter()
-            for done, (row, expires_us) in enumerate(zip(rows, expiries), 1):
-                if row is not None:
-                    index.put(int(row[0]), row[2], row[6], None if expires_us == NO_EXPIRY else expires_us, now_us)
-                if not done % FILL_SLICE:
-                    _freeze_long_lived()
-                if time.perf_counter() - started > BUILD_SLICE_SECONDS:
-                    await asyncio.sleep(0)
-                    started = time.perf_counter()
+            try:
+                for done, (row, expires_us) in enumerate(zip(rows, expiries), 1):
+                    if row is not None:
+                        expiry = None if expires_us == NO_EXPIRY else expires_us
+                        index.put(int(row[0]), row[2], row[6], expiry, now_us)
+                    if not done % FILL_SLICE:
+                        _freeze_long_lived()
+                    if time.perf_counter() - started > BUILD_SLICE_SECONDS:
+                        await asyncio.sleep(0)
+                        started = time.perf_counter()
+            except BaseException:
+                # Cancelled halfway (shutdown, an erase): a partial index would miss duplicates.
+                if held[1].get(place) is index:
+                    del held[1][place]
+                raise
             _freeze_long_lived()
             entry = await self.get(user_id, conn)  # what changed while it was built is in `pending`
             if self._write_indexes.get(user_id) is not held:
                 # Reloaded whole meanwhile (another epoch, many changes): build from that one.
-                return await self.write_index(user_id, place, now, conn)
+                return await self._write_index(user_id, place, now, conn)
         pending, index.pending = index.pending, set()
         for memory_id in sorted(pending):
             slot = entry.slot_of.get(memory_id)
@@ -505,6 +531,7 @@ class MemoryCache:
 
     async def _load(self, conn: aiosqlite.Connection, user_id: str, version: tuple[int, int]) -> UserMemories:
         started = time.perf_counter()
+        forgotten = self._forgotten.get(user_id, 0)
         rows: list[Any] = []
         while True:
             page = await memory_rows(conn, user_id, after=int(rows[-1][0]) if rows else 0, limit=LOAD_PAGE)
@@ -521,7 +548,9 @@ class MemoryCache:
         _freeze_long_lived()
         entry.load_seconds = time.perf_counter() - started
         self.loads += 1
-        self._keep(user_id, entry)
+        if self._forgotten.get(user_id, 0) == forgotten:
+            # Otherwise the user was erased while their rows were read: served once, not kept.
+            self._keep(user_id, entry)
         return entry
 
     def _touch(self, user_id: str, entry: UserMemories) -> None:
@@ -530,7 +559,7 @@ class MemoryCache:
     def _keep(self, user_id: str, entry: UserMemories) -> None:
         self._entries[user_id] = entry
         if self._bytes_of(user_id) > self.max_bytes:
-            self.forget(user_id)
+            self._drop(user_id)
             return
         self._touch(user_id, entry)
         total = self.nbytes
@@ -538,4 +567,4 @@ class MemoryCache:
             victim = min((u for u in self._entries if u != user_id), key=self._value.__getitem__)
             self._clock = self._value[victim]
             total -= self._bytes_of(victim)
-            self.forget(victim)
+            self._drop(victim)

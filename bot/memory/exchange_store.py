@@ -219,6 +219,17 @@ async def users_with_open_exchanges(db: Database) -> list[str]:
     return [r[0] for r in rows]
 
 
+async def recent_speakers(db: Database, since: datetime, limit: int) -> list[tuple[str, str]]:
+    """(user_id, place) of the exchanges since `since`, the most recent first, at most `limit`."""
+    rows = await fetch_all(
+        db.reader,
+        "SELECT user_id, place FROM exchanges WHERE created_at >= ? "
+        "GROUP BY user_id, place ORDER BY MAX(id) DESC LIMIT ?",
+        (to_db(since), limit),
+    )
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
 # --- edits and deletes of the user's message -------------------------------------------------
 
 

@@ -61,6 +61,15 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     "settles each user's own, with scoped statements",
     (
         "bot/memory/exchange_store.py",
+        "recent_speakers",
+        (
+            "SELECT user_id, place FROM exchanges WHERE created_at >= ? "
+            "GROUP BY user_id, place ORDER BY MAX(id) DESC LIMIT ?"
+        ),
+    ): "start-up warm-up: reads only who spoke lately and where, then loads each user's own "
+    "memories with scoped statements",
+    (
+        "bot/memory/exchange_store.py",
         "message_owner",
         "SELECT user_id FROM exchanges WHERE message_id = ? LIMIT 1",
     ): "a deleted message reaches the bot without its author (Discord's raw delete event): only "
