@@ -360,9 +360,10 @@ class MemoryCache:
         self._value: dict[str, float] = {}
         self._clock = 0.0
         self._locks: dict[str, asyncio.Lock] = {}
-        # One builder of a user's write indexes at a time: the start-up warm-up and a reflection
-        # may both ask for the same one, and a half-built index must never be used.
-        self._index_locks: dict[str, asyncio.Lock] = {}
+        # One builder per user and place at a time: the start-up warm-up and a reflection may
+        # both ask for the same index, and a half-built one must never be used. Per place, so
+        # that a reflection holding the write lock never waits for another place's build.
+        self._index_locks: dict[tuple[str, str | None], asyncio.Lock] = {}
         # Erasures per user, so that a load under way when the user was erased is not kept.
         self._forgotten: dict[str, int] = {}
         # Per user and place, what the write path compares new text with (built on the first
@@ -445,9 +446,9 @@ class MemoryCache:
         The write path may change the index in place while its transaction runs; if that
         transaction does not commit, it must call `drop_write_indexes`. `conn`: as for `get`.
         """
-        # Never replaced (a few hundred bytes per user who reflected): a lock replaced while a
+        # Never replaced (a few hundred bytes per user and place): a lock replaced while a
         # caller waits on the old one would let two builders in.
-        async with self._index_locks.setdefault(user_id, asyncio.Lock()):
+        async with self._index_locks.setdefault((user_id, place), asyncio.Lock()):
             return await self._write_index(user_id, place, now, conn)
 
     async def _write_index(

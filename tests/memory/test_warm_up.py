@@ -145,3 +145,19 @@ def test_reserving_room_keeps_the_dedup_arrays_through_the_adds() -> None:
         index.add(i, f"fait numéro {i}")
     assert index._codes is codes
     assert np.count_nonzero(index._active) == 500
+
+
+async def test_a_built_index_is_served_while_another_place_of_the_user_is_being_built(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a reflection inside the write lock relies on: it never waits for another place's build.
+    await seed(db, "alice", 300, place="guild-1")
+    cache = MemoryCache(db, None)
+    await cache.write_index("alice", "guild-1", utcnow())
+    monkeypatch.setattr(cache_module, "BUILD_SLICE_SECONDS", 0.0)
+    other = asyncio.create_task(cache.write_index("alice", "guild-2", utcnow()))
+    while "guild-2" not in cache._write_indexes.get("alice", (None, {}))[1]:
+        await asyncio.sleep(0)
+    _, index = await cache.write_index("alice", "guild-1", utcnow())
+    assert len(index) == 300 and not other.done()
+    await other
