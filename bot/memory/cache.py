@@ -53,10 +53,11 @@ DEFAULT_MAX_BYTES = 1024 * 1024 * 1024
 RELOAD_SHARE = 0.25
 # Rows read per statement when a user is loaded whole.
 LOAD_PAGE = 5_000
-# Rows filled between two returns to the event loop (a few milliseconds of work).
-FILL_SLICE = 2_000
-# The write index is built on the event loop too, returning to it every BUILD_SLICE_SECONDS.
-BUILD_SLICE_SECONDS = 0.005
+# Long jobs on the event loop (filling an entry, building a write index) return to it once they
+# have run this long.
+SLICE_SECONDS = 0.005
+# Rows an entry is filled by between two looks at the clock (well under a millisecond of work).
+FILL_SLICE = 250
 # What one cached row costs beyond its arrays and vector, measured with tracemalloc on the
 # recall corpus (a sqlite3.Row, its strings and the list slot), text length aside.
 ROW_OVERHEAD_BYTES = 520
@@ -184,19 +185,28 @@ class UserMemories:
 
     # --- filling -----------------------------------------------------------------------------
 
-    async def fill(self, rows: Sequence[Any], vectors: dict[int, _Vector]) -> None:
-        """The whole entry from the user's rows (in id order) and vectors, on the event loop in
-        slices of FILL_SLICE rows: a worker thread would hold the GIL against the loop (several
-        hundred milliseconds of lag at 20,000 memories), a slice only a few milliseconds."""
-        self.dim = _newest_dim(vectors)
+    async def fill(self, rows: Sequence[Any], vectors: dict[int, _Vector], slices: _Slices) -> None:
+        """The whole entry from the user's rows (in id order) and vectors, on the event loop,
+        returning to it every SLICE_SECONDS: a worker thread would hold the GIL against the loop
+        (several hundred milliseconds of lag at 20,000 memories), and at 100,000 memories even
+        one unsliced pass over the rows (the id map, a sum of lengths) stops it for 20-60 ms."""
+        values = list(vectors.values())
+        newest: _Vector | None = None
+        for start in range(0, len(values), FILL_SLICE):
+            candidate = _newest(values[start : start + FILL_SLICE])
+            if newest is None or candidate.embedded_at > newest.embedded_at:
+                newest = candidate
+            await slices.tick()
+        self.dim = 0 if newest is None else newest.dim
         self._alloc(len(rows))
         self.rows = list(rows)
-        self.slot_of = {int(r[0]): i for i, r in enumerate(rows)}
-        self._text_chars = sum(len(r[2]) for r in rows)
-        n = len(rows)
-        for start in range(0, n, FILL_SLICE):
+        self.slot_of = {}
+        self._text_chars = 0
+        for start in range(0, len(rows), FILL_SLICE):
             part = rows[start : start + FILL_SLICE]
             end = start + len(part)
+            self.slot_of.update((int(r[0]), slot) for slot, r in enumerate(part, start))
+            self._text_chars += sum(len(r[2]) for r in part)
             self.ids[start:end] = [r[0] for r in part]
             self.alive[start:end] = True
             self.type_code[start:end] = [TYPE_CODES.get(r[3], RULE_CODE) for r in part]
@@ -207,13 +217,13 @@ class UserMemories:
             self.pinned[start:end] = [bool(r[8]) for r in part]
             self.updated_us[start:end] = _db_micros([r[10] for r in part])
             self.expires_us[start:end] = _db_micros([r[11] for r in part])
-            await asyncio.sleep(0)
+            await slices.tick()
         for done, (memory_id, vector) in enumerate(vectors.items(), 1):
             slot = self.slot_of.get(memory_id)
             if slot is not None:
                 self._set_vector(slot, rows[slot][13], vector)
             if not done % FILL_SLICE:
-                await asyncio.sleep(0)
+                await slices.tick()
 
     def _set_vector(self, slot: int, memory_hash: str, vector: _Vector | None) -> None:
         fresh = vector is not None and vector.dim == self.dim and vector.content_hash == memory_hash
@@ -229,7 +239,7 @@ class UserMemories:
         caller loads it again.
         """
         if not self.dim and vectors:
-            self.dim = _newest_dim(vectors)
+            self.dim = _newest(list(vectors.values())).dim
             self.matrix = np.zeros((self.ids.shape[0], self.dim), dtype=np.float32)
         if any(v.dim != self.dim for v in vectors.values()):
             return False
@@ -339,12 +349,23 @@ def _expiry(expires_us: Any) -> int | None:
     return None if value == NO_EXPIRY else value
 
 
-def _newest_dim(vectors: dict[int, _Vector]) -> int:
+def _newest(vectors: Sequence[_Vector]) -> _Vector:
     # One model name gives one dimension, unless the server behind it was swapped: then only the
     # newest vectors are comparable with today's queries.
-    if not vectors:
-        return 0
-    return max(vectors.values(), key=lambda v: v.embedded_at).dim
+    return max(vectors, key=lambda v: v.embedded_at)
+
+
+class _Slices:
+    """Where a long job on the event loop gives it back: `tick` returns to the loop once the job
+    has run SLICE_SECONDS since it last did, so that turns go on between its slices."""
+
+    def __init__(self) -> None:
+        self._started = time.perf_counter()
+
+    async def tick(self) -> None:
+        if time.perf_counter() - self._started > SLICE_SECONDS:
+            await asyncio.sleep(0)
+            self._started = time.perf_counter()
 
 
 class MemoryCache:
@@ -470,10 +491,10 @@ class MemoryCache:
 
             # On the loop in slices, not in a thread: a thread doing this pure-Python work holds
             # the GIL against the loop (750 ms of lag at 20,000 memories); slices hold it a few
-            # milliseconds. The first index of a user with 100,000 memories takes about 20 s of
-            # CPU, once per process (the start-up warm-up does it ahead of the user); turns go
-            # on meanwhile.
-            started = time.perf_counter()
+            # milliseconds. The first index of a user with 100,000 memories takes 20-70 s of CPU
+            # (by machine), once per process (the start-up warm-up does it ahead of the user);
+            # turns go on meanwhile.
+            slices = _Slices()
             try:
                 for done, (row, expires_us) in enumerate(zip(rows, expiries), 1):
                     if row is not None:
@@ -481,9 +502,7 @@ class MemoryCache:
                         index.put(int(row[0]), row[2], row[6], expiry, now_us)
                     if not done % FILL_SLICE:
                         _freeze_long_lived()
-                    if time.perf_counter() - started > BUILD_SLICE_SECONDS:
-                        await asyncio.sleep(0)
-                        started = time.perf_counter()
+                    await slices.tick()
             except BaseException:
                 # Cancelled halfway (shutdown, an erase): a partial index would miss duplicates.
                 if held[1].get(place) is index:
@@ -515,6 +534,7 @@ class MemoryCache:
         if self.model is None:
             return {}
         vectors: dict[int, _Vector] = {}
+        slices = _Slices()
         after = 0
         while True:
             # A whole load reads by pages: other users' reads on the shared reader go in between.
@@ -525,7 +545,7 @@ class MemoryCache:
             for start in range(0, len(rows), FILL_SLICE):
                 part = rows[start : start + FILL_SLICE]
                 vectors.update((int(r[0]), _Vector(r[1], int(r[2]), r[3], r[4])) for r in part)
-                await asyncio.sleep(0)
+                await slices.tick()
             if among is not None or len(rows) < LOAD_PAGE:
                 return vectors
             after = int(rows[-1][0])
@@ -545,7 +565,7 @@ class MemoryCache:
         vectors = await self._vectors(conn, user_id)
         _freeze_long_lived()
         entry = UserMemories(user_id, self.model, version)
-        await entry.fill(rows, vectors)
+        await entry.fill(rows, vectors, _Slices())
         _freeze_long_lived()
         entry.load_seconds = time.perf_counter() - started
         self.loads += 1

@@ -1,8 +1,8 @@
 """At start-up, the memories of the people who spoke lately are read into the cache ahead of them.
 
 A process starts with an empty memory cache. The first turn of a user then reads all their
-memories (3 s at 100,000) and their first reflection builds the write index (20 s at 100,000,
-in slices on the event loop): a cold start that, with a large user among others talking, ran
+memories (3-9 s at 100,000) and their first reflection builds the write index (20-70 s at
+100,000, in slices on the event loop): a cold start that, with a large user among others talking, ran
 inside everyone's turns. Warming does that work right after start, in the background, for the
 people who spoke in the last WARM_DAYS, the most recent first, and stops before the cache would
 have to evict what it warmed. Turns are served meanwhile; one that arrives for a user being

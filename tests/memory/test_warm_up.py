@@ -67,7 +67,7 @@ async def test_a_reflection_arriving_during_the_build_waits_for_the_whole_index(
 ) -> None:
     await seed(db, "alice", 200)
     # A slice of one memory: the build returns to the loop after every row.
-    monkeypatch.setattr(cache_module, "BUILD_SLICE_SECONDS", 0.0)
+    monkeypatch.setattr(cache_module, "SLICE_SECONDS", 0.0)
     cache = MemoryCache(db, None)
     warming = asyncio.create_task(warm_up(db, cache, utcnow))
     while "alice" not in cache:  # loaded: the build starts now
@@ -81,7 +81,7 @@ async def test_a_reflection_arriving_during_the_build_waits_for_the_whole_index(
 
 async def test_a_build_cancelled_halfway_leaves_no_partial_index(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     await seed(db, "alice", 200)
-    monkeypatch.setattr(cache_module, "BUILD_SLICE_SECONDS", 0.0)
+    monkeypatch.setattr(cache_module, "SLICE_SECONDS", 0.0)
     cache = MemoryCache(db, None)
     warming = asyncio.create_task(warm_up(db, cache, utcnow))
     while "alice" not in cache:
@@ -154,10 +154,11 @@ async def test_a_built_index_is_served_while_another_place_of_the_user_is_being_
     await seed(db, "alice", 300, place="guild-1")
     cache = MemoryCache(db, None)
     await cache.write_index("alice", "guild-1", utcnow())
-    monkeypatch.setattr(cache_module, "BUILD_SLICE_SECONDS", 0.0)
+    monkeypatch.setattr(cache_module, "SLICE_SECONDS", 0.0)
     other = asyncio.create_task(cache.write_index("alice", "guild-2", utcnow()))
     while "guild-2" not in cache._write_indexes.get("alice", (None, {}))[1]:
         await asyncio.sleep(0)
     _, index = await cache.write_index("alice", "guild-1", utcnow())
     assert len(index) == 300 and not other.done()
     await other
+
