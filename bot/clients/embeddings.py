@@ -119,37 +119,21 @@ class LocalEmbedder:
         self._passage_is_query = prefix_mode == "query"
         # Stored vectors depend only on the passage prefix, so that is what the identity names.
         self.model = LOCAL_MODEL + ("+query-prefix" if self._passage_is_query else "")
-        self._queue = ModelQueue(self._encode, name=self.model, batch_size=batch_size, chunk=passage_chunk)
+        # Public for its counts (calls, query_calls, coalesced, skipped: see ModelQueue).
+        self.queue = ModelQueue(self._encode, name=self.model, batch_size=batch_size, chunk=passage_chunk)
 
     def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
         # `_e5` looked up at each call, in the queue's worker thread (never the event loop's).
         return np.asarray(self._e5.encode(texts, is_query), dtype=np.float32)
 
-    # The queue's counts, for benches and operators (see ModelQueue).
-    @property
-    def calls(self) -> int:
-        return self._queue.calls
-
-    @property
-    def query_calls(self) -> int:
-        return self._queue.query_calls
-
-    @property
-    def coalesced(self) -> int:
-        return self._queue.coalesced
-
-    @property
-    def skipped(self) -> int:
-        return self._queue.skipped
-
     async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
         if not texts:
             return np.empty((0, self.dim or 0), dtype=np.float32)
-        return l2_normalise(await self._queue.passages(texts, self._passage_is_query), source=self.model)
+        return l2_normalise(await self.queue.passages(texts, self._passage_is_query), source=self.model)
 
     async def embed_query(self, text: str) -> np.ndarray:
-        return l2_normalise(await self._queue.query(text, self._query_is_query), source=self.model)[0]
+        return l2_normalise(await self.queue.query(text, self._query_is_query), source=self.model)[0]
 
 
 class _OllamaAnswer(BaseModel):

@@ -73,9 +73,9 @@ async def test_local_query_is_one_unit_vector(local: LocalEmbedder) -> None:
 
 async def test_local_batch_equals_one_by_one_across_chunks(chunked: LocalEmbedder) -> None:
     texts = [VELO, NURSE, CAT, "Il pleut à Brest", "He plays chess online"]
-    calls = chunked.calls
+    calls = chunked.queue.calls
     batch = await chunked.embed_passages(texts)
-    assert chunked.calls - calls == 3  # chunks of 2
+    assert chunked.queue.calls - calls == 3  # chunks of 2
     singles = np.stack([(await chunked.embed_passages([t]))[0] for t in texts])
     np.testing.assert_array_equal(batch, singles)
 
@@ -188,14 +188,14 @@ MEMORIES = [
 
 async def test_queries_waiting_for_the_model_share_one_call(local: LocalEmbedder) -> None:
     alone = [await local.embed_query(q) for q in QUERIES]
-    calls, query_calls, coalesced = local.calls, local.query_calls, local.coalesced
+    calls, query_calls, coalesced = local.queue.calls, local.queue.query_calls, local.queue.coalesced
     indexing = asyncio.create_task(local.embed_passages(MEMORIES[:24]))
-    while local.calls == calls:  # until the model is inside the first chunk
+    while local.queue.calls == calls:  # until the model is inside the first chunk
         await asyncio.sleep(0.001)
     vectors = await asyncio.gather(*(local.embed_query(q) for q in QUERIES))
     await indexing
-    assert local.query_calls - query_calls < len(QUERIES)
-    assert local.coalesced - coalesced >= 2
+    assert local.queue.query_calls - query_calls < len(QUERIES)
+    assert local.queue.coalesced - coalesced >= 2
     for vector, expected in zip(vectors, alone):
         np.testing.assert_array_equal(vector, expected)
 
@@ -218,14 +218,14 @@ async def test_a_turn_query_waits_for_one_passage_chunk_not_the_whole_request(lo
     one_chunk_then_the_query = median_seconds(chunk_times) + median_seconds(query_times)
     alone = await local.embed_passages(MEMORIES)
 
-    calls = local.calls
+    calls = local.queue.calls
     indexing = asyncio.create_task(local.embed_passages(MEMORIES))
-    while local.calls == calls:  # until the model is inside the first chunk
+    while local.queue.calls == calls:  # until the model is inside the first chunk
         await asyncio.sleep(0.001)
-    before, started = local.calls, time.perf_counter()
+    before, started = local.queue.calls, time.perf_counter()
     vector = await local.embed_query(query)
     waited = time.perf_counter() - started
-    calls_for_the_query = local.calls - before
+    calls_for_the_query = local.queue.calls - before
     assert not indexing.done()
     np.testing.assert_array_equal(await indexing, alone)
     np.testing.assert_array_equal(vector, alone_query)
@@ -266,7 +266,7 @@ async def test_a_query_cancelled_while_queued_never_reaches_the_model(
 ) -> None:
     stays, leaves, stays_too = QUERIES[:3]
     alone = {q: await local.embed_query(q) for q in (stays, stays_too)}
-    skipped = local.skipped
+    skipped = local.queue.skipped
     model = gated(local, monkeypatch)
     async with model.held(local):
         first = asyncio.create_task(local.embed_query(stays))
@@ -277,7 +277,7 @@ async def test_a_query_cancelled_while_queued_never_reaches_the_model(
     np.testing.assert_array_equal(await first, alone[stays])
     np.testing.assert_array_equal(await last, alone[stays_too])
     assert model.calls == [[OCCUPANT], [stays, stays_too]]
-    assert local.skipped - skipped == 1
+    assert local.queue.skipped - skipped == 1
 
 
 async def test_an_engine_error_reaches_every_caller_of_that_call_and_the_next_call_works(
