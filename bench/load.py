@@ -26,8 +26,8 @@ and a fresh engine:
   reflection, as in a conversation.
 - at once (the target's figure): every user talks at the same time, each next message 2-6 s
   (`--think 4`, uniform from half to one and a half) after the reply, starting at random within
-  the first pause; about 300 messages a minute to one bot from 20 people, faster than people
-  type.
+  the first pause: about 4.3 turns a second (260 messages a minute) to one bot from 20
+  people, faster than people type.
 - flat out: every user at once, each next message as soon as the reply is there (a closed loop
   with no pause). With a zero-latency LLM that is the machine's capacity, not a conversation:
   20 users keep both cores busy, so each turn waits for about 19 others' CPU work whatever the
