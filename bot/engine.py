@@ -364,13 +364,11 @@ class Engine:
 
     async def export_person(self, user_id: str) -> dict[str, Any]:
         """`export` of the person's own key, with what each character of its own memory keeps
-        (their derived keys) under "characters"."""
+        under "characters", filed by the stored key (`<id>@<key>`): a character since removed
+        from the folder has no name in the cast, and two of them must not share one entry."""
         keys = await owner_keys(self.db, user_id)
         data = await self.export(user_id)
-        data["characters"] = {
-            self.cast.character_of_key(key).key if key != user_id else "": await self.export(key)
-            for key in keys[1:]
-        }
+        data["characters"] = {key: await self.export(key) for key in keys[1:]}
         return data
 
     async def erase_person(self, user_id: str) -> EraseReport:
