@@ -31,8 +31,10 @@ from bot.llm_calls import MAX_REPLY_CHARS, ModelCalls, final_reply
 from bot.memory import settings_store
 from bot.memory.exchange_store import (
     MemoryChange,
+    MessagePart,
     SettledExchange,
     changes_of,
+    join_parts,
     erase_user_exchange_data,
     users_with_open_exchanges,
 )
@@ -63,8 +65,8 @@ from bot.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY,
 __all__ = [
     "CUT_NOTE", "ERASED_REPLY", "LLM_DOWN_REPLY", "MAX_MEMORY_CHARS", "MAX_REFLECTION_ATTEMPTS",
     "MAX_REPLY_CHARS", "MESSAGE_DELETED", "NEVER_SURFACED_AFTER", "REFLECTION_BATCH", "STORAGE_DOWN_REPLY",
-    "DeleteOutcome", "Engine", "Incoming", "MemoryStats", "Receipt", "ReceiptLine", "SettledExchange", "Shown",
-    "TurnResult", "export_json", "final_reply",
+    "DeleteOutcome", "Engine", "Incoming", "MemoryStats", "MessagePart", "Receipt", "ReceiptLine", "SettledExchange",
+    "Shown", "TurnResult", "export_json", "final_reply", "join_parts",
 ]
 
 log = logging.getLogger(__name__)
@@ -115,7 +117,7 @@ class Engine:
         self._ctx = ctx
         self.state_specs = ctx.specs(self.cast.default_key)
         self.reflections = Reflections(ctx)
-        self.exchanges = OpenExchanges(ctx, self.reflections)
+        self.exchanges = OpenExchanges(ctx, self.reflections, self.wait_recorded)
         self.turns = Turns(ctx, self.exchanges, self.reflections)
         self.rules: list[Memory] = []
         # The start-up warm-up of the memory cache (bot/memory/warm_up.py), once started.
