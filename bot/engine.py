@@ -129,6 +129,7 @@ class Engine:
         self.reflection_outage = self.reflections.outage
         self.settle_listeners = self.events.settle_listeners
         self.receipt_listeners = self.events.receipt_listeners
+        self.erase_listeners = self.events.erase_listeners
 
     @property
     def settings(self) -> EngineSettings:
@@ -226,11 +227,13 @@ class Engine:
         *,
         settled: Callable[[SettledExchange], Awaitable[None]] | None = None,
         receipt: Callable[[Receipt], Awaitable[None]] | None = None,
+        erasing: Callable[[str], None] | None = None,
     ) -> None:
-        """A front end follows settled exchanges and receipts. What happened before any front end
-        listened (the start-up settles open replies and resumes reflections before Discord is
-        up) is delivered now, so a receipt earned during a restart still shows."""
-        self.events.listen(settled=settled, receipt=receipt)
+        """A front end follows settled exchanges and receipts, and erasures (`erasing(person)`,
+        called at once when an erase begins: drop what is queued for them). What happened before
+        any front end listened (the start-up settles open replies and resumes reflections before
+        Discord is up) is delivered now, so a receipt earned during a restart still shows."""
+        self.events.listen(settled=settled, receipt=receipt, erasing=erasing)
 
     # --- the user's message edited or deleted -------------------------------------------------
 
@@ -350,6 +353,7 @@ class Engine:
         """
         # First: from now on, a turn of this user already under way writes nothing more.
         self.turns.erasing(self.cast.user_of_key(user_id))
+        self.events.erasing(self.cast.user_of_key(user_id))
         await self.wait_recorded(user_id)
         await self.reflections.stop(user_id)
         async with self.reflections.lock(user_id), self.db.write() as conn:
