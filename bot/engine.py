@@ -349,7 +349,9 @@ class Engine:
         it is cancelled first (its transaction rolls back), and the user's lock is held. A turn
         still under way (waiting for the LLM) would record its exchange, /why row and counts
         after it: every write of a turn checks, inside its transaction, that no erase was asked
-        since the turn began, and writes nothing when one was.
+        since the turn began, and writes nothing when one was. The front ends are told first
+        (`listen(erasing=…)`): what they hold for the person that no turn has begun on (a burst
+        still waiting) is dropped.
         """
         # First: from now on, a turn of this user already under way writes nothing more.
         self.turns.erasing(self.cast.user_of_key(user_id))
