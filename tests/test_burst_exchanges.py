@@ -107,3 +107,36 @@ async def test_deleting_every_message_of_a_burst_forgets_the_exchange(db, http, 
     assert {tuple(r) for r in rows} == {("", "")}
     assert "Pixel" not in why_text(await engine.why("alice", "chan-1"))
     await engine.close()
+
+
+async def test_an_exchange_saved_before_migration_0008_is_found_by_its_message(http, llm_server, tmp_path):  # noqa: F811
+    """Exchanges of an older database knew one message: after the upgrade, its edit and delete
+    still reach them."""
+    import shutil
+
+    from bot.clients.db import MIGRATIONS_DIR, Database
+
+    old = tmp_path / "migrations-0007"
+    old.mkdir()
+    for path in sorted(MIGRATIONS_DIR.glob("000[1-7]_*.sql")):
+        shutil.copy(path, old / path.name)
+    path = tmp_path / "old.db"
+    db = await Database.open(path, old)
+    async with db.write() as conn:
+        await conn.execute(
+            "INSERT INTO exchanges (user_id, user_name, story_id, place, message_id, user_message, reply, "
+            "created_at, answered_at, reflected_at, settled_at) VALUES ('alice', 'Alice', 'chan-1', 'guild-1', "
+            "'old-1', 'Mon chat s''appelle Pixel.', 'Noté.', '2026-11-01T09:00:00+00:00', "
+            "'2026-11-01T09:00:00+00:00', '2026-11-01T09:00:00+00:00', '2026-11-01T09:00:00+00:00')"
+        )
+    await db.close()
+    db = await Database.open(path)
+    engine = make_engine(db, http, llm_server, tmp_path)
+    llm_server.handler = script
+    await engine.start()
+    assert await engine.message_edited("old-1", "Mon chat s'appelle Biscuit.", user_id="alice") == "correction"
+    assert (await engine.message_deleted("old-1")).user_id == "alice"
+    rows = await fetch_all(db.reader, "SELECT user_message, deleted_at IS NOT NULL FROM exchanges WHERE user_id = 'alice'")
+    assert [tuple(r) for r in rows] == [("", 1)]
+    await engine.close()
+    await db.close()
