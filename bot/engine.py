@@ -31,8 +31,10 @@ from bot.llm_calls import MAX_REPLY_CHARS, ModelCalls, final_reply
 from bot.memory import settings_store
 from bot.memory.exchange_store import (
     MemoryChange,
+    MessagePart,
     SettledExchange,
     changes_of,
+    join_parts,
     erase_user_exchange_data,
     users_with_open_exchanges,
 )
@@ -63,8 +65,8 @@ from bot.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY,
 __all__ = [
     "CUT_NOTE", "ERASED_REPLY", "LLM_DOWN_REPLY", "MAX_MEMORY_CHARS", "MAX_REFLECTION_ATTEMPTS",
     "MAX_REPLY_CHARS", "MESSAGE_DELETED", "NEVER_SURFACED_AFTER", "REFLECTION_BATCH", "STORAGE_DOWN_REPLY",
-    "DeleteOutcome", "Engine", "Incoming", "MemoryStats", "Receipt", "ReceiptLine", "SettledExchange", "Shown",
-    "TurnResult", "export_json", "final_reply",
+    "DeleteOutcome", "Engine", "Incoming", "MemoryStats", "MessagePart", "Receipt", "ReceiptLine", "SettledExchange",
+    "Shown", "TurnResult", "export_json", "final_reply", "join_parts",
 ]
 
 log = logging.getLogger(__name__)
@@ -115,7 +117,7 @@ class Engine:
         self._ctx = ctx
         self.state_specs = ctx.specs(self.cast.default_key)
         self.reflections = Reflections(ctx)
-        self.exchanges = OpenExchanges(ctx, self.reflections)
+        self.exchanges = OpenExchanges(ctx, self.reflections, self.wait_recorded)
         self.turns = Turns(ctx, self.exchanges, self.reflections)
         self.rules: list[Memory] = []
         # The start-up warm-up of the memory cache (bot/memory/warm_up.py), once started.
@@ -127,6 +129,7 @@ class Engine:
         self.reflection_outage = self.reflections.outage
         self.settle_listeners = self.events.settle_listeners
         self.receipt_listeners = self.events.receipt_listeners
+        self.erase_listeners = self.events.erase_listeners
 
     @property
     def settings(self) -> EngineSettings:
@@ -224,11 +227,13 @@ class Engine:
         *,
         settled: Callable[[SettledExchange], Awaitable[None]] | None = None,
         receipt: Callable[[Receipt], Awaitable[None]] | None = None,
+        erasing: Callable[[str], None] | None = None,
     ) -> None:
-        """A front end follows settled exchanges and receipts. What happened before any front end
-        listened (the start-up settles open replies and resumes reflections before Discord is
-        up) is delivered now, so a receipt earned during a restart still shows."""
-        self.events.listen(settled=settled, receipt=receipt)
+        """A front end follows settled exchanges and receipts, and erasures (`erasing(person)`,
+        called at once when an erase begins: drop what is queued for them). What happened before
+        any front end listened (the start-up settles open replies and resumes reflections before
+        Discord is up) is delivered now, so a receipt earned during a restart still shows."""
+        self.events.listen(settled=settled, receipt=receipt, erasing=erasing)
 
     # --- the user's message edited or deleted -------------------------------------------------
 
@@ -344,10 +349,13 @@ class Engine:
         it is cancelled first (its transaction rolls back), and the user's lock is held. A turn
         still under way (waiting for the LLM) would record its exchange, /why row and counts
         after it: every write of a turn checks, inside its transaction, that no erase was asked
-        since the turn began, and writes nothing when one was.
+        since the turn began, and writes nothing when one was. The front ends are told first
+        (`listen(erasing=…)`): what they hold for the person that no turn has begun on (a burst
+        still waiting) is dropped.
         """
         # First: from now on, a turn of this user already under way writes nothing more.
         self.turns.erasing(self.cast.user_of_key(user_id))
+        self.events.erasing(self.cast.user_of_key(user_id))
         await self.wait_recorded(user_id)
         await self.reflections.stop(user_id)
         async with self.reflections.lock(user_id), self.db.write() as conn:
@@ -364,13 +372,11 @@ class Engine:
 
     async def export_person(self, user_id: str) -> dict[str, Any]:
         """`export` of the person's own key, with what each character of its own memory keeps
-        (their derived keys) under "characters"."""
+        under "characters", filed by the stored key (`<id>@<key>`): a character since removed
+        from the folder has no name in the cast, and two of them must not share one entry."""
         keys = await owner_keys(self.db, user_id)
         data = await self.export(user_id)
-        data["characters"] = {
-            self.cast.character_of_key(key).key if key != user_id else "": await self.export(key)
-            for key in keys[1:]
-        }
+        data["characters"] = {key: await self.export(key) for key in keys[1:]}
         return data
 
     async def erase_person(self, user_id: str) -> EraseReport:

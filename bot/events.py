@@ -1,4 +1,5 @@
-"""What the engine tells the front ends that follow it: settled exchanges and memory receipts.
+"""What the engine tells the front ends that follow it: settled exchanges, memory receipts and
+erasures.
 
 The core knows no Discord: a front end registers its listeners (`Engine.listen`), and what
 happened before any listened is kept, bounded, and delivered when one does.
@@ -36,6 +37,7 @@ class Events:
         self.tasks = tasks
         self.settle_listeners: list[Callable[[SettledExchange], Awaitable[None]]] = []
         self.receipt_listeners: list[Callable[[Receipt], Awaitable[None]]] = []
+        self.erase_listeners: list[Callable[[str], None]] = []
         self._unheard: list[tuple[Sequence[Callable[[Any], Awaitable[None]]], object]] = []
 
     def listen(
@@ -43,7 +45,10 @@ class Events:
         *,
         settled: Callable[[SettledExchange], Awaitable[None]] | None = None,
         receipt: Callable[[Receipt], Awaitable[None]] | None = None,
+        erasing: Callable[[str], None] | None = None,
     ) -> None:
+        if erasing is not None:
+            self.erase_listeners.append(erasing)
         if settled is not None:
             self.settle_listeners.append(settled)
         if receipt is not None:
@@ -56,6 +61,15 @@ class Events:
         # In the background: a turn settling the previous exchange must not wait for the front
         # end to update that old reply.
         self.tasks.spawn(self._notify(self.settle_listeners, ex), name=f"settled:{ex.user_id}")
+
+    def erasing(self, person: str) -> None:
+        """A person is being erased: each front end drops, at once and before anything of the
+        erase is awaited, what it holds of theirs that the engine does not know yet."""
+        for listener in list(self.erase_listeners):
+            try:
+                listener(person)
+            except Exception:
+                log.exception("a front end failed to drop what it held of an erased person")
 
     async def receipt(self, receipt: Receipt) -> None:
         await self._notify(self.receipt_listeners, receipt)

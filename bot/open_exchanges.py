@@ -9,23 +9,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bot.context import EngineContext
 from bot.errors import StorageError
 from bot.llm_calls import final_reply
 from bot.memory.store import delete_memory
-from bot.memory.text import storable
 from bot.memory.exchange_store import (
     SettledExchange,
     add_alternative,
     choose_alternative,
+    delete_part,
+    drop_message_text,
     edit_message,
+    exchange_text,
     forget_message_text,
+    join_parts,
     memories_only_from,
     message_exchange,
     message_owner,
+    message_text,
     open_exchange,
+    parts_of,
+    rewrite_turn_query,
+    set_part_text,
     set_reply_message,
     settle_exchanges,
 )
@@ -54,9 +62,13 @@ class Shown:
 
 
 class OpenExchanges:
-    def __init__(self, ctx: EngineContext, reflections: Reflections) -> None:
+    def __init__(
+        self, ctx: EngineContext, reflections: Reflections, recorded: Callable[[str], Awaitable[None]]
+    ) -> None:
         self.ctx = ctx
         self.reflections = reflections
+        # Waits until a user's turns are recorded: an edit or a delete rewrites /why's row.
+        self.recorded = recorded
         self._timers: dict[tuple[str, int], asyncio.TimerHandle] = {}
         self._closing = False
 
@@ -150,41 +162,69 @@ class OpenExchanges:
             self.arm(user_id, exchange_id)  # logged by the database; tried again later
 
     async def message_edited(self, message_id: str, text: str, *, user_id: str | None = None) -> str:
-        """The user edited a message the character answered. Returns what happens:
-        "unknown" (no exchange), "unchanged", "reflected as edited" (not reflected yet), or
-        "correction" (already reflected: reflected again as a correction of its memories)."""
+        """The user edited a message the character answered (any message of a burst). Returns
+        what happens: "unknown" (no exchange), "unchanged", "reflected as edited" (not reflected
+        yet), or "correction" (already reflected: reflected again as a correction of its memories)."""
         owner = await message_owner(self.ctx.db, message_id)
         # The author's id, when given, must be the person of the owner key (their own id, or
         # `<id>@<character>` for a character with its own memory of them).
         if owner is None or (user_id is not None and self.ctx.cast.user_of_key(owner) != user_id):
             return "unknown"
         ex = await message_exchange(self.ctx.db, owner, message_id)
-        text = storable(text).strip()[: self.ctx.settings.max_message_chars]
-        if ex is None or ex.deleted:
+        if ex is None or ex.deleted or ex.message_deleted:
             return "unknown"
-        if not text or not await edit_message(self.ctx.db, owner, ex.id, text):
+        text = self._text(text)
+        if not text:
             return "unchanged"
+        await self.recorded(owner)
+        async with self.ctx.db.write() as conn:
+            if not await set_part_text(conn, owner, ex.id, ex.n, text):
+                return "unchanged"
+            before = await exchange_text(conn, owner, ex.id)
+            after = self._text(join_parts(await parts_of(conn, owner, ex.id)))
+            if not await edit_message(conn, owner, ex.id, after):
+                return "unchanged"
+            await rewrite_turn_query(conn, owner, ex.story_id, before, after)
         if ex.settled:
             self.reflections.schedule(owner)
         return "correction" if ex.reflected else "reflected as edited"
 
     async def message_deleted(self, message_id: str) -> DeleteOutcome:
-        """The user deleted a message: the memories it alone produced are archived (pinned ones
-        stay), and its text leaves the exchanges. A reflection of it in flight rolls back."""
+        """The user deleted a message (any message of a burst): the memories its exchange alone
+        produced are archived (pinned ones stay), and its text leaves the exchange, /why and the
+        prompt kept for a regenerate. What the burst's other messages say stays, and is
+        reflected again. A reflection of it in flight rolls back."""
         owner = await message_owner(self.ctx.db, message_id)
         if owner is None:
             return DeleteOutcome(None)
         ex = await message_exchange(self.ctx.db, owner, message_id)
-        if ex is None or ex.deleted:
+        if ex is None or ex.deleted or ex.message_deleted:
             return DeleteOutcome(owner)
         outcome = DeleteOutcome(owner)
         now = self.ctx.clock()
+        await self.recorded(owner)
         async with self.ctx.db.write() as conn:
+            if not await delete_part(conn, owner, ex.id, ex.n, now=now):
+                return outcome
+            # Which of the burst's messages a memory came from is not known: every memory the
+            # exchange alone produced goes, and what the other messages say is learnt again.
             for memory_id, pinned in await memories_only_from(conn, owner, ex.id):
                 if pinned:
                     outcome.kept_pinned.append(memory_id)
                 elif await delete_memory(conn, owner, memory_id, cause=MESSAGE_DELETED, now=now):
                     outcome.archived.append(memory_id)
-            await forget_message_text(conn, owner, ex.id, now=now)
-        self.drop(owner, ex.id)
+            rest = self._text(join_parts(await parts_of(conn, owner, ex.id)))
+            if rest:
+                before = await exchange_text(conn, owner, ex.id)
+                await drop_message_text(conn, owner, ex.id, rest)
+                await rewrite_turn_query(conn, owner, ex.story_id, before, rest)
+            else:
+                await forget_message_text(conn, owner, ex.id, now=now)
+        if not rest:
+            self.drop(owner, ex.id)
+        elif ex.settled:
+            self.reflections.schedule(owner)
         return outcome
+
+    def _text(self, text: str) -> str:
+        return message_text(text, self.ctx.settings.max_message_chars)

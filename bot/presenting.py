@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.i18n import DEFAULT_LANGUAGE, text
-from bot.memory.model import HistoryEntry, Memory
+from bot.memory.model import MEMORY_TYPES, HistoryEntry, Memory
 from bot.memory.recall import TurnFigures, TurnSelection
 from bot.memory.story_store import StoryHistoryEntry
 
@@ -26,6 +26,40 @@ STORAGE_FAILED = text(DEFAULT_LANGUAGE, "storage_failed")
 
 def _reason(reason: str, lang: str) -> str:
     return text(lang, f"reason_{reason}") if reason in REASONS else reason
+
+
+# The codes memory_history stores (its operation, and the cause the stores, the engine and the
+# reflection write): /history names each in the reader's language, never as stored.
+OPERATIONS = ("replace", "merge", "expiry", "delete", "edit", "restore")
+CAUSES = {
+    "reflection": "cause_reflection",
+    "message deleted": "cause_message_deleted",
+    "user: /forget": "cause_forget",
+    "user: edit": "cause_edit",
+    "user: /restore": "cause_restore",
+    "restore": "cause_restore",
+}
+_REFLECTION_OF = "reflection of message "
+
+
+def _type(type_: str, lang: str) -> str:
+    return text(lang, f"type_{type_}") if type_ in MEMORY_TYPES else type_
+
+
+def _operation(operation: str, lang: str) -> str:
+    return text(lang, f"operation_{operation}") if operation in OPERATIONS else operation
+
+
+def _cause(cause: str, lang: str) -> str:
+    if cause in CAUSES:
+        return text(lang, CAUSES[cause])
+    if cause.startswith(_REFLECTION_OF):
+        message = cause.removeprefix(_REFLECTION_OF)
+        # Without a front-end message (the terminal), the source names an exchange: no number to show.
+        if not message.isdigit():
+            return text(lang, "cause_reflection")
+        return text(lang, "cause_reflection_of", message=message)
+    return text(lang, "cause_other", cause=cause)
 
 
 def clip(text: str, limit: int = 160) -> str:
@@ -46,7 +80,7 @@ def memory_line(m: Memory, *, now: datetime, lang: str = DEFAULT_LANGUAGE) -> st
     if m.scope == "story":
         flags.append(text(lang, "flag_story"))
     suffix = f" ({', '.join(flags)})" if flags else ""
-    return f"#{m.id} [{m.type}] {clip(m.text)}{suffix}"
+    return f"#{m.id} [{_type(m.type, lang)}] {clip(m.text)}{suffix}"
 
 
 def memory_pages(
@@ -109,7 +143,7 @@ def why_text(selection: TurnSelection | None, *, lang: str = DEFAULT_LANGUAGE) -
     )
     if selection.degraded:
         head += "\n" + text(lang, "why_degraded")
-    head += "".join(f"\n{line}" for line in prompt_lines(selection.figures))
+    head += "".join(f"\n{line}" for line in prompt_lines(selection.figures, lang=lang))
     lines = [head, ""]
     for n, slot in enumerate(selection.slots, 1):
         if slot.score is not None:
@@ -117,7 +151,7 @@ def why_text(selection: TurnSelection | None, *, lang: str = DEFAULT_LANGUAGE) -
         else:
             score = text(lang, "why_lexical") if slot.lexical else ""
         pin = " 📌" if slot.pinned else ""
-        lines.append(f"{n:>2}. #{slot.id} [{slot.type}] {_reason(slot.reason, lang)}{score}{pin} — {clip(slot.text, 100)}")
+        lines.append(f"{n:>2}. #{slot.id} [{_type(slot.type, lang)}] {_reason(slot.reason, lang)}{score}{pin} — {clip(slot.text, 100)}")
     if selection.rules:
         lines.append("")
         lines.append(text(lang, "why_rules"))
@@ -132,20 +166,20 @@ def why_text(selection: TurnSelection | None, *, lang: str = DEFAULT_LANGUAGE) -
     return "\n".join(lines)
 
 
-def prompt_lines(figures: TurnFigures) -> list[str]:
+def prompt_lines(figures: TurnFigures, *, lang: str = DEFAULT_LANGUAGE) -> list[str]:
     """The prompt's size as the LLM server counted it, and whether it was cut."""
     if figures.failed:
-        return ["⚠️ The language model gave no reply to this message."]
+        return [text(lang, "why_no_reply")]
     if figures.prompt_tokens is None:
         return []
-    size = f"Prompt: {figures.prompt_tokens:,} tokens"
+    size = text(lang, "why_prompt", tokens=f"{figures.prompt_tokens:,}")
     if figures.context_tokens:
-        size += f" of a {figures.context_tokens:,}-token context"
+        size += text(lang, "why_prompt_context", context=f"{figures.context_tokens:,}")
     if figures.completion_tokens is not None:
-        size += f"; reply: {figures.completion_tokens:,} tokens"
+        size += text(lang, "why_prompt_reply", tokens=f"{figures.completion_tokens:,}")
     lines = [size + "."]
     if figures.context_full:
-        lines.append("⚠️ The prompt filled the context: the model did not see its start (persona, rules).")
+        lines.append(text(lang, "why_context_full"))
     return lines
 
 
@@ -183,9 +217,9 @@ def history_text(
                     "history_line",
                     id=e.id,
                     memory_id=e.memory_id,
-                    operation=e.operation,
+                    operation=_operation(e.operation, lang),
                     date=_date(e.archived_at),
-                    cause=e.cause,
+                    cause=_cause(e.cause, lang),
                     restored=text(lang, "history_restored") if e.restored else "",
                     text=clip(e.text, 100),
                 )
@@ -206,7 +240,7 @@ def _count(n: int, noun: str, lang: str = DEFAULT_LANGUAGE) -> str:
 
 
 def stats_text(stats: "MemoryStats", *, lang: str = DEFAULT_LANGUAGE) -> str:
-    types = ", ".join(f"{n} {t}" for t, n in sorted(stats.by_type.items())) or text(lang, "stats_none")
+    types = ", ".join(f"{n} {_type(t, lang)}" for t, n in sorted(stats.by_type.items())) or text(lang, "stats_none")
     lines = [
         text(
             lang,

@@ -23,7 +23,16 @@ from bot.context import EngineContext
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.llm_calls import final_reply
 from bot.memory import settings_store
-from bot.memory.exchange_store import exchange_failed, hold_reply, mark_settled_now, save_exchange, set_reply
+from bot.memory.exchange_store import (
+    MessagePart,
+    exchange_failed,
+    hold_reply,
+    mark_settled_now,
+    message_text,
+    save_exchange,
+    save_parts,
+    set_reply,
+)
 from bot.memory.model import Memory
 from bot.memory.recall import TurnFigures, TurnSelection
 from bot.memory.story import render_story_context, select_positions
@@ -60,6 +69,10 @@ class Incoming:
     place: str
     message_id: str | None = None
     history: Sequence[ChannelLine] = ()
+    # The front-end messages `text` joins (`join_parts`), oldest first, when there are several
+    # (a burst): each is kept with the exchange, so an edit or a delete of any of them reaches
+    # it. Without them, `message_id` (when given) is the one message, `text` its text.
+    parts: Sequence[MessagePart] = ()
     # Shown to a vision model with this message only; `text` names them ("[image: name]"), and
     # only the text is saved and reflected.
     images: Sequence[Image] = ()
@@ -122,8 +135,9 @@ class Turns:
             user_name=storable(msg.user_name),
             text=storable(msg.text),
             history=[ChannelLine(storable(h.author), storable(h.text), h.from_bot) for h in msg.history],
+            parts=[MessagePart(p.message_id, message_text(p.text, settings.max_message_chars), storable(p.marks)) for p in msg.parts],
         )
-        text = msg.text.strip()[: settings.max_message_chars]
+        text = message_text(msg.text, settings.max_message_chars)
         # Counted per person, not per owner key: erasing someone stops their turns with every
         # character, even one whose key holds nothing yet.
         person = ctx.cast.user_of_key(msg.user_id)
@@ -281,19 +295,23 @@ class Turns:
 
     async def _save(self, msg: Incoming, text: str, erased: Callable[[], bool]) -> int | None:
         """The new exchange's id; None when the user erased their data since the message came."""
+        parts = msg.parts or ([MessagePart(msg.message_id, text)] if msg.message_id is not None else [])
         async with self.ctx.db.write() as conn:
             if erased():
                 return None
-            return await save_exchange(
+            exchange_id = await save_exchange(
                 conn,
                 msg.user_id,
                 user_name=msg.user_name,
                 story_id=msg.story_id,
                 place=msg.place,
-                message_id=msg.message_id,
+                # The last message: the one the reply answers.
+                message_id=parts[-1].message_id if parts else msg.message_id,
                 text=text,
                 now=self.ctx.clock(),
             )
+            await save_parts(conn, msg.user_id, exchange_id, parts)
+            return exchange_id
 
     async def _story_context(
         self, user_id: str, story_id: str, query: str, specs: dict[str, StateSpec]

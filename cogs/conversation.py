@@ -2,7 +2,8 @@
 
 Who is answered is decided by `cogs.utils.answering.decide` on plain facts read from the message;
 this cog only translates between discord objects and `Engine.turn`. A user's messages that
-follow each other within BURST_SECONDS are answered once, together. The reply is streamed into
+follow each other within BURST_SECONDS are answered once, together (a burst: one answer for the
+rate limit, one exchange that knows each of its messages). The reply is streamed into
 one message edited as it grows (`LiveReply`), or posted whole (`send_reply`); both return the
 messages of the final reply. The reflection is scheduled after the reply is sent, never
 awaited by it.
@@ -15,8 +16,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import discord
@@ -26,10 +26,12 @@ from bot.character import Character
 from cogs.bot import NO_MENTIONS, EchoBot
 from cogs.utils.answering import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
 from cogs.utils.voices import Voice, Voices, character_at
-from bot.engine import Engine, Incoming, Shown, TurnResult
-from bot.clients.llm_wire import Image
+from bot.engine import Engine, Incoming, Shown, TurnResult, join_parts
 from bot.prompting import ChannelLine
+from cogs.utils.bursts import Burst, Bursts, Dropped
+from cogs.utils.images import image_attachments, read_images
 from cogs.utils.ratelimit import RateLimiter, Verdict
+from cogs.message_events import edited_text
 from cogs.utils.views import swipe_view
 
 log = logging.getLogger(__name__)
@@ -203,20 +205,6 @@ class LiveReply:
         self._shown = text
 
 
-@dataclass(slots=True)
-class _Burst:
-    messages: list[discord.Message]
-    texts: list[str]
-    deadline: float
-    task: asyncio.Task[None] | None = None
-
-
-@dataclass(slots=True)
-class _Images:
-    marks: list[str] = field(default_factory=list)
-    images: list[Image] = field(default_factory=list)
-
-
 class Conversation(commands.Cog):
     def __init__(
         self, bot: EchoBot, engine: Engine, *, clock: Callable[[], float] = time.monotonic
@@ -231,14 +219,33 @@ class Conversation(commands.Cog):
         self.pacer = ChannelPacer()
         self._history_refused: set[int] = set()
         self._warned_empty_reply = False
-        self._bursts: dict[tuple[int, int], _Burst] = {}
+        self.bursts = Bursts()
         self.cast = engine.cast
         self.voices = Voices(engine.cast)
 
+    async def cog_load(self) -> None:
+        self.engine.listen(erasing=self.bursts.erasing)
+
     async def cog_unload(self) -> None:
-        for burst in self._bursts.values():
-            if burst.task is not None:
-                burst.task.cancel()
+        with contextlib.suppress(ValueError):  # a cog never loaded never listened
+            self.engine.erase_listeners.remove(self.bursts.erasing)
+        self.bursts.cancel_all()
+
+    # Edits and deletes of messages not answered yet; those of answered ones are MessageEvents'.
+    @commands.Cog.listener()
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        edit = edited_text(payload, self.bot.user)
+        if edit is not None:
+            self.bursts.edited(payload.message_id, *edit)
+
+    @commands.Cog.listener()
+    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        self.bursts.deleted(payload.message_id)
+
+    @commands.Cog.listener()
+    async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
+        for message_id in payload.message_ids:
+            self.bursts.deleted(message_id)
 
     @commands.Cog.listener()
     async def on_message(self, message: discord.Message) -> None:
@@ -260,12 +267,17 @@ class Conversation(commands.Cog):
             log.debug("not answering message %s: %s", message.id, decision.why)
             return
         text = clean_incoming(message.content, me.id, {u.id: u.display_name for u in message.mentions})
-        if not text and not _image_attachments(message):
+        if not text and not image_attachments(message):
             if decision.why == "reply" and not message.content and not self.bot.intents.message_content:
                 self._warn_empty_reply()
             return  # a bare mention or a file: nothing to answer
         if text and (await self.bot.get_context(message)).command is not None:
             return  # an owner command such as "@Écho sync"
+        key = (message.channel.id, message.author.id)
+        wait = self.settings.burst_seconds
+        # A burst is one answer: a message that joins one is not counted again.
+        if wait > 0 and self.bursts.join(key, message, text, time.monotonic() + wait):
+            return
         user_id = str(message.author.id)
         verdict = self.limiter.hit(user_id)
         if verdict is not Verdict.ALLOWED:
@@ -273,48 +285,54 @@ class Conversation(commands.Cog):
                 log.info("user %s is over the rate limit; their messages are ignored for a while", user_id)
                 await self._react(message, RATE_LIMITED_REACTION)
             return
-        wait = self.settings.burst_seconds
         if wait <= 0:
-            await self.respond([message], [text])
+            await self._answer(self.bursts.start(None, message, text, 0.0))
             return
-        key = (message.channel.id, message.author.id)
-        burst = self._bursts.get(key)
-        deadline = time.monotonic() + wait
-        if burst is not None:
-            burst.messages.append(message)
-            burst.texts.append(text)
-            burst.deadline = deadline
-            return
-        burst = _Burst([message], [text], deadline)
-        self._bursts[key] = burst
+        burst = self.bursts.start(key, message, text, time.monotonic() + wait)
         burst.task = asyncio.create_task(self._answer_burst(key, burst), name=f"burst:{key}")
 
-    async def _answer_burst(self, key: tuple[int, int], burst: _Burst) -> None:
-        """Once the user has been quiet for BURST_SECONDS, answer all their messages at once."""
+    async def _answer_burst(self, key: tuple[int, int], burst: Burst) -> None:
+        """Once the user has been quiet for BURST_SECONDS (or the burst is full), answer all
+        their messages at once."""
         try:
-            while (left := burst.deadline - time.monotonic()) > 0:
+            while (left := burst.deadline - time.monotonic()) > 0 and not burst.closed:
                 await asyncio.sleep(left)
-            del self._bursts[key]
-            await self.respond(burst.messages, burst.texts)
+        except asyncio.CancelledError:
+            self.bursts.forget(burst)  # erased, or the cog unloaded
+            raise
+        self.bursts.close(key, burst)
+        try:
+            await self._answer(burst)
         except Exception:
             log.exception("could not answer the messages of user %s in channel %s", key[1], key[0])
 
-    async def respond(self, messages: Sequence[discord.Message], texts: Sequence[str]) -> list[discord.Message]:
-        """One turn for these messages of one user (oldest first); the reply's messages."""
+    async def _answer(self, burst: Burst) -> None:
+        try:
+            kept = burst.kept()
+            await self.respond(kept, [burst.texts[m.id] for m in kept], burst=burst)
+        finally:
+            self.bursts.forget(burst)
+
+    async def respond(
+        self, messages: Sequence[discord.Message], texts: Sequence[str], *, burst: Burst | None = None
+    ) -> list[discord.Message]:
+        """One turn for these messages of one user (oldest first); the reply's messages. With
+        `burst`, its edits, deletes and erase are followed until the turn is over."""
         me = self.bot.user
         assert me is not None
+        if not messages:
+            return []
+        if burst is None:
+            burst = Burst(messages[-1].author.id, list(messages), {m.id: t for m, t in zip(messages, texts)}, 0.0)
         first, last = messages[0], messages[-1]
-        seen = await self._images(messages)
-        text = "\n".join(t for t in texts if t)
-        if seen.marks:
-            text = (text + "\n" if text else "") + " ".join(seen.marks)
+        seen = await read_images(messages, self.settings)
         character = await self.character_for(last)
         user_id = self.cast.memory_key(str(last.author.id), character)
         incoming = Incoming(
             user_id=user_id,
             character=character.key,
             user_name=last.author.display_name,
-            text=text,
+            text="",
             story_id=str(last.channel.id),  # a thread is its own story
             place=place_of(last.guild.id if last.guild is not None else None),
             message_id=str(last.id),
@@ -323,15 +341,28 @@ class Conversation(commands.Cog):
             swipes=self.settings.settle_seconds > 0,
         )
         voice = await self.voices.voice_for(last.channel, character, me)
-        if self.settings.stream_replies:
-            result, sent = await self.streamed_turn(last, incoming, voice)
-        else:
-            async with last.channel.typing():
-                result = await self.engine.turn(incoming)
-            sent = await send_reply(last, result.shown, voice)
+
+        async def turn(on_text: Any = None) -> TurnResult:
+            parts = burst.begin_turn(messages, seen.marks_of)
+            return await self.engine.turn(
+                dataclasses.replace(incoming, text=join_parts(parts), parts=parts), on_text=on_text
+            )
+
+        try:
+            if self.settings.stream_replies:
+                result, sent = await self.streamed_turn(last, turn, voice)
+            else:
+                async with last.channel.typing():
+                    result = await turn()
+                sent = await send_reply(last, result.shown, voice)
+        except Dropped:
+            log.debug("the messages of user %s were deleted or erased before their answer", last.author.id)
+            return []
         if result.reply is not None and result.exchange_id is not None:
             await self.engine.reply_sent(user_id, result.exchange_id, str(sent[-1].id))
             await self._add_swipe_controls(incoming, result, sent)
+        if result.exchange_id is not None:
+            await burst.catch_up(self.engine)
         return sent
 
     async def character_for(self, message: discord.Message) -> Character:
@@ -344,37 +375,11 @@ class Conversation(commands.Cog):
         return character_at(self.cast, message.channel, message.guild.id if message.guild is not None else None)
 
     async def streamed_turn(
-        self, message: discord.Message, incoming: Incoming, voice: Voice | None = None
+        self, message: discord.Message, turn: Callable[[Any], Awaitable[TurnResult]], voice: Voice | None = None
     ) -> tuple[TurnResult, list[discord.Message]]:
         async with LiveReply(message, self.pacer, voice) as live:
-            result = await self.engine.turn(incoming, on_text=live.update)
+            result = await turn(live.update)
             return result, await live.finish(result.shown)
-
-    async def _images(self, messages: Sequence[discord.Message]) -> _Images:
-        """Marks naming every image; with LLM_VISION, the images themselves, within bounds."""
-        settings = self.settings
-        seen = _Images()
-        for attachment in (a for m in messages for a in _image_attachments(m)):
-            name = attachment.filename
-            if not settings.llm_vision:
-                seen.marks.append(f"[image: {name}]")
-            elif len(seen.images) >= settings.llm_max_images:
-                seen.marks.append(f"[image: {name} — not shown, too many images]")
-            elif attachment.size > settings.llm_max_image_bytes:
-                seen.marks.append(f"[image: {name} — too large]")
-            else:
-                try:
-                    data = await attachment.read()
-                except discord.HTTPException as exc:
-                    log.warning("could not download image %s: %s", name, exc)
-                    seen.marks.append(f"[image: {name} — could not be downloaded]")
-                    continue
-                if len(data) > settings.llm_max_image_bytes:
-                    seen.marks.append(f"[image: {name} — too large]")
-                    continue
-                seen.marks.append(f"[image: {name}]")
-                seen.images.append(Image(name, attachment.content_type or "image/png", data))
-        return seen
 
     async def _add_swipe_controls(self, incoming: Incoming, result: TurnResult, sent: list[discord.Message]) -> None:
         """◀ 1/1 ▶ 🔄 under a reply that fits in one message; a longer one is kept as it is."""
@@ -436,10 +441,6 @@ class Conversation(commands.Cog):
             await message.add_reaction(emoji)
         except discord.HTTPException as exc:
             log.debug("could not react to message %s: %s", message.id, exc)
-
-
-def _image_attachments(message: discord.Message) -> list[discord.Attachment]:
-    return [a for a in message.attachments if (a.content_type or "").startswith("image/")]
 
 
 async def setup(bot: EchoBot) -> None:

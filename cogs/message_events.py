@@ -25,6 +25,20 @@ from cogs.utils.views import DYNAMIC_ITEMS, receipt_view
 log = logging.getLogger(__name__)
 
 
+def edited_text(payload: discord.RawMessageUpdateEvent, me: discord.ClientUser | None) -> tuple[int, str] | None:
+    """(author id, the text as the character reads it) of a person's edited message; None for a
+    bot's, or an edit that says nothing about the text."""
+    data = payload.data
+    author = data.get("author") or {}
+    # An edit without content (an embed unfurled, or content hidden without the Message
+    # Content intent) says nothing about the text: it must not empty the memory's source.
+    content = data.get("content")
+    if me is None or not content or author.get("bot") or not author.get("id"):
+        return None
+    names = {int(u["id"]): u.get("global_name") or u.get("username", "") for u in data.get("mentions", [])}
+    return int(author["id"]), clean_incoming(content, me.id, names)
+
+
 class MessageEvents(commands.Cog):
     def __init__(self, bot: EchoBot, engine: Engine) -> None:
         self.bot = bot
@@ -45,18 +59,12 @@ class MessageEvents(commands.Cog):
 
     @commands.Cog.listener()
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
-        data = payload.data
-        author = data.get("author") or {}
-        me = self.bot.user
-        # An edit without content (an embed unfurled, or content hidden without the Message
-        # Content intent) says nothing about the text: it must not empty the memory's source.
-        content = data.get("content")
-        if me is None or not content or author.get("bot") or not author.get("id"):
+        edit = edited_text(payload, self.bot.user)
+        if edit is None:
             return
-        names = {int(u["id"]): u.get("global_name") or u.get("username", "") for u in data.get("mentions", [])}
-        text = clean_incoming(content, me.id, names)
+        author_id, text = edit
         try:
-            outcome = await self.engine.message_edited(str(payload.message_id), text, user_id=str(author["id"]))
+            outcome = await self.engine.message_edited(str(payload.message_id), text, user_id=str(author_id))
         except Exception:
             log.exception("could not take the edit of message %s into account", payload.message_id)
             return

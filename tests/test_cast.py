@@ -95,7 +95,7 @@ async def test_erase_and_export_of_a_person_cover_every_character_key_and_no_one
         assert await owner_keys(db, "4_2") == ["4_2", "4_2@marc"], "LIKE wildcards in an id are escaped"
         exported = await engine.export_person("42")
         assert [m["text"] for m in exported["memories"]] == ["L'utilisateur 42 parle à lina."]
-        assert [m["text"] for m in exported["characters"]["marc"]["memories"]] == ["L'utilisateur 42 parle à marc."]
+        assert [m["text"] for m in exported["characters"]["42@marc"]["memories"]] == ["L'utilisateur 42 parle à marc."]
         report = await engine.erase_person("42")
         assert report.memories == 2
         assert await owner_keys(db, "42") == ["42"]
@@ -186,3 +186,39 @@ def test_buttons_carry_the_character_owner_key_and_only_its_person_may_press_the
         assert cls.__discord_ui_compiled_template__.fullmatch(custom_id.replace("42@marc", "42")) is not None
     assert ReceiptButton("42@marc", 7).item.custom_id == "echo:receipt:42@marc:7"
     assert _person("42@marc") == 42 and _person("42") == 42
+
+
+async def test_export_files_retired_characters_by_their_stored_key_and_erase_covers_the_same_keys(
+    db, llm_server, tmp_path
+):
+    """Two characters with their own memory are removed from the folder: neither overwrites the
+    other in the export, and /erase-me deletes exactly the keys /export showed."""
+    config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
+    cast_dir = folder(tmp_path, "default: lina\n")
+    (cast_dir / "zoe.yaml").write_text("name: Zoe\npersona: A baker.\n", encoding="utf-8")
+    before = load_cast(cast_dir, None)
+    async with httpx.AsyncClient(trust_env=False) as http:
+        llm = LLMClient(http, api="ollama", base_url=llm_server.url)
+        engine = Engine(db=db, llm=llm, embedder=None, settings=config.engine, character=before.default, cast=before)
+        await engine.start()
+        for key in ("lina", "marc", "zoe"):
+            await engine.remember(before.memory_key("42", before.characters[key]), f"42 parle à {key}.", story_id="c", place="g")
+        await engine.close()
+        (cast_dir / "marc.yaml").unlink()
+        (cast_dir / "zoe.yaml").unlink()
+        after = load_cast(cast_dir, None)
+        engine = Engine(db=db, llm=llm, embedder=None, settings=config.engine, character=after.default, cast=after)
+        await engine.start()
+        exported = await engine.export_person("42")
+        assert exported["user_id"] == "42"
+        assert [m["text"] for m in exported["memories"]] == ["42 parle à lina."]
+        filed = {key: [m["text"] for m in data["memories"]] for key, data in exported["characters"].items()}
+        assert filed == {"42@marc": ["42 parle à marc."], "42@zoe": ["42 parle à zoe."]}
+        assert all(data["user_id"] == key for key, data in exported["characters"].items())
+        keys = await owner_keys(db, "42")
+        assert keys == [exported["user_id"], *exported["characters"]], "export and erase cover the same keys"
+        report = await engine.erase_person("42")
+        assert report.memories == 3
+        assert await owner_keys(db, "42") == ["42"]
+        assert (await engine.export_person("42"))["characters"] == {}
+        await engine.close()

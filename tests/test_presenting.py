@@ -29,7 +29,7 @@ def test_history_lists_archived_versions_and_anchor_removals_with_reasons():
         scope="global", pinned=False, confidence=1.0, created_at=NOW, updated_at=NOW, archived_at=NOW, cause="reflection",
     )
     text = history_text([entry], [story_entry("anchor_removed", text="Camille habite à Nantes.")])
-    assert "h4: #9 replace" in text and "L'utilisateur habite à Nantes." in text
+    assert "h4: #9 replaced" in text and "L'utilisateur habite à Nantes." in text
     assert "Anchor removals:" in text and "Camille a déménagé à Lyon." in text
 
 

@@ -23,6 +23,10 @@ import aiosqlite
 
 from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
 from bot.clients.llm_wire import Image
+from bot.memory.text import storable
+
+# How much of a turn's message /why keeps (recall writes it; an edit or a delete rewrites it).
+TURN_QUERY_CHARS = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +55,31 @@ class SettledExchange:
 
 
 @dataclass(frozen=True, slots=True)
+class MessagePart:
+    """One front-end message of an exchange: its text, and the marks of its images."""
+
+    message_id: str
+    text: str
+    marks: str = ""
+
+
+def message_text(text: str, max_chars: int) -> str:
+    """A message's text as an exchange keeps it: storable, trimmed, at most `max_chars`."""
+    return storable(text).strip()[:max_chars]
+
+
+def join_parts(parts: Sequence[MessagePart]) -> str:
+    """What the exchange's messages say together: their texts, one a line, then every image mark
+    (as a burst is read by the model)."""
+    texts = "\n".join(p.text for p in parts if p.text)
+    marks = " ".join(p.marks for p in parts if p.marks)
+    return f"{texts}\n{marks}" if texts and marks else texts or marks
+
+
+@dataclass(frozen=True, slots=True)
 class MessageExchange:
-    """The exchange of one front-end message, as an edit or a delete finds it."""
+    """The exchange of one front-end message, as an edit or a delete finds it: `n` is the
+    message's place among the exchange's messages."""
 
     id: int
     user_id: str
@@ -61,6 +88,8 @@ class MessageExchange:
     reflected: bool
     settled: bool
     deleted: bool
+    n: int
+    message_deleted: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,42 +264,110 @@ async def recent_speakers(db: Database, since: datetime, limit: int) -> list[tup
 
 async def message_owner(db: Database, message_id: str) -> str | None:
     """Who wrote this front-end message, if it is one of an exchange (a raw delete carries no author)."""
-    row = await fetch_one(db.reader, "SELECT user_id FROM exchanges WHERE message_id = ? LIMIT 1", (message_id,))
+    row = await fetch_one(
+        db.reader, "SELECT user_id FROM exchange_messages WHERE message_id = ? LIMIT 1", (message_id,)
+    )
     return str(row[0]) if row is not None else None
 
 
 async def message_exchange(db: Database, user_id: str, message_id: str) -> MessageExchange | None:
     row = await fetch_one(
         db.reader,
-        "SELECT id, user_id, story_id, user_message, reflected_at, settled_at, deleted_at FROM exchanges "
-        "WHERE user_id = ? AND message_id = ? ORDER BY id DESC LIMIT 1",
-        (user_id, message_id),
+        "SELECT e.id, e.user_id, e.story_id, e.user_message, e.reflected_at, e.settled_at, e.deleted_at, "
+        "m.n, m.deleted_at FROM exchange_messages AS m JOIN exchanges AS e ON e.id = m.exchange_id "
+        "WHERE m.user_id = ? AND e.user_id = ? AND m.message_id = ? ORDER BY e.id DESC LIMIT 1",
+        (user_id, user_id, message_id),
     )
     if row is None:
         return None
     return MessageExchange(
-        row["id"], row["user_id"], row["story_id"], row["user_message"],
-        row["reflected_at"] is not None, row["settled_at"] is not None, row["deleted_at"] is not None,
+        row[0], row[1], row[2], row[3], row[4] is not None, row[5] is not None, row[6] is not None,
+        int(row[7]), row[8] is not None,
     )
 
 
-async def edit_message(db: Database, user_id: str, exchange_id: int, text: str) -> bool:
+async def save_parts(conn: aiosqlite.Connection, user_id: str, exchange_id: int, parts: Sequence[MessagePart]) -> None:
+    for n, part in enumerate(parts, 1):
+        await conn.execute(
+            "INSERT INTO exchange_messages (user_id, exchange_id, n, message_id, text, marks) VALUES (?, ?, ?, ?, ?, ?)",
+            (user_id, exchange_id, n, part.message_id, part.text, part.marks),
+        )
+
+
+async def parts_of(conn: aiosqlite.Connection, user_id: str, exchange_id: int) -> list[MessagePart]:
+    """The exchange's messages still there (not deleted), in order."""
+    rows = await fetch_all(
+        conn,
+        "SELECT message_id, text, marks FROM exchange_messages WHERE user_id = ? AND exchange_id = ? "
+        "AND deleted_at IS NULL ORDER BY n",
+        (user_id, exchange_id),
+    )
+    return [MessagePart(r[0], r[1], r[2]) for r in rows]
+
+
+async def set_part_text(conn: aiosqlite.Connection, user_id: str, exchange_id: int, n: int, text: str) -> bool:
+    """The user edited one message of the exchange. False when it is deleted or unchanged."""
+    cur = await conn.execute(
+        "UPDATE exchange_messages SET text = ? WHERE user_id = ? AND exchange_id = ? AND n = ? "
+        "AND deleted_at IS NULL AND text != ?",
+        (text, user_id, exchange_id, n, text),
+    )
+    return cur.rowcount == 1
+
+
+async def delete_part(conn: aiosqlite.Connection, user_id: str, exchange_id: int, n: int, *, now: datetime) -> bool:
+    """The user deleted one message of the exchange: its text and marks are emptied."""
+    cur = await conn.execute(
+        "UPDATE exchange_messages SET text = '', marks = '', deleted_at = ? "
+        "WHERE user_id = ? AND exchange_id = ? AND n = ? AND deleted_at IS NULL",
+        (to_db(now), user_id, exchange_id, n),
+    )
+    return cur.rowcount == 1
+
+
+async def edit_message(conn: aiosqlite.Connection, user_id: str, exchange_id: int, text: str) -> bool:
     """The user edited their message. Not yet reflected: the edited text is what gets reflected.
     Already reflected: it is pending again, as a correction of what the old text produced.
 
     One statement, so the choice between the two is made on the row as it is at that instant
-    (SQLite evaluates every SET expression on the old row)."""
-    async with db.write() as conn:
-        cur = await conn.execute(
-            "UPDATE exchanges SET user_message = ?, "
-            "edited_from = CASE WHEN reflected_at IS NOT NULL AND reply IS NOT NULL "
-            "THEN COALESCE(edited_from, user_message) ELSE edited_from END, "
-            "reflection_attempts = CASE WHEN reflected_at IS NOT NULL THEN 0 ELSE reflection_attempts END, "
-            "reflected_at = CASE WHEN reply IS NOT NULL THEN NULL ELSE reflected_at END "
-            "WHERE user_id = ? AND id = ? AND deleted_at IS NULL AND user_message != ?",
-            (text, user_id, exchange_id, text),
+    (SQLite and PostgreSQL evaluate every SET expression on the old row)."""
+    cur = await conn.execute(
+        "UPDATE exchanges SET user_message = ?, "
+        "edited_from = CASE WHEN reflected_at IS NOT NULL AND reply IS NOT NULL "
+        "THEN COALESCE(edited_from, user_message) ELSE edited_from END, "
+        "reflection_attempts = CASE WHEN reflected_at IS NOT NULL THEN 0 ELSE reflection_attempts END, "
+        "reflected_at = CASE WHEN reply IS NOT NULL THEN NULL ELSE reflected_at END "
+        "WHERE user_id = ? AND id = ? AND deleted_at IS NULL AND user_message != ?",
+        (text, user_id, exchange_id, text),
+    )
+    return cur.rowcount == 1
+
+
+async def exchange_text(conn: aiosqlite.Connection, user_id: str, exchange_id: int) -> str:
+    row = await fetch_one(conn, "SELECT user_message FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id))
+    return str(row[0]) if row is not None else ""
+
+
+async def drop_message_text(conn: aiosqlite.Connection, user_id: str, exchange_id: int, text: str) -> None:
+    """One message of a burst was deleted: the exchange keeps what the others say, forgets what
+    it was reflected from (it is reflected again from `text`) and the prompt that quoted it (no
+    regenerate any more)."""
+    await conn.execute(
+        "UPDATE exchanges SET user_message = ?, edited_from = NULL, prompt = NULL, "
+        "reflection_attempts = CASE WHEN reflected_at IS NOT NULL THEN 0 ELSE reflection_attempts END, "
+        "reflected_at = CASE WHEN reply IS NOT NULL THEN NULL ELSE reflected_at END "
+        "WHERE user_id = ? AND id = ? AND deleted_at IS NULL",
+        (text, user_id, exchange_id),
+    )
+
+
+async def rewrite_turn_query(conn: aiosqlite.Connection, user_id: str, story_id: str, old: str, new: str) -> None:
+    """/why's log of the turn quotes the message (as recall stored it, cut at TURN_QUERY_CHARS)."""
+    if old:
+        await conn.execute(
+            "UPDATE turns SET query = ? WHERE user_id = ? AND story_id = ? AND query = ?",
+            (new[:TURN_QUERY_CHARS], user_id, story_id, old[:TURN_QUERY_CHARS]),
         )
-        return cur.rowcount == 1
 
 
 async def memories_only_from(conn: aiosqlite.Connection, user_id: str, exchange_id: int) -> list[tuple[int, bool]]:
@@ -299,12 +396,13 @@ async def forget_message_text(conn: aiosqlite.Connection, user_id: str, exchange
         "WHERE user_id = ? AND id = ?",
         (to_db(now), to_db(now), to_db(now), user_id, exchange_id),
     )
-    if row is not None and text:
-        # /why's log of the turn quotes the message too.
-        await conn.execute(
-            "UPDATE turns SET query = '' WHERE user_id = ? AND story_id = ? AND query = ?",
-            (user_id, row[1], text),
-        )
+    await conn.execute(
+        "UPDATE exchange_messages SET text = '', marks = '', deleted_at = COALESCE(deleted_at, ?) "
+        "WHERE user_id = ? AND exchange_id = ?",
+        (to_db(now), user_id, exchange_id),
+    )
+    if row is not None:
+        await rewrite_turn_query(conn, user_id, row[1], text, "")
     return text
 
 
@@ -370,6 +468,7 @@ async def changes_of(db: Database, user_id: str, exchange_id: int) -> list[Memor
 # The exchanges and what the turns recorded of them (/why, counters, the turn log).
 _ERASE_USER: Sequence[str] = (
     "DELETE FROM exchange_replies WHERE user_id = ?",
+    "DELETE FROM exchange_messages WHERE user_id = ?",
     "DELETE FROM memory_sources WHERE user_id = ?",
     "DELETE FROM memory_changes WHERE user_id = ?",
     "DELETE FROM exchanges WHERE user_id = ?",

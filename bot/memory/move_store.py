@@ -53,6 +53,9 @@ TABLES: dict[str, tuple[tuple[str, ...], str]] = {
         "id",
     ),
     "exchange_replies": (("id", "user_id", "exchange_id", "n", "text", "created_at"), "id"),
+    "exchange_messages": (
+        ("user_id", "exchange_id", "n", "message_id", "text", "marks", "deleted_at"), "exchange_id, n"
+    ),
     "turns": (("id", "user_id", "story_id", "place", "query", "degraded", "detail", "created_at"), "id"),
     "turn_stats": (("user_id", "turns", "degraded_turns"), "user_id"),
     "user_settings": (("user_id", "share_memories"), "user_id"),

@@ -28,6 +28,7 @@ from bot.clients.db import Database, fetch_one, from_db, to_db
 from bot.clients.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, embed_turn_query
 from bot.errors import EmbeddingError
 from bot.memory.counters import count_candidates, count_served, record_turn
+from bot.memory.exchange_store import TURN_QUERY_CHARS
 from bot.memory.model import Memory, utcnow
 from bot.memory.cache import MemoryCache, UserMemories, micros
 from bot.memory.select_arrays import Candidates, select_columns, top_positions
@@ -394,7 +395,7 @@ class Recall:
                     selection.user_id,
                     selection.story_id,
                     selection.place,
-                    selection.query[:2000],
+                    selection.query[:TURN_QUERY_CHARS],
                     int(selection.degraded),
                     selection.to_detail(),
                     to_db(selection.created_at),

@@ -377,6 +377,7 @@ _OWNER_KEYS_SQL = (
     "UNION SELECT user_id FROM memory_history WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM exchanges WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM exchange_replies WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
+    "UNION SELECT user_id FROM exchange_messages WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM memory_sources WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM memory_versions WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM memory_version_log WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "

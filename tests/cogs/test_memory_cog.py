@@ -120,7 +120,7 @@ async def test_forget_pin_and_restore_of_ones_own_memory(services: Services, llm
     await cog.history.callback(cog, interaction)
     (history,) = texts(interaction)
     history_id = (await services.engine.store.history(str(ALICE)))[0].id
-    assert f"h{history_id}: #{memory_id} delete" in history
+    assert f"h{history_id}: #{memory_id} forgotten" in history
 
     interaction = fake_interaction(ALICE)
     await cog.restore.callback(cog, interaction, history_id)

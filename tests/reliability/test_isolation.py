@@ -75,6 +75,7 @@ SNAPSHOT_TABLES: dict[str, str] = {
     "story_state": "SELECT * FROM story_state WHERE user_id = ? ORDER BY story_id, name",
     "story_history": "SELECT * FROM story_history WHERE user_id = ? ORDER BY id",
     "exchange_replies": "SELECT * FROM exchange_replies WHERE user_id = ? ORDER BY id",
+    "exchange_messages": "SELECT * FROM exchange_messages WHERE user_id = ? ORDER BY exchange_id, n",
     "memory_sources": "SELECT * FROM memory_sources WHERE user_id = ? ORDER BY memory_id, exchange_id",
     "memory_changes": "SELECT * FROM memory_changes WHERE user_id = ? ORDER BY id",
 }

@@ -71,7 +71,7 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     (
         "bot/memory/exchange_store.py",
         "message_owner",
-        "SELECT user_id FROM exchanges WHERE message_id = ? LIMIT 1",
+        "SELECT user_id FROM exchange_messages WHERE message_id = ? LIMIT 1",
     ): "a deleted message reaches the bot without its author (Discord's raw delete event): only "
     "the owner of that one message id is read, every later statement is scoped by that owner",
     (
