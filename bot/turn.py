@@ -175,7 +175,9 @@ class Turns:
             if character.lore is not None
             else []
         )
-        selection.lore = [{"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept} for h in lore]
+        selection.lore = [
+            {"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept, "disabled": h.disabled} for h in lore
+        ]
         messages = build_reply_messages(
             character_prompt=render_character_prompt(character, speaker_name(msg.user_name)),
             character_name=character.name,
