@@ -82,6 +82,10 @@ def _connect_failure(exc: BaseException) -> str:
 
 
 
+def _length(text: Any) -> int:
+    return len(text) if isinstance(text, str) else 0
+
+
 def _line_end(buffer: bytearray, start: int) -> int:
     """Where the first line of `buffer` at or after `start` ends (at its CR or LF), -1 if none."""
     newline = buffer.find(b"\n", start)
@@ -207,9 +211,10 @@ class LLMClient:
                         self._raise_if_model_missing(failed, model)
                     self._raise_for_status(failed, path)
                 async for event in self._events(response, path):
-                    piece, event_stop, event_usage = self._stream_event(event, path)
+                    piece, reasoning, event_stop, event_usage = self._stream_event(event, path)
                     stop = event_stop or stop
                     usage = event_usage or usage
+                    thinking.hidden_chars += reasoning
                     if piece and thinking.feed(storable(piece)) and (visible := thinking.answer()) != shown:
                         shown = visible
                         await on_text(visible)
@@ -381,8 +386,11 @@ class LLMClient:
 
     def _stream_event(
         self, event: dict[str, Any], path: str
-    ) -> tuple[str, str | None, TokenUsage | None]:
-        """(text piece, stop reason when finished, usage when given) of one stream event."""
+    ) -> tuple[str, int, str | None, TokenUsage | None]:
+        """(text piece, characters of reasoning sent beside it, stop reason when finished, usage
+        when given) of one stream event. Reasoning in a field of its own (Ollama's `thinking`,
+        `reasoning_content` or `reasoning` of OpenAI-compatible servers) is never shown, only
+        counted against MAX_THINKING_CHARS."""
         error = event.get("error")
         if error is not None:
             said = error.get("message") if isinstance(error, dict) else error
@@ -392,17 +400,19 @@ class LLMClient:
             )
         try:
             if self.api == "ollama":
-                piece = (event.get("message") or {}).get("content") or ""
+                message = event.get("message") or {}
+                piece, reasoning = message.get("content") or "", _length(message.get("thinking"))
                 if not event.get("done"):
-                    return piece, None, None
-                return piece, event.get("done_reason") or "stop", token_usage("ollama", event)
+                    return piece, reasoning, None, None
+                return piece, reasoning, event.get("done_reason") or "stop", token_usage("ollama", event)
             usage = token_usage("openai", event) if isinstance(event.get("usage"), dict) else None
             choices = event.get("choices") or []
             if not choices:
-                return "", None, usage
+                return "", 0, None, usage
             choice = choices[0]
-            piece = (choice.get("delta") or {}).get("content") or ""
-            return piece, choice.get("finish_reason"), usage
+            delta = choice.get("delta") or {}
+            reasoning = _length(delta.get("reasoning_content")) + _length(delta.get("reasoning"))
+            return delta.get("content") or "", reasoning, choice.get("finish_reason"), usage
         except (AttributeError, TypeError):
             raise LLMBadResponse(
                 f"The {self._server} at {self._url(path)} streamed an event of an unexpected "

@@ -190,6 +190,12 @@ async def test_a_runaway_reasoning_is_cut_at_its_own_bound_with_the_usual_errors
         await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=Seen())
     assert cut.value.partial == "Je commence à répondre"
     assert isinstance(cut.value.cause, LLMTooLarge)
+    # Reasoning in a field of its own counts the same.
+    llm_server.replies.append(Reply("Réponse.", thinking=f" {word}" * over))
+    with pytest.raises(LLMTooLarge, match="reasoned for more than"):
+        await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=Seen())
+    llm_server.replies.append(Reply("Réponse.", thinking=f" {word}" * 100))
+    assert (await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=Seen())).text == "Réponse."
     # A long reasoning under the bound is read to its end.
     llm_server.replies.append(Reply("<think>" + f" {word}" * 100 + "</think> Voilà."))
     assert (await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=Seen())).text == "Voilà."

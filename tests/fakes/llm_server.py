@@ -19,6 +19,7 @@ How a chat request is answered, first rule that applies:
     4. default: prose `echo: <last user message>`, or `{}` for a structured request.
 An answer is a `str` (the assistant's text) or a `Reply` for anything else:
     Reply("text", thinking="...")      Ollama `message.thinking` / OpenAI `reasoning_content`
+                                       (streamed: one word per event, before the text)
     Reply("text", delay=2.0)           slow: answers after 2 s
     Reply("text", finish="length")     generation cut at the token limit
     Reply(hang=True)                   accepts the request, never answers (until the server stops)
@@ -307,6 +308,8 @@ class FakeLLMServer:
         if reply.endless_line:
             await self._send_endless_line(request, response, api, reply.endless_line)
             return response
+        for thought in re.findall(r"\s*\S+", reply.thinking or ""):
+            await send(_stream_thought(api, model, thought, serial))
         for n, word in enumerate(words):
             if reply.die_after is not None and n >= reply.die_after:
                 if request.transport is not None:
@@ -413,6 +416,18 @@ def _stream_piece(api: Api, model: str, word: str, serial: int) -> dict[str, Any
     return {
         "id": f"chatcmpl-fake-{serial}", "object": "chat.completion.chunk", "created": int(time.time()),
         "model": model, "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}],
+    }
+
+
+def _stream_thought(api: Api, model: str, word: str, serial: int) -> dict[str, Any]:
+    if api == "ollama":
+        return {
+            "model": model, "created_at": "2025-01-01T00:00:00Z",
+            "message": {"role": "assistant", "content": "", "thinking": word}, "done": False,
+        }
+    return {
+        "id": f"chatcmpl-fake-{serial}", "object": "chat.completion.chunk", "created": int(time.time()),
+        "model": model, "choices": [{"index": 0, "delta": {"reasoning_content": word}, "finish_reason": None}],
     }
 
 
