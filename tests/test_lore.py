@@ -173,8 +173,8 @@ async def http():
         yield client
 
 
-def lore_engine(db, http, llm_server, tmp_path) -> Engine:
-    (tmp_path / "lore.yaml").write_text(LORE_YAML, encoding="utf-8")
+def lore_engine(db, http, llm_server, tmp_path, lore: str = LORE_YAML) -> Engine:
+    (tmp_path / "lore.yaml").write_text(lore, encoding="utf-8")
     (tmp_path / "lina.yaml").write_text("name: Lina\npersona: A sailor of Vellmar.\nlore: lore.yaml\n", encoding="utf-8")
     config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
     llm = LLMClient(http, api="ollama", base_url=llm_server.url)
@@ -307,6 +307,22 @@ def test_backtracking_regex_keys_are_bounded_then_disabled_with_one_log_line_eac
     warnings = [line for line in done.stderr.splitlines() if line.startswith("lore: the key ")]
     assert sorted(w.split()[3] for w in warnings) == sorted(result["disabled"]), "one line per disabled key"
     assert all("is disabled until the next start" in w for w in warnings)
+
+
+async def test_a_key_that_runs_out_of_time_is_counted_once_and_the_turn_is_answered(db, http, llm_server, tmp_path):
+    slow = LORE_YAML + """  - name: Tides
+    keys: ['/^(\\w|\\w\\w|\\s)+$/']
+    content: The tides alternate.
+"""
+    engine = lore_engine(db, http, llm_server, tmp_path, lore=slow)
+    await engine.start()
+    llm_server.handler = lambda r: "{}" if r.json_schema is not None else "Oui."
+    for text in ("Je voudrais tout savoir sur le vieux port?", "Je voudrais tout savoir sur le vieux port?"):
+        result = await engine.turn(Incoming(user_id="alice", user_name="Alice", text=text, story_id="c", place="g"))
+        assert result.reply == "Oui."
+        assert engine.metrics.registry.get_sample_value("echo_lore_keys_disabled_total") == 1
+    why = why_text(await engine.why("alice", "c"))
+    assert "Tides — on “/^(\\w|\\w\\w|\\s)+$/” (disabled: this regular expression took too long" in why
 
 
 def test_a_disabled_key_is_reported_with_the_hits_and_never_enters_the_prompt() -> None:
