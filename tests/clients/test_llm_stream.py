@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
 import tracemalloc
 from collections.abc import AsyncIterator
@@ -219,3 +220,26 @@ async def test_the_work_per_piece_of_a_hidden_stream_does_not_grow_with_the_stre
     small = min([await seconds(1_000) for _ in range(2)])
     large = min([await seconds(4_000) for _ in range(2)])
     assert large / small < 7, f"1,000 pieces: {small:.3f} s, 4,000 pieces: {large:.3f} s"
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
+async def test_lines_end_as_the_protocol_says_wherever_the_reads_cut_them(
+    api: str, ending: str, http: httpx.AsyncClient, llm_server: FakeLLMServer
+) -> None:
+    words = ["Voilà", " l’été", "\u2028à", " Zürich", "\u0085—", " fin."]
+    if api == "ollama":
+        if ending == "\r":
+            pytest.skip("NDJSON ends a line with LF")
+        events = [json.dumps({"message": {"content": w}, "done": False}, ensure_ascii=False) for w in words]
+        events.append(json.dumps({"message": {"content": ""}, "done": True, "done_reason": "stop"}))
+        body = "".join(e + ending for e in events)
+    else:
+        events = [json.dumps({"choices": [{"delta": {"content": w}, "finish_reason": None}]}, ensure_ascii=False) for w in words]
+        events.append(json.dumps({"choices": [{"delta": {}, "finish_reason": "stop"}]}))
+        body = "".join(f": keep-alive{ending}data: {e}{ending}{ending}" for e in events) + f"data: [DONE]{ending}{ending}"
+    # Sent in ten reads of equal bytes: lines, CRLF pairs and UTF-8 characters cut anywhere.
+    llm_server.replies.append(Reply(body=body.encode(), content_type="text/event-stream", trickle=0.01))
+    llm = LLMClient(http, api=api, base_url=llm_server.url)  # type: ignore[arg-type]
+    result = await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=Seen())
+    assert result.text == "".join(words) and result.stop_reason == "stop"
