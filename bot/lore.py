@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,10 @@ DEFAULT_SCAN_DEPTH = 4
 # same syntax as `re` (Unicode \b and \w, lookarounds, backreferences: what RE2 would drop or
 # change) and gives up at a timeout. A sound key scans a turn's text in well under a millisecond.
 REGEX_TIMEOUT_SECONDS = 0.1
+# All regex keys of one turn together: a card with many such keys holds the event loop this long
+# at most (other users' commands must be answered within Discord's 3 s); the keys left over are
+# searched on the next turn, by when the ones that ran out of time are disabled.
+REGEX_TURN_SECONDS = 0.3
 # A card's token budget in characters: about four characters per token.
 CHARS_PER_TOKEN = 4
 _REGEX_KEY = re.compile(r"^/(?P<pattern>.+)/(?P<flags>[imsux]*)$", re.DOTALL)
@@ -95,6 +100,7 @@ class Lorebook:
     _regexes: list[tuple[int, regex.Pattern[str], bool, str, str]] = field(default_factory=list, init=False, repr=False)
     # Positions in `_regexes` of the keys that ran out of time.
     _disabled: set[int] = field(default_factory=set, init=False, repr=False)
+    _turn_budget_logged: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # One automaton per case rule; each hit names (entry index, keyword as written).
@@ -134,14 +140,28 @@ class Lorebook:
                     if index not in hits and (bounded or not self.entries[index].whole_words):
                         hits[index] = key
         lowered = text.lower()
+        deadline = time.perf_counter() + REGEX_TURN_SECONDS
         for position, (index, pattern, on_lowered, prefix, key) in enumerate(self._regexes):
             haystack = lowered if on_lowered else text
             # `in` finds a literal far faster than a regex scans for "\bword…".
             if index in hits or position in self._disabled or prefix not in haystack:
                 continue
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                if not self._turn_budget_logged:
+                    self._turn_budget_logged = True
+                    log.warning(
+                        "lore: the regular expressions used up their %g s of a turn; the keys left "
+                        "are searched on the next turns while the slow ones are disabled",
+                        REGEX_TURN_SECONDS,
+                    )
+                break
+            timeout = min(REGEX_TIMEOUT_SECONDS, left)
             try:
-                found = pattern.search(haystack, timeout=REGEX_TIMEOUT_SECONDS)
+                found = pattern.search(haystack, timeout=timeout)
             except TimeoutError:
+                if timeout < REGEX_TIMEOUT_SECONDS:
+                    continue  # cut short by the turn's budget: given its full time on a later turn
                 self._disabled.add(position)
                 log.warning(
                     "lore: the key %s of the entry %r took more than %g s on a text of %d characters "

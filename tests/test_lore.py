@@ -8,6 +8,7 @@ import random
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -277,13 +278,19 @@ keys, texts = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 entries = [_entry(f"e{n}", {"name": key, "keys": [key], "content": "x"}, n) for n, key in enumerate(keys)]
 entries.append(_entry("sound", {"name": "harbour", "keys": ["/vieux port/i", "harbour"], "content": "y"}, len(keys)))
 book = Lorebook(entries)
-rounds = []
-for _ in range(2):
-    started = time.perf_counter()
-    fired = [sorted(book.entries[i].name for i in book.fired(text)) for text in texts]
-    rounds.append(time.perf_counter() - started)
+calls, fired, before = [], [], -1
+while len(book.disabled()) != before and len(calls) < 100:
+    before = len(book.disabled())
+    for text in texts:
+        started = time.perf_counter()
+        fired.append(sorted(book.entries[i].name for i in book.fired(text)))
+        calls.append(time.perf_counter() - started)
+started = time.perf_counter()
+for text in texts:
+    book.fired(text)
+last = time.perf_counter() - started
 disabled = [key for _, key in book.disabled()]
-print(json.dumps({"rounds": rounds, "fired": fired, "disabled": disabled}))
+print(json.dumps({"calls": calls, "last": last, "fired": fired, "disabled": disabled}))
 """
 
 
@@ -298,15 +305,26 @@ def test_backtracking_regex_keys_are_bounded_then_disabled_with_one_log_line_eac
     except subprocess.TimeoutExpired:
         pytest.fail("matching the lorebook did not end within 60 s")
     result = json.loads(done.stdout)
-    first, second = result["rounds"]
-    # Each key runs out of time at most once (about REGEX_TIMEOUT_SECONDS), then is not searched.
-    assert first < 0.5 * len(BACKTRACKING), result
-    assert second < 0.2, "a disabled key is not searched again"
+    # Every turn is held for its budget at most (REGEX_TURN_SECONDS, and one search's overshoot:
+    # the engine checks its clock now and then), however many keys are slow.
+    assert max(result["calls"]) < 1.0, result["calls"]
+    # Once the slow keys are disabled, they are not searched again.
+    assert result["last"] < 0.2, result
     assert set(RUN_OUT_OF_TIME) <= set(result["disabled"]) <= set(BACKTRACKING)
-    assert result["fired"][1] == ["harbour"], "the sound key of the book still fires"
+    assert all(names == ["harbour"] for names in result["fired"][1::4]), "the sound key of the book still fires"
     warnings = [line for line in done.stderr.splitlines() if line.startswith("lore: the key ")]
     assert sorted(w.split()[3] for w in warnings) == sorted(result["disabled"]), "one line per disabled key"
     assert all("is disabled until the next start" in w for w in warnings)
+
+
+def test_a_disabled_key_is_reported_with_the_hits_and_never_enters_the_prompt() -> None:
+    lore = Lorebook([
+        LoreEntry("Tides", "The tides alternate.", regexes=(load_regex(r"/^(\w|\w\w|\s)+$/"),)),
+        LoreEntry("Harbour", "The harbour freezes.", keys=("port",)),
+    ])
+    hits = lore.match(["Je voudrais tout savoir sur le vieux port?"], budget_chars=1000, scan_depth=0)
+    assert [(h.name, h.kept, h.disabled) for h in hits] == [("Harbour", True, False), ("Tides", False, True)]
+    assert "Tides" not in render_lore(hits) and "The harbour freezes." in render_lore(hits)
 
 
 async def test_a_key_that_runs_out_of_time_is_counted_once_and_the_turn_is_answered(db, http, llm_server, tmp_path):
@@ -323,16 +341,6 @@ async def test_a_key_that_runs_out_of_time_is_counted_once_and_the_turn_is_answe
         assert engine.metrics.registry.get_sample_value("echo_lore_keys_disabled_total") == 1
     why = why_text(await engine.why("alice", "c"))
     assert "Tides — on “/^(\\w|\\w\\w|\\s)+$/” (disabled: this regular expression took too long" in why
-
-
-def test_a_disabled_key_is_reported_with_the_hits_and_never_enters_the_prompt() -> None:
-    lore = Lorebook([
-        LoreEntry("Tides", "The tides alternate.", regexes=(load_regex(r"/^(\w|\w\w|\s)+$/"),)),
-        LoreEntry("Harbour", "The harbour freezes.", keys=("port",)),
-    ])
-    hits = lore.match(["Je voudrais tout savoir sur le vieux port?"], budget_chars=1000, scan_depth=0)
-    assert [(h.name, h.kept, h.disabled) for h in hits] == [("Harbour", True, False), ("Tides", False, True)]
-    assert "Tides" not in render_lore(hits) and "The harbour freezes." in render_lore(hits)
 
 
 # Keys as lore authors write them (README "Lore", cards): the bounded engine fires them exactly
@@ -361,3 +369,21 @@ def test_sound_regex_keys_fire_as_python_re_does(key: str) -> None:
     for text in SOUND_TEXTS:
         assert (0 in lore.fired(text)) is bool(reference.search(text)), (key, text)
     assert not lore.disabled()
+
+
+def test_many_slow_keys_hold_a_turn_within_its_budget_until_all_are_disabled() -> None:
+    slow = [rf"/^(\w|\w\w|\s|{'q' * n})+$/" for n in range(2, 14)]
+    lore = Lorebook([LoreEntry(f"slow {n}", "x", regexes=(load_regex(key),)) for n, key in enumerate(slow)])
+    text = "Je voudrais tout savoir sur le vieux port?"
+    turns = 0
+    while len(lore.disabled()) < len(slow):
+        turns += 1
+        assert turns <= len(slow), "every turn disables at least one slow key"
+        started = time.perf_counter()
+        lore.fired(text)
+        # Without a bound per turn, the 12 keys of 0.1 s each take 1.2 s or more (2.7 s on a
+        # loaded machine): a turn stays well within Discord's 3 s for another user's command.
+        assert time.perf_counter() - started < 1.0
+    started = time.perf_counter()
+    lore.fired(text)
+    assert time.perf_counter() - started < 0.05
