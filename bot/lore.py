@@ -165,8 +165,8 @@ class Lorebook:
                 self._disabled.add(position)
                 log.warning(
                     "lore: the key %s of the entry %r took more than %g s on a text of %d characters "
-                    "and is disabled until the next start; a regular expression with nested repetition "
-                    "(such as (\\w+\\s?)+) can run for hours: rewrite it without",
+                    "and is disabled until the next start; a regular expression with nested or overlapping "
+                    "repetition (such as (\\w+\\s?)+ or (\\w|\\w\\w)+) can run for hours: rewrite it without",
                     key, self.entries[index].name, REGEX_TIMEOUT_SECONDS, len(haystack),
                 )
                 continue
