@@ -68,7 +68,7 @@ class LoreEntry:
     name: str
     content: str
     keys: tuple[str, ...] = ()
-    regexes: tuple[regex.Pattern[str], ...] = ()
+    regexes: tuple[regex.Pattern[str] | re.Pattern[str], ...] = ()
     case_sensitive: bool = False
     whole_words: bool = True
     constant: bool = False
@@ -119,7 +119,10 @@ class Lorebook:
                 automaton.make_automaton()
                 self._automata[case_sensitive] = automaton
         for index, entry in enumerate(self.entries):
-            for pattern in entry.regexes:
+            for written in entry.regexes:
+                # An entry built with Python's `re` (another lorebook format's reader) is searched
+                # with the same time limit: `re` has none.
+                pattern = written if isinstance(written, regex.Pattern) else regex.compile(written.pattern, written.flags)
                 lowered = _on_lowered(pattern)
                 searched = lowered or pattern
                 prefix = _literal_prefix(searched) if not searched.flags & regex.IGNORECASE else ""

@@ -387,3 +387,12 @@ def test_many_slow_keys_hold_a_turn_within_its_budget_until_all_are_disabled() -
     started = time.perf_counter()
     lore.fired(text)
     assert time.perf_counter() - started < 0.05
+
+
+def test_an_entry_built_with_python_re_is_searched_with_the_same_limit() -> None:
+    # Another lorebook format's reader may compile its keys with `re`, which cannot be stopped.
+    lore = Lorebook([LoreEntry("Tides", "x", regexes=(re.compile(r"^(\w|\w\w|\s)+$", re.IGNORECASE),))])
+    started = time.perf_counter()
+    assert lore.fired("Je voudrais tout savoir sur le vieux port?") == {}
+    assert time.perf_counter() - started < 1.0
+    assert lore.disabled() == [(0, "/^(\\w|\\w\\w|\\s)+$/")]
