@@ -10,7 +10,7 @@ per turn of ``Lorebook.match`` and of the naive scan (every keyword of every ent
 from __future__ import annotations
 
 import random
-import re
+import regex
 import statistics
 import sys
 import time
@@ -30,7 +30,7 @@ def make_book(rng: random.Random) -> Lorebook:
     entries = []
     for n in range(ENTRIES):
         keys = tuple(f"{rng.choice(WORDS)} {rng.choice(WORDS)}{n}" if k else f"{rng.choice(WORDS)}{n}" for k in range(3))
-        regexes = (re.compile(rf"\b{rng.choice(WORDS)}s? of {n}\b", re.IGNORECASE),) if n % 20 == 0 else ()
+        regexes = (regex.compile(rf"\b{rng.choice(WORDS)}s? of {n}\b", regex.IGNORECASE),) if n % 20 == 0 else ()
         entries.append(
             LoreEntry(
                 f"entry {n}", "lore " * rng.randint(5, 40), keys=keys, regexes=regexes,

@@ -11,13 +11,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replace_guard_corpus import DIFFERENT, HARD, SAME  # noqa: E402
-from replace_guard_corpus_en import DIFFERENT_EN, HARD_EN, SAME_EN  # noqa: E402
+from replace_guard_corpus import DIFFERENT, HARD, PEOPLE_OTHER, PEOPLE_SAME, SAME  # noqa: E402
+from replace_guard_corpus_en import DIFFERENT_EN, HARD_EN, PEOPLE_OTHER_EN, PEOPLE_SAME_EN, SAME_EN  # noqa: E402
 
 from bot.memory.replace_guard import SAME_SUBJECT_CUTOFF, judge_replacement, subject_overlap  # noqa: E402
 
 
-def report(language: str, SAME: list, DIFFERENT: list, HARD: list) -> None:  # noqa: N803
+def report(language: str, SAME: list, DIFFERENT: list, HARD: list, PEOPLE_SAME: list, PEOPLE_OTHER: list) -> None:  # noqa: N803
     print(f"=== {language} ===")
     print(f"labelled replacements: {len(SAME)} true corrections, {len(DIFFERENT)} unrelated, {len(HARD)} hard (same verb)")
     print("subject overlap distribution (correct | unrelated | hard):")
@@ -25,7 +25,11 @@ def report(language: str, SAME: list, DIFFERENT: list, HARD: list) -> None:  # n
         counts = [sum(1 for old, new, _ in group if subject_overlap(old, new) >= threshold) for group in (SAME, DIFFERENT, HARD)]
         print(f"  >= {threshold:.2f}: {counts[0]:2d} | {counts[1]:2d} | {counts[2]:2d}")
     print(f"cut-off on overlap: {SAME_SUBJECT_CUTOFF:.2f}; above it, the user's message decides")
-    for name, group, want in (("true corrections", SAME, True), ("unrelated", DIFFERENT, False), ("hard", HARD, False)):
+    groups = (
+        ("true corrections", SAME, True), ("unrelated", DIFFERENT, False), ("hard", HARD, False),
+        ("a relative's fact changed", PEOPLE_SAME, True), ("another relative named", PEOPLE_OTHER, False),
+    )
+    for name, group, want in groups:
         verdicts = [(judge_replacement(old, new, message), old, new) for old, new, message in group]
         right = sum(1 for v, _, _ in verdicts if v.replace is want)
         print(f"{name}: {right}/{len(group)} decided as labelled ({'replaced' if want else 'added beside the old fact'})")
@@ -35,9 +39,9 @@ def report(language: str, SAME: list, DIFFERENT: list, HARD: list) -> None:  # n
 
 
 def main() -> None:
-    report("French (and the few English cases of the first corpus)", SAME, DIFFERENT, HARD)
+    report("French (and the few English cases of the first corpus)", SAME, DIFFERENT, HARD, PEOPLE_SAME, PEOPLE_OTHER)
     print()
-    report("English", SAME_EN, DIFFERENT_EN, HARD_EN)
+    report("English", SAME_EN, DIFFERENT_EN, HARD_EN, PEOPLE_SAME_EN, PEOPLE_OTHER_EN)
 
 
 if __name__ == "__main__":

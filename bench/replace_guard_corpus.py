@@ -79,3 +79,22 @@ HARD: list[tuple[str, str, str]] = [
     ("The user lives in Leeds.", "The user lives with two flatmates.", "I live with two flatmates."),
     ("The user works at a bakery.", "The user works on weekends.", "I work on weekends too."),
 ]
+
+# Facts about the user's relatives (issue 22, item 9). PEOPLE_SAME: the same person's fact
+# changed, or the message names the person the old fact was about. PEOPLE_OTHER: the message
+# names another person with a change word; the old person's fact must stay.
+PEOPLE_SAME: list[tuple[str, str, str]] = [
+    ("La sœur de l'utilisateur habite à Paris.", "La sœur de l'utilisateur habite à Lyon.", "Ma sœur a déménagé à Lyon."),
+    ("La mère de l'utilisateur travaille dans une banque.", "La mère de l'utilisateur travaille à l'hôpital.", "Ma mère travaille maintenant à l'hôpital."),
+    ("La fille de l'utilisateur joue au tennis.", "La fille de l'utilisateur joue au football maintenant.", "Ma fille joue au football maintenant."),
+    ("La femme de l'utilisateur est infirmière.", "La femme de l'utilisateur est devenue professeure.", "Ma femme est devenue professeure."),
+    ("La sœur de l'utilisateur habite à Paris.", "Le frère de l'utilisateur habite à Paris.", "Ma sœur est partie de Paris, c'est mon frère qui y habite maintenant."),
+]
+
+PEOPLE_OTHER: list[tuple[str, str, str]] = [
+    ("La sœur de l'utilisateur habite à Paris.", "Le frère de l'utilisateur habite à Paris.", "Mon frère a déménagé à Paris."),
+    ("La mère de l'utilisateur travaille à l'hôpital.", "Le père de l'utilisateur travaille à l'hôpital.", "Mon père a commencé à l'hôpital, il y travaille maintenant."),
+    ("La fille de l'utilisateur joue au football.", "Le fils de l'utilisateur joue au football.", "Mon fils joue au football maintenant."),
+    ("La femme de l'utilisateur est professeure.", "Tom, l'ami de l'utilisateur, est devenu professeur.", "Mon ami Tom est devenu professeur."),
+    ("La grand-mère de l'utilisateur vit à Dublin.", "La tante de l'utilisateur vit à Dublin.", "Ma tante vit à Dublin maintenant."),
+]

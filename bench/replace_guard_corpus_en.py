@@ -67,3 +67,21 @@ HARD_EN: list[tuple[str, str, str]] = [
     ("The user works at a bakery.", "The user works on weekends.", "I work on weekends too."),
     ("The user plays the guitar.", "The user plays tennis.", "I also play tennis."),
 ]
+
+# Facts about the user's relatives (issue 22, item 9), as in the French corpus.
+PEOPLE_SAME_EN: list[tuple[str, str, str]] = [
+    ("The user's sister lives in Paris.", "The user's sister lives in Lyon.", "My sister moved to Lyon."),
+    ("The user's mother works at a bank.", "The user's mother works at the hospital.", "My mum started working at the hospital."),
+    ("The user's daughter plays tennis.", "The user's daughter plays football now.", "My daughter now plays football."),
+    ("The user's wife is a nurse.", "The user's wife is a teacher.", "My wife became a teacher."),
+    ("The user's sister lives in Paris.", "The user's brother lives in Paris.", "My sister moved out, my brother lives in Paris now."),
+]
+
+PEOPLE_OTHER_EN: list[tuple[str, str, str]] = [
+    ("The user's sister lives in Paris.", "The user's brother lives in Paris.", "My brother just moved to Paris."),
+    ("The user's mother works at the hospital.", "The user's father works at the hospital.", "My dad started working at the hospital last week."),
+    ("The user's daughter plays football.", "The user's son plays football.", "My son now plays football."),
+    ("The user's wife is a teacher.", "The user's friend Tom is a teacher.", "My friend Tom became a teacher."),
+    ("The user's son is learning the piano.", "The user's daughter is learning the piano.", "My daughter started the piano."),
+    ("The user's grandmother lives in Dublin.", "The user's aunt lives in Dublin now.", "My aunt moved to Dublin."),
+]

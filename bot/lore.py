@@ -18,26 +18,42 @@ lore file of Écho's own format (YAML), named by a character file's `lore:` key:
 Plain keywords of the whole book are matched at once by one Aho-Corasick automaton per case
 rule (pyahocorasick), which finds every occurrence, overlapping ones included, in one pass
 over the text; word boundaries are checked on the few hits. Regex keywords, rarer, are
-searched one by one. Entries are operator-written: never about a user, never a memory.
+searched one by one, each within REGEX_TIMEOUT_SECONDS: a key that runs out of time is disabled
+(logged once, listed in /why). Entries are operator-written: never about a user, never a memory,
+but a card comes from anywhere, and its keys are untrusted.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import ahocorasick
+import regex
 import yaml
 from bot.errors import LoreError
 
+log = logging.getLogger(__name__)
+
 DEFAULT_SCAN_DEPTH = 4
+# A key with nested repetition ("/^(\w+\s?)+$/") can backtrack for hours on one short message,
+# and Python's `re` holds the process meanwhile, signals included. The `regex` package reads the
+# same syntax as `re` (Unicode \b and \w, lookarounds, backreferences: what RE2 would drop or
+# change) and gives up at a timeout. A sound key scans a turn's text in well under a millisecond.
+REGEX_TIMEOUT_SECONDS = 0.1
+# All regex keys of one turn together: a card with many such keys holds the event loop this long
+# at most (other users' commands must be answered within Discord's 3 s); the keys left over are
+# searched on the next turn, by when the ones that ran out of time are disabled.
+REGEX_TURN_SECONDS = 0.3
 # A card's token budget in characters: about four characters per token.
 CHARS_PER_TOKEN = 4
 _REGEX_KEY = re.compile(r"^/(?P<pattern>.+)/(?P<flags>[imsux]*)$", re.DOTALL)
-_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "u": 0, "x": re.VERBOSE}
+_FLAGS = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL, "u": 0, "x": regex.VERBOSE}
 _ENTRY_KEYS = (
     "name", "keys", "content", "case_sensitive", "whole_words", "constant", "order", "priority", "enabled",
 )  # fmt: skip
@@ -52,7 +68,7 @@ class LoreEntry:
     name: str
     content: str
     keys: tuple[str, ...] = ()
-    regexes: tuple[re.Pattern[str], ...] = ()
+    regexes: tuple[regex.Pattern[str] | re.Pattern[str], ...] = ()
     case_sensitive: bool = False
     whole_words: bool = True
     constant: bool = False
@@ -62,13 +78,15 @@ class LoreEntry:
 
 @dataclass(frozen=True, slots=True)
 class LoreHit:
-    """An entry that fired: on which keyword ("(constant)" for a constant one), at what cost."""
+    """An entry that fired: on which keyword ("(constant)" for a constant one), at what cost;
+    or, `disabled`, a regex key of it that ran out of time once and is no longer searched."""
 
     name: str
     keyword: str
     cost: int
     content: str
-    kept: bool  # False: it fired but the budget was spent
+    kept: bool  # False: it fired but the budget was spent, or it is a disabled key
+    disabled: bool = False
 
 
 @dataclass(slots=True)
@@ -79,7 +97,10 @@ class Lorebook:
     _automata: dict[bool, Any] = field(default_factory=dict, init=False, repr=False)
     # (entry index, the pattern searched, whether in the lower-cased text, a literal every match
     # starts with ("" when unknown), the key as written)
-    _regexes: list[tuple[int, re.Pattern[str], bool, str, str]] = field(default_factory=list, init=False, repr=False)
+    _regexes: list[tuple[int, regex.Pattern[str], bool, str, str]] = field(default_factory=list, init=False, repr=False)
+    # Positions in `_regexes` of the keys that ran out of time.
+    _disabled: set[int] = field(default_factory=set, init=False, repr=False)
+    _turn_budget_logged: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # One automaton per case rule; each hit names (entry index, keyword as written).
@@ -98,10 +119,13 @@ class Lorebook:
                 automaton.make_automaton()
                 self._automata[case_sensitive] = automaton
         for index, entry in enumerate(self.entries):
-            for pattern in entry.regexes:
+            for written in entry.regexes:
+                # An entry built with Python's `re` (another lorebook format's reader) is searched
+                # with the same time limit: `re` has none.
+                pattern = written if isinstance(written, regex.Pattern) else regex.compile(written.pattern, written.flags)
                 lowered = _on_lowered(pattern)
                 searched = lowered or pattern
-                prefix = _literal_prefix(searched) if not searched.flags & re.IGNORECASE else ""
+                prefix = _literal_prefix(searched) if not searched.flags & regex.IGNORECASE else ""
                 self._regexes.append((index, searched, lowered is not None, prefix, f"/{pattern.pattern}/"))
 
     def fired(self, text: str) -> dict[int, str]:
@@ -119,12 +143,43 @@ class Lorebook:
                     if index not in hits and (bounded or not self.entries[index].whole_words):
                         hits[index] = key
         lowered = text.lower()
-        for index, pattern, on_lowered, prefix, key in self._regexes:
+        deadline = time.perf_counter() + REGEX_TURN_SECONDS
+        for position, (index, pattern, on_lowered, prefix, key) in enumerate(self._regexes):
             haystack = lowered if on_lowered else text
-            # `in` finds a literal far faster than `re` scans for "\bword…".
-            if index not in hits and prefix in haystack and pattern.search(haystack):
+            # `in` finds a literal far faster than a regex scans for "\bword…".
+            if index in hits or position in self._disabled or prefix not in haystack:
+                continue
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                if not self._turn_budget_logged:
+                    self._turn_budget_logged = True
+                    log.warning(
+                        "lore: the regular expressions used up their %g s of a turn; the keys left "
+                        "are searched on the next turns while the slow ones are disabled",
+                        REGEX_TURN_SECONDS,
+                    )
+                break
+            timeout = min(REGEX_TIMEOUT_SECONDS, left)
+            try:
+                found = pattern.search(haystack, timeout=timeout)
+            except TimeoutError:
+                if timeout < REGEX_TIMEOUT_SECONDS:
+                    continue  # cut short by the turn's budget: given its full time on a later turn
+                self._disabled.add(position)
+                log.warning(
+                    "lore: the key %s of the entry %r took more than %g s on a text of %d characters "
+                    "and is disabled until the next start; a regular expression with nested or overlapping "
+                    "repetition (such as (\\w+\\s?)+ or (\\w|\\w\\w)+) can run for hours: rewrite it without",
+                    key, self.entries[index].name, REGEX_TIMEOUT_SECONDS, len(haystack),
+                )
+                continue
+            if found:
                 hits[index] = key
         return hits
+
+    def disabled(self) -> list[tuple[int, str]]:
+        """(entry index, key as written) of every regex key disabled for running out of time."""
+        return [(self._regexes[p][0], self._regexes[p][4]) for p in sorted(self._disabled)]
 
     def match(self, recent: Sequence[str], *, budget_chars: int, scan_depth: int) -> list[LoreHit]:
         """The entries fired by the last message and the `scan_depth` messages before it;
@@ -145,29 +200,29 @@ class Lorebook:
         return [
             LoreHit(self.entries[i].name, fired[i], len(self.entries[i].content), self.entries[i].content, i in kept)
             for i in ordered
-        ]
+        ] + [LoreHit(self.entries[i].name, key, 0, "", False, disabled=True) for i, key in self.disabled()]
 
 
-def _on_lowered(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
+def _on_lowered(pattern: regex.Pattern[str]) -> regex.Pattern[str] | None:
     """A case-insensitive regex as a case-sensitive one over the lower-cased text, when that is
-    the same search: Python's `re` scans for a literal much faster without IGNORECASE."""
-    if not pattern.flags & re.IGNORECASE:
+    the same search: a regex scans for a literal much faster without IGNORECASE."""
+    if not pattern.flags & regex.IGNORECASE:
         return None
     source = pattern.pattern
     escapes = re.findall(r"\\(.)", source)
     if any(c.isalpha() and c not in _SAFE_ESCAPE_LETTERS for c in escapes) or "(?" in source:
         return None
-    return re.compile(source.lower(), pattern.flags & ~re.IGNORECASE)
+    return regex.compile(source.lower(), pattern.flags & ~regex.IGNORECASE)
 
 
 _QUANTIFIERS = frozenset("?*+{")
 
 
-def _literal_prefix(pattern: re.Pattern[str]) -> str:
+def _literal_prefix(pattern: regex.Pattern[str]) -> str:
     """Plain characters every match of `pattern` starts with, after an optional leading \\b;
     "" when the pattern may match otherwise (an alternation, a class, a quantifier, a flag)."""
     source = pattern.pattern
-    if "|" in source or pattern.flags & (re.VERBOSE | re.IGNORECASE):
+    if "|" in source or pattern.flags & (regex.VERBOSE | regex.IGNORECASE):
         return ""
     if source.startswith("\\b"):
         source = source[2:]
@@ -301,20 +356,20 @@ def _entry(where: str, raw: Mapping[str, Any], index: int) -> LoreEntry:
     constant = bool(raw.get("constant", False))
     case_sensitive = bool(raw.get("case_sensitive", False))
     keys: list[str] = []
-    regexes: list[re.Pattern[str]] = []
+    regexes: list[regex.Pattern[str]] = []
     for key in (k.strip() for k in keys_raw):
         if not key:
             continue
-        regex = _REGEX_KEY.match(key)
-        if regex is None:
+        written = _REGEX_KEY.match(key)
+        if written is None:
             keys.append(key)
             continue
-        flags = 0 if case_sensitive else re.IGNORECASE
-        for letter in regex["flags"]:
+        flags = 0 if case_sensitive else regex.IGNORECASE
+        for letter in written["flags"]:
             flags |= _FLAGS[letter]
         try:
-            regexes.append(re.compile(regex["pattern"], flags))
-        except re.error as exc:
+            regexes.append(regex.compile(written["pattern"], flags))
+        except regex.error as exc:
             raise LoreError(f"{where}: invalid regular expression {key!r}: {exc}.") from None
     if not keys and not regexes and not constant:
         raise LoreError(f"{where}: an entry needs keys, or constant: true.")

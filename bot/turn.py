@@ -22,6 +22,7 @@ from bot.clients.outage import Outage
 from bot.context import EngineContext
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.llm_calls import final_reply
+from bot.lore import LoreHit
 from bot.memory import settings_store
 from bot.memory.exchange_store import (
     MessagePart,
@@ -180,16 +181,18 @@ class Turns:
             list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
         )
         self._note_scene(msg, history)
-        lore = (
-            character.lore.match(
+        lore: list[LoreHit] = []
+        if character.lore is not None:
+            disabled = len(character.lore.disabled())
+            lore = character.lore.match(
                 [line.text for line in history] + [text],
                 budget_chars=settings.lore_budget_chars,
                 scan_depth=settings.lore_scan_depth,
             )
-            if character.lore is not None
-            else []
-        )
-        selection.lore = [{"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept} for h in lore]
+            ctx.metrics.lore_keys_disabled.inc(len(character.lore.disabled()) - disabled)
+        selection.lore = [
+            {"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept, "disabled": h.disabled} for h in lore
+        ]
         messages = build_reply_messages(
             character_prompt=render_character_prompt(character, speaker_name(msg.user_name)),
             character_name=character.name,

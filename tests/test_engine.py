@@ -38,11 +38,11 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def make_engine(db, http, llm_server, tmp_path, *, embedder=None, clock=None, **settings) -> Engine:
+def make_engine(db, http, llm_server, tmp_path, *, embedder=None, clock=None, api="ollama", **settings) -> Engine:
     config = load_settings(
         _env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db", **settings
     )
-    llm = LLMClient(http, api="ollama", base_url=llm_server.url)
+    llm = LLMClient(http, api=api, base_url=llm_server.url)
     extra = {"clock": clock} if clock is not None else {}
     return Engine(db=db, llm=llm, embedder=embedder, settings=config.engine, character=load_character(None), **extra)
 
@@ -371,6 +371,29 @@ async def test_a_stream_cut_halfway_is_the_reply_as_far_as_it_went(db, http, llm
     assert result.error is not None and "cut" in result.error
     async with db.reader.execute("SELECT reply FROM exchanges") as cur:
         assert [tuple(row) for row in await cur.fetchall()] == [("Il était une",)]
+
+
+@pytest.mark.parametrize("api", ["ollama", "openai"])
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085"])
+async def test_a_line_separator_in_a_streamed_reply_keeps_the_whole_reply_stored_and_reflected(
+    db, http, llm_server, tmp_path, api, separator
+):
+    engine = make_engine(db, http, llm_server, tmp_path, api=api)
+    answer = f"Voici la première ligne.{separator}Et voici la seconde, entière."
+    llm_server.handler = lambda request: "{}" if request.json_schema is not None else answer
+    seen: list[str] = []
+
+    async def on_text(text: str) -> None:
+        seen.append(text)
+
+    result = await engine.turn(msg("Deux lignes ?"), on_text=on_text)
+    assert not result.cut and result.error is None
+    assert result.reply == answer and seen[-1] == answer
+    async with db.reader.execute("SELECT reply FROM exchanges") as cur:
+        assert [row[0] for row in await cur.fetchall()] == [answer]
+    await engine.wait_reflections("alice")
+    [reflection] = [r for r in llm_server.chats if r.json_schema is not None]
+    assert "Et voici la seconde, entière." in json.dumps(reflection.messages, ensure_ascii=False)
 
 
 async def test_a_turn_schedules_its_own_reflection(db, http, llm_server, tmp_path):

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import random
+import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -20,6 +24,7 @@ from bot.engine import Engine, Incoming
 from bot.clients.llm import LLMClient
 from bot.lore import LoreEntry, Lorebook, load_lore_file, naive_fired
 from bot.presenting import why_text
+from bot.prompting import render_lore
 from bot.prompting import ChannelLine
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
 
@@ -169,8 +174,8 @@ async def http():
         yield client
 
 
-def lore_engine(db, http, llm_server, tmp_path) -> Engine:
-    (tmp_path / "lore.yaml").write_text(LORE_YAML, encoding="utf-8")
+def lore_engine(db, http, llm_server, tmp_path, lore: str = LORE_YAML) -> Engine:
+    (tmp_path / "lore.yaml").write_text(lore, encoding="utf-8")
     (tmp_path / "lina.yaml").write_text("name: Lina\npersona: A sailor of Vellmar.\nlore: lore.yaml\n", encoding="utf-8")
     config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
     llm = LLMClient(http, api="ollama", base_url=llm_server.url)
@@ -245,3 +250,149 @@ def load_regex(key: str):  # type: ignore[no-untyped-def]
     from bot.lore import _entry
 
     return _entry("test", {"keys": [key], "content": "x"}, 0).regexes[0]
+
+
+# -- untrusted regular expressions (issue 22, item 3) -----------------------------------------
+
+# Catastrophic for Python's `re` on the texts below (seconds to hours each); the last five are
+# for the `regex` engine too, and run out of time there.
+BACKTRACKING = [
+    r"/^(\w+\s?)+$/",
+    r"/^([a-z0-9]+\s?)*$/",
+    r"/(a+)+b/",
+    r"/((a+)+)+$/",
+    r"/^(\d+|\d)+$/",
+    r"/(a|aa)+$/",
+    r"/(a|a)+$/",
+    r"/(x|x|x)+y/",
+    r"/(?:[a-z]|[a-z]{2})+\d/",
+    r"/^(\w|\w\w|\s)+$/",
+]
+RUN_OUT_OF_TIME = BACKTRACKING[-5:]
+HOSTILE_TEXTS = ["a" * 39 + "!", "Je voudrais tout savoir sur le vieux port?", "1" * 39 + "x", "x" * 39]
+_PROBE = """
+import json, logging, sys, time
+from bot.lore import _entry, Lorebook
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
+keys, texts = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+entries = [_entry(f"e{n}", {"name": key, "keys": [key], "content": "x"}, n) for n, key in enumerate(keys)]
+entries.append(_entry("sound", {"name": "harbour", "keys": ["/vieux port/i", "harbour"], "content": "y"}, len(keys)))
+book = Lorebook(entries)
+calls, fired, before = [], [], -1
+while len(book.disabled()) != before and len(calls) < 100:
+    before = len(book.disabled())
+    for text in texts:
+        started = time.perf_counter()
+        fired.append(sorted(book.entries[i].name for i in book.fired(text)))
+        calls.append(time.perf_counter() - started)
+started = time.perf_counter()
+for text in texts:
+    book.fired(text)
+last = time.perf_counter() - started
+disabled = [key for _, key in book.disabled()]
+print(json.dumps({"calls": calls, "last": last, "fired": fired, "disabled": disabled}))
+"""
+
+
+def test_backtracking_regex_keys_are_bounded_then_disabled_with_one_log_line_each() -> None:
+    # In a child process: on an engine without a bound, the search holds the interpreter for
+    # hours, and only the process can be stopped.
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE, json.dumps(BACKTRACKING), json.dumps(HOSTILE_TEXTS)],
+            capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[1], check=True,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("matching the lorebook did not end within 60 s")
+    result = json.loads(done.stdout)
+    # Every turn is held for its budget at most (REGEX_TURN_SECONDS, and one search's overshoot:
+    # the engine checks its clock now and then), however many keys are slow.
+    assert max(result["calls"]) < 1.0, result["calls"]
+    # Once the slow keys are disabled, they are not searched again.
+    assert result["last"] < 0.2, result
+    assert set(RUN_OUT_OF_TIME) <= set(result["disabled"]) <= set(BACKTRACKING)
+    assert all(names == ["harbour"] for names in result["fired"][1::4]), "the sound key of the book still fires"
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("lore: the key ")]
+    assert sorted(w.split()[3] for w in warnings) == sorted(result["disabled"]), "one line per disabled key"
+    assert all("is disabled until the next start" in w for w in warnings)
+
+
+def test_a_disabled_key_is_reported_with_the_hits_and_never_enters_the_prompt() -> None:
+    lore = Lorebook([
+        LoreEntry("Tides", "The tides alternate.", regexes=(load_regex(r"/^(\w|\w\w|\s)+$/"),)),
+        LoreEntry("Harbour", "The harbour freezes.", keys=("port",)),
+    ])
+    hits = lore.match(["Je voudrais tout savoir sur le vieux port?"], budget_chars=1000, scan_depth=0)
+    assert [(h.name, h.kept, h.disabled) for h in hits] == [("Harbour", True, False), ("Tides", False, True)]
+    assert "Tides" not in render_lore(hits) and "The harbour freezes." in render_lore(hits)
+
+
+async def test_a_key_that_runs_out_of_time_is_counted_once_and_the_turn_is_answered(db, http, llm_server, tmp_path):
+    slow = LORE_YAML + """  - name: Tides
+    keys: ['/^(\\w|\\w\\w|\\s)+$/']
+    content: The tides alternate.
+"""
+    engine = lore_engine(db, http, llm_server, tmp_path, lore=slow)
+    await engine.start()
+    llm_server.handler = lambda r: "{}" if r.json_schema is not None else "Oui."
+    for text in ("Je voudrais tout savoir sur le vieux port?", "Je voudrais tout savoir sur le vieux port?"):
+        result = await engine.turn(Incoming(user_id="alice", user_name="Alice", text=text, story_id="c", place="g"))
+        assert result.reply == "Oui."
+        assert engine.metrics.registry.get_sample_value("echo_lore_keys_disabled_total") == 1
+    why = why_text(await engine.why("alice", "c"))
+    assert "Tides — on “/^(\\w|\\w\\w|\\s)+$/” (disabled: this regular expression took too long" in why
+
+
+# Keys as lore authors write them (README "Lore", cards): the bounded engine fires them exactly
+# as Python's `re` does, Unicode word boundaries, lookarounds and backreferences included.
+SOUND_KEYS = [
+    "/quays? of vellmar/i", "/quai(s)? d'orsay/i", r"/\bdragons?\b/", r"/\bcafé\b/", r"/\bÉcole\b/i",
+    r"/(?<!vieux )port/", r"/(\w)\1/", r"/^hello/m", r"/guil(d|de) des voleurs/", r"/[A-Z]ara/",
+    r"/\d{2,4} pièces/", r"/(?i)Moon/", r"/\Sea/", r"/a.b/s", r"/ thé \s+ vert /x",
+]
+SOUND_TEXTS = [
+    "the QUAYS of Vellmar", "le quai d'Orsay", "Dragons fly", "un café noir", "à l'école", "le vieux port",
+    "le port", "aller", "x\nhello", "la guilde des voleurs", "sara", "1200 pièces", "the moon", "a ea", "a\nb",
+    "un thévert", "cafés", "l'écolier", "",
+]
+
+
+@pytest.mark.parametrize("key", SOUND_KEYS)
+def test_sound_regex_keys_fire_as_python_re_does(key: str) -> None:
+    lore = Lorebook([LoreEntry("e", "x", regexes=(load_regex(key),))])
+    written = re.match(r"^/(?P<pattern>.+)/(?P<flags>[imsux]*)$", key, re.DOTALL)
+    assert written is not None
+    flags = re.IGNORECASE
+    for letter in written["flags"]:
+        flags |= {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "u": 0, "x": re.VERBOSE}[letter]
+    reference = re.compile(written["pattern"], flags)
+    for text in SOUND_TEXTS:
+        assert (0 in lore.fired(text)) is bool(reference.search(text)), (key, text)
+    assert not lore.disabled()
+
+
+def test_many_slow_keys_hold_a_turn_within_its_budget_until_all_are_disabled() -> None:
+    slow = [rf"/^(\w|\w\w|\s|{'q' * n})+$/" for n in range(2, 14)]
+    lore = Lorebook([LoreEntry(f"slow {n}", "x", regexes=(load_regex(key),)) for n, key in enumerate(slow)])
+    text = "Je voudrais tout savoir sur le vieux port?"
+    turns = 0
+    while len(lore.disabled()) < len(slow):
+        turns += 1
+        assert turns <= len(slow), "every turn disables at least one slow key"
+        started = time.perf_counter()
+        lore.fired(text)
+        # Without a bound per turn, the 12 keys of 0.1 s each take 1.2 s or more (2.7 s on a
+        # loaded machine): a turn stays well within Discord's 3 s for another user's command.
+        assert time.perf_counter() - started < 1.0
+    started = time.perf_counter()
+    lore.fired(text)
+    assert time.perf_counter() - started < 0.05
+
+
+def test_an_entry_built_with_python_re_is_searched_with_the_same_limit() -> None:
+    # Another lorebook format's reader may compile its keys with `re`, which cannot be stopped.
+    lore = Lorebook([LoreEntry("Tides", "x", regexes=(re.compile(r"^(\w|\w\w|\s)+$", re.IGNORECASE),))])
+    started = time.perf_counter()
+    assert lore.fired("Je voudrais tout savoir sur le vieux port?") == {}
+    assert time.perf_counter() - started < 1.0
+    assert lore.disabled() == [(0, "/^(\\w|\\w\\w|\\s)+$/")]

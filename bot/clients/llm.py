@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from bot.clients.llm_wire import ChatReply, TokenUsage, request_body, strip_thinking, token_usage
+from bot.clients.llm_wire import ChatReply, Thinking, TokenUsage, request_body, strip_thinking, token_usage
 from bot.clients.values import storable
 from bot.kinds import Api
 from bot.errors import LLMBadResponse, LLMError, LLMStreamCut, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
@@ -41,6 +41,10 @@ MAX_QUOTED_CHARS = 500
 # A chat answer is a few KB (a long reasoning trace, a few hundred): past this, the model is
 # looping, and its answer is dropped before it fills the memory.
 MAX_RESPONSE_BYTES = 2_000_000
+# Reasoning hidden from the user, in characters: about 60,000 tokens, past the longest thinking
+# budgets of today's reasoning models (32,000-38,000 tokens). A trace this long is a loop, and
+# cutting it early spares the wait up to MAX_RESPONSE_BYTES or the timeout.
+MAX_THINKING_CHARS = 250_000
 _ENCODING_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
@@ -76,6 +80,17 @@ def _connect_failure(exc: BaseException) -> str:
     return str(exc) or "connection failed"
 
 
+
+
+def _length(text: Any) -> int:
+    return len(text) if isinstance(text, str) else 0
+
+
+def _line_end(buffer: bytearray, start: int) -> int:
+    """Where the first line of `buffer` at or after `start` ends (at its CR or LF), -1 if none."""
+    newline = buffer.find(b"\n", start)
+    carriage = buffer.find(b"\r", start, newline if newline >= 0 else len(buffer))
+    return carriage if carriage >= 0 else newline
 
 
 def _same_model(wanted: str, listed: str) -> bool:
@@ -184,7 +199,7 @@ class LLMClient:
         if timeout is None:
             timeout = self.timeout
         started = time.perf_counter()
-        raw: list[str] = []
+        thinking = Thinking()
         shown = ""
         usage = TokenUsage(None, None)
         stop: str | None = None
@@ -196,28 +211,33 @@ class LLMClient:
                         self._raise_if_model_missing(failed, model)
                     self._raise_for_status(failed, path)
                 async for event in self._events(response, path):
-                    piece, event_stop, event_usage = self._stream_event(event, path)
+                    piece, reasoning, event_stop, event_usage = self._stream_event(event, path)
                     stop = event_stop or stop
                     usage = event_usage or usage
-                    if piece:
-                        raw.append(piece)
-                        visible = storable(strip_thinking("".join(raw)))
-                        if visible != shown:
-                            shown = visible
-                            await on_text(visible)
+                    thinking.hidden_chars += reasoning
+                    if piece and thinking.feed(storable(piece)) and (visible := thinking.answer()) != shown:
+                        shown = visible
+                        await on_text(visible)
+                    if thinking.hidden_chars > MAX_THINKING_CHARS:
+                        raise LLMTooLarge(
+                            f"The model behind the {self._server} at {self._url(path)} reasoned for "
+                            f"more than {MAX_THINKING_CHARS:,} characters without finishing; its "
+                            "answer was dropped. A model that does not stop thinking is usually "
+                            "missing its stop token or output limit."
+                        )
                 if stop is None:
                     raise LLMBadResponse(
                         f"The {self._server} at {self._url(path)} ended the stream before the "
                         "model finished its answer."
                     )
         except LLMError as exc:
-            partial = storable(strip_thinking("".join(raw)))
+            partial = thinking.answer(final=True)
             if partial:
                 raise LLMStreamCut(exc, partial=partial) from exc
             raise
         if stop == "length":
             log.warning("model %s hit its token limit: the reply is cut short", model)
-        text = storable(strip_thinking("".join(raw)))
+        text = thinking.answer(final=True)
         if not text:
             raise LLMBadResponse(f"The {self._server} at {self._url(path)} returned an empty reply.")
         log.debug(
@@ -318,16 +338,8 @@ class LLMClient:
 
     async def _events(self, response: httpx.Response, path: str) -> AsyncIterator[dict[str, Any]]:
         """The JSON objects of a stream: Ollama's NDJSON lines or OpenAI's SSE `data:` lines."""
-        received = 0
-        async for line in response.aiter_lines():
-            received += len(line) + 1
-            if received > MAX_RESPONSE_BYTES:
-                raise LLMTooLarge(
-                    f"The {self._server} at {self._url(path)} sent more than "
-                    f"{MAX_RESPONSE_BYTES // 1_000_000} MB for one answer; it was dropped. A "
-                    "model that does not stop is usually missing its stop token or output limit."
-                )
-            line = line.strip()
+        async for raw in self._lines(response, path):
+            line = raw.decode("utf-8", errors="replace").strip()
             if self.api == "openai":
                 if not line.startswith("data:"):
                     continue  # SSE comments, event names, blank separators
@@ -347,10 +359,38 @@ class LLMClient:
                 )
             yield event
 
+    async def _lines(self, response: httpx.Response, path: str) -> AsyncIterator[bytes]:
+        """The body's lines as the protocols end them (LF, CRLF, and CR in SSE), never at a
+        Unicode line separator that JSON leaves unescaped (U+2028, U+2029, U+0085), as a general
+        line splitter would. Bounded by what arrived, not by what the sender chooses to end: past
+        MAX_RESPONSE_BYTES, line or no line, it stops."""
+        received = 0
+        pending = bytearray()
+        async for chunk in response.aiter_bytes():
+            received += len(chunk)
+            if received > MAX_RESPONSE_BYTES:
+                raise LLMTooLarge(
+                    f"The {self._server} at {self._url(path)} sent more than "
+                    f"{MAX_RESPONSE_BYTES // 1_000_000} MB for one answer; it was dropped. A "
+                    "model that does not stop is usually missing its stop token or output limit."
+                )
+            searched = len(pending)
+            pending += chunk
+            start = 0
+            while (end := _line_end(pending, max(start, searched))) >= 0:
+                yield bytes(pending[start:end])
+                start = end + 1
+            del pending[:start]
+        if pending:
+            yield bytes(pending)
+
     def _stream_event(
         self, event: dict[str, Any], path: str
-    ) -> tuple[str, str | None, TokenUsage | None]:
-        """(text piece, stop reason when finished, usage when given) of one stream event."""
+    ) -> tuple[str, int, str | None, TokenUsage | None]:
+        """(text piece, characters of reasoning sent beside it, stop reason when finished, usage
+        when given) of one stream event. Reasoning in a field of its own (Ollama's `thinking`,
+        `reasoning_content` or `reasoning` of OpenAI-compatible servers) is never shown, only
+        counted against MAX_THINKING_CHARS."""
         error = event.get("error")
         if error is not None:
             said = error.get("message") if isinstance(error, dict) else error
@@ -360,17 +400,19 @@ class LLMClient:
             )
         try:
             if self.api == "ollama":
-                piece = (event.get("message") or {}).get("content") or ""
+                message = event.get("message") or {}
+                piece, reasoning = message.get("content") or "", _length(message.get("thinking"))
                 if not event.get("done"):
-                    return piece, None, None
-                return piece, event.get("done_reason") or "stop", token_usage("ollama", event)
+                    return piece, reasoning, None, None
+                return piece, reasoning, event.get("done_reason") or "stop", token_usage("ollama", event)
             usage = token_usage("openai", event) if isinstance(event.get("usage"), dict) else None
             choices = event.get("choices") or []
             if not choices:
-                return "", None, usage
+                return "", 0, None, usage
             choice = choices[0]
-            piece = (choice.get("delta") or {}).get("content") or ""
-            return piece, choice.get("finish_reason"), usage
+            delta = choice.get("delta") or {}
+            reasoning = _length(delta.get("reasoning_content")) + _length(delta.get("reasoning"))
+            return delta.get("content") or "", reasoning, choice.get("finish_reason"), usage
         except (AttributeError, TypeError):
             raise LLMBadResponse(
                 f"The {self._server} at {self._url(path)} streamed an event of an unexpected "

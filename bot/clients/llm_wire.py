@@ -6,7 +6,6 @@ reasoning a model prints before its answer. No I/O: bot/clients/llm.py sends and
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,9 +15,8 @@ from bot.kinds import Api
 # Name sent in OpenAI's response_format.json_schema; the API requires one.
 SCHEMA_NAME = "reflection"
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
-_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_OPEN = "<think>"
+_CLOSE = "</think>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,16 +59,78 @@ def token_usage(api: Api, data: Mapping[str, Any]) -> TokenUsage:
 
 def strip_thinking(text: str) -> str:
     """The answer without the model's `<think>…</think>` reasoning, trimmed."""
-    text = _THINK_BLOCK.sub("", text)
-    # Some chat templates open the block inside the prompt, so only the closing tag reaches us.
-    closes = list(_THINK_CLOSE.finditer(text))
-    if closes:
-        text = text[closes[-1].end() :]
-    # A block still open means generation stopped while thinking: nothing after it is an answer.
-    opened = _THINK_OPEN.search(text)
-    if opened:
-        text = text[: opened.start()]
-    return text.strip()
+    thinking = Thinking()
+    thinking.feed(text)
+    return thinking.answer(final=True)
+
+
+class Thinking:
+    """A streamed answer split from the reasoning a model prints before it, piece by piece:
+    each piece costs its own length, however long the stream already is (a runaway `<think>`
+    never closed must not be read again at every piece).
+
+    A `<think>…</think>` block is reasoning; a `</think>` with no block open ends reasoning that
+    began in the prompt (some chat templates open the block there), so what came before it was
+    reasoning too; a block still open means generation stopped while thinking."""
+
+    def __init__(self) -> None:
+        self._answer: list[str] = []
+        self._text = ""
+        self._dirty = False  # `_text` is behind `_answer`
+        self._changed = False  # during one `feed`
+        self._inside = False
+        # The end of the last piece when it may be the start of a tag, kept until it is known.
+        self._tail = ""
+        self.hidden_chars = 0
+
+    def feed(self, piece: str) -> bool:
+        """Read one more piece; True when the answer so far changed."""
+        text = self._tail + piece
+        self._tail = ""
+        self._changed = False
+        start = 0
+        while (at := text.find("<", start)) >= 0:
+            self._take(text[start:at])
+            head = text[at : at + len(_CLOSE)].lower()
+            if head.startswith(_OPEN):
+                self._inside = True
+                start = at + len(_OPEN)
+            elif head.startswith(_CLOSE):
+                if not self._inside:
+                    self._answer.clear()
+                    self._changed = self._dirty = True
+                self._inside = False
+                start = at + len(_CLOSE)
+            elif len(head) < len(_CLOSE) and (_OPEN.startswith(head) or _CLOSE.startswith(head)):
+                self._tail = text[at:]
+                return self._changed
+            else:
+                self._take("<")
+                start = at + 1
+        self._take(text[start:])
+        return self._changed
+
+    def answer(self, *, final: bool = False) -> str:
+        """The answer so far, trimmed; `final`: the stream has ended, so a tag's possible start
+        held back is plain text after all."""
+        if final and self._tail:
+            self._take(self._tail)
+            self._tail = ""
+        if self._dirty:
+            joined = "".join(self._answer)
+            self._answer = [joined]
+            self._text = joined.strip()
+            self._dirty = False
+        return self._text
+
+    def _take(self, text: str) -> None:
+        if not text:
+            return
+        if self._inside:
+            self.hidden_chars += len(text)
+        else:
+            self._answer.append(text)
+            self._changed = self._dirty = True
 
 
 def request_body(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.memory.text import announces_addition, announces_change, content_words, same_word_stem
+from bot.memory.text import announces_addition, announces_change, content_words, same_word_stem, words
 
 # Verbs of attitude or possession are the frame of a sentence, not its subject: "aime le jazz"
 # and "aime la randonnée" are two facts, "fait partie de l'équipe Paiements / Logistique" one.
@@ -26,6 +26,42 @@ FRAME_WORDS = frozenset(
     plus pas jamais toujours souvent not never always often no longer
     """.split()
 )
+
+# People a fact can be about besides the user. A message's change word ("moved", "started",
+# "maintenant", "a déménagé") says that the fact of whoever the message names changed: when the
+# old text alone names a person (the sister's town, the new text the brother's), the change is
+# the other person's, and only a message naming the old person backs the replacement. A word
+# joined by hyphens counts by its parts ("grand-mère", "mother-in-law").
+PERSON_WORDS = frozenset(
+    """
+    mère père maman papa parents parent sœur sœurs soeur frère frères fils fille filles enfant
+    enfants bébé femme mari époux épouse conjoint conjointe compagnon compagne copain copine
+    petit-ami petite-amie ami amie amis amies pote potes collègue collègues patron patronne chef
+    cousin cousine cousins tante oncle nièce neveu grand-mère grand-père mamie papi voisin voisine
+    voisins coloc colocataire fiancé fiancée
+    mother father mum mom mummy mommy dad daddy parents parent sister sisters brother brothers
+    sons daughter daughters child children kid kids baby wife husband spouse partner boyfriend
+    girlfriend fiance fiancee friend friends mate colleague colleagues coworker boss cousin
+    cousins aunt uncle niece nephew grandmother grandfather grandma grandpa granny neighbour
+    neighbor neighbours neighbors flatmate roommate
+    """.split()
+)
+# "son" is a person in English and a possessive in French ("son chien"): read as a person only in
+# a text about "the user".
+_ENGLISH_ONLY_PERSONS = frozenset({"son"})
+
+
+def people(text: str) -> set[str]:
+    """The words of `text` that name a person other than the user."""
+    found = set()
+    tokens = words(text)
+    english = "user" in tokens
+    for word in tokens:
+        parts = {word, *word.split("-")}
+        if parts & PERSON_WORDS or (english and parts & _ENGLISH_ONLY_PERSONS):
+            found.add(word)
+    return found
+
 
 # Read from bench/replace_guard.py on bench/replace_guard_corpus.py (labelled triples: old fact,
 # proposed replacement, the user's message). Subject overlap alone does not separate the two
@@ -64,12 +100,20 @@ def judge_replacement(old: str, new: str, user_message: str) -> GuardVerdict:
     A replacement keeps everything the old text said (an enrichment) or is backed by the
     user's own words: they name what is being replaced ("j'ai quitté l'équipe Paiements") or
     say that it changed ("maintenant", "j'ai déménagé"), and do not say it is in addition
-    ("aussi"). Anything else is added and the old fact stays: a duplicate the user can forget
+    ("aussi"). A change word counts only for the words the old text alone has: when those name
+    a person, the message must name that person, since "my brother just moved to Paris" says
+    nothing of the sister's fact it would replace. Anything else is added and the old fact stays: a duplicate the user can forget
     costs less than a fact erased.
     """
     overlap = subject_overlap(old, new)
     if overlap < SAME_SUBJECT_CUTOFF:
         return GuardVerdict(False, f"not the same subject (overlap {overlap:.2f})")
+    old_people = people(old) - people(new)
+    if old_people:
+        named = people(user_message) | content_words(user_message)
+        if not any(same_word_stem(p, m) for p in old_people for m in named):
+            listed = ", ".join(sorted(old_people))
+            return GuardVerdict(False, f"the old fact is about {listed}, whom the message does not name")
     new_words = _subject_words(new)
     old_only = {w for w in _subject_words(old) if not any(same_word_stem(w, x) for x in new_words)}
     if not old_only:

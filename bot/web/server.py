@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import jinja2
 from aiohttp import web
@@ -85,8 +85,16 @@ def _render(request: web.Request, template: str, status: int = 200, **context: A
 
 
 def _local_path(target: str | None) -> str:
-    """Where to go after login: a path of this site only, never another host."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+    """Where to go after login: a path of this site only, never another host, "/" otherwise.
+
+    Judged on the URL as parsed, never on the string: browsers drop a tab or a newline and read
+    a backslash as a slash ("/%09/evil.example/" is "//evil.example/" to them), and a response
+    header cannot carry a control character, so anything but visible ASCII is refused first."""
+    if not target or not all(" " < char < "\x7f" for char in target) or "\\" in target or target.startswith("//"):
+        return "/"
+    # urlsplit reads "///host/" as an empty host and the path "/host/"; a browser, as the host.
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/") or parts.path.startswith("//"):
         return "/"
     return target
 

@@ -10,9 +10,11 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 import pytest_asyncio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot.clients.llm import MAX_RESPONSE_BYTES, LLMClient
-from bot.clients.llm_wire import SCHEMA_NAME, strip_thinking
+from bot.clients.llm_wire import SCHEMA_NAME, Thinking, strip_thinking
 from bot.errors import LLMBadResponse, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
 from tests.fakes.llm_server import (  # noqa: F401  (fixtures)
     FAKE_MODEL,
@@ -244,6 +246,32 @@ async def test_reply_made_only_of_thinking_is_a_bad_response(
 )
 def test_strip_thinking(raw: str, expected: str) -> None:
     assert strip_thinking(raw) == expected
+
+
+def _whole_text_reference(text: str) -> str:
+    """What the answer is, read on the whole text at once (the rule `Thinking` keeps)."""
+    text = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL | re.IGNORECASE)
+    closes = list(re.finditer(r"</think>", text, re.IGNORECASE))
+    if closes:
+        text = text[closes[-1].end() :]
+    opened = re.search(r"<think>", text, re.IGNORECASE)
+    return (text[: opened.start()] if opened else text).strip()
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(["<think>", "</think>", "<THINK>", "</Think>", "<", ">", "</", "<thi", "nk>", "a", " ", "é\n", "2 < 3"]), max_size=14),
+    st.data(),
+)
+def test_reading_piece_by_piece_gives_the_answer_the_whole_text_gives(tokens: list[str], data: st.DataObject) -> None:
+    text = "".join(tokens)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    thinking = Thinking()
+    for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True):
+        thinking.feed(text[start:end])
+        assert "<think>" not in thinking.answer().lower()
+    assert thinking.answer(final=True) == _whole_text_reference(text)
+    assert strip_thinking(text) == _whole_text_reference(text)
 
 
 # -- failures ------------------------------------------------------------------------------

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import json
+import time
+import tracemalloc
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 import pytest_asyncio
 
-from bot.clients.llm import LLMClient
+from bot.clients.llm import MAX_RESPONSE_BYTES, MAX_THINKING_CHARS, LLMClient
 from bot.clients.llm_wire import Image, TokenUsage
-from bot.errors import LLMBadResponse, LLMStreamCut, LLMTimeout, ModelNotFound
+from bot.errors import LLMBadResponse, LLMStreamCut, LLMTimeout, LLMTooLarge, ModelNotFound
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, Reply, llm_server  # noqa: F401  (fixture)
 
 APIS = ["ollama", "openai"]
@@ -128,3 +132,114 @@ async def test_images_go_in_each_apis_shape(api: str, http: httpx.AsyncClient, l
                 {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{encoded}"}},
             ],
         }
+
+
+# -- what the protocol says, not a general line splitter (issue 22, items 7, 8, 10) ----------
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085", "\x1c", "\x0b"])
+async def test_a_unicode_line_separator_in_the_answer_is_text_not_the_end_of_an_event(
+    api: str, separator: str, http: httpx.AsyncClient, llm_server: FakeLLMServer
+) -> None:
+    # Sent unescaped (legal in JSON for the first three; the last two arrive escaped, as JSON
+    # requires, and must be read alike).
+    answer = f"Première ligne.{separator}Seconde ligne,{separator}et la fin."
+    llm_server.replies.append(Reply(answer))
+    seen = Seen()
+    llm = LLMClient(http, api=api, base_url=llm_server.url)  # type: ignore[arg-type]
+    result = await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=seen)
+    assert result.text == answer and result.stop_reason == "stop"
+    assert seen.texts[-1] == answer
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_an_endless_line_fails_once_past_the_bound_holding_no_more_than_it(
+    api: str, http: httpx.AsyncClient, llm_server: FakeLLMServer
+) -> None:
+    endless = 40 * MAX_RESPONSE_BYTES
+    llm_server.replies.append(Reply(endless_line=endless))
+    llm = LLMClient(http, api=api, base_url=llm_server.url)  # type: ignore[arg-type]
+    tracemalloc.start()
+    try:
+        with pytest.raises(LLMTooLarge, match="more than 2 MB for one answer"):
+            await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=Seen(), timeout=30)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # What the bot held: the bound and a read's worth, not what the sender kept sending.
+    assert peak < 2 * MAX_RESPONSE_BYTES, f"{peak:,} bytes held for a line of {endless:,}"
+    await asyncio.sleep(0.2)
+    assert llm_server.endless_sent < endless / 4, "the bot kept reading past the bound"
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_runaway_reasoning_is_cut_at_its_own_bound_with_the_usual_errors(
+    api: str, http: httpx.AsyncClient, llm_server: FakeLLMServer
+) -> None:
+    word = "x" * 200
+    over = MAX_THINKING_CHARS // 200 + 50
+    assert over * 300 < MAX_RESPONSE_BYTES  # this stream stays under the byte cap
+    llm = LLMClient(http, api=api, base_url=llm_server.url)  # type: ignore[arg-type]
+    # Nothing shown yet: the call fails like any oversized answer.
+    llm_server.replies.append(Reply("<think>" + f" {word}" * over))
+    with pytest.raises(LLMTooLarge, match="reasoned for more than"):
+        await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=Seen())
+    # After some answer: a cut that keeps it, as for any stream broken halfway.
+    llm_server.replies.append(Reply("Je commence à répondre <think>" + f" {word}" * over))
+    with pytest.raises(LLMStreamCut) as cut:
+        await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=Seen())
+    assert cut.value.partial == "Je commence à répondre"
+    assert isinstance(cut.value.cause, LLMTooLarge)
+    # Reasoning in a field of its own counts the same.
+    llm_server.replies.append(Reply("Réponse.", thinking=f" {word}" * over))
+    with pytest.raises(LLMTooLarge, match="reasoned for more than"):
+        await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=Seen())
+    llm_server.replies.append(Reply("Réponse.", thinking=f" {word}" * 100))
+    assert (await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=Seen())).text == "Réponse."
+    # A long reasoning under the bound is read to its end.
+    llm_server.replies.append(Reply("<think>" + f" {word}" * 100 + "</think> Voilà."))
+    assert (await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=Seen())).text == "Voilà."
+
+
+async def test_the_work_per_piece_of_a_hidden_stream_does_not_grow_with_the_stream(
+    http: httpx.AsyncClient, llm_server: FakeLLMServer
+) -> None:
+    """Four times the pieces cost about four times the time, not sixteen: each piece is read
+    once, not the whole stream again at every piece."""
+    llm = LLMClient(http, api="ollama", base_url=llm_server.url)
+    word = "y" * 50  # 4,000 pieces stay under MAX_THINKING_CHARS
+
+    async def seconds(pieces: int) -> float:
+        llm_server.replies.append(Reply("<think>" + f" {word}" * pieces + "</think> Fin."))
+        started = time.process_time()
+        assert (await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=Seen())).text == "Fin."
+        return time.process_time() - started
+
+    await seconds(200)  # warm-up
+    small = min([await seconds(1_000) for _ in range(2)])
+    large = min([await seconds(4_000) for _ in range(2)])
+    assert large / small < 7, f"1,000 pieces: {small:.3f} s, 4,000 pieces: {large:.3f} s"
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
+async def test_lines_end_as_the_protocol_says_wherever_the_reads_cut_them(
+    api: str, ending: str, http: httpx.AsyncClient, llm_server: FakeLLMServer
+) -> None:
+    words = ["Voilà", " l’été", "\u2028à", " Zürich", "\u0085—", " fin."]
+    if api == "ollama":
+        if ending == "\r":
+            pytest.skip("NDJSON ends a line with LF")
+        events = [json.dumps({"message": {"content": w}, "done": False}, ensure_ascii=False) for w in words]
+        events.append(json.dumps({"message": {"content": ""}, "done": True, "done_reason": "stop"}))
+        body = "".join(e + ending for e in events)
+    else:
+        events = [json.dumps({"choices": [{"delta": {"content": w}, "finish_reason": None}]}, ensure_ascii=False) for w in words]
+        events.append(json.dumps({"choices": [{"delta": {}, "finish_reason": "stop"}]}))
+        body = "".join(f": keep-alive{ending}data: {e}{ending}{ending}" for e in events) + f"data: [DONE]{ending}{ending}"
+    # Sent in ten reads of equal bytes: lines, CRLF pairs and UTF-8 characters cut anywhere.
+    llm_server.replies.append(Reply(body=body.encode(), content_type="text/event-stream", trickle=0.01))
+    llm = LLMClient(http, api=api, base_url=llm_server.url)  # type: ignore[arg-type]
+    result = await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=Seen())
+    assert result.text == "".join(words) and result.stop_reason == "stop"

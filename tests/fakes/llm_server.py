@@ -19,6 +19,7 @@ How a chat request is answered, first rule that applies:
     4. default: prose `echo: <last user message>`, or `{}` for a structured request.
 An answer is a `str` (the assistant's text) or a `Reply` for anything else:
     Reply("text", thinking="...")      Ollama `message.thinking` / OpenAI `reasoning_content`
+                                       (streamed: one word per event, before the text)
     Reply("text", delay=2.0)           slow: answers after 2 s
     Reply("text", finish="length")     generation cut at the token limit
     Reply(hang=True)                   accepts the request, never answers (until the server stops)
@@ -39,6 +40,10 @@ chunk when `stream_options.include_usage`, then `data: [DONE]`), one word per ev
     Reply("a b c", pace=0.05)          one word every 0.05 s
     Reply("a b c", die_after=2)        two words, then the connection is dropped mid-stream
     Reply("a b c", stream_error="oom") the words, then an error event in that API's shape
+    Reply(endless_line=50_000_000)     the start of an event, then that many bytes of one line
+                                       that never ends, sent as fast as they are read, then closes
+Streamed JSON is not ASCII-escaped, as llama.cpp, vLLM and LM Studio send it: a U+2028 in the
+text arrives as those bytes, not as `\\u2028`.
 
 Every request (chat and model lists) is recorded in `server.requests` as an `LLMRequest`
 (api, method, path, model, messages, json_schema, headers, body); `server.chats` keeps the chat
@@ -108,6 +113,7 @@ class Reply:
     pace: float = 0.0
     die_after: int | None = None
     stream_error: str | None = None
+    endless_line: int = 0
 
 
 Answer = str | Reply
@@ -128,6 +134,7 @@ class FakeLLMServer:
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
+        self.endless_sent = 0  # bytes of the last endless line written before the reader hung up
         self._served = 0
         # (time.monotonic(), word) of every streamed word, in order.
         self.streamed: list[tuple[float, str]] = []
@@ -295,9 +302,14 @@ class FakeLLMServer:
             prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in recorded.messages)
 
         async def send(event: dict[str, Any]) -> None:
-            line = json.dumps(event)
+            line = json.dumps(event, ensure_ascii=False)
             await response.write((line + "\n").encode() if api == "ollama" else f"data: {line}\n\n".encode())
 
+        if reply.endless_line:
+            await self._send_endless_line(request, response, api, reply.endless_line)
+            return response
+        for thought in re.findall(r"\s*\S+", reply.thinking or ""):
+            await send(_stream_thought(api, model, thought, serial))
         for n, word in enumerate(words):
             if reply.die_after is not None and n >= reply.die_after:
                 if request.transport is not None:
@@ -347,6 +359,22 @@ class FakeLLMServer:
         await response.write_eof()
         return response
 
+    async def _send_endless_line(
+        self, request: web.Request, response: web.StreamResponse, api: Api, size: int
+    ) -> None:
+        start = '{"message": {"role": "assistant", "content": "' if api == "ollama" else 'data: {"choices": [{"delta": {"content": "'
+        await response.write(start.encode())
+        chunk = b"a" * 65536
+        self.endless_sent = 0
+        try:
+            while self.endless_sent < size and not self._stopping.is_set():
+                await response.write(chunk)
+                self.endless_sent += len(chunk)
+        except (ConnectionError, RuntimeError):
+            return  # the reader hung up
+        if request.transport is not None:
+            request.transport.close()
+
     async def _send_in_pieces(
         self, request: web.Request, reply: Reply, raw: bytes
     ) -> web.StreamResponse:
@@ -388,6 +416,18 @@ def _stream_piece(api: Api, model: str, word: str, serial: int) -> dict[str, Any
     return {
         "id": f"chatcmpl-fake-{serial}", "object": "chat.completion.chunk", "created": int(time.time()),
         "model": model, "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}],
+    }
+
+
+def _stream_thought(api: Api, model: str, word: str, serial: int) -> dict[str, Any]:
+    if api == "ollama":
+        return {
+            "model": model, "created_at": "2025-01-01T00:00:00Z",
+            "message": {"role": "assistant", "content": "", "thinking": word}, "done": False,
+        }
+    return {
+        "id": f"chatcmpl-fake-{serial}", "object": "chat.completion.chunk", "created": int(time.time()),
+        "model": model, "choices": [{"index": 0, "delta": {"reasoning_content": word}, "finish_reason": None}],
     }
 
 

@@ -11,7 +11,8 @@ import pytest
 from bot.memory.replace_guard import SAME_SUBJECT_CUTOFF, judge_replacement, subject_overlap
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from replace_guard_corpus import DIFFERENT, HARD, SAME  # noqa: E402
+from replace_guard_corpus import DIFFERENT, HARD, PEOPLE_OTHER, PEOPLE_SAME, SAME  # noqa: E402
+from replace_guard_corpus_en import PEOPLE_OTHER_EN, PEOPLE_SAME_EN  # noqa: E402
 
 
 def test_seed_001_velo_is_not_overwritten_by_mercredi():
@@ -47,3 +48,18 @@ def test_an_enrichment_keeping_the_whole_old_fact_replaces_even_with_aussi():
         "Et aussi aux noix de cajou.",
     )
     assert verdict.replace
+
+
+# Another person's fact (issue 22, item 9): a change word counts only for the words the old text
+# alone has, so "mon frère a déménagé" does not replace the sister's fact; the same person's fact
+# changed, or the old person named, still does. English and French alike.
+@pytest.mark.parametrize("old, new, message", PEOPLE_SAME + PEOPLE_SAME_EN)
+def test_a_relatives_own_fact_changed_replaces(old, new, message):
+    assert judge_replacement(old, new, message).replace
+
+
+@pytest.mark.parametrize("old, new, message", PEOPLE_OTHER + PEOPLE_OTHER_EN)
+def test_another_relatives_fact_is_added_beside_the_old_one(old, new, message):
+    verdict = judge_replacement(old, new, message)
+    assert not verdict.replace
+    assert "whom the message does not name" in verdict.why

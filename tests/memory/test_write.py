@@ -69,6 +69,23 @@ async def test_seed_001_wrong_replacement_is_applied_as_an_add_and_the_old_fact_
     assert await store.history("camille") == []
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("The user's sister lives in Paris.", "The user's brother lives in Paris.", "My brother just moved to Paris."),
+        ("La sœur de l'utilisateur habite à Paris.", "Le frère de l'utilisateur habite à Paris.", "Mon frère a déménagé à Paris."),
+    ],
+)
+async def test_another_persons_fact_never_replaces_the_first_ones(db, store, clock, old, new, message):
+    sister = await store.add("camille", NewMemory(text=old, place="guild-1"))
+    r = reflection(replace=[{"id": sister, "text": new}])
+    report = await apply_reflection(db, r, ctx({sister}, message), clock=clock)
+    [decision] = report.decisions
+    assert decision.action == "replace_as_add" and f"#{sister} kept" in decision.detail
+    assert await texts(store) == [old, new]
+    assert await store.history("camille") == []
+
+
 async def test_a_true_correction_replaces_and_archives(db, store, clock):
     team = await store.add("camille", NewMemory(text="L'utilisateur fait partie de l'équipe Paiements.", place="guild-1"))
     clock.advance(days=3)

@@ -54,10 +54,47 @@ async def test_the_login_form_sets_an_httponly_cookie_that_is_not_the_token(page
     assert overview.status_code == 200 and "Overview" in overview.text
 
 
-@pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "\\\\evil", "javascript:alert(1)"])
+HOSTILE_NEXT = [
+    "//evil.example/",
+    "https://evil.example/",
+    "\\\\evil",
+    "javascript:alert(1)",
+    "/\t/evil.example/",  # /login?next=/%09/evil.example/: a browser drops the tab
+    "/\n/evil.example/",
+    "/\r/evil.example/",
+    "/\r\nSet-Cookie: echo_session=x",
+    "/\\evil.example/",
+    "/\\/evil.example/",
+    "\t//evil.example/",
+    " //evil.example/",
+    "///evil.example/",
+    "http:/evil.example/",
+    "HTTPS://evil.example",
+    "evil.example",
+    "/users/\x00alice",
+    "/\u2028/evil.example/",
+    "/\uff0f/evil.example/",
+    "/%0d%0aSet-Cookie:x",  # stays encoded: a path of this site
+]
+
+
+@pytest.mark.parametrize("target", HOSTILE_NEXT)
 async def test_login_never_redirects_to_another_site(page: Page, target: str):
     done = await page.http.post(page.url + "/login", data={"token": TOKEN, "next": target})
-    assert done.status_code == 303 and done.headers["Location"] == "/"
+    assert done.status_code == 303
+    location = done.headers["Location"]
+    assert location == "/" or (target == location and target.startswith("/%0d")), location
+    # The form served for that `next` carries a path of this site only, whatever was asked.
+    form = await page.http.get(page.url + "/login", params={"next": target})
+    assert form.status_code == 200
+    carried = re.search(r'name="next" value="([^"]*)"', form.text)
+    assert carried is not None and carried[1] == location
+
+
+@pytest.mark.parametrize("target", ["/", "/users/alice", "/users/alice/turns/1", "/?window=24h", "/users/a%2Fb"])
+async def test_login_goes_back_to_a_path_of_this_site(page: Page, target: str):
+    done = await page.http.post(page.url + "/login", data={"token": TOKEN, "next": target})
+    assert done.status_code == 303 and done.headers["Location"] == target
 
 
 async def test_healthz_is_open_and_says_only_whether_each_part_answers(page: Page):
