@@ -1,6 +1,7 @@
 """Entry point: `python -m bot` runs the Discord bot, `python -m bot chat --user NAME` the terminal chat,
 `python -m bot migrate-store --from sqlite:///… --to postgresql://…` moves the database,
-`python -m bot backup [FILE]` / `restore FILE` back it up and put a backup back."""
+`python -m bot backup [FILE]` / `restore FILE` back it up and put a backup back,
+`python -m bot doctor` checks the set-up."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     move.add_argument("--from", dest="source", required=True, help="sqlite:///path/to/echo.sqlite3")
     move.add_argument("--to", dest="target", required=True, help="postgresql://user:password@host:5432/echo")
     move.add_argument("--replace", action="store_true", help="empty a target that holds other rows first")
+    sub.add_parser("doctor", help="check everything the bot needs, one line per check, with the fix")
     save = sub.add_parser("backup", help="a checked copy of the SQLite database, safe while the bot runs")
     save.add_argument("file", nargs="?", type=Path, help="where to write it (default: BACKUP_DIR/echo-<time>.sqlite3)")
     put = sub.add_parser("restore", help="put a backup in place of the SQLite database, with the bot stopped")
@@ -44,6 +46,21 @@ _PG_DUMP = (
     "and restore with the bot stopped:\n"
     "  pg_restore --clean --if-exists --dbname=\"$DATABASE_URL\" echo.dump"
 )
+
+
+async def _doctor() -> int:
+    from bot.doctor import diagnose, report
+
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"✗ settings: {exc}\n    → correct them in .env (see .env.example); nothing else can be checked before")
+        return 1
+    logging.getLogger().setLevel(logging.ERROR)
+    print("✓ settings: read")
+    findings = await diagnose(settings)
+    print(report(findings))
+    return 0 if all(f.ok for f in findings) else 1
 
 
 def _backup(args: argparse.Namespace) -> int:
@@ -147,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        if args.command == "doctor":
+            return asyncio.run(_doctor())
         if args.command in ("backup", "restore"):
             return _backup(args)
         if args.command == "migrate-store":
