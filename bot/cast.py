@@ -35,7 +35,7 @@ from bot.errors import CharacterError
 log = logging.getLogger(__name__)
 
 MAPPING_FILE = "channels.yaml"
-CHARACTER_SUFFIXES = (".yaml", ".yml", ".json")
+CHARACTER_SUFFIXES = (".yaml", ".yml", ".json", ".png")
 KEY_SEPARATOR = "@"
 _MAPPING_KEYS = ("default", "servers", "categories", "channels")
 

@@ -291,8 +291,8 @@ class Settings(BaseSettings):
         None,
         description=(
             "Character to play: a YAML or JSON file in Écho's format, or a SillyTavern "
-            "character card (V1 or V2) exported as JSON. Empty: the bundled "
-            "bot/characters/echo.yaml."
+            "character card (V1, V2 or V3) exported as JSON or as a PNG picture. Empty: the "
+            "bundled bot/characters/echo.yaml."
         ),
         json_schema_extra=_section("Character"),
     )

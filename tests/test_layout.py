@@ -27,6 +27,7 @@ CORE_FILES = (
     "bot/cast.py",
     "bot/i18n.py",
     "bot/quoting.py",
+    "bot/png_card.py",
     # The engine's parts.
     "bot/context.py",
     "bot/events.py",
