@@ -229,3 +229,28 @@ async def test_scheduled_backups_keep_the_newest_and_touch_no_other_file(tmp_pat
     assert sorted(p.name for p in folder.iterdir()) == [
         "echo-20260101T020000Z.sqlite3", "echo-20260101T030000Z.sqlite3", "echo-20260101T040000Z.sqlite3", "mine.sqlite3"
     ]
+
+
+async def test_a_failing_scheduled_backup_logs_once_and_counts_each_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from bot.app import backups, scheduled_backup
+    from bot.config import load_settings
+
+    database = tmp_path / "echo.sqlite3"
+    await (await Database.open(database)).close()
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the backup folder should be", encoding="utf-8")
+    storage = load_settings(_env_file=None, database_path=database, backup_dir=blocked / "backups").storage
+    before = backups.failures
+    with caplog.at_level("INFO", logger="bot.app"):
+        await scheduled_backup(storage)
+        await scheduled_backup(storage)
+        assert backups.failures - before == 2
+        assert len([r for r in caplog.records if "scheduled backup failed" in r.getMessage()]) == 1
+        blocked.unlink()
+        await scheduled_backup(storage)
+    assert not backups.down
+    assert "scheduled backups work again after 2 failure(s)" in caplog.text
+    (kept,) = (blocked / "backups").iterdir()
+    assert integrity(kept) == ["ok"]
