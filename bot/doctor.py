@@ -23,7 +23,7 @@ import httpx
 from pydantic import ValidationError
 
 from bot.cast import Cast, load_cast
-from bot.clients.db import list_migrations
+from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations
 from bot.clients.embeddings import make_embedder
 from bot.clients.llm import LLMClient
 from bot.config import Settings
@@ -117,15 +117,8 @@ def check_sqlite(path: Path) -> list[Finding]:
         except sqlite3.Error as exc:
             found.append(_bad("migrations", f"{path} cannot be read ({exc})", "restore a backup: python -m bot restore FILE"))
             version = None
-        if version is not None and version > known:
-            found.append(
-                _bad("migrations", f"schema {version}, newer than this Écho ({known})", "update Écho, or restore an older backup")
-            )
-        elif version is not None:
-            pending = known - version
-            found.append(
-                _good("migrations", "current" if not pending else f"{pending} to apply, automatically, at the next start")
-            )
+        if version is not None:
+            found.append(_migrations(version, known))
     free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
     if free < MIN_FREE_BYTES:
         found.append(
@@ -147,11 +140,20 @@ async def check_postgres(url: str) -> list[Finding]:
         return [_bad("database", f"{describe(url)} refuses: {exc}", "check DATABASE_URL, that the server runs and the database exists")]
     try:
         read_only = await conn.fetchval("SHOW transaction_read_only")
+        migrated = await conn.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
+        version = int(await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version")) if migrated else 0
     finally:
         await conn.close()
     if read_only == "on":
         return [_bad("database", f"{describe(url)} is read-only (a standby?)", "point DATABASE_URL at the primary")]
-    return [_good("database", f"{describe(url)} answers and accepts writes")]
+    return [_good("database", f"{describe(url)} answers and accepts writes"), _migrations(version, len(list_migrations(POSTGRES_MIGRATIONS_DIR)))]
+
+
+def _migrations(version: int, known: int) -> Finding:
+    if version > known:
+        return _bad("migrations", f"schema {version}, newer than this Écho ({known})", "update Écho, or restore an older backup")
+    pending = known - version
+    return _good("migrations", "current" if not pending else f"{pending} to apply, automatically, at the next start")
 
 
 # --- LLM --------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import socket
 import sys
 from pathlib import Path
@@ -151,3 +152,18 @@ async def test_bad_settings_are_one_line_each_and_exit_1(tmp_path: Path, setting
     code, out = await doctor(doctor_env(**{setting: value}), tmp_path)
     assert code == 1 and out.startswith("✗ settings:") and setting in out
     assert "Traceback" not in out
+
+
+async def test_a_postgresql_database_is_checked_for_writes_and_migrations(
+    tmp_path: Path, llm_server: FakeLLMServer, postgres_cluster
+) -> None:
+    from bot.clients.postgres import PostgresDatabase
+
+    url = await postgres_cluster.empty_database()
+    env = doctor_env(LLM_BASE_URL=llm_server.url, LLM_MODEL=FAKE_MODEL, DATABASE_URL=url)
+    code, out = await doctor(env, tmp_path)
+    assert "✓ database: postgresql://" in out and "accepts writes" in out
+    assert re.search(r"✓ migrations: \d+ to apply, automatically, at the next start", out), out
+    await (await PostgresDatabase.open(url)).close()
+    code, out = await doctor(env, tmp_path)
+    assert "✓ migrations: current" in out, out
