@@ -222,8 +222,11 @@ def restore(path: Path, database: Path, now: datetime | None = None) -> RestoreR
     """Put the backup `path` in place of `database`, with no process using it. The replaced
     database is renamed "<name>.before-restore-<UTC time>" (with its -wal), never deleted."""
     counts = check_backup(path)
-    database.parent.mkdir(parents=True, exist_ok=True)
-    lock = hold_database(database, exclusive=True)
+    try:
+        database.parent.mkdir(parents=True, exist_ok=True)
+        lock = hold_database(database, exclusive=True)
+    except OSError as exc:
+        raise BackupError(f"cannot write in {database.parent} ({exc.strerror or exc}); nothing was changed") from exc
     if lock is None:
         raise BackupError(
             f"a bot process is using {database} (it holds {lock_file(database)}): stop it "

@@ -254,3 +254,16 @@ async def test_a_failing_scheduled_backup_logs_once_and_counts_each_failure(
     assert "scheduled backups work again after 2 failure(s)" in caplog.text
     (kept,) = (blocked / "backups").iterdir()
     assert integrity(kept) == ["ok"]
+
+
+async def test_restore_into_a_folder_it_cannot_write_says_so_and_changes_nothing(tmp_path: Path) -> None:
+    database = tmp_path / "data" / "echo.sqlite3"
+    await (await Database.open(database)).close()
+    code, out, err = await command(chat_env("http://127.0.0.1:9", database), tmp_path, "backup", "kept.sqlite3")
+    assert code == 0, err
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder", encoding="utf-8")
+    env = chat_env("http://127.0.0.1:9", blocked / "echo.sqlite3")
+    code, out, err = await command(env, tmp_path, "restore", "kept.sqlite3")
+    assert code == 1 and "Nothing was restored: cannot write in" in err and "Traceback" not in err
+    assert blocked.read_text(encoding="utf-8") == "not a folder"
