@@ -20,7 +20,7 @@ from bot.errors import LLMError, StorageError
 from cogs.utils.answering import DISCORD_LIMIT, split_message
 from cogs.utils.voices import character_at
 from bot.engine import MAX_MEMORY_CHARS, Engine, Shown
-from bot.i18n import language
+from bot.i18n import DEFAULT_LANGUAGE, language
 from bot.memory_commands import MemoryCommands
 from bot.i18n import text as tr
 from bot.memory.model import Memory
@@ -235,7 +235,7 @@ def receipt_view(owner_id: int | str, exchange_id: int, changes: int) -> discord
     return view
 
 
-def memory_actions(owner_id: int | str, memories: list[Memory], lang: str = "en") -> discord.ui.View:
+def memory_actions(owner_id: int | str, memories: list[Memory], lang: str = DEFAULT_LANGUAGE) -> discord.ui.View:
     """Forget and Edit for each memory (the first RECEIPT_MAX_ACTIONS of them), labelled in `lang`."""
     view = discord.ui.View(timeout=None)
     for memory in memories[:RECEIPT_MAX_ACTIONS]:
@@ -251,7 +251,7 @@ class _MemoryButton(_OwnedButton, template=r"echo:memory-base:(?!)"):
     label: str  # its catalogue key
     style: discord.ButtonStyle
 
-    def __init__(self, owner_id: int | str, memory_id: int, lang: str = "en") -> None:
+    def __init__(self, owner_id: int | str, memory_id: int, lang: str = DEFAULT_LANGUAGE) -> None:
         super().__init__(
             discord.ui.Button(
                 label=tr(lang, self.label, id=memory_id),
@@ -303,7 +303,7 @@ async def open_editor(
 class EditMemoryModal(discord.ui.Modal):
     """The memory's text, to rewrite; the previous version is archived (restorable)."""
 
-    def __init__(self, engine: Engine, memory: Memory, owner: str, lang: str = "en") -> None:
+    def __init__(self, engine: Engine, memory: Memory, owner: str, lang: str = DEFAULT_LANGUAGE) -> None:
         super().__init__(title=tr(lang, "edit_title", id=memory.id), custom_id=f"echo:edit-memory:{memory.id}", timeout=900)
         self.engine = engine
         self.owner = owner
