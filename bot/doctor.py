@@ -26,7 +26,7 @@ from bot.cast import Cast, load_cast
 from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations
 from bot.clients.embeddings import make_embedder
 from bot.clients.llm import LLMClient
-from bot.config import Settings
+from bot.config import Settings, StorageSettings
 from bot.errors import CharacterError, EmbeddingError, LLMError, ModelNotFound
 from bot.memory.recall import SEMANTIC_THRESHOLDS, threshold_for
 from bot.memory.reflection import Reflection, reflection_json_schema
@@ -84,6 +84,27 @@ def check_characters(settings: Settings) -> tuple[list[Finding], Cast | None]:
 
 def _nearest_folder(path: Path) -> Path:
     return next(p for p in path.parents if p.exists())
+
+
+def check_backups(storage: StorageSettings) -> list[Finding]:
+    """Where scheduled backups go can be written (BACKUP_EVERY_HOURS on a SQLite database)."""
+    if not storage.backup_every_hours or storage.database_url:
+        return []
+    folder = storage.backup_dir if storage.backup_dir.exists() else _nearest_folder(storage.backup_dir)
+    try:
+        if not folder.is_dir():
+            raise NotADirectoryError(f"{folder} is not a folder")
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        return [
+            _bad(
+                "backups",
+                f"BACKUP_DIR {storage.backup_dir} cannot be written ({exc.strerror or exc})",
+                "create it writable for this user, or set BACKUP_DIR elsewhere",
+            )
+        ]
+    return [_good("backups", f"every {storage.backup_every_hours:g} h into {storage.backup_dir}, {storage.backup_keep} kept")]
 
 
 def check_sqlite(path: Path) -> list[Finding]:
@@ -399,7 +420,7 @@ async def diagnose(settings: Settings) -> list[Finding]:
         if storage.database_url:
             database = check_postgres(storage.database_url)
         else:
-            database = asyncio.to_thread(check_sqlite, storage.database_path)
+            database = asyncio.to_thread(lambda: check_sqlite(storage.database_path) + check_backups(storage))
         groups = await asyncio.gather(
             _bounded("database", database),
             _bounded("LLM", check_llm(settings, http)),
