@@ -23,12 +23,11 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot.cast import Cast, load_cast
 from bot.character import Character
-from bot.config import Settings, StorageSettings, WebSettings
-from bot.clients.backup import backup_and_rotate
-from bot.clients.outage import Outage
+from bot.config import Settings, WebSettings
+from bot.clients.backup import scheduled_backup
 from bot.clients.db import Database, storage_failure
 from bot.clients.embeddings import Embedder, make_embedder
-from bot.errors import BackupError, EmbeddingError, StartupError
+from bot.errors import EmbeddingError, StartupError
 from bot.engine import Engine
 from bot.clients.llm import LLMClient
 from bot.memory.indexing import Indexer
@@ -102,22 +101,6 @@ async def _open_postgres(url: str) -> Any:
             "server must be running and reachable, the database must exist (createdb echo) and the "
             "user must be allowed to create tables in it."
         ) from exc
-
-
-# A failing scheduled backup (disk full, folder gone) logs once per outage and is counted.
-backups = Outage(log, level=logging.ERROR)
-
-
-async def scheduled_backup(storage: StorageSettings) -> None:
-    try:
-        report, removed = await asyncio.to_thread(
-            backup_and_rotate, storage.database_path, storage.backup_dir, storage.backup_keep
-        )
-    except BackupError as exc:
-        backups.failed("scheduled backup failed, the previous ones are kept: %s", exc)
-        return
-    backups.recovered("scheduled backups work again after %d failure(s)")
-    log.info("%s%s", report.describe(), f" Deleted {len(removed)} older." if removed else "")
 
 
 def _nearest_existing(path: Path) -> Path | None:
@@ -200,7 +183,9 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
         )
         if storage.backup_every_hours and not storage.database_url:
             scheduler.add_job(
-                quiet_when_cancelled(functools.partial(scheduled_backup, storage)),
+                quiet_when_cancelled(
+                    functools.partial(scheduled_backup, storage.database_path, storage.backup_dir, storage.backup_keep)
+                ),
                 "interval",
                 seconds=storage.backup_every_hours * 3600,
                 id="backup",

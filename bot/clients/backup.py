@@ -15,6 +15,7 @@ Blocking code (the stdlib sqlite3 module): the bot runs it in a thread.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
@@ -26,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bot.clients.db import hold_database, list_migrations, lock_file
+from bot.clients.outage import Outage
 from bot.errors import BackupError
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,12 @@ SCHEDULED_SUFFIX = ".sqlite3"
 # A .partial file this old is left by a backup that was killed: the next scheduled one removes it.
 STALE_PARTIAL_SECONDS = 24 * 3600
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# The running bot's scheduled backups: a failure (disk full, folder gone) is logged once per
+# outage and counted; /metrics reads both figures (echo_backup_failures_total and the time of
+# the last success, 0 before the first).
+scheduled_failures = Outage(log, level=logging.ERROR)
+last_success: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,3 +265,16 @@ def restore(path: Path, database: Path, now: datetime | None = None) -> RestoreR
     finally:
         os.close(lock)
     return RestoreReport(database, replaced, counts)
+
+
+async def scheduled_backup(database: Path, folder: Path, keep: int) -> None:
+    """The job BACKUP_EVERY_HOURS runs: `backup_and_rotate` in a thread, its failure counted."""
+    global last_success
+    try:
+        report, removed = await asyncio.to_thread(backup_and_rotate, database, folder, keep)
+    except BackupError as exc:
+        scheduled_failures.failed("scheduled backup failed, the previous ones are kept: %s", exc)
+        return
+    scheduled_failures.recovered("scheduled backups work again after %d failure(s)")
+    last_success = time.time()
+    log.info("%s%s", report.describe(), f" Deleted {len(removed)} older." if removed else "")

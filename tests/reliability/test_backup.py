@@ -234,23 +234,31 @@ async def test_scheduled_backups_keep_the_newest_and_touch_no_other_file(tmp_pat
 async def test_a_failing_scheduled_backup_logs_once_and_counts_each_failure(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from bot.app import backups, scheduled_backup
-    from bot.config import load_settings
+    from bot.clients import backup
+    from bot.clients.metrics import Metrics
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def scraped() -> dict[str, float]:
+        text = Metrics().exposition().decode()
+        return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if "backup" in s.name}
 
     database = tmp_path / "echo.sqlite3"
     await (await Database.open(database)).close()
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the backup folder should be", encoding="utf-8")
-    storage = load_settings(_env_file=None, database_path=database, backup_dir=blocked / "backups").storage
-    before = backups.failures
-    with caplog.at_level("INFO", logger="bot.app"):
-        await scheduled_backup(storage)
-        await scheduled_backup(storage)
-        assert backups.failures - before == 2
+    before = scraped()
+    with caplog.at_level("INFO", logger="bot.clients.backup"):
+        await backup.scheduled_backup(database, blocked / "backups", 7)
+        await backup.scheduled_backup(database, blocked / "backups", 7)
+        failed = scraped()
+        assert failed["echo_backup_failures_total"] - before["echo_backup_failures_total"] == 2
+        assert failed["echo_backup_last_success_timestamp_seconds"] == before["echo_backup_last_success_timestamp_seconds"]
         assert len([r for r in caplog.records if "scheduled backup failed" in r.getMessage()]) == 1
         blocked.unlink()
-        await scheduled_backup(storage)
-    assert not backups.down
+        started = time.time()
+        await backup.scheduled_backup(database, blocked / "backups", 7)
+    assert not backup.scheduled_failures.down
+    assert scraped()["echo_backup_last_success_timestamp_seconds"] >= started
     assert "scheduled backups work again after 2 failure(s)" in caplog.text
     (kept,) = (blocked / "backups").iterdir()
     assert integrity(kept) == ["ok"]

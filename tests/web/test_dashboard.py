@@ -1,6 +1,6 @@
 """docs/grafana-dashboard.json queries only what the real /metrics serves, and covers what an
 operator watches: turns by outcome, reply and memory latency, the reflection backlog, tokens,
-prompts that filled the context and storage failures."""
+prompts that filled the context, storage failures and scheduled backups."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ WATCHED = {
     "echo_completion_tokens_total",
     "echo_prompt_context_full_total",
     "echo_storage_failures_total",
+    "echo_backup_failures_total",
+    "echo_backup_last_success_timestamp_seconds",
 }
 
 
