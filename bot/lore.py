@@ -1,8 +1,8 @@
 """Lorebooks: entries of world knowledge that enter the context when their keywords appear.
 
-Three sources give the same `Lorebook`: the `character_book` of a SillyTavern V2/V3 card, a
-SillyTavern World Info file (`{"entries": {"0": {"key": [...], "content": ...}}}`), and a lore
-file of Écho's own format (YAML); a character file's `lore:` key names either of the last two:
+Two sources give the same `Lorebook`: the `character_book` of a SillyTavern V2/V3 card, and a
+lore file of Écho's own format (YAML), named by a character file's `lore:` key (a SillyTavern
+World Info file there is read into that format first, by bot/world_info.py):
 
     budget_chars: 2000        # optional; LORE_BUDGET_CHARS when absent
     scan_depth: 4             # optional; recent messages scanned besides the last one
@@ -33,6 +33,7 @@ from typing import Any
 import ahocorasick
 import yaml
 from bot.errors import LoreError
+from bot.world_info import is_world_info, lore_from_world_info
 
 DEFAULT_SCAN_DEPTH = 4
 # A card's token budget in characters: about four characters per token.
@@ -227,8 +228,8 @@ def load_lore_file(path: str | Path) -> Lorebook:
         document = {"entries": document}
     if not isinstance(document, Mapping):
         raise LoreError(f"{file}: expected a mapping with entries (or a list of entries).")
-    if isinstance(document.get("entries"), Mapping):
-        return lorebook_from_world_info(file, document)
+    if is_world_info(document):
+        document = lore_from_world_info(file, document)
     unknown = [str(k) for k in document if k not in _BOOK_KEYS]
     if unknown:
         raise LoreError(f"{file}: unknown key {unknown[0]!r}; the keys are {', '.join(_BOOK_KEYS)}.")
@@ -290,87 +291,6 @@ def lorebook_from_card(file: Path, book: Any) -> Lorebook | None:
         budget_chars=int(budget) * CHARS_PER_TOKEN if isinstance(budget, int) and budget > 0 else None,
         scan_depth=int(depth) if isinstance(depth, int) and depth >= 0 else None,
     )
-
-
-# SillyTavern World Info: what each entry field becomes. Fields Écho reads:
-_WI_READ = frozenset({"key", "keysecondary", "selective", "comment", "content", "constant", "order", "disable",
-                      "caseSensitive", "matchWholeWords"})
-# Fields with nothing to do here, whatever they hold: bookkeeping, where SillyTavern inserts the
-# text (Écho has one lore block), and recursion (Écho never scans lore for more lore).
-_WI_INERT = frozenset({"uid", "displayIndex", "addMemo", "position", "depth", "role", "automationId",
-                       "excludeRecursion", "preventRecursion", "selectiveLogic", "groupWeight", "extensions"})
-# Features Écho does not have. An entry that uses one is refused with its name: dropping it in
-# silence would fire the entry where its author meant it not to (or never).
-_WI_FEATURES = {
-    "vectorized": "vector matching",
-    "useProbability": "probability",
-    "group": "inclusion groups",
-    "groupOverride": "inclusion groups",
-    "useGroupScoring": "inclusion groups",
-    "scanDepth": "a scan depth per entry",
-    "sticky": "timed effects",
-    "cooldown": "timed effects",
-    "delay": "timed effects",
-    "delayUntilRecursion": "recursion",
-    "characterFilter": "character filters",
-    "triggers": "generation-type triggers",
-    "ignoreBudget": "entries outside the budget",
-    "outletName": "outlets",
-}
-# The book's own keys: the entries, and metadata SillyTavern keeps beside them (originalData
-# is the card form of a book imported from a card: the entries above are the book).
-_WI_BOOK_KEYS = frozenset({"entries", "name", "description", "originalData"})
-
-
-def _unused(value: Any) -> bool:
-    """The value a feature holds when the entry does not use it."""
-    if isinstance(value, Mapping):
-        return all(_unused(v) for k, v in value.items() if k != "isExclude")
-    return value is None or value == 0 or value in ("", [])
-
-
-def lorebook_from_world_info(file: Path, document: Mapping[str, Any]) -> Lorebook:
-    """A SillyTavern World Info file, read as a card's character_book is: keys, constant, order,
-    case and whole words; a disabled entry is left out. A field Écho cannot honour (secondary
-    keys, probability, groups, timed effects, ...) is a LoreError naming it."""
-    extra = sorted(str(k) for k, v in document.items() if k not in _WI_BOOK_KEYS and not _unused(v))
-    if extra:
-        raise LoreError(f"{file}: unknown World Info key {extra[0]!r}; a World Info file holds entries.")
-    entries = []
-    for index, (uid, raw) in enumerate(document["entries"].items()):
-        where = f"{file}: entries[{uid!r}]"
-        if not isinstance(raw, Mapping):
-            raise LoreError(f"{where} must be a mapping.")
-        if raw.get("disable") is True:
-            continue
-        if raw.get("selective") and raw.get("keysecondary"):
-            raise LoreError(
-                f"{where}: secondary keys (keysecondary, selective) are not supported: Écho fires an entry "
-                "on its keys alone; move them to key, or clear keysecondary."
-            )
-        if raw.get("useProbability") and raw.get("probability") not in (None, 100):
-            raise LoreError(f"{where}: probability {raw.get('probability')} is not supported: an entry fires whenever its keys appear.")
-        for name, value in raw.items():
-            if name in _WI_READ or name in _WI_INERT or name == "probability":
-                continue
-            if name in _WI_FEATURES and name != "useProbability":
-                if not _unused(value):
-                    raise LoreError(f"{where}: {name} ({_WI_FEATURES[name]}) is not supported; clear it for Écho.")
-            elif name not in _WI_FEATURES and not _unused(value):
-                raise LoreError(f"{where}: unknown World Info field {name!r}; clear it for Écho.")
-        case = raw.get("caseSensitive")
-        whole = raw.get("matchWholeWords")
-        fields = {
-            "name": raw.get("comment") or f"entry {raw.get('uid', uid)}",
-            "keys": raw.get("key") or [],
-            "content": raw.get("content"),
-            "case_sensitive": bool(case) if case is not None else False,
-            "whole_words": bool(whole) if whole is not None else True,
-            "constant": bool(raw.get("constant") or False),
-            "order": raw.get("order", 100),
-        }
-        entries.append(_entry(where, fields, index))
-    return Lorebook(entries)
 
 
 def _entry(where: str, raw: Mapping[str, Any], index: int) -> LoreEntry:

@@ -28,6 +28,7 @@ CORE_FILES = (
     "bot/i18n.py",
     "bot/quoting.py",
     "bot/png_card.py",
+    "bot/world_info.py",
     # The engine's parts.
     "bot/context.py",
     "bot/events.py",

@@ -120,7 +120,7 @@ def test_a_world_info_field_echo_cannot_honour_is_refused_by_name(tmp_path: Path
     (tmp_path / "world.json").write_text(json.dumps(book), encoding="utf-8")
     with pytest.raises(LoreError) as caught:
         load_lore_file(tmp_path / "world.json")
-    assert str(caught.value).startswith(f"{tmp_path / 'world.json'}: entries['0']") and said in str(caught.value)
+    assert str(caught.value).startswith(f"{tmp_path / 'world.json'}: entries[") and said in str(caught.value)
 
 
 def test_features_left_at_their_neutral_value_and_secondary_keys_without_selective_load(tmp_path: Path) -> None:
