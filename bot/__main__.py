@@ -49,16 +49,13 @@ _PG_DUMP = (
 
 
 async def _doctor() -> int:
-    from bot.doctor import diagnose, report
+    from bot.doctor import check_settings, diagnose, report
 
-    try:
-        settings = load_settings()
-    except ConfigError as exc:
-        print(f"✗ settings: {exc}\n    → correct them in .env (see .env.example); nothing else can be checked before")
-        return 1
-    logging.getLogger().setLevel(logging.ERROR)
-    print("✓ settings: read")
-    findings = await diagnose(settings)
+    settings, findings = check_settings()
+    if settings is not None:
+        # Each check says what failed; the clients' own log lines would say it twice.
+        logging.getLogger().setLevel(logging.ERROR)
+        findings += await diagnose(settings)
     print(report(findings))
     return 0 if all(f.ok for f in findings) else 1
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import socket
 import sqlite3
@@ -26,8 +27,8 @@ from bot.cast import Cast, load_cast
 from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations
 from bot.clients.embeddings import make_embedder
 from bot.clients.llm import LLMClient
-from bot.config import Settings, StorageSettings
-from bot.errors import CharacterError, EmbeddingError, LLMError, ModelNotFound
+from bot.config import Settings, StorageSettings, load_settings
+from bot.errors import CharacterError, ConfigError, EmbeddingError, LLMError, ModelNotFound
 from bot.memory.recall import SEMANTIC_THRESHOLDS, threshold_for
 from bot.memory.reflection import Reflection, reflection_json_schema
 
@@ -67,6 +68,34 @@ def _bad(name: str, detail: str, fix: str) -> Finding:
 
 
 # --- settings and characters ------------------------------------------------------------------
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def check_settings() -> tuple[Settings | None, list[Finding]]:
+    """The settings, or None when they are invalid; a key of .env that is no setting (a typo
+    the bot would ignore in silence) is a finding of its own."""
+    config_log = logging.getLogger("bot.config")
+    seen, propagate = _Collect(), config_log.propagate
+    config_log.addHandler(seen)
+    config_log.propagate = False
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        return None, [_bad("settings", str(exc), "correct them in .env (see .env.example); nothing else can be checked before")]
+    finally:
+        config_log.removeHandler(seen)
+        config_log.propagate = propagate
+    if seen.lines:
+        return settings, [_bad("settings", line, "correct the key, or remove it") for line in seen.lines]
+    return settings, [_good("settings", "read")]
 
 
 def check_characters(settings: Settings) -> tuple[list[Finding], Cast | None]:

@@ -143,7 +143,7 @@ async def test_a_good_set_up_passes_every_check_and_exits_0(tmp_path: Path, llm_
         code, out = await doctor(env, tmp_path)
     assert code == 0, out
     assert failed(out) == []
-    assert "All 15 checks pass." in out
+    assert "All 16 checks pass." in out
     assert not (tmp_path / "echo.sqlite3").exists(), "the doctor creates nothing"
 
 
@@ -179,3 +179,11 @@ async def test_scheduled_backups_into_a_folder_that_cannot_be_written_are_a_find
     assert "backups" in failed(out) and f"BACKUP_DIR {blocked / 'backups'} cannot be written" in out
     code, out = await doctor(doctor_env(**settings, BACKUP_EVERY_HOURS="24"), tmp_path)
     assert f"✓ backups: every 24 h into {tmp_path / 'backups'}, 7 kept" in out
+
+
+async def test_a_misspelt_key_in_env_is_a_finding(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    (tmp_path / ".env").write_text("LLM_MODLE=qwen2.5:7b\n", encoding="utf-8")
+    env = doctor_env(LLM_BASE_URL=llm_server.url, LLM_MODEL=FAKE_MODEL, DATABASE_PATH=str(tmp_path / "echo.sqlite3"))
+    code, out = await doctor(env, tmp_path)
+    assert code == 1 and failed(out)[0] == "settings"
+    assert "LLM_MODLE is not a setting of this bot and is ignored (did you mean LLM_MODEL?)" in out
