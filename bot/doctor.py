@@ -4,6 +4,10 @@ One line per check, ✓ or ✗, and after a ✗ what to do. The groups (settings
 database, LLM, embedder, Discord, owner's page) run side by side, each call bounded; a group
 stops at its first failure that the next checks depend on (a refused token hides the intents).
 Reads and asks; changes nothing: no migration is applied, no file is left behind.
+
+Over 450 lines on purpose: it is the list of checks in the order they are printed, each with
+the words of its ✗ and its fix beside it; split by dependency, the order and the wording of the
+one report would be spread over files that nothing else uses.
 """
 
 from __future__ import annotations
