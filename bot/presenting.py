@@ -75,7 +75,7 @@ def memory_pages_with_spans(
     total = len(lines)
 
     def header(first: int, last: int) -> str:
-        return text(lang, "memories_header", first=first, last=last, total=total)
+        return text(lang, "memories_header", first=first, last=last, total=total) + "\n"
 
     # The longest header any page can have: its numbers are at most `total`.
     room = max_chars - len(header(total, total))

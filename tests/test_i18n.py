@@ -4,6 +4,8 @@ every language with the same placeholders, plurals follow each language's rule, 
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
 import re
 import string
 from pathlib import Path
@@ -143,3 +145,15 @@ def test_command_translations_are_names_discord_accepts(lang):
     assert "memories" in names and "erase-me" in names
     for english in names:
         assert re.fullmatch(r"[-_\w]{1,32}", translated[english]) and translated[english] == translated[english].lower(), english
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_catalogue_passes_gettexts_own_checks(lang):
+    """What a translator's tools run on a .po file (msgfmt --check: header, plural forms, line ends)."""
+    msgfmt = shutil.which("msgfmt")
+    if msgfmt is None:
+        pytest.skip("msgfmt (GNU gettext) is not installed")
+    checked = subprocess.run(
+        [msgfmt, "--check", "-o", "/dev/null", str(ROOT / "bot" / "locales" / f"{lang}.po")], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stderr
