@@ -110,8 +110,8 @@ async def test_a_backup_taken_while_two_chats_write_is_whole_and_restores_their_
     alice, bob = await Chat.start(env, tmp_path, "alice"), await Chat.start(env, tmp_path, "bob")
     try:
         # Both write at once while the backup is taken.
-        alice.send(*(f"J'ai {n} chats." for n in range(1, 13)))
-        bob.send(*(f"J'ai {n} chats." for n in range(101, 113)))
+        alice.send(*(f"J'ai {n} chats." for n in range(1, 21)))
+        bob.send(*(f"J'ai {n} chats." for n in range(101, 121)))
         while exchanges(database) < 2:
             await asyncio.sleep(0.02)
         before = exchanges(database)
@@ -122,8 +122,8 @@ async def test_a_backup_taken_while_two_chats_write_is_whole_and_restores_their_
         assert alice.proc.returncode is None and bob.proc.returncode is None
         assert integrity(tmp_path / "during.sqlite3") == ["ok"]
         # As of one moment between the start and the end of the command, while both still wrote.
-        assert before <= exchanges(tmp_path / "during.sqlite3") <= after < 24
-        await asyncio.gather(alice.expect("Noté.", 12), bob.expect("Noté.", 12))
+        assert before <= exchanges(tmp_path / "during.sqlite3") <= after < 40
+        await asyncio.gather(alice.expect("Noté.", 20), bob.expect("Noté.", 20))
 
         # A known moment: both idle. Their export, then the backup.
         alice.send(f"/export {tmp_path / 'alice-then.json'}")
@@ -139,7 +139,7 @@ async def test_a_backup_taken_while_two_chats_write_is_whole_and_restores_their_
         code, out, err = await command(env, tmp_path, "restore", str(tmp_path / "kept.sqlite3"))
         assert code == 1
         assert "a bot process is using" in err and "Nothing was changed" in err
-        assert exchanges(database) == 26
+        assert exchanges(database) == 42
     finally:
         for chat in (alice, bob):
             if chat.proc.returncode is None:
@@ -148,7 +148,7 @@ async def test_a_backup_taken_while_two_chats_write_is_whole_and_restores_their_
     code, out, err = await command(env, tmp_path, "restore", str(tmp_path / "kept.sqlite3"))
     assert code == 0, err
     kept_aside = next(tmp_path.glob("echo.sqlite3.before-restore-*"))
-    assert exchanges(kept_aside) == 26, "the replaced database is kept, its last commits included"
+    assert exchanges(kept_aside) == 42, "the replaced database is kept, its last commits included"
     for user in ("alice", "bob"):
         reader = await Chat.start(env, tmp_path, user)
         reader.send(f"/export {tmp_path / f'{user}-now.json'}")
@@ -156,7 +156,7 @@ async def test_a_backup_taken_while_two_chats_write_is_whole_and_restores_their_
         await reader.close()
         assert exported(tmp_path / f"{user}-now.json") == exported(tmp_path / f"{user}-then.json")
     texts = {m["text"] for m in exported(tmp_path / "alice-now.json")["memories"]}
-    assert "L'utilisateur a 12 chats." in texts and "L'utilisateur a 50 chats." not in texts
+    assert "L'utilisateur a 20 chats." in texts and "L'utilisateur a 50 chats." not in texts
 
 
 async def _big_database(path: Path) -> None:
