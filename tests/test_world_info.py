@@ -138,3 +138,13 @@ def test_a_character_naming_a_bad_world_info_file_does_not_start(tmp_path: Path)
     (tmp_path / "lina.yaml").write_text("name: Lina\npersona: Une marinière.\nlore: world.json\n", encoding="utf-8")
     with pytest.raises(CharacterError, match=r"lore: .*entries\['1'\]: group \(inclusion groups\) is not supported"):
         load_character(tmp_path / "lina.yaml")
+
+
+def test_a_world_info_file_beside_the_characters_of_a_folder_is_lore_not_a_character(tmp_path: Path) -> None:
+    from bot.cast import load_cast
+
+    (tmp_path / "vellmar.json").write_text(json.dumps(world_info()), encoding="utf-8")
+    (tmp_path / "lina.yaml").write_text("name: Lina\npersona: Une marinière.\nlore: vellmar.json\n", encoding="utf-8")
+    cast = load_cast(tmp_path, None)
+    assert list(cast.characters) == ["lina"]
+    assert cast.characters["lina"].lore is not None and len(cast.characters["lina"].lore.entries) == 5
