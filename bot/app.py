@@ -7,13 +7,13 @@ here and handed to whoever needs them, so every piece can also be built offline 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from typing import Any
@@ -24,7 +24,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from bot.cast import Cast, load_cast
 from bot.character import Character
 from bot.config import Settings, WebSettings
-from bot.clients.backup import scheduled_backup
+from bot.clients.backup import next_due, scheduled_backup
 from bot.clients.db import Database, storage_failure
 from bot.clients.embeddings import Embedder, make_embedder
 from bot.errors import EmbeddingError, StartupError
@@ -182,12 +182,16 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             coalesce=True,
         )
         if storage.backup_every_hours and not storage.database_url:
+            every = timedelta(hours=storage.backup_every_hours)
+
+            async def back_up_the_database() -> None:
+                await scheduled_backup(storage.database_path, storage.backup_dir, storage.backup_keep)
+
             scheduler.add_job(
-                quiet_when_cancelled(
-                    functools.partial(scheduled_backup, storage.database_path, storage.backup_dir, storage.backup_keep)
-                ),
+                quiet_when_cancelled(back_up_the_database),
                 "interval",
-                seconds=storage.backup_every_hours * 3600,
+                seconds=every.total_seconds(),
+                next_run_time=next_due(storage.backup_dir, every),
                 id="backup",
                 max_instances=1,
                 coalesce=True,

@@ -23,7 +23,7 @@ import sqlite3
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from bot.clients.db import hold_database, list_migrations, lock_file
@@ -38,6 +38,8 @@ SCHEDULED_PREFIX = "echo-"
 SCHEDULED_SUFFIX = ".sqlite3"
 # A .partial file this old is left by a backup that was killed: the next scheduled one removes it.
 STALE_PARTIAL_SECONDS = 24 * 3600
+# An overdue backup waits this long after start-up, so that it does not compete with the warm-up.
+FIRST_BACKUP_DELAY = timedelta(seconds=60)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 # The running bot's scheduled backups: a failure (disk full, folder gone) is logged once per
@@ -76,6 +78,23 @@ class RestoreReport:
 def scheduled_name(now: datetime | None = None) -> str:
     moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     return f"{SCHEDULED_PREFIX}{moment.strftime('%Y%m%dT%H%M%SZ')}{SCHEDULED_SUFFIX}"
+
+
+def next_due(folder: Path, every: timedelta, now: datetime | None = None) -> datetime:
+    """When the next scheduled backup is due: `every` after the newest one in `folder`, or soon
+    when there is none or it is overdue. Read from the files, so that a bot restarted more often
+    than `every` still backs up."""
+    moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    taken = []
+    for path in folder.glob(f"{SCHEDULED_PREFIX}*{SCHEDULED_SUFFIX}") if folder.is_dir() else ():
+        stamp = path.name.removeprefix(SCHEDULED_PREFIX).removesuffix(SCHEDULED_SUFFIX)
+        try:
+            taken.append(datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc))
+        except ValueError:
+            continue  # not one of ours
+    if not taken:
+        return moment + FIRST_BACKUP_DELAY
+    return max(max(taken) + every, moment + FIRST_BACKUP_DELAY)
 
 
 def _count_sql(table: str) -> str:
@@ -157,6 +176,10 @@ def backup(database: Path, target: Path) -> BackupReport:
             expected = _row_counts(source)
             copy = sqlite3.connect(partial, isolation_level=None)
             try:
+                # The copy is checked, then made durable, before it gets its name: a journal of
+                # its own would only leave one more file behind a killed backup.
+                copy.execute("PRAGMA journal_mode = OFF")
+                copy.execute("PRAGMA synchronous = OFF")
                 source.backup(copy)
                 # One self-contained file, without a -wal beside it.
                 copy.execute("PRAGMA journal_mode = DELETE")
@@ -193,7 +216,7 @@ def backup_and_rotate(database: Path, folder: Path, keep: int, now: datetime | N
     removed = ours[: max(0, len(ours) - keep)]
     cutoff = time.time() - STALE_PARTIAL_SECONDS
     removed += [
-        p for p in folder.glob(f".{SCHEDULED_PREFIX}*{PARTIAL_SUFFIX}") if p.stat().st_mtime < cutoff
+        p for p in folder.glob(f".{SCHEDULED_PREFIX}*{PARTIAL_SUFFIX}*") if p.stat().st_mtime < cutoff
     ]
     for path in removed:
         path.unlink(missing_ok=True)
