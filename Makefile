@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test chat bench clean
+.PHONY: run test chat doctor bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(STAMP)
 ## make chat USER=alice: talk to the character in the terminal, no Discord needed
 chat: $(STAMP)
 	$(BIN)/python -m bot chat --user $(or $(USER_NAME),$(USER),you)
+
+## make doctor: check the settings, database, LLM, embedder and Discord, one line each
+doctor: $(STAMP)
+	$(BIN)/python -m bot doctor
 
 ## make bench: print every bench's figures
 bench: $(STAMP)

@@ -1,5 +1,7 @@
 """Entry point: `python -m bot` runs the Discord bot, `python -m bot chat --user NAME` the terminal chat,
-`python -m bot migrate-store --from sqlite:///… --to postgresql://…` moves the database."""
+`python -m bot migrate-store --from sqlite:///… --to postgresql://…` moves the database,
+`python -m bot backup [FILE]` / `restore FILE` back it up and put a backup back,
+`python -m bot doctor` checks the set-up."""
 
 from __future__ import annotations
 
@@ -10,9 +12,10 @@ import logging
 import signal
 import sys
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
-from bot.errors import CharacterError, ConfigError, LLMError, MigrationError, StartupError
+from bot.errors import BackupError, CharacterError, ConfigError, LLMError, MigrationError, StartupError
 from bot.config import load_settings
 
 log = logging.getLogger("bot")
@@ -29,7 +32,51 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     move.add_argument("--from", dest="source", required=True, help="sqlite:///path/to/echo.sqlite3")
     move.add_argument("--to", dest="target", required=True, help="postgresql://user:password@host:5432/echo")
     move.add_argument("--replace", action="store_true", help="empty a target that holds other rows first")
+    sub.add_parser("doctor", help="check everything the bot needs, one line per check, with the fix")
+    save = sub.add_parser("backup", help="a checked copy of the SQLite database, safe while the bot runs")
+    save.add_argument("file", nargs="?", type=Path, help="where to write it (default: BACKUP_DIR/echo-<time>.sqlite3)")
+    put = sub.add_parser("restore", help="put a backup in place of the SQLite database, with the bot stopped")
+    put.add_argument("file", type=Path, help="the backup to restore")
     return parser.parse_args(argv)
+
+
+_PG_DUMP = (
+    "DATABASE_URL is PostgreSQL: back it up with its own tools, safe while the bot runs:\n"
+    "  pg_dump --format=custom --file=echo.dump \"$DATABASE_URL\"\n"
+    "and restore with the bot stopped:\n"
+    "  pg_restore --clean --if-exists --dbname=\"$DATABASE_URL\" echo.dump"
+)
+
+
+async def _doctor() -> int:
+    from bot.doctor import check_settings, diagnose, report
+
+    settings, findings = check_settings()
+    if settings is not None:
+        # Each check says what failed; the clients' own log lines would say it twice.
+        logging.getLogger().setLevel(logging.ERROR)
+        findings += await diagnose(settings)
+    print(report(findings))
+    return 0 if all(f.ok for f in findings) else 1
+
+
+def _backup(args: argparse.Namespace) -> int:
+    from bot.clients.backup import backup, restore, scheduled_name
+
+    storage = load_settings().storage
+    if storage.database_url:
+        print(_PG_DUMP, file=sys.stderr)
+        return 2
+    try:
+        if args.command == "backup":
+            target = args.file or storage.backup_dir / scheduled_name()
+            print(backup(storage.database_path, target).describe())
+        else:
+            print(restore(args.file, storage.database_path).describe())
+    except BackupError as exc:
+        print(f"Nothing was {'backed up' if args.command == 'backup' else 'restored'}: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 async def _migrate_store(args: argparse.Namespace) -> int:
@@ -114,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        if args.command == "doctor":
+            return asyncio.run(_doctor())
+        if args.command in ("backup", "restore"):
+            return _backup(args)
         if args.command == "migrate-store":
             return asyncio.run(_migrate_store(args))
         if args.command == "chat":

@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from typing import Any
@@ -23,6 +24,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from bot.cast import Cast, load_cast
 from bot.character import Character
 from bot.config import Settings, WebSettings
+from bot.clients.backup import next_due, scheduled_backup
 from bot.clients.db import Database, storage_failure
 from bot.clients.embeddings import Embedder, make_embedder
 from bot.errors import EmbeddingError, StartupError
@@ -179,6 +181,23 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             max_instances=1,
             coalesce=True,
         )
+        if storage.backup_every_hours and not storage.database_url:
+            every = timedelta(hours=storage.backup_every_hours)
+
+            async def back_up_the_database() -> None:
+                await scheduled_backup(storage.database_path, storage.backup_dir, storage.backup_keep)
+
+            scheduler.add_job(
+                quiet_when_cancelled(back_up_the_database),
+                "interval",
+                seconds=every.total_seconds(),
+                next_run_time=next_due(storage.backup_dir, every),
+                id="backup",
+                max_instances=1,
+                coalesce=True,
+            )
+        elif storage.backup_every_hours:
+            log.warning("BACKUP_EVERY_HOURS backs up SQLite only: back up PostgreSQL with pg_dump (see README)")
         scheduler.start()
         health = Health(db=db, llm=llm, model=llm_settings.model, embedder=embedder)
         if settings.web.enabled:

@@ -29,13 +29,14 @@ from typing import Any
 
 import yaml
 
+from bot.world_info import is_world_info
 from bot.character import Character, load_character
 from bot.errors import CharacterError
 
 log = logging.getLogger(__name__)
 
 MAPPING_FILE = "channels.yaml"
-CHARACTER_SUFFIXES = (".yaml", ".yml", ".json")
+CHARACTER_SUFFIXES = (".yaml", ".yml", ".json", ".png")
 KEY_SEPARATOR = "@"
 _MAPPING_KEYS = ("default", "servers", "categories", "channels")
 
@@ -129,7 +130,7 @@ def load_cast(characters_dir: Path | None, character_file: Path | None) -> Cast:
         character.key = file.stem
         characters[file.stem] = character
     if not characters:
-        raise CharacterError(f"{folder}: no character file (.yaml, .yml or .json) in CHARACTERS_DIR.")
+        raise CharacterError(f"{folder}: no character file (.yaml, .yml, .json or a .png card) in CHARACTERS_DIR.")
     names = [c.name for c in characters.values()]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate is not None:
@@ -154,12 +155,15 @@ def load_cast(characters_dir: Path | None, character_file: Path | None) -> Cast:
 
 def _is_lore_file(file: Path) -> bool:
     """A lore file kept beside the characters (named by their `lore:` key) is not one."""
-    if file.suffix.lower() not in (".yaml", ".yml"):
+    if file.suffix.lower() not in (".yaml", ".yml", ".json"):
         return False
     try:
+        # YAML reads JSON too: a SillyTavern World Info file is lore as well.
         document = yaml.safe_load(file.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return False  # load_character reports it
+    if isinstance(document, Mapping) and is_world_info(document):
+        return True
     return isinstance(document, list) or (isinstance(document, Mapping) and "entries" in document and "name" not in document)
 
 

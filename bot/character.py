@@ -1,9 +1,10 @@
 """The character the bot plays, read from a file at start-up.
 
-Two kinds of file are read, YAML (.yaml, .yml) or JSON (.json):
+Three kinds of file are read, YAML (.yaml, .yml), JSON (.json) or PNG (.png):
 - Écho's own format: the keys of `NATIVE_KEYS`, see bot/characters/echo.yaml;
-- a SillyTavern character card exported as JSON, V2 (`"spec": "chara_card_v2"`, fields under
-  `data`) or V1 (the same fields at the top level).
+- a SillyTavern character card exported as JSON, V2/V3 (`"spec": "chara_card_v2"`, fields
+  under `data`) or V1 (the same fields at the top level);
+- the same card exported as a PNG picture, its JSON in a text chunk (bot/png_card.py).
 
 Texts are stored with `{{char}}` (and the cards' `<BOT>`) already replaced by the character's
 name, since it is known here, and with `<USER>` written `{{user}}`: the person's name is known
@@ -34,6 +35,7 @@ from bot.memory.story_state import parse_state_specs
 from bot.errors import CharacterError, LoreError, StateSpecError
 from bot.memory.text import storable
 from bot.lore import Lorebook, load_lore_file, lorebook_from_card
+from bot.png_card import MAX_PNG_BYTES, card_text
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +103,13 @@ def load_character(path: str | Path | None) -> Character:
         raise CharacterError(
             f"{file}: expected a mapping of keys (name, persona, ...) at the top level, got {kind}."
         )
-    # Cards are JSON exports. A native file is never read as a V1 card: its misspelt keys must
-    # be reported, not dropped with the rest of what a card does not have.
-    is_json = file.suffix.lower() == ".json"
+    # Cards are JSON or PNG exports. A native file is never read as a V1 card: its misspelt keys
+    # must be reported, not dropped with the rest of what a card does not have. A PNG is a card.
+    is_png = file.suffix.lower() == ".png"
+    is_json = is_png or file.suffix.lower() == ".json"
     if is_json and "spec" in document:
         character = _from_v2_card(file, document)
-    elif (
+    elif is_png or (
         is_json
         and any(key in document for key in _V1_KEYS)
         and not any(key in document for key in NATIVE_KEYS if key not in ("name", "scenario", "avatar"))
@@ -159,19 +162,22 @@ def render_character_prompt(character: Character, user_name: str) -> str:
 
 def _read_document(file: Path) -> Any:
     suffix = file.suffix.lower()
-    if suffix == ".png":
-        raise CharacterError(f"{file}: PNG cards are not read; export the card as JSON from SillyTavern.")
-    if suffix not in (".yaml", ".yml", ".json"):
-        raise CharacterError(f"{file}: unsupported file type {suffix or '(none)'!r}; use .yaml, .yml or .json.")
+    if suffix not in (".yaml", ".yml", ".json", ".png"):
+        raise CharacterError(
+            f"{file}: unsupported file type {suffix or '(none)'!r}; use .yaml, .yml, .json or a .png card."
+        )
     try:
-        text = _read_bounded(file).decode("utf-8-sig")
+        if suffix == ".png":
+            text = card_text(file, _read_bounded(file, MAX_PNG_BYTES, "a card's picture"))
+        else:
+            text = _read_bounded(file).decode("utf-8-sig")
     except FileNotFoundError:
         raise CharacterError(f"{file}: no such file.") from None
     except UnicodeDecodeError:
         raise CharacterError(f"{file}: not UTF-8 text.") from None
     except OSError as exc:
         raise CharacterError(f"{file}: cannot be read ({exc.strerror}).") from None
-    if suffix == ".json":
+    if suffix in (".json", ".png"):
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
@@ -199,17 +205,17 @@ def _storable(value: Any) -> Any:
     return value
 
 
-def _read_bounded(file: Path) -> bytes:
-    """The bytes of a regular file of at most MAX_FILE_BYTES. Opened without blocking: a FIFO
-    would wait for a writer forever, and a device such as /dev/zero never ends."""
+def _read_bounded(file: Path, limit: int = MAX_FILE_BYTES, what: str = "a character file") -> bytes:
+    """The bytes of a regular file of at most `limit`. Opened without blocking: a FIFO would
+    wait for a writer forever, and a device such as /dev/zero never ends."""
     fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as stream:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CharacterError(f"{file}: not a regular file; point CHARACTER_FILE to a .yaml or .json file.")
-        data = stream.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
+            raise CharacterError(f"{file}: not a regular file; point CHARACTER_FILE to a .yaml, .json or .png file.")
+        data = stream.read(limit + 1)
+    if len(data) > limit:
         raise CharacterError(
-            f"{file}: larger than {MAX_FILE_BYTES // 1024 // 1024} MiB, the most a character file may be; "
+            f"{file}: larger than {limit // 1024 // 1024} MiB, the most {what} may be; "
             "a character is a few kilobytes of text."
         )
     return data

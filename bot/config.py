@@ -245,6 +245,30 @@ class Settings(BaseSettings):
             "exist; Écho creates its tables). Empty: the SQLite file of DATABASE_PATH."
         ),
     )
+    backup_dir: Path | None = Field(
+        None,
+        description=(
+            "Folder of the backups made by `python -m bot backup` (without a file name) and by "
+            "BACKUP_EVERY_HOURS. Best on another disk than the database. Empty: a backups folder "
+            "beside DATABASE_PATH."
+        ),
+    )
+    backup_every_hours: float = Field(
+        0.0,
+        ge=0,
+        le=24 * 365,
+        description=(
+            "Hours between two backups of the SQLite database made by the running bot, each "
+            "checked before it is kept (integrity and row counts). 0: none; the backups would "
+            "sit on the database's own disk unless BACKUP_DIR says otherwise, so it is yours to "
+            "turn on. PostgreSQL is backed up with pg_dump instead (see README)."
+        ),
+    )
+    backup_keep: int = Field(
+        7,
+        ge=1,
+        description="Scheduled backups kept in BACKUP_DIR; the oldest beyond are deleted after each new one.",
+    )
 
     shard_count: int | None = Field(
         None,
@@ -267,8 +291,8 @@ class Settings(BaseSettings):
         None,
         description=(
             "Character to play: a YAML or JSON file in Écho's format, or a SillyTavern "
-            "character card (V1 or V2) exported as JSON. Empty: the bundled "
-            "bot/characters/echo.yaml."
+            "character card (V1, V2 or V3) exported as JSON or as a PNG picture. Empty: the "
+            "bundled bot/characters/echo.yaml."
         ),
         json_schema_extra=_section("Character"),
     )
@@ -642,6 +666,9 @@ class Settings(BaseSettings):
         return StorageSettings(
             database_path=self.database_path,
             database_url=self.database_url,
+            backup_dir=self.backup_dir or self.database_path.parent / "backups",
+            backup_every_hours=self.backup_every_hours,
+            backup_keep=self.backup_keep,
             character_file=self.character_file,
             characters_dir=self.characters_dir,
         )
@@ -710,6 +737,9 @@ class EmbeddingSettings:
 class StorageSettings:
     database_path: Path
     database_url: str | None
+    backup_dir: Path
+    backup_every_hours: float
+    backup_keep: int
     character_file: Path | None
     characters_dir: Path | None
 

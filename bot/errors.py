@@ -107,3 +107,9 @@ class ReflectionParseError(ValueError):
 class ExchangesGone(RuntimeError):
     """The exchanges a reflection was about were deleted (erase) or already reflected by the
     time it would commit: its transaction is rolled back, nothing is applied twice."""
+
+
+# Backups
+
+class BackupError(RuntimeError):
+    """A backup or a restore was not made; nothing was replaced. The message is for the operator."""

@@ -1,7 +1,8 @@
 """Lorebooks: entries of world knowledge that enter the context when their keywords appear.
 
 Two sources give the same `Lorebook`: the `character_book` of a SillyTavern V2/V3 card, and a
-lore file of Écho's own format (YAML), named by a character file's `lore:` key:
+lore file of Écho's own format (YAML), named by a character file's `lore:` key (a SillyTavern
+World Info file there is read into that format first, by bot/world_info.py):
 
     budget_chars: 2000        # optional; LORE_BUDGET_CHARS when absent
     scan_depth: 4             # optional; recent messages scanned besides the last one
@@ -37,6 +38,7 @@ import ahocorasick
 import regex
 import yaml
 from bot.errors import LoreError
+from bot.world_info import is_world_info, lore_from_world_info
 
 log = logging.getLogger(__name__)
 
@@ -281,6 +283,8 @@ def load_lore_file(path: str | Path) -> Lorebook:
         document = {"entries": document}
     if not isinstance(document, Mapping):
         raise LoreError(f"{file}: expected a mapping with entries (or a list of entries).")
+    if is_world_info(document):
+        document = lore_from_world_info(file, document)
     unknown = [str(k) for k in document if k not in _BOOK_KEYS]
     if unknown:
         raise LoreError(f"{file}: unknown key {unknown[0]!r}; the keys are {', '.join(_BOOK_KEYS)}.")

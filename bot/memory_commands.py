@@ -53,13 +53,13 @@ class MemoryCommands:
         restored = await self.engine.restore(owner, history_id) if history_id <= MAX_ROW_ID else None
         return restore_result(history_id, restored, lang=lang)
 
-    async def edit(self, owner: str, memory_id: int, text: str) -> str:
+    async def edit(self, owner: str, memory_id: int, text: str, *, lang: str = DEFAULT_LANGUAGE) -> str:
         if memory_id > MAX_ROW_ID:
-            return edit_result(memory_id, None)
+            return edit_result(memory_id, None, lang=lang)
         try:
-            return edit_result(memory_id, await self.engine.edit_memory(owner, memory_id, text))
+            return edit_result(memory_id, await self.engine.edit_memory(owner, memory_id, text), lang=lang)
         except InvalidMemory as exc:
-            return not_edited(exc)
+            return not_edited(exc, lang=lang)
 
     async def history(self, owner: str, *, lang: str = DEFAULT_LANGUAGE) -> str:
         entries, removals = await self.engine.history(owner)

@@ -109,7 +109,7 @@ def memory_pages_with_spans(
     total = len(lines)
 
     def header(first: int, last: int) -> str:
-        return text(lang, "memories_header", first=first, last=last, total=total)
+        return text(lang, "memories_header", first=first, last=last, total=total) + "\n"
 
     # The longest header any page can have: its numbers are at most `total`.
     room = max_chars - len(header(total, total))
@@ -138,8 +138,8 @@ def why_text(selection: TurnSelection | None, *, lang: str = DEFAULT_LANGUAGE) -
         "why_head",
         at=f"{selection.created_at:%Y-%m-%d %H:%M}",
         query=clip(selection.query, 80),
-        chosen=_count(len(selection.slots), "memory", lang),
-        candidates=_count(selection.candidates, "candidate", lang),
+        chosen=text(lang, "n_chosen", n=len(selection.slots)),
+        candidates=text(lang, "n_candidates", n=selection.candidates),
     )
     if selection.degraded:
         head += "\n" + text(lang, "why_degraded")
@@ -238,21 +238,16 @@ def history_text(
     return "\n".join(lines)
 
 
-def _count(n: int, noun: str, lang: str = DEFAULT_LANGUAGE) -> str:
-    plural = "memories" if noun == "memory" else noun + "s"
-    return text(lang, f"n_{noun if n == 1 else plural}", n=n)
-
-
 def stats_text(stats: "MemoryStats", *, lang: str = DEFAULT_LANGUAGE) -> str:
     types = ", ".join(f"{n} {_type(t, lang)}" for t, n in sorted(stats.by_type.items())) or text(lang, "stats_none")
     lines = [
         text(
             lang,
             "stats_total",
-            memories=_count(stats.total, "memory", lang),
+            memories=text(lang, "n_memories", n=stats.total),
             types=types,
-            pinned=stats.pinned,
-            expired=stats.expired,
+            pinned=text(lang, "n_pinned", n=stats.pinned),
+            expired=text(lang, "n_expired", n=stats.expired),
             cap=stats.cap,
         ),
         text(lang, "stats_turns", turns=stats.turns, degraded=stats.degraded_turns),
@@ -310,45 +305,42 @@ def sharing_text(on: bool, *, changed: bool, lang: str = DEFAULT_LANGUAGE) -> st
 # --- receipts, edits, swipes -----------------------------------------------------------------
 
 RECEIPT_ICON = "🧠"
-SETTLED_ALREADY = (
-    "This answer is settled: I kept it as shown, and only the latest answer of a conversation "
-    "can be regenerated or swiped."
-)
-REGENERATE_FAILED = "I couldn't get another answer from my language model just now; the one shown stays."
 
 
-def receipt_text(lines: Sequence[ReceiptLine]) -> str:
+def receipt_text(lines: Sequence[ReceiptLine], *, lang: str = DEFAULT_LANGUAGE) -> str:
     """What one reflection changed, each memory as it is now (for the receipt)."""
     if not lines:
-        return "Nothing of this message is in my memory of you."
-    out = ["What I changed in my memory of you after this message:"]
+        return text(lang, "receipt_nothing")
+    out = [text(lang, "receipt_head")]
     for line in lines:
         change, current = line.change, line.current
         if change.action == "added":
-            out.append(f"+ added #{change.memory_id}: {clip(change.text)}")
+            out.append(text(lang, "receipt_added", id=change.memory_id, text=clip(change.text)))
         elif change.action == "replaced":
-            out.append(f"~ replaced #{change.memory_id}: {clip(change.before or '', 80)} → {clip(change.text)}")
+            out.append(
+                text(lang, "receipt_replaced", id=change.memory_id, before=clip(change.before or "", 80), text=clip(change.text))
+            )
         else:
-            out.append(f"− forgot #{change.memory_id}: {clip(change.text)} (/history to restore it)")
+            out.append(text(lang, "receipt_forgot", id=change.memory_id, text=clip(change.text)))
         if change.action != "forgotten":
             if current is None:
-                out.append(f"   #{change.memory_id} has been forgotten since (/history to restore it).")
+                out.append(text(lang, "receipt_forgotten_since", id=change.memory_id))
             elif current.text != change.text:
-                out.append(f"   now: {clip(current.text)}")
+                out.append(text(lang, "receipt_now", text=clip(current.text)))
     if all(line.current is None for line in lines):
-        out.append("None of these memories is in my memory any more.")
+        out.append(text(lang, "receipt_all_gone"))
     return "\n".join(out)
 
 
-def gone_memory(memory_id: int) -> str:
-    return f"#{memory_id} is no longer in my memory (forgotten); /history lists its archived versions."
+def gone_memory(memory_id: int, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    return text(lang, "gone_memory", id=memory_id)
 
 
-def edit_result(memory_id: int, history_id: int | None) -> str:
+def edit_result(memory_id: int, history_id: int | None, *, lang: str = DEFAULT_LANGUAGE) -> str:
     if history_id is None:
-        return no_memory(memory_id)
-    return f"Edited #{memory_id}. The previous version is archived as h{history_id}: `/restore {history_id}` brings it back."
+        return no_memory(memory_id, lang=lang)
+    return text(lang, "edited", id=memory_id, history_id=history_id)
 
 
-def not_edited(reason: object) -> str:
-    return f"Not edited: {reason}."
+def not_edited(reason: object, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    return text(lang, "not_edited", reason=reason)

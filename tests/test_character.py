@@ -243,7 +243,7 @@ TOO_LONG_RULE = f"name: Zed\npersona: A keeper.\nrules:\n  - {'x' * (MAX_RULE_CH
         ("a.yaml", "- name: Zed\n", "expected a mapping of keys"),
         ("a.yaml", "", "got nothing"),
         ("a.txt", "name: Zed\n", "unsupported file type '.txt'"),
-        ("a.png", "", "export the card as JSON"),
+        ("a.png", "", "not a PNG image"),
         ("a.json", '{"spec": "chara_card_v2", "name": "Zed"}', "data, which is missing"),
         ("a.json", '{"spec": "chara_card_v9", "data": {}}', "unsupported card spec 'chara_card_v9'"),
         ("a.json", '{"spec": "chara_card_v2", "data": {"description": "A keeper."}}', "missing data.name"),

@@ -1,31 +1,115 @@
-"""The message catalogue: the same keys and placeholders in every language, locales mapped."""
+"""The message catalogue (bot/locales/*.po, read by Babel): every message the code names exists in
+every language with the same placeholders, plurals follow each language's rule, locales map."""
 
 from __future__ import annotations
 
+import ast
+import shutil
+import subprocess
+import re
 import string
+from pathlib import Path
 
 import pytest
 
 from bot.i18n import COMMANDS, EN, MESSAGES, language, text
-from bot.presenting import forget_result, memory_pages, sharing_text, why_text
+from bot.presenting import forget_result, memory_pages, receipt_text, sharing_text, stats_text, why_text
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGUAGES = ("en", "fr", "es", "de")
+# The callables that take (lang, key, **values): bot.i18n.text, imported by some as `tr`.
+CALLERS = ("text", "tr")
 
 
 def _fields(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
 
-@pytest.mark.parametrize("lang", sorted(MESSAGES))
-def test_every_catalogue_has_every_key_with_the_same_placeholders(lang):
+def _forms(message: str | tuple[str, ...]) -> tuple[str, ...]:
+    return message if isinstance(message, tuple) else (message,)
+
+
+def keys_in_code() -> tuple[set[str], set[str]]:
+    """Keys named as text(lang, "key") or tr(lang, "key") in bot/ and cogs/, and the literal
+    starts of keys built with an f-string (text(lang, f"reason_{reason}"))."""
+    keys: set[str] = set()
+    prefixes: set[str] = set()
+    for path in [*(ROOT / "bot").rglob("*.py"), *(ROOT / "cogs").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CALLERS):
+                continue
+            if len(node.args) < 2:
+                continue
+            key = node.args[1]
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                keys.add(key.value)
+            elif isinstance(key, ast.JoinedStr) and isinstance(key.values[0], ast.Constant):
+                prefixes.add(str(key.values[0].value))
+            elif isinstance(key, ast.IfExp):
+                keys.update(c.value for c in (key.body, key.orelse) if isinstance(c, ast.Constant))
+    return keys, prefixes
+
+
+def test_the_four_languages_are_there():
+    assert sorted(MESSAGES) == sorted(LANGUAGES)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_catalogue_is_complete_with_the_same_keys_placeholders_and_plurals(lang):
     catalogue = MESSAGES[lang]
-    assert catalogue.keys() == EN.keys()
-    for key, template in catalogue.items():
-        assert _fields(template) == _fields(EN[key]), key
+    assert sorted(catalogue.keys() - EN.keys()) == [] and sorted(EN.keys() - catalogue.keys()) == []
+    for key, message in catalogue.items():
+        english = EN[key]
+        assert isinstance(message, tuple) == isinstance(english, tuple), f"{lang}: {key} plural in one only"
+        for form in _forms(message):
+            assert form.strip(), f"{lang}: {key} is not translated"
+            assert _fields(form) == _fields(_forms(english)[0]), f"{lang}: {key}"
+
+
+def test_every_message_the_code_names_is_in_the_catalogue():
+    keys, prefixes = keys_in_code()
+    assert len(keys) > 50, "the scan finds the code's messages"
+    assert sorted(keys - EN.keys()) == []
+    for prefix in prefixes:
+        assert any(key.startswith(prefix) for key in EN), prefix
+
+
+def test_the_scan_would_see_a_missing_key(tmp_path):
+    source = 'from bot.i18n import text\ntext(lang, "no_such_message")\ntr(lang, "forgot")\n'
+    tree = ast.parse(source)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in CALLERS]
+    assert [c.args[1].value for c in calls] == ["no_such_message", "forgot"]
+    assert "no_such_message" not in EN
 
 
 @pytest.mark.parametrize(
-    ("locale", "lang"), [("fr", "fr"), ("fr-FR", "fr"), ("FR", "fr"), ("en-US", "en"), ("de", "en"), (None, "en"), ("", "en")]
+    ("lang", "n", "said"),
+    [
+        ("fr", 0, "0 souvenir choisi"),
+        ("fr", 1, "1 souvenir choisi"),
+        ("fr", 2, "2 souvenirs choisis"),
+        ("en", 0, "0 memories chosen"),
+        ("en", 1, "1 memory chosen"),
+        ("es", 1, "1 recuerdo elegido"),
+        ("es", 0, "0 recuerdos elegidos"),
+        ("de", 5, "5 Erinnerungen gewählt"),
+    ],
 )
-def test_a_discord_locale_picks_french_or_falls_back_to_english(locale, lang):
+def test_plural_forms_follow_each_languages_rule(lang, n, said):
+    assert text(lang, "n_chosen", n=n) == said
+
+
+def test_no_french_message_hedges_a_plural_with_parentheses():
+    hedged = [k for k, m in MESSAGES["fr"].items() for form in _forms(m) if re.search(r"\w\((s|es|e)\)", form)]
+    assert hedged == []
+
+
+@pytest.mark.parametrize(
+    ("locale", "lang"),
+    [("fr", "fr"), ("fr-FR", "fr"), ("FR", "fr"), ("en-US", "en"), ("es-ES", "es"), ("es-419", "es"), ("de", "de"),
+     ("pt-BR", "en"), (None, "en"), ("", "en")],
+)
+def test_a_discord_locale_picks_its_catalogue_or_falls_back_to_english(locale, lang):
     assert language(locale) == lang
 
 
@@ -35,10 +119,41 @@ def test_french_answers_of_the_memory_commands():
     assert forget_result(3, False, lang="fr") == "Tu n'as pas de souvenir #3."
     assert sharing_text(True, changed=True, lang="fr") == "Le partage entre lieux est maintenant activé."
     assert why_text(None, lang="fr").startswith("Pas encore de tour")
-    assert text("de", "remembered", id=4) == "Remembered as #4.", "an unknown language falls back to English"
+    assert text("pt", "remembered", id=4) == "Remembered as #4.", "an unknown language falls back to English"
 
 
-def test_command_translations_cover_every_command_text():
-    french = COMMANDS["fr"]
-    assert all(value and value == value.strip() for value in french.values())
-    assert "memories" in french and "erase-me" in french and "Remember this" in french
+def test_receipts_are_in_the_users_language():
+    assert receipt_text([], lang="fr") == "Rien de ce message n'est dans mes souvenirs de toi."
+    assert receipt_text([], lang="de") == "Nichts aus dieser Nachricht ist in meinen Erinnerungen an dich."
+    assert receipt_text([]) == "Nothing of this message is in my memory of you."
+
+
+def test_french_stats_agree_with_their_numbers():
+    from bot.engine import MemoryStats
+
+    fields = {name: 0 for name in MemoryStats.__dataclass_fields__}
+    stats = MemoryStats(**{**fields, "total": 1, "pinned": 2, "expired": 1, "cap": 100, "by_type": {}, "never_surfaced": []})
+    first = stats_text(stats, lang="fr").splitlines()[0]
+    assert first == "1 souvenir sur 100 au plus (aucun) ; 2 épinglés ; 1 expiré (gardé, pas servi)."
+
+
+@pytest.mark.parametrize("lang", [lang for lang in LANGUAGES if lang != "en"])
+def test_command_translations_are_names_discord_accepts(lang):
+    translated = COMMANDS[lang]
+    assert all(value and value == value.strip() for value in translated.values())
+    names = [english for english in translated if re.fullmatch(r"[a-z_-]+", english)]
+    assert "memories" in names and "erase-me" in names
+    for english in names:
+        assert re.fullmatch(r"[-_\w]{1,32}", translated[english]) and translated[english] == translated[english].lower(), english
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_catalogue_passes_gettexts_own_checks(lang):
+    """What a translator's tools run on a .po file (msgfmt --check: header, plural forms, line ends)."""
+    msgfmt = shutil.which("msgfmt")
+    if msgfmt is None:
+        pytest.skip("msgfmt (GNU gettext) is not installed")
+    checked = subprocess.run(
+        [msgfmt, "--check", "-o", "/dev/null", str(ROOT / "bot" / "locales" / f"{lang}.po")], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stderr

@@ -27,6 +27,8 @@ CORE_FILES = (
     "bot/cast.py",
     "bot/i18n.py",
     "bot/quoting.py",
+    "bot/png_card.py",
+    "bot/world_info.py",
     # The engine's parts.
     "bot/context.py",
     "bot/events.py",
@@ -39,7 +41,7 @@ CORE_FILES = (
 CORE_DIRS = ("bot/memory",)
 CLIENT_DIRS = ("bot/clients",)
 FRONT_END_DIRS = ("cogs", "bot/terminal", "bot/web")
-COMPOSITION = ("bot.app", "bot.__main__", "bot.config")
+COMPOSITION = ("bot.app", "bot.__main__", "bot.config", "bot.doctor")
 FRONT_ENDS = ("discord", "cogs", "bot.terminal", "bot.web")
 
 # What each room may not import (a module, or any module under it).
@@ -174,6 +176,7 @@ OTHER_ROOMS = {
     "bot/__main__.py": "composition",
     "bot/app.py": "composition",
     "bot/config.py": "composition",
+    "bot/doctor.py": "composition (an operator command: reads the settings, asks each client)",
     "bot/kinds.py": "composition (leaf: the kinds of server a setting names)",
     "bot/errors.py": "errors (leaf)",
 }

@@ -11,7 +11,9 @@ both where the two agree; where a statement truly differs, it is an `Sql` holdin
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
+import os
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
@@ -25,7 +27,7 @@ import aiosqlite
 from bot.clients.values import as_utc
 
 from bot.clients.outage import Outage
-from bot.errors import MigrationError, StorageError
+from bot.errors import MigrationError, StartupError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,8 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 POSTGRES_MIGRATIONS_DIR = MIGRATIONS_DIR / "postgresql"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
 BUSY_TIMEOUT_MS = 5000
+# How long a starting process waits for a restore under way to put the file in place.
+RESTORE_WAIT_SECONDS = 30.0
 
 
 # "No limit" as a number both SQLite and PostgreSQL take (PostgreSQL refuses LIMIT -1).
@@ -197,13 +201,53 @@ async def apply_migrations(conn: aiosqlite.Connection, directory: Path = MIGRATI
     return version
 
 
+def lock_file(path: Path) -> Path:
+    """The file whose lock says who uses the database: "<database>.lock", beside it."""
+    return path.with_name(path.name + ".lock")
+
+
+def hold_database(path: Path, *, exclusive: bool) -> int | None:
+    """A descriptor holding the database's lock, shared (every process that opens the file) or
+    exclusive (a restore); None when another process holds it the other way. Released when
+    the descriptor is closed, or by the kernel when the process dies, kill -9 included.
+
+    A lock of its own file, not of the database: closing any other descriptor of the database
+    file would release SQLite's own POSIX locks on it in this process."""
+    fd = os.open(lock_file(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+async def _hold_while_open(path: Path) -> int:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RESTORE_WAIT_SECONDS
+    while (fd := hold_database(path, exclusive=False)) is None:
+        if loop.time() >= deadline:
+            raise StartupError(
+                f"A backup is being restored into {path} (python -m bot restore holds {lock_file(path)}). "
+                "Start the bot once the restore has finished."
+            )
+        await asyncio.sleep(0.2)
+    return fd
+
+
 class Database:
     """The bot's SQLite database: `reader` for queries, `write()` for serialised transactions."""
 
     dialect = "sqlite"
 
-    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection):
+    def __init__(
+        self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection, lock: int | None = None
+    ):
         self.path = path
+        self._lock = lock
         self._writer = writer
         self.reader = reader
         self._write_lock = asyncio.Lock()
@@ -216,7 +260,12 @@ class Database:
             raise ValueError("Écho needs a database file: the reader and writer share it")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        writer = await aiosqlite.connect(path, isolation_level=None)
+        lock = await _hold_while_open(path)
+        try:
+            writer = await aiosqlite.connect(path, isolation_level=None)
+        except BaseException:
+            os.close(lock)
+            raise
         reader: aiosqlite.Connection | None = None
         try:
             await _configure(writer)
@@ -228,8 +277,9 @@ class Database:
             await writer.close()
             if reader is not None:
                 await reader.close()
+            os.close(lock)
             raise
-        return cls(path, writer, reader)
+        return cls(path, writer, reader, lock)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -294,6 +344,9 @@ class Database:
     async def close(self) -> None:
         await self.reader.close()
         await self._writer.close()
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
 
 def is_postgres_url(target: str | Path) -> bool:

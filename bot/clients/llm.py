@@ -279,6 +279,35 @@ class LLMClient:
             listed = [str(n) for n in names]
             raise ModelNotFound(self._missing_model_message(model, listed=listed), model=model)
 
+    async def context_size(self, model: str) -> int | None:
+        """The context, in tokens, the server says `model` handles: Ollama's `/api/show`
+        (`<architecture>.context_length`), or an OpenAI-compatible model list's `max_model_len`
+        (vLLM) or `context_length`; None when the server does not say."""
+        if self.api == "ollama":
+            path, body, method = "/api/show", {"model": model}, "POST"
+        else:
+            path, body, method = "/v1/models", None, "GET"
+        response = await self._send(method, path, body, min(self.timeout, CHECK_TIMEOUT))
+        if response.status_code == 404:
+            if self.api == "ollama":
+                self._raise_if_model_missing(response, model)
+            return None
+        self._raise_for_status(response, path)
+        data = self._json(response, path)
+        if self.api == "ollama":
+            info = data.get("model_info")
+            found = [v for k, v in info.items() if k.endswith(".context_length")] if isinstance(info, dict) else []
+        else:
+            entries = data.get("data") if isinstance(data.get("data"), list) else []
+            found = [
+                entry.get(key)
+                for entry in entries
+                if isinstance(entry, dict) and _same_model(model, str(entry.get("id")))
+                for key in ("max_model_len", "context_length")
+            ]
+        sizes = [v for v in found if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+        return sizes[0] if sizes else None
+
     # -- transport -------------------------------------------------------------------------
 
     def _url(self, path: str) -> str:

@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from bot.clients import backup
 from bot.clients.embeddings import Embedder
 
 TURN_OUTCOMES = ("answered", "degraded", "failed")
@@ -39,6 +40,20 @@ class _FailureCount(Collector):
         family = CounterMetricFamily(self._name, self._documentation)
         family.add_metric([], float(self._read()))
         yield family
+
+
+class _Backups(Collector):
+    """The scheduled backups' figures, kept by bot.clients.backup, read at scrape time."""
+
+    def collect(self) -> Iterator[Metric]:
+        failures = CounterMetricFamily("echo_backup_failures", "Scheduled backups that failed (the previous ones are kept)")
+        failures.add_metric([], float(backup.scheduled_failures.failures))
+        yield failures
+        last = GaugeMetricFamily(
+            "echo_backup_last_success_timestamp_seconds", "Unix time of the last scheduled backup that succeeded (0: none yet)"
+        )
+        last.add_metric([], backup.last_success)
+        yield last
 
 
 class Metrics:
@@ -67,6 +82,7 @@ class Metrics:
             self.context_full.labels(call)
         for call in ("query", "passages"):
             self.embedding_seconds.labels(call)
+        r.register(_Backups())
 
     def watch_storage(self, read_failures: Callable[[], int]) -> None:
         """Count the database's failed writes (its Outage's `failures`)."""

@@ -20,18 +20,11 @@ from bot.errors import LLMError, StorageError
 from cogs.utils.answering import DISCORD_LIMIT, split_message
 from cogs.utils.voices import character_at
 from bot.engine import MAX_MEMORY_CHARS, Engine, Shown
-from bot.i18n import language
+from bot.i18n import DEFAULT_LANGUAGE, language
 from bot.memory_commands import MemoryCommands
 from bot.i18n import text as tr
 from bot.memory.model import Memory
-from bot.presenting import (
-    RECEIPT_ICON,
-    REGENERATE_FAILED,
-    SETTLED_ALREADY,
-    forget_result,
-    gone_memory,
-    receipt_text,
-)
+from bot.presenting import RECEIPT_ICON, forget_result, gone_memory, receipt_text
 
 if TYPE_CHECKING:
     from cogs.bot import EchoBot
@@ -39,7 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_YOURS = tr("en", "not_yours")
-NOT_YOUR_REPLY = "These buttons belong to the person this answer was for."
 FAILED = tr("en", "failed")
 # Forget and Edit for at most this many memories on one receipt (5 rows of 5 buttons).
 RECEIPT_MAX_ACTIONS = 12
@@ -105,12 +97,13 @@ class _OwnedButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"ec
     """A button only the person of `owner` may press; its failures are told to the presser and logged."""
 
     owner: str
-    refusal = NOT_YOURS
+    # The catalogue key of what anyone else pressing it is told, in their language.
+    refusal = "not_yours"
 
     async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
         if interaction.user.id == _person(self.owner):
             return True
-        await interaction.response.send_message(self.refusal, ephemeral=True)
+        await interaction.response.send_message(tr(language(interaction.locale), self.refusal), ephemeral=True)
         return False
 
     async def callback(self, interaction: discord.Interaction) -> None:
@@ -131,7 +124,7 @@ _SWIPE_LABELS = {"prev": "◀", "next": "▶", "regen": "🔄"}
 class SwipeButton(
     _OwnedButton, template=r"echo:swipe:(?P<action>prev|next|regen):" + _OWNER + r":(?P<exchange>[0-9]+)"
 ):
-    refusal = NOT_YOUR_REPLY
+    refusal = "not_your_reply"
 
     def __init__(self, action: str, owner: int | str, exchange_id: int, *, disabled: bool = False) -> None:
         super().__init__(
@@ -170,7 +163,7 @@ class SwipeButton(
             shown = await engine.regenerate(user, self.exchange_id, max_chars=DISCORD_LIMIT)
         except LLMError as exc:
             log.info("a regenerate failed: %s", exc)
-            await interaction.followup.send(REGENERATE_FAILED, ephemeral=True)
+            await interaction.followup.send(tr(language(interaction.locale), "regenerate_failed"), ephemeral=True)
             return
         if shown is None:
             await _settled(interaction)
@@ -187,7 +180,7 @@ async def _settled(interaction: discord.Interaction) -> None:
         await interaction.response.edit_message(view=None)
     elif interaction.message is not None:
         await interaction.message.edit(view=None)
-    await interaction.followup.send(SETTLED_ALREADY, ephemeral=True)
+    await interaction.followup.send(tr(language(interaction.locale), "settled_already"), ephemeral=True)
 
 
 def swipe_view(owner_id: int | str, shown: Shown) -> discord.ui.View:
@@ -211,7 +204,7 @@ def swipe_view(owner_id: int | str, shown: Shown) -> discord.ui.View:
 
 
 class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + _OWNER + r":(?P<exchange>[0-9]+)"):
-    refusal = NOT_YOUR_REPLY
+    refusal = "not_your_reply"
 
     def __init__(self, owner: int | str, exchange_id: int, changes: int = 0) -> None:
         super().__init__(
@@ -232,7 +225,8 @@ class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + _OWNER + r":(?P<ex
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
         lines = await engine.receipt(self.owner, self.exchange_id)
         live = [line.current for line in lines if line.current is not None]
-        await say(interaction, receipt_text(lines), view=memory_actions(self.owner, live) if live else None)
+        lang = language(interaction.locale)
+        await say(interaction, receipt_text(lines, lang=lang), view=memory_actions(self.owner, live, lang) if live else None)
 
 
 def receipt_view(owner_id: int | str, exchange_id: int, changes: int) -> discord.ui.View:
@@ -241,12 +235,12 @@ def receipt_view(owner_id: int | str, exchange_id: int, changes: int) -> discord
     return view
 
 
-def memory_actions(owner_id: int | str, memories: list[Memory]) -> discord.ui.View:
-    """Forget and Edit for each memory (the first RECEIPT_MAX_ACTIONS of them)."""
+def memory_actions(owner_id: int | str, memories: list[Memory], lang: str = DEFAULT_LANGUAGE) -> discord.ui.View:
+    """Forget and Edit for each memory (the first RECEIPT_MAX_ACTIONS of them), labelled in `lang`."""
     view = discord.ui.View(timeout=None)
     for memory in memories[:RECEIPT_MAX_ACTIONS]:
-        view.add_item(ForgetButton(owner_id, memory.id))
-        view.add_item(EditButton(owner_id, memory.id))
+        view.add_item(ForgetButton(owner_id, memory.id, lang))
+        view.add_item(EditButton(owner_id, memory.id, lang))
     return view
 
 
@@ -254,13 +248,13 @@ class _MemoryButton(_OwnedButton, template=r"echo:memory-base:(?!)"):
     """A button acting on one memory of its owner: custom_id `echo:<action>:<owner>:<memory>`."""
 
     action: str
-    label: str
+    label: str  # its catalogue key
     style: discord.ButtonStyle
 
-    def __init__(self, owner_id: int | str, memory_id: int) -> None:
+    def __init__(self, owner_id: int | str, memory_id: int, lang: str = DEFAULT_LANGUAGE) -> None:
         super().__init__(
             discord.ui.Button(
-                label=f"{self.label} #{memory_id}",
+                label=tr(lang, self.label, id=memory_id),
                 style=self.style,
                 custom_id=f"echo:{self.action}:{owner_id}:{memory_id}",
             )
@@ -275,15 +269,16 @@ class _MemoryButton(_OwnedButton, template=r"echo:memory-base:(?!)"):
 
 
 class ForgetButton(_MemoryButton, template=r"echo:forget:" + _OWNER + r":(?P<memory>[0-9]+)"):
-    action, label, style = "forget", "Forget", discord.ButtonStyle.danger
+    action, label, style = "forget", "forget_button", discord.ButtonStyle.danger
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
         done = await engine.forget(self.owner, self.memory_id)
-        await say(interaction, forget_result(self.memory_id, True) if done else gone_memory(self.memory_id))
+        lang = language(interaction.locale)
+        await say(interaction, forget_result(self.memory_id, True, lang=lang) if done else gone_memory(self.memory_id, lang=lang))
 
 
 class EditButton(_MemoryButton, template=r"echo:edit:" + _OWNER + r":(?P<memory>[0-9]+)"):
-    action, label, style = "edit", "Edit", discord.ButtonStyle.primary
+    action, label, style = "edit", "edit_button", discord.ButtonStyle.primary
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
         await open_editor(interaction, engine, self.memory_id, self.owner)
@@ -298,22 +293,24 @@ async def open_editor(
         character = character_at(engine.cast, interaction.channel, interaction.guild_id)
         owner = engine.cast.memory_key(str(interaction.user.id), character)
     memory = await engine.memory(owner, memory_id)
+    lang = language(interaction.locale)
     if memory is None:
-        await say(interaction, gone_memory(memory_id))
+        await say(interaction, gone_memory(memory_id, lang=lang))
         return
-    await interaction.response.send_modal(EditMemoryModal(engine, memory, owner))
+    await interaction.response.send_modal(EditMemoryModal(engine, memory, owner, lang))
 
 
 class EditMemoryModal(discord.ui.Modal):
     """The memory's text, to rewrite; the previous version is archived (restorable)."""
 
-    def __init__(self, engine: Engine, memory: Memory, owner: str) -> None:
-        super().__init__(title=f"Edit memory #{memory.id}", custom_id=f"echo:edit-memory:{memory.id}", timeout=900)
+    def __init__(self, engine: Engine, memory: Memory, owner: str, lang: str = DEFAULT_LANGUAGE) -> None:
+        super().__init__(title=tr(lang, "edit_title", id=memory.id), custom_id=f"echo:edit-memory:{memory.id}", timeout=900)
         self.engine = engine
         self.owner = owner
+        self.lang = lang
         self.memory_id = memory.id
         self.text: discord.ui.TextInput[EditMemoryModal] = discord.ui.TextInput(
-            label="What I should remember",
+            label=tr(lang, "edit_label"),
             style=discord.TextStyle.paragraph,
             default=memory.text,
             max_length=MAX_MEMORY_CHARS,
@@ -322,7 +319,7 @@ class EditMemoryModal(discord.ui.Modal):
         self.add_item(self.text)
 
     async def on_submit(self, interaction: discord.Interaction, /) -> None:
-        await say(interaction, await MemoryCommands(self.engine).edit(self.owner, self.memory_id, self.text.value))
+        await say(interaction, await MemoryCommands(self.engine).edit(self.owner, self.memory_id, self.text.value, lang=self.lang))
 
     async def on_error(self, interaction: discord.Interaction, error: Exception, /) -> None:
         await report_failure(interaction, "the memory edit", error)

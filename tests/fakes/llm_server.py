@@ -128,6 +128,8 @@ class FakeLLMServer:
     def __init__(self, models: tuple[str, ...] | list[str] = (FAKE_MODEL,)) -> None:
         self.models: list[str] = list(models)
         self.models_endpoint = True
+        # What /api/show and /v1/models say of each model's context (None: they do not say).
+        self.context_length: int | None = 32_768
         self.replies: deque[Answer] = deque()
         self.handler: Handler | None = None
         self.requests: list[LLMRequest] = []
@@ -147,6 +149,7 @@ class FakeLLMServer:
         app = web.Application()
         app.router.add_post("/api/chat", self._ollama_chat)
         app.router.add_get("/api/tags", self._ollama_tags)
+        app.router.add_post("/api/show", self._ollama_show)
         app.router.add_post("/v1/chat/completions", self._openai_chat)
         app.router.add_get("/v1/models", self._openai_models)
         # Hung handlers are released by `_stopping`, so shutdown never waits for them.
@@ -219,11 +222,22 @@ class FakeLLMServer:
         ]
         return web.json_response({"models": listed})
 
+    async def _ollama_show(self, request: web.Request) -> web.Response:
+        recorded = await self._record(request, "ollama")
+        model = str((recorded.body or {}).get("model") or "")
+        if not self._knows(model, "ollama"):
+            return web.json_response({"error": f"model '{model}' not found"}, status=404)
+        info = {"general.architecture": "fake"}
+        if self.context_length is not None:
+            info["fake.context_length"] = self.context_length
+        return web.json_response({"details": {"format": "gguf", "family": "fake"}, "model_info": info})
+
     async def _openai_models(self, request: web.Request) -> web.Response:
         await self._record(request, "openai")
         if not self.models_endpoint:
             return web.Response(status=404, text="404 page not found")
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
+        context = {} if self.context_length is None else {"max_model_len": self.context_length}
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake", **context} for m in self.models]
         return web.json_response({"object": "list", "data": data})
 
     # -- chat ------------------------------------------------------------------------------

@@ -168,6 +168,12 @@ async def users_me(request: web.Request) -> web.Response:
     return json_response(server.bot_user.payload() | {"verified": True, "mfa_enabled": False, "locale": "en-US"})
 
 
+async def my_guilds(request: web.Request) -> web.Response:
+    server = _server(request)
+    mine = [g for g in server.guilds.values() if server.bot_user.id in g.members]
+    return json_response([{"id": str(g.id), "name": g.name, "icon": None, "owner": False, "features": []} for g in mine])
+
+
 async def application_me(request: web.Request) -> web.Response:
     return json_response(_server(request).application_payload())
 
@@ -341,8 +347,9 @@ async def create_webhook(request: web.Request) -> web.Response:
     return json_response(server.webhook_payload(webhook))
 
 
-def _may_manage_webhooks(server: Any, channel_id: int) -> None:
-    if channel_id in server.webhooks_forbidden:
+def _may_manage_webhooks(server: Any, place_id: int) -> None:
+    """`webhooks_forbidden` holds channel ids, and guild ids where it is refused server-wide."""
+    if place_id in server.webhooks_forbidden:
         raise DiscordError(403, 50013, "Missing Permissions")
 
 
@@ -356,6 +363,7 @@ async def channel_webhooks(request: web.Request) -> web.Response:
 async def guild_webhooks(request: web.Request) -> web.Response:
     server = _server(request)
     guild_id = _id(request, "guild_id")
+    _may_manage_webhooks(server, guild_id)
     return json_response([server.webhook_payload(w) for w in server.webhooks.values() if w.guild_id == guild_id])
 
 
@@ -569,6 +577,7 @@ def add_routes(app: web.Application) -> None:
     p = API_PREFIX
     r = app.router
     r.add_get(p + "/users/@me", users_me)
+    r.add_get(p + "/users/@me/guilds", my_guilds)
     r.add_get(p + "/oauth2/applications/@me", application_me)
     r.add_get(p + "/applications/@me", application_me)
     r.add_get(p + "/gateway/bot", gateway_bot)

@@ -51,7 +51,8 @@ class FakeDiscord:
         self.message_content_enabled = message_content_enabled
         self.latency = 0.0  # seconds added to every REST answer
         self.application_id = snowflake()
-        self.application_flags = 1 << 19  # GATEWAY_MESSAGE_CONTENT_LIMITED: the intent is allowed
+        # GATEWAY_MESSAGE_CONTENT_LIMITED when the intent is enabled, as the gateway's check says.
+        self.application_flags = 1 << 19 if message_content_enabled else 0
         self.bot_user = User(id=self.application_id, username="Écho", bot=True)
         self.owner = User(id=snowflake(), username="owner")
         self.users: dict[int, User] = {u.id: u for u in (self.bot_user, self.owner, ALICE, BOB)}
