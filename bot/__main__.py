@@ -35,8 +35,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 async def _migrate_store(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bot.clients.db import Database, is_postgres_url
-    from bot.clients.postgres import PostgresDatabase, describe
+    from bot.clients.databases import is_postgres_url, open_postgres, open_sqlite
+    from bot.clients.postgres import describe
     from bot.memory.move_store import MoveRefused, move
 
     if not args.source.startswith("sqlite:///") or not is_postgres_url(args.target):
@@ -44,11 +44,9 @@ async def _migrate_store(args: argparse.Namespace) -> int:
     path = Path(args.source.removeprefix("sqlite:///"))
     if not path.is_file():
         raise StartupError(f"there is no SQLite database at {path}")
-    from bot.app import _open_postgres
-
-    source = await Database.open(path)
+    source = await open_sqlite(path)
     try:
-        target: PostgresDatabase = await _open_postgres(args.target)
+        target = await open_postgres(args.target)
         try:
             reports = await move(source, target, replace=args.replace)
         except MoveRefused as exc:

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from bot.clients.storage import Database
 from bot.cast import Cast
-from bot.clients.db import Database
+
 from bot.clients.metrics import Metrics
 from bot.clients.tasks import BackgroundTasks
 from bot.config import EngineSettings

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bot.clients.storage import Database
 from bot.cast import Cast
 from bot.character import Character
-from bot.clients.db import Database
+
 from bot.clients.embeddings import Embedder
 from bot.clients.llm import LLMClient, OnText
 from bot.clients.metrics import Metrics

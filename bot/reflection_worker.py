@@ -13,8 +13,8 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
-import aiosqlite
 
+from bot.clients.storage import Connection
 from bot.clients.outage import Outage
 from bot.context import EngineContext
 from bot.errors import ExchangesGone, LLMError, LLMTooLarge, ReflectionParseError, StorageError
@@ -256,7 +256,7 @@ class Reflections:
             other_names=tuple(others),
         )
 
-        async def finalize(conn: aiosqlite.Connection) -> None:
+        async def finalize(conn: Connection) -> None:
             # The text read is still the message's: an edit meanwhile makes it pending again.
             marked = 0
             for e in batch:

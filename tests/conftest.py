@@ -9,10 +9,14 @@ from datetime import datetime, timezone
 import pytest
 import pytest_asyncio
 
-from bot.clients.db import Database, open_database
+from bot.clients.db import SQLiteDatabase
+
+from bot.clients.databases import open_database
 from tests.fakes import postgres_server
-from tests.fakes.embedding_server import embedding_http, embedding_server  # noqa: F401  (fixtures)
-from tests.fakes.llm_server import llm_server, refused_url  # noqa: F401  (fixtures)
+
+# The scripted servers' fixtures (llm_server, refused_url, embedding_server, embedding_http),
+# for every test without an import.
+pytest_plugins = ("tests.fakes.llm_server", "tests.fakes.embedding_server")
 
 
 class Clock:
@@ -79,7 +83,7 @@ async def database_url(store_kind: str, request: pytest.FixtureRequest, tmp_path
 
 
 @pytest_asyncio.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
+async def db(database_url: str) -> AsyncIterator[SQLiteDatabase]:
     database = await open_database(database_url)
     try:
         yield database

@@ -17,7 +17,7 @@ def test_readme_configuration_table_lists_every_setting_and_no_other():
 
 
 def test_ci_runs_exactly_the_readme_test_command():
-    ci = [l for l in (ROOT / ".ci" / "run").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.strip() and not line.startswith("#")]
     assert ci[-1].strip() == "make test"
     assert "make test" in README and "make run" in README
 

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-import aiosqlite
 import numpy as np
 
-from bot.clients.db import Database, from_db
+from bot.clients.storage import Connection, Database
+from bot.clients.db import from_db
 from bot.memory.model import Memory
 from bot.memory.store import changed_since, memory_rows, memory_version, row_to_memory
 from bot.memory.vectors import VECTOR_DTYPE, vector_rows
@@ -421,7 +421,7 @@ class MemoryCache:
         self._value.pop(user_id, None)
         self._write_indexes.pop(user_id, None)
 
-    async def get(self, user_id: str, conn: aiosqlite.Connection | None = None) -> UserMemories:
+    async def get(self, user_id: str, conn: Connection | None = None) -> UserMemories:
         """The user's memories as of now: one read of their version when nothing changed.
 
         `conn`: the connection to read through, by default the shared reader. A caller holding
@@ -436,7 +436,7 @@ class MemoryCache:
                 if self._locks.get(user_id) is lock:
                     self._locks.pop(user_id, None)
 
-    async def _current(self, user_id: str, conn: aiosqlite.Connection) -> UserMemories:
+    async def _current(self, user_id: str, conn: Connection) -> UserMemories:
         version = await memory_version(conn, user_id)
         entry = self._entries.get(user_id)
         if entry is not None and entry.version == version:
@@ -458,7 +458,7 @@ class MemoryCache:
         return await self._load(conn, user_id, version)
 
     async def write_index(
-        self, user_id: str, place: str | None, now: datetime, conn: aiosqlite.Connection | None = None
+        self, user_id: str, place: str | None, now: datetime, conn: Connection | None = None
     ) -> tuple[UserMemories, WriteIndex]:
         """The user's memories as of now and their write index for `place`, caught up with
         every change read since it was last used. The first one of a user and place is built in
@@ -473,7 +473,7 @@ class MemoryCache:
             return await self._write_index(user_id, place, now, conn)
 
     async def _write_index(
-        self, user_id: str, place: str | None, now: datetime, conn: aiosqlite.Connection | None
+        self, user_id: str, place: str | None, now: datetime, conn: Connection | None
     ) -> tuple[UserMemories, WriteIndex]:
         entry = await self.get(user_id, conn)
         now_us = micros(now)
@@ -529,7 +529,7 @@ class MemoryCache:
         self._write_indexes.pop(user_id, None)
 
     async def _vectors(
-        self, conn: aiosqlite.Connection, user_id: str, among: Sequence[int] | None = None
+        self, conn: Connection, user_id: str, among: Sequence[int] | None = None
     ) -> dict[int, _Vector]:
         if self.model is None:
             return {}
@@ -550,7 +550,7 @@ class MemoryCache:
                 return vectors
             after = int(rows[-1][0])
 
-    async def _load(self, conn: aiosqlite.Connection, user_id: str, version: tuple[int, int]) -> UserMemories:
+    async def _load(self, conn: Connection, user_id: str, version: tuple[int, int]) -> UserMemories:
         started = time.perf_counter()
         forgotten = self._forgotten.get(user_id, 0)
         rows: list[Any] = []

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import aiosqlite
 
-from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.clients.storage import Connection, Database
+from bot.clients.db import fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.clients.llm_wire import Image
 
 
@@ -90,7 +90,7 @@ def _decode(obj: dict[str, Any]) -> Any:
 
 
 async def hold_reply(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     exchange_id: int,
     reply: str,
@@ -109,7 +109,7 @@ async def hold_reply(
     )
 
 
-async def mark_settled_now(conn: aiosqlite.Connection, user_id: str, exchange_id: int, *, now: datetime) -> None:
+async def mark_settled_now(conn: Connection, user_id: str, exchange_id: int, *, now: datetime) -> None:
     await conn.execute(
         "UPDATE exchanges SET settled_at = ? WHERE user_id = ? AND id = ? AND settled_at IS NULL",
         (to_db(now), user_id, exchange_id),
@@ -139,7 +139,7 @@ async def open_exchange(db: Database, user_id: str, exchange_id: int) -> OpenExc
 
 
 async def add_alternative(
-    conn: aiosqlite.Connection, user_id: str, exchange_id: int, text: str, *, now: datetime
+    conn: Connection, user_id: str, exchange_id: int, text: str, *, now: datetime
 ) -> int | None:
     """Store a new answer and show it. Its number, or None when the exchange is no longer open."""
     row = await fetch_one(
@@ -160,7 +160,7 @@ async def add_alternative(
     return n
 
 
-async def choose_alternative(conn: aiosqlite.Connection, user_id: str, exchange_id: int, n: int) -> bool:
+async def choose_alternative(conn: Connection, user_id: str, exchange_id: int, n: int) -> bool:
     """Show (and keep) alternative n: the exchange's reply becomes its text. False when closed."""
     cur = await conn.execute(
         "UPDATE exchanges SET reply_choice = ?, reply = (SELECT r.text FROM exchange_replies AS r "
@@ -273,7 +273,7 @@ async def edit_message(db: Database, user_id: str, exchange_id: int, text: str) 
         return cur.rowcount == 1
 
 
-async def memories_only_from(conn: aiosqlite.Connection, user_id: str, exchange_id: int) -> list[tuple[int, bool]]:
+async def memories_only_from(conn: Connection, user_id: str, exchange_id: int) -> list[tuple[int, bool]]:
     """(id, pinned) of the user's live memories whose every source is this exchange."""
     rows = await fetch_all(
         conn,
@@ -286,7 +286,7 @@ async def memories_only_from(conn: aiosqlite.Connection, user_id: str, exchange_
     return [(int(r[0]), bool(r[1])) for r in rows]
 
 
-async def forget_message_text(conn: aiosqlite.Connection, user_id: str, exchange_id: int, *, now: datetime) -> str:
+async def forget_message_text(conn: Connection, user_id: str, exchange_id: int, *, now: datetime) -> str:
     """Empty the message's text from the exchange (and its copy in the turn log); never reflected
     again. Returns the text that was removed."""
     row = await fetch_one(
@@ -311,7 +311,7 @@ async def forget_message_text(conn: aiosqlite.Connection, user_id: str, exchange
 # --- provenance and receipts ------------------------------------------------------------------
 
 
-async def add_sources(conn: aiosqlite.Connection, user_id: str, memory_id: int, exchange_ids: Iterable[int]) -> None:
+async def add_sources(conn: Connection, user_id: str, memory_id: int, exchange_ids: Iterable[int]) -> None:
     for exchange_id in exchange_ids:
         await conn.execute(
             "INSERT OR IGNORE INTO memory_sources (memory_id, exchange_id, user_id) VALUES (?, ?, ?)",
@@ -339,7 +339,7 @@ async def produced_by(db: Database, user_id: str, exchange_id: int) -> list[int]
 
 
 async def record_change(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     exchange_id: int,
     memory_id: int,
@@ -379,7 +379,7 @@ _ERASE_USER: Sequence[str] = (
 )
 
 
-async def erase_user_exchange_data(conn: aiosqlite.Connection, user_id: str) -> None:
+async def erase_user_exchange_data(conn: Connection, user_id: str) -> None:
     for statement in _ERASE_USER:
         await conn.execute(statement, (user_id,))
 
@@ -435,7 +435,7 @@ class PendingExchange:
 
 
 async def save_exchange(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     *,
     user_name: str,
@@ -445,15 +445,17 @@ async def save_exchange(
     text: str,
     now: datetime,
 ) -> int:
-    cur = await conn.execute(
+    exchange_id = await inserted_id(
+        conn,
         "INSERT INTO exchanges (user_id, user_name, story_id, place, message_id, "
-        "user_message, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "user_message, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (user_id, user_name, story_id, place, message_id, text, to_db(now)),
     )
-    return int(cur.lastrowid or 0)
+    assert exchange_id is not None
+    return exchange_id
 
 
-async def set_reply(conn: aiosqlite.Connection, user_id: str, exchange_id: int, reply: str, *, now: datetime) -> None:
+async def set_reply(conn: Connection, user_id: str, exchange_id: int, reply: str, *, now: datetime) -> None:
     await conn.execute(
         "UPDATE exchanges SET reply = ?, answered_at = ? WHERE user_id = ? AND id = ?",
         (reply, to_db(now), user_id, exchange_id),
@@ -506,7 +508,7 @@ async def pending_exchanges(db: Database, user_id: str, limit: int) -> list[Pend
     return [PendingExchange(*row) for row in rows]
 
 
-async def mark_reflected(conn: aiosqlite.Connection, user_id: str, exchange: PendingExchange, *, now: datetime) -> int:
+async def mark_reflected(conn: Connection, user_id: str, exchange: PendingExchange, *, now: datetime) -> int:
     """1 when marked; 0 when the exchange is gone, already reflected, or its text was edited
     since it was read (it is then pending again)."""
     cur = await conn.execute(
@@ -518,7 +520,7 @@ async def mark_reflected(conn: aiosqlite.Connection, user_id: str, exchange: Pen
 
 
 async def reflection_attempt_failed(
-    conn: aiosqlite.Connection, user_id: str, exchange_id: int, *, attempts: int, error: str, set_aside_at: datetime | None
+    conn: Connection, user_id: str, exchange_id: int, *, attempts: int, error: str, set_aside_at: datetime | None
 ) -> None:
     """Count a failed attempt; with `set_aside_at`, the exchange is no longer pending."""
     await conn.execute(

@@ -15,7 +15,8 @@ import logging
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from bot.clients.db import Database
+
+from bot.clients.storage import Database
 from bot.errors import EmbeddingError, StorageError
 from bot.clients.embeddings import Embedder
 from bot.memory.model import utcnow

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bot.clients.db import Database
+
+from bot.clients.storage import Database
 from bot.memory import report_store
 from bot.memory.model import Memory
 from bot.memory.recall import TurnSelection

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.clients.db import Database
+
+from bot.clients.storage import Database
 from bot.memory.exchange_store import count_pending_reflection
 from bot.memory.model import Memory
 from bot.memory.recall import turn_stats

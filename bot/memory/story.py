@@ -342,7 +342,7 @@ def _proposal(item: Any) -> ProposedPosition | None:
     values = [get(k) for k in ("subject", "stance", "justification")]
     if not all(isinstance(v, str) and normalise(v) for v in values):
         return None
-    subject, stance, justification = (" ".join(v.split()) for v in values)
+    subject, stance, justification = (" ".join(str(v).split()) for v in values)
     return ProposedPosition(subject, stance, justification)
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import aiosqlite
 
-from bot.clients.db import Database, Sql, fetch_all, fetch_one, from_db, to_db
+from bot.clients.storage import Connection, Database
+from bot.clients.db import Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.memory.story import (
     Anchor,
     AnchorPlan,
@@ -65,7 +65,7 @@ def _dt(value: str) -> datetime:
     return parsed
 
 
-async def _load(conn: aiosqlite.Connection, user_id: str, story_id: str) -> StoryState:
+async def _load(conn: Connection, user_id: str, story_id: str) -> StoryState:
     state = StoryState()
     row = await fetch_one(
         conn,
@@ -124,7 +124,7 @@ async def user_story_ids(db: Database, user_id: str) -> list[str]:
 
 
 async def _archive(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     story_id: str,
     operation: str,
@@ -156,7 +156,7 @@ def _position_payload(p: Position) -> dict[str, Any]:
 
 
 async def apply_story_reflection(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     story_id: str,
     *,
@@ -208,13 +208,13 @@ async def apply_story_reflection(
         )
     added_ids: list[int] = []
     for text in anchor_plan.add:
-        cur = await conn.execute(
+        anchor_id = await inserted_id(
+            conn,
             "INSERT INTO story_anchors (user_id, story_id, text, created_at, cause)"
-            " VALUES (?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?) RETURNING id",
             (user_id, story_id, text, stamp, cause),
         )
-        added_ids.append(int(cur.lastrowid or 0))
-        await cur.close()
+        added_ids.append(anchor_id or 0)
 
     position_plan = plan_positions(current.positions, positions, now)
     for p in position_plan.evict:
@@ -242,16 +242,16 @@ async def apply_story_reflection(
         )
     inserted_ids: list[int] = []
     for prop in position_plan.insert:
-        cur = await conn.execute(
+        position_id = await inserted_id(
+            conn,
             "INSERT INTO story_positions (user_id, story_id, subject, subject_key, stance,"
-            " justification, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " justification, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 user_id, story_id, prop.subject, subject_key(prop.subject), prop.stance,
                 prop.justification, stamp, stamp,
             ),
         )
-        inserted_ids.append(int(cur.lastrowid or 0))
-        await cur.close()
+        inserted_ids.append(position_id or 0)
 
     state_plan = apply_state_deltas(specs, current.state, state_deltas)
     for change in state_plan.changes:
@@ -344,7 +344,7 @@ _ERASE_USER: Sequence[str] = (
 )
 
 
-async def erase_user_story_data(conn: aiosqlite.Connection, user_id: str) -> int:
+async def erase_user_story_data(conn: Connection, user_id: str) -> int:
     """Delete every story row of this user, history included. Returns the number of rows."""
     total = 0
     for statement in _ERASE_USER:

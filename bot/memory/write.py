@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-import aiosqlite
 
-from bot.clients.db import Database
+
+from bot.clients.storage import Connection, Database
 from bot.memory import filters
 from bot.memory.exchange_store import add_sources, record_change
 from bot.memory.cache import MemoryCache, UserMemories
@@ -165,7 +165,7 @@ class _Memories:
 
 class _Writer:
     def __init__(
-        self, conn: aiosqlite.Connection, ctx: ReflectionContext, now: datetime, entry: UserMemories, index: WriteIndex
+        self, conn: Connection, ctx: ReflectionContext, now: datetime, entry: UserMemories, index: WriteIndex
     ) -> None:
         self.conn = conn
         self.ctx = ctx
@@ -397,7 +397,7 @@ async def apply_reflection(
     *,
     problems: list[str] | None = None,
     clock: Callable[[], datetime] = utcnow,
-    finalize: Callable[[aiosqlite.Connection], Awaitable[None]] | None = None,
+    finalize: Callable[[Connection], Awaitable[None]] | None = None,
     cache: MemoryCache | None = None,
 ) -> ReflectionReport:
     """Apply a reflection for `ctx.user_id`: all of it lands, or none of it.
@@ -426,7 +426,7 @@ async def _apply(
     ctx: ReflectionContext,
     problems: list[str] | None,
     now: datetime,
-    finalize: Callable[[aiosqlite.Connection], Awaitable[None]] | None,
+    finalize: Callable[[Connection], Awaitable[None]] | None,
     cache: MemoryCache,
 ) -> ReflectionReport:
     async with db.write() as conn:

@@ -14,14 +14,7 @@ import pytest_asyncio
 from bot.clients.llm import MAX_RESPONSE_BYTES, LLMClient
 from bot.clients.llm_wire import SCHEMA_NAME, strip_thinking
 from bot.errors import LLMBadResponse, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
-from tests.fakes.llm_server import (  # noqa: F401  (fixtures)
-    FAKE_MODEL,
-    FakeLLMServer,
-    LLMRequest,
-    Reply,
-    llm_server,
-    refused_url,
-)
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply
 
 APIS = ["ollama", "openai"]
 CHAT_PATH = {"ollama": "/api/chat", "openai": "/v1/chat/completions"}

@@ -19,7 +19,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from bot.app import Services
 from bot.character import load_character
 from bot.config import load_settings
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 from cogs.bot import EchoBot
 from bot.engine import Engine
 from bot.clients.llm import LLMClient
@@ -71,7 +71,7 @@ def services_with(settings_overrides: dict[str, Any], services: Services) -> Ser
 
 
 async def _open(settings: Any) -> Services:
-    db = await Database.open(settings.database_path)
+    db = await SQLiteDatabase.open(settings.database_path)
     http = httpx.AsyncClient()
     llm = LLMClient(http, api=settings.llm_api, base_url=settings.llm_base_url, timeout=10)
     character = load_character(None)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 from bot.memory.reflection import parse_reflection
 from bot.memory.store import MemoryStore, NewMemory
 from bot.memory.story_state import parse_state_specs
@@ -49,7 +49,7 @@ def valid(known_id: int) -> dict[str, Any]:
 
 
 async def _apply(root: Path, raw: str):
-    db = await Database.open(root / "echo.sqlite3")
+    db = await SQLiteDatabase.open(root / "echo.sqlite3")
     try:
         store = MemoryStore(db)
         known = await store.add("u", NewMemory(text="L'utilisateur fait partie de l'équipe Paiements.", place="p"))

@@ -19,7 +19,7 @@ import pytest_asyncio
 
 from bot.character import load_character
 from bot.config import load_settings
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 from bot.engine import Engine, Incoming
 from bot.clients.llm import LLMClient
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply
@@ -29,7 +29,7 @@ BOB = "bob"
 
 
 @pytest_asyncio.fixture
-async def engine(tmp_path: Path, db: Database, llm_server: FakeLLMServer) -> AsyncIterator[Engine]:
+async def engine(tmp_path: Path, db: SQLiteDatabase, llm_server: FakeLLMServer) -> AsyncIterator[Engine]:
     settings = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=db.path)
     async with httpx.AsyncClient() as http:
         llm = LLMClient(http, api="ollama", base_url=llm_server.url)

@@ -29,7 +29,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bot.app import Services
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 from cogs.bot import NO_MENTIONS
 from cogs.utils.answering import _LANGUAGE_TAG, DISCORD_LIMIT, split_message
 from bot.engine import Engine, export_json
@@ -117,12 +117,12 @@ def has_visible(text: str) -> bool:
     return any(unicodedata.category(c)[0] not in "CZ" for c in text)
 
 
-async def layout(db: Database) -> set[tuple[str, str]]:
+async def layout(db: SQLiteDatabase) -> set[tuple[str, str]]:
     async with db.reader.execute("SELECT type, name FROM sqlite_master") as cur:
         return {(row[0], row[1]) for row in await cur.fetchall()}
 
 
-async def assert_whole(db: Database, expected_layout: set[tuple[str, str]]) -> None:
+async def assert_whole(db: SQLiteDatabase, expected_layout: set[tuple[str, str]]) -> None:
     """SQLite's own check, FTS5's own check, and every table, index and trigger still there."""
     async with db.reader.execute("PRAGMA integrity_check") as cur:
         assert [tuple(row) for row in await cur.fetchall()] == [("ok",)]
@@ -346,7 +346,7 @@ FTS_TOKENS = [
 
 async def _search_everything(queries: Sequence[str]) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        db = await Database.open(Path(folder) / "fts.sqlite3")
+        db = await SQLiteDatabase.open(Path(folder) / "fts.sqlite3")
         try:
             store = MemoryStore(db)
             await store.add("alice", NewMemory(text="L'utilisateur joue du jazz, NEAR la gare."))

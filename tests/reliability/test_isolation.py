@@ -33,7 +33,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
-from bot.clients.db import Database, open_database
+from bot.clients.db import SQLiteDatabase
+
+from bot.clients.databases import open_database
 from bot.clients.embeddings import OllamaEmbedder
 from bot.engine import Engine, TurnResult
 from bot.memory.indexing import Indexer
@@ -146,7 +148,7 @@ class IsolationMachine(RuleBasedStateMachine):
         if self.cluster is not None:
             self.db = await open_database(await self.cluster.reset_database())
         else:
-            self.db = await Database.open(self.tmp / "echo.sqlite3")
+            self.db = await SQLiteDatabase.open(self.tmp / "echo.sqlite3")
         self.closers.append(self.db.close)
         embedder = OllamaEmbedder(self.http, base_url=self.embedding_server.url, model="fake")
         self.engine: Engine = make_engine(

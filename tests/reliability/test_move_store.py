@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 from bot.clients.postgres import PostgresDatabase
 from bot.memory.move_store import DERIVED_TABLES, TABLES, MoveRefused, move
 from bot.memory.store import NewMemory
@@ -43,7 +43,7 @@ async def _fill(path: Path, llm_server, tmp_path: Path) -> tuple[list[str], int]
     """A bot's life on SQLite: turns, reflections, a forget, a setting, vectors. Returns the
     users and the highest memory id ever given (then deleted)."""
     llm_server.handler = _reflection
-    db = await Database.open(path)
+    db = await SQLiteDatabase.open(path)
     async with httpx.AsyncClient(trust_env=False) as http:
         engine = make_engine(db, http, llm_server, tmp_path)
         try:
@@ -85,7 +85,7 @@ async def _exports(db, llm_server, tmp_path: Path, users: list[str]) -> dict[str
 
 
 async def test_the_move_covers_every_column_of_every_table(tmp_path) -> None:
-    await (await Database.open(tmp_path / "s.sqlite3")).close()  # the migrated schema
+    await (await SQLiteDatabase.open(tmp_path / "s.sqlite3")).close()  # the migrated schema
     with sqlite3.connect(tmp_path / "s.sqlite3") as conn:
         tables = {
             r[0]
@@ -100,7 +100,7 @@ async def test_the_move_covers_every_column_of_every_table(tmp_path) -> None:
 async def test_a_copied_database_exports_the_same_and_continues_its_ids(tmp_path, llm_server, postgres_cluster) -> None:
     path = tmp_path / "echo.sqlite3"
     users, deleted_id = await _fill(path, llm_server, tmp_path)
-    source = await Database.open(path)
+    source = await SQLiteDatabase.open(path)
     try:
         before = await _exports(source, llm_server, tmp_path, users)
     finally:
@@ -138,7 +138,7 @@ async def test_a_copied_database_exports_the_same_and_continues_its_ids(tmp_path
 
 
 async def test_a_target_holding_other_rows_is_refused_untouched(tmp_path, postgres_cluster) -> None:
-    source = await Database.open(tmp_path / "echo.sqlite3")
+    source = await SQLiteDatabase.open(tmp_path / "echo.sqlite3")
     target = await PostgresDatabase.open(await postgres_cluster.reset_database())
     try:
         from bot.memory.store import MemoryStore

@@ -25,13 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("bot", "cogs")
 EXECUTE_METHODS = frozenset({"execute", "executemany", "execute_fetchall", "executescript"})
-# bot.clients.db's read helpers: fetch_all(conn, sql, params) and fetch_one(conn, sql, params).
-READ_HELPERS = frozenset({"fetch_all", "fetch_one"})
+# bot.clients.db's statement helpers, each (conn, sql, params): fetch_all, fetch_one, and
+# inserted_id for an INSERT … RETURNING id.
+READ_HELPERS = frozenset({"fetch_all", "fetch_one", "inserted_id"})
 
 # Tables with no user_id column whose rows are nonetheless one user's: they are scoped through
 # their owner table. memories_fts is the external-content FTS index of memories (rowid =
@@ -197,6 +198,11 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "fetch_one",
         "<unresolved: sql>",
     ): "the read helper itself, over fetch_all: its callers' SQL is checked at the call",
+    (
+        "bot/clients/db.py",
+        "inserted_id",
+        "<unresolved: sql>",
+    ): "the insert helper itself, over fetch_one: its callers' SQL is checked at the call",
 }
 
 
@@ -533,7 +539,7 @@ class Schema:
     unclassified: frozenset[str]
 
 
-async def read_schema(db: Database) -> Schema:
+async def read_schema(db: SQLiteDatabase) -> Schema:
     async with db.reader.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name") as cur:
         tables = {r[0].lower(): r[1] or "" for r in await cur.fetchall()}
     user_tables: set[str] = set()
@@ -554,7 +560,7 @@ async def read_schema(db: Database) -> Schema:
 
 @pytest.fixture
 async def schema(tmp_path) -> Schema:
-    db = await Database.open(tmp_path / "schema.sqlite3")
+    db = await SQLiteDatabase.open(tmp_path / "schema.sqlite3")
     try:
         return await read_schema(db)
     finally:

@@ -24,7 +24,7 @@ from bot.app import open_services
 from bot.errors import StartupError
 from bot.terminal.chat import session_for
 from bot.config import load_settings
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 from bot.engine import STORAGE_DOWN_REPLY
 from bot.presenting import STORAGE_FAILED
 from bot.terminal.commands import Session, run_command
@@ -64,7 +64,7 @@ def reflection(request: LLMRequest) -> str:
 class FullDisk:
     """Fills the database's disk, then frees it."""
 
-    def __init__(self, kind: str, db: Database, folder: Path) -> None:
+    def __init__(self, kind: str, db: SQLiteDatabase, folder: Path) -> None:
         self.kind, self.db, self.filler = kind, db, folder / "filler"
 
     async def fill(self) -> None:
@@ -91,7 +91,7 @@ class FullDisk:
 async def test_a_full_disk_refuses_clearly_and_loses_nothing_acknowledged(kind, http, llm_server, tmp_path, caplog):  # noqa: F811
     folder = tmp_path / "disk"
     with tmpfs(folder, "2m") if kind == "tmpfs" else contextlib.nullcontext(folder.mkdir()):
-        db = await Database.open(folder / "echo.sqlite3")
+        db = await SQLiteDatabase.open(folder / "echo.sqlite3")
         try:
             engine = make_engine(db, http, llm_server, tmp_path)
             llm_server.handler = reflection

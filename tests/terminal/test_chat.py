@@ -88,7 +88,7 @@ async def test_a_fact_told_in_turn_one_is_recalled_in_turn_six_then_corrected(se
         out = await chat(services, "Camille", ["Quel dessert sans risque pour mes allergies ce soir ?", "/why"])
         why = out.split("Écho:", 2)[-1]
         # Ranked first, chosen by the global pass (all memories here are global) on its cosine.
-        first = next(l for l in why.splitlines() if l.startswith(" 1. "))
+        first = next(line for line in why.splitlines() if line.startswith(" 1. "))
         assert ALLERGY in first and " global score 0." in first
         turn = await services.engine.why("terminal:Camille", "terminal:main")
         slot = next(s for s in turn.slots if s.text == ALLERGY)

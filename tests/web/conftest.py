@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from bot.character import load_character
 from bot.config import load_settings
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder
 from bot.engine import Engine, Incoming
 from bot.clients.llm import LLMClient
@@ -66,13 +66,13 @@ def remembering(request: LLMRequest) -> str:
     if request.json_schema is None:
         return f"Je note : {request.last_user[:60]}"
     said = request.last_user.split("\n")
-    line = next((l for l in reversed(said) if l.strip()), "rien")
+    line = next((said_line for said_line in reversed(said) if said_line.strip()), "rien")
     return json.dumps({"memories": [{"text": f"L'utilisateur a dit : {line[-120:]}", "type": "fact", "confidence": 0.9}]})
 
 
 @pytest_asyncio.fixture
 async def page(tmp_path) -> AsyncIterator[Page]:
-    db = await Database.open(tmp_path / "echo.sqlite3")
+    db = await SQLiteDatabase.open(tmp_path / "echo.sqlite3")
     server = FakeLLMServer()
     await server.start()
     server.handler = remembering
