@@ -266,7 +266,7 @@ def lorebook_from_card(file: Path, book: Any) -> Lorebook | None:
             raise LoreError(f"{where} must be a mapping.")
         if raw.get("enabled") is False or raw.get("disable") is True:
             continue
-        extensions = raw.get("extensions") if isinstance(raw.get("extensions"), Mapping) else {}
+        extensions = raw["extensions"] if isinstance(raw.get("extensions"), Mapping) else {}
         fields = {
             "name": raw.get("name") or raw.get("comment") or f"entry {raw.get('id', index)}",
             "keys": list(raw.get("keys") or raw.get("key") or []),

@@ -183,7 +183,7 @@ class EraseConfirm(OwnerOnlyView):
 
 
 class MemoryCommands(commands.Cog):
-    def __init__(self, bot: commands.Bot, engine: Engine) -> None:
+    def __init__(self, bot: EchoBot, engine: Engine) -> None:
         self.bot = bot
         self.engine = engine
         self.run = memory_commands.MemoryCommands(engine)
@@ -225,7 +225,7 @@ class MemoryCommands(commands.Cog):
         """For autocomplete: the key of the character typed so far, if it names one."""
         typed = getattr(interaction.namespace, "character", None)
         known = isinstance(typed, str) and self.engine.cast.by_name_or_key(typed) is not None
-        return self._owner(interaction, typed if known else None)  # type: ignore[arg-type]
+        return self._owner(interaction, typed if known else None)
 
     def _may_add(self, interaction: discord.Interaction) -> bool:
         """New memories only from people the bot talks to (blocked users cannot fill the DB)."""

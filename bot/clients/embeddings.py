@@ -49,10 +49,15 @@ PrefixMode = Literal["asymmetric", "query", "passage"]
 
 
 class Embedder(Protocol):
-    # The identity stored with every vector: vectors of different models are never compared.
-    model: str
-    # None until an HTTP backend has answered once.
-    dim: int | None
+    @property
+    def model(self) -> str:
+        """The identity stored with every vector: vectors of different models are never compared."""
+        ...
+
+    @property
+    def dim(self) -> int | None:
+        """None until an HTTP backend has answered once."""
+        ...
 
     async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         """(n, d) float32, L2-normalised rows, in the order of `texts`."""

@@ -442,7 +442,8 @@ class LLMClient:
         code = error.get("code") if isinstance(error, dict) else None
         message = error.get("message") if isinstance(error, dict) else error
         if not isinstance(message, str):
-            message = data.get("message") if isinstance(data.get("message"), str) else ""
+            other = data.get("message")
+            message = other if isinstance(other, str) else ""
         lowered = message.lower()
         if code == "model_not_found" or (
             "model" in lowered and ("not found" in lowered or "does not exist" in lowered)
