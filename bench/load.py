@@ -68,8 +68,8 @@ until the next tick.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import asyncio
+import hashlib
 import logging
 import random
 import shutil
@@ -97,11 +97,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_corpus import FACTS_PER_USER, SimUser, scripted_reflection, seed_texts, users_and_reflections  # noqa: E402
 
 from bot.character import load_character  # noqa: E402
-from bot.config import load_settings  # noqa: E402
 from bot.clients.db import SQLiteDatabase, to_db  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
-from bot.engine import Engine, Incoming  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
+from bot.config import load_settings  # noqa: E402
+from bot.engine import Engine, Incoming  # noqa: E402
 from bot.memory.dedup import SIMILARITY_THRESHOLD, similarity  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
 from bot.memory.text import normalise  # noqa: E402

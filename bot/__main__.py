@@ -12,8 +12,8 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from bot.errors import CharacterError, ConfigError, LLMError, MigrationError, StartupError
 from bot.config import load_settings
+from bot.errors import CharacterError, ConfigError, LLMError, MigrationError, StartupError
 
 log = logging.getLogger("bot")
 

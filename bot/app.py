@@ -11,26 +11,23 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
-
-from typing import Any
 
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot.cast import Cast, load_cast
 from bot.character import Character
-from bot.config import Settings, WebSettings
 from bot.clients.databases import open_database
-from bot.clients.storage import Database
 from bot.clients.embeddings import Embedder, make_embedder
-from bot.errors import EmbeddingError, StartupError
-from bot.engine import Engine
-from bot.clients.llm import LLMClient
-from bot.memory.indexing import Indexer
-from bot.clients.tasks import quiet_when_cancelled
-from bot.clients.metrics import Metrics
 from bot.clients.health import Health
+from bot.clients.llm import LLMClient
+from bot.clients.metrics import Metrics
+from bot.clients.storage import Database
+from bot.clients.tasks import quiet_when_cancelled
+from bot.config import Settings, WebSettings
+from bot.engine import Engine
+from bot.errors import EmbeddingError, StartupError
+from bot.memory.indexing import Indexer
 from bot.web.server import WebServer, make_app
 
 log = logging.getLogger(__name__)

@@ -30,10 +30,10 @@ from typing import Any
 
 import yaml
 
-from bot.memory.story_state import parse_state_specs
 from bot.errors import CharacterError, LoreError, StateSpecError
-from bot.memory.text import storable
 from bot.lore import Lorebook, load_lore_file, lorebook_from_card
+from bot.memory.story_state import parse_state_specs
+from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
 

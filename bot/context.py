@@ -10,16 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from bot.clients.storage import Database
 from bot.cast import Cast
-
 from bot.clients.metrics import Metrics
+from bot.clients.storage import Database
 from bot.clients.tasks import BackgroundTasks
 from bot.config import EngineSettings
 from bot.events import Events
 from bot.llm_calls import ModelCalls
-from bot.memory.recall import Recall
 from bot.memory.cache import MemoryCache
+from bot.memory.recall import Recall
 from bot.memory.store import MemoryStore
 from bot.memory.story_state import StateSpec, parse_state_specs
 

@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.clients.storage import Database
 from bot.cast import Cast
 from bot.character import Character
-
 from bot.clients.embeddings import Embedder
 from bot.clients.llm import LLMClient, OnText
 from bot.clients.metrics import Metrics
+from bot.clients.storage import Database
 from bot.clients.tasks import BackgroundTasks
 from bot.config import EngineSettings
 from bot.context import EngineContext
@@ -30,6 +29,7 @@ from bot.errors import InvalidMemory, StorageError
 from bot.events import Events, Receipt
 from bot.llm_calls import MAX_REPLY_CHARS, ModelCalls, final_reply
 from bot.memory import settings_store
+from bot.memory.cache import MemoryCache
 from bot.memory.exchange_store import (
     MemoryChange,
     SettledExchange,
@@ -38,8 +38,6 @@ from bot.memory.exchange_store import (
     users_with_open_exchanges,
 )
 from bot.memory.export import export_json, export_user
-from bot.memory.cache import MemoryCache
-from bot.memory.warm_up import WarmUp, warm_up
 from bot.memory.indexing import Indexer
 from bot.memory.model import HistoryEntry, Memory, utcnow
 from bot.memory.recall import Recall, TurnSelection, last_turn
@@ -56,6 +54,7 @@ from bot.memory.store import (
 )
 from bot.memory.story_store import StoryHistoryEntry, erase_user_story_data, story_history
 from bot.memory.text import storable
+from bot.memory.warm_up import WarmUp, warm_up
 from bot.open_exchanges import MESSAGE_DELETED, DeleteOutcome, OpenExchanges, Shown
 from bot.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
 from bot.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY, Incoming, TurnResult, Turns

@@ -31,6 +31,7 @@ from typing import Any
 
 import ahocorasick
 import yaml
+
 from bot.errors import LoreError
 
 DEFAULT_SCAN_DEPTH = 4

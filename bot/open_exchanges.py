@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from bot.context import EngineContext
 from bot.errors import StorageError
 from bot.llm_calls import final_reply
-from bot.memory.store import delete_memory
-from bot.memory.text import storable
 from bot.memory.exchange_store import (
     SettledExchange,
     add_alternative,
@@ -29,8 +27,9 @@ from bot.memory.exchange_store import (
     set_reply_message,
     settle_exchanges,
 )
+from bot.memory.store import delete_memory
+from bot.memory.text import storable
 from bot.reflection_worker import Reflections
-
 
 # The cause archived with the memories a deleted message alone had produced.
 MESSAGE_DELETED = "message deleted"

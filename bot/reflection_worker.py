@@ -13,13 +13,11 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
-
-from bot.clients.storage import Connection
 from bot.clients.outage import Outage
+from bot.clients.storage import Connection
 from bot.context import EngineContext
 from bot.errors import ExchangesGone, LLMError, LLMTooLarge, ReflectionParseError, StorageError
 from bot.events import Receipt
-
 from bot.memory.exchange_store import (
     PendingExchange,
     changes_of,

@@ -23,14 +23,14 @@ import discord
 from discord.ext import commands
 
 from bot.character import Character
+from bot.clients.llm_wire import Image
+from bot.engine import Engine, Incoming, Shown, TurnResult
+from bot.prompting import ChannelLine
 from cogs.bot import NO_MENTIONS, EchoBot
 from cogs.utils.answering import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
-from cogs.utils.voices import Voice, Voices, character_at
-from bot.engine import Engine, Incoming, Shown, TurnResult
-from bot.clients.llm_wire import Image
-from bot.prompting import ChannelLine
 from cogs.utils.ratelimit import RateLimiter, Verdict
 from cogs.utils.views import swipe_view
+from cogs.utils.voices import Voice, Voices, character_at
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,13 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot import memory_commands
 from bot.character import Character
+from bot.engine import MAX_MEMORY_CHARS, Engine, export_json
+from bot.i18n import language
+from bot.i18n import text as tr
+from bot.memory.model import MEMORY_TYPES, Memory
+from bot.presenting import clip, memory_pages_with_spans
 from cogs.bot import NO_MENTIONS, EchoBot
 from cogs.utils.answering import (
     AnswerPolicy,
@@ -25,14 +31,8 @@ from cogs.utils.answering import (
     place_of,
     user_refusal,
 )
-from cogs.utils.voices import character_at
-from bot.i18n import language
-from bot.i18n import text as tr
-from bot.engine import MAX_MEMORY_CHARS, Engine, export_json
-from bot.memory.model import MEMORY_TYPES, Memory
-from bot import memory_commands
 from cogs.utils.views import UnknownCharacter, open_editor, report_failure, say
-from bot.presenting import clip, memory_pages_with_spans
+from cogs.utils.voices import character_at
 
 log = logging.getLogger(__name__)
 

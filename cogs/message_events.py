@@ -16,10 +16,10 @@ import weakref
 import discord
 from discord.ext import commands
 
-from cogs.bot import EchoBot
-from cogs.utils.answering import clean_incoming
 from bot.engine import Engine, Receipt, SettledExchange
 from bot.presenting import RECEIPT_ICON
+from cogs.bot import EchoBot
+from cogs.utils.answering import clean_incoming
 from cogs.utils.views import DYNAMIC_ITEMS, receipt_view
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,8 @@ from datetime import datetime, timezone
 import pytest
 import pytest_asyncio
 
-from bot.clients.db import SQLiteDatabase
-
 from bot.clients.databases import open_database
+from bot.clients.db import SQLiteDatabase
 from tests.fakes import postgres_server
 
 # The scripted servers' fixtures (llm_server, refused_url, embedding_server, embedding_http),

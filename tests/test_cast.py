@@ -10,10 +10,10 @@ import pytest
 
 from bot.cast import Cast, load_cast
 from bot.character import load_character
-from bot.errors import CharacterError
+from bot.clients.llm import LLMClient
 from bot.config import load_settings
 from bot.engine import Engine, Incoming
-from bot.clients.llm import LLMClient
+from bot.errors import CharacterError
 from bot.memory.store import owner_keys
 from tests.fakes.llm_server import FAKE_MODEL
 

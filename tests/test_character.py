@@ -14,8 +14,8 @@ from bot.character import (
     load_character,
     render_character_prompt,
 )
-from bot.errors import CharacterError
 from bot.config import load_settings
+from bot.errors import CharacterError
 from bot.memory.story_state import parse_state_specs
 
 

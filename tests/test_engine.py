@@ -13,10 +13,10 @@ import pytest
 import pytest_asyncio
 
 from bot.character import load_character
-from bot.config import load_settings
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
-from bot.engine import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Engine, Incoming
 from bot.clients.llm import LLMClient
+from bot.config import load_settings
+from bot.engine import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Engine, Incoming
 from bot.memory.indexing import Indexer
 from bot.memory.store import NewMemory
 from bot.memory.story_store import load_story

@@ -9,9 +9,9 @@ import json
 import httpx
 
 from bot.character import load_character
+from bot.clients.llm import LLMClient
 from bot.config import load_settings
 from bot.engine import Engine, Incoming
-from bot.clients.llm import LLMClient
 from bot.prompting import ChannelLine
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
 

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.character import load_character
-from bot.errors import CharacterError, LoreError
+from bot.clients.llm import LLMClient
 from bot.config import load_settings
 from bot.engine import Engine, Incoming
-from bot.clients.llm import LLMClient
-from bot.lore import LoreEntry, Lorebook, load_lore_file, naive_fired
+from bot.errors import CharacterError, LoreError
+from bot.lore import Lorebook, LoreEntry, load_lore_file, naive_fired
 from bot.presenting import why_text
 from bot.prompting import ChannelLine
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest

@@ -10,9 +10,9 @@ import httpx
 import pytest_asyncio
 
 from bot.character import load_character
+from bot.clients.llm import LLMClient
 from bot.config import load_settings
 from bot.engine import Engine, Incoming
-from bot.clients.llm import LLMClient
 from bot.memory.story_store import load_story, story_history
 from bot.presenting import history_text, why_text
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest

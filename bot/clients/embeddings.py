@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
+
 from bot.clients.model_queue import ModelQueue
 from bot.errors import EmbeddingError
 from bot.kinds import EmbedderKind

@@ -13,10 +13,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from bot.clients.storage import Database
 from bot.clients.db import ping
 from bot.clients.embeddings import Embedder
 from bot.clients.llm import LLMClient
+from bot.clients.storage import Database
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ import httpx
 
 from bot.clients.llm_wire import ChatReply, TokenUsage, request_body, strip_thinking, token_usage
 from bot.clients.values import storable
-from bot.kinds import Api
 from bot.errors import LLMBadResponse, LLMError, LLMStreamCut, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
+from bot.kinds import Api
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ keeps the guarantees it has on SQLite whatever the number of bot processes.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
-import hashlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from bot.clients.db import POSTGRES_MIGRATIONS_DIR, fetch_one, list_migrations
+from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations
 from bot.clients.outage import Outage
 from bot.errors import MigrationError, StorageError
 

@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from bot.clients.storage import Connection, Database
 from bot.clients.db import from_db
+from bot.clients.storage import Connection, Database
 from bot.memory.model import Memory
 from bot.memory.store import changed_since, memory_rows, memory_version, row_to_memory
 from bot.memory.vectors import VECTOR_DTYPE, vector_rows

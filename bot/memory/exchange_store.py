@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-
-from bot.clients.storage import Connection, Database
 from bot.clients.db import fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.clients.llm_wire import Image
+from bot.clients.storage import Connection, Database
 
 
 @dataclass(frozen=True, slots=True)

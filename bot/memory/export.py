@@ -9,8 +9,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from bot.clients.storage import Database
 from bot.clients.db import to_db
+from bot.clients.storage import Database
 from bot.memory import settings_store
 from bot.memory.exchange_store import export_exchanges, memory_sources
 from bot.memory.model import HistoryEntry, Memory

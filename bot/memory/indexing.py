@@ -15,10 +15,11 @@ import logging
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-
-from bot.clients.storage import Database
-from bot.errors import EmbeddingError, StorageError
 from bot.clients.embeddings import Embedder
+from bot.clients.outage import Outage
+from bot.clients.storage import Database
+from bot.clients.tasks import quiet_when_cancelled
+from bot.errors import EmbeddingError, StorageError
 from bot.memory.model import utcnow
 from bot.memory.vectors import (
     VectorRow,
@@ -26,8 +27,6 @@ from bot.memory.vectors import (
     stale_memories,
     store_vectors,
 )
-from bot.clients.outage import Outage
-from bot.clients.tasks import quiet_when_cancelled
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.clients.storage import Database, Row
 from bot.clients.db import fetch_all, fetch_one
 from bot.clients.postgres import PostgresDatabase
+from bot.clients.storage import Database, Row
 
 log = logging.getLogger(__name__)
 

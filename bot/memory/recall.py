@@ -24,18 +24,18 @@ from typing import Any
 
 import numpy as np
 
-from bot.clients.storage import Database
 from bot.clients.db import fetch_one, from_db, inserted_id, to_db
 from bot.clients.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, embed_turn_query
+from bot.clients.outage import Outage
+from bot.clients.storage import Database
 from bot.errors import EmbeddingError
+from bot.memory.cache import MemoryCache, UserMemories, micros
 from bot.memory.counters import count_candidates, count_served, record_turn
 from bot.memory.model import Memory, utcnow
-from bot.memory.cache import MemoryCache, UserMemories, micros
 from bot.memory.select_arrays import Candidates, select_columns, top_positions
 from bot.memory.selection import DEFAULT_LIMIT, FALLBACK_THRESHOLD, Selected
 from bot.memory.store import row_to_memory
 from bot.memory.vectors import lexical_matches
-from bot.clients.outage import Outage
 
 log = logging.getLogger(__name__)
 

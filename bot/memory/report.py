@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-
 from bot.clients.storage import Database
 from bot.memory import report_store
 from bot.memory.model import Memory

@@ -8,13 +8,12 @@ each with its reason, in tests/reliability/test_sql_scoping.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.clients.storage import Database, Row
 from bot.clients.db import fetch_all, fetch_one, from_db, to_db
+from bot.clients.storage import Database, Row
 from bot.memory.model import Memory
 from bot.memory.recall import TurnSelection, turn_from_row
 from bot.memory.store import MEMORY_COLUMNS, row_to_memory

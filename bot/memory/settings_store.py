@@ -5,9 +5,8 @@ Every statement filters on user_id. Functions taking `conn` join the caller's wr
 
 from __future__ import annotations
 
-
-from bot.clients.storage import Connection, Database
 from bot.clients.db import fetch_one
+from bot.clients.storage import Connection, Database
 
 
 async def sharing(db: Database, user_id: str) -> bool:

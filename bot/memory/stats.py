@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-
 from bot.clients.storage import Database
 from bot.memory.exchange_store import count_pending_reflection
 from bot.memory.model import Memory

@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-
-from bot.clients.storage import Connection, Database, Row
 from bot.clients.db import NO_LIMIT, Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
+from bot.clients.storage import Connection, Database, Row
+from bot.errors import InvalidMemory
 from bot.memory.model import MEMORY_TYPES, SCOPES, HistoryEntry, Memory, checked_expiry, content_hash, utcnow
 from bot.memory.text import canonical, storable
-from bot.errors import InvalidMemory
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-
-from bot.clients.storage import Connection, Database
 from bot.clients.db import Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
+from bot.clients.storage import Connection, Database
 from bot.memory.story import (
     Anchor,
     AnchorPlan,

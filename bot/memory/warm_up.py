@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-
 from bot.clients.storage import Database
 from bot.errors import StorageError
 from bot.memory.cache import MemoryCache

@@ -16,13 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-
-
 from bot.clients.storage import Connection, Database
+from bot.errors import InvalidMemory
 from bot.memory import filters
-from bot.memory.exchange_store import add_sources, record_change
 from bot.memory.cache import MemoryCache, UserMemories
 from bot.memory.dedup import MergeDecision, merge
+from bot.memory.exchange_store import add_sources, record_change
 from bot.memory.model import Memory, utcnow
 from bot.memory.reflection import Reflection
 from bot.memory.replace_guard import judge_replacement
@@ -35,7 +34,6 @@ from bot.memory.store import (
     rewrite_memory,
     set_expiry,
 )
-from bot.errors import InvalidMemory
 from bot.memory.story_state import StateSpec
 from bot.memory.story_store import StoryReport, apply_story_reflection
 from bot.memory.write_index import WriteIndex, same_place

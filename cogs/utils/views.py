@@ -16,14 +16,12 @@ from typing import TYPE_CHECKING, Any
 import discord
 from discord import app_commands
 
-from bot.errors import LLMError, StorageError
-from cogs.utils.answering import DISCORD_LIMIT, split_message
-from cogs.utils.voices import character_at
 from bot.engine import MAX_MEMORY_CHARS, Engine, Shown
+from bot.errors import LLMError, StorageError
 from bot.i18n import language
-from bot.memory_commands import MemoryCommands
 from bot.i18n import text as tr
 from bot.memory.model import Memory
+from bot.memory_commands import MemoryCommands
 from bot.presenting import (
     RECEIPT_ICON,
     REGENERATE_FAILED,
@@ -32,6 +30,8 @@ from bot.presenting import (
     gone_memory,
     receipt_text,
 )
+from cogs.utils.answering import DISCORD_LIMIT, split_message
+from cogs.utils.voices import character_at
 
 if TYPE_CHECKING:
     from cogs.bot import EchoBot

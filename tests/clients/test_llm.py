@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import logging
+import re
 from collections.abc import AsyncIterator
 
 import httpx

@@ -18,12 +18,12 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot.app import Services
 from bot.character import load_character
-from bot.config import load_settings
 from bot.clients.db import SQLiteDatabase
-from cogs.bot import EchoBot
-from bot.engine import Engine
-from bot.clients.llm import LLMClient
 from bot.clients.health import Health
+from bot.clients.llm import LLMClient
+from bot.config import load_settings
+from bot.engine import Engine
+from cogs.bot import EchoBot
 from tests.fakes.llm_server import FakeLLMServer
 
 BOT_ID = 1000

@@ -10,10 +10,10 @@ import discord
 import pytest
 
 from bot.app import Services
-from cogs.bot import OwnerCommands
-from cogs.utils.answering import DISCORD_LIMIT
 from bot.engine import LLM_DOWN_REPLY, STORAGE_DOWN_REPLY
+from cogs.bot import OwnerCommands
 from cogs.conversation import RATE_LIMITED_REACTION, Conversation
+from cogs.utils.answering import DISCORD_LIMIT
 from tests.cogs import (
     ALICE,
     BOB,

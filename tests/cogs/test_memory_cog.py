@@ -13,11 +13,11 @@ import pytest
 from discord import app_commands
 
 from bot.app import Services
-from cogs.utils.answering import DISCORD_LIMIT
 from bot.engine import Incoming
 from bot.errors import StorageError
 from bot.presenting import STORAGE_FAILED
 from cogs.memory import EraseConfirm, MemoryCommands, PageView
+from cogs.utils.answering import DISCORD_LIMIT
 from cogs.utils.views import FAILED, NOT_YOURS
 from tests.cogs import (
     ALICE,
@@ -25,9 +25,9 @@ from tests.cogs import (
     CHANNEL_ID,
     GUILD_ID,
     all_ephemeral,
+    fake_channel,
     fake_interaction,
     fake_message,
-    fake_channel,
     fake_user,
     offline_bot,
     services,  # noqa: F401  (fixture)

@@ -15,9 +15,9 @@ from discord.ext import commands
 from pydantic import SecretStr
 
 from bot.app import Services
+from bot.engine import Incoming
 from bot.errors import StartupError
 from cogs.bot import EXTENSIONS, EchoBot, ShardedEchoBot, make_intents, run_discord
-from bot.engine import Incoming
 from tests.cogs import (
     ALICE,
     BOT_ID,

@@ -11,15 +11,14 @@ import httpx
 import numpy as np
 import pytest
 
-from bot.clients.db import SQLiteDatabase, to_db
-
-from bot.clients.databases import open_database
 import bot.memory.cache as cache_module
+from bot.clients.databases import open_database
+from bot.clients.db import SQLiteDatabase, to_db
+from bot.clients.embeddings import LocalEmbedder
 from bot.memory.cache import MemoryCache
+from bot.memory.indexing import Indexer
 from bot.memory.model import utcnow
 from bot.memory.store import MemoryStore, NewMemory, erase_user_memories, memory_rows, row_to_memory
-from bot.clients.embeddings import LocalEmbedder
-from bot.memory.indexing import Indexer
 from bot.memory.vectors import VectorRow, load_user_matrix, store_vectors
 from tests.fakes.llm_server import FakeLLMServer
 from tests.test_engine import make_engine, msg

@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+import bot.memory.recall as recall_module
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
-import bot.memory.recall as recall_module
 from bot.memory.indexing import Indexer
 from bot.memory.model import DM_PLACE, utcnow
 from bot.memory.recall import (

@@ -9,8 +9,8 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from bot.clients.db import SQLiteDatabase
 import bot.memory.cache as cache_module
+from bot.clients.db import SQLiteDatabase
 from bot.memory.cache import MemoryCache
 from bot.memory.dedup import DedupIndex
 from bot.memory.exchange_store import save_exchange

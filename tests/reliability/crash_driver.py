@@ -19,9 +19,9 @@ import aiosqlite
 
 import bot.reflection_worker
 from bot.app import open_services
-from bot.terminal.chat import session_for
 from bot.config import load_settings
 from bot.engine import Incoming
+from bot.terminal.chat import session_for
 
 _apply_reflection = bot.reflection_worker.apply_reflection
 

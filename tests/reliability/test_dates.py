@@ -12,12 +12,12 @@ import pytest
 
 import bot.clients.db
 from bot.clients.db import UNREADABLE_DATE, from_db, to_db
+from bot.clients.outage import Outage
+from bot.errors import InvalidMemory
 from bot.memory.model import EARLIEST_EXPIRY, LATEST_EXPIRY
 from bot.memory.reflection import parse_reflection
 from bot.memory.store import MemoryStore, NewMemory
-from bot.errors import InvalidMemory
 from bot.memory.write import ReflectionContext, apply_reflection
-from bot.clients.outage import Outage
 from bot.terminal.commands import Session, run_command
 from tests.test_engine import http, make_engine, msg  # noqa: F401  (http is a fixture)
 

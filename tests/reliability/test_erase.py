@@ -18,10 +18,10 @@ import pytest
 import pytest_asyncio
 
 from bot.character import load_character
-from bot.config import load_settings
 from bot.clients.db import SQLiteDatabase
-from bot.engine import Engine, Incoming
 from bot.clients.llm import LLMClient
+from bot.config import load_settings
+from bot.engine import Engine, Incoming
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply
 
 ALICE = "alice"

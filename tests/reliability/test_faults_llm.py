@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from cogs.utils.answering import DISCORD_LIMIT, split_message
-from bot.engine import LLM_DOWN_REPLY, MAX_REFLECTION_ATTEMPTS, MAX_REPLY_CHARS
 from bot.clients.llm import MAX_RESPONSE_BYTES
+from bot.engine import LLM_DOWN_REPLY, MAX_REFLECTION_ATTEMPTS, MAX_REPLY_CHARS
 from bot.memory.store import NewMemory
+from cogs.utils.answering import DISCORD_LIMIT, split_message
 from tests.fakes.llm_server import LLMRequest, Reply
 from tests.test_engine import http, make_engine, msg  # noqa: F401  (fixture)
 

@@ -30,18 +30,18 @@ from hypothesis import strategies as st
 
 from bot.app import Services
 from bot.clients.db import SQLiteDatabase
-from cogs.bot import NO_MENTIONS
-from cogs.utils.answering import _LANGUAGE_TAG, DISCORD_LIMIT, split_message
 from bot.engine import Engine, export_json
+from bot.errors import InvalidMemory
 from bot.memory.model import Memory
 from bot.memory.reflection import build_reflection_messages
 from bot.memory.store import MAX_MEMORY_CHARS, MemoryStore, NewMemory
-from bot.errors import InvalidMemory
 from bot.memory.text import canonical, content_words, storable
 from bot.memory.vectors import lexical_matches
 from bot.prompting import ChannelLine, build_reply_messages, render_rules
 from bot.terminal.commands import Session, run_command
+from cogs.bot import NO_MENTIONS
 from cogs.conversation import Conversation
+from cogs.utils.answering import _LANGUAGE_TAG, DISCORD_LIMIT, split_message
 from tests.cogs import (
     ALICE,
     BOT_ID,

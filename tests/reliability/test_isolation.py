@@ -33,9 +33,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
-from bot.clients.db import SQLiteDatabase
-
 from bot.clients.databases import open_database
+from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import OllamaEmbedder
 from bot.engine import Engine, TurnResult
 from bot.memory.indexing import Indexer

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 from bot.app import open_services
-from bot.errors import StartupError
-from bot.terminal.chat import session_for
-from bot.config import load_settings
 from bot.clients.db import SQLiteDatabase
+from bot.config import load_settings
 from bot.engine import STORAGE_DOWN_REPLY
+from bot.errors import StartupError
 from bot.presenting import STORAGE_FAILED
+from bot.terminal.chat import session_for
 from bot.terminal.commands import Session, run_command
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
 from tests.test_engine import http, make_engine, msg  # noqa: F401  (fixture)

@@ -15,9 +15,9 @@ import pytest
 import pytest_asyncio
 
 from bot.character import load_character
+from bot.clients.llm import LLMClient
 from bot.config import load_settings
 from bot.engine import Engine, Incoming
-from bot.clients.llm import LLMClient
 from bot.memory.story_store import load_story
 from bot.quoting import quote_line
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest

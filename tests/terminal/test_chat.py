@@ -13,8 +13,8 @@ import re
 import pytest
 
 from bot.app import open_services
-from bot.terminal.chat import run_chat, session_for
 from bot.config import load_settings
+from bot.terminal.chat import run_chat, session_for
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
 
 ALLERGY = "L'utilisateur est allergique aux arachides."

@@ -12,14 +12,14 @@ import httpx
 import pytest_asyncio
 
 from bot.character import load_character
-from bot.config import load_settings
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder
-from bot.engine import Engine, Incoming
-from bot.clients.llm import LLMClient
-from bot.memory.indexing import Indexer
-from bot.clients.metrics import Metrics
 from bot.clients.health import Health
+from bot.clients.llm import LLMClient
+from bot.clients.metrics import Metrics
+from bot.config import load_settings
+from bot.engine import Engine, Incoming
+from bot.memory.indexing import Indexer
 from bot.web.server import WebServer, make_app
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 
