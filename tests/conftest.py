@@ -1,21 +1,27 @@
-"""Shared fixtures: a real SQLite file per test (or, for modules marked `both_stores`, a real
-SQLite file and a fresh PostgreSQL database), the scripted LLM and embedding servers."""
+"""Every shared fixture: a real SQLite file per test (or, for modules marked `both_stores`, a
+real SQLite file and a fresh PostgreSQL database), a `store` over it, the HTTP client, the
+services the front ends get, the scripted LLM and embedding servers. Builders are in
+tests/builders.py."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
+from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
+from bot.app import Services
 from bot.clients.databases import open_database
 from bot.clients.db import SQLiteDatabase
+from bot.memory.model import utcnow
+from bot.memory.store import MemoryStore
+from tests.builders import offline_services, settings_for
 from tests.fakes import postgres_server
-
-# The scripted servers' fixtures (llm_server, refused_url, embedding_server, embedding_http),
-# for every test without an import.
-pytest_plugins = ("tests.fakes.llm_server", "tests.fakes.embedding_server")
+from tests.fakes.embedding_server import embedding_http, embedding_server  # noqa: F401  (fixtures)
+from tests.fakes.llm_server import FakeLLMServer, llm_server, refused_url  # noqa: F401  (fixtures)
 
 
 class Clock:
@@ -88,6 +94,56 @@ async def db(database_url: str) -> AsyncIterator[SQLiteDatabase]:
         yield database
     finally:
         await database.close()
+
+
+@pytest.fixture
+def store(db: SQLiteDatabase, request: pytest.FixtureRequest) -> MemoryStore:
+    """The memories of the test's database, read and seeded without going through an engine.
+    On the `clock` fixture's time when the test uses it (its engine then does too)."""
+    clock = request.getfixturevalue("clock") if "clock" in request.fixturenames else utcnow
+    return MemoryStore(db, clock=clock)
+
+
+@pytest_asyncio.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(trust_env=False) as client:
+        yield client
+
+
+@pytest_asyncio.fixture
+async def services(db: SQLiteDatabase, tmp_path, llm_server: FakeLLMServer) -> AsyncIterator[Services]:
+    """What `open_services` builds over the test's database, minus the embedder (None: turns
+    run without semantic recall) and the indexer and jobs the front ends never touch."""
+    settings = settings_for(
+        llm_server,
+        tmp_path,
+        llm_model="fake-llm",
+        database_path=tmp_path / "echo.sqlite3",
+        # The cog's streaming and bursts are tested through the fake Discord (tests/discord_e2e).
+        stream_replies=False,
+        burst_seconds=0,
+    )
+    opened = await offline_services(settings, db)
+    try:
+        yield opened
+    finally:
+        await opened.engine.close(timeout=5)
+        await opened.http.aclose()
+
+
+@pytest.fixture
+def settings_overrides() -> dict[str, Any]:
+    """Settings a test changes, by parametrizing this fixture's name."""
+    return {}
+
+
+@pytest.fixture
+def services_with(settings_overrides: dict[str, Any], services: Services) -> Services:
+    """The services, with `settings_overrides` applied (cogs read settings when created)."""
+    if settings_overrides:
+        services.settings = services.settings.model_copy(update=settings_overrides)
+        services.engine.settings = services.settings.engine
+    return services
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]

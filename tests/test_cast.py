@@ -10,12 +10,10 @@ import pytest
 
 from bot.cast import Cast, load_cast
 from bot.character import load_character
-from bot.clients.llm import LLMClient
-from bot.config import load_settings
-from bot.engine import Engine, Incoming
+from bot.engine import Incoming
 from bot.errors import CharacterError
 from bot.memory.store import owner_keys
-from tests.fakes.llm_server import FAKE_MODEL
+from tests.builders import make_engine
 
 
 def folder(tmp_path: Path, mapping: str = "") -> Path:
@@ -78,12 +76,10 @@ def test_two_characters_with_one_name_are_refused(tmp_path):
         load_cast(cast, None)
 
 
-async def test_erase_and_export_of_a_person_cover_every_character_key_and_no_one_else(db, llm_server, tmp_path):
+async def test_erase_and_export_of_a_person_cover_every_character_key_and_no_one_else(db, llm_server, tmp_path, store):
     cast = load_cast(folder(tmp_path, "default: lina\n"), None)
-    config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
     async with httpx.AsyncClient(trust_env=False) as http:
-        llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-        engine = Engine(db=db, llm=llm, embedder=None, settings=config.engine, character=cast.default, cast=cast)
+        engine = make_engine(db, http, llm_server, tmp_path, cast=cast)
         await engine.start()
         llm_server.handler = lambda r: "{}" if r.json_schema is not None else "ok"
         for user in ("42", "420", "4_2"):
@@ -99,7 +95,7 @@ async def test_erase_and_export_of_a_person_cover_every_character_key_and_no_one
         report = await engine.erase_person("42")
         assert report.memories == 2
         assert await owner_keys(db, "42") == ["42"]
-        assert len(await engine.store.list("420@marc")) == 1 and len(await engine.store.list("420")) == 1
+        assert len(await store.list("420@marc")) == 1 and len(await store.list("420")) == 1
         async with db.reader.execute("SELECT COUNT(*) FROM exchanges WHERE user_id LIKE '42%'") as cur:
             assert (await cur.fetchone())[0] == 2, "only 420's two exchanges are left"
 
@@ -130,7 +126,6 @@ async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_f
     from tests.fakes.llm_server import LLMRequest
 
     cast = load_cast(folder(tmp_path, "default: lina\n"), None)
-    config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
     arrived, release = asyncio.Event(), asyncio.Event()
 
     async def answer(request: LLMRequest) -> str:
@@ -142,8 +137,7 @@ async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_f
         return "ok"
 
     async with httpx.AsyncClient(trust_env=False) as http:
-        llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-        engine = Engine(db=db, llm=llm, embedder=None, settings=config.engine, character=cast.default, cast=cast)
+        engine = make_engine(db, http, llm_server, tmp_path, cast=cast)
         await engine.start()
         llm_server.handler = answer
         marc = cast.memory_key("42", cast.characters["marc"])

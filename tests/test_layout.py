@@ -208,3 +208,82 @@ def test_a_long_module_says_why_in_its_docstring() -> None:
             if "on purpose" not in docstring:
                 silent.append(f"{path.relative_to(ROOT)} ({source.count(chr(10))} lines)")
     assert not silent, f"long modules that do not say why (add 'Over 450 lines on purpose: …'): {silent}"
+
+
+# --- the tests' own shape -----------------------------------------------------------------------
+
+TEST_BUILDERS = "tests/builders.py"
+
+
+def _test_modules() -> list[Path]:
+    return sorted((ROOT / "tests").rglob("*.py"))
+
+
+def _is_fixture(node: ast.AST) -> bool:
+    """A function decorated with pytest.fixture / pytest_asyncio.fixture, called or not."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(target, ast.Attribute) and target.attr == "fixture":
+            return True
+    return False
+
+
+def _reaches_engine_store(node: ast.AST) -> bool:
+    """`engine.store`, `eng.store`, `services.engine.store`, `self.engine.store`."""
+    if not (isinstance(node, ast.Attribute) and node.attr == "store"):
+        return False
+    owner = node.value
+    return (isinstance(owner, ast.Name) and owner.id in ("engine", "eng")) or (
+        isinstance(owner, ast.Attribute) and owner.attr == "engine"
+    )
+
+
+def shape_problems(source: str, path: str, fixtures_of: dict[str, set[str]]) -> list[str]:
+    problems: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if _reaches_engine_store(node):
+            problems.append(f"{path}:{node.lineno}: reaches around the engine (engine.store): use the `store` fixture")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Engine" and path != TEST_BUILDERS:
+            problems.append(f"{path}:{node.lineno}: builds Engine(...) by hand: use tests.builders.make_engine")
+        if isinstance(node, ast.ImportFrom) and node.module in fixtures_of:
+            imported = {alias.name for alias in node.names} & fixtures_of[node.module]
+            if imported and path != "tests/conftest.py":
+                problems.append(f"{path}:{node.lineno}: imports fixture(s) {sorted(imported)}: fixtures come from conftest")
+    return problems
+
+
+
+
+def test_tests_build_in_one_place_and_never_reach_around_the_engine() -> None:
+    fixtures_of: dict[str, set[str]] = {}
+    for path in _test_modules():
+        if path.name == "conftest.py":
+            continue
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        names = {n.name for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if _is_fixture(n)}  # type: ignore[union-attr]
+        if names:
+            fixtures_of[module] = names
+    problems = [
+        problem
+        for path in _test_modules()
+        for problem in shape_problems(
+            path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix(), fixtures_of
+        )
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_tests_shape_check_names_what_it_should() -> None:
+    bad = (
+        "from tests.fakes.llm_server import llm_server\n"
+        "async def test_x(db, http, llm_server, tmp_path):\n"
+        "    engine = Engine(db=db)\n"
+        "    await engine.store.list('alice')\n"
+        "    await services.engine.store.get('alice', 1)\n"
+    )
+    problems = shape_problems(bad, "tests/test_x.py", {"tests.fakes.llm_server": {"llm_server"}})
+    assert len(problems) == 4, problems
+    good = "async def test_x(store, engine):\n    await engine.memories('alice')\n    await store.list('alice')\n"
+    assert shape_problems(good, "tests/test_x.py", {"tests.fakes.llm_server": {"llm_server"}}) == []

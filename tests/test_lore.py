@@ -7,21 +7,18 @@ import json
 import random
 from pathlib import Path
 
-import httpx
 import pytest
-import pytest_asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.character import load_character
-from bot.clients.llm import LLMClient
-from bot.config import load_settings
 from bot.engine import Engine, Incoming
 from bot.errors import CharacterError, LoreError
 from bot.lore import Lorebook, LoreEntry, load_lore_file, naive_fired
 from bot.presenting import why_text
 from bot.prompting import ChannelLine
-from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
+from tests.builders import make_engine
+from tests.fakes.llm_server import LLMRequest
 
 LORE_YAML = """\
 budget_chars: 100
@@ -163,18 +160,10 @@ def test_a_native_character_names_its_lore_file_and_a_bad_one_stops_it(tmp_path)
 # --- in a turn ----------------------------------------------------------------------------------
 
 
-@pytest_asyncio.fixture
-async def http():
-    async with httpx.AsyncClient(trust_env=False) as client:
-        yield client
-
-
 def lore_engine(db, http, llm_server, tmp_path) -> Engine:
     (tmp_path / "lore.yaml").write_text(LORE_YAML, encoding="utf-8")
     (tmp_path / "lina.yaml").write_text("name: Lina\npersona: A sailor of Vellmar.\nlore: lore.yaml\n", encoding="utf-8")
-    config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
-    llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-    return Engine(db=db, llm=llm, embedder=None, settings=config.engine, character=load_character(tmp_path / "lina.yaml"))
+    return make_engine(db, http, llm_server, tmp_path, character=load_character(tmp_path / "lina.yaml"))
 
 
 async def test_fired_lore_enters_its_own_block_outside_the_memories_and_shows_in_why(db, http, llm_server, tmp_path):
@@ -202,7 +191,7 @@ async def test_fired_lore_enters_its_own_block_outside_the_memories_and_shows_in
     assert f"Guild — on “/guil(d|de) des voleurs/” ({guild} chars, left out: over the lore budget)" in why
 
 
-async def test_lore_told_back_by_the_character_never_becomes_a_memory_of_the_user(db, http, llm_server, tmp_path):
+async def test_lore_told_back_by_the_character_never_becomes_a_memory_of_the_user(db, http, llm_server, tmp_path, store):
     engine = lore_engine(db, http, llm_server, tmp_path)
     await engine.start()
     proposed = {"memories": [
@@ -220,7 +209,7 @@ async def test_lore_told_back_by_the_character_never_becomes_a_memory_of_the_use
     reflection = [r for r in llm_server.chats if r.json_schema is not None][0]
     assert "has lore (Port, Guild, Moon, Sky, Dragon)" in reflection.system
     assert "never store it" in reflection.system
-    assert [m.text for m in await engine.store.list("alice")] == ["The user sails a small boat."]
+    assert [m.text for m in await store.list("alice")] == ["The user sails a small boat."]
     assert "not_about_user" in str(engine.last_reports["alice"])
 
 

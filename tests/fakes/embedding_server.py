@@ -3,8 +3,8 @@
 Real HTTP (aiohttp.web), deterministic vectors derived from a hash of each text, and a `mode`
 a test sets to script failures. Every request is recorded.
 
-Its fixtures, `embedding_server` and `embedding_http`, reach every test through tests.conftest's
-`pytest_plugins`; a server with other settings is `running_embedding_server(dim=...)`. A refused
+Its fixtures, `embedding_server` and `embedding_http`, reach every test through tests.conftest,
+which imports them; a server with other settings is `running_embedding_server(dim=...)`. A refused
 port is the `refused_url` fixture of tests.fakes.llm_server.
 """
 

@@ -16,8 +16,9 @@ from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.memory.indexing import Indexer, prune_other_models
 from bot.memory.store import memory_version
 from bot.memory.vectors import delete_all_vectors, load_user_matrix, stale_memories
+from tests.builders import add_memory, set_text
 from tests.fakes.embedding_server import EmbeddingServer
-from tests.memory.test_vectors import ALICE, BOB, add_memory, set_text
+from tests.memory.test_vectors import ALICE, BOB
 
 VELO = "L'utilisateur fait du vélo tous les dimanches matin"
 NURSE = "L'utilisateur travaille comme infirmière à Lyon"

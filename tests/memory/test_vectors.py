@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bot.clients.db import MIGRATIONS_DIR, SQLiteDatabase, inserted_id, to_db
+from bot.clients.db import MIGRATIONS_DIR, SQLiteDatabase
 from bot.memory.model import content_hash, utcnow
 from bot.memory.vectors import (
     VectorRow,
@@ -20,6 +20,7 @@ from bot.memory.vectors import (
     stale_memories,
     store_vectors,
 )
+from tests.builders import add_memory, delete_memory, set_text
 
 pytestmark = pytest.mark.both_stores
 
@@ -27,31 +28,7 @@ MODEL = "test-model"
 ALICE, BOB = "111", "222"
 
 
-async def add_memory(db: SQLiteDatabase, user_id: str, text: str, *, expires_in: timedelta | None = None) -> int:
-    now = utcnow()
-    expires_at = to_db(now + expires_in) if expires_in is not None else None
-    async with db.write() as conn:
-        memory_id = await inserted_id(
-            conn,
-            "INSERT INTO memories (user_id, text, type, created_at, updated_at, expires_at, content_hash)"
-            " VALUES (?, ?, 'fact', ?, ?, ?, ?) RETURNING id",
-            (user_id, text, to_db(now), to_db(now), expires_at, content_hash(text)),
-        )
-        assert memory_id is not None
-        return memory_id
 
-
-async def set_text(db: SQLiteDatabase, user_id: str, memory_id: int, text: str) -> None:
-    async with db.write() as conn:
-        await conn.execute(
-            "UPDATE memories SET text = ?, content_hash = ? WHERE id = ? AND user_id = ?",
-            (text, content_hash(text), memory_id, user_id),
-        )
-
-
-async def delete_memory(db: SQLiteDatabase, user_id: str, memory_id: int) -> None:
-    async with db.write() as conn:
-        await conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, user_id))
 
 
 def random_unit(seed: int, dim: int = 8) -> np.ndarray:

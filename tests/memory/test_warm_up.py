@@ -17,7 +17,7 @@ from bot.memory.exchange_store import save_exchange
 from bot.memory.model import utcnow
 from bot.memory.store import MemoryStore, NewMemory, erase_user_memories
 from bot.memory.warm_up import WARM_DAYS, WARM_SHARE, warm_up
-from tests.test_engine import http, make_engine, msg  # noqa: F401 (http: a fixture)
+from tests.builders import make_engine, msg
 
 PLACE = "guild-1"
 

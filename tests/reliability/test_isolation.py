@@ -39,12 +39,13 @@ from bot.clients.embeddings import OllamaEmbedder
 from bot.engine import Engine, TurnResult
 from bot.memory.indexing import Indexer
 from bot.memory.reflection import CandidateIn, Reflection, ReplaceIn
+from bot.memory.store import MemoryStore
 from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
+from tests.builders import make_engine, msg
 from tests.conftest import Clock
 from tests.fakes.embedding_server import EmbeddingServer
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
 from tests.reliability.test_sql_scoping import read_schema
-from tests.test_engine import make_engine, msg
 
 T = TypeVar("T")
 
@@ -154,6 +155,7 @@ class IsolationMachine(RuleBasedStateMachine):
             self.db, self.http, self.llm_server, self.tmp, embedder=embedder, clock=self.clock
         )
         self.closers.append(self.engine.close)
+        self.store = MemoryStore(self.db, clock=self.clock)
         self.indexer = Indexer(self.db, embedder)
         await self.engine.sync_rules()
         # Every user starts with memories in both places and one archived version, so that the
@@ -164,7 +166,7 @@ class IsolationMachine(RuleBasedStateMachine):
                 await self.engine.remember(user, text, story_id=story, place=STORIES[story])
         await self._check_owners(None, recording=True)
         for user in USERS:
-            assert await self.engine.forget(user, min(m.id for m in await self.engine.store.list(user)))
+            assert await self.engine.forget(user, min(m.id for m in await self.store.list(user)))
         self.users = (*USERS, self.engine.character_user_id)
         await self._check_owners(None, recording=True)
         self.snapshots = {user: await self._snapshot(user) for user in self.users}
@@ -450,8 +452,8 @@ class IsolationMachine(RuleBasedStateMachine):
         async def read() -> tuple[Any, ...]:
             return (
                 await self.engine.export(actor),
-                await self.engine.store.list(actor),
-                await self.engine.store.history(actor, limit=1000),
+                await self.store.list(actor),
+                await self.store.history(actor, limit=1000),
                 await self.engine.stats(actor),
             )
 

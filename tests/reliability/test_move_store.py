@@ -18,10 +18,10 @@ import pytest
 from bot.clients.db import SQLiteDatabase
 from bot.clients.postgres import PostgresDatabase
 from bot.memory.move_store import DERIVED_TABLES, TABLES, MoveRefused, move
-from bot.memory.store import NewMemory
+from bot.memory.store import MemoryStore, NewMemory
 from bot.memory.vectors import VectorRow, store_vectors
+from tests.builders import make_engine, msg
 from tests.fakes.llm_server import LLMRequest
-from tests.test_engine import make_engine, msg
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,14 +54,15 @@ async def _fill(path: Path, llm_server, tmp_path: Path) -> tuple[list[str], int]
                     await engine.wait_reflections(user)
                 await engine.remember(user, "L'utilisateur aime le thé vert.", story_id="chan-0", place="guild-1")
             await engine.set_sharing("bob", True)
-            memories = await engine.store.list("alice")
+            store = MemoryStore(db)
+            memories = await store.list("alice")
             async with db.write() as conn:
                 await store_vectors(
                     conn,
                     [VectorRow(m.id, "alice", "model-a", m.content_hash, np.arange(4, dtype=np.float32) + m.id) for m in memories],
                 )
-            newest = await engine.store.add("alice", NewMemory(text="L'utilisateur part demain."))
-            assert await engine.store.forget("alice", newest, cause="test")
+            newest = await store.add("alice", NewMemory(text="L'utilisateur part demain."))
+            assert await store.forget("alice", newest, cause="test")
             async with db.write() as conn:  # gone for good: only AUTOINCREMENT remembers its id
                 await conn.execute("DELETE FROM memories WHERE user_id = ? AND id = ?", ("alice", newest))
         finally:
@@ -129,7 +130,7 @@ async def test_a_copied_database_exports_the_same_and_continues_its_ids(tmp_path
         async with httpx.AsyncClient(trust_env=False) as http:
             engine = make_engine(target, http, llm_server, tmp_path)
             try:
-                new_id = await engine.store.add("alice", NewMemory(text="L'utilisateur revient."))
+                new_id = await MemoryStore(target).add("alice", NewMemory(text="L'utilisateur revient."))
             finally:
                 await engine.close()
         assert new_id > deleted_id  # never an id SQLite already gave
