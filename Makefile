@@ -35,6 +35,11 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest --durations=10
 
+## make test-fast: the checkers, then every test but the slow ones (processes, PostgreSQL),
+## property tests with fewer examples
+test-fast: lint
+	HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest -m "not slow" --durations=10
+
 ## make chat USER=alice: talk to the character in the terminal, no Discord needed
 chat: $(STAMP)
 	$(BIN)/python -m bot chat --user $(or $(USER_NAME),$(USER),you)

@@ -5,6 +5,7 @@ tests/builders.py."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+from hypothesis import settings as hypothesis_settings
 
 from bot.app import Services
 from bot.clients.databases import open_database
@@ -22,6 +24,12 @@ from tests.builders import offline_services, settings_for
 from tests.fakes import postgres_server
 from tests.fakes.embedding_server import embedding_http, embedding_server  # noqa: F401  (fixtures)
 from tests.fakes.llm_server import FakeLLMServer, llm_server, refused_url  # noqa: F401  (fixtures)
+from tests.lanes import mark_slow
+
+# `make test-fast` asks for fewer examples of the property tests that do not set their own
+# number; `make test` runs hypothesis's default.
+hypothesis_settings.register_profile("fast", max_examples=25)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 class Clock:
@@ -54,11 +62,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "both_stores: the module's `db` fixture run on SQLite and on PostgreSQL"
     )
+    config.addinivalue_line(
+        "markers", "slow: starts a process or needs the PostgreSQL cluster (found by tests/lanes.py)"
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "store_kind" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_stores"):
-        metafunc.parametrize("store_kind", STORES, indirect=True)
+        params = [pytest.param(kind, marks=pytest.mark.slow) if kind == "postgresql" else kind for kind in STORES]
+        metafunc.parametrize("store_kind", params, indirect=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_slow(items)
 
 
 @pytest.fixture(scope="session")
