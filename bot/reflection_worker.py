@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
+from bot.clients.locks import KeyedLocks
 from bot.clients.outage import Outage
 from bot.clients.storage import Connection
 from bot.context import EngineContext
@@ -60,7 +62,7 @@ class _Workers:
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
     # Held while a user's reflection applies, and by erase: an erase never races a reflection.
-    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    locks: KeyedLocks[str] = field(default_factory=KeyedLocks)
 
 
 class Reflections:
@@ -105,8 +107,8 @@ class Reflections:
             worker.cancel()
             await asyncio.wait([worker])
 
-    def lock(self, user_id: str) -> asyncio.Lock:
-        return self._workers.locks.setdefault(user_id, asyncio.Lock())
+    def lock(self, user_id: str) -> AbstractAsyncContextManager[None]:
+        return self._workers.locks.hold(user_id)
 
     async def pending(self, user_id: str) -> list[PendingExchange]:
         exchanges = await pending_exchanges(self.ctx.db, user_id, REFLECTION_BATCH)

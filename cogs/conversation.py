@@ -24,6 +24,7 @@ from discord.ext import commands
 
 from bot.character import Character
 from bot.clients.llm_wire import Image
+from bot.clients.locks import KeyedLocks
 from bot.engine import Engine, Incoming, Shown, TurnResult
 from bot.prompting import ChannelLine
 from cogs.bot import NO_MENTIONS, EchoBot
@@ -66,12 +67,12 @@ class ChannelPacer:
         self.interval = interval
         self._clock = clock
         self._last: dict[int, float] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._locks: KeyedLocks[int] = KeyedLocks()
 
     @contextlib.asynccontextmanager
     async def slot(self, channel_id: int) -> AsyncIterator[_Slot]:
         """Wait for this channel's turn, then write inside the block (or `skip()` it)."""
-        async with self._locks.setdefault(channel_id, asyncio.Lock()):
+        async with self._locks.hold(channel_id):
             last = self._last.get(channel_id)
             if last is not None:
                 wait = last + self.interval - self._clock()

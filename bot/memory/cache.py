@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from bot.clients.db import from_db
+from bot.clients.locks import KeyedLocks
 from bot.clients.storage import Connection, Database
 from bot.memory.model import Memory
 from bot.memory.store import changed_since, memory_rows, memory_version, row_to_memory
@@ -380,11 +381,11 @@ class MemoryCache:
         self._entries: dict[str, UserMemories] = {}
         self._value: dict[str, float] = {}
         self._clock = 0.0
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: KeyedLocks[str] = KeyedLocks()
         # One builder per user and place at a time: the start-up warm-up and a reflection may
         # both ask for the same index, and a half-built one must never be used. Per place, so
         # that a reflection holding the write lock never waits for another place's build.
-        self._index_locks: dict[tuple[str, str | None], asyncio.Lock] = {}
+        self._index_locks: KeyedLocks[tuple[str, str | None]] = KeyedLocks()
         # Erasures per user, so that a load under way when the user was erased is not kept.
         self._forgotten: dict[str, int] = {}
         # Per user and place, what the write path compares new text with (built on the first
@@ -427,14 +428,8 @@ class MemoryCache:
         `conn`: the connection to read through, by default the shared reader. A caller holding
         the write lock passes its own: the reader may be busy loading another user's 100,000
         rows, and the lock would be held while waiting for it."""
-        lock = self._locks.setdefault(user_id, asyncio.Lock())
-        async with lock:
-            try:
-                return await self._current(user_id, conn or self.db.reader)
-            finally:
-                # A caller arriving now makes a new lock and may read the user once more: harmless.
-                if self._locks.get(user_id) is lock:
-                    self._locks.pop(user_id, None)
+        async with self._locks.hold(user_id):
+            return await self._current(user_id, conn or self.db.reader)
 
     async def _current(self, user_id: str, conn: Connection) -> UserMemories:
         version = await memory_version(conn, user_id)
@@ -467,9 +462,7 @@ class MemoryCache:
         The write path may change the index in place while its transaction runs; if that
         transaction does not commit, it must call `drop_write_indexes`. `conn`: as for `get`.
         """
-        # Never replaced (a few hundred bytes per user and place): a lock replaced while a
-        # caller waits on the old one would let two builders in.
-        async with self._index_locks.setdefault((user_id, place), asyncio.Lock()):
+        async with self._index_locks.hold((user_id, place)):
             return await self._write_index(user_id, place, now, conn)
 
     async def _write_index(
