@@ -6,7 +6,8 @@ exchanges, the reflection worker), so no part reaches another's data but through
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -22,6 +23,34 @@ from bot.memory.recall import Recall
 from bot.memory.store import MemoryStore
 from bot.memory.story_state import StateSpec, parse_state_specs
 
+# Channels whose recent speakers are kept; the least recently active go first. Enough for every
+# channel active in a long while; a channel forgotten only loses a guard it rebuilds on its next
+# turn.
+SCENE_STORIES = 10_000
+
+
+class Scenes:
+    """Who else spoke lately in each channel: the turn notes them, the reflection is told those
+    people are not the author. In memory only (after a restart the guard starts empty), bounded
+    to the SCENE_STORIES most recently noted channels."""
+
+    def __init__(self, max_stories: int = SCENE_STORIES) -> None:
+        self.max_stories = max_stories
+        self._others: OrderedDict[str, frozenset[str]] = OrderedDict()
+
+    def note(self, story_id: str, others: Iterable[str]) -> None:
+        self._others[story_id] = frozenset(others)
+        self._others.move_to_end(story_id)
+        while len(self._others) > self.max_stories:
+            self._others.popitem(last=False)
+
+    def others(self, story_id: str, besides: str) -> list[str]:
+        """The people noted in the channel, but `besides`, in order."""
+        return sorted(self._others.get(story_id, frozenset()) - {besides})
+
+    def __len__(self) -> int:
+        return len(self._others)
+
 
 @dataclass(slots=True)
 class EngineContext:
@@ -36,9 +65,7 @@ class EngineContext:
     tasks: BackgroundTasks
     calls: ModelCalls
     events: Events
-    # Who else spoke lately in each channel: the reflection is told those people are not the
-    # author (kept in memory only: after a restart the guard starts empty).
-    scene: dict[str, set[str]] = field(default_factory=dict)
+    scenes: Scenes = field(default_factory=Scenes)
     _specs: dict[str, dict[str, StateSpec]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

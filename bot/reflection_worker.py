@@ -193,7 +193,7 @@ class Reflections:
         ids = [e.id for e in batch]
         character = ctx.cast.character_of_key(first.user_id)
         specs = ctx.specs(character.key)
-        others = sorted(ctx.scene.get(first.story_id, set()) - {first.user_name})
+        others = ctx.scenes.others(first.story_id, besides=first.user_name)
         user_text = "\n".join(e.user_message for e in batch)
         known, correction, correctable = await self._known(first, user_text)
         story = await load_story(ctx.db, first.user_id, first.story_id)

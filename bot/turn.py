@@ -263,11 +263,13 @@ class Turns:
     def _note_scene(self, msg: Incoming, history: Sequence[ChannelLine]) -> None:
         """The people other than the author who spoke in the recent lines of the channel."""
         cast = self.ctx.cast
-        others = {
-            line.author for line in history
-            if not line.from_bot and line.author != msg.user_name and not cast.is_speaker(line.author)
-        }
-        self.ctx.scene[msg.story_id] = others
+        self.ctx.scenes.note(
+            msg.story_id,
+            (
+                line.author for line in history
+                if not line.from_bot and line.author != msg.user_name and not cast.is_speaker(line.author)
+            ),
+        )
 
     async def _record(self, selection: TurnSelection, erased: Callable[[], bool]) -> None:
         with contextlib.suppress(StorageError):  # counted and logged by the database

@@ -25,6 +25,7 @@ from discord.ext import commands
 from bot.character import Character
 from bot.clients.llm_wire import Image
 from bot.clients.locks import KeyedLocks
+from bot.clients.tasks import BackgroundTasks
 from bot.engine import Engine, Incoming, Shown, TurnResult
 from bot.prompting import ChannelLine
 from cogs.bot import NO_MENTIONS, EchoBot
@@ -209,7 +210,6 @@ class _Burst:
     messages: list[discord.Message]
     texts: list[str]
     deadline: float
-    task: asyncio.Task[None] | None = None
 
 
 @dataclass(slots=True)
@@ -233,13 +233,12 @@ class Conversation(commands.Cog):
         self._history_refused: set[int] = set()
         self._warned_empty_reply = False
         self._bursts: dict[tuple[int, int], _Burst] = {}
+        self._burst_tasks = BackgroundTasks()
         self.cast = engine.cast
         self.voices = Voices(engine.cast)
 
     async def cog_unload(self) -> None:
-        for burst in self._bursts.values():
-            if burst.task is not None:
-                burst.task.cancel()
+        await self._burst_tasks.cancel_all()
 
     @commands.Cog.listener()
     async def on_message(self, message: discord.Message) -> None:
@@ -288,7 +287,7 @@ class Conversation(commands.Cog):
             return
         burst = _Burst([message], [text], deadline)
         self._bursts[key] = burst
-        burst.task = asyncio.create_task(self._answer_burst(key, burst), name=f"burst:{key}")
+        self._burst_tasks.spawn(self._answer_burst(key, burst), name=f"burst:{key}")
 
     async def _answer_burst(self, key: tuple[int, int], burst: _Burst) -> None:
         """Once the user has been quiet for BURST_SECONDS, answer all their messages at once."""

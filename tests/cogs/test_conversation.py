@@ -308,3 +308,17 @@ async def test_a_full_disk_gets_the_storage_message_not_a_reply(
     await cog.on_message(fake_message(f"<@{BOT_ID}> {text}", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()]))
     assert [content for content, _ in channel.sent] == [STORAGE_DOWN_REPLY]
     assert reply_requests(llm_server) == [] and services.db.storage.failures == 1
+
+
+@pytest.mark.parametrize("settings_overrides", [{"burst_seconds": 30.0}])
+async def test_unloading_the_cog_ends_its_open_bursts_before_it_returns(
+    services_with: Services, llm_server: FakeLLMServer
+) -> None:
+    cog = make_cog(services_with)
+    channel = fake_channel()
+    await cog.on_message(fake_message(f"<@{BOT_ID}> hello", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()]))
+    bursts = [t for t in asyncio.all_tasks() if t.get_name().startswith("burst:")]
+    assert len(bursts) == 1 and not bursts[0].done()
+    await cog.cog_unload()
+    assert bursts[0].done() and bursts[0].cancelled()
+    assert reply_requests(llm_server) == [] and channel.sent == []
