@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.character import fill_user, render_character_prompt
+from bot.character import Character, fill_user, render_character_prompt
 from bot.clients.db import to_db
 from bot.clients.llm import OnText
 from bot.clients.llm_wire import ChatReply, Image, TokenUsage
@@ -84,6 +84,30 @@ class TurnResult:
     cut: bool = False
     usage: TokenUsage | None = None
 
+    @classmethod
+    def answered(cls, reply: str, selection: TurnSelection, exchange_id: int, usage: TokenUsage) -> TurnResult:
+        return cls(reply, None, selection, exchange_id, usage=usage)
+
+    @classmethod
+    def cut_off(cls, reply: str, why: str, selection: TurnSelection, exchange_id: int) -> TurnResult:
+        """The stream broke halfway: `reply` is what arrived."""
+        return cls(reply, why, selection, exchange_id, cut=True)
+
+    @classmethod
+    def unanswered(cls, why: str, selection: TurnSelection, exchange_id: int) -> TurnResult:
+        """The model failed: the message is kept, unanswered."""
+        return cls(None, why, selection, exchange_id)
+
+    @classmethod
+    def unsaved(cls, why: str) -> TurnResult:
+        """The message could not be saved, so it is not answered."""
+        return cls(None, why, None, None, apology=STORAGE_DOWN_REPLY)
+
+    @classmethod
+    def erased(cls) -> TurnResult:
+        """The person was erased while the turn began: nothing kept, nothing answered."""
+        return cls(None, "erased", None, None, apology=ERASED_REPLY)
+
     @property
     def shown(self) -> str:
         """What the user reads, in every front end: the reply (marked when cut), or the apology."""
@@ -115,14 +139,7 @@ class Turns:
 
     async def run(self, msg: Incoming, rules: Sequence[Memory], *, on_text: OnText | None = None) -> TurnResult:
         ctx, settings = self.ctx, self.ctx.settings
-        # Every front end's text enters here; made storable once (a lone surrogate from Discord's
-        # JSON or a terminal's undecodable bytes would otherwise fail the INSERT, unanswered).
-        msg = replace(
-            msg,
-            user_name=storable(msg.user_name),
-            text=storable(msg.text),
-            history=[ChannelLine(storable(h.author), storable(h.text), h.from_bot) for h in msg.history],
-        )
+        msg = _storable(msg)
         text = msg.text.strip()[: settings.max_message_chars]
         # Counted per person, not per owner key: erasing someone stops their turns with every
         # character, even one whose key holds nothing yet.
@@ -143,69 +160,15 @@ class Turns:
         except StorageError as exc:
             # Answering what cannot be kept would make the character forget it silently.
             ctx.metrics.turns.labels("failed").inc()
-            return TurnResult(None, str(exc), None, None, apology=STORAGE_DOWN_REPLY)
+            return TurnResult.unsaved(str(exc))
         if exchange_id is None:
-            return TurnResult(None, "erased", None, None, apology=ERASED_REPLY)
+            return TurnResult.erased()
         character = ctx.cast.get(msg.character)
-        share = await settings_store.sharing(ctx.db, msg.user_id)
-        story_block, story_detail = await self._story_context(msg.user_id, msg.story_id, text, ctx.specs(character.key))
+        selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
+        messages = self._prompt(msg, text, rules, character, selection, story_block)
         started = time.perf_counter()
-        selection = await ctx.recall.select_for_turn(
-            msg.user_id,
-            story_id=msg.story_id,
-            place=msg.place,
-            query=text,
-            rules=rules,
-            share=share,
-            story=story_detail,
-            record=False,
-        )
-        memory_seconds = time.perf_counter() - started
-        ctx.metrics.memory_seconds.observe(memory_seconds)
-        history = bounded_history(
-            list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
-        )
-        self._note_scene(msg, history)
-        lore = (
-            character.lore.match(
-                [line.text for line in history] + [text],
-                budget_chars=settings.lore_budget_chars,
-                scan_depth=settings.lore_scan_depth,
-            )
-            if character.lore is not None
-            else []
-        )
-        selection.lore = [{"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept} for h in lore]
-        messages = build_reply_messages(
-            character_prompt=render_character_prompt(character, speaker_name(msg.user_name)),
-            character_name=character.name,
-            rules=[r.text for r in rules],
-            user_name=msg.user_name,
-            memories=selection.memories,
-            story_context=story_block,
-            history=history,
-            message=text,
-            post_history=fill_user(character.post_history_instructions, speaker_name(msg.user_name)),
-            images=msg.images,
-            lore=lore,
-        )
-        started = time.perf_counter()
-        cut: LLMStreamCut | None = None
-        answer: ChatReply | None = None
         try:
-            if on_text is None:
-                answer = await ctx.calls.chat(
-                    "reply", messages, model=settings.llm_model, timeout=settings.llm_timeout_seconds
-                )
-            else:
-                answer = await ctx.calls.stream_reply(
-                    messages, on_text, model=settings.llm_model, timeout=settings.llm_timeout_seconds
-                )
-            reply = answer.text
-        except LLMStreamCut as exc:
-            # What the user already saw is the reply: kept, saved and reflected like any other.
-            self.outage.failed("streamed replies are cut off midway: %s", exc)
-            cut, reply = exc, exc.partial
+            answer, reply, cut = await self._answer(messages, on_text)
         except LLMError as exc:
             self.outage.failed("replies fail, messages are kept unanswered: %s", exc)
             selection.figures = TurnFigures(
@@ -215,7 +178,7 @@ class Turns:
             self._record_later(selection, erased)
             with contextlib.suppress(StorageError):  # counted and logged by the database
                 await exchange_failed(ctx.db, msg.user_id, exchange_id, str(exc))
-            return TurnResult(None, str(exc), selection, exchange_id)
+            return TurnResult.unanswered(str(exc), selection, exchange_id)
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
         if cut is None:
@@ -236,8 +199,92 @@ class Turns:
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:
-            return TurnResult(reply, str(cut), selection, exchange_id, cut=True)
-        return TurnResult(reply, None, selection, exchange_id, usage=usage)
+            return TurnResult.cut_off(reply, str(cut), selection, exchange_id)
+        return TurnResult.answered(reply, selection, exchange_id, usage)
+
+    async def _select(
+        self, msg: Incoming, text: str, rules: Sequence[Memory], character: Character
+    ) -> tuple[TurnSelection, str, float]:
+        """The memories that enter the context (recorded later), the story's block, and the
+        seconds the selection took."""
+        ctx = self.ctx
+        share = await settings_store.sharing(ctx.db, msg.user_id)
+        story_block, story_detail = await self._story_context(msg.user_id, msg.story_id, text, ctx.specs(character.key))
+        started = time.perf_counter()
+        selection = await ctx.recall.select_for_turn(
+            msg.user_id,
+            story_id=msg.story_id,
+            place=msg.place,
+            query=text,
+            rules=rules,
+            share=share,
+            story=story_detail,
+            record=False,
+        )
+        memory_seconds = time.perf_counter() - started
+        ctx.metrics.memory_seconds.observe(memory_seconds)
+        return selection, story_block, memory_seconds
+
+    def _prompt(
+        self,
+        msg: Incoming,
+        text: str,
+        rules: Sequence[Memory],
+        character: Character,
+        selection: TurnSelection,
+        story_block: str,
+    ) -> list[dict[str, Any]]:
+        """The messages the model is sent: character, rules, memories, story, lore, the recent
+        lines of the channel and the message. Notes who else spoke and which lore fired."""
+        settings = self.ctx.settings
+        history = bounded_history(
+            list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
+        )
+        self._note_scene(msg, history)
+        lore = (
+            character.lore.match(
+                [line.text for line in history] + [text],
+                budget_chars=settings.lore_budget_chars,
+                scan_depth=settings.lore_scan_depth,
+            )
+            if character.lore is not None
+            else []
+        )
+        selection.lore = [{"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept} for h in lore]
+        return build_reply_messages(
+            character_prompt=render_character_prompt(character, speaker_name(msg.user_name)),
+            character_name=character.name,
+            rules=[r.text for r in rules],
+            user_name=msg.user_name,
+            memories=selection.memories,
+            story_context=story_block,
+            history=history,
+            message=text,
+            post_history=fill_user(character.post_history_instructions, speaker_name(msg.user_name)),
+            images=msg.images,
+            lore=lore,
+        )
+
+    async def _answer(
+        self, messages: list[dict[str, Any]], on_text: OnText | None
+    ) -> tuple[ChatReply | None, str, LLMStreamCut | None]:
+        """The model's answer, streamed when `on_text` is given; a stream cut halfway gives what
+        arrived and why. Raises LLMError when nothing can be answered."""
+        ctx, settings = self.ctx, self.ctx.settings
+        try:
+            if on_text is None:
+                answer = await ctx.calls.chat(
+                    "reply", messages, model=settings.llm_model, timeout=settings.llm_timeout_seconds
+                )
+            else:
+                answer = await ctx.calls.stream_reply(
+                    messages, on_text, model=settings.llm_model, timeout=settings.llm_timeout_seconds
+                )
+        except LLMStreamCut as exc:
+            # What the user already saw is the reply: kept, saved and reflected like any other.
+            self.outage.failed("streamed replies are cut off midway: %s", exc)
+            return None, exc.partial, exc
+        return answer, answer.text, None
 
     async def _keep(
         self, msg: Incoming, exchange_id: int, reply: str, messages: list[dict[str, Any]], erased: Callable[[], bool]
@@ -314,6 +361,17 @@ class Turns:
             "state": values,
         }
         return block, detail
+
+
+def _storable(msg: Incoming) -> Incoming:
+    """Every front end's text enters here; made storable once (a lone surrogate from Discord's
+    JSON or a terminal's undecodable bytes would otherwise fail the INSERT, unanswered)."""
+    return replace(
+        msg,
+        user_name=storable(msg.user_name),
+        text=storable(msg.text),
+        history=[ChannelLine(storable(h.author), storable(h.text), h.from_bot) for h in msg.history],
+    )
 
 
 def _ms(seconds: float) -> int:
