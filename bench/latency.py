@@ -54,14 +54,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import ThreadedLLMServer, pool_vectors  # noqa: E402
 from load_corpus import scripted_reflection, seed_texts, users_and_reflections  # noqa: E402
 
-from bot.character import load_character  # noqa: E402
+from bot.characters.character import load_character  # noqa: E402
 from bot.clients.db import SQLiteDatabase, to_db  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
-from bot.memory.vectors import VECTOR_DTYPE  # noqa: E402
+from bot.memory.stores.vectors import VECTOR_DTYPE  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL  # noqa: E402
 
 SIZES = (300, 3_000)

@@ -96,7 +96,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from load_corpus import FACTS_PER_USER, SimUser, scripted_reflection, seed_texts, users_and_reflections  # noqa: E402
 
-from bot.character import load_character  # noqa: E402
+from bot.characters.character import load_character  # noqa: E402
 from bot.clients.db import SQLiteDatabase, to_db  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
@@ -105,7 +105,7 @@ from bot.engine import Engine, Incoming  # noqa: E402
 from bot.memory.dedup import SIMILARITY_THRESHOLD, similarity  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
 from bot.memory.text import normalise  # noqa: E402
-from bot.memory.vectors import VECTOR_DTYPE, stale_memories  # noqa: E402
+from bot.memory.stores.vectors import VECTOR_DTYPE, stale_memories  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest  # noqa: E402
 
 SIZES = (300, 3_000)

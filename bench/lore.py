@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.lore import Lorebook, LoreEntry, naive_fired  # noqa: E402
+from bot.characters.lore import Lorebook, LoreEntry, naive_fired  # noqa: E402
 
 ENTRIES = 200
 TURNS = 300

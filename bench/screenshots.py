@@ -34,7 +34,7 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.character import load_character  # noqa: E402
+from bot.characters.character import load_character  # noqa: E402
 from bot.clients.db import SQLiteDatabase  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.health import Health  # noqa: E402

@@ -37,7 +37,7 @@ async def _migrate_store(args: argparse.Namespace) -> int:
 
     from bot.clients.databases import is_postgres_url, open_postgres, open_sqlite
     from bot.clients.postgres import describe
-    from bot.memory.move_store import MoveRefused, move
+    from bot.memory.stores.move import MoveRefused, move
 
     if not args.source.startswith("sqlite:///") or not is_postgres_url(args.target):
         raise StartupError("migrate-store copies --from sqlite:///path/to/echo.sqlite3 --to postgresql://…/echo")

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from bot.cast import Cast, load_cast
-from bot.character import Character
+from bot.characters.cast import Cast, load_cast
+from bot.characters.character import Character
 from bot.clients.databases import open_database
 from bot.clients.embeddings import Embedder, make_embedder
 from bot.clients.health import Health

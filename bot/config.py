@@ -24,7 +24,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.errors import ConfigError
-from bot.kinds import Api, EmbedderKind
+from bot.clients.kinds import Api, EmbedderKind
 
 log = logging.getLogger(__name__)
 

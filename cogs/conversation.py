@@ -22,12 +22,12 @@ from typing import Any
 import discord
 from discord.ext import commands
 
-from bot.character import Character
+from bot.characters.character import Character
 from bot.clients.llm_wire import Image
 from bot.clients.locks import KeyedLocks
 from bot.clients.tasks import BackgroundTasks
 from bot.engine import Engine, Incoming, Shown, TurnResult
-from bot.prompting import ChannelLine
+from bot.engine.prompting import ChannelLine
 from cogs.bot import NO_MENTIONS, EchoBot
 from cogs.utils.answering import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
 from cogs.utils.ratelimit import RateLimiter, Verdict

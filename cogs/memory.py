@@ -16,8 +16,8 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot import memory_commands
-from bot.character import Character
+from bot.engine import memory_commands
+from bot.characters.character import Character
 from bot.engine import MAX_MEMORY_CHARS, Engine, export_json
 from bot.i18n import language
 from bot.i18n import text as tr
@@ -218,7 +218,7 @@ class MemoryCommands(commands.Cog):
         return character_at(self.engine.cast, interaction.channel, interaction.guild_id)
 
     def _owner(self, interaction: discord.Interaction, chosen: str | None = None) -> str:
-        """The memory owner key of the person for that character (bot.cast)."""
+        """The memory owner key of the person for that character (bot.characters.cast)."""
         return self.engine.cast.memory_key(str(interaction.user.id), self._character(interaction, chosen))
 
     def _typed_owner(self, interaction: discord.Interaction) -> str:

@@ -15,8 +15,8 @@ import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot.app import Services
-from bot.cast import Cast
-from bot.character import Character, load_character
+from bot.characters.cast import Cast
+from bot.characters.character import Character, load_character
 from bot.clients.db import SQLiteDatabase, inserted_id, to_db
 from bot.clients.embeddings import Embedder, LocalEmbedder
 from bot.clients.health import Health

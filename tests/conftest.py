@@ -19,7 +19,7 @@ from bot.app import Services
 from bot.clients.databases import open_database
 from bot.clients.db import SQLiteDatabase
 from bot.memory.model import utcnow
-from bot.memory.store import MemoryStore
+from bot.memory.stores.memories import MemoryStore
 from tests.builders import offline_services, settings_for
 from tests.fakes import postgres_server
 from tests.fakes.embedding_server import embedding_http, embedding_server  # noqa: F401  (fixtures)

@@ -8,11 +8,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.cast import Cast, load_cast
-from bot.character import load_character
+from bot.characters.cast import Cast, load_cast
+from bot.characters.character import load_character
 from bot.engine import Incoming
 from bot.errors import CharacterError
-from bot.memory.store import owner_keys
+from bot.memory.stores.memories import owner_keys
 from tests.builders import make_engine
 
 

@@ -12,8 +12,8 @@ import pytest
 from bot.clients.embeddings import OllamaEmbedder
 from bot.engine import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH
 from bot.memory.indexing import Indexer
-from bot.memory.store import NewMemory
-from bot.memory.story_store import load_story
+from bot.memory.stores.memories import NewMemory
+from bot.memory.stores.stories import load_story
 from tests.builders import local_embedder, make_engine, msg
 from tests.fakes.llm_server import LLMRequest, Reply
 
@@ -224,7 +224,7 @@ async def test_a_crashing_reflection_counts_attempts_and_does_not_block_later_ex
         if r.json_schema is not None
         else "ok"
     )
-    import bot.reflection_worker as engine_module
+    import bot.engine.reflection_worker as engine_module
 
     real_apply = engine_module.apply_reflection
     crashes = 0
@@ -301,10 +301,10 @@ async def test_an_llm_outage_is_logged_once_and_its_end_once(db, http, llm_serve
     engine = make_engine(db, http, llm_server, tmp_path)
     for _ in range(3):
         llm_server.replies.append(Reply(status=500, error="CUDA out of memory"))
-    with caplog.at_level(logging.INFO, logger="bot.turn"):
+    with caplog.at_level(logging.INFO, logger="bot.engine.turn"):
         results = [await engine.turn(msg(f"message {n}")) for n in range(4)]
     assert [r.reply is None for r in results] == [True, True, True, False]
-    logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "bot.turn"]
+    logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "bot.engine.turn"]
     assert [level for level, _ in logged] == [logging.WARNING, logging.INFO]
     assert "CUDA out of memory" in logged[0][1] and "after 3 failed" in logged[1][1]
     assert engine.reply_outage.failures == 3

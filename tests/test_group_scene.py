@@ -9,7 +9,7 @@ import json
 import httpx
 
 from bot.engine import Incoming
-from bot.prompting import ChannelLine
+from bot.engine.prompting import ChannelLine
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
 

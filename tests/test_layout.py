@@ -5,7 +5,7 @@
 - the clients (bot/clients/) never import the core, a front end or the composition;
 - the front ends (cogs/, bot/terminal/, bot/web/) reach memory through the engine only: never
   the database client, a store, the indexer, or the composition root;
-- bot/engine.py stays a small facade: under 400 lines, and no SQL call.
+- bot/engine/facade.py stays a small facade: under 400 lines, and no SQL call.
 """
 
 from __future__ import annotations
@@ -19,22 +19,22 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 CORE_FILES = (
-    "bot/engine.py",
-    "bot/prompting.py",
-    "bot/character.py",
+    "bot/engine/facade.py",
+    "bot/engine/prompting.py",
+    "bot/characters/character.py",
     "bot/presenting.py",
-    "bot/lore.py",
-    "bot/cast.py",
+    "bot/characters/lore.py",
+    "bot/characters/cast.py",
     "bot/i18n.py",
-    "bot/quoting.py",
+    "bot/memory/quoting.py",
     # The engine's parts.
-    "bot/context.py",
-    "bot/events.py",
-    "bot/llm_calls.py",
-    "bot/turn.py",
-    "bot/open_exchanges.py",
-    "bot/reflection_worker.py",
-    "bot/memory_commands.py",
+    "bot/engine/context.py",
+    "bot/engine/events.py",
+    "bot/engine/llm_calls.py",
+    "bot/engine/turn.py",
+    "bot/engine/open_exchanges.py",
+    "bot/engine/reflection_worker.py",
+    "bot/engine/memory_commands.py",
 )
 CORE_DIRS = ("bot/memory",)
 CLIENT_DIRS = ("bot/clients",)
@@ -89,7 +89,7 @@ def _named(module: str, forbidden: tuple[str, ...]) -> str | None:
 
 
 def _is_store(module: str) -> bool:
-    """bot.memory.<something>_store, or bot.memory.store itself."""
+    """bot.memory.<something>_store, or bot.memory.stores.memories itself."""
     parts = module.split(".")
     return len(parts) >= 3 and parts[:2] == ["bot", "memory"] and (parts[2] == "store" or parts[2].endswith("_store"))
 
@@ -119,7 +119,7 @@ def test_the_front_ends_reach_memory_through_the_engine_only() -> None:
 
 
 def test_the_engine_is_a_small_facade_without_sql() -> None:
-    source = (ROOT / "bot/engine.py").read_text(encoding="utf-8")
+    source = (ROOT / "bot/engine/facade.py").read_text(encoding="utf-8")
     assert len(source.splitlines()) < ENGINE_MAX_LINES
     calls = []
     for node in ast.walk(ast.parse(source)):
@@ -134,8 +134,8 @@ def test_the_engine_is_a_small_facade_without_sql() -> None:
 @pytest.mark.parametrize(
     ("module", "forbidden", "stores", "expected"),
     [
-        ("bot.memory.story_store", FRONT_END_FORBIDDEN, True, True),
-        ("bot.memory.store", FRONT_END_FORBIDDEN, True, True),
+        ("bot.memory.stores.stories", FRONT_END_FORBIDDEN, True, True),
+        ("bot.memory.stores.memories", FRONT_END_FORBIDDEN, True, True),
         ("bot.memory.model", FRONT_END_FORBIDDEN, True, False),
         ("bot.clients.db", FRONT_END_FORBIDDEN, False, True),
         ("bot.clients.dbx", FRONT_END_FORBIDDEN, False, False),
@@ -155,7 +155,7 @@ def test_relative_imports_are_resolved(tmp_path: Path) -> None:
     sample = tmp_path / "bot" / "web" / "sample.py"
     sample.parent.mkdir(parents=True)
     sample.write_text("from ..memory import story_store\nfrom . import views\n", encoding="utf-8")
-    assert [m for _, m in _imports(sample, tmp_path)] == ["bot.memory", "bot.memory.story_store", "bot.web", "bot.web.views"]
+    assert [m for _, m in _imports(sample, tmp_path)] == ["bot.memory", "bot.memory.stores.stories", "bot.web", "bot.web.views"]
 
 
 def test_no_front_end_schedules_a_reflection() -> None:
@@ -174,7 +174,7 @@ OTHER_ROOMS = {
     "bot/__main__.py": "composition",
     "bot/app.py": "composition",
     "bot/config.py": "composition",
-    "bot/kinds.py": "composition (leaf: the kinds of server a setting names)",
+    "bot/clients/kinds.py": "composition (leaf: the kinds of server a setting names)",
     "bot/errors.py": "errors (leaf)",
 }
 

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.character import load_character
+from bot.characters.character import load_character
 from bot.engine import Engine, Incoming
 from bot.errors import CharacterError, LoreError
-from bot.lore import Lorebook, LoreEntry, load_lore_file, naive_fired
+from bot.characters.lore import Lorebook, LoreEntry, load_lore_file, naive_fired
 from bot.presenting import why_text
-from bot.prompting import ChannelLine
+from bot.engine.prompting import ChannelLine
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
 
@@ -231,6 +231,6 @@ def test_case_insensitive_regexes_match_as_re_does(key, text, fires):
 
 
 def load_regex(key: str):  # type: ignore[no-untyped-def]
-    from bot.lore import _entry
+    from bot.characters.lore import _entry
 
     return _entry("test", {"keys": [key], "content": "x"}, 0).regexes[0]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.memory.model import Memory
-from bot.memory.store import MAX_MEMORY_CHARS
+from bot.memory.stores.memories import MAX_MEMORY_CHARS
 from bot.presenting import memory_pages
 from cogs.utils.answering import DISCORD_LIMIT
 

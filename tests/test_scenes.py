@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.context import Scenes
+from bot.engine.context import Scenes
 
 
 def test_the_others_of_a_channel_exclude_the_author_and_the_latest_noting_wins() -> None:

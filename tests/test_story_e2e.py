@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 
 from bot.engine import Engine, Incoming
-from bot.memory.story_store import load_story, story_history
+from bot.memory.stores.stories import load_story, story_history
 from bot.presenting import history_text, why_text
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest

@@ -28,7 +28,7 @@ import httpx
 from bot.clients.llm_wire import ChatReply, TokenUsage, request_body, strip_thinking, token_usage
 from bot.clients.values import storable
 from bot.errors import LLMBadResponse, LLMError, LLMStreamCut, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
-from bot.kinds import Api
+from bot.clients.kinds import Api
 
 log = logging.getLogger(__name__)
 

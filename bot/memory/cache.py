@@ -44,8 +44,8 @@ from bot.clients.db import from_db
 from bot.clients.locks import KeyedLocks
 from bot.clients.storage import Connection, Database
 from bot.memory.model import Memory
-from bot.memory.store import changed_since, memory_rows, memory_version, row_to_memory
-from bot.memory.vectors import VECTOR_DTYPE, vector_rows
+from bot.memory.stores.memories import changed_since, memory_rows, memory_version, row_to_memory
+from bot.memory.stores.vectors import VECTOR_DTYPE, vector_rows
 from bot.memory.write_index import WriteIndex
 
 DEFAULT_MAX_BYTES = 1024 * 1024 * 1024

@@ -21,7 +21,7 @@ from bot.clients.storage import Database
 from bot.clients.tasks import quiet_when_cancelled
 from bot.errors import EmbeddingError, StorageError
 from bot.memory.model import utcnow
-from bot.memory.vectors import (
+from bot.memory.stores.vectors import (
     VectorRow,
     delete_vectors_of_other_models,
     stale_memories,

@@ -26,7 +26,7 @@ from bot.memory.model import Memory, Scope, UserMemoryType, checked_expiry
 from bot.memory.story import MAX_SUMMARY_CHARS, POSITION_FIELD_DESCRIPTIONS
 from bot.memory.story_state import is_finite_number
 from bot.memory.text import canonical, storable
-from bot.quoting import quote_block, quote_line, speaker_attribute, speaker_name
+from bot.memory.quoting import quote_block, quote_line, speaker_attribute, speaker_name
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from bot.errors import LLMError, StorageError
 from bot.i18n import language
 from bot.i18n import text as tr
 from bot.memory.model import Memory
-from bot.memory_commands import MemoryCommands
+from bot.engine.memory_commands import MemoryCommands
 from bot.presenting import (
     RECEIPT_ICON,
     REGENERATE_FAILED,
@@ -90,7 +90,7 @@ def _engine(interaction: discord.Interaction) -> Engine:
 
 
 # The owner part of a custom id: the memory owner key the button acts on, a Discord id or
-# `<id>@<character key>` for a character with its own memory (bot.cast).
+# `<id>@<character key>` for a character with its own memory (bot.characters.cast).
 _OWNER = r"(?P<user>[0-9]+(?:@[^:]+)?)"
 
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import discord
 
-from bot.cast import Cast
-from bot.character import Character
+from bot.characters.cast import Cast
+from bot.characters.character import Character
 from cogs.bot import NO_MENTIONS
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ import base64
 import sqlite3
 
 from bot.engine import CUT_NOTE, MAX_REPLY_CHARS
-from bot.quoting import quote_block
+from bot.memory.quoting import quote_block
 from cogs.conversation import EDIT_INTERVAL
 from cogs.utils.answering import split_message
 from tests.discord_e2e.conftest import StartEcho

@@ -18,8 +18,8 @@ from bot.clients.embeddings import LocalEmbedder
 from bot.memory.cache import MemoryCache
 from bot.memory.indexing import Indexer
 from bot.memory.model import utcnow
-from bot.memory.store import MemoryStore, NewMemory, erase_user_memories, memory_rows, row_to_memory
-from bot.memory.vectors import VectorRow, load_user_matrix, store_vectors
+from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories, memory_rows, row_to_memory
+from bot.memory.stores.vectors import VectorRow, load_user_matrix, store_vectors
 from tests.builders import make_engine, msg
 from tests.fakes.llm_server import FakeLLMServer
 

@@ -14,8 +14,8 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.memory.indexing import Indexer, prune_other_models
-from bot.memory.store import memory_version
-from bot.memory.vectors import delete_all_vectors, load_user_matrix, stale_memories
+from bot.memory.stores.memories import memory_version
+from bot.memory.stores.vectors import delete_all_vectors, load_user_matrix, stale_memories
 from tests.builders import add_memory, set_text
 from tests.fakes.embedding_server import EmbeddingServer
 from tests.memory.test_vectors import ALICE, BOB

@@ -9,7 +9,7 @@ import pytest
 
 from bot.config import load_settings
 from bot.memory.reflection import parse_reflection
-from bot.memory.store import MemoryCapReached, MemoryStore, NewMemory
+from bot.memory.stores.memories import MemoryCapReached, MemoryStore, NewMemory
 from bot.memory.write import ReflectionContext, apply_reflection
 from bot.terminal.commands import Session, run_command
 from tests.builders import make_engine, msg

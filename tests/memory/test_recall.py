@@ -24,8 +24,8 @@ from bot.memory.recall import (
     threshold_for,
     turn_stats,
 )
-from bot.memory.store import NewMemory, insert_memory
-from bot.memory.vectors import load_user_matrix
+from bot.memory.stores.memories import NewMemory, insert_memory
+from bot.memory.stores.vectors import load_user_matrix
 from tests.fakes.embedding_server import EmbeddingServer
 
 pytestmark = pytest.mark.both_stores

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from bot.errors import InvalidMemory
-from bot.memory.store import MemoryStore, NewMemory, erase_user_memories
+from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories
 
 pytestmark = pytest.mark.both_stores
 

@@ -11,7 +11,7 @@ import pytest
 
 from bot.clients.db import SQLiteDatabase
 from bot.memory.story_state import parse_state_specs
-from bot.memory.story_store import (
+from bot.memory.stores.stories import (
     StoryReport,
     apply_story_reflection,
     erase_user_story_data,

@@ -11,7 +11,7 @@ import pytest
 
 from bot.clients.db import MIGRATIONS_DIR, SQLiteDatabase
 from bot.memory.model import content_hash, utcnow
-from bot.memory.vectors import (
+from bot.memory.stores.vectors import (
     VectorRow,
     delete_all_vectors,
     fts_query,

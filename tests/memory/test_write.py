@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from bot.memory.reflection import parse_reflection
-from bot.memory.store import MemoryStore, NewMemory
+from bot.memory.stores.memories import MemoryStore, NewMemory
 from bot.memory.write import ReflectionContext, apply_reflection
 
 pytestmark = pytest.mark.both_stores

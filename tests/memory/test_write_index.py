@@ -18,7 +18,7 @@ from bot.memory.dedup import best_match_exhaustive
 from bot.memory.filters import flipped_negation
 from bot.memory.model import utcnow
 from bot.memory.reflection import CandidateIn, Reflection
-from bot.memory.store import MemoryStore, NewMemory, memory_rows, row_to_memory
+from bot.memory.stores.memories import MemoryStore, NewMemory, memory_rows, row_to_memory
 from bot.memory.write import ReflectionContext, apply_reflection
 from bot.memory.write_index import FlipIndex, WriteIndex
 from tests.memory.test_filters import FLIPS, NOT_FLIPS

@@ -14,7 +14,7 @@ import pytest
 
 from bot.clients.embeddings import OllamaEmbedder
 from bot.memory.indexing import Indexer
-from bot.memory.store import NewMemory
+from bot.memory.stores.memories import NewMemory
 from tests.builders import make_engine, msg
 from tests.fakes.embedding_server import EmbeddingServer
 

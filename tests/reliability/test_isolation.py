@@ -39,7 +39,7 @@ from bot.clients.embeddings import OllamaEmbedder
 from bot.engine import Engine, TurnResult
 from bot.memory.indexing import Indexer
 from bot.memory.reflection import CandidateIn, Reflection, ReplaceIn
-from bot.memory.store import MemoryStore
+from bot.memory.stores.memories import MemoryStore
 from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
 from tests.builders import make_engine, msg
 from tests.conftest import Clock

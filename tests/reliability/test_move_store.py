@@ -17,9 +17,9 @@ import pytest
 
 from bot.clients.db import SQLiteDatabase
 from bot.clients.postgres import PostgresDatabase
-from bot.memory.move_store import DERIVED_TABLES, TABLES, MoveRefused, move
-from bot.memory.store import MemoryStore, NewMemory
-from bot.memory.vectors import VectorRow, store_vectors
+from bot.memory.stores.move import DERIVED_TABLES, TABLES, MoveRefused, move
+from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.stores.vectors import VectorRow, store_vectors
 from tests.builders import make_engine, msg
 from tests.fakes.llm_server import LLMRequest
 
@@ -142,7 +142,7 @@ async def test_a_target_holding_other_rows_is_refused_untouched(tmp_path, postgr
     source = await SQLiteDatabase.open(tmp_path / "echo.sqlite3")
     target = await PostgresDatabase.open(await postgres_cluster.reset_database())
     try:
-        from bot.memory.store import MemoryStore
+        from bot.memory.stores.memories import MemoryStore
 
         await MemoryStore(source).add("alice", NewMemory(text="L'utilisateur aime le jazz."))
         await MemoryStore(target).add("carol", NewMemory(text="L'utilisateur aime l'opéra."))

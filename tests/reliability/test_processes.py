@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from bot.clients.postgres import PostgresDatabase
-from bot.memory.store import MemoryStore
+from bot.memory.stores.memories import MemoryStore
 from tests.builders import make_engine, msg
 from tests.fakes.llm_server import LLMRequest
 

@@ -25,7 +25,7 @@ from bot.clients.db import SQLiteDatabase
 from bot.config import load_settings
 from bot.engine import STORAGE_DOWN_REPLY
 from bot.errors import StartupError
-from bot.memory.store import MemoryStore
+from bot.memory.stores.memories import MemoryStore
 from bot.presenting import STORAGE_FAILED
 from bot.terminal.chat import session_for
 from bot.terminal.commands import Session, run_command

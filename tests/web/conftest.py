@@ -17,7 +17,7 @@ from bot.clients.llm import LLMClient
 from bot.clients.metrics import Metrics
 from bot.engine import Engine, Incoming
 from bot.memory.indexing import Indexer
-from bot.memory.store import MemoryStore
+from bot.memory.stores.memories import MemoryStore
 from bot.web.server import WebServer, make_app
 from tests.builders import local_embedder, make_engine
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest

@@ -393,7 +393,7 @@ _OWNER_KEYS_TABLES = _OWNER_KEYS_SQL.count("SELECT ")
 
 async def owner_keys(db: Database, user_id: str) -> list[str]:
     """Every owner key that holds data of one person: their own id and the derived keys
-    `<id>@<character>` of characters with a memory of their own (bot.cast)."""
+    `<id>@<character>` of characters with a memory of their own (bot.characters.cast)."""
     derived = user_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "@%"
     rows = await fetch_all(db.reader, _OWNER_KEYS_SQL, (user_id, derived) * _OWNER_KEYS_TABLES)
     found = sorted({str(r[0]) for r in rows} - {user_id})

@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from bot.errors import CharacterError, LoreError, StateSpecError
-from bot.lore import Lorebook, load_lore_file, lorebook_from_card
+from bot.characters.lore import Lorebook, load_lore_file, lorebook_from_card
 from bot.memory.story_state import parse_state_specs
 from bot.memory.text import storable
 
@@ -53,7 +53,7 @@ NATIVE_KEYS = (
     "name", "language", "persona", "scenario", "greeting", "examples", "rules", "state", "lore", "avatar", "memory",
 )  # fmt: skip
 # `memory: own` (the default) keeps a character's memories of a person apart from the other
-# characters'; `memory: shared` puts them with the default character's (see bot/cast.py).
+# characters'; `memory: shared` puts them with the default character's (see bot/characters/cast.py).
 MEMORY_MODES = ("own", "shared")
 CARD_SPECS = ("chara_card_v2", "chara_card_v3")
 _V1_KEYS = ("description", "personality", "first_mes", "mes_example")

@@ -11,10 +11,10 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
-from bot.context import EngineContext
+from bot.engine.context import EngineContext
 from bot.errors import StorageError
-from bot.llm_calls import final_reply
-from bot.memory.exchange_store import (
+from bot.engine.llm_calls import final_reply
+from bot.memory.stores.exchanges import (
     SettledExchange,
     add_alternative,
     choose_alternative,
@@ -27,9 +27,9 @@ from bot.memory.exchange_store import (
     set_reply_message,
     settle_exchanges,
 )
-from bot.memory.store import delete_memory
+from bot.memory.stores.memories import delete_memory
 from bot.memory.text import storable
-from bot.reflection_worker import Reflections
+from bot.engine.reflection_worker import Reflections
 
 # The cause archived with the memories a deleted message alone had produced.
 MESSAGE_DELETED = "message deleted"

@@ -14,25 +14,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.character import Character, fill_user, render_character_prompt
+from bot.characters.character import Character, fill_user, render_character_prompt
 from bot.clients.db import to_db
 from bot.clients.llm import OnText
 from bot.clients.llm_wire import ChatReply, Image, TokenUsage
 from bot.clients.outage import Outage
-from bot.context import EngineContext
+from bot.engine.context import EngineContext
 from bot.errors import LLMError, LLMStreamCut, StorageError
-from bot.llm_calls import final_reply
-from bot.memory import settings_store
-from bot.memory.exchange_store import exchange_failed, hold_reply, mark_settled_now, save_exchange, set_reply
+from bot.engine.llm_calls import final_reply
+from bot.memory.stores import settings as settings_store
+from bot.memory.stores.exchanges import exchange_failed, hold_reply, mark_settled_now, save_exchange, set_reply
 from bot.memory.model import Memory
 from bot.memory.recall import TurnFigures, TurnSelection
 from bot.memory.story import render_story_context, select_positions
 from bot.memory.story_state import StateSpec, state_values
-from bot.memory.story_store import load_story
+from bot.memory.stores.stories import load_story
 from bot.memory.text import storable
-from bot.open_exchanges import OpenExchanges
-from bot.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
-from bot.reflection_worker import Reflections
+from bot.engine.open_exchanges import OpenExchanges
+from bot.engine.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
+from bot.engine.reflection_worker import Reflections
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class Incoming:
     # answer the user keeps once it settles (next message in the story, SETTLE_SECONDS, restart).
     swipes: bool = False
     # The key of the character who answers ("" for the default); `user_id` is then the
-    # memory owner key the cast gives that character (bot.cast).
+    # memory owner key the cast gives that character (bot.characters.cast).
     character: str = ""
 
 

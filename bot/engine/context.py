@@ -1,6 +1,6 @@
 """What the parts of the engine share: its clients, its stores and its settings.
 
-The engine (bot/engine.py) builds one and hands it to each of its parts (the turn, the open
+The engine (bot/engine/facade.py) builds one and hands it to each of its parts (the turn, the open
 exchanges, the reflection worker), so no part reaches another's data but through its methods.
 """
 
@@ -11,16 +11,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from bot.cast import Cast
+from bot.characters.cast import Cast
 from bot.clients.metrics import Metrics
 from bot.clients.storage import Database
 from bot.clients.tasks import BackgroundTasks
 from bot.config import EngineSettings
-from bot.events import Events
-from bot.llm_calls import ModelCalls
+from bot.engine.events import Events
+from bot.engine.llm_calls import ModelCalls
 from bot.memory.cache import MemoryCache
 from bot.memory.recall import Recall
-from bot.memory.store import MemoryStore
+from bot.memory.stores.memories import MemoryStore
 from bot.memory.story_state import StateSpec, parse_state_specs
 
 # Channels whose recent speakers are kept; the least recently active go first. Enough for every

@@ -262,7 +262,7 @@ async def lexical_matches(
     if not expression or limit <= 0 or (among is not None and not among):
         return {}
     ids_json = None if among is None else json.dumps(list(map(int, among)))
-    # The ids travel as one JSON array, as in bot.memory.counters: one SQL text whatever their
+    # The ids travel as one JSON array, as in bot.memory.stores.counters: one SQL text whatever their
     # number, and no bound-variable limit.
     rows = await fetch_all(
         db.reader, _LEXICAL_MATCHES, (expression, user_id, _active_after(now), ids_json, ids_json, limit)

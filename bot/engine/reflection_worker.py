@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from bot.clients.locks import KeyedLocks
 from bot.clients.outage import Outage
 from bot.clients.storage import Connection
-from bot.context import EngineContext
+from bot.engine.context import EngineContext
 from bot.errors import ExchangesGone, LLMError, LLMTooLarge, ReflectionParseError, StorageError
-from bot.events import Receipt
-from bot.memory.exchange_store import (
+from bot.engine.events import Receipt
+from bot.memory.stores.exchanges import (
     PendingExchange,
     changes_of,
     mark_reflected,
@@ -40,7 +40,7 @@ from bot.memory.reflection import (
 )
 from bot.memory.story import render_story_context
 from bot.memory.story_state import state_values
-from bot.memory.story_store import load_story
+from bot.memory.stores.stories import load_story
 from bot.memory.write import CHANGE_ACTIONS, ReflectionContext, ReflectionReport, apply_reflection
 
 log = logging.getLogger(__name__)
