@@ -104,8 +104,8 @@ from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.memory.dedup import SIMILARITY_THRESHOLD, similarity  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
-from bot.memory.text import normalise  # noqa: E402
 from bot.memory.stores.vectors import VECTOR_DTYPE, stale_memories  # noqa: E402
+from bot.memory.text import normalise  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest  # noqa: E402
 
 SIZES = (300, 3_000)

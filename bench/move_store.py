@@ -32,8 +32,8 @@ from bot.clients.postgres import PostgresDatabase  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
-from bot.memory.stores.move import move  # noqa: E402
 from bot.memory.stores.memories import NewMemory, archive, insert_memory  # noqa: E402
+from bot.memory.stores.move import move  # noqa: E402
 from bot.memory.stores.vectors import VectorRow, store_vectors  # noqa: E402
 
 DIM = 384

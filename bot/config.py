@@ -23,8 +23,8 @@ from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from bot.errors import ConfigError
 from bot.clients.kinds import Api, EmbedderKind
+from bot.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

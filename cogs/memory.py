@@ -16,9 +16,8 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.engine import memory_commands
 from bot.characters.character import Character
-from bot.engine import MAX_MEMORY_CHARS, Engine, export_json
+from bot.engine import MAX_MEMORY_CHARS, Engine, export_json, memory_commands
 from bot.i18n import language
 from bot.i18n import text as tr
 from bot.memory.model import MEMORY_TYPES, Memory

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.characters.character import load_character
-from bot.engine import Engine, Incoming
-from bot.errors import CharacterError, LoreError
 from bot.characters.lore import Lorebook, LoreEntry, load_lore_file, naive_fired
-from bot.presenting import why_text
+from bot.engine import Engine, Incoming
 from bot.engine.prompting import ChannelLine
+from bot.errors import CharacterError, LoreError
+from bot.presenting import why_text
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
 

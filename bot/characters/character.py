@@ -30,14 +30,14 @@ from typing import Any
 
 import yaml
 
-from bot.errors import CharacterError, LoreError, StateSpecError
 from bot.characters.lore import Lorebook, load_lore_file, lorebook_from_card
+from bot.errors import CharacterError, LoreError, StateSpecError
 from bot.memory.story_state import parse_state_specs
 from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CHARACTER_FILE = Path(__file__).parent / "characters" / "echo.yaml"
+DEFAULT_CHARACTER_FILE = Path(__file__).parent / "echo.yaml"
 
 USER = "{{user}}"
 CHAR = "{{char}}"

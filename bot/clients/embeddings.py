@@ -16,9 +16,9 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from bot.clients.kinds import EmbedderKind
 from bot.clients.model_queue import ModelQueue
 from bot.errors import EmbeddingError
-from bot.clients.kinds import EmbedderKind
 
 # The turn embeds only its own query, once, bounded as a whole (healthy latency is
 # 0.2-0.8 s; retrying a sleeping machine does not wake it up: docs/design.md, "Read path").

@@ -25,10 +25,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from bot.clients.kinds import Api
 from bot.clients.llm_wire import ChatReply, TokenUsage, request_body, strip_thinking, token_usage
 from bot.clients.values import storable
 from bot.errors import LLMBadResponse, LLMError, LLMStreamCut, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
-from bot.clients.kinds import Api
 
 log = logging.getLogger(__name__)
 

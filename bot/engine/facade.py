@@ -25,11 +25,20 @@ from bot.clients.storage import Database
 from bot.clients.tasks import BackgroundTasks
 from bot.config import EngineSettings
 from bot.engine.context import EngineContext
-from bot.errors import InvalidMemory, StorageError
 from bot.engine.events import Events, Receipt
 from bot.engine.llm_calls import MAX_REPLY_CHARS, ModelCalls, final_reply
-from bot.memory.stores import settings as settings_store
+from bot.engine.open_exchanges import MESSAGE_DELETED, DeleteOutcome, OpenExchanges, Shown
+from bot.engine.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
+from bot.engine.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY, Incoming, TurnResult, Turns
+from bot.errors import InvalidMemory, StorageError
 from bot.memory.cache import MemoryCache
+from bot.memory.export import export_json, export_user
+from bot.memory.indexing import Indexer
+from bot.memory.model import HistoryEntry, Memory, utcnow
+from bot.memory.recall import Recall, TurnSelection, last_turn
+from bot.memory.report import Report
+from bot.memory.stats import NEVER_SURFACED_AFTER, MemoryStats, memory_stats
+from bot.memory.stores import settings as settings_store
 from bot.memory.stores.exchanges import (
     MemoryChange,
     SettledExchange,
@@ -37,12 +46,6 @@ from bot.memory.stores.exchanges import (
     erase_user_exchange_data,
     users_with_open_exchanges,
 )
-from bot.memory.export import export_json, export_user
-from bot.memory.indexing import Indexer
-from bot.memory.model import HistoryEntry, Memory, utcnow
-from bot.memory.recall import Recall, TurnSelection, last_turn
-from bot.memory.report import Report
-from bot.memory.stats import NEVER_SURFACED_AFTER, MemoryStats, memory_stats
 from bot.memory.stores.memories import (
     MAX_MEMORY_CHARS,
     EraseReport,
@@ -55,9 +58,6 @@ from bot.memory.stores.memories import (
 from bot.memory.stores.stories import StoryHistoryEntry, erase_user_story_data, story_history
 from bot.memory.text import storable
 from bot.memory.warm_up import WarmUp, warm_up
-from bot.engine.open_exchanges import MESSAGE_DELETED, DeleteOutcome, OpenExchanges, Shown
-from bot.engine.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
-from bot.engine.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY, Incoming, TurnResult, Turns
 
 # Re-exported: the front ends and tests name them from the engine, their one door.
 __all__ = [

@@ -12,8 +12,9 @@ import contextlib
 from dataclasses import dataclass, field
 
 from bot.engine.context import EngineContext
-from bot.errors import StorageError
 from bot.engine.llm_calls import final_reply
+from bot.engine.reflection_worker import Reflections
+from bot.errors import StorageError
 from bot.memory.stores.exchanges import (
     SettledExchange,
     add_alternative,
@@ -29,7 +30,6 @@ from bot.memory.stores.exchanges import (
 )
 from bot.memory.stores.memories import delete_memory
 from bot.memory.text import storable
-from bot.engine.reflection_worker import Reflections
 
 # The cause archived with the memories a deleted message alone had produced.
 MESSAGE_DELETED = "message deleted"

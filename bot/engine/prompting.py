@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.clients.llm_wire import Image
 from bot.characters.lore import LoreHit
+from bot.clients.llm_wire import Image
 from bot.memory.model import Memory
 from bot.memory.quoting import quote_line, speaker_attribute, speaker_name
 

@@ -18,8 +18,15 @@ from bot.clients.locks import KeyedLocks
 from bot.clients.outage import Outage
 from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
-from bot.errors import ExchangesGone, LLMError, LLMTooLarge, ReflectionParseError, StorageError
 from bot.engine.events import Receipt
+from bot.errors import ExchangesGone, LLMError, LLMTooLarge, ReflectionParseError, StorageError
+from bot.memory.model import Memory
+from bot.memory.reflection import (
+    Correction,
+    build_reflection_messages,
+    parse_reflection,
+    reflection_json_schema,
+)
 from bot.memory.stores.exchanges import (
     PendingExchange,
     changes_of,
@@ -31,16 +38,9 @@ from bot.memory.stores.exchanges import (
     sources_of,
     users_pending_reflection,
 )
-from bot.memory.model import Memory
-from bot.memory.reflection import (
-    Correction,
-    build_reflection_messages,
-    parse_reflection,
-    reflection_json_schema,
-)
+from bot.memory.stores.stories import load_story
 from bot.memory.story import render_story_context
 from bot.memory.story_state import state_values
-from bot.memory.stores.stories import load_story
 from bot.memory.write import CHANGE_ACTIONS, ReflectionContext, ReflectionReport, apply_reflection
 
 log = logging.getLogger(__name__)

@@ -20,19 +20,19 @@ from bot.clients.llm import OnText
 from bot.clients.llm_wire import ChatReply, Image, TokenUsage
 from bot.clients.outage import Outage
 from bot.engine.context import EngineContext
-from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.engine.llm_calls import final_reply
-from bot.memory.stores import settings as settings_store
-from bot.memory.stores.exchanges import exchange_failed, hold_reply, mark_settled_now, save_exchange, set_reply
-from bot.memory.model import Memory
-from bot.memory.recall import TurnFigures, TurnSelection
-from bot.memory.story import render_story_context, select_positions
-from bot.memory.story_state import StateSpec, state_values
-from bot.memory.stores.stories import load_story
-from bot.memory.text import storable
 from bot.engine.open_exchanges import OpenExchanges
 from bot.engine.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
 from bot.engine.reflection_worker import Reflections
+from bot.errors import LLMError, LLMStreamCut, StorageError
+from bot.memory.model import Memory
+from bot.memory.recall import TurnFigures, TurnSelection
+from bot.memory.stores import settings as settings_store
+from bot.memory.stores.exchanges import exchange_failed, hold_reply, mark_settled_now, save_exchange, set_reply
+from bot.memory.stores.stories import load_story
+from bot.memory.story import render_story_context, select_positions
+from bot.memory.story_state import StateSpec, state_values
+from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ from typing import Any
 
 from bot.clients.db import to_db
 from bot.clients.storage import Database
+from bot.memory.model import HistoryEntry, Memory
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.exchanges import export_exchanges, memory_sources
-from bot.memory.model import HistoryEntry, Memory
-from bot.memory.stores.reports import TurnLogEntry, export_turns, user_turn_log
 from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.reports import TurnLogEntry, export_turns, user_turn_log
 from bot.memory.stores.stories import StoryHistoryEntry, load_story, story_history, user_story_ids
 
 # Everything, however long the user's history.

@@ -30,10 +30,10 @@ from bot.clients.outage import Outage
 from bot.clients.storage import Database
 from bot.errors import EmbeddingError
 from bot.memory.cache import MemoryCache, UserMemories, micros
-from bot.memory.stores.counters import count_candidates, count_served, record_turn
 from bot.memory.model import Memory, utcnow
 from bot.memory.select_arrays import Candidates, select_columns, top_positions
 from bot.memory.selection import DEFAULT_LIMIT, FALLBACK_THRESHOLD, Selected
+from bot.memory.stores.counters import count_candidates, count_served, record_turn
 from bot.memory.stores.memories import row_to_memory
 from bot.memory.stores.vectors import lexical_matches
 

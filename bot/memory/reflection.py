@@ -23,10 +23,10 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, Validati
 
 from bot.errors import ReflectionParseError
 from bot.memory.model import Memory, Scope, UserMemoryType, checked_expiry
+from bot.memory.quoting import quote_block, quote_line, speaker_attribute, speaker_name
 from bot.memory.story import MAX_SUMMARY_CHARS, POSITION_FIELD_DESCRIPTIONS
 from bot.memory.story_state import is_finite_number
 from bot.memory.text import canonical, storable
-from bot.memory.quoting import quote_block, quote_line, speaker_attribute, speaker_name
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from bot.clients.storage import Database
-from bot.memory.stores import reports as report_store
 from bot.memory.model import Memory
 from bot.memory.recall import TurnSelection
+from bot.memory.stores import reports as report_store
 from bot.memory.stores.reports import Backlog, SetAside, TurnHeader, TurnLogEntry, UserSummary
 
 __all__ = ["Backlog", "Report", "SetAside", "TurnHeader", "TurnLogEntry", "UserSummary"]

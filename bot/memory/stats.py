@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.clients.storage import Database
-from bot.memory.stores.exchanges import count_pending_reflection
 from bot.memory.model import Memory
 from bot.memory.recall import turn_stats
+from bot.memory.stores.exchanges import count_pending_reflection
 from bot.memory.stores.memories import MemoryStore
 
 # A memory that was a candidate this often and never chosen is listed as never surfaced.

@@ -24,9 +24,9 @@ from datetime import datetime
 from difflib import SequenceMatcher
 from typing import Any
 
+from bot.memory.quoting import STORY_BLOCK_END, STORY_BLOCK_START, quote_line
 from bot.memory.story_state import StateSpec
 from bot.memory.text import content_words, normalise, words
-from bot.memory.quoting import STORY_BLOCK_END, STORY_BLOCK_START, quote_line
 
 # A justification that reuses 30 characters or more of the position it claims to support does
 # not re-anchor it. Read from 21 real justifications of the prototype's journal (docs/design.md,

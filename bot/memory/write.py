@@ -21,10 +21,10 @@ from bot.errors import InvalidMemory
 from bot.memory import filters
 from bot.memory.cache import MemoryCache, UserMemories
 from bot.memory.dedup import MergeDecision, merge
-from bot.memory.stores.exchanges import add_sources, record_change
 from bot.memory.model import Memory, utcnow
 from bot.memory.reflection import Reflection
 from bot.memory.replace_guard import judge_replacement
+from bot.memory.stores.exchanges import add_sources, record_change
 from bot.memory.stores.memories import (
     MemoryCapReached,
     NewMemory,
@@ -34,8 +34,8 @@ from bot.memory.stores.memories import (
     rewrite_memory,
     set_expiry,
 )
-from bot.memory.story_state import StateSpec
 from bot.memory.stores.stories import StoryReport, apply_story_reflection
+from bot.memory.story_state import StateSpec
 from bot.memory.write_index import WriteIndex, same_place
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from typing import TextIO
 
 from bot.characters.character import fill_user
 from bot.engine import CUT_NOTE, Engine, Incoming
-from bot.memory.text import storable
 from bot.engine.prompting import ChannelLine
+from bot.memory.text import storable
 from bot.terminal.commands import HELP, Session, run_command
 
 TERMINAL_PLACE = "terminal"

@@ -17,11 +17,11 @@ import discord
 from discord import app_commands
 
 from bot.engine import MAX_MEMORY_CHARS, Engine, Shown
+from bot.engine.memory_commands import MemoryCommands
 from bot.errors import LLMError, StorageError
 from bot.i18n import language
 from bot.i18n import text as tr
 from bot.memory.model import Memory
-from bot.engine.memory_commands import MemoryCommands
 from bot.presenting import (
     RECEIPT_ICON,
     REGENERATE_FAILED,

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from bot.clients.db import SQLiteDatabase
 from bot.memory.reflection import parse_reflection
 from bot.memory.stores.memories import MemoryStore, NewMemory
-from bot.memory.story_state import parse_state_specs
 from bot.memory.stores.stories import load_story
+from bot.memory.story_state import parse_state_specs
 from bot.memory.write import ReflectionContext, apply_reflection
 
 SPECS = parse_state_specs({"mood": {"min": -5, "max": 5, "default": 0, "max_delta": 1}})

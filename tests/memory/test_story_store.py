@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from bot.clients.db import SQLiteDatabase
-from bot.memory.story_state import parse_state_specs
 from bot.memory.stores.stories import (
     StoryReport,
     apply_story_reflection,
@@ -18,6 +17,7 @@ from bot.memory.stores.stories import (
     load_story,
     story_history,
 )
+from bot.memory.story_state import parse_state_specs
 
 pytestmark = pytest.mark.both_stores
 

@@ -13,8 +13,8 @@ import bot.memory.cache as cache_module
 from bot.clients.db import SQLiteDatabase
 from bot.memory.cache import MemoryCache
 from bot.memory.dedup import DedupIndex
-from bot.memory.stores.exchanges import save_exchange
 from bot.memory.model import utcnow
+from bot.memory.stores.exchanges import save_exchange
 from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories
 from bot.memory.warm_up import WARM_DAYS, WARM_SHARE, warm_up
 from tests.builders import make_engine, msg

@@ -17,8 +17,8 @@ import pytest
 
 from bot.clients.db import SQLiteDatabase
 from bot.clients.postgres import PostgresDatabase
-from bot.memory.stores.move import DERIVED_TABLES, TABLES, MoveRefused, move
 from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.stores.move import DERIVED_TABLES, TABLES, MoveRefused, move
 from bot.memory.stores.vectors import VectorRow, store_vectors
 from tests.builders import make_engine, msg
 from tests.fakes.llm_server import LLMRequest

@@ -14,8 +14,8 @@ import pytest
 import pytest_asyncio
 
 from bot.engine import Engine, Incoming
-from bot.memory.stores.stories import load_story
 from bot.memory.quoting import quote_line
+from bot.memory.stores.stories import load_story
 from tests.builders import make_engine
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from bot.app import Services
 from bot.engine import Incoming
-from bot.memory.text import storable
 from bot.engine.prompting import ChannelLine
+from bot.memory.text import storable
 from cogs.conversation import Conversation
 from tests.cogs import ALICE, BOT_ID, fake_channel, fake_message, fake_user, offline_bot
 from tests.fakes.llm_server import FakeLLMServer
