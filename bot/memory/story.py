@@ -1,7 +1,7 @@
 """Per-story memory around the 24 slots: summary, code-held anchors, positions, bounded state.
 
 Pure logic: the reflection proposes (already parsed), these functions decide what changes, and
-`story_store` writes the decision. Nothing here does I/O.
+`bot.memory.stores.stories` writes the decision. Nothing here does I/O.
 
 The loops measured on the prototype (docs/design.md, "Loops") and the guard each one gets:
 - the summary rewritten in full forgot facts the model stopped repeating → anchors held by the
