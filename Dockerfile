@@ -12,12 +12,13 @@ RUN useradd --create-home --uid 1000 echo \
     && mkdir -p /data && chown echo:echo /data
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml requirements.lock README.md ./
 COPY bot ./bot
 COPY cogs ./cogs
 COPY migrations ./migrations
-# Editable, so the package finds migrations/ beside it as it does in a checkout.
-RUN pip install -e .
+# Editable, so the package finds migrations/ beside it as it does in a checkout; the lock pins
+# every dependency to the versions the tests ran with (the dev tools in it are not installed).
+RUN pip install -c requirements.lock -e .
 
 USER echo
 VOLUME ["/data"]

@@ -2,24 +2,43 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Every dependency pinned, dev tools included: `make lock` writes it again from pyproject.toml.
+LOCK := requirements.lock
 
-.PHONY: run test chat doctor bench clean
+.PHONY: run test test-fast lint lock chat doctor bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python pyproject.toml
+# pip check: a dependency added to pyproject.toml but not to the lock stops here, named.
+$(STAMP): $(BIN)/python pyproject.toml $(LOCK)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip check
 	touch $(STAMP)
+
+## make lock: pin every dependency again after pyproject.toml changed
+lock: $(STAMP)
+	$(BIN)/pip-compile --quiet --extra dev --strip-extras --no-emit-index-url --no-emit-find-links -o $(LOCK) pyproject.toml
 
 ## make run: start the Discord bot (reads .env)
 run: $(STAMP)
 	$(BIN)/python -m bot
 
-## make test: the whole test suite
-test: $(STAMP)
-	$(BIN)/python -m pytest
+## make lint: ruff over the tree, mypy over bot/ and cogs/
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+## make test: the checkers, then the whole test suite, its ten slowest tests shown
+test: lint
+	$(BIN)/python -m pytest --durations=10
+
+## make test-fast: the checkers, then every test but the slow ones (processes, PostgreSQL),
+## property tests with fewer examples
+test-fast: lint
+	HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest -m "not slow" --durations=10
 
 ## make chat USER=alice: talk to the character in the terminal, no Discord needed
 chat: $(STAMP)
@@ -40,4 +59,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/streaming.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -197,7 +197,7 @@ def report_corpus(
           f"({len(lost) / max(1, prototype_merged):.0%}) stay as duplicates")
     print(f"  gain: {len(saved)} distinct-fact pairs the prototype's measure merged (a fact erased)"
           " no longer merge:")
-    for _, label, a, b, d in saved:
+    for _, label, _a, _b, d in saved:
         print(f"    carrier {d['carrier_score']:.3f} -> {d['score']:.3f}  {label}")
 
     print("\nMIN_RATIO_CHARS sweep (final measure; decisions on the corpus):")

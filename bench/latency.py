@@ -54,14 +54,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import ThreadedLLMServer, pool_vectors  # noqa: E402
 from load_corpus import scripted_reflection, seed_texts, users_and_reflections  # noqa: E402
 
-from bot.character import load_character  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.clients.db import Database, to_db  # noqa: E402
+from bot.characters.character import load_character  # noqa: E402
+from bot.clients.db import SQLiteDatabase, to_db  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
-from bot.engine import Engine, Incoming  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
+from bot.config import load_settings  # noqa: E402
+from bot.engine import Engine, Incoming  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
-from bot.memory.vectors import VECTOR_DTYPE  # noqa: E402
+from bot.memory.stores.vectors import VECTOR_DTYPE  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL  # noqa: E402
 
 SIZES = (300, 3_000)
@@ -101,7 +101,7 @@ async def seed(path: Path, users: list[str], n: int, pool: list[Any], vectors: n
     chooser = random.Random(n)
     texts, picked = seed_rows(n, pool, vectors, rng)
     now = utcnow()
-    db = await Database.open(path)
+    db = await SQLiteDatabase.open(path)
     try:
         async with db.write() as conn:
             for user in users:
@@ -216,7 +216,7 @@ async def run_size(
     server.handler = lambda request: REPLY if request.json_schema is None else scripted_reflection(request.last_user, memory_of)
     path = directory / f"latency-{n}.sqlite3"
     seeded = await seed(path, [user.user_id], n, pool, vectors, embedder.model)
-    db = await Database.open(path)
+    db = await SQLiteDatabase.open(path)
     http = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(120.0, connect=5.0))
     settings = load_settings(
         _env_file=None, llm_base_url=server.url, llm_model=FAKE_MODEL, database_path=path, embeddings="local"
@@ -298,7 +298,7 @@ async def rss_per_memory(directory: Path, pool: list[Any], vectors: np.ndarray, 
         path = directory / f"rss-{users}x{n}.sqlite3"
         ids = [f"rss-{i:03d}" for i in range(users)]
         await seed(path, ids, n, pool, vectors, model)
-        db = await Database.open(path)
+        db = await SQLiteDatabase.open(path)
         try:
             cache = MemoryCache(db, model, max_bytes=8 * 1024**3)
             before = rss_mb()

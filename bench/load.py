@@ -68,8 +68,8 @@ until the next tick.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import asyncio
+import hashlib
 import logging
 import random
 import shutil
@@ -96,16 +96,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from load_corpus import FACTS_PER_USER, SimUser, scripted_reflection, seed_texts, users_and_reflections  # noqa: E402
 
-from bot.character import load_character  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.clients.db import Database, to_db  # noqa: E402
+from bot.characters.character import load_character  # noqa: E402
+from bot.clients.db import SQLiteDatabase, to_db  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
-from bot.engine import Engine, Incoming  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
+from bot.config import load_settings  # noqa: E402
+from bot.engine import Engine, Incoming  # noqa: E402
 from bot.memory.dedup import SIMILARITY_THRESHOLD, similarity  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
+from bot.memory.stores.vectors import VECTOR_DTYPE, stale_memories  # noqa: E402
 from bot.memory.text import normalise  # noqa: E402
-from bot.memory.vectors import VECTOR_DTYPE, stale_memories  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest  # noqa: E402
 
 SIZES = (300, 3_000)
@@ -341,7 +341,7 @@ async def seed(path: Path, size: int, users: list[SimUser], vectors: np.ndarray,
     rng = random.Random(size)
     now = utcnow()
     started = time.perf_counter()
-    db = await Database.open(path)
+    db = await SQLiteDatabase.open(path)
     try:
         async with db.write() as conn:
             for user in users:
@@ -416,7 +416,7 @@ async def seed_big(path: Path, user: SimUser, n: int, pool: list[Any], vectors: 
     rng = random.Random(n)
     picked = perturbed(n, vectors, np.random.default_rng(n))
     now = utcnow()
-    db = await Database.open(path)
+    db = await SQLiteDatabase.open(path)
     try:
         async with db.write() as conn:
             rows = []
@@ -501,7 +501,7 @@ async def run(
     counter = LockedCounter()
     root = logging.getLogger()
     root.addHandler(counter)
-    db = await Database.open(path)
+    db = await SQLiteDatabase.open(path)
     async with db.reader.execute("SELECT COALESCE(MAX(id), 0) FROM memories") as cur:
         row = await cur.fetchone()
     seeded_max_id = int(row[0]) if row else 0

@@ -40,11 +40,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from load import REPLY, STORY, PLACE, ThreadedLLMServer  # noqa: E402
+from load import PLACE, REPLY, STORY, ThreadedLLMServer  # noqa: E402
 from load_corpus import SimUser, scripted_reflection, users_and_reflections  # noqa: E402
 
-from bot.character import load_character  # noqa: E402
-from bot.clients.db import fetch_all, open_database  # noqa: E402
+from bot.characters.character import load_character  # noqa: E402
+from bot.clients.databases import open_database
+from bot.clients.db import fetch_all  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
 from bot.config import load_settings  # noqa: E402

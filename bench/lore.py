@@ -10,15 +10,16 @@ per turn of ``Lorebook.match`` and of the naive scan (every keyword of every ent
 from __future__ import annotations
 
 import random
-import regex
 import statistics
 import sys
 import time
 from pathlib import Path
 
+import regex
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.lore import LoreEntry, Lorebook, naive_fired  # noqa: E402
+from bot.characters.lore import Lorebook, LoreEntry, naive_fired  # noqa: E402
 
 ENTRIES = 200
 TURNS = 300

@@ -6,7 +6,7 @@ tests' helper, which needs initdb and pg_ctl on the PATH).
 
 An SQLite database is filled through the store (memories with their history, vectors of the
 offline embedder's dimension), every user's /export is taken, the database is copied with
-bot.memory.move_store.move (what `python -m bot migrate-store` runs), every user's /export is
+bot.memory.stores.move.move (what `python -m bot migrate-store` runs), every user's /export is
 taken again on PostgreSQL, and both must be identical. Times are printed.
 """
 
@@ -25,22 +25,22 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.character import load_character  # noqa: E402
-from bot.clients.db import Database  # noqa: E402
+from bot.characters.character import load_character  # noqa: E402
+from bot.clients.db import SQLiteDatabase  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
 from bot.clients.postgres import PostgresDatabase  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
-from bot.memory.move_store import move  # noqa: E402
-from bot.memory.store import NewMemory, archive, insert_memory  # noqa: E402
-from bot.memory.vectors import VectorRow, store_vectors  # noqa: E402
+from bot.memory.stores.memories import NewMemory, archive, insert_memory  # noqa: E402
+from bot.memory.stores.move import move  # noqa: E402
+from bot.memory.stores.vectors import VectorRow, store_vectors  # noqa: E402
 
 DIM = 384
 BATCH = 2000
 
 
-async def fill(db: Database, memories: int, users: int) -> None:
+async def fill(db: SQLiteDatabase, memories: int, users: int) -> None:
     rng = np.random.default_rng(16)
     now = utcnow()
     made = 0
@@ -61,7 +61,7 @@ async def fill(db: Database, memories: int, users: int) -> None:
             )
 
 
-async def exports(db: Database | PostgresDatabase, users: int) -> dict[str, object]:
+async def exports(db: SQLiteDatabase | PostgresDatabase, users: int) -> dict[str, object]:
     settings = load_settings(_env_file=None, llm_base_url="http://127.0.0.1:9", embeddings="local")
     async with httpx.AsyncClient(trust_env=False) as http:
         engine = Engine(
@@ -90,7 +90,7 @@ async def main(memories: int, users: int, url: str | None) -> int:
         url = await cluster.reset_database()
     try:
         with tempfile.TemporaryDirectory() as directory:
-            source = await Database.open(Path(directory) / "big.sqlite3")
+            source = await SQLiteDatabase.open(Path(directory) / "big.sqlite3")
             t = time.perf_counter()
             await fill(source, memories, users)
             fill_s = time.perf_counter() - t

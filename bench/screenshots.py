@@ -34,16 +34,16 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.character import load_character  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.clients.db import Database  # noqa: E402
+from bot.characters.character import load_character  # noqa: E402
+from bot.clients.db import SQLiteDatabase  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
-from bot.errors import EmbeddingError
-from bot.engine import Engine, Incoming  # noqa: E402
-from bot.clients.llm import LLMClient  # noqa: E402
-from bot.memory.indexing import Indexer  # noqa: E402
-from bot.clients.metrics import Metrics  # noqa: E402
 from bot.clients.health import Health  # noqa: E402
+from bot.clients.llm import LLMClient  # noqa: E402
+from bot.clients.metrics import Metrics  # noqa: E402
+from bot.config import load_settings  # noqa: E402
+from bot.engine import Engine, Incoming  # noqa: E402
+from bot.errors import EmbeddingError
+from bot.memory.indexing import Indexer  # noqa: E402
 from bot.web.server import WebServer, make_app  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply  # noqa: E402
 
@@ -142,9 +142,9 @@ def scripted(rng: random.Random, state: dict[str, object]):  # type: ignore[no-u
     return handler
 
 
-async def play(tmp: Path) -> tuple[Engine, Health, Metrics, Database, httpx.AsyncClient, FakeLLMServer]:
+async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, httpx.AsyncClient, FakeLLMServer]:
     rng = random.Random(14)
-    db = await Database.open(tmp / "echo.sqlite3")
+    db = await SQLiteDatabase.open(tmp / "echo.sqlite3")
     server = FakeLLMServer()
     await server.start()
     state: dict[str, object] = {}

@@ -15,8 +15,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from bot.errors import BackupError, CharacterError, ConfigError, LLMError, MigrationError, StartupError
 from bot.config import load_settings
+from bot.errors import BackupError, CharacterError, ConfigError, LLMError, MigrationError, StartupError
 
 log = logging.getLogger("bot")
 
@@ -82,20 +82,18 @@ def _backup(args: argparse.Namespace) -> int:
 async def _migrate_store(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bot.clients.db import Database, is_postgres_url
-    from bot.clients.postgres import PostgresDatabase, describe
-    from bot.memory.move_store import MoveRefused, move
+    from bot.clients.databases import is_postgres_url, open_postgres, open_sqlite
+    from bot.clients.postgres import describe
+    from bot.memory.stores.move import MoveRefused, move
 
     if not args.source.startswith("sqlite:///") or not is_postgres_url(args.target):
         raise StartupError("migrate-store copies --from sqlite:///path/to/echo.sqlite3 --to postgresql://…/echo")
     path = Path(args.source.removeprefix("sqlite:///"))
     if not path.is_file():
         raise StartupError(f"there is no SQLite database at {path}")
-    from bot.app import _open_postgres
-
-    source = await Database.open(path)
+    source = await open_sqlite(path)
     try:
-        target: PostgresDatabase = await _open_postgres(args.target)
+        target = await open_postgres(args.target)
         try:
             reports = await move(source, target, replace=args.replace)
         except MoveRefused as exc:

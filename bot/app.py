@@ -8,32 +8,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
-
-from typing import Any
 
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from bot.cast import Cast, load_cast
-from bot.character import Character
-from bot.config import Settings, WebSettings
+from bot.characters.cast import Cast, load_cast
+from bot.characters.character import Character
 from bot.clients.backup import next_due, scheduled_backup
-from bot.clients.db import Database, storage_failure
+from bot.clients.databases import open_database
 from bot.clients.embeddings import Embedder, make_embedder
-from bot.errors import EmbeddingError, StartupError
-from bot.engine import Engine
-from bot.clients.llm import LLMClient
-from bot.memory.indexing import Indexer
-from bot.clients.tasks import quiet_when_cancelled
-from bot.clients.metrics import Metrics
 from bot.clients.health import Health
+from bot.clients.llm import LLMClient
+from bot.clients.metrics import Metrics
+from bot.clients.storage import Database
+from bot.clients.tasks import quiet_when_cancelled
+from bot.config import Settings, WebSettings
+from bot.engine import Engine
+from bot.errors import EmbeddingError, StartupError
+from bot.memory.indexing import Indexer
 from bot.web.server import WebServer, make_app
 
 log = logging.getLogger(__name__)
@@ -67,45 +63,6 @@ async def _warm_up(embedder: Embedder) -> None:
         await asyncio.wait_for(embedder.embed_query("warm-up"), timeout=WARM_UP_SECONDS)
     except (EmbeddingError, TimeoutError) as exc:
         log.warning("the embedder did not answer at start-up; memory runs lexically until it does: %s", exc)
-
-
-def _unopenable(path: Path, exc: BaseException) -> str:
-    failure = storage_failure(path, exc)
-    existing = _nearest_existing(path)
-    if existing is not None and os.statvfs(existing).f_flag & os.ST_RDONLY:
-        why = "it is on a read-only file system (a volume mounted read-only?)"
-    elif existing is not None and not os.access(existing, os.W_OK):
-        why = f"this user (uid {os.getuid()}) may not write to {existing}"
-    elif failure is not None:
-        why = f"{failure.reason}: {exc}"
-    else:
-        why = str(exc)
-    return (
-        f"Cannot open the database {path} ({why}). Check that the folder exists or can be "
-        "created and that this user may write there (in Docker, a bind mount must belong to uid "
-        "1000: chown 1000:1000 <folder>), or set DATABASE_PATH."
-    )
-
-
-async def _open_postgres(url: str) -> Any:
-    from bot.clients.postgres import PostgresDatabase, describe, open_failure
-
-    try:
-        return await PostgresDatabase.open(url)
-    except Exception as exc:
-        why = open_failure(exc)
-        if why is None:
-            raise
-        raise StartupError(
-            f"Cannot open the PostgreSQL database {describe(url)} ({why}). Check DATABASE_URL: the "
-            "server must be running and reachable, the database must exist (createdb echo) and the "
-            "user must be allowed to create tables in it."
-        ) from exc
-
-
-def _nearest_existing(path: Path) -> Path | None:
-    """The file, or the nearest folder above it that exists."""
-    return next((p for p in (path, *path.parents) if p.exists()), None)
 
 
 async def _start_web(settings: WebSettings, engine: Engine, health: Health, metrics: Metrics) -> WebServer:
@@ -143,13 +100,7 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             await llm.check(llm_settings.model)
             if llm_settings.reflection_model != llm_settings.model:
                 await llm.check(llm_settings.reflection_model)
-        if storage.database_url:
-            db = await _open_postgres(storage.database_url)
-        else:
-            try:
-                db = await Database.open(storage.database_path)
-            except (OSError, sqlite3.Error) as exc:
-                raise StartupError(_unopenable(storage.database_path, exc)) from exc
+        db = await open_database(storage.database_url or storage.database_path)
     except BaseException:
         await http.aclose()
         raise

@@ -23,8 +23,8 @@ from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from bot.clients.kinds import Api, EmbedderKind
 from bot.errors import ConfigError
-from bot.kinds import Api, EmbedderKind
 
 log = logging.getLogger(__name__)
 
@@ -550,9 +550,9 @@ class Settings(BaseSettings):
     def _shards_within_count(self) -> Self:
         if self.shard_ids and self.shard_count is None:
             raise ValueError("SHARD_IDS needs SHARD_COUNT, the number of shards in all processes")
-        outside = [i for i in self.shard_ids if self.shard_count is not None and i >= self.shard_count]
-        if outside:
-            raise ValueError(f"SHARD_IDS {outside} are not shards of SHARD_COUNT={self.shard_count} (0 to {self.shard_count - 1})")
+        count = self.shard_count
+        if count is not None and (outside := [i for i in self.shard_ids if i >= count]):
+            raise ValueError(f"SHARD_IDS {outside} are not shards of SHARD_COUNT={count} (0 to {count - 1})")
         return self
 
     @field_validator("database_url")

@@ -27,8 +27,8 @@ from pathlib import Path
 import httpx
 from pydantic import ValidationError
 
-from bot.cast import Cast, load_cast
-from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations
+from bot.characters.cast import Cast, load_cast
+from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations, schema_version
 from bot.clients.embeddings import make_embedder
 from bot.clients.llm import LLMClient
 from bot.config import Settings, StorageSettings, load_settings
@@ -163,11 +163,7 @@ def check_sqlite(path: Path) -> list[Finding]:
     known = len(list_migrations())
     if path.exists():
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            try:
-                version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            finally:
-                conn.close()
+            version = schema_version(path)
         except sqlite3.Error as exc:
             found.append(_bad("migrations", f"{path} cannot be read ({exc})", "restore a backup: python -m bot restore FILE"))
             version = None
@@ -186,19 +182,13 @@ def check_sqlite(path: Path) -> list[Finding]:
 async def check_postgres(url: str) -> list[Finding]:
     import asyncpg
 
-    from bot.clients.postgres import describe
+    from bot.clients.postgres import describe, probe
 
     try:
-        conn = await asyncpg.connect(url, timeout=DISCORD_SECONDS)
+        read_only, version = await probe(url, timeout=DISCORD_SECONDS)
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         return [_bad("database", f"{describe(url)} refuses: {exc}", "check DATABASE_URL, that the server runs and the database exists")]
-    try:
-        read_only = await conn.fetchval("SHOW transaction_read_only")
-        migrated = await conn.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
-        version = int(await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version")) if migrated else 0
-    finally:
-        await conn.close()
-    if read_only == "on":
+    if read_only:
         return [_bad("database", f"{describe(url)} is read-only (a standby?)", "point DATABASE_URL at the primary")]
     return [_good("database", f"{describe(url)} answers and accepts writes"), _migrations(version, len(list_migrations(POSTGRES_MIGRATIONS_DIR)))]
 

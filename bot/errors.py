@@ -5,7 +5,6 @@ who reads it (the user or the operator), so a handler shows it as is."""
 
 from __future__ import annotations
 
-
 # Settings and start-up
 
 

@@ -37,12 +37,13 @@ def _load(path: Path) -> tuple[dict[str, Message], dict[str, str], Callable[[int
     for message in catalog:
         if not message.id:
             continue  # the header
-        key = message.id[0] if isinstance(message.id, tuple) else message.id
+        key = str(message.id[0] if isinstance(message.id, (tuple, list)) else message.id)
+        string = message.string
         if message.context == COMMAND_CONTEXT:
-            if message.string:
-                commands[key] = message.string
+            if string:
+                commands[key] = str(string)
         else:
-            messages[key] = tuple(message.string) if isinstance(message.string, tuple) else message.string
+            messages[key] = tuple(string) if isinstance(string, (tuple, list)) else str(string or "")
     return messages, commands, gettext.c2py(catalog.plural_expr)
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from bot.i18n import DEFAULT_LANGUAGE, text
 from bot.memory.model import MEMORY_TYPES, HistoryEntry, Memory
 from bot.memory.recall import TurnFigures, TurnSelection
-from bot.memory.story_store import StoryHistoryEntry
+from bot.memory.stores.stories import StoryHistoryEntry
 
 if TYPE_CHECKING:
     from bot.engine import MemoryStats, ReceiptLine

@@ -74,7 +74,8 @@ class EchoBot(commands.Bot):
             allowed_mentions=NO_MENTIONS,
             help_command=None,
             shard_count=services.settings.shard_count,
-            shard_ids=services.settings.shard_ids or None,
+            # AutoShardedBot's option: ShardedEchoBot puts it after commands.Bot in its MRO.
+            shard_ids=services.settings.shard_ids or None,  # type: ignore[call-arg]
         )
         self.services = services
 
@@ -120,7 +121,7 @@ class EchoBot(commands.Bot):
         """The application's owner (or team) known to Discord, plus OWNER_IDS."""
         if user.id in self.services.settings.owner_ids:
             return True
-        return await super().is_owner(user)  # type: ignore[arg-type]
+        return await super().is_owner(user)
 
     async def on_command_error(self, context: commands.Context[EchoBot], exception: commands.CommandError, /) -> None:
         if isinstance(exception, commands.CommandNotFound):

@@ -22,17 +22,19 @@ from typing import Any
 import discord
 from discord.ext import commands
 
-from bot.character import Character
-from cogs.bot import NO_MENTIONS, EchoBot
-from cogs.utils.answering import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
-from cogs.utils.voices import Voice, Voices, character_at
+from bot.characters.character import Character
+from bot.clients.locks import KeyedLocks
+from bot.clients.tasks import BackgroundTasks
 from bot.engine import Engine, Incoming, Shown, TurnResult, join_parts
-from bot.prompting import ChannelLine
+from bot.engine.prompting import ChannelLine
+from cogs.bot import NO_MENTIONS, EchoBot
+from cogs.message_events import edited_text
+from cogs.utils.answering import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
 from cogs.utils.bursts import Burst, Bursts, Dropped
 from cogs.utils.images import image_attachments, read_images
 from cogs.utils.ratelimit import RateLimiter, Verdict
-from cogs.message_events import edited_text
 from cogs.utils.views import swipe_view
+from cogs.utils.voices import Voice, Voices, character_at
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +70,12 @@ class ChannelPacer:
         self.interval = interval
         self._clock = clock
         self._last: dict[int, float] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._locks: KeyedLocks[int] = KeyedLocks()
 
     @contextlib.asynccontextmanager
     async def slot(self, channel_id: int) -> AsyncIterator[_Slot]:
         """Wait for this channel's turn, then write inside the block (or `skip()` it)."""
-        async with self._locks.setdefault(channel_id, asyncio.Lock()):
+        async with self._locks.hold(channel_id):
             last = self._last.get(channel_id)
             if last is not None:
                 wait = last + self.interval - self._clock()
@@ -220,6 +222,7 @@ class Conversation(commands.Cog):
         self._history_refused: set[int] = set()
         self._warned_empty_reply = False
         self.bursts = Bursts()
+        self._burst_tasks = BackgroundTasks()
         self.cast = engine.cast
         self.voices = Voices(engine.cast)
 
@@ -230,6 +233,7 @@ class Conversation(commands.Cog):
         with contextlib.suppress(ValueError):  # a cog never loaded never listened
             self.engine.erase_listeners.remove(self.bursts.erasing)
         self.bursts.cancel_all()
+        await self._burst_tasks.cancel_all()
 
     # Edits and deletes of messages not answered yet; those of answered ones are MessageEvents'.
     @commands.Cog.listener()
@@ -289,7 +293,7 @@ class Conversation(commands.Cog):
             await self._answer(self.bursts.start(None, message, text, 0.0))
             return
         burst = self.bursts.start(key, message, text, time.monotonic() + wait)
-        burst.task = asyncio.create_task(self._answer_burst(key, burst), name=f"burst:{key}")
+        burst.task = self._burst_tasks.spawn(self._answer_burst(key, burst), name=f"burst:{key}")
 
     async def _answer_burst(self, key: tuple[int, int], burst: Burst) -> None:
         """Once the user has been quiet for BURST_SECONDS (or the burst is full), answer all

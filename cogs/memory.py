@@ -16,7 +16,12 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.character import Character
+from bot.characters.character import Character
+from bot.engine import MAX_MEMORY_CHARS, Engine, export_json, memory_commands
+from bot.i18n import language
+from bot.i18n import text as tr
+from bot.memory.model import MEMORY_TYPES, Memory
+from bot.presenting import clip, memory_pages_with_spans
 from cogs.bot import NO_MENTIONS, EchoBot
 from cogs.utils.answering import (
     AnswerPolicy,
@@ -25,14 +30,8 @@ from cogs.utils.answering import (
     place_of,
     user_refusal,
 )
-from cogs.utils.voices import character_at
-from bot.i18n import language
-from bot.i18n import text as tr
-from bot.engine import MAX_MEMORY_CHARS, Engine, export_json
-from bot.memory.model import MEMORY_TYPES, Memory
-from bot import memory_commands
 from cogs.utils.views import UnknownCharacter, open_editor, report_failure, say
-from bot.presenting import clip, memory_pages_with_spans
+from cogs.utils.voices import character_at
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +182,7 @@ class EraseConfirm(OwnerOnlyView):
 
 
 class MemoryCommands(commands.Cog):
-    def __init__(self, bot: commands.Bot, engine: Engine) -> None:
+    def __init__(self, bot: EchoBot, engine: Engine) -> None:
         self.bot = bot
         self.engine = engine
         self.run = memory_commands.MemoryCommands(engine)
@@ -218,14 +217,14 @@ class MemoryCommands(commands.Cog):
         return character_at(self.engine.cast, interaction.channel, interaction.guild_id)
 
     def _owner(self, interaction: discord.Interaction, chosen: str | None = None) -> str:
-        """The memory owner key of the person for that character (bot.cast)."""
+        """The memory owner key of the person for that character (bot.characters.cast)."""
         return self.engine.cast.memory_key(str(interaction.user.id), self._character(interaction, chosen))
 
     def _typed_owner(self, interaction: discord.Interaction) -> str:
         """For autocomplete: the key of the character typed so far, if it names one."""
         typed = getattr(interaction.namespace, "character", None)
         known = isinstance(typed, str) and self.engine.cast.by_name_or_key(typed) is not None
-        return self._owner(interaction, typed if known else None)  # type: ignore[arg-type]
+        return self._owner(interaction, typed if known else None)
 
     def _may_add(self, interaction: discord.Interaction) -> bool:
         """New memories only from people the bot talks to (blocked users cannot fill the DB)."""

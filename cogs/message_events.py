@@ -9,17 +9,17 @@ finds the exchange by the message id.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import weakref
+from contextlib import AbstractAsyncContextManager
 
 import discord
 from discord.ext import commands
 
-from cogs.bot import EchoBot
-from cogs.utils.answering import clean_incoming
+from bot.clients.locks import KeyedLocks
 from bot.engine import Engine, Receipt, SettledExchange
 from bot.presenting import RECEIPT_ICON
+from cogs.bot import EchoBot
+from cogs.utils.answering import clean_incoming
 from cogs.utils.views import DYNAMIC_ITEMS, receipt_view
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class MessageEvents(commands.Cog):
         self.bot = bot
         self.engine = engine
         # One update at a time per reply: a settle and a receipt may race to edit the same one.
-        self._updating: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._updating: KeyedLocks[str] = KeyedLocks()
 
     async def cog_load(self) -> None:
         self.bot.add_dynamic_items(*DYNAMIC_ITEMS)
@@ -95,11 +95,8 @@ class MessageEvents(commands.Cog):
 
     # --- the bot's reply ------------------------------------------------------------------------
 
-    def _lock(self, message_id: str) -> asyncio.Lock:
-        lock = self._updating.get(message_id)
-        if lock is None:
-            lock = self._updating[message_id] = asyncio.Lock()
-        return lock
+    def _lock(self, message_id: str) -> AbstractAsyncContextManager[None]:
+        return self._updating.hold(message_id)
 
     def _reply_message(self, story_id: str, message_id: str | None) -> discord.PartialMessage | None:
         if message_id is None or not story_id.isdigit():

@@ -1,18 +1,35 @@
-"""Shared fixtures: a real SQLite file per test (or, for modules marked `both_stores`, a real
-SQLite file and a fresh PostgreSQL database), the scripted LLM and embedding servers."""
+"""Every shared fixture: a real SQLite file per test (or, for modules marked `both_stores`, a
+real SQLite file and a fresh PostgreSQL database), a `store` over it, the HTTP client, the
+services the front ends get, the scripted LLM and embedding servers. Builders are in
+tests/builders.py."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
+from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
+from hypothesis import settings as hypothesis_settings
 
-from bot.clients.db import Database, open_database
+from bot.app import Services
+from bot.clients.databases import open_database
+from bot.clients.db import SQLiteDatabase
+from bot.memory.model import utcnow
+from bot.memory.stores.memories import MemoryStore
+from tests.builders import offline_services, settings_for
 from tests.fakes import postgres_server
 from tests.fakes.embedding_server import embedding_http, embedding_server  # noqa: F401  (fixtures)
-from tests.fakes.llm_server import llm_server, refused_url  # noqa: F401  (fixtures)
+from tests.fakes.llm_server import FakeLLMServer, llm_server, refused_url  # noqa: F401  (fixtures)
+from tests.lanes import mark_slow
+
+# `make test-fast` asks for fewer examples of the property tests that do not set their own
+# number; `make test` runs hypothesis's default.
+hypothesis_settings.register_profile("fast", max_examples=25)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 class Clock:
@@ -45,11 +62,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "both_stores: the module's `db` fixture run on SQLite and on PostgreSQL"
     )
+    config.addinivalue_line(
+        "markers", "slow: starts a process or needs the PostgreSQL cluster (found by tests/lanes.py)"
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "store_kind" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_stores"):
-        metafunc.parametrize("store_kind", STORES, indirect=True)
+        params = [pytest.param(kind, marks=pytest.mark.slow) if kind == "postgresql" else kind for kind in STORES]
+        metafunc.parametrize("store_kind", params, indirect=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_slow(items)
 
 
 @pytest.fixture(scope="session")
@@ -79,12 +104,62 @@ async def database_url(store_kind: str, request: pytest.FixtureRequest, tmp_path
 
 
 @pytest_asyncio.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
+async def db(database_url: str) -> AsyncIterator[SQLiteDatabase]:
     database = await open_database(database_url)
     try:
         yield database
     finally:
         await database.close()
+
+
+@pytest.fixture
+def store(db: SQLiteDatabase, request: pytest.FixtureRequest) -> MemoryStore:
+    """The memories of the test's database, read and seeded without going through an engine.
+    On the `clock` fixture's time when the test uses it (its engine then does too)."""
+    clock = request.getfixturevalue("clock") if "clock" in request.fixturenames else utcnow
+    return MemoryStore(db, clock=clock)
+
+
+@pytest_asyncio.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(trust_env=False) as client:
+        yield client
+
+
+@pytest_asyncio.fixture
+async def services(db: SQLiteDatabase, tmp_path, llm_server: FakeLLMServer) -> AsyncIterator[Services]:
+    """What `open_services` builds over the test's database, minus the embedder (None: turns
+    run without semantic recall) and the indexer and jobs the front ends never touch."""
+    settings = settings_for(
+        llm_server,
+        tmp_path,
+        llm_model="fake-llm",
+        database_path=tmp_path / "echo.sqlite3",
+        # The cog's streaming and bursts are tested through the fake Discord (tests/discord_e2e).
+        stream_replies=False,
+        burst_seconds=0,
+    )
+    opened = await offline_services(settings, db)
+    try:
+        yield opened
+    finally:
+        await opened.engine.close(timeout=5)
+        await opened.http.aclose()
+
+
+@pytest.fixture
+def settings_overrides() -> dict[str, Any]:
+    """Settings a test changes, by parametrizing this fixture's name."""
+    return {}
+
+
+@pytest.fixture
+def services_with(settings_overrides: dict[str, Any], services: Services) -> Services:
+    """The services, with `settings_overrides` applied (cogs read settings when created)."""
+    if settings_overrides:
+        services.settings = services.settings.model_copy(update=settings_overrides)
+        services.engine.settings = services.settings.engine
+    return services
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]

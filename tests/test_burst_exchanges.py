@@ -11,8 +11,8 @@ import pytest
 from bot.clients.db import fetch_all
 from bot.engine import MESSAGE_DELETED, Engine, Incoming, MessagePart, join_parts
 from bot.presenting import why_text
+from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
-from tests.test_engine import http, make_engine  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.both_stores
 
@@ -114,14 +114,14 @@ async def test_an_exchange_saved_before_migration_0008_is_found_by_its_message(h
     still reach them."""
     import shutil
 
-    from bot.clients.db import MIGRATIONS_DIR, Database
+    from bot.clients.db import MIGRATIONS_DIR, SQLiteDatabase
 
     old = tmp_path / "migrations-0007"
     old.mkdir()
     for path in sorted(MIGRATIONS_DIR.glob("000[1-7]_*.sql")):
         shutil.copy(path, old / path.name)
     path = tmp_path / "old.db"
-    db = await Database.open(path, old)
+    db = await SQLiteDatabase.open(path, old)
     async with db.write() as conn:
         await conn.execute(
             "INSERT INTO exchanges (user_id, user_name, story_id, place, message_id, user_message, reply, "
@@ -130,7 +130,7 @@ async def test_an_exchange_saved_before_migration_0008_is_found_by_its_message(h
             "'2026-11-01T09:00:00+00:00', '2026-11-01T09:00:00+00:00', '2026-11-01T09:00:00+00:00')"
         )
     await db.close()
-    db = await Database.open(path)
+    db = await SQLiteDatabase.open(path)
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = script
     await engine.start()

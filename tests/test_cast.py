@@ -8,14 +8,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.cast import Cast, load_cast
-from bot.character import load_character
+from bot.characters.cast import Cast, load_cast
+from bot.characters.character import load_character
+from bot.engine import Incoming
 from bot.errors import CharacterError
-from bot.config import load_settings
-from bot.engine import Engine, Incoming
-from bot.clients.llm import LLMClient
-from bot.memory.store import owner_keys
-from tests.fakes.llm_server import FAKE_MODEL
+from bot.memory.stores.memories import owner_keys
+from tests.builders import make_engine
 
 
 def folder(tmp_path: Path, mapping: str = "") -> Path:
@@ -78,12 +76,10 @@ def test_two_characters_with_one_name_are_refused(tmp_path):
         load_cast(cast, None)
 
 
-async def test_erase_and_export_of_a_person_cover_every_character_key_and_no_one_else(db, llm_server, tmp_path):
+async def test_erase_and_export_of_a_person_cover_every_character_key_and_no_one_else(db, llm_server, tmp_path, store):
     cast = load_cast(folder(tmp_path, "default: lina\n"), None)
-    config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
     async with httpx.AsyncClient(trust_env=False) as http:
-        llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-        engine = Engine(db=db, llm=llm, embedder=None, settings=config.engine, character=cast.default, cast=cast)
+        engine = make_engine(db, http, llm_server, tmp_path, cast=cast)
         await engine.start()
         llm_server.handler = lambda r: "{}" if r.json_schema is not None else "ok"
         for user in ("42", "420", "4_2"):
@@ -99,7 +95,7 @@ async def test_erase_and_export_of_a_person_cover_every_character_key_and_no_one
         report = await engine.erase_person("42")
         assert report.memories == 2
         assert await owner_keys(db, "42") == ["42"]
-        assert len(await engine.store.list("420@marc")) == 1 and len(await engine.store.list("420")) == 1
+        assert len(await store.list("420@marc")) == 1 and len(await store.list("420")) == 1
         async with db.reader.execute("SELECT COUNT(*) FROM exchanges WHERE user_id LIKE '42%'") as cur:
             assert (await cur.fetchone())[0] == 2, "only 420's two exchanges are left"
 
@@ -130,7 +126,6 @@ async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_f
     from tests.fakes.llm_server import LLMRequest
 
     cast = load_cast(folder(tmp_path, "default: lina\n"), None)
-    config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
     arrived, release = asyncio.Event(), asyncio.Event()
 
     async def answer(request: LLMRequest) -> str:
@@ -142,8 +137,7 @@ async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_f
         return "ok"
 
     async with httpx.AsyncClient(trust_env=False) as http:
-        llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-        engine = Engine(db=db, llm=llm, embedder=None, settings=config.engine, character=cast.default, cast=cast)
+        engine = make_engine(db, http, llm_server, tmp_path, cast=cast)
         await engine.start()
         llm_server.handler = answer
         marc = cast.memory_key("42", cast.characters["marc"])
@@ -189,36 +183,33 @@ def test_buttons_carry_the_character_owner_key_and_only_its_person_may_press_the
 
 
 async def test_export_files_retired_characters_by_their_stored_key_and_erase_covers_the_same_keys(
-    db, llm_server, tmp_path
+    db, http, llm_server, tmp_path
 ):
     """Two characters with their own memory are removed from the folder: neither overwrites the
     other in the export, and /erase-me deletes exactly the keys /export showed."""
-    config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
     cast_dir = folder(tmp_path, "default: lina\n")
     (cast_dir / "zoe.yaml").write_text("name: Zoe\npersona: A baker.\n", encoding="utf-8")
     before = load_cast(cast_dir, None)
-    async with httpx.AsyncClient(trust_env=False) as http:
-        llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-        engine = Engine(db=db, llm=llm, embedder=None, settings=config.engine, character=before.default, cast=before)
-        await engine.start()
-        for key in ("lina", "marc", "zoe"):
-            await engine.remember(before.memory_key("42", before.characters[key]), f"42 parle à {key}.", story_id="c", place="g")
-        await engine.close()
-        (cast_dir / "marc.yaml").unlink()
-        (cast_dir / "zoe.yaml").unlink()
-        after = load_cast(cast_dir, None)
-        engine = Engine(db=db, llm=llm, embedder=None, settings=config.engine, character=after.default, cast=after)
-        await engine.start()
-        exported = await engine.export_person("42")
-        assert exported["user_id"] == "42"
-        assert [m["text"] for m in exported["memories"]] == ["42 parle à lina."]
-        filed = {key: [m["text"] for m in data["memories"]] for key, data in exported["characters"].items()}
-        assert filed == {"42@marc": ["42 parle à marc."], "42@zoe": ["42 parle à zoe."]}
-        assert all(data["user_id"] == key for key, data in exported["characters"].items())
-        keys = await owner_keys(db, "42")
-        assert keys == [exported["user_id"], *exported["characters"]], "export and erase cover the same keys"
-        report = await engine.erase_person("42")
-        assert report.memories == 3
-        assert await owner_keys(db, "42") == ["42"]
-        assert (await engine.export_person("42"))["characters"] == {}
-        await engine.close()
+    engine = make_engine(db, http, llm_server, tmp_path, cast=before)
+    await engine.start()
+    for key in ("lina", "marc", "zoe"):
+        await engine.remember(before.memory_key("42", before.characters[key]), f"42 parle à {key}.", story_id="c", place="g")
+    await engine.close()
+    (cast_dir / "marc.yaml").unlink()
+    (cast_dir / "zoe.yaml").unlink()
+    after = load_cast(cast_dir, None)
+    engine = make_engine(db, http, llm_server, tmp_path, cast=after)
+    await engine.start()
+    exported = await engine.export_person("42")
+    assert exported["user_id"] == "42"
+    assert [m["text"] for m in exported["memories"]] == ["42 parle à lina."]
+    filed = {key: [m["text"] for m in data["memories"]] for key, data in exported["characters"].items()}
+    assert filed == {"42@marc": ["42 parle à marc."], "42@zoe": ["42 parle à zoe."]}
+    assert all(data["user_id"] == key for key, data in exported["characters"].items())
+    keys = await owner_keys(db, "42")
+    assert keys == [exported["user_id"], *exported["characters"]], "export and erase cover the same keys"
+    report = await engine.erase_person("42")
+    assert report.memories == 3
+    assert await owner_keys(db, "42") == ["42"]
+    assert (await engine.export_person("42"))["characters"] == {}
+    await engine.close()

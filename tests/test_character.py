@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.character import (
+from bot.characters.character import (
     CHAR,
     DEFAULT_CHARACTER_FILE,
     MAX_RULE_CHARS,
@@ -14,8 +14,8 @@ from bot.character import (
     load_character,
     render_character_prompt,
 )
-from bot.errors import CharacterError
 from bot.config import load_settings
+from bot.errors import CharacterError
 from bot.memory.story_state import parse_state_specs
 
 
@@ -57,7 +57,7 @@ def test_the_shipped_prompt_names_the_user_and_leaves_no_placeholder():
     assert prompt.startswith("You are Écho.")
     assert "Alice: " in prompt and "Écho: " in prompt
     assert "{{" not in prompt and "<USER>" not in prompt.upper()
-    # Rules are rendered by bot.prompting from the rule memories: not twice.
+    # Rules are rendered by bot.engine.prompting from the rule memories: not twice.
     assert not any(rule in prompt for rule in echo.rules)
     assert "Alice" in fill_user(echo.greeting, "Alice")
 
@@ -206,7 +206,7 @@ def test_v1_card(tmp_path):
 
 def test_example_lines_before_any_speaker_are_dropped_with_a_log_line(tmp_path, caplog):
     path = write_json(tmp_path, "haruhi.json", v2_card(mes_example="*waves*\n{{user}}: hi\n{{char}}: hello"))
-    with caplog.at_level(logging.WARNING, logger="bot.character"):
+    with caplog.at_level(logging.WARNING, logger="bot.characters.character"):
         haruhi = load_character(path)
     assert haruhi.example_dialogue == [(USER, "hi"), (CHAR, "hello")]
     assert any("1 example line(s)" in r.getMessage() for r in caplog.records)

@@ -10,10 +10,10 @@ import time
 
 from bot.clients.db import fetch_all, fetch_one
 from bot.engine import MESSAGE_DELETED, Engine, Incoming, Receipt
-from bot.memory.exchange_store import SettledExchange, sources_of
-from bot.memory.store import NewMemory
+from bot.memory.stores.exchanges import SettledExchange, sources_of
+from bot.memory.stores.memories import NewMemory
+from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
-from tests.test_engine import http, make_engine  # noqa: F401  (fixture)
 
 FACT = "L'utilisateur a un chat qui s'appelle Pixel."
 
@@ -51,7 +51,7 @@ def shown_ids(request: LLMRequest) -> list[int]:
     return [int(i) for i in re.findall(r"^\[(\d+)\]", known, re.MULTILINE)]
 
 
-async def engine_with(db, http, llm_server, tmp_path, **settings) -> tuple[Engine, Script]:  # noqa: F811
+async def engine_with(db, http, llm_server, tmp_path, **settings) -> tuple[Engine, Script]:
     script = Script()
     llm_server.handler = script
     engine = make_engine(db, http, llm_server, tmp_path, **({"settle_seconds": 60} | settings))
@@ -65,7 +65,7 @@ async def reflected(db, user: str = "alice") -> list[tuple[str, str, str | None]
     return [(r[0], r[1], r[2]) for r in rows]
 
 
-async def test_regenerate_asks_the_same_prompt_and_the_reflection_reads_only_the_answer_kept(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_regenerate_asks_the_same_prompt_and_the_reflection_reads_only_the_answer_kept(db, http, llm_server, tmp_path):
     engine, script = await engine_with(db, http, llm_server, tmp_path)
     first = await engine.turn(msg("J'ai un chat qui s'appelle Pixel."))
     assert first.reply == "réponse 1" and first.exchange_id is not None
@@ -93,7 +93,7 @@ async def test_regenerate_asks_the_same_prompt_and_the_reflection_reads_only_the
     assert row is not None and row[0] is None  # the channel lines it held are not kept
 
 
-async def test_an_open_exchange_is_someone_elses_to_swipe_only_as_an_unknown_one(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_an_open_exchange_is_someone_elses_to_swipe_only_as_an_unknown_one(db, http, llm_server, tmp_path):
     engine, _ = await engine_with(db, http, llm_server, tmp_path)
     result = await engine.turn(msg("Salut"))
     assert result.exchange_id is not None
@@ -104,7 +104,7 @@ async def test_an_open_exchange_is_someone_elses_to_swipe_only_as_an_unknown_one
     assert shown is not None and shown.total == 1
 
 
-async def test_the_settle_delay_settles_an_exchange_nobody_followed_and_tells_the_front_end(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_the_settle_delay_settles_an_exchange_nobody_followed_and_tells_the_front_end(db, http, llm_server, tmp_path):
     engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0.3)
     settled: list[SettledExchange] = []
 
@@ -126,7 +126,7 @@ async def test_the_settle_delay_settles_an_exchange_nobody_followed_and_tells_th
     assert len(script.reflections) == 1
 
 
-async def test_a_restart_settles_what_was_left_open_and_reflects_it(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_a_restart_settles_what_was_left_open_and_reflects_it(db, http, llm_server, tmp_path):
     engine, script = await engine_with(db, http, llm_server, tmp_path)
     result = await engine.turn(msg("Je suis végétarienne."))
     await engine.regenerate("alice", result.exchange_id or 0)
@@ -141,7 +141,7 @@ async def test_a_restart_settles_what_was_left_open_and_reflects_it(db, http, ll
     assert (await reflected(db))[0][2] is not None
 
 
-async def test_a_turn_without_swipes_is_settled_at_once(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_a_turn_without_swipes_is_settled_at_once(db, http, llm_server, tmp_path):
     engine, script = await engine_with(db, http, llm_server, tmp_path)
     result = await engine.turn(msg("Bonjour", swipes=False))
     assert await engine.regenerate("alice", result.exchange_id or 0) is None
@@ -150,7 +150,7 @@ async def test_a_turn_without_swipes_is_settled_at_once(db, http, llm_server, tm
     assert len(script.reflections) == 1
 
 
-async def test_a_memory_remembers_every_exchange_it_came_from(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_a_memory_remembers_every_exchange_it_came_from(db, http, llm_server, tmp_path, store):
     engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
     script.reflect = lambda r: {"memories": [{"text": FACT, "type": "fact", "confidence": 0.9}]}
     one = await engine.turn(msg("J'ai un chat, Pixel.", swipes=False))
@@ -159,11 +159,11 @@ async def test_a_memory_remembers_every_exchange_it_came_from(db, http, llm_serv
     two = await engine.turn(msg("Pixel mon chat dort.", swipes=False))
     engine.schedule_reflection("alice")
     await engine.wait_reflections("alice")
-    (memory,) = await engine.store.list("alice")
+    (memory,) = await store.list("alice")
     assert await sources_of(db, "alice", memory.id) == [one.exchange_id, two.exchange_id]
 
 
-async def test_a_message_edited_before_its_reflection_is_reflected_as_edited(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_a_message_edited_before_its_reflection_is_reflected_as_edited(db, http, llm_server, tmp_path):
     engine, script = await engine_with(db, http, llm_server, tmp_path)
     await engine.turn(msg("J'ai un chien.", message_id="d-1"))
     assert await engine.message_edited("d-1", "J'ai un chat.") == "reflected as edited"
@@ -174,7 +174,7 @@ async def test_a_message_edited_before_its_reflection_is_reflected_as_edited(db,
     assert "edited the message" not in request.last_user  # not a correction: nothing was read yet
 
 
-async def test_an_edit_landing_during_the_reflection_rolls_it_back_and_the_edited_text_is_reflected(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_an_edit_landing_during_the_reflection_rolls_it_back_and_the_edited_text_is_reflected(db, http, llm_server, tmp_path, store):
     engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
     gate = asyncio.Event()
     seen: list[str] = []
@@ -197,17 +197,17 @@ async def test_an_edit_landing_during_the_reflection_rolls_it_back_and_the_edite
     gate.set()
     await engine.wait_reflections("alice")
     assert len(seen) == 2
-    assert [m.text for m in await engine.store.list("alice")] == [FACT]
+    assert [m.text for m in await store.list("alice")] == [FACT]
 
 
-async def test_a_message_edited_after_its_reflection_is_reflected_again_as_a_correction(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_a_message_edited_after_its_reflection_is_reflected_again_as_a_correction(db, http, llm_server, tmp_path, store):
     engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
-    other = await engine.store.add("alice", NewMemory(text="L'utilisateur aime le jazz.", place="guild-1"))
+    other = await store.add("alice", NewMemory(text="L'utilisateur aime le jazz.", place="guild-1"))
     script.reflect = lambda r: {"memories": [{"text": "L'utilisateur a un chien.", "type": "fact", "confidence": 0.9}]}
     await engine.turn(msg("J'ai un chien.", message_id="d-3", swipes=False))
     engine.schedule_reflection("alice")
     await engine.wait_reflections("alice")
-    produced = [m for m in await engine.store.list("alice") if m.id != other]
+    produced = [m for m in await store.list("alice") if m.id != other]
     (dog,) = produced
 
     def correct(request: LLMRequest) -> dict:
@@ -222,8 +222,8 @@ async def test_a_message_edited_after_its_reflection_is_reflected_again_as_a_cor
     assert "It used to say" in request.last_user and "J'ai un chien." in request.last_user
     assert f"Memories taken from the previous version: [{dog.id}]" in request.last_user
     assert shown_ids(request)[0] == dog.id  # shown first, replaceable
-    assert (await engine.store.get("alice", dog.id)).text == "L'utilisateur a un chat."  # type: ignore[union-attr]
-    history = await engine.store.history("alice")
+    assert (await store.get("alice", dog.id)).text == "L'utilisateur a un chat."  # type: ignore[union-attr]
+    history = await store.history("alice")
     assert history[0].memory_id == dog.id and history[0].text == "L'utilisateur a un chien."
     row = await fetch_one(db.reader, "SELECT edited_from, reflected_at FROM exchanges WHERE message_id = 'd-3'")
     assert row is not None and row[0] is None and row[1] is not None
@@ -231,7 +231,7 @@ async def test_a_message_edited_after_its_reflection_is_reflected_again_as_a_cor
     assert await engine.message_edited("nope", "x") == "unknown"
 
 
-async def test_a_deleted_message_archives_what_only_it_produced_and_keeps_pinned_and_shared_ones(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_a_deleted_message_archives_what_only_it_produced_and_keeps_pinned_and_shared_ones(db, http, llm_server, tmp_path, store):
     engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
     texts = {
         "d-4": ["L'utilisateur a un chat.", "L'utilisateur habite à Lyon.", "L'utilisateur joue du violon."],
@@ -244,15 +244,15 @@ async def test_a_deleted_message_archives_what_only_it_produced_and_keeps_pinned
         await engine.turn(msg(f"message {message_id}", message_id=message_id, swipes=False))
         engine.schedule_reflection("alice")
         await engine.wait_reflections("alice")
-    by_text = {m.text: m for m in await engine.store.list("alice")}
+    by_text = {m.text: m for m in await store.list("alice")}
     cat, lyon, violin = (by_text[t] for t in texts["d-4"])
     await engine.pin("alice", lyon.id)
 
     outcome = await engine.message_deleted("d-4")
     assert outcome.user_id == "alice" and outcome.archived == [cat.id] and outcome.kept_pinned == [lyon.id]
-    remaining = {m.id for m in await engine.store.list("alice")}
+    remaining = {m.id for m in await store.list("alice")}
     assert remaining == {lyon.id, violin.id}  # pinned stays; violin came from d-5 too
-    (entry,) = [h for h in await engine.store.history("alice") if h.memory_id == cat.id]
+    (entry,) = [h for h in await store.history("alice") if h.memory_id == cat.id]
     assert entry.cause == MESSAGE_DELETED and entry.operation == "delete"
     rows = await fetch_all(db.reader, "SELECT user_message FROM exchanges WHERE message_id = 'd-4'")
     assert [r[0] for r in rows] == [""]
@@ -266,7 +266,7 @@ async def test_a_deleted_message_archives_what_only_it_produced_and_keeps_pinned
     assert (await engine.message_deleted("unknown")).user_id is None
 
 
-async def test_a_message_deleted_before_it_settled_is_never_reflected(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_a_message_deleted_before_it_settled_is_never_reflected(db, http, llm_server, tmp_path):
     engine, script = await engine_with(db, http, llm_server, tmp_path)
     await engine.turn(msg("Mon code de carte est 1234.", message_id="d-6"))
     await engine.message_deleted("d-6")
@@ -277,9 +277,9 @@ async def test_a_message_deleted_before_it_settled_is_never_reflected(db, http, 
     assert (await engine.stats("alice")).pending_reflections == 0
 
 
-async def test_a_receipt_lists_what_the_reflection_changed_and_says_when_a_memory_is_gone(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_a_receipt_lists_what_the_reflection_changed_and_says_when_a_memory_is_gone(db, http, llm_server, tmp_path, store):
     engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
-    jazz = await engine.store.add("alice", NewMemory(text="L'utilisateur aime le jazz.", place="guild-1"))
+    jazz = await store.add("alice", NewMemory(text="L'utilisateur aime le jazz.", place="guild-1"))
     receipts: list[Receipt] = []
 
     async def listener(event: Receipt) -> None:
@@ -310,7 +310,7 @@ async def test_a_receipt_lists_what_the_reflection_changed_and_says_when_a_memor
     assert [line.current for line in await engine.receipt("alice", result.exchange_id or 0)] == [None, None]
 
 
-async def test_a_reflection_that_changes_nothing_sends_no_receipt(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_a_reflection_that_changes_nothing_sends_no_receipt(db, http, llm_server, tmp_path):
     engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
     receipts: list[Receipt] = []
 
@@ -324,22 +324,22 @@ async def test_a_reflection_that_changes_nothing_sends_no_receipt(db, http, llm_
     assert len(script.reflections) == 1 and receipts == []
 
 
-async def test_an_edit_by_the_user_is_archived_first_and_restorable(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_an_edit_by_the_user_is_archived_first_and_restorable(db, http, llm_server, tmp_path, store):
     engine, _ = await engine_with(db, http, llm_server, tmp_path)
-    memory_id = await engine.store.add("alice", NewMemory(text="L'utilisateur a un chien.", pinned=True))
+    memory_id = await store.add("alice", NewMemory(text="L'utilisateur a un chien.", pinned=True))
     history_id = await engine.edit_memory("alice", memory_id, "L'utilisateur a un chat.")
     assert history_id is not None
-    edited = await engine.store.get("alice", memory_id)
+    edited = await store.get("alice", memory_id)
     assert edited is not None and edited.text == "L'utilisateur a un chat." and edited.pinned
-    (entry,) = await engine.store.history("alice")
+    (entry,) = await store.history("alice")
     assert (entry.id, entry.operation, entry.text, entry.cause) == (history_id, "edit", "L'utilisateur a un chien.", "user: edit")
     assert await engine.restore("alice", history_id) == memory_id
-    assert (await engine.store.get("alice", memory_id)).text == "L'utilisateur a un chien."  # type: ignore[union-attr]
+    assert (await store.get("alice", memory_id)).text == "L'utilisateur a un chien."  # type: ignore[union-attr]
     assert await engine.edit_memory("bob", memory_id, "L'utilisateur est Bob.") is None
-    assert (await engine.store.get("alice", memory_id)).text == "L'utilisateur a un chien."  # type: ignore[union-attr]
+    assert (await store.get("alice", memory_id)).text == "L'utilisateur a un chien."  # type: ignore[union-attr]
 
 
-async def test_erase_removes_alternatives_sources_and_receipts(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_erase_removes_alternatives_sources_and_receipts(db, http, llm_server, tmp_path):
     engine, script = await engine_with(db, http, llm_server, tmp_path)
     script.reflect = lambda r: {"memories": [{"text": FACT, "type": "fact", "confidence": 0.9}]}
     result = await engine.turn(msg("J'ai un chat, Pixel."))
@@ -356,22 +356,22 @@ async def test_erase_removes_alternatives_sources_and_receipts(db, http, llm_ser
         assert row is not None and row[0] == 0, table
 
 
-async def test_the_terminal_edits_a_memory_the_same_way(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_the_terminal_edits_a_memory_the_same_way(db, http, llm_server, tmp_path, store):
     from bot.terminal.commands import Session, run_command
 
     engine, _ = await engine_with(db, http, llm_server, tmp_path)
     session = Session(user_id="terminal:alice", user_name="alice", story_id="terminal:main", place="terminal")
     memory_id = await engine.remember(session.user_id, "J'ai un chien.", story_id="terminal:main", place="terminal")
     answer = await run_command(engine, session, f"/edit {memory_id} J'ai un chat, pas un chien.")
-    (entry,) = await engine.store.history(session.user_id)
+    (entry,) = await store.history(session.user_id)
     assert answer == f"Edited #{memory_id}. The previous version is archived as h{entry.id}: `/restore {entry.id}` brings it back."
-    assert (await engine.store.get(session.user_id, memory_id)).text == "J'ai un chat, pas un chien."  # type: ignore[union-attr]
+    assert (await store.get(session.user_id, memory_id)).text == "J'ai un chat, pas un chien."  # type: ignore[union-attr]
     assert await run_command(engine, session, "/edit 999 x") == "You have no memory #999."
     assert await run_command(engine, session, f"/edit {memory_id}") == "Usage: /edit <id> <text>"
     assert (await run_command(engine, session, f"/edit {memory_id} \u200b")).startswith("Not edited:")
 
 
-async def test_a_receipt_earned_before_the_front_end_listens_is_delivered_when_it_does(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_a_receipt_earned_before_the_front_end_listens_is_delivered_when_it_does(db, http, llm_server, tmp_path):
     # At start-up the engine settles open replies and resumes reflections before Discord is up.
     engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
     script.reflect = lambda r: {"memories": [{"text": FACT, "type": "fact", "confidence": 0.9}]}

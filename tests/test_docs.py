@@ -17,7 +17,7 @@ def test_readme_configuration_table_lists_every_setting_and_no_other():
 
 
 def test_ci_runs_exactly_the_readme_test_command():
-    ci = [l for l in (ROOT / ".ci" / "run").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.strip() and not line.startswith("#")]
     assert ci[-1].strip() == "make test"
     assert "make test" in README and "make run" in README
 
@@ -35,6 +35,24 @@ def test_every_path_named_in_the_architecture_doc_exists():
     assert missing == [], f"docs/architecture.md names paths that do not exist: {missing}"
     # Where a message enters, on each front end.
     assert "cogs/conversation.py" in named and "bot/terminal/chat.py" in named
+
+
+def test_the_architecture_doc_names_every_module_and_folder():
+    """The map is whole: a new module (or package) is placed on it when it is written."""
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(_REPO_PATH.findall(doc))
+    modules = sorted(p.relative_to(ROOT).as_posix() for folder in ("bot", "cogs") for p in (ROOT / folder).rglob("*.py"))
+    unnamed = [m for m in modules if m not in named]
+    assert unnamed == [], f"docs/architecture.md does not name: {unnamed}"
+
+
+def test_the_docs_say_what_is_true_of_both_stores():
+    architecture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    for module in ("bot/clients/postgres.py", "bot/memory/stores/move.py", "bot/clients/metrics.py",
+                   "bot/clients/outage.py", "bot/clients/health.py"):
+        assert f"`{module}`" in architecture, module
+    assert "SQLite is the only truth" not in design and "PostgreSQL" in design
 
 
 def test_the_docs_link_only_to_files_that_exist():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 from tests.reliability.process import REPO
@@ -71,7 +71,7 @@ async def test_one_run_finds_a_wrong_token_a_missing_model_no_json_a_dead_embedd
             stack.enter_context(tmpfs(folder, "8m"))
         else:
             folder.mkdir()
-        await (await Database.open(folder / "echo.sqlite3")).close()
+        await (await SQLiteDatabase.open(folder / "echo.sqlite3")).close()
         stack.enter_context(read_only(folder))
         async with FakeDiscord() as discord:
             env = doctor_env(

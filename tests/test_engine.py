@@ -6,49 +6,17 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
 
-import httpx
 import pytest
-import pytest_asyncio
 
-from bot.character import load_character
-from bot.config import load_settings
-from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
-from bot.engine import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Engine, Incoming
+from bot.clients.embeddings import OllamaEmbedder
 from bot.clients.llm import LLMClient
+from bot.engine import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH
 from bot.memory.indexing import Indexer
-from bot.memory.store import NewMemory
-from bot.memory.story_store import load_story
-from tests.fakes.llm_server import FAKE_MODEL, LLMRequest, Reply
-
-_LOCAL: LocalEmbedder | None = None
-
-
-def local_embedder() -> LocalEmbedder:
-    global _LOCAL
-    if _LOCAL is None:
-        _LOCAL = LocalEmbedder()
-    return _LOCAL
-
-
-@pytest_asyncio.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(trust_env=False) as client:
-        yield client
-
-
-def make_engine(db, http, llm_server, tmp_path, *, embedder=None, clock=None, api="ollama", **settings) -> Engine:
-    config = load_settings(
-        _env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db", **settings
-    )
-    llm = LLMClient(http, api=api, base_url=llm_server.url)
-    extra = {"clock": clock} if clock is not None else {}
-    return Engine(db=db, llm=llm, embedder=embedder, settings=config.engine, character=load_character(None), **extra)
-
-
-def msg(text: str, *, user: str = "alice", story: str = "chan-1", place: str = "guild-1") -> Incoming:
-    return Incoming(user_id=user, user_name=user.title(), text=text, story_id=story, place=place, message_id=f"m-{time.monotonic_ns()}")
+from bot.memory.stores.memories import NewMemory
+from bot.memory.stores.stories import load_story
+from tests.builders import local_embedder, make_engine, msg
+from tests.fakes.llm_server import LLMRequest, Reply
 
 
 async def test_llm_down_gives_a_clear_reply_and_keeps_the_exchange(db, http, llm_server, tmp_path):
@@ -104,23 +72,23 @@ async def test_one_users_reflections_never_run_concurrently_and_a_burst_is_batch
     assert (await engine.stats("alice")).pending_reflections == 0
 
 
-async def test_an_unparseable_reflection_is_retried_then_set_aside_and_changes_nothing(db, http, llm_server, tmp_path):
+async def test_an_unparseable_reflection_is_retried_then_set_aside_and_changes_nothing(db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = lambda r: "pas du JSON du tout" if r.json_schema is not None else "ok"
     await engine.turn(msg("Je suis allergique aux arachides."))
     for _ in range(MAX_REFLECTION_ATTEMPTS):
         engine.schedule_reflection("alice")
         await engine.wait_reflections("alice")
-    assert await engine.store.list("alice") == []
+    assert await store.list("alice") == []
     async with db.reader.execute("SELECT reflection_attempts, reflected_at, last_error FROM exchanges") as cur:
         [(attempts, reflected_at, error)] = await cur.fetchall()
     assert attempts == MAX_REFLECTION_ATTEMPTS and reflected_at is not None and "unparseable" in error
 
 
-async def test_a_reflection_with_hallucinated_and_foreign_ids_touches_nothing(db, http, llm_server, tmp_path):
+async def test_a_reflection_with_hallucinated_and_foreign_ids_touches_nothing(db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path)
-    bob_id = await engine.store.add("bob", NewMemory(text="L'utilisateur aime le rock.", place="guild-1"))
-    mine = await engine.store.add("alice", NewMemory(text="L'utilisateur aime le jazz.", place="guild-1"))
+    bob_id = await store.add("bob", NewMemory(text="L'utilisateur aime le rock.", place="guild-1"))
+    mine = await store.add("alice", NewMemory(text="L'utilisateur aime le jazz.", place="guild-1"))
     llm_server.handler = lambda r: (
         json.dumps({"delete": [bob_id, 987654], "replace": [{"id": bob_id, "text": "L'utilisateur aime la valse."}]})
         if r.json_schema is not None
@@ -129,16 +97,16 @@ async def test_a_reflection_with_hallucinated_and_foreign_ids_touches_nothing(db
     await engine.turn(msg("J'aime le jazz."))
     engine.schedule_reflection("alice")
     await engine.wait_reflections("alice")
-    assert (await engine.store.get("bob", bob_id)).text == "L'utilisateur aime le rock."
-    assert (await engine.store.get("alice", mine)).text == "L'utilisateur aime le jazz."
+    assert (await store.get("bob", bob_id)).text == "L'utilisateur aime le rock."
+    assert (await store.get("alice", mine)).text == "L'utilisateur aime le jazz."
     refused = {d.detail for d in engine.last_reports["alice"].decisions}
     assert refused == {"id not shown to the model"}
 
 
-async def test_the_reflection_is_shown_only_the_authors_memories_with_ids(db, http, llm_server, tmp_path):
+async def test_the_reflection_is_shown_only_the_authors_memories_with_ids(db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path)
-    await engine.store.add("bob", NewMemory(text="L'utilisateur est allergique au gluten.", place="guild-1"))
-    mine = await engine.store.add("alice", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1"))
+    await store.add("bob", NewMemory(text="L'utilisateur est allergique au gluten.", place="guild-1"))
+    mine = await store.add("alice", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1"))
     llm_server.handler = lambda r: "{}" if r.json_schema is not None else "ok"
     await engine.turn(msg("Parlons de mes allergies."))
     engine.schedule_reflection("alice")
@@ -159,36 +127,36 @@ async def test_the_reflection_is_shown_only_the_authors_memories_with_ids(db, ht
         ("dm", "guild-1", True, True),
     ],
 )
-async def test_privacy_boundary_between_dms_and_guilds(db, http, llm_server, tmp_path, learned_in, asked_in, shared, visible):
+async def test_privacy_boundary_between_dms_and_guilds(db, http, llm_server, tmp_path, learned_in, asked_in, shared, visible, store):
     engine = make_engine(db, http, llm_server, tmp_path)
-    await engine.store.add("alice", NewMemory(text="L'utilisateur suit une thérapie le jeudi.", place=learned_in))
+    await store.add("alice", NewMemory(text="L'utilisateur suit une thérapie le jeudi.", place=learned_in))
     await engine.set_sharing("alice", shared)
     await engine.turn(msg("Quoi de neuf ?", place=asked_in))
     assert ("thérapie" in llm_server.chats[-1].system) is visible
 
 
-async def test_rules_are_always_in_context_outside_the_budget(db, http, llm_server, tmp_path):
+async def test_rules_are_always_in_context_outside_the_budget(db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path)
     await engine.start()
     for n in range(30):
-        await engine.store.add("alice", NewMemory(text=f"L'utilisateur a visité la ville numéro {n}.", place="guild-1"))
+        await store.add("alice", NewMemory(text=f"L'utilisateur a visité la ville numéro {n}.", place="guild-1"))
     result = await engine.turn(msg("Salut"))
     assert len(result.selection.slots) == 24
     assert len(result.selection.rules) == len(engine.character.rules) > 0
     system = llm_server.chats[-1].system
     assert all(rule in system for rule in engine.character.rules)
     # Rules never leak into a user's memories, and cannot be pinned or forgotten by users.
-    assert all(m.type != "rule" for m in await engine.store.list("alice"))
+    assert all(m.type != "rule" for m in await store.list("alice"))
     rule_id = engine.rules[0].id
     assert not await engine.pin("alice", rule_id) and not await engine.forget("alice", rule_id)
 
 
-async def test_a_hanging_embedder_degrades_the_turn_within_the_bound(db, http, llm_server, tmp_path, embedding_server):
+async def test_a_hanging_embedder_degrades_the_turn_within_the_bound(db, http, llm_server, tmp_path, embedding_server, store):
     embedder = OllamaEmbedder(http, base_url=embedding_server.url, model="fake-embed")
     engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
     engine.recall.timeout = 1.0
     # A story memory: the global pass would otherwise take it before the semantic pass.
-    memory_id = await engine.store.add(
+    memory_id = await store.add(
         "alice", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1", scope="story", story_id="chan-1")
     )
     embedding_server.mode = "hang"
@@ -201,26 +169,26 @@ async def test_a_hanging_embedder_degrades_the_turn_within_the_bound(db, http, l
     assert slot.lexical and slot.reason == "semantic"
     # A degraded turn counts nothing, except itself.
     await engine.wait_recorded("alice")
-    m = await engine.store.get("alice", memory_id)
+    m = await store.get("alice", memory_id)
     assert (m.times_candidate, m.times_served, m.times_semantic) == (0, 0, 0)
     stats = await engine.stats("alice")
     assert (stats.turns, stats.degraded_turns) == (1, 1)
 
 
-async def test_a_healthy_turn_updates_the_counters(db, http, llm_server, tmp_path):
+async def test_a_healthy_turn_updates_the_counters(db, http, llm_server, tmp_path, store):
     embedder = local_embedder()
     engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
-    memory_id = await engine.store.add("alice", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1"))
+    memory_id = await store.add("alice", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1"))
     await Indexer(db, embedder).run_once()
     result = await engine.turn(msg("Je peux manger un dessert aux arachides ?"))
     assert not result.selection.degraded
     await engine.wait_recorded("alice")
-    m = await engine.store.get("alice", memory_id)
+    m = await store.get("alice", memory_id)
     assert (m.times_candidate, m.times_served) == (1, 1)
     assert (await engine.stats("alice")).degraded_turns == 0
 
 
-async def test_erase_removes_everything_about_one_user_only(db, http, llm_server, tmp_path):
+async def test_erase_removes_everything_about_one_user_only(db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = lambda r: (
         json.dumps({"memories": [{"text": "L'utilisateur habite à Nantes.", "type": "fact", "confidence": 0.95}], "summary": "Alice habite à Nantes.", "anchors": {"add": ["Alice habite à Nantes."]}})
@@ -231,7 +199,7 @@ async def test_erase_removes_everything_about_one_user_only(db, http, llm_server
         await engine.turn(msg("J'habite à Nantes.", user=user))
         engine.schedule_reflection(user)
         await engine.wait_reflections(user)
-    forgotten = (await engine.store.list("alice"))[0].id
+    forgotten = (await store.list("alice"))[0].id
     await engine.forget("alice", forgotten)
     exported = await engine.export("alice")
     assert exported["history"] and exported["story_history"] == [] and exported["exchanges"]
@@ -247,17 +215,17 @@ async def test_erase_removes_everything_about_one_user_only(db, http, llm_server
     ):
         async with db.reader.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", ("alice",)) as cur:  # noqa: S608 - table names are constants
             assert (await cur.fetchone())[0] == 0, table
-    assert await engine.store.list("bob") and (await engine.export("bob"))["exchanges"]
+    assert await store.list("bob") and (await engine.export("bob"))["exchanges"]
 
 
-async def test_a_crashing_reflection_counts_attempts_and_does_not_block_later_exchanges(db, http, llm_server, tmp_path, monkeypatch):
+async def test_a_crashing_reflection_counts_attempts_and_does_not_block_later_exchanges(db, http, llm_server, tmp_path, monkeypatch, store):
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = lambda r: (
         json.dumps({"memories": [{"text": "L'utilisateur habite à Nantes.", "type": "fact", "confidence": 0.95}]})
         if r.json_schema is not None
         else "ok"
     )
-    import bot.reflection_worker as engine_module
+    import bot.engine.reflection_worker as engine_module
 
     real_apply = engine_module.apply_reflection
     crashes = 0
@@ -282,10 +250,10 @@ async def test_a_crashing_reflection_counts_attempts_and_does_not_block_later_ex
     await engine.turn(msg("J'habite à Nantes."))
     engine.schedule_reflection("alice")
     await engine.wait_reflections("alice")
-    assert [m.text for m in await engine.store.list("alice")] == ["L'utilisateur habite à Nantes."]
+    assert [m.text for m in await store.list("alice")] == ["L'utilisateur habite à Nantes."]
 
 
-async def test_erase_wins_against_a_reflection_in_flight(db, http, llm_server, tmp_path):
+async def test_erase_wins_against_a_reflection_in_flight(db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path)
     release = asyncio.Event()
     reached = asyncio.Event()
@@ -305,13 +273,13 @@ async def test_erase_wins_against_a_reflection_in_flight(db, http, llm_server, t
     release.set()
     await engine.wait_reflections("alice")
     await asyncio.sleep(0.1)
-    assert await engine.store.list("alice") == []
+    assert await store.list("alice") == []
     for table in ("exchanges", "story_summaries", "memory_history"):
         async with db.reader.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", ("alice",)) as cur:  # noqa: S608 - constant table names
             assert (await cur.fetchone())[0] == 0, table
 
 
-async def test_a_batch_handed_out_twice_is_reflected_once(db, http, llm_server, tmp_path):
+async def test_a_batch_handed_out_twice_is_reflected_once(db, http, llm_server, tmp_path, store):
     """A stale read of the pending exchanges (or two sweeps) must not apply a reflection twice."""
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = lambda r: (
@@ -323,7 +291,7 @@ async def test_a_batch_handed_out_twice_is_reflected_once(db, http, llm_server, 
     await engine.turn(msg("Je suis allergique aux arachides."))
     batch = await engine.reflections.pending("alice")
     assert await engine.reflections.reflect_safely(batch) and await engine.reflections.reflect_safely(batch)
-    assert [m.text for m in await engine.store.list("alice")] == ["L'utilisateur est allergique aux arachides."]
+    assert [m.text for m in await store.list("alice")] == ["L'utilisateur est allergique aux arachides."]
     async with db.reader.execute("SELECT reflection_attempts, last_error FROM exchanges") as cur:
         assert [tuple(r) for r in await cur.fetchall()] == [(0, None)]
     # The one thing a second application would not absorb: the mood moves by +1 once, not twice.
@@ -334,10 +302,10 @@ async def test_an_llm_outage_is_logged_once_and_its_end_once(db, http, llm_serve
     engine = make_engine(db, http, llm_server, tmp_path)
     for _ in range(3):
         llm_server.replies.append(Reply(status=500, error="CUDA out of memory"))
-    with caplog.at_level(logging.INFO, logger="bot.turn"):
+    with caplog.at_level(logging.INFO, logger="bot.engine.turn"):
         results = [await engine.turn(msg(f"message {n}")) for n in range(4)]
     assert [r.reply is None for r in results] == [True, True, True, False]
-    logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "bot.turn"]
+    logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "bot.engine.turn"]
     assert [level for level, _ in logged] == [logging.WARNING, logging.INFO]
     assert "CUDA out of memory" in logged[0][1] and "after 3 failed" in logged[1][1]
     assert engine.reply_outage.failures == 3
@@ -378,7 +346,7 @@ async def test_a_stream_cut_halfway_is_the_reply_as_far_as_it_went(db, http, llm
 async def test_a_line_separator_in_a_streamed_reply_keeps_the_whole_reply_stored_and_reflected(
     db, http, llm_server, tmp_path, api, separator
 ):
-    engine = make_engine(db, http, llm_server, tmp_path, api=api)
+    engine = make_engine(db, http, llm_server, tmp_path, llm=LLMClient(http, api=api, base_url=llm_server.url))
     answer = f"Voici la première ligne.{separator}Et voici la seconde, entière."
     llm_server.handler = lambda request: "{}" if request.json_schema is not None else answer
     seen: list[str] = []
@@ -396,7 +364,7 @@ async def test_a_line_separator_in_a_streamed_reply_keeps_the_whole_reply_stored
     assert "Et voici la seconde, entière." in json.dumps(reflection.messages, ensure_ascii=False)
 
 
-async def test_a_turn_schedules_its_own_reflection(db, http, llm_server, tmp_path):
+async def test_a_turn_schedules_its_own_reflection(db, http, llm_server, tmp_path, store):
     # No front end calls schedule_reflection: the answered message is reflected all the same.
     engine = make_engine(db, http, llm_server, tmp_path)
 
@@ -409,6 +377,6 @@ async def test_a_turn_schedules_its_own_reflection(db, http, llm_server, tmp_pat
     result = await engine.turn(msg("Je joue du violoncelle."))
     assert result.reply == "Enchantée !"
     await engine.wait_reflections("alice")
-    assert [m.text for m in await engine.store.list("alice")] == ["L'utilisateur joue du violoncelle."]
+    assert [m.text for m in await store.list("alice")] == ["L'utilisateur joue du violoncelle."]
     async with db.reader.execute("SELECT reflected_at IS NOT NULL FROM exchanges WHERE user_id = 'alice'") as cur:
         assert [r[0] for r in await cur.fetchall()] == [1]

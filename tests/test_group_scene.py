@@ -8,12 +8,10 @@ import json
 
 import httpx
 
-from bot.character import load_character
-from bot.config import load_settings
-from bot.engine import Engine, Incoming
-from bot.clients.llm import LLMClient
-from bot.prompting import ChannelLine
-from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
+from bot.engine import Incoming
+from bot.engine.prompting import ChannelLine
+from tests.builders import make_engine
+from tests.fakes.llm_server import LLMRequest
 
 SCENE = [
     ("bob", "Bob", "I have a cat named Pixel."),
@@ -28,7 +26,7 @@ PROPOSED = {
 }
 
 
-async def test_three_people_in_one_channel_each_keep_only_their_own_facts(db, llm_server, tmp_path):
+async def test_three_people_in_one_channel_each_keep_only_their_own_facts(db, llm_server, tmp_path, store):
     reflections: dict[str, LLMRequest] = {}
 
     def handler(request: LLMRequest) -> str:
@@ -39,12 +37,8 @@ async def test_three_people_in_one_channel_each_keep_only_their_own_facts(db, ll
         return json.dumps({"memories": [{"text": t, "type": "fact", "confidence": 0.95} for t in PROPOSED[author]]})
 
     llm_server.handler = handler
-    config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
     async with httpx.AsyncClient(trust_env=False) as http:
-        engine = Engine(
-            db=db, llm=LLMClient(http, api="ollama", base_url=llm_server.url), embedder=None,
-            settings=config.engine, character=load_character(None),
-        )
+        engine = make_engine(db, http, llm_server, tmp_path)
         await engine.start()
         history: list[ChannelLine] = []
         for user_id, name, said in SCENE:
@@ -64,7 +58,7 @@ async def test_three_people_in_one_channel_each_keep_only_their_own_facts(db, ll
         assert "never a memory of Alice" in alice.system
         assert "Nice cat, Bob! I live in Lyon." in alice.last_user
         assert "Pixel" not in alice.last_user.replace("Nice cat, Bob!", ""), "Bob's line is not shown as Alice's"
-        stored = {user: [m.text for m in await engine.store.list(user)] for user in ("alice", "bob", "carol")}
+        stored = {user: [m.text for m in await store.list(user)] for user in ("alice", "bob", "carol")}
         assert stored == {
             "alice": ["The user lives in Lyon."],
             "bob": ["The user has a cat named Pixel."],

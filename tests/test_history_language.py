@@ -13,10 +13,10 @@ import pytest
 from bot.engine import Incoming
 from bot.i18n import MESSAGES, Message
 from bot.memory.reflection import parse_reflection
-from bot.memory.store import NewMemory
+from bot.memory.stores.memories import NewMemory
 from bot.memory.write import ReflectionContext, apply_reflection
 from bot.presenting import history_text, memory_pages, why_text
-from tests.test_engine import make_engine
+from tests.builders import make_engine
 
 USER = "123"
 WORD = re.compile(r"[^\W\d_]{2,}")  # one letter is an elision (t'a, don't), not a word
@@ -57,14 +57,14 @@ def test_the_check_sees_the_english_leak_of_the_issue():
     assert leaks("h1 : #2 delete le 2026-11-02 par message deleted — était « x »", []) == {"deleted"}
 
 
-async def test_every_archived_operation_and_cause_reads_in_french(db, http, llm_server, tmp_path, clock):
+async def test_every_archived_operation_and_cause_reads_in_french(db, http, llm_server, tmp_path, clock, store):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     await engine.start()
     texts: list[str] = []
 
     async def add(text: str, **extra) -> int:
         texts.append(text)
-        return await engine.store.add(USER, NewMemory(text=text, place="guild-1", **extra))
+        return await store.add(USER, NewMemory(text=text, place="guild-1", **extra))
 
     def ctx(allowed, message: str, source: str | None) -> ReflectionContext:
         return ReflectionContext(
@@ -84,7 +84,7 @@ async def test_every_archived_operation_and_cause_reads_in_french(db, http, llm_
     texts.append("L'utilisateur aime les films de Hayao Miyazaki.")
     report = await apply_reflection(db, reflect(memories=[fact(texts[-1])]), ctx((), "", "exchange 4"), clock=clock)
     assert [d.action for d in report.decisions] == ["merged"]
-    conge = await add("L'utilisateur est en congé en août.")
+    await add("L'utilisateur est en congé en août.")
     report = await apply_reflection(
         db, reflect(memories=[fact(texts[-1], expires_at="2027-08-31")]), ctx((), "", None), clock=clock
     )

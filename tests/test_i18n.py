@@ -4,10 +4,10 @@ every language with the same placeholders, plurals follow each language's rule, 
 from __future__ import annotations
 
 import ast
-import shutil
-import subprocess
 import re
+import shutil
 import string
+import subprocess
 from pathlib import Path
 
 import pytest

@@ -1,16 +1,20 @@
-"""Static check of the rooms by role: who may import whom, read from the source with `ast`.
+"""Static check of the rooms by role, by folder, read from the source with `ast`:
 
-- the core (the engine and its parts, prompting, characters, presenting, lore, cast, i18n and
-  bot/memory/) never imports discord, a front end or the composition root;
+- the core (bot/engine/, bot/characters/, bot/memory/, and bot/presenting.py, bot/i18n.py)
+  never imports discord, a front end or the composition root;
 - the clients (bot/clients/) never import the core, a front end or the composition;
 - the front ends (cogs/, bot/terminal/, bot/web/) reach memory through the engine only: never
-  the database client, a store, the indexer, or the composition root;
-- bot/engine.py stays a small facade: under 400 lines, and no SQL call.
+  the database, a store, the indexer, or the composition root;
+- SQL lives under bot/memory/stores/ (and the database drivers in bot/clients/): a module that
+  runs or holds a statement anywhere else fails, so does a store placed outside stores/;
+- no two modules import each other, directly or in a loop;
+- bot/ holds at most 8 modules at its root; the engine's facade stays small and without SQL.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,58 +22,75 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CORE_FILES = (
-    "bot/engine.py",
-    "bot/prompting.py",
-    "bot/character.py",
-    "bot/presenting.py",
-    "bot/lore.py",
-    "bot/cast.py",
-    "bot/i18n.py",
-    "bot/quoting.py",
-    "bot/png_card.py",
-    "bot/world_info.py",
-    # The engine's parts.
-    "bot/context.py",
-    "bot/events.py",
-    "bot/llm_calls.py",
-    "bot/turn.py",
-    "bot/open_exchanges.py",
-    "bot/reflection_worker.py",
-    "bot/memory_commands.py",
-)
-CORE_DIRS = ("bot/memory",)
-CLIENT_DIRS = ("bot/clients",)
-FRONT_END_DIRS = ("cogs", "bot/terminal", "bot/web")
-COMPOSITION = ("bot.app", "bot.__main__", "bot.config", "bot.doctor")
-FRONT_ENDS = ("discord", "cogs", "bot.terminal", "bot.web")
+# Rooms, by folder (a trailing slash) or module file.
+CORE = ("bot/engine/", "bot/characters/", "bot/memory/", "bot/presenting.py", "bot/i18n.py")
+CLIENTS = ("bot/clients/",)
+FRONT_ENDS = ("cogs/", "bot/terminal/", "bot/web/")
+COMPOSITION = ("bot/__init__.py", "bot/__main__.py", "bot/app.py", "bot/config.py", "bot/doctor.py")
+LEAVES = ("bot/errors.py",)
+ROOMS = {"core": CORE, "clients": CLIENTS, "front end": FRONT_ENDS, "composition": COMPOSITION, "leaf": LEAVES}
+
+STORES = "bot/memory/stores/"
+# Where SQL may be: the stores, and the drivers that run their statements and the migrations.
+SQL_HOMES = (STORES, "bot/clients/")
+# Issue 23 moves the turn records' statements of recall.py into a store.
+SQL_PENDING = {"bot/memory/recall.py"}
+ROOT_MODULES_MAX = 8
+FACADE = "bot/engine/facade.py"
+FACADE_MAX_LINES = 400
+
+
+def _dotted(prefix: str) -> str:
+    return prefix.removesuffix("/").removesuffix(".py").replace("/", ".")
+
 
 # What each room may not import (a module, or any module under it).
-CORE_FORBIDDEN = (*FRONT_ENDS, "bot.app", "bot.__main__")
-CLIENT_FORBIDDEN = (
-    *FRONT_ENDS,
-    *COMPOSITION,
-    "bot.memory",
-    *(f"bot.{Path(f).stem}" for f in CORE_FILES),
+FRONT_END_MODULES = ("discord", *map(_dotted, FRONT_ENDS))
+COMPOSITION_MODULES = ("bot.app", "bot.__main__")
+CORE_FORBIDDEN = (*FRONT_END_MODULES, *COMPOSITION_MODULES)
+CLIENT_FORBIDDEN = (*FRONT_END_MODULES, *COMPOSITION_MODULES, "bot.config", *map(_dotted, CORE))
+FRONT_END_FORBIDDEN = (
+    "bot.clients.db", "bot.clients.postgres", "bot.clients.databases", _dotted(STORES), "bot.memory.indexing",
+    *COMPOSITION_MODULES,
 )
-FRONT_END_FORBIDDEN = ("bot.clients.db", "bot.memory.indexing", "bot.app", "bot.__main__")
-SQL_CALLS = frozenset({"fetch_all", "fetch_one", "execute", "executemany", "executescript", "to_db"})
-ENGINE_MAX_LINES = 400
+
+SQL_CALLS = frozenset({"fetch_all", "fetch_one", "inserted_id", "execute", "executemany", "execute_fetchall", "executescript"})
+SQL_TEXT = re.compile(r"^\s*(SELECT\b.*\bFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b", re.S)
 
 
-def _files(dirs: tuple[str, ...] = (), files: tuple[str, ...] = ()) -> list[Path]:
-    found = [ROOT / f for f in files]
-    for folder in dirs:
-        found += sorted((ROOT / folder).rglob("*.py"))
-    return found
+def _rel(path: Path, root: Path = ROOT) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def _modules(root: Path = ROOT) -> list[Path]:
+    return sorted(p for folder in ("bot", "cogs") for p in (root / folder).rglob("*.py"))
+
+
+def _in(rel: str, room: tuple[str, ...]) -> bool:
+    return any(rel.startswith(prefix) if prefix.endswith("/") else rel == prefix for prefix in room)
+
+
+def _room_files(room: tuple[str, ...]) -> list[Path]:
+    return [p for p in _modules() if _in(_rel(p), room)]
+
+
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
 
 
 def _imports(path: Path, root: Path = ROOT) -> Iterator[tuple[int, str]]:
     """Every module the file imports, with its line: `import a.b`, `from a.b import c` (as
-    a.b and a.b.c, since c may be a module), relative imports resolved from the file's package."""
+    a.b and a.b.c, since c may be a module), relative imports resolved from the file's package.
+    Imports under `if TYPE_CHECKING:` are annotations only and left out."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = path.relative_to(root).with_suffix("").parts[:-1]
+    typing_only: set[int] = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            typing_only.update(id(n) for n in ast.walk(node))
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
@@ -90,110 +111,206 @@ def _named(module: str, forbidden: tuple[str, ...]) -> str | None:
     return None
 
 
-def _is_store(module: str) -> bool:
-    """bot.memory.<something>_store, or bot.memory.store itself."""
-    parts = module.split(".")
-    return len(parts) >= 3 and parts[:2] == ["bot", "memory"] and (parts[2] == "store" or parts[2].endswith("_store"))
-
-
-def _violations(paths: list[Path], forbidden: tuple[str, ...], *, stores: bool = False) -> list[str]:
+def _violations(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
     found: dict[str, str] = {}
     for path in paths:
         for line, module in _imports(path):
             name = _named(module, forbidden)
-            if name is None and stores and _is_store(module):
-                name = "a store"
             if name is not None:
-                found.setdefault(f"{path.relative_to(ROOT)}:{line}", f"imports {module} ({name})")
+                found.setdefault(f"{_rel(path)}:{line}", f"imports {module} ({name})")
     return sorted(f"{where} {what}" for where, what in found.items())
 
 
 def test_the_core_imports_no_front_end_and_no_composition() -> None:
-    assert _violations(_files(CORE_DIRS, CORE_FILES), CORE_FORBIDDEN) == []
+    assert _violations(_room_files(CORE), CORE_FORBIDDEN) == []
 
 
 def test_the_clients_import_neither_the_core_nor_front_ends_nor_composition() -> None:
-    assert _violations(_files(CLIENT_DIRS), CLIENT_FORBIDDEN) == []
+    assert _violations(_room_files(CLIENTS), CLIENT_FORBIDDEN) == []
 
 
 def test_the_front_ends_reach_memory_through_the_engine_only() -> None:
-    assert _violations(_files(FRONT_END_DIRS), FRONT_END_FORBIDDEN, stores=True) == []
+    assert _violations(_room_files(FRONT_ENDS), FRONT_END_FORBIDDEN) == []
 
 
-def test_the_engine_is_a_small_facade_without_sql() -> None:
-    source = (ROOT / "bot/engine.py").read_text(encoding="utf-8")
-    assert len(source.splitlines()) < ENGINE_MAX_LINES
-    calls = []
+def test_every_module_has_exactly_one_room() -> None:
+    """A new module must be placed in a room, or the rules above would not look at it."""
+    placed = {_rel(p): [name for name, room in ROOMS.items() if _in(_rel(p), room)] for p in _modules()}
+    assert not [m for m, rooms in placed.items() if not rooms], "modules in no room: add a folder or file to ROOMS"
+    assert not [m for m, rooms in placed.items() if len(rooms) > 1], "modules in two rooms"
+
+
+def test_bot_holds_few_modules_at_its_root() -> None:
+    at_root = sorted(p.name for p in (ROOT / "bot").glob("*.py"))
+    assert len(at_root) <= ROOT_MODULES_MAX, f"bot/ has {len(at_root)} modules at its root: {at_root}"
+
+
+# --- SQL only under stores ----------------------------------------------------------------------
+
+
+def sql_in(source: str) -> list[str]:
+    """Where a module runs SQL (a statement helper or a connection's execute) or holds an SQL
+    statement's text."""
+    found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
             if name in SQL_CALLS:
-                calls.append(f"line {node.lineno}: {name}")
-    assert calls == []
+                found.append(f"line {node.lineno}: {name}()")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL_TEXT.match(node.value):
+            found.append(f"line {node.lineno}: {node.value.split()[0]} statement")
+    return found
+
+
+def sql_outside_stores(root: Path = ROOT) -> list[str]:
+    problems = []
+    for path in _modules(root):
+        rel = _rel(path, root)
+        if _in(rel, SQL_HOMES) or rel in SQL_PENDING:
+            continue
+        problems += [f"{rel} {where}" for where in sql_in(path.read_text(encoding="utf-8"))]
+    return problems
+
+
+def test_sql_lives_only_under_stores() -> None:
+    assert sql_outside_stores() == []
+
+
+def test_a_store_placed_outside_stores_or_sql_in_the_engine_fails(tmp_path: Path) -> None:
+    store = 'async def forget(conn, user_id):\n    await conn.execute("DELETE FROM memories WHERE user_id = ?", (user_id,))\n'
+    statement = 'PENDING = (\n    "SELECT id FROM exchanges WHERE user_id = ? AND reflected_at IS NULL"\n)\n'
+    for rel, source in (
+        ("bot/memory/stores/forgetting.py", store),  # at home: fine
+        ("bot/memory/forgetting_store.py", store),
+        ("bot/engine/pending.py", statement),
+        ("cogs/helpers.py", "async def f(db):\n    return await fetch_all(db.reader, QUERY)\n"),
+    ):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(source, encoding="utf-8")
+    found = sql_outside_stores(tmp_path)
+    assert sorted({line.split()[0] for line in found}) == [
+        "bot/engine/pending.py", "bot/memory/forgetting_store.py", "cogs/helpers.py"
+    ], found
+
+
+def test_the_engine_facade_is_small() -> None:
+    source = (ROOT / FACADE).read_text(encoding="utf-8")
+    assert len(source.splitlines()) < FACADE_MAX_LINES
+
+
+# --- no import cycles ---------------------------------------------------------------------------
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules of the project it imports: `from a import b` imports a.b when b is
+    a module of the project, else a; `import a.b` imports a.b."""
+    paths = _modules(root)
+    known = {_module_name(p, root) for p in paths}
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        name = _module_name(path, root)
+        edges = graph.setdefault(name, set())
+        imported = [m for _, m in _imports(path, root)]
+        for module in imported:
+            if module not in known or module == name:
+                continue
+            # `from a import b` yields a and a.b: a alone counts when some name of it is no module.
+            parent_only = [m for m in imported if m.startswith(module + ".")]
+            if parent_only and all(m in known for m in parent_only) and module not in _plain_imports(path):
+                continue
+            edges.add(module)
+    return graph
+
+
+def _plain_imports(path: Path) -> set[str]:
+    """Modules imported as such (`import a.b`), not through a `from a import …`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_two_modules_import_each_other_directly_or_in_a_loop() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_check_sees_a_loop_of_three(tmp_path: Path) -> None:
+    for name, imports in (("a", "from bot import b\n"), ("b", "import bot.c\n"), ("c", "from bot.a import x\n")):
+        path = tmp_path / "bot" / f"{name}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(imports + "x = 1\n", encoding="utf-8")
+    (tmp_path / "bot" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "cogs").mkdir()
+    assert cycles(import_graph(tmp_path)) == [["bot.a", "bot.b", "bot.c"]]
 
 
 @pytest.mark.parametrize(
-    ("module", "forbidden", "stores", "expected"),
+    ("module", "forbidden", "expected"),
     [
-        ("bot.memory.story_store", FRONT_END_FORBIDDEN, True, True),
-        ("bot.memory.store", FRONT_END_FORBIDDEN, True, True),
-        ("bot.memory.model", FRONT_END_FORBIDDEN, True, False),
-        ("bot.clients.db", FRONT_END_FORBIDDEN, False, True),
-        ("bot.clients.dbx", FRONT_END_FORBIDDEN, False, False),
-        ("discord.ext.commands", CORE_FORBIDDEN, False, True),
-        ("bot.memory.recall", CLIENT_FORBIDDEN, False, True),
-        ("bot.engine", CLIENT_FORBIDDEN, False, True),
-        ("bot.errors", CLIENT_FORBIDDEN, False, False),
+        ("bot.memory.stores.stories", FRONT_END_FORBIDDEN, True),
+        ("bot.memory.model", FRONT_END_FORBIDDEN, False),
+        ("bot.clients.db", FRONT_END_FORBIDDEN, True),
+        ("bot.clients.dbx", FRONT_END_FORBIDDEN, False),
+        ("discord.ext.commands", CORE_FORBIDDEN, True),
+        ("bot.memory.recall", CLIENT_FORBIDDEN, True),
+        ("bot.engine", CLIENT_FORBIDDEN, True),
+        ("bot.errors", CLIENT_FORBIDDEN, False),
     ],
 )
-def test_the_check_names_what_it_should(module: str, forbidden: tuple[str, ...], stores: bool, expected: bool) -> None:
-    hit = _named(module, forbidden) is not None or (stores and _is_store(module))
-    assert hit is expected
+def test_the_check_names_what_it_should(module: str, forbidden: tuple[str, ...], expected: bool) -> None:
+    assert (_named(module, forbidden) is not None) is expected
 
 
 def test_relative_imports_are_resolved(tmp_path: Path) -> None:
-    # A front end writing `from ..memory import story_store` is caught like the absolute import.
+    # A front end writing `from ..memory import stores` is caught like the absolute import.
     sample = tmp_path / "bot" / "web" / "sample.py"
     sample.parent.mkdir(parents=True)
-    sample.write_text("from ..memory import story_store\nfrom . import views\n", encoding="utf-8")
-    assert [m for _, m in _imports(sample, tmp_path)] == ["bot.memory", "bot.memory.story_store", "bot.web", "bot.web.views"]
+    sample.write_text("from ..memory import stores\nfrom . import views\n", encoding="utf-8")
+    assert [m for _, m in _imports(sample, tmp_path)] == ["bot.memory", "bot.memory.stores", "bot.web", "bot.web.views"]
 
 
 def test_no_front_end_schedules_a_reflection() -> None:
     # The turn schedules its own: a front end that forgot to would leave memories unwritten.
     calls = []
-    for path in _files(FRONT_END_DIRS):
+    for path in _room_files(FRONT_ENDS):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and node.attr == "schedule_reflection":
-                calls.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+                calls.append(f"{_rel(path)}:{node.lineno}")
     assert calls == []
-
-
-# Modules of bot/ that are neither core, client nor front end, each with its room.
-OTHER_ROOMS = {
-    "bot/__init__.py": "package",
-    "bot/__main__.py": "composition",
-    "bot/app.py": "composition",
-    "bot/config.py": "composition",
-    "bot/doctor.py": "composition (an operator command: reads the settings, asks each client)",
-    "bot/kinds.py": "composition (leaf: the kinds of server a setting names)",
-    "bot/errors.py": "errors (leaf)",
-}
-
-
-def test_every_module_has_a_room() -> None:
-    """A new module must be placed in a room, or the rules above would not look at it."""
-    rooms: dict[str, list[str]] = {}
-    for path in _files(CORE_DIRS + CLIENT_DIRS + FRONT_END_DIRS, CORE_FILES):
-        rooms.setdefault(str(path.relative_to(ROOT)), []).append("checked")
-    for name in OTHER_ROOMS:
-        rooms.setdefault(name, []).append("listed")
-    every = {str(p.relative_to(ROOT)) for folder in ("bot", "cogs") for p in (ROOT / folder).rglob("*.py")}
-    unplaced = sorted(every - rooms.keys())
-    twice = sorted(name for name, found in rooms.items() if len(found) > 1)
-    assert not unplaced, f"modules in no room (add them to CORE_FILES or OTHER_ROOMS): {unplaced}"
-    assert not twice, f"modules in two rooms: {twice}"
 
 
 MODULE_MAX_LINES = 450
@@ -211,3 +328,82 @@ def test_a_long_module_says_why_in_its_docstring() -> None:
             if "on purpose" not in docstring:
                 silent.append(f"{path.relative_to(ROOT)} ({source.count(chr(10))} lines)")
     assert not silent, f"long modules that do not say why (add 'Over 450 lines on purpose: …'): {silent}"
+
+
+# --- the tests' own shape -----------------------------------------------------------------------
+
+TEST_BUILDERS = "tests/builders.py"
+
+
+def _test_modules() -> list[Path]:
+    return sorted((ROOT / "tests").rglob("*.py"))
+
+
+def _is_fixture(node: ast.AST) -> bool:
+    """A function decorated with pytest.fixture / pytest_asyncio.fixture, called or not."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(target, ast.Attribute) and target.attr == "fixture":
+            return True
+    return False
+
+
+def _reaches_engine_store(node: ast.AST) -> bool:
+    """`engine.store`, `eng.store`, `services.engine.store`, `self.engine.store`."""
+    if not (isinstance(node, ast.Attribute) and node.attr == "store"):
+        return False
+    owner = node.value
+    return (isinstance(owner, ast.Name) and owner.id in ("engine", "eng")) or (
+        isinstance(owner, ast.Attribute) and owner.attr == "engine"
+    )
+
+
+def shape_problems(source: str, path: str, fixtures_of: dict[str, set[str]]) -> list[str]:
+    problems: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if _reaches_engine_store(node):
+            problems.append(f"{path}:{node.lineno}: reaches around the engine (engine.store): use the `store` fixture")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Engine" and path != TEST_BUILDERS:
+            problems.append(f"{path}:{node.lineno}: builds Engine(...) by hand: use tests.builders.make_engine")
+        if isinstance(node, ast.ImportFrom) and node.module in fixtures_of:
+            imported = {alias.name for alias in node.names} & fixtures_of[node.module]
+            if imported and path != "tests/conftest.py":
+                problems.append(f"{path}:{node.lineno}: imports fixture(s) {sorted(imported)}: fixtures come from conftest")
+    return problems
+
+
+
+
+def test_tests_build_in_one_place_and_never_reach_around_the_engine() -> None:
+    fixtures_of: dict[str, set[str]] = {}
+    for path in _test_modules():
+        if path.name == "conftest.py":
+            continue
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        names = {n.name for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if _is_fixture(n)}  # type: ignore[union-attr]
+        if names:
+            fixtures_of[module] = names
+    problems = [
+        problem
+        for path in _test_modules()
+        for problem in shape_problems(
+            path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix(), fixtures_of
+        )
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_tests_shape_check_names_what_it_should() -> None:
+    bad = (
+        "from tests.fakes.llm_server import llm_server\n"
+        "async def test_x(db, http, llm_server, tmp_path):\n"
+        "    engine = Engine(db=db)\n"
+        "    await engine.store.list('alice')\n"
+        "    await services.engine.store.get('alice', 1)\n"
+    )
+    problems = shape_problems(bad, "tests/test_x.py", {"tests.fakes.llm_server": {"llm_server"}})
+    assert len(problems) == 4, problems
+    good = "async def test_x(store, engine):\n    await engine.memories('alice')\n    await store.list('alice')\n"
+    assert shape_problems(good, "tests/test_x.py", {"tests.fakes.llm_server": {"llm_server"}}) == []

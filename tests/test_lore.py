@@ -11,22 +11,18 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
-import pytest_asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.character import load_character
-from bot.errors import CharacterError, LoreError
-from bot.config import load_settings
+from bot.characters.character import load_character
+from bot.characters.lore import Lorebook, LoreEntry, load_lore_file, naive_fired
 from bot.engine import Engine, Incoming
-from bot.clients.llm import LLMClient
-from bot.lore import LoreEntry, Lorebook, load_lore_file, naive_fired
+from bot.engine.prompting import ChannelLine, render_lore
+from bot.errors import CharacterError, LoreError
 from bot.presenting import why_text
-from bot.prompting import render_lore
-from bot.prompting import ChannelLine
-from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
+from tests.builders import make_engine
+from tests.fakes.llm_server import LLMRequest
 
 LORE_YAML = """\
 budget_chars: 100
@@ -168,18 +164,10 @@ def test_a_native_character_names_its_lore_file_and_a_bad_one_stops_it(tmp_path)
 # --- in a turn ----------------------------------------------------------------------------------
 
 
-@pytest_asyncio.fixture
-async def http():
-    async with httpx.AsyncClient(trust_env=False) as client:
-        yield client
-
-
 def lore_engine(db, http, llm_server, tmp_path, lore: str = LORE_YAML) -> Engine:
     (tmp_path / "lore.yaml").write_text(lore, encoding="utf-8")
     (tmp_path / "lina.yaml").write_text("name: Lina\npersona: A sailor of Vellmar.\nlore: lore.yaml\n", encoding="utf-8")
-    config = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
-    llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-    return Engine(db=db, llm=llm, embedder=None, settings=config.engine, character=load_character(tmp_path / "lina.yaml"))
+    return make_engine(db, http, llm_server, tmp_path, character=load_character(tmp_path / "lina.yaml"))
 
 
 async def test_fired_lore_enters_its_own_block_outside_the_memories_and_shows_in_why(db, http, llm_server, tmp_path):
@@ -207,7 +195,7 @@ async def test_fired_lore_enters_its_own_block_outside_the_memories_and_shows_in
     assert f"Guild — on “/guil(d|de) des voleurs/” ({guild} chars, left out: over the lore budget)" in why
 
 
-async def test_lore_told_back_by_the_character_never_becomes_a_memory_of_the_user(db, http, llm_server, tmp_path):
+async def test_lore_told_back_by_the_character_never_becomes_a_memory_of_the_user(db, http, llm_server, tmp_path, store):
     engine = lore_engine(db, http, llm_server, tmp_path)
     await engine.start()
     proposed = {"memories": [
@@ -225,7 +213,7 @@ async def test_lore_told_back_by_the_character_never_becomes_a_memory_of_the_use
     reflection = [r for r in llm_server.chats if r.json_schema is not None][0]
     assert "has lore (Port, Guild, Moon, Sky, Dragon)" in reflection.system
     assert "never store it" in reflection.system
-    assert [m.text for m in await engine.store.list("alice")] == ["The user sails a small boat."]
+    assert [m.text for m in await store.list("alice")] == ["The user sails a small boat."]
     assert "not_about_user" in str(engine.last_reports["alice"])
 
 
@@ -247,7 +235,7 @@ def test_case_insensitive_regexes_match_as_re_does(key, text, fires):
 
 
 def load_regex(key: str):  # type: ignore[no-untyped-def]
-    from bot.lore import _entry
+    from bot.characters.lore import _entry
 
     return _entry("test", {"keys": [key], "content": "x"}, 0).regexes[0]
 
@@ -272,7 +260,7 @@ RUN_OUT_OF_TIME = BACKTRACKING[-5:]
 HOSTILE_TEXTS = ["a" * 39 + "!", "Je voudrais tout savoir sur le vieux port?", "1" * 39 + "x", "x" * 39]
 _PROBE = """
 import json, logging, sys, time
-from bot.lore import _entry, Lorebook
+from bot.characters.lore import _entry, Lorebook
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
 keys, texts = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 entries = [_entry(f"e{n}", {"name": key, "keys": [key], "content": "x"}, n) for n, key in enumerate(keys)]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.cast import load_cast
-from bot.character import load_character
+from bot.characters.cast import load_cast
+from bot.characters.character import load_character
+from bot.characters.png_card import MAX_CHUNKS
 from bot.errors import CharacterError
-from bot.png_card import MAX_CHUNKS
 from tests.fakes.llm_server import FakeLLMServer
 from tests.reliability.process import chat_env, run_chat
 from tests.test_character import v2_card

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 from bot.memory.model import HistoryEntry
 from bot.memory.recall import Slot, TurnSelection
-from bot.memory.story_store import StoryHistoryEntry
+from bot.memory.stores.stories import StoryHistoryEntry
 from bot.presenting import history_text, why_text
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)

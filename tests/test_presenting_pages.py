@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cogs.utils.answering import DISCORD_LIMIT
-from bot.memory.store import MAX_MEMORY_CHARS
 from bot.memory.model import Memory
+from bot.memory.stores.memories import MAX_MEMORY_CHARS
 from bot.presenting import memory_pages
+from cogs.utils.answering import DISCORD_LIMIT
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
 HEADER = re.compile(r"Memories (\d+)–(\d+) of (\d+):")

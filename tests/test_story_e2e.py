@@ -6,16 +6,13 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest_asyncio
 
-from bot.character import load_character
-from bot.config import load_settings
 from bot.engine import Engine, Incoming
-from bot.clients.llm import LLMClient
-from bot.memory.story_store import load_story, story_history
+from bot.memory.stores.stories import load_story, story_history
 from bot.presenting import history_text, why_text
-from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
+from tests.builders import make_engine
+from tests.fakes.llm_server import LLMRequest
 
 USER = "camille"
 STORY = "chan-7"
@@ -26,14 +23,11 @@ LEGITIMATE = "Camille dit qu'elle ne retrouve jamais ses livres de cuisine."
 
 
 @pytest_asyncio.fixture
-async def engine(tmp_path, db, llm_server, clock) -> AsyncIterator[Engine]:
-    settings = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
-    async with httpx.AsyncClient() as http:
-        llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-        eng = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=load_character(None), clock=clock)
-        await eng.start()
-        yield eng
-        await eng.close()
+async def engine(tmp_path, db, http, llm_server, clock) -> AsyncIterator[Engine]:
+    eng = make_engine(db, http, llm_server, tmp_path, clock=clock)
+    await eng.start()
+    yield eng
+    await eng.close()
 
 
 def script(llm_server, reflection: dict) -> None:
@@ -63,7 +57,7 @@ async def test_a_summary_that_drops_an_anchored_fact_leaves_the_anchor(engine, l
     assert system.index("Inès") < system.index("valises")
 
 
-async def test_anchor_removal_needs_a_reason_and_is_archived_with_it(engine, llm_server):
+async def test_anchor_removal_needs_a_reason_and_is_archived_with_it(engine, llm_server, store):
     script(llm_server, {"anchors": {"add": ["Camille habite à Nantes."]}})
     await turn(engine)
     [anchor] = (await load_story(engine.db, USER, STORY)).anchors
@@ -80,7 +74,7 @@ async def test_anchor_removal_needs_a_reason_and_is_archived_with_it(engine, llm
     assert (await load_story(engine.db, USER, STORY)).anchors == []
     [removed] = [h for h in await story_history(engine.db, USER, STORY) if h.operation == "anchor_removed"]
     assert removed.reason == reason and removed.payload["text"] == "Camille habite à Nantes."
-    shown = history_text(await engine.store.history(USER), await story_history(engine.db, USER, None))
+    shown = history_text(await store.history(USER), await story_history(engine.db, USER, None))
     assert "Camille habite à Nantes." in shown and reason in shown
 
 

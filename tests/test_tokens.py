@@ -9,8 +9,8 @@ import pytest
 
 from bot.clients.llm import LLMClient
 from bot.clients.llm_wire import TokenUsage
-from bot.memory.recall import TurnFigures, TurnSelection
 from bot.memory.model import utcnow
+from bot.memory.recall import TurnFigures, TurnSelection
 from bot.presenting import why_text
 from tests.fakes.llm_server import FAKE_MODEL, Reply
 

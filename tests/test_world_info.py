@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from bot.character import load_character
+from bot.characters.character import load_character
+from bot.characters.lore import load_lore_file
 from bot.errors import CharacterError, LoreError
-from bot.lore import load_lore_file
 from tests.fakes.llm_server import FakeLLMServer
 from tests.reliability.process import chat_env, run_chat
 from tests.test_character import v2_card
@@ -141,7 +141,7 @@ def test_a_character_naming_a_bad_world_info_file_does_not_start(tmp_path: Path)
 
 
 def test_a_world_info_file_beside_the_characters_of_a_folder_is_lore_not_a_character(tmp_path: Path) -> None:
-    from bot.cast import load_cast
+    from bot.characters.cast import load_cast
 
     (tmp_path / "vellmar.json").write_text(json.dumps(world_info()), encoding="utf-8")
     (tmp_path / "lina.yaml").write_text("name: Lina\npersona: Une marinière.\nlore: vellmar.json\n", encoding="utf-8")

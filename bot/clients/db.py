@@ -4,7 +4,8 @@ One writer connection guarded by an asyncio lock, one reader connection. A share
 connection interleaves the statements of concurrent coroutines, so a rollback in one could drop
 another's insert; every write therefore goes through `Database.write()`, one at a time.
 
-PostgreSQL (bot.clients.postgres) offers the same surface. The stores write one SQL text for
+PostgreSQL (bot.clients.postgres) offers the same surface, the protocols of bot.clients.storage
+that the stores are typed with. The stores write one SQL text for
 both where the two agree; where a statement truly differs, it is an `Sql` holding both texts.
 """
 
@@ -16,17 +17,16 @@ import logging
 import os
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import aiosqlite
 
-from bot.clients.values import as_utc
-
 from bot.clients.outage import Outage
+from bot.clients.storage import Connection, Database, Params, Row
+from bot.clients.values import as_utc
 from bot.errors import MigrationError, StartupError, StorageError
 
 log = logging.getLogger(__name__)
@@ -129,9 +129,7 @@ def from_db(value: str | None) -> datetime | None:
     return UNREADABLE_DATE
 
 
-async def fetch_all(
-    conn: aiosqlite.Connection, sql: str, params: Sequence[Any] = ()
-) -> list[aiosqlite.Row]:
+async def fetch_all(conn: Connection, sql: str, params: Params = ()) -> list[Row]:
     """Run a query and read all its rows in one step of the connection's thread.
 
     Never a cursor opened with `async with conn.execute` and read later: on the shared reader,
@@ -142,12 +140,16 @@ async def fetch_all(
     return list(await conn.execute_fetchall(sql, params))
 
 
-async def fetch_one(
-    conn: aiosqlite.Connection, sql: str, params: Sequence[Any] = ()
-) -> aiosqlite.Row | None:
+async def fetch_one(conn: Connection, sql: str, params: Params = ()) -> Row | None:
     """The first row of a query that returns at most one, read like fetch_all."""
     rows = await fetch_all(conn, sql, params)
     return rows[0] if rows else None
+
+
+async def inserted_id(conn: Connection, sql: str, params: Params = ()) -> int | None:
+    """The id an `INSERT … RETURNING id` gave its row; None when it inserted none."""
+    row = await fetch_one(conn, sql, params)
+    return int(row[0]) if row is not None else None
 
 
 def list_migrations(directory: Path = MIGRATIONS_DIR) -> list[tuple[int, Path]]:
@@ -201,6 +203,15 @@ async def apply_migrations(conn: aiosqlite.Connection, directory: Path = MIGRATI
     return version
 
 
+def schema_version(path: Path) -> int:
+    """The migrations a SQLite file holds, read without writing (sqlite3.Error when it is not one)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        conn.close()
+
+
 def lock_file(path: Path) -> Path:
     """The file whose lock says who uses the database: "<database>.lock", beside it."""
     return path.with_name(path.name + ".lock")
@@ -238,7 +249,7 @@ async def _hold_while_open(path: Path) -> int:
     return fd
 
 
-class Database:
+class SQLiteDatabase:
     """The bot's SQLite database: `reader` for queries, `write()` for serialised transactions."""
 
     dialect = "sqlite"
@@ -254,7 +265,7 @@ class Database:
         self.storage = Outage(log, level=logging.ERROR)
 
     @classmethod
-    async def open(cls, path: str | Path, migrations: Path = MIGRATIONS_DIR) -> "Database":
+    async def open(cls, path: str | Path, migrations: Path = MIGRATIONS_DIR) -> "SQLiteDatabase":
         if str(path) == ":memory:":
             # The reader would open a second, empty in-memory database.
             raise ValueError("Écho needs a database file: the reader and writer share it")
@@ -347,20 +358,6 @@ class Database:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
-
-
-def is_postgres_url(target: str | Path) -> bool:
-    return str(target).startswith(("postgresql://", "postgres://"))
-
-
-async def open_database(target: str | Path) -> Any:
-    """The database a setting names: a postgresql:// URL opens PostgreSQL, anything else is the
-    SQLite file's path."""
-    if is_postgres_url(target):
-        from bot.clients.postgres import PostgresDatabase
-
-        return await PostgresDatabase.open(str(target))
-    return await Database.open(target)
 
 
 async def ping(db: Database) -> None:

@@ -15,9 +15,10 @@ from typing import Literal, Protocol
 import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
+
+from bot.clients.kinds import EmbedderKind
 from bot.clients.model_queue import ModelQueue
 from bot.errors import EmbeddingError
-from bot.kinds import EmbedderKind
 
 # The turn embeds only its own query, once, bounded as a whole (healthy latency is
 # 0.2-0.8 s; retrying a sleeping machine does not wake it up: docs/design.md, "Read path").
@@ -49,10 +50,15 @@ PrefixMode = Literal["asymmetric", "query", "passage"]
 
 
 class Embedder(Protocol):
-    # The identity stored with every vector: vectors of different models are never compared.
-    model: str
-    # None until an HTTP backend has answered once.
-    dim: int | None
+    @property
+    def model(self) -> str:
+        """The identity stored with every vector: vectors of different models are never compared."""
+        ...
+
+    @property
+    def dim(self) -> int | None:
+        """None until an HTTP backend has answered once."""
+        ...
 
     async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         """(n, d) float32, L2-normalised rows, in the order of `texts`."""

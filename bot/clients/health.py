@@ -13,9 +13,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from bot.clients.db import Database, ping
+from bot.clients.db import ping
 from bot.clients.embeddings import Embedder
 from bot.clients.llm import LLMClient
+from bot.clients.storage import Database
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class Check:
 
 
 class _Cached:
-    def __init__(self, probe: Callable[[], Awaitable[None]], clock: Callable[[], float]) -> None:
+    def __init__(self, probe: Callable[[], Awaitable[object]], clock: Callable[[], float]) -> None:
         self._probe = probe
         self._clock = clock
         self._result: Check | None = None
@@ -46,7 +47,7 @@ class _Cached:
             return self._result
 
 
-async def _run(probe: Callable[[], Awaitable[None]]) -> Check:
+async def _run(probe: Callable[[], Awaitable[object]]) -> Check:
     try:
         await asyncio.wait_for(probe(), timeout=CHECK_SECONDS)
     except TimeoutError:

@@ -25,9 +25,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from bot.clients.kinds import Api
 from bot.clients.llm_wire import ChatReply, Thinking, TokenUsage, request_body, strip_thinking, token_usage
 from bot.clients.values import storable
-from bot.kinds import Api
 from bot.errors import LLMBadResponse, LLMError, LLMStreamCut, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
 
 log = logging.getLogger(__name__)
@@ -298,7 +298,8 @@ class LLMClient:
             info = data.get("model_info")
             found = [v for k, v in info.items() if k.endswith(".context_length")] if isinstance(info, dict) else []
         else:
-            entries = data.get("data") if isinstance(data.get("data"), list) else []
+            listed = data.get("data")
+            entries = listed if isinstance(listed, list) else []
             found = [
                 entry.get(key)
                 for entry in entries
@@ -513,7 +514,8 @@ class LLMClient:
         code = error.get("code") if isinstance(error, dict) else None
         message = error.get("message") if isinstance(error, dict) else error
         if not isinstance(message, str):
-            message = data.get("message") if isinstance(data.get("message"), str) else ""
+            other = data.get("message")
+            message = other if isinstance(other, str) else ""
         lowered = message.lower()
         if code == "model_not_found" or (
             "model" in lowered and ("not found" in lowered or "does not exist" in lowered)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.kinds import Api
+from bot.clients.kinds import Api
 
 # Name sent in OpenAI's response_format.json_schema; the API requires one.
 SCHEMA_NAME = "reflection"

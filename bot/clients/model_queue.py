@@ -199,6 +199,7 @@ def _deliver(request: _Request, rows: np.ndarray | None, error: EmbeddingError |
         if error is not None:
             request.future.set_exception(error)
         else:
+            assert rows is not None
             request.future.set_result(rows)
 
     try:

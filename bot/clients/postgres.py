@@ -1,11 +1,12 @@
-"""PostgreSQL access (asyncpg) with the surface of bot.clients.db.Database.
+"""PostgreSQL access (asyncpg), satisfying the protocols of bot.clients.storage as the SQLite
+database does.
 
 The stores are written once: they call `conn.execute(sql, params)`, `fetch_all(conn, sql,
-params)` and read `cursor.rowcount` / `cursor.lastrowid`, as on aiosqlite. The dialect
-differences that a translation can carry live here and nowhere else: `?` and `:name`
-placeholders become `$n`, `INSERT OR IGNORE` becomes `ON CONFLICT DO NOTHING`, and an INSERT
-into a table with an identity `id` returns it (SQLite's lastrowid). A statement that truly
-differs is an `Sql` holding both texts; this connection runs its `.postgresql` one.
+params)` and read `cursor.rowcount`. The dialect differences that a translation can carry live
+here and nowhere else: `?` and `:name` placeholders become `$n`, and `INSERT OR IGNORE` becomes
+`ON CONFLICT DO NOTHING`. An INSERT that needs the new row's id says `RETURNING id` itself (both
+stores run it). A statement that truly differs is an `Sql` holding both texts; this connection
+runs its `.postgresql` one.
 
 Writes are serialised like SQLite's: one at a time in a process (an asyncio lock) and one at a
 time across processes (a transaction-level advisory lock taken first, the equivalent of BEGIN
@@ -16,9 +17,9 @@ keeps the guarantees it has on SQLite whatever the number of bot processes.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
-import hashlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from bot.clients.db import POSTGRES_MIGRATIONS_DIR, fetch_one, list_migrations
+from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations
 from bot.clients.outage import Outage
 from bot.errors import MigrationError, StorageError
 
@@ -38,13 +39,6 @@ log = logging.getLogger(__name__)
 # Keys of the advisory locks taken by Écho (bigint space shared with nothing else of ours).
 WRITER_LOCK = 0x4563686F  # "Echo": one write transaction at a time across processes
 MIGRATION_LOCK = 0x45636D67
-# Tables whose rows get an identity id: an INSERT into one returns it, as SQLite's lastrowid.
-ID_TABLES = frozenset(
-    {
-        "memories", "memory_history", "exchanges", "turns", "turn_log", "story_anchors",
-        "story_positions", "story_history", "exchange_replies", "memory_changes",
-    }
-)
 
 _TOKENS = re.compile(r"'(?:[^']|'')*'|\?|(?<!:):([A-Za-z_]\w*)")
 _INSERT_INTO = re.compile(r"^\s*INSERT\s+(OR\s+IGNORE\s+)?INTO\s+(\w+)", re.IGNORECASE)
@@ -56,7 +50,6 @@ class _Translated:
     text: str
     names: tuple[str, ...] | None  # the parameter names in $n order, for :name statements
     returns_rows: bool
-    inserts: bool  # an INSERT: its first returned column is the new row's id
 
 
 @lru_cache(maxsize=2048)
@@ -82,13 +75,20 @@ def translate(sql: str) -> _Translated:
     if positional and names:
         raise ValueError(f"a statement mixes ? and :name placeholders: {sql}")
     insert = _INSERT_INTO.match(text)
-    if insert is not None:
-        if insert.group(1):
-            text = _INSERT_INTO.sub(r"INSERT INTO \2", text, count=1) + " ON CONFLICT DO NOTHING"
-        if insert.group(2).lower() in ID_TABLES and not _RETURNING.search(text):
-            text += " RETURNING id"
+    if insert is not None and insert.group(1):
+        text = _insert_or_ignore(text)
     returns_rows = bool(_RETURNING.search(text)) or text.upper().startswith(("SELECT", "WITH", "VALUES"))
-    return _Translated(text, tuple(names) if names else None, returns_rows, insert is not None)
+    return _Translated(text, tuple(names) if names else None, returns_rows)
+
+
+def _insert_or_ignore(text: str) -> str:
+    """`INSERT OR IGNORE INTO t … [RETURNING …]` as `INSERT INTO t … ON CONFLICT DO NOTHING
+    [RETURNING …]`: the conflict clause goes before RETURNING."""
+    text = _INSERT_INTO.sub(r"INSERT INTO \2", text, count=1)
+    returning = _RETURNING.search(text)
+    if returning is None:
+        return text + " ON CONFLICT DO NOTHING"
+    return f"{text[: returning.start()].rstrip()} ON CONFLICT DO NOTHING {text[returning.start():]}"
 
 
 def _statement(sql: str) -> str | None:
@@ -103,12 +103,11 @@ def _arguments(translated: _Translated, params: Sequence[Any] | Mapping[str, Any
 
 
 class Cursor:
-    """What aiosqlite's cursor offers the stores: rowcount, lastrowid and the rows."""
+    """What aiosqlite's cursor offers the stores: rowcount and the rows."""
 
-    def __init__(self, rows: list[asyncpg.Record], rowcount: int, *, inserted: bool = False) -> None:
+    def __init__(self, rows: list[asyncpg.Record], rowcount: int) -> None:
         self.rows = rows
         self.rowcount = rowcount
-        self.lastrowid: int | None = int(rows[-1][0]) if inserted and rows else None
 
     async def fetchall(self) -> list[asyncpg.Record]:
         return self.rows
@@ -146,7 +145,7 @@ async def _run(conn: asyncpg.Connection, sql: str, params: Sequence[Any] | Mappi
     args = _arguments(translated, params)
     if translated.returns_rows:
         rows = await conn.fetch(translated.text, *args)
-        return Cursor(rows, len(rows), inserted=translated.inserts)
+        return Cursor(rows, len(rows))
     status = await conn.execute(translated.text, *args)
     last = status.rsplit(" ", 1)[-1]
     return Cursor([], int(last) if last.isdigit() else -1)
@@ -222,13 +221,26 @@ def describe(url: str) -> str:
     return f"postgresql://{user}{host}{':' + str(parts.port) if parts.port else ''}{parts.path}"
 
 
+async def probe(url: str, *, timeout: float) -> tuple[bool, int]:
+    """Whether the server at `url` is read-only, and the schema version its database holds (0
+    before the first start): what `python -m bot doctor` reports, without migrating anything."""
+    conn = await asyncpg.connect(url, timeout=timeout)
+    try:
+        read_only = await conn.fetchval("SHOW transaction_read_only")
+        migrated = await conn.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
+        version = int(await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version")) if migrated else 0
+    finally:
+        await conn.close()
+    return read_only == "on", version
+
+
 def check_url(url: str) -> None:
     """ValueError with the reason when DATABASE_URL cannot name a PostgreSQL database."""
     parts = urlsplit(url)
     if parts.scheme not in ("postgresql", "postgres"):
         raise ValueError(f"DATABASE_URL must start with postgresql://, got {parts.scheme or 'nothing'}://")
     try:
-        parts.port
+        _ = parts.port  # reading it checks it
     except ValueError:
         raise ValueError("DATABASE_URL has a port that is not a number from 1 to 65535") from None
     if not parts.path.strip("/"):
@@ -333,10 +345,6 @@ def lock_key(name: str) -> int:
     """A stable advisory-lock key for a name. Two names may share a key (a 64-bit hash): the
     cost is one of them waiting a turn, never a wrong result. hash() differs per process."""
     return int.from_bytes(hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
-
-
-async def ping(db: PostgresDatabase) -> None:
-    await fetch_one(db.reader, "SELECT 1")
 
 
 def open_failure(exc: BaseException) -> str | None:

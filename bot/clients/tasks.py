@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import functools
+import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 

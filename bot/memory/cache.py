@@ -38,13 +38,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-import aiosqlite
 import numpy as np
 
-from bot.clients.db import Database, from_db
+from bot.clients.db import from_db
+from bot.clients.locks import KeyedLocks
+from bot.clients.storage import Connection, Database
 from bot.memory.model import Memory
-from bot.memory.store import changed_since, memory_rows, memory_version, row_to_memory
-from bot.memory.vectors import VECTOR_DTYPE, vector_rows
+from bot.memory.stores.memories import changed_since, memory_rows, memory_version, row_to_memory
+from bot.memory.stores.vectors import VECTOR_DTYPE, vector_rows
 from bot.memory.write_index import WriteIndex
 
 DEFAULT_MAX_BYTES = 1024 * 1024 * 1024
@@ -380,11 +381,11 @@ class MemoryCache:
         self._entries: dict[str, UserMemories] = {}
         self._value: dict[str, float] = {}
         self._clock = 0.0
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: KeyedLocks[str] = KeyedLocks()
         # One builder per user and place at a time: the start-up warm-up and a reflection may
         # both ask for the same index, and a half-built one must never be used. Per place, so
         # that a reflection holding the write lock never waits for another place's build.
-        self._index_locks: dict[tuple[str, str | None], asyncio.Lock] = {}
+        self._index_locks: KeyedLocks[tuple[str, str | None]] = KeyedLocks()
         # Erasures per user, so that a load under way when the user was erased is not kept.
         self._forgotten: dict[str, int] = {}
         # Per user and place, what the write path compares new text with (built on the first
@@ -421,22 +422,16 @@ class MemoryCache:
         self._value.pop(user_id, None)
         self._write_indexes.pop(user_id, None)
 
-    async def get(self, user_id: str, conn: aiosqlite.Connection | None = None) -> UserMemories:
+    async def get(self, user_id: str, conn: Connection | None = None) -> UserMemories:
         """The user's memories as of now: one read of their version when nothing changed.
 
         `conn`: the connection to read through, by default the shared reader. A caller holding
         the write lock passes its own: the reader may be busy loading another user's 100,000
         rows, and the lock would be held while waiting for it."""
-        lock = self._locks.setdefault(user_id, asyncio.Lock())
-        async with lock:
-            try:
-                return await self._current(user_id, conn or self.db.reader)
-            finally:
-                # A caller arriving now makes a new lock and may read the user once more: harmless.
-                if self._locks.get(user_id) is lock:
-                    self._locks.pop(user_id, None)
+        async with self._locks.hold(user_id):
+            return await self._current(user_id, conn or self.db.reader)
 
-    async def _current(self, user_id: str, conn: aiosqlite.Connection) -> UserMemories:
+    async def _current(self, user_id: str, conn: Connection) -> UserMemories:
         version = await memory_version(conn, user_id)
         entry = self._entries.get(user_id)
         if entry is not None and entry.version == version:
@@ -458,7 +453,7 @@ class MemoryCache:
         return await self._load(conn, user_id, version)
 
     async def write_index(
-        self, user_id: str, place: str | None, now: datetime, conn: aiosqlite.Connection | None = None
+        self, user_id: str, place: str | None, now: datetime, conn: Connection | None = None
     ) -> tuple[UserMemories, WriteIndex]:
         """The user's memories as of now and their write index for `place`, caught up with
         every change read since it was last used. The first one of a user and place is built in
@@ -467,13 +462,11 @@ class MemoryCache:
         The write path may change the index in place while its transaction runs; if that
         transaction does not commit, it must call `drop_write_indexes`. `conn`: as for `get`.
         """
-        # Never replaced (a few hundred bytes per user and place): a lock replaced while a
-        # caller waits on the old one would let two builders in.
-        async with self._index_locks.setdefault((user_id, place), asyncio.Lock()):
+        async with self._index_locks.hold((user_id, place)):
             return await self._write_index(user_id, place, now, conn)
 
     async def _write_index(
-        self, user_id: str, place: str | None, now: datetime, conn: aiosqlite.Connection | None
+        self, user_id: str, place: str | None, now: datetime, conn: Connection | None
     ) -> tuple[UserMemories, WriteIndex]:
         entry = await self.get(user_id, conn)
         now_us = micros(now)
@@ -529,7 +522,7 @@ class MemoryCache:
         self._write_indexes.pop(user_id, None)
 
     async def _vectors(
-        self, conn: aiosqlite.Connection, user_id: str, among: Sequence[int] | None = None
+        self, conn: Connection, user_id: str, among: Sequence[int] | None = None
     ) -> dict[int, _Vector]:
         if self.model is None:
             return {}
@@ -550,7 +543,7 @@ class MemoryCache:
                 return vectors
             after = int(rows[-1][0])
 
-    async def _load(self, conn: aiosqlite.Connection, user_id: str, version: tuple[int, int]) -> UserMemories:
+    async def _load(self, conn: Connection, user_id: str, version: tuple[int, int]) -> UserMemories:
         started = time.perf_counter()
         forgotten = self._forgotten.get(user_id, 0)
         rows: list[Any] = []

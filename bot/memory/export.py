@@ -9,13 +9,14 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from bot.clients.db import Database, to_db
-from bot.memory import settings_store
-from bot.memory.exchange_store import export_exchanges, memory_sources
+from bot.clients.db import to_db
+from bot.clients.storage import Database
 from bot.memory.model import HistoryEntry, Memory
-from bot.memory.report_store import TurnLogEntry, export_turns, user_turn_log
-from bot.memory.store import MemoryStore
-from bot.memory.story_store import StoryHistoryEntry, load_story, story_history, user_story_ids
+from bot.memory.stores import settings as settings_store
+from bot.memory.stores.exchanges import export_exchanges, memory_sources
+from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.reports import TurnLogEntry, export_turns, user_turn_log
+from bot.memory.stores.stories import StoryHistoryEntry, load_story, story_history, user_story_ids
 
 # Everything, however long the user's history.
 _ALL = 100_000

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from bot.memory.text import (
@@ -244,7 +245,7 @@ def _comparable(text: str) -> set[str]:
 
 
 
-def _shared(a: set[str], b: set[str]) -> int:
+def _shared(a: AbstractSet[str], b: AbstractSet[str]) -> int:
     """Words of `a` paired one-to-one with a word of `b` (exact pairs first)."""
     left = set(b)
     shared = 0
@@ -256,7 +257,7 @@ def _shared(a: set[str], b: set[str]) -> int:
     return shared
 
 
-def _overlap(a: set[str], b: set[str]) -> float:
+def _overlap(a: AbstractSet[str], b: AbstractSet[str]) -> float:
     shared = _shared(a, b)
     union = len(a) + len(b) - shared
     return shared / union if union else 0.0

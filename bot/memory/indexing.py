@@ -15,18 +15,18 @@ import logging
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from bot.clients.db import Database
-from bot.errors import EmbeddingError, StorageError
 from bot.clients.embeddings import Embedder
+from bot.clients.outage import Outage
+from bot.clients.storage import Database
+from bot.clients.tasks import quiet_when_cancelled
+from bot.errors import EmbeddingError, StorageError
 from bot.memory.model import utcnow
-from bot.memory.vectors import (
+from bot.memory.stores.vectors import (
     VectorRow,
     delete_vectors_of_other_models,
     stale_memories,
     store_vectors,
 )
-from bot.clients.outage import Outage
-from bot.clients.tasks import quiet_when_cancelled
 
 log = logging.getLogger(__name__)
 

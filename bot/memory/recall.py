@@ -24,18 +24,19 @@ from typing import Any
 
 import numpy as np
 
-from bot.clients.db import Database, fetch_one, from_db, to_db
+from bot.clients.db import fetch_one, from_db, inserted_id, to_db
 from bot.clients.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, embed_turn_query
+from bot.clients.outage import Outage
+from bot.clients.storage import Database
 from bot.errors import EmbeddingError
-from bot.memory.counters import count_candidates, count_served, record_turn
-from bot.memory.exchange_store import TURN_QUERY_CHARS
-from bot.memory.model import Memory, utcnow
 from bot.memory.cache import MemoryCache, UserMemories, micros
+from bot.memory.model import Memory, utcnow
 from bot.memory.select_arrays import Candidates, select_columns, top_positions
 from bot.memory.selection import DEFAULT_LIMIT, FALLBACK_THRESHOLD, Selected
-from bot.memory.store import row_to_memory
-from bot.memory.vectors import lexical_matches
-from bot.clients.outage import Outage
+from bot.memory.stores.counters import count_candidates, count_served, record_turn
+from bot.memory.stores.exchanges import TURN_QUERY_CHARS
+from bot.memory.stores.memories import row_to_memory
+from bot.memory.stores.vectors import lexical_matches
 
 log = logging.getLogger(__name__)
 
@@ -388,9 +389,10 @@ class Recall:
                 "degraded_turns = turn_stats.degraded_turns + excluded.degraded_turns",
                 (selection.user_id, int(selection.degraded)),
             )
-            cur = await conn.execute(
+            turn_id = await inserted_id(
+                conn,
                 "INSERT INTO turns (user_id, story_id, place, query, degraded, detail, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     selection.user_id,
                     selection.story_id,
@@ -401,7 +403,7 @@ class Recall:
                     to_db(selection.created_at),
                 ),
             )
-            turn_id = int(cur.lastrowid or 0)
+            assert turn_id is not None
             figures = selection.figures
             await conn.execute(
                 "INSERT INTO turn_log (user_id, story_id, outcome, memory_ms, reply_ms, prompt_tokens, "

@@ -21,12 +21,12 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError, field_validator
 
+from bot.errors import ReflectionParseError
 from bot.memory.model import Memory, Scope, UserMemoryType, checked_expiry
+from bot.memory.quoting import quote_block, quote_line, speaker_attribute, speaker_name
 from bot.memory.story import MAX_SUMMARY_CHARS, POSITION_FIELD_DESCRIPTIONS
 from bot.memory.story_state import is_finite_number
 from bot.memory.text import canonical, storable
-from bot.quoting import quote_block, quote_line, speaker_attribute, speaker_name
-from bot.errors import ReflectionParseError
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bot.clients.db import Database
-from bot.memory import report_store
+from bot.clients.storage import Database
 from bot.memory.model import Memory
 from bot.memory.recall import TurnSelection
-from bot.memory.report_store import Backlog, SetAside, TurnHeader, TurnLogEntry, UserSummary
+from bot.memory.stores import reports as report_store
+from bot.memory.stores.reports import Backlog, SetAside, TurnHeader, TurnLogEntry, UserSummary
 
 __all__ = ["Backlog", "Report", "SetAside", "TurnHeader", "TurnLogEntry", "UserSummary"]
 

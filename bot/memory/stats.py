@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.clients.db import Database
-from bot.memory.exchange_store import count_pending_reflection
+from bot.clients.storage import Database
 from bot.memory.model import Memory
 from bot.memory.recall import turn_stats
-from bot.memory.store import MemoryStore
+from bot.memory.stores.exchanges import count_pending_reflection
+from bot.memory.stores.memories import MemoryStore
 
 # A memory that was a candidate this often and never chosen is listed as never surfaced.
 NEVER_SURFACED_AFTER = 5

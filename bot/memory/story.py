@@ -1,7 +1,7 @@
 """Per-story memory around the 24 slots: summary, code-held anchors, positions, bounded state.
 
 Pure logic: the reflection proposes (already parsed), these functions decide what changes, and
-`story_store` writes the decision. Nothing here does I/O.
+`bot.memory.stores.stories` writes the decision. Nothing here does I/O.
 
 The loops measured on the prototype (docs/design.md, "Loops") and the guard each one gets:
 - the summary rewritten in full forgot facts the model stopped repeating → anchors held by the
@@ -24,9 +24,9 @@ from datetime import datetime
 from difflib import SequenceMatcher
 from typing import Any
 
-from bot.memory.text import content_words, normalise, words
-from bot.quoting import STORY_BLOCK_END, STORY_BLOCK_START, quote_line
+from bot.memory.quoting import STORY_BLOCK_END, STORY_BLOCK_START, quote_line
 from bot.memory.story_state import StateSpec
+from bot.memory.text import content_words, normalise, words
 
 # A justification that reuses 30 characters or more of the position it claims to support does
 # not re-anchor it. Read from 21 real justifications of the prototype's journal (docs/design.md,
@@ -342,7 +342,7 @@ def _proposal(item: Any) -> ProposedPosition | None:
     values = [get(k) for k in ("subject", "stance", "justification")]
     if not all(isinstance(v, str) and normalise(v) for v in values):
         return None
-    subject, stance, justification = (" ".join(v.split()) for v in values)
+    subject, stance, justification = (" ".join(str(v).split()) for v in values)
     return ProposedPosition(subject, stance, justification)
 
 

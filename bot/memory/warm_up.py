@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.clients.db import Database
+from bot.clients.storage import Database
 from bot.errors import StorageError
 from bot.memory.cache import MemoryCache
-from bot.memory.exchange_store import recent_speakers
+from bot.memory.stores.exchanges import recent_speakers
 
 log = logging.getLogger(__name__)
 

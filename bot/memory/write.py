@@ -16,17 +16,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-import aiosqlite
-
-from bot.clients.db import Database
+from bot.clients.storage import Connection, Database
+from bot.errors import InvalidMemory
 from bot.memory import filters
-from bot.memory.exchange_store import add_sources, record_change
 from bot.memory.cache import MemoryCache, UserMemories
 from bot.memory.dedup import MergeDecision, merge
 from bot.memory.model import Memory, utcnow
 from bot.memory.reflection import Reflection
 from bot.memory.replace_guard import judge_replacement
-from bot.memory.store import (
+from bot.memory.stores.exchanges import add_sources, record_change
+from bot.memory.stores.memories import (
     MemoryCapReached,
     NewMemory,
     check_room,
@@ -35,9 +34,8 @@ from bot.memory.store import (
     rewrite_memory,
     set_expiry,
 )
-from bot.errors import InvalidMemory
+from bot.memory.stores.stories import StoryReport, apply_story_reflection
 from bot.memory.story_state import StateSpec
-from bot.memory.story_store import StoryReport, apply_story_reflection
 from bot.memory.write_index import WriteIndex, same_place
 
 log = logging.getLogger(__name__)
@@ -165,7 +163,7 @@ class _Memories:
 
 class _Writer:
     def __init__(
-        self, conn: aiosqlite.Connection, ctx: ReflectionContext, now: datetime, entry: UserMemories, index: WriteIndex
+        self, conn: Connection, ctx: ReflectionContext, now: datetime, entry: UserMemories, index: WriteIndex
     ) -> None:
         self.conn = conn
         self.ctx = ctx
@@ -316,49 +314,65 @@ class _Writer:
             return
         match = self.index.dedup.best_match(text)
         if match is not None:
-            match_id, score = match
-            existing = self.by_id[match_id]
-            decision = merge(existing.text, text)
-            if existing.pinned and decision.rewrite:
-                decision = MergeDecision(existing.text, False, "pinned by the user: kept as written")
-            if decision.rewrite and decision.text.strip() != existing.text.strip():
-                await rewrite_memory(
-                    self.conn,
-                    self.ctx.user_id,
-                    match_id,
-                    decision.text,
-                    operation="merge",
-                    cause=self.ctx.cause,
-                    now=self.now,
-                    expires_at=expires_at,
-                )
-                before = existing.text
-                existing.text = decision.text
-                existing.expires_at = expires_at or existing.expires_at
-                self.index.index_text(match_id, decision.text)
-                self.decide(
-                    "merged", decision.text, match_id, f"score {score:.2f}: {decision.reason}", before=before
-                )
-            else:
-                # Absorption does not refresh the date: a fact the user keeps repeating must not
-                # climb the recency ranking above fresh memories. A newly given expiry is kept,
-                # archived first; a pinned memory keeps its own (only its owner changes it).
-                detail = f"score {score:.2f}: {decision.reason}"
-                if expires_at is not None and expires_at != existing.expires_at:
-                    if existing.pinned:
-                        detail += "; pinned by the user: its expiry is kept"
-                    else:
-                        await set_expiry(
-                            self.conn, self.ctx.user_id, match_id, expires_at, cause=self.ctx.cause, now=self.now
-                        )
-                        existing.expires_at = expires_at
-                self.decide("absorbed", text, match_id, detail)
+            await self._merge_into(match, text, expires_at)
             return
         try:
             check_room(len(self.by_id), self.ctx.max_memories)
         except MemoryCapReached as exc:
             self.decide("dropped", text, None, f"memory cap: {exc}")
             return
+        await self._add(
+            text, type_=type_, scope=scope, confidence=confidence, expires_at=expires_at, action=added_action, note=note
+        )
+
+    async def _merge_into(self, match: tuple[int, float], text: str, expires_at: datetime | None) -> None:
+        """The candidate says what a memory already says: merged into it, or absorbed."""
+        match_id, score = match
+        existing = self.by_id[match_id]
+        decision = merge(existing.text, text)
+        if existing.pinned and decision.rewrite:
+            decision = MergeDecision(existing.text, False, "pinned by the user: kept as written")
+        if decision.rewrite and decision.text.strip() != existing.text.strip():
+            await rewrite_memory(
+                self.conn,
+                self.ctx.user_id,
+                match_id,
+                decision.text,
+                operation="merge",
+                cause=self.ctx.cause,
+                now=self.now,
+                expires_at=expires_at,
+            )
+            before = existing.text
+            existing.text = decision.text
+            existing.expires_at = expires_at or existing.expires_at
+            self.index.index_text(match_id, decision.text)
+            self.decide("merged", decision.text, match_id, f"score {score:.2f}: {decision.reason}", before=before)
+            return
+        # Absorption does not refresh the date: a fact the user keeps repeating must not climb
+        # the recency ranking above fresh memories. A newly given expiry is kept, archived
+        # first; a pinned memory keeps its own (only its owner changes it).
+        detail = f"score {score:.2f}: {decision.reason}"
+        if expires_at is not None and expires_at != existing.expires_at:
+            if existing.pinned:
+                detail += "; pinned by the user: its expiry is kept"
+            else:
+                await set_expiry(self.conn, self.ctx.user_id, match_id, expires_at, cause=self.ctx.cause, now=self.now)
+                existing.expires_at = expires_at
+        self.decide("absorbed", text, match_id, detail)
+
+    async def _add(
+        self,
+        text: str,
+        *,
+        type_: str,
+        scope: str,
+        confidence: float,
+        expires_at: datetime | None,
+        action: Action,
+        note: str,
+    ) -> None:
+        """A new memory of this place, indexed for the candidates after it."""
         # A story memory needs a story; without one it is global.
         scope = scope if (scope == "global" or self.ctx.story_id) else "global"
         new = NewMemory(
@@ -387,7 +401,7 @@ class _Writer:
         )
         self.by_id[memory_id] = stored
         self.index.index_text(memory_id, new.text)
-        self.decide(added_action, new.text, memory_id, note)
+        self.decide(action, new.text, memory_id, note)
 
 
 async def apply_reflection(
@@ -397,7 +411,7 @@ async def apply_reflection(
     *,
     problems: list[str] | None = None,
     clock: Callable[[], datetime] = utcnow,
-    finalize: Callable[[aiosqlite.Connection], Awaitable[None]] | None = None,
+    finalize: Callable[[Connection], Awaitable[None]] | None = None,
     cache: MemoryCache | None = None,
 ) -> ReflectionReport:
     """Apply a reflection for `ctx.user_id`: all of it lands, or none of it.
@@ -426,7 +440,7 @@ async def _apply(
     ctx: ReflectionContext,
     problems: list[str] | None,
     now: datetime,
-    finalize: Callable[[aiosqlite.Connection], Awaitable[None]] | None,
+    finalize: Callable[[Connection], Awaitable[None]] | None,
     cache: MemoryCache,
 ) -> ReflectionReport:
     async with db.write() as conn:

@@ -13,10 +13,10 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
-from bot.character import fill_user
+from bot.characters.character import fill_user
 from bot.engine import CUT_NOTE, Engine, Incoming
+from bot.engine.prompting import ChannelLine
 from bot.memory.text import storable
-from bot.prompting import ChannelLine
 from bot.terminal.commands import HELP, Session, run_command
 
 TERMINAL_PLACE = "terminal"

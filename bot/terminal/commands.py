@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.engine import Engine, export_json
+from bot.engine.memory_commands import MemoryCommands
 from bot.errors import StorageError
 from bot.memory.model import MEMORY_TYPES
-from bot.memory_commands import MemoryCommands
 from bot.presenting import STORAGE_FAILED, memory_pages
 
 HELP = """\

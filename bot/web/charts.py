@@ -7,7 +7,7 @@ nothing to draw says so in words instead of showing empty axes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup, escape
@@ -79,7 +79,7 @@ def _frame(title: str, scale: tuple[float, float], unit: str, labels: Sequence[s
     return Markup("".join(parts))
 
 
-def stacked_bars(title: str, labels: Sequence[str], stacks: dict[str, Sequence[int]], colours: dict[str, str]) -> Markup:
+def stacked_bars(title: str, labels: Sequence[str], stacks: Mapping[str, Sequence[int]], colours: dict[str, str]) -> Markup:
     """One bar per label, its parts stacked in the order of `stacks`."""
     totals = [sum(values[i] for values in stacks.values()) for i in range(len(labels))]
     if not any(totals):
@@ -92,7 +92,7 @@ def stacked_bars(title: str, labels: Sequence[str], stacks: dict[str, Sequence[i
     bar = max(1.0, slot * 0.72)
     inner: list[str] = []
     for i, label in enumerate(labels):
-        y = _TOP + plot_h
+        y: float = _TOP + plot_h
         x = _LEFT + slot * i + (slot - bar) / 2
         for name, values in stacks.items():
             if not values[i]:

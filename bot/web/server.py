@@ -20,10 +20,10 @@ from urllib.parse import quote, urlsplit
 import jinja2
 from aiohttp import web
 
-from bot.engine import Engine
-from bot.clients.metrics import Metrics
-from bot.web import views
 from bot.clients.health import Health
+from bot.clients.metrics import Metrics
+from bot.engine import Engine
+from bot.web import views
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from bot.clients.health import Health
 from bot.engine import NEVER_SURFACED_AFTER, Engine
 from bot.memory.report import TurnLogEntry
 from bot.presenting import REASON_LABELS
 from bot.web import charts
-from bot.clients.health import Health
 
 RECENT_TURNS = 20
 NEVER_SURFACED_SHOWN = 20

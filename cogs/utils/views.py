@@ -16,15 +16,20 @@ from typing import TYPE_CHECKING, Any
 import discord
 from discord import app_commands
 
-from bot.errors import LLMError, StorageError
-from cogs.utils.answering import DISCORD_LIMIT, split_message
-from cogs.utils.voices import character_at
 from bot.engine import MAX_MEMORY_CHARS, Engine, Shown
+from bot.engine.memory_commands import MemoryCommands
+from bot.errors import LLMError, StorageError
 from bot.i18n import DEFAULT_LANGUAGE, language
-from bot.memory_commands import MemoryCommands
 from bot.i18n import text as tr
 from bot.memory.model import Memory
-from bot.presenting import RECEIPT_ICON, forget_result, gone_memory, receipt_text
+from bot.presenting import (
+    RECEIPT_ICON,
+    forget_result,
+    gone_memory,
+    receipt_text,
+)
+from cogs.utils.answering import DISCORD_LIMIT, split_message
+from cogs.utils.voices import character_at
 
 if TYPE_CHECKING:
     from cogs.bot import EchoBot
@@ -82,7 +87,7 @@ def _engine(interaction: discord.Interaction) -> Engine:
 
 
 # The owner part of a custom id: the memory owner key the button acts on, a Discord id or
-# `<id>@<character key>` for a character with its own memory (bot.cast).
+# `<id>@<character key>` for a character with its own memory (bot.characters.cast).
 _OWNER = r"(?P<user>[0-9]+(?:@[^:]+)?)"
 
 

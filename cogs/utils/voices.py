@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import discord
 
-from bot.cast import Cast
-from bot.character import Character
+from bot.characters.cast import Cast
+from bot.characters.character import Character
 from cogs.bot import NO_MENTIONS
 
 log = logging.getLogger(__name__)
@@ -59,14 +59,13 @@ class Voice:
                 )
             return await channel.send(text, allowed_mentions=NO_MENTIONS)
         # A webhook message cannot be a Discord reply: it is posted after the message it answers.
-        kwargs: dict[str, object] = {"thread": self.thread} if self.thread is not None else {}
         return await self.webhook.send(
             text,
             username=self.character.name,
             avatar_url=self.character.avatar_url or discord.utils.MISSING,
             allowed_mentions=NO_MENTIONS,
             wait=True,
-            **kwargs,  # type: ignore[arg-type]
+            thread=self.thread if self.thread is not None else discord.utils.MISSING,
         )
 
 
@@ -82,7 +81,7 @@ class Voices:
         if not self.cast.from_folder or not isinstance(channel, (discord.TextChannel, discord.Thread)):
             return Voice(character)
         thread = channel if isinstance(channel, discord.Thread) else None
-        parent = channel.parent if thread is not None else channel
+        parent = thread.parent if thread is not None else channel
         if not isinstance(parent, discord.TextChannel):
             return Voice(character)
         return Voice(character, await self._webhook(parent, me), thread)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.clients.db import MIGRATIONS_DIR, Database, list_migrations
+from bot.clients.db import MIGRATIONS_DIR, SQLiteDatabase, list_migrations
 from bot.errors import MigrationError, StorageError
 
 
@@ -19,15 +19,15 @@ def _version(path) -> int:
 
 
 async def test_all_migrations_apply_and_version_is_the_last(tmp_path):
-    db = await Database.open(tmp_path / "a.db")
+    db = await SQLiteDatabase.open(tmp_path / "a.db")
     await db.close()
     assert _version(tmp_path / "a.db") == len(list_migrations(MIGRATIONS_DIR))
 
 
 async def test_reopening_applies_nothing_twice(tmp_path):
-    db = await Database.open(tmp_path / "a.db")
+    db = await SQLiteDatabase.open(tmp_path / "a.db")
     await db.close()
-    db = await Database.open(tmp_path / "a.db")
+    db = await SQLiteDatabase.open(tmp_path / "a.db")
     async with db.reader.execute("SELECT COUNT(*) FROM memories") as cur:
         assert (await cur.fetchone())[0] == 0
     await db.close()
@@ -51,7 +51,7 @@ async def test_failing_migration_leaves_previous_version_intact(tmp_path):
         "CREATE TABLE b (y INTEGER);\nINSERT INTO a VALUES (1);\nTHIS IS NOT SQL;"
     )
     with pytest.raises(MigrationError, match="0002_broken.sql"):
-        await Database.open(tmp_path / "m.db", migrations)
+        await SQLiteDatabase.open(tmp_path / "m.db", migrations)
     assert _version(tmp_path / "m.db") == 1
     with sqlite3.connect(tmp_path / "m.db") as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -59,7 +59,7 @@ async def test_failing_migration_leaves_previous_version_intact(tmp_path):
         assert conn.execute("SELECT COUNT(*) FROM a").fetchone()[0] == 0
     # Fixing the file lets the next start finish the job.
     (migrations / "0002_broken.sql").write_text("CREATE TABLE b (y INTEGER);")
-    db = await Database.open(tmp_path / "m.db", migrations)
+    db = await SQLiteDatabase.open(tmp_path / "m.db", migrations)
     await db.close()
     assert _version(tmp_path / "m.db") == 2
 
@@ -129,7 +129,7 @@ async def test_a_write_cancelled_mid_transaction_leaves_the_database_usable(db):
 
 async def test_an_in_memory_database_is_refused_clearly():
     with pytest.raises(ValueError, match="database file"):
-        await Database.open(":memory:")
+        await SQLiteDatabase.open(":memory:")
 
 
 async def test_a_bug_in_a_statement_is_not_reported_as_a_storage_failure(db):

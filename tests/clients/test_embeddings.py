@@ -23,12 +23,7 @@ from bot.clients.embeddings import (
     make_embedder,
 )
 from bot.errors import EmbeddingError
-from tests.fakes.embedding_server import (  # noqa: F401  (fixtures)
-    EmbeddingServer,
-    embedding_http,
-    embedding_server,
-    fake_vector,
-)
+from tests.fakes.embedding_server import EmbeddingServer, fake_vector
 
 # Short bound for the "must give up" tests: the code under test must honour whatever bound it
 # is given, and a short one keeps the suite fast.

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import logging
+import re
 from collections.abc import AsyncIterator
 
 import httpx
@@ -16,14 +16,7 @@ from hypothesis import strategies as st
 from bot.clients.llm import MAX_RESPONSE_BYTES, LLMClient
 from bot.clients.llm_wire import SCHEMA_NAME, Thinking, strip_thinking
 from bot.errors import LLMBadResponse, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
-from tests.fakes.llm_server import (  # noqa: F401  (fixtures)
-    FAKE_MODEL,
-    FakeLLMServer,
-    LLMRequest,
-    Reply,
-    llm_server,
-    refused_url,
-)
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply
 
 APIS = ["ollama", "openai"]
 CHAT_PATH = {"ollama": "/api/chat", "openai": "/v1/chat/completions"}

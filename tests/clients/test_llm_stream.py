@@ -16,7 +16,7 @@ import pytest_asyncio
 from bot.clients.llm import MAX_RESPONSE_BYTES, MAX_THINKING_CHARS, LLMClient
 from bot.clients.llm_wire import Image, TokenUsage
 from bot.errors import LLMBadResponse, LLMStreamCut, LLMTimeout, LLMTooLarge, ModelNotFound
-from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, Reply, llm_server  # noqa: F401  (fixture)
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, Reply
 
 APIS = ["ollama", "openai"]
 CONVERSATION = [

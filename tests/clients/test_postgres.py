@@ -9,12 +9,12 @@ import sqlite3
 import asyncpg
 import pytest
 
-from bot.app import _open_postgres
-from bot.clients.db import MIGRATIONS_DIR, POSTGRES_MIGRATIONS_DIR, Database, list_migrations
+from bot.clients.databases import open_postgres
+from bot.clients.db import MIGRATIONS_DIR, POSTGRES_MIGRATIONS_DIR, SQLiteDatabase, list_migrations
 from bot.clients.postgres import PostgresDatabase, translate
 from bot.config import Settings
 from bot.errors import MigrationError, StartupError, StorageError
-from bot.memory.store import MemoryStore, NewMemory
+from bot.memory.stores.memories import MemoryStore, NewMemory
 
 
 def test_both_migration_folders_carry_the_same_numbers() -> None:
@@ -25,7 +25,7 @@ def test_both_migration_folders_carry_the_same_numbers() -> None:
 
 
 async def _sqlite_columns(tmp_path) -> dict[str, set[str]]:
-    db = await Database.open(tmp_path / "schema.sqlite3")
+    db = await SQLiteDatabase.open(tmp_path / "schema.sqlite3")
     await db.close()
     with sqlite3.connect(tmp_path / "schema.sqlite3") as conn:
         tables = [
@@ -93,7 +93,11 @@ def test_statements_are_translated_in_one_place() -> None:
     assert t.text == (
         "INSERT INTO memory_sources (memory_id, exchange_id, user_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
     )
-    assert translate("INSERT INTO turns (user_id) VALUES (?)").text.endswith("RETURNING id")
+    # The statement says what it returns: nothing is added behind its back.
+    assert translate("INSERT INTO turns (user_id) VALUES (?)").text == "INSERT INTO turns (user_id) VALUES ($1)"
+    t = translate("INSERT OR IGNORE INTO turns (user_id) VALUES (?) RETURNING id")
+    assert t.text == "INSERT INTO turns (user_id) VALUES ($1) ON CONFLICT DO NOTHING RETURNING id"
+    assert t.returns_rows
 
 
 def test_a_database_url_that_is_not_postgresql_is_refused_by_the_settings() -> None:
@@ -105,9 +109,9 @@ def test_a_database_url_that_is_not_postgresql_is_refused_by_the_settings() -> N
 
 async def test_a_missing_database_is_a_clear_start_up_error(postgres_cluster) -> None:
     with pytest.raises(StartupError, match=r"database does not exist.*Check DATABASE_URL"):
-        await _open_postgres(postgres_cluster.url("no_such_database"))
+        await open_postgres(postgres_cluster.url("no_such_database"))
     with pytest.raises(StartupError, match="no server answers there"):
-        await _open_postgres("postgresql://echo@/echo?host=/nonexistent-socket-folder")
+        await open_postgres("postgresql://echo@/echo?host=/nonexistent-socket-folder")
 
 
 async def test_a_lost_connection_is_a_storage_error_and_the_next_write_works(postgres_cluster) -> None:

@@ -1,7 +1,7 @@
 """Cog tests: a real Engine over a real SQLite file and the scripted LLM server, and small fakes
 of the discord objects the cogs touch (no Discord connection, ever).
 
-Fixtures here are imported by the test modules (`from tests.cogs import services, ...`).
+The services fixtures (`services`, `services_with`, `settings_overrides`) are tests.conftest's.
 """
 
 from __future__ import annotations
@@ -11,85 +11,16 @@ from typing import Any
 from unittest.mock import AsyncMock, MagicMock
 
 import discord
-import httpx
 import pytest
-import pytest_asyncio
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot.app import Services
-from bot.character import load_character
-from bot.config import load_settings
-from bot.clients.db import Database
 from cogs.bot import EchoBot
-from bot.engine import Engine
-from bot.clients.llm import LLMClient
-from bot.clients.health import Health
-from tests.fakes.llm_server import FakeLLMServer
 
 BOT_ID = 1000
 GUILD_ID = 77
 CHANNEL_ID = 500
 ALICE = 1
 BOB = 2
-
-
-@pytest_asyncio.fixture
-async def services(tmp_path, llm_server: FakeLLMServer) -> AsyncIterator[Services]:
-    """What `open_services` builds, minus the embedder (None: turns run without semantic
-    recall) and the indexer and jobs the cogs never touch."""
-    settings = load_settings(
-        _env_file=None,
-        llm_base_url=llm_server.url,
-        llm_model="fake-llm",
-        database_path=tmp_path / "echo.sqlite3",
-        # The cog's streaming and bursts are tested through the fake Discord (tests/discord_e2e).
-        stream_replies=False,
-        burst_seconds=0,
-    )
-    opened = await _open(settings)
-    try:
-        yield opened
-    finally:
-        await opened.engine.close(timeout=5)
-        await opened.http.aclose()
-        await opened.db.close()
-
-
-@pytest.fixture
-def settings_overrides() -> dict[str, Any]:
-    """Settings a test changes, by parametrizing this fixture's name."""
-    return {}
-
-
-@pytest.fixture
-def services_with(settings_overrides: dict[str, Any], services: Services) -> Services:
-    """The services, with `settings_overrides` applied (cogs read settings when created)."""
-    if settings_overrides:
-        services.settings = services.settings.model_copy(update=settings_overrides)
-        services.engine.settings = services.settings.engine
-    return services
-
-
-async def _open(settings: Any) -> Services:
-    db = await Database.open(settings.database_path)
-    http = httpx.AsyncClient()
-    llm = LLMClient(http, api=settings.llm_api, base_url=settings.llm_base_url, timeout=10)
-    character = load_character(None)
-    engine = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=character)
-    await engine.start()
-    return Services(
-        settings=settings,
-        db=db,
-        http=http,
-        llm=llm,
-        embedder=None,  # type: ignore[arg-type]
-        character=character,
-        engine=engine,
-        scheduler=AsyncIOScheduler(),
-        indexer=None,  # type: ignore[arg-type]
-        metrics=engine.metrics,
-        health=Health(db=db, llm=llm, model=settings.llm_model, embedder=None),
-    )
 
 
 def offline_bot(services: Services) -> EchoBot:
@@ -261,3 +192,11 @@ def all_ephemeral(interaction: MagicMock) -> bool:
     """Answered, and every answer and every deferral was ephemeral."""
     sent = [kwargs for _, kwargs in interaction.answers] + interaction.deferrals
     return bool(interaction.answers) and all(kwargs.get("ephemeral") is True for kwargs in sent)
+
+
+async def started(bot: EchoBot, monkeypatch: pytest.MonkeyPatch) -> AsyncMock:
+    """Run the real setup_hook with the tree's sync replaced; returns that sync."""
+    sync = AsyncMock(return_value=[])
+    monkeypatch.setattr(bot.tree, "sync", sync)
+    await bot.setup_hook()
+    return sync

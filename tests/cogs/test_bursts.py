@@ -10,16 +10,7 @@ import pytest
 
 from bot.app import Services
 from cogs.utils.bursts import BURST_MAX_MESSAGES
-from tests.cogs import (
-    ALICE,
-    BOT_ID,
-    fake_channel,
-    fake_message,
-    fake_user,
-    services,  # noqa: F401  (fixture)
-    services_with,  # noqa: F401  (fixture)
-    settings_overrides,  # noqa: F401  (fixture)
-)
+from tests.cogs import ALICE, BOT_ID, fake_channel, fake_message, fake_user
 from tests.cogs.test_conversation import make_cog, me, reply_requests
 from tests.fakes.llm_server import FakeLLMServer
 

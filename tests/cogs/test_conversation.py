@@ -10,10 +10,10 @@ import discord
 import pytest
 
 from bot.app import Services
-from cogs.bot import OwnerCommands
-from cogs.utils.answering import DISCORD_LIMIT
 from bot.engine import LLM_DOWN_REPLY, STORAGE_DOWN_REPLY
+from cogs.bot import OwnerCommands
 from cogs.conversation import RATE_LIMITED_REACTION, Conversation
+from cogs.utils.answering import DISCORD_LIMIT
 from tests.cogs import (
     ALICE,
     BOB,
@@ -24,9 +24,6 @@ from tests.cogs import (
     fake_message,
     fake_user,
     offline_bot,
-    services,  # noqa: F401  (fixture)
-    services_with,  # noqa: F401  (fixture)
-    settings_overrides,  # noqa: F401  (fixture)
 )
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest, Reply
 
@@ -58,7 +55,7 @@ def reflection_requests(server: FakeLLMServer) -> list[LLMRequest]:
 
 
 async def test_reply_is_split_sent_as_a_reply_then_reflection_runs_after_it(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer
 ) -> None:
     channel = fake_channel()
     gate = asyncio.Event()
@@ -105,7 +102,7 @@ async def test_reply_is_split_sent_as_a_reply_then_reflection_runs_after_it(
 
 
 async def test_history_before_the_message_is_given_oldest_first(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer
 ) -> None:
     channel = fake_channel()
     alice, bob = fake_user(ALICE, "Alice"), fake_user(BOB, "Bob")
@@ -214,7 +211,7 @@ async def test_a_burst_over_the_rate_limit_gets_no_llm_call_and_one_hourglass(
 
 
 async def test_llm_down_gives_the_short_message_and_keeps_the_exchange(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer
 ) -> None:
     llm_server.replies.append(Reply(status=500, error="model crashed"))
     cog = make_cog(services)
@@ -231,7 +228,7 @@ async def test_llm_down_gives_the_short_message_and_keeps_the_exchange(
 
 
 async def test_an_unexpected_error_is_logged_and_the_next_message_is_answered(
-    services: Services, llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture  # noqa: F811
+    services: Services, llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     cog = make_cog(services)
     broken = fake_channel()
@@ -247,7 +244,7 @@ async def test_an_unexpected_error_is_logged_and_the_next_message_is_answered(
 
 
 async def test_a_dm_and_a_server_message_are_recorded_in_their_place(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer
 ) -> None:
     cog = make_cog(services)
     await cog.on_message(fake_message(f"<@{BOT_ID}> en serveur", author=fake_user(ALICE, "Alice"),
@@ -267,7 +264,7 @@ def empty_reply(channel: Any) -> Any:
 
 
 async def test_a_reply_without_its_text_is_ignored_and_explained_once(
-    services: Services, llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture  # noqa: F811
+    services: Services, llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     cog = make_cog(services)
     assert not cog.bot.intents.message_content
@@ -298,7 +295,7 @@ async def test_an_empty_reply_with_the_message_content_intent_is_not_warned_abou
 
 
 async def test_a_full_disk_gets_the_storage_message_not_a_reply(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer
 ) -> None:
     async with services.db.reader.execute("PRAGMA page_count") as cur:
         (pages,) = await cur.fetchone()
@@ -311,3 +308,17 @@ async def test_a_full_disk_gets_the_storage_message_not_a_reply(
     await cog.on_message(fake_message(f"<@{BOT_ID}> {text}", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()]))
     assert [content for content, _ in channel.sent] == [STORAGE_DOWN_REPLY]
     assert reply_requests(llm_server) == [] and services.db.storage.failures == 1
+
+
+@pytest.mark.parametrize("settings_overrides", [{"burst_seconds": 30.0}])
+async def test_unloading_the_cog_ends_its_open_bursts_before_it_returns(
+    services_with: Services, llm_server: FakeLLMServer
+) -> None:
+    cog = make_cog(services_with)
+    channel = fake_channel()
+    await cog.on_message(fake_message(f"<@{BOT_ID}> hello", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()]))
+    bursts = [t for t in asyncio.all_tasks() if t.get_name().startswith("burst:")]
+    assert len(bursts) == 1 and not bursts[0].done()
+    await cog.cog_unload()
+    assert bursts[0].done() and bursts[0].cancelled()
+    assert reply_requests(llm_server) == [] and channel.sent == []

@@ -13,11 +13,11 @@ import pytest
 from discord import app_commands
 
 from bot.app import Services
-from cogs.utils.answering import DISCORD_LIMIT
 from bot.engine import Incoming
 from bot.errors import StorageError
 from bot.presenting import STORAGE_FAILED
 from cogs.memory import EraseConfirm, MemoryCommands, PageView
+from cogs.utils.answering import DISCORD_LIMIT
 from cogs.utils.views import FAILED, NOT_YOURS
 from tests.cogs import (
     ALICE,
@@ -25,24 +25,21 @@ from tests.cogs import (
     CHANNEL_ID,
     GUILD_ID,
     all_ephemeral,
+    fake_channel,
     fake_interaction,
     fake_message,
-    fake_channel,
     fake_user,
     offline_bot,
-    services,  # noqa: F401  (fixture)
-    services_with,  # noqa: F401  (fixture)
-    settings_overrides,  # noqa: F401  (fixture)
     texts,
 )
 from tests.fakes.llm_server import FakeLLMServer
 
 
-def make_cog(services: Services) -> MemoryCommands:  # noqa: F811
+def make_cog(services: Services) -> MemoryCommands:
     return MemoryCommands(offline_bot(services), services.engine)
 
 
-async def remember(services: Services, user: int, text: str) -> int:  # noqa: F811
+async def remember(services: Services, user: int, text: str) -> int:
     return await services.engine.remember(str(user), text, story_id=str(CHANNEL_ID), place=str(GUILD_ID))
 
 
@@ -51,11 +48,11 @@ def not_found() -> discord.NotFound:
     return discord.NotFound(response, {"code": 10008, "message": "Unknown Message"})
 
 
-async def test_every_memory_answer_is_ephemeral(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+async def test_every_memory_answer_is_ephemeral(services: Services, llm_server: FakeLLMServer, store) -> None:
     cog = make_cog(services)
     memory_id = await remember(services, ALICE, "Alice aime le vélo")
     await services.engine.forget(str(ALICE), memory_id)
-    history_id = (await services.engine.store.history(str(ALICE)))[0].id
+    history_id = (await store.history(str(ALICE)))[0].id
     calls: list[tuple[Any, tuple[Any, ...]]] = [
         (cog.memories, ()),
         (cog.remember, ("Alice habite à Lyon",)),
@@ -81,11 +78,11 @@ async def test_every_memory_answer_is_ephemeral(services: Services, llm_server: 
     assert all_ephemeral(interaction)
 
 
-async def test_another_users_id_behaves_like_a_missing_one(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+async def test_another_users_id_behaves_like_a_missing_one(services: Services, llm_server: FakeLLMServer, store) -> None:
     cog = make_cog(services)
     bobs = await remember(services, BOB, "Bob joue du jazz")
     await services.engine.forget(str(BOB), await remember(services, BOB, "Bob vit à Nantes"))
-    bobs_history = (await services.engine.store.history(str(BOB)))[0].id
+    bobs_history = (await store.history(str(BOB)))[0].id
     missing = bobs + 1000
 
     for command in (cog.forget, cog.pin, cog.unpin):
@@ -98,12 +95,12 @@ async def test_another_users_id_behaves_like_a_missing_one(services: Services, l
     await cog.restore.callback(cog, alice, bobs_history)
     assert texts(alice) == [f"No history entry h{bobs_history} of yours."]
 
-    kept = await services.engine.store.get(str(BOB), bobs)
+    kept = await store.get(str(BOB), bobs)
     assert kept is not None and kept.text == "Bob joue du jazz" and not kept.pinned
-    assert await services.engine.store.get(str(BOB), (await services.engine.store.history(str(BOB)))[0].memory_id) is None
+    assert await store.get(str(BOB), (await store.history(str(BOB)))[0].memory_id) is None
 
 
-async def test_forget_pin_and_restore_of_ones_own_memory(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+async def test_forget_pin_and_restore_of_ones_own_memory(services: Services, llm_server: FakeLLMServer, store) -> None:
     cog = make_cog(services)
     memory_id = await remember(services, ALICE, "Alice fait du vélo le mardi")
     calls = [
@@ -114,64 +111,64 @@ async def test_forget_pin_and_restore_of_ones_own_memory(services: Services, llm
         interaction = fake_interaction(ALICE)
         await command.callback(cog, interaction, arg)
         assert texts(interaction) == [expected]
-    assert await services.engine.store.get(str(ALICE), memory_id) is None
+    assert await store.get(str(ALICE), memory_id) is None
 
     interaction = fake_interaction(ALICE)
     await cog.history.callback(cog, interaction)
     (history,) = texts(interaction)
-    history_id = (await services.engine.store.history(str(ALICE)))[0].id
+    history_id = (await store.history(str(ALICE)))[0].id
     assert f"h{history_id}: #{memory_id} forgotten" in history
 
     interaction = fake_interaction(ALICE)
     await cog.restore.callback(cog, interaction, history_id)
     assert texts(interaction) == [f"Restored memory #{memory_id}."]
-    restored = await services.engine.store.get(str(ALICE), memory_id)
+    restored = await store.get(str(ALICE), memory_id)
     assert restored is not None and restored.text == "Alice fait du vélo le mardi"
 
 
-async def test_remember_stores_for_the_invoker_in_this_place(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+async def test_remember_stores_for_the_invoker_in_this_place(services: Services, llm_server: FakeLLMServer, store) -> None:
     cog = make_cog(services)
     interaction = fake_interaction(ALICE)
     await cog.remember.callback(cog, interaction, "Alice est allergique aux noix")
-    (memory,) = await services.engine.store.list(str(ALICE))
+    (memory,) = await store.list(str(ALICE))
     assert texts(interaction) == [f"Remembered as #{memory.id}."]
     assert (memory.text, memory.story_id, memory.place) == ("Alice est allergique aux noix", str(CHANNEL_ID), str(GUILD_ID))
-    assert await services.engine.store.list(str(BOB)) == []
+    assert await store.list(str(BOB)) == []
 
     in_dm = fake_interaction(ALICE, guild_id=None, channel_id=31)
     await cog.remember.callback(cog, in_dm, "Alice a un chat")
-    dm_memory = (await services.engine.store.list(str(ALICE)))[-1]
+    dm_memory = (await store.list(str(ALICE)))[-1]
     assert dm_memory.place == "dm"
 
 
 @pytest.mark.parametrize("settings_overrides", [{"blocked_user_ids": [ALICE]}])
-async def test_a_blocked_user_cannot_add_memories(services_with: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+async def test_a_blocked_user_cannot_add_memories(services_with: Services, llm_server: FakeLLMServer, store) -> None:
     cog = make_cog(services_with)
     interaction = fake_interaction(ALICE)
     await cog.remember.callback(cog, interaction, "Alice aime le spam")
     assert texts(interaction)[0].startswith("Not remembered")
-    assert await services_with.engine.store.list(str(ALICE)) == []
+    assert await store.list(str(ALICE)) == []
 
 
-async def test_remember_this_only_for_ones_own_message(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+async def test_remember_this_only_for_ones_own_message(services: Services, llm_server: FakeLLMServer, store) -> None:
     cog = make_cog(services)
     channel = fake_channel()
     bobs = fake_message("Bob déteste les lundis", author=fake_user(BOB, "Bob"), channel=channel)
     alice = fake_interaction(ALICE)
     await cog.remember_this(alice, bobs)
     assert "not yours" in texts(alice)[0] and all_ephemeral(alice)
-    assert await services.engine.store.list(str(ALICE)) == []
-    assert await services.engine.store.list(str(BOB)) == []
+    assert await store.list(str(ALICE)) == []
+    assert await store.list(str(BOB)) == []
 
     own = fake_message("Je pars à Lisbonne en mai", author=fake_user(ALICE, "Alice"), channel=channel)
     alice = fake_interaction(ALICE)
     await cog.remember_this(alice, own)
-    (memory,) = await services.engine.store.list(str(ALICE))
+    (memory,) = await store.list(str(ALICE))
     assert texts(alice) == [f"Remembered as #{memory.id}."]
     assert (memory.text, memory.source) == ("Je pars à Lisbonne en mai", own.jump_url)
 
 
-async def test_autocomplete_offers_only_the_invokers_memories(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+async def test_autocomplete_offers_only_the_invokers_memories(services: Services, llm_server: FakeLLMServer) -> None:
     cog = make_cog(services)
     alices = [await remember(services, ALICE, f"Alice aime le vélo numéro {n}") for n in range(30)]
     await remember(services, BOB, "Bob aime le vélo aussi")
@@ -190,7 +187,7 @@ async def test_autocomplete_offers_only_the_invokers_memories(services: Services
 
 
 async def test_memories_are_paginated_and_only_the_invoker_turns_pages(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer
 ) -> None:
     cog = make_cog(services)
     for n in range(25):
@@ -218,7 +215,7 @@ async def test_memories_are_paginated_and_only_the_invoker_turns_pages(
     assert view.next_page.disabled and not view.previous_page.disabled
 
 
-async def test_memories_by_type(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+async def test_memories_by_type(services: Services, llm_server: FakeLLMServer) -> None:
     cog = make_cog(services)
     await services.engine.remember(str(ALICE), "Alice aime le thé", story_id="s", place="p", type_="preference")
     await remember(services, ALICE, "Alice vit à Lyon")
@@ -229,7 +226,7 @@ async def test_memories_by_type(services: Services, llm_server: FakeLLMServer) -
 
 
 async def test_paginator_timeout_disables_buttons_even_when_the_message_is_gone(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer
 ) -> None:
     view = PageView(ALICE, ["one", "two"])
     view.origin = fake_interaction(ALICE)
@@ -244,7 +241,7 @@ async def test_paginator_timeout_disables_buttons_even_when_the_message_is_gone(
 
 
 async def test_erase_me_asks_first_and_only_the_invoker_confirms(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer, store
 ) -> None:
     cog = make_cog(services)
     await remember(services, ALICE, "Alice aime le vélo")
@@ -255,7 +252,7 @@ async def test_erase_me_asks_first_and_only_the_invoker_confirms(
     ((question, kwargs),) = alice.answers
     view = kwargs["view"]
     assert isinstance(view, EraseConfirm) and "for real" in question
-    assert len(await services.engine.store.list(str(ALICE))) == 1  # nothing erased by asking
+    assert len(await store.list(str(ALICE))) == 1  # nothing erased by asking
 
     bob = fake_interaction(BOB)
     assert await view.interaction_check(bob) is False
@@ -269,18 +266,18 @@ async def test_erase_me_asks_first_and_only_the_invoker_confirms(
     timed_out.origin = fake_interaction(ALICE)
     timed_out.origin.edit_original_response.side_effect = not_found()
     await timed_out.on_timeout()
-    assert len(await services.engine.store.list(str(ALICE))) == 1
+    assert len(await store.list(str(ALICE))) == 1
 
     confirm_view = EraseConfirm(services.engine, ALICE)
     press = fake_interaction(ALICE)
     await confirm_view.confirm.callback(press)
-    assert await services.engine.store.list(str(ALICE)) == []
+    assert await store.list(str(ALICE)) == []
     press.edit_original_response.assert_awaited_once_with(content="Erased: 1 memories and 0 archived versions.")
-    assert (await services.engine.store.get(str(BOB), bobs)) is not None
+    assert (await store.get(str(BOB), bobs)) is not None
 
 
 async def test_export_is_an_ephemeral_json_file_of_the_invokers_data(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer
 ) -> None:
     cog = make_cog(services)
     await remember(services, ALICE, "Alice aime le vélo")
@@ -298,7 +295,7 @@ async def test_export_is_an_ephemeral_json_file_of_the_invokers_data(
     assert [m["text"] for m in data["memories"]] == ["Alice aime le vélo"]
 
 
-async def test_share_switch(services: Services, llm_server: FakeLLMServer) -> None:  # noqa: F811
+async def test_share_switch(services: Services, llm_server: FakeLLMServer) -> None:
     cog = make_cog(services)
     on = fake_interaction(ALICE)
     await cog.share.callback(cog, on, app_commands.Choice(name="on", value="on"))
@@ -311,7 +308,7 @@ async def test_share_switch(services: Services, llm_server: FakeLLMServer) -> No
 
 
 async def test_why_of_this_channel_long_answer_is_split_into_ephemeral_followups(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer
 ) -> None:
     cog = make_cog(services)
     elsewhere = fake_interaction(ALICE)
@@ -338,7 +335,7 @@ async def test_why_of_this_channel_long_answer_is_split_into_ephemeral_followups
 
 
 async def test_a_failing_remember_this_menu_is_reported_to_the_user(
-    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     cog = make_cog(services)
@@ -362,7 +359,7 @@ async def test_a_failing_remember_this_menu_is_reported_to_the_user(
 
 
 async def test_a_failing_erase_button_is_reported_instead_of_staying_on_erasing(
-    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     broken = RuntimeError("disk full")
@@ -384,7 +381,7 @@ async def test_a_failing_erase_button_is_reported_instead_of_staying_on_erasing(
 
 
 async def test_a_failure_report_that_cannot_be_sent_is_only_logged(
-    services: Services, llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture  # noqa: F811
+    services: Services, llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     view = PageView(ALICE, ["one", "two"])
     press = fake_interaction(ALICE)
@@ -395,7 +392,7 @@ async def test_a_failure_report_that_cannot_be_sent_is_only_logged(
 
 
 async def test_a_storage_failure_is_told_as_such_and_logged_by_the_database_only(
-    services: Services, llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture  # noqa: F811
+    services: Services, llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     cog = make_cog(services)
     interaction = fake_interaction(ALICE)

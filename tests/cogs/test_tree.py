@@ -15,21 +15,10 @@ from discord.ext import commands
 from pydantic import SecretStr
 
 from bot.app import Services
+from bot.engine import Incoming
 from bot.errors import StartupError
 from cogs.bot import EXTENSIONS, EchoBot, ShardedEchoBot, make_intents, run_discord
-from bot.engine import Incoming
-from tests.cogs import (
-    ALICE,
-    BOT_ID,
-    GUILD_ID,
-    fake_channel,
-    fake_message,
-    fake_user,
-    offline_bot,
-    services,  # noqa: F401  (fixture)
-    services_with,  # noqa: F401  (fixture)
-    settings_overrides,  # noqa: F401  (fixture)
-)
+from tests.cogs import ALICE, BOT_ID, GUILD_ID, fake_channel, fake_message, fake_user, offline_bot, started
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest, Reply
 
 CHAT_INPUT, MESSAGE_MENU = 1, 3
@@ -52,16 +41,11 @@ EXPECTED_OPTIONS: dict[str, list[tuple[str, bool, bool]]] = {
 SLASH_NAME = re.compile(r"^[-_a-z0-9]{1,32}$")
 
 
-async def started(bot: EchoBot, monkeypatch: pytest.MonkeyPatch) -> AsyncMock:
-    """Run the real setup_hook with the tree's sync replaced; returns that sync."""
-    sync = AsyncMock(return_value=[])
-    monkeypatch.setattr(bot.tree, "sync", sync)
-    await bot.setup_hook()
-    return sync
+
 
 
 async def test_tree_payload_has_every_command_and_nothing_syncs_without_dev_guild(
-    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert services.settings.dev_guild_id is None
     bot = offline_bot(services)
@@ -89,7 +73,7 @@ async def test_tree_payload_has_every_command_and_nothing_syncs_without_dev_guil
 
 @pytest.mark.parametrize("settings_overrides", [{"dev_guild_id": 4242}])
 async def test_dev_guild_gets_the_commands_at_start(
-    services_with: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    services_with: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bot = offline_bot(services_with)
     sync = await started(bot, monkeypatch)
@@ -112,7 +96,7 @@ def http_error(kind: type[discord.HTTPException], status: int, code: int, messag
     ],
 )
 async def test_a_dev_guild_sync_refused_by_discord_is_explained_and_the_bot_keeps_running(
-    services_with: Services,  # noqa: F811
+    services_with: Services,
     llm_server: FakeLLMServer,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
@@ -132,7 +116,7 @@ async def test_a_dev_guild_sync_refused_by_discord_is_explained_and_the_bot_keep
 
 
 async def test_message_content_intent_only_for_allowed_channels(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer
 ) -> None:
     assert not make_intents([]).message_content
     assert make_intents([123]).message_content
@@ -159,7 +143,7 @@ def test_intents_are_only_those_the_bot_uses(allowed_channel_ids: list[int], exp
 
 @pytest.mark.parametrize("settings_overrides", [{"owner_ids": [ALICE]}])
 async def test_only_owners_sync_and_sync_guild_targets_this_server(
-    services_with: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    services_with: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sent = AsyncMock()
     monkeypatch.setattr(commands.Context, "send", sent)
@@ -184,7 +168,7 @@ async def test_only_owners_sync_and_sync_guild_targets_this_server(
 
 
 async def test_run_discord_explains_a_bad_token_and_a_missing_intent(
-    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     services.settings = services.settings.model_copy(update={"discord_token": SecretStr("not-a-token")})
     failures: list[BaseException] = [discord.LoginFailure("Improper token"), discord.PrivilegedIntentsRequired(None)]
@@ -198,7 +182,7 @@ async def test_run_discord_explains_a_bad_token_and_a_missing_intent(
 
 
 async def test_close_lets_an_in_flight_reflection_finish(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer
 ) -> None:
     def handler(request: LLMRequest) -> Any:
         return Reply("{}", delay=0.3) if request.json_schema is not None else "bonjour"
@@ -217,7 +201,7 @@ async def test_close_lets_an_in_flight_reflection_finish(
 
 
 async def test_every_command_option_and_menu_has_a_french_name_and_description_discord_accepts(
-    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bot = offline_bot(services)
     await started(bot, monkeypatch)

@@ -5,14 +5,13 @@ from __future__ import annotations
 import base64
 import sqlite3
 
-from cogs.utils.answering import split_message
-from bot.engine import MAX_REPLY_CHARS
-from bot.engine import CUT_NOTE
+from bot.engine import CUT_NOTE, MAX_REPLY_CHARS
+from bot.memory.quoting import quote_block
 from cogs.conversation import EDIT_INTERVAL
-from bot.quoting import quote_block
+from cogs.utils.answering import split_message
 from tests.discord_e2e.conftest import StartEcho
-from tests.fakes.discord.echo_process import EchoProcess
 from tests.fakes.discord import ALICE, BOB, FakeDiscord
+from tests.fakes.discord.echo_process import EchoProcess
 from tests.fakes.discord.state import Call
 from tests.fakes.llm_server import FakeLLMServer, Reply
 

@@ -9,8 +9,8 @@ import aiohttp
 import discord
 import pytest
 
-from tests.fakes.discord.echo_process import EchoProcess
 from tests.fakes.discord import ALICE, FakeDiscord
+from tests.fakes.discord.echo_process import EchoProcess
 from tests.fakes.discord.rest import EPHEMERAL
 from tests.fakes.llm_server import FakeLLMServer
 

@@ -3,12 +3,9 @@
 Real HTTP (aiohttp.web), deterministic vectors derived from a hash of each text, and a `mode`
 a test sets to script failures. Every request is recorded.
 
-Other test modules use the fixtures by importing them:
-
-    from tests.fakes.embedding_server import embedding_server, embedding_http
-
-or build a server with other settings through `running_embedding_server(dim=...)`. A refused
-port is tests.conftest's `refused_url` (from tests.fakes.llm_server).
+Its fixtures, `embedding_server` and `embedding_http`, reach every test through tests.conftest,
+which imports them; a server with other settings is `running_embedding_server(dim=...)`. A refused
+port is the `refused_url` fixture of tests.fakes.llm_server.
 """
 
 from __future__ import annotations

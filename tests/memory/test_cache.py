@@ -11,16 +11,17 @@ import httpx
 import numpy as np
 import pytest
 
-from bot.clients.db import Database, open_database, to_db
 import bot.memory.cache as cache_module
-from bot.memory.cache import MemoryCache
-from bot.memory.model import utcnow
-from bot.memory.store import MemoryStore, NewMemory, erase_user_memories, memory_rows, row_to_memory
+from bot.clients.databases import open_database
+from bot.clients.db import SQLiteDatabase, to_db
 from bot.clients.embeddings import LocalEmbedder
+from bot.memory.cache import MemoryCache
 from bot.memory.indexing import Indexer
-from bot.memory.vectors import VectorRow, load_user_matrix, store_vectors
+from bot.memory.model import utcnow
+from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories, memory_rows, row_to_memory
+from bot.memory.stores.vectors import VectorRow, load_user_matrix, store_vectors
+from tests.builders import make_engine, msg
 from tests.fakes.llm_server import FakeLLMServer
-from tests.test_engine import make_engine, msg
 
 ALICE = "alice"
 BOB = "bob"
@@ -39,7 +40,7 @@ def unit(seed: int) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-async def vector(db: Database, memory_id: int, seed: int) -> None:
+async def vector(db: SQLiteDatabase, memory_id: int, seed: int) -> None:
     row = await db.reader.execute_fetchall("SELECT content_hash FROM memories WHERE id = ?", (memory_id,))
     async with db.write() as conn:
         await store_vectors(conn, [VectorRow(memory_id, ALICE, MODEL, row[0][0], unit(seed))])
@@ -50,11 +51,11 @@ async def texts(cache: MemoryCache, user: str = ALICE) -> dict[int, str]:
     return {m.id: m.text for m in entry.memories(sorted(entry.slot_of.values()))}
 
 
-async def truth(db: Database, user: str = ALICE) -> dict[int, str]:
+async def truth(db: SQLiteDatabase, user: str = ALICE) -> dict[int, str]:
     return {m.id: m.text for m in map(row_to_memory, await memory_rows(db.reader, user))}
 
 
-async def test_every_write_is_read_back_as_a_row_update(db: Database) -> None:
+async def test_every_write_is_read_back_as_a_row_update(db: SQLiteDatabase) -> None:
     store = MemoryStore(db)
     cache = MemoryCache(db, MODEL)
     first = await add(store, "L'utilisateur habite à Nantes")
@@ -84,7 +85,7 @@ async def test_every_write_is_read_back_as_a_row_update(db: Database) -> None:
     assert (cache.loads, cache.catch_ups, cache.hits) == (1, 2, hits + 1)
 
 
-async def test_a_second_process_sees_the_writes_of_the_first(db: Database, database_url: str) -> None:
+async def test_a_second_process_sees_the_writes_of_the_first(db: SQLiteDatabase, database_url: str) -> None:
     other = await open_database(database_url)
     try:
         mine, theirs = MemoryCache(db, MODEL), MemoryCache(other, MODEL)
@@ -96,7 +97,7 @@ async def test_a_second_process_sees_the_writes_of_the_first(db: Database, datab
         await other.close()
 
 
-async def test_an_erase_leaves_nothing_and_a_new_life_is_not_taken_for_the_old(db: Database) -> None:
+async def test_an_erase_leaves_nothing_and_a_new_life_is_not_taken_for_the_old(db: SQLiteDatabase) -> None:
     store = MemoryStore(db)
     cache = MemoryCache(db, MODEL)
     for i in range(3):
@@ -109,7 +110,7 @@ async def test_an_erase_leaves_nothing_and_a_new_life_is_not_taken_for_the_old(d
     assert await texts(cache) == {again: "L'utilisateur a un chien"}
 
 
-async def test_candidates_are_the_stores_filter(db: Database) -> None:
+async def test_candidates_are_the_stores_filter(db: SQLiteDatabase) -> None:
     store = MemoryStore(db)
     cache = MemoryCache(db, MODEL)
     now = utcnow()
@@ -128,7 +129,7 @@ async def test_candidates_are_the_stores_filter(db: Database) -> None:
     assert to_db(now)  # the filter reads the same UTC instants the store writes
 
 
-async def test_bounded_by_bytes_the_big_entry_cheap_to_reload_goes_first(db: Database) -> None:
+async def test_bounded_by_bytes_the_big_entry_cheap_to_reload_goes_first(db: SQLiteDatabase) -> None:
     store = MemoryStore(db)
     for i in range(200):
         await add(store, f"L'utilisateur note le fait numéro {i}")
@@ -148,7 +149,7 @@ async def test_bounded_by_bytes_the_big_entry_cheap_to_reload_goes_first(db: Dat
 
 
 async def test_the_engines_cache_follows_every_kind_of_write_without_a_reload(
-    db: Database, tmp_path: Path, llm_server: FakeLLMServer
+    db: SQLiteDatabase, tmp_path: Path, llm_server: FakeLLMServer
 ) -> None:
     async with httpx.AsyncClient(trust_env=False) as http:
         embedder = LocalEmbedder()
@@ -194,7 +195,7 @@ async def test_the_engines_cache_follows_every_kind_of_write_without_a_reload(
         await engine.close()
 
 
-async def test_a_user_is_loaded_page_by_page_whole(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_user_is_loaded_page_by_page_whole(db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cache_module, "LOAD_PAGE", 3)
     store = MemoryStore(db)
     ids = [await add(store, f"L'utilisateur note le fait numéro {i}") for i in range(10)]

@@ -7,44 +7,45 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.both_stores
-
-from bot.clients.db import Database, to_db
-from bot.memory.counters import record_turn
+from bot.clients.db import SQLiteDatabase, inserted_id, to_db
 from bot.memory.model import content_hash, utcnow
+from bot.memory.stores.counters import record_turn
+
+pytestmark = pytest.mark.both_stores
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "x.db")
+async def db(tmp_path: Path) -> AsyncIterator[SQLiteDatabase]:
+    database = await SQLiteDatabase.open(tmp_path / "x.db")
     yield database
     await database.close()
 
 
-async def insert(db: Database, user_id: str, count: int) -> list[int]:
+async def insert(db: SQLiteDatabase, user_id: str, count: int) -> list[int]:
     now = to_db(utcnow())
     ids = []
     async with db.write() as conn:
         for n in range(count):
             text = f"{user_id} souvenir {n}"
-            cursor = await conn.execute(
+            memory_id = await inserted_id(
+                conn,
                 "INSERT INTO memories (user_id, text, type, scope, created_at, updated_at, content_hash)"
-                " VALUES (?, ?, 'fact', 'global', ?, ?, ?)",
+                " VALUES (?, ?, 'fact', 'global', ?, ?, ?) RETURNING id",
                 (user_id, text, now, now, content_hash(text)),
             )
-            assert cursor.lastrowid is not None
-            ids.append(cursor.lastrowid)
+            assert memory_id is not None
+            ids.append(memory_id)
     return ids
 
 
-async def counters(db: Database) -> dict[int, tuple[int, int, int]]:
+async def counters(db: SQLiteDatabase) -> dict[int, tuple[int, int, int]]:
     async with db.reader.execute(
         "SELECT id, times_candidate, times_served, times_semantic FROM memories"
     ) as cursor:
         return {row[0]: (row[1], row[2], row[3]) for row in await cursor.fetchall()}
 
 
-async def test_counts_candidates_served_and_semantic(db: Database) -> None:
+async def test_counts_candidates_served_and_semantic(db: SQLiteDatabase) -> None:
     a, b, c, d = await insert(db, "alice", 4)
 
     async with db.write() as conn:
@@ -60,7 +61,7 @@ async def test_counts_candidates_served_and_semantic(db: Database) -> None:
     }
 
 
-async def test_another_users_memories_are_untouched(db: Database) -> None:
+async def test_another_users_memories_are_untouched(db: SQLiteDatabase) -> None:
     (mine,) = await insert(db, "alice", 1)
     theirs = await insert(db, "bob", 2)
 
@@ -72,7 +73,7 @@ async def test_another_users_memories_are_untouched(db: Database) -> None:
     assert [found[i] for i in theirs] == [(0, 0, 0), (0, 0, 0)]
 
 
-async def test_one_statement_per_turn(db: Database) -> None:
+async def test_one_statement_per_turn(db: SQLiteDatabase) -> None:
     ids = await insert(db, "alice", 300)
     statements: list[str] = []
 
@@ -89,7 +90,7 @@ async def test_one_statement_per_turn(db: Database) -> None:
     assert sum(v[2] for v in found.values()) == 10
 
 
-async def test_no_candidates_writes_nothing(db: Database) -> None:
+async def test_no_candidates_writes_nothing(db: SQLiteDatabase) -> None:
     (only,) = await insert(db, "alice", 1)
     statements: list[str] = []
 
@@ -102,7 +103,7 @@ async def test_no_candidates_writes_nothing(db: Database) -> None:
     assert (await counters(db))[only] == (0, 0, 0)
 
 
-async def test_rolled_back_with_the_callers_transaction(db: Database) -> None:
+async def test_rolled_back_with_the_callers_transaction(db: SQLiteDatabase) -> None:
     (only,) = await insert(db, "alice", 1)
 
     with pytest.raises(RuntimeError):

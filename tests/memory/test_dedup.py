@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import bot.memory.dedup as dedup_module
 from bench.dedup_corpus import FACTS, TRAPS
 from bench.dedup_corpus_en import FACTS_EN, TRAPS_EN
-import bot.memory.dedup as dedup_module
 from bot.memory.carriers import carrier_tokens, dedup_text
 from bot.memory.dedup import (
     SIMILARITY_THRESHOLD,

@@ -11,20 +11,21 @@ import numpy as np
 import pytest
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.memory.indexing import Indexer, prune_other_models
-from bot.memory.store import memory_version
-from bot.memory.vectors import delete_all_vectors, load_user_matrix, stale_memories
-from tests.fakes.embedding_server import EmbeddingServer, embedding_http, embedding_server  # noqa: F401
-from tests.memory.test_vectors import ALICE, BOB, add_memory, set_text
+from bot.memory.stores.memories import memory_version
+from bot.memory.stores.vectors import delete_all_vectors, load_user_matrix, stale_memories
+from tests.builders import add_memory, set_text
+from tests.fakes.embedding_server import EmbeddingServer
+from tests.memory.test_vectors import ALICE, BOB
 
 VELO = "L'utilisateur fait du vélo tous les dimanches matin"
 NURSE = "L'utilisateur travaille comme infirmière à Lyon"
 PIANO = "L'utilisateur joue du piano depuis l'enfance"
 
 
-async def versions(db: Database, *users: str) -> list[tuple[int, int]]:
+async def versions(db: SQLiteDatabase, *users: str) -> list[tuple[int, int]]:
     """Each user's memory version: what a cache of any process compares to stay in step."""
     return [await memory_version(db.reader, user) for user in users]
 
@@ -38,7 +39,7 @@ def ollama(server: EmbeddingServer, http: httpx.AsyncClient) -> OllamaEmbedder:
     return OllamaEmbedder(http, base_url=server.url, model="fake-embed")
 
 
-async def scores(db: Database, embedder: LocalEmbedder, user_id: str, query: str) -> dict[int, float]:
+async def scores(db: SQLiteDatabase, embedder: LocalEmbedder, user_id: str, query: str) -> dict[int, float]:
     ids, matrix = await load_user_matrix(db, user_id, embedder.model)
     if not ids:
         return {}
@@ -46,7 +47,7 @@ async def scores(db: Database, embedder: LocalEmbedder, user_id: str, query: str
 
 
 async def test_run_once_embeds_every_stale_memory_and_bumps_their_users_versions(
-    db: Database, local: LocalEmbedder
+    db: SQLiteDatabase, local: LocalEmbedder
 ) -> None:
     velo = await add_memory(db, ALICE, VELO)
     nurse = await add_memory(db, ALICE, NURSE)
@@ -64,7 +65,7 @@ async def test_run_once_embeds_every_stale_memory_and_bumps_their_users_versions
     assert await stale_memories(db, local.model, 10) == []
 
 
-async def test_second_run_does_nothing_and_tells_nobody(db: Database, local: LocalEmbedder) -> None:
+async def test_second_run_does_nothing_and_tells_nobody(db: SQLiteDatabase, local: LocalEmbedder) -> None:
     await add_memory(db, ALICE, VELO)
     indexer = Indexer(db, local)
     await indexer.run_once()
@@ -73,7 +74,7 @@ async def test_second_run_does_nothing_and_tells_nobody(db: Database, local: Loc
     assert await versions(db, ALICE) == before
 
 
-async def test_a_changed_text_is_embedded_again_and_only_it(db: Database, local: LocalEmbedder) -> None:
+async def test_a_changed_text_is_embedded_again_and_only_it(db: SQLiteDatabase, local: LocalEmbedder) -> None:
     velo = await add_memory(db, ALICE, VELO)
     await add_memory(db, ALICE, NURSE)
     indexer = Indexer(db, local)
@@ -87,7 +88,7 @@ async def test_a_changed_text_is_embedded_again_and_only_it(db: Database, local:
 
 
 async def test_batches_cover_a_backlog_larger_than_one_batch(
-    db: Database, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+    db: SQLiteDatabase, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
 ) -> None:
     ids = [await add_memory(db, ALICE, f"souvenir numéro {i}") for i in range(5)]
     embedder = ollama(embedding_server, embedding_http)
@@ -99,7 +100,7 @@ async def test_batches_cover_a_backlog_larger_than_one_batch(
 
 
 async def test_a_run_stops_after_its_batch_budget_and_the_next_tick_continues(
-    db: Database, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+    db: SQLiteDatabase, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
 ) -> None:
     for i in range(5):
         await add_memory(db, ALICE, f"souvenir numéro {i}")
@@ -109,7 +110,7 @@ async def test_a_run_stops_after_its_batch_budget_and_the_next_tick_continues(
 
 
 async def test_failing_tick_leaves_everything_for_the_next_and_logs_once(
-    db: Database,
+    db: SQLiteDatabase,
     embedding_server: EmbeddingServer,
     embedding_http: httpx.AsyncClient,
     caplog: pytest.LogCaptureFixture,
@@ -135,7 +136,7 @@ async def test_failing_tick_leaves_everything_for_the_next_and_logs_once(
 
 
 async def test_failure_mid_run_keeps_the_batches_already_stored(
-    db: Database, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+    db: SQLiteDatabase, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
 ) -> None:
     for i in range(4):
         await add_memory(db, ALICE, f"souvenir numéro {i}")
@@ -149,7 +150,7 @@ async def test_failure_mid_run_keeps_the_batches_already_stored(
 
 
 async def test_deleting_all_vectors_then_reindexing_restores_the_scores(
-    db: Database, local: LocalEmbedder
+    db: SQLiteDatabase, local: LocalEmbedder
 ) -> None:
     await add_memory(db, ALICE, VELO)
     await add_memory(db, ALICE, NURSE)
@@ -168,7 +169,7 @@ async def test_deleting_all_vectors_then_reindexing_restores_the_scores(
 
 
 async def test_model_switch_fills_in_then_prunes_the_old_model(
-    db: Database,
+    db: SQLiteDatabase,
     local: LocalEmbedder,
     embedding_server: EmbeddingServer,
     embedding_http: httpx.AsyncClient,
@@ -191,13 +192,13 @@ async def test_model_switch_fills_in_then_prunes_the_old_model(
     assert (await load_user_matrix(db, ALICE, local.model))[0] == []
 
 
-async def test_expired_memories_are_not_indexed(db: Database, local: LocalEmbedder) -> None:
+async def test_expired_memories_are_not_indexed(db: SQLiteDatabase, local: LocalEmbedder) -> None:
     await add_memory(db, ALICE, "a un rendez-vous hier", expires_in=timedelta(seconds=-1))
     assert await Indexer(db, local).run_once() == 0
 
 
 async def test_scheduled_job_runs_once_at_start_with_one_instance_at_a_time(
-    db: Database, local: LocalEmbedder
+    db: SQLiteDatabase, local: LocalEmbedder
 ) -> None:
     velo = await add_memory(db, ALICE, VELO)
     before = await versions(db, ALICE)

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.errors import InvalidMemory
 from bot.memory.dedup import DedupIndex, similarity
 from bot.memory.reflection import parse_reflection
-from bot.memory.store import MemoryStore, NewMemory
-from bot.errors import InvalidMemory
+from bot.memory.stores.memories import MemoryStore, NewMemory
 from bot.memory.text import INVISIBLE, canonical, normalise
 from bot.memory.write import ReflectionContext, apply_reflection
 

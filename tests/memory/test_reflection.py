@@ -7,9 +7,9 @@ from datetime import date, datetime, timezone
 
 import pytest
 
+from bot.errors import ReflectionParseError
 from bot.memory.model import Memory
 from bot.memory.reflection import build_reflection_messages, parse_reflection, reflection_json_schema
-from bot.errors import ReflectionParseError
 
 GOOD_MEMORY = {"text": "L'utilisateur habite à Nantes.", "type": "fact", "scope": "global", "confidence": 0.95}
 

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 from bot.memory.reflection import parse_reflection
-from bot.memory.store import MemoryStore, NewMemory
+from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.stores.stories import load_story
 from bot.memory.story_state import parse_state_specs
-from bot.memory.story_store import load_story
 from bot.memory.write import ReflectionContext, apply_reflection
 
 SPECS = parse_state_specs({"mood": {"min": -5, "max": 5, "default": 0, "max_delta": 1}})
@@ -49,7 +49,7 @@ def valid(known_id: int) -> dict[str, Any]:
 
 
 async def _apply(root: Path, raw: str):
-    db = await Database.open(root / "echo.sqlite3")
+    db = await SQLiteDatabase.open(root / "echo.sqlite3")
     try:
         store = MemoryStore(db)
         known = await store.add("u", NewMemory(text="L'utilisateur fait partie de l'équipe Paiements.", place="p"))

@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-pytestmark = pytest.mark.both_stores
-
-from bot.memory.store import MemoryStore, NewMemory, erase_user_memories
 from bot.errors import InvalidMemory
+from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories
+
+pytestmark = pytest.mark.both_stores
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bot.errors import StateSpecError
 from bot.memory.story import (
     MAX_ANCHORS,
     MAX_POSITIONS,
@@ -28,7 +29,6 @@ from bot.memory.story import (
     select_positions,
 )
 from bot.memory.story_state import StateSpec, apply_state_deltas, parse_state_specs, state_values
-from bot.errors import StateSpecError
 
 T0 = datetime(2026, 3, 1, 20, 0, tzinfo=timezone.utc)
 NOW = T0 + timedelta(hours=5)

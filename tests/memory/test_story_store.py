@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.both_stores
-
-from bot.clients.db import Database
-from bot.memory.story_state import parse_state_specs
-from bot.memory.story_store import (
+from bot.clients.db import SQLiteDatabase
+from bot.memory.stores.stories import (
     StoryReport,
     apply_story_reflection,
     erase_user_story_data,
     load_story,
     story_history,
 )
+from bot.memory.story_state import parse_state_specs
+
+pytestmark = pytest.mark.both_stores
 
 T0 = datetime(2026, 3, 1, 20, 0, tzinfo=timezone.utc)
 SPECS = parse_state_specs(
@@ -43,8 +43,8 @@ LEGITIMATE = "L'utilisateur a montré ses étagères rangées par couleur et n'a
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "x.db")
+async def db(tmp_path: Path) -> AsyncIterator[SQLiteDatabase]:
+    database = await SQLiteDatabase.open(tmp_path / "x.db")
     try:
         yield database
     finally:
@@ -52,7 +52,7 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
 
 
 async def reflect(
-    db: Database,
+    db: SQLiteDatabase,
     user_id: str = ALICE,
     story_id: str = HARBOUR,
     *,
@@ -70,7 +70,7 @@ async def reflect(
         )
 
 
-async def test_first_reflection_stores_summary_anchors_positions_and_state(db: Database) -> None:
+async def test_first_reflection_stores_summary_anchors_positions_and_state(db: SQLiteDatabase) -> None:
     report = await reflect(
         db,
         summary="Alice arrive au port et cherche le capitaine Morel.",
@@ -89,7 +89,7 @@ async def test_first_reflection_stores_summary_anchors_positions_and_state(db: D
     assert [h.operation for h in await story_history(db, ALICE, HARBOUR)] == ["state_changed"]
 
 
-async def test_summary_dropping_an_anchored_fact_keeps_the_anchor_and_archives_the_old_summary(db: Database) -> None:
+async def test_summary_dropping_an_anchored_fact_keeps_the_anchor_and_archives_the_old_summary(db: SQLiteDatabase) -> None:
     await reflect(db, summary="Alice cherche le capitaine Morel, disparu en mer.",
                   anchor_add=["Le capitaine Morel a disparu en mer."])
     later = T0 + timedelta(minutes=3)
@@ -103,7 +103,7 @@ async def test_summary_dropping_an_anchored_fact_keeps_the_anchor_and_archives_t
     assert entry.payload["summary"] == "Alice cherche le capitaine Morel, disparu en mer."
 
 
-async def test_summary_repeating_an_anchor_is_stored_as_is(db: Database) -> None:
+async def test_summary_repeating_an_anchor_is_stored_as_is(db: SQLiteDatabase) -> None:
     await reflect(db, anchor_add=["Le capitaine Morel a disparu en mer."])
     await reflect(db, summary="Le capitaine Morel a disparu en mer. Alice le cherche.")
     story = await load_story(db, ALICE, HARBOUR)
@@ -111,7 +111,7 @@ async def test_summary_repeating_an_anchor_is_stored_as_is(db: Database) -> None
     assert len(story.anchors) == 1
 
 
-async def test_anchor_removal_without_reason_is_refused_with_one_it_is_archived(db: Database) -> None:
+async def test_anchor_removal_without_reason_is_refused_with_one_it_is_archived(db: SQLiteDatabase) -> None:
     report = await reflect(db, anchor_add=["Alice a promis de rapporter la carte du phare."])
     anchor_id = report.added_anchor_ids[0]
 
@@ -131,7 +131,7 @@ async def test_anchor_removal_without_reason_is_refused_with_one_it_is_archived(
     assert entry.payload["text"] == "Alice a promis de rapporter la carte du phare."
 
 
-async def test_another_users_or_storys_anchor_id_is_unknown(db: Database) -> None:
+async def test_another_users_or_storys_anchor_id_is_unknown(db: SQLiteDatabase) -> None:
     bobs = (await reflect(db, BOB, HARBOUR, anchor_add=["Bob a une dette envers le passeur."])).added_anchor_ids[0]
     tavern = (await reflect(db, ALICE, TAVERN, anchor_add=["Alice a perdu sa bague à la taverne."])).added_anchor_ids[0]
     await reflect(db, ALICE, HARBOUR, anchor_add=["Alice cherche Morel."])
@@ -144,7 +144,7 @@ async def test_another_users_or_storys_anchor_id_is_unknown(db: Database) -> Non
     assert await story_history(db, BOB) == [] and await story_history(db, ALICE) == []
 
 
-async def test_self_citing_justification_keeps_the_date_legitimate_one_refreshes(db: Database) -> None:
+async def test_self_citing_justification_keeps_the_date_legitimate_one_refreshes(db: SQLiteDatabase) -> None:
     other_stance = "Le personnage pense que la musique aide à se concentrer."
     await reflect(db, positions=[
         {"subject": "rangement des livres", "stance": STANCE, "justification": "Alice range ses livres par taille."},
@@ -165,7 +165,7 @@ async def test_self_citing_justification_keeps_the_date_legitimate_one_refreshes
     assert entry.payload["justification"] == "Alice code avec un casque."
 
 
-async def test_evicted_position_goes_to_history(db: Database) -> None:
+async def test_evicted_position_goes_to_history(db: SQLiteDatabase) -> None:
     from bot.memory.story import MAX_POSITIONS
 
     for i in range(MAX_POSITIONS):
@@ -181,7 +181,7 @@ async def test_evicted_position_goes_to_history(db: Database) -> None:
     assert (entry.operation, entry.payload["subject"], entry.cause) == ("position_evicted", "sujet 0", "reflection:last")
 
 
-async def test_state_deltas_are_clamped_unknown_keys_ignored_changes_recorded(db: Database) -> None:
+async def test_state_deltas_are_clamped_unknown_keys_ignored_changes_recorded(db: SQLiteDatabase) -> None:
     report = await reflect(db, state_deltas={"humeur": 5, "confiance": -0.05, "colère": 1, "Humeur": 0.1})
     assert (await load_story(db, ALICE, HARBOUR)).state == {"humeur": 0.2, "confiance": 0.25}
     assert len(report.state.notes) == 3
@@ -195,7 +195,7 @@ async def test_state_deltas_are_clamped_unknown_keys_ignored_changes_recorded(db
     assert all(c["proposed"] in (5, 0.9) and c["applied"] == 0.2 for c in changes if c["name"] == "humeur")
 
 
-async def test_story_writes_join_the_callers_transaction(db: Database) -> None:
+async def test_story_writes_join_the_callers_transaction(db: SQLiteDatabase) -> None:
     with pytest.raises(RuntimeError):
         async with db.write() as conn:
             await apply_story_reflection(
@@ -208,7 +208,7 @@ async def test_story_writes_join_the_callers_transaction(db: Database) -> None:
     assert (story.summary, story.anchors, story.state) == (None, [], {})
 
 
-async def test_history_is_scoped_by_user_and_optionally_by_story(db: Database) -> None:
+async def test_history_is_scoped_by_user_and_optionally_by_story(db: SQLiteDatabase) -> None:
     for user, story in ((ALICE, HARBOUR), (ALICE, TAVERN), (BOB, HARBOUR)):
         await reflect(db, user, story, state_deltas={"humeur": 0.1})
     assert {h.story_id for h in await story_history(db, ALICE)} == {HARBOUR, TAVERN}
@@ -216,7 +216,7 @@ async def test_history_is_scoped_by_user_and_optionally_by_story(db: Database) -
     assert [(h.user_id, h.story_id) for h in await story_history(db, BOB, None)] == [(BOB, HARBOUR)]
 
 
-async def test_erase_removes_only_that_users_rows(db: Database) -> None:
+async def test_erase_removes_only_that_users_rows(db: SQLiteDatabase) -> None:
     for user in (ALICE, BOB):
         await reflect(db, user, summary="Résumé initial.", anchor_add=["Un fait."], state_deltas={"humeur": 0.1},
                       positions=[{"subject": "mer", "stance": "Le personnage craint la mer.", "justification": "Naufrage raconté."}])
@@ -232,7 +232,7 @@ async def test_erase_removes_only_that_users_rows(db: Database) -> None:
     assert len(await story_history(db, BOB)) == 2
 
 
-async def test_anchor_removals_survive_fifty_newer_history_rows_when_asked_for_by_kind(db: Database) -> None:
+async def test_anchor_removals_survive_fifty_newer_history_rows_when_asked_for_by_kind(db: SQLiteDatabase) -> None:
     anchor_id = (await reflect(db, anchor_add=["Alice a promis de rapporter la carte du phare."])).added_anchor_ids[0]
     reason = "Alice a rapporté la carte : la promesse est tenue."
     await reflect(db, now=T0 + timedelta(minutes=1), anchor_remove=[(anchor_id, reason)])
@@ -251,7 +251,7 @@ async def test_anchor_removals_survive_fifty_newer_history_rows_when_asked_for_b
     assert await story_history(db, BOB, None, operations=("anchor_removed",)) == []
 
 
-async def test_operations_are_values_not_sql(db: Database) -> None:
+async def test_operations_are_values_not_sql(db: SQLiteDatabase) -> None:
     await reflect(db, state_deltas={"humeur": 0.1})
     assert await story_history(db, ALICE, operations=("x') OR 1=1 --", "x\" OR 1=1 --")) == []
     assert await story_history(db, ALICE, operations=()) == []
@@ -259,7 +259,7 @@ async def test_operations_are_values_not_sql(db: Database) -> None:
         await story_history(db, ALICE, operations="state_changed")
 
 
-async def test_reworded_subject_quoting_the_stored_stance_is_not_inserted(db: Database) -> None:
+async def test_reworded_subject_quoting_the_stored_stance_is_not_inserted(db: SQLiteDatabase) -> None:
     await reflect(db, positions=[
         {"subject": "rangement des livres", "stance": STANCE, "justification": "Alice range ses livres par taille."},
     ])
@@ -273,7 +273,7 @@ async def test_reworded_subject_quoting_the_stored_stance_is_not_inserted(db: Da
     assert any("refused" in n for n in report.notes)
 
 
-async def test_oversized_summary_is_refused_and_the_previous_one_stays(db: Database) -> None:
+async def test_oversized_summary_is_refused_and_the_previous_one_stays(db: SQLiteDatabase) -> None:
     from bot.memory.story import MAX_SUMMARY_CHARS
 
     await reflect(db, summary="Alice cherche le capitaine Morel.")

@@ -9,11 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.both_stores
-
-from bot.clients.db import MIGRATIONS_DIR, Database, to_db
+from bot.clients.db import MIGRATIONS_DIR, SQLiteDatabase
 from bot.memory.model import content_hash, utcnow
-from bot.memory.vectors import (
+from bot.memory.stores.vectors import (
     VectorRow,
     delete_all_vectors,
     fts_query,
@@ -22,34 +20,15 @@ from bot.memory.vectors import (
     stale_memories,
     store_vectors,
 )
+from tests.builders import add_memory, delete_memory, set_text
+
+pytestmark = pytest.mark.both_stores
 
 MODEL = "test-model"
 ALICE, BOB = "111", "222"
 
 
-async def add_memory(db: Database, user_id: str, text: str, *, expires_in: timedelta | None = None) -> int:
-    now = utcnow()
-    expires_at = to_db(now + expires_in) if expires_in is not None else None
-    async with db.write() as conn:
-        cur = await conn.execute(
-            "INSERT INTO memories (user_id, text, type, created_at, updated_at, expires_at, content_hash)"
-            " VALUES (?, ?, 'fact', ?, ?, ?, ?)",
-            (user_id, text, to_db(now), to_db(now), expires_at, content_hash(text)),
-        )
-        return int(cur.lastrowid)
 
-
-async def set_text(db: Database, user_id: str, memory_id: int, text: str) -> None:
-    async with db.write() as conn:
-        await conn.execute(
-            "UPDATE memories SET text = ?, content_hash = ? WHERE id = ? AND user_id = ?",
-            (text, content_hash(text), memory_id, user_id),
-        )
-
-
-async def delete_memory(db: Database, user_id: str, memory_id: int) -> None:
-    async with db.write() as conn:
-        await conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, user_id))
 
 
 def random_unit(seed: int, dim: int = 8) -> np.ndarray:
@@ -57,7 +36,7 @@ def random_unit(seed: int, dim: int = 8) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-async def embed_all(db: Database, model: str = MODEL, dim: int = 8) -> dict[int, np.ndarray]:
+async def embed_all(db: SQLiteDatabase, model: str = MODEL, dim: int = 8) -> dict[int, np.ndarray]:
     """Give every stale memory a random vector, as the indexer would."""
     stale = await stale_memories(db, model, 1000)
     vectors = {m.id: random_unit(m.id, dim) for m in stale}
@@ -71,7 +50,7 @@ async def embed_all(db: Database, model: str = MODEL, dim: int = 8) -> dict[int,
 # --- vectors ----------------------------------------------------------------------------------
 
 
-async def test_vectors_round_trip_per_user(db: Database) -> None:
+async def test_vectors_round_trip_per_user(db: SQLiteDatabase) -> None:
     a1 = await add_memory(db, ALICE, "aime le thé")
     a2 = await add_memory(db, ALICE, "habite à Nantes")
     b1 = await add_memory(db, BOB, "joue du piano")
@@ -87,14 +66,14 @@ async def test_vectors_round_trip_per_user(db: Database) -> None:
     np.testing.assert_array_equal(matrix[0], vectors[b1])
 
 
-async def test_no_vector_gives_an_empty_matrix(db: Database) -> None:
+async def test_no_vector_gives_an_empty_matrix(db: SQLiteDatabase) -> None:
     await add_memory(db, ALICE, "aime le thé")
     ids, matrix = await load_user_matrix(db, ALICE, MODEL)
     assert ids == []
     assert matrix.shape[0] == 0
 
 
-async def test_changed_text_makes_the_vector_stale_and_unserved(db: Database) -> None:
+async def test_changed_text_makes_the_vector_stale_and_unserved(db: SQLiteDatabase) -> None:
     tea = await add_memory(db, ALICE, "aime le thé")
     town = await add_memory(db, ALICE, "habite à Nantes")
     await embed_all(db)
@@ -110,7 +89,7 @@ async def test_changed_text_makes_the_vector_stale_and_unserved(db: Database) ->
     assert ids == [tea]
 
 
-async def test_another_model_sees_every_memory_as_stale_and_no_vector(db: Database) -> None:
+async def test_another_model_sees_every_memory_as_stale_and_no_vector(db: SQLiteDatabase) -> None:
     first = await add_memory(db, ALICE, "aime le thé")
     second = await add_memory(db, BOB, "joue du piano")
     await embed_all(db, MODEL)
@@ -120,12 +99,12 @@ async def test_another_model_sees_every_memory_as_stale_and_no_vector(db: Databa
     assert (await load_user_matrix(db, ALICE, MODEL))[0] == [first]
 
 
-async def test_stale_memories_lists_newest_first_within_the_limit(db: Database) -> None:
+async def test_stale_memories_lists_newest_first_within_the_limit(db: SQLiteDatabase) -> None:
     ids = [await add_memory(db, ALICE, f"souvenir {i}") for i in range(5)]
     assert [m.id for m in await stale_memories(db, MODEL, 2)] == [ids[4], ids[3]]
 
 
-async def test_expired_memories_are_neither_served_nor_indexed(db: Database) -> None:
+async def test_expired_memories_are_neither_served_nor_indexed(db: SQLiteDatabase) -> None:
     live = await add_memory(db, ALICE, "aime le thé")
     dated = await add_memory(db, ALICE, "a un rendez-vous demain", expires_in=timedelta(days=1))
     await embed_all(db)
@@ -138,7 +117,7 @@ async def test_expired_memories_are_neither_served_nor_indexed(db: Database) -> 
     assert [m.id for m in await stale_memories(db, MODEL, 10)] == [dated]
 
 
-async def test_storing_again_replaces_the_vector(db: Database) -> None:
+async def test_storing_again_replaces_the_vector(db: SQLiteDatabase) -> None:
     memory = await add_memory(db, ALICE, "aime le thé")
     await embed_all(db)
     newer = random_unit(99)
@@ -148,7 +127,7 @@ async def test_storing_again_replaces_the_vector(db: Database) -> None:
     np.testing.assert_array_equal(matrix, newer[None, :])
 
 
-async def test_a_memory_deleted_while_embedding_is_skipped_not_fatal(db: Database) -> None:
+async def test_a_memory_deleted_while_embedding_is_skipped_not_fatal(db: SQLiteDatabase) -> None:
     kept = await add_memory(db, ALICE, "aime le thé")
     gone = await add_memory(db, ALICE, "habite à Nantes")
     stale = await stale_memories(db, MODEL, 10)
@@ -163,7 +142,7 @@ async def test_a_memory_deleted_while_embedding_is_skipped_not_fatal(db: Databas
     assert (await load_user_matrix(db, ALICE, MODEL))[0] == [kept]
 
 
-async def test_a_vector_is_never_stored_under_another_users_memory(db: Database) -> None:
+async def test_a_vector_is_never_stored_under_another_users_memory(db: SQLiteDatabase) -> None:
     alice_memory = await add_memory(db, ALICE, "aime le thé")
     async with db.write() as conn:
         stored = await store_vectors(
@@ -174,7 +153,7 @@ async def test_a_vector_is_never_stored_under_another_users_memory(db: Database)
     assert (await load_user_matrix(db, ALICE, MODEL))[0] == []
 
 
-async def test_deleting_a_memory_deletes_its_vectors(db: Database) -> None:
+async def test_deleting_a_memory_deletes_its_vectors(db: SQLiteDatabase) -> None:
     memory = await add_memory(db, ALICE, "aime le thé")
     await embed_all(db, MODEL)
     await embed_all(db, "other-model")
@@ -183,7 +162,7 @@ async def test_deleting_a_memory_deletes_its_vectors(db: Database) -> None:
         assert (await cur.fetchone())[0] == 0
 
 
-async def test_delete_all_vectors_empties_the_index_only(db: Database) -> None:
+async def test_delete_all_vectors_empties_the_index_only(db: SQLiteDatabase) -> None:
     await add_memory(db, ALICE, "aime le thé")
     await add_memory(db, BOB, "joue du piano")
     await embed_all(db)
@@ -192,7 +171,7 @@ async def test_delete_all_vectors_empties_the_index_only(db: Database) -> None:
     assert len(await stale_memories(db, MODEL, 10)) == 2
 
 
-async def test_mixed_dimensions_under_one_model_serve_the_newest(db: Database) -> None:
+async def test_mixed_dimensions_under_one_model_serve_the_newest(db: SQLiteDatabase) -> None:
     old = await add_memory(db, ALICE, "aime le thé")
     new = await add_memory(db, ALICE, "habite à Nantes")
     async with db.write() as conn:
@@ -209,7 +188,7 @@ async def test_mixed_dimensions_under_one_model_serve_the_newest(db: Database) -
 # --- full-text index --------------------------------------------------------------------------
 
 
-async def test_fts_follows_insert_update_and_delete(db: Database) -> None:
+async def test_fts_follows_insert_update_and_delete(db: SQLiteDatabase) -> None:
     memory = await add_memory(db, ALICE, "L'utilisateur fait du vélo le dimanche")
     assert set(await lexical_matches(db, ALICE, "vélo", 10)) == {memory}
 
@@ -221,7 +200,7 @@ async def test_fts_follows_insert_update_and_delete(db: Database) -> None:
     assert await lexical_matches(db, ALICE, "natation", 10) == {}
 
 
-async def test_fts_index_stays_consistent_with_its_content(db: Database) -> None:
+async def test_fts_index_stays_consistent_with_its_content(db: SQLiteDatabase) -> None:
     if db.dialect != "sqlite":
         pytest.skip("FTS5's own integrity check; PostgreSQL's search column is generated from the row")
     memory = await add_memory(db, ALICE, "aime le thé vert")
@@ -233,7 +212,7 @@ async def test_fts_index_stays_consistent_with_its_content(db: Database) -> None
         await conn.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")
 
 
-async def test_lexical_matches_are_scoped_by_user(db: Database) -> None:
+async def test_lexical_matches_are_scoped_by_user(db: SQLiteDatabase) -> None:
     alice_memory = await add_memory(db, ALICE, "aime le piano")
     bob_memory = await add_memory(db, BOB, "joue du piano")
     assert set(await lexical_matches(db, ALICE, "piano", 10)) == {alice_memory}
@@ -241,12 +220,12 @@ async def test_lexical_matches_are_scoped_by_user(db: Database) -> None:
     assert await lexical_matches(db, "333", "piano", 10) == {}
 
 
-async def test_lexical_matches_ignore_accents_and_case(db: Database) -> None:
+async def test_lexical_matches_ignore_accents_and_case(db: SQLiteDatabase) -> None:
     memory = await add_memory(db, ALICE, "Fait du Vélo à Montréal")
     assert set(await lexical_matches(db, ALICE, "velo montreal", 10)) == {memory}
 
 
-async def test_lexical_scores_rank_the_better_match_first(db: Database) -> None:
+async def test_lexical_scores_rank_the_better_match_first(db: SQLiteDatabase) -> None:
     both = await add_memory(db, ALICE, "fait du vélo chaque dimanche")
     one = await add_memory(db, ALICE, "a acheté un vélo rouge")
     await add_memory(db, ALICE, "habite à Nantes")
@@ -255,13 +234,13 @@ async def test_lexical_scores_rank_the_better_match_first(db: Database) -> None:
     assert 0 < scores[one] < scores[both] < 1
 
 
-async def test_lexical_matches_respect_the_limit(db: Database) -> None:
+async def test_lexical_matches_respect_the_limit(db: SQLiteDatabase) -> None:
     for i in range(5):
         await add_memory(db, ALICE, f"vélo numéro {i}")
     assert len(await lexical_matches(db, ALICE, "vélo", 3)) == 3
 
 
-async def test_query_of_stop_words_only_matches_nothing(db: Database) -> None:
+async def test_query_of_stop_words_only_matches_nothing(db: SQLiteDatabase) -> None:
     await add_memory(db, ALICE, "il est dans le jardin")
     assert fts_query("le la de et il est") == ""
     assert await lexical_matches(db, ALICE, "le la de et il est", 10) == {}
@@ -286,14 +265,14 @@ async def test_query_of_stop_words_only_matches_nothing(db: Database) -> None:
         "vélo + piano",
     ],
 )
-async def test_fts_syntax_in_the_query_is_only_text(db: Database, query: str) -> None:
+async def test_fts_syntax_in_the_query_is_only_text(db: SQLiteDatabase, query: str) -> None:
     velo = await add_memory(db, ALICE, "fait du vélo")
     await add_memory(db, ALICE, "joue du piano" if "piano" not in query else "habite à Nantes")
     assert set(await lexical_matches(db, ALICE, query, 10)) == {velo}
 
 
 @pytest.mark.parametrize("query", ['"', "AND", "OR NOT", "NEAR", "*", "()", '") OR ("', "^", ":"])
-async def test_bare_fts_operators_neither_fail_nor_match_everything(db: Database, query: str) -> None:
+async def test_bare_fts_operators_neither_fail_nor_match_everything(db: SQLiteDatabase, query: str) -> None:
     await add_memory(db, ALICE, "fait du vélo")
     assert await lexical_matches(db, ALICE, query, 10) == {}
 
@@ -303,18 +282,18 @@ async def test_migration_indexes_memories_that_existed_before_it(tmp_path: Path)
     only_first.mkdir()
     shutil.copy(MIGRATIONS_DIR / "0001_memory.sql", only_first)
     path = tmp_path / "old.sqlite3"
-    old = await Database.open(path, migrations=only_first)
+    old = await SQLiteDatabase.open(path, migrations=only_first)
     memory = await add_memory(old, ALICE, "collectionne les timbres")
     await old.close()
 
-    upgraded = await Database.open(path)
+    upgraded = await SQLiteDatabase.open(path)
     try:
         assert set(await lexical_matches(upgraded, ALICE, "timbres", 10)) == {memory}
     finally:
         await upgraded.close()
 
 
-async def test_lexical_matches_among_restricts_before_the_limit(db: Database) -> None:
+async def test_lexical_matches_among_restricts_before_the_limit(db: SQLiteDatabase) -> None:
     # Short texts rank first in bm25: unrestricted, these twenty take every place of the limit.
     crowd = [await add_memory(db, ALICE, f"vélo {n}") for n in range(20)]
     wanted = await add_memory(db, ALICE, "L'utilisateur a parlé de son vélo rouge pendant les vacances d'été")
@@ -325,7 +304,7 @@ async def test_lexical_matches_among_restricts_before_the_limit(db: Database) ->
     assert await lexical_matches(db, ALICE, "vélo", 16, among=[]) == {}
 
 
-async def test_lexical_matches_among_stays_scoped_by_user(db: Database) -> None:
+async def test_lexical_matches_among_stays_scoped_by_user(db: SQLiteDatabase) -> None:
     bob_memory = await add_memory(db, BOB, "joue du piano")
     assert await lexical_matches(db, ALICE, "piano", 10, among=[bob_memory]) == {}
     assert set(await lexical_matches(db, BOB, "piano", 10, among=[bob_memory])) == {bob_memory}

@@ -9,22 +9,22 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from bot.clients.db import Database
 import bot.memory.cache as cache_module
+from bot.clients.db import SQLiteDatabase
 from bot.memory.cache import MemoryCache
 from bot.memory.dedup import DedupIndex
-from bot.memory.exchange_store import save_exchange
 from bot.memory.model import utcnow
-from bot.memory.store import MemoryStore, NewMemory, erase_user_memories
+from bot.memory.stores.exchanges import save_exchange
+from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories
 from bot.memory.warm_up import WARM_DAYS, WARM_SHARE, warm_up
-from tests.test_engine import http, make_engine, msg  # noqa: F401 (http: a fixture)
+from tests.builders import make_engine, msg
 
 PLACE = "guild-1"
 
 pytestmark = pytest.mark.both_stores
 
 
-async def seed(db: Database, user: str, count: int, *, days_ago: float = 1.0, place: str = PLACE) -> None:
+async def seed(db: SQLiteDatabase, user: str, count: int, *, days_ago: float = 1.0, place: str = PLACE) -> None:
     store = MemoryStore(db)
     for i in range(count):
         await store.add(user, NewMemory(text=f"{user} a noté le fait numéro {i} : sa couleur {i} est rare", place=place))
@@ -35,7 +35,7 @@ async def seed(db: Database, user: str, count: int, *, days_ago: float = 1.0, pl
         )  # fmt: skip
 
 
-async def test_recent_speakers_are_warmed_with_their_write_index_and_the_idle_are_not(db: Database) -> None:
+async def test_recent_speakers_are_warmed_with_their_write_index_and_the_idle_are_not(db: SQLiteDatabase) -> None:
     await seed(db, "alice", 30, days_ago=1)
     await seed(db, "bob", 10, days_ago=WARM_DAYS + 1)
     cache = MemoryCache(db, None)
@@ -48,7 +48,7 @@ async def test_recent_speakers_are_warmed_with_their_write_index_and_the_idle_ar
     assert cache.loads == loads and len(index) == 30 and len(entry) == 30
 
 
-async def test_warming_stops_before_the_cache_would_evict_what_it_warmed(db: Database) -> None:
+async def test_warming_stops_before_the_cache_would_evict_what_it_warmed(db: SQLiteDatabase) -> None:
     for user in ("alice", "bob", "carol"):
         await seed(db, user, 20)
     small = MemoryCache(db, None)
@@ -63,7 +63,7 @@ async def test_warming_stops_before_the_cache_would_evict_what_it_warmed(db: Dat
 
 
 async def test_a_reflection_arriving_during_the_build_waits_for_the_whole_index(
-    db: Database, monkeypatch: pytest.MonkeyPatch
+    db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await seed(db, "alice", 200)
     # A slice of one memory: the build returns to the loop after every row.
@@ -79,7 +79,7 @@ async def test_a_reflection_arriving_during_the_build_waits_for_the_whole_index(
     assert (await warming).users == 1
 
 
-async def test_a_build_cancelled_halfway_leaves_no_partial_index(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_build_cancelled_halfway_leaves_no_partial_index(db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
     await seed(db, "alice", 200)
     monkeypatch.setattr(cache_module, "SLICE_SECONDS", 0.0)
     cache = MemoryCache(db, None)
@@ -96,7 +96,7 @@ async def test_a_build_cancelled_halfway_leaves_no_partial_index(db: Database, m
 
 
 async def test_a_load_under_way_when_the_user_is_erased_is_not_kept(
-    db: Database, monkeypatch: pytest.MonkeyPatch
+    db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await seed(db, "alice", 30)
     cache = MemoryCache(db, None)
@@ -148,7 +148,7 @@ def test_reserving_room_keeps_the_dedup_arrays_through_the_adds() -> None:
 
 
 async def test_a_built_index_is_served_while_another_place_of_the_user_is_being_built(
-    db: Database, monkeypatch: pytest.MonkeyPatch
+    db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # What a reflection inside the write lock relies on: it never waits for another place's build.
     await seed(db, "alice", 300, place="guild-1")

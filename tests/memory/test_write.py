@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-pytestmark = pytest.mark.both_stores
-
 from bot.memory.reflection import parse_reflection
-from bot.memory.store import MemoryStore, NewMemory
+from bot.memory.stores.memories import MemoryStore, NewMemory
 from bot.memory.write import ReflectionContext, apply_reflection
+
+pytestmark = pytest.mark.both_stores
 
 
 @pytest.fixture

@@ -12,13 +12,13 @@ import pytest
 
 from bench.dedup_corpus import FACTS
 from bench.dedup_corpus_en import FACTS_EN
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 from bot.memory.cache import MemoryCache
 from bot.memory.dedup import best_match_exhaustive
 from bot.memory.filters import flipped_negation
 from bot.memory.model import utcnow
 from bot.memory.reflection import CandidateIn, Reflection
-from bot.memory.store import MemoryStore, NewMemory, memory_rows, row_to_memory
+from bot.memory.stores.memories import MemoryStore, NewMemory, memory_rows, row_to_memory
 from bot.memory.write import ReflectionContext, apply_reflection
 from bot.memory.write_index import FlipIndex, WriteIndex
 from tests.memory.test_filters import FLIPS, NOT_FLIPS
@@ -71,7 +71,7 @@ def candidate(text: str) -> CandidateIn:
     return CandidateIn(text=text, type="fact", scope="global", confidence=0.95)
 
 
-async def add(db: Database, text: str, **fields: object) -> int:
+async def add(db: SQLiteDatabase, text: str, **fields: object) -> int:
     return await MemoryStore(db).add(ALICE, NewMemory(text=text, place=PLACE, **fields))  # type: ignore[arg-type]
 
 
@@ -84,7 +84,7 @@ def context(**fields: object) -> ReflectionContext:
     return ReflectionContext(**base)  # type: ignore[arg-type]
 
 
-async def live_texts(db: Database) -> dict[int, str]:
+async def live_texts(db: SQLiteDatabase) -> dict[int, str]:
     now = utcnow()
     return {
         m.id: m.text
@@ -93,7 +93,7 @@ async def live_texts(db: Database) -> dict[int, str]:
     }
 
 
-async def test_the_index_follows_every_write_without_a_rebuild(db: Database) -> None:
+async def test_the_index_follows_every_write_without_a_rebuild(db: SQLiteDatabase) -> None:
     cache = MemoryCache(db, None)
     store = MemoryStore(db)
     nantes = await add(db, "L'utilisateur habite à Nantes depuis deux ans.")
@@ -123,8 +123,8 @@ async def test_the_index_follows_every_write_without_a_rebuild(db: Database) -> 
     assert index.texts == {i: t for i, t in (await live_texts(db)).items() if "Rome" not in t}
 
 
-async def test_writes_of_another_process_reach_the_index(db: Database) -> None:
-    other = await Database.open(db.path)
+async def test_writes_of_another_process_reach_the_index(db: SQLiteDatabase) -> None:
+    other = await SQLiteDatabase.open(db.path)
     try:
         cache = MemoryCache(db, None)
         await add(db, "L'utilisateur habite à Nantes depuis deux ans.")
@@ -136,7 +136,7 @@ async def test_writes_of_another_process_reach_the_index(db: Database) -> None:
         await other.close()
 
 
-async def test_a_reflection_that_does_not_land_leaves_nothing_in_the_index(db: Database) -> None:
+async def test_a_reflection_that_does_not_land_leaves_nothing_in_the_index(db: SQLiteDatabase) -> None:
     cache = MemoryCache(db, None)
     await add(db, "L'utilisateur habite à Nantes depuis deux ans.")
     await cache.write_index(ALICE, PLACE, utcnow())
@@ -158,7 +158,7 @@ async def test_a_reflection_that_does_not_land_leaves_nothing_in_the_index(db: D
 
 
 @pytest.mark.parametrize("places", list(itertools.product([PLACE, None], repeat=2)))
-async def test_a_reflection_with_the_cache_decides_like_one_without(db: Database, places: tuple) -> None:
+async def test_a_reflection_with_the_cache_decides_like_one_without(db: SQLiteDatabase, places: tuple) -> None:
     first, second = places
     for text in CORPUS[:40]:
         await MemoryStore(db).add(ALICE, NewMemory(text=text, place=first))
@@ -168,7 +168,7 @@ async def test_a_reflection_with_the_cache_decides_like_one_without(db: Database
     cache = MemoryCache(db, None)
     await cache.write_index(ALICE, second, utcnow())
     path = db.path
-    copy = await Database.open(path.with_name("copy.sqlite3"))
+    copy = await SQLiteDatabase.open(path.with_name("copy.sqlite3"))
     try:
         for text in CORPUS[:40]:
             await MemoryStore(copy).add(ALICE, NewMemory(text=text, place=first))

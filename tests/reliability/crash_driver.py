@@ -17,13 +17,13 @@ from typing import Any
 
 import aiosqlite
 
-import bot.reflection_worker
+import bot.engine.reflection_worker
 from bot.app import open_services
-from bot.terminal.chat import session_for
 from bot.config import load_settings
 from bot.engine import Incoming
+from bot.terminal.chat import session_for
 
-_apply_reflection = bot.reflection_worker.apply_reflection
+_apply_reflection = bot.engine.reflection_worker.apply_reflection
 
 
 async def _apply_then_die(
@@ -40,7 +40,7 @@ async def _apply_then_die(
 async def main(user: str, message: str) -> None:
     session = session_for(user, "main")
     async with open_services(load_settings()) as services:
-        bot.reflection_worker.apply_reflection = _apply_then_die  # type: ignore[assignment]
+        bot.engine.reflection_worker.apply_reflection = _apply_then_die  # type: ignore[assignment]
         result = await services.engine.turn(
             Incoming(session.user_id, user, message, session.story_id, session.place)
         )

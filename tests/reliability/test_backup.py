@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.clients.backup import backup_and_rotate
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
 from tests.reliability.process import chat_env
 
@@ -106,7 +106,7 @@ async def test_a_backup_taken_while_two_chats_write_is_whole_and_restores_their_
     database = tmp_path / "echo.sqlite3"
     env = chat_env(llm_server.url, database)
     # Created first: two processes starting on no file at all would both migrate it.
-    await (await Database.open(database)).close()
+    await (await SQLiteDatabase.open(database)).close()
     alice, bob = await Chat.start(env, tmp_path, "alice"), await Chat.start(env, tmp_path, "bob")
     try:
         # Both write at once while the backup is taken.
@@ -160,7 +160,7 @@ async def test_a_backup_taken_while_two_chats_write_is_whole_and_restores_their_
 
 
 async def _big_database(path: Path) -> None:
-    db = await Database.open(path)
+    db = await SQLiteDatabase.open(path)
     await db.close()
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE ballast (b BLOB)")
@@ -206,7 +206,7 @@ async def test_restore_refuses_a_file_that_is_not_a_backup_and_changes_nothing(
     tmp_path: Path, content: bytes, said: str
 ) -> None:
     database = tmp_path / "echo.sqlite3"
-    db = await Database.open(database)
+    db = await SQLiteDatabase.open(database)
     await db.close()
     before = database.read_bytes()
     (tmp_path / "bad.sqlite3").write_bytes(content)
@@ -219,7 +219,7 @@ async def test_restore_refuses_a_file_that_is_not_a_backup_and_changes_nothing(
 
 async def test_scheduled_backups_keep_the_newest_and_touch_no_other_file(tmp_path: Path) -> None:
     database, folder = tmp_path / "echo.sqlite3", tmp_path / "backups"
-    db = await Database.open(database)
+    db = await SQLiteDatabase.open(database)
     await db.close()
     folder.mkdir()
     (folder / "mine.sqlite3").write_bytes(b"an operator's own file")
@@ -235,16 +235,17 @@ async def test_scheduled_backups_keep_the_newest_and_touch_no_other_file(tmp_pat
 async def test_a_failing_scheduled_backup_logs_once_and_counts_each_failure(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
     from bot.clients import backup
     from bot.clients.metrics import Metrics
-    from prometheus_client.parser import text_string_to_metric_families
 
     def scraped() -> dict[str, float]:
         text = Metrics().exposition().decode()
         return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if "backup" in s.name}
 
     database = tmp_path / "echo.sqlite3"
-    await (await Database.open(database)).close()
+    await (await SQLiteDatabase.open(database)).close()
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the backup folder should be", encoding="utf-8")
     before = scraped()
@@ -267,7 +268,7 @@ async def test_a_failing_scheduled_backup_logs_once_and_counts_each_failure(
 
 async def test_restore_into_a_folder_it_cannot_write_says_so_and_changes_nothing(tmp_path: Path) -> None:
     database = tmp_path / "data" / "echo.sqlite3"
-    await (await Database.open(database)).close()
+    await (await SQLiteDatabase.open(database)).close()
     code, out, err = await command(chat_env("http://127.0.0.1:9", database), tmp_path, "backup", "kept.sqlite3")
     assert code == 0, err
     blocked = tmp_path / "file"

@@ -12,14 +12,14 @@ import pytest
 
 import bot.clients.db
 from bot.clients.db import UNREADABLE_DATE, from_db, to_db
+from bot.clients.outage import Outage
+from bot.errors import InvalidMemory
 from bot.memory.model import EARLIEST_EXPIRY, LATEST_EXPIRY
 from bot.memory.reflection import parse_reflection
-from bot.memory.store import MemoryStore, NewMemory
-from bot.errors import InvalidMemory
+from bot.memory.stores.memories import MemoryStore, NewMemory
 from bot.memory.write import ReflectionContext, apply_reflection
-from bot.clients.outage import Outage
 from bot.terminal.commands import Session, run_command
-from tests.test_engine import http, make_engine, msg  # noqa: F401  (http is a fixture)
+from tests.builders import make_engine, msg
 
 UTC = timezone.utc
 PLUS_14 = timezone(timedelta(hours=14))
@@ -221,7 +221,7 @@ def _poison(path, user: str) -> dict[str, int]:
     return ids
 
 
-async def test_bad_dates_on_disk_never_lock_a_user_out(db, http, llm_server, tmp_path, clock):  # noqa: F811
+async def test_bad_dates_on_disk_never_lock_a_user_out(db, http, llm_server, tmp_path, clock, store):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     ids = _poison(db.path, "alice")
     reflection = {"memories": [{"text": "L'utilisateur joue du violoncelle.", "type": "fact", "confidence": 0.9}]}
@@ -237,8 +237,8 @@ async def test_bad_dates_on_disk_never_lock_a_user_out(db, http, llm_server, tmp
     listing = await run_command(engine, session, "/memories")
     assert "violoncelle" in listing and "date abîmée (short_year)" in listing and "(garbage_created)" in listing
     # The 3-digit year is read as what it meant: an expiry long past.
-    assert (await engine.store.get("alice", ids["short_year"])).expires_at == datetime(999, 12, 31, 23, 59, 59, tzinfo=UTC)
-    assert (await engine.store.get("alice", ids["garbage_created"])).created_at == UNREADABLE_DATE
+    assert (await store.get("alice", ids["short_year"])).expires_at == datetime(999, 12, 31, 23, 59, 59, tzinfo=UTC)
+    assert (await store.get("alice", ids["garbage_created"])).created_at == UNREADABLE_DATE
 
     history = await run_command(engine, session, "/history")
     assert f"#{ids['short_year']} replace" in history and "une raison assez longue" in history
@@ -252,6 +252,6 @@ async def test_bad_dates_on_disk_never_lock_a_user_out(db, http, llm_server, tmp
     assert "Le pacte est scellé." in (await run_command(engine, session, "/why"))
 
     # /restore of the history row with unreadable dates brings its text back.
-    [entry] = [h for h in await engine.store.history("alice") if h.operation == "replace"]
+    [entry] = [h for h in await store.history("alice") if h.operation == "replace"]
     assert await engine.restore("alice", entry.id) == ids["short_year"]
-    assert (await engine.store.get("alice", ids["short_year"])).text == "L'utilisateur avait une ancienne version."
+    assert (await store.get("alice", ids["short_year"])).text == "L'utilisateur avait une ancienne version."

@@ -13,30 +13,23 @@ import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import pytest
 import pytest_asyncio
 
-from bot.character import load_character
-from bot.config import load_settings
-from bot.clients.db import Database
 from bot.engine import Engine, Incoming
-from bot.clients.llm import LLMClient
-from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply
+from tests.builders import make_engine
+from tests.fakes.llm_server import FakeLLMServer, LLMRequest, Reply
 
 ALICE = "alice"
 BOB = "bob"
 
 
 @pytest_asyncio.fixture
-async def engine(tmp_path: Path, db: Database, llm_server: FakeLLMServer) -> AsyncIterator[Engine]:
-    settings = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=db.path)
-    async with httpx.AsyncClient() as http:
-        llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-        eng = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=load_character(None))
-        await eng.start()
-        yield eng
-        await eng.close()
+async def engine(tmp_path, db, http, llm_server) -> AsyncIterator[Engine]:
+    eng = make_engine(db, http, llm_server, tmp_path)
+    await eng.start()
+    yield eng
+    await eng.close()
 
 
 def traces_of(database: Path, user_id: str, words: list[str]) -> list[str]:

@@ -14,9 +14,9 @@ import pytest
 
 from bot.clients.embeddings import OllamaEmbedder
 from bot.memory.indexing import Indexer
-from bot.memory.store import NewMemory
+from bot.memory.stores.memories import NewMemory
+from tests.builders import make_engine, msg
 from tests.fakes.embedding_server import EmbeddingServer
-from tests.test_engine import http, make_engine, msg  # noqa: F401  (fixture)
 
 BOUND = 1.0
 # Everything in a turn but the embedding: SQLite reads, selection, the local LLM call.
@@ -32,10 +32,8 @@ FACTS = [
 ]
 
 
-async def counters(engine) -> dict[int, tuple[int, int, int]]:
-    return {
-        m.id: (m.times_candidate, m.times_served, m.times_semantic) for m in await engine.store.list(USER)
-    }
+async def counters(store) -> dict[int, tuple[int, int, int]]:
+    return {m.id: (m.times_candidate, m.times_served, m.times_semantic) for m in await store.list(USER)}
 
 
 @pytest.fixture(params=["hang", "refused", "error", "malformed", "wrong_count", "wrong_dim"])
@@ -44,7 +42,7 @@ def fault(request) -> str:
 
 
 async def test_turns_survive_an_embedder_fault_and_count_as_degraded(
-    fault: str, db, http, llm_server, tmp_path, embedding_server: EmbeddingServer, refused_url: str  # noqa: F811
+    fault: str, db, http, llm_server, tmp_path, embedding_server: EmbeddingServer, refused_url: str, store
 ):
     url = refused_url if fault == "refused" else embedding_server.url
     healthy = OllamaEmbedder(http, base_url=embedding_server.url, model="fake-embed")
@@ -52,10 +50,10 @@ async def test_turns_survive_an_embedder_fault_and_count_as_degraded(
     engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
     engine.recall.timeout = BOUND
     for fact in FACTS:
-        await engine.store.add(USER, NewMemory(text=fact, place="guild-1"))
+        await store.add(USER, NewMemory(text=fact, place="guild-1"))
     # Every memory has a vector before the fault: a degraded turn is not "nothing to score".
     assert await Indexer(db, healthy).run_once() == len(FACTS)
-    before = await counters(engine)
+    before = await counters(store)
 
     if fault != "refused":
         embedding_server.mode = fault
@@ -66,7 +64,7 @@ async def test_turns_survive_an_embedder_fault_and_count_as_degraded(
         assert result.reply is not None
         assert result.selection is not None and result.selection.degraded
     await engine.wait_recorded(USER)
-    assert await counters(engine) == before
+    assert await counters(store) == before
     stats = await engine.stats(USER)
     assert (stats.turns, stats.degraded_turns) == (FAULT_TURNS, FAULT_TURNS)
 
@@ -78,7 +76,7 @@ async def test_turns_survive_an_embedder_fault_and_count_as_degraded(
         result = await engine.turn(msg(f"Et mon violoncelle ? ({n})", user=USER))
         assert result.selection is not None and not result.selection.degraded
     await engine.wait_recorded(USER)
-    after = await counters(engine)
+    after = await counters(store)
     assert all(after[i][0] == before[i][0] + HEALTHY_TURNS for i in before)
     stats = await engine.stats(USER)
     assert (stats.turns, stats.degraded_turns) == (FAULT_TURNS + HEALTHY_TURNS, FAULT_TURNS)

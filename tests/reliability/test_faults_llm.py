@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from cogs.utils.answering import DISCORD_LIMIT, split_message
-from bot.engine import LLM_DOWN_REPLY, MAX_REFLECTION_ATTEMPTS, MAX_REPLY_CHARS
 from bot.clients.llm import MAX_RESPONSE_BYTES
-from bot.memory.store import NewMemory
+from bot.engine import LLM_DOWN_REPLY, MAX_REFLECTION_ATTEMPTS, MAX_REPLY_CHARS
+from bot.memory.stores.memories import NewMemory
+from cogs.utils.answering import DISCORD_LIMIT, split_message
+from tests.builders import make_engine, msg
 from tests.fakes.llm_server import LLMRequest, Reply
-from tests.test_engine import http, make_engine, msg  # noqa: F401  (fixture)
 
 TIMEOUT = 1.0
 SLACK = 2.0
@@ -44,14 +44,14 @@ async def exchanges(db, user: str = "alice") -> list[tuple[Any, ...]]:
         return [tuple(row) for row in await cur.fetchall()]
 
 
-async def snapshot(engine, user: str) -> tuple[Any, ...]:
-    memories = [(m.id, m.text, m.type, m.pinned, m.expires_at) for m in await engine.store.list(user)]
-    history = [(h.memory_id, h.operation, h.text) for h in await engine.store.history(user)]
+async def snapshot(store, user: str) -> tuple[Any, ...]:
+    memories = [(m.id, m.text, m.type, m.pinned, m.expires_at) for m in await store.list(user)]
+    history = [(h.memory_id, h.operation, h.text) for h in await store.history(user)]
     return memories, history
 
 
 @pytest.mark.parametrize("fault", list(REPLY_FAULTS))
-async def test_a_failing_reply_says_so_clearly_and_keeps_the_message(fault, db, http, llm_server, tmp_path):  # noqa: F811
+async def test_a_failing_reply_says_so_clearly_and_keeps_the_message(fault, db, http, llm_server, tmp_path):
     engine = make_engine(db, http, llm_server, tmp_path, llm_timeout_seconds=TIMEOUT)
     llm_server.replies.append(REPLY_FAULTS[fault])
     started = time.monotonic()
@@ -71,7 +71,7 @@ async def test_a_failing_reply_says_so_clearly_and_keeps_the_message(fault, db, 
     ]
 
 
-async def test_a_runaway_reply_under_the_size_cap_is_cut_to_a_few_discord_messages(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_a_runaway_reply_under_the_size_cap_is_cut_to_a_few_discord_messages(db, http, llm_server, tmp_path):
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.replies.append("bla " * 100_000)
     result = await engine.turn(msg("Raconte-moi une histoire."))
@@ -106,13 +106,13 @@ def reflection_faults(bob_id: int, hidden_id: int) -> dict[str, Reply]:
 @pytest.mark.parametrize(
     "fault", ["timeout", "dropped", "not_json_body", "http_500", "unparseable", "5_MB", "foreign_ids"]
 )
-async def test_a_broken_reflection_changes_nothing_it_may_not_and_loses_nothing(fault, db, http, llm_server, tmp_path):  # noqa: F811
+async def test_a_broken_reflection_changes_nothing_it_may_not_and_loses_nothing(fault, db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path, reflection_timeout_seconds=TIMEOUT)
-    bob_id = await engine.store.add("bob", NewMemory(text="L'utilisateur aime le rock.", place="guild-1"))
+    bob_id = await store.add("bob", NewMemory(text="L'utilisateur aime le rock.", place="guild-1"))
     # Another place: never shown to a reflection of guild-1, so its id is not allowed.
-    hidden_id = await engine.store.add("alice", NewMemory(text="L'utilisateur habite à Nantes.", place="dm"))
-    bob_before = await snapshot(engine, "bob")
-    alice_before = await snapshot(engine, "alice")
+    hidden_id = await store.add("alice", NewMemory(text="L'utilisateur habite à Nantes.", place="dm"))
+    bob_before = await snapshot(store, "bob")
+    alice_before = await snapshot(store, "alice")
     answer = reflection_faults(bob_id, hidden_id)[fault]
 
     def handler(request: LLMRequest) -> Reply | str:
@@ -126,19 +126,19 @@ async def test_a_broken_reflection_changes_nothing_it_may_not_and_loses_nothing(
     await engine.wait_reflections("alice")
     assert time.monotonic() - started < TIMEOUT + SLACK
 
-    assert await snapshot(engine, "bob") == bob_before
+    assert await snapshot(store, "bob") == bob_before
     [(text, reply, reflected_at, attempts, error)] = await exchanges(db)
     assert (text, reply) == ("Je suis allergique aux arachides.", "D'accord.")
     if fault == "foreign_ids":
         # The allowed part lands; every id outside the shown ones is refused, whoever owns it.
-        memories, history = await snapshot(engine, "alice")
+        memories, history = await snapshot(store, "alice")
         assert [m[1] for m in memories] == ["L'utilisateur habite à Nantes.", ALLERGY] and history == []
         report = engine.last_reports["alice"]
         refused = report.of("delete_refused") + report.of("replace_refused")
         assert len(refused) == 5 and {d.detail for d in refused} == {"id not shown to the model"}
         assert reflected_at is not None and attempts == 0
         return
-    assert await snapshot(engine, "alice") == alice_before
+    assert await snapshot(store, "alice") == alice_before
     assert error
     if fault in DETERMINISTIC:
         # Retried at once (a model samples), then set aside, not deleted: the message stays in
@@ -158,6 +158,6 @@ async def test_a_broken_reflection_changes_nothing_it_may_not_and_loses_nothing(
     answer = Reply(json.dumps({"memories": [{"text": ALLERGY, "type": "fact", "confidence": 0.95}]}))
     engine.schedule_reflection("alice")
     await engine.wait_reflections("alice")
-    assert [m.text for m in await engine.store.list("alice")] == ["L'utilisateur habite à Nantes.", ALLERGY]
+    assert [m.text for m in await store.list("alice")] == ["L'utilisateur habite à Nantes.", ALLERGY]
     [(_, _, reflected_at, _, error)] = await exchanges(db)
     assert reflected_at is not None and error is None

@@ -33,17 +33,19 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
-from bot.clients.db import Database, open_database
+from bot.clients.databases import open_database
+from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import OllamaEmbedder
 from bot.engine import Engine, TurnResult
 from bot.memory.indexing import Indexer
 from bot.memory.reflection import CandidateIn, Reflection, ReplaceIn
+from bot.memory.stores.memories import MemoryStore
 from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
+from tests.builders import make_engine, msg
 from tests.conftest import Clock
 from tests.fakes.embedding_server import EmbeddingServer
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
 from tests.reliability.test_sql_scoping import read_schema
-from tests.test_engine import make_engine, msg
 
 T = TypeVar("T")
 
@@ -147,13 +149,14 @@ class IsolationMachine(RuleBasedStateMachine):
         if self.cluster is not None:
             self.db = await open_database(await self.cluster.reset_database())
         else:
-            self.db = await Database.open(self.tmp / "echo.sqlite3")
+            self.db = await SQLiteDatabase.open(self.tmp / "echo.sqlite3")
         self.closers.append(self.db.close)
         embedder = OllamaEmbedder(self.http, base_url=self.embedding_server.url, model="fake")
         self.engine: Engine = make_engine(
             self.db, self.http, self.llm_server, self.tmp, embedder=embedder, clock=self.clock
         )
         self.closers.append(self.engine.close)
+        self.store = MemoryStore(self.db, clock=self.clock)
         self.indexer = Indexer(self.db, embedder)
         await self.engine.sync_rules()
         # Every user starts with memories in both places and one archived version, so that the
@@ -164,7 +167,7 @@ class IsolationMachine(RuleBasedStateMachine):
                 await self.engine.remember(user, text, story_id=story, place=STORIES[story])
         await self._check_owners(None, recording=True)
         for user in USERS:
-            assert await self.engine.forget(user, min(m.id for m in await self.engine.store.list(user)))
+            assert await self.engine.forget(user, min(m.id for m in await self.store.list(user)))
         self.users = (*USERS, self.engine.character_user_id)
         await self._check_owners(None, recording=True)
         self.snapshots = {user: await self._snapshot(user) for user in self.users}
@@ -450,8 +453,8 @@ class IsolationMachine(RuleBasedStateMachine):
         async def read() -> tuple[Any, ...]:
             return (
                 await self.engine.export(actor),
-                await self.engine.store.list(actor),
-                await self.engine.store.history(actor, limit=1000),
+                await self.store.list(actor),
+                await self.store.history(actor, limit=1000),
                 await self.engine.stats(actor),
             )
 

@@ -15,13 +15,13 @@ import httpx
 import numpy as np
 import pytest
 
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 from bot.clients.postgres import PostgresDatabase
-from bot.memory.move_store import DERIVED_TABLES, TABLES, MoveRefused, move
-from bot.memory.store import NewMemory
-from bot.memory.vectors import VectorRow, store_vectors
+from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.stores.move import DERIVED_TABLES, TABLES, MoveRefused, move
+from bot.memory.stores.vectors import VectorRow, store_vectors
+from tests.builders import make_engine, msg
 from tests.fakes.llm_server import LLMRequest
-from tests.test_engine import make_engine, msg
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,7 +43,7 @@ async def _fill(path: Path, llm_server, tmp_path: Path) -> tuple[list[str], int]
     """A bot's life on SQLite: turns, reflections, a forget, a setting, vectors. Returns the
     users and the highest memory id ever given (then deleted)."""
     llm_server.handler = _reflection
-    db = await Database.open(path)
+    db = await SQLiteDatabase.open(path)
     async with httpx.AsyncClient(trust_env=False) as http:
         engine = make_engine(db, http, llm_server, tmp_path)
         try:
@@ -54,14 +54,15 @@ async def _fill(path: Path, llm_server, tmp_path: Path) -> tuple[list[str], int]
                     await engine.wait_reflections(user)
                 await engine.remember(user, "L'utilisateur aime le thé vert.", story_id="chan-0", place="guild-1")
             await engine.set_sharing("bob", True)
-            memories = await engine.store.list("alice")
+            store = MemoryStore(db)
+            memories = await store.list("alice")
             async with db.write() as conn:
                 await store_vectors(
                     conn,
                     [VectorRow(m.id, "alice", "model-a", m.content_hash, np.arange(4, dtype=np.float32) + m.id) for m in memories],
                 )
-            newest = await engine.store.add("alice", NewMemory(text="L'utilisateur part demain."))
-            assert await engine.store.forget("alice", newest, cause="test")
+            newest = await store.add("alice", NewMemory(text="L'utilisateur part demain."))
+            assert await store.forget("alice", newest, cause="test")
             async with db.write() as conn:  # gone for good: only AUTOINCREMENT remembers its id
                 await conn.execute("DELETE FROM memories WHERE user_id = ? AND id = ?", ("alice", newest))
         finally:
@@ -85,7 +86,7 @@ async def _exports(db, llm_server, tmp_path: Path, users: list[str]) -> dict[str
 
 
 async def test_the_move_covers_every_column_of_every_table(tmp_path) -> None:
-    await (await Database.open(tmp_path / "s.sqlite3")).close()  # the migrated schema
+    await (await SQLiteDatabase.open(tmp_path / "s.sqlite3")).close()  # the migrated schema
     with sqlite3.connect(tmp_path / "s.sqlite3") as conn:
         tables = {
             r[0]
@@ -100,7 +101,7 @@ async def test_the_move_covers_every_column_of_every_table(tmp_path) -> None:
 async def test_a_copied_database_exports_the_same_and_continues_its_ids(tmp_path, llm_server, postgres_cluster) -> None:
     path = tmp_path / "echo.sqlite3"
     users, deleted_id = await _fill(path, llm_server, tmp_path)
-    source = await Database.open(path)
+    source = await SQLiteDatabase.open(path)
     try:
         before = await _exports(source, llm_server, tmp_path, users)
     finally:
@@ -129,7 +130,7 @@ async def test_a_copied_database_exports_the_same_and_continues_its_ids(tmp_path
         async with httpx.AsyncClient(trust_env=False) as http:
             engine = make_engine(target, http, llm_server, tmp_path)
             try:
-                new_id = await engine.store.add("alice", NewMemory(text="L'utilisateur revient."))
+                new_id = await MemoryStore(target).add("alice", NewMemory(text="L'utilisateur revient."))
             finally:
                 await engine.close()
         assert new_id > deleted_id  # never an id SQLite already gave
@@ -138,10 +139,10 @@ async def test_a_copied_database_exports_the_same_and_continues_its_ids(tmp_path
 
 
 async def test_a_target_holding_other_rows_is_refused_untouched(tmp_path, postgres_cluster) -> None:
-    source = await Database.open(tmp_path / "echo.sqlite3")
+    source = await SQLiteDatabase.open(tmp_path / "echo.sqlite3")
     target = await PostgresDatabase.open(await postgres_cluster.reset_database())
     try:
-        from bot.memory.store import MemoryStore
+        from bot.memory.stores.memories import MemoryStore
 
         await MemoryStore(source).add("alice", NewMemory(text="L'utilisateur aime le jazz."))
         await MemoryStore(target).add("carol", NewMemory(text="L'utilisateur aime l'opéra."))

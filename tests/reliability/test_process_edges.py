@@ -11,7 +11,6 @@ import re
 import sqlite3
 from pathlib import Path
 
-
 from tests.fakes.llm_server import FakeLLMServer
 from tests.reliability.process import chat_env, run_chat
 

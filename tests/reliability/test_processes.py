@@ -14,8 +14,9 @@ import httpx
 import pytest
 
 from bot.clients.postgres import PostgresDatabase
+from bot.memory.stores.memories import MemoryStore
+from tests.builders import make_engine, msg
 from tests.fakes.llm_server import LLMRequest
-from tests.test_engine import make_engine, msg
 
 FACT = "L'utilisateur est allergique aux arachides."
 
@@ -57,7 +58,7 @@ async def test_two_processes_seeing_the_same_pending_exchange_reflect_it_once(sh
             await one.wait_reflections("alice")
             await two.wait_reflections("alice")
             assert (reflections, peak) == (1, 1)
-            assert [m.text for m in await two.store.list("alice")] == [FACT]
+            assert [m.text for m in await MemoryStore(second).list("alice")] == [FACT]
             stats = await one.stats("alice")
             assert (stats.pending_reflections, stats.turns) == (0, 1)
         finally:

@@ -25,13 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from bot.clients.db import Database
+from bot.clients.db import SQLiteDatabase
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("bot", "cogs")
 EXECUTE_METHODS = frozenset({"execute", "executemany", "execute_fetchall", "executescript"})
-# bot.clients.db's read helpers: fetch_all(conn, sql, params) and fetch_one(conn, sql, params).
-READ_HELPERS = frozenset({"fetch_all", "fetch_one"})
+# bot.clients.db's statement helpers, each (conn, sql, params): fetch_all, fetch_one, and
+# inserted_id for an INSERT … RETURNING id.
+READ_HELPERS = frozenset({"fetch_all", "fetch_one", "inserted_id"})
 
 # Tables with no user_id column whose rows are nonetheless one user's: they are scoped through
 # their owner table. memories_fts is the external-content FTS index of memories (rowid =
@@ -48,19 +49,19 @@ _FTS_SHADOWS = ("data", "idx", "docsize", "config", "content")
 # "<unresolved: expr>" for an argument that is not static text); each with its reason.
 ALLOWED: Mapping[tuple[str, str, str], str] = {
     (
-        "bot/memory/exchange_store.py",
+        "bot/memory/stores/exchanges.py",
         "users_pending_reflection",
         "SELECT DISTINCT user_id FROM exchanges WHERE reflected_at IS NULL AND reply IS NOT NULL",
     ): "start-up sweep: reads only which users have unreflected exchanges, then schedules each "
     "user's own worker, whose statements are scoped",
     (
-        "bot/memory/exchange_store.py",
+        "bot/memory/stores/exchanges.py",
         "users_with_open_exchanges",
         "SELECT DISTINCT user_id FROM exchanges WHERE settled_at IS NULL AND reply IS NOT NULL",
     ): "start-up: reads only which users have exchanges left open by the previous run, then "
     "settles each user's own, with scoped statements",
     (
-        "bot/memory/exchange_store.py",
+        "bot/memory/stores/exchanges.py",
         "recent_speakers",
         (
             "SELECT user_id, place FROM exchanges WHERE created_at >= ? "
@@ -69,13 +70,13 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "start-up warm-up: reads only who spoke lately and where, then loads each user's own "
     "memories with scoped statements",
     (
-        "bot/memory/exchange_store.py",
+        "bot/memory/stores/exchanges.py",
         "message_owner",
         "SELECT user_id FROM exchange_messages WHERE message_id = ? LIMIT 1",
     ): "a deleted message reaches the bot without its author (Discord's raw delete event): only "
     "the owner of that one message id is read, every later statement is scoped by that owner",
     (
-        "bot/memory/vectors.py",
+        "bot/memory/stores/vectors.py",
         "stale_memories",
         (
             "SELECT m.id, m.user_id, m.text, m.content_hash FROM memories AS m "
@@ -86,23 +87,23 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "the indexer's work list across users; each vector is then stored with its memory's own "
     "user_id (store_vectors selects the memory WHERE id = ? AND user_id = ?)",
     (
-        "bot/memory/vectors.py",
+        "bot/memory/stores/vectors.py",
         "delete_all_vectors",
         "DELETE FROM memory_vectors",
     ): "index maintenance: vectors are derived data of every user, rebuilt by the indexer",
     (
-        "bot/memory/vectors.py",
+        "bot/memory/stores/vectors.py",
         "delete_vectors_of_other_models",
         "DELETE FROM memory_vectors WHERE model != ?",
     ): "index maintenance after a model switch, once the new model covers every memory",
     (
-        "bot/memory/store.py",
+        "bot/memory/stores/memories.py",
         "erase_user_memories",
         "INSERT INTO memories_fts (memories_fts) VALUES ('optimize')",
     ): "index maintenance after an erase: merges the full-text index's segments so the erased "
     "user's words leave its shadow tables; reads and returns no row of anyone",
     (
-        "bot/memory/report_store.py",
+        "bot/memory/stores/reports.py",
         "bot_turn_log",
         (
             "SELECT user_id, story_id, outcome, memory_ms, reply_ms, prompt_tokens, completion_tokens, "
@@ -111,7 +112,7 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         ),
     ): "the owner's page and its charts of the whole bot: read-only, shown only behind WEB_TOKEN",
     (
-        "bot/memory/report_store.py",
+        "bot/memory/stores/reports.py",
         "user_summaries",
         (
             "SELECT user_id, COUNT(*), SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END), "
@@ -119,22 +120,22 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         ),
     ): "the owner's page lists every user with their turn counts: read-only, behind WEB_TOKEN",
     (
-        "bot/memory/report_store.py",
+        "bot/memory/stores/reports.py",
         "user_summaries",
         "SELECT user_id, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY user_id",
     ): "the owner's page lists every user with their memory count: read-only, behind WEB_TOKEN",
     (
-        "bot/memory/report_store.py",
+        "bot/memory/stores/reports.py",
         "user_summaries",
         "SELECT user_id, MAX(created_at) FROM exchanges GROUP BY user_id",
     ): "the owner's page lists every user who talked, with when: read-only, behind WEB_TOKEN",
     (
-        "bot/memory/report_store.py",
+        "bot/memory/stores/reports.py",
         "bot_memory_types",
         "SELECT type, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type",
     ): "counts per type over every user, no row content: the owner's page",
     (
-        "bot/memory/report_store.py",
+        "bot/memory/stores/reports.py",
         "bot_backlog",
         (
             "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL), "
@@ -142,7 +143,7 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         ),
     ): "two counts over every user, no row content: the reflection backlog of /metrics and the page",
     (
-        "bot/memory/report_store.py",
+        "bot/memory/stores/reports.py",
         "bot_never_surfaced",
         (
             "SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
@@ -153,7 +154,7 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "the owner's page: memories of any user that never surface, each shown with its owner, "
     "read-only, behind WEB_TOKEN",
     (
-        "bot/memory/report_store.py",
+        "bot/memory/stores/reports.py",
         "bot_recent_turns",
         "SELECT user_id, id, story_id, query, degraded, created_at FROM turns ORDER BY id DESC LIMIT ?",
     ): "the owner's page: the latest turns of anyone, each with its owner and a link to that "
@@ -169,9 +170,9 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "<unresolved: sql>",
     ): "the read helper itself: each of its callers' SQL is checked at the call (READ_HELPERS)",
     **{
-        ("bot/memory/move_store.py", function, f"<unresolved: {argument}>"): (
+        ("bot/memory/stores/move.py", function, f"<unresolved: {argument}>"): (
             "migrate-store moves the whole database, every user's rows: statements assembled from "
-            "the constant table and column lists of bot.memory.move_store, never from input"
+            "the constant table and column lists of bot.memory.stores.move, never from input"
         )
         for function, argument in (
             ("_checksum", "_SELECT_ORDERED[table]"),
@@ -203,6 +204,11 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "fetch_one",
         "<unresolved: sql>",
     ): "the read helper itself, over fetch_all: its callers' SQL is checked at the call",
+    (
+        "bot/clients/db.py",
+        "inserted_id",
+        "<unresolved: sql>",
+    ): "the insert helper itself, over fetch_one: its callers' SQL is checked at the call",
 }
 
 
@@ -360,7 +366,7 @@ def _sql_argument(node: ast.AST) -> ast.expr | None:
 
 
 def _imported_constants(tree: ast.Module) -> Scope:
-    """Module constants imported by name from a scanned package (`from bot.memory.store import
+    """Module constants imported by name from a scanned package (`from bot.memory.stores.memories import
     MEMORY_COLUMNS`), bound as the text they hold in their own module: a column list has one home
     and the statements built from it elsewhere are still read and checked."""
     found: Scope = {}
@@ -539,7 +545,7 @@ class Schema:
     unclassified: frozenset[str]
 
 
-async def read_schema(db: Database) -> Schema:
+async def read_schema(db: SQLiteDatabase) -> Schema:
     async with db.reader.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name") as cur:
         tables = {r[0].lower(): r[1] or "" for r in await cur.fetchall()}
     user_tables: set[str] = set()
@@ -560,7 +566,7 @@ async def read_schema(db: Database) -> Schema:
 
 @pytest.fixture
 async def schema(tmp_path) -> Schema:
-    db = await Database.open(tmp_path / "schema.sqlite3")
+    db = await SQLiteDatabase.open(tmp_path / "schema.sqlite3")
     try:
         return await read_schema(db)
     finally:
@@ -688,7 +694,7 @@ def test_the_checker_finds_unscoped_sql_however_it_is_written(source):
 def test_the_checker_reads_a_column_list_imported_from_a_store():
     # The statement is unscoped: it is found only if the imported constant is resolved to text.
     findings = check(
-        "from bot.memory.store import MEMORY_COLUMNS\n"
+        "from bot.memory.stores.memories import MEMORY_COLUMNS\n"
         "async def f(c):\n"
         '    await fetch_all(c, "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE id = ?", (1,))\n'
     )

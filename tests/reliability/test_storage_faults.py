@@ -21,15 +21,16 @@ from pathlib import Path
 import pytest
 
 from bot.app import open_services
-from bot.errors import StartupError
-from bot.terminal.chat import session_for
+from bot.clients.db import SQLiteDatabase
 from bot.config import load_settings
-from bot.clients.db import Database
 from bot.engine import STORAGE_DOWN_REPLY
+from bot.errors import StartupError
+from bot.memory.stores.memories import MemoryStore
 from bot.presenting import STORAGE_FAILED
+from bot.terminal.chat import session_for
 from bot.terminal.commands import Session, run_command
+from tests.builders import make_engine, msg
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
-from tests.test_engine import http, make_engine, msg  # noqa: F401  (fixture)
 
 MAX_TURNS = 300
 FACT = "L'utilisateur est allergique aux arachides."
@@ -64,7 +65,7 @@ def reflection(request: LLMRequest) -> str:
 class FullDisk:
     """Fills the database's disk, then frees it."""
 
-    def __init__(self, kind: str, db: Database, folder: Path) -> None:
+    def __init__(self, kind: str, db: SQLiteDatabase, folder: Path) -> None:
         self.kind, self.db, self.filler = kind, db, folder / "filler"
 
     async def fill(self) -> None:
@@ -88,12 +89,13 @@ class FullDisk:
 
 
 @pytest.mark.parametrize("kind", ["tmpfs", "page_limit"])
-async def test_a_full_disk_refuses_clearly_and_loses_nothing_acknowledged(kind, http, llm_server, tmp_path, caplog):  # noqa: F811
+async def test_a_full_disk_refuses_clearly_and_loses_nothing_acknowledged(kind, http, llm_server, tmp_path, caplog):
     folder = tmp_path / "disk"
     with tmpfs(folder, "2m") if kind == "tmpfs" else contextlib.nullcontext(folder.mkdir()):
-        db = await Database.open(folder / "echo.sqlite3")
+        db = await SQLiteDatabase.open(folder / "echo.sqlite3")
         try:
             engine = make_engine(db, http, llm_server, tmp_path)
+            store = MemoryStore(db)
             llm_server.handler = reflection
             disk = FullDisk(kind, db, folder)
             await disk.fill()
@@ -130,7 +132,7 @@ async def test_a_full_disk_refuses_clearly_and_loses_nothing_acknowledged(kind, 
             engine.schedule_reflection("alice")
             await engine.wait_reflections("alice")
             kept = len(answers) - 1
-            assert [m.text for m in await engine.store.list("alice")][kept:] == [FACT]
+            assert [m.text for m in await store.list("alice")][kept:] == [FACT]
             # Every message that got an answer is stored, whole.
             stored = [e["message"] for e in (await engine.export("alice"))["exchanges"]]
             assert stored == [*answered, "Je suis allergique aux arachides."]

@@ -10,17 +10,14 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 import pytest_asyncio
 
-from bot.character import load_character
-from bot.config import load_settings
 from bot.engine import Engine, Incoming
-from bot.clients.llm import LLMClient
-from bot.memory.story_store import load_story
-from bot.quoting import quote_line
-from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
+from bot.memory.quoting import quote_line
+from bot.memory.stores.stories import load_story
+from tests.builders import make_engine
+from tests.fakes.llm_server import FakeLLMServer, LLMRequest
 
 USER = "camille"
 STORY = "chan-7"
@@ -42,14 +39,11 @@ TOKENS = {
 
 
 @pytest_asyncio.fixture
-async def engine(tmp_path, db, llm_server: FakeLLMServer) -> AsyncIterator[Engine]:
-    settings = load_settings(_env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "x.db")
-    async with httpx.AsyncClient() as http:
-        llm = LLMClient(http, api="ollama", base_url=llm_server.url)
-        eng = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=load_character(None))
-        await eng.start()
-        yield eng
-        await eng.close()
+async def engine(tmp_path, db, http, llm_server) -> AsyncIterator[Engine]:
+    eng = make_engine(db, http, llm_server, tmp_path)
+    await eng.start()
+    yield eng
+    await eng.close()
 
 
 @pytest.mark.parametrize("name", TOKENS)

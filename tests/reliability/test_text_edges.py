@@ -17,18 +17,10 @@ from hypothesis import strategies as st
 
 from bot.app import Services
 from bot.engine import Incoming
+from bot.engine.prompting import ChannelLine
 from bot.memory.text import storable
-from bot.prompting import ChannelLine
 from cogs.conversation import Conversation
-from tests.cogs import (
-    ALICE,
-    BOT_ID,
-    fake_channel,
-    fake_message,
-    fake_user,
-    offline_bot,
-    services,  # noqa: F401  (fixture)
-)
+from tests.cogs import ALICE, BOT_ID, fake_channel, fake_message, fake_user, offline_bot
 from tests.fakes.llm_server import FakeLLMServer
 from tests.reliability.process import chat_env, run_chat
 
@@ -101,7 +93,7 @@ async def test_a_character_file_with_a_lone_surrogate_starts_and_answers(
 
 
 async def test_a_lone_surrogate_in_the_models_reply_is_answered_and_stored(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer
 ) -> None:
     # The fake server sends this JSON-escaped: "Bonjour \\udc80 Alice \\ud800".
     llm_server.handler = lambda request: "{}" if request.json_schema is not None else "Bonjour \udc80 Alice \ud800"
@@ -121,7 +113,7 @@ async def test_a_lone_surrogate_in_the_models_reply_is_answered_and_stored(
 
 
 async def test_a_discord_message_with_a_lone_surrogate_is_answered(
-    services: Services, llm_server: FakeLLMServer  # noqa: F811
+    services: Services, llm_server: FakeLLMServer
 ) -> None:
     cog = Conversation(offline_bot(services), services.engine)
     channel = fake_channel()
@@ -144,7 +136,7 @@ ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), min_size=1,
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=ANY_TEXT, name=ANY_TEXT)
 async def test_any_text_from_a_front_end_is_answered_and_stored(
-    services: Services, llm_server: FakeLLMServer, text: str, name: str  # noqa: F811
+    services: Services, llm_server: FakeLLMServer, text: str, name: str
 ) -> None:
     result = await services.engine.turn(Incoming(user_id="prop", user_name=name, text=text, story_id="s", place="p"))
     assert result.reply is not None and result.error is None

@@ -13,8 +13,9 @@ import re
 import pytest
 
 from bot.app import open_services
-from bot.terminal.chat import run_chat, session_for
 from bot.config import load_settings
+from bot.memory.stores.memories import MemoryStore
+from bot.terminal.chat import run_chat, session_for
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
 
 ALLERGY = "L'utilisateur est allergique aux arachides."
@@ -88,7 +89,7 @@ async def test_a_fact_told_in_turn_one_is_recalled_in_turn_six_then_corrected(se
         out = await chat(services, "Camille", ["Quel dessert sans risque pour mes allergies ce soir ?", "/why"])
         why = out.split("Écho:", 2)[-1]
         # Ranked first, chosen by the global pass (all memories here are global) on its cosine.
-        first = next(l for l in why.splitlines() if l.startswith(" 1. "))
+        first = next(line for line in why.splitlines() if line.startswith(" 1. "))
         assert ALLERGY in first and " global score 0." in first
         turn = await services.engine.why("terminal:Camille", "terminal:main")
         slot = next(s for s in turn.slots if s.text == ALLERGY)
@@ -110,7 +111,7 @@ async def test_a_fact_told_in_turn_one_is_recalled_in_turn_six_then_corrected(se
 
         bob = await chat(services, "Bob", ["/memories", "Salut, tu te souviens de moi ?", "/why"])
         assert "No memories yet." in bob and "arachides" not in bob and "cajou" not in bob
-        camille_ids = {m.id for m in await services.engine.store.list(session_for("Camille", "main").user_id)}
+        camille_ids = {m.id for m in await MemoryStore(services.db).list(session_for("Camille", "main").user_id)}
         bob_turn = await services.engine.why(session_for("Bob", "main").user_id, session_for("Bob", "main").story_id)
         assert bob_turn is not None and not ({s.id for s in bob_turn.slots} & camille_ids)
         # Bob's reply context never carried Camille's memories either.
@@ -130,12 +131,12 @@ async def test_pending_reflection_survives_a_restart(settings, llm_server):
     llm_server.handler = down_for_reflections
     async with open_services(settings) as services:
         await chat(services, "Camille", ["Bonjour ! Je m'appelle Camille et je suis allergique aux arachides."])
-        assert await services.engine.store.list("terminal:Camille") == []
+        assert await MemoryStore(services.db).list("terminal:Camille") == []
         assert (await services.engine.stats("terminal:Camille")).pending_reflections == 1
 
     llm_server.handler = handler
     async with open_services(settings) as services:
         await services.engine.wait_reflections("terminal:Camille")
-        texts = [m.text for m in await services.engine.store.list("terminal:Camille")]
+        texts = [m.text for m in await MemoryStore(services.db).list("terminal:Camille")]
         assert ALLERGY in texts
         assert (await services.engine.stats("terminal:Camille")).pending_reflections == 0

@@ -11,28 +11,19 @@ from dataclasses import dataclass
 import httpx
 import pytest_asyncio
 
-from bot.character import load_character
-from bot.config import load_settings
-from bot.clients.db import Database
-from bot.clients.embeddings import LocalEmbedder
-from bot.engine import Engine, Incoming
-from bot.clients.llm import LLMClient
-from bot.memory.indexing import Indexer
-from bot.clients.metrics import Metrics
+from bot.clients.db import SQLiteDatabase
 from bot.clients.health import Health
+from bot.clients.llm import LLMClient
+from bot.clients.metrics import Metrics
+from bot.engine import Engine, Incoming
+from bot.memory.indexing import Indexer
+from bot.memory.stores.memories import MemoryStore
 from bot.web.server import WebServer, make_app
+from tests.builders import local_embedder, make_engine
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 
 TOKEN = "test-token-0123456789abcdef"
 CONTEXT = 8192
-_LOCAL: LocalEmbedder | None = None
-
-
-def local_embedder() -> LocalEmbedder:
-    global _LOCAL
-    if _LOCAL is None:
-        _LOCAL = LocalEmbedder()
-    return _LOCAL
 
 
 @dataclass
@@ -44,6 +35,7 @@ class Page:
     llm: FakeLLMServer
     http: httpx.AsyncClient
     indexer: Indexer
+    store: MemoryStore
 
     async def get(self, path: str, *, token: str | None = TOKEN, **kwargs: object) -> httpx.Response:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
@@ -66,31 +58,28 @@ def remembering(request: LLMRequest) -> str:
     if request.json_schema is None:
         return f"Je note : {request.last_user[:60]}"
     said = request.last_user.split("\n")
-    line = next((l for l in reversed(said) if l.strip()), "rien")
+    line = next((said_line for said_line in reversed(said) if said_line.strip()), "rien")
     return json.dumps({"memories": [{"text": f"L'utilisateur a dit : {line[-120:]}", "type": "fact", "confidence": 0.9}]})
 
 
 @pytest_asyncio.fixture
 async def page(tmp_path) -> AsyncIterator[Page]:
-    db = await Database.open(tmp_path / "echo.sqlite3")
+    db = await SQLiteDatabase.open(tmp_path / "echo.sqlite3")
     server = FakeLLMServer()
     await server.start()
     server.handler = remembering
     http = httpx.AsyncClient(trust_env=False, timeout=30)
-    settings = load_settings(
-        _env_file=None, llm_base_url=server.url, llm_model=FAKE_MODEL, database_path=tmp_path / "echo.sqlite3"
-    )
     llm = LLMClient(http, api="ollama", base_url=server.url, context_tokens=CONTEXT)
     metrics = Metrics()
     metrics.watch_storage(lambda: db.storage.failures)
     embedder = metrics.timed(local_embedder())
-    engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings.engine, character=load_character(None), metrics=metrics)
+    engine = make_engine(db, http, server, tmp_path, llm=llm, embedder=embedder, metrics=metrics)
     await engine.start()
     health = Health(db=db, llm=llm, model=FAKE_MODEL, embedder=embedder)
     web = WebServer(make_app(engine, health, metrics, TOKEN))
     await web.start("127.0.0.1", 0)
     try:
-        yield Page(web.url, engine, metrics, health, server, http, Indexer(db, embedder))
+        yield Page(web.url, engine, metrics, health, server, http, Indexer(db, embedder), MemoryStore(db))
     finally:
         await web.stop()
         await engine.close(timeout=5)

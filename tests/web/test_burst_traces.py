@@ -20,15 +20,14 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.character import load_character
-from bot.clients.db import Database, fetch_all
+from bot.clients.db import SQLiteDatabase, fetch_all
 from bot.clients.health import Health
 from bot.clients.llm import LLMClient
 from bot.clients.metrics import Metrics
-from bot.config import load_settings
-from bot.engine import Engine, Incoming, MessagePart, join_parts
+from bot.engine import Incoming, MessagePart, join_parts
 from bot.presenting import why_text
 from bot.web.server import WebServer, make_app
+from tests.builders import make_engine
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 
 TOKEN = "test-token-0123456789abcdef"
@@ -68,17 +67,14 @@ class World:
         self.examples = 0
 
     async def start(self) -> None:
-        self.db = await Database.open(self.folder / "echo.sqlite3")
+        self.db = await SQLiteDatabase.open(self.folder / "echo.sqlite3")
         self.llm_server = FakeLLMServer()
         await self.llm_server.start()
         self.llm_server.handler = reflect(self.templates)
         self.http = httpx.AsyncClient(trust_env=False, timeout=30)
-        config = load_settings(
-            _env_file=None, llm_base_url=self.llm_server.url, llm_model=FAKE_MODEL, database_path=self.folder / "echo.sqlite3"
-        )
         llm = LLMClient(self.http, api="ollama", base_url=self.llm_server.url)
         metrics = Metrics()
-        self.engine = Engine(db=self.db, llm=llm, embedder=None, settings=config.engine, character=load_character(None), metrics=metrics)
+        self.engine = make_engine(self.db, self.http, self.llm_server, self.folder, llm=llm, metrics=metrics)
         await self.engine.start()
         health = Health(db=self.db, llm=llm, model=FAKE_MODEL, embedder=None)
         self.web = WebServer(make_app(self.engine, health, metrics, TOKEN))

@@ -98,7 +98,7 @@ async def test_a_full_context_is_logged_once_counted_and_shown(page: Page, caplo
         return Reply("Hein ?", prompt_tokens=CONTEXT)
 
     page.llm.handler = full
-    with caplog.at_level(logging.WARNING, logger="bot.llm_calls"):
+    with caplog.at_level(logging.WARNING, logger="bot.engine.llm_calls"):
         await page.play("Bonjour.")
         await page.play("Tu m'entends ?")
     warnings = [r for r in caplog.records if "reached the context size" in r.getMessage()]

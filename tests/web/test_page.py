@@ -174,15 +174,15 @@ async def test_hostile_memory_text_and_user_ids_show_as_text(page: Page):
     assert "&lt;img src=x onerror=alert(1)&gt;&#34;&amp;" in pages[0].text
 
 
-async def test_the_page_changes_no_memory(page: Page):
+async def test_the_page_changes_no_memory(page: Page, store):
     await page.play("Bonjour, je m'appelle Alice.")
-    before = [(m.id, m.text, m.times_candidate, m.times_served) for m in await page.engine.store.list("alice")]
+    before = [(m.id, m.text, m.times_candidate, m.times_served) for m in await page.store.list("alice")]
     user = await page.get("/users/alice")
     for turn_id in re.findall(r"/turns/(\d+)", user.text):
         await page.get(f"/users/alice/turns/{turn_id}")
     await page.get("/")
     await page.get("/metrics")
-    after = [(m.id, m.text, m.times_candidate, m.times_served) for m in await page.engine.store.list("alice")]
+    after = [(m.id, m.text, m.times_candidate, m.times_served) for m in await page.store.list("alice")]
     assert before == after and before
 
 

@@ -9,10 +9,10 @@ import pytest
 
 from bot.__main__ import main
 from bot.app import open_services
-from bot.errors import ConfigError, StartupError
-from bot.config import load_settings
-from bot.clients.llm import LLMClient
 from bot.clients.health import Health
+from bot.clients.llm import LLMClient
+from bot.config import load_settings
+from bot.errors import ConfigError, StartupError
 from bot.web.server import WebServer, make_app
 from tests.fakes.llm_server import FAKE_MODEL
 from tests.web.conftest import TOKEN, Page

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.config import load_settings
+from bot.memory.model import DM_PLACE, HistoryEntry, Memory
 from cogs.utils.answering import (
     DISCORD_LIMIT,
     AnswerPolicy,
@@ -24,7 +25,6 @@ from cogs.utils.answering import (
     split_message,
     user_refusal,
 )
-from bot.memory.model import DM_PLACE, HistoryEntry, Memory
 from cogs.utils.ratelimit import RateLimiter, Verdict
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -21,7 +21,15 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.discord.gateway import GatewaySession, gateway_handler
-from tests.fakes.discord.rest import API_PREFIX, FAKE_DISCORD, EPHEMERAL, DiscordError, add_routes, api_middleware, unknown
+from tests.fakes.discord.rest import (
+    API_PREFIX,
+    EPHEMERAL,
+    FAKE_DISCORD,
+    DiscordError,
+    add_routes,
+    api_middleware,
+    unknown,
+)
 from tests.fakes.discord.state import (
     Attachment,
     Call,

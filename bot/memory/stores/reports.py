@@ -8,15 +8,15 @@ each with its reason, in tests/reliability/test_sql_scoping.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.clients.db import fetch_all, fetch_one, from_db, to_db
+from bot.clients.storage import Database, Row
 from bot.memory.model import Memory
 from bot.memory.recall import TurnSelection, turn_from_row
-from bot.memory.store import MEMORY_COLUMNS, row_to_memory
+from bot.memory.stores.memories import MEMORY_COLUMNS, row_to_memory
 
 _TURN_LOG_COLUMNS = (
     "user_id, story_id, outcome, memory_ms, reply_ms, prompt_tokens, completion_tokens, "
@@ -86,7 +86,7 @@ class SetAside:
     error: str
 
 
-def _log_entry(row: Sequence[Any]) -> TurnLogEntry:
+def _log_entry(row: Row) -> TurnLogEntry:
     return TurnLogEntry(
         user_id=row[0],
         story_id=row[1],
@@ -101,7 +101,7 @@ def _log_entry(row: Sequence[Any]) -> TurnLogEntry:
     )
 
 
-def _header(row: Sequence[Any]) -> TurnHeader:
+def _header(row: Row) -> TurnHeader:
     return TurnHeader(row[0], row[1], row[2], row[3], bool(row[4]), from_db(row[5]))  # type: ignore[arg-type]
 
 

@@ -14,6 +14,7 @@ archive-before-change rule and the user scoping can be checked in one file.
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import unicodedata
@@ -22,12 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import aiosqlite
-
-from bot.clients.db import NO_LIMIT, Database, Sql, fetch_all, fetch_one, from_db, to_db
+from bot.clients.db import NO_LIMIT, Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
+from bot.clients.storage import Connection, Database, Row
+from bot.errors import InvalidMemory
 from bot.memory.model import MEMORY_TYPES, SCOPES, HistoryEntry, Memory, checked_expiry, content_hash, utcnow
 from bot.memory.text import canonical, storable
-from bot.errors import InvalidMemory
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ SELECT_MEMORIES = (
 )
 _ARCHIVE = (
     "INSERT INTO memory_history (memory_id, operation, archived_at, cause, " + _SNAPSHOT_COLUMNS + ") "
-    "SELECT id, ?, ?, ?, " + _SNAPSHOT_COLUMNS + " FROM memories WHERE user_id = ? AND id = ?"
+    "SELECT id, ?, ?, ?, " + _SNAPSHOT_COLUMNS + " FROM memories WHERE user_id = ? AND id = ? RETURNING id"
 )
 _SELECT_HISTORY = (
     "SELECT id, memory_id, operation, archived_at, cause, restored_at, " + _SNAPSHOT_COLUMNS + " "
@@ -124,7 +124,7 @@ class NewMemory:
         return self
 
 
-def row_to_memory(row: aiosqlite.Row | Sequence[Any]) -> Memory:
+def row_to_memory(row: Row | Sequence[Any]) -> Memory:
     return Memory(
         id=row[0],
         user_id=row[1],
@@ -146,7 +146,7 @@ def row_to_memory(row: aiosqlite.Row | Sequence[Any]) -> Memory:
     )
 
 
-def _row_to_history(row: aiosqlite.Row | Sequence[Any]) -> HistoryEntry:
+def _row_to_history(row: Row | Sequence[Any]) -> HistoryEntry:
     return HistoryEntry(
         id=row[0],
         memory_id=row[1],
@@ -178,13 +178,13 @@ class EraseReport:
 # --- statements that join the caller's transaction -------------------------------------------
 
 
-async def fetch_memory(conn: aiosqlite.Connection, user_id: str, memory_id: int) -> Memory | None:
+async def fetch_memory(conn: Connection, user_id: str, memory_id: int) -> Memory | None:
     row = await fetch_one(conn, SELECT_MEMORY, (user_id, memory_id))
     return row_to_memory(row) if row else None
 
 
 async def fetch_memories(
-    conn: aiosqlite.Connection, user_id: str, *, include_rules: bool = False
+    conn: Connection, user_id: str, *, include_rules: bool = False
 ) -> list[Memory]:
     rows = await fetch_all(conn, SELECT_MEMORIES, (user_id, include_rules))
     return [row_to_memory(r) for r in rows]
@@ -204,26 +204,26 @@ _CACHED_ROWS_AMONG = Sql(
 )
 
 
-async def memory_version(conn: aiosqlite.Connection, user_id: str) -> tuple[int, int]:
+async def memory_version(conn: Connection, user_id: str) -> tuple[int, int]:
     """The user's (epoch, version), which every change to their memories or vectors bumps in
     its own transaction (triggers of migration 0007); (0, 0) before their first memory."""
     row = await fetch_one(conn, _VERSION, (user_id,))
     return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
-async def changed_since(conn: aiosqlite.Connection, user_id: str, version: int) -> list[int]:
+async def changed_since(conn: Connection, user_id: str, version: int) -> list[int]:
     """Ids of the user's memories (deleted ones included) changed after `version`."""
     return [int(r[0]) for r in await fetch_all(conn, _CHANGED_SINCE, (user_id, version))]
 
 
 async def memory_rows(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     among: Sequence[int] | None = None,
     *,
     after: int = 0,
     limit: int = -1,
-) -> list[aiosqlite.Row]:
+) -> list[Row]:
     """The user's memories but rules as raw rows (`row_to_memory` reads them), in id order: those
     of `among` when given (the ids travel as one JSON array), else the first `limit` (-1: all)
     with an id above `after`."""
@@ -233,14 +233,15 @@ async def memory_rows(
 
 
 async def insert_memory(
-    conn: aiosqlite.Connection, user_id: str, new: NewMemory, *, now: datetime
+    conn: Connection, user_id: str, new: NewMemory, *, now: datetime
 ) -> int:
     new = new.validated()
     stamp = to_db(now)
-    cur = await conn.execute(
+    memory_id = await inserted_id(
+        conn,
         "INSERT INTO memories (user_id, text, type, scope, story_id, place, confidence, pinned, "
         "created_at, updated_at, expires_at, source, content_hash) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             user_id,
             new.text,
@@ -257,12 +258,12 @@ async def insert_memory(
             content_hash(new.text),
         ),
     )
-    assert cur.lastrowid is not None
-    return cur.lastrowid
+    assert memory_id is not None
+    return memory_id
 
 
 async def archive(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     memory_id: int,
     operation: str,
@@ -271,15 +272,11 @@ async def archive(
     now: datetime,
 ) -> int | None:
     """Copy the current version of a memory into history. Returns the history id, or None."""
-    cur = await conn.execute(
-        _ARCHIVE,
-        (operation, to_db(now), cause, user_id, memory_id),
-    )
-    return cur.lastrowid if cur.rowcount == 1 else None
+    return await inserted_id(conn, _ARCHIVE, (operation, to_db(now), cause, user_id, memory_id))
 
 
 async def rewrite_memory(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     memory_id: int,
     text: str,
@@ -321,7 +318,7 @@ async def rewrite_memory(
 
 
 async def set_expiry(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     memory_id: int,
     expires_at: datetime | None,
@@ -340,7 +337,7 @@ async def set_expiry(
 
 
 async def delete_memory(
-    conn: aiosqlite.Connection, user_id: str, memory_id: int, *, cause: str, now: datetime
+    conn: Connection, user_id: str, memory_id: int, *, cause: str, now: datetime
 ) -> bool:
     """Archive, then delete. False when the id is not one of the user's."""
     if await archive(conn, user_id, memory_id, "delete", cause=cause, now=now) is None:
@@ -349,14 +346,14 @@ async def delete_memory(
     return True
 
 
-async def replace_rules(conn: aiosqlite.Connection, owner: str, rules: Sequence[str], *, now: datetime) -> None:
+async def replace_rules(conn: Connection, owner: str, rules: Sequence[str], *, now: datetime) -> None:
     """A character's rules, as `rule` memories of the character itself, rewritten whole."""
     await conn.execute("DELETE FROM memories WHERE user_id = ? AND type = 'rule'", (owner,))
     for rule in rules:
         await insert_memory(conn, owner, NewMemory(text=rule, type="rule"), now=now)
 
 
-async def erase_user_memories(conn: aiosqlite.Connection, user_id: str) -> EraseReport:
+async def erase_user_memories(conn: Connection, user_id: str) -> EraseReport:
     """The one real deletion: the user's memories (their vectors cascade) and whole history."""
     cur = await conn.execute("DELETE FROM memories WHERE user_id = ?", (user_id,))
     memories = cur.rowcount
@@ -397,7 +394,7 @@ _OWNER_KEYS_TABLES = _OWNER_KEYS_SQL.count("SELECT ")
 
 async def owner_keys(db: Database, user_id: str) -> list[str]:
     """Every owner key that holds data of one person: their own id and the derived keys
-    `<id>@<character>` of characters with a memory of their own (bot.cast)."""
+    `<id>@<character>` of characters with a memory of their own (bot.characters.cast)."""
     derived = user_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "@%"
     rows = await fetch_all(db.reader, _OWNER_KEYS_SQL, (user_id, derived) * _OWNER_KEYS_TABLES)
     found = sorted({str(r[0]) for r in rows} - {user_id})
@@ -476,7 +473,8 @@ class MemoryStore:
         async with self.db.write() as conn:
             return await delete_memory(conn, user_id, memory_id, cause=cause, now=self.clock())
 
-    async def history(self, user_id: str, *, limit: int = 50, offset: int = 0) -> list[HistoryEntry]:
+    # builtins.list: inside this class, `list` is the method above.
+    async def history(self, user_id: str, *, limit: int = 50, offset: int = 0) -> builtins.list[HistoryEntry]:
         rows = await fetch_all(self.db.reader, _SELECT_HISTORY, (user_id, limit, offset))
         return [_row_to_history(r) for r in rows]
 

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import aiosqlite
-
-from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
+from bot.clients.db import fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.clients.llm_wire import Image
+from bot.clients.storage import Connection, Database
 from bot.memory.text import storable
 
 # How much of a turn's message /why keeps (recall writes it; an edit or a delete rewrites it).
@@ -119,7 +118,7 @@ def _decode(obj: dict[str, Any]) -> Any:
 
 
 async def hold_reply(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     exchange_id: int,
     reply: str,
@@ -138,7 +137,7 @@ async def hold_reply(
     )
 
 
-async def mark_settled_now(conn: aiosqlite.Connection, user_id: str, exchange_id: int, *, now: datetime) -> None:
+async def mark_settled_now(conn: Connection, user_id: str, exchange_id: int, *, now: datetime) -> None:
     await conn.execute(
         "UPDATE exchanges SET settled_at = ? WHERE user_id = ? AND id = ? AND settled_at IS NULL",
         (to_db(now), user_id, exchange_id),
@@ -168,7 +167,7 @@ async def open_exchange(db: Database, user_id: str, exchange_id: int) -> OpenExc
 
 
 async def add_alternative(
-    conn: aiosqlite.Connection, user_id: str, exchange_id: int, text: str, *, now: datetime
+    conn: Connection, user_id: str, exchange_id: int, text: str, *, now: datetime
 ) -> int | None:
     """Store a new answer and show it. Its number, or None when the exchange is no longer open."""
     row = await fetch_one(
@@ -189,7 +188,7 @@ async def add_alternative(
     return n
 
 
-async def choose_alternative(conn: aiosqlite.Connection, user_id: str, exchange_id: int, n: int) -> bool:
+async def choose_alternative(conn: Connection, user_id: str, exchange_id: int, n: int) -> bool:
     """Show (and keep) alternative n: the exchange's reply becomes its text. False when closed."""
     cur = await conn.execute(
         "UPDATE exchanges SET reply_choice = ?, reply = (SELECT r.text FROM exchange_replies AS r "
@@ -286,7 +285,7 @@ async def message_exchange(db: Database, user_id: str, message_id: str) -> Messa
     )
 
 
-async def save_parts(conn: aiosqlite.Connection, user_id: str, exchange_id: int, parts: Sequence[MessagePart]) -> None:
+async def save_parts(conn: Connection, user_id: str, exchange_id: int, parts: Sequence[MessagePart]) -> None:
     for n, part in enumerate(parts, 1):
         await conn.execute(
             "INSERT INTO exchange_messages (user_id, exchange_id, n, message_id, text, marks) VALUES (?, ?, ?, ?, ?, ?)",
@@ -294,7 +293,7 @@ async def save_parts(conn: aiosqlite.Connection, user_id: str, exchange_id: int,
         )
 
 
-async def parts_of(conn: aiosqlite.Connection, user_id: str, exchange_id: int) -> list[MessagePart]:
+async def parts_of(conn: Connection, user_id: str, exchange_id: int) -> list[MessagePart]:
     """The exchange's messages still there (not deleted), in order."""
     rows = await fetch_all(
         conn,
@@ -305,7 +304,7 @@ async def parts_of(conn: aiosqlite.Connection, user_id: str, exchange_id: int) -
     return [MessagePart(r[0], r[1], r[2]) for r in rows]
 
 
-async def set_part_text(conn: aiosqlite.Connection, user_id: str, exchange_id: int, n: int, text: str) -> bool:
+async def set_part_text(conn: Connection, user_id: str, exchange_id: int, n: int, text: str) -> bool:
     """The user edited one message of the exchange. False when it is deleted or unchanged."""
     cur = await conn.execute(
         "UPDATE exchange_messages SET text = ? WHERE user_id = ? AND exchange_id = ? AND n = ? "
@@ -315,7 +314,7 @@ async def set_part_text(conn: aiosqlite.Connection, user_id: str, exchange_id: i
     return cur.rowcount == 1
 
 
-async def delete_part(conn: aiosqlite.Connection, user_id: str, exchange_id: int, n: int, *, now: datetime) -> bool:
+async def delete_part(conn: Connection, user_id: str, exchange_id: int, n: int, *, now: datetime) -> bool:
     """The user deleted one message of the exchange: its text and marks are emptied."""
     cur = await conn.execute(
         "UPDATE exchange_messages SET text = '', marks = '', deleted_at = ? "
@@ -325,7 +324,7 @@ async def delete_part(conn: aiosqlite.Connection, user_id: str, exchange_id: int
     return cur.rowcount == 1
 
 
-async def edit_message(conn: aiosqlite.Connection, user_id: str, exchange_id: int, text: str) -> bool:
+async def edit_message(conn: Connection, user_id: str, exchange_id: int, text: str) -> bool:
     """The user edited their message. Not yet reflected: the edited text is what gets reflected.
     Already reflected: it is pending again, as a correction of what the old text produced.
 
@@ -343,12 +342,12 @@ async def edit_message(conn: aiosqlite.Connection, user_id: str, exchange_id: in
     return cur.rowcount == 1
 
 
-async def exchange_text(conn: aiosqlite.Connection, user_id: str, exchange_id: int) -> str:
+async def exchange_text(conn: Connection, user_id: str, exchange_id: int) -> str:
     row = await fetch_one(conn, "SELECT user_message FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id))
     return str(row[0]) if row is not None else ""
 
 
-async def drop_message_text(conn: aiosqlite.Connection, user_id: str, exchange_id: int, text: str) -> None:
+async def drop_message_text(conn: Connection, user_id: str, exchange_id: int, text: str) -> None:
     """One message of a burst was deleted: the exchange keeps what the others say, forgets what
     it was reflected from (it is reflected again from `text`) and the prompt that quoted it (no
     regenerate any more)."""
@@ -361,7 +360,7 @@ async def drop_message_text(conn: aiosqlite.Connection, user_id: str, exchange_i
     )
 
 
-async def rewrite_turn_query(conn: aiosqlite.Connection, user_id: str, story_id: str, old: str, new: str) -> None:
+async def rewrite_turn_query(conn: Connection, user_id: str, story_id: str, old: str, new: str) -> None:
     """/why's log of the turn quotes the message (as recall stored it, cut at TURN_QUERY_CHARS)."""
     if old:
         await conn.execute(
@@ -370,7 +369,7 @@ async def rewrite_turn_query(conn: aiosqlite.Connection, user_id: str, story_id:
         )
 
 
-async def memories_only_from(conn: aiosqlite.Connection, user_id: str, exchange_id: int) -> list[tuple[int, bool]]:
+async def memories_only_from(conn: Connection, user_id: str, exchange_id: int) -> list[tuple[int, bool]]:
     """(id, pinned) of the user's live memories whose every source is this exchange."""
     rows = await fetch_all(
         conn,
@@ -383,7 +382,7 @@ async def memories_only_from(conn: aiosqlite.Connection, user_id: str, exchange_
     return [(int(r[0]), bool(r[1])) for r in rows]
 
 
-async def forget_message_text(conn: aiosqlite.Connection, user_id: str, exchange_id: int, *, now: datetime) -> str:
+async def forget_message_text(conn: Connection, user_id: str, exchange_id: int, *, now: datetime) -> str:
     """Empty the message's text from the exchange (and its copy in the turn log); never reflected
     again. Returns the text that was removed."""
     row = await fetch_one(
@@ -409,7 +408,7 @@ async def forget_message_text(conn: aiosqlite.Connection, user_id: str, exchange
 # --- provenance and receipts ------------------------------------------------------------------
 
 
-async def add_sources(conn: aiosqlite.Connection, user_id: str, memory_id: int, exchange_ids: Iterable[int]) -> None:
+async def add_sources(conn: Connection, user_id: str, memory_id: int, exchange_ids: Iterable[int]) -> None:
     for exchange_id in exchange_ids:
         await conn.execute(
             "INSERT OR IGNORE INTO memory_sources (memory_id, exchange_id, user_id) VALUES (?, ?, ?)",
@@ -437,7 +436,7 @@ async def produced_by(db: Database, user_id: str, exchange_id: int) -> list[int]
 
 
 async def record_change(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     exchange_id: int,
     memory_id: int,
@@ -478,7 +477,7 @@ _ERASE_USER: Sequence[str] = (
 )
 
 
-async def erase_user_exchange_data(conn: aiosqlite.Connection, user_id: str) -> None:
+async def erase_user_exchange_data(conn: Connection, user_id: str) -> None:
     for statement in _ERASE_USER:
         await conn.execute(statement, (user_id,))
 
@@ -534,7 +533,7 @@ class PendingExchange:
 
 
 async def save_exchange(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     *,
     user_name: str,
@@ -544,15 +543,17 @@ async def save_exchange(
     text: str,
     now: datetime,
 ) -> int:
-    cur = await conn.execute(
+    exchange_id = await inserted_id(
+        conn,
         "INSERT INTO exchanges (user_id, user_name, story_id, place, message_id, "
-        "user_message, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "user_message, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (user_id, user_name, story_id, place, message_id, text, to_db(now)),
     )
-    return int(cur.lastrowid or 0)
+    assert exchange_id is not None
+    return exchange_id
 
 
-async def set_reply(conn: aiosqlite.Connection, user_id: str, exchange_id: int, reply: str, *, now: datetime) -> None:
+async def set_reply(conn: Connection, user_id: str, exchange_id: int, reply: str, *, now: datetime) -> None:
     await conn.execute(
         "UPDATE exchanges SET reply = ?, answered_at = ? WHERE user_id = ? AND id = ?",
         (reply, to_db(now), user_id, exchange_id),
@@ -605,7 +606,7 @@ async def pending_exchanges(db: Database, user_id: str, limit: int) -> list[Pend
     return [PendingExchange(*row) for row in rows]
 
 
-async def mark_reflected(conn: aiosqlite.Connection, user_id: str, exchange: PendingExchange, *, now: datetime) -> int:
+async def mark_reflected(conn: Connection, user_id: str, exchange: PendingExchange, *, now: datetime) -> int:
     """1 when marked; 0 when the exchange is gone, already reflected, or its text was edited
     since it was read (it is then pending again)."""
     cur = await conn.execute(
@@ -617,7 +618,7 @@ async def mark_reflected(conn: aiosqlite.Connection, user_id: str, exchange: Pen
 
 
 async def reflection_attempt_failed(
-    conn: aiosqlite.Connection, user_id: str, exchange_id: int, *, attempts: int, error: str, set_aside_at: datetime | None
+    conn: Connection, user_id: str, exchange_id: int, *, attempts: int, error: str, set_aside_at: datetime | None
 ) -> None:
     """Count a failed attempt; with `set_aside_at`, the exchange is no longer pending."""
     await conn.execute(

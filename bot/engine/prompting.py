@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.characters.lore import LoreHit
 from bot.clients.llm_wire import Image
-from bot.lore import LoreHit
 from bot.memory.model import Memory
-from bot.quoting import quote_line, speaker_attribute, speaker_name
+from bot.memory.quoting import quote_line, speaker_attribute, speaker_name
 
 
 @dataclass(frozen=True, slots=True)

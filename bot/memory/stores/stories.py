@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import aiosqlite
-
-from bot.clients.db import Database, Sql, fetch_all, fetch_one, from_db, to_db
+from bot.clients.db import Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
+from bot.clients.storage import Connection, Database
 from bot.memory.story import (
     Anchor,
     AnchorPlan,
@@ -65,7 +64,7 @@ def _dt(value: str) -> datetime:
     return parsed
 
 
-async def _load(conn: aiosqlite.Connection, user_id: str, story_id: str) -> StoryState:
+async def _load(conn: Connection, user_id: str, story_id: str) -> StoryState:
     state = StoryState()
     row = await fetch_one(
         conn,
@@ -124,7 +123,7 @@ async def user_story_ids(db: Database, user_id: str) -> list[str]:
 
 
 async def _archive(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     story_id: str,
     operation: str,
@@ -156,7 +155,7 @@ def _position_payload(p: Position) -> dict[str, Any]:
 
 
 async def apply_story_reflection(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     story_id: str,
     *,
@@ -176,100 +175,16 @@ async def apply_story_reflection(
     Every removal, rewrite and eviction is archived in story_history before it happens.
     """
     current = await _load(conn, user_id, story_id)
-    stamp = to_db(now)
-
     summary_plan = plan_summary(current.summary, summary)
     new_summary = summary_plan.text
     if new_summary is not None:
-        if current.summary is not None:
-            await _archive(
-                conn, user_id, story_id, "summary_replaced", None,
-                {"summary": current.summary, "updated_at": to_db(current.summary_updated_at)},
-                None, cause, now,
-            )
-        await conn.execute(
-            "INSERT INTO story_summaries (user_id, story_id, summary, updated_at)"
-            " VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (user_id, story_id) DO UPDATE SET summary = excluded.summary,"
-            " updated_at = excluded.updated_at",
-            (user_id, story_id, new_summary, stamp),
-        )
-
+        await _write_summary(conn, user_id, story_id, current, new_summary, cause=cause, now=now)
     anchor_plan = plan_anchor_changes(current.anchors, anchor_add, anchor_remove)
-    for removal in anchor_plan.remove:
-        a = removal.anchor
-        await _archive(
-            conn, user_id, story_id, "anchor_removed", a.id,
-            {"text": a.text, "created_at": to_db(a.created_at)}, removal.reason, cause, now,
-        )
-        await conn.execute(
-            "DELETE FROM story_anchors WHERE id = ? AND user_id = ? AND story_id = ?",
-            (a.id, user_id, story_id),
-        )
-    added_ids: list[int] = []
-    for text in anchor_plan.add:
-        cur = await conn.execute(
-            "INSERT INTO story_anchors (user_id, story_id, text, created_at, cause)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (user_id, story_id, text, stamp, cause),
-        )
-        added_ids.append(int(cur.lastrowid or 0))
-        await cur.close()
-
+    added_ids = await _write_anchors(conn, user_id, story_id, anchor_plan, cause=cause, now=now)
     position_plan = plan_positions(current.positions, positions, now)
-    for p in position_plan.evict:
-        await _archive(
-            conn, user_id, story_id, "position_evicted", p.id, _position_payload(p),
-            None, cause, now,
-        )
-        await conn.execute(
-            "DELETE FROM story_positions WHERE id = ? AND user_id = ? AND story_id = ?",
-            (p.id, user_id, story_id),
-        )
-    for update in position_plan.update:
-        before, after = update.before, update.after
-        await _archive(
-            conn, user_id, story_id, "position_updated", before.id, _position_payload(before),
-            None, cause, now,
-        )
-        await conn.execute(
-            "UPDATE story_positions SET stance = ?, justification = ?, updated_at = ?"
-            " WHERE id = ? AND user_id = ? AND story_id = ?",
-            (
-                after.stance, after.justification, to_db(after.updated_at),
-                before.id, user_id, story_id,
-            ),
-        )
-    inserted_ids: list[int] = []
-    for prop in position_plan.insert:
-        cur = await conn.execute(
-            "INSERT INTO story_positions (user_id, story_id, subject, subject_key, stance,"
-            " justification, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                user_id, story_id, prop.subject, subject_key(prop.subject), prop.stance,
-                prop.justification, stamp, stamp,
-            ),
-        )
-        inserted_ids.append(int(cur.lastrowid or 0))
-        await cur.close()
-
+    inserted_ids = await _write_positions(conn, user_id, story_id, position_plan, cause=cause, now=now)
     state_plan = apply_state_deltas(specs, current.state, state_deltas)
-    for change in state_plan.changes:
-        await _archive(
-            conn, user_id, story_id, "state_changed", None,
-            {
-                "name": change.name, "before": change.before, "after": change.after,
-                "proposed": change.proposed, "applied": change.applied,
-            },
-            None, cause, now,
-        )
-        await conn.execute(
-            "INSERT INTO story_state (user_id, story_id, name, value, updated_at)"
-            " VALUES (?, ?, ?, ?, ?)"
-            " ON CONFLICT (user_id, story_id, name) DO UPDATE SET value = excluded.value,"
-            " updated_at = excluded.updated_at",
-            (user_id, story_id, change.name, change.after, stamp),
-        )
+    await _write_state(conn, user_id, story_id, state_plan, cause=cause, now=now)
 
     notes = [*anchor_plan.notes, *position_plan.notes, *state_plan.notes]
     if summary_plan.note is not None:
@@ -290,6 +205,114 @@ async def apply_story_reflection(
         state=state_plan,
         notes=notes,
     )
+
+
+async def _write_summary(
+    conn: Connection, user_id: str, story_id: str, current: StoryState, text: str, *, cause: str, now: datetime
+) -> None:
+    if current.summary is not None:
+        await _archive(
+            conn, user_id, story_id, "summary_replaced", None,
+            {"summary": current.summary, "updated_at": to_db(current.summary_updated_at)},
+            None, cause, now,
+        )
+    await conn.execute(
+        "INSERT INTO story_summaries (user_id, story_id, summary, updated_at)"
+        " VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (user_id, story_id) DO UPDATE SET summary = excluded.summary,"
+        " updated_at = excluded.updated_at",
+        (user_id, story_id, text, to_db(now)),
+    )
+
+
+async def _write_anchors(
+    conn: Connection, user_id: str, story_id: str, plan: AnchorPlan, *, cause: str, now: datetime
+) -> list[int]:
+    """Removals archived then deleted, additions inserted; the new anchors' ids."""
+    for removal in plan.remove:
+        a = removal.anchor
+        await _archive(
+            conn, user_id, story_id, "anchor_removed", a.id,
+            {"text": a.text, "created_at": to_db(a.created_at)}, removal.reason, cause, now,
+        )
+        await conn.execute(
+            "DELETE FROM story_anchors WHERE id = ? AND user_id = ? AND story_id = ?",
+            (a.id, user_id, story_id),
+        )
+    added_ids: list[int] = []
+    for text in plan.add:
+        anchor_id = await inserted_id(
+            conn,
+            "INSERT INTO story_anchors (user_id, story_id, text, created_at, cause)"
+            " VALUES (?, ?, ?, ?, ?) RETURNING id",
+            (user_id, story_id, text, to_db(now), cause),
+        )
+        added_ids.append(anchor_id or 0)
+    return added_ids
+
+
+async def _write_positions(
+    conn: Connection, user_id: str, story_id: str, plan: PositionPlan, *, cause: str, now: datetime
+) -> list[int]:
+    """Evictions and updates archived first, then new positions inserted; their ids."""
+    stamp = to_db(now)
+    for p in plan.evict:
+        await _archive(
+            conn, user_id, story_id, "position_evicted", p.id, _position_payload(p),
+            None, cause, now,
+        )
+        await conn.execute(
+            "DELETE FROM story_positions WHERE id = ? AND user_id = ? AND story_id = ?",
+            (p.id, user_id, story_id),
+        )
+    for update in plan.update:
+        before, after = update.before, update.after
+        await _archive(
+            conn, user_id, story_id, "position_updated", before.id, _position_payload(before),
+            None, cause, now,
+        )
+        await conn.execute(
+            "UPDATE story_positions SET stance = ?, justification = ?, updated_at = ?"
+            " WHERE id = ? AND user_id = ? AND story_id = ?",
+            (
+                after.stance, after.justification, to_db(after.updated_at),
+                before.id, user_id, story_id,
+            ),
+        )
+    inserted_ids: list[int] = []
+    for prop in plan.insert:
+        position_id = await inserted_id(
+            conn,
+            "INSERT INTO story_positions (user_id, story_id, subject, subject_key, stance,"
+            " justification, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                user_id, story_id, prop.subject, subject_key(prop.subject), prop.stance,
+                prop.justification, stamp, stamp,
+            ),
+        )
+        inserted_ids.append(position_id or 0)
+    return inserted_ids
+
+
+async def _write_state(
+    conn: Connection, user_id: str, story_id: str, plan: StatePlan, *, cause: str, now: datetime
+) -> None:
+    for change in plan.changes:
+        await _archive(
+            conn, user_id, story_id, "state_changed", None,
+            {
+                "name": change.name, "before": change.before, "after": change.after,
+                "proposed": change.proposed, "applied": change.applied,
+            },
+            None, cause, now,
+        )
+        await conn.execute(
+            "INSERT INTO story_state (user_id, story_id, name, value, updated_at)"
+            " VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (user_id, story_id, name) DO UPDATE SET value = excluded.value,"
+            " updated_at = excluded.updated_at",
+            (user_id, story_id, change.name, change.after, to_db(now)),
+        )
 
 
 # A NULL story or operation list keeps every story or kind. The operation names travel as one
@@ -344,7 +367,7 @@ _ERASE_USER: Sequence[str] = (
 )
 
 
-async def erase_user_story_data(conn: aiosqlite.Connection, user_id: str) -> int:
+async def erase_user_story_data(conn: Connection, user_id: str) -> int:
     """Delete every story row of this user, history included. Returns the number of rows."""
     total = 0
     for statement in _ERASE_USER:

@@ -12,11 +12,11 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from bot.context import EngineContext
+from bot.engine.context import EngineContext
+from bot.engine.llm_calls import final_reply
+from bot.engine.reflection_worker import Reflections
 from bot.errors import StorageError
-from bot.llm_calls import final_reply
-from bot.memory.store import delete_memory
-from bot.memory.exchange_store import (
+from bot.memory.stores.exchanges import (
     SettledExchange,
     add_alternative,
     choose_alternative,
@@ -37,8 +37,7 @@ from bot.memory.exchange_store import (
     set_reply_message,
     settle_exchanges,
 )
-from bot.reflection_worker import Reflections
-
+from bot.memory.stores.memories import delete_memory
 
 # The cause archived with the memories a deleted message alone had produced.
 MESSAGE_DELETED = "message deleted"

@@ -1,6 +1,6 @@
 """The one quoting of stored or user text that goes into a prompt, and the story block's markers.
 
-A leaf module: the reply context (bot/prompting.py) and the memory core (bot/memory/story.py,
+A leaf module: the reply context (bot/engine/prompting.py) and the memory core (bot/memory/story.py,
 reflection.py) both quote through it, so neither imports the other.
 """
 

@@ -2,7 +2,7 @@
 
 Two sources give the same `Lorebook`: the `character_book` of a SillyTavern V2/V3 card, and a
 lore file of Écho's own format (YAML), named by a character file's `lore:` key (a SillyTavern
-World Info file there is read into that format first, by bot/world_info.py):
+World Info file there is read into that format first, by bot/characters/world_info.py):
 
     budget_chars: 2000        # optional; LORE_BUDGET_CHARS when absent
     scan_depth: 4             # optional; recent messages scanned besides the last one
@@ -37,8 +37,9 @@ from typing import Any
 import ahocorasick
 import regex
 import yaml
+
+from bot.characters.world_info import is_world_info, lore_from_world_info
 from bot.errors import LoreError
-from bot.world_info import is_world_info, lore_from_world_info
 
 log = logging.getLogger(__name__)
 
@@ -325,7 +326,7 @@ def lorebook_from_card(file: Path, book: Any) -> Lorebook | None:
             raise LoreError(f"{where} must be a mapping.")
         if raw.get("enabled") is False or raw.get("disable") is True:
             continue
-        extensions = raw.get("extensions") if isinstance(raw.get("extensions"), Mapping) else {}
+        extensions = raw["extensions"] if isinstance(raw.get("extensions"), Mapping) else {}
         fields = {
             "name": raw.get("name") or raw.get("comment") or f"entry {raw.get('id', index)}",
             "keys": list(raw.get("keys") or raw.get("key") or []),

@@ -1,7 +1,7 @@
 """SillyTavern World Info files (`{"entries": {"0": {"key": [...], "content": ...}}}`), read as
 a character's `lore:` file: each entry becomes an entry of Écho's own lore format, with the
 fields a card's character_book gives (keys, name, content, constant, order, case, whole words),
-and bot/lore.py then reads it like any lore file.
+and bot/characters/lore.py then reads it like any lore file.
 
 A field Écho cannot honour (secondary keys, probability, inclusion groups, timed effects, ...)
 is refused with its name when the entry uses it: dropping it in silence would fire the entry

@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
-import aiosqlite
-
+from bot.clients.locks import KeyedLocks
 from bot.clients.outage import Outage
-from bot.context import EngineContext
+from bot.clients.storage import Connection
+from bot.engine.context import EngineContext
+from bot.engine.events import Receipt
 from bot.errors import ExchangesGone, LLMError, LLMTooLarge, ReflectionParseError, StorageError
-from bot.events import Receipt
-
-from bot.memory.exchange_store import (
+from bot.memory.model import Memory
+from bot.memory.reflection import (
+    Correction,
+    build_reflection_messages,
+    parse_reflection,
+    reflection_json_schema,
+)
+from bot.memory.stores.exchanges import (
     PendingExchange,
     changes_of,
     mark_reflected,
@@ -31,16 +38,9 @@ from bot.memory.exchange_store import (
     sources_of,
     users_pending_reflection,
 )
-from bot.memory.model import Memory
-from bot.memory.reflection import (
-    Correction,
-    build_reflection_messages,
-    parse_reflection,
-    reflection_json_schema,
-)
+from bot.memory.stores.stories import load_story
 from bot.memory.story import render_story_context
 from bot.memory.story_state import state_values
-from bot.memory.story_store import load_story
 from bot.memory.write import CHANGE_ACTIONS, ReflectionContext, ReflectionReport, apply_reflection
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class _Workers:
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
     # Held while a user's reflection applies, and by erase: an erase never races a reflection.
-    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    locks: KeyedLocks[str] = field(default_factory=KeyedLocks)
 
 
 class Reflections:
@@ -107,8 +107,8 @@ class Reflections:
             worker.cancel()
             await asyncio.wait([worker])
 
-    def lock(self, user_id: str) -> asyncio.Lock:
-        return self._workers.locks.setdefault(user_id, asyncio.Lock())
+    def lock(self, user_id: str) -> AbstractAsyncContextManager[None]:
+        return self._workers.locks.hold(user_id)
 
     async def pending(self, user_id: str) -> list[PendingExchange]:
         exchanges = await pending_exchanges(self.ctx.db, user_id, REFLECTION_BATCH)
@@ -193,7 +193,7 @@ class Reflections:
         ids = [e.id for e in batch]
         character = ctx.cast.character_of_key(first.user_id)
         specs = ctx.specs(character.key)
-        others = sorted(ctx.scene.get(first.story_id, set()) - {first.user_name})
+        others = ctx.scenes.others(first.story_id, besides=first.user_name)
         user_text = "\n".join(e.user_message for e in batch)
         known, correction, correctable = await self._known(first, user_text)
         story = await load_story(ctx.db, first.user_id, first.story_id)
@@ -256,7 +256,7 @@ class Reflections:
             other_names=tuple(others),
         )
 
-        async def finalize(conn: aiosqlite.Connection) -> None:
+        async def finalize(conn: Connection) -> None:
             # The text read is still the message's: an edit meanwhile makes it pending again.
             marked = 0
             for e in batch:

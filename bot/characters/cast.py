@@ -16,7 +16,7 @@ so the stores and every `WHERE user_id = ?` isolate characters without knowing o
 - the default character, and a character declaring `memory: shared`, use the Discord user id
   itself: they share one memory of each person;
 - any other character uses `<user id>@<character key>`: its own memory of each person.
-`/erase-me` and `/export` cover every key of a user (`bot.memory.store.owner_keys`).
+`/erase-me` and `/export` cover every key of a user (`bot.memory.stores.memories.owner_keys`).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 
 import yaml
 
-from bot.world_info import is_world_info
-from bot.character import Character, load_character
+from bot.characters.character import Character, load_character
+from bot.characters.world_info import is_world_info
 from bot.errors import CharacterError
 
 log = logging.getLogger(__name__)

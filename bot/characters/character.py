@@ -4,7 +4,7 @@ Three kinds of file are read, YAML (.yaml, .yml), JSON (.json) or PNG (.png):
 - Écho's own format: the keys of `NATIVE_KEYS`, see bot/characters/echo.yaml;
 - a SillyTavern character card exported as JSON, V2/V3 (`"spec": "chara_card_v2"`, fields
   under `data`) or V1 (the same fields at the top level);
-- the same card exported as a PNG picture, its JSON in a text chunk (bot/png_card.py).
+- the same card exported as a PNG picture, its JSON in a text chunk (bot/characters/png_card.py).
 
 Texts are stored with `{{char}}` (and the cards' `<BOT>`) already replaced by the character's
 name, since it is known here, and with `<USER>` written `{{user}}`: the person's name is known
@@ -31,15 +31,15 @@ from typing import Any
 
 import yaml
 
-from bot.memory.story_state import parse_state_specs
+from bot.characters.lore import Lorebook, load_lore_file, lorebook_from_card
+from bot.characters.png_card import MAX_PNG_BYTES, card_text
 from bot.errors import CharacterError, LoreError, StateSpecError
+from bot.memory.story_state import parse_state_specs
 from bot.memory.text import storable
-from bot.lore import Lorebook, load_lore_file, lorebook_from_card
-from bot.png_card import MAX_PNG_BYTES, card_text
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CHARACTER_FILE = Path(__file__).parent / "characters" / "echo.yaml"
+DEFAULT_CHARACTER_FILE = Path(__file__).parent / "echo.yaml"
 
 USER = "{{user}}"
 CHAR = "{{char}}"
@@ -55,7 +55,7 @@ NATIVE_KEYS = (
     "name", "language", "persona", "scenario", "greeting", "examples", "rules", "state", "lore", "avatar", "memory",
 )  # fmt: skip
 # `memory: own` (the default) keeps a character's memories of a person apart from the other
-# characters'; `memory: shared` puts them with the default character's (see bot/cast.py).
+# characters'; `memory: shared` puts them with the default character's (see bot/characters/cast.py).
 MEMORY_MODES = ("own", "shared")
 CARD_SPECS = ("chara_card_v2", "chara_card_v3")
 _V1_KEYS = ("description", "personality", "first_mes", "mes_example")

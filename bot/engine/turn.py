@@ -14,17 +14,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.character import fill_user, render_character_prompt
+from bot.characters.character import Character, fill_user, render_character_prompt
+from bot.characters.lore import LoreHit
 from bot.clients.db import to_db
 from bot.clients.llm import OnText
 from bot.clients.llm_wire import ChatReply, Image, TokenUsage
 from bot.clients.outage import Outage
-from bot.context import EngineContext
+from bot.engine.context import EngineContext
+from bot.engine.llm_calls import final_reply
+from bot.engine.open_exchanges import OpenExchanges
+from bot.engine.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
+from bot.engine.reflection_worker import Reflections
 from bot.errors import LLMError, LLMStreamCut, StorageError
-from bot.llm_calls import final_reply
-from bot.lore import LoreHit
-from bot.memory import settings_store
-from bot.memory.exchange_store import (
+from bot.memory.model import Memory
+from bot.memory.recall import TurnFigures, TurnSelection
+from bot.memory.stores import settings as settings_store
+from bot.memory.stores.exchanges import (
     MessagePart,
     exchange_failed,
     hold_reply,
@@ -34,15 +39,10 @@ from bot.memory.exchange_store import (
     save_parts,
     set_reply,
 )
-from bot.memory.model import Memory
-from bot.memory.recall import TurnFigures, TurnSelection
+from bot.memory.stores.stories import load_story
 from bot.memory.story import render_story_context, select_positions
 from bot.memory.story_state import StateSpec, state_values
-from bot.memory.story_store import load_story
 from bot.memory.text import storable
-from bot.open_exchanges import OpenExchanges
-from bot.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
-from bot.reflection_worker import Reflections
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class Incoming:
     # answer the user keeps once it settles (next message in the story, SETTLE_SECONDS, restart).
     swipes: bool = False
     # The key of the character who answers ("" for the default); `user_id` is then the
-    # memory owner key the cast gives that character (bot.cast).
+    # memory owner key the cast gives that character (bot.characters.cast).
     character: str = ""
 
 
@@ -97,6 +97,30 @@ class TurnResult:
     # The streamed answer broke halfway: `reply` is the part that arrived, `error` why.
     cut: bool = False
     usage: TokenUsage | None = None
+
+    @classmethod
+    def answered(cls, reply: str, selection: TurnSelection, exchange_id: int, usage: TokenUsage) -> TurnResult:
+        return cls(reply, None, selection, exchange_id, usage=usage)
+
+    @classmethod
+    def cut_off(cls, reply: str, why: str, selection: TurnSelection, exchange_id: int) -> TurnResult:
+        """The stream broke halfway: `reply` is what arrived."""
+        return cls(reply, why, selection, exchange_id, cut=True)
+
+    @classmethod
+    def unanswered(cls, why: str, selection: TurnSelection, exchange_id: int) -> TurnResult:
+        """The model failed: the message is kept, unanswered."""
+        return cls(None, why, selection, exchange_id)
+
+    @classmethod
+    def unsaved(cls, why: str) -> TurnResult:
+        """The message could not be saved, so it is not answered."""
+        return cls(None, why, None, None, apology=STORAGE_DOWN_REPLY)
+
+    @classmethod
+    def erased(cls) -> TurnResult:
+        """The person was erased while the turn began: nothing kept, nothing answered."""
+        return cls(None, "erased", None, None, apology=ERASED_REPLY)
 
     @property
     def shown(self) -> str:
@@ -129,15 +153,7 @@ class Turns:
 
     async def run(self, msg: Incoming, rules: Sequence[Memory], *, on_text: OnText | None = None) -> TurnResult:
         ctx, settings = self.ctx, self.ctx.settings
-        # Every front end's text enters here; made storable once (a lone surrogate from Discord's
-        # JSON or a terminal's undecodable bytes would otherwise fail the INSERT, unanswered).
-        msg = replace(
-            msg,
-            user_name=storable(msg.user_name),
-            text=storable(msg.text),
-            history=[ChannelLine(storable(h.author), storable(h.text), h.from_bot) for h in msg.history],
-            parts=[MessagePart(p.message_id, message_text(p.text, settings.max_message_chars), storable(p.marks)) for p in msg.parts],
-        )
+        msg = _storable(msg, settings.max_message_chars)
         text = message_text(msg.text, settings.max_message_chars)
         # Counted per person, not per owner key: erasing someone stops their turns with every
         # character, even one whose key holds nothing yet.
@@ -158,71 +174,15 @@ class Turns:
         except StorageError as exc:
             # Answering what cannot be kept would make the character forget it silently.
             ctx.metrics.turns.labels("failed").inc()
-            return TurnResult(None, str(exc), None, None, apology=STORAGE_DOWN_REPLY)
+            return TurnResult.unsaved(str(exc))
         if exchange_id is None:
-            return TurnResult(None, "erased", None, None, apology=ERASED_REPLY)
+            return TurnResult.erased()
         character = ctx.cast.get(msg.character)
-        share = await settings_store.sharing(ctx.db, msg.user_id)
-        story_block, story_detail = await self._story_context(msg.user_id, msg.story_id, text, ctx.specs(character.key))
+        selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
+        messages = self._prompt(msg, text, rules, character, selection, story_block)
         started = time.perf_counter()
-        selection = await ctx.recall.select_for_turn(
-            msg.user_id,
-            story_id=msg.story_id,
-            place=msg.place,
-            query=text,
-            rules=rules,
-            share=share,
-            story=story_detail,
-            record=False,
-        )
-        memory_seconds = time.perf_counter() - started
-        ctx.metrics.memory_seconds.observe(memory_seconds)
-        history = bounded_history(
-            list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
-        )
-        self._note_scene(msg, history)
-        lore: list[LoreHit] = []
-        if character.lore is not None:
-            disabled = len(character.lore.disabled())
-            lore = character.lore.match(
-                [line.text for line in history] + [text],
-                budget_chars=settings.lore_budget_chars,
-                scan_depth=settings.lore_scan_depth,
-            )
-            ctx.metrics.lore_keys_disabled.inc(len(character.lore.disabled()) - disabled)
-        selection.lore = [
-            {"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept, "disabled": h.disabled} for h in lore
-        ]
-        messages = build_reply_messages(
-            character_prompt=render_character_prompt(character, speaker_name(msg.user_name)),
-            character_name=character.name,
-            rules=[r.text for r in rules],
-            user_name=msg.user_name,
-            memories=selection.memories,
-            story_context=story_block,
-            history=history,
-            message=text,
-            post_history=fill_user(character.post_history_instructions, speaker_name(msg.user_name)),
-            images=msg.images,
-            lore=lore,
-        )
-        started = time.perf_counter()
-        cut: LLMStreamCut | None = None
-        answer: ChatReply | None = None
         try:
-            if on_text is None:
-                answer = await ctx.calls.chat(
-                    "reply", messages, model=settings.llm_model, timeout=settings.llm_timeout_seconds
-                )
-            else:
-                answer = await ctx.calls.stream_reply(
-                    messages, on_text, model=settings.llm_model, timeout=settings.llm_timeout_seconds
-                )
-            reply = answer.text
-        except LLMStreamCut as exc:
-            # What the user already saw is the reply: kept, saved and reflected like any other.
-            self.outage.failed("streamed replies are cut off midway: %s", exc)
-            cut, reply = exc, exc.partial
+            answer, reply, cut = await self._answer(messages, on_text)
         except LLMError as exc:
             self.outage.failed("replies fail, messages are kept unanswered: %s", exc)
             selection.figures = TurnFigures(
@@ -232,7 +192,7 @@ class Turns:
             self._record_later(selection, erased)
             with contextlib.suppress(StorageError):  # counted and logged by the database
                 await exchange_failed(ctx.db, msg.user_id, exchange_id, str(exc))
-            return TurnResult(None, str(exc), selection, exchange_id)
+            return TurnResult.unanswered(str(exc), selection, exchange_id)
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
         if cut is None:
@@ -253,8 +213,94 @@ class Turns:
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:
-            return TurnResult(reply, str(cut), selection, exchange_id, cut=True)
-        return TurnResult(reply, None, selection, exchange_id, usage=usage)
+            return TurnResult.cut_off(reply, str(cut), selection, exchange_id)
+        return TurnResult.answered(reply, selection, exchange_id, usage)
+
+    async def _select(
+        self, msg: Incoming, text: str, rules: Sequence[Memory], character: Character
+    ) -> tuple[TurnSelection, str, float]:
+        """The memories that enter the context (recorded later), the story's block, and the
+        seconds the selection took."""
+        ctx = self.ctx
+        share = await settings_store.sharing(ctx.db, msg.user_id)
+        story_block, story_detail = await self._story_context(msg.user_id, msg.story_id, text, ctx.specs(character.key))
+        started = time.perf_counter()
+        selection = await ctx.recall.select_for_turn(
+            msg.user_id,
+            story_id=msg.story_id,
+            place=msg.place,
+            query=text,
+            rules=rules,
+            share=share,
+            story=story_detail,
+            record=False,
+        )
+        memory_seconds = time.perf_counter() - started
+        ctx.metrics.memory_seconds.observe(memory_seconds)
+        return selection, story_block, memory_seconds
+
+    def _prompt(
+        self,
+        msg: Incoming,
+        text: str,
+        rules: Sequence[Memory],
+        character: Character,
+        selection: TurnSelection,
+        story_block: str,
+    ) -> list[dict[str, Any]]:
+        """The messages the model is sent: character, rules, memories, story, lore, the recent
+        lines of the channel and the message. Notes who else spoke and which lore fired."""
+        settings = self.ctx.settings
+        history = bounded_history(
+            list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
+        )
+        self._note_scene(msg, history)
+        lore: list[LoreHit] = []
+        if character.lore is not None:
+            disabled = len(character.lore.disabled())
+            lore = character.lore.match(
+                [line.text for line in history] + [text],
+                budget_chars=settings.lore_budget_chars,
+                scan_depth=settings.lore_scan_depth,
+            )
+            self.ctx.metrics.lore_keys_disabled.inc(len(character.lore.disabled()) - disabled)
+        selection.lore = [
+            {"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept, "disabled": h.disabled} for h in lore
+        ]
+        return build_reply_messages(
+            character_prompt=render_character_prompt(character, speaker_name(msg.user_name)),
+            character_name=character.name,
+            rules=[r.text for r in rules],
+            user_name=msg.user_name,
+            memories=selection.memories,
+            story_context=story_block,
+            history=history,
+            message=text,
+            post_history=fill_user(character.post_history_instructions, speaker_name(msg.user_name)),
+            images=msg.images,
+            lore=lore,
+        )
+
+    async def _answer(
+        self, messages: list[dict[str, Any]], on_text: OnText | None
+    ) -> tuple[ChatReply | None, str, LLMStreamCut | None]:
+        """The model's answer, streamed when `on_text` is given; a stream cut halfway gives what
+        arrived and why. Raises LLMError when nothing can be answered."""
+        ctx, settings = self.ctx, self.ctx.settings
+        try:
+            if on_text is None:
+                answer = await ctx.calls.chat(
+                    "reply", messages, model=settings.llm_model, timeout=settings.llm_timeout_seconds
+                )
+            else:
+                answer = await ctx.calls.stream_reply(
+                    messages, on_text, model=settings.llm_model, timeout=settings.llm_timeout_seconds
+                )
+        except LLMStreamCut as exc:
+            # What the user already saw is the reply: kept, saved and reflected like any other.
+            self.outage.failed("streamed replies are cut off midway: %s", exc)
+            return None, exc.partial, exc
+        return answer, answer.text, None
 
     async def _keep(
         self, msg: Incoming, exchange_id: int, reply: str, messages: list[dict[str, Any]], erased: Callable[[], bool]
@@ -280,11 +326,13 @@ class Turns:
     def _note_scene(self, msg: Incoming, history: Sequence[ChannelLine]) -> None:
         """The people other than the author who spoke in the recent lines of the channel."""
         cast = self.ctx.cast
-        others = {
-            line.author for line in history
-            if not line.from_bot and line.author != msg.user_name and not cast.is_speaker(line.author)
-        }
-        self.ctx.scene[msg.story_id] = others
+        self.ctx.scenes.note(
+            msg.story_id,
+            (
+                line.author for line in history
+                if not line.from_bot and line.author != msg.user_name and not cast.is_speaker(line.author)
+            ),
+        )
 
     async def _record(self, selection: TurnSelection, erased: Callable[[], bool]) -> None:
         with contextlib.suppress(StorageError):  # counted and logged by the database
@@ -333,6 +381,18 @@ class Turns:
             "state": values,
         }
         return block, detail
+
+
+def _storable(msg: Incoming, max_chars: int) -> Incoming:
+    """Every front end's text enters here; made storable once (a lone surrogate from Discord's
+    JSON or a terminal's undecodable bytes would otherwise fail the INSERT, unanswered)."""
+    return replace(
+        msg,
+        user_name=storable(msg.user_name),
+        text=storable(msg.text),
+        history=[ChannelLine(storable(h.author), storable(h.text), h.from_bot) for h in msg.history],
+        parts=[MessagePart(p.message_id, message_text(p.text, max_chars), storable(p.marks)) for p in msg.parts],
+    )
 
 
 def _ms(seconds: float) -> int:

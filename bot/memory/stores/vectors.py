@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-import aiosqlite
 import numpy as np
 
-from bot.clients.db import NO_LIMIT, Database, Sql, fetch_all, to_db
+from bot.clients.db import NO_LIMIT, Sql, fetch_all, to_db
+from bot.clients.storage import Connection, Database, Row
 from bot.memory.model import utcnow
 from bot.memory.text import content_words, words
 
@@ -95,14 +95,14 @@ async def load_user_matrix(
 
 
 async def vector_rows(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     user_id: str,
     model: str,
     among: Sequence[int] | None = None,
     *,
     after: int = 0,
     limit: int = -1,
-) -> list[aiosqlite.Row]:
+) -> list[Row]:
     """(memory_id, content_hash, dim, vector, embedded_at) of the user's vectors for `model`, stale
     ones included (the caller compares hashes), in memory id order: those of `among` when given,
     else the first `limit` (-1: all) with a memory id above `after`."""
@@ -149,7 +149,7 @@ async def stale_memories(
 
 
 async def store_vectors(
-    conn: aiosqlite.Connection, rows: Iterable[VectorRow], *, now: datetime | None = None
+    conn: Connection, rows: Iterable[VectorRow], *, now: datetime | None = None
 ) -> int:
     """Insert or replace vectors inside the caller's write transaction. Returns how many landed.
 
@@ -194,7 +194,7 @@ async def delete_all_vectors(db: Database) -> int:
         return cur.rowcount
 
 
-async def delete_vectors_of_other_models(conn: aiosqlite.Connection, model: str) -> int:
+async def delete_vectors_of_other_models(conn: Connection, model: str) -> int:
     """Index maintenance across all users, inside the caller's transaction."""
     cur = await conn.execute("DELETE FROM memory_vectors WHERE model != ?", (model,))
     return cur.rowcount
@@ -262,7 +262,7 @@ async def lexical_matches(
     if not expression or limit <= 0 or (among is not None and not among):
         return {}
     ids_json = None if among is None else json.dumps(list(map(int, among)))
-    # The ids travel as one JSON array, as in bot.memory.counters: one SQL text whatever their
+    # The ids travel as one JSON array, as in bot.memory.stores.counters: one SQL text whatever their
     # number, and no bound-variable limit.
     rows = await fetch_all(
         db.reader, _LEXICAL_MATCHES, (expression, user_id, _active_after(now), ids_json, ids_json, limit)

@@ -1,9 +1,9 @@
 """The conversation engine: the one door of the front ends to the core — no discord.
 
 Discord cogs, the terminal chat and the owner's page are thin translators over this class, so
-all run the same code. It composes the parts that own the work: the turn (bot.turn), the open
-exchanges a user may still regenerate or swipe (bot.open_exchanges), the reflection worker
-(bot.reflection_worker), and the stores under bot/memory that own the data.
+all run the same code. It composes the parts that own the work: the turn (bot.engine.turn), the open
+exchanges a user may still regenerate or swipe (bot.engine.open_exchanges), the reflection worker
+(bot.engine.reflection_worker), and the stores under bot/memory that own the data.
 """
 
 from __future__ import annotations
@@ -16,37 +16,39 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.cast import Cast
-from bot.character import Character
-from bot.clients.db import Database
+from bot.characters.cast import Cast
+from bot.characters.character import Character
 from bot.clients.embeddings import Embedder
 from bot.clients.llm import LLMClient, OnText
 from bot.clients.metrics import Metrics
+from bot.clients.storage import Database
 from bot.clients.tasks import BackgroundTasks
 from bot.config import EngineSettings
-from bot.context import EngineContext
+from bot.engine.context import EngineContext
+from bot.engine.events import Events, Receipt
+from bot.engine.llm_calls import MAX_REPLY_CHARS, ModelCalls, final_reply
+from bot.engine.open_exchanges import MESSAGE_DELETED, DeleteOutcome, OpenExchanges, Shown
+from bot.engine.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
+from bot.engine.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY, Incoming, TurnResult, Turns
 from bot.errors import InvalidMemory, StorageError
-from bot.events import Events, Receipt
-from bot.llm_calls import MAX_REPLY_CHARS, ModelCalls, final_reply
-from bot.memory import settings_store
-from bot.memory.exchange_store import (
-    MemoryChange,
-    MessagePart,
-    SettledExchange,
-    changes_of,
-    join_parts,
-    erase_user_exchange_data,
-    users_with_open_exchanges,
-)
-from bot.memory.export import export_json, export_user
 from bot.memory.cache import MemoryCache
-from bot.memory.warm_up import WarmUp, warm_up
+from bot.memory.export import export_json, export_user
 from bot.memory.indexing import Indexer
 from bot.memory.model import HistoryEntry, Memory, utcnow
 from bot.memory.recall import Recall, TurnSelection, last_turn
 from bot.memory.report import Report
 from bot.memory.stats import NEVER_SURFACED_AFTER, MemoryStats, memory_stats
-from bot.memory.store import (
+from bot.memory.stores import settings as settings_store
+from bot.memory.stores.exchanges import (
+    MemoryChange,
+    MessagePart,
+    SettledExchange,
+    changes_of,
+    erase_user_exchange_data,
+    join_parts,
+    users_with_open_exchanges,
+)
+from bot.memory.stores.memories import (
     MAX_MEMORY_CHARS,
     EraseReport,
     MemoryStore,
@@ -55,11 +57,9 @@ from bot.memory.store import (
     owner_keys,
     replace_rules,
 )
-from bot.memory.story_store import StoryHistoryEntry, erase_user_story_data, story_history
+from bot.memory.stores.stories import StoryHistoryEntry, erase_user_story_data, story_history
 from bot.memory.text import storable
-from bot.open_exchanges import MESSAGE_DELETED, DeleteOutcome, OpenExchanges, Shown
-from bot.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
-from bot.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY, Incoming, TurnResult, Turns
+from bot.memory.warm_up import WarmUp, warm_up
 
 # Re-exported: the front ends and tests name them from the engine, their one door.
 __all__ = [

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.clients.db import Database, fetch_all, fetch_one
+from bot.clients.db import fetch_all, fetch_one
 from bot.clients.postgres import PostgresDatabase
+from bot.clients.storage import Database, Row
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ class TableReport:
     copied: bool  # False: the target already held the same rows
 
 
-def _normal(table: str, columns: Sequence[str], row: Sequence[Any]) -> list[Any]:
+def _normal(table: str, columns: Sequence[str], row: Row) -> list[Any]:
     out: list[Any] = []
     for column, value in zip(columns, row):
         if value is not None and (table, column) in _FLOATS:

@@ -5,9 +5,8 @@ Every statement filters on user_id. Functions taking `conn` join the caller's wr
 
 from __future__ import annotations
 
-import aiosqlite
-
-from bot.clients.db import Database, fetch_one
+from bot.clients.db import fetch_one
+from bot.clients.storage import Connection, Database
 
 
 async def sharing(db: Database, user_id: str) -> bool:
@@ -24,5 +23,5 @@ async def set_sharing(db: Database, user_id: str, share: bool) -> None:
         )
 
 
-async def erase_user_settings(conn: aiosqlite.Connection, user_id: str) -> None:
+async def erase_user_settings(conn: Connection, user_id: str) -> None:
     await conn.execute("DELETE FROM user_settings WHERE user_id = ?", (user_id,))

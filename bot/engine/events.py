@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.clients.tasks import BackgroundTasks
-from bot.memory.exchange_store import SettledExchange
+from bot.memory.stores.exchanges import SettledExchange
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,77 @@
+"""What the parts of the engine share: its clients, its stores and its settings.
+
+The engine (bot/engine/facade.py) builds one and hands it to each of its parts (the turn, the open
+exchanges, the reflection worker), so no part reaches another's data but through its methods.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from bot.characters.cast import Cast
+from bot.clients.metrics import Metrics
+from bot.clients.storage import Database
+from bot.clients.tasks import BackgroundTasks
+from bot.config import EngineSettings
+from bot.engine.events import Events
+from bot.engine.llm_calls import ModelCalls
+from bot.memory.cache import MemoryCache
+from bot.memory.recall import Recall
+from bot.memory.stores.memories import MemoryStore
+from bot.memory.story_state import StateSpec, parse_state_specs
+
+# Channels whose recent speakers are kept; the least recently active go first. Enough for every
+# channel active in a long while; a channel forgotten only loses a guard it rebuilds on its next
+# turn.
+SCENE_STORIES = 10_000
+
+
+class Scenes:
+    """Who else spoke lately in each channel: the turn notes them, the reflection is told those
+    people are not the author. In memory only (after a restart the guard starts empty), bounded
+    to the SCENE_STORIES most recently noted channels."""
+
+    def __init__(self, max_stories: int = SCENE_STORIES) -> None:
+        self.max_stories = max_stories
+        self._others: OrderedDict[str, frozenset[str]] = OrderedDict()
+
+    def note(self, story_id: str, others: Iterable[str]) -> None:
+        self._others[story_id] = frozenset(others)
+        self._others.move_to_end(story_id)
+        while len(self._others) > self.max_stories:
+            self._others.popitem(last=False)
+
+    def others(self, story_id: str, besides: str) -> list[str]:
+        """The people noted in the channel, but `besides`, in order."""
+        return sorted(self._others.get(story_id, frozenset()) - {besides})
+
+    def __len__(self) -> int:
+        return len(self._others)
+
+
+@dataclass(slots=True)
+class EngineContext:
+    db: Database
+    settings: EngineSettings
+    cast: Cast
+    clock: Callable[[], datetime]
+    metrics: Metrics
+    store: MemoryStore
+    cache: MemoryCache
+    recall: Recall
+    tasks: BackgroundTasks
+    calls: ModelCalls
+    events: Events
+    scenes: Scenes = field(default_factory=Scenes)
+    _specs: dict[str, dict[str, StateSpec]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._specs = {key: parse_state_specs(c.state) for key, c in self.cast.characters.items()}
+
+    def specs(self, character_key: str) -> dict[str, StateSpec]:
+        """The story state a character keeps (its file's `state`)."""
+        specs = self._specs.get(character_key)
+        return specs if specs is not None else self._specs[self.cast.default_key]

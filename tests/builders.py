@@ -1,0 +1,127 @@
+"""What tests build their subjects with: the engine over a test's database and the scripted LLM,
+an incoming message, the offline embedder shared by the run, the services the front ends get,
+memories written straight into a database. Discord's fakes are in tests/cogs/__init__.py.
+Fixtures are in tests/conftest.py."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import httpx
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from bot.app import Services
+from bot.characters.cast import Cast
+from bot.characters.character import Character, load_character
+from bot.clients.db import SQLiteDatabase, inserted_id, to_db
+from bot.clients.embeddings import Embedder, LocalEmbedder
+from bot.clients.health import Health
+from bot.clients.llm import LLMClient
+from bot.clients.metrics import Metrics
+from bot.clients.storage import Database
+from bot.config import Settings, load_settings
+from bot.engine import Engine, Incoming
+from bot.memory.model import content_hash, utcnow
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer
+
+
+@cache
+def local_embedder() -> LocalEmbedder:
+    """The offline model, loaded once for the whole run."""
+    return LocalEmbedder()
+
+
+def settings_for(llm_server: FakeLLMServer, tmp_path: Path, **settings: Any) -> Settings:
+    """Settings pointing at the scripted LLM, read from nothing but the arguments."""
+    values: dict[str, Any] = {"llm_base_url": llm_server.url, "llm_model": FAKE_MODEL, "database_path": tmp_path / "x.db"}
+    return load_settings(_env_file=None, **(values | settings))
+
+
+def make_engine(
+    db: Database,
+    http: httpx.AsyncClient,
+    llm_server: FakeLLMServer,
+    tmp_path: Path,
+    *,
+    embedder: Embedder | None = None,
+    clock: Any = None,
+    character: Character | None = None,
+    cast: Cast | None = None,
+    metrics: Metrics | None = None,
+    llm: LLMClient | None = None,
+    **settings: Any,
+) -> Engine:
+    config = settings_for(llm_server, tmp_path, **settings)
+    llm = llm or LLMClient(http, api="ollama", base_url=llm_server.url)
+    extra: dict[str, Any] = {"clock": clock} if clock is not None else {}
+    if cast is not None:
+        extra["cast"] = cast
+    if metrics is not None:
+        extra["metrics"] = metrics
+    return Engine(
+        db=db,
+        llm=llm,
+        embedder=embedder,
+        settings=config.engine,
+        character=character or (cast.default if cast is not None else load_character(None)),
+        **extra,
+    )
+
+
+def msg(text: str, *, user: str = "alice", story: str = "chan-1", place: str = "guild-1") -> Incoming:
+    return Incoming(user_id=user, user_name=user.title(), text=text, story_id=story, place=place, message_id=f"m-{time.monotonic_ns()}")
+
+
+async def offline_services(settings: Settings, db: Database) -> Services:
+    """What `open_services` builds, minus the embedder (None: turns run without semantic
+    recall) and the indexer and jobs the front ends never touch."""
+    http = httpx.AsyncClient()
+    llm = LLMClient(http, api=settings.llm_api, base_url=settings.llm_base_url, timeout=10)
+    character = load_character(None)
+    engine = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=character)
+    await engine.start()
+    return Services(
+        settings=settings,
+        db=db,
+        http=http,
+        llm=llm,
+        embedder=None,  # type: ignore[arg-type]
+        character=character,
+        engine=engine,
+        scheduler=AsyncIOScheduler(),
+        indexer=None,  # type: ignore[arg-type]
+        metrics=engine.metrics,
+        health=Health(db=db, llm=llm, model=settings.llm_model, embedder=None),
+    )
+
+
+async def add_memory(db: SQLiteDatabase, user_id: str, text: str, *, expires_in: timedelta | None = None) -> int:
+    now = utcnow()
+    expires_at = to_db(now + expires_in) if expires_in is not None else None
+    async with db.write() as conn:
+        memory_id = await inserted_id(
+            conn,
+            "INSERT INTO memories (user_id, text, type, created_at, updated_at, expires_at, content_hash)"
+            " VALUES (?, ?, 'fact', ?, ?, ?, ?) RETURNING id",
+            (user_id, text, to_db(now), to_db(now), expires_at, content_hash(text)),
+        )
+        assert memory_id is not None
+        return memory_id
+
+
+async def set_text(db: SQLiteDatabase, user_id: str, memory_id: int, text: str) -> None:
+    async with db.write() as conn:
+        await conn.execute(
+            "UPDATE memories SET text = ?, content_hash = ? WHERE id = ? AND user_id = ?",
+            (text, content_hash(text), memory_id, user_id),
+        )
+
+
+async def delete_memory(db: SQLiteDatabase, user_id: str, memory_id: int) -> None:
+    async with db.write() as conn:
+        await conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, user_id))
+

@@ -1,0 +1,110 @@
+"""Which tests are `slow`: those that start a process or need the PostgreSQL cluster. Found
+from the code, so that a new such test is slow without anyone remembering to mark it:
+
+- every test under a folder of SLOW_FOLDERS (the bot run as a process against the fake Discord);
+- a test that starts a process itself, through a helper of its module, or through a fixture
+  that does: a call to asyncio.create_subprocess_exec, subprocess.run/Popen/check_*, or to a
+  function imported from a module of PROCESS_MODULES;
+- a test that uses the PostgreSQL cluster: its `postgres_cluster` fixture, directly or through
+  other fixtures, or the PostgreSQL half of a `both_stores` module (marked where it is made).
+
+`make test-fast` runs the others (`-m "not slow"`); `make test` runs all.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import sys
+import textwrap
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import pytest
+
+SLOW_FOLDERS = ("tests/discord_e2e/",)
+PROCESS_MODULES = frozenset({"tests.reliability.process", "tests.fakes.discord.echo_process"})
+SLOW_FIXTURES = frozenset({"postgres_cluster"})
+_STARTERS = frozenset({"create_subprocess_exec", "create_subprocess_shell", "Popen", "check_call", "check_output"})
+
+
+def _called_names(tree: ast.AST) -> set[str]:
+    """Names a piece of code calls: `f(...)` gives f, `a.b.f(...)` gives f and `a.b.f`."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name):
+                names.add(func.id)
+            elif isinstance(func, ast.Attribute):
+                names.add(func.attr)
+                if isinstance(func.value, ast.Name):
+                    names.add(f"{func.value.id}.{func.attr}")
+    return names
+
+
+def _starts_directly(called: set[str]) -> bool:
+    return bool(called & _STARTERS) or "subprocess.run" in called
+
+
+@cache
+def _process_functions(module_name: str) -> frozenset[str]:
+    """The module's top-level functions that start a process, directly or through each other,
+    and the names it imports from a module that starts processes."""
+    module = sys.modules.get(module_name)
+    if module is None:
+        return frozenset()
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError):
+        return frozenset()
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module in PROCESS_MODULES:
+            found.update(alias.asname or alias.name for alias in node.names)
+    functions = {n.name: _called_names(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        for method in (n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            functions[method.name] = _called_names(method)
+    changed = True
+    while changed:
+        changed = False
+        for name, called in functions.items():
+            if name not in found and (_starts_directly(called) or called & found):
+                found.add(name)
+                changed = True
+    return frozenset(found)
+
+
+def starts_processes(func: Callable[..., Any]) -> bool:
+    """Whether calling `func` starts a process, as far as its module's code shows."""
+    func = inspect.unwrap(func)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    called = _called_names(tree)
+    return _starts_directly(called) or bool(called & _process_functions(func.__module__))
+
+
+def is_slow(item: pytest.Item) -> bool:
+    path = item.nodeid.split("::", 1)[0]
+    if path.startswith(SLOW_FOLDERS):
+        return True
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    function = getattr(item, "function", None)
+    if function is not None and starts_processes(function):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    for definitions in (info.name2fixturedefs.values() if info is not None else ()):
+        if any(starts_processes(definition.func) for definition in definitions):
+            return True
+    return False
+
+
+def mark_slow(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is None and is_slow(item):
+            item.add_marker(pytest.mark.slow)

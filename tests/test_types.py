@@ -1,0 +1,58 @@
+"""The storage protocols hold: the type checker refuses a store that uses what only one
+database driver has, and accepts the same store written with the shared interface."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mypy import api
+
+ROOT = Path(__file__).resolve().parents[1]
+
+STORE = '''
+from bot.clients.storage import Connection, Database
+
+
+async def forget_all(db: Database, user_id: str) -> None:
+    async with db.write() as conn:
+        await wipe(conn, user_id)
+
+
+async def wipe(conn: Connection, user_id: str) -> None:
+    await conn.{call}
+'''
+
+
+def check(tmp_path: Path, call: str) -> tuple[str, int]:
+    module = tmp_path / "a_store.py"
+    module.write_text(STORE.format(call=call), encoding="utf-8")
+    out, err, status = api.run(
+        [
+            "--config-file", str(ROOT / "pyproject.toml"),
+            "--cache-dir", str(tmp_path / "mypy-cache"),
+            "--no-error-summary",
+            str(module),
+        ]
+    )
+    return out + err, status
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        # aiosqlite only: PostgreSQL's connection has no script runner.
+        'executescript("DELETE FROM memories WHERE user_id = 1")',
+        # asyncpg only: SQLite's connection has no fetchval.
+        'fetchval("SELECT count(*) FROM memories WHERE user_id = ?", (user_id,))',
+    ],
+)
+def test_a_store_calling_what_one_driver_only_has_fails_the_type_check(tmp_path: Path, call: str) -> None:
+    said, status = check(tmp_path, call)
+    assert status == 1, said
+    assert '"Connection" has no attribute' in said, said
+
+
+def test_the_same_store_through_the_shared_interface_passes(tmp_path: Path) -> None:
+    said, status = check(tmp_path, 'execute("DELETE FROM memories WHERE user_id = ?", (user_id,))')
+    assert status == 0, said
