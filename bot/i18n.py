@@ -78,6 +78,7 @@ EN: dict[str, str] = {
     # the Discord side
     "failed": "Something went wrong on my side; it was logged. Try again later.",
     "not_yours": "These buttons belong to the person who ran the command.",
+    "not_your_reply": "These buttons belong to the person this answer was for.",
     "previous": "◀ Previous",
     "next": "Next ▶",
     "erase_confirm": "This deletes every memory and all history about you, for real. Erase everything?",
@@ -155,6 +156,7 @@ FR: dict[str, str] = {
     ),
     "failed": "Quelque chose a échoué de mon côté ; c'est noté dans le journal. Réessaie plus tard.",
     "not_yours": "Ces boutons appartiennent à la personne qui a lancé la commande.",
+    "not_your_reply": "Ces boutons appartiennent à la personne à qui cette réponse était destinée.",
     "previous": "◀ Précédent",
     "next": "Suivant ▶",
     "erase_confirm": "Ceci efface pour de vrai tous tes souvenirs et tout ton historique. Tout effacer ?",

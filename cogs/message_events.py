@@ -20,7 +20,7 @@ from cogs.bot import EchoBot
 from cogs.utils.answering import clean_incoming
 from bot.engine import Engine, Receipt, SettledExchange
 from bot.presenting import RECEIPT_ICON
-from cogs.utils.views import DYNAMIC_ITEMS, receipt_view
+from cogs.utils.views import DYNAMIC_ITEMS, receipt_view, refuse_foreign
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,11 @@ class MessageEvents(commands.Cog):
         self.bot.remove_dynamic_items(*DYNAMIC_ITEMS)
         self.engine.settle_listeners.remove(self.settled)
         self.engine.receipt_listeners.remove(self.receipt)
+
+    @commands.Cog.listener()
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        # The components' own gates let nothing foreign through; this answers it, privately.
+        await refuse_foreign(interaction)
 
     # --- the user's message -------------------------------------------------------------------
 

@@ -1,17 +1,24 @@
 """The buttons and modals on the bot's messages: swipe and regenerate on a reply, the memory
-receipt, Forget and Edit on a memory, and the edit modal.
+receipt, Forget and Edit on a memory, the edit modal, and the views of the memory commands.
 
-Every button is a `discord.ui.DynamicItem` whose custom_id carries the user it belongs to and the
-exchange or memory it acts on, so a button still works after a restart (the bot registers these
-classes with `add_dynamic_items`; no view has to be kept in memory). Only that user may press it:
-anyone else gets an ephemeral refusal, and the engine, whose statements are all scoped by user,
-would treat the id as unknown anyway.
+Every component and modal the bot makes carries, in its custom id, the memory owner key it acts
+on, and is checked in one place before any callback: `OwnerGate`, first among the bases of each of
+them, registers the custom ids its subclass makes (a pattern with a `user` group) and lets an
+interaction through only when its own custom id (read from the interaction, never from state kept
+by the bot) is one of them and names the person interacting. Every other component or modal
+interaction, a forged or malformed id included, is refused privately by `refuse_foreign` before
+anything is read or written. The owner key the callbacks then act on is that checked one, and the
+engine scopes every statement by it.
+
+Buttons are `discord.ui.DynamicItem`s, so they still work after a restart (the bot registers these
+classes with `add_dynamic_items`; no view has to be kept in memory).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+import re
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import discord
 from discord import app_commands
@@ -39,7 +46,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_YOURS = tr("en", "not_yours")
-NOT_YOUR_REPLY = "These buttons belong to the person this answer was for."
 FAILED = tr("en", "failed")
 # Forget and Edit for at most this many memories on one receipt (5 rows of 5 buttons).
 RECEIPT_MAX_ACTIONS = 12
@@ -89,29 +95,82 @@ def _engine(interaction: discord.Interaction) -> Engine:
     return client.services.engine
 
 
-# The owner part of a custom id: the memory owner key the button acts on, a Discord id or
+# The owner part of a custom id: the memory owner key the component acts on, a Discord id or
 # `<id>@<character key>` for a character with its own memory (bot.cast).
-_OWNER = r"(?P<user>[0-9]+(?:@[^:]+)?)"
+OWNER = r"(?P<user>[0-9]{1,20}(?:@[^:]{1,64})?)"
+# Discord's bound on a custom id: a longer one is not one the bot made.
+CUSTOM_ID_MAX = 100
 
 
-def _person(owner: str) -> int:
-    """The Discord id of the person an owner key belongs to."""
-    return int(owner.partition("@")[0])
+class OwnerGate:
+    """First base of every component and modal the bot makes (`custom_ids=` names the custom ids
+    the subclass makes; `refusal` what another person is told). Its `interaction_check` is the
+    one owner check: `owner_key`."""
+
+    registry: ClassVar[dict[re.Pattern[str], type[OwnerGate]]] = {}
+    refusal_key: ClassVar[str] = "not_yours"
+
+    def __init_subclass__(cls, *, custom_ids: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A dynamic item names its custom ids in discord.py's `template=`.
+        pattern = re.compile(custom_ids) if custom_ids is not None else getattr(cls, "__discord_ui_compiled_template__", None)
+        if pattern is not None and "user" in pattern.groupindex:
+            OwnerGate.registry[pattern] = cls
+
+    @classmethod
+    def refusal(cls, lang: str) -> str:
+        return tr(lang, cls.refusal_key)
+
+    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
+        return owner_key(interaction) is not None
+
+
+def _registered(custom_id: object) -> tuple[type[OwnerGate], str] | None:
+    """The class that makes `custom_id`, and the owner key in it."""
+    if not isinstance(custom_id, str) or len(custom_id) > CUSTOM_ID_MAX:
+        return None
+    for pattern, cls in OwnerGate.registry.items():
+        match = pattern.fullmatch(custom_id)
+        if match is not None:
+            return cls, match["user"]
+    return None
+
+
+def owner_key(interaction: discord.Interaction) -> str | None:
+    """The memory owner key a component or modal interaction acts on, when its custom id is one
+    the bot makes and that key is the interacting person's own (for this cast); None otherwise."""
+    found = _registered((interaction.data or {}).get("custom_id"))
+    if found is None:
+        return None
+    owner = found[1]
+    cast = _engine(interaction).cast
+    return owner if cast.memory_key(str(interaction.user.id), cast.character_of_key(owner)) == owner else None
+
+
+async def refuse_foreign(interaction: discord.Interaction) -> None:
+    """Tell the person privately when a component or modal they used is not theirs, or not one the
+    bot made (the gates of `OwnerGate` let nothing of it through)."""
+    if interaction.type not in (discord.InteractionType.component, discord.InteractionType.modal_submit):
+        return
+    if owner_key(interaction) is not None:
+        return
+    custom_id = (interaction.data or {}).get("custom_id")
+    found = _registered(custom_id)
+    log.info("refused a %s interaction of user %s on custom id %.100r", interaction.type.name, interaction.user.id, custom_id)
+    lang = language(interaction.locale)
+    try:
+        await say(interaction, found[0].refusal(lang) if found is not None else tr(lang, "not_yours"))
+    except discord.HTTPException as exc:
+        log.debug("could not refuse an interaction: %s", exc)
 
 
 # DynamicItem wants a template on every subclass; this base is never registered, its own matches
 # no custom id we make.
-class _OwnedButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"echo:base:(?!)"):
-    """A button only the person of `owner` may press; its failures are told to the presser and logged."""
+class _OwnedButton(OwnerGate, discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"echo:base:(?!)"):
+    """A button acting on what `owner` (its custom id's owner key) remembers; its failures are
+    told to the presser and logged."""
 
     owner: str
-    refusal = NOT_YOURS
-
-    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
-        if interaction.user.id == _person(self.owner):
-            return True
-        await interaction.response.send_message(self.refusal, ephemeral=True)
-        return False
 
     async def callback(self, interaction: discord.Interaction) -> None:
         try:
@@ -129,9 +188,9 @@ _SWIPE_LABELS = {"prev": "◀", "next": "▶", "regen": "🔄"}
 
 
 class SwipeButton(
-    _OwnedButton, template=r"echo:swipe:(?P<action>prev|next|regen):" + _OWNER + r":(?P<exchange>[0-9]+)"
+    _OwnedButton, template=r"echo:swipe:(?P<action>prev|next|regen):" + OWNER + r":(?P<exchange>[0-9]{1,20})"
 ):
-    refusal = NOT_YOUR_REPLY
+    refusal_key = "not_your_reply"
 
     def __init__(self, action: str, owner: int | str, exchange_id: int, *, disabled: bool = False) -> None:
         super().__init__(
@@ -210,8 +269,8 @@ def swipe_view(owner_id: int | str, shown: Shown) -> discord.ui.View:
 # --- the memory receipt ------------------------------------------------------------------------
 
 
-class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + _OWNER + r":(?P<exchange>[0-9]+)"):
-    refusal = NOT_YOUR_REPLY
+class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + OWNER + r":(?P<exchange>[0-9]{1,20})"):
+    refusal_key = "not_your_reply"
 
     def __init__(self, owner: int | str, exchange_id: int, changes: int = 0) -> None:
         super().__init__(
@@ -274,7 +333,7 @@ class _MemoryButton(_OwnedButton, template=r"echo:memory-base:(?!)"):
         return cls(match["user"], int(match["memory"]))
 
 
-class ForgetButton(_MemoryButton, template=r"echo:forget:" + _OWNER + r":(?P<memory>[0-9]+)"):
+class ForgetButton(_MemoryButton, template=r"echo:forget:" + OWNER + r":(?P<memory>[0-9]{1,20})"):
     action, label, style = "forget", "Forget", discord.ButtonStyle.danger
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
@@ -282,7 +341,7 @@ class ForgetButton(_MemoryButton, template=r"echo:forget:" + _OWNER + r":(?P<mem
         await say(interaction, forget_result(self.memory_id, True) if done else gone_memory(self.memory_id))
 
 
-class EditButton(_MemoryButton, template=r"echo:edit:" + _OWNER + r":(?P<memory>[0-9]+)"):
+class EditButton(_MemoryButton, template=r"echo:edit:" + OWNER + r":(?P<memory>[0-9]{1,20})"):
     action, label, style = "edit", "Edit", discord.ButtonStyle.primary
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
@@ -304,11 +363,15 @@ async def open_editor(
     await interaction.response.send_modal(EditMemoryModal(engine, memory, owner))
 
 
-class EditMemoryModal(discord.ui.Modal):
+class EditMemoryModal(
+    OwnerGate, discord.ui.Modal, custom_ids=r"echo:edit-memory:" + OWNER + r":(?P<memory>[0-9]{1,20})"
+):
     """The memory's text, to rewrite; the previous version is archived (restorable)."""
 
     def __init__(self, engine: Engine, memory: Memory, owner: str) -> None:
-        super().__init__(title=f"Edit memory #{memory.id}", custom_id=f"echo:edit-memory:{memory.id}", timeout=900)
+        super().__init__(
+            title=f"Edit memory #{memory.id}", custom_id=f"echo:edit-memory:{owner}:{memory.id}", timeout=900
+        )
         self.engine = engine
         self.owner = owner
         self.memory_id = memory.id

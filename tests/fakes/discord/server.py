@@ -497,6 +497,16 @@ class FakeDiscord:
         locale: str = "en-US",
     ) -> Interaction:
         """A user runs a slash command (the command must have been synced, as in Discord)."""
+        return await self._interact(user, channel, 2, self._command_data(channel, name, options), locale=locale)
+
+    async def autocomplete(
+        self, user: User, channel: Channel, name: str, options: list[dict[str, Any]], *, locale: str = "en-US"
+    ) -> Interaction:
+        """A user types in an option of /name: the option being typed has `"focused": True` and
+        its text as value, whatever its type. The bot answers with choices (callback type 8)."""
+        return await self._interact(user, channel, 4, self._command_data(channel, name, options), locale=locale)
+
+    def _command_data(self, channel: Channel, name: str, options: list[dict[str, Any]]) -> dict[str, Any]:
         guild_id = channel.guild_id
         synced = self.commands.get(guild_id, []) + self.commands.get(None, [])
         found = [c for c in synced if c["name"] == name]
@@ -506,7 +516,7 @@ class FakeDiscord:
         data: dict[str, Any] = {"id": command["id"], "name": name, "type": 1, "options": list(options)}
         if "guild_id" in command:
             data["guild_id"] = command["guild_id"]
-        return await self._interact(user, channel, 2, data, locale=locale)
+        return data
 
     async def press_button(self, user: User, message: dict[str, Any], custom_id: str, *, locale: str = "en-US") -> Interaction:
         channel = self.channels[int(message["channel_id"])]
