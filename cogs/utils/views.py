@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import discord
 from discord import app_commands
 
+from bot.cast import Cast
 from bot.errors import LLMError, StorageError
 from cogs.utils.answering import DISCORD_LIMIT, split_message
 from cogs.utils.voices import character_at
@@ -136,15 +137,21 @@ def _registered(custom_id: object) -> tuple[type[OwnerGate], str] | None:
     return None
 
 
-def owner_key(interaction: discord.Interaction) -> str | None:
-    """The memory owner key a component or modal interaction acts on, when its custom id is one
-    the bot makes and that key is the interacting person's own (for this cast); None otherwise."""
-    found = _registered((interaction.data or {}).get("custom_id"))
+def owner_in(custom_id: object, person: int, cast: Cast) -> str | None:
+    """The memory owner key in `custom_id`, when it is an id the bot makes and that key is one of
+    `person`'s own in this cast (theirs for the default character or for one with its own
+    memory); None otherwise."""
+    found = _registered(custom_id)
     if found is None:
         return None
     owner = found[1]
-    cast = _engine(interaction).cast
-    return owner if cast.memory_key(str(interaction.user.id), cast.character_of_key(owner)) == owner else None
+    return owner if cast.memory_key(str(person), cast.character_of_key(owner)) == owner else None
+
+
+def owner_key(interaction: discord.Interaction) -> str | None:
+    """The memory owner key a component or modal interaction acts on, when it is the
+    interacting person's own (`owner_in`); None otherwise."""
+    return owner_in((interaction.data or {}).get("custom_id"), interaction.user.id, _engine(interaction).cast)
 
 
 async def refuse_foreign(interaction: discord.Interaction) -> None:

@@ -5,6 +5,7 @@ caller's own memories."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Any
 
@@ -25,8 +26,13 @@ from tests.fakes.discord import ALICE, BOB, FakeDiscord
 from tests.fakes.discord.rest import EPHEMERAL
 from tests.fakes.discord.state import Interaction
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
+from cogs.bot import EXTENSIONS
+from cogs.utils.views import OwnerGate
 
 AUTOCOMPLETE_RESULT = 8
+# Every class the bot process registers, as it loads its extensions.
+for extension in EXTENSIONS:
+    importlib.import_module(extension)
 
 
 def learns_the_cat(request: LLMRequest) -> dict[str, Any]:
@@ -83,3 +89,133 @@ async def test_another_person_cannot_submit_someones_memory_edit_form(
     )
     assert "Edited" in (await callback(fake_discord, submitted))["data"]["content"]
     assert alices_memories(echo) == [(memory_id, "L'utilisateur a deux chats.")]
+
+
+def registered(custom_id: str) -> type:
+    """The class of the bot that makes `custom_id` (from the bot's own registry)."""
+    (cls,) = [c for pattern, c in OwnerGate.registry.items() if pattern.fullmatch(custom_id)]
+    return cls
+
+
+async def test_every_component_and_modal_the_bot_registers_refuses_another_person(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    """One press, pick or submission by Bob on each of Alice's components and forms, all of
+    them: the table is the bot's registry, so a new one without its row fails here."""
+    echo = await start_echo(BURST_SECONDS="0")
+    script(llm_server, ["Pixel !", "De rien."], learns_the_cat)
+    general = fake_discord.general
+    tried: set[type] = set()
+
+    async def bob_is_refused(interaction: Interaction, custom_id: str) -> str:
+        tried.add(registered(custom_id))
+        return await refused(fake_discord, interaction)
+
+    await fake_discord.user_says(ALICE, general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
+    first = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    for label in ("◀", "▶", "🔄"):
+        custom_id = button(first, label)["custom_id"]
+        press = await fake_discord.press_button(BOB, first, custom_id)
+        assert "this answer was for" in await bob_is_refused(press, custom_id)
+    assert chats(llm_server) == 1
+    await fake_discord.user_says(ALICE, general, "merci", mention_bot=True)
+    await until(lambda: [b["label"] for b in buttons(first)] == ["🧠 1"])
+    await until(lambda: len([m for m in bot_messages(fake_discord) if buttons(m)]) == 2)
+    ((memory_id, _),) = alices_memories(echo)
+    calls = chats(llm_server)
+
+    receipt = button(first, "🧠")["custom_id"]
+    assert CAT not in await bob_is_refused(await fake_discord.press_button(BOB, first, receipt), receipt)
+    shown = (await fake_discord.press_button(ALICE, first, receipt))
+    await callback(fake_discord, shown)
+    assert shown.original is not None
+    for label in ("Forget", "Edit"):
+        custom_id = button(shown.original, label)["custom_id"]
+        await bob_is_refused(await fake_discord.press_button(BOB, shown.original, custom_id), custom_id)
+    edit = await fake_discord.press_button(ALICE, shown.original, button(shown.original, "Edit")["custom_id"])
+    modal = (await callback(fake_discord, edit))["data"]
+    (field,) = [c for row in modal["components"] for c in row["components"]]
+    submitted = await fake_discord.submit_modal(BOB, general, modal["custom_id"], {field["custom_id"]: "Bob was here."})
+    await bob_is_refused(submitted, modal["custom_id"])
+
+    listing = await fake_discord.run_command(ALICE, general, "memories")
+    await callback(fake_discord, listing)
+    page = listing.original
+    assert page is not None
+    for component in buttons(page):
+        if component["type"] == 3:
+            pick = await fake_discord.choose(BOB, page, component["custom_id"], [str(memory_id)])
+        else:
+            pick = await fake_discord.press_button(BOB, page, component["custom_id"])
+        await bob_is_refused(pick, component["custom_id"])
+
+    erase = await fake_discord.run_command(ALICE, general, "erase-me")
+    await callback(fake_discord, erase)
+    assert erase.original is not None
+    for component in buttons(erase.original):
+        await bob_is_refused(await fake_discord.press_button(BOB, erase.original, component["custom_id"]), component["custom_id"])
+
+    assert tried == set(OwnerGate.registry.values())
+    assert alices_memories(echo) == [(memory_id, CAT)]
+    assert query(echo, "SELECT COUNT(*) FROM memory_history") == [(0,)]
+    assert chats(llm_server) == calls
+
+
+async def test_forged_custom_ids_are_refused_privately_and_act_on_no_one_elses_data(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    """Bob forges the components of a message (Discord would never send such a payload): ids
+    naming Alice, ids naming no person or no character, ids no class makes. Each is refused
+    privately; one naming Bob himself acts on Bob's own (empty) memory."""
+    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
+    script(llm_server, ["Pixel !"], learns_the_cat)
+    await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
+    reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    ((memory_id, _),) = alices_memories(echo)
+    exchange = re.fullmatch(r"echo:receipt:[0-9]+:([0-9]+)", button(reply, "🧠")["custom_id"])[1]  # type: ignore[index]
+    calls = chats(llm_server)
+    a, b = ALICE.id, BOB.id
+    forged = [
+        *(f"echo:{kind}:{a}:{memory_id}" for kind in ("forget", "edit", "edit-memory")),
+        *(f"echo:swipe:{action}:{a}:{exchange}" for action in ("prev", "next", "regen")),
+        f"echo:receipt:{a}:{exchange}", f"echo:pages:{a}:next", f"echo:erase:{a}:confirm",
+        f"echo:forget:{a}@nobody:{memory_id}", f"echo:forget:{b}@{a}:{memory_id}", f"echo:forget:{a}:{b}:{memory_id}",
+        f"echo:forget:-{a}:{memory_id}", f"echo:forget::{memory_id}", f"echo:forget:{a} :{memory_id}",
+        f"echo:forget:{'١٢٣'}:{memory_id}", f"echo:forget:{a}:{memory_id}" + "0" * 100, "echo:count:1", "", "x" * 100,
+    ]
+    for custom_id in forged:
+        kind = 5 if custom_id.startswith("echo:edit-memory:") else 3
+        message = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": custom_id}]}])
+        if kind == 5:
+            interaction = await fake_discord.submit_modal(BOB, fake_discord.general, custom_id, {"text": "Bob was here."})
+        else:
+            interaction = await fake_discord.press_button(BOB, message, custom_id)
+        await refused(fake_discord, interaction)
+    # Bob's own key on Alice's memory id: the engine, scoped by Bob's key, knows no such memory.
+    own = f"echo:forget:{b}:{memory_id}"
+    message = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": own}]}])
+    answer = await callback(fake_discord, await fake_discord.press_button(BOB, message, own))
+    assert answer["data"]["flags"] & EPHEMERAL and "no longer in my memory" in answer["data"]["content"]
+
+    assert alices_memories(echo) == [(memory_id, CAT)]
+    assert query(echo, "SELECT COUNT(*) FROM memory_history") == [(0,)]
+    assert chats(llm_server) == calls
+
+
+async def test_autocomplete_shows_only_the_callers_own_memories(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    await start_echo(BURST_SECONDS="0")
+    for user, text in ((ALICE, "J'ai un chat."), (BOB, "J'ai un chien.")):
+        remember = await fake_discord.run_command(user, fake_discord.general, "remember", [{"name": "text", "type": 3, "value": text}])
+        await callback(fake_discord, remember)
+    for user, own, other in ((ALICE, "chat", "chien"), (BOB, "chien", "chat")):
+        for command, option in (("forget", "id"), ("pin", "id"), ("restore", "history_id")):
+            typed = await fake_discord.autocomplete(
+                user, fake_discord.general, command, [{"name": option, "type": 4, "value": "", "focused": True}]
+            )
+            answer = await callback(fake_discord, typed)
+            assert answer["type"] == AUTOCOMPLETE_RESULT
+            names = " ".join(c["name"] for c in answer["data"]["choices"])
+            assert other not in names
+            assert (own in names) == (command != "restore")  # nothing archived yet
