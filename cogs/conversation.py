@@ -310,6 +310,7 @@ class Conversation(commands.Cog):
             text = (text + "\n" if text else "") + " ".join(seen.marks)
         character = await self.character_for(last)
         user_id = self.cast.memory_key(str(last.author.id), character)
+        voice = await self.voices.voice_for(last.channel, character, me)
         incoming = Incoming(
             user_id=user_id,
             character=character.key,
@@ -318,11 +319,10 @@ class Conversation(commands.Cog):
             story_id=str(last.channel.id),  # a thread is its own story
             place=place_of(last.guild.id if last.guild is not None else None),
             message_id=str(last.id),
-            history=await self._history(first, me.id, character),
+            history=await self._history(first, me.id, voice),
             images=seen.images,
             swipes=self.settings.settle_seconds > 0,
         )
-        voice = await self.voices.voice_for(last.channel, character, me)
         if self.settings.stream_replies:
             result, sent = await self.streamed_turn(last, incoming, voice)
         else:
@@ -405,20 +405,18 @@ class Conversation(commands.Cog):
             "Message Content intent enabled in the Discord developer portal (this warning is shown once)."
         )
 
-    async def _history(self, message: discord.Message, bot_id: int, character: Character) -> list[ChannelLine]:
+    async def _history(self, message: discord.Message, bot_id: int, voice: Voice) -> list[ChannelLine]:
         """The channel's messages before this one, oldest first (empty when unreadable). The
-        character's own lines are its turns; every other line, another character's included,
-        is named by its speaker."""
+        character's own lines are its turns: the bot's messages, and those of the webhook it
+        speaks through here under its name. Every other line is named by its speaker: another
+        character's, and another app's webhook (a PluralKit proxy, another bot) whatever name
+        it takes."""
         limit = self.settings.history_messages
         if limit == 0:
             return []
         try:
             lines = [
-                ChannelLine(
-                    m.author.display_name,
-                    m.clean_content,
-                    from_bot=m.author.id == bot_id or (m.webhook_id is not None and m.author.name == character.name),
-                )
+                ChannelLine(m.author.display_name, m.clean_content, from_bot=m.author.id == bot_id or voice.wrote(m))
                 async for m in message.channel.history(limit=limit, before=message)
                 # Without the Message Content intent others' messages arrive empty.
                 if m.clean_content.strip()

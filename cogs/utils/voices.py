@@ -5,9 +5,11 @@ among the channel's webhooks the bot made, or created once, then cached), under 
 and avatar. Where the bot may not manage webhooks, it speaks as the bot itself, and says why in
 the log once per channel. DMs have no webhooks: the bot's own messages there.
 
-A webhook message is traced back to its character by the webhook (one of the bot's) and the
+A webhook message is traced back to its character by the webhook's id, one of the bot's own
+(made by the bot, found by listing the channel's webhooks after a restart, then cached), and the
 name it was sent under: character names are unique in a cast, so nothing needs storing, and
-replies to messages sent before a restart still reach the right character.
+replies to messages sent before a restart still reach the right character. A name alone proves
+nothing: another app's webhook (a PluralKit proxy, another bot) may take a character's name.
 """
 
 from __future__ import annotations
@@ -47,6 +49,15 @@ class Voice:
     character: Character | None = None
     webhook: discord.Webhook | None = None
     thread: discord.Thread | None = None
+
+    def wrote(self, message: discord.Message) -> bool:
+        """Whether `message` is this voice's character speaking through this voice's webhook."""
+        return (
+            self.webhook is not None
+            and self.character is not None
+            and message.webhook_id == self.webhook.id
+            and message.author.name == self.character.name
+        )
 
     async def send(self, channel: discord.abc.Messageable, text: str, *, reference: discord.Message | None) -> discord.Message:
         if self.webhook is None or self.character is None:
@@ -117,8 +128,8 @@ class Voices:
 
     async def owns(self, message: discord.Message) -> Character | None:
         """The character who wrote `message`, when it is one of ours sent through a webhook."""
-        if message.webhook_id is None:
-            return None
+        if message.webhook_id is None or not self.cast.from_folder:
+            return None  # one character speaks as the bot itself: no webhook is ours
         channel = message.channel
         parent = channel.parent if isinstance(channel, discord.Thread) else channel
         if not isinstance(parent, discord.TextChannel):

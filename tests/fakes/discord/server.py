@@ -470,6 +470,21 @@ class FakeDiscord:
         await self.dispatch_message("MESSAGE_CREATE", message)
         return message
 
+    def add_webhook(self, channel: Channel, name: str, *, creator: User) -> Webhook:
+        """A webhook another app or person made in `channel` (a PluralKit proxy, another bot)."""
+        webhook = Webhook(
+            id=snowflake(), token=new_token(), channel_id=channel.id, guild_id=channel.guild_id,
+            name=name, avatar=None, creator=creator,
+        )
+        self.webhooks[webhook.id] = webhook
+        return webhook
+
+    async def webhook_says(self, webhook: Webhook, content: str, *, username: str | None = None) -> dict[str, Any]:
+        """A message posted through `webhook` under `username`, as its owner would execute it."""
+        message = self.new_message(self.channels[webhook.channel_id], None, content, webhook=webhook, webhook_username=username)
+        await self.dispatch_message("MESSAGE_CREATE", message)
+        return message
+
     async def user_edits(self, message: dict[str, Any], content: str) -> dict[str, Any]:
         self.apply_edit(message, {"content": content})
         await self.dispatch_message("MESSAGE_UPDATE", message)
