@@ -22,6 +22,7 @@ from bot.config import DEFAULT_DISCORD_API_URL, Settings
 from bot.engine import Engine
 from bot.errors import StartupError
 from bot.i18n import COMMANDS, language
+from cogs.utils.answering import ChannelPacer
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ class EchoBot(commands.Bot):
             shard_ids=services.settings.shard_ids or None,
         )
         self.services = services
+        # The one pace of the bot's writes in each channel, whichever cog or view writes.
+        self.pacer = ChannelPacer()
 
     async def setup_hook(self) -> None:
         await self._use_gateway_of_api()

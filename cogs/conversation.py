@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,15 @@ from discord.ext import commands
 
 from bot.character import Character
 from cogs.bot import NO_MENTIONS, EchoBot
-from cogs.utils.answering import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
+from cogs.utils.answering import (
+    AnswerPolicy,
+    ChannelPacer,
+    MessageFacts,
+    clean_incoming,
+    decide,
+    place_of,
+    split_message,
+)
 from cogs.utils.voices import Voice, Voices, character_at
 from bot.engine import Engine, Incoming, Shown, TurnResult
 from bot.clients.llm_wire import Image
@@ -35,9 +43,6 @@ from cogs.utils.views import swipe_view
 log = logging.getLogger(__name__)
 
 RATE_LIMITED_REACTION = "⏳"
-# Discord gives a channel's message writes one rate-limit bucket (about 5 per 5 s), shared by
-# posts and edits: a streamed reply edits at most this often per channel.
-EDIT_INTERVAL = 1.2
 
 
 def message_facts(message: discord.Message, bot_id: int) -> MessageFacts:
@@ -58,51 +63,19 @@ def message_facts(message: discord.Message, bot_id: int) -> MessageFacts:
     )
 
 
-class ChannelPacer:
-    """At most one write per `interval` seconds in each channel, counted from the end of the
-    previous write: Discord sees the writes at least `interval` apart, however slow each is."""
-
-    def __init__(self, interval: float = EDIT_INTERVAL, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.interval = interval
-        self._clock = clock
-        self._last: dict[int, float] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
-
-    @contextlib.asynccontextmanager
-    async def slot(self, channel_id: int) -> AsyncIterator[_Slot]:
-        """Wait for this channel's turn, then write inside the block (or `skip()` it)."""
-        async with self._locks.setdefault(channel_id, asyncio.Lock()):
-            last = self._last.get(channel_id)
-            if last is not None:
-                wait = last + self.interval - self._clock()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-            taken = _Slot()
-            try:
-                yield taken
-            finally:
-                if not taken.skipped:
-                    self._last[channel_id] = self._clock()
-
-
-class _Slot:
-    __slots__ = ("skipped",)
-
-    def __init__(self) -> None:
-        self.skipped = False
-
-    def skip(self) -> None:
-        """Nothing was written: the next write need not wait for this one."""
-        self.skipped = True
-
-
-async def send_reply(message: discord.Message, text: str, voice: Voice | None = None) -> list[discord.Message]:
-    """`text` as a reply to `message`, split under Discord's limit; the messages sent. With a
-    webhook `voice`, posted under the character's name and avatar."""
+async def send_reply(
+    message: discord.Message, text: str, pacer: ChannelPacer, voice: Voice | None = None, *, first: int = 0
+) -> list[discord.Message]:
+    """`text` as a reply to `message`, split under Discord's limit, each part in its turn of the
+    channel's pace; the messages sent (from part `first` on: the ones before are shown already).
+    With a webhook `voice`, posted under the character's name and avatar."""
     voice = voice or Voice()
     sent: list[discord.Message] = []
     for n, chunk in enumerate(split_message(text) or ["…"]):
-        sent.append(await voice.send(message.channel, chunk, reference=message if n == 0 else None))
+        if n < first:
+            continue
+        async with pacer.slot(message.channel.id):
+            sent.append(await voice.send(message.channel, chunk, reference=message if n == 0 else None))
     return sent
 
 
@@ -141,16 +114,13 @@ class LiveReply:
     async def finish(self, text: str) -> list[discord.Message]:
         """Show the final text; the messages that hold it."""
         await self._stop()
-        chunks = split_message(text) or ["…"]
         if self.sent is None:
-            return await send_reply(self.message, text, self.voice)
-        messages = [self.sent]
+            return await send_reply(self.message, text, self.pacer, self.voice)
+        chunks = split_message(text) or ["…"]
         if chunks[0] != self._shown:
             async with self.pacer.slot(self.message.channel.id):
                 await self._edit(chunks[0])
-        for chunk in chunks[1:]:
-            messages.append(await self.voice.send(self.message.channel, chunk, reference=None))
-        return messages
+        return [self.sent, *await send_reply(self.message, text, self.pacer, self.voice, first=1)]
 
     async def _stop(self) -> None:
         self._closing = True
@@ -228,7 +198,7 @@ class Conversation(commands.Cog):
         self.limiter = RateLimiter(
             settings.user_rate_limit_messages, settings.user_rate_limit_seconds, clock=clock
         )
-        self.pacer = ChannelPacer()
+        self.pacer = bot.pacer
         self._history_refused: set[int] = set()
         self._warned_empty_reply = False
         self._bursts: dict[tuple[int, int], _Burst] = {}
@@ -328,7 +298,7 @@ class Conversation(commands.Cog):
         else:
             async with last.channel.typing():
                 result = await self.engine.turn(incoming)
-            sent = await send_reply(last, result.shown, voice)
+            sent = await send_reply(last, result.shown, self.pacer, voice)
         if result.reply is not None and result.exchange_id is not None:
             await self.engine.reply_sent(user_id, result.exchange_id, str(sent[-1].id))
             await self._add_swipe_controls(incoming, result, sent)
@@ -389,7 +359,8 @@ class Conversation(commands.Cog):
             async with self.pacer.slot(sent[-1].channel.id):
                 await sent[-1].edit(view=view)
             if await self.engine.shown(incoming.user_id, result.exchange_id) is None:
-                await sent[-1].edit(view=None)  # settled while the buttons were on their way
+                async with self.pacer.slot(sent[-1].channel.id):
+                    await sent[-1].edit(view=None)  # settled while the buttons were on their way
         except discord.HTTPException as exc:
             log.debug("could not add the swipe buttons to a reply: %s", exc)
 
@@ -431,7 +402,8 @@ class Conversation(commands.Cog):
 
     async def _react(self, message: discord.Message, emoji: str) -> None:
         try:
-            await message.add_reaction(emoji)
+            async with self.pacer.slot(message.channel.id):
+                await message.add_reaction(emoji)
         except discord.HTTPException as exc:
             log.debug("could not react to message %s: %s", message.id, exc)
 

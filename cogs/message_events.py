@@ -114,7 +114,8 @@ class MessageEvents(commands.Cog):
             button = changes and self.bot.services.settings.memory_receipts == "button" and person.isdigit()
             view = receipt_view(event.user_id, event.id, changes) if button else None
             try:
-                await message.edit(view=view)
+                async with self.bot.pacer.slot(message.channel.id):
+                    await message.edit(view=view)
             except discord.HTTPException as exc:
                 log.debug("could not remove the buttons of a settled reply: %s", exc)
 
@@ -124,7 +125,7 @@ class MessageEvents(commands.Cog):
         person = self.engine.cast.user_of_key(event.user_id)
         if message is None or event.reply_message_id is None or mode == "off" or not person.isdigit():
             return
-        async with self._lock(event.reply_message_id):
+        async with self._lock(event.reply_message_id), self.bot.pacer.slot(message.channel.id):
             try:
                 if mode == "reaction":
                     await message.add_reaction(RECEIPT_ICON)

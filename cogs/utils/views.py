@@ -96,6 +96,16 @@ def _engine(interaction: discord.Interaction) -> Engine:
     return client.services.engine
 
 
+async def _edit_message(interaction: discord.Interaction, **changes: Any) -> None:
+    """Edit the message the component is on, in its turn of the channel's pace (a channel write;
+    an interaction's own response is not one)."""
+    if interaction.message is None:
+        return
+    client: EchoBot = interaction.client  # type: ignore[assignment]
+    async with client.pacer.slot(interaction.message.channel.id):
+        await interaction.message.edit(**changes)
+
+
 # The owner part of a custom id: the memory owner key the component acts on, a Discord id or
 # `<id>@<character key>` for a character with its own memory (bot.cast).
 OWNER = r"(?P<user>[0-9]{1,20}(?:@[^:]{1,64})?)"
@@ -241,18 +251,15 @@ class SwipeButton(
         if shown is None:
             await _settled(interaction)
             return
-        if interaction.message is not None:
-            await interaction.message.edit(
-                content=shown.text, view=swipe_view(self.owner, shown), allowed_mentions=_NO_MENTIONS
-            )
+        await _edit_message(interaction, content=shown.text, view=swipe_view(self.owner, shown), allowed_mentions=_NO_MENTIONS)
 
 
 async def _settled(interaction: discord.Interaction) -> None:
     """The buttons of a settled answer go; the presser is told why."""
     if not interaction.response.is_done():
         await interaction.response.edit_message(view=None)
-    elif interaction.message is not None:
-        await interaction.message.edit(view=None)
+    else:
+        await _edit_message(interaction, view=None)
     await interaction.followup.send(SETTLED_ALREADY, ephemeral=True)
 
 

@@ -8,7 +8,7 @@ import sqlite3
 from cogs.utils.answering import split_message
 from bot.engine import MAX_REPLY_CHARS
 from bot.engine import CUT_NOTE
-from cogs.conversation import EDIT_INTERVAL
+from cogs.utils.answering import EDIT_INTERVAL
 from bot.quoting import quote_block
 from tests.discord_e2e.conftest import StartEcho
 from tests.fakes.discord.echo_process import EchoProcess
