@@ -21,6 +21,7 @@ from cogs.utils.answering import clean_incoming
 from bot.engine import Engine, Receipt, SettledExchange
 from bot.presenting import RECEIPT_ICON
 from cogs.utils.views import DYNAMIC_ITEMS, receipt_view, refuse_foreign
+from cogs.utils.voices import Voices
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,19 @@ class MessageEvents(commands.Cog):
     def _reply_message(self, story_id: str, message_id: str | None) -> discord.PartialMessage | None:
         if message_id is None or not story_id.isdigit():
             return None
-        return self.bot.get_partial_messageable(int(story_id)).get_partial_message(int(message_id))
+        # The channel itself when known (a character's reply is edited through its webhook).
+        channel = self.bot.get_channel(int(story_id))
+        if not isinstance(channel, (discord.TextChannel, discord.Thread)):
+            return self.bot.get_partial_messageable(int(story_id)).get_partial_message(int(message_id))
+        return channel.get_partial_message(int(message_id))
+
+    async def _edit(self, message: discord.PartialMessage, view: discord.ui.View | None) -> None:
+        conversation = self.bot.get_cog("Conversation")
+        voices: Voices | None = getattr(conversation, "voices", None)
+        if voices is None:
+            await message.edit(view=view)
+        else:
+            await voices.edit(message, view=view)
 
     async def settled(self, event: SettledExchange) -> None:
         """The answer is kept: its swipe buttons go (a receipt already there stays)."""
@@ -115,7 +128,7 @@ class MessageEvents(commands.Cog):
             view = receipt_view(event.user_id, event.id, changes) if button else None
             try:
                 async with self.bot.pacer.slot(message.channel.id):
-                    await message.edit(view=view)
+                    await self._edit(message, view)
             except discord.HTTPException as exc:
                 log.debug("could not remove the buttons of a settled reply: %s", exc)
 
@@ -130,7 +143,7 @@ class MessageEvents(commands.Cog):
                 if mode == "reaction":
                     await message.add_reaction(RECEIPT_ICON)
                 else:
-                    await message.edit(view=receipt_view(event.user_id, event.exchange_id, event.changes))
+                    await self._edit(message, receipt_view(event.user_id, event.exchange_id, event.changes))
             except discord.HTTPException as exc:
                 log.debug("could not show a memory receipt: %s", exc)
 

@@ -6,9 +6,9 @@ on, and is checked in one place before any callback: `OwnerGate`, first among th
 them, registers the custom ids its subclass makes (a pattern with a `user` group) and lets an
 interaction through only when its own custom id (read from the interaction, never from state kept
 by the bot) is one of them and names the person interacting. Every other component or modal
-interaction, a forged or malformed id included, is refused privately by `refuse_foreign` before
-anything is read or written. The owner key the callbacks then act on is that checked one, and the
-engine scopes every statement by it.
+interaction, a forged or malformed id included, reaches no callback (nothing is read or written)
+and is refused privately by `refuse_foreign`. The owner key the callbacks act on is that checked
+one, and the engine scopes every statement by it.
 
 Buttons are `discord.ui.DynamicItem`s, so they still work after a restart (the bot registers these
 classes with `add_dynamic_items`; no view has to be kept in memory).
@@ -96,16 +96,6 @@ def _engine(interaction: discord.Interaction) -> Engine:
     return client.services.engine
 
 
-async def _edit_message(interaction: discord.Interaction, **changes: Any) -> None:
-    """Edit the message the component is on, in its turn of the channel's pace (a channel write;
-    an interaction's own response is not one)."""
-    if interaction.message is None:
-        return
-    client: EchoBot = interaction.client  # type: ignore[assignment]
-    async with client.pacer.slot(interaction.message.channel.id):
-        await interaction.message.edit(**changes)
-
-
 # The owner part of a custom id: the memory owner key the component acts on, a Discord id or
 # `<id>@<character key>` for a character with its own memory (bot.cast).
 OWNER = r"(?P<user>[0-9]{1,20}(?:@[^:]{1,64})?)"
@@ -115,8 +105,8 @@ CUSTOM_ID_MAX = 100
 
 class OwnerGate:
     """First base of every component and modal the bot makes (`custom_ids=` names the custom ids
-    the subclass makes; `refusal` what another person is told). Its `interaction_check` is the
-    one owner check: `owner_key`."""
+    the subclass makes; `refusal_key` the catalogue text another person is told). Its
+    `interaction_check` is the one owner check: `owner_key`."""
 
     registry: ClassVar[dict[re.Pattern[str], type[OwnerGate]]] = {}
     refusal_key: ClassVar[str] = "not_yours"
@@ -124,7 +114,9 @@ class OwnerGate:
     def __init_subclass__(cls, *, custom_ids: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # A dynamic item names its custom ids in discord.py's `template=`.
-        pattern = re.compile(custom_ids) if custom_ids is not None else getattr(cls, "__discord_ui_compiled_template__", None)
+        pattern = (
+            re.compile(custom_ids) if custom_ids is not None else getattr(cls, "__discord_ui_compiled_template__", None)
+        )
         if pattern is not None and "user" in pattern.groupindex:
             OwnerGate.registry[pattern] = cls
 
@@ -173,7 +165,7 @@ async def refuse_foreign(interaction: discord.Interaction) -> None:
         return
     custom_id = (interaction.data or {}).get("custom_id")
     found = _registered(custom_id)
-    log.info("refused a %s interaction of user %s on custom id %.100r", interaction.type.name, interaction.user.id, custom_id)
+    log.debug("refused a %s interaction of user %s, custom id %.100r", interaction.type.name, interaction.user.id, custom_id)
     lang = language(interaction.locale)
     try:
         await say(interaction, found[0].refusal(lang) if found is not None else tr(lang, "not_yours"))
@@ -251,7 +243,11 @@ class SwipeButton(
         if shown is None:
             await _settled(interaction)
             return
-        await _edit_message(interaction, content=shown.text, view=swipe_view(self.owner, shown), allowed_mentions=_NO_MENTIONS)
+        # Through the interaction, which edits the message its button is on: a character's reply
+        # is its webhook's message, which the bot may not edit as its own.
+        await interaction.edit_original_response(
+            content=shown.text, view=swipe_view(self.owner, shown), allowed_mentions=_NO_MENTIONS
+        )
 
 
 async def _settled(interaction: discord.Interaction) -> None:
@@ -259,7 +255,7 @@ async def _settled(interaction: discord.Interaction) -> None:
     if not interaction.response.is_done():
         await interaction.response.edit_message(view=None)
     else:
-        await _edit_message(interaction, view=None)
+        await interaction.edit_original_response(view=None)
     await interaction.followup.send(SETTLED_ALREADY, ephemeral=True)
 
 

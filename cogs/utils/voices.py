@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import discord
 
@@ -121,6 +122,23 @@ class Voices:
             return None
         self._hooks[channel.id] = found
         return found
+
+    async def edit(self, message: discord.PartialMessage | discord.Message, **changes: Any) -> None:
+        """Edit a reply of the bot's: through its channel's webhook when a character spoke there
+        through it (Discord lets no one else edit a webhook's message), else as the bot's own."""
+        channel = message.channel
+        if self.cast.from_folder and isinstance(channel, (discord.TextChannel, discord.Thread)):
+            thread = channel if isinstance(channel, discord.Thread) else None
+            parent = channel.parent if thread is not None else channel
+            me = parent.guild.me if isinstance(parent, discord.TextChannel) else None
+            hook = await self._webhook(parent, me) if isinstance(parent, discord.TextChannel) and me is not None else None
+            if hook is not None:
+                try:
+                    await hook.edit_message(message.id, thread=thread or discord.utils.MISSING, **changes)
+                    return
+                except discord.NotFound:
+                    pass  # posted as the bot itself, when the webhook was out of reach
+        await message.edit(**changes)
 
     @property
     def channels_without_webhooks(self) -> int:

@@ -7,6 +7,7 @@ import asyncio
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from tests.discord_e2e.conftest import EchoProcess, StartEcho
 from tests.fakes.discord import ALICE, FakeDiscord
@@ -225,3 +226,32 @@ async def test_another_apps_webhook_under_the_characters_name_is_a_users_line_no
     )
     read_right(await prompt_lines("et maintenant ?"))
     assert len(fake_discord.webhooks) == 2, "no second webhook of the bot's"
+
+
+async def test_a_characters_reply_is_regenerated_and_settled_through_discord_routes_it_may_use(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """A webhook's message is not the bot's to edit as its own: 🔄 edits it through the
+    interaction, and the settle through the webhook."""
+    port = fake_discord.add_text_channel(fake_discord.guild, "port")
+    quay = fake_discord.add_text_channel(fake_discord.guild, "quai")
+    cast = write_cast(tmp_path / "cast", fake_discord, port.id, quay.id)
+    await start_echo(CHARACTERS_DIR=str(cast), BURST_SECONDS="0", STREAM_REPLIES="false")
+    answers = iter(["Première.", "Seconde.", "Merci à toi."])
+    llm_server.handler = lambda request: "{}" if request.json_schema is not None else next(answers)
+    await fake_discord.user_says(ALICE, fake_discord.general, "bonjour Lina", mention_bot=True)
+
+    def linas() -> list[dict[str, Any]]:
+        return [m for m in fake_discord.messages_in(fake_discord.general) if m["author"]["username"] == "Lina"]
+
+    def labels(message: dict[str, Any]) -> list[str]:
+        return [c["label"] for row in message.get("components") or [] for c in row["components"]]
+
+    await wait_until(lambda: linas() and "🔄" in labels(linas()[0]))
+    reply = linas()[0]
+    (regen,) = [c["custom_id"] for row in reply["components"] for c in row["components"] if c["label"] == "🔄"]
+    await fake_discord.press_button(ALICE, reply, regen)
+    await wait_until(lambda: reply["content"] == "Seconde." and "2/2" in labels(reply))
+    await fake_discord.user_says(ALICE, fake_discord.general, "merci", mention_bot=True)
+    await wait_until(lambda: labels(reply) == [])
+    assert not [c for c in fake_discord.calls if c.method == "PATCH" and c.status >= 400]

@@ -72,6 +72,10 @@ class FakeDiscord:
         self.gateway_log: list[dict[str, Any]] = []
         self.sessions: list[GatewaySession] = []
         self._buckets: dict[str, list[float]] = {}
+        # When set, a channel's message writes (posts and edits, as the bot or through a channel
+        # webhook) past RATE_LIMIT per RATE_LIMIT_WINDOW get 429, as Discord answers them.
+        self.enforce_channel_write_limit = False
+        self._channel_writes: dict[int, list[float]] = {}
         self.url = ""
         self._runner: web.AppRunner | None = None
 
@@ -657,6 +661,32 @@ class FakeDiscord:
             (m for m in self.messages.values() if int(m["channel_id"]) == channel.id),
             key=lambda m: int(m["id"]),
         )
+
+    def channel_written(self, method: str, path: str) -> int | None:
+        """The channel whose messages this request posts or edits (reactions have their own limit;
+        interaction responses are not channel writes)."""
+        if method not in ("POST", "PATCH", "DELETE"):
+            return None
+        parts = path.strip("/").split("/")
+        if parts[0] == "channels" and len(parts) >= 3 and parts[2] == "messages" and "reactions" not in parts:
+            return int(parts[1]) if parts[1].isdigit() else None
+        if parts[0] == "webhooks" and len(parts) >= 3 and parts[1].isdigit():
+            webhook = self.webhooks.get(int(parts[1]))
+            return webhook.channel_id if webhook is not None else None
+        return None
+
+    def over_channel_write_limit(self, method: str, path: str) -> float | None:
+        """Seconds to wait when this write is one too many for its channel (None: allowed)."""
+        channel_id = self.channel_written(method, path) if self.enforce_channel_write_limit else None
+        if channel_id is None:
+            return None
+        now = time.monotonic()
+        window = [t for t in self._channel_writes.get(channel_id, []) if now - t < RATE_LIMIT_WINDOW]
+        if len(window) >= RATE_LIMIT:
+            self._channel_writes[channel_id] = window
+            return RATE_LIMIT_WINDOW - (now - window[0])
+        self._channel_writes[channel_id] = [*window, now]
+        return None
 
     def rate_limit_bucket(self, method: str, path: str) -> dict[str, str]:
         """Discord's rate-limit headers for this route (per channel for message routes)."""
