@@ -121,7 +121,7 @@ class Turns:
             msg,
             user_name=storable(msg.user_name),
             text=storable(msg.text),
-            history=[ChannelLine(storable(h.author), storable(h.text), h.from_bot) for h in msg.history],
+            history=[replace(h, author=storable(h.author), text=storable(h.text)) for h in msg.history],
         )
         text = msg.text.strip()[: settings.max_message_chars]
         # Counted per person, not per owner key: erasing someone stops their turns with every
@@ -262,10 +262,8 @@ class Turns:
 
     def _note_scene(self, msg: Incoming, history: Sequence[ChannelLine]) -> None:
         """The people other than the author who spoke in the recent lines of the channel."""
-        cast = self.ctx.cast
         others = {
-            line.author for line in history
-            if not line.from_bot and line.author != msg.user_name and not cast.is_speaker(line.author)
+            line.author for line in history if not line.from_bot and not line.from_cast and line.author != msg.user_name
         }
         self.ctx.scene[msg.story_id] = others
 

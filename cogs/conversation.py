@@ -387,7 +387,12 @@ class Conversation(commands.Cog):
             return []
         try:
             lines = [
-                ChannelLine(m.author.display_name, m.clean_content, from_bot=m.author.id == bot_id or voice.wrote(m))
+                ChannelLine(
+                    m.author.display_name,
+                    m.clean_content,
+                    from_bot=m.author.id == bot_id or voice.wrote(m),
+                    from_cast=voice.posted(m),
+                )
                 async for m in message.channel.history(limit=limit, before=message)
                 # Without the Message Content intent others' messages arrive empty.
                 if m.clean_content.strip()

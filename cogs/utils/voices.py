@@ -51,14 +51,13 @@ class Voice:
     webhook: discord.Webhook | None = None
     thread: discord.Thread | None = None
 
+    def posted(self, message: discord.Message) -> bool:
+        """Whether `message` came through this voice's webhook (a character of the cast spoke)."""
+        return self.webhook is not None and message.webhook_id == self.webhook.id
+
     def wrote(self, message: discord.Message) -> bool:
         """Whether `message` is this voice's character speaking through this voice's webhook."""
-        return (
-            self.webhook is not None
-            and self.character is not None
-            and message.webhook_id == self.webhook.id
-            and message.author.name == self.character.name
-        )
+        return self.posted(message) and self.character is not None and message.author.name == self.character.name
 
     async def send(self, channel: discord.abc.Messageable, text: str, *, reference: discord.Message | None) -> discord.Message:
         if self.webhook is None or self.character is None:

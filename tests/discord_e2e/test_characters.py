@@ -216,6 +216,10 @@ async def test_another_apps_webhook_under_the_characters_name_is_a_users_line_no
 
     read_right(await prompt_lines("qui parle ?"))
     await wait_until(lambda: len(executed(fake_discord)) == 2)
+    # The proxy is a person of the channel: the reflection is told that someone else spoke.
+    await wait_until(lambda: [r for r in llm_server.chats if r.json_schema is not None and "qui parle ?" in r.last_user])
+    (reflection,) = [r for r in llm_server.chats if r.json_schema is not None and "qui parle ?" in r.last_user]
+    assert "This is a shared channel: Lina spoke there too." in reflection.system
 
     # After a restart, the bot finds its own webhook again by listing the channel's.
     echo.process.terminate()
