@@ -156,14 +156,24 @@ def owner_key(interaction: discord.Interaction) -> str | None:
     return owner_in((interaction.data or {}).get("custom_id"), interaction.user.id, _engine(interaction).cast)
 
 
+def _on_its_message(interaction: discord.Interaction, custom_id: object) -> bool:
+    """Whether a pressed component is one of the message it was pressed on (Discord sends no other;
+    discord.py dispatches no other)."""
+    if interaction.type is not discord.InteractionType.component:
+        return True
+    rows = interaction.message.components if interaction.message is not None else []
+    return any(getattr(item, "custom_id", None) == custom_id for row in rows for item in getattr(row, "children", [row]))
+
+
 async def refuse_foreign(interaction: discord.Interaction) -> None:
     """Tell the person privately when a component or modal they used is not theirs, or not one the
-    bot made (the gates of `OwnerGate` let nothing of it through)."""
+    bot made, or a component that is not on its message (the gates of `OwnerGate` and discord.py's
+    dispatch let nothing of it through)."""
     if interaction.type not in (discord.InteractionType.component, discord.InteractionType.modal_submit):
         return
-    if owner_key(interaction) is not None:
-        return
     custom_id = (interaction.data or {}).get("custom_id")
+    if owner_key(interaction) is not None and _on_its_message(interaction, custom_id):
+        return
     found = _registered(custom_id)
     log.debug("refused a %s interaction of user %s, custom id %.100r", interaction.type.name, interaction.user.id, custom_id)
     lang = language(interaction.locale)

@@ -191,8 +191,10 @@ async def test_forged_custom_ids_are_refused_privately_and_act_on_no_one_elses_d
         else:
             interaction = await fake_discord.press_button(BOB, message, custom_id)
         await refused(fake_discord, interaction)
-    # Bob's own key on Alice's memory id: the engine, scoped by Bob's key, knows no such memory.
+    # Bob's own key on Alice's memory id, on a message that has no such button: refused too.
     own = f"echo:forget:{b}:{memory_id}"
+    await refused(fake_discord, await fake_discord.press_button(BOB, reply, own))
+    # On a message that has it (forged): the engine, scoped by Bob's key, knows no such memory.
     message = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": own}]}])
     answer = await callback(fake_discord, await fake_discord.press_button(BOB, message, own))
     assert answer["data"]["flags"] & EPHEMERAL and "no longer in my memory" in answer["data"]["content"]
