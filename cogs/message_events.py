@@ -20,7 +20,7 @@ from cogs.bot import EchoBot
 from cogs.utils.answering import clean_incoming
 from bot.engine import Engine, Receipt, SettledExchange
 from bot.presenting import RECEIPT_ICON
-from cogs.utils.views import DYNAMIC_ITEMS, receipt_view, refuse_foreign
+from cogs.utils.views import DYNAMIC_ITEMS, receipt_view, refuse_foreign, submit_edit
 from cogs.utils.voices import Voices
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,7 @@ class MessageEvents(commands.Cog):
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         # The components' own gates let nothing foreign through; this answers it, privately.
         await refuse_foreign(interaction)
+        await submit_edit(interaction)
 
     # --- the user's message -------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ NOT_YOURS = tr("en", "not_yours")
 FAILED = tr("en", "failed")
 # Forget and Edit for at most this many memories on one receipt (5 rows of 5 buttons).
 RECEIPT_MAX_ACTIONS = 12
+EDIT_FIELD = "text"  # the custom id of the edit form's one field
 _NO_MENTIONS = discord.AllowedMentions.none()
 
 
@@ -128,14 +129,14 @@ class OwnerGate:
         return owner_key(interaction) is not None
 
 
-def _registered(custom_id: object) -> tuple[type[OwnerGate], str] | None:
-    """The class that makes `custom_id`, and the owner key in it."""
+def _registered(custom_id: object) -> tuple[type[OwnerGate], re.Match[str]] | None:
+    """The class that makes `custom_id`, and its match (the owner key is its `user`)."""
     if not isinstance(custom_id, str) or len(custom_id) > CUSTOM_ID_MAX:
         return None
     for pattern, cls in OwnerGate.registry.items():
         match = pattern.fullmatch(custom_id)
         if match is not None:
-            return cls, match["user"]
+            return cls, match
     return None
 
 
@@ -146,7 +147,7 @@ def owner_in(custom_id: object, person: int, cast: Cast) -> str | None:
     found = _registered(custom_id)
     if found is None:
         return None
-    owner = found[1]
+    owner = found[1]["user"]
     return owner if cast.memory_key(str(person), cast.character_of_key(owner)) == owner else None
 
 
@@ -380,7 +381,11 @@ async def open_editor(
     if memory is None:
         await say(interaction, gone_memory(memory_id))
         return
-    await interaction.response.send_modal(EditMemoryModal(engine, memory, owner))
+    modal = EditMemoryModal(memory, owner)
+    # Not kept by discord.py: its submission is read from its custom id (`submit_edit`), so a
+    # form open across a restart is not lost.
+    modal.stop()
+    await interaction.response.send_modal(modal)
 
 
 class EditMemoryModal(
@@ -388,27 +393,50 @@ class EditMemoryModal(
 ):
     """The memory's text, to rewrite; the previous version is archived (restorable)."""
 
-    def __init__(self, engine: Engine, memory: Memory, owner: str) -> None:
-        super().__init__(
-            title=f"Edit memory #{memory.id}", custom_id=f"echo:edit-memory:{owner}:{memory.id}", timeout=900
+    def __init__(self, memory: Memory, owner: str) -> None:
+        super().__init__(title=f"Edit memory #{memory.id}", custom_id=f"echo:edit-memory:{owner}:{memory.id}")
+        self.add_item(
+            discord.ui.TextInput(
+                label="What I should remember",
+                style=discord.TextStyle.paragraph,
+                default=memory.text,
+                max_length=MAX_MEMORY_CHARS,
+                custom_id=EDIT_FIELD,
+            )
         )
-        self.engine = engine
-        self.owner = owner
-        self.memory_id = memory.id
-        self.text: discord.ui.TextInput[EditMemoryModal] = discord.ui.TextInput(
-            label="What I should remember",
-            style=discord.TextStyle.paragraph,
-            default=memory.text,
-            max_length=MAX_MEMORY_CHARS,
-            custom_id="text",
-        )
-        self.add_item(self.text)
 
-    async def on_submit(self, interaction: discord.Interaction, /) -> None:
-        await say(interaction, await MemoryCommands(self.engine).edit(self.owner, self.memory_id, self.text.value))
 
-    async def on_error(self, interaction: discord.Interaction, error: Exception, /) -> None:
-        await report_failure(interaction, "the memory edit", error)
+def _field(components: object, custom_id: str) -> str | None:
+    """The value of a form's field, wherever Discord nests it (action rows, labels)."""
+    for component in components if isinstance(components, list) else []:
+        if not isinstance(component, dict):
+            continue
+        if component.get("custom_id") == custom_id and isinstance(component.get("value"), str):
+            return component["value"]
+        nested = component.get("components") or ([component["component"]] if "component" in component else [])
+        found = _field(nested, custom_id)
+        if found is not None:
+            return found
+    return None
+
+
+async def submit_edit(interaction: discord.Interaction) -> None:
+    """An edit form's submission, from its custom id and its field (nothing of the form is kept),
+    when it is the submitter's own (`owner_key`)."""
+    if interaction.type is not discord.InteractionType.modal_submit:
+        return
+    data = interaction.data or {}
+    found = _registered(data.get("custom_id"))
+    owner = owner_key(interaction)
+    text = _field(data.get("components"), EDIT_FIELD)
+    if found is None or found[0] is not EditMemoryModal or owner is None:
+        return
+    try:
+        # A form without its field (forged) is an empty text: refused as such, nothing written.
+        edited = await MemoryCommands(_engine(interaction)).edit(owner, int(found[1]["memory"]), text or "")
+        await say(interaction, edited)
+    except Exception as exc:
+        await report_failure(interaction, "the memory edit", exc)
 
 
 DYNAMIC_ITEMS = (SwipeButton, ReceiptButton, ForgetButton, EditButton)

@@ -198,6 +198,9 @@ async def test_forged_custom_ids_are_refused_privately_and_act_on_no_one_elses_d
     message = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": own}]}])
     answer = await callback(fake_discord, await fake_discord.press_button(BOB, message, own))
     assert answer["data"]["flags"] & EPHEMERAL and "no longer in my memory" in answer["data"]["content"]
+    form = await fake_discord.submit_modal(BOB, fake_discord.general, f"echo:edit-memory:{b}:{memory_id}", {"text": "Bob."})
+    answer = await callback(fake_discord, form)
+    assert answer["data"]["flags"] & EPHEMERAL and "Edited" not in answer["data"]["content"]
 
     assert alices_memories(echo) == [(memory_id, CAT)]
     assert query(echo, "SELECT COUNT(*) FROM memory_history") == [(0,)]
@@ -221,3 +224,25 @@ async def test_autocomplete_shows_only_the_callers_own_memories(
             names = " ".join(c["name"] for c in answer["data"]["choices"])
             assert other not in names
             assert (own in names) == (command != "restore")  # nothing archived yet
+
+
+async def test_an_edit_form_open_across_a_restart_is_not_lost(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    """Nothing of the form is kept in the process: its custom id says whose memory it edits."""
+    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
+    script(llm_server, ["Pixel !"], learns_the_cat)
+    memory_id, modal = await alice_opens_the_edit_form(echo, fake_discord)
+    (field,) = [c for row in modal["components"] for c in row["components"]]
+    database = echo.database_path
+    echo.process.terminate()
+    await echo.process.wait()
+    await until(lambda: not fake_discord.sessions)
+    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0", DATABASE_PATH=str(database))
+    echo.database_path = database
+
+    submitted = await fake_discord.submit_modal(
+        ALICE, fake_discord.general, modal["custom_id"], {field["custom_id"]: "L'utilisateur a deux chats."}
+    )
+    assert "Edited" in (await callback(fake_discord, submitted))["data"]["content"]
+    assert alices_memories(echo) == [(memory_id, "L'utilisateur a deux chats.")]

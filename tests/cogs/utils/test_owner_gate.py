@@ -61,7 +61,7 @@ async def _custom_ids(owner: str) -> dict[type, list[str]]:
         ReceiptButton: [ReceiptButton(owner, 12).custom_id],
         ForgetButton: [ForgetButton(owner, 7).custom_id],
         EditButton: [EditButton(owner, 7).custom_id],
-        EditMemoryModal: [EditMemoryModal(None, memory, owner).custom_id],  # type: ignore[arg-type]
+        EditMemoryModal: [EditMemoryModal(memory, owner).custom_id],
         PageView: [i.custom_id for i in pages.children],
         EraseConfirm: [i.custom_id for i in erase.children],
     }
