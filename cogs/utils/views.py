@@ -11,7 +11,8 @@ and is refused privately by `refuse_foreign`. The owner key the callbacks act on
 one, and the engine scopes every statement by it.
 
 Buttons are `discord.ui.DynamicItem`s, so they still work after a restart (the bot registers these
-classes with `add_dynamic_items`; no view has to be kept in memory).
+classes with `add_dynamic_items`; no view has to be kept in memory). The edit form is not kept
+either: `submit_edit` reads its submission from its custom id, through the same `owner_key`.
 """
 
 from __future__ import annotations
