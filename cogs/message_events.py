@@ -110,6 +110,7 @@ class MessageEvents(commands.Cog):
         return channel.get_partial_message(int(message_id))
 
     async def _edit(self, message: discord.PartialMessage, view: discord.ui.View | None) -> None:
+        """A reply's new buttons, through the webhook the Conversation cog spoke with when it did."""
         conversation = self.bot.get_cog("Conversation")
         voices: Voices | None = getattr(conversation, "voices", None)
         if voices is None:
