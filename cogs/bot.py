@@ -22,6 +22,7 @@ from bot.config import DEFAULT_DISCORD_API_URL, Settings
 from bot.engine import Engine
 from bot.errors import StartupError
 from bot.i18n import COMMANDS, language
+from cogs.utils.answering import ChannelPacer
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,8 @@ class EchoBot(commands.Bot):
             shard_ids=services.settings.shard_ids or None,  # type: ignore[call-arg]
         )
         self.services = services
+        # The one pace of the bot's writes in each channel, whichever cog or view writes.
+        self.pacer = ChannelPacer()
 
     async def setup_hook(self) -> None:
         await self._use_gateway_of_api()
@@ -149,23 +152,27 @@ class OwnerCommands(commands.Cog):
         """Sync the slash commands: `sync` for everywhere (up to an hour), `sync guild` for here."""
         if where == "guild":
             if ctx.guild is None:
-                await ctx.send("`sync guild` works in a server; use `sync` here.")
+                await self._say(ctx, "`sync guild` works in a server; use `sync` here.")
                 return
             self.bot.tree.copy_global_to(guild=ctx.guild)
             synced = await self.bot.tree.sync(guild=ctx.guild)
-            await ctx.send(f"Synced {len(synced)} commands to this server.")
+            await self._say(ctx, f"Synced {len(synced)} commands to this server.")
         elif where == "global":
             synced = await self.bot.tree.sync()
-            await ctx.send(f"Synced {len(synced)} commands globally (Discord may take up to an hour to show them).")
+            await self._say(ctx, f"Synced {len(synced)} commands globally (Discord may take up to an hour to show them).")
         else:
-            await ctx.send("Usage: `sync` (global) or `sync guild` (this server).")
+            await self._say(ctx, "Usage: `sync` (global) or `sync guild` (this server).")
 
     async def cog_command_error(self, ctx: commands.Context[EchoBot], error: commands.CommandError) -> None:
         if isinstance(error, commands.NotOwner):
             log.info("%s (id %d) tried an owner command", ctx.author, ctx.author.id)
             return
         log.error("owner command %s failed", ctx.command, exc_info=error)
-        await ctx.send(f"Failed: {error}")
+        await self._say(ctx, f"Failed: {error}")
+
+    async def _say(self, ctx: commands.Context[EchoBot], text: str) -> None:
+        async with self.bot.pacer.slot(ctx.channel.id):
+            await ctx.send(text)
 
 
 async def run_discord(services: Services, token: str) -> None:

@@ -16,20 +16,27 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import discord
 from discord.ext import commands
 
 from bot.characters.character import Character
-from bot.clients.locks import KeyedLocks
 from bot.clients.tasks import BackgroundTasks
 from bot.engine import Engine, Incoming, Shown, TurnResult, join_parts
 from bot.engine.prompting import ChannelLine
 from cogs.bot import NO_MENTIONS, EchoBot
 from cogs.message_events import edited_text
-from cogs.utils.answering import AnswerPolicy, MessageFacts, clean_incoming, decide, place_of, split_message
+from cogs.utils.answering import (
+    AnswerPolicy,
+    ChannelPacer,
+    MessageFacts,
+    clean_incoming,
+    decide,
+    place_of,
+    split_message,
+)
 from cogs.utils.bursts import Burst, Bursts, Dropped
 from cogs.utils.images import image_attachments, read_images
 from cogs.utils.ratelimit import RateLimiter, Verdict
@@ -39,9 +46,6 @@ from cogs.utils.voices import Voice, Voices, character_at
 log = logging.getLogger(__name__)
 
 RATE_LIMITED_REACTION = "⏳"
-# Discord gives a channel's message writes one rate-limit bucket (about 5 per 5 s), shared by
-# posts and edits: a streamed reply edits at most this often per channel.
-EDIT_INTERVAL = 1.2
 
 
 def message_facts(message: discord.Message, bot_id: int) -> MessageFacts:
@@ -62,51 +66,19 @@ def message_facts(message: discord.Message, bot_id: int) -> MessageFacts:
     )
 
 
-class ChannelPacer:
-    """At most one write per `interval` seconds in each channel, counted from the end of the
-    previous write: Discord sees the writes at least `interval` apart, however slow each is."""
-
-    def __init__(self, interval: float = EDIT_INTERVAL, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.interval = interval
-        self._clock = clock
-        self._last: dict[int, float] = {}
-        self._locks: KeyedLocks[int] = KeyedLocks()
-
-    @contextlib.asynccontextmanager
-    async def slot(self, channel_id: int) -> AsyncIterator[_Slot]:
-        """Wait for this channel's turn, then write inside the block (or `skip()` it)."""
-        async with self._locks.hold(channel_id):
-            last = self._last.get(channel_id)
-            if last is not None:
-                wait = last + self.interval - self._clock()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-            taken = _Slot()
-            try:
-                yield taken
-            finally:
-                if not taken.skipped:
-                    self._last[channel_id] = self._clock()
-
-
-class _Slot:
-    __slots__ = ("skipped",)
-
-    def __init__(self) -> None:
-        self.skipped = False
-
-    def skip(self) -> None:
-        """Nothing was written: the next write need not wait for this one."""
-        self.skipped = True
-
-
-async def send_reply(message: discord.Message, text: str, voice: Voice | None = None) -> list[discord.Message]:
-    """`text` as a reply to `message`, split under Discord's limit; the messages sent. With a
-    webhook `voice`, posted under the character's name and avatar."""
+async def send_reply(
+    message: discord.Message, text: str, pacer: ChannelPacer, voice: Voice | None = None, *, first: int = 0
+) -> list[discord.Message]:
+    """`text` as a reply to `message`, split under Discord's limit, each part in its turn of the
+    channel's pace; the messages sent (from part `first` on: the ones before are shown already).
+    With a webhook `voice`, posted under the character's name and avatar."""
     voice = voice or Voice()
     sent: list[discord.Message] = []
     for n, chunk in enumerate(split_message(text) or ["…"]):
-        sent.append(await voice.send(message.channel, chunk, reference=message if n == 0 else None))
+        if n < first:
+            continue
+        async with pacer.slot(message.channel.id):
+            sent.append(await voice.send(message.channel, chunk, reference=message if n == 0 else None))
     return sent
 
 
@@ -145,16 +117,13 @@ class LiveReply:
     async def finish(self, text: str) -> list[discord.Message]:
         """Show the final text; the messages that hold it."""
         await self._stop()
-        chunks = split_message(text) or ["…"]
         if self.sent is None:
-            return await send_reply(self.message, text, self.voice)
-        messages = [self.sent]
+            return await send_reply(self.message, text, self.pacer, self.voice)
+        chunks = split_message(text) or ["…"]
         if chunks[0] != self._shown:
             async with self.pacer.slot(self.message.channel.id):
                 await self._edit(chunks[0])
-        for chunk in chunks[1:]:
-            messages.append(await self.voice.send(self.message.channel, chunk, reference=None))
-        return messages
+        return [self.sent, *await send_reply(self.message, text, self.pacer, self.voice, first=1)]
 
     async def _stop(self) -> None:
         self._closing = True
@@ -218,7 +187,7 @@ class Conversation(commands.Cog):
         self.limiter = RateLimiter(
             settings.user_rate_limit_messages, settings.user_rate_limit_seconds, clock=clock
         )
-        self.pacer = ChannelPacer()
+        self.pacer = bot.pacer
         self._history_refused: set[int] = set()
         self._warned_empty_reply = False
         self.bursts = Bursts()
@@ -332,6 +301,7 @@ class Conversation(commands.Cog):
         seen = await read_images(messages, self.settings)
         character = await self.character_for(last)
         user_id = self.cast.memory_key(str(last.author.id), character)
+        voice = await self.voices.voice_for(last.channel, character, me)
         incoming = Incoming(
             user_id=user_id,
             character=character.key,
@@ -340,7 +310,7 @@ class Conversation(commands.Cog):
             story_id=str(last.channel.id),  # a thread is its own story
             place=place_of(last.guild.id if last.guild is not None else None),
             message_id=str(last.id),
-            history=await self._history(first, me.id, character),
+            history=await self._history(first, me.id, voice),
             images=seen.images,
             swipes=self.settings.settle_seconds > 0,
         )
@@ -358,7 +328,7 @@ class Conversation(commands.Cog):
             else:
                 async with last.channel.typing():
                     result = await turn()
-                sent = await send_reply(last, result.shown, voice)
+                sent = await send_reply(last, result.shown, self.pacer, voice)
         except Dropped:
             log.debug("the messages of user %s were deleted or erased before their answer", last.author.id)
             return []
@@ -398,7 +368,8 @@ class Conversation(commands.Cog):
             async with self.pacer.slot(sent[-1].channel.id):
                 await sent[-1].edit(view=view)
             if await self.engine.shown(incoming.user_id, result.exchange_id) is None:
-                await sent[-1].edit(view=None)  # settled while the buttons were on their way
+                async with self.pacer.slot(sent[-1].channel.id):
+                    await sent[-1].edit(view=None)  # settled while the buttons were on their way
         except discord.HTTPException as exc:
             log.debug("could not add the swipe buttons to a reply: %s", exc)
 
@@ -414,10 +385,12 @@ class Conversation(commands.Cog):
             "Message Content intent enabled in the Discord developer portal (this warning is shown once)."
         )
 
-    async def _history(self, message: discord.Message, bot_id: int, character: Character) -> list[ChannelLine]:
+    async def _history(self, message: discord.Message, bot_id: int, voice: Voice) -> list[ChannelLine]:
         """The channel's messages before this one, oldest first (empty when unreadable). The
-        character's own lines are its turns; every other line, another character's included,
-        is named by its speaker."""
+        character's own lines are its turns: the bot's messages, and those of the webhook it
+        speaks through here under its name. Every other line is named by its speaker: another
+        character's, and another app's webhook (a PluralKit proxy, another bot) whatever name
+        it takes."""
         limit = self.settings.history_messages
         if limit == 0:
             return []
@@ -426,7 +399,8 @@ class Conversation(commands.Cog):
                 ChannelLine(
                     m.author.display_name,
                     m.clean_content,
-                    from_bot=m.author.id == bot_id or (m.webhook_id is not None and m.author.name == character.name),
+                    from_bot=m.author.id == bot_id or voice.wrote(m),
+                    from_cast=voice.posted(m),
                 )
                 async for m in message.channel.history(limit=limit, before=message)
                 # Without the Message Content intent others' messages arrive empty.
@@ -442,7 +416,8 @@ class Conversation(commands.Cog):
 
     async def _react(self, message: discord.Message, emoji: str) -> None:
         try:
-            await message.add_reaction(emoji)
+            async with self.pacer.slot(message.channel.id):
+                await message.add_reaction(emoji)
         except discord.HTTPException as exc:
             log.debug("could not react to message %s: %s", message.id, exc)
 

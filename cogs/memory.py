@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import io
 import logging
+from typing import ClassVar
 
 import discord
 from discord import app_commands
@@ -30,7 +31,7 @@ from cogs.utils.answering import (
     place_of,
     user_refusal,
 )
-from cogs.utils.views import UnknownCharacter, open_editor, report_failure, say
+from cogs.utils.views import OWNER, OwnerGate, UnknownCharacter, open_editor, report_failure, say
 from cogs.utils.voices import character_at
 
 log = logging.getLogger(__name__)
@@ -50,20 +51,20 @@ def _lang(interaction: discord.Interaction) -> str:
 CHARACTER_OPTION = "Another character than this channel's (start typing to pick)"
 
 
-class OwnerOnlyView(discord.ui.View):
-    """A view only the person who ran the command may use; it keeps that interaction to edit
-    the (ephemeral) message when it times out."""
+class OwnerOnlyView(OwnerGate, discord.ui.View):
+    """A view only the person who ran the command may use (its items' custom ids name them:
+    `echo:<kind>:<owner>:<action>`, checked by `OwnerGate`); it keeps that interaction to edit the
+    (ephemeral) message when it times out."""
 
-    def __init__(self, owner_id: int, *, timeout: float) -> None:
+    kind: ClassVar[str]
+
+    def __init__(self, owner: int | str, *, timeout: float) -> None:
         super().__init__(timeout=timeout)
-        self.owner_id = owner_id
+        self.owner = str(owner)
         self.origin: discord.Interaction | None = None
 
-    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
-        if interaction.user.id == self.owner_id:
-            return True
-        await interaction.response.send_message(tr(_lang(interaction), "not_yours"), ephemeral=True)
-        return False
+    def _custom_id(self, action: str) -> str:
+        return f"echo:{self.kind}:{self.owner}:{action}"
 
     async def on_error(
         self, interaction: discord.Interaction, error: Exception, item: discord.ui.Item[OwnerOnlyView], /
@@ -81,11 +82,15 @@ class OwnerOnlyView(discord.ui.View):
             log.debug("could not update a timed-out view: %s", exc)
 
 
-class PageView(OwnerOnlyView):
-    def __init__(self, owner_id: int, pages: list[str], *, timeout: float = PAGE_TIMEOUT, lang: str = "en") -> None:
-        super().__init__(owner_id, timeout=timeout)
+class PageView(OwnerOnlyView, custom_ids=r"echo:pages:" + OWNER + r":(?:prev|next|edit)"):
+    kind = "pages"
+
+    def __init__(self, owner: int | str, pages: list[str], *, timeout: float = PAGE_TIMEOUT, lang: str = "en") -> None:
+        super().__init__(owner, timeout=timeout)
         self.pages = pages
         self.index = 0
+        self.previous_page.custom_id = self._custom_id("prev")
+        self.next_page.custom_id = self._custom_id("next")
         self.previous_page.label = tr(lang, "previous")
         self.next_page.label = tr(lang, "next")
         self._update_buttons()
@@ -123,7 +128,6 @@ class MemoryPages(PageView):
     def __init__(
         self,
         engine: Engine,
-        owner_id: int,
         owner_key: str,
         pages: list[str],
         groups: list[list[Memory]],
@@ -132,12 +136,13 @@ class MemoryPages(PageView):
         lang: str = "en",
     ) -> None:
         self.engine = engine
-        # The memory owner key the pages are of (the person's, for the character asked about).
-        self.owner_key = owner_key
         self.groups = groups
-        self.edit_menu: discord.ui.Select[MemoryPages] = discord.ui.Select(placeholder="Edit a memory…", row=1)
+        # Under the memory owner key the pages are of (the person's, for the character asked about).
+        self.edit_menu: discord.ui.Select[MemoryPages] = discord.ui.Select(
+            placeholder="Edit a memory…", row=1, custom_id=f"echo:{self.kind}:{owner_key}:edit"
+        )
         self.edit_menu.callback = self._edit  # type: ignore[method-assign]
-        super().__init__(owner_id, pages, timeout=timeout, lang=lang)
+        super().__init__(owner_key, pages, timeout=timeout, lang=lang)
         self.add_item(self.edit_menu)
 
     def _update_buttons(self) -> None:
@@ -148,18 +153,22 @@ class MemoryPages(PageView):
         ]
 
     async def _edit(self, interaction: discord.Interaction) -> None:
-        await open_editor(interaction, self.engine, int(self.edit_menu.values[0]), self.owner_key)
+        await open_editor(interaction, self.engine, int(self.edit_menu.values[0]), self.owner)
 
     async def on_timeout(self) -> None:
         self.edit_menu.disabled = True
         await super().on_timeout()
 
 
-class EraseConfirm(OwnerOnlyView):
+class EraseConfirm(OwnerOnlyView, custom_ids=r"echo:erase:" + OWNER + r":(?:confirm|cancel)"):
+    kind = "erase"
+
     def __init__(self, engine: Engine, owner_id: int, *, timeout: float = CONFIRM_TIMEOUT, lang: str = "en") -> None:
         super().__init__(owner_id, timeout=timeout)
         self.engine = engine
         self.lang = lang
+        self.confirm.custom_id = self._custom_id("confirm")
+        self.cancel.custom_id = self._custom_id("cancel")
         self.confirm.label = tr(lang, "erase_button")
         self.cancel.label = tr(lang, "cancel_button")
 
@@ -167,7 +176,7 @@ class EraseConfirm(OwnerOnlyView):
     async def confirm(self, interaction: discord.Interaction, button: discord.ui.Button[EraseConfirm]) -> None:
         self.stop()  # a second press is not dispatched to a stopped view
         await interaction.response.edit_message(content=tr(self.lang, "erasing"), view=None)
-        report = await self.engine.erase_person(str(self.owner_id))
+        report = await self.engine.erase_person(self.owner)
         await interaction.edit_original_response(
             content=tr(self.lang, "erased", memories=report.memories, history=report.history)
         )
@@ -251,7 +260,6 @@ class MemoryCommands(commands.Cog):
             return
         view = MemoryPages(
             self.engine,
-            interaction.user.id,
             owner,
             [page for page, _ in pages],
             [[found[i] for i in span] for _, span in pages],

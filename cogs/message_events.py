@@ -20,7 +20,8 @@ from bot.engine import Engine, Receipt, SettledExchange
 from bot.presenting import RECEIPT_ICON
 from cogs.bot import EchoBot
 from cogs.utils.answering import clean_incoming
-from cogs.utils.views import DYNAMIC_ITEMS, receipt_view
+from cogs.utils.views import DYNAMIC_ITEMS, receipt_view, refuse_foreign, submit_edit
+from cogs.utils.voices import Voices
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,12 @@ class MessageEvents(commands.Cog):
         self.bot.remove_dynamic_items(*DYNAMIC_ITEMS)
         self.engine.settle_listeners.remove(self.settled)
         self.engine.receipt_listeners.remove(self.receipt)
+
+    @commands.Cog.listener()
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        # The components' own gates let nothing foreign through; this answers it, privately.
+        await refuse_foreign(interaction)
+        await submit_edit(interaction)
 
     # --- the user's message -------------------------------------------------------------------
 
@@ -101,7 +108,20 @@ class MessageEvents(commands.Cog):
     def _reply_message(self, story_id: str, message_id: str | None) -> discord.PartialMessage | None:
         if message_id is None or not story_id.isdigit():
             return None
-        return self.bot.get_partial_messageable(int(story_id)).get_partial_message(int(message_id))
+        # The channel itself when known (a character's reply is edited through its webhook).
+        channel = self.bot.get_channel(int(story_id))
+        if not isinstance(channel, (discord.TextChannel, discord.Thread)):
+            return self.bot.get_partial_messageable(int(story_id)).get_partial_message(int(message_id))
+        return channel.get_partial_message(int(message_id))
+
+    async def _edit(self, message: discord.PartialMessage, view: discord.ui.View | None) -> None:
+        """A reply's new buttons, through the webhook the Conversation cog spoke with when it did."""
+        conversation = self.bot.get_cog("Conversation")
+        voices: Voices | None = getattr(conversation, "voices", None)
+        if voices is None:
+            await message.edit(view=view)
+        else:
+            await voices.edit(message, view=view)
 
     async def settled(self, event: SettledExchange) -> None:
         """The answer is kept: its swipe buttons go (a receipt already there stays)."""
@@ -114,7 +134,8 @@ class MessageEvents(commands.Cog):
             button = changes and self.bot.services.settings.memory_receipts == "button" and person.isdigit()
             view = receipt_view(event.user_id, event.id, changes) if button else None
             try:
-                await message.edit(view=view)
+                async with self.bot.pacer.slot(message.channel.id):
+                    await self._edit(message, view)
             except discord.HTTPException as exc:
                 log.debug("could not remove the buttons of a settled reply: %s", exc)
 
@@ -124,12 +145,12 @@ class MessageEvents(commands.Cog):
         person = self.engine.cast.user_of_key(event.user_id)
         if message is None or event.reply_message_id is None or mode == "off" or not person.isdigit():
             return
-        async with self._lock(event.reply_message_id):
+        async with self._lock(event.reply_message_id), self.bot.pacer.slot(message.channel.id):
             try:
                 if mode == "reaction":
                     await message.add_reaction(RECEIPT_ICON)
                 else:
-                    await message.edit(view=receipt_view(event.user_id, event.exchange_id, event.changes))
+                    await self._edit(message, receipt_view(event.user_id, event.exchange_id, event.changes))
             except discord.HTTPException as exc:
                 log.debug("could not show a memory receipt: %s", exc)
 

@@ -166,8 +166,8 @@ async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_f
         await engine.close()
 
 
-def test_buttons_carry_the_character_owner_key_and_only_its_person_may_press_them():
-    from cogs.utils.views import EditButton, ForgetButton, ReceiptButton, SwipeButton, _person
+def test_buttons_carry_the_character_owner_key_and_only_its_person_may_press_them(tmp_path):
+    from cogs.utils.views import EditButton, ForgetButton, ReceiptButton, SwipeButton, owner_in
 
     for cls, custom_id in (
         (SwipeButton, "echo:swipe:prev:42@marc:7"),
@@ -179,7 +179,10 @@ def test_buttons_carry_the_character_owner_key_and_only_its_person_may_press_the
         assert match is not None and match["user"] == "42@marc", custom_id
         assert cls.__discord_ui_compiled_template__.fullmatch(custom_id.replace("42@marc", "42")) is not None
     assert ReceiptButton("42@marc", 7).item.custom_id == "echo:receipt:42@marc:7"
-    assert _person("42@marc") == 42 and _person("42") == 42
+    cast = load_cast(folder(tmp_path, "default: lina\n"), None)
+    assert owner_in("echo:forget:42@marc:7", 42, cast) == "42@marc" and owner_in("echo:forget:42:7", 42, cast) == "42"
+    assert owner_in("echo:forget:42@marc:7", 43, cast) is None
+    assert owner_in("echo:forget:42@nora:7", 42, cast) is None, "nora shares the default's key: 42@nora is none"
 
 
 async def test_export_files_retired_characters_by_their_stored_key_and_erase_covers_the_same_keys(

@@ -104,10 +104,6 @@ class Cast:
                 return character
         return None
 
-    def is_speaker(self, name: str) -> bool:
-        """A display name that is one of the cast's (a webhook line, not a person)."""
-        return any(c.name == name for c in self.characters.values())
-
 
 def load_cast(characters_dir: Path | None, character_file: Path | None) -> Cast:
     """The folder's cast, or the single character of `character_file`."""

@@ -8,7 +8,7 @@ character — data, never instructions — and rights never come from them (docs
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.characters.lore import LoreHit
@@ -23,7 +23,10 @@ class ChannelLine:
 
     author: str
     text: str
-    from_bot: bool = False
+    from_bot: bool = False  # the answering character's own line
+    # Another character of the cast (told by the front end from the bot's own webhook, never by
+    # a name): not a person of the channel.
+    from_cast: bool = False
 
 
 def render_memories(user_name: str, memories: Sequence[Memory]) -> str:
@@ -69,7 +72,7 @@ def bounded_history(lines: Sequence[ChannelLine], *, max_messages: int, max_char
         text = line.text if len(line.text) <= per_line else line.text[: per_line - 1] + "…"
         if used + len(text) > max_chars:
             break
-        kept.append(ChannelLine(line.author, text, line.from_bot))
+        kept.append(replace(line, text=text))
         used += len(text)
     kept.reverse()
     return kept

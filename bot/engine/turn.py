@@ -325,12 +325,11 @@ class Turns:
 
     def _note_scene(self, msg: Incoming, history: Sequence[ChannelLine]) -> None:
         """The people other than the author who spoke in the recent lines of the channel."""
-        cast = self.ctx.cast
         self.ctx.scenes.note(
             msg.story_id,
             (
                 line.author for line in history
-                if not line.from_bot and line.author != msg.user_name and not cast.is_speaker(line.author)
+                if not line.from_bot and not line.from_cast and line.author != msg.user_name
             ),
         )
 
@@ -390,7 +389,7 @@ def _storable(msg: Incoming, max_chars: int) -> Incoming:
         msg,
         user_name=storable(msg.user_name),
         text=storable(msg.text),
-        history=[ChannelLine(storable(h.author), storable(h.text), h.from_bot) for h in msg.history],
+        history=[replace(h, author=storable(h.author), text=storable(h.text)) for h in msg.history],
         parts=[MessagePart(p.message_id, message_text(p.text, max_chars), storable(p.marks)) for p in msg.parts],
     )
 

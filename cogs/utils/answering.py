@@ -1,4 +1,5 @@
-"""Pure helpers of the Discord front end: who the bot answers, message splitting, mentions.
+"""Pure helpers of the Discord front end: who the bot answers, message splitting, mentions,
+and the pace of every write to a channel.
 
 No discord import: the cogs turn discord objects into the plain data below, so every decision
 is tested with plain values.
@@ -6,16 +7,23 @@ is tested with plain values.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
+import time
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from bot.clients.locks import KeyedLocks
 from bot.config import Settings
 from bot.memory.model import DM_PLACE, HistoryEntry, Memory
 from bot.presenting import clip
 
 DISCORD_LIMIT = 2000  # counted in code points by Discord's API, as Python's len() does
+# Discord gives a channel's message writes one rate-limit bucket (about 5 per 5 s), shared by
+# posts and edits: the bot writes in a channel at most this often.
+EDIT_INTERVAL = 1.2
 AUTOCOMPLETE_LIMIT = 25
 CHOICE_NAME_LIMIT = 100
 
@@ -27,6 +35,59 @@ _ZWJ = "\u200d"
 _SKIN_TONES = range(0x1F3FB, 0x1F400)
 _EMOJI_TAGS = range(0xE0020, 0xE0080)  # subdivision flags: 🏴 followed by tag letters
 _REGIONAL_INDICATORS = range(0x1F1E6, 0x1F200)  # a flag is a pair of them
+
+
+# --- pacing -------------------------------------------------------------------------------
+
+
+# Channels whose last write is remembered before the quiet ones are forgotten.
+_PACED_CHANNELS = 1024
+
+
+class ChannelPacer:
+    """At most one write per `interval` seconds in each channel, counted from the end of the
+    previous write: Discord sees the writes at least `interval` apart, however slow each is.
+    Writes wait in the order they asked (asyncio's lock is first come, first served). The bot
+    has one (`EchoBot.pacer`), and every post, edit and reaction of the bot in a channel takes
+    a slot of it: a streamed reply, its overflow, its buttons, a settled reply's edit, a
+    receipt."""
+
+    def __init__(self, interval: float = EDIT_INTERVAL, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self._clock = clock
+        self._last: dict[int, float] = {}
+        self._locks: KeyedLocks[int] = KeyedLocks()
+
+    @contextlib.asynccontextmanager
+    async def slot(self, channel_id: int) -> AsyncIterator[_Slot]:
+        """Wait for this channel's turn, then write inside the block (or `skip()` it)."""
+        async with self._locks.hold(channel_id):
+            last = self._last.get(channel_id)
+            if last is not None:
+                wait = last + self.interval - self._clock()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            taken = _Slot()
+            try:
+                yield taken
+            finally:
+                if not taken.skipped:
+                    now = self._clock()
+                    self._last[channel_id] = now
+                    if len(self._last) > _PACED_CHANNELS:
+                        # A channel quiet for longer than the interval need not wait: forgotten.
+                        self._last = {c: t for c, t in self._last.items() if t > now - self.interval}
+
+
+class _Slot:
+    __slots__ = ("skipped",)
+
+    def __init__(self) -> None:
+        self.skipped = False
+
+    def skip(self) -> None:
+        """Nothing was written: the next write need not wait for this one."""
+        self.skipped = True
 
 
 # --- splitting ----------------------------------------------------------------------------

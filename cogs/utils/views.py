@@ -1,21 +1,30 @@
 """The buttons and modals on the bot's messages: swipe and regenerate on a reply, the memory
-receipt, Forget and Edit on a memory, and the edit modal.
+receipt, Forget and Edit on a memory, the edit modal, and the views of the memory commands.
 
-Every button is a `discord.ui.DynamicItem` whose custom_id carries the user it belongs to and the
-exchange or memory it acts on, so a button still works after a restart (the bot registers these
-classes with `add_dynamic_items`; no view has to be kept in memory). Only that user may press it:
-anyone else gets an ephemeral refusal, and the engine, whose statements are all scoped by user,
-would treat the id as unknown anyway.
+Every component and modal the bot makes carries, in its custom id, the memory owner key it acts
+on, and is checked in one place before any callback: `OwnerGate`, first among the bases of each of
+them, registers the custom ids its subclass makes (a pattern with a `user` group) and lets an
+interaction through only when its own custom id (read from the interaction, never from state kept
+by the bot) is one of them and names the person interacting. Every other component or modal
+interaction, a forged or malformed id included, reaches no callback (nothing is read or written)
+and is refused privately by `refuse_foreign`. The owner key the callbacks act on is that checked
+one, and the engine scopes every statement by it.
+
+Buttons are `discord.ui.DynamicItem`s, so they still work after a restart (the bot registers these
+classes with `add_dynamic_items`; no view has to be kept in memory). The edit form is not kept
+either: `submit_edit` reads its submission from its custom id, through the same `owner_key`.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+import re
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import discord
 from discord import app_commands
 
+from bot.characters.cast import Cast
 from bot.engine import MAX_MEMORY_CHARS, Engine, Shown
 from bot.engine.memory_commands import MemoryCommands
 from bot.errors import LLMError, StorageError
@@ -36,10 +45,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NOT_YOURS = tr("en", "not_yours")
-FAILED = tr("en", "failed")
 # Forget and Edit for at most this many memories on one receipt (5 rows of 5 buttons).
 RECEIPT_MAX_ACTIONS = 12
+EDIT_FIELD = "text"  # the custom id of the edit form's one field
 _NO_MENTIONS = discord.AllowedMentions.none()
 
 
@@ -86,30 +94,105 @@ def _engine(interaction: discord.Interaction) -> Engine:
     return client.services.engine
 
 
-# The owner part of a custom id: the memory owner key the button acts on, a Discord id or
+# The owner part of a custom id: the memory owner key the component acts on, a Discord id or
 # `<id>@<character key>` for a character with its own memory (bot.characters.cast).
-_OWNER = r"(?P<user>[0-9]+(?:@[^:]+)?)"
+OWNER = r"(?P<user>[0-9]{1,20}(?:@[^:]{1,64})?)"
+# Discord's bound on a custom id: a longer one is not one the bot made.
+CUSTOM_ID_MAX = 100
 
 
-def _person(owner: str) -> int:
-    """The Discord id of the person an owner key belongs to."""
-    return int(owner.partition("@")[0])
+class OwnerGate:
+    """First base of every component and modal the bot makes (`custom_ids=` names the custom ids
+    the subclass makes; `refusal_key` the catalogue text another person is told). Its
+    `interaction_check` is the one owner check: `owner_key`."""
+
+    registry: ClassVar[dict[re.Pattern[str], type[OwnerGate]]] = {}
+    refusal_key: ClassVar[str] = "not_yours"
+
+    def __init_subclass__(cls, *, custom_ids: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A dynamic item names its custom ids in discord.py's `template=`.
+        pattern = (
+            re.compile(custom_ids) if custom_ids is not None else getattr(cls, "__discord_ui_compiled_template__", None)
+        )
+        if pattern is not None and "user" in pattern.groupindex:
+            OwnerGate.registry[pattern] = cls
+
+    @classmethod
+    def refusal(cls, lang: str) -> str:
+        return tr(lang, cls.refusal_key)
+
+    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
+        return owner_key(interaction) is not None
+
+
+def _registered(custom_id: object) -> tuple[type[OwnerGate], re.Match[str]] | None:
+    """The class that makes `custom_id`, and its match (the owner key is its `user`)."""
+    if not isinstance(custom_id, str) or len(custom_id) > CUSTOM_ID_MAX:
+        return None
+    for pattern, cls in OwnerGate.registry.items():
+        match = pattern.fullmatch(custom_id)
+        if match is not None:
+            return cls, match
+    return None
+
+
+def owner_in(custom_id: object, person: int, cast: Cast) -> str | None:
+    """The memory owner key in `custom_id`, when it is an id the bot makes and that key is one of
+    `person`'s own in this cast (theirs for the default character or for one with its own
+    memory); None otherwise."""
+    found = _registered(custom_id)
+    if found is None:
+        return None
+    owner = found[1]["user"]
+    return owner if cast.memory_key(str(person), cast.character_of_key(owner)) == owner else None
+
+
+def _data(interaction: discord.Interaction) -> dict[str, Any]:
+    """What Discord sent with a component or a form, as untyped JSON: every field is checked."""
+    return dict(interaction.data or {})
+
+
+def owner_key(interaction: discord.Interaction) -> str | None:
+    """The memory owner key a component or modal interaction acts on, when it is the
+    interacting person's own (`owner_in`); None otherwise."""
+    return owner_in(_data(interaction).get("custom_id"), interaction.user.id, _engine(interaction).cast)
+
+
+def _on_its_message(interaction: discord.Interaction, custom_id: object) -> bool:
+    """Whether a pressed component is one of the message it was pressed on (Discord sends no other;
+    discord.py dispatches no other)."""
+    if interaction.type is not discord.InteractionType.component:
+        return True
+    rows = interaction.message.components if interaction.message is not None else []
+    return any(getattr(item, "custom_id", None) == custom_id for row in rows for item in getattr(row, "children", [row]))
+
+
+async def refuse_foreign(interaction: discord.Interaction) -> None:
+    """Tell the person privately when a component or modal they used is not theirs, or not one the
+    bot made, or a component that is not on its message (the gates of `OwnerGate` and discord.py's
+    dispatch let nothing of it through)."""
+    if interaction.type not in (discord.InteractionType.component, discord.InteractionType.modal_submit):
+        return
+    custom_id = _data(interaction).get("custom_id")
+    if owner_key(interaction) is not None and _on_its_message(interaction, custom_id):
+        return
+    found = _registered(custom_id)
+    log.debug("refused a %s interaction of user %s, custom id %.100r", interaction.type.name, interaction.user.id, custom_id)
+    lang = language(interaction.locale)
+    try:
+        await say(interaction, found[0].refusal(lang) if found is not None else tr(lang, "not_yours"))
+    except discord.HTTPException as exc:
+        log.debug("could not refuse an interaction: %s", exc)
 
 
 # DynamicItem wants a template on every subclass; this base is never registered, its own matches
 # no custom id we make.
-class _OwnedButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"echo:base:(?!)"):
-    """A button only the person of `owner` may press; its failures are told to the presser and logged."""
+class _OwnedButton(OwnerGate, discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"echo:base:(?!)"):
+    """A button acting on what `owner` (its custom id's owner key) remembers; its failures are
+    told to the presser and logged."""
 
     owner: str
-    # The catalogue key of what anyone else pressing it is told, in their language.
-    refusal = "not_yours"
-
-    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
-        if interaction.user.id == _person(self.owner):
-            return True
-        await interaction.response.send_message(tr(language(interaction.locale), self.refusal), ephemeral=True)
-        return False
 
     async def callback(self, interaction: discord.Interaction) -> None:
         try:
@@ -127,9 +210,9 @@ _SWIPE_LABELS = {"prev": "◀", "next": "▶", "regen": "🔄"}
 
 
 class SwipeButton(
-    _OwnedButton, template=r"echo:swipe:(?P<action>prev|next|regen):" + _OWNER + r":(?P<exchange>[0-9]+)"
+    _OwnedButton, template=r"echo:swipe:(?P<action>prev|next|regen):" + OWNER + r":(?P<exchange>[0-9]{1,20})"
 ):
-    refusal = "not_your_reply"
+    refusal_key = "not_your_reply"
 
     def __init__(self, action: str, owner: int | str, exchange_id: int, *, disabled: bool = False) -> None:
         super().__init__(
@@ -173,18 +256,19 @@ class SwipeButton(
         if shown is None:
             await _settled(interaction)
             return
-        if interaction.message is not None:
-            await interaction.message.edit(
-                content=shown.text, view=swipe_view(self.owner, shown), allowed_mentions=_NO_MENTIONS
-            )
+        # Through the interaction, which edits the message its button is on: a character's reply
+        # is its webhook's message, which the bot may not edit as its own.
+        await interaction.edit_original_response(
+            content=shown.text, view=swipe_view(self.owner, shown), allowed_mentions=_NO_MENTIONS
+        )
 
 
 async def _settled(interaction: discord.Interaction) -> None:
     """The buttons of a settled answer go; the presser is told why."""
     if not interaction.response.is_done():
         await interaction.response.edit_message(view=None)
-    elif interaction.message is not None:
-        await interaction.message.edit(view=None)
+    else:
+        await interaction.edit_original_response(view=None)
     await interaction.followup.send(tr(language(interaction.locale), "settled_already"), ephemeral=True)
 
 
@@ -208,8 +292,8 @@ def swipe_view(owner_id: int | str, shown: Shown) -> discord.ui.View:
 # --- the memory receipt ------------------------------------------------------------------------
 
 
-class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + _OWNER + r":(?P<exchange>[0-9]+)"):
-    refusal = "not_your_reply"
+class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + OWNER + r":(?P<exchange>[0-9]{1,20})"):
+    refusal_key = "not_your_reply"
 
     def __init__(self, owner: int | str, exchange_id: int, changes: int = 0) -> None:
         super().__init__(
@@ -273,7 +357,7 @@ class _MemoryButton(_OwnedButton, template=r"echo:memory-base:(?!)"):
         return cls(match["user"], int(match["memory"]))
 
 
-class ForgetButton(_MemoryButton, template=r"echo:forget:" + _OWNER + r":(?P<memory>[0-9]+)"):
+class ForgetButton(_MemoryButton, template=r"echo:forget:" + OWNER + r":(?P<memory>[0-9]{1,20})"):
     action, label, style = "forget", "forget_button", discord.ButtonStyle.danger
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
@@ -282,7 +366,7 @@ class ForgetButton(_MemoryButton, template=r"echo:forget:" + _OWNER + r":(?P<mem
         await say(interaction, forget_result(self.memory_id, True, lang=lang) if done else gone_memory(self.memory_id, lang=lang))
 
 
-class EditButton(_MemoryButton, template=r"echo:edit:" + _OWNER + r":(?P<memory>[0-9]+)"):
+class EditButton(_MemoryButton, template=r"echo:edit:" + OWNER + r":(?P<memory>[0-9]{1,20})"):
     action, label, style = "edit", "edit_button", discord.ButtonStyle.primary
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
@@ -302,32 +386,64 @@ async def open_editor(
     if memory is None:
         await say(interaction, gone_memory(memory_id, lang=lang))
         return
-    await interaction.response.send_modal(EditMemoryModal(engine, memory, owner, lang))
+    modal = EditMemoryModal(memory, owner, lang)
+    # Not kept by discord.py: its submission is read from its custom id (`submit_edit`), so a
+    # form open across a restart is not lost.
+    modal.stop()
+    await interaction.response.send_modal(modal)
 
 
-class EditMemoryModal(discord.ui.Modal):
+class EditMemoryModal(
+    OwnerGate, discord.ui.Modal, custom_ids=r"echo:edit-memory:" + OWNER + r":(?P<memory>[0-9]{1,20})"
+):
     """The memory's text, to rewrite; the previous version is archived (restorable)."""
 
-    def __init__(self, engine: Engine, memory: Memory, owner: str, lang: str = DEFAULT_LANGUAGE) -> None:
-        super().__init__(title=tr(lang, "edit_title", id=memory.id), custom_id=f"echo:edit-memory:{memory.id}", timeout=900)
-        self.engine = engine
-        self.owner = owner
-        self.lang = lang
-        self.memory_id = memory.id
-        self.text: discord.ui.TextInput[EditMemoryModal] = discord.ui.TextInput(
-            label=tr(lang, "edit_label"),
-            style=discord.TextStyle.paragraph,
-            default=memory.text,
-            max_length=MAX_MEMORY_CHARS,
-            custom_id="text",
+    def __init__(self, memory: Memory, owner: str, lang: str = DEFAULT_LANGUAGE) -> None:
+        super().__init__(title=tr(lang, "edit_title", id=memory.id), custom_id=f"echo:edit-memory:{owner}:{memory.id}")
+        self.add_item(
+            discord.ui.TextInput(
+                label=tr(lang, "edit_label"),
+                style=discord.TextStyle.paragraph,
+                default=memory.text,
+                max_length=MAX_MEMORY_CHARS,
+                custom_id=EDIT_FIELD,
+            )
         )
-        self.add_item(self.text)
 
-    async def on_submit(self, interaction: discord.Interaction, /) -> None:
-        await say(interaction, await MemoryCommands(self.engine).edit(self.owner, self.memory_id, self.text.value, lang=self.lang))
 
-    async def on_error(self, interaction: discord.Interaction, error: Exception, /) -> None:
-        await report_failure(interaction, "the memory edit", error)
+def _field(components: object, custom_id: str) -> str | None:
+    """The value of a form's field, wherever Discord nests it (action rows, labels)."""
+    for component in components if isinstance(components, list) else []:
+        if not isinstance(component, dict):
+            continue
+        if component.get("custom_id") == custom_id and isinstance(component.get("value"), str):
+            return component["value"]
+        nested = component.get("components") or ([component["component"]] if "component" in component else [])
+        found = _field(nested, custom_id)
+        if found is not None:
+            return found
+    return None
+
+
+async def submit_edit(interaction: discord.Interaction) -> None:
+    """An edit form's submission, from its custom id and its field (nothing of the form is kept),
+    when it is the submitter's own (`owner_key`)."""
+    if interaction.type is not discord.InteractionType.modal_submit:
+        return
+    data = _data(interaction)
+    found = _registered(data.get("custom_id"))
+    owner = owner_key(interaction)
+    text = _field(data.get("components"), EDIT_FIELD)
+    if found is None or found[0] is not EditMemoryModal or owner is None:
+        return
+    try:
+        # A form without its field (forged) is an empty text: refused as such, nothing written.
+        edited = await MemoryCommands(_engine(interaction)).edit(
+            owner, int(found[1]["memory"]), text or "", lang=language(interaction.locale)
+        )
+        await say(interaction, edited)
+    except Exception as exc:
+        await report_failure(interaction, "the memory edit", exc)
 
 
 DYNAMIC_ITEMS = (SwipeButton, ReceiptButton, ForgetButton, EditButton)

@@ -5,15 +5,18 @@ among the channel's webhooks the bot made, or created once, then cached), under 
 and avatar. Where the bot may not manage webhooks, it speaks as the bot itself, and says why in
 the log once per channel. DMs have no webhooks: the bot's own messages there.
 
-A webhook message is traced back to its character by the webhook (one of the bot's) and the
+A webhook message is traced back to its character by the webhook's id, one of the bot's own
+(made by the bot, found by listing the channel's webhooks after a restart, then cached), and the
 name it was sent under: character names are unique in a cast, so nothing needs storing, and
-replies to messages sent before a restart still reach the right character.
+replies to messages sent before a restart still reach the right character. A name alone proves
+nothing: another app's webhook (a PluralKit proxy, another bot) may take a character's name.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import discord
 
@@ -47,6 +50,14 @@ class Voice:
     character: Character | None = None
     webhook: discord.Webhook | None = None
     thread: discord.Thread | None = None
+
+    def posted(self, message: discord.Message) -> bool:
+        """Whether `message` came through this voice's webhook (a character of the cast spoke)."""
+        return self.webhook is not None and message.webhook_id == self.webhook.id
+
+    def wrote(self, message: discord.Message) -> bool:
+        """Whether `message` is this voice's character speaking through this voice's webhook."""
+        return self.posted(message) and self.character is not None and message.author.name == self.character.name
 
     async def send(self, channel: discord.abc.Messageable, text: str, *, reference: discord.Message | None) -> discord.Message:
         if self.webhook is None or self.character is None:
@@ -110,14 +121,31 @@ class Voices:
         self._hooks[channel.id] = found
         return found
 
+    async def edit(self, message: discord.PartialMessage | discord.Message, **changes: Any) -> None:
+        """Edit a reply of the bot's: through its channel's webhook when a character spoke there
+        through it (Discord lets no one else edit a webhook's message), else as the bot's own."""
+        channel = message.channel
+        if self.cast.from_folder and isinstance(channel, (discord.TextChannel, discord.Thread)):
+            thread = channel if isinstance(channel, discord.Thread) else None
+            parent = thread.parent if thread is not None else channel
+            me = parent.guild.me if isinstance(parent, discord.TextChannel) else None
+            hook = await self._webhook(parent, me) if isinstance(parent, discord.TextChannel) and me is not None else None
+            if hook is not None:
+                try:
+                    await hook.edit_message(message.id, thread=thread or discord.utils.MISSING, **changes)
+                    return
+                except discord.NotFound:
+                    pass  # posted as the bot itself, when the webhook was out of reach
+        await message.edit(**changes)
+
     @property
     def channels_without_webhooks(self) -> int:
         return sum(1 for hook in self._hooks.values() if hook is None)
 
     async def owns(self, message: discord.Message) -> Character | None:
         """The character who wrote `message`, when it is one of ours sent through a webhook."""
-        if message.webhook_id is None:
-            return None
+        if message.webhook_id is None or not self.cast.from_folder:
+            return None  # one character speaks as the bot itself: no webhook is ours
         channel = message.channel
         parent = channel.parent if isinstance(channel, discord.Thread) else channel
         if not isinstance(parent, discord.TextChannel):

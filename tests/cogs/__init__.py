@@ -184,6 +184,16 @@ def fake_interaction(
     return interaction
 
 
+def pressing(interaction: MagicMock, item: discord.ui.Item[Any], client: discord.Client) -> MagicMock:
+    """`interaction` as a press of `item` on `client`'s message: the item's custom id in its
+    data, as Discord sends it."""
+    interaction.type = discord.InteractionType.component
+    interaction.data = {"custom_id": item.custom_id}  # type: ignore[attr-defined]
+    interaction.client = client
+    interaction.locale = discord.Locale.american_english
+    return interaction
+
+
 def texts(interaction: MagicMock) -> list[str]:
     return [content for content, _ in interaction.answers]
 

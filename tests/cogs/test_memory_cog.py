@@ -15,10 +15,11 @@ from discord import app_commands
 from bot.app import Services
 from bot.engine import Incoming
 from bot.errors import StorageError
+from bot.i18n import text as tr
 from bot.presenting import STORAGE_FAILED
 from cogs.memory import EraseConfirm, MemoryCommands, PageView
 from cogs.utils.answering import DISCORD_LIMIT
-from cogs.utils.views import FAILED, NOT_YOURS
+from cogs.utils.views import refuse_foreign
 from tests.cogs import (
     ALICE,
     BOB,
@@ -30,6 +31,7 @@ from tests.cogs import (
     fake_message,
     fake_user,
     offline_bot,
+    pressing,
     texts,
 )
 from tests.fakes.llm_server import FakeLLMServer
@@ -37,6 +39,10 @@ from tests.fakes.llm_server import FakeLLMServer
 
 def make_cog(services: Services) -> MemoryCommands:
     return MemoryCommands(offline_bot(services), services.engine)
+
+
+NOT_YOURS = tr("en", "not_yours")
+FAILED = tr("en", "failed")
 
 
 async def remember(services: Services, user: int, text: str) -> int:
@@ -201,13 +207,14 @@ async def test_memories_are_paginated_and_only_the_invoker_turns_pages(
     assert view.origin is alice
     assert view.previous_page.disabled and not view.next_page.disabled
 
-    bob = fake_interaction(BOB)
+    bob = pressing(fake_interaction(BOB), view.next_page, cog.bot)
     assert await view.interaction_check(bob) is False
+    await refuse_foreign(bob)
     assert texts(bob) == [NOT_YOURS] and all_ephemeral(bob)
     assert view.index == 0
 
     for _ in range(2):  # each press is an interaction of its own
-        press = fake_interaction(ALICE)
+        press = pressing(fake_interaction(ALICE), view.next_page, cog.bot)
         assert await view.interaction_check(press) is True
         await view.next_page.callback(press)
     content = press.response.edit_message.await_args.kwargs["content"]
@@ -254,8 +261,9 @@ async def test_erase_me_asks_first_and_only_the_invoker_confirms(
     assert isinstance(view, EraseConfirm) and "for real" in question
     assert len(await store.list(str(ALICE))) == 1  # nothing erased by asking
 
-    bob = fake_interaction(BOB)
+    bob = pressing(fake_interaction(BOB), view.confirm, cog.bot)
     assert await view.interaction_check(bob) is False
+    await refuse_foreign(bob)
     assert texts(bob) == [NOT_YOURS]
 
     # Cancel, then a timeout: nothing erased.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from cogs.conversation import ChannelPacer
+from cogs.utils.answering import ChannelPacer
 
 
 async def test_writes_in_one_channel_are_an_interval_apart_from_the_previous_end() -> None:

@@ -7,8 +7,7 @@ import sqlite3
 
 from bot.engine import CUT_NOTE, MAX_REPLY_CHARS
 from bot.memory.quoting import quote_block
-from cogs.conversation import EDIT_INTERVAL
-from cogs.utils.answering import split_message
+from cogs.utils.answering import EDIT_INTERVAL, split_message
 from tests.discord_e2e.conftest import StartEcho
 from tests.fakes.discord import ALICE, BOB, FakeDiscord
 from tests.fakes.discord.echo_process import EchoProcess

@@ -96,8 +96,14 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
     else:
         if server.latency:
             await asyncio.sleep(server.latency)
+        retry_after = server.over_channel_write_limit(request.method, path)
         try:
-            response = await handler(request)
+            if retry_after is not None:
+                body = {"message": "You are being rate limited.", "retry_after": round(retry_after, 3), "global": False}
+                response = json_response(body, status=429)
+                response.headers["Retry-After"] = f"{retry_after:.3f}"
+            else:
+                response = await handler(request)
         except DiscordError as exc:
             response = exc.response()
         except web.HTTPNotFound:
@@ -504,6 +510,7 @@ async def interaction_callback(request: web.Request) -> web.Response:
         if target is None:
             raise DiscordError(400, 40060, "Interaction has no message to update")
         message = server.messages[int(target["id"])]
+        interaction.original = message  # what @original edits after it
         _check_message(data, creating=False)
         server.apply_edit(message, data)
         resource["message"] = message
@@ -513,7 +520,11 @@ async def interaction_callback(request: web.Request) -> web.Response:
     elif kind == MODAL:
         if not data.get("custom_id") or not data.get("components"):
             raise DiscordError(400, 50035, "Invalid Form Body: a modal needs a custom_id and components")
-    elif kind not in (PONG, DEFERRED_UPDATE, AUTOCOMPLETE_RESULT):
+    elif kind == DEFERRED_UPDATE:
+        target = interaction.payload.get("message")
+        # A component's message: @original edits it from then on.
+        interaction.original = server.messages.get(int(target["id"])) if target is not None else None
+    elif kind not in (PONG, AUTOCOMPLETE_RESULT):
         raise DiscordError(400, 50035, f"Invalid Form Body: unknown callback type {kind}")
     interaction.responded = True
     interaction.callback = body

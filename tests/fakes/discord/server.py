@@ -81,6 +81,10 @@ class FakeDiscord:
         self.gateway_log: list[dict[str, Any]] = []
         self.sessions: list[GatewaySession] = []
         self._buckets: dict[str, list[float]] = {}
+        # When set, a channel's message writes (posts and edits, as the bot or through a channel
+        # webhook) past RATE_LIMIT per RATE_LIMIT_WINDOW get 429, as Discord answers them.
+        self.enforce_channel_write_limit = False
+        self._channel_writes: dict[int, list[float]] = {}
         self.url = ""
         self._runner: web.AppRunner | None = None
 
@@ -479,6 +483,21 @@ class FakeDiscord:
         await self.dispatch_message("MESSAGE_CREATE", message)
         return message
 
+    def add_webhook(self, channel: Channel, name: str, *, creator: User) -> Webhook:
+        """A webhook another app or person made in `channel` (a PluralKit proxy, another bot)."""
+        webhook = Webhook(
+            id=snowflake(), token=new_token(), channel_id=channel.id, guild_id=channel.guild_id,
+            name=name, avatar=None, creator=creator,
+        )
+        self.webhooks[webhook.id] = webhook
+        return webhook
+
+    async def webhook_says(self, webhook: Webhook, content: str, *, username: str | None = None) -> dict[str, Any]:
+        """A message posted through `webhook` under `username`, as its owner would execute it."""
+        message = self.new_message(self.channels[webhook.channel_id], None, content, webhook=webhook, webhook_username=username)
+        await self.dispatch_message("MESSAGE_CREATE", message)
+        return message
+
     async def user_edits(self, message: dict[str, Any], content: str) -> dict[str, Any]:
         self.apply_edit(message, {"content": content})
         await self.dispatch_message("MESSAGE_UPDATE", message)
@@ -506,6 +525,16 @@ class FakeDiscord:
         locale: str = "en-US",
     ) -> Interaction:
         """A user runs a slash command (the command must have been synced, as in Discord)."""
+        return await self._interact(user, channel, 2, self._command_data(channel, name, options), locale=locale)
+
+    async def autocomplete(
+        self, user: User, channel: Channel, name: str, options: list[dict[str, Any]], *, locale: str = "en-US"
+    ) -> Interaction:
+        """A user types in an option of /name: the option being typed has `"focused": True` and
+        its text as value, whatever its type. The bot answers with choices (callback type 8)."""
+        return await self._interact(user, channel, 4, self._command_data(channel, name, options), locale=locale)
+
+    def _command_data(self, channel: Channel, name: str, options: list[dict[str, Any]]) -> dict[str, Any]:
         guild_id = channel.guild_id
         synced = self.commands.get(guild_id, []) + self.commands.get(None, [])
         found = [c for c in synced if c["name"] == name]
@@ -515,7 +544,7 @@ class FakeDiscord:
         data: dict[str, Any] = {"id": command["id"], "name": name, "type": 1, "options": list(options)}
         if "guild_id" in command:
             data["guild_id"] = command["guild_id"]
-        return await self._interact(user, channel, 2, data, locale=locale)
+        return data
 
     async def press_button(self, user: User, message: dict[str, Any], custom_id: str, *, locale: str = "en-US") -> Interaction:
         channel = self.channels[int(message["channel_id"])]
@@ -641,6 +670,32 @@ class FakeDiscord:
             (m for m in self.messages.values() if int(m["channel_id"]) == channel.id),
             key=lambda m: int(m["id"]),
         )
+
+    def channel_written(self, method: str, path: str) -> int | None:
+        """The channel whose messages this request posts or edits (reactions have their own limit;
+        interaction responses are not channel writes)."""
+        if method not in ("POST", "PATCH", "DELETE"):
+            return None
+        parts = path.strip("/").split("/")
+        if parts[0] == "channels" and len(parts) >= 3 and parts[2] == "messages" and "reactions" not in parts:
+            return int(parts[1]) if parts[1].isdigit() else None
+        if parts[0] == "webhooks" and len(parts) >= 3 and parts[1].isdigit():
+            webhook = self.webhooks.get(int(parts[1]))
+            return webhook.channel_id if webhook is not None else None
+        return None
+
+    def over_channel_write_limit(self, method: str, path: str) -> float | None:
+        """Seconds to wait when this write is one too many for its channel (None: allowed)."""
+        channel_id = self.channel_written(method, path) if self.enforce_channel_write_limit else None
+        if channel_id is None:
+            return None
+        now = time.monotonic()
+        window = [t for t in self._channel_writes.get(channel_id, []) if now - t < RATE_LIMIT_WINDOW]
+        if len(window) >= RATE_LIMIT:
+            self._channel_writes[channel_id] = window
+            return RATE_LIMIT_WINDOW - (now - window[0])
+        self._channel_writes[channel_id] = [*window, now]
+        return None
 
     def rate_limit_bucket(self, method: str, path: str) -> dict[str, str]:
         """Discord's rate-limit headers for this route (per channel for message routes)."""

@@ -1,0 +1,248 @@
+"""Who may use a component or a modal, as Discord sees it: the real bot process against the fake
+Discord. Another person's press, pick or form submission, or one with a forged custom id, is
+refused privately; no model is called and nothing is written. Autocomplete shows only the
+caller's own memories."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any
+
+from cogs.bot import EXTENSIONS
+from cogs.utils.views import OwnerGate
+from tests.discord_e2e.conftest import EchoProcess, StartEcho
+from tests.discord_e2e.test_swipes_and_memory import (
+    CAT,
+    CHANNEL_MESSAGE,
+    MODAL,
+    bot_messages,
+    button,
+    buttons,
+    callback,
+    query,
+    script,
+    until,
+)
+from tests.fakes.discord import ALICE, BOB, FakeDiscord
+from tests.fakes.discord.rest import EPHEMERAL
+from tests.fakes.discord.state import Interaction
+from tests.fakes.llm_server import FakeLLMServer, LLMRequest
+
+AUTOCOMPLETE_RESULT = 8
+# Every class the bot process registers, as it loads its extensions.
+for extension in EXTENSIONS:
+    importlib.import_module(extension)
+
+
+def learns_the_cat(request: LLMRequest) -> dict[str, Any]:
+    return {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]} if "Pixel" in request.last_user else {}
+
+
+def alices_memories(echo: EchoProcess) -> list[tuple[Any, ...]]:
+    return query(echo, "SELECT id, text FROM memories WHERE user_id = ? ORDER BY id", (str(ALICE.id),))
+
+
+def chats(llm_server: FakeLLMServer) -> int:
+    return len(llm_server.chats)
+
+
+async def refused(discord: FakeDiscord, interaction: Interaction) -> str:
+    """The one answer to `interaction`: a private message, not an update, a modal or a deferral."""
+    answer = await callback(discord, interaction)
+    assert answer["type"] == CHANNEL_MESSAGE, answer
+    assert answer["data"]["flags"] & EPHEMERAL, answer
+    return str(answer["data"]["content"])
+
+
+async def alice_opens_the_edit_form(echo: EchoProcess, discord: FakeDiscord) -> tuple[int, dict[str, Any]]:
+    """Alice's memory of the cat, and the modal its receipt's Edit button opened for her."""
+    await discord.user_says(ALICE, discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
+    reply = (await until(lambda: [m for m in bot_messages(discord) if buttons(m)]))[0]
+    ((memory_id, _),) = alices_memories(echo)
+    press = await discord.press_button(ALICE, reply, button(reply, "🧠")["custom_id"])
+    await callback(discord, press)
+    assert press.original is not None
+    edit = await discord.press_button(ALICE, press.original, button(press.original, "Edit")["custom_id"])
+    modal = await callback(discord, edit)
+    assert modal["type"] == MODAL
+    return memory_id, modal["data"]
+
+
+async def test_another_person_cannot_submit_someones_memory_edit_form(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
+    script(llm_server, ["Pixel !"], learns_the_cat)
+    memory_id, modal = await alice_opens_the_edit_form(echo, fake_discord)
+    (field,) = [c for row in modal["components"] for c in row["components"]]
+
+    # While Alice's form is open, Bob submits one with the same custom id.
+    forged = await fake_discord.submit_modal(BOB, fake_discord.general, modal["custom_id"], {field["custom_id"]: "Bob was here."})
+    assert "belong to" in await refused(fake_discord, forged)
+    assert alices_memories(echo) == [(memory_id, CAT)]
+    assert query(echo, "SELECT COUNT(*) FROM memory_history") == [(0,)]
+
+    # Alice's own submission still goes through.
+    submitted = await fake_discord.submit_modal(
+        ALICE, fake_discord.general, modal["custom_id"], {field["custom_id"]: "L'utilisateur a deux chats."}
+    )
+    assert "Edited" in (await callback(fake_discord, submitted))["data"]["content"]
+    assert alices_memories(echo) == [(memory_id, "L'utilisateur a deux chats.")]
+
+
+def registered(custom_id: str) -> type:
+    """The class of the bot that makes `custom_id` (from the bot's own registry)."""
+    (cls,) = [c for pattern, c in OwnerGate.registry.items() if pattern.fullmatch(custom_id)]
+    return cls
+
+
+async def test_every_component_and_modal_the_bot_registers_refuses_another_person(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    """One press, pick or submission by Bob on each of Alice's components and forms, all of
+    them: the table is the bot's registry, so a new one without its row fails here."""
+    echo = await start_echo(BURST_SECONDS="0")
+    script(llm_server, ["Pixel !", "De rien."], learns_the_cat)
+    general = fake_discord.general
+    tried: set[type] = set()
+
+    async def bob_is_refused(interaction: Interaction, custom_id: str) -> str:
+        tried.add(registered(custom_id))
+        return await refused(fake_discord, interaction)
+
+    await fake_discord.user_says(ALICE, general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
+    first = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    for label in ("◀", "▶", "🔄"):
+        custom_id = button(first, label)["custom_id"]
+        press = await fake_discord.press_button(BOB, first, custom_id)
+        assert "this answer was for" in await bob_is_refused(press, custom_id)
+    assert chats(llm_server) == 1
+    await fake_discord.user_says(ALICE, general, "merci", mention_bot=True)
+    await until(lambda: [b["label"] for b in buttons(first)] == ["🧠 1"])
+    await until(lambda: len([m for m in bot_messages(fake_discord) if buttons(m)]) == 2)
+    ((memory_id, _),) = alices_memories(echo)
+    calls = chats(llm_server)
+
+    receipt = button(first, "🧠")["custom_id"]
+    assert CAT not in await bob_is_refused(await fake_discord.press_button(BOB, first, receipt), receipt)
+    shown = (await fake_discord.press_button(ALICE, first, receipt))
+    await callback(fake_discord, shown)
+    assert shown.original is not None
+    for label in ("Forget", "Edit"):
+        custom_id = button(shown.original, label)["custom_id"]
+        await bob_is_refused(await fake_discord.press_button(BOB, shown.original, custom_id), custom_id)
+    edit = await fake_discord.press_button(ALICE, shown.original, button(shown.original, "Edit")["custom_id"])
+    modal = (await callback(fake_discord, edit))["data"]
+    (field,) = [c for row in modal["components"] for c in row["components"]]
+    submitted = await fake_discord.submit_modal(BOB, general, modal["custom_id"], {field["custom_id"]: "Bob was here."})
+    await bob_is_refused(submitted, modal["custom_id"])
+
+    listing = await fake_discord.run_command(ALICE, general, "memories")
+    await callback(fake_discord, listing)
+    page = listing.original
+    assert page is not None
+    for component in buttons(page):
+        if component["type"] == 3:
+            pick = await fake_discord.choose(BOB, page, component["custom_id"], [str(memory_id)])
+        else:
+            pick = await fake_discord.press_button(BOB, page, component["custom_id"])
+        await bob_is_refused(pick, component["custom_id"])
+
+    erase = await fake_discord.run_command(ALICE, general, "erase-me")
+    await callback(fake_discord, erase)
+    assert erase.original is not None
+    for component in buttons(erase.original):
+        await bob_is_refused(await fake_discord.press_button(BOB, erase.original, component["custom_id"]), component["custom_id"])
+
+    assert tried == set(OwnerGate.registry.values())
+    assert alices_memories(echo) == [(memory_id, CAT)]
+    assert query(echo, "SELECT COUNT(*) FROM memory_history") == [(0,)]
+    assert chats(llm_server) == calls
+
+
+async def test_forged_custom_ids_are_refused_privately_and_act_on_no_one_elses_data(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    """Bob forges the components of a message (Discord would never send such a payload): ids
+    naming Alice, ids naming no person or no character, ids no class makes. Each is refused
+    privately; one naming Bob himself acts on Bob's own (empty) memory."""
+    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
+    script(llm_server, ["Pixel !"], learns_the_cat)
+    await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
+    reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    ((memory_id, _),) = alices_memories(echo)
+    exchange = re.fullmatch(r"echo:receipt:[0-9]+:([0-9]+)", button(reply, "🧠")["custom_id"])[1]  # type: ignore[index]
+    calls = chats(llm_server)
+    a, b = ALICE.id, BOB.id
+    forged = [
+        *(f"echo:{kind}:{a}:{memory_id}" for kind in ("forget", "edit", "edit-memory")),
+        *(f"echo:swipe:{action}:{a}:{exchange}" for action in ("prev", "next", "regen")),
+        f"echo:receipt:{a}:{exchange}", f"echo:pages:{a}:next", f"echo:erase:{a}:confirm",
+        f"echo:forget:{a}@nobody:{memory_id}", f"echo:forget:{b}@{a}:{memory_id}", f"echo:forget:{a}:{b}:{memory_id}",
+        f"echo:forget:-{a}:{memory_id}", f"echo:forget::{memory_id}", f"echo:forget:{a} :{memory_id}",
+        f"echo:forget:{'١٢٣'}:{memory_id}", f"echo:forget:{a}:{memory_id}" + "0" * 100, "echo:count:1", "", "x" * 100,
+    ]
+    for custom_id in forged:
+        kind = 5 if custom_id.startswith("echo:edit-memory:") else 3
+        message = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": custom_id}]}])
+        if kind == 5:
+            interaction = await fake_discord.submit_modal(BOB, fake_discord.general, custom_id, {"text": "Bob was here."})
+        else:
+            interaction = await fake_discord.press_button(BOB, message, custom_id)
+        await refused(fake_discord, interaction)
+    # Bob's own key on Alice's memory id, on a message that has no such button: refused too.
+    own = f"echo:forget:{b}:{memory_id}"
+    await refused(fake_discord, await fake_discord.press_button(BOB, reply, own))
+    # On a message that has it (forged): the engine, scoped by Bob's key, knows no such memory.
+    message = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": own}]}])
+    answer = await callback(fake_discord, await fake_discord.press_button(BOB, message, own))
+    assert answer["data"]["flags"] & EPHEMERAL and "no longer in my memory" in answer["data"]["content"]
+    form = await fake_discord.submit_modal(BOB, fake_discord.general, f"echo:edit-memory:{b}:{memory_id}", {"text": "Bob."})
+    answer = await callback(fake_discord, form)
+    assert answer["data"]["flags"] & EPHEMERAL and "Edited" not in answer["data"]["content"]
+
+    assert alices_memories(echo) == [(memory_id, CAT)]
+    assert query(echo, "SELECT COUNT(*) FROM memory_history") == [(0,)]
+    assert chats(llm_server) == calls
+
+
+async def test_autocomplete_shows_only_the_callers_own_memories(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    await start_echo(BURST_SECONDS="0")
+    for user, text in ((ALICE, "J'ai un chat."), (BOB, "J'ai un chien.")):
+        remember = await fake_discord.run_command(user, fake_discord.general, "remember", [{"name": "text", "type": 3, "value": text}])
+        await callback(fake_discord, remember)
+    for user, own, other in ((ALICE, "chat", "chien"), (BOB, "chien", "chat")):
+        for command, option in (("forget", "id"), ("pin", "id"), ("restore", "history_id")):
+            typed = await fake_discord.autocomplete(
+                user, fake_discord.general, command, [{"name": option, "type": 4, "value": "", "focused": True}]
+            )
+            answer = await callback(fake_discord, typed)
+            assert answer["type"] == AUTOCOMPLETE_RESULT
+            names = " ".join(c["name"] for c in answer["data"]["choices"])
+            assert other not in names
+            assert (own in names) == (command != "restore")  # nothing archived yet
+
+
+async def test_an_edit_form_open_across_a_restart_is_not_lost(
+    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
+) -> None:
+    """Nothing of the form is kept in the process: its custom id says whose memory it edits."""
+    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
+    script(llm_server, ["Pixel !"], learns_the_cat)
+    memory_id, modal = await alice_opens_the_edit_form(echo, fake_discord)
+    (field,) = [c for row in modal["components"] for c in row["components"]]
+    database = echo.database_path
+    echo.process.terminate()
+    await echo.process.wait()
+    await until(lambda: not fake_discord.sessions)
+    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0", DATABASE_PATH=str(database))
+    echo.database_path = database
+
+    submitted = await fake_discord.submit_modal(
+        ALICE, fake_discord.general, modal["custom_id"], {field["custom_id"]: "L'utilisateur a deux chats."}
+    )
+    assert "Edited" in (await callback(fake_discord, submitted))["data"]["content"]
+    assert alices_memories(echo) == [(memory_id, "L'utilisateur a deux chats.")]
