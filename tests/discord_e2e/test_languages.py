@@ -48,7 +48,8 @@ async def test_the_receipt_its_buttons_and_the_edit_form_speak_the_presser_s_lan
     (field,) = [c for row in modal["data"]["components"] for c in row["components"]]
     assert field["label"] == "Ce que je dois retenir"
     submitted = await fake_discord.submit_modal(
-        ALICE, fake_discord.general, modal["data"]["custom_id"], {field["custom_id"]: "L'utilisateur a deux chats."}
+        ALICE, fake_discord.general, modal["data"]["custom_id"], {field["custom_id"]: "L'utilisateur a deux chats."},
+        locale="fr",  # Discord sends the submitter's locale with every interaction
     )
     said = (await callback(fake_discord, submitted))["data"]["content"]
     assert said.startswith(f"#{memory_id} modifié. La version précédente est archivée sous h")

@@ -558,12 +558,23 @@ class FakeDiscord:
         data = {"custom_id": custom_id, "component_type": 3, "values": list(values)}
         return await self._interact(user, channel, 3, data, message=message)
 
-    async def submit_modal(self, user: User, channel: Channel, custom_id: str, values: dict[str, str], *, message: dict[str, Any] | None = None) -> Interaction:
+    async def submit_modal(
+        self,
+        user: User,
+        channel: Channel,
+        custom_id: str,
+        values: dict[str, str],
+        *,
+        message: dict[str, Any] | None = None,
+        locale: str = "en-US",
+    ) -> Interaction:
         rows = [
             {"type": 1, "components": [{"type": 4, "custom_id": key, "value": value}]}
             for key, value in values.items()
         ]
-        return await self._interact(user, channel, 5, {"custom_id": custom_id, "components": rows}, message=message)
+        return await self._interact(
+            user, channel, 5, {"custom_id": custom_id, "components": rows}, message=message, locale=locale
+        )
 
     async def _interact(
         self,
