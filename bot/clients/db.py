@@ -11,7 +11,10 @@ both where the two agree; where a statement truly differs, it is an `Sql` holdin
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import hashlib
 import logging
+import os
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
@@ -37,6 +40,13 @@ BUSY_TIMEOUT_MS = 5000
 
 # "No limit" as a number both SQLite and PostgreSQL take (PostgreSQL refuses LIMIT -1).
 NO_LIMIT = 2**63 - 1
+
+
+def lock_key(name: str) -> int:
+    """A stable lock key for a name (PostgreSQL's advisory locks, the byte an SQLite process
+    locks beside its file). Two names may share a key (a 64-bit hash): the cost is one of them
+    waiting a turn, never a wrong result. hash() differs per process."""
+    return int.from_bytes(hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
 
 
 class Sql(str):
@@ -208,6 +218,10 @@ class Database:
         self.reader = reader
         self._write_lock = asyncio.Lock()
         self.storage = Outage(log, level=logging.ERROR)
+        # The file whose bytes `exclusive` locks, opened at its first use; the names held here.
+        self._locks: int | None = None
+        self._held: set[int] = set()
+        self.locking = Outage(log)
 
     @classmethod
     async def open(cls, path: str | Path, migrations: Path = MIGRATIONS_DIR) -> "Database":
@@ -260,10 +274,39 @@ class Database:
 
     @asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:
-        """Whether this process may do the work called `name` now (reflect one user, index).
-
-        Always: an SQLite file has one bot process. PostgreSQL answers across processes."""
-        yield True
+        """Whether this process may do the work called `name` now (reflect one user, index),
+        i.e. no other task or process of this file is doing it: one byte of the file beside the
+        database (`<file>-lock`, empty) locked with fcntl, tried, never waited for, held until
+        the block ends or the process dies (the kernel drops it). Two processes on one file
+        reflect a pending exchange once, like PostgreSQL's advisory locks."""
+        key = lock_key(name)
+        if key in self._held:
+            yield False
+            return
+        offset = key & (2**62 - 1)
+        locked = False
+        try:
+            if self._locks is None:
+                self._locks = os.open(f"{self.path}-lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            # A folder this user cannot create files in: the work is still done, maybe twice.
+            self.locking.failed("cannot create %s-lock, processes sharing the file may repeat work: %s", self.path, exc)
+        else:
+            try:
+                fcntl.lockf(self._locks, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+                locked = True
+            except OSError:  # EAGAIN or EACCES: another process holds it
+                pass
+            if not locked:
+                yield False
+                return
+        self._held.add(key)
+        try:
+            yield True
+        finally:
+            self._held.discard(key)
+            if locked and self._locks is not None:
+                fcntl.lockf(self._locks, fcntl.LOCK_UN, 1, offset)
 
     async def checkpoint(self) -> bool:
         """Copy the WAL into the database file and truncate it to nothing, so that rows just
@@ -294,6 +337,9 @@ class Database:
     async def close(self) -> None:
         await self.reader.close()
         await self._writer.close()
+        if self._locks is not None:
+            os.close(self._locks)
+            self._locks = None
 
 
 def is_postgres_url(target: str | Path) -> bool:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import hashlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from bot.clients.db import POSTGRES_MIGRATIONS_DIR, fetch_one, list_migrations
+from bot.clients.db import POSTGRES_MIGRATIONS_DIR, fetch_one, list_migrations, lock_key
 from bot.clients.outage import Outage
 from bot.errors import MigrationError, StorageError
 
@@ -327,12 +326,6 @@ class PostgresDatabase:
 
     async def close(self) -> None:
         await self._pool.close()
-
-
-def lock_key(name: str) -> int:
-    """A stable advisory-lock key for a name. Two names may share a key (a 64-bit hash): the
-    cost is one of them waiting a turn, never a wrong result. hash() differs per process."""
-    return int.from_bytes(hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
 
 
 async def ping(db: PostgresDatabase) -> None:

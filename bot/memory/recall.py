@@ -17,11 +17,12 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+import aiosqlite
 import numpy as np
 
 from bot.clients.db import Database, fetch_one, from_db, to_db
@@ -357,7 +358,9 @@ class Recall:
             await self.record(selection)
         return selection
 
-    async def record(self, selection: TurnSelection, *, cancelled: Callable[[], bool] | None = None) -> int:
+    async def record(
+        self, selection: TurnSelection, *, cancelled: Callable[[aiosqlite.Connection], Awaitable[bool]] | None = None
+    ) -> int:
         """Count the turn and keep it for /why, in one write transaction; returns its turn id.
 
         A selection is recorded once: again, it returns the id it already has. `cancelled` is
@@ -371,7 +374,7 @@ class Recall:
             len(selection.candidate_ids) > DIRECT_COUNT_LIMIT or user_id in self._held_counts
         )
         async with self.db.write() as conn:
-            if cancelled is not None and cancelled():
+            if cancelled is not None and await cancelled(conn):
                 return 0
             served = [s.id for s in selection.slots]
             semantic = served_by_meaning(selection.slots, selection.threshold)
