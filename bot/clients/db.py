@@ -212,14 +212,16 @@ class Database:
 
     dialect = "sqlite"
 
-    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection):
+    def __init__(
+        self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection, locks: int | None = None
+    ):
         self.path = path
         self._writer = writer
         self.reader = reader
         self._write_lock = asyncio.Lock()
         self.storage = Outage(log, level=logging.ERROR)
-        # The file whose bytes `exclusive` locks, opened at its first use; the names held here.
-        self._locks: int | None = None
+        # The file whose bytes `exclusive` locks (None: it could not be opened), the names held.
+        self._locks = locks
         self._held: set[int] = set()
         self.locking = Outage(log)
 
@@ -230,11 +232,20 @@ class Database:
             raise ValueError("Écho needs a database file: the reader and writer share it")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        locks = _open_locks(path)
         writer = await aiosqlite.connect(path, isolation_level=None)
         reader: aiosqlite.Connection | None = None
         try:
             await _configure(writer)
-            await apply_migrations(writer, migrations)
+            # Processes starting together on a new or older file: one migrates, the others
+            # wait, then find the version it left (each would otherwise apply 0001 again).
+            if locks is not None:
+                await asyncio.to_thread(fcntl.lockf, locks, fcntl.LOCK_EX, 1, _MIGRATING)
+            try:
+                await apply_migrations(writer, migrations)
+            finally:
+                if locks is not None:
+                    fcntl.lockf(locks, fcntl.LOCK_UN, 1, _MIGRATING)
             reader = await aiosqlite.connect(path, isolation_level=None)
             await _configure(reader)
             await reader.execute("PRAGMA query_only = ON")
@@ -242,8 +253,10 @@ class Database:
             await writer.close()
             if reader is not None:
                 await reader.close()
+            if locks is not None:
+                os.close(locks)
             raise
-        return cls(path, writer, reader)
+        return cls(path, writer, reader, locks)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -283,29 +296,25 @@ class Database:
         if key in self._held:
             yield False
             return
-        offset = key & (2**62 - 1)
-        locked = False
-        try:
-            if self._locks is None:
-                self._locks = os.open(f"{self.path}-lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
+        offset = key & _OFFSETS
+        taken = True
+        if self._locks is None:
             # A folder this user cannot create files in: the work is still done, maybe twice.
-            self.locking.failed("cannot create %s-lock, processes sharing the file may repeat work: %s", self.path, exc)
+            self.locking.failed("no %s-lock file: processes sharing the database may repeat work", self.path)
         else:
             try:
                 fcntl.lockf(self._locks, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
-                locked = True
             except OSError:  # EAGAIN or EACCES: another process holds it
-                pass
-            if not locked:
-                yield False
-                return
+                taken = False
+        if not taken:
+            yield False
+            return
         self._held.add(key)
         try:
             yield True
         finally:
             self._held.discard(key)
-            if locked and self._locks is not None:
+            if self._locks is not None:
                 fcntl.lockf(self._locks, fcntl.LOCK_UN, 1, offset)
 
     async def checkpoint(self) -> bool:
@@ -340,6 +349,22 @@ class Database:
         if self._locks is not None:
             os.close(self._locks)
             self._locks = None
+
+
+# Bytes of the lock file: one per name (lock_key), and the one migrations take.
+_OFFSETS = 2**62 - 1
+_MIGRATING = lock_key("migrations") & _OFFSETS
+
+
+def _open_locks(path: Path) -> int | None:
+    """The empty file beside the database whose bytes its processes lock (`<file>-lock`), kept
+    open as long as the database: closing any descriptor of a file drops the process's locks on
+    it. None where it cannot be created (a read-only folder): start-up goes on and says why."""
+    try:
+        return os.open(f"{path}-lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        log.debug("cannot open %s-lock: %s", path, exc)
+        return None
 
 
 def is_postgres_url(target: str | Path) -> bool:

@@ -175,3 +175,31 @@ def test_no_code_keeps_a_statement_open_across_an_await():
         if re.search(r"async with [\w.]+\.execute\(", line)
     ]
     assert offenders == []
+
+
+# One process opening the file, as `python -m bot` does at start-up.
+_OPEN = (
+    "import asyncio, sys\nfrom bot.clients.db import Database\n"
+    "async def main():\n    await (await Database.open(sys.argv[1])).close()\nasyncio.run(main())"
+)
+
+
+async def test_processes_starting_together_on_a_new_file_migrate_it_once(tmp_path):
+    """Three processes open one new file at once (three bot processes started together, or
+    after an upgrade): every one starts, and the schema is whole. Before, each read version 0
+    and applied 0001 again ("table memories already exists")."""
+    import sys
+
+    from tests.reliability.process import REPO
+
+    for attempt in range(3):
+        path = tmp_path / f"{attempt}.db"
+        procs = [
+            await asyncio.create_subprocess_exec(
+                sys.executable, "-c", _OPEN, str(path), cwd=REPO, stderr=asyncio.subprocess.PIPE
+            )
+            for _ in range(3)
+        ]
+        errors = [(await asyncio.wait_for(p.communicate(), 60))[1].decode()[-300:] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], errors
+        assert _version(path) == len(list_migrations(MIGRATIONS_DIR))
