@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
@@ -222,7 +223,7 @@ class Database:
         self.storage = Outage(log, level=logging.ERROR)
         # The file whose bytes `exclusive` locks (None: it could not be opened), the names held.
         self._locks = locks
-        self._held: set[int] = set()
+        self._held: Counter[int] = Counter()
         self.locking = Outage(log)
 
     @classmethod
@@ -291,31 +292,33 @@ class Database:
         i.e. no other task or process of this file is doing it: one byte of the file beside the
         database (`<file>-lock`, empty) locked with fcntl, tried, never waited for, held until
         the block ends or the process dies (the kernel drops it). Two processes on one file
-        reflect a pending exchange once, like PostgreSQL's advisory locks."""
+        reflect a pending exchange once, like PostgreSQL's advisory locks. Inside one process it
+        answers True as it always did: the byte stays locked while any of its holders runs."""
         key = lock_key(name)
-        if key in self._held:
-            yield False
-            return
         offset = key & _OFFSETS
-        taken = True
-        if self._locks is None:
-            # A folder this user cannot create files in: the work is still done, maybe twice.
-            self.locking.failed("no %s-lock file: processes sharing the database may repeat work", self.path)
-        else:
-            try:
-                fcntl.lockf(self._locks, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
-            except OSError:  # EAGAIN or EACCES: another process holds it
-                taken = False
-        if not taken:
-            yield False
-            return
-        self._held.add(key)
+        if not self._held[key]:
+            if self._locks is None:
+                # A folder this user cannot create files in: the work is still done, maybe twice.
+                self.locking.failed("no %s-lock file: processes sharing the database may repeat work", self.path)
+            else:
+                try:
+                    fcntl.lockf(self._locks, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+                except OSError:  # EAGAIN or EACCES: another process holds it
+                    taken = False
+                else:
+                    taken = True
+                if not taken:
+                    yield False
+                    return
+        self._held[key] += 1
         try:
             yield True
         finally:
-            self._held.discard(key)
-            if self._locks is not None:
-                fcntl.lockf(self._locks, fcntl.LOCK_UN, 1, offset)
+            self._held[key] -= 1
+            if not self._held[key]:
+                del self._held[key]
+                if self._locks is not None:
+                    fcntl.lockf(self._locks, fcntl.LOCK_UN, 1, offset)
 
     async def checkpoint(self) -> bool:
         """Copy the WAL into the database file and truncate it to nothing, so that rows just

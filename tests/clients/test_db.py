@@ -203,3 +203,42 @@ async def test_processes_starting_together_on_a_new_file_migrate_it_once(tmp_pat
         errors = [(await asyncio.wait_for(p.communicate(), 60))[1].decode()[-300:] for p in procs]
         assert [p.returncode for p in procs] == [0, 0, 0], errors
         assert _version(path) == len(list_migrations(MIGRATIONS_DIR))
+
+
+# Holds exclusive("reflect:alice") on the file until its stdin closes.
+_HOLD = (
+    "import asyncio, sys\nfrom bot.clients.db import Database\n"
+    "async def main():\n"
+    "    db = await Database.open(sys.argv[1])\n"
+    "    async with db.exclusive('reflect:alice') as mine:\n"
+    "        print(mine, flush=True)\n"
+    "        await asyncio.to_thread(sys.stdin.read)\n"
+    "    await db.close()\n"
+    "asyncio.run(main())"
+)
+
+
+async def test_exclusive_work_is_one_process_at_a_time_on_one_file(tmp_path):
+    """What two bot processes on one file rely on to reflect a user once: another process holding
+    the name gets False, a different name is free, the holder's own tasks still get True, and the
+    name is free again once the holder ends."""
+    import sys
+
+    from tests.reliability.process import REPO
+
+    path = tmp_path / "a.db"
+    db = await Database.open(path)
+    try:
+        holder = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _HOLD, str(path), cwd=REPO,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )
+        assert await asyncio.wait_for(holder.stdout.readline(), 60) == b"True\n"
+        async with db.exclusive("reflect:alice") as mine, db.exclusive("reflect:bob") as other:
+            assert (mine, other) == (False, True)
+        holder.stdin.close()
+        await asyncio.wait_for(holder.wait(), 60)
+        async with db.exclusive("reflect:alice") as mine, db.exclusive("reflect:alice") as again:
+            assert (mine, again) == (True, True)
+    finally:
+        await db.close()
