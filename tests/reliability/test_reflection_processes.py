@@ -1,7 +1,7 @@
 """Several bot processes on one database ask the model to reflect each exchange once, on
 PostgreSQL and on one SQLite file.
 
-Two real processes (tests/reliability/turns_driver.py) serve the same users at once, each
+Three real processes (tests/reliability/turns_driver.py) serve the same six users at once, each
 sending its own messages; each turn schedules its reflection, and each process then sweeps
 what is pending, its own and the other's, until nothing is left. The scripted LLM takes a
 moment per reflection, so that workers queue for a reflection slot and for each other. It counts
