@@ -15,7 +15,9 @@ the other one has pending. The same users and turns then run in one process on a
 Figures, per run: turns/s until every reflection is drained, turn latency p50/p95, and what
 must be 0: lost reflections (answered exchanges unreflected after the drain, or reflected after
 an error), turn or background errors (raised or logged), exchanges applied twice (in more than one successful reflection, counted by every
-process), duplicate memories (one user's live memories with the same normalised text).
+process), duplicate memories (one user's live memories with the same normalised text); and the
+reflection calls (calls) and how many times the model was asked about a message more often than
+it was sent (again: a user may send the same text twice).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -54,6 +57,8 @@ from bot.memory.text import normalise  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest  # noqa: E402
 
 SWEEP_SECONDS = 0.5
+# The messages of one reflection prompt, with their author (bench/load_corpus.py's _MESSAGE).
+_ASKED = re.compile(r'<message author="([^"]*)">\n(.*?)\n</message>', re.DOTALL)
 DRAIN_TIMEOUT = 300.0
 PENDING = "SELECT COUNT(*) FROM exchanges WHERE reflected_at IS NULL AND reply IS NOT NULL"
 
@@ -184,7 +189,10 @@ def _run_workers(target: str, llm_url: str, groups: list[list[SimUser]], user_co
     return results
 
 
-def _figures(label: str, results: list[dict[str, Any]], lost: int, dups: int) -> tuple[str, bool]:
+def _figures(
+    label: str, results: list[dict[str, Any]], lost: int, dups: int, asked: Counter[tuple[str, str]], calls: int,
+    sent: Counter[tuple[str, str]],
+) -> tuple[str, bool]:
     turns = sum(r["turns"] for r in results)
     seconds = max(r["seconds"] for r in results)
     latencies = np.array([x for r in results for x in r["latencies"]]) * 1000
@@ -192,21 +200,29 @@ def _figures(label: str, results: list[dict[str, Any]], lost: int, dups: int) ->
     for r in results:
         applied.update(r["applied"])
     twice = sum(1 for n in applied.values() if n > 1)
+    again = sum(max(0, n - sent[message]) for message, n in asked.items())
     errors = sum(len(r["errors"]) for r in results)
     line = (
         f"{label:<34} {turns:>6} {turns / seconds:>8.2f} {np.percentile(latencies, 50):>8.0f} "
-        f"{np.percentile(latencies, 95):>8.0f} {lost:>5} {twice:>6} {dups:>5} {errors:>7}"
+        f"{np.percentile(latencies, 95):>8.0f} {lost:>5} {twice:>6} {dups:>5} {errors:>7} "
+        f"{calls:>6} {again:>6}"
     )
-    return line, bool(lost or twice or dups or errors)
+    return line, bool(lost or twice or dups or errors or again)
 
 
 async def compare(user_count: int, turns: int, database_url: str | None) -> int:
     started = time.perf_counter()
     users, memory_of = users_and_reflections(user_count, turns)
+    # Each message (author, text) in the reflection prompts, and the reflection calls.
+    asked: Counter[tuple[str, str]] = Counter()
+    calls = Counter[str]()
+    sent = Counter((u.name, text) for u in users for text in u.messages)
 
     def answer(request: LLMRequest) -> str:
         if request.json_schema is None:
             return REPLY
+        asked.update(_ASKED.findall(request.last_user))
+        calls["reflection"] += 1
         return scripted_reflection(request.last_user, memory_of)
 
     cluster = None
@@ -235,24 +251,28 @@ async def compare(user_count: int, turns: int, database_url: str | None) -> int:
             sqlite_path = str(Path(directory) / "load.sqlite3")
             results = _run_workers(sqlite_path, server.url, [users], user_count, turns)
             lost, dups = await _outcome(sqlite_path)
-            line, bad = _figures("SQLite, 1 process", results, lost, dups)
+            line, bad = _figures("SQLite, 1 process", results, lost, dups, asked, calls["reflection"], sent)
+            asked.clear()
+            calls.clear()
             rows.append(line)
             failed |= bad
             results = _run_workers(database_url, server.url, _split(users, 2), user_count, turns)
             lost, dups = await _outcome(database_url)
-            line, bad = _figures("PostgreSQL, 2 processes, 1 database", results, lost, dups)
+            line, bad = _figures(
+                "PostgreSQL, 2 processes, 1 database", results, lost, dups, asked, calls["reflection"], sent
+            )
             rows.append(line)
             failed |= bad
     finally:
         if cluster is not None:
             cluster.stop()
-    print(f"{'store':<34} {'turns':>6} {'turns/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'lost':>5} {'twice':>6} {'dups':>5} {'errors':>7}")
+    print(f"{'store':<34} {'turns':>6} {'turns/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'lost':>5} {'twice':>6} {'dups':>5} {'errors':>7} {'calls':>6} {'again':>6}")
     for line in rows:
         print(line)
     print(f"bench ran in {time.perf_counter() - started:.0f} s")
     print(
-        f"{'FAIL' if failed else 'OK'}: lost reflections, exchanges applied twice, duplicate memories "
-        "and turn errors must all be 0"
+        f"{'FAIL' if failed else 'OK'}: lost reflections, exchanges applied twice, duplicate memories, "
+        "turn errors and messages the reflection model was asked about again must all be 0"
     )
     return 1 if failed else 0
 

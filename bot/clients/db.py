@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import logging
 import os
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
@@ -41,6 +43,13 @@ RESTORE_WAIT_SECONDS = 30.0
 
 # "No limit" as a number both SQLite and PostgreSQL take (PostgreSQL refuses LIMIT -1).
 NO_LIMIT = 2**63 - 1
+
+
+def lock_key(name: str) -> int:
+    """A stable lock key for a name (PostgreSQL's advisory locks, the byte an SQLite process
+    locks beside its file). Two names may share a key (a 64-bit hash): the cost is one of them
+    waiting a turn, never a wrong result. hash() differs per process."""
+    return int.from_bytes(hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
 
 
 class Sql(str):
@@ -263,6 +272,9 @@ class SQLiteDatabase:
         self.reader = reader
         self._write_lock = asyncio.Lock()
         self.storage = Outage(log, level=logging.ERROR)
+        # The names this process holds through `exclusive` (bytes of the lock file).
+        self._held: Counter[int] = Counter()
+        self.locking = Outage(log)
 
     @classmethod
     async def open(cls, path: str | Path, migrations: Path = MIGRATIONS_DIR) -> "SQLiteDatabase":
@@ -280,7 +292,15 @@ class SQLiteDatabase:
         reader: aiosqlite.Connection | None = None
         try:
             await _configure(writer)
-            await apply_migrations(writer, migrations)
+            # Processes starting together on a new or older file: one migrates, the others
+            # wait, then find the version it left (each would otherwise apply 0001 again).
+            if lock is not None:
+                await asyncio.to_thread(fcntl.lockf, lock, fcntl.LOCK_EX, 1, _MIGRATING)
+            try:
+                await apply_migrations(writer, migrations)
+            finally:
+                if lock is not None:
+                    fcntl.lockf(lock, fcntl.LOCK_UN, 1, _MIGRATING)
             reader = await aiosqlite.connect(path, isolation_level=None)
             await _configure(reader)
             await reader.execute("PRAGMA query_only = ON")
@@ -321,10 +341,37 @@ class SQLiteDatabase:
 
     @asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:
-        """Whether this process may do the work called `name` now (reflect one user, index).
-
-        Always: an SQLite file has one bot process. PostgreSQL answers across processes."""
-        yield True
+        """Whether this process may do the work called `name` now (reflect one user, index),
+        i.e. no other task or process of this file is doing it: one byte of the file beside the
+        database (`<file>.lock`, empty) locked with fcntl, tried, never waited for, held until
+        the block ends or the process dies (the kernel drops it). Two processes on one file
+        reflect a pending exchange once, like PostgreSQL's advisory locks. Inside one process it
+        answers True as it always did: the byte stays locked while any of its holders runs."""
+        key = lock_key(name)
+        offset = key & _OFFSETS
+        if not self._held[key]:
+            if self._lock is None:
+                # A folder this user cannot create files in: the work is still done, maybe twice.
+                self.locking.failed("no lock file beside %s: processes sharing the database may repeat work", self.path)
+            else:
+                try:
+                    fcntl.lockf(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+                except OSError:  # EAGAIN or EACCES: another process holds it
+                    taken = False
+                else:
+                    taken = True
+                if not taken:
+                    yield False
+                    return
+        self._held[key] += 1
+        try:
+            yield True
+        finally:
+            self._held[key] -= 1
+            if not self._held[key]:
+                del self._held[key]
+                if self._lock is not None:
+                    fcntl.lockf(self._lock, fcntl.LOCK_UN, 1, offset)
 
     async def checkpoint(self) -> bool:
         """Copy the WAL into the database file and truncate it to nothing, so that rows just
@@ -358,6 +405,12 @@ class SQLiteDatabase:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
+
+
+# Bytes of the lock file (`lock_file`) that `exclusive` and the migrations lock, one per name
+# (lock_key): fcntl's byte locks, beside the whole-file flock that says the database is open.
+_OFFSETS = 2**62 - 1
+_MIGRATING = lock_key("migrations") & _OFFSETS
 
 
 async def ping(db: Database) -> None:

@@ -17,7 +17,6 @@ keeps the guarantees it has on SQLite whatever the number of bot processes.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -30,7 +29,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations
+from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations, lock_key
 from bot.clients.outage import Outage
 from bot.errors import MigrationError, StorageError
 
@@ -341,10 +340,6 @@ class PostgresDatabase:
         await self._pool.close()
 
 
-def lock_key(name: str) -> int:
-    """A stable advisory-lock key for a name. Two names may share a key (a 64-bit hash): the
-    cost is one of them waiting a turn, never a wrong result. hash() differs per process."""
-    return int.from_bytes(hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
 
 
 def open_failure(exc: BaseException) -> str | None:

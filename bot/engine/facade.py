@@ -39,6 +39,7 @@ from bot.memory.recall import Recall, TurnSelection, last_turn
 from bot.memory.report import Report
 from bot.memory.stats import NEVER_SURFACED_AFTER, MemoryStats, memory_stats
 from bot.memory.stores import settings as settings_store
+from bot.memory.stores.epoch import end_epoch
 from bot.memory.stores.exchanges import (
     MemoryChange,
     MessagePart,
@@ -346,19 +347,19 @@ class Engine:
         """Real deletion of everything about one user, in one transaction.
 
         A reflection of that user still running would write its memories back after the erase:
-        it is cancelled first (its transaction rolls back), and the user's lock is held. A turn
-        still under way (waiting for the LLM) would record its exchange, /why row and counts
-        after it: every write of a turn checks, inside its transaction, that no erase was asked
-        since the turn began, and writes nothing when one was. The front ends are told first
-        (`listen(erasing=…)`): what they hold for the person that no turn has begun on (a burst
-        still waiting) is dropped.
+        it is cancelled first (its transaction rolls back), and the user's lock is held; one in
+        another process rolls back at its commit, its exchanges gone. A turn still under way
+        (waiting for the LLM), in this process or another sharing the database, would record its
+        exchange, /why row and counts after it: the erase ends the person's epoch in its
+        transaction, every write of a turn checks it inside its own, and writes nothing when it
+        changed since the turn began. The front ends are told first (`listen(erasing=…)`): what
+        they hold for the person that no turn has begun on (a burst still waiting) is dropped.
         """
-        # First: from now on, a turn of this user already under way writes nothing more.
-        self.turns.erasing(self.cast.user_of_key(user_id))
         self.events.erasing(self.cast.user_of_key(user_id))
         await self.wait_recorded(user_id)
         await self.reflections.stop(user_id)
         async with self.reflections.lock(user_id), self.db.write() as conn:
+            await end_epoch(conn, self.cast.user_of_key(user_id))
             report = await erase_user_memories(conn, user_id)
             await erase_user_story_data(conn, user_id)
             await erase_user_exchange_data(conn, user_id)
@@ -381,8 +382,10 @@ class Engine:
 
     async def erase_person(self, user_id: str) -> EraseReport:
         """`erase` of every key of the person: their id and every derived key."""
-        total = EraseReport(memories=0, history=0)
-        for key in await owner_keys(self.db, user_id):
-            report = await self.erase(key)
-            total = EraseReport(memories=total.memories + report.memories, history=total.history + report.history)
-        return total
+        keys = await owner_keys(self.db, user_id)
+        reports = [await self.erase(key) for key in keys]
+        # Read again once the first erase ended the person's epoch: a turn with another character
+        # that saved its first message between the read and that erase writes nothing more, and
+        # what it saved is found now.
+        reports += [await self.erase(key) for key in await owner_keys(self.db, user_id) if key not in keys]
+        return EraseReport(memories=sum(r.memories for r in reports), history=sum(r.history for r in reports))

@@ -126,14 +126,19 @@ class Reflections:
         try:
             while not self.closing:
                 self._workers.dirty.discard(user_id)
-                batch = await self.pending(user_id)
-                if not batch:
+                if not await self.pending(user_id):
                     if user_id in self._workers.dirty:
                         continue
                     break
                 async with self._slots, self.lock(user_id):
                     async with self.ctx.db.exclusive(f"reflect:{user_id}") as mine:
-                        ok = await self.reflect_safely(batch) if mine else None
+                        ok: bool | None = None
+                        if mine:
+                            # Read once the user is this worker's alone: while it waited for a
+                            # slot or for another process, that process may have reflected what
+                            # was pending, and the model would be asked about it a second time.
+                            batch = await self.pending(user_id)
+                            ok = await self.reflect_safely(batch) if batch else True
                 if ok is None:
                     # Another bot process reflects this user now; what it leaves is seen here next.
                     await asyncio.sleep(OTHER_PROCESS_POLL_SECONDS)

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,6 +20,7 @@ from bot.clients.db import to_db
 from bot.clients.llm import OnText
 from bot.clients.llm_wire import ChatReply, Image, TokenUsage
 from bot.clients.outage import Outage
+from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
@@ -29,6 +30,7 @@ from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.model import Memory
 from bot.memory.recall import TurnFigures, TurnSelection
 from bot.memory.stores import settings as settings_store
+from bot.memory.stores.epoch import begin_turn, still_current
 from bot.memory.stores.exchanges import (
     MessagePart,
     exchange_failed,
@@ -57,6 +59,8 @@ STORAGE_DOWN_REPLY = (
 ERASED_REPLY = "(Everything about you was just erased, as you asked: this message was not kept.)"
 # Ends a reply whose stream broke halfway: what arrived is kept, and said to be cut.
 CUT_NOTE = "*(…my answer was cut off here.)*"
+# Asked with a write transaction's connection: whether the person was erased since the turn began.
+Erased = Callable[[Connection], Awaitable[bool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +141,6 @@ class Turns:
         self.reflections = reflections
         self.outage = Outage(log)
         self._recording: dict[str, set[asyncio.Task[None]]] = {}
-        # Erasures asked per person: a turn that began before one writes nothing after it.
-        self._erasures: dict[str, int] = {}
-
-    def erasing(self, person: str) -> None:
-        """From now on, a turn of this person already under way writes nothing more."""
-        self._erasures[person] = self._erasures.get(person, 0) + 1
 
     async def wait_recorded(self, user_id: str) -> None:
         pending = list(self._recording.get(user_id, ()))
@@ -155,21 +153,22 @@ class Turns:
         ctx, settings = self.ctx, self.ctx.settings
         msg = _storable(msg, settings.max_message_chars)
         text = message_text(msg.text, settings.max_message_chars)
-        # Counted per person, not per owner key: erasing someone stops their turns with every
-        # character, even one whose key holds nothing yet.
+        # Per person, not per owner key: erasing someone stops their turns with every character,
+        # even one whose key holds nothing yet.
         person = ctx.cast.user_of_key(msg.user_id)
-        erasures = self._erasures.get(person, 0)
 
-        def erased() -> bool:
-            # Asked inside each write transaction: an erase is one transaction too, so a turn
-            # that was waiting (for the LLM, for the write lock) when it ran writes nothing after.
-            return self._erasures.get(person, 0) != erasures
+        async def erased(conn: Connection) -> bool:
+            # Asked inside each write transaction, from the database: an erase is one
+            # transaction too, so a turn that was waiting (for the LLM, for the write lock) when
+            # any process ran it writes nothing after it.
+            return not await still_current(conn, person, epoch)
 
-        if self.exchanges.has_open(msg.user_id):
-            with contextlib.suppress(StorageError):  # they stay open; the next start settles them
-                # Writing again in the story keeps the previous answer as it is shown.
-                await self.exchanges.settle(msg.user_id, story_id=msg.story_id)
         try:
+            epoch = await begin_turn(ctx.db, person)
+            if self.exchanges.has_open(msg.user_id):
+                with contextlib.suppress(StorageError):  # they stay open; the next start settles them
+                    # Writing again in the story keeps the previous answer as it is shown.
+                    await self.exchanges.settle(msg.user_id, story_id=msg.story_id)
             exchange_id = await self._save(msg, text, erased)
         except StorageError as exc:
             # Answering what cannot be kept would make the character forget it silently.
@@ -303,14 +302,14 @@ class Turns:
         return answer, answer.text, None
 
     async def _keep(
-        self, msg: Incoming, exchange_id: int, reply: str, messages: list[dict[str, Any]], erased: Callable[[], bool]
+        self, msg: Incoming, exchange_id: int, reply: str, messages: list[dict[str, Any]], erased: Erased
     ) -> None:
         """Save the reply: settled now, or open for regenerate and swipes."""
         ctx = self.ctx
         try:
             async with ctx.db.write() as conn:
                 # After an erase the exchange row is gone: the answer is still given, never kept.
-                kept = not erased()
+                kept = not await erased(conn)
                 if kept:
                     await set_reply(conn, msg.user_id, exchange_id, reply, now=ctx.clock())
                     if msg.swipes:
@@ -333,21 +332,21 @@ class Turns:
             ),
         )
 
-    async def _record(self, selection: TurnSelection, erased: Callable[[], bool]) -> None:
+    async def _record(self, selection: TurnSelection, erased: Erased) -> None:
         with contextlib.suppress(StorageError):  # counted and logged by the database
             await self.ctx.recall.record(selection, cancelled=erased)
 
-    def _record_later(self, selection: TurnSelection, erased: Callable[[], bool]) -> None:
+    def _record_later(self, selection: TurnSelection, erased: Erased) -> None:
         task = self.ctx.tasks.spawn(self._record(selection, erased), name=f"record-turn:{selection.user_id}")
         pending = self._recording.setdefault(selection.user_id, set())
         pending.add(task)
         task.add_done_callback(pending.discard)
 
-    async def _save(self, msg: Incoming, text: str, erased: Callable[[], bool]) -> int | None:
+    async def _save(self, msg: Incoming, text: str, erased: Erased) -> int | None:
         """The new exchange's id; None when the user erased their data since the message came."""
         parts = msg.parts or ([MessagePart(msg.message_id, text)] if msg.message_id is not None else [])
         async with self.ctx.db.write() as conn:
-            if erased():
+            if await erased(conn):
                 return None
             exchange_id = await save_exchange(
                 conn,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,7 +27,7 @@ import numpy as np
 from bot.clients.db import fetch_one, from_db, inserted_id, to_db
 from bot.clients.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, embed_turn_query
 from bot.clients.outage import Outage
-from bot.clients.storage import Database
+from bot.clients.storage import Connection, Database
 from bot.errors import EmbeddingError
 from bot.memory.cache import MemoryCache, UserMemories, micros
 from bot.memory.model import Memory, utcnow
@@ -359,7 +359,9 @@ class Recall:
             await self.record(selection)
         return selection
 
-    async def record(self, selection: TurnSelection, *, cancelled: Callable[[], bool] | None = None) -> int:
+    async def record(
+        self, selection: TurnSelection, *, cancelled: Callable[[Connection], Awaitable[bool]] | None = None
+    ) -> int:
         """Count the turn and keep it for /why, in one write transaction; returns its turn id.
 
         A selection is recorded once: again, it returns the id it already has. `cancelled` is
@@ -373,7 +375,7 @@ class Recall:
             len(selection.candidate_ids) > DIRECT_COUNT_LIMIT or user_id in self._held_counts
         )
         async with self.db.write() as conn:
-            if cancelled is not None and cancelled():
+            if cancelled is not None and await cancelled(conn):
                 return 0
             served = [s.id for s in selection.slots]
             semantic = served_by_meaning(selection.slots, selection.threshold)

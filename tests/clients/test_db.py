@@ -175,3 +175,70 @@ def test_no_code_keeps_a_statement_open_across_an_await():
         if re.search(r"async with [\w.]+\.execute\(", line)
     ]
     assert offenders == []
+
+
+# One process opening the file, as `python -m bot` does at start-up.
+_OPEN = (
+    "import asyncio, sys\nfrom bot.clients.db import SQLiteDatabase\n"
+    "async def main():\n    await (await SQLiteDatabase.open(sys.argv[1])).close()\nasyncio.run(main())"
+)
+
+
+async def test_processes_starting_together_on_a_new_file_migrate_it_once(tmp_path):
+    """Three processes open one new file at once (three bot processes started together, or
+    after an upgrade): every one starts, and the schema is whole. Before, each read version 0
+    and applied 0001 again ("table memories already exists")."""
+    import sys
+
+    from tests.reliability.process import REPO
+
+    for attempt in range(3):
+        path = tmp_path / f"{attempt}.db"
+        procs = [
+            await asyncio.create_subprocess_exec(
+                sys.executable, "-c", _OPEN, str(path), cwd=REPO, stderr=asyncio.subprocess.PIPE
+            )
+            for _ in range(3)
+        ]
+        errors = [(await asyncio.wait_for(p.communicate(), 60))[1].decode()[-300:] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], errors
+        assert _version(path) == len(list_migrations(MIGRATIONS_DIR))
+
+
+# Holds exclusive("reflect:alice") on the file until its stdin closes.
+_HOLD = (
+    "import asyncio, sys\nfrom bot.clients.db import SQLiteDatabase\n"
+    "async def main():\n"
+    "    db = await SQLiteDatabase.open(sys.argv[1])\n"
+    "    async with db.exclusive('reflect:alice') as mine:\n"
+    "        print(mine, flush=True)\n"
+    "        await asyncio.to_thread(sys.stdin.read)\n"
+    "    await db.close()\n"
+    "asyncio.run(main())"
+)
+
+
+async def test_exclusive_work_is_one_process_at_a_time_on_one_file(tmp_path):
+    """What two bot processes on one file rely on to reflect a user once: another process holding
+    the name gets False, a different name is free, the holder's own tasks still get True, and the
+    name is free again once the holder ends."""
+    import sys
+
+    from tests.reliability.process import REPO
+
+    path = tmp_path / "a.db"
+    db = await SQLiteDatabase.open(path)
+    try:
+        holder = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _HOLD, str(path), cwd=REPO,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )
+        assert await asyncio.wait_for(holder.stdout.readline(), 60) == b"True\n"
+        async with db.exclusive("reflect:alice") as mine, db.exclusive("reflect:bob") as other:
+            assert (mine, other) == (False, True)
+        holder.stdin.close()
+        await asyncio.wait_for(holder.wait(), 60)
+        async with db.exclusive("reflect:alice") as mine, db.exclusive("reflect:alice") as again:
+            assert (mine, again) == (True, True)
+    finally:
+        await db.close()

@@ -49,8 +49,15 @@ async def run_chat(
     env: dict[str, str], cwd: Path, stdin: bytes, *, user: str | bytes = "alice", timeout: float = PROCESS_TIMEOUT
 ) -> Run:
     """`python -m bot chat --user USER` fed `stdin`, then end of input."""
+    return await run_module(env, cwd, ["bot", "chat", "--user", user], stdin, timeout=timeout)
+
+
+async def run_module(
+    env: dict[str, str], cwd: Path, args: list[str | bytes], stdin: bytes = b"", *, timeout: float = PROCESS_TIMEOUT
+) -> Run:
+    """`python -m ARGS…` fed `stdin`, then end of input."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "chat", "--user", user,
+        sys.executable, "-m", *args,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env=env, cwd=cwd, preexec_fn=_limit_memory,
     )

@@ -80,6 +80,8 @@ SNAPSHOT_TABLES: dict[str, str] = {
     "exchange_messages": "SELECT * FROM exchange_messages WHERE user_id = ? ORDER BY exchange_id, n",
     "memory_sources": "SELECT * FROM memory_sources WHERE user_id = ? ORDER BY memory_id, exchange_id",
     "memory_changes": "SELECT * FROM memory_changes WHERE user_id = ? ORDER BY id",
+    # A person's turn epoch: only their own turn draws it, only their own erase ends it.
+    "user_epochs": "SELECT * FROM user_epochs WHERE user_id = ?",
 }
 # Bookkeeping of the memory cache, written only by triggers that follow a user's memories and
 # vectors (the indexer's included, like memory_vectors): derived, not snapshotted.

@@ -28,8 +28,10 @@ log = logging.getLogger(__name__)
 CHUNK_ROWS = 5000
 
 # Bookkeeping the target rebuilds by itself: its triggers (migration 0007) write a user's
-# memory versions as the memories and vectors are copied in, so these are not copied.
-DERIVED_TABLES = ("memory_versions", "memory_version_log")
+# memory versions as the memories and vectors are copied in, so these are not copied; nor are the
+# turns' epochs (migration 0009): no turn is under way while the store moves, and each person's
+# next turn draws a new one.
+DERIVED_TABLES = ("memory_versions", "memory_version_log", "user_epochs")
 
 # Every table of the schema, parents before children, with its columns and its key order.
 TABLES: dict[str, tuple[tuple[str, ...], str]] = {

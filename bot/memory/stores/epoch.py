@@ -1,0 +1,45 @@
+"""The epoch of each person: how an erase in one process stops the turns of every other.
+
+A person's row (migration 0009) holds a random epoch while they have turns; their erase deletes
+it inside the erase's transaction. A turn reads the epoch when it begins (`begin_turn`), and
+each of its write transactions asks `still_current` first: an indexed read, inside the
+transaction, so that an erase committed by any process sharing the database, between the turn's
+start and that write, makes the write store nothing about the person. Every statement filters on
+user_id (the person's own key). Functions taking `conn` join the caller's write transaction.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from bot.clients.db import fetch_one
+from bot.clients.storage import Connection, Database
+
+_EPOCH = "SELECT epoch FROM user_epochs WHERE user_id = ?"
+
+
+async def begin_turn(db: Database, person: str) -> int:
+    """The person's epoch, drawn now when they have none (their first turn, or the first after
+    an erase): one read, and a write transaction only then."""
+    row = await fetch_one(db.reader, _EPOCH, (person,))
+    if row is not None:
+        return int(row[0])
+    async with db.write() as conn:
+        # Another process may have drawn it since the read: the one stored is the one used.
+        await conn.execute(
+            "INSERT OR IGNORE INTO user_epochs (user_id, epoch) VALUES (?, ?)", (person, secrets.randbits(62))
+        )
+        row = await fetch_one(conn, _EPOCH, (person,))
+    assert row is not None  # written above, in this transaction
+    return int(row[0])
+
+
+async def still_current(conn: Connection, person: str, epoch: int) -> bool:
+    """Whether no erase of the person committed since their turn read `epoch`."""
+    row = await fetch_one(conn, _EPOCH, (person,))
+    return row is not None and int(row[0]) == epoch
+
+
+async def end_epoch(conn: Connection, person: str) -> None:
+    """In the erase's transaction: every turn of the person under way writes nothing more."""
+    await conn.execute("DELETE FROM user_epochs WHERE user_id = ?", (person,))
