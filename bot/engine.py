@@ -41,7 +41,8 @@ from bot.memory.cache import MemoryCache
 from bot.memory.warm_up import WarmUp, warm_up
 from bot.memory.indexing import Indexer
 from bot.memory.model import HistoryEntry, Memory, utcnow
-from bot.memory.recall import Recall, TurnSelection, last_turn
+from bot.memory.recall import Recall, TurnSelection
+from bot.memory.turn_store import last_turn
 from bot.memory.report import Report
 from bot.memory.stats import NEVER_SURFACED_AFTER, MemoryStats, memory_stats
 from bot.memory.store import (

@@ -155,6 +155,7 @@ class Turns:
             story_id=msg.story_id,
             place=msg.place,
             query=text,
+            conversation=[line.text for line in msg.history],
             rules=rules,
             share=share,
             story=story_detail,
@@ -233,6 +234,8 @@ class Turns:
         self._record_later(selection, erased)
         reply = final_reply(reply)
         await self._keep(msg, exchange_id, reply, messages, erased)
+        # The next turn of the story finds its conversation's lines embedded: off the critical path.
+        ctx.tasks.spawn(ctx.recall.remember_lines([text, reply]), name=f"conversation-lines:{msg.user_id}")
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:

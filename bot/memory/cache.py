@@ -319,17 +319,20 @@ class UserMemories:
         return self.ids[slots].tolist()
 
     def scores(self, query: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(slots that have a vector, their cosines) for an L2-normalised query."""
+        """(slots that have a vector, their cosines) for an L2-normalised query (d,), or for
+        several stacked (k, d): then cosines are (k, slots), read in one pass over the matrix."""
         with_vector = slots[self.has_vector[slots]]
+        rows = query.reshape(-1, query.shape[-1])
         if not with_vector.size:
-            return with_vector, np.empty(0, dtype=np.float32)
-        if self.dim != query.shape[0]:
-            raise ValueError(f"the query has {query.shape[0]} dimensions and the stored vectors {self.dim}")
+            empty = np.empty((rows.shape[0], 0), dtype=np.float32)
+            return with_vector, empty if query.ndim == 2 else empty[0]
+        if self.dim != query.shape[-1]:
+            raise ValueError(f"the query has {query.shape[-1]} dimensions and the stored vectors {self.dim}")
         # Every row, then the wanted ones: gathering the rows first would copy the matrix (150 MB
         # at 100 000 memories). einsum, not `@`: see bot.memory.scoring.cosine_scores (no BLAS
         # thread pool woken per turn).
-        every = np.einsum("ij,j->i", self.matrix[: len(self.rows)], query.astype(np.float32, copy=False))
-        return with_vector, every[with_vector]
+        every = np.einsum("ij,kj->ki", self.matrix[: len(self.rows)], rows.astype(np.float32, copy=False))
+        return with_vector, every[:, with_vector] if query.ndim == 2 else every[0, with_vector]
 
 
 def _freeze_long_lived() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from bot.clients.db import Database, fetch_all, fetch_one, from_db, to_db
 from bot.memory.model import Memory
-from bot.memory.recall import TurnSelection, turn_from_row
+from bot.memory.turn_store import TurnSelection, turn_from_row
 from bot.memory.store import MEMORY_COLUMNS, row_to_memory
 
 _TURN_LOG_COLUMNS = (

@@ -8,7 +8,7 @@ from datetime import datetime
 from bot.clients.db import Database
 from bot.memory.exchange_store import count_pending_reflection
 from bot.memory.model import Memory
-from bot.memory.recall import turn_stats
+from bot.memory.turn_store import turn_stats
 from bot.memory.store import MemoryStore
 
 # A memory that was a candidate this often and never chosen is listed as never surfaced.

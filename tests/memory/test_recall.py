@@ -20,10 +20,9 @@ from bot.memory.recall import (
     TURNS_KEPT_PER_STORY,
     Recall,
     TurnSelection,
-    last_turn,
     threshold_for,
-    turn_stats,
 )
+from bot.memory.turn_store import last_turn, turn_stats
 from bot.memory.store import NewMemory, insert_memory
 from bot.memory.vectors import load_user_matrix
 from tests.fakes.embedding_server import EmbeddingServer

