@@ -117,6 +117,18 @@ class Fused:
 
 
 @dataclass(frozen=True, slots=True)
+class ScoredTurn:
+    """A turn's candidates (slots of the user's cache entry) and their scores."""
+
+    entry: UserMemories
+    slots: np.ndarray
+    fused: Fused
+    lexical_ids: set[int]
+    degraded: bool
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class TurnVectors:
     """The turn's message vector and its conversation's, or why there is none."""
 
@@ -279,6 +291,46 @@ class Recall:
         before the message, oldest first, as the channel shows them. With `record=False`
         nothing is written: the caller then passes the selection to `record` (turn_id stays 0
         until then)."""
+        scored = await self.score_turn(
+            user_id, story_id=story_id, place=place, query=query, conversation=conversation, share=share
+        )
+        entry, slots, fused = scored.entry, scored.slots, scored.fused
+        candidates = turn_candidates(entry, slots, fused.scores)
+        chosen = select_columns(candidates, self.limit, threshold=self.threshold, now_us=micros(scored.now))
+        semantic = [s.memory.id for s in chosen if s.reason == "semantic"]
+        by_conversation = _by_conversation(entry, slots, fused.weighing, semantic)
+        selection = TurnSelection(
+            turn_id=0,
+            user_id=user_id,
+            story_id=story_id,
+            query=query,
+            degraded=scored.degraded,
+            slots=[_slot(s, scored.lexical_ids, by_conversation) for s in chosen],
+            rules=[r.text for r in rules],
+            created_at=scored.now,
+            story=dict(story or {}),
+            memories=[s.memory for s in chosen],
+            candidates=int(slots.size),
+            place=place,
+            candidate_ids=candidates.ids.tolist(),
+            threshold=self.threshold,
+        )
+        if record:
+            await self.record(selection)
+        return selection
+
+    async def score_turn(
+        self,
+        user_id: str,
+        *,
+        story_id: str,
+        place: str,
+        query: str,
+        conversation: Sequence[str] = (),
+        share: bool = False,
+    ) -> ScoredTurn:
+        """The turn's candidates and their fused scores, lexical stand-ins included: what the
+        selection chooses from (and what bench/recall_public.py ranks)."""
         vectors = await self._turn_vectors(query, conversation)
         entry = await self.cache.get(user_id)
         now = self.clock()
@@ -290,38 +342,7 @@ class Recall:
                 entry, user_id, query, slots, fused, vectors, degraded,
                 now=now, story_id=story_id, place=place, share=share,
             )
-        candidates = Candidates(
-            ids=entry.ids[slots],
-            type_code=entry.type_code[slots],
-            is_global=entry.is_global[slots],
-            pinned=entry.pinned[slots],
-            confidence=entry.confidence[slots],
-            updated_us=entry.updated_us[slots],
-            expires_us=entry.expires_us[slots],
-            scores=fused.scores,
-            memory=lambda i: entry.memory(int(slots[i])),
-        )
-        chosen = select_columns(candidates, self.limit, threshold=self.threshold, now_us=micros(now))
-        by_conversation = _by_conversation(entry, slots, fused.weighing, [s.memory.id for s in chosen if s.reason == "semantic"])
-        selection = TurnSelection(
-            turn_id=0,
-            user_id=user_id,
-            story_id=story_id,
-            query=query,
-            degraded=degraded,
-            slots=[_slot(s, lexical_ids, by_conversation) for s in chosen],
-            rules=[r.text for r in rules],
-            created_at=now,
-            story=dict(story or {}),
-            memories=[s.memory for s in chosen],
-            candidates=int(slots.size),
-            place=place,
-            candidate_ids=candidates.ids.tolist(),
-            threshold=self.threshold,
-        )
-        if record:
-            await self.record(selection)
-        return selection
+        return ScoredTurn(entry, slots, fused, lexical_ids, degraded, now)
 
     def _fused(self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors) -> tuple[Fused, bool]:
         """The candidates' fused scores (NaN without a vector) and whether the turn is degraded."""
@@ -461,3 +482,18 @@ def _by_conversation(entry: UserMemories, slots: np.ndarray, weighing: Fusion | 
     chosen = chosen[entry.has_vector[chosen]]
     outweighed = weighing.by_conversation(entry.matrix[chosen])
     return set(entry.ids[chosen[outweighed]].tolist())
+
+
+def turn_candidates(entry: UserMemories, slots: np.ndarray, scores: np.ndarray) -> Candidates:
+    """The selection's columns for these slots of the entry, with the turn's scores."""
+    return Candidates(
+        ids=entry.ids[slots],
+        type_code=entry.type_code[slots],
+        is_global=entry.is_global[slots],
+        pinned=entry.pinned[slots],
+        confidence=entry.confidence[slots],
+        updated_us=entry.updated_us[slots],
+        expires_us=entry.expires_us[slots],
+        scores=scores,
+        memory=lambda i: entry.memory(int(slots[i])),
+    )
