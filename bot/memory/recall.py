@@ -42,12 +42,10 @@ from bot.memory.cache import MemoryCache, UserMemories, micros
 from bot.memory.conversation import (
     CONVERSATION_LINES,
     CONVERSATION_WEIGHT,
-    SAMPLE_ROWS,
-    Fusion,
+    Fused,
     LineVectors,
     conversation_vector,
-    fusion,
-    standardised,
+    fuse,
     window,
 )
 from bot.memory.select_arrays import Candidates, select_columns, top_positions
@@ -105,15 +103,6 @@ def served_by_meaning(slots: Sequence[Slot], threshold: float) -> list[int]:
         for s in slots
         if s.reason in _BY_MEANING and not s.lexical and s.score is not None and s.score >= threshold
     ]
-
-
-@dataclass(frozen=True, slots=True)
-class Fused:
-    """One turn's scores over its candidates (NaN where a memory has no vector), and how its
-    message and conversation were weighed (None without scores)."""
-
-    scores: np.ndarray
-    weighing: Fusion | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,21 +211,23 @@ class Recall:
         for text, row in zip(missing, rows):
             self.lines.put(model, text, row)
 
-    def _scored(self, entry: UserMemories, slots: np.ndarray, vector: np.ndarray | None) -> np.ndarray:
-        """Cosine per candidate slot, NaN without a vector (or without a query vector)."""
-        scores = np.full(slots.size, np.nan, dtype=np.float64)
-        if vector is None or not slots.size:
+    def _scored(self, entry: UserMemories, slots: np.ndarray, vectors: np.ndarray | None) -> np.ndarray:
+        """Cosine per candidate slot, NaN without a vector (or without a query vector): one row
+        per query vector when `vectors` is (k, d), one pass over the matrix."""
+        shape = (vectors.shape[0], slots.size) if vectors is not None and vectors.ndim == 2 else (slots.size,)
+        scores = np.full(shape, np.nan, dtype=np.float64)
+        if vectors is None or not slots.size:
             return scores
-        if entry.dim and entry.dim != vector.shape[0]:
+        if entry.dim and entry.dim != vectors.shape[-1]:
             # Scoring nothing would pass for a healthy turn whose memories are all irrelevant.
             raise EmbeddingError(
-                f"{entry.model}: the query vector has {vector.shape[0]} dimensions and the "
+                f"{entry.model}: the query vector has {vectors.shape[-1]} dimensions and the "
                 f"stored ones {entry.dim}: the server's model changed under the same name"
             )
         has = entry.has_vector[slots]
         if has.any():
-            _, cosines = entry.scores(vector, slots[has])
-            scores[has] = cosines
+            _, cosines = entry.scores(vectors, slots[has])
+            scores[..., has] = cosines
         return scores
 
     async def neighbours(
@@ -297,8 +288,8 @@ class Recall:
         entry, slots, fused = scored.entry, scored.slots, scored.fused
         candidates = turn_candidates(entry, slots, fused.scores)
         chosen = select_columns(candidates, self.limit, threshold=self.threshold, now_us=micros(scored.now))
-        semantic = [s.memory.id for s in chosen if s.reason == "semantic"]
-        by_conversation = _by_conversation(entry, slots, fused.weighing, semantic)
+        at = np.flatnonzero(np.isin(candidates.ids, [s.memory.id for s in chosen]))
+        by_conversation = set(candidates.ids[at[fused.by_conversation[at]]].tolist())
         selection = TurnSelection(
             turn_id=0,
             user_id=user_id,
@@ -346,22 +337,17 @@ class Recall:
 
     def _fused(self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors) -> tuple[Fused, bool]:
         """The candidates' fused scores (NaN without a vector) and whether the turn is degraded."""
-        degraded = vectors.degraded
-        none = Fused(np.full(slots.size, np.nan), None)
         if vectors.message is None:
-            return none, degraded
-        indexed = slots[entry.has_vector[slots]]
-        sample = indexed[:: max(1, indexed.size // SAMPLE_ROWS)][:SAMPLE_ROWS]
-        weighing = fusion(
-            vectors.message, vectors.conversation, entry.matrix[sample], self.conversation_weight
-        ) if entry.dim == vectors.message.shape[0] else fusion(vectors.message, None, entry.matrix[:0])
+            return _unscored(slots), vectors.degraded
+        wanted = [v for v in (vectors.message, vectors.conversation) if v is not None]
         try:
-            cosines = self._scored(entry, slots, weighing.query)
+            cosines = self._scored(entry, slots, np.stack(wanted))
         except EmbeddingError as exc:
             self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
-            return none, True
+            return _unscored(slots), True
         self.outage.recovered("semantic scores are back after %d degraded turn(s)")
-        return Fused(standardised(cosines), weighing), degraded
+        conversation = cosines[1] if len(wanted) > 1 else None
+        return fuse(cosines[0], conversation, self.conversation_weight), vectors.degraded
 
     async def _with_lexical(
         self,
@@ -390,7 +376,7 @@ class Recall:
             # The entry caught up with a write while the search ran: its slots moved.
             slots = entry.candidates(now, story_id=story_id, place=place, share=share)
             if degraded:
-                fused = Fused(np.full(slots.size, np.nan), None)
+                fused = _unscored(slots)
             else:
                 fused, _ = self._fused(entry, slots, vectors)
         scores = fused.scores.copy()
@@ -404,7 +390,7 @@ class Recall:
             if i is not None and np.isnan(scores[i]):
                 scores[i] = threshold + (floor - threshold) * 0.5 * strength
                 lexical_ids.add(memory_id)
-        return slots, Fused(scores, fused.weighing), lexical_ids
+        return slots, Fused(scores, fused.by_conversation), lexical_ids
 
     async def record(self, selection: TurnSelection, *, cancelled: Callable[[], bool] | None = None) -> int:
         """Count the turn and keep it for /why, in one write transaction; returns its turn id.
@@ -473,15 +459,8 @@ def _slot(chosen: Selected, lexical_ids: set[int], by_conversation: set[int]) ->
     )
 
 
-def _by_conversation(entry: UserMemories, slots: np.ndarray, weighing: Fusion | None, ids: list[int]) -> set[int]:
-    """Which of these memories owe more of their score to the conversation than to the message."""
-    if weighing is None or weighing.conversation is None or not ids:
-        return set()
-    positions = np.flatnonzero(np.isin(entry.ids[slots], ids))
-    chosen = slots[positions]
-    chosen = chosen[entry.has_vector[chosen]]
-    outweighed = weighing.by_conversation(entry.matrix[chosen])
-    return set(entry.ids[chosen[outweighed]].tolist())
+def _unscored(slots: np.ndarray) -> Fused:
+    return Fused(np.full(slots.size, np.nan), np.zeros(slots.size, dtype=bool))
 
 
 def turn_candidates(entry: UserMemories, slots: np.ndarray, scores: np.ndarray) -> Candidates:
