@@ -25,11 +25,13 @@ import numpy as np
 
 from bot.clients.embeddings import query_text
 
-# Lines of the channel before the message that make the conversation, and the conversation's
-# weight against the message's in the fused score: read on MADial-Bench user 1
-# (bench/recall_public.py), round values on a flat optimum.
-CONVERSATION_LINES = 4
-CONVERSATION_WEIGHT = 1.0
+# Lines of the channel before the message that make the conversation (in a two-person chat: the
+# character's last reply and the user's message before it), and the conversation's weight
+# against the message's in the fused score: read on MADial-Bench user 1 (bench/recall_public.py
+# grid: 2 to 8 lines and weights 1 to 2 all within 0.03 of the best), round values inside that
+# flat region rather than its best cell.
+CONVERSATION_LINES = 2
+CONVERSATION_WEIGHT = 1.5
 # Line vectors kept, every user and story together: a turn needs its window's few lines.
 LINE_VECTORS = 4096
 
