@@ -11,7 +11,8 @@ reflection's transaction, so a caller that must not wait selects with `record=Fa
 The turn's phases, in order: the message's and the conversation's vectors in one model call
 (`_turn_vectors`), their cosines fused into one score per candidate (`_fused`), lexical stand-ins
 for memories without a vector (`_with_lexical`), the selection, and recording the choice
-(`record`, its SQL in bot/memory/turn_store.py).
+(`record`, its SQL in bot/memory/turn_store.py). Over 450 lines on purpose: those phases are
+read in order in one file, each a method of a few dozen lines.
 """
 
 from __future__ import annotations
