@@ -297,7 +297,7 @@ class Recall:
             story_id=story_id,
             query=query,
             degraded=scored.degraded,
-            slots=[_slot(s, scored.lexical_ids, by_conversation) for s in chosen],
+            slots=[_slot(s, scored.lexical_ids, by_conversation, self.threshold) for s in chosen],
             rules=[r.text for r in rules],
             created_at=scored.now,
             story=dict(story or {}),
@@ -441,13 +441,15 @@ class Recall:
                         await count_candidates(conn, user, same[start : start + COUNT_SLICE].tolist(), int(count))
 
 
-def _slot(chosen: Selected, lexical_ids: set[int], by_conversation: set[int]) -> Slot:
-    """A chosen memory as /why shows it: a semantic pick whose score owes more to the
-    conversation than to the message is "recalled by the conversation"."""
+def _slot(chosen: Selected, lexical_ids: set[int], by_conversation: set[int], threshold: float) -> Slot:
+    """A chosen memory as /why shows it: one the semantic or global pass took for its score,
+    when the conversation lifted that score above the message's, is "recalled by the
+    conversation"."""
     memory = chosen.memory
     lexical = memory.id in lexical_ids
     reason = chosen.reason
-    if reason == "semantic" and not lexical and memory.id in by_conversation:
+    recalled = chosen.score is not None and chosen.score >= threshold and not lexical
+    if reason in ("semantic", "global") and recalled and memory.id in by_conversation:
         reason = "conversation"
     return Slot(
         id=memory.id,
