@@ -235,7 +235,10 @@ class Turns:
         reply = final_reply(reply)
         await self._keep(msg, exchange_id, reply, messages, erased)
         # The next turn of the story finds its conversation's lines embedded: off the critical path.
-        ctx.tasks.spawn(ctx.recall.remember_lines([text, reply]), name=f"conversation-lines:{msg.user_id}")
+        lines = [*(line.text for line in msg.history), text, reply]
+        ctx.tasks.spawn(
+            ctx.recall.prepare_conversation(msg.user_id, msg.story_id, lines), name=f"conversation:{msg.user_id}"
+        )
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:

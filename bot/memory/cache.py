@@ -129,6 +129,8 @@ class UserMemories:
         self.load_seconds = 0.0
         self._text_chars = 0
         self.changes = 0
+        # Bumped whenever slots move (compaction): slot-aligned arrays kept outside are void.
+        self.layout = 0
         self._alloc(0)
 
     # --- arrays ------------------------------------------------------------------------------
@@ -145,11 +147,14 @@ class UserMemories:
         self.story = np.full(capacity, NO_CODE, dtype=np.int32)
         self.place = np.full(capacity, NO_CODE, dtype=np.int32)
         self.has_vector = np.zeros(capacity, dtype=bool)
+        # The `changes` at which each slot's vector was last set: what a column of scores
+        # computed earlier must compute again (bot/memory/recall.py, the conversation's column).
+        self.vector_stamp = np.zeros(capacity, dtype=np.int64)
         self.matrix = np.zeros((capacity, self.dim), dtype=np.float32)
 
     _COLUMNS = (
         "ids", "alive", "type_code", "is_global", "pinned", "confidence", "updated_us",
-        "expires_us", "story", "place", "has_vector", "matrix",
+        "expires_us", "story", "place", "has_vector", "vector_stamp", "matrix",
     )  # fmt: skip
 
     def _grow(self, needed: int) -> None:
@@ -228,6 +233,7 @@ class UserMemories:
     def _set_vector(self, slot: int, memory_hash: str, vector: _Vector | None) -> None:
         fresh = vector is not None and vector.dim == self.dim and vector.content_hash == memory_hash
         self.has_vector[slot] = fresh
+        self.vector_stamp[slot] = self.changes
         if fresh:
             assert vector is not None
             self.matrix[slot] = np.frombuffer(vector.blob, dtype=VECTOR_DTYPE)
@@ -290,6 +296,7 @@ class UserMemories:
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self.alive[: len(self.rows)])
+        self.layout += 1
         for name in self._COLUMNS:
             setattr(self, name, getattr(self, name)[keep].copy())
         self.rows = [self.rows[i] for i in keep.tolist()]

