@@ -67,9 +67,10 @@ from bot.memory.vectors import VECTOR_DTYPE  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL  # noqa: E402
 
 SIZES = (300, 3_000)
-# Three ways of recalling take turns (MODES): 8 turns of each.
+# Three ways of recalling take turns (MODES): 8 turns of each. A steady turn follows a turn that
+# used its conversation, whose reply prepared the next turn's (bot/memory/recall.py).
 TURNS = 24
-MODES = ("today", "steady", "unseen")
+MODES = ("today", "unseen", "steady")
 # A turn's overhead ratio to its bound may grow this much over today's (the message alone):
 # nothing in a steady conversation, one model call with a few more texts for unseen lines.
 CONVERSATION_TARGETS = {"steady": 0.10, "unseen": 0.30}
