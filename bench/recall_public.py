@@ -482,7 +482,8 @@ async def main() -> int:
                 embedder.save()
                 for bench in benches:
                     await bench.db.close()
-        print(f"\n{time.perf_counter() - started:.0f} s, {embedder.computed} texts embedded (the rest from bench/.cache/)")
+        source = "the rest from bench/.cache/" if embedder.use_cache else "no disk cache"
+        print(f"\n{time.perf_counter() - started:.0f} s, {embedder.computed} texts embedded ({source})")
     if not all(fits):
         print("VERDICT: a corpus is unfit to judge (its query-free control beats chance by far)")
         return 2
