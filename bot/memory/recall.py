@@ -54,7 +54,8 @@ from bot.memory.conversation import (
 from bot.memory.select_arrays import Candidates, select_columns, top_positions
 from bot.memory.selection import DEFAULT_LIMIT, Selected
 from bot.memory.store import row_to_memory
-from bot.memory.turn_store import Slot, TurnFigures, TurnSelection, save_turn  # noqa: F401  (TurnFigures: re-exported for the turn and the presenters)
+# TurnFigures is re-exported: the turn and the presenters name it from the read path.
+from bot.memory.turn_store import Slot, TurnFigures, TurnSelection, save_turn  # noqa: F401
 from bot.memory.vectors import lexical_matches
 from bot.clients.outage import Outage
 
