@@ -17,6 +17,7 @@ there. Figures and the choice of the window and weight: docs/memory.md, "Read pa
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,22 +37,28 @@ CONVERSATION_WEIGHT = 1.5
 LINE_VECTORS = 4096
 
 
+def _key(model: str, text: str) -> tuple[str, bytes]:
+    # A digest, not the text: what people said is not kept in memory past their turn (an erase
+    # leaves nothing readable here).
+    return model, hashlib.blake2b(query_text(text).encode("utf-8"), digest_size=16).digest()
+
+
 class LineVectors:
-    """Query vectors by (model, text), least recently used dropped first."""
+    """Query vectors by (model, text digest), least recently used dropped first."""
 
     def __init__(self, size: int = LINE_VECTORS) -> None:
         self._size = size
-        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._vectors: OrderedDict[tuple[str, bytes], np.ndarray] = OrderedDict()
 
     def get(self, model: str, text: str) -> np.ndarray | None:
-        key = (model, query_text(text))
+        key = _key(model, text)
         vector = self._vectors.get(key)
         if vector is not None:
             self._vectors.move_to_end(key)
         return vector
 
     def put(self, model: str, text: str, vector: np.ndarray) -> None:
-        key = (model, query_text(text))
+        key = _key(model, text)
         self._vectors[key] = vector
         self._vectors.move_to_end(key)
         while len(self._vectors) > self._size:
@@ -60,7 +67,15 @@ class LineVectors:
     def missing(self, model: str, texts: Sequence[str]) -> list[str]:
         """The texts (non-empty once stripped) without a kept vector, each once, in order."""
         wanted = dict.fromkeys(query_text(t) for t in texts if query_text(t))
-        return [t for t in wanted if (model, t) not in self._vectors]
+        return [t for t in wanted if _key(model, t) not in self._vectors]
+
+
+def window_key(lines: Sequence[str]) -> bytes:
+    """One digest of a window's lines, to tell it again without keeping its text."""
+    digest = hashlib.blake2b(digest_size=16)
+    for line in lines:
+        digest.update(query_text(line).encode("utf-8") + b"\0")
+    return digest.digest()
 
 
 def window(lines: Sequence[str], size: int = CONVERSATION_LINES) -> list[str]:

@@ -50,6 +50,7 @@ from bot.memory.conversation import (
     conversation_vector,
     fuse,
     window,
+    window_key,
 )
 from bot.memory.select_arrays import Candidates, select_columns, top_positions
 from bot.memory.selection import DEFAULT_LIMIT, Selected
@@ -117,7 +118,7 @@ class _Column:
     """The cosines of every slot of one cache entry to one conversation vector, kept in step
     with the entry by scoring again only the slots whose vector changed since."""
 
-    window: tuple[str, ...]
+    window: bytes
     vector: np.ndarray
     entry: weakref.ReferenceType[UserMemories]
     layout: int
@@ -155,8 +156,9 @@ class TurnVectors:
     message: np.ndarray | None
     conversation: np.ndarray | None
     degraded: bool
-    # The conversation's lines, which a column prepared after the last reply must match.
-    window: tuple[str, ...] = ()
+    # The conversation's lines (`window_key`), which a column prepared after the last reply
+    # must match.
+    window: bytes = b""
 
 
 class Recall:
@@ -228,7 +230,7 @@ class Recall:
             self.lines.put(model, text, row)
         vectors = [self.lines.get(model, line) for line in lines]
         conversation = conversation_vector([v for v in vectors if v is not None])
-        return TurnVectors(rows[0], conversation, degraded=False, window=tuple(lines))
+        return TurnVectors(rows[0], conversation, degraded=False, window=window_key(lines))
 
     async def remember_lines(self, lines: Sequence[str]) -> None:
         """Embed conversation lines now, behind every turn's query (after a reply, for the next
@@ -264,7 +266,9 @@ class Recall:
         entry = await self.cache.get(user_id)
         if entry.dim != conversation.shape[0]:
             return
-        column = _Column(tuple(kept), conversation, weakref.ref(entry), entry.layout, entry.changes, 0, np.empty(0))
+        column = _Column(
+            window_key(kept), conversation, weakref.ref(entry), entry.layout, entry.changes, 0, np.empty(0)
+        )
         column.bring_up_to(entry)
         self._columns[(user_id, story_id)] = column
         self._columns.move_to_end((user_id, story_id))
