@@ -485,19 +485,22 @@ def print_pair_ranks(corpus: Corpus, results: dict[bool, dict[int, SizeResult]])
 
 
 def print_control(encoder: Encoder, corpus: Corpus) -> None:
-    """Query-free control: memories ranked by their mean cosine to the others, no query at all."""
+    """Query-free controls: memories ranked by their mean cosine to the others, densest first and
+    most isolated first, no query at all."""
     relevant = [mid for _, mid in corpus.relevant]
     size = COMPARE_SIZES[0]
-    found = []
+    found: dict[str, list[float]] = {"densest first": [], "most isolated first": []}
     for set_index in range(SETS):
         memories = corpus.at_size(set_index, size)
         vectors = encoder.vectors([PREFIXES[0].memory + m.text for m in memories])
         density = (vectors @ vectors.T).mean(axis=1)
-        top = {memories[j].id for j in np.argsort(-density, kind="stable")[:FINAL_LIMIT]}
-        found.append(sum(mid in top for mid in relevant) / len(relevant))
+        for name, order in (("densest first", -density), ("most isolated first", density)):
+            top = {memories[j].id for j in np.argsort(order, kind="stable")[:FINAL_LIMIT]}
+            found[name].append(sum(mid in top for mid in relevant) / len(relevant))
+    cells = ", ".join(f"{name} {np.mean(values):.3f}" for name, values in found.items())
     print(
-        f"CONTRÔLE SANS REQUÊTE (densité) à {size} : rappel@{FINAL_LIMIT} {np.mean(found):.3f}, "
-        f"hasard {FINAL_LIMIT / size:.3f} : ce corpus ne juge pas le rappel (bench/recall_public.py le juge)"
+        f"CONTRÔLES SANS REQUÊTE (densité) à {size}, rappel@{FINAL_LIMIT} : {cells} ; hasard "
+        f"{FINAL_LIMIT / size:.3f} : ce corpus ne juge pas le rappel (bench/recall_public.py le juge)"
     )
     print()
 

@@ -1,8 +1,10 @@
 """A question-style corpus for bench/recall_public.py: direct questions after useless small talk.
 
 Written for this bench (no public source): 16 facts about MADial's user 1 (Bart), stored among
-his 76 English MADial memories, and one question per fact, each asked after a few lines of
-small talk about something else (the weather, a game, lunch) — the case where the
+32 more facts of the same kind that no question asks for (among MADial's episodes instead, the
+facts stood apart, and a query-free ranking by isolation found 0.94 of the asked ones in its top
+24: unfit to judge), and one question per fact, each asked after a few
+lines of small talk about something else (the weather, a game, lunch) — the case where the
 conversation can only get in the way. Each question names what it asks about in its own
 words, not the fact's ("where did I say my sister lives?" for "Bart's sister Emma lives in
 Lyon"). Labels: the fact the question asks for.
@@ -27,6 +29,42 @@ FACTS: tuple[tuple[str, str], ...] = (
     ("Bart is saving his pocket money to buy a telescope.", "fact"),
     ("Bart's teacher this year is Mrs Laurent, who teaches maths.", "fact"),
     ("Bart sleeps with a night light because he is afraid of the dark.", "fact"),
+)
+
+# Facts of the same kind that no question asks for.
+OTHER_FACTS: tuple[tuple[str, str], ...] = (
+    ("Bart's cousin Léo lives in Marseille near the harbour.", "fact"),
+    ("Bart is allergic to cat hair and sneezes near cats.", "fact"),
+    ("Bart's neighbour has a grey parrot called Coco.", "fact"),
+    ("Bart's grandfather's birthday is in late October.", "fact"),
+    ("Bart goes to swimming lessons every Saturday morning.", "fact"),
+    ("Bart's friend Lucy moved to the other side of town in May.", "episode"),
+    ("Bart wants to visit Japan one day to see the temples.", "preference"),
+    ("Bart sprained his ankle playing basketball last winter.", "episode"),
+    ("Bart's favourite basketball player is Tony Parker.", "preference"),
+    ("Bart's mother works as a teacher at a secondary school.", "fact"),
+    ("Bart promised his father he would walk the dog every evening.", "promise"),
+    ("Bart loves strawberries and eats them every summer.", "preference"),
+    ("Bart's swimming pool is called Piscine du Rhône, near the park.", "fact"),
+    ("Bart is saving stickers to complete his football album.", "fact"),
+    ("Bart's music teacher is Mr Girard, who plays the violin.", "fact"),
+    ("Bart sleeps with his old teddy bear called Nounours.", "fact"),
+    ("Bart's uncle Paul lives in Brussels and works in a bakery.", "fact"),
+    ("Bart wears glasses to read the blackboard.", "fact"),
+    ("Bart's family goes camping in the Alps every August.", "fact"),
+    ("Bart's bedroom is painted blue with stars on the ceiling.", "fact"),
+    ("Bart is learning to ride a skateboard with his cousin.", "fact"),
+    ("Bart's favourite colour is green.", "preference"),
+    ("Bart does not like rainy Mondays because of the long walk to school.", "preference"),
+    ("Bart's best subject at school is geography.", "fact"),
+    ("Bart promised his teacher he would read one book a month.", "promise"),
+    ("Bart's grandmother knits him a scarf every winter.", "fact"),
+    ("Bart has a goldfish called Bubbles in his bedroom.", "fact"),
+    ("Bart's bus to school leaves at half past seven.", "fact"),
+    ("Bart wants a new bike with gears for his birthday.", "preference"),
+    ("Bart's aunt Sophie is a doctor in Paris.", "fact"),
+    ("Bart plays chess with his grandfather on Sundays.", "fact"),
+    ("Bart is scared of big dogs since one barked at him.", "fact"),
 )
 
 QUESTIONS: tuple[tuple[str, int], ...] = (
