@@ -60,12 +60,21 @@ from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
+from bot.engine.prompting import ChannelLine  # noqa: E402
+from bot.memory.conversation import CONVERSATION_LINES  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
 from bot.memory.stores.vectors import VECTOR_DTYPE  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL  # noqa: E402
 
 SIZES = (300, 3_000)
-TURNS = 12
+# Three ways of recalling take turns (MODES): 8 turns of each. A steady turn follows a turn that
+# used its conversation, whose reply prepared the next turn's (bot/memory/recall.py).
+TURNS = 24
+MODES = ("today", "unseen", "steady")
+# A turn's overhead ratio to its bound may grow this much over today's (the message alone):
+# nothing in a steady conversation, one model call with a few more texts for unseen lines.
+CONVERSATION_TARGETS = {"steady": 0.10, "unseen": 0.30}
+HISTORY_LINES = 12
 POOL = 3_000
 PERTURBATION = 0.02
 PLACE = "guild-latency"
@@ -235,22 +244,35 @@ async def run_size(
     watch = Watch(engine)
     stop = asyncio.Event()
     ticker = asyncio.create_task(watch.tick(stop))
-    overheads: list[float] = []
+    overheads: dict[str, list[float]] = {mode: [] for mode in MODES}
     bounds: list[float] = []
     first: tuple[float, float] = (0.0, 0.0)
+    lines: list[str] = []
     try:
         for index, text in enumerate(user.messages):
+            # The three ways of recalling take turns in one conversation, so that each meets
+            # the same memories and the same machine load.
+            mode = MODES[index % len(MODES)]
+            history = list(lines[-HISTORY_LINES:])
+            engine.recall.conversation_lines = 0 if mode == "today" else CONVERSATION_LINES
+            if mode == "unseen":
+                # Others spoke in between: lines no earlier turn embedded, as many as the window.
+                history += [f"Bob: la réunion {index} est déplacée à {9 + index % 8} h, salle {index}"]
+                history += [f"Chloé: d'accord pour la salle {index}, j'apporte le café"]
             incoming = Incoming(
                 user_id=user.user_id, user_name=user.name, text=text, story_id=STORY, place=PLACE,
                 message_id=f"{user.user_id}-{index}",
+                history=[ChannelLine(line.split(": ", 1)[0], line) for line in history],
             )  # fmt: skip
             watch.llm = 0.0
             start = time.perf_counter()
             result = await engine.turn(incoming)
             overhead = time.perf_counter() - start - watch.llm
             assert result.reply is not None, result.error
+            lines += [text, result.reply]
             reflect_start = time.perf_counter()
-            # The turn scheduled its reflection; a conversation's next message comes after it.
+            # The turn scheduled its reflection; a conversation's next message comes after it
+            # (and after the reply's line was embedded for the next turn, in the background).
             await engine.wait_reflections(user.user_id)
             await engine.tasks.wait()
             reflection = time.perf_counter() - reflect_start
@@ -264,7 +286,7 @@ async def run_size(
                 watch.reflection_holds.clear()
                 watch.deciding.clear()
                 continue
-            overheads.append(overhead)
+            overheads[mode].append(overhead)
             bounds.append(bound)
     finally:
         stop.set()
@@ -277,8 +299,10 @@ async def run_size(
         "seed_s": seeded,
         "first_turn_ms": first[0] * 1000,
         "first_reflection_ms": first[1] * 1000,
-        "p50": ms(overheads, 50),
-        "p95": ms(overheads, 95),
+        "p50": ms(overheads["today"], 50),
+        "p95": ms(overheads["today"], 95),
+        **{f"p50 {mode}": ms(overheads[mode], 50) for mode in MODES},
+        **{f"p95 {mode}": ms(overheads[mode], 95) for mode in MODES},
         "bound": ms(bounds, 50),
         "hold_p50": ms(watch.reflection_holds, 50),
         "hold_max": max(watch.reflection_holds, default=float("nan")) * 1000,
@@ -340,6 +364,7 @@ async def bench(sizes: list[int], turns: int, rss: bool = False) -> int:
           f"{'bound ms':>9} {'ratio':>6} {'target':>7} {'lock p50':>9} {'lock max':>9} {'lag max':>8} {'lag refl':>9}")  # fmt: skip
     failed = False
     rows = []
+    conversation_rows: list[dict[str, float]] = []
     with ThreadedLLMServer(lambda request: REPLY) as server, tempfile.TemporaryDirectory() as directory:
         for n in sizes:
             r = await run_size(Path(directory), n, turns, pool, vectors, embedder, server)
@@ -354,6 +379,24 @@ async def bench(sizes: list[int], turns: int, rss: bool = False) -> int:
                 f"{r['hold_p50']:>9.1f} {r['hold_max']:>9.1f} {r['lag_max']:>8.1f} {r['lag_deciding']:>9.1f}",
                 flush=True,
             )
+            conversation_rows.append(r)
+        print()
+        print("The conversation in the query, turns taking turns in the same run (p50 / p95 ms, ratio to the")
+        print("bound, and that ratio against today's): today = the message alone; steady = the window's lines")
+        print("embedded after earlier replies; unseen = two lines of others never embedded, sent with the message.")
+        for r in conversation_rows:
+            base = r["p50 today"] / r["bound"]
+            cells = []
+            for mode in MODES:
+                ratio = r[f"p50 {mode}"] / r["bound"]
+                limit = CONVERSATION_TARGETS.get(mode)
+                verdict = "" if limit is None else (" OK" if ratio <= base * (1 + limit) else " MISSED")
+                failed |= limit is not None and ratio > base * (1 + limit)
+                cells.append(
+                    f"{mode} {r[f'p50 {mode}']:.1f} / {r[f'p95 {mode}']:.1f} ({ratio:.2f}x, {ratio / base - 1:+.0%}"
+                    + (f" <= +{limit:.0%}{verdict}" if limit is not None else "") + ")"
+                )
+            print(f"  {r['n']:>7,}: " + "   ".join(cells))
         if rss:
             await rss_per_memory(Path(directory), pool, vectors, embedder.model)
     largest = rows[-1]

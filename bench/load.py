@@ -78,7 +78,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -183,7 +183,7 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
     shared embedder."""
     original_chat = engine.llm.chat
     original_write = engine.db.write
-    original_embed = embedder.embed_query
+    original_embed = embedder.embed_queries
     original_reflect = engine.reflections.reflect
 
     async def chat(*args: Any, **kwargs: Any) -> str:
@@ -213,10 +213,10 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
                     times.write_held += held
                 probe.writes[probe.kind()].append((wait, held))
 
-    async def embed_query(text: str) -> np.ndarray:
+    async def embed_queries(texts: Sequence[str], *, background: bool = False) -> np.ndarray:
         start = time.perf_counter()
         try:
-            return await original_embed(text)
+            return await original_embed(texts, background=background)
         finally:
             times = _EMBEDDING_TURN.get()
             if times is not None:
@@ -238,11 +238,12 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
     engine.llm.chat = chat  # type: ignore[method-assign]
     engine.db.write = write  # type: ignore[method-assign]
     engine.reflections.reflect = reflect  # type: ignore[method-assign]
-    embedder.embed_query = embed_query  # type: ignore[method-assign]
+    # A turn embeds its message (and unseen conversation lines) through embed_queries.
+    embedder.embed_queries = embed_queries  # type: ignore[method-assign]
 
     def undo() -> None:
-        assert embedder.embed_query is embed_query
-        del embedder.embed_query
+        assert embedder.embed_queries is embed_queries
+        del embedder.embed_queries
 
     return undo
 

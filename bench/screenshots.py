@@ -121,9 +121,12 @@ class Flaky:
         return await self.inner.embed_passages(texts)
 
     async def embed_query(self, text: str) -> np.ndarray:
+        return (await self.embed_queries([text]))[0]
+
+    async def embed_queries(self, texts, *, background: bool = False):  # type: ignore[no-untyped-def]
         if self.down:
             raise EmbeddingError(f"{self.model}: made to fail by bench/screenshots.py")
-        return await self.inner.embed_query(text)
+        return await self.inner.embed_queries(texts, background=background)
 
 
 def scripted(rng: random.Random, state: dict[str, object]):  # type: ignore[no-untyped-def]

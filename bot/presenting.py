@@ -18,7 +18,7 @@ from bot.memory.stores.stories import StoryHistoryEntry
 if TYPE_CHECKING:
     from bot.engine import MemoryStats, ReceiptLine
 
-REASONS = ("pinned", "global", "semantic", "type_quota", "backfill")
+REASONS = ("pinned", "global", "semantic", "conversation", "type_quota", "backfill")
 # The owner's web page is English.
 REASON_LABELS = {reason: text(DEFAULT_LANGUAGE, f"reason_{reason}") for reason in REASONS}
 STORAGE_FAILED = text(DEFAULT_LANGUAGE, "storage_failed")

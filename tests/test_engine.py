@@ -11,7 +11,7 @@ import pytest
 
 from bot.clients.embeddings import OllamaEmbedder
 from bot.clients.llm import LLMClient
-from bot.engine import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH
+from bot.engine import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Incoming
 from bot.memory.indexing import Indexer
 from bot.memory.stores.memories import NewMemory
 from bot.memory.stores.stories import load_story
@@ -380,3 +380,31 @@ async def test_a_turn_schedules_its_own_reflection(db, http, llm_server, tmp_pat
     assert [m.text for m in await store.list("alice")] == ["L'utilisateur joue du violoncelle."]
     async with db.reader.execute("SELECT reflected_at IS NOT NULL FROM exchanges WHERE user_id = 'alice'") as cur:
         assert [r[0] for r in await cur.fetchall()] == [1]
+
+
+async def test_a_steady_conversation_turn_embeds_only_its_message_the_reply_was_embedded_after_it(
+    db, http, llm_server, tmp_path, embedding_server, store
+):
+    from bot.engine.prompting import ChannelLine
+
+    embedder = OllamaEmbedder(http, base_url=embedding_server.url, model="fake-embed")
+    engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
+    await store.add("alice", NewMemory(text="L'utilisateur a un chat qui s'appelle Pixel.", place="guild-1"))
+    await Indexer(db, embedder).run_once()
+    llm_server.handler = lambda r: json.dumps({"memories": []}) if r.json_schema is not None else "Ah, raconte !"
+
+    first = await engine.turn(msg("Tu sais quoi ?"))
+    await engine.wait_reflections("alice")
+    await engine.tasks.wait()
+    embedded = [text for r in embedding_server.requests for text in r.body["input"]]
+    assert first.reply in embedded  # the reply's line, embedded after it, off the turn
+    before = len(embedding_server.requests)
+    history = [ChannelLine("Alice", "Tu sais quoi ?"), ChannelLine("Écho", first.reply, from_bot=True)]
+    second = await engine.turn(Incoming(
+        user_id="alice", user_name="Alice", text="Mon chat a encore fait une bêtise.", story_id="chan-1",
+        place="guild-1", message_id="m-2", history=history,
+    ))  # fmt: skip
+
+    assert embedding_server.requests[before].body["input"] == ["Mon chat a encore fait une bêtise."]
+    assert not second.selection.degraded
+    assert ("alice", "chan-1") in engine.recall._columns

@@ -43,3 +43,17 @@ def test_why_says_when_a_turn_was_degraded_and_marks_lexical_matches():
     assert "Degraded turn" in text and "lexical match" in text and "📌" in text
     assert "1 memory chosen out of 1 candidate" in text and "Reste toujours Écho." in text
     assert why_text(None).startswith("No turn of yours")
+
+
+def test_why_says_whether_a_memory_came_by_the_message_or_by_the_conversation_in_both_languages():
+    selection = TurnSelection(
+        turn_id=1, user_id="u", story_id="s", query="Can I do it again?", degraded=False,
+        slots=[
+            Slot(id=3, reason="conversation", score=2.1, type="episode", pinned=False, text="Danced at the party."),
+            Slot(id=4, reason="semantic", score=1.2, type="fact", pinned=False, text="Likes dancing."),
+        ],
+        rules=[], created_at=NOW, candidates=2,
+    )
+    english, french = why_text(selection), why_text(selection, lang="fr")
+    assert "#3 [episode] recalled by the conversation" in english and "#4 [fact] recalled by the message" in english
+    assert "#3 [épisode] rappelé par la conversation" in french and "#4 [fait] rappelé par le message" in french

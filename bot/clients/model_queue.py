@@ -75,9 +75,11 @@ class ModelQueue:
         self.coalesced = 0
         self.skipped = 0
 
-    async def query(self, text: str, is_query: bool) -> np.ndarray:
-        """(1, d): the row of one turn query, served before any waiting passage."""
-        return await self._submit([text], is_query, self._queries)
+    async def queries(self, texts: list[str], is_query: bool) -> np.ndarray:
+        """(n, d): the rows of one turn's texts (its message, and the conversation lines it
+        brings that were not embedded yet), served before any waiting passage, in one call
+        with the other waiting queries."""
+        return await self._submit(texts, is_query, self._queries)
 
     async def passages(self, texts: list[str], is_query: bool) -> np.ndarray:
         """(n, d), in the order of `texts` (not empty): chunk after chunk, after every earlier
@@ -143,7 +145,14 @@ class ModelQueue:
         if self._queries:
             is_query = self._queries[0].is_query
             requests: list[_Request] = []
-            while self._queries and self._queries[0].is_query == is_query and len(requests) < self._batch_size:
+            size = 0
+            # Bounded by texts, not requests: a turn may bring a few conversation lines.
+            while (
+                self._queries
+                and self._queries[0].is_query == is_query
+                and (not requests or size + len(self._queries[0].texts) <= self._batch_size)
+            ):
+                size += len(self._queries[0].texts)
                 requests.append(self._queries.popleft())
             sizes = [len(request.texts) for request in requests]
             texts = [text for request in requests for text in request.texts]

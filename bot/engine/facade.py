@@ -35,7 +35,7 @@ from bot.memory.cache import MemoryCache
 from bot.memory.export import export_json, export_user
 from bot.memory.indexing import Indexer
 from bot.memory.model import HistoryEntry, Memory, utcnow
-from bot.memory.recall import Recall, TurnSelection, last_turn
+from bot.memory.recall import Recall, TurnSelection
 from bot.memory.report import Report
 from bot.memory.stats import NEVER_SURFACED_AFTER, MemoryStats, memory_stats
 from bot.memory.stores import settings as settings_store
@@ -59,6 +59,7 @@ from bot.memory.stores.memories import (
     replace_rules,
 )
 from bot.memory.stores.stories import StoryHistoryEntry, erase_user_story_data, story_history
+from bot.memory.stores.turn import last_turn
 from bot.memory.text import storable
 from bot.memory.warm_up import WarmUp, warm_up
 
@@ -103,7 +104,7 @@ class Engine:
         # Kept in step with every write by the users' versions (bot/memory/cache.py): no write
         # path throws it away.
         self.cache = MemoryCache(db, embedder.model if embedder else None)
-        self.recall = Recall(db, embedder, cache=self.cache, clock=clock)
+        self.recall = Recall(db, embedder, cache=self.cache, clock=clock, threshold=settings.semantic_threshold)
         self.tasks = BackgroundTasks()
         self.metrics = metrics if metrics is not None else Metrics()
         self.events = Events(self.tasks)

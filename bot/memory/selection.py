@@ -31,8 +31,8 @@ from typing import Literal
 
 from bot.memory.model import USER_MEMORY_TYPES, Memory, utcnow
 
-# Cosine a memory needs for the semantic pass when its embedding model has no measured value of
-# its own (bot/memory/recall.py keeps the measured ones); docs/design.md, "Measured decisions".
+# Score a memory needs for the semantic pass when the caller gives none (the prototype's cosine);
+# a turn passes its own, on the fused scale (bot/memory/recall.py, `threshold_for`).
 FALLBACK_THRESHOLD = 0.32
 GLOBAL_CONTEXT_SHARE = 0.25
 SEMANTIC_SLOTS = 16

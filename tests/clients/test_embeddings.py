@@ -22,6 +22,7 @@ from bot.clients.embeddings import (
     embed_turn_query,
     make_embedder,
 )
+from bot.clients.model_queue import ModelQueue
 from bot.errors import EmbeddingError
 from tests.fakes.embedding_server import EmbeddingServer, fake_vector
 
@@ -179,6 +180,35 @@ MEMORIES = [
     f"{text} (souvenir {i})"
     for i, text in enumerate([VELO, NURSE, CAT, "L'utilisateur apprend le japonais le soir"] * 18)
 ]
+
+
+async def test_a_turns_message_and_unseen_lines_take_one_model_call_and_the_same_vectors(
+    local: LocalEmbedder,
+) -> None:
+    alone = [await local.embed_query(q) for q in QUERIES[:3]]
+    calls = local.queue.calls
+    together = await local.embed_queries(QUERIES[:3])
+    assert local.queue.calls - calls == 1
+    for vector, expected in zip(together, alone):
+        np.testing.assert_array_equal(vector, expected)
+
+
+async def test_query_calls_are_bounded_by_texts_not_by_requests() -> None:
+    seen: list[int] = []
+    gate = threading.Event()
+
+    def encode(texts: list[str], is_query: bool) -> np.ndarray:
+        gate.wait(5)  # the first call holds the model until every turn is waiting
+        seen.append(len(texts))
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+    queue = ModelQueue(encode, name="counting", batch_size=4, chunk=2)
+    turns = [asyncio.create_task(queue.queries([f"m{n}", f"a{n}", f"b{n}"], True)) for n in range(3)]
+    while len(queue._queries) < 2:
+        await asyncio.sleep(0.001)
+    gate.set()
+    await asyncio.gather(*turns)
+    assert seen == [3, 3, 3]
 
 
 async def test_queries_waiting_for_the_model_share_one_call(local: LocalEmbedder) -> None:

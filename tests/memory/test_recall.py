@@ -20,11 +20,10 @@ from bot.memory.recall import (
     TURNS_KEPT_PER_STORY,
     Recall,
     TurnSelection,
-    last_turn,
     threshold_for,
-    turn_stats,
 )
 from bot.memory.stores.memories import NewMemory, insert_memory
+from bot.memory.stores.turn import last_turn, turn_stats
 from bot.memory.stores.vectors import load_user_matrix
 from tests.fakes.embedding_server import EmbeddingServer
 

@@ -1,0 +1,193 @@
+"""The turns a user had, as `/why`, the owner's page and the statistics read them: SQL only.
+
+Every statement is scoped by `user_id`. A turn's record is written in the transaction that
+counts its memories (bot/memory/recall.py, `Recall.record`); the newest TURNS_KEPT_PER_STORY
+of each story are kept.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bot.clients.db import fetch_one, from_db, inserted_id, to_db
+from bot.clients.storage import Connection, Database
+from bot.memory.model import Memory, utcnow
+from bot.memory.selection import FALLBACK_THRESHOLD
+from bot.memory.stores.exchanges import TURN_QUERY_CHARS
+
+
+@dataclass(slots=True)
+class Slot:
+    """One selected memory as recorded for /why."""
+
+    id: int
+    reason: str
+    score: float | None
+    type: str
+    pinned: bool
+    text: str
+    lexical: bool = False
+
+
+@dataclass(slots=True)
+class TurnFigures:
+    """How the turn went, filled in by the engine once the LLM answered (or failed)."""
+
+    failed: bool = False  # the LLM gave no reply
+    memory_ms: int | None = None
+    reply_ms: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    context_tokens: int | None = None
+    # The prompt reached the context size: the server dropped its start.
+    context_full: bool = False
+
+
+@dataclass(slots=True)
+class TurnSelection:
+    turn_id: int
+    user_id: str
+    story_id: str
+    query: str
+    degraded: bool
+    slots: list[Slot]
+    rules: list[str]
+    created_at: datetime
+    story: dict[str, Any] = field(default_factory=dict)
+    memories: list[Memory] = field(default_factory=list)
+    candidates: int = 0
+    # Lore entries that fired this turn: name, keyword, cost, kept (outside the memory slots).
+    lore: list[dict[str, Any]] = field(default_factory=list)
+    # What `Recall.record` needs besides the slots; not part of the /why record.
+    place: str = ""
+    candidate_ids: list[int] = field(default_factory=list)
+    threshold: float = FALLBACK_THRESHOLD
+    figures: TurnFigures = field(default_factory=TurnFigures)
+
+    @property
+    def outcome(self) -> str:
+        """failed (no reply), degraded (answered without semantic scores) or answered."""
+        if self.figures.failed:
+            return "failed"
+        return "degraded" if self.degraded else "answered"
+
+    def to_detail(self) -> str:
+        return json.dumps(
+            {
+                "slots": [
+                    {
+                        "id": s.id,
+                        "reason": s.reason,
+                        "score": s.score,
+                        "type": s.type,
+                        "pinned": s.pinned,
+                        "text": s.text,
+                        "lexical": s.lexical,
+                    }
+                    for s in self.slots
+                ],
+                "rules": self.rules,
+                "story": self.story,
+                "candidates": self.candidates,
+                "figures": asdict(self.figures),
+                "lore": self.lore,
+            },
+            ensure_ascii=False,
+        )
+
+
+async def save_turn(conn: Connection, selection: TurnSelection, *, keep: int) -> int:
+    """Add the turn to the user's statistics, their /why record and the owner's turn log; keep
+    the newest `keep` records of the story. Returns the turn's id."""
+    await conn.execute(
+        "INSERT INTO turn_stats (user_id, turns, degraded_turns) VALUES (?, 1, ?) "
+        "ON CONFLICT (user_id) DO UPDATE SET turns = turn_stats.turns + 1, "
+        "degraded_turns = turn_stats.degraded_turns + excluded.degraded_turns",
+        (selection.user_id, int(selection.degraded)),
+    )
+    turn_id = await inserted_id(
+        conn,
+        "INSERT INTO turns (user_id, story_id, place, query, degraded, detail, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (
+            selection.user_id,
+            selection.story_id,
+            selection.place,
+            selection.query[:TURN_QUERY_CHARS],
+            int(selection.degraded),
+            selection.to_detail(),
+            to_db(selection.created_at),
+        ),
+    )
+    assert turn_id is not None
+    figures = selection.figures
+    await conn.execute(
+        "INSERT INTO turn_log (user_id, story_id, outcome, memory_ms, reply_ms, prompt_tokens, "
+        "completion_tokens, context_tokens, context_full, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            selection.user_id,
+            selection.story_id,
+            selection.outcome,
+            figures.memory_ms,
+            figures.reply_ms,
+            figures.prompt_tokens,
+            figures.completion_tokens,
+            figures.context_tokens,
+            int(figures.context_full),
+            to_db(selection.created_at),
+        ),
+    )
+    # The newest `keep` of this user's story; ids are shared by every user and story, so they
+    # cannot be counted back from the last one. Fewer than that: the subquery is NULL and
+    # nothing is deleted.
+    await conn.execute(
+        "DELETE FROM turns WHERE user_id = ? AND story_id = ? AND id < ("
+        "SELECT id FROM turns WHERE user_id = ? AND story_id = ? "
+        "ORDER BY id DESC LIMIT 1 OFFSET ?)",
+        (selection.user_id, selection.story_id, selection.user_id, selection.story_id, keep - 1),
+    )
+    return turn_id
+
+
+async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection | None:
+    """The user's last recorded turn in this story, for /why (survives restarts)."""
+    row = await fetch_one(
+        db.reader,
+        "SELECT id, query, degraded, detail, created_at FROM turns "
+        "WHERE user_id = ? AND story_id = ? ORDER BY id DESC LIMIT 1",
+        (user_id, story_id),
+    )
+    if row is None:
+        return None
+    return turn_from_row(user_id, story_id, row[0], row[1], row[2], row[3], row[4])
+
+
+def turn_from_row(
+    user_id: str, story_id: str, turn_id: int, query: str, degraded: int, detail_json: str, created_at: str
+) -> TurnSelection:
+    """A recorded turn, as `record` stored it (turns recorded before figures existed get none)."""
+    detail = json.loads(detail_json)
+    return TurnSelection(
+        turn_id=turn_id,
+        user_id=user_id,
+        story_id=story_id,
+        query=query,
+        degraded=bool(degraded),
+        slots=[Slot(**s) for s in detail.get("slots", [])],
+        rules=list(detail.get("rules", [])),
+        created_at=from_db(created_at) or utcnow(),
+        story=dict(detail.get("story", {})),
+        candidates=int(detail.get("candidates", 0)),
+        figures=TurnFigures(**detail.get("figures", {})),
+        lore=list(detail.get("lore", [])),
+    )
+
+
+async def turn_stats(db: Database, user_id: str) -> tuple[int, int]:
+    """(turns, degraded turns) of one user, persisted across restarts."""
+    row = await fetch_one(db.reader, "SELECT turns, degraded_turns FROM turn_stats WHERE user_id = ?", (user_id,))
+    return (int(row[0]), int(row[1])) if row else (0, 0)
