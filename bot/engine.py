@@ -100,7 +100,7 @@ class Engine:
         # Kept in step with every write by the users' versions (bot/memory/cache.py): no write
         # path throws it away.
         self.cache = MemoryCache(db, embedder.model if embedder else None)
-        self.recall = Recall(db, embedder, cache=self.cache, clock=clock)
+        self.recall = Recall(db, embedder, cache=self.cache, clock=clock, series_slots=settings.series_max_slots)
         self.tasks = BackgroundTasks()
         self.metrics = metrics if metrics is not None else Metrics()
         self.events = Events(self.tasks)

@@ -117,7 +117,8 @@ def why_text(selection: TurnSelection | None, *, lang: str = DEFAULT_LANGUAGE) -
         else:
             score = text(lang, "why_lexical") if slot.lexical else ""
         pin = " 📌" if slot.pinned else ""
-        lines.append(f"{n:>2}. #{slot.id} [{slot.type}] {_reason(slot.reason, lang)}{score}{pin} — {clip(slot.text, 100)}")
+        series = text(lang, "why_series", members=slot.series) if slot.series else ""
+        lines.append(f"{n:>2}. #{slot.id} [{slot.type}] {_reason(slot.reason, lang)}{score}{pin}{series} — {clip(slot.text, 100)}")
     if selection.rules:
         lines.append("")
         lines.append(text(lang, "why_rules"))

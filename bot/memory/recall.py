@@ -82,6 +82,8 @@ class Slot:
     pinned: bool
     text: str
     lexical: bool = False
+    # Its series was cut to SERIES_MAX_SLOTS: how many members the selection would have served.
+    series: int = 0
 
 
 def served_by_meaning(slots: Sequence[Slot], threshold: float) -> list[int]:
@@ -151,6 +153,7 @@ class TurnSelection:
                         "pinned": s.pinned,
                         "text": s.text,
                         "lexical": s.lexical,
+                        "series": s.series,
                     }
                     for s in self.slots
                 ],
@@ -176,8 +179,11 @@ class Recall:
         limit: int = DEFAULT_LIMIT,
         timeout: float = TURN_EMBEDDING_TIMEOUT,
         clock: Callable[[], datetime] = utcnow,
+        series_slots: int | None = None,
     ) -> None:
         self.db = db
+        # Slots one series may take (bot/memory/series.py); None: no cap.
+        self.series_slots = series_slots
         self.embedder = embedder
         # Not `cache or …`: an empty cache has len() 0 and would be silently replaced.
         self.cache = cache if cache is not None else MemoryCache(db, embedder.model if embedder else None)
@@ -324,7 +330,9 @@ class Recall:
             scores=scores,
             memory=lambda i: entry.memory(int(slots[i])),
         )
-        chosen: list[Selected] = select_columns(candidates, self.limit, threshold=threshold, now_us=micros(now))
+        chosen: list[Selected] = select_columns(
+            candidates, self.limit, threshold=threshold, now_us=micros(now), series_slots=self.series_slots
+        )
         slot_list = [
             Slot(
                 id=s.memory.id,
@@ -334,6 +342,7 @@ class Recall:
                 pinned=s.memory.pinned,
                 text=s.memory.text,
                 lexical=s.memory.id in lexical_ids,
+                series=s.series,
             )
             for s in chosen
         ]

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from itertools import chain
 
 import numpy as np
 
 from bot.memory.model import USER_MEMORY_TYPES, Memory
+from bot.memory.series import cap_series
 from bot.memory.selection import (
     _ALL_LISTS,
     _GLOBAL_LISTS,
@@ -64,14 +65,29 @@ def select_columns(
     *,
     threshold: float = FALLBACK_THRESHOLD,
     now_us: int,
+    series_slots: int | None = None,
 ) -> list[Selected]:
     """`select` over columns: the same memories, reasons and scores in the same order (the
     tests compare both on random and real scores), with numpy doing the one pass over all
-    candidates and each rank list's head found by partition, not by sorting the list."""
+    candidates and each rank list's head found by partition, not by sorting the list.
+    `series_slots`: as for `select`, the same step."""
+    if series_slots is None:
+        return _select_columns(candidates, limit, threshold, now_us, frozenset())
+    chosen, cut = cap_series(
+        lambda excluded: _select_columns(candidates, limit, threshold, now_us, excluded), series_slots
+    )
+    return [replace(s, series=cut[s.memory.id]) if s.memory.id in cut else s for s in chosen]
+
+
+def _select_columns(
+    candidates: Candidates, limit: int, threshold: float, now_us: int, excluded: frozenset[int]
+) -> list[Selected]:
     if limit <= 0:
         return []
     c = candidates
     kept = (c.type_code >= 0) & (c.type_code < _TYPES) & (c.expires_us > now_us)
+    if excluded:
+        kept &= ~np.isin(c.ids, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))
     positions = np.flatnonzero(kept)
     rank_list = c.type_code.astype(np.int64) + np.where(c.is_global, _GLOBAL_OFFSET, 0)
     rank_list += np.where(c.pinned, 0, _UNPINNED_OFFSET)
