@@ -29,7 +29,7 @@ from typing import Protocol, TypeVar
 
 from bot.memory.carriers import AMBIGUOUS_MONTHS, SINGLE_CARRIERS, dedup_text
 from bot.memory.model import Memory
-from bot.memory.text import words
+from bot.memory.text import STOPWORDS, words
 
 DEFAULT_MIN_MEMBERS = 3
 DEFAULT_MAX_SLOTS = 3
@@ -54,7 +54,8 @@ SeriesKey = tuple[str, str, str | None, str | None, str]
 @functools.lru_cache(maxsize=FRAME_MEMO)
 def frame(text: str) -> str:
     """The text with its carrier tokens set aside, or "" when it has none (then it is no
-    member of any series: two such texts alike are duplicates, dedup's business)."""
+    member of any series: two such texts alike are duplicates, dedup's business) or nothing
+    but them and grammar."""
     out: list[str] = []
     carried = False
     for token in words(dedup_text(text)):
@@ -67,7 +68,9 @@ def frame(text: str) -> str:
             continue
         else:
             out.append(token)
-    return " ".join(out) if carried else ""
+    # Carriers and grammar alone ("m12", "le 3") say nothing two memories could share.
+    said = any(w != "#" and w not in STOPWORDS for w in out)
+    return " ".join(out) if carried and said else ""
 
 
 def key_of(
