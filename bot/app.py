@@ -179,6 +179,15 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             max_instances=1,
             coalesce=True,
         )
+        # Series of look-alike memories rewritten into one each, off the turns' path.
+        scheduler.add_job(
+            quiet_when_cancelled(engine.consolidate),
+            "interval",
+            seconds=settings.engine.consolidation_interval_seconds,
+            id="consolidation",
+            max_instances=1,
+            coalesce=True,
+        )
         scheduler.start()
         health = Health(db=db, llm=llm, model=llm_settings.model, embedder=embedder)
         if settings.web.enabled:

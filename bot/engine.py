@@ -46,9 +46,11 @@ from bot.memory.report import Report
 from bot.memory.stats import NEVER_SURFACED_AFTER, MemoryStats, memory_stats
 from bot.memory.store import (
     MAX_MEMORY_CHARS,
+    Consolidation,
     EraseReport,
     MemoryStore,
     NewMemory,
+    consolidations,
     erase_user_memories,
     owner_keys,
     replace_rules,
@@ -57,6 +59,7 @@ from bot.memory.story_store import StoryHistoryEntry, erase_user_story_data, sto
 from bot.memory.text import storable
 from bot.open_exchanges import MESSAGE_DELETED, DeleteOutcome, OpenExchanges, Shown
 from bot.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
+from bot.consolidation_worker import Consolidations, RunFigures
 from bot.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY, Incoming, TurnResult, Turns
 
 # Re-exported: the front ends and tests name them from the engine, their one door.
@@ -115,6 +118,7 @@ class Engine:
         self._ctx = ctx
         self.state_specs = ctx.specs(self.cast.default_key)
         self.reflections = Reflections(ctx)
+        self.consolidations = Consolidations(ctx, self.reflections)
         self.exchanges = OpenExchanges(ctx, self.reflections)
         self.turns = Turns(ctx, self.exchanges, self.reflections)
         self.rules: list[Memory] = []
@@ -320,7 +324,16 @@ class Engine:
         ]
 
     async def restore(self, user_id: str, history_id: int) -> int | None:
+        """Bring back an archived version; a consolidated member brings back its whole series."""
         return await self.store.restore(user_id, history_id, cause="user: /restore")
+
+    async def consolidated(self, user_id: str) -> list[Consolidation]:
+        """The user's consolidations of series, newest first (for /history and the owner's page)."""
+        return await consolidations(self.db.reader, user_id)
+
+    async def consolidate(self) -> RunFigures:
+        """One run of the consolidation job (scheduled by the composition root, never in a turn)."""
+        return await self.consolidations.run_once()
 
     async def why(self, user_id: str, story_id: str) -> TurnSelection | None:
         await self.wait_recorded(user_id)

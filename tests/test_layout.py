@@ -31,6 +31,7 @@ CORE_FILES = (
     "bot/context.py",
     "bot/events.py",
     "bot/llm_calls.py",
+    "bot/consolidation_worker.py",
     "bot/turn.py",
     "bot/open_exchanges.py",
     "bot/reflection_worker.py",
