@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from bot.i18n import DEFAULT_LANGUAGE, text
 from bot.memory.model import HistoryEntry, Memory
 from bot.memory.recall import TurnFigures, TurnSelection
+from bot.memory.store import CONSOLIDATE, Consolidation, consolidated_into
 from bot.memory.story_store import StoryHistoryEntry
 
 if TYPE_CHECKING:
@@ -168,13 +169,31 @@ def _story_lines(story: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> list[st
     return lines
 
 
+def _cause(entry: HistoryEntry, lang: str) -> str:
+    into = consolidated_into(entry.cause) if entry.operation == CONSOLIDATE else None
+    return entry.cause if into is None else text(lang, "history_consolidated_into", id=into)
+
+
 def history_text(
-    entries: Sequence[HistoryEntry], story_entries: Sequence[StoryHistoryEntry] = (), *, lang: str = DEFAULT_LANGUAGE
+    entries: Sequence[HistoryEntry],
+    story_entries: Sequence[StoryHistoryEntry] = (),
+    consolidations: Sequence[Consolidation] = (),
+    *,
+    lang: str = DEFAULT_LANGUAGE,
 ) -> str:
     removals = [s for s in story_entries if s.operation == "anchor_removed"]
     if not entries and not removals:
         return text(lang, "history_empty")
     lines: list[str] = []
+    if consolidations:
+        lines.append(text(lang, "history_consolidations"))
+        for c in consolidations:
+            members = ", ".join(f"#{m}" for m, _ in c.members)
+            now = text(lang, "history_consolidation_undone") if c.undone or c.text is None else f"#{c.memory_id} “{clip(c.text, 200)}”"
+            lines.append(
+                text(lang, "history_consolidation_line", date=_date(c.at), n=len(c.members), members=members, now=now, history_id=c.history_id)
+            )
+        lines.append("")
     if entries:
         lines.append(text(lang, "history_head"))
         for e in entries:
@@ -186,7 +205,7 @@ def history_text(
                     memory_id=e.memory_id,
                     operation=e.operation,
                     date=_date(e.archived_at),
-                    cause=e.cause,
+                    cause=_cause(e, lang),
                     restored=text(lang, "history_restored") if e.restored else "",
                     text=clip(e.text, 100),
                 )

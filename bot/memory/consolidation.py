@@ -165,6 +165,10 @@ def check_proposal(
         for name in capitalised_words(m.text):
             if name not in proposed_words:
                 return Refusal("name_lost", f"“{name}” of #{m.id} is not in the new text")
+    member_words = {w for m in members for w in words(dedup_text(m.text))}
+    new_names = sorted(capitalised_words(proposal.text) - member_words)
+    if new_names:
+        return Refusal("name_invented", f"“{new_names[0]}” is in no member")
     allowed = member_carriers | {str(len(members))}
     invented = sorted(t for t in proposed if t not in allowed and t not in _NEGATION_MARKS)
     if invented:
@@ -181,6 +185,9 @@ def check_proposal(
     for reason, refuses in filters:
         if refuses(proposal.text) and not any(refuses(m.text) for m in members):
             return Refusal(reason, "the write path's filter refuses it and none of the members")
+    # A series shares its negation (it is part of the frame): the new text must say it as well.
+    if proposed & _NEGATION_MARKS != member_carriers & _NEGATION_MARKS:
+        return Refusal("negation_flipped", "its negation is not the members'")
     flipped = flipped_negation(proposal.text, [(m.id, m.text) for m in members])
     if flipped is not None:
         return Refusal("negation_flipped", f"flips the negation of #{flipped}")

@@ -19,7 +19,7 @@ import logging
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -629,6 +629,8 @@ class Consolidation:
     undone: bool
     # The history entry whose /restore undoes it.
     history_id: int
+    # The memory's text now; None once it was retired (undone, forgotten).
+    text: str | None = None
 
 
 async def consolidations(conn: aiosqlite.Connection, user_id: str, *, limit: int = 200) -> list[Consolidation]:
@@ -644,4 +646,8 @@ async def consolidations(conn: aiosqlite.Connection, user_id: str, *, limit: int
         if held is None:
             held = found[into] = Consolidation(into, [], from_db(archived_at) or utcnow(), restored_at is not None, history_id)
         held.members.insert(0, (int(memory_id), text))
-    return list(found.values())
+    out = []
+    for held in found.values():
+        now = await fetch_memory(conn, user_id, held.memory_id)
+        out.append(replace(held, text=now.text) if now is not None else held)
+    return out
