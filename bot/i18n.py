@@ -61,6 +61,7 @@ EN: dict[str, str] = {
     "stats_turns": "Turns: {turns}, of which degraded (no semantic recall): {degraded}.",
     "stats_never_semantic": "Memories never recalled by meaning: {n}.",
     "stats_pending": "Reflections waiting: {n}.",
+    "stats_consolidations": "Series consolidated: {n}, holding {members} earlier memories (see /history to undo one).",
     "stats_never_surfaced": "Never surfaced although candidate often ({n}):",
     "stats_never_surfaced_line": "- #{id} {text} (candidate {times}×)",
     # answers to the memory commands
@@ -145,6 +146,7 @@ FR: dict[str, str] = {
     "stats_turns": "Tours : {turns}, dont dégradés (sans rappel sémantique) : {degraded}.",
     "stats_never_semantic": "Souvenirs jamais rappelés par le sens : {n}.",
     "stats_pending": "Réflexions en attente : {n}.",
+    "stats_consolidations": "Séries réunies : {n}, qui tiennent {members} souvenirs d'avant (voir /history pour en annuler une).",
     "stats_never_surfaced": "Jamais servis bien que souvent candidats ({n}) :",
     "stats_never_surfaced_line": "- #{id} {text} (candidat {times}×)",
     "remembered": "Retenu sous le numéro #{id}.",

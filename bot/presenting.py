@@ -241,6 +241,8 @@ def stats_text(stats: "MemoryStats", *, lang: str = DEFAULT_LANGUAGE) -> str:
         text(lang, "stats_never_semantic", n=stats.never_semantic),
         text(lang, "stats_pending", n=stats.pending_reflections),
     ]
+    if stats.consolidations:
+        lines.append(text(lang, "stats_consolidations", n=stats.consolidations, members=stats.consolidated_members))
     if stats.total >= stats.cap:
         lines.append(text(lang, "stats_cap_reached"))
     if stats.never_surfaced:

@@ -22,7 +22,7 @@ from bot.memory.carriers import carrier_tokens
 from bot.memory.consolidation import Proposal, check_proposal
 from bot.memory.model import Memory
 from bot.memory.store import NewMemory
-from bot.presenting import history_text
+from bot.presenting import history_text, stats_text
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
 
 pytestmark = pytest.mark.both_stores
@@ -139,6 +139,9 @@ async def test_an_accepted_consolidation_replaces_the_series_and_one_restore_bri
     entries, removals = await engine.history("alice")
     shown = history_text(entries, removals, [c], lang="fr")
     assert f"consolidé dans #{new_id}" in shown and "2017 à 2025" in shown
+    stats = await engine.stats("alice")
+    assert (stats.consolidations, stats.consolidated_members) == (1, len(YEARS))
+    assert f"Series consolidated: 1, holding {len(YEARS)}" in stats_text(stats)
 
     # A refused series is not asked again until it changes; an applied one is gone.
     calls = len(llm_server.chats)
