@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -32,7 +32,7 @@ from bot.memory.consolidation import (
     parse_proposal,
 )
 from bot.memory.exchange_store import copy_sources, recent_speakers
-from bot.memory.series import Series, group, key_of
+from bot.memory.series import Series, SeriesKey, key_of
 from bot.memory.store import NewMemory, consolidate, row_to_memory
 from bot.reflection_worker import Reflections
 
@@ -56,7 +56,7 @@ class RunFigures:
     consolidated: int = 0
     llm_calls: int = 0
     refused: Counter[str] = field(default_factory=Counter)
-    # Series-finding time on the event loop, and its longest slice.
+    # Series-finding time on the event loop, and its longest slice (CPU time).
     scan_seconds: float = 0.0
     longest_slice_ms: float = 0.0
 
@@ -110,23 +110,32 @@ class Consolidations:
         started = time.perf_counter()
         slices = _Slices()
         longest = 0.0
-        keys = []
+        slots: dict[SeriesKey, list[int]] = defaultdict(list)
         for start in range(0, len(rows), SCAN_SLICE):
-            tick = time.perf_counter()
-            for row in rows[start : start + SCAN_SLICE]:
+            # CPU time of this thread: what the slice holds the loop for, the machine's own
+            # descheduling of the process aside.
+            tick = time.thread_time()
+            for slot in range(start, min(start + SCAN_SLICE, len(rows))):
+                row = rows[slot]
                 if row is not None:
-                    keys.append((int(row[0]), key_of(row[3], row[4], row[5], row[6], bool(row[8]), row[11] is not None, row[2])))
+                    key = key_of(row[3], row[4], row[5], row[6], bool(row[8]), row[11] is not None, row[2])
+                    if key is not None:
+                        slots[key].append(slot)
             if not start % (SCAN_SLICE * 64):
                 # The memoised frames live long: out of the cyclic collector's walks, which stop
                 # the loop for hundreds of milliseconds at 100,000 memories (as the cache does).
                 _freeze_long_lived()
-            longest = max(longest, time.perf_counter() - tick)
+            longest = max(longest, time.thread_time() - tick)
             await slices.tick()
-        found = group(keys, self.ctx.settings.series_min_members)
-        await slices.tick()
-        # The members as read (the rows copied above): the apply compares them with the database.
-        slot_of = {int(r[0]): slot for slot, r in enumerate(rows) if r is not None}
-        series = [Series(k, tuple(row_to_memory(rows[slot_of[i]]) for i in sorted(ids))) for k, ids in found.items()]
+        least = self.ctx.settings.series_min_members
+        series = []
+        for key, held in slots.items():
+            if len(held) >= least:
+                # The members as read (the rows copied above): the apply compares them with the
+                # database. Slots are in id order within a load, not after a catch-up: sorted.
+                members = sorted((row_to_memory(rows[slot]) for slot in held), key=lambda m: m.id)
+                series.append(Series(key, tuple(members)))
+                await slices.tick()
         series.sort(key=lambda s: (-len(s.members), s.members[0].id))
         if figures is not None:
             figures.series_found += len(series)
