@@ -18,6 +18,8 @@ Run from the repository root: `python bench/consolidation.py [--sizes 3000 10000
    30), with the event loop's longest stall (how late a 5 ms sleep woke while the job ran), against
    a baseline measured in the same run: every frame computed once, in one go, unsliced. And the
    turn's selection at that size with and without the per-series cap (a ratio).
+4. Recall with the cap: on bench/recall.py's corpus and queries, the relevant pairs the final 24
+   serve without and with the cap (the cap must not cost one).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from bot.character import load_character  # noqa: E402
 from bot.clients.db import Database, to_db  # noqa: E402
@@ -420,6 +423,44 @@ def _best_of(run: Any, times: int = 5) -> float:
     return best
 
 
+async def recall_with_cap(embedder: LocalEmbedder) -> None:
+    """bench/recall.py's corpus (18 references, 10 relevant pairs, 6 queries, 5 distractor sets):
+    relevant pairs served in the final 24 by `select`, without and with the per-series cap."""
+    import recall  # bench/recall.py: its corpus, as it builds it
+
+    from bot.memory.recall import SEMANTIC_THRESHOLDS
+    from bot.memory.selection import select
+    from bot.memory.series import find_series
+
+    corpus, _ = recall.build_corpus()
+    vectors = await embedder.embed_passages([m.text for m in corpus.memories])
+    row = {m.id: i for i, m in enumerate(corpus.memories)}
+    queries = [await embedder.embed_query(q[1]) for q in recall.QUERIES]
+    threshold = SEMANTIC_THRESHOLDS[embedder.model]
+    print("\n4. Recall with the cap: bench/recall.py's corpus, relevant pairs served in the final 24 (sum over 5 sets)")
+    print(f"   {'size':>6} {'series':>7} {'members':>8} {'in a series':>12} {'no cap':>8} {'cap 3':>7}")
+    for size in recall.SIZES:
+        served = {None: 0, 3: 0}
+        series = members = relevant_in = 0
+        for s in range(recall.SETS):
+            memories = corpus.at_size(s, size)
+            found = find_series(memories)
+            series += len(found)
+            in_series = {m.id for f in found for m in f.members}
+            members += len(in_series)
+            relevant_in += sum(mid in in_series for _, mid in corpus.relevant)
+            matrix = vectors[[row[m.id] for m in memories]]
+            for qi, query in enumerate(queries):
+                cosines = matrix @ query
+                scores = {m.id: float(c) for m, c in zip(memories, cosines)}
+                wanted = {mid for q, mid in corpus.relevant if q == qi}
+                for slots in served:
+                    chosen = select(memories, scores, recall.FINAL_LIMIT, threshold=threshold, now=recall.NOW, series_slots=slots)
+                    served[slots] += sum(c.memory.id in wanted for c in chosen)
+        total = len(corpus.relevant) * recall.SETS
+        print(f"   {size:>6,} {series:>7} {members:>8} {relevant_in:>12} {served[None]:>5}/{total} {served[3]:>4}/{total}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
@@ -428,6 +469,7 @@ async def main() -> None:
     embedder = LocalEmbedder()
     await screenshot_week(embedder)
     await season(embedder, args.days)
+    await recall_with_cap(embedder)
     print("\n3. Time per run of the job (one user; series of 3-30 members are 6 % of the memories; 4 model calls per run)")
     print(f"   {'N':>8} {'series':>7} {'run s':>7} {'next run s':>11} {'scan s':>7} {'frames once s':>14} {'ratio':>6} "
           f"{'slice ms':>9} {'lag ms':>7} {'idle lag':>9} {'select ms':>10} {'capped ms':>10} {'ratio':>6} {'tied ms':>8} {'ratio':>6}")  # fmt: skip
