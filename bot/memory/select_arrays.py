@@ -74,7 +74,7 @@ def select_columns(
     if series_slots is None:
         return _select_columns(candidates, limit, threshold, now_us, frozenset())
     chosen, cut = cap_series(
-        lambda excluded: _select_columns(candidates, limit, threshold, now_us, excluded), series_slots
+        lambda excluded, depth: _select_columns(candidates, depth, threshold, now_us, excluded), series_slots, limit
     )
     return [replace(s, series=cut[s.memory.id]) if s.memory.id in cut else s for s in chosen]
 

@@ -98,11 +98,13 @@ def select(
     if series_slots is None:
         return _select(memories, semantic_scores, limit, threshold=threshold, now=now)
     pool = list(memories)
+    now = utcnow() if now is None else now  # one instant for every round
     chosen, cut = cap_series(
-        lambda excluded: _select(
-            [m for m in pool if m.id not in excluded], semantic_scores, limit, threshold=threshold, now=now
+        lambda excluded, depth: _select(
+            [m for m in pool if m.id not in excluded], semantic_scores, depth, threshold=threshold, now=now
         ),
         series_slots,
+        limit,
     )
     return [replace(s, series=cut[s.memory.id]) if s.memory.id in cut else s for s in chosen]
 

@@ -36,6 +36,8 @@ DEFAULT_MAX_SLOTS = 3
 # Rounds of the selection's series step before it trims instead of refilling (each round drops
 # at least one memory; a round costs one selection).
 MAX_CAP_ROUNDS = 12
+# How much deeper than the turn's limit the series step looks for the next members of a series.
+PROBE_FACTOR = 8
 FRAME_MEMO = 131_072
 
 # Carriers that change what a fact says rather than when or how many: kept in the frame.
@@ -138,29 +140,41 @@ S = TypeVar("S", bound=_Chosen)
 
 
 def cap_series(
-    run: Callable[[frozenset[int]], list[S]],
+    run: Callable[[frozenset[int], int], list[S]],
     max_slots: int,
+    limit: int,
     *,
     key: Callable[[Memory], Hashable | None] = memory_key,
 ) -> tuple[list[S], dict[int, int]]:
     """The selection `run` makes once no series holds more than `max_slots` of its slots.
 
-    `run(excluded)` selects without the `excluded` ids. The step runs it, sets aside the members
-    of a series past its `max_slots` best-placed ones and runs it again, so that the next
-    memories take their slots, until no series is over. Returns the selection and, for each
-    series that was cut, its kept members' ids mapped to how many members the selection would
-    have served (what /why says).
+    `run(excluded, limit)` selects `limit` memories without the `excluded` ids. The step runs it,
+    sets aside the members of a series past its `max_slots` best-placed ones and runs it again,
+    so that the next memories take their slots, until no series is over. Between two rounds a
+    deeper run (PROBE_FACTOR times `limit`) finds the members the selection would take next, and
+    those of the series that went over are set aside at once: a series of 500 look-alikes ranked
+    above everything costs a few rounds, not one per turn's worth of them. Returns the selection
+    and, for each series that was cut, its kept members' ids mapped to how many members of it
+    the rounds saw (what /why says: at least that many).
     """
     excluded: set[int] = set()
     seen: dict[Hashable, set[int]] = defaultdict(set)
-    chosen = run(frozenset())
     for _ in range(MAX_CAP_ROUNDS):
+        chosen = run(frozenset(excluded), limit)
         over = _over(chosen, max_slots, key, seen)
         if not over:
             break
-        excluded.update(over)
-        chosen = run(frozenset(excluded))
+        kept = {s.memory.id for s in chosen} - over
+        over_keys = {key(s.memory) for s in chosen if s.memory.id in over}
+        excluded |= over
+        for s in run(frozenset(excluded), limit * PROBE_FACTOR):
+            k = key(s.memory)
+            if k in over_keys:
+                seen[k].add(s.memory.id)
+                if s.memory.id not in kept:
+                    excluded.add(s.memory.id)
     else:
+        # Still over after every round (never seen outside contrived ties): trimmed, not refilled.
         over = _over(chosen, max_slots, key, seen)
         chosen = [s for s in chosen if s.memory.id not in over]
     cut: dict[int, int] = {}
