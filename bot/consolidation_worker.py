@@ -33,7 +33,7 @@ from bot.memory.consolidation import (
 )
 from bot.memory.exchange_store import copy_sources, recent_speakers
 from bot.memory.series import Series, SeriesKey, key_of
-from bot.memory.store import NewMemory, consolidate, row_to_memory
+from bot.memory.store import NewMemory, consolidate, consolidations, row_to_memory
 from bot.reflection_worker import Reflections
 
 log = logging.getLogger(__name__)
@@ -144,10 +144,15 @@ class Consolidations:
         return series
 
     async def consolidate_user(self, user_id: str, figures: RunFigures, budget: int) -> None:
+        # A consolidation the user undid is theirs to keep undone: its members are not asked
+        # again together, only once the series holds a memory more.
+        undone = [frozenset(m for m, _ in c.members) for c in await consolidations(self.ctx.db.reader, user_id) if c.undone]
         for series in await self.find(user_id, figures):
             if figures.llm_calls >= budget or self.reflections.closing:
                 return
             if (user_id, series.signature) in self._refused:
+                continue
+            if any(frozenset(m.id for m in series.members) <= members for members in undone):
                 continue
             async with self.reflections.lock(user_id):
                 async with self.ctx.db.exclusive(f"reflect:{user_id}") as mine:

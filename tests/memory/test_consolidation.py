@@ -153,6 +153,14 @@ async def test_an_accepted_consolidation_replaces_the_series_and_one_restore_bri
     [undone] = await engine.consolidated("alice")
     assert undone.undone
 
+    # Undone by the user: not consolidated again (nor asked) until the series changes.
+    calls = len(llm_server.chats)
+    again = await engine.consolidate()
+    assert (again.consolidated, again.llm_calls, len(llm_server.chats)) == (0, 0, calls)
+    await engine.store.add("alice", NewMemory(text="Alice a visité Trieste en 2026"))
+    llm_server.handler = consolidating({"Trieste": "Alice a visité Trieste en 2012, 2013, 2015 et de 2017 à 2026"})
+    assert (await engine.consolidate()).consolidated == 1
+
 
 async def test_a_member_edited_while_the_model_answers_leaves_the_series_as_it_is(db, http, llm_server, tmp_path):
     engine = make_engine(db, http, llm_server, tmp_path)
