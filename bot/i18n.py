@@ -52,6 +52,7 @@ EN: dict[str, str] = {
     "history_consolidations": "Series consolidated into one memory (one /restore brings a whole series back):",
     "history_consolidation_line": "- {date}: {n} memories ({members}) → {now} — /restore {history_id} undoes it",
     "history_consolidation_undone": "undone, the memories are back",
+    "history_consolidation_gone": "#{id}, forgotten since",
     "history_anchors": "Anchor removals:",
     "history_anchor_line": "- {date} “{text}” — reason: {reason}",
     # /memory-stats
@@ -138,6 +139,7 @@ FR: dict[str, str] = {
     "history_consolidations": "Séries réunies en un seul souvenir (un /restore ramène toute la série) :",
     "history_consolidation_line": "- {date} : {n} souvenirs ({members}) → {now} — /restore {history_id} l'annule",
     "history_consolidation_undone": "annulé, les souvenirs sont revenus",
+    "history_consolidation_gone": "#{id}, oublié depuis",
     "history_anchors": "Ancres retirées :",
     "history_anchor_line": "- {date} « {text} » — raison : {reason}",
     "stats_none": "aucun",

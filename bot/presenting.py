@@ -182,14 +182,19 @@ def history_text(
     lang: str = DEFAULT_LANGUAGE,
 ) -> str:
     removals = [s for s in story_entries if s.operation == "anchor_removed"]
-    if not entries and not removals:
+    if not entries and not removals and not consolidations:
         return text(lang, "history_empty")
     lines: list[str] = []
     if consolidations:
         lines.append(text(lang, "history_consolidations"))
         for c in consolidations:
             members = ", ".join(f"#{m}" for m, _ in c.members)
-            now = text(lang, "history_consolidation_undone") if c.undone or c.text is None else f"#{c.memory_id} “{clip(c.text, 200)}”"
+            if c.undone:
+                now = text(lang, "history_consolidation_undone")
+            elif c.text is None:
+                now = text(lang, "history_consolidation_gone", id=c.memory_id)
+            else:
+                now = f"#{c.memory_id} “{clip(c.text, 200)}”"
             lines.append(
                 text(lang, "history_consolidation_line", date=_date(c.at), n=len(c.members), members=members, now=now, history_id=c.history_id)
             )

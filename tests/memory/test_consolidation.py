@@ -211,3 +211,17 @@ async def test_the_selection_caps_a_series_in_a_turn_and_why_says_it(db, http, l
     assert any("thé vert" in s.text for s in slots)
     why = await engine.why("alice", "c")
     assert why is not None and [s.series for s in why.slots] == [s.series for s in slots]
+
+
+def test_history_tells_an_undone_consolidation_from_a_forgotten_one() -> None:
+    from bot.memory.store import Consolidation
+
+    members = [(1, "Alice a visité Trieste en 2012"), (2, "Alice a visité Trieste en 2013")]
+    at = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    undone = Consolidation(9, members, at, True, 5)
+    forgotten = Consolidation(10, members, at, False, 7)
+    live = Consolidation(11, members, at, False, 8, text="Alice a visité Trieste en 2012 et 2013")
+    shown = history_text([], [], [undone, forgotten, live], lang="en")
+    assert "undone, the memories are back — /restore 5" in shown
+    assert "#10, forgotten since — /restore 7" in shown
+    assert "#11 “Alice a visité Trieste en 2012 et 2013” — /restore 8 undoes it" in shown
