@@ -18,7 +18,7 @@ from itertools import chain
 import numpy as np
 
 from bot.memory.model import USER_MEMORY_TYPES, Memory
-from bot.memory.series import cap_series
+from bot.memory.series import PROBE_FACTOR, cap_series
 from bot.memory.selection import (
     _ALL_LISTS,
     _GLOBAL_LISTS,
@@ -73,8 +73,18 @@ def select_columns(
     `series_slots`: as for `select`, the same step."""
     if series_slots is None:
         return _select_columns(candidates, limit, threshold, now_us, frozenset())
+    c = candidates
+    rank_list = c.type_code.astype(np.int64) + np.where(c.is_global, _GLOBAL_OFFSET, 0)
+    rank_list += np.where(c.pinned, 0, _UNPINNED_OFFSET)
+
+    def by_score(excluded: frozenset[int], depth: int) -> list[Memory]:
+        with np.errstate(invalid="ignore"):
+            eligible = np.flatnonzero(_kept(c, now_us, excluded) & (c.scores >= threshold))
+        keys = (c.scores, -rank_list, c.confidence, c.updated_us, -c.ids)
+        return [c.memory(int(i)) for i in top_positions(eligible, keys, depth)]
+
     chosen, cut = cap_series(
-        lambda excluded, depth: _select_columns(candidates, depth, threshold, now_us, excluded), series_slots, limit
+        lambda excluded, depth: _select_columns(candidates, depth, threshold, now_us, excluded), by_score, series_slots, limit
     )
     return [replace(s, series=cut[s.memory.id]) if s.memory.id in cut else s for s in chosen]
 
@@ -85,10 +95,7 @@ def _select_columns(
     if limit <= 0:
         return []
     c = candidates
-    kept = (c.type_code >= 0) & (c.type_code < _TYPES) & (c.expires_us > now_us)
-    if excluded:
-        kept &= ~np.isin(c.ids, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))
-    positions = np.flatnonzero(kept)
+    positions = np.flatnonzero(_kept(c, now_us, excluded))
     rank_list = c.type_code.astype(np.int64) + np.where(c.is_global, _GLOBAL_OFFSET, 0)
     rank_list += np.where(c.pinned, 0, _UNPINNED_OFFSET)
     with np.errstate(invalid="ignore"):
@@ -153,6 +160,13 @@ def _select_columns(
         score = c.scores[position]
         out.append(Selected(c.memory(position), reason, None if np.isnan(score) else float(score)))
     return out
+
+
+def _kept(c: Candidates, now_us: int, excluded: frozenset[int]) -> np.ndarray:
+    kept = (c.type_code >= 0) & (c.type_code < _TYPES) & (c.expires_us > now_us)
+    if excluded:
+        kept &= ~np.isin(c.ids, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))
+    return kept
 
 
 def top_positions(positions: np.ndarray, keys: Sequence[np.ndarray], k: int) -> np.ndarray:

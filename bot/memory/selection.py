@@ -30,7 +30,7 @@ from operator import attrgetter
 from typing import Literal
 
 from bot.memory.model import USER_MEMORY_TYPES, Memory, utcnow
-from bot.memory.series import cap_series
+from bot.memory.series import PROBE_FACTOR, cap_series
 
 # Cosine a memory needs for the semantic pass when its embedding model has no measured value of
 # its own (bot/memory/recall.py keeps the measured ones); docs/design.md, "Measured decisions".
@@ -99,10 +99,17 @@ def select(
         return _select(memories, semantic_scores, limit, threshold=threshold, now=now)
     pool = list(memories)
     now = utcnow() if now is None else now  # one instant for every round
+    eligible = {i: score for i, score in (semantic_scores or {}).items() if score >= threshold}
+
+    def without(excluded: frozenset[int]) -> list[Memory]:
+        return [m for m in pool if m.id not in excluded]
+
+    def by_score(excluded: frozenset[int], depth: int) -> list[Memory]:
+        return list(_by_score(_file(without(excluded), eligible, now)[1], depth))
+
     chosen, cut = cap_series(
-        lambda excluded, depth: _select(
-            [m for m in pool if m.id not in excluded], semantic_scores, depth, threshold=threshold, now=now
-        ),
+        lambda excluded, depth: _select(without(excluded), semantic_scores, depth, threshold=threshold, now=now),
+        by_score,
         series_slots,
         limit,
     )

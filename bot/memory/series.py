@@ -36,7 +36,7 @@ DEFAULT_MAX_SLOTS = 3
 # Rounds of the selection's series step before it trims instead of refilling (each round drops
 # at least one memory; a round costs one selection).
 MAX_CAP_ROUNDS = 12
-# How much deeper than the turn's limit the series step looks for the next members of a series.
+# How much deeper than the turn's limit the series step looks, by cosine, for the next members.
 PROBE_FACTOR = 8
 FRAME_MEMO = 131_072
 
@@ -141,6 +141,7 @@ S = TypeVar("S", bound=_Chosen)
 
 def cap_series(
     run: Callable[[frozenset[int], int], list[S]],
+    by_score: Callable[[frozenset[int], int], list[Memory]],
     max_slots: int,
     limit: int,
     *,
@@ -148,34 +149,30 @@ def cap_series(
 ) -> tuple[list[S], dict[int, int]]:
     """The selection `run` makes once no series holds more than `max_slots` of its slots.
 
-    `run(excluded, limit)` selects `limit` memories without the `excluded` ids. The step runs it,
-    sets aside the members of a series past its `max_slots` best-placed ones and runs it again,
-    so that the next memories take their slots, until no series is over. Between two rounds a
-    deeper run (PROBE_FACTOR times `limit`) finds the members the selection would take next, and
-    those of the series that went over are set aside at once: a series of 500 look-alikes ranked
-    above everything costs a few rounds, not one per turn's worth of them. Returns the selection
-    and, for each series that was cut, its kept members' ids mapped to how many members of it
-    the rounds saw (what /why says: at least that many).
+    `run(excluded, limit)` selects `limit` memories without the `excluded` ids; `by_score(excluded,
+    depth)` gives the first `depth` eligible memories by cosine. When a series is over its share,
+    the step looks PROBE_FACTOR times deeper than the turn, in the order the selection would take
+    the next memories (a deeper run, then the cosine order), sets aside every member past its
+    series' `max_slots` first ones in that order, and runs the selection again, so that the next
+    memories take the slots. Until no series is over: one round in practice (a series of 500
+    look-alikes ranked above everything included), MAX_CAP_ROUNDS at most. Returns the selection
+    and, for each series that was cut, its kept members' ids mapped to how many members of it the
+    rounds saw (what /why says: at least that many).
     """
     excluded: set[int] = set()
     seen: dict[Hashable, set[int]] = defaultdict(set)
+    chosen = run(frozenset(), limit)
     for _ in range(MAX_CAP_ROUNDS):
-        chosen = run(frozenset(excluded), limit)
-        over = _over(chosen, max_slots, key, seen)
-        if not over:
+        taken = [s.memory for s in chosen]
+        if not _over(taken, max_slots, key, seen):
             break
-        kept = {s.memory.id for s in chosen} - over
-        over_keys = {key(s.memory) for s in chosen if s.memory.id in over}
-        excluded |= over
-        for s in run(frozenset(excluded), limit * PROBE_FACTOR):
-            k = key(s.memory)
-            if k in over_keys:
-                seen[k].add(s.memory.id)
-                if s.memory.id not in kept:
-                    excluded.add(s.memory.id)
+        ahead = frozenset(excluded)
+        deeper = [s.memory for s in run(ahead, limit * PROBE_FACTOR)] + by_score(ahead, limit * PROBE_FACTOR)
+        excluded |= _over(taken + deeper, max_slots, key, seen)
+        chosen = run(frozenset(excluded), limit)
     else:
         # Still over after every round (never seen outside contrived ties): trimmed, not refilled.
-        over = _over(chosen, max_slots, key, seen)
+        over = _over([s.memory for s in chosen], max_slots, key, seen)
         chosen = [s for s in chosen if s.memory.id not in over]
     cut: dict[int, int] = {}
     for s in chosen:
@@ -186,16 +183,19 @@ def cap_series(
 
 
 def _over(
-    chosen: Sequence[_Chosen], max_slots: int, key: Callable[[Memory], Hashable | None], seen: dict[Hashable, set[int]]
+    memories: Sequence[Memory], max_slots: int, key: Callable[[Memory], Hashable | None], seen: dict[Hashable, set[int]]
 ) -> set[int]:
+    """Ids of the members past their series' `max_slots` first ones, in the order given."""
     placed: dict[Hashable, int] = defaultdict(int)
     over: set[int] = set()
-    for s in chosen:
-        k = key(s.memory)
-        if k is None:
+    done: set[int] = set()
+    for memory in memories:
+        k = key(memory)
+        if k is None or memory.id in done:
             continue
-        seen[k].add(s.memory.id)
+        done.add(memory.id)
+        seen[k].add(memory.id)
         placed[k] += 1
         if placed[k] > max_slots:
-            over.add(s.memory.id)
+            over.add(memory.id)
     return over

@@ -148,13 +148,13 @@ def test_columns_make_the_same_capped_choice_and_no_series_goes_over(turn: tuple
 def test_a_series_of_hundreds_ranked_above_everything_still_leaves_the_rest_their_slots() -> None:
     # One run a day for a year and a half, each scored above what else the person said: the
     # series step must find its members rounds ahead, not a turn's worth per round.
-    runs = [mem(i, f"Alice a couru {5 + i % 17} km le {1 + i % 28} mars", type="episode") for i in range(1, 501)]
+    runs = [mem(1000 + i, f"Alice a couru {5 + i % 17} km le {1 + i % 28} mars", type="episode") for i in range(1, 501)]
     others = screenshot_week()[0][22:]
     scores = {m.id: 0.9 - m.id * 1e-5 for m in runs} | {m.id: 0.82 for m in others}
     for chosen in (
         select(runs + others, scores, 24, threshold=0.80, now=NOW, series_slots=3),
         select_columns(candidates_of(runs + others, scores), 24, threshold=0.80, now_us=NOW_US, series_slots=3),
     ):
-        assert [s.memory.id for s in chosen if s.memory.type == "episode"] == [1, 2, 3]
+        assert [s.memory.id for s in chosen if s.memory.type == "episode"] == [1001, 1002, 1003]
         assert {m.id for m in others} <= {s.memory.id for s in chosen}
         assert chosen[0].series > 24  # /why: at least that many look-alikes were set aside
