@@ -484,7 +484,7 @@ async def main() -> None:
     print(f"   both runs; idle lag: the same over {IDLE_SECONDS:.0f} s with the loop idle, just before (the machine's own stalls);")
     print("   select / capped ms: the turn's selection over every memory without and with the cap, series members scored")
     print("   0.85-0.95 above the rest (0.78-0.88); tied ms: the cap with every member at one score (ties go by rank,")
-    print("   a series' ids in a row: the worst case, one round per series over its share), best of 5.")
+    print("   a series' ids in a row: the worst case), best of 5.")
     await recall_with_cap(embedder)
 
 
