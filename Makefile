@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/recall_public.py
 	$(BIN)/python bench/recall.py
 	$(BIN)/python bench/latency.py
+	$(BIN)/python bench/consolidation.py
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/streaming.py
 

@@ -149,6 +149,15 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             )
         elif storage.backup_every_hours:
             log.warning("BACKUP_EVERY_HOURS backs up SQLite only: back up PostgreSQL with pg_dump (see README)")
+        # Series of look-alike memories rewritten into one each, off the turns' path.
+        scheduler.add_job(
+            quiet_when_cancelled(engine.consolidate),
+            "interval",
+            seconds=settings.engine.consolidation_interval_seconds,
+            id="consolidation",
+            max_instances=1,
+            coalesce=True,
+        )
         scheduler.start()
         health = Health(db=db, llm=llm, model=llm_settings.model, embedder=embedder)
         if settings.web.enabled:

@@ -412,6 +412,35 @@ class Settings(BaseSettings):
             "refused with a message; nothing held is dropped."
         ),
     )
+    series_min_members: int = Field(
+        3,
+        ge=2,
+        description=(
+            "Memories of one kind that say the same thing but for their dates, numbers or days "
+            "(\"visited Trieste in 2017\", \"… in 2018\") form a series from this many members."
+        ),
+    )
+    series_max_slots: int = Field(
+        3,
+        ge=1,
+        description=(
+            "Context slots one series may take in a turn (its best-placed members); the next "
+            "memories take the rest."
+        ),
+    )
+    consolidation_interval_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description=(
+            "How often the background job asks the reflection model to rewrite series of people "
+            "who spoke in the last 7 days into one memory each (checked by code, undoable)."
+        ),
+    )
+    consolidation_series_per_run: int = Field(
+        4,
+        ge=0,
+        description="Series one run of that job may consolidate, all users together (0: none).",
+    )
 
     # Conversation
     stream_replies: bool = Field(
@@ -650,6 +679,10 @@ class Settings(BaseSettings):
             lore_scan_depth=self.lore_scan_depth,
             settle_seconds=self.settle_seconds,
             semantic_threshold=self.semantic_threshold,
+            series_min_members=self.series_min_members,
+            series_max_slots=self.series_max_slots,
+            consolidation_interval_seconds=self.consolidation_interval_seconds,
+            consolidation_series_per_run=self.consolidation_series_per_run,
         )
 
     @property
@@ -726,6 +759,10 @@ class EngineSettings:
     lore_scan_depth: int
     settle_seconds: float
     semantic_threshold: float | None = None
+    series_min_members: int = 3
+    series_max_slots: int = 3
+    consolidation_interval_seconds: float = 3600.0
+    consolidation_series_per_run: int = 4
 
 
 @dataclass(frozen=True, slots=True)

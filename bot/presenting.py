@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from bot.i18n import DEFAULT_LANGUAGE, text
 from bot.memory.model import MEMORY_TYPES, HistoryEntry, Memory
 from bot.memory.recall import TurnFigures, TurnSelection
+from bot.memory.stores.memories import CONSOLIDATE, Consolidation, consolidated_into
 from bot.memory.stores.stories import StoryHistoryEntry
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def _reason(reason: str, lang: str) -> str:
 
 # The codes memory_history stores (its operation, and the cause the stores, the engine and the
 # reflection write): /history names each in the reader's language, never as stored.
-OPERATIONS = ("replace", "merge", "expiry", "delete", "edit", "restore")
+OPERATIONS = ("replace", "merge", "expiry", "delete", "edit", "restore", "consolidate")
 CAUSES = {
     "reflection": "cause_reflection",
     "message deleted": "cause_message_deleted",
@@ -50,7 +51,11 @@ def _operation(operation: str, lang: str) -> str:
     return text(lang, f"operation_{operation}") if operation in OPERATIONS else operation
 
 
-def _cause(cause: str, lang: str) -> str:
+def _cause(entry: HistoryEntry, lang: str) -> str:
+    cause = entry.cause
+    into = consolidated_into(cause) if entry.operation == CONSOLIDATE else None
+    if into is not None:
+        return text(lang, "history_consolidated_into", id=into)
     if cause in CAUSES:
         return text(lang, CAUSES[cause])
     if cause.startswith(_REFLECTION_OF):
@@ -151,7 +156,10 @@ def why_text(selection: TurnSelection | None, *, lang: str = DEFAULT_LANGUAGE) -
         else:
             score = text(lang, "why_lexical") if slot.lexical else ""
         pin = " 📌" if slot.pinned else ""
-        lines.append(f"{n:>2}. #{slot.id} [{_type(slot.type, lang)}] {_reason(slot.reason, lang)}{score}{pin} — {clip(slot.text, 100)}")
+        series = text(lang, "why_series", members=slot.series) if slot.series else ""
+        lines.append(
+            f"{n:>2}. #{slot.id} [{_type(slot.type, lang)}] {_reason(slot.reason, lang)}{score}{pin}{series} — {clip(slot.text, 100)}"
+        )
     if selection.rules:
         lines.append("")
         lines.append(text(lang, "why_rules"))
@@ -206,12 +214,30 @@ def _story_lines(story: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> list[st
 
 
 def history_text(
-    entries: Sequence[HistoryEntry], story_entries: Sequence[StoryHistoryEntry] = (), *, lang: str = DEFAULT_LANGUAGE
+    entries: Sequence[HistoryEntry],
+    story_entries: Sequence[StoryHistoryEntry] = (),
+    consolidations: Sequence[Consolidation] = (),
+    *,
+    lang: str = DEFAULT_LANGUAGE,
 ) -> str:
     removals = [s for s in story_entries if s.operation == "anchor_removed"]
-    if not entries and not removals:
+    if not entries and not removals and not consolidations:
         return text(lang, "history_empty")
     lines: list[str] = []
+    if consolidations:
+        lines.append(text(lang, "history_consolidations"))
+        for c in consolidations:
+            members = ", ".join(f"#{m}" for m, _ in c.members)
+            if c.undone:
+                now = text(lang, "history_consolidation_undone")
+            elif c.text is None:
+                now = text(lang, "history_consolidation_gone", id=c.memory_id)
+            else:
+                now = f"#{c.memory_id} “{clip(c.text, 200)}”"
+            lines.append(
+                text(lang, "history_consolidation_line", date=_date(c.at), n=len(c.members), members=members, now=now, history_id=c.history_id)
+            )
+        lines.append("")
     if entries:
         lines.append(text(lang, "history_head"))
         for e in entries:
@@ -223,7 +249,7 @@ def history_text(
                     memory_id=e.memory_id,
                     operation=_operation(e.operation, lang),
                     date=_date(e.archived_at),
-                    cause=_cause(e.cause, lang),
+                    cause=_cause(e, lang),
                     restored=text(lang, "history_restored") if e.restored else "",
                     text=clip(e.text, 100),
                 )
@@ -254,6 +280,8 @@ def stats_text(stats: "MemoryStats", *, lang: str = DEFAULT_LANGUAGE) -> str:
         text(lang, "stats_never_semantic", n=stats.never_semantic),
         text(lang, "stats_pending", n=stats.pending_reflections),
     ]
+    if stats.consolidations:
+        lines.append(text(lang, "stats_consolidations", n=stats.consolidations, members=stats.consolidated_members))
     if stats.total >= stats.cap:
         lines.append(text(lang, "stats_cap_reached"))
     if stats.never_surfaced:

@@ -138,8 +138,11 @@ async def test_privacy_boundary_between_dms_and_guilds(db, http, llm_server, tmp
 async def test_rules_are_always_in_context_outside_the_budget(db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path)
     await engine.start()
-    for n in range(30):
-        await store.add("alice", NewMemory(text=f"L'utilisateur a visité la ville numéro {n}.", place="guild-1"))
+    # Thirty cities, not "ville numéro n": thirty texts differing by a number are one series, and
+    # a series takes only its share of the slots.
+    cities = "Lyon Nantes Lille Metz Nice Brest Rennes Tours Dijon Reims Caen Pau Sète Albi Agen Arles Annecy Bayonne Blois Cahors Colmar Dax Dole Gap Laval Lens Mâcon Niort Rodez Vannes".split()
+    for city in cities:
+        await store.add("alice", NewMemory(text=f"L'utilisateur a visité la ville de {city}.", place="guild-1"))
     result = await engine.turn(msg("Salut"))
     assert len(result.selection.slots) == 24
     assert len(result.selection.rules) == len(engine.character.rules) > 0

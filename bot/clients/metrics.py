@@ -62,6 +62,7 @@ class Metrics:
         r = self.registry
         self.turns = Counter("echo_turns", "Turns by outcome: answered, degraded (answered without semantic recall), failed (no reply)", ["outcome"], registry=r)
         self.reflections = Counter("echo_reflections", "Reflection attempts by outcome", ["outcome"], registry=r)
+        self.consolidations = Counter("echo_consolidations", "Series consolidation decisions: applied, or the reason it was refused", ["outcome"], registry=r)
         self.reflection_backlog = Gauge("echo_reflection_backlog", "Answered exchanges waiting for their reflection", registry=r)
         self.reflection_set_aside = Gauge("echo_reflection_set_aside", "Exchanges whose reflection was given up after repeated failures", registry=r)
         self.llm_seconds = Histogram("echo_llm_seconds", "Duration of LLM calls, failed ones included", ["call"], buckets=_LLM_BUCKETS, registry=r)

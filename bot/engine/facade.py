@@ -24,6 +24,7 @@ from bot.clients.metrics import Metrics
 from bot.clients.storage import Database
 from bot.clients.tasks import BackgroundTasks
 from bot.config import EngineSettings
+from bot.engine.consolidation_worker import Consolidations, RunFigures
 from bot.engine.context import EngineContext
 from bot.engine.events import Events, Receipt
 from bot.engine.llm_calls import MAX_REPLY_CHARS, ModelCalls, final_reply
@@ -51,9 +52,11 @@ from bot.memory.stores.exchanges import (
 )
 from bot.memory.stores.memories import (
     MAX_MEMORY_CHARS,
+    Consolidation,
     EraseReport,
     MemoryStore,
     NewMemory,
+    consolidations,
     erase_user_memories,
     owner_keys,
     replace_rules,
@@ -101,10 +104,12 @@ class Engine:
         self.cast = cast if cast is not None else Cast.single(character)
         self.clock = clock
         self.store = MemoryStore(db, clock=clock)
-        # Kept in step with every write by the users' versions (bot/memory/cache.py): no write
-        # path throws it away.
+        # Kept in step with every write by the users' versions: no write path throws it away.
         self.cache = MemoryCache(db, embedder.model if embedder else None)
-        self.recall = Recall(db, embedder, cache=self.cache, clock=clock, threshold=settings.semantic_threshold)
+        self.recall = Recall(
+            db, embedder, cache=self.cache, clock=clock,
+            threshold=settings.semantic_threshold, series_slots=settings.series_max_slots,
+        )
         self.tasks = BackgroundTasks()
         self.metrics = metrics if metrics is not None else Metrics()
         self.events = Events(self.tasks)
@@ -119,6 +124,7 @@ class Engine:
         self._ctx = ctx
         self.state_specs = ctx.specs(self.cast.default_key)
         self.reflections = Reflections(ctx)
+        self.consolidations = Consolidations(ctx, self.reflections)
         self.exchanges = OpenExchanges(ctx, self.reflections, self.wait_recorded)
         self.turns = Turns(ctx, self.exchanges, self.reflections)
         self.rules: list[Memory] = []
@@ -156,10 +162,8 @@ class Engine:
         self.warming = self.tasks.spawn(warm_up(self.db, self.cache, self.clock), name="warm-up")
 
     async def sync_rules(self) -> None:
-        """Each character file's rules, stored as `rule` memories of the character itself.
-
-        Rewritten only when a file's rules changed: the same character keeps the same rule ids
-        (and their vectors) from one start to the next."""
+        """Each character file's rules, stored as `rule` memories of the character itself: rewritten
+        only when a file's rules changed, so a character keeps its rule ids (and vectors)."""
         for key, character in self.cast.characters.items():
             owner = f"character:{character.name}"
             stored = await self._stored_rules(owner)
@@ -208,10 +212,8 @@ class Engine:
         return await self.exchanges.shown(user_id, exchange_id)
 
     async def regenerate(self, user_id: str, exchange_id: int, *, max_chars: int | None = None) -> Shown | None:
-        """Ask the model again, with the very prompt of the turn (same memories, same history).
-
-        None when the exchange is settled. LLMError when the model fails: nothing is stored.
-        """
+        """Ask the model again, with the very prompt of the turn (same memories, same history);
+        None when the exchange is settled. LLMError when the model fails: nothing is stored."""
         return await self.exchanges.regenerate(user_id, exchange_id, max_chars=max_chars)
 
     async def swipe(self, user_id: str, exchange_id: int, step: int) -> Shown | None:
@@ -231,10 +233,10 @@ class Engine:
         receipt: Callable[[Receipt], Awaitable[None]] | None = None,
         erasing: Callable[[str], None] | None = None,
     ) -> None:
-        """A front end follows settled exchanges and receipts, and erasures (`erasing(person)`,
-        called at once when an erase begins: drop what is queued for them). What happened before
-        any front end listened (the start-up settles open replies and resumes reflections before
-        Discord is up) is delivered now, so a receipt earned during a restart still shows."""
+        """A front end follows settled exchanges, receipts and erasures (`erasing(person)`, called
+        when an erase begins: drop what is queued for them). What happened before any front end
+        listened (start-up settles and reflections) is delivered now: a receipt earned during a
+        restart still shows."""
         self.events.listen(settled=settled, receipt=receipt, erasing=erasing)
 
     # --- the user's message edited or deleted -------------------------------------------------
@@ -261,8 +263,7 @@ class Engine:
         await self.reflections.wait(user_id)
 
     async def wait_idle(self, user_id: str) -> None:
-        """Wait for the user's reflection, then embed what it wrote: the next turn sees its
-        scores whatever the clock says, so a piped chat gives the same answers every run."""
+        """Wait for the user's reflection, then embed what it wrote (a piped chat is repeatable)."""
         await self.reflections.wait(user_id)
         if self.indexer is not None:
             await self.indexer.run_once()
@@ -296,12 +297,11 @@ class Engine:
     ) -> int:
         if type_ == "rule":
             raise InvalidMemory("rules come from the character file only, never from a user")
-        memory_id = await self.store.add(
+        return await self.store.add(
             user_id,
             NewMemory(text=storable(text), type=type_, scope="global", story_id=story_id, place=place, source=source),
             cap=self.settings.max_memories_per_user,
         )
-        return memory_id
 
     async def pin(self, user_id: str, memory_id: int, pinned: bool = True) -> bool:
         return await self.store.set_pinned(user_id, memory_id, pinned)
@@ -310,8 +310,7 @@ class Engine:
         return await self.store.forget(user_id, memory_id, cause="user: /forget")
 
     async def edit_memory(self, user_id: str, memory_id: int, text: str) -> int | None:
-        """The user rewrites one of their memories. The previous version is archived first:
-        returns its history id (for /restore), or None when the memory is not one of theirs."""
+        """The user rewrites a memory, archived first: its history id (/restore), None if not theirs."""
         return await self.store.edit(user_id, memory_id, storable(text), cause="user: edit")
 
     async def receipt_size(self, user_id: str, exchange_id: int) -> int:
@@ -327,7 +326,16 @@ class Engine:
         ]
 
     async def restore(self, user_id: str, history_id: int) -> int | None:
+        """Bring back an archived version; a consolidated member brings back its whole series."""
         return await self.store.restore(user_id, history_id, cause="user: /restore")
+
+    async def consolidated(self, user_id: str) -> list[Consolidation]:
+        """The user's consolidations of series, newest first (for /history and the owner's page)."""
+        return await consolidations(self.db.reader, user_id)
+
+    async def consolidate(self) -> RunFigures:
+        """One run of the consolidation job (scheduled by the composition root, never in a turn)."""
+        return await self.consolidations.run_once()
 
     async def why(self, user_id: str, story_id: str) -> TurnSelection | None:
         await self.wait_recorded(user_id)
@@ -335,9 +343,8 @@ class Engine:
 
     async def stats(self, user_id: str) -> MemoryStats:
         await self.wait_recorded(user_id)
-        return await memory_stats(
-            self.db, self.store, user_id, cap=self.settings.max_memories_per_user, now=self.clock()
-        )
+        cap = self.settings.max_memories_per_user
+        return await memory_stats(self.db, self.store, user_id, cap=cap, now=self.clock())
 
     async def export(self, user_id: str) -> dict[str, Any]:
         """Everything stored about one user, as plain JSON-able data."""

@@ -63,7 +63,7 @@ class MemoryCommands:
 
     async def history(self, owner: str, *, lang: str = DEFAULT_LANGUAGE) -> str:
         entries, removals = await self.engine.history(owner)
-        return history_text(entries, removals, lang=lang)
+        return history_text(entries, removals, await self.engine.consolidated(owner), lang=lang)
 
     async def why(self, owner: str, story_id: str, *, lang: str = DEFAULT_LANGUAGE) -> str:
         return why_text(await self.engine.why(owner, story_id), lang=lang)

@@ -175,8 +175,11 @@ class Recall:
         threshold: float | None = None,
         conversation_lines: int = CONVERSATION_LINES,
         conversation_weight: float = CONVERSATION_WEIGHT,
+        series_slots: int | None = None,
     ) -> None:
         self.db = db
+        # Slots one series may take (bot/memory/series.py); None: no cap.
+        self.series_slots = series_slots
         self.embedder = embedder
         # Not `cache or …`: an empty cache has len() 0 and would be silently replaced.
         self.cache = cache if cache is not None else MemoryCache(db, embedder.model if embedder else None)
@@ -368,7 +371,9 @@ class Recall:
         )
         entry, slots, fused = scored.entry, scored.slots, scored.fused
         candidates = turn_candidates(entry, slots, fused.scores)
-        chosen = select_columns(candidates, self.limit, threshold=self.threshold, now_us=micros(scored.now))
+        chosen = select_columns(
+            candidates, self.limit, threshold=self.threshold, now_us=micros(scored.now), series_slots=self.series_slots
+        )
         at = np.flatnonzero(np.isin(candidates.ids, [s.memory.id for s in chosen]))
         by_conversation = set(candidates.ids[at[fused.by_conversation[at]]].tolist())
         selection = TurnSelection(
@@ -548,6 +553,7 @@ def _slot(chosen: Selected, lexical_ids: set[int], by_conversation: set[int], th
         pinned=memory.pinned,
         text=memory.text,
         lexical=lexical,
+        series=chosen.series,
     )
 
 

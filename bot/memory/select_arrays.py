@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from itertools import chain
 
@@ -35,6 +35,7 @@ from bot.memory.selection import (
     Reason,
     Selected,
 )
+from bot.memory.series import cap_series
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,15 +65,37 @@ def select_columns(
     *,
     threshold: float = FALLBACK_THRESHOLD,
     now_us: int,
+    series_slots: int | None = None,
 ) -> list[Selected]:
     """`select` over columns: the same memories, reasons and scores in the same order (the
     tests compare both on random and real scores), with numpy doing the one pass over all
-    candidates and each rank list's head found by partition, not by sorting the list."""
+    candidates and each rank list's head found by partition, not by sorting the list.
+    `series_slots`: as for `select`, the same step."""
+    if series_slots is None:
+        return _select_columns(candidates, limit, threshold, now_us, frozenset())
+    c = candidates
+    rank_list = c.type_code.astype(np.int64) + np.where(c.is_global, _GLOBAL_OFFSET, 0)
+    rank_list += np.where(c.pinned, 0, _UNPINNED_OFFSET)
+
+    def by_score(excluded: frozenset[int], depth: int) -> list[Memory]:
+        with np.errstate(invalid="ignore"):
+            eligible = np.flatnonzero(_kept(c, now_us, excluded) & (c.scores >= threshold))
+        keys = (c.scores, -rank_list, c.confidence, c.updated_us, -c.ids)
+        return [c.memory(int(i)) for i in top_positions(eligible, keys, depth)]
+
+    chosen, cut = cap_series(
+        lambda excluded, depth: _select_columns(candidates, depth, threshold, now_us, excluded), by_score, series_slots, limit
+    )
+    return [replace(s, series=cut[s.memory.id]) if s.memory.id in cut else s for s in chosen]
+
+
+def _select_columns(
+    candidates: Candidates, limit: int, threshold: float, now_us: int, excluded: frozenset[int]
+) -> list[Selected]:
     if limit <= 0:
         return []
     c = candidates
-    kept = (c.type_code >= 0) & (c.type_code < _TYPES) & (c.expires_us > now_us)
-    positions = np.flatnonzero(kept)
+    positions = np.flatnonzero(_kept(c, now_us, excluded))
     rank_list = c.type_code.astype(np.int64) + np.where(c.is_global, _GLOBAL_OFFSET, 0)
     rank_list += np.where(c.pinned, 0, _UNPINNED_OFFSET)
     with np.errstate(invalid="ignore"):
@@ -137,6 +160,13 @@ def select_columns(
         score = c.scores[position]
         out.append(Selected(c.memory(position), reason, None if np.isnan(score) else float(score)))
     return out
+
+
+def _kept(c: Candidates, now_us: int, excluded: frozenset[int]) -> np.ndarray:
+    kept = (c.type_code >= 0) & (c.type_code < _TYPES) & (c.expires_us > now_us)
+    if excluded:
+        kept &= ~np.isin(c.ids, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))
+    return kept
 
 
 def top_positions(positions: np.ndarray, keys: Sequence[np.ndarray], k: int) -> np.ndarray:

@@ -23,13 +23,14 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import chain
 from operator import attrgetter
 from typing import Literal
 
 from bot.memory.model import USER_MEMORY_TYPES, Memory, utcnow
+from bot.memory.series import cap_series
 
 # Score a memory needs for the semantic pass when the caller gives none (the prototype's cosine);
 # a turn passes its own, on the fused scale (bot/memory/recall.py, `threshold_for`).
@@ -63,6 +64,8 @@ class Selected:
     memory: Memory
     reason: Reason
     score: float | None
+    # Its series was cut to the series' slots: how many members the selection would have served.
+    series: int = 0
 
 
 @dataclass(slots=True)
@@ -81,6 +84,7 @@ def select(
     *,
     threshold: float = FALLBACK_THRESHOLD,
     now: datetime | None = None,
+    series_slots: int | None = None,
 ) -> list[Selected]:
     """Choose at most `limit` memories, in the order they were chosen.
 
@@ -88,7 +92,38 @@ def select(
     skipped (the caller serves them outside the budget), so are expired ones. A memory is
     semantic-eligible when `semantic_scores` gives it a cosine >= `threshold`; without scores
     (degraded turn, memory not yet indexed) the deterministic passes still fill the slots.
+    With `series_slots`, a series (bot/memory/series.py) gets at most that many slots, its
+    best-placed members, and the next memories take the rest.
     """
+    if series_slots is None:
+        return _select(memories, semantic_scores, limit, threshold=threshold, now=now)
+    pool = list(memories)
+    now = utcnow() if now is None else now  # one instant for every round
+    eligible = {i: score for i, score in (semantic_scores or {}).items() if score >= threshold}
+
+    def without(excluded: frozenset[int]) -> list[Memory]:
+        return [m for m in pool if m.id not in excluded]
+
+    def by_score(excluded: frozenset[int], depth: int) -> list[Memory]:
+        return list(_by_score(_file(without(excluded), eligible, now)[1], depth))
+
+    chosen, cut = cap_series(
+        lambda excluded, depth: _select(without(excluded), semantic_scores, depth, threshold=threshold, now=now),
+        by_score,
+        series_slots,
+        limit,
+    )
+    return [replace(s, series=cut[s.memory.id]) if s.memory.id in cut else s for s in chosen]
+
+
+def _select(
+    memories: Iterable[Memory],
+    semantic_scores: Mapping[int, float] | None,
+    limit: int,
+    *,
+    threshold: float,
+    now: datetime | None,
+) -> list[Selected]:
     if limit <= 0:
         return []
     scores = semantic_scores or {}

@@ -8,7 +8,7 @@ from datetime import datetime
 from bot.clients.storage import Database
 from bot.memory.model import Memory
 from bot.memory.stores.exchanges import count_pending_reflection
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memories import MemoryStore, consolidations
 from bot.memory.stores.turn import turn_stats
 
 # A memory that was a candidate this often and never chosen is listed as never surfaced.
@@ -27,6 +27,9 @@ class MemoryStats:
     turns: int
     degraded_turns: int
     pending_reflections: int
+    # Series consolidated into one memory and not undone: (consolidations, memories they hold).
+    consolidations: int = 0
+    consolidated_members: int = 0
 
 
 async def memory_stats(db: Database, store: MemoryStore, user_id: str, *, cap: int, now: datetime) -> MemoryStats:
@@ -35,6 +38,7 @@ async def memory_stats(db: Database, store: MemoryStore, user_id: str, *, cap: i
     for m in memories:
         by_type[m.type] = by_type.get(m.type, 0) + 1
     turns, degraded = await turn_stats(db, user_id)
+    applied = [c for c in await consolidations(db.reader, user_id) if not c.undone]
     return MemoryStats(
         total=len(memories),
         cap=cap,
@@ -46,4 +50,6 @@ async def memory_stats(db: Database, store: MemoryStore, user_id: str, *, cap: i
         turns=turns,
         degraded_turns=degraded,
         pending_reflections=await count_pending_reflection(db, user_id),
+        consolidations=len(applied),
+        consolidated_members=sum(len(c.members) for c in applied),
     )

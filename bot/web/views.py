@@ -165,6 +165,7 @@ async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] 
         "figures": turn_figures(entries, now, w),
         "backlog": backlog,
         "set_aside": await report.user_set_aside(user_id, SET_ASIDE_SHOWN),
+        "consolidations": await engine.consolidated(user_id),
         "types_chart": charts.hbars("Memories per type", dict(sorted(stats.by_type.items()))),
         "memories": memories[-MEMORIES_SHOWN:][::-1],
         "memory_total": len(memories),

@@ -323,8 +323,10 @@ async def test_why_of_this_channel_long_answer_is_split_into_ephemeral_followups
     await cog.why.callback(cog, elsewhere)
     assert texts(elsewhere)[0].startswith("No turn of yours in this channel yet")
 
+    # Named by letters, not "numéro n": thirty texts differing by a number are one series, and a
+    # series takes only its share of the 24 slots.
     for n in range(30):
-        await remember(services, ALICE, f"Souvenir numéro {n} d'Alice, " + "avec beaucoup de détails " * 5)
+        await remember(services, ALICE, f"Souvenir {chr(97 + n % 26) * (1 + n // 26)} d'Alice, " + "avec beaucoup de détails " * 5)
     await services.engine.turn(
         Incoming(user_id=str(ALICE), user_name="Alice", text="Tu te souviens ?", story_id=str(CHANNEL_ID), place=str(GUILD_ID))
     )

@@ -214,3 +214,38 @@ async def test_kill_9_inside_the_reflections_write_transaction(llm: ScriptedLLM,
     await restart_until_idle(env, tmp_path)
     assert llm.reflections == 2
     assert_applied_once(await database_state(env))
+
+
+TRIESTE = [f"L'utilisateur a visité Trieste en {year}." for year in (2014, 2015, 2016, 2018, 2019)]
+CONSOLIDATED = "L'utilisateur a visité Trieste en 2014, 2015, 2016, 2018 et 2019."
+
+
+async def run_driver(env: dict[str, str], cwd: Path, mode: str) -> str:
+    proc = await start(env, cwd, "-m", "tests.reliability.consolidation_driver", USER, mode)
+    out, stderr = await asyncio.wait_for(proc.communicate(), PROCESS_TIMEOUT)
+    assert proc.returncode == 0, stderr.decode()[-2000:]
+    return out.decode()
+
+
+async def test_kill_9_inside_a_consolidations_write_transaction(llm_server: FakeLLMServer, env, tmp_path):
+    def answer(request: LLMRequest) -> str:
+        if request.json_schema is not None and "series" in request.last_user:
+            return json.dumps({"text": CONSOLIDATED, "confidence": 0.95})
+        return "{}" if request.json_schema is not None else "Bonjour !"
+
+    llm_server.handler = answer
+    assert "seeded" in await run_driver(env, tmp_path, "seed")
+
+    proc = await start(env, tmp_path, "-m", "tests.reliability.consolidation_driver", USER, "kill")
+    await read_until(proc, "in-transaction")
+    await kill_9(proc)
+    # The new memory was inserted, the members archived and deleted, the provenance copied: none
+    # of it committed.
+    assert (await database_state(env))["memories"] == sorted(TRIESTE)
+
+    # The next run applies it, once; the one after finds nothing left to ask.
+    assert "consolidated 1 found 1 calls 1" in await run_driver(env, tmp_path, "run")
+    assert (await database_state(env))["memories"] == [CONSOLIDATED]
+    assert "consolidated 0 found 0 calls 0" in await run_driver(env, tmp_path, "run")
+    assert (await database_state(env))["memories"] == [CONSOLIDATED]
+    assert sum("series" in r.last_user for r in llm_server.chats) == 2

@@ -208,3 +208,28 @@ async def test_export_holds_the_turn_figures_the_page_draws(page: Page):
     [entry] = data["turn_log"]
     assert entry["outcome"] == "answered" and entry["story_id"] == "chan-1"
     assert entry["prompt_tokens"] > 0 and entry["context_tokens"] == 8192 and entry["reply_ms"] is not None
+
+
+async def test_a_cut_series_and_a_consolidation_show_on_the_page(page: Page):
+    for year in (2016, 2017, 2018, 2019, 2020):
+        await page.engine.remember("alice", f"Alice a visité Trieste en {year}.", story_id="chan-1", place="guild-1")
+    await page.play("On repart en voyage ?")
+    user = await page.get("/users/alice")
+    [turn_id] = re.findall(r'href="/users/alice/turns/(\d+)"', user.text)
+    turn = await page.get(f"/users/alice/turns/{turn_id}")
+    assert turn.text.count("(one of a series of 5, cut to its share of slots)") == 3
+
+    remembering = page.llm.handler
+
+    def consolidating(request):  # type: ignore[no-untyped-def]
+        if "series" in request.last_user:
+            return '{"text": "Alice a visité Trieste chaque année de 2016 à 2020.", "confidence": 0.95}'
+        return remembering(request)
+
+    page.llm.handler = consolidating
+    figures = await page.engine.consolidate()
+    assert figures.consolidated == 1
+    user = await page.get("/users/alice")
+    assert "Series consolidated (1)" in user.text
+    assert "Alice a visité Trieste chaque année de 2016 à 2020." in user.text
+    assert "Alice a visité Trieste en 2018." in user.text  # a member, as it was

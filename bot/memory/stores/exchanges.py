@@ -416,6 +416,15 @@ async def add_sources(conn: Connection, user_id: str, memory_id: int, exchange_i
         )
 
 
+async def copy_sources(conn: Connection, user_id: str, from_ids: Iterable[int], to_id: int) -> None:
+    """Memory `to_id` comes from every exchange the memories `from_ids` came from."""
+    for memory_id in from_ids:
+        rows = await fetch_all(
+            conn, "SELECT exchange_id FROM memory_sources WHERE user_id = ? AND memory_id = ?", (user_id, memory_id)
+        )
+        await add_sources(conn, user_id, to_id, [int(r[0]) for r in rows])
+
+
 async def sources_of(db: Database, user_id: str, memory_id: int) -> list[int]:
     rows = await fetch_all(
         db.reader,

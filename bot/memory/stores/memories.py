@@ -17,9 +17,10 @@ from __future__ import annotations
 import builtins
 import json
 import logging
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -337,10 +338,10 @@ async def set_expiry(
 
 
 async def delete_memory(
-    conn: Connection, user_id: str, memory_id: int, *, cause: str, now: datetime
+    conn: Connection, user_id: str, memory_id: int, *, cause: str, now: datetime, operation: str = "delete"
 ) -> bool:
     """Archive, then delete. False when the id is not one of the user's."""
-    if await archive(conn, user_id, memory_id, "delete", cause=cause, now=now) is None:
+    if await archive(conn, user_id, memory_id, operation, cause=cause, now=now) is None:
         return False
     await conn.execute("DELETE FROM memories WHERE user_id = ? AND id = ?", (user_id, memory_id))
     return True
@@ -482,60 +483,170 @@ class MemoryStore:
         """Bring back an archived version. Returns the memory id, or None for an unknown entry.
 
         If the memory still exists, its current version is archived first (so a restore is itself
-        undoable); if it was deleted, it comes back under its own id (ids are never reused).
+        undoable); if it was deleted, it comes back under its own id (ids are never reused). A
+        member of a consolidation brings back the whole series and retires the memory that held
+        it, in the same transaction.
         """
         now = self.clock()
         async with self.db.write() as conn:
-            row = await fetch_one(conn, _SELECT_SNAPSHOT, (user_id, history_id))
+            row = await fetch_one(conn, _SELECT_CAUSE, (user_id, history_id))
             if row is None:
                 return None
-            memory_id = row[0]
-            snapshot = dict(zip(_SNAPSHOT_COLUMNS.split(", "), row[1:]))
-            existing = await fetch_memory(conn, user_id, memory_id)
-            if existing is not None:
-                await archive(conn, user_id, memory_id, "restore", cause=cause, now=now)
-                await conn.execute(
-                    "UPDATE memories SET text = ?, type = ?, scope = ?, story_id = ?, place = ?, "
-                    "confidence = ?, pinned = ?, expires_at = ?, content_hash = ?, updated_at = ? "
-                    "WHERE user_id = ? AND id = ?",
-                    (
-                        snapshot["text"],
-                        snapshot["type"],
-                        snapshot["scope"],
-                        snapshot["story_id"],
-                        snapshot["place"],
-                        snapshot["confidence"],
-                        snapshot["pinned"],
-                        snapshot["expires_at"],
-                        content_hash(snapshot["text"]),
-                        to_db(now),
-                        user_id,
-                        memory_id,
-                    ),
-                )
-            else:
-                await conn.execute(
-                    _REINSERT,
-                    (
-                        memory_id,
-                        content_hash(snapshot["text"]),
-                        user_id,
-                        snapshot["text"],
-                        snapshot["type"],
-                        snapshot["scope"],
-                        snapshot["story_id"],
-                        snapshot["place"],
-                        snapshot["confidence"],
-                        snapshot["pinned"],
-                        snapshot["created_at"],
-                        to_db(now),
-                        snapshot["expires_at"],
-                        snapshot["source"],
-                    ),
-                )
-            await conn.execute(
-                "UPDATE memory_history SET restored_at = ? WHERE user_id = ? AND id = ?",
-                (to_db(now), user_id, history_id),
-            )
-        return memory_id
+            consolidated = consolidated_into(row[1]) if row[0] == CONSOLIDATE else None
+            if consolidated is None:
+                return await restore_version(conn, user_id, history_id, cause=cause, now=now)
+            await undo_consolidation(conn, user_id, consolidated, cause=cause, now=now)
+            return int(row[2])
 
+
+async def restore_version(
+    conn: Connection, user_id: str, history_id: int, *, cause: str, now: datetime
+) -> int | None:
+    """`MemoryStore.restore` of one archived version, inside the caller's transaction."""
+    row = await fetch_one(conn, _SELECT_SNAPSHOT, (user_id, history_id))
+    if row is None:
+        return None
+    memory_id = row[0]
+    snapshot = dict(zip(_SNAPSHOT_COLUMNS.split(", "), row[1:]))
+    existing = await fetch_memory(conn, user_id, memory_id)
+    if existing is not None:
+        await archive(conn, user_id, memory_id, "restore", cause=cause, now=now)
+        await conn.execute(
+            "UPDATE memories SET text = ?, type = ?, scope = ?, story_id = ?, place = ?, "
+            "confidence = ?, pinned = ?, expires_at = ?, content_hash = ?, updated_at = ? "
+            "WHERE user_id = ? AND id = ?",
+            (
+                snapshot["text"],
+                snapshot["type"],
+                snapshot["scope"],
+                snapshot["story_id"],
+                snapshot["place"],
+                snapshot["confidence"],
+                snapshot["pinned"],
+                snapshot["expires_at"],
+                content_hash(snapshot["text"]),
+                to_db(now),
+                user_id,
+                memory_id,
+            ),
+        )
+    else:
+        await conn.execute(
+            _REINSERT,
+            (
+                memory_id,
+                content_hash(snapshot["text"]),
+                user_id,
+                snapshot["text"],
+                snapshot["type"],
+                snapshot["scope"],
+                snapshot["story_id"],
+                snapshot["place"],
+                snapshot["confidence"],
+                snapshot["pinned"],
+                snapshot["created_at"],
+                to_db(now),
+                snapshot["expires_at"],
+                snapshot["source"],
+            ),
+        )
+    await conn.execute(
+        "UPDATE memory_history SET restored_at = ? WHERE user_id = ? AND id = ?",
+        (to_db(now), user_id, history_id),
+    )
+    return memory_id
+
+
+# --- consolidations (bot/memory/consolidation.py) ---------------------------------------------
+# A consolidation is written in memory_history alone: each member archived with the operation
+# CONSOLIDATE and the cause "consolidated into #N", N the memory that holds the series now.
+
+CONSOLIDATE = "consolidate"
+_CONSOLIDATED_INTO = re.compile(r"consolidated into #(\d{1,19})")
+_SELECT_CAUSE = "SELECT operation, cause, memory_id FROM memory_history WHERE user_id = ? AND id = ?"
+_SELECT_MEMBERS = (
+    "SELECT id, memory_id, restored_at FROM memory_history "
+    "WHERE user_id = ? AND operation = ? AND cause = ? ORDER BY id"
+)
+_SELECT_CONSOLIDATIONS = (
+    "SELECT cause, memory_id, text, archived_at, restored_at, id FROM memory_history "
+    "WHERE user_id = ? AND operation = ? ORDER BY id DESC LIMIT ?"
+)
+
+
+def consolidation_cause(memory_id: int) -> str:
+    return f"consolidated into #{memory_id}"
+
+
+def consolidated_into(cause: str) -> int | None:
+    match = _CONSOLIDATED_INTO.fullmatch(cause)
+    return int(match.group(1)) if match else None
+
+
+def _unchanged(read: Memory, now: Memory | None) -> bool:
+    return now is not None and (read.content_hash, read.pinned, read.type, read.scope, read.story_id, read.place,
+                                read.expires_at) == (now.content_hash, now.pinned, now.type, now.scope, now.story_id,
+                                                     now.place, now.expires_at)  # fmt: skip
+
+
+async def consolidate(
+    conn: Connection, user_id: str, members: Sequence[Memory], new: NewMemory, *, now: datetime
+) -> int | None:
+    """Replace the series `members` by the memory `new`, inside the caller's transaction: the new
+    memory inserted, each member archived (CONSOLIDATE, "consolidated into #N") and deleted.
+    None, and nothing written, when a member changed or left since it was read."""
+    for member in members:
+        if not _unchanged(member, await fetch_memory(conn, user_id, member.id)):
+            return None
+    new_id = await insert_memory(conn, user_id, new, now=now)
+    for member in members:
+        await delete_memory(conn, user_id, member.id, cause=consolidation_cause(new_id), now=now, operation=CONSOLIDATE)
+    return new_id
+
+
+async def undo_consolidation(
+    conn: Connection, user_id: str, memory_id: int, *, cause: str, now: datetime
+) -> list[int]:
+    """Every member of the consolidation into `memory_id` back (those not restored already), and
+    that memory retired to history; the members' ids."""
+    rows = await fetch_all(conn, _SELECT_MEMBERS, (user_id, CONSOLIDATE, consolidation_cause(memory_id)))
+    restored = [
+        int(memory) for history_id, memory, restored_at in rows if restored_at is None
+        and await restore_version(conn, user_id, int(history_id), cause=cause, now=now) is not None
+    ]  # fmt: skip
+    await delete_memory(conn, user_id, memory_id, cause=cause, now=now)
+    return restored
+
+
+@dataclass(frozen=True, slots=True)
+class Consolidation:
+    """One consolidation as /history and the owner's page show it."""
+
+    memory_id: int
+    members: list[tuple[int, str]]  # (memory id, its text then)
+    at: datetime
+    undone: bool
+    # The history entry whose /restore undoes it.
+    history_id: int
+    # The memory's text now; None once it was retired (undone, forgotten).
+    text: str | None = None
+
+
+async def consolidations(conn: Connection, user_id: str, *, limit: int = 200) -> list[Consolidation]:
+    """The user's consolidations, newest first (from at most `limit` archived members)."""
+    found: dict[int, Consolidation] = {}
+    for cause, memory_id, text, archived_at, restored_at, history_id in await fetch_all(
+        conn, _SELECT_CONSOLIDATIONS, (user_id, CONSOLIDATE, limit)
+    ):
+        into = consolidated_into(cause)
+        if into is None:
+            continue
+        held = found.get(into)
+        if held is None:
+            held = found[into] = Consolidation(into, [], from_db(archived_at) or utcnow(), restored_at is not None, history_id)
+        held.members.insert(0, (int(memory_id), text))
+    out = []
+    for held in found.values():
+        now = await fetch_memory(conn, user_id, held.memory_id)
+        out.append(replace(held, text=now.text) if now is not None else held)
+    return out

@@ -30,6 +30,8 @@ class Slot:
     pinned: bool
     text: str
     lexical: bool = False
+    # Its series was cut to SERIES_MAX_SLOTS: how many members the selection would have served.
+    series: int = 0
 
 
 @dataclass(slots=True)
@@ -86,6 +88,7 @@ class TurnSelection:
                         "pinned": s.pinned,
                         "text": s.text,
                         "lexical": s.lexical,
+                        "series": s.series,
                     }
                     for s in self.slots
                 ],

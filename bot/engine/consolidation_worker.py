@@ -1,0 +1,225 @@
+"""The consolidation job: in the background, series of look-alike memories (bot/memory/series.py)
+of the people who spoke lately are rewritten into one memory each, by the reflection model,
+checked by code (bot/memory/consolidation.py), applied in one transaction, undoable.
+
+An APScheduler interval job (CONSOLIDATION_INTERVAL_SECONDS) runs `run_once`: the people who spoke
+in the last RECENT_DAYS, most recent first, their series largest first, at most
+CONSOLIDATION_SERIES_PER_RUN model calls in all. Never inside a turn. Each series is decided
+under the user's reflection lock and the reflection worker's claim on the user (one at a time per
+user, across processes on PostgreSQL): no reflection, erase or other consolidation of that user
+runs meanwhile. A member changed, pinned or gone since the series was read (an erase included)
+leaves the series as it is. A refused series is not asked again until one of its members changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter, OrderedDict, defaultdict
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from bot.clients.outage import Outage
+from bot.engine.context import EngineContext
+from bot.engine.reflection_worker import Reflections
+from bot.errors import LLMError, ReflectionParseError, StorageError
+from bot.memory.cache import _freeze_long_lived, _Slices
+from bot.memory.consolidation import (
+    Refusal,
+    build_consolidation_messages,
+    check_proposal,
+    consolidation_json_schema,
+    parse_proposal,
+)
+from bot.memory.series import Series, SeriesKey, key_of
+from bot.memory.stores.exchanges import copy_sources, recent_speakers
+from bot.memory.stores.memories import NewMemory, consolidate, consolidations, row_to_memory
+
+log = logging.getLogger(__name__)
+
+RECENT_DAYS = 7
+# Rows whose frames are computed between two looks at the clock: about 2 ms of work (a frame
+# costs 20-40 µs the first time, a dictionary lookup after).
+SCAN_SLICE = 64
+RECENT_LIMIT = 1_000
+# Refused series remembered (by user and signature) so that the model is not asked again.
+REFUSED_KEPT = 10_000
+
+
+@dataclass(slots=True)
+class RunFigures:
+    """What one run (or every run, for `Consolidations.totals`) found and decided."""
+
+    users: int = 0
+    series_found: int = 0
+    consolidated: int = 0
+    llm_calls: int = 0
+    refused: Counter[str] = field(default_factory=Counter)
+    # Series-finding time on the event loop, and its longest slice (CPU time).
+    scan_seconds: float = 0.0
+    longest_slice_ms: float = 0.0
+
+
+class Consolidations:
+    def __init__(self, ctx: EngineContext, reflections: Reflections) -> None:
+        self.ctx = ctx
+        self.reflections = reflections
+        self.outage = Outage(log)
+        self._refused: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self.totals = RunFigures()
+        self._running = asyncio.Lock()
+
+    async def run_once(self) -> RunFigures:
+        """One pass over the recent speakers, within the run's budget of model calls."""
+        figures = RunFigures()
+        budget = self.ctx.settings.consolidation_series_per_run
+        if budget <= 0:
+            return figures
+        async with self._running:
+            now = self.ctx.clock()
+            speakers = await recent_speakers(self.ctx.db, now - timedelta(days=RECENT_DAYS), RECENT_LIMIT)
+            users = list(dict.fromkeys(user for user, _ in speakers))
+            for user_id in users:
+                if figures.llm_calls >= budget or self.reflections.closing:
+                    break
+                figures.users += 1
+                try:
+                    await self.consolidate_user(user_id, figures, budget)
+                except StorageError as exc:
+                    log.warning("consolidation stopped for now: %s", exc)
+                    break
+        self._add(figures)
+        return figures
+
+    def _add(self, figures: RunFigures) -> None:
+        t = self.totals
+        t.users += figures.users
+        t.series_found += figures.series_found
+        t.consolidated += figures.consolidated
+        t.llm_calls += figures.llm_calls
+        t.refused.update(figures.refused)
+        t.scan_seconds += figures.scan_seconds
+        t.longest_slice_ms = max(t.longest_slice_ms, figures.longest_slice_ms)
+
+    async def find(self, user_id: str, figures: RunFigures | None = None) -> list[Series]:
+        """The user's series as the cache holds their memories now, found in slices on the event
+        loop (a thread would hold the GIL against it: see bot/memory/cache.py)."""
+        entry = await self.ctx.cache.get(user_id)
+        rows = list(entry.rows)  # a catch-up may change the entry between two slices
+        started = time.perf_counter()
+        slices = _Slices()
+        longest = 0.0
+        slots: dict[SeriesKey, list[int]] = defaultdict(list)
+        for start in range(0, len(rows), SCAN_SLICE):
+            # CPU time of this thread: what the slice holds the loop for, the machine's own
+            # descheduling of the process aside.
+            tick = time.thread_time()
+            for slot in range(start, min(start + SCAN_SLICE, len(rows))):
+                row = rows[slot]
+                if row is not None:
+                    key = key_of(row[3], row[4], row[5], row[6], bool(row[8]), row[11] is not None, row[2])
+                    if key is not None:
+                        slots[key].append(slot)
+            if not start % (SCAN_SLICE * 64):
+                # The memoised frames live long: out of the cyclic collector's walks, which stop
+                # the loop for hundreds of milliseconds at 100,000 memories (as the cache does).
+                _freeze_long_lived()
+            longest = max(longest, time.thread_time() - tick)
+            await slices.tick()
+        least = self.ctx.settings.series_min_members
+        series = []
+        for key, held in slots.items():
+            if len(held) >= least:
+                # The members as read (the rows copied above): the apply compares them with the
+                # database. Slots are in id order within a load, not after a catch-up: sorted.
+                members = sorted((row_to_memory(rows[slot]) for slot in held), key=lambda m: m.id)
+                series.append(Series(key, tuple(members)))
+                await slices.tick()
+        series.sort(key=lambda s: (-len(s.members), s.members[0].id))
+        if figures is not None:
+            figures.series_found += len(series)
+            figures.scan_seconds += time.perf_counter() - started
+            figures.longest_slice_ms = max(figures.longest_slice_ms, longest * 1000)
+        return series
+
+    async def consolidate_user(self, user_id: str, figures: RunFigures, budget: int) -> None:
+        # A consolidation the user undid is theirs to keep undone: its members are not asked
+        # again together, only once the series holds a memory more.
+        undone = [frozenset(m for m, _ in c.members) for c in await consolidations(self.ctx.db.reader, user_id) if c.undone]
+        for series in await self.find(user_id, figures):
+            if figures.llm_calls >= budget or self.reflections.closing:
+                return
+            if (user_id, series.signature) in self._refused:
+                continue
+            if any(frozenset(m.id for m in series.members) <= members for members in undone):
+                continue
+            async with self.reflections.lock(user_id):
+                async with self.ctx.db.exclusive(f"reflect:{user_id}") as mine:
+                    if not mine:
+                        return  # another process reflects or consolidates this user now
+                    outcome = await self.consolidate_series(user_id, series, figures)
+            if outcome is None:
+                return  # the model is failing: the next run tries again
+
+    async def consolidate_series(self, user_id: str, series: Series, figures: RunFigures) -> str | None:
+        """Ask the model for one memory holding the series, check it, apply it. The outcome
+        ("applied" or the refusal's reason), or None when the model did not answer."""
+        ctx = self.ctx
+        character = ctx.cast.character_of_key(user_id)
+        members = list(series.members)
+        messages = build_consolidation_messages(character=character.name, user="the user", members=members)
+        figures.llm_calls += 1
+        try:
+            answer = await ctx.calls.chat(
+                "consolidation",
+                messages,
+                model=ctx.settings.reflection_model,
+                json_schema=consolidation_json_schema(),
+                timeout=ctx.settings.reflection_timeout_seconds,
+            )
+        except LLMError as exc:
+            ctx.metrics.consolidations.labels("llm_failed").inc()
+            self.outage.failed("consolidations fail, series stay as they are: %s", exc)
+            return None
+        self.outage.recovered("consolidations work again after %d failed call(s)")
+        try:
+            proposal = parse_proposal(answer.text)
+        except ReflectionParseError as exc:
+            return self._refuse(user_id, series, Refusal("unparseable", str(exc)), figures)
+        refusal = check_proposal(members, proposal, character_name=character.name)
+        if refusal is not None:
+            return self._refuse(user_id, series, refusal, figures)
+        first = members[0]
+        new = NewMemory(
+            text=proposal.text,
+            type=first.type,
+            scope=first.scope,
+            confidence=max(m.confidence for m in members),
+            story_id=first.story_id,
+            place=first.place,
+            source=max(members, key=lambda m: m.updated_at).source,
+        )
+        async with ctx.db.write() as conn:
+            new_id = await consolidate(conn, user_id, members, new, now=ctx.clock())
+            if new_id is not None:
+                await copy_sources(conn, user_id, [m.id for m in members], new_id)
+        if new_id is None:
+            # Not remembered as refused: the series is read again, as it is now, next run.
+            ctx.metrics.consolidations.labels("changed").inc()
+            figures.refused["changed"] += 1
+            log.info("consolidation of %d memories left alone: one changed or left meanwhile", len(members))
+            return "changed"
+        ctx.metrics.consolidations.labels("applied").inc()
+        figures.consolidated += 1
+        log.info("consolidated %d memories into #%d", len(members), new_id)
+        return "applied"
+
+    def _refuse(self, user_id: str, series: Series, refusal: Refusal, figures: RunFigures) -> str:
+        self.ctx.metrics.consolidations.labels(refusal.reason).inc()
+        figures.refused[refusal.reason] += 1
+        log.info("consolidation of %d memories refused (%s): %s", len(series.members), refusal.reason, refusal.detail)
+        self._refused[(user_id, series.signature)] = refusal.reason
+        while len(self._refused) > REFUSED_KEPT:
+            self._refused.popitem(last=False)
+        return refusal.reason
