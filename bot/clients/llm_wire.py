@@ -95,12 +95,16 @@ class Thinking:
             if head.startswith(_OPEN):
                 self._inside = True
                 start = at + len(_OPEN)
-            elif head.startswith(_CLOSE):
-                if not self._inside:
-                    self._answer.clear()
-                    self._changed = self._dirty = True
-                self._inside = False
+            elif head.startswith(_CLOSE) and not self._inside:
+                self._answer.clear()
+                self._changed = self._dirty = True
                 start = at + len(_CLOSE)
+            elif head.startswith(_CLOSE):
+                self._inside = False
+                # The block's removal joins what stood before it to what follows: a tag's start
+                # just before ("<thi") is read again with the text after ("nk>").
+                text = self._tag_start() + text[at + len(_CLOSE) :]
+                start = 0
             elif len(head) < len(_CLOSE) and (_OPEN.startswith(head) or _CLOSE.startswith(head)):
                 self._tail = text[at:]
                 return self._changed
@@ -122,6 +126,27 @@ class Thinking:
             self._text = joined.strip()
             self._dirty = False
         return self._text
+
+    def _tag_start(self) -> str:
+        """The end of the answer when it may be the start of a tag, taken out of the answer: at
+        most a tag's length is looked at, so the work stays bounded by the piece."""
+        end, i = "", len(self._answer)
+        while i > 0 and len(end) < len(_CLOSE) - 1:
+            i -= 1
+            end = self._answer[i][-(len(_CLOSE) - 1 - len(end)) :] + end
+        at = end.rfind("<")
+        start = end[at:] if at >= 0 else ""
+        if not start or not (_OPEN.startswith(start.lower()) or _CLOSE.startswith(start.lower())):
+            return ""
+        left = len(start)
+        while left:
+            last = self._answer.pop()
+            if len(last) > left:
+                self._answer.append(last[:-left])
+                break
+            left -= len(last)
+        self._changed = self._dirty = True
+        return start
 
     def _take(self, text: str) -> None:
         if not text:

@@ -242,8 +242,12 @@ def test_strip_thinking(raw: str, expected: str) -> None:
 
 
 def _whole_text_reference(text: str) -> str:
-    """What the answer is, read on the whole text at once (the rule `Thinking` keeps)."""
-    text = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL | re.IGNORECASE)
+    """What the answer is, read on the whole text at once (the rule `Thinking` keeps). A block
+    taken out joins what stood around it, which may form a block again ("<thi" + "nk>"): taken
+    out until none is left."""
+    block = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+    while (found := block.search(text)) is not None:
+        text = text[: found.start()] + text[found.end() :]
     closes = list(re.finditer(r"</think>", text, re.IGNORECASE))
     if closes:
         text = text[closes[-1].end() :]
