@@ -61,6 +61,7 @@ from recall_questions import FACTS, OTHER_FACTS, QUESTIONS, SMALL_TALK  # noqa: 
 
 from bot.clients.db import SQLiteDatabase  # noqa: E402
 from bot.clients.embeddings import LOCAL_MODEL, Embedder, make_embedder, query_text  # noqa: E402
+from bot.config import load_settings  # noqa: E402
 from bot.memory.cache import micros  # noqa: E402
 from bot.memory.conversation import (  # noqa: E402
     CONVERSATION_LINES,
@@ -78,6 +79,8 @@ DATA = Path(__file__).resolve().parent / "data" / "madial-user1"
 CACHE = Path(__file__).resolve().parent / ".cache"
 USER = "bart"
 PLACE = "guild-madial"
+# The cap per series of look-alikes the product runs with (SERIES_MAX_SLOTS).
+SERIES_SLOTS = load_settings(_env_file=None).engine.series_max_slots
 KS = (8, 16, 24)
 SEED = 20261202
 RESAMPLES = 2000
@@ -248,6 +251,8 @@ class Bench:
             conversation_lines=lines,
             conversation_weight=weight,
             timeout=600.0,
+            # As the product runs: a series of look-alikes keeps to its share of the slots.
+            series_slots=SERIES_SLOTS,
         )
 
     async def play(self, *, lines: int, weight: float, threshold: float | None = None) -> Played:
