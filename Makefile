@@ -36,9 +36,9 @@ test: lint
 	$(BIN)/python -m pytest --durations=10
 
 ## make test-fast: the checkers, then every test but the slow ones (processes, PostgreSQL),
-## property tests with fewer examples
+## property tests with fewer examples, on two workers
 test-fast: lint
-	HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest -m "not slow" --durations=10
+	HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest -m "not slow" -n 2 --durations=10
 
 ## make chat USER=alice: talk to the character in the terminal, no Discord needed
 chat: $(STAMP)
