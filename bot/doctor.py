@@ -310,14 +310,20 @@ async def check_embedder(settings: Settings, http: httpx.AsyncClient) -> list[Fi
             )
         ]
     found = [_good("embedder", f"{embedder.model} answers in {time.monotonic() - started:.1f} s, {len(vector)} dimensions")]
-    if embedder.model in SEMANTIC_THRESHOLDS:
+    override = settings.semantic_threshold
+    if override is not None:
+        found.append(_good("embedder threshold", f"{override:.2f}, from SEMANTIC_THRESHOLD"))
+    elif embedder.model in SEMANTIC_THRESHOLDS:
         found.append(_good("embedder threshold", f"{threshold_for(embedder.model):.2f}, measured for {embedder.model}"))
     else:
         found.append(
             _bad(
                 "embedder threshold",
-                f"none measured for {embedder.model}: recall uses the fallback {threshold_for(embedder.model):.2f}",
-                "measure one with bench/recall.py and add it to SEMANTIC_THRESHOLDS, or EMBEDDINGS=local",
+                f"none measured for {embedder.model}: recall uses {threshold_for(embedder.model):.2f}, measured for "
+                "another model on the same scale",
+                f"measure it: python bench/recall_public.py --embeddings {e.kind} --embeddings-model "
+                f"{embedder.model.removeprefix(e.kind + ':')} "
+                "prints the SEMANTIC_THRESHOLD to set; or EMBEDDINGS=local",
             )
         )
     return found

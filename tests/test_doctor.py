@@ -15,6 +15,7 @@ import pytest
 
 from bot.clients.db import SQLiteDatabase
 from tests.fakes.discord import FakeDiscord
+from tests.fakes.embedding_server import EmbeddingServer
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 from tests.reliability.process import REPO
 from tests.reliability.test_storage_faults import read_only, tmpfs
@@ -187,3 +188,26 @@ async def test_a_misspelt_key_in_env_is_a_finding(tmp_path: Path, llm_server: Fa
     code, out = await doctor(env, tmp_path)
     assert code == 1 and failed(out)[0] == "settings"
     assert "LLM_MODLE is not a setting of this bot and is ignored (did you mean LLM_MODEL?)" in out
+
+
+async def test_an_embedder_without_a_measured_threshold_is_a_finding_until_the_setting_gives_one(
+    tmp_path: Path, llm_server: FakeLLMServer, embedding_server: EmbeddingServer
+) -> None:
+    llm_server.handler = lambda r: '{"memories": []}' if r.json_schema is not None else "ready"
+    async with FakeDiscord() as discord:
+        env = doctor_env(
+            DISCORD_TOKEN=discord.token,
+            DISCORD_API_URL=discord.api_url,
+            LLM_BASE_URL=llm_server.url,
+            LLM_MODEL=FAKE_MODEL,
+            DATABASE_PATH=str(tmp_path / "echo.sqlite3"),
+            EMBEDDINGS="ollama",
+            EMBEDDINGS_BASE_URL=embedding_server.url,
+            EMBEDDINGS_MODEL="fake-embed",
+        )
+        code, out = await doctor(env, tmp_path)
+        assert code == 1 and failed(out) == ["embedder threshold"], out
+        assert "python bench/recall_public.py --embeddings ollama --embeddings-model fake-embed" in out
+        code, out = await doctor({**env, "SEMANTIC_THRESHOLD": "0.25"}, tmp_path)
+    assert code == 0 and failed(out) == [], out
+    assert "✓ embedder threshold: 0.25, from SEMANTIC_THRESHOLD" in out
