@@ -157,4 +157,4 @@ def test_every_catalogue_passes_gettexts_own_checks(lang):
     assert [(m.id, errors) for m, errors in catalog.check()] == []
     for message in catalog:
         if message.pluralizable:
-            assert len(message.string) == catalog.num_plurals, message.id
+            assert len(message.string) == catalog.num_plurals and all(message.string), message.id
