@@ -8,6 +8,7 @@ from tests.discord_e2e.conftest import StartEcho
 from tests.discord_e2e.test_swipes_and_memory import (
     CAT,
     MODAL,
+    alice_tells_about_the_cat,
     bot_messages,
     button,
     buttons,
@@ -26,8 +27,7 @@ async def test_the_receipt_its_buttons_and_the_edit_form_speak_the_presser_s_lan
 ) -> None:
     echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
     script(llm_server, ["Pixel, quel joli nom."], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]})
-    await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
-    reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    reply = await alice_tells_about_the_cat(fake_discord)
     receipt = button(reply, "🧠")
     (memory_id,) = query(echo, "SELECT id FROM memories WHERE user_id = ?", (str(ALICE.id),))[0]
 

@@ -16,6 +16,7 @@ from tests.discord_e2e.test_swipes_and_memory import (
     CAT,
     CHANNEL_MESSAGE,
     MODAL,
+    alice_tells_about_the_cat,
     bot_messages,
     button,
     buttons,
@@ -57,8 +58,7 @@ async def refused(discord: FakeDiscord, interaction: Interaction) -> str:
 
 async def alice_opens_the_edit_form(echo: EchoProcess, discord: FakeDiscord) -> tuple[int, dict[str, Any]]:
     """Alice's memory of the cat, and the modal its receipt's Edit button opened for her."""
-    await discord.user_says(ALICE, discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
-    reply = (await until(lambda: [m for m in bot_messages(discord) if buttons(m)]))[0]
+    reply = await alice_tells_about_the_cat(discord)
     ((memory_id, _),) = alices_memories(echo)
     press = await discord.press_button(ALICE, reply, button(reply, "🧠")["custom_id"])
     await callback(discord, press)
@@ -169,8 +169,7 @@ async def test_forged_custom_ids_are_refused_privately_and_act_on_no_one_elses_d
     privately; one naming Bob himself acts on Bob's own (empty) memory."""
     echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
     script(llm_server, ["Pixel !"], learns_the_cat)
-    await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
-    reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    reply = await alice_tells_about_the_cat(fake_discord)
     ((memory_id, _),) = alices_memories(echo)
     exchange = re.fullmatch(r"echo:receipt:[0-9]+:([0-9]+)", button(reply, "🧠")["custom_id"])[1]  # type: ignore[index]
     calls = chats(llm_server)

@@ -79,6 +79,11 @@ def script(llm_server: FakeLLMServer, replies: list[str], reflect: Callable[[LLM
     return reflections
 
 
+async def alice_tells_about_the_cat(discord: FakeDiscord) -> dict[str, Any]:
+    """Alice tells the bot about her cat in #general; its reply, once the reply's buttons are on it."""
+    await discord.user_says(ALICE, discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
+    return (await until(lambda: [m for m in bot_messages(discord) if buttons(m)]))[0]
+
 async def test_only_the_person_answered_can_swipe_and_the_reflection_reads_the_answer_kept(
     start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
 ) -> None:
@@ -183,8 +188,7 @@ async def test_the_receipt_shows_the_change_and_says_when_the_memory_is_gone(
 ) -> None:
     echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
     script(llm_server, ["Pixel, quel joli nom."], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]})
-    await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
-    reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    reply = await alice_tells_about_the_cat(fake_discord)
     receipt = button(reply, "🧠")
     assert receipt["label"] == "🧠 1"
     (memory_id,) = query(echo, "SELECT id FROM memories WHERE user_id = ?", (str(ALICE.id),))[0]
@@ -220,8 +224,7 @@ async def test_a_modal_edit_is_archived_and_restore_brings_the_old_text_back_eve
 ) -> None:
     echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
     script(llm_server, ["Pixel !"], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]})
-    await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
-    reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    reply = await alice_tells_about_the_cat(fake_discord)
     (memory_id,) = query(echo, "SELECT id FROM memories WHERE user_id = ?", (str(ALICE.id),))[0]
 
     # The receipt's buttons still work once the bot was restarted: nothing was kept in memory.
@@ -330,8 +333,7 @@ async def test_once_settled_the_swipe_buttons_give_way_to_the_receipt(
         return {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]} if "Pixel" in request.last_user else {}
 
     script(llm_server, ["Quel joli nom.", "De rien."], reflect)
-    await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
-    first = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    first = await alice_tells_about_the_cat(fake_discord)
     assert "🔄" in [b["label"] for b in buttons(first)]
     await fake_discord.user_says(ALICE, fake_discord.general, "merci", mention_bot=True)
     await until(lambda: [b["label"] for b in buttons(first)] == ["🧠 1"])
@@ -346,8 +348,7 @@ async def test_a_crash_between_the_reply_and_its_settling_loses_nothing(
     reflections = script(
         llm_server, ["Première.", "Seconde."], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]}
     )
-    await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
-    reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    reply = await alice_tells_about_the_cat(fake_discord)
     press = await fake_discord.press_button(ALICE, reply, button(reply, "🔄")["custom_id"])
     await callback(fake_discord, press)
     await until(lambda: reply["content"] == "Seconde.")
