@@ -61,19 +61,24 @@ from bot.clients.llm import LLMClient  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.engine.prompting import ChannelLine  # noqa: E402
-from bot.memory.conversation import CONVERSATION_LINES  # noqa: E402
+from bot.memory.conversation import CONVERSATION_LINES, window  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
 from bot.memory.stores.vectors import VECTOR_DTYPE  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL  # noqa: E402
 
 SIZES = (300, 3_000)
-# Three ways of recalling take turns (MODES): 8 turns of each. A steady turn follows a turn that
-# used its conversation, whose reply prepared the next turn's (bot/memory/recall.py).
-TURNS = 24
-MODES = ("today", "unseen", "steady")
+# Four ways of recalling take turns (MODES): 8 turns of each. A steady turn follows a turn that
+# used its conversation, whose reply prepared the next turn's (bot/memory/recall.py). Others'
+# lines come before an unseen turn and an ahead turn: the ahead turn's are given to
+# `Engine.read_ahead` BURST_SECONDS before it, as the Discord front end does while a burst
+# waits; the unseen turn's reach the engine with the message (BURST_SECONDS=0).
+TURNS = 32
+MODES = ("today", "unseen", "ahead", "steady")
 # A turn's overhead ratio to its bound may grow this much over today's (the message alone):
-# nothing in a steady conversation, one model call with a few more texts for unseen lines.
-CONVERSATION_TARGETS = {"steady": 0.10, "unseen": 0.30}
+# nothing in a steady conversation or once the lines were read ahead. An unseen turn embeds its
+# lines with its message in one model call, whose cost this model makes grow with the text
+# (printed beside it): no target is claimed for it.
+CONVERSATION_TARGETS = {"steady": 0.10, "ahead": 0.30}
 HISTORY_LINES = 12
 POOL = 3_000
 PERTURBATION = 0.02
@@ -248,6 +253,7 @@ async def run_size(
     bounds: list[float] = []
     first: tuple[float, float] = (0.0, 0.0)
     lines: list[str] = []
+    ready = 0
     try:
         for index, text in enumerate(user.messages):
             # The three ways of recalling take turns in one conversation, so that each meets
@@ -255,10 +261,14 @@ async def run_size(
             mode = MODES[index % len(MODES)]
             history = list(lines[-HISTORY_LINES:])
             engine.recall.conversation_lines = 0 if mode == "today" else CONVERSATION_LINES
-            if mode == "unseen":
+            if mode in ("unseen", "ahead"):
                 # Others spoke in between: lines no earlier turn embedded, as many as the window.
                 history += [f"Bob: la réunion {index} est déplacée à {9 + index % 8} h, salle {index}"]
                 history += [f"Chloé: d'accord pour la salle {index}, j'apporte le café"]
+            if mode == "ahead":
+                engine.read_ahead(history)
+                await asyncio.sleep(settings.burst_seconds)
+                ready += not engine.recall.lines.missing(embedder.model, window(history))
             incoming = Incoming(
                 user_id=user.user_id, user_name=user.name, text=text, story_id=STORY, place=PLACE,
                 message_id=f"{user.user_id}-{index}",
@@ -308,7 +318,26 @@ async def run_size(
         "hold_max": max(watch.reflection_holds, default=float("nan")) * 1000,
         "lag_max": max((late for _, late in watch.lags), default=float("nan")) * 1000,
         "lag_deciding": watch.lag_while_deciding() * 1000,
+        "ahead_ready": ready,
+        "ahead_turns": sum(1 for i in range(len(user.messages)) if MODES[i % len(MODES)] == "ahead"),
+        "burst_seconds": settings.burst_seconds,
     }
+
+
+async def model_cost(embedder: LocalEmbedder, repeats: int = 15) -> tuple[float, float]:
+    """Median ms of one query text, and of the same text with two conversation lines in one
+    call: what a turn that embeds unseen lines itself pays on this machine."""
+    message = "Tu te souviens de ce que je t'ai dit sur ma sœur ?"
+    lines = ["Bob: la réunion 3 est déplacée à 11 h, salle 3", "Chloé: d'accord pour la salle 3, j'apporte le café"]
+    alone, together = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        await embedder.embed_queries([message])
+        alone.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        await embedder.embed_queries([message, *lines])
+        together.append(time.perf_counter() - start)
+    return ms(alone, 50), ms(together, 50)
 
 
 async def rss_per_memory(directory: Path, pool: list[Any], vectors: np.ndarray, model: str) -> None:
@@ -383,7 +412,8 @@ async def bench(sizes: list[int], turns: int, rss: bool = False) -> int:
         print()
         print("The conversation in the query, turns taking turns in the same run (p50 / p95 ms, ratio to the")
         print("bound, and that ratio against today's): today = the message alone; steady = the window's lines")
-        print("embedded after earlier replies; unseen = two lines of others never embedded, sent with the message.")
+        print("embedded after earlier replies; unseen = two lines of others never embedded, sent with the message;")
+        print("ahead = the same two lines given to Engine.read_ahead BURST_SECONDS before the turn (Discord's bursts).")
         for r in conversation_rows:
             base = r["p50 today"] / r["bound"]
             cells = []
@@ -397,6 +427,11 @@ async def bench(sizes: list[int], turns: int, rss: bool = False) -> int:
                     + (f" <= +{limit:.0%}{verdict}" if limit is not None else "") + ")"
                 )
             print(f"  {r['n']:>7,}: " + "   ".join(cells))
+            print(f"           ahead: lines embedded before the turn in {r['ahead_ready']:.0f} of "
+                  f"{r['ahead_turns']:.0f} turns (wait {r['burst_seconds']:g} s)")  # fmt: skip
+        alone, together = await model_cost(embedder)
+        print(f"  the model here: one query {alone:.1f} ms, the same with two lines in one call {together:.1f} ms "
+              f"({together / alone:.1f}x): the cost of a turn that embeds unseen lines itself")  # fmt: skip
         if rss:
             await rss_per_memory(Path(directory), pool, vectors, embedder.model)
     largest = rows[-1]

@@ -24,7 +24,7 @@ resampled, seeded) of conversation − today and of the selection against the ra
 message alone, a query-free control (ranking by density: each memory's mean cosine to the
 others, no query) beside chance, the grid of window and weight (how flat the optimum is), and
 the threshold read for the configured model. A third corpus, question-style
-(bench/recall_questions.py), checks that a question with a useless conversation loses nothing.
+(bench/recall_questions.py), measures what a question with a useless conversation loses.
 
 Verdict: a corpus whose query-free control beats chance by more than CONTROL_MARGIN at 24 is
 not fit to judge: the bench says so and exits with status 2.

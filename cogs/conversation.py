@@ -262,7 +262,17 @@ class Conversation(commands.Cog):
             await self._answer(self.bursts.start(None, message, text, 0.0))
             return
         burst = self.bursts.start(key, message, text, time.monotonic() + wait)
+        burst.earlier = self._burst_tasks.spawn(self._read_ahead(message), name=f"earlier:{key}")
         burst.task = self._burst_tasks.spawn(self._answer_burst(key, burst), name=f"burst:{key}")
+
+    async def _read_ahead(self, first: discord.Message) -> list[discord.Message]:
+        """The history of a burst's turn, read while its person may still be typing: the engine
+        embeds its last lines meanwhile, so the turn embeds only its message (a history line is
+        the message's text as Discord shows it, which the engine has often never seen: a reply
+        split in parts, others' messages, anything before a restart)."""
+        earlier = await self._earlier(first)
+        self.engine.read_ahead([m.clean_content for m in earlier])
+        return earlier
 
     async def _answer_burst(self, key: tuple[int, int], burst: Burst) -> None:
         """Once the user has been quiet for BURST_SECONDS (or the burst is full), answer all
@@ -310,7 +320,7 @@ class Conversation(commands.Cog):
             story_id=str(last.channel.id),  # a thread is its own story
             place=place_of(last.guild.id if last.guild is not None else None),
             message_id=str(last.id),
-            history=await self._history(first, me.id, voice),
+            history=self._lines(await (burst.earlier or self._earlier(first)), me.id, voice),
             images=seen.images,
             swipes=self.settings.settle_seconds > 0,
         )
@@ -385,34 +395,38 @@ class Conversation(commands.Cog):
             "Message Content intent enabled in the Discord developer portal (this warning is shown once)."
         )
 
-    async def _history(self, message: discord.Message, bot_id: int, voice: Voice) -> list[ChannelLine]:
-        """The channel's messages before this one, oldest first (empty when unreadable). The
-        character's own lines are its turns: the bot's messages, and those of the webhook it
-        speaks through here under its name. Every other line is named by its speaker: another
-        character's, and another app's webhook (a PluralKit proxy, another bot) whatever name
-        it takes."""
+    async def _earlier(self, message: discord.Message) -> list[discord.Message]:
+        """The channel's messages before this one that have text, oldest first (none when the
+        history is unreadable or off)."""
         limit = self.settings.history_messages
         if limit == 0:
             return []
         try:
-            lines = [
-                ChannelLine(
-                    m.author.display_name,
-                    m.clean_content,
-                    from_bot=m.author.id == bot_id or voice.wrote(m),
-                    from_cast=voice.posted(m),
-                )
-                async for m in message.channel.history(limit=limit, before=message)
-                # Without the Message Content intent others' messages arrive empty.
-                if m.clean_content.strip()
-            ]
+            # Without the Message Content intent others' messages arrive empty.
+            earlier = [m async for m in message.channel.history(limit=limit, before=message) if m.clean_content.strip()]
         except discord.HTTPException as exc:
             if message.channel.id not in self._history_refused:
                 self._history_refused.add(message.channel.id)
                 log.warning("cannot read the history of channel %s (%s): answering without it", message.channel.id, exc)
             return []
-        lines.reverse()
-        return lines
+        earlier.reverse()
+        return earlier
+
+    @staticmethod
+    def _lines(earlier: Sequence[discord.Message], bot_id: int, voice: Voice) -> list[ChannelLine]:
+        """The history as the character reads it. Its own lines are its turns: the bot's
+        messages, and those of the webhook it speaks through here under its name. Every other
+        line is named by its speaker: another character's, and another app's webhook (a
+        PluralKit proxy, another bot) whatever name it takes."""
+        return [
+            ChannelLine(
+                m.author.display_name,
+                m.clean_content,
+                from_bot=m.author.id == bot_id or voice.wrote(m),
+                from_cast=voice.posted(m),
+            )
+            for m in earlier
+        ]
 
     async def _react(self, message: discord.Message, emoji: str) -> None:
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -36,7 +36,7 @@ from bot.memory.cache import MemoryCache
 from bot.memory.export import export_json, export_user
 from bot.memory.indexing import Indexer
 from bot.memory.model import HistoryEntry, Memory, utcnow
-from bot.memory.recall import Recall, TurnSelection
+from bot.memory.recall import Recall, TurnSelection, threshold_for
 from bot.memory.report import Report
 from bot.memory.stats import NEVER_SURFACED_AFTER, MemoryStats, memory_stats
 from bot.memory.stores import settings as settings_store
@@ -146,6 +146,8 @@ class Engine:
     @settings.setter
     def settings(self, settings: EngineSettings) -> None:
         self._ctx.settings = settings
+        self.recall.threshold = threshold_for(self.embedder.model if self.embedder else "", settings.semantic_threshold)
+        self.recall.series_slots = settings.series_max_slots
 
     @property
     def character_user_id(self) -> str:
@@ -199,6 +201,11 @@ class Engine:
         rules = self._rules.get(self.cast.get(msg.character).key, self.rules)
         return await self.turns.run(msg, rules, on_text=on_text)
 
+    def read_ahead(self, lines: Sequence[str]) -> None:
+        """The channel's lines before a message the front end holds (a burst's wait): embedded
+        now, its turn embeds only the message (bot/memory/recall.py, `read_ahead`)."""
+        self.tasks.spawn(self.recall.read_ahead(lines), name="conversation:ahead")
+
     async def wait_recorded(self, user_id: str) -> None:
         """Wait until the user's turns are recorded (before /why, stats, export or erase)."""
         await self.turns.wait_recorded(user_id)
@@ -235,8 +242,7 @@ class Engine:
     ) -> None:
         """A front end follows settled exchanges, receipts and erasures (`erasing(person)`, called
         when an erase begins: drop what is queued for them). What happened before any front end
-        listened (start-up settles and reflections) is delivered now: a receipt earned during a
-        restart still shows."""
+        listened (start-up settles and reflections) is delivered now."""
         self.events.listen(settled=settled, receipt=receipt, erasing=erasing)
 
     # --- the user's message edited or deleted -------------------------------------------------
@@ -352,17 +358,11 @@ class Engine:
         return await export_user(self.db, self.store, user_id, now=self.clock())
 
     async def erase(self, user_id: str) -> EraseReport:
-        """Real deletion of everything about one user, in one transaction.
-
-        A reflection of that user still running would write its memories back after the erase:
-        it is cancelled first (its transaction rolls back), and the user's lock is held; one in
-        another process rolls back at its commit, its exchanges gone. A turn still under way
-        (waiting for the LLM), in this process or another sharing the database, would record its
-        exchange, /why row and counts after it: the erase ends the person's epoch in its
-        transaction, every write of a turn checks it inside its own, and writes nothing when it
-        changed since the turn began. The front ends are told first (`listen(erasing=…)`): what
-        they hold for the person that no turn has begun on (a burst still waiting) is dropped.
-        """
+        """Real deletion of everything about one user, in one transaction. The front ends are told
+        first (`listen(erasing=…)`) and drop what no turn has begun on; a running reflection is
+        cancelled (its transaction rolls back) and the user's lock held; a turn under way, here or
+        in another process, writes nothing after it: the erase ends the person's epoch, which
+        every write of a turn checks inside its own transaction."""
         self.events.erasing(self.cast.user_of_key(user_id))
         await self.wait_recorded(user_id)
         await self.reflections.stop(user_id)

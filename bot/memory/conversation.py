@@ -120,8 +120,9 @@ def fuse(message: np.ndarray, conversation: np.ndarray | None, weight: float = C
     """The fused score of each candidate from its cosines to the message and to the conversation.
 
     max(z(message), standardise(z(message) + weight · z(conversation))): the conversation
-    brings up what it is about, and a memory the message alone ranks high keeps that rank, so
-    a direct question after unrelated small talk loses nothing (bench/recall_questions.py).
+    brings up what it is about, and a memory the message alone scores high keeps that score
+    (not its rank: memories the conversation lifts may still pass it, so a direct question
+    after unrelated small talk can lose a little, bench/recall_questions.py).
     Without a conversation, z(message).
     """
     by_message = standardised(message)

@@ -83,9 +83,11 @@ DIRECT_COUNT_LIMIT = 1_000
 COUNT_FLUSH_TURNS = 16
 COUNT_SLICE = 1_000
 TURNS_KEPT_PER_STORY = 20
-# Conversation columns kept, one per (user, story) that was answered lately: at 100,000
-# memories each is 400 KB.
+# Conversation columns kept, one per (user, story) that was answered lately, and the bytes
+# they may hold together (at 100,000 memories a column is 400 KB): beside the cache's own
+# budget, which does not count them.
 COLUMNS_KEPT = 256
+COLUMNS_BYTES = 64 * 1024 * 1024
 # Reasons under which a slot is there because of its score: the semantic pass (by the message
 # or by the conversation), and the global pass, which takes the eligible globals by score
 # before any other global.
@@ -234,9 +236,10 @@ class Recall:
         mean = conversation_vector([v for v in vectors if v is not None])
         return TurnVectors(rows[0], mean, degraded=False, window=window_key(lines))
 
-    async def remember_lines(self, lines: Sequence[str]) -> None:
-        """Embed conversation lines now, behind every turn's query (after a reply, for the next
-        turn of the story): a failure costs nothing but that turn embedding them itself."""
+    async def remember_lines(self, lines: Sequence[str], *, soon: bool = False) -> None:
+        """Embed conversation lines now: a failure costs nothing but the turn that reads them
+        embedding them itself. Behind every turn's query (after a reply, for the next turn of
+        the story), or, `soon`, beside them (a turn about to read them)."""
         if self.embedder is None:
             return
         model = self.embedder.model
@@ -244,23 +247,31 @@ class Recall:
         if not missing:
             return
         try:
-            rows = await self.embedder.embed_queries(missing, background=True)
+            rows = await self.embedder.embed_queries(missing, background=not soon)
         except EmbeddingError as exc:
             log.debug("conversation lines left for the next turn to embed: %s", exc)
             return
         for text, row in zip(missing, rows):
             self.lines.put(model, text, row)
 
+    async def read_ahead(self, lines: Sequence[str]) -> None:
+        """The lines a turn about to come will read as its conversation, given while the front
+        end holds its message (a burst's wait): embedded now, that turn embeds only its message.
+        Ahead of passages, since a person waits for that turn; only the window, so the work
+        is bounded whatever the front end sends."""
+        if self.conversation_lines > 0:
+            await self.remember_lines(window(lines, self.conversation_lines), soon=True)
+
     async def prepare_conversation(self, user_id: str, story_id: str, lines: Sequence[str]) -> None:
         """After a reply, off the critical path: embed the story's new lines and score the user's
         memories against the conversation the next turn will have if nobody else speaks, so that
         turn reads the matrix once, for its message (memories changed meanwhile are scored again
         then, alone)."""
-        await self.remember_lines(lines)
         if self.embedder is None or self.conversation_lines <= 0:
             return
-        model = self.embedder.model
         kept = window(lines, self.conversation_lines)
+        await self.remember_lines(kept)
+        model = self.embedder.model
         vectors = [self.lines.get(model, line) for line in kept]
         conversation = conversation_vector([v for v in vectors if v is not None])
         if conversation is None:
@@ -269,13 +280,22 @@ class Recall:
         if entry.dim != conversation.shape[0]:
             return
         column = _Column(
-            window_key(kept), conversation, weakref.ref(entry), entry.layout, entry.changes, 0, np.empty(0)
+            window_key(kept), conversation, weakref.ref(entry), entry.layout, entry.changes, 0, np.empty(0, dtype=np.float32)
         )
         column.bring_up_to(entry)
         self._columns[(user_id, story_id)] = column
         self._columns.move_to_end((user_id, story_id))
-        while len(self._columns) > COLUMNS_KEPT:
-            self._columns.popitem(last=False)
+        self._trim_columns()
+
+    def _trim_columns(self) -> None:
+        """Within COLUMNS_KEPT and COLUMNS_BYTES, the least recently prepared dropped first; a
+        column whose cache entry was evicted serves no turn and goes at once."""
+        for key in [key for key, column in self._columns.items() if column.entry() is None]:
+            del self._columns[key]
+        held = sum(column.values.nbytes for column in self._columns.values())
+        while self._columns and (len(self._columns) > COLUMNS_KEPT or held > COLUMNS_BYTES):
+            _, dropped = self._columns.popitem(last=False)
+            held -= dropped.values.nbytes
 
     def _conversation_cosines(
         self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors, key: tuple[str, str]

@@ -36,6 +36,9 @@ class Burst:
     # Its turn has begun: from then on an erase is the engine's to stop.
     turning: bool = False
     task: asyncio.Task[None] | None = None
+    # The channel's messages before its first one, read when it began: its turn's history,
+    # whose last lines the engine embeds during the wait (`Engine.read_ahead`).
+    earlier: asyncio.Task[list[discord.Message]] | None = None
 
     # What its turn read of each message, once the turn has begun.
     read: dict[int, str] = field(default_factory=dict)

