@@ -266,7 +266,7 @@ async def run_size(
                 history += [f"Bob: la réunion {index} est déplacée à {9 + index % 8} h, salle {index}"]
                 history += [f"Chloé: d'accord pour la salle {index}, j'apporte le café"]
             if mode == "ahead":
-                engine.read_ahead(history)
+                engine.read_ahead(user.user_id, STORY, history)
                 await asyncio.sleep(settings.burst_seconds)
                 ready += not engine.recall.lines.missing(embedder.model, window(history))
             incoming = Incoming(

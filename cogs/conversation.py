@@ -267,11 +267,13 @@ class Conversation(commands.Cog):
 
     async def _read_ahead(self, first: discord.Message) -> list[discord.Message]:
         """The history of a burst's turn, read while its person may still be typing: the engine
-        embeds its last lines meanwhile, so the turn embeds only its message (a history line is
-        the message's text as Discord shows it, which the engine has often never seen: a reply
-        split in parts, others' messages, anything before a restart)."""
+        embeds its last lines and scores the person's memories against them meanwhile, so the
+        turn embeds only its message and reads the memories once (a history line is the
+        message's text as Discord shows it, which the engine has often never seen: a reply split
+        in parts, others' messages, anything before a restart)."""
         earlier = await self._earlier(first)
-        self.engine.read_ahead([m.clean_content for m in earlier])
+        user_id = self.cast.memory_key(str(first.author.id), await self.character_for(first))
+        self.engine.read_ahead(user_id, str(first.channel.id), [m.clean_content for m in earlier])
         return earlier
 
     async def _answer_burst(self, key: tuple[int, int], burst: Burst) -> None:

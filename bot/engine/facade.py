@@ -201,10 +201,10 @@ class Engine:
         rules = self._rules.get(self.cast.get(msg.character).key, self.rules)
         return await self.turns.run(msg, rules, on_text=on_text)
 
-    def read_ahead(self, lines: Sequence[str]) -> None:
-        """The channel's lines before a message the front end holds (a burst's wait): embedded
-        now, its turn embeds only the message (bot/memory/recall.py, `read_ahead`)."""
-        self.tasks.spawn(self.recall.read_ahead(lines), name="conversation:ahead")
+    def read_ahead(self, user_id: str, story_id: str, lines: Sequence[str]) -> None:
+        """The channel's lines before a message the front end holds (a burst's wait): prepared
+        now, its turn embeds only the message (`Recall.prepare_conversation`)."""
+        self.tasks.spawn(self.recall.prepare_conversation(user_id, story_id, lines, soon=True), name="conversation:ahead")
 
     async def wait_recorded(self, user_id: str) -> None:
         """Wait until the user's turns are recorded (before /why, stats, export or erase)."""

@@ -254,23 +254,19 @@ class Recall:
         for text, row in zip(missing, rows):
             self.lines.put(model, text, row)
 
-    async def read_ahead(self, lines: Sequence[str]) -> None:
-        """The lines a turn about to come will read as its conversation, given while the front
-        end holds its message (a burst's wait): embedded now, that turn embeds only its message.
-        Ahead of passages, since a person waits for that turn; only the window, so the work
-        is bounded whatever the front end sends."""
-        if self.conversation_lines > 0:
-            await self.remember_lines(window(lines, self.conversation_lines), soon=True)
-
-    async def prepare_conversation(self, user_id: str, story_id: str, lines: Sequence[str]) -> None:
-        """After a reply, off the critical path: embed the story's new lines and score the user's
-        memories against the conversation the next turn will have if nobody else speaks, so that
-        turn reads the matrix once, for its message (memories changed meanwhile are scored again
-        then, alone)."""
+    async def prepare_conversation(
+        self, user_id: str, story_id: str, lines: Sequence[str], *, soon: bool = False
+    ) -> None:
+        """Off the critical path, the conversation the story's next turn will have: its window's
+        lines embedded and the user's memories scored against it, so that turn reads the
+        matrix once, for its message (memories changed meanwhile are scored again then, alone).
+        After a reply (if nobody else speaks), behind every turn's query; or `soon`, beside
+        them, for the lines before a message the front end holds (a burst's wait), since a
+        person waits for that turn. Only the window is embedded, whatever the front end sends."""
         if self.embedder is None or self.conversation_lines <= 0:
             return
         kept = window(lines, self.conversation_lines)
-        await self.remember_lines(kept)
+        await self.remember_lines(kept, soon=soon)
         model = self.embedder.model
         vectors = [self.lines.get(model, line) for line in kept]
         conversation = conversation_vector([v for v in vectors if v is not None])

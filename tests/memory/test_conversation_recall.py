@@ -101,7 +101,7 @@ async def test_lines_read_ahead_of_a_turn_leave_it_only_its_message_and_only_the
     asked = len(embedding_server.requests)
 
     # The front end holds the message (a burst's wait) and gives the channel's lines at once.
-    await recall.read_ahead(history)
+    await recall.prepare_conversation(ALICE, STORY, history, soon=True)
     selection = await turn(recall, "Et toi ?", history)
 
     assert inputs(embedding_server, asked) == [
