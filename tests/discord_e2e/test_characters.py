@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from tests.discord_e2e.conftest import EchoProcess, StartEcho
+from tests.discord_e2e.conftest import Scene, StartEcho
 from tests.fakes.discord import ALICE, FakeDiscord
 from tests.fakes.discord.state import Call
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
@@ -56,8 +56,8 @@ async def wait_until(predicate, timeout: float = 20.0) -> None:  # type: ignore[
     raise AssertionError("condition never met")
 
 
-async def command_text(discord: FakeDiscord, channel, name: str, options=(), locale: str = "en-US") -> str:  # type: ignore[no-untyped-def]
-    interaction = await discord.run_command(ALICE, channel, name, list(options), locale=locale)
+async def command_text(discord: FakeDiscord, channel, name: str, options=(), locale: str = "en-US", user=ALICE) -> str:  # type: ignore[no-untyped-def]
+    interaction = await discord.run_command(user, channel, name, list(options), locale=locale)
     calls = await discord.wait_for_call("POST", f"/interactions/{interaction.id}/{interaction.token}/callback")
     return calls[0].json["data"]["content"]
 
@@ -166,25 +166,23 @@ async def test_without_manage_webhooks_the_character_speaks_as_the_bot_and_says_
     assert [r for r in llm_server.chats if r.json_schema is None][0].system.startswith("You are Marc.")
 
 
-async def test_a_french_locale_gets_french_answers_and_buttons_an_english_one_english(
-    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    channel = fake_discord.general
-    assert await command_text(fake_discord, channel, "memories", locale="fr") == "Aucun souvenir pour l'instant."
-    assert await command_text(fake_discord, channel, "memories", locale="en-GB") == "No memories yet."
-    assert (await command_text(fake_discord, channel, "why", locale="fr")).startswith("Pas encore de tour de ta part")
+async def test_a_french_locale_gets_french_answers_and_buttons_an_english_one_english(scene: Scene) -> None:
+    fake_discord, channel, alice = scene.fake_discord, scene.channel, scene.alice
+    assert await command_text(fake_discord, channel, "memories", locale="fr", user=alice) == "Aucun souvenir pour l'instant."
+    assert await command_text(fake_discord, channel, "memories", locale="en-GB", user=alice) == "No memories yet."
+    assert (await command_text(fake_discord, channel, "why", locale="fr", user=alice)).startswith("Pas encore de tour de ta part")
     remembered = await command_text(
-        fake_discord, channel, "remember", [{"name": "text", "type": 3, "value": "J'ai un chat."}], locale="fr"
+        fake_discord, channel, "remember", [{"name": "text", "type": 3, "value": "J'ai un chat."}], locale="fr", user=alice
     )
     assert remembered.startswith("Retenu sous le numéro #")
-    interaction = await fake_discord.run_command(ALICE, channel, "erase-me", locale="fr")
+    interaction = await fake_discord.run_command(alice, channel, "erase-me", locale="fr")
     calls = await fake_discord.wait_for_call("POST", f"/interactions/{interaction.id}/{interaction.token}/callback")
     data = calls[0].json["data"]
     assert data["content"] == "Ceci efface pour de vrai tous tes souvenirs et tout ton historique. Tout effacer ?"
     labels = [c["label"] for row in data["components"] for c in row["components"]]
     assert labels == ["Tout effacer", "Annuler"]
-    synced = fake_discord.calls_to("PUT", f"/applications/{fake_discord.application_id}/guilds/{fake_discord.guild.id}/commands")
-    names = {c["name"]: c.get("name_localizations", {}).get("fr") for c in synced[-1].json}
+    # The commands as the bot synced them to the guild when it started, before this test.
+    names = {c["name"]: c.get("name_localizations", {}).get("fr") for c in fake_discord.commands[fake_discord.guild.id]}
     assert names["memories"] == "souvenirs" and names["why"] == "pourquoi"
 
 

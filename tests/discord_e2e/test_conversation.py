@@ -8,9 +8,8 @@ import sqlite3
 from bot.engine import CUT_NOTE, MAX_REPLY_CHARS
 from bot.memory.quoting import quote_block
 from cogs.utils.answering import EDIT_INTERVAL, split_message
-from tests.discord_e2e.conftest import StartEcho
+from tests.discord_e2e.conftest import Scene, StartEcho
 from tests.fakes.discord import ALICE, BOB, FakeDiscord
-from tests.fakes.discord.echo_process import EchoProcess
 from tests.fakes.discord.state import Call
 from tests.fakes.llm_server import FakeLLMServer, Reply
 
@@ -31,13 +30,11 @@ def _answer_only(reply: Reply):  # type: ignore[no-untyped-def]
     return lambda request: "{}" if request.json_schema is not None else reply
 
 
-async def test_a_streamed_reply_is_posted_early_then_edited_at_most_once_per_interval(
-    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
+async def test_a_streamed_reply_is_posted_early_then_edited_at_most_once_per_interval(scene: Scene) -> None:
+    fake_discord, llm_server, channel = scene.fake_discord, scene.llm_server, scene.channel
     words = " ".join(f"mot{n}" for n in range(40))
     llm_server.handler = _answer_only(Reply(words, pace=0.1))  # ~4 s of streaming
-    channel = fake_discord.general
-    await fake_discord.user_says(ALICE, channel, "raconte", mention_bot=True)
+    await fake_discord.user_says(scene.alice, channel, "raconte", mention_bot=True)
     await fake_discord.wait_for_call("PATCH", f"/channels/{channel.id}/messages/", where=lambda c: c.json.get("content") == words, timeout=20)
     writes = _writes(fake_discord, channel.id)
     typing = fake_discord.calls_to("POST", f"/channels/{channel.id}/typing")
@@ -52,38 +49,36 @@ async def test_a_streamed_reply_is_posted_early_then_edited_at_most_once_per_int
     assert len({w.path for w in writes if w.method == "PATCH"}) == 1, "one message is edited"
 
 
-async def test_a_stream_that_dies_keeps_what_arrived_says_so_and_saves_it(
-    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    llm_server.handler = _answer_only(Reply("Il était une fois un dragon très gentil", pace=0.05, die_after=4))
-    channel = fake_discord.general
-    await fake_discord.user_says(ALICE, channel, "une histoire ?", mention_bot=True)
+async def test_a_stream_that_dies_keeps_what_arrived_says_so_and_saves_it(scene: Scene) -> None:
+    fake_discord, channel = scene.fake_discord, scene.channel
+    scene.llm_server.handler = _answer_only(Reply("Il était une fois un dragon très gentil", pace=0.05, die_after=4))
+    await fake_discord.user_says(scene.alice, channel, "une histoire ?", mention_bot=True)
     calls = await fake_discord.wait_for_call(
         "PATCH", f"/channels/{channel.id}/messages/", where=lambda c: CUT_NOTE in (c.json.get("content") or ""), timeout=20
     )
     assert calls[-1].json["content"] == f"Il était une fois\n\n{CUT_NOTE}"
-    rows = sqlite3.connect(echo.database_path).execute("SELECT user_message, reply FROM exchanges").fetchall()
+    rows = (
+        sqlite3.connect(scene.echo.database_path)
+        .execute("SELECT user_message, reply FROM exchanges WHERE user_id = ?", (str(scene.alice.id),))
+        .fetchall()
+    )
     assert rows == [("une histoire ?", "Il était une fois")]
 
 
-async def test_a_stream_that_dies_before_any_text_gets_the_apology(
-    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    llm_server.handler = _answer_only(Reply("jamais dit", die_after=0))
-    channel = fake_discord.general
-    await fake_discord.user_says(ALICE, channel, "allô ?", mention_bot=True)
+async def test_a_stream_that_dies_before_any_text_gets_the_apology(scene: Scene) -> None:
+    fake_discord, channel = scene.fake_discord, scene.channel
+    scene.llm_server.handler = _answer_only(Reply("jamais dit", die_after=0))
+    await fake_discord.user_says(scene.alice, channel, "allô ?", mention_bot=True)
     calls = await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages")
     assert "can't reach my language model" in calls[0].json["content"]
     assert not fake_discord.calls_to("PATCH", f"/channels/{channel.id}/messages/")
 
 
-async def test_a_long_streamed_reply_ends_split_exactly_as_a_whole_one(
-    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
+async def test_a_long_streamed_reply_ends_split_exactly_as_a_whole_one(scene: Scene) -> None:
+    fake_discord, channel = scene.fake_discord, scene.channel
     long_reply = "\n\n".join(f"Paragraphe {n} : " + "bla " * 150 for n in range(5))  # ~3,100 chars
-    llm_server.handler = _answer_only(Reply(long_reply, pace=0.002))
-    channel = fake_discord.general
-    await fake_discord.user_says(ALICE, channel, "parle longtemps", mention_bot=True)
+    scene.llm_server.handler = _answer_only(Reply(long_reply, pace=0.002))
+    await fake_discord.user_says(scene.alice, channel, "parle longtemps", mention_bot=True)
     chunks = split_message(long_reply)
     assert len(chunks) == 2
     await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages", where=lambda c: c.json.get("content") == chunks[1], timeout=20)
@@ -155,14 +150,12 @@ async def test_an_image_too_large_is_named_not_sent_nor_downloaded(
     assert fake_discord.downloads == []
 
 
-async def test_without_vision_an_image_is_only_named(
-    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    channel = fake_discord.general
+async def test_without_vision_an_image_is_only_named(scene: Scene) -> None:
+    fake_discord, channel = scene.fake_discord, scene.channel
     image = fake_discord.add_attachment(channel, "chat.png", PNG, "image/png")
-    await fake_discord.user_says(ALICE, channel, "regarde", mention_bot=True, attachments=[image])
+    await fake_discord.user_says(scene.alice, channel, "regarde", mention_bot=True, attachments=[image])
     await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages")
-    sent = _reply_calls(llm_server)[0].messages[-1]
+    sent = _reply_calls(scene.llm_server)[0].messages[-1]
     assert "images" not in sent and sent["content"] == "Alice: regarde\n[image: chat.png]"
     assert fake_discord.downloads == []
 
@@ -178,14 +171,11 @@ async def _reflection_request(server: FakeLLMServer):  # type: ignore[no-untyped
     raise AssertionError("no reflection call")
 
 
-async def test_a_runaway_stream_is_stopped_at_the_reply_bound_not_read_to_the_end(
-    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    await start_echo(BURST_SECONDS="0")
+async def test_a_runaway_stream_is_stopped_at_the_reply_bound_not_read_to_the_end(scene: Scene) -> None:
+    fake_discord, llm_server, channel = scene.fake_discord, scene.llm_server, scene.channel
     words = 1500  # 6,000 characters, past MAX_REPLY_CHARS
     llm_server.handler = _answer_only(Reply("bla " * words, pace=0.004))
-    channel = fake_discord.general
-    await fake_discord.user_says(ALICE, channel, "encore", mention_bot=True)
+    await fake_discord.user_says(scene.alice, channel, "encore", mention_bot=True)
     await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages", where=lambda c: (c.json.get("content") or "").endswith("…"), timeout=30)
     bots = [m for m in fake_discord.messages_in(channel) if m["author"]["id"] == str(fake_discord.bot_user.id)]
     assert 2 <= len(bots) <= 3

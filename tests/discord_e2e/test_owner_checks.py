@@ -11,7 +11,7 @@ from typing import Any
 
 from cogs.bot import EXTENSIONS
 from cogs.utils.views import OwnerGate
-from tests.discord_e2e.conftest import EchoProcess, StartEcho
+from tests.discord_e2e.conftest import EchoProcess, Scene, StartEcho
 from tests.discord_e2e.test_swipes_and_memory import (
     CAT,
     CHANNEL_MESSAGE,
@@ -27,7 +27,7 @@ from tests.discord_e2e.test_swipes_and_memory import (
 )
 from tests.fakes.discord import ALICE, BOB, FakeDiscord
 from tests.fakes.discord.rest import EPHEMERAL
-from tests.fakes.discord.state import Interaction
+from tests.fakes.discord.state import Interaction, User
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
 
 AUTOCOMPLETE_RESULT = 8
@@ -40,8 +40,8 @@ def learns_the_cat(request: LLMRequest) -> dict[str, Any]:
     return {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]} if "Pixel" in request.last_user else {}
 
 
-def alices_memories(echo: EchoProcess) -> list[tuple[Any, ...]]:
-    return query(echo, "SELECT id, text FROM memories WHERE user_id = ? ORDER BY id", (str(ALICE.id),))
+def alices_memories(echo: EchoProcess, alice: User = ALICE) -> list[tuple[Any, ...]]:
+    return query(echo, "SELECT id, text FROM memories WHERE user_id = ? ORDER BY id", (str(alice.id),))
 
 
 def chats(llm_server: FakeLLMServer) -> int:
@@ -97,67 +97,66 @@ def registered(custom_id: str) -> type:
     return cls
 
 
-async def test_every_component_and_modal_the_bot_registers_refuses_another_person(
-    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
+async def test_every_component_and_modal_the_bot_registers_refuses_another_person(scene: Scene) -> None:
     """One press, pick or submission by Bob on each of Alice's components and forms, all of
     them: the table is the bot's registry, so a new one without its row fails here."""
-    echo = await start_echo(BURST_SECONDS="0")
+    echo, fake_discord, llm_server, general = scene.echo, scene.fake_discord, scene.llm_server, scene.channel
+    alice, bob = scene.alice, scene.bob
     script(llm_server, ["Pixel !", "De rien."], learns_the_cat)
-    general = fake_discord.general
     tried: set[type] = set()
 
     async def bob_is_refused(interaction: Interaction, custom_id: str) -> str:
         tried.add(registered(custom_id))
         return await refused(fake_discord, interaction)
 
-    await fake_discord.user_says(ALICE, general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
-    first = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    await fake_discord.user_says(alice, general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
+    first = (await until(lambda: [m for m in bot_messages(fake_discord, general) if buttons(m)]))[0]
     for label in ("◀", "▶", "🔄"):
         custom_id = button(first, label)["custom_id"]
-        press = await fake_discord.press_button(BOB, first, custom_id)
+        press = await fake_discord.press_button(bob, first, custom_id)
         assert "this answer was for" in await bob_is_refused(press, custom_id)
     assert chats(llm_server) == 1
-    await fake_discord.user_says(ALICE, general, "merci", mention_bot=True)
+    await fake_discord.user_says(alice, general, "merci", mention_bot=True)
     await until(lambda: [b["label"] for b in buttons(first)] == ["🧠 1"])
-    await until(lambda: len([m for m in bot_messages(fake_discord) if buttons(m)]) == 2)
-    ((memory_id, _),) = alices_memories(echo)
+    await until(lambda: len([m for m in bot_messages(fake_discord, general) if buttons(m)]) == 2)
+    ((memory_id, _),) = alices_memories(echo, alice)
     calls = chats(llm_server)
 
     receipt = button(first, "🧠")["custom_id"]
-    assert CAT not in await bob_is_refused(await fake_discord.press_button(BOB, first, receipt), receipt)
-    shown = (await fake_discord.press_button(ALICE, first, receipt))
+    assert CAT not in await bob_is_refused(await fake_discord.press_button(bob, first, receipt), receipt)
+    shown = (await fake_discord.press_button(alice, first, receipt))
     await callback(fake_discord, shown)
     assert shown.original is not None
     for label in ("Forget", "Edit"):
         custom_id = button(shown.original, label)["custom_id"]
-        await bob_is_refused(await fake_discord.press_button(BOB, shown.original, custom_id), custom_id)
-    edit = await fake_discord.press_button(ALICE, shown.original, button(shown.original, "Edit")["custom_id"])
+        await bob_is_refused(await fake_discord.press_button(bob, shown.original, custom_id), custom_id)
+    edit = await fake_discord.press_button(alice, shown.original, button(shown.original, "Edit")["custom_id"])
     modal = (await callback(fake_discord, edit))["data"]
     (field,) = [c for row in modal["components"] for c in row["components"]]
-    submitted = await fake_discord.submit_modal(BOB, general, modal["custom_id"], {field["custom_id"]: "Bob was here."})
+    submitted = await fake_discord.submit_modal(bob, general, modal["custom_id"], {field["custom_id"]: "Bob was here."})
     await bob_is_refused(submitted, modal["custom_id"])
 
-    listing = await fake_discord.run_command(ALICE, general, "memories")
+    listing = await fake_discord.run_command(alice, general, "memories")
     await callback(fake_discord, listing)
     page = listing.original
     assert page is not None
     for component in buttons(page):
         if component["type"] == 3:
-            pick = await fake_discord.choose(BOB, page, component["custom_id"], [str(memory_id)])
+            pick = await fake_discord.choose(bob, page, component["custom_id"], [str(memory_id)])
         else:
-            pick = await fake_discord.press_button(BOB, page, component["custom_id"])
+            pick = await fake_discord.press_button(bob, page, component["custom_id"])
         await bob_is_refused(pick, component["custom_id"])
 
-    erase = await fake_discord.run_command(ALICE, general, "erase-me")
+    erase = await fake_discord.run_command(alice, general, "erase-me")
     await callback(fake_discord, erase)
     assert erase.original is not None
     for component in buttons(erase.original):
-        await bob_is_refused(await fake_discord.press_button(BOB, erase.original, component["custom_id"]), component["custom_id"])
+        await bob_is_refused(await fake_discord.press_button(bob, erase.original, component["custom_id"]), component["custom_id"])
 
     assert tried == set(OwnerGate.registry.values())
-    assert alices_memories(echo) == [(memory_id, CAT)]
-    assert query(echo, "SELECT COUNT(*) FROM memory_history") == [(0,)]
+    assert alices_memories(echo, alice) == [(memory_id, CAT)]
+    people = (str(alice.id), str(bob.id))
+    assert query(echo, "SELECT COUNT(*) FROM memory_history WHERE user_id IN (?, ?)", people) == [(0,)]
     assert chats(llm_server) == calls
 
 
@@ -206,17 +205,15 @@ async def test_forged_custom_ids_are_refused_privately_and_act_on_no_one_elses_d
     assert chats(llm_server) == calls
 
 
-async def test_autocomplete_shows_only_the_callers_own_memories(
-    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    await start_echo(BURST_SECONDS="0")
-    for user, text in ((ALICE, "J'ai un chat."), (BOB, "J'ai un chien.")):
-        remember = await fake_discord.run_command(user, fake_discord.general, "remember", [{"name": "text", "type": 3, "value": text}])
+async def test_autocomplete_shows_only_the_callers_own_memories(scene: Scene) -> None:
+    fake_discord, channel = scene.fake_discord, scene.channel
+    for user, text in ((scene.alice, "J'ai un chat."), (scene.bob, "J'ai un chien.")):
+        remember = await fake_discord.run_command(user, channel, "remember", [{"name": "text", "type": 3, "value": text}])
         await callback(fake_discord, remember)
-    for user, own, other in ((ALICE, "chat", "chien"), (BOB, "chien", "chat")):
+    for user, own, other in ((scene.alice, "chat", "chien"), (scene.bob, "chien", "chat")):
         for command, option in (("forget", "id"), ("pin", "id"), ("restore", "history_id")):
             typed = await fake_discord.autocomplete(
-                user, fake_discord.general, command, [{"name": option, "type": 4, "value": "", "focused": True}]
+                user, channel, command, [{"name": option, "type": 4, "value": "", "focused": True}]
             )
             answer = await callback(fake_discord, typed)
             assert answer["type"] == AUTOCOMPLETE_RESULT

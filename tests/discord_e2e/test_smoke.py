@@ -9,10 +9,10 @@ import aiohttp
 import discord
 import pytest
 
+from tests.discord_e2e.conftest import Scene
 from tests.fakes.discord import ALICE, FakeDiscord
 from tests.fakes.discord.echo_process import EchoProcess
 from tests.fakes.discord.rest import EPHEMERAL
-from tests.fakes.llm_server import FakeLLMServer
 
 
 def _replies(discord: FakeDiscord, channel_id: int) -> list:
@@ -59,52 +59,47 @@ async def test_a_channel_webhook_posts_under_its_own_name_and_avatar(
     assert fake_discord.messages_in(fake_discord.general)[-1]["content"] == "Je suis Lune."
 
 
-async def test_a_mention_in_a_guild_channel_gets_a_reply_posted_as_a_reply(
-    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    llm_server.replies.append("Bonjour Alice, ravie de te voir.")
-    said = await fake_discord.user_says(ALICE, fake_discord.general, "bonjour !", mention_bot=True)
-    calls = await fake_discord.wait_for_call("POST", f"/channels/{fake_discord.general.id}/messages")
+async def test_a_mention_in_a_guild_channel_gets_a_reply_posted_as_a_reply(scene: Scene) -> None:
+    fake_discord, channel = scene.fake_discord, scene.channel
+    scene.llm_server.replies.append("Bonjour Alice, ravie de te voir.")
+    said = await fake_discord.user_says(scene.alice, channel, "bonjour !", mention_bot=True)
+    calls = await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages")
     body = calls[0].json
-    await fake_discord.wait_for_text(fake_discord.general, "Bonjour Alice, ravie de te voir.")
+    await fake_discord.wait_for_text(channel, "Bonjour Alice, ravie de te voir.")
     assert str(body["message_reference"]["message_id"]) == said["id"]
     assert body["allowed_mentions"]["parse"] == []
-    assert llm_server.chats[0].last_user.endswith("bonjour !")
+    assert scene.llm_server.chats[0].last_user.endswith("bonjour !")
 
 
-async def test_a_direct_message_gets_an_answer_in_the_dm(
-    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    llm_server.replies.append("Un secret ? Je t'écoute.")
-    dm = fake_discord.dm_channel(ALICE)
-    await fake_discord.user_says(ALICE, dm, "je peux te dire un secret ?")
+async def test_a_direct_message_gets_an_answer_in_the_dm(scene: Scene) -> None:
+    fake_discord = scene.fake_discord
+    scene.llm_server.replies.append("Un secret ? Je t'écoute.")
+    dm = fake_discord.dm_channel(scene.alice)
+    await fake_discord.user_says(scene.alice, dm, "je peux te dire un secret ?")
     await fake_discord.wait_for_call("POST", f"/channels/{dm.id}/messages")
     await fake_discord.wait_for_text(dm, "Un secret ? Je t'écoute.")
-    assert not _replies(fake_discord, fake_discord.general.id)
+    assert not _replies(fake_discord, scene.channel.id)
 
 
-async def test_a_reply_to_the_bots_message_is_answered(
-    echo: EchoProcess, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
+async def test_a_reply_to_the_bots_message_is_answered(scene: Scene) -> None:
+    fake_discord, channel, alice = scene.fake_discord, scene.channel, scene.alice
     answers = iter(["Première réponse.", "Deuxième réponse."])
-    llm_server.handler = lambda request: "{}" if request.json_schema is not None else next(answers)
-    await fake_discord.user_says(ALICE, fake_discord.general, "salut", mention_bot=True)
-    await fake_discord.wait_for_call("POST", f"/channels/{fake_discord.general.id}/messages")
-    bots = [m for m in fake_discord.messages_in(fake_discord.general) if m["author"]["id"] == str(fake_discord.bot_user.id)]
+    scene.llm_server.handler = lambda request: "{}" if request.json_schema is not None else next(answers)
+    await fake_discord.user_says(alice, channel, "salut", mention_bot=True)
+    await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages")
+    bots = [m for m in fake_discord.messages_in(channel) if m["author"]["id"] == str(fake_discord.bot_user.id)]
     # A reply pings its author by default, which is how its text reaches a bot without the
     # Message Content intent.
-    await fake_discord.user_says(ALICE, fake_discord.general, "et ensuite ?", reply_to=bots[-1])
-    await fake_discord.wait_for_call("POST", f"/channels/{fake_discord.general.id}/messages", count=2)
-    await fake_discord.wait_for_text(fake_discord.general, "Deuxième réponse.")
-    assert any(r.last_user.endswith("et ensuite ?") for r in llm_server.chats if r.json_schema is None)
+    await fake_discord.user_says(alice, channel, "et ensuite ?", reply_to=bots[-1])
+    await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages", count=2)
+    await fake_discord.wait_for_text(channel, "Deuxième réponse.")
+    assert any(r.last_user.endswith("et ensuite ?") for r in scene.llm_server.chats if r.json_schema is None)
 
 
-async def test_memories_answers_ephemerally_within_the_interaction_deadline(
-    echo: EchoProcess, fake_discord: FakeDiscord
-) -> None:
-    interaction = await fake_discord.run_command(ALICE, fake_discord.general, "memories")
+async def test_memories_answers_ephemerally_within_the_interaction_deadline(scene: Scene) -> None:
+    interaction = await scene.fake_discord.run_command(scene.alice, scene.channel, "memories")
     path = f"/interactions/{interaction.id}/{interaction.token}/callback"
-    calls = await fake_discord.wait_for_call("POST", path)
+    calls = await scene.fake_discord.wait_for_call("POST", path)
     assert calls[0].status == 200
     assert calls[0].at - interaction.created < 3.0
     assert calls[0].json["type"] == 4

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from contextlib import closing
 from typing import Any
 
-from tests.discord_e2e.conftest import EchoProcess, StartEcho
+from tests.discord_e2e.conftest import EchoProcess, Scene, StartEcho
 from tests.fakes.discord import ALICE, BOB, FakeDiscord
 from tests.fakes.discord.rest import EPHEMERAL
-from tests.fakes.discord.state import Interaction
+from tests.fakes.discord.state import Channel, Interaction, User
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
 
 CAT = "L'utilisateur a un chat qui s'appelle Pixel."
@@ -39,11 +39,12 @@ async def until(check: Callable[[], Any], timeout: float = 20.0) -> Any:
         await asyncio.sleep(0.05)
 
 
-def bot_messages(discord: FakeDiscord) -> list[dict[str, Any]]:
+def bot_messages(discord: FakeDiscord, channel: Channel | None = None) -> list[dict[str, Any]]:
+    """What the bot posted in `channel` (#general unless given) for everyone to see."""
     bot_id = str(discord.bot_user.id)
     return [
         m
-        for m in discord.messages_in(discord.general)
+        for m in discord.messages_in(channel or discord.general)
         if m["author"]["id"] == bot_id and not int(m.get("flags") or 0) & EPHEMERAL
     ]
 
@@ -79,49 +80,51 @@ def script(llm_server: FakeLLMServer, replies: list[str], reflect: Callable[[LLM
     return reflections
 
 
-async def alice_tells_about_the_cat(discord: FakeDiscord) -> dict[str, Any]:
-    """Alice tells the bot about her cat in #general; its reply, once the reply's buttons are on it."""
-    await discord.user_says(ALICE, discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
-    return (await until(lambda: [m for m in bot_messages(discord) if buttons(m)]))[0]
+async def alice_tells_about_the_cat(
+    discord: FakeDiscord, channel: Channel | None = None, alice: User = ALICE
+) -> dict[str, Any]:
+    """Alice tells the bot about her cat in `channel` (#general unless given); its reply, once
+    the reply's buttons are on it."""
+    channel = channel or discord.general
+    await discord.user_says(alice, channel, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
+    return (await until(lambda: [m for m in bot_messages(discord, channel) if buttons(m)]))[0]
 
-async def test_only_the_person_answered_can_swipe_and_the_reflection_reads_the_answer_kept(
-    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    echo = await start_echo(BURST_SECONDS="0")
+async def test_only_the_person_answered_can_swipe_and_the_reflection_reads_the_answer_kept(scene: Scene) -> None:
+    echo, fake_discord, llm_server, channel = scene.echo, scene.fake_discord, scene.llm_server, scene.channel
     reflections = script(llm_server, ["Première réponse.", "Deuxième réponse.", "Troisième."], lambda r: {})
-    channel = fake_discord.general
-    await fake_discord.user_says(ALICE, channel, "raconte-moi une histoire", mention_bot=True)
-    reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
+    await fake_discord.user_says(scene.alice, channel, "raconte-moi une histoire", mention_bot=True)
+    reply = (await until(lambda: [m for m in bot_messages(fake_discord, channel) if buttons(m)]))[0]
     assert reply["content"] == "Première réponse."
     assert [b["label"] for b in buttons(reply)] == ["◀", "1/1", "▶", "🔄"]
 
     # Bob is refused, ephemerally, and no model call is made for him.
-    press = await fake_discord.press_button(BOB, reply, button(reply, "🔄")["custom_id"])
+    press = await fake_discord.press_button(scene.bob, reply, button(reply, "🔄")["custom_id"])
     answer = await callback(fake_discord, press)
     assert answer["type"] == CHANNEL_MESSAGE and answer["data"]["flags"] & EPHEMERAL
     assert "belong to the person this answer was for" in answer["data"]["content"]
     assert len([r for r in llm_server.chats if r.json_schema is None]) == 1
 
-    press = await fake_discord.press_button(ALICE, reply, button(reply, "🔄")["custom_id"])
+    press = await fake_discord.press_button(scene.alice, reply, button(reply, "🔄")["custom_id"])
     assert (await callback(fake_discord, press))["type"] == DEFERRED_UPDATE
     await until(lambda: reply["content"] == "Deuxième réponse.")
     assert [b["label"] for b in buttons(reply)] == ["◀", "2/2", "▶", "🔄"]
     first_prompt, second_prompt = [r.messages for r in llm_server.chats if r.json_schema is None]
     assert first_prompt == second_prompt
 
-    press = await fake_discord.press_button(ALICE, reply, button(reply, "◀")["custom_id"])
+    press = await fake_discord.press_button(scene.alice, reply, button(reply, "◀")["custom_id"])
     answer = await callback(fake_discord, press)
     assert answer["type"] == UPDATE_MESSAGE and answer["data"]["content"] == "Première réponse."
     assert reply["content"] == "Première réponse." and button(reply, "1/2")["disabled"]
 
     assert reflections == []  # still open
     # Writing again settles it: its buttons go, and the reflection reads the answer kept.
-    await fake_discord.user_says(ALICE, channel, "merci !", mention_bot=True)
+    await fake_discord.user_says(scene.alice, channel, "merci !", mention_bot=True)
     await until(lambda: not buttons(reply))
     (request,) = await until(lambda: reflections)
     exchange = request.last_user.split("The exchange:")[1]
     assert "Première réponse." in exchange and "Deuxième réponse." not in exchange
-    assert query(echo, "SELECT reply FROM exchanges ORDER BY id LIMIT 1") == [("Première réponse.",)]
+    alice = str(scene.alice.id)
+    assert query(echo, "SELECT reply FROM exchanges WHERE user_id = ? ORDER BY id LIMIT 1", (alice,)) == [("Première réponse.",)]
 
 
 async def test_a_swipe_on_a_settled_answer_says_so_and_removes_the_buttons(
@@ -293,49 +296,45 @@ async def test_receipts_as_a_reaction(
     assert not buttons(reply)
 
 
-async def test_memories_offers_the_same_edit(
-    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    echo = await start_echo(BURST_SECONDS="0")
+async def test_memories_offers_the_same_edit(scene: Scene) -> None:
+    echo, fake_discord, channel, alice = scene.echo, scene.fake_discord, scene.channel, scene.alice
     remember = await fake_discord.run_command(
-        ALICE, fake_discord.general, "remember", [{"name": "text", "type": 3, "value": "J'ai un chat."}]
+        alice, channel, "remember", [{"name": "text", "type": 3, "value": "J'ai un chat."}]
     )
     await callback(fake_discord, remember)
-    ((memory_id, text),) = query(echo, "SELECT id, text FROM memories WHERE user_id = ?", (str(ALICE.id),))
+    ((memory_id, text),) = query(echo, "SELECT id, text FROM memories WHERE user_id = ?", (str(alice.id),))
 
-    listing = await fake_discord.run_command(ALICE, fake_discord.general, "memories")
+    listing = await fake_discord.run_command(alice, channel, "memories")
     await callback(fake_discord, listing)
     page = listing.original
     assert page is not None
     (menu,) = [c for c in buttons(page) if c["type"] == 3]
     assert [o["value"] for o in menu["options"]] == [str(memory_id)]
-    refused = await fake_discord.choose(BOB, page, menu["custom_id"], [str(memory_id)])
+    refused = await fake_discord.choose(scene.bob, page, menu["custom_id"], [str(memory_id)])
     assert (await callback(fake_discord, refused))["type"] == CHANNEL_MESSAGE
 
-    pick = await fake_discord.choose(ALICE, page, menu["custom_id"], [str(memory_id)])
+    pick = await fake_discord.choose(alice, page, menu["custom_id"], [str(memory_id)])
     modal = await callback(fake_discord, pick)
     assert modal["type"] == MODAL
     (field,) = [c for row in modal["data"]["components"] for c in row["components"]]
     assert field["value"] == text
     submitted = await fake_discord.submit_modal(
-        ALICE, fake_discord.general, modal["data"]["custom_id"], {field["custom_id"]: "J'ai deux chats."}
+        alice, channel, modal["data"]["custom_id"], {field["custom_id"]: "J'ai deux chats."}
     )
     assert "Edited" in (await callback(fake_discord, submitted))["data"]["content"]
     assert query(echo, "SELECT text FROM memories WHERE id = ?", (memory_id,)) == [("J'ai deux chats.",)]
 
 
-async def test_once_settled_the_swipe_buttons_give_way_to_the_receipt(
-    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    await start_echo(BURST_SECONDS="0")
+async def test_once_settled_the_swipe_buttons_give_way_to_the_receipt(scene: Scene) -> None:
+    fake_discord, channel, alice = scene.fake_discord, scene.channel, scene.alice
 
     def reflect(request: LLMRequest) -> dict[str, Any]:
         return {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]} if "Pixel" in request.last_user else {}
 
-    script(llm_server, ["Quel joli nom.", "De rien."], reflect)
-    first = await alice_tells_about_the_cat(fake_discord)
+    script(scene.llm_server, ["Quel joli nom.", "De rien."], reflect)
+    first = await alice_tells_about_the_cat(fake_discord, channel, alice)
     assert "🔄" in [b["label"] for b in buttons(first)]
-    await fake_discord.user_says(ALICE, fake_discord.general, "merci", mention_bot=True)
+    await fake_discord.user_says(alice, channel, "merci", mention_bot=True)
     await until(lambda: [b["label"] for b in buttons(first)] == ["🧠 1"])
     await asyncio.sleep(0.5)  # nothing later takes it away
     assert [b["label"] for b in buttons(first)] == ["🧠 1"]

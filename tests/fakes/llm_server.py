@@ -49,6 +49,8 @@ Every request (chat and model lists) is recorded in `server.requests` as an `LLM
 (api, method, path, model, messages, json_schema, headers, body); `server.chats` keeps the chat
 ones. The handler recognises the reflection call by `request.json_schema is not None` or by a
 marker in `request.system`.
+A server kept for several tests (one bot process shared by a module): `await
+server.wait_quiet(0.5)` once a test is done, then `server.reset()` forgets its requests and script.
 """
 
 from __future__ import annotations
@@ -140,6 +142,9 @@ class FakeLLMServer:
         self._served = 0
         # (time.monotonic(), word) of every streamed word, in order.
         self.streamed: list[tuple[float, str]] = []
+        # Chat requests being answered, and when the last one arrived or ended (time.monotonic()).
+        self._answering = 0
+        self._last_chat = 0.0
 
     @property
     def chats(self) -> list[LLMRequest]:
@@ -165,6 +170,25 @@ class FakeLLMServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    def reset(self) -> None:
+        """Forget the requests recorded and the script (replies, handler), for the next test of
+        a bot that keeps this server; its models and what it says of them stay."""
+        self.requests.clear()
+        self.streamed.clear()
+        self.replies.clear()
+        self.handler = None
+        self.endless_sent = 0
+
+    async def wait_quiet(self, quiet: float, timeout: float = 30.0) -> None:
+        """Wait until no chat request is being answered and none arrived or ended for `quiet`
+        seconds: what a test set going (a reflection after its last reply) has reached the
+        model, and been answered, before the next test reads the requests."""
+        deadline = time.monotonic() + timeout
+        while self._answering or time.monotonic() - self._last_chat < quiet:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the LLM server was still asked or answering after {timeout} s")
+            await asyncio.sleep(0.05)
 
     async def __aenter__(self) -> FakeLLMServer:
         await self.start()
@@ -268,6 +292,15 @@ class FakeLLMServer:
         return Reply(answer) if isinstance(answer, str) else answer
 
     async def _chat(self, request: web.Request, api: Api) -> web.StreamResponse:
+        self._answering += 1
+        self._last_chat = time.monotonic()
+        try:
+            return await self._answer_chat(request, api)
+        finally:
+            self._answering -= 1
+            self._last_chat = time.monotonic()
+
+    async def _answer_chat(self, request: web.Request, api: Api) -> web.StreamResponse:
         recorded = await self._record(request, api)
         model = recorded.model or ""
         if not self._knows(recorded.model, api):

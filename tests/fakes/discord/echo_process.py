@@ -24,8 +24,14 @@ class EchoProcess:
     log_path: Path
     database_path: Path
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+    def log(self, start: int = 0) -> str:
+        """The log from byte `start` on (`log_size()` before a test: what the bot wrote during it)."""
+        with self.log_path.open("rb") as log:
+            log.seek(start)
+            return log.read().decode(errors="replace")
+
+    def log_size(self) -> int:
+        return self.log_path.stat().st_size
 
     async def stop(self) -> None:
         """SIGTERM, as `docker stop` sends it; killed if it does not stop within 15 s."""

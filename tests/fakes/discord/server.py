@@ -142,6 +142,16 @@ class FakeDiscord:
             await asyncio.sleep(0.05)
         raise TimeoutError("the bot did not identify on the fake gateway")
 
+    def forget_records(self) -> None:
+        """Forget the REST calls, downloads, late callbacks and gateway frames recorded so far:
+        the next test on a bot that stays connected reads only its own. The world stays (users,
+        channels, messages, interactions, webhooks, synced commands): the bot may still edit a
+        message or follow up an interaction of an earlier test."""
+        self.calls.clear()
+        self.downloads.clear()
+        self.late_callbacks.clear()
+        self.gateway_log.clear()
+
     # --- the world ------------------------------------------------------------------------
 
     def add_guild(self, name: str, *, roles: list[Role] = ()) -> Guild:  # type: ignore[assignment]
@@ -157,11 +167,25 @@ class FakeDiscord:
         self.channels[channel.id] = channel
         return channel
 
-    def add_user(self, username: str, *, guild: Guild | None = None) -> User:
-        user = User(id=snowflake(), username=username)
+    async def create_text_channel(self, guild: Guild, name: str) -> Channel:
+        """A channel created while the bot is connected: Discord tells the bot (CHANNEL_CREATE),
+        so that it knows the channel as a text channel of the guild, not a bare id."""
+        channel = self.add_text_channel(guild, name)
+        await self.dispatch("CHANNEL_CREATE", channel.payload())
+        return channel
+
+    def add_user(
+        self,
+        username: str,
+        *,
+        guild: Guild | None = None,
+        global_name: str | None = None,
+        roles: list[Role] = (),  # type: ignore[assignment]
+    ) -> User:
+        user = User(id=snowflake(), username=username, global_name=global_name)
         self.users[user.id] = user
         if guild is not None:
-            guild.members[user.id] = []
+            guild.members[user.id] = [role.id for role in roles]
         return user
 
     def dm_channel(self, user: User) -> Channel:
