@@ -390,3 +390,25 @@ async def test_a_receipt_earned_before_the_front_end_listens_is_delivered_when_i
         await asyncio.sleep(0.01)
     (receipt,) = receipts
     assert (receipt.exchange_id, receipt.changes) == (result.exchange_id, 1)
+
+
+async def test_a_receipt_earned_before_the_reply_was_posted_is_shown_once_it_is(db, http, llm_server, tmp_path):
+    # An answer settled at once is reflected while the front end is still posting it: the
+    # reflection finds no message to show its receipt on.
+    engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
+    script.reflect = lambda r: {"memories": [{"text": FACT, "type": "fact", "confidence": 0.9}]}
+    receipts: list[Receipt] = []
+
+    async def listener(event: Receipt) -> None:
+        receipts.append(event)
+
+    engine.listen(receipt=listener)
+    result = await engine.turn(msg("J'ai un chat qui s'appelle Pixel.", swipes=False))
+    assert result.exchange_id is not None
+    await engine.wait_reflections("alice")
+    assert [r.reply_message_id for r in receipts] == [None]
+
+    await engine.reply_sent("alice", result.exchange_id, "discord-42")
+
+    assert [(r.exchange_id, r.reply_message_id, r.changes) for r in receipts[1:]] == [(result.exchange_id, "discord-42", 1)]
+    assert receipts[1].story_id == receipts[0].story_id

@@ -13,12 +13,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bot.engine.context import EngineContext
+from bot.engine.events import Receipt
 from bot.engine.llm_calls import final_reply
 from bot.engine.reflection_worker import Reflections
 from bot.errors import StorageError
 from bot.memory.stores.exchanges import (
     SettledExchange,
     add_alternative,
+    changes_of,
     choose_alternative,
     delete_part,
     drop_message_text,
@@ -88,7 +90,12 @@ class OpenExchanges:
 
     async def reply_sent(self, user_id: str, exchange_id: int, message_id: str) -> None:
         with contextlib.suppress(StorageError):  # only the later button edits are lost
-            await set_reply_message(self.ctx.db, user_id, exchange_id, message_id)
+            story_id = await set_reply_message(self.ctx.db, user_id, exchange_id, message_id)
+            # A reflection that ended before the reply was posted (an answer settled at once, a
+            # fast model, a slow channel) had no message to show its receipt on: shown now.
+            changes = await changes_of(self.ctx.db, user_id, exchange_id) if story_id is not None else []
+            if story_id is not None and changes:
+                await self.ctx.events.receipt(Receipt(user_id, exchange_id, story_id, message_id, len(changes)))
         if (user_id, exchange_id) in self._timers:
             self.arm(user_id, exchange_id)  # the delay counts from when it is shown
 

@@ -200,12 +200,15 @@ async def choose_alternative(conn: Connection, user_id: str, exchange_id: int, n
     return cur.rowcount == 1
 
 
-async def set_reply_message(db: Database, user_id: str, exchange_id: int, message_id: str) -> None:
+async def set_reply_message(db: Database, user_id: str, exchange_id: int, message_id: str) -> str | None:
+    """Where the exchange's reply was posted; returns the exchange's story (None: no such exchange)."""
     async with db.write() as conn:
         await conn.execute(
             "UPDATE exchanges SET reply_message_id = ? WHERE user_id = ? AND id = ?",
             (message_id, user_id, exchange_id),
         )
+        row = await fetch_one(conn, "SELECT story_id FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id))
+    return row[0] if row else None
 
 
 # --- settling ---------------------------------------------------------------------------------
