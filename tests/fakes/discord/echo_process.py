@@ -16,8 +16,6 @@ from tests.fakes.discord.server import FakeDiscord
 
 REPO = Path(__file__).resolve().parents[3]
 START_TIMEOUT = 60.0
-# What cogs/bot.py logs in on_ready.
-READY_LINE = "connected to Discord as"
 
 
 @dataclass
@@ -87,21 +85,7 @@ async def start_echo_process(
         raise RuntimeError(f"the bot exited with {process.returncode} before connecting:\n{echo.log()}")
     try:
         identified.result()
-        await _ready(echo)
     except BaseException:
         await echo.stop()
         raise
     return echo
-
-
-async def _ready(echo: EchoProcess) -> None:
-    """Until the bot says it is ready (discord.py's on_ready, which comes after the guilds
-    stream in): a message a test sends earlier can meet a bot still setting up, and a busy
-    machine stretches that window to seconds."""
-    deadline = asyncio.get_running_loop().time() + START_TIMEOUT
-    while READY_LINE not in echo.log():
-        if echo.process.returncode is not None:
-            raise RuntimeError(f"the bot exited with {echo.process.returncode} before it was ready:\n{echo.log()}")
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(f"the bot connected but was not ready within {START_TIMEOUT:.0f} s:\n{echo.log()}")
-        await asyncio.sleep(0.05)
