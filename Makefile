@@ -31,9 +31,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-## make test: the checkers, then the whole test suite, its ten slowest tests shown
+## make test: the checkers, then the whole test suite on two workers, its ten slowest tests shown
 test: lint
-	$(BIN)/python -m pytest --durations=10
+	$(BIN)/python -m pytest -n 2 --dist worksteal --durations=10
 
 ## make test-fast: the checkers, then every test but the slow ones (processes, PostgreSQL),
 ## property tests with fewer examples, on two workers
