@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -42,6 +43,17 @@ async def turn(recall: Recall, query: str, conversation: list[str] | None = None
     )
 
 
+async def indexed_recall(
+    db: SQLiteDatabase, http: httpx.AsyncClient, server: EmbeddingServer, memories: int = 1, **kw: Any
+) -> Recall:
+    """A Recall over `memories` of Alice's memories, indexed by the scripted embedding server."""
+    for n in range(memories):
+        await add(db, f"Alice a rangé la boîte numéro {n}")
+    embedder = OllamaEmbedder(http, base_url=server.url, model="fake-embed")
+    await Indexer(db, embedder).run_once()
+    return Recall(db, embedder, **kw)
+
+
 def inputs(server: EmbeddingServer, since: int) -> list[list[str]]:
     return [r.body["input"] for r in server.requests[since:]]
 
@@ -53,11 +65,7 @@ def inputs(server: EmbeddingServer, since: int) -> list[list[str]]:
 async def test_a_steady_conversation_embeds_only_its_new_message(
     db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
-    for n in range(5):
-        await add(db, f"Alice a rangé la boîte numéro {n}")
-    embedder = OllamaEmbedder(embedding_http, base_url=embedding_server.url, model="fake-embed")
-    await Indexer(db, embedder).run_once()
-    recall = Recall(db, embedder)
+    recall = await indexed_recall(db, embedding_http, embedding_server, 5)
     asked = len(embedding_server.requests)
 
     await turn(recall, "Bonjour !")
@@ -76,11 +84,8 @@ async def test_a_steady_conversation_embeds_only_its_new_message(
 async def test_lines_never_embedded_go_with_the_message_in_one_request(
     db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
-    await add(db, "Alice a rangé la boîte numéro 1")
-    embedder = OllamaEmbedder(embedding_http, base_url=embedding_server.url, model="fake-embed")
-    await Indexer(db, embedder).run_once()
     # A process just started: nothing of the channel was embedded yet; Bob spoke in between.
-    recall = Recall(db, embedder, conversation_lines=2)
+    recall = await indexed_recall(db, embedding_http, embedding_server, conversation_lines=2)
     asked = len(embedding_server.requests)
 
     selection = await turn(recall, "Et toi ?", ["Très vieux message", "Salut Écho", "Bob: il pleut ici"])
@@ -93,10 +98,7 @@ async def test_lines_never_embedded_go_with_the_message_in_one_request(
 async def test_lines_read_ahead_of_a_turn_leave_it_only_its_message_and_only_the_window_is_embedded(
     db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
-    await add(db, "Alice a rangé la boîte numéro 1")
-    embedder = OllamaEmbedder(embedding_http, base_url=embedding_server.url, model="fake-embed")
-    await Indexer(db, embedder).run_once()
-    recall = Recall(db, embedder, conversation_lines=2)
+    recall = await indexed_recall(db, embedding_http, embedding_server, conversation_lines=2)
     history = [f"Bob: message {n} du salon" for n in range(20)]
     asked = len(embedding_server.requests)
 
@@ -115,10 +117,7 @@ async def test_lines_read_ahead_of_a_turn_leave_it_only_its_message_and_only_the
 async def test_after_a_reply_only_the_next_turns_window_is_embedded_not_the_whole_history(
     db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
-    await add(db, "Alice a rangé la boîte numéro 1")
-    embedder = OllamaEmbedder(embedding_http, base_url=embedding_server.url, model="fake-embed")
-    await Indexer(db, embedder).run_once()
-    recall = Recall(db, embedder, conversation_lines=2)
+    recall = await indexed_recall(db, embedding_http, embedding_server, conversation_lines=2)
     history = [f"Bob: message {n} du salon" for n in range(20)]
     await turn(recall, "Et toi ?", history)
     asked = len(embedding_server.requests)
@@ -134,11 +133,7 @@ async def test_conversation_columns_stay_within_their_byte_bound_newest_kept(
     db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for n in range(500):
-        await add(db, f"Alice a rangé la boîte numéro {n}")
-    embedder = OllamaEmbedder(embedding_http, base_url=embedding_server.url, model="fake-embed")
-    await Indexer(db, embedder).run_once()
-    recall = Recall(db, embedder)
+    recall = await indexed_recall(db, embedding_http, embedding_server, 500)
     # Room for two columns of 500 memories.
     monkeypatch.setattr(recall_module, "COLUMNS_BYTES", 2 * 500 * 4)
 
