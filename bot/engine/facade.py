@@ -36,7 +36,7 @@ from bot.memory.cache import MemoryCache
 from bot.memory.export import export_json, export_user
 from bot.memory.indexing import Indexer
 from bot.memory.model import HistoryEntry, Memory, utcnow
-from bot.memory.recall import Recall, TurnSelection, threshold_for
+from bot.memory.recall import Recall, TurnSelection
 from bot.memory.report import Report
 from bot.memory.stats import NEVER_SURFACED_AFTER, MemoryStats, memory_stats
 from bot.memory.stores import settings as settings_store
@@ -146,8 +146,7 @@ class Engine:
     @settings.setter
     def settings(self, settings: EngineSettings) -> None:
         self._ctx.settings = settings
-        self.recall.threshold = threshold_for(self.embedder.model if self.embedder else "", settings.semantic_threshold)
-        self.recall.series_slots = settings.series_max_slots
+        self.recall.configure(settings.semantic_threshold, settings.series_max_slots)
 
     @property
     def character_user_id(self) -> str:

@@ -90,12 +90,13 @@ class OpenExchanges:
 
     async def reply_sent(self, user_id: str, exchange_id: int, message_id: str) -> None:
         with contextlib.suppress(StorageError):  # only the later button edits are lost
-            story_id = await set_reply_message(self.ctx.db, user_id, exchange_id, message_id)
+            posted = await set_reply_message(self.ctx.db, user_id, exchange_id, message_id)
             # A reflection that ended before the reply was posted (an answer settled at once, a
             # fast model, a slow channel) had no message to show its receipt on: shown now.
-            changes = await changes_of(self.ctx.db, user_id, exchange_id) if story_id is not None else []
-            if story_id is not None and changes:
-                await self.ctx.events.receipt(Receipt(user_id, exchange_id, story_id, message_id, len(changes)))
+            if posted is not None and posted[1]:
+                changes = await changes_of(self.ctx.db, user_id, exchange_id)
+                if changes:
+                    await self.ctx.events.receipt(Receipt(user_id, exchange_id, posted[0], message_id, len(changes)))
         if (user_id, exchange_id) in self._timers:
             self.arm(user_id, exchange_id)  # the delay counts from when it is shown
 

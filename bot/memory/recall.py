@@ -180,15 +180,13 @@ class Recall:
         series_slots: int | None = None,
     ) -> None:
         self.db = db
-        # Slots one series may take (bot/memory/series.py); None: no cap.
-        self.series_slots = series_slots
         self.embedder = embedder
         # Not `cache or …`: an empty cache has len() 0 and would be silently replaced.
         self.cache = cache if cache is not None else MemoryCache(db, embedder.model if embedder else None)
         self.limit = limit
         self.timeout = timeout
         self.clock = clock
-        self.threshold = threshold_for(embedder.model if embedder else "", threshold)
+        self.configure(threshold, series_slots)
         self.conversation_lines = conversation_lines
         self.conversation_weight = conversation_weight
         self.outage = Outage(log)
@@ -199,6 +197,12 @@ class Recall:
         self._columns: OrderedDict[tuple[str, str], _Column] = OrderedDict()
         # Per user, the candidate ids of turns whose times_candidate is not written yet.
         self._held_counts: dict[str, list[np.ndarray]] = {}
+
+    def configure(self, threshold: float | None, series_slots: int | None) -> None:
+        """The settings recall follows: the fused score a memory needs (None: the embedder's
+        measure) and the slots one series may take (bot/memory/series.py; None: no cap)."""
+        self.threshold = threshold_for(self.embedder.model if self.embedder else "", threshold)
+        self.series_slots = series_slots
 
     async def _query_vector(self, query: str, timeout: float | None = None, *, reuse: bool = False) -> np.ndarray:
         """The query's vector. A turn always asks the embedder (its health decides whether the

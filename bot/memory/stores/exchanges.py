@@ -200,15 +200,20 @@ async def choose_alternative(conn: Connection, user_id: str, exchange_id: int, n
     return cur.rowcount == 1
 
 
-async def set_reply_message(db: Database, user_id: str, exchange_id: int, message_id: str) -> str | None:
-    """Where the exchange's reply was posted; returns the exchange's story (None: no such exchange)."""
+async def set_reply_message(
+    db: Database, user_id: str, exchange_id: int, message_id: str
+) -> tuple[str, bool] | None:
+    """Where the exchange's reply was posted; returns its story and whether it was reflected
+    already (None: no such exchange)."""
     async with db.write() as conn:
         await conn.execute(
             "UPDATE exchanges SET reply_message_id = ? WHERE user_id = ? AND id = ?",
             (message_id, user_id, exchange_id),
         )
-        row = await fetch_one(conn, "SELECT story_id FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id))
-    return row[0] if row else None
+        row = await fetch_one(
+            conn, "SELECT story_id, reflected_at FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id)
+        )
+    return (row[0], row[1] is not None) if row else None
 
 
 # --- settling ---------------------------------------------------------------------------------
