@@ -291,16 +291,20 @@ class SQLiteDatabase:
             raise
         reader: aiosqlite.Connection | None = None
         try:
-            await _configure(writer)
             # Processes starting together on a new or older file: one migrates, the others
             # wait, then find the version it left (each would otherwise apply 0001 again).
-            if lock is not None:
-                await asyncio.to_thread(fcntl.lockf, lock, fcntl.LOCK_EX, 1, _MIGRATING)
+            # The writer's set-up waits too, as it runs SQL. Its first statement reads the
+            # schema, which the connection keeps: read between two of another process's
+            # migrations, it is not always read again once they are done (SQLite 3.40, foreign
+            # keys on: the first DELETE FROM memories failed with "no such table: memories").
+            # And when two processes switched a new file to WAL at once, one could fail with
+            # "database is locked", busy_timeout set first or not.
+            await asyncio.to_thread(fcntl.lockf, lock, fcntl.LOCK_EX, 1, _MIGRATING)
             try:
+                await _configure(writer)
                 await apply_migrations(writer, migrations)
             finally:
-                if lock is not None:
-                    fcntl.lockf(lock, fcntl.LOCK_UN, 1, _MIGRATING)
+                fcntl.lockf(lock, fcntl.LOCK_UN, 1, _MIGRATING)
             reader = await aiosqlite.connect(path, isolation_level=None)
             await _configure(reader)
             await reader.execute("PRAGMA query_only = ON")

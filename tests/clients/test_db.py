@@ -242,3 +242,73 @@ async def test_exclusive_work_is_one_process_at_a_time_on_one_file(tmp_path):
             assert (mine, again) == (True, True)
     finally:
         await db.close()
+
+
+# A bot process starting on each file named on its stdin, as many seconds after the name comes as
+# its argument says: it opens the file, then makes the first write of a start (Engine.sync_rules:
+# the character's rules read, then written). Prints "ready" once imported, then "ok" or the error
+# per file.
+_START = """
+import asyncio, sys
+from datetime import datetime, timezone
+from bot.clients.databases import open_database
+from bot.memory.stores.memories import MemoryStore, replace_rules
+async def start(path, delay):
+    await asyncio.sleep(delay)
+    db = await open_database(path)
+    try:
+        await MemoryStore(db).list("character:Echo", types=["rule"], include_rules=True)
+        async with db.write() as conn:
+            await replace_rules(conn, "character:Echo", ["Stay kind."], now=datetime.now(timezone.utc))
+    finally:
+        await db.close()
+async def main():
+    print("ready", flush=True)
+    for line in sys.stdin:
+        try:
+            await start(line.strip(), float(sys.argv[1]))
+            print("ok", flush=True)
+        except Exception as exc:
+            print(repr(exc.__cause__ or exc).replace(chr(10), " "), flush=True)
+asyncio.run(main())
+"""
+STARTERS = 6
+# Their starts spread over the ~40 ms the first one's migrations of a new file take: started all
+# at once, the others mostly set up before the first migration and miss the window.
+STAGGER_SECONDS = 0.008
+NEW_FILES = 10
+
+
+async def test_processes_starting_together_on_a_new_file_all_make_their_first_write(tmp_path):
+    """Six processes start on one new file a few milliseconds apart, on ten files in turn, and
+    each writes its character's rules. Before, a process that set its writer up while another
+    was migrating kept a half-migrated schema, and its first DELETE FROM memories failed with
+    "no such table: memories": on 97 files of 100 started this way."""
+    import sys
+
+    from tests.reliability.process import REPO
+
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _START, str(n * STAGGER_SECONDS), cwd=REPO,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )
+        for n in range(STARTERS)
+    ]
+    try:
+        assert [await asyncio.wait_for(p.stdout.readline(), 60) for p in procs] == [b"ready\n"] * STARTERS
+        for n in range(NEW_FILES):
+            path = tmp_path / f"{n}.db"
+            for p in procs:
+                p.stdin.write(f"{path}\n".encode())
+                await p.stdin.drain()
+            results = [(await asyncio.wait_for(p.stdout.readline(), 60)).decode().strip() for p in procs]
+            assert results == ["ok"] * STARTERS, f"{path.name}: {results}"
+            with sqlite3.connect(path) as conn:
+                rules = conn.execute("SELECT text FROM memories WHERE user_id = 'character:Echo'").fetchall()
+            assert rules == [("Stay kind.",)]
+    finally:
+        for p in procs:
+            p.stdin.close()
+        for p in procs:
+            await asyncio.wait_for(p.wait(), 60)
