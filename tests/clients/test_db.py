@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
 
 from bot.clients.db import MIGRATIONS_DIR, SQLiteDatabase, list_migrations
 from bot.errors import MigrationError, StorageError
+from tests.reliability.process import REPO
 
 
 def _version(path) -> int:
@@ -284,10 +286,6 @@ async def test_processes_starting_together_on_a_new_file_all_make_their_first_wr
     each writes its character's rules. Before, a process that set its writer up while another
     was migrating kept a half-migrated schema, and its first DELETE FROM memories failed with
     "no such table: memories": on 97 files of 100 started this way."""
-    import sys
-
-    from tests.reliability.process import REPO
-
     procs = [
         await asyncio.create_subprocess_exec(
             sys.executable, "-c", _START, str(n * STAGGER_SECONDS), cwd=REPO,
