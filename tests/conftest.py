@@ -5,9 +5,12 @@ tests/builders.py."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,11 +27,11 @@ from tests.builders import offline_services, settings_for
 from tests.fakes import postgres_server
 from tests.fakes.embedding_server import embedding_http, embedding_server  # noqa: F401  (fixtures)
 from tests.fakes.llm_server import FakeLLMServer, llm_server, refused_url  # noqa: F401  (fixtures)
-from tests.lanes import mark_slow
+from tests.lanes import examples, mark_slow
 
-# `make test-fast` asks for fewer examples of the property tests that do not set their own
-# number; `make test` runs hypothesis's default.
-hypothesis_settings.register_profile("fast", max_examples=25)
+# The property tests that do not set their number of examples: hypothesis's default in
+# `make test`, a tenth of it in `make test-fast` (tests/lanes.py `examples`).
+hypothesis_settings.register_profile("fast", max_examples=examples(hypothesis_settings.default.max_examples))
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
@@ -103,8 +106,24 @@ async def database_url(store_kind: str, request: pytest.FixtureRequest, tmp_path
     return str(tmp_path / "echo.sqlite3")
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file opened once, every migration applied, then closed: what a `db` on SQLite
+    starts as. Copying it is what opening a new file leaves, without each test paying for
+    the migrations (their own tests open new files: tests/clients/test_db.py)."""
+    path = tmp_path_factory.mktemp("migrated") / "echo.sqlite3"
+
+    async def migrate() -> None:
+        await (await open_database(path)).close()
+
+    asyncio.run(migrate())
+    return path
+
+
 @pytest_asyncio.fixture
-async def db(database_url: str) -> AsyncIterator[SQLiteDatabase]:
+async def db(database_url: str, store_kind: str, migrated_sqlite: Path) -> AsyncIterator[SQLiteDatabase]:
+    if store_kind == "sqlite" and not Path(database_url).exists():
+        shutil.copyfile(migrated_sqlite, database_url)
     database = await open_database(database_url)
     try:
         yield database

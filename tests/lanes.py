@@ -8,13 +8,15 @@ from the code, so that a new such test is slow without anyone remembering to mar
 - a test that uses the PostgreSQL cluster: its `postgres_cluster` fixture, directly or through
   other fixtures, or the PostgreSQL half of a `both_stores` module (marked where it is made).
 
-`make test-fast` runs the others (`-m "not slow"`); `make test` runs all.
+`make test-fast` runs the others (`-m "not slow"`), each property test on a tenth of its
+examples (`examples`); `make test` runs all, on all their examples.
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import os
 import sys
 import textwrap
 from collections.abc import Callable
@@ -24,6 +26,9 @@ from typing import Any
 import pytest
 
 SLOW_FOLDERS = ("tests/discord_e2e/",)
+# HYPOTHESIS_PROFILE=fast: what `make test-fast` sets.
+FAST = os.environ.get("HYPOTHESIS_PROFILE") == "fast"
+FAST_SHARE = 10
 PROCESS_MODULES = frozenset({"tests.reliability.process", "tests.fakes.discord.echo_process"})
 SLOW_FIXTURES = frozenset({"postgres_cluster"})
 _STARTERS = frozenset({"create_subprocess_exec", "create_subprocess_shell", "Popen", "check_call", "check_output"})
@@ -108,3 +113,10 @@ def mark_slow(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("slow") is None and is_slow(item):
             item.add_marker(pytest.mark.slow)
+
+
+def examples(full: int) -> int:
+    """How many examples a property test written for `full` runs in this lane: all of them in
+    `make test`, a tenth (at least 3) in `make test-fast`, which is for the minute-long loop
+    while working, not for the verdict."""
+    return max(3, full // FAST_SHARE) if FAST else full

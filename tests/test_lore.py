@@ -16,13 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.characters.character import load_character
-from bot.characters.lore import Lorebook, LoreEntry, load_lore_file, naive_fired
+from bot.characters.lore import REGEX_TURN_SECONDS, Lorebook, LoreEntry, load_lore_file, naive_fired
 from bot.engine import Engine, Incoming
 from bot.engine.prompting import ChannelLine, render_lore
 from bot.errors import CharacterError, LoreError
 from bot.presenting import why_text
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
+from tests.lanes import examples
 
 LORE_YAML = """\
 budget_chars: 100
@@ -113,7 +114,7 @@ def test_the_settings_budget_and_depth_apply_when_the_book_sets_none():
     assert [h.kept for h in lore.match(["alpha"], budget_chars=10, scan_depth=1)] == [False]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.sampled_from(["harbour", "Moon", "moon", "drag", "dragonfly", "port", "sport", "guilde des voleurs", "x", " ", ".", "é"]), max_size=12))
 def test_the_fast_matcher_agrees_with_the_naive_scan(tmp_path_factory, words):
     lore = book(tmp_path_factory.mktemp("lore"))
@@ -299,7 +300,12 @@ def test_backtracking_regex_keys_are_bounded_then_disabled_with_one_log_line_eac
     # Once the slow keys are disabled, they are not searched again.
     assert result["last"] < 0.2, result
     assert set(RUN_OUT_OF_TIME) <= set(result["disabled"]) <= set(BACKTRACKING)
-    assert all(names == ["harbour"] for names in result["fired"][1::4]), "the sound key of the book still fires"
+    # The sound key fires on its text in every round, but in a round whose search used up the
+    # turn's budget before reaching it (a loaded machine: the budget is wall time), and in the
+    # last round, once the slow keys are off.
+    rounds = list(zip(result["fired"][1::4], result["calls"][1::4], strict=True))
+    assert all(names == ["harbour"] or took >= REGEX_TURN_SECONDS for names, took in rounds), rounds
+    assert rounds[-1][0] == ["harbour"], "the sound key of the book still fires"
     warnings = [line for line in done.stderr.splitlines() if line.startswith("lore: the key ")]
     assert sorted(w.split()[3] for w in warnings) == sorted(result["disabled"]), "one line per disabled key"
     assert all("is disabled until the next start" in w for w in warnings)

@@ -13,6 +13,7 @@ from bot.memory.model import Memory
 from bot.memory.stores.memories import MAX_MEMORY_CHARS
 from bot.presenting import memory_pages
 from cogs.utils.answering import DISCORD_LIMIT
+from tests.lanes import examples
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
 HEADER = re.compile(r"Memories (\d+)–(\d+) of (\d+):")
@@ -84,7 +85,7 @@ def test_a_budget_without_room_for_a_line_is_refused() -> None:
         memory_pages([memory(1, "a")], now=NOW, max_chars=len("Memories 1–1 of 1:\n"))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     lengths=st.lists(st.integers(1, MAX_MEMORY_CHARS), min_size=1, max_size=40),
     per_page=st.integers(1, 12),

@@ -17,6 +17,7 @@ from bot.clients.llm import MAX_RESPONSE_BYTES, LLMClient
 from bot.clients.llm_wire import SCHEMA_NAME, Thinking, strip_thinking
 from bot.errors import LLMBadResponse, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply
+from tests.lanes import examples
 
 APIS = ["ollama", "openai"]
 CHAT_PATH = {"ollama": "/api/chat", "openai": "/v1/chat/completions"}
@@ -255,7 +256,7 @@ def _whole_text_reference(text: str) -> str:
     return (text[: opened.start()] if opened else text).strip()
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     st.lists(st.sampled_from(["<think>", "</think>", "<THINK>", "</Think>", "<", ">", "</", "<thi", "nk>", "a", " ", "é\n", "2 < 3"]), max_size=14),
     st.data(),

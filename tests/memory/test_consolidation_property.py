@@ -21,6 +21,7 @@ from bot.memory.stores.memories import MemoryStore, NewMemory
 from bot.memory.text import words
 from tests.builders import make_engine
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
+from tests.lanes import examples
 
 TEMPLATES = {
     "year": ("Alice a visité Trieste en {}", st.integers(1990, 2030)),
@@ -130,7 +131,7 @@ async def run(case: dict[str, object], folder: Path) -> None:
         await db.close()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(cases())
 def test_every_carrier_of_every_member_stays_recoverable_or_the_series_is_untouched(case: dict[str, object]) -> None:
     with tempfile.TemporaryDirectory() as folder:

@@ -28,6 +28,7 @@ from bot.memory.dedup import (
     similarity_details,
 )
 from bot.memory.text import STOPWORDS, capitalised_words, content_words, fact_words, normalise
+from tests.lanes import examples
 
 CORPUS = [text for texts in FACTS.values() for text in texts]
 
@@ -350,7 +351,7 @@ texts = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(texts, texts)
 def test_similarity_is_symmetric(a: str, b: str) -> None:
     assert similarity(a, b) == similarity(b, a)
@@ -445,7 +446,7 @@ def _mutations(text: str) -> st.SearchStrategy[str]:
     )
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_index_agrees_with_exhaustive(data: st.DataObject) -> None:
     stored = data.draw(st.lists(texts, min_size=1, max_size=20))
@@ -467,7 +468,7 @@ def test_index_agrees_with_exhaustive(data: st.DataObject) -> None:
     assert index.best_match(candidate) == best_match_exhaustive(candidate, items)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.text(alphabet="abcé ", max_size=150),
     st.lists(st.text(alphabet="abcé ", max_size=150), min_size=1, max_size=8),

@@ -16,6 +16,7 @@ from bot.memory.reflection import parse_reflection
 from bot.memory.stores.memories import MemoryStore, NewMemory
 from bot.memory.text import INVISIBLE, canonical, normalise
 from bot.memory.write import ReflectionContext, apply_reflection
+from tests.lanes import examples
 
 ORIGINAL = "L'utilisateur est allergique aux arachides."
 
@@ -109,7 +110,7 @@ async def test_only_invisible_characters_is_not_a_memory(db, clock):
         await MemoryStore(db, clock=clock).add("u", NewMemory(text="\u200b\u00ad\ufeff\u2066\u3164"))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60),
     st.lists(st.sampled_from(["\u00ad", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u202a", "\u202c", "\ufe0f"]), max_size=6),

@@ -21,6 +21,7 @@ from bot.memory.stores.memories import MemoryStore, NewMemory
 from bot.memory.stores.stories import load_story
 from bot.memory.story_state import parse_state_specs
 from bot.memory.write import ReflectionContext, apply_reflection
+from tests.lanes import examples
 
 SPECS = parse_state_specs({"mood": {"min": -5, "max": 5, "default": 0, "max_delta": 1}})
 FIRST = "L'utilisateur habite à Nantes."
@@ -216,7 +217,7 @@ def _dumps(value: Any) -> str:
     return json.dumps(value)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(path=st.sampled_from(_PATHS), junk=_JUNK)
 def test_property_one_corrupted_field_never_takes_its_neighbours(path, junk):
     marker = "__CORRUPTED__"

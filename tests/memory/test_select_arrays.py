@@ -18,6 +18,7 @@ from bot.memory.model import Memory
 from bot.memory.recall import SEMANTIC_THRESHOLDS
 from bot.memory.select_arrays import candidates_of, select_columns
 from bot.memory.selection import select
+from tests.lanes import examples
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from recall_corpus import QUERIES, REFERENCES, distractor_pool  # noqa: E402
@@ -67,7 +68,7 @@ def turns(draw: st.DrawFn) -> tuple[list[Memory], dict[int, float], int, float]:
     return memories, scores, limit, threshold
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(turns())
 def test_same_choice_as_select_on_random_candidates(turn: tuple[list[Memory], dict[int, float], int, float]) -> None:
     same(*turn)
@@ -75,7 +76,7 @@ def test_same_choice_as_select_on_random_candidates(turn: tuple[list[Memory], di
 
 @pytest.fixture(scope="module")
 def real_scores() -> tuple[list[Memory], list[dict[int, float]]]:
-    texts = [r[3] for r in REFERENCES] + [d.text for d in distractor_pool(400, seed=7)]
+    texts = [r[3] for r in REFERENCES] + [d.text for d in distractor_pool(120, seed=7)]
     local = LocalEmbedder()
     import asyncio
 

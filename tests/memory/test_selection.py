@@ -17,6 +17,7 @@ from bot.memory.selection import (
     Selected,
     select,
 )
+from tests.lanes import examples
 
 NOW = datetime(2025, 8, 19, 12, 0, tzinfo=timezone.utc)
 RELEVANT = 0.6
@@ -364,7 +365,7 @@ def turns(draw: st.DrawFn) -> tuple[list[Memory], dict[int, float], int]:
     return memories, scores, limit
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=examples(250), deadline=None)
 @given(turns())
 def test_matches_the_reference_passes(turn: tuple[list[Memory], dict[int, float], int]) -> None:
     memories, scores, limit = turn
@@ -375,7 +376,7 @@ def test_matches_the_reference_passes(turn: tuple[list[Memory], dict[int, float]
     assert all(s.score == scores.get(s.memory.id) for s in selected)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(turns(), st.randoms(use_true_random=False))
 def test_same_input_in_any_order_same_output(
     turn: tuple[list[Memory], dict[int, float], int], rng: random.Random
@@ -387,7 +388,7 @@ def test_same_input_in_any_order_same_output(
     assert select(shuffled, scores, limit, now=NOW) == select(memories, scores, limit, now=NOW)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(turns())
 def test_never_more_than_limit_never_twice(turn: tuple[list[Memory], dict[int, float], int]) -> None:
     memories, scores, limit = turn

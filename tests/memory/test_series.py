@@ -12,6 +12,7 @@ from bot.memory.model import Memory
 from bot.memory.select_arrays import candidates_of, select_columns
 from bot.memory.selection import select
 from bot.memory.series import find_series, frame, memory_key
+from tests.lanes import examples
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 NOW_US = (NOW - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
@@ -122,7 +123,7 @@ def series_turns(draw: st.DrawFn) -> tuple[list[Memory], dict[int, float], int, 
     return memories, scores, draw(st.sampled_from([5, 24])), draw(st.integers(1, 4))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(series_turns())
 def test_columns_make_the_same_capped_choice_and_no_series_goes_over(turn: tuple[list[Memory], dict[int, float], int, int]) -> None:
     memories, scores, limit, slots = turn

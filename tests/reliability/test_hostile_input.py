@@ -55,6 +55,7 @@ from tests.cogs import (
     texts,
 )
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
+from tests.lanes import examples
 
 FENCE = "```"
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
@@ -357,7 +358,7 @@ async def _search_everything(queries: Sequence[str]) -> None:
             await db.close()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     st.lists(
         st.lists(st.one_of(st.sampled_from(FTS_TOKENS), st.text(max_size=8))).map(" ".join),
@@ -433,7 +434,7 @@ adversarial_text = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(adversarial_text, st.integers(64, 400))
 def test_property_every_chunk_fits_is_balanced_and_keeps_the_text(text: str, limit: int) -> None:
     assert_faithful(text, split_message(text, limit), limit)
@@ -468,7 +469,7 @@ CLUSTERS = [
 ]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.sampled_from(CLUSTERS), min_size=1, max_size=200), st.integers(64, 120))
 @example(["a"] + ["🇫🇷"] * 40, 64)  # a cut after an odd number of regional indicators
 @example([CLUSTERS[-1]] * 10, 64)  # a cut among the tag characters of a subdivision flag
@@ -681,7 +682,7 @@ def memories_block(system: str) -> list[str]:
     return around_block(system)[1]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(
         st.tuples(hostile_text, st.sampled_from(["fact", "preference", "promise", "episode"])),
@@ -701,7 +702,7 @@ def test_property_each_memory_is_one_line_inside_the_one_block(items: list[tuple
     assert messages[1:] == empty[1:]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(hostile_text)
 def test_property_a_display_name_can_neither_break_the_block_nor_add_a_line(name: str) -> None:
     messages = reply_messages([memory(1, "L'utilisateur aime le thé.")], user_name=name)

@@ -22,6 +22,7 @@ from bot.memory.text import storable
 from cogs.conversation import Conversation
 from tests.cogs import ALICE, BOT_ID, fake_channel, fake_message, fake_user, offline_bot
 from tests.fakes.llm_server import FakeLLMServer
+from tests.lanes import examples
 from tests.reliability.process import chat_env, run_chat
 
 REPLACEMENT = "\ufffd"
@@ -133,7 +134,7 @@ async def test_a_discord_message_with_a_lone_surrogate_is_answered(
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), min_size=1, max_size=40)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=ANY_TEXT, name=ANY_TEXT)
 async def test_any_text_from_a_front_end_is_answered_and_stored(
     services: Services, llm_server: FakeLLMServer, text: str, name: str

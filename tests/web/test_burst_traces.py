@@ -29,6 +29,7 @@ from bot.presenting import why_text
 from bot.web.server import WebServer, make_app
 from tests.builders import make_engine
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
+from tests.lanes import examples
 
 TOKEN = "test-token-0123456789abcdef"
 # One distinct fact per place in the burst, so that no two merge.
@@ -188,7 +189,7 @@ def test_any_subset_of_a_burst_edited_or_deleted_leaves_no_trace_of_the_old_text
         loop.run_until_complete(world.start())
         try:
 
-            @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+            @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
             @given(shapes())
             def check(shape: tuple[int, list[str], list[int], bool]) -> None:
                 loop.run_until_complete(world.run(*shape))

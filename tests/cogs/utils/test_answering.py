@@ -26,6 +26,7 @@ from cogs.utils.answering import (
     user_refusal,
 )
 from cogs.utils.ratelimit import RateLimiter, Verdict
+from tests.lanes import examples
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -143,7 +144,7 @@ def test_hard_cut_never_splits_a_fence_marker() -> None:
     assert chunks[1] == "``````" + "y" * 100
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab é\n😀")), min_size=0, max_size=600))
 def test_property_chunks_fit_and_keep_every_character(text: str) -> None:
     chunks = split_message(text, limit=80)
@@ -151,7 +152,7 @@ def test_property_chunks_fit_and_keep_every_character(text: str) -> None:
     assert "".join(text.split()) == "".join("".join(chunks).split())
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("`ab\n py")), min_size=0, max_size=600))
 def test_property_chunks_with_fences_fit_and_balance(text: str) -> None:
     chunks = split_message(text, limit=64)

@@ -31,6 +31,7 @@ from cogs.utils.views import (
     SwipeButton,
     owner_in,
 )
+from tests.lanes import examples
 
 PEOPLE = st.integers(min_value=0, max_value=2**64 - 1)
 
@@ -86,7 +87,7 @@ def test_every_component_and_modal_class_of_the_cogs_goes_through_the_gate(cast:
     assert {c.__qualname__ for c in custom_ids(keys_of(cast, 1)[0])} == {c.__qualname__ for c in OwnerGate.registry.values()}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(custom_id=st.text(max_size=120) | st.from_regex(r"echo:[a-z-]{1,12}:[0-9@a-z:]{0,40}", fullmatch=True), person=PEOPLE)
 def test_any_text_lets_a_person_through_only_under_a_key_of_their_own(cast: Cast, custom_id: str, person: int) -> None:
     owner = owner_in(custom_id, person, cast)
@@ -101,7 +102,7 @@ def made(cast: Cast) -> dict[str, dict[type, list[str]]]:
     }
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.data(), presser=PEOPLE)
 def test_the_ids_every_class_makes_open_only_to_their_owner(
     cast: Cast, made: dict[str, dict[type, list[str]]], data: st.DataObject, presser: int
