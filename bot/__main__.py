@@ -110,9 +110,6 @@ async def _migrate_store(args: argparse.Namespace) -> int:
 
 
 async def _chat(args: argparse.Namespace) -> None:
-    from bot.app import open_services
-    from bot.terminal.chat import run_chat
-
     # Bytes that are not UTF-8 (a terminal in Latin-1, a pasted binary) are read, not fatal:
     # they arrive as lone surrogates, which the engine makes storable; a path keeps its bytes.
     for stream in (sys.stdin, sys.stdout):
@@ -121,21 +118,29 @@ async def _chat(args: argparse.Namespace) -> None:
     settings = load_settings()
     # The terminal is the conversation: only warnings and errors go to the log.
     logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
+    # Each part is imported once the step before it passed: a start stopped by a setting's
+    # mistake (an operator's typo, the tests' many processes) does not load what it never runs.
+    from bot.app import open_services
+
     async with open_services(settings) as services:
+        from bot.terminal.chat import run_chat
+
         await run_chat(
             services.engine, user=args.user, channel=args.channel, stream_replies=settings.stream_replies
         )
 
 
 async def _discord() -> None:
-    from bot.app import open_services
-    from cogs.bot import run_discord
-
     settings = load_settings()
     logging.getLogger().setLevel(settings.log_level)
     # Before anything is opened: without a token nothing is created, not even the database.
     token = settings.require_discord_token()
+    # Imported step by step, as in _chat.
+    from bot.app import open_services
+
     async with open_services(settings) as services:
+        from cogs.bot import run_discord
+
         await run_discord(services, token)
 
 

@@ -12,25 +12,29 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import httpx
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot.characters.cast import Cast, load_cast
 from bot.characters.character import Character
 from bot.clients.backup import next_due, scheduled_backup
 from bot.clients.databases import open_database
-from bot.clients.embeddings import Embedder, make_embedder
-from bot.clients.health import Health
 from bot.clients.llm import LLMClient
-from bot.clients.metrics import Metrics
 from bot.clients.storage import Database
 from bot.clients.tasks import quiet_when_cancelled
 from bot.config import Settings, WebSettings
-from bot.engine import Engine
 from bot.errors import EmbeddingError, StartupError
-from bot.memory.indexing import Indexer
-from bot.web.server import WebServer, make_app
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    from bot.clients.embeddings import Embedder
+    from bot.clients.health import Health
+    from bot.clients.metrics import Metrics
+    from bot.engine import Engine
+    from bot.memory.indexing import Indexer
+    from bot.web.server import WebServer
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,9 @@ async def _warm_up(embedder: Embedder) -> None:
 
 
 async def _start_web(settings: WebSettings, engine: Engine, health: Health, metrics: Metrics) -> WebServer:
+    # Imported here so that a bot without the page never loads aiohttp's server or jinja2.
+    from bot.web.server import WebServer, make_app
+
     web = WebServer(make_app(engine, health, metrics, settings.token))
     try:
         await web.start(settings.host, settings.port)
@@ -104,6 +111,15 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
     except BaseException:
         await http.aclose()
         raise
+    # Loaded once the character, the LLM and the database answered: a start that stops on a
+    # setting's mistake (an operator's typo, the tests' many processes) does not pay for them.
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    from bot.clients.embeddings import make_embedder
+    from bot.clients.health import Health
+    from bot.clients.metrics import Metrics
+    from bot.engine import Engine
+
     scheduler = AsyncIOScheduler()
     engine: Engine | None = None
     web: WebServer | None = None

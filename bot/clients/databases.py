@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot.clients.db import SQLiteDatabase, storage_failure
-from bot.clients.postgres import PostgresDatabase, describe, open_failure
 from bot.clients.storage import Database
 from bot.errors import StartupError
+
+if TYPE_CHECKING:
+    from bot.clients.postgres import PostgresDatabase
 
 
 def is_postgres_url(target: str | Path) -> bool:
@@ -36,6 +39,9 @@ async def open_sqlite(path: Path) -> SQLiteDatabase:
 
 
 async def open_postgres(url: str) -> PostgresDatabase:
+    # Imported here so that a deployment on SQLite never loads asyncpg.
+    from bot.clients.postgres import PostgresDatabase, describe, open_failure
+
     try:
         return await PostgresDatabase.open(url)
     except Exception as exc:
