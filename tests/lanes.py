@@ -49,7 +49,7 @@ def _called_names(tree: ast.AST) -> set[str]:
     return names
 
 
-def _starts_directly(called: set[str]) -> bool:
+def _starts_directly(called: set[str] | frozenset[str]) -> bool:
     return bool(called & _STARTERS) or "subprocess.run" in called
 
 
@@ -57,12 +57,8 @@ def _starts_directly(called: set[str]) -> bool:
 def _process_functions(module_name: str) -> frozenset[str]:
     """The module's top-level functions that start a process, directly or through each other,
     and the names it imports from a module that starts processes."""
-    module = sys.modules.get(module_name)
-    if module is None:
-        return frozenset()
-    try:
-        tree = ast.parse(inspect.getsource(module))
-    except (OSError, TypeError):
+    tree = _module_tree(module_name)
+    if tree is None:
         return frozenset()
     found: set[str] = set()
     for node in tree.body:
@@ -82,14 +78,37 @@ def _process_functions(module_name: str) -> frozenset[str]:
     return frozenset(found)
 
 
+@cache
+def _module_tree(module_name: str) -> ast.Module | None:
+    module = sys.modules.get(module_name)
+    if module is None:
+        return None
+    try:
+        return ast.parse(inspect.getsource(module))
+    except (OSError, TypeError, SyntaxError):
+        return None
+
+
+@cache
+def _calls_by_first_line(module_name: str) -> dict[int, frozenset[str]]:
+    """What each function of the module calls, by the line its code starts on (its first
+    decorator's when it has some): each module is parsed once, not once per test and fixture,
+    which made most of the collection's time."""
+    tree = _module_tree(module_name)
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] if tree else []
+    return {min([f.lineno, *(d.lineno for d in f.decorator_list)]): frozenset(_called_names(f)) for f in functions}
+
+
 def starts_processes(func: Callable[..., Any]) -> bool:
     """Whether calling `func` starts a process, as far as its module's code shows."""
     func = inspect.unwrap(func)
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-    except (OSError, TypeError, SyntaxError):
-        return False
-    called = _called_names(tree)
+    code = getattr(func, "__code__", None)
+    called = _calls_by_first_line(func.__module__).get(code.co_firstlineno) if code is not None else None
+    if called is None:  # not a `def` of its module's source (a lambda, a function made by exec)
+        try:
+            called = frozenset(_called_names(ast.parse(textwrap.dedent(inspect.getsource(func)))))
+        except (OSError, TypeError, SyntaxError):
+            return False
     return _starts_directly(called) or bool(called & _process_functions(func.__module__))
 
 
