@@ -4,6 +4,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Every dependency pinned, dev tools included: `make lock` writes it again from pyproject.toml.
 LOCK := requirements.lock
+# The tests keep their bytecode and pytest's rewritten asserts (in __pycache__, ignored by git)
+# even where the environment says not to write any: each worker would otherwise compile the
+# 200 test modules again on every run, seconds of each run.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 .PHONY: run test test-fast lint lock chat doctor bench clean
 
@@ -33,12 +37,12 @@ lint: $(STAMP)
 
 ## make test: the checkers, then the whole test suite on two workers, its ten slowest tests shown
 test: lint
-	$(BIN)/python -m pytest -n 2 --dist worksteal --durations=10
+	$(PYTEST) -n 2 --dist worksteal --durations=10
 
 ## make test-fast: the checkers, then every test but the slow ones (processes, PostgreSQL),
 ## property tests with fewer examples, on two workers
 test-fast: lint
-	HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest -m "not slow" -n 2 --durations=10
+	HYPOTHESIS_PROFILE=fast $(PYTEST) -m "not slow" -n 2 --durations=10
 
 ## make chat USER=alice: talk to the character in the terminal, no Discord needed
 chat: $(STAMP)

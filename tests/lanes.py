@@ -34,22 +34,46 @@ SLOW_FIXTURES = frozenset({"postgres_cluster"})
 _STARTERS = frozenset({"create_subprocess_exec", "create_subprocess_shell", "Popen", "check_call", "check_output"})
 
 
+def _call_names(call: ast.Call) -> tuple[str, ...]:
+    """`f(...)` gives f, `a.b.f(...)` gives f and `a.b.f`."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return (func.id,)
+    if isinstance(func, ast.Attribute):
+        return (func.attr, f"{func.value.id}.{func.attr}") if isinstance(func.value, ast.Name) else (func.attr,)
+    return ()
+
+
 def _called_names(tree: ast.AST) -> set[str]:
-    """Names a piece of code calls: `f(...)` gives f, `a.b.f(...)` gives f and `a.b.f`."""
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            func = node.func
-            if isinstance(func, ast.Name):
-                names.add(func.id)
-            elif isinstance(func, ast.Attribute):
-                names.add(func.attr)
-                if isinstance(func.value, ast.Name):
-                    names.add(f"{func.value.id}.{func.attr}")
-    return names
+    """Names a piece of code calls."""
+    return {name for node in ast.walk(tree) if isinstance(node, ast.Call) for name in _call_names(node)}
 
 
-def _starts_directly(called: set[str]) -> bool:
+class _CallsByFunction(ast.NodeVisitor):
+    """In one walk of a module, what each function calls (its nested functions' calls included),
+    by the line its code starts on: its first decorator's when it has some."""
+
+    def __init__(self) -> None:
+        self.by_first_line: dict[int, set[str]] = {}
+        self._open: list[set[str]] = []
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        called: set[str] = set()
+        self.by_first_line[min([node.lineno, *(d.lineno for d in node.decorator_list)])] = called
+        self._open.append(called)
+        self.generic_visit(node)
+        self._open.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _function
+
+    def visit_Call(self, node: ast.Call) -> None:
+        names = _call_names(node)
+        for called in self._open:
+            called.update(names)
+        self.generic_visit(node)
+
+
+def _starts_directly(called: set[str] | frozenset[str]) -> bool:
     return bool(called & _STARTERS) or "subprocess.run" in called
 
 
@@ -57,12 +81,8 @@ def _starts_directly(called: set[str]) -> bool:
 def _process_functions(module_name: str) -> frozenset[str]:
     """The module's top-level functions that start a process, directly or through each other,
     and the names it imports from a module that starts processes."""
-    module = sys.modules.get(module_name)
-    if module is None:
-        return frozenset()
-    try:
-        tree = ast.parse(inspect.getsource(module))
-    except (OSError, TypeError):
+    tree = _module_tree(module_name)
+    if tree is None:
         return frozenset()
     found: set[str] = set()
     for node in tree.body:
@@ -82,14 +102,40 @@ def _process_functions(module_name: str) -> frozenset[str]:
     return frozenset(found)
 
 
+@cache
+def _module_tree(module_name: str) -> ast.Module | None:
+    module = sys.modules.get(module_name)
+    if module is None:
+        return None
+    try:
+        return ast.parse(inspect.getsource(module))
+    except (OSError, TypeError, SyntaxError):
+        return None
+
+
+@cache
+def _calls_by_first_line(module_name: str) -> dict[int, frozenset[str]]:
+    """What each function of the module calls, by the line its code starts on: each module is
+    parsed and walked once, not once per test and fixture (that was most of the collection's
+    time)."""
+    tree = _module_tree(module_name)
+    if tree is None:
+        return {}
+    calls = _CallsByFunction()
+    calls.visit(tree)
+    return {line: frozenset(called) for line, called in calls.by_first_line.items()}
+
+
 def starts_processes(func: Callable[..., Any]) -> bool:
     """Whether calling `func` starts a process, as far as its module's code shows."""
     func = inspect.unwrap(func)
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-    except (OSError, TypeError, SyntaxError):
-        return False
-    called = _called_names(tree)
+    code = getattr(func, "__code__", None)
+    called = _calls_by_first_line(func.__module__).get(code.co_firstlineno) if code is not None else None
+    if called is None:  # not a `def` of its module's source (a lambda, a function made by exec)
+        try:
+            called = frozenset(_called_names(ast.parse(textwrap.dedent(inspect.getsource(func)))))
+        except (OSError, TypeError, SyntaxError):
+            return False
     return _starts_directly(called) or bool(called & _process_functions(func.__module__))
 
 

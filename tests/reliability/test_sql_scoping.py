@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -421,12 +422,14 @@ def extract_statements(source: str, path: str) -> list[Statement]:
     return found
 
 
-def code_statements() -> list[Statement]:
+@cache
+def code_statements() -> tuple[Statement, ...]:
+    """Read once per run: three tests read the same code."""
     statements: list[Statement] = []
     for folder in SCANNED:
         for file in sorted((ROOT / folder).rglob("*.py")):
             statements.extend(extract_statements(file.read_text(encoding="utf-8"), file.relative_to(ROOT).as_posix()))
-    return statements
+    return tuple(statements)
 
 
 # --- checking one statement ------------------------------------------------------------------
@@ -524,7 +527,7 @@ def statement_problems(sql: str, user_tables: frozenset[str], scoped_through: Ma
 
 
 def find_unscoped(
-    statements: list[Statement], user_tables: frozenset[str], scoped_through: Mapping[str, str]
+    statements: Sequence[Statement], user_tables: frozenset[str], scoped_through: Mapping[str, str]
 ) -> list[Finding]:
     findings: list[Finding] = []
     for statement in statements:
