@@ -83,7 +83,7 @@ async def test_an_erase_in_one_process_stops_the_turn_another_process_waits_for(
         # B holds the second message, and the first one (settled by it) was reflected.
         await asyncio.wait_for(asyncio.gather(held.wait(), reflected.wait()), 60)
         for _ in range(100):
-            if any("s'appelle quentinosaure" in r.lower() for r in await rows_mentioning(database_url, ("memories",))):
+            if any(r.startswith("memories:") for r in await rows_mentioning(database_url, ("s'appelle quentinosaure",))):
                 break
             await asyncio.sleep(0.1)
         before = await rows_mentioning(database_url, TRACES)

@@ -63,27 +63,28 @@ WORDS = {
 STORIES = {"chan-1": "guild-1", "chan-2": "guild-2"}
 NEVER_EXISTED = (0, 987_654_321)
 
-# The raw rows of one user, every user table but memory_vectors: vectors are a derived index
-# that the indexer, a system task, writes for every user; their ownership is checked instead.
+# The raw rows of the four users (the three and the character), each led by its owner, every
+# user table but memory_vectors: vectors are a derived index that the indexer, a system task,
+# writes for every user; their ownership is checked instead. One read per table for all four.
 SNAPSHOT_TABLES: dict[str, str] = {
-    "memories": "SELECT * FROM memories WHERE user_id = ? ORDER BY id",
-    "memory_history": "SELECT * FROM memory_history WHERE user_id = ? ORDER BY id",
-    "exchanges": "SELECT * FROM exchanges WHERE user_id = ? ORDER BY id",
-    "turns": "SELECT * FROM turns WHERE user_id = ? ORDER BY id",
-    "turn_stats": "SELECT * FROM turn_stats WHERE user_id = ?",
-    "turn_log": "SELECT * FROM turn_log WHERE user_id = ? ORDER BY id",
-    "user_settings": "SELECT * FROM user_settings WHERE user_id = ?",
-    "story_summaries": "SELECT * FROM story_summaries WHERE user_id = ? ORDER BY story_id",
-    "story_anchors": "SELECT * FROM story_anchors WHERE user_id = ? ORDER BY id",
-    "story_positions": "SELECT * FROM story_positions WHERE user_id = ? ORDER BY id",
-    "story_state": "SELECT * FROM story_state WHERE user_id = ? ORDER BY story_id, name",
-    "story_history": "SELECT * FROM story_history WHERE user_id = ? ORDER BY id",
-    "exchange_replies": "SELECT * FROM exchange_replies WHERE user_id = ? ORDER BY id",
-    "exchange_messages": "SELECT * FROM exchange_messages WHERE user_id = ? ORDER BY exchange_id, n",
-    "memory_sources": "SELECT * FROM memory_sources WHERE user_id = ? ORDER BY memory_id, exchange_id",
-    "memory_changes": "SELECT * FROM memory_changes WHERE user_id = ? ORDER BY id",
+    "memories": "SELECT user_id, * FROM memories WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
+    "memory_history": "SELECT user_id, * FROM memory_history WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
+    "exchanges": "SELECT user_id, * FROM exchanges WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
+    "turns": "SELECT user_id, * FROM turns WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
+    "turn_stats": "SELECT user_id, * FROM turn_stats WHERE user_id IN (?, ?, ?, ?)",
+    "turn_log": "SELECT user_id, * FROM turn_log WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
+    "user_settings": "SELECT user_id, * FROM user_settings WHERE user_id IN (?, ?, ?, ?)",
+    "story_summaries": "SELECT user_id, * FROM story_summaries WHERE user_id IN (?, ?, ?, ?) ORDER BY story_id",
+    "story_anchors": "SELECT user_id, * FROM story_anchors WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
+    "story_positions": "SELECT user_id, * FROM story_positions WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
+    "story_state": "SELECT user_id, * FROM story_state WHERE user_id IN (?, ?, ?, ?) ORDER BY story_id, name",
+    "story_history": "SELECT user_id, * FROM story_history WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
+    "exchange_replies": "SELECT user_id, * FROM exchange_replies WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
+    "exchange_messages": "SELECT user_id, * FROM exchange_messages WHERE user_id IN (?, ?, ?, ?) ORDER BY exchange_id, n",
+    "memory_sources": "SELECT user_id, * FROM memory_sources WHERE user_id IN (?, ?, ?, ?) ORDER BY memory_id, exchange_id",
+    "memory_changes": "SELECT user_id, * FROM memory_changes WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
     # A person's turn epoch: only their own turn draws it, only their own erase ends it.
-    "user_epochs": "SELECT * FROM user_epochs WHERE user_id = ?",
+    "user_epochs": "SELECT user_id, * FROM user_epochs WHERE user_id IN (?, ?, ?, ?)",
 }
 # Bookkeeping of the memory cache, written only by triggers that follow a user's memories and
 # vectors (the indexer's included, like memory_vectors): derived, not snapshotted.
@@ -179,7 +180,7 @@ class IsolationMachine(RuleBasedStateMachine):
             assert await self.engine.forget(user, min(m.id for m in await self.store.list(user)))
         self.users = (*USERS, self.engine.character_user_id)
         await self._check_owners(None, recording=True)
-        self.snapshots = {user: await self._snapshot(user) for user in self.users}
+        self.snapshots = await self._snapshots()
 
     async def _close_raw(self) -> None:
         assert self.raw is not None
@@ -209,13 +210,17 @@ class IsolationMachine(RuleBasedStateMachine):
 
     # --- the invariant ---------------------------------------------------------------------
 
-    async def _snapshot(self, user: str) -> Snapshot:
-        export = await self.engine.export(user)
-        del export["exported_at"]
-        snapshot: Snapshot = {"export": export}
+    async def _snapshots(self) -> dict[str, Snapshot]:
+        """Each user's export and raw rows."""
+        snapshots: dict[str, Snapshot] = {}
+        for user in self.users:
+            export = await self.engine.export(user)
+            del export["exported_at"]
+            snapshots[user] = {"export": export} | {table: [] for table in SNAPSHOT_TABLES}
         for table, sql in SNAPSHOT_TABLES.items():
-            snapshot[table] = await self.rows(sql, (user,))
-        return snapshot
+            for owner, *row in await self.rows(sql, self.users):
+                snapshots[owner][table].append(tuple(row))
+        return snapshots
 
     async def _check_owners(self, actor: str | None, *, recording: bool = False) -> None:
         """Rows that appeared since the last check are the actor's (none for a system task,
@@ -246,7 +251,7 @@ class IsolationMachine(RuleBasedStateMachine):
         return result
 
     async def _after_step(self, actor: str | None, changes_nothing: bool) -> None:
-        after = {user: await self._snapshot(user) for user in self.users}
+        after = await self._snapshots()
         for user in self.users:
             if user == actor and not changes_nothing:
                 continue
