@@ -72,6 +72,16 @@ def make_engine(
     )
 
 
+# httpx loads the CA bundle again for every client it makes (~40 ms): the tests' many clients
+# share one context. They speak plain HTTP to 127.0.0.1; the context is httpx's default.
+_TLS = httpx.create_ssl_context()
+
+
+def http_client(**options: Any) -> httpx.AsyncClient:
+    """An HTTP client for a test: no proxy taken from the environment, the shared TLS context."""
+    return httpx.AsyncClient(trust_env=False, verify=_TLS, **options)
+
+
 def msg(text: str, *, user: str = "alice", story: str = "chan-1", place: str = "guild-1") -> Incoming:
     return Incoming(user_id=user, user_name=user.title(), text=text, story_id=story, place=place, message_id=f"m-{time.monotonic_ns()}")
 
@@ -79,7 +89,7 @@ def msg(text: str, *, user: str = "alice", story: str = "chan-1", place: str = "
 async def offline_services(settings: Settings, db: Database) -> Services:
     """What `open_services` builds, minus the embedder (None: turns run without semantic
     recall) and the indexer and jobs the front ends never touch."""
-    http = httpx.AsyncClient()
+    http = http_client()
     llm = LLMClient(http, api=settings.llm_api, base_url=settings.llm_base_url, timeout=10)
     character = load_character(None)
     engine = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=character)

@@ -23,7 +23,7 @@ from bot.clients.databases import open_database
 from bot.clients.db import SQLiteDatabase
 from bot.memory.model import utcnow
 from bot.memory.stores.memories import MemoryStore
-from tests.builders import offline_services, settings_for
+from tests.builders import http_client, offline_services, settings_for
 from tests.fakes import postgres_server
 from tests.fakes.embedding_server import embedding_http, embedding_server  # noqa: F401  (fixtures)
 from tests.fakes.llm_server import FakeLLMServer, llm_server, refused_url  # noqa: F401  (fixtures)
@@ -141,7 +141,7 @@ def store(db: SQLiteDatabase, request: pytest.FixtureRequest) -> MemoryStore:
 
 @pytest_asyncio.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(trust_env=False) as client:
+    async with http_client() as client:
         yield client
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
 from bot.characters.cast import Cast, load_cast
@@ -13,7 +12,7 @@ from bot.characters.character import load_character
 from bot.engine import Incoming
 from bot.errors import CharacterError
 from bot.memory.stores.memories import owner_keys
-from tests.builders import make_engine
+from tests.builders import http_client, make_engine
 
 
 def folder(tmp_path: Path, mapping: str = "") -> Path:
@@ -78,7 +77,7 @@ def test_two_characters_with_one_name_are_refused(tmp_path):
 
 async def test_erase_and_export_of_a_person_cover_every_character_key_and_no_one_else(db, llm_server, tmp_path, store):
     cast = load_cast(folder(tmp_path, "default: lina\n"), None)
-    async with httpx.AsyncClient(trust_env=False) as http:
+    async with http_client() as http:
         engine = make_engine(db, http, llm_server, tmp_path, cast=cast)
         await engine.start()
         llm_server.handler = lambda r: "{}" if r.json_schema is not None else "ok"
@@ -136,7 +135,7 @@ async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_f
             await release.wait()
         return "ok"
 
-    async with httpx.AsyncClient(trust_env=False) as http:
+    async with http_client() as http:
         engine = make_engine(db, http, llm_server, tmp_path, cast=cast)
         await engine.start()
         llm_server.handler = answer

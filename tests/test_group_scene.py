@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 
-import httpx
-
 from bot.engine import Incoming
 from bot.engine.prompting import ChannelLine
-from tests.builders import make_engine
+from tests.builders import http_client, make_engine
 from tests.fakes.llm_server import LLMRequest
 
 SCENE = [
@@ -37,7 +35,7 @@ async def test_three_people_in_one_channel_each_keep_only_their_own_facts(db, ll
         return json.dumps({"memories": [{"text": t, "type": "fact", "confidence": 0.95} for t in PROPOSED[author]]})
 
     llm_server.handler = handler
-    async with httpx.AsyncClient(trust_env=False) as http:
+    async with http_client() as http:
         engine = make_engine(db, http, llm_server, tmp_path)
         await engine.start()
         history: list[ChannelLine] = []

@@ -16,7 +16,7 @@ from bot.memory.reflection import parse_reflection
 from bot.memory.stores.memories import NewMemory
 from bot.memory.write import ReflectionContext, apply_reflection
 from bot.presenting import history_text, memory_pages, why_text
-from tests.builders import make_engine
+from tests.builders import http_client, make_engine
 
 USER = "123"
 WORD = re.compile(r"[^\W\d_]{2,}")  # one letter is an elision (t'a, don't), not a word
@@ -41,7 +41,7 @@ def leaks(shown: str, data: list[str]) -> set[str]:
 
 @pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(trust_env=False) as client:
+    async with http_client() as client:
         yield client
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 
 from bot.clients.llm import LLMClient
@@ -12,6 +11,7 @@ from bot.clients.llm_wire import TokenUsage
 from bot.memory.model import utcnow
 from bot.memory.recall import TurnFigures, TurnSelection
 from bot.presenting import why_text
+from tests.builders import http_client
 from tests.fakes.llm_server import FAKE_MODEL, Reply
 
 CONVERSATION = [{"role": "system", "content": "Tu es Écho."}, {"role": "user", "content": "Bonjour à toi"}]
@@ -21,7 +21,7 @@ CONVERSATION = [{"role": "system", "content": "Tu es Écho."}, {"role": "user", 
 async def test_every_chat_reads_the_servers_token_counts(api, llm_server):
     llm_server.replies.append(Reply("Bonjour Alice, ça va ?", prompt_tokens=1234))
     llm_server.replies.append("Oui.")
-    async with httpx.AsyncClient(trust_env=False) as http:
+    async with http_client() as http:
         llm = LLMClient(http, api=api, base_url=llm_server.url)
         first = await llm.chat(CONVERSATION, model=FAKE_MODEL)
         second = await llm.chat(CONVERSATION, model=FAKE_MODEL, json_schema={"type": "object"})
@@ -41,7 +41,7 @@ async def test_every_chat_reads_the_servers_token_counts(api, llm_server):
 )
 async def test_a_server_that_does_not_count_gives_unknown_not_zero(api, body, llm_server):
     llm_server.replies.append(Reply(body=json.dumps(body)))
-    async with httpx.AsyncClient(trust_env=False) as http:
+    async with http_client() as http:
         reply = await LLMClient(http, api=api, base_url=llm_server.url).chat(CONVERSATION, model=FAKE_MODEL)
     assert reply.text == "ok" and reply.usage == TokenUsage(None, None)
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from bot.clients.llm import MAX_RESPONSE_BYTES, LLMClient
 from bot.clients.llm_wire import SCHEMA_NAME, Thinking, strip_thinking
 from bot.errors import LLMBadResponse, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
+from tests.builders import http_client
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply
 from tests.lanes import examples
 
@@ -35,7 +36,7 @@ CONVERSATION = [
 @pytest_asyncio.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
     # trust_env=False: a proxy from the environment must not capture 127.0.0.1 traffic.
-    async with httpx.AsyncClient(trust_env=False) as client:
+    async with http_client() as client:
         yield client
 
 

@@ -16,6 +16,7 @@ import pytest_asyncio
 from bot.clients.llm import MAX_RESPONSE_BYTES, MAX_THINKING_CHARS, LLMClient
 from bot.clients.llm_wire import Image, TokenUsage
 from bot.errors import LLMBadResponse, LLMStreamCut, LLMTimeout, LLMTooLarge, ModelNotFound
+from tests.builders import http_client
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, Reply
 
 APIS = ["ollama", "openai"]
@@ -27,7 +28,7 @@ CONVERSATION = [
 
 @pytest_asyncio.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(trust_env=False) as client:
+    async with http_client() as client:
         yield client
 
 

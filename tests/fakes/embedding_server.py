@@ -25,6 +25,8 @@ import numpy as np
 import pytest
 from aiohttp import web
 
+from tests.builders import http_client
+
 DEFAULT_DIM = 16
 # Shorter than a real outage, longer than any bound the code under test should apply.
 CLIENT_TIMEOUT = 30.0
@@ -166,5 +168,5 @@ async def embedding_server() -> AsyncIterator[EmbeddingServer]:
 
 @pytest.fixture
 async def embedding_http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=CLIENT_TIMEOUT) as client:
+    async with http_client(timeout=CLIENT_TIMEOUT) as client:
         yield client

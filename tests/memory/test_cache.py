@@ -7,7 +7,6 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 
@@ -20,7 +19,7 @@ from bot.memory.indexing import Indexer
 from bot.memory.model import utcnow
 from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories, memory_rows, row_to_memory
 from bot.memory.stores.vectors import VectorRow, load_user_matrix, store_vectors
-from tests.builders import make_engine, msg
+from tests.builders import http_client, make_engine, msg
 from tests.fakes.llm_server import FakeLLMServer
 
 ALICE = "alice"
@@ -151,7 +150,7 @@ async def test_bounded_by_bytes_the_big_entry_cheap_to_reload_goes_first(db: SQL
 async def test_the_engines_cache_follows_every_kind_of_write_without_a_reload(
     db: SQLiteDatabase, tmp_path: Path, llm_server: FakeLLMServer
 ) -> None:
-    async with httpx.AsyncClient(trust_env=False) as http:
+    async with http_client() as http:
         embedder = LocalEmbedder()
         engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
         cache = engine.cache

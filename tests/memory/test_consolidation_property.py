@@ -10,7 +10,6 @@ import re
 import tempfile
 from pathlib import Path
 
-import httpx
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +18,7 @@ from bot.engine.consolidation_worker import RunFigures
 from bot.memory.carriers import carrier_tokens, dedup_text
 from bot.memory.stores.memories import MemoryStore, NewMemory
 from bot.memory.text import words
-from tests.builders import make_engine
+from tests.builders import http_client, make_engine
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
 from tests.lanes import examples
 
@@ -86,7 +85,7 @@ async def run(case: dict[str, object], folder: Path) -> None:
     db = await SQLiteDatabase.open(folder / "x.db")
     server = FakeLLMServer()
     await server.start()
-    http = httpx.AsyncClient(trust_env=False, timeout=30)
+    http = http_client(timeout=30)
     try:
         engine = make_engine(db, http, server, folder)
         store = MemoryStore(db)

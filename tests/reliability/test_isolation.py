@@ -28,7 +28,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -42,7 +41,7 @@ from bot.memory.indexing import Indexer
 from bot.memory.reflection import CandidateIn, Reflection, ReplaceIn
 from bot.memory.stores.memories import MemoryStore
 from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
-from tests.builders import make_engine, msg
+from tests.builders import http_client, make_engine, msg
 from tests.conftest import Clock
 from tests.fakes.embedding_server import EmbeddingServer
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
@@ -149,7 +148,7 @@ class IsolationMachine(RuleBasedStateMachine):
         self.embedding_server = EmbeddingServer()
         await self.embedding_server.start()
         self.closers.append(self.embedding_server.stop)
-        self.http = httpx.AsyncClient(trust_env=False)
+        self.http = http_client()
         self.closers.append(self.http.aclose)
         if self.cluster is not None:
             self.db = await open_database(await self.cluster.reset_database())

@@ -11,7 +11,6 @@ import sqlite3
 import sys
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 
@@ -20,7 +19,7 @@ from bot.clients.postgres import PostgresDatabase
 from bot.memory.stores.memories import MemoryStore, NewMemory
 from bot.memory.stores.move import DERIVED_TABLES, TABLES, MoveRefused, move
 from bot.memory.stores.vectors import VectorRow, store_vectors
-from tests.builders import make_engine, msg
+from tests.builders import http_client, make_engine, msg
 from tests.fakes.llm_server import LLMRequest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,7 +43,7 @@ async def _fill(path: Path, llm_server, tmp_path: Path) -> tuple[list[str], int]
     users and the highest memory id ever given (then deleted)."""
     llm_server.handler = _reflection
     db = await SQLiteDatabase.open(path)
-    async with httpx.AsyncClient(trust_env=False) as http:
+    async with http_client() as http:
         engine = make_engine(db, http, llm_server, tmp_path)
         try:
             for user in ("alice", "bob"):
@@ -72,7 +71,7 @@ async def _fill(path: Path, llm_server, tmp_path: Path) -> tuple[list[str], int]
 
 
 async def _exports(db, llm_server, tmp_path: Path, users: list[str]) -> dict[str, dict]:
-    async with httpx.AsyncClient(trust_env=False) as http:
+    async with http_client() as http:
         engine = make_engine(db, http, llm_server, tmp_path)
         try:
             out = {}
@@ -127,7 +126,7 @@ async def test_a_copied_database_exports_the_same_and_continues_its_ids(tmp_path
         assert await _exports(target, llm_server, tmp_path, users) == before
         vectors = await target.reader.execute_fetchall("SELECT COUNT(*) FROM memory_vectors")
         assert vectors[0][0] == len(before["alice"]["memories"])
-        async with httpx.AsyncClient(trust_env=False) as http:
+        async with http_client() as http:
             engine = make_engine(target, http, llm_server, tmp_path)
             try:
                 new_id = await MemoryStore(target).add("alice", NewMemory(text="L'utilisateur revient."))

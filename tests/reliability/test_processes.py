@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 import json
 
-import httpx
 import pytest
 
 from bot.clients.postgres import PostgresDatabase
 from bot.memory.stores.memories import MemoryStore
-from tests.builders import make_engine, msg
+from tests.builders import http_client, make_engine, msg
 from tests.fakes.llm_server import LLMRequest
 
 FACT = "L'utilisateur est allergique aux arachides."
@@ -43,7 +42,7 @@ async def test_two_processes_seeing_the_same_pending_exchange_reflect_it_once(sh
 
     llm_server.handler = handler
     first, second = await PostgresDatabase.open(shared_url), await PostgresDatabase.open(shared_url)
-    async with httpx.AsyncClient(trust_env=False) as http:
+    async with http_client() as http:
         one = make_engine(first, http, llm_server, tmp_path)
         two = make_engine(second, http, llm_server, tmp_path)
         try:

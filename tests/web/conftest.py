@@ -19,7 +19,7 @@ from bot.engine import Engine, Incoming
 from bot.memory.indexing import Indexer
 from bot.memory.stores.memories import MemoryStore
 from bot.web.server import WebServer, make_app
-from tests.builders import local_embedder, make_engine
+from tests.builders import http_client, local_embedder, make_engine
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 
 TOKEN = "test-token-0123456789abcdef"
@@ -68,7 +68,7 @@ async def page(tmp_path) -> AsyncIterator[Page]:
     server = FakeLLMServer()
     await server.start()
     server.handler = remembering
-    http = httpx.AsyncClient(trust_env=False, timeout=30)
+    http = http_client(timeout=30)
     llm = LLMClient(http, api="ollama", base_url=server.url, context_tokens=CONTEXT)
     metrics = Metrics()
     metrics.watch_storage(lambda: db.storage.failures)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +26,7 @@ from bot.clients.metrics import Metrics
 from bot.engine import Incoming, MessagePart, join_parts
 from bot.presenting import why_text
 from bot.web.server import WebServer, make_app
-from tests.builders import make_engine
+from tests.builders import http_client, make_engine
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 from tests.lanes import examples
 
@@ -72,7 +71,7 @@ class World:
         self.llm_server = FakeLLMServer()
         await self.llm_server.start()
         self.llm_server.handler = reflect(self.templates)
-        self.http = httpx.AsyncClient(trust_env=False, timeout=30)
+        self.http = http_client(timeout=30)
         llm = LLMClient(self.http, api="ollama", base_url=self.llm_server.url)
         metrics = Metrics()
         self.engine = make_engine(self.db, self.http, self.llm_server, self.folder, llm=llm, metrics=metrics)

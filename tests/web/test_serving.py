@@ -14,6 +14,7 @@ from bot.clients.llm import LLMClient
 from bot.config import load_settings
 from bot.errors import ConfigError, StartupError
 from bot.web.server import WebServer, make_app
+from tests.builders import http_client
 from tests.fakes.llm_server import FAKE_MODEL
 from tests.web.conftest import TOKEN, Page
 
@@ -47,7 +48,7 @@ def test_enabled_without_a_token_the_bot_says_it_cannot_start(capsys, monkeypatc
 
 async def test_open_services_serves_the_page_while_the_bot_runs(tmp_path, llm_server):
     s = settings(tmp_path, llm_server.url, web_enabled=True, web_token=TOKEN, web_port=0)
-    async with httpx.AsyncClient(trust_env=False) as http:
+    async with http_client() as http:
         async with open_services(s) as services:
             assert services.web is not None and services.web.url.startswith("http://127.0.0.1:")
             url = services.web.url
