@@ -9,17 +9,28 @@ variables (`start_echo(STREAM_REPLIES="false")`). The process is stopped with SI
 teardown, and its log is printed when a test fails.
 
 A test on the bot its module shares: `scene` is that bot (started on first use with `echo`'s
-settings, answers kept open longer: SHARED_SETTINGS; stopped after the module's last test), its
+settings, answers kept open longer: SHARED_SETTINGS; stopped after the last test on it), its
 fake Discord and LLM server, a channel created for the test and two fresh people in it, Alice
 and Bob, whose ids the bot's database has never seen. The fakes' records (REST calls, LLM
 requests) and the LLM's script start empty; the next test starts once the LLM server has been
 quiet for QUIET_SECONDS. A test reads its own channel's calls and messages: the bot may still
-edit an earlier test's message in its channel. A test that needs other settings, a restart, a
-fresh database or counts over the whole process, or that stops or kills the bot, keeps its own
-(`start_echo`, `echo`).
+edit an earlier test's message in its channel. A test that needs a restart, a fresh database or
+counts over the whole process, or that stops or kills the bot, keeps its own (`start_echo`,
+`echo`); so does one whose settings no other test of its module shares.
 
-A test on the shared bot runs in its module's event loop, where that bot's fakes live, and a
-test with its own bot in a loop of its own. A module's tests on its shared bot run first, one
+Other settings for some of a module's tests: marked `shared_settings(**settings)` (each test, or
+the whole module through `pytestmark`), they share a bot of theirs with those settings over
+SHARED_SETTINGS, e.g. `@pytest.mark.shared_settings(SETTLE_SECONDS="0")` for the tests that read
+an answer's reflection at once (no swipe buttons; the receipt comes right after the reply). A
+module's tests of one setting run one after the other, and the bot of the group before is
+stopped, with its fakes, when the next group starts: one shared bot at a time, each one start,
+so a setting that only one test of a module has saves nothing. With SETTLE_SECONDS=0 a test's
+reflection asks the model right after its reply, so within the quiet wait: the next test neither
+sees it among its requests nor answers it with its script, and what it writes is the test's own
+people's.
+
+A test on a shared bot runs in its module's event loop, where that bot's fakes live, and a
+test with its own bot in a loop of its own. A module's tests on its shared bots run first, one
 after the other: the shared fakes answer only while their loop runs, and discord.py reconnects
 after a minute without an answer from the gateway.
 """
@@ -27,6 +38,7 @@ after a minute without an answer from the gateway.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,12 +62,23 @@ ECHO_SETTINGS = {"BURST_SECONDS": "0"}
 SHARED_SETTINGS = ECHO_SETTINGS | {"SETTLE_SECONDS": "3600"}
 # After a test, how long the LLM server must go unasked before the next test starts: a
 # reflection the test set going (its answer settled by a later message, or posted in two
-# parts) reaches the model within this time.
+# parts, or at once with SETTLE_SECONDS=0) reaches the model within this time.
 QUIET_SECONDS = 0.5
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "shared_settings(**settings): these tests' shared bot (`scene`) has these settings over SHARED_SETTINGS"
+    )
 
 
 def shares_the_bot(item: pytest.Item) -> bool:
     return item.path.is_relative_to(HERE) and "scene" in getattr(item, "fixturenames", ())
+
+
+def shared_settings(node: pytest.Item) -> dict[str, str]:
+    marker = node.get_closest_marker("shared_settings")
+    return SHARED_SETTINGS | (marker.kwargs if marker is not None else {})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -63,11 +86,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if shares_the_bot(item) and pytest_asyncio.is_async_test(item):
             # First, before the plain mark that asyncio_mode = "auto" gave it.
             item.add_marker(pytest.mark.asyncio(loop_scope="module"), append=False)
-    first = {}
+    first: dict[Path, int] = {}
+    group: dict[pytest.Item, int] = {}
+    groups: dict[tuple[Path, tuple[tuple[str, str], ...]], int] = {}
     for n, item in enumerate(items):
         first.setdefault(item.path, n)
-    # Stable: the modules keep their order, and so do the tests of each kind within a module.
-    items.sort(key=lambda item: (first[item.path], not shares_the_bot(item)))
+        if shares_the_bot(item):
+            group[item] = groups.setdefault((item.path, tuple(sorted(shared_settings(item).items()))), n)
+        else:
+            group[item] = len(items)
+    # Stable: the modules keep their order, a module's groups on a shared bot the order of their
+    # first tests, and the tests of a group (or with a bot of their own) theirs.
+    items.sort(key=lambda item: (first[item.path], group[item]))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -124,9 +154,39 @@ async def echo(start_echo: StartEcho) -> EchoProcess:
 
 @dataclass(frozen=True)
 class SharedEcho:
+    settings: dict[str, str]
     echo: EchoProcess
     fake_discord: FakeDiscord
     llm_server: FakeLLMServer
+    # Stops the bot, then its fakes.
+    stack: AsyncExitStack
+
+
+class SharedEchoes:
+    """A module's shared bots, one at a time: a test that asks for other settings than the
+    running bot's stops it (its tests are over: the tests of one setting run together)."""
+
+    def __init__(self, folders: pytest.TempPathFactory) -> None:
+        self.folders = folders
+        self.running: SharedEcho | None = None
+
+    async def get(self, settings: dict[str, str]) -> SharedEcho:
+        if self.running is not None and self.running.settings == settings:
+            return self.running
+        await self.stop()
+        async with AsyncExitStack() as stack:
+            discord = await stack.enter_async_context(FakeDiscord(heartbeat_interval_ms=HEARTBEAT_MS))
+            llm_server = await stack.enter_async_context(FakeLLMServer())
+            folder = self.folders.mktemp("shared-echo")
+            echo = await start_echo_process(discord, llm_server.url, FAKE_MODEL, folder, **settings)
+            stack.push_async_callback(echo.stop)
+            self.running = SharedEcho(settings, echo, discord, llm_server, stack.pop_all())
+        return self.running
+
+    async def stop(self) -> None:
+        running, self.running = self.running, None
+        if running is not None:
+            await running.stack.aclose()
 
 
 @dataclass(frozen=True)
@@ -142,19 +202,18 @@ class Scene:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def shared_echo(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SharedEcho]:
-    async with FakeDiscord(heartbeat_interval_ms=HEARTBEAT_MS) as discord, FakeLLMServer() as llm_server:
-        folder = tmp_path_factory.mktemp("shared-echo")
-        echo = await start_echo_process(discord, llm_server.url, FAKE_MODEL, folder, **SHARED_SETTINGS)
-        try:
-            yield SharedEcho(echo, discord, llm_server)
-        finally:
-            await echo.stop()
+async def shared_echoes(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SharedEchoes]:
+    echoes = SharedEchoes(tmp_path_factory)
+    try:
+        yield echoes
+    finally:
+        await echoes.stop()
 
 
 @pytest_asyncio.fixture(loop_scope="module")
-async def scene(shared_echo: SharedEcho, request: pytest.FixtureRequest) -> AsyncIterator[Scene]:
-    echo, discord, llm_server = shared_echo.echo, shared_echo.fake_discord, shared_echo.llm_server
+async def scene(shared_echoes: SharedEchoes, request: pytest.FixtureRequest) -> AsyncIterator[Scene]:
+    shared = await shared_echoes.get(shared_settings(request.node))
+    echo, discord, llm_server = shared.echo, shared.fake_discord, shared.llm_server
     if echo.process.returncode is not None:
         raise RuntimeError(f"the module's bot exited with {echo.process.returncode}:\n{echo.log()}")
     discord.forget_records()

@@ -9,6 +9,8 @@ import importlib
 import re
 from typing import Any
 
+import pytest
+
 from cogs.bot import EXTENSIONS
 from cogs.utils.views import OwnerGate
 from tests.discord_e2e.conftest import EchoProcess, Scene, StartEcho
@@ -25,9 +27,9 @@ from tests.discord_e2e.test_swipes_and_memory import (
     script,
     until,
 )
-from tests.fakes.discord import ALICE, BOB, FakeDiscord
+from tests.fakes.discord import ALICE, FakeDiscord
 from tests.fakes.discord.rest import EPHEMERAL
-from tests.fakes.discord.state import Interaction, User
+from tests.fakes.discord.state import Channel, Interaction, User
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
 
 AUTOCOMPLETE_RESULT = 8
@@ -56,39 +58,42 @@ async def refused(discord: FakeDiscord, interaction: Interaction) -> str:
     return str(answer["data"]["content"])
 
 
-async def alice_opens_the_edit_form(echo: EchoProcess, discord: FakeDiscord) -> tuple[int, dict[str, Any]]:
-    """Alice's memory of the cat, and the modal its receipt's Edit button opened for her."""
-    reply = await alice_tells_about_the_cat(discord)
-    ((memory_id, _),) = alices_memories(echo)
-    press = await discord.press_button(ALICE, reply, button(reply, "🧠")["custom_id"])
+async def alice_opens_the_edit_form(
+    echo: EchoProcess, discord: FakeDiscord, channel: Channel | None = None, alice: User = ALICE
+) -> tuple[int, dict[str, Any]]:
+    """Alice's memory of the cat, and the modal its receipt's Edit button opened for her (in
+    `channel`, #general unless given)."""
+    reply = await alice_tells_about_the_cat(discord, channel, alice)
+    ((memory_id, _),) = alices_memories(echo, alice)
+    press = await discord.press_button(alice, reply, button(reply, "🧠")["custom_id"])
     await callback(discord, press)
     assert press.original is not None
-    edit = await discord.press_button(ALICE, press.original, button(press.original, "Edit")["custom_id"])
+    edit = await discord.press_button(alice, press.original, button(press.original, "Edit")["custom_id"])
     modal = await callback(discord, edit)
     assert modal["type"] == MODAL
     return memory_id, modal["data"]
 
 
-async def test_another_person_cannot_submit_someones_memory_edit_form(
-    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
-    script(llm_server, ["Pixel !"], learns_the_cat)
-    memory_id, modal = await alice_opens_the_edit_form(echo, fake_discord)
+@pytest.mark.shared_settings(SETTLE_SECONDS="0")
+async def test_another_person_cannot_submit_someones_memory_edit_form(scene: Scene) -> None:
+    echo, fake_discord, general, alice, bob = scene.echo, scene.fake_discord, scene.channel, scene.alice, scene.bob
+    script(scene.llm_server, ["Pixel !"], learns_the_cat)
+    memory_id, modal = await alice_opens_the_edit_form(echo, fake_discord, general, alice)
     (field,) = [c for row in modal["components"] for c in row["components"]]
 
     # While Alice's form is open, Bob submits one with the same custom id.
-    forged = await fake_discord.submit_modal(BOB, fake_discord.general, modal["custom_id"], {field["custom_id"]: "Bob was here."})
+    forged = await fake_discord.submit_modal(bob, general, modal["custom_id"], {field["custom_id"]: "Bob was here."})
     assert "belong to" in await refused(fake_discord, forged)
-    assert alices_memories(echo) == [(memory_id, CAT)]
-    assert query(echo, "SELECT COUNT(*) FROM memory_history") == [(0,)]
+    assert alices_memories(echo, alice) == [(memory_id, CAT)]
+    people = (str(alice.id), str(bob.id))
+    assert query(echo, "SELECT COUNT(*) FROM memory_history WHERE user_id IN (?, ?)", people) == [(0,)]
 
     # Alice's own submission still goes through.
     submitted = await fake_discord.submit_modal(
-        ALICE, fake_discord.general, modal["custom_id"], {field["custom_id"]: "L'utilisateur a deux chats."}
+        alice, general, modal["custom_id"], {field["custom_id"]: "L'utilisateur a deux chats."}
     )
     assert "Edited" in (await callback(fake_discord, submitted))["data"]["content"]
-    assert alices_memories(echo) == [(memory_id, "L'utilisateur a deux chats.")]
+    assert alices_memories(echo, alice) == [(memory_id, "L'utilisateur a deux chats.")]
 
 
 def registered(custom_id: str) -> type:
@@ -160,19 +165,21 @@ async def test_every_component_and_modal_the_bot_registers_refuses_another_perso
     assert chats(llm_server) == calls
 
 
-async def test_forged_custom_ids_are_refused_privately_and_act_on_no_one_elses_data(
-    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
+@pytest.mark.shared_settings(SETTLE_SECONDS="0")
+async def test_forged_custom_ids_are_refused_privately_and_act_on_no_one_elses_data(scene: Scene) -> None:
     """Bob forges the components of a message (Discord would never send such a payload): ids
     naming Alice, ids naming no person or no character, ids no class makes. Each is refused
     privately; one naming Bob himself acts on Bob's own (empty) memory."""
-    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
+    echo, fake_discord, llm_server, general = scene.echo, scene.fake_discord, scene.llm_server, scene.channel
+    alice, bob = scene.alice, scene.bob
+    # A forged id may name anyone, or no one: no one's history gets a row during the test.
+    history = query(echo, "SELECT COUNT(*) FROM memory_history")
     script(llm_server, ["Pixel !"], learns_the_cat)
-    reply = await alice_tells_about_the_cat(fake_discord)
-    ((memory_id, _),) = alices_memories(echo)
+    reply = await alice_tells_about_the_cat(fake_discord, general, alice)
+    ((memory_id, _),) = alices_memories(echo, alice)
     exchange = re.fullmatch(r"echo:receipt:[0-9]+:([0-9]+)", button(reply, "🧠")["custom_id"])[1]  # type: ignore[index]
     calls = chats(llm_server)
-    a, b = ALICE.id, BOB.id
+    a, b = alice.id, bob.id
     forged = [
         *(f"echo:{kind}:{a}:{memory_id}" for kind in ("forget", "edit", "edit-memory")),
         *(f"echo:swipe:{action}:{a}:{exchange}" for action in ("prev", "next", "regen")),
@@ -185,23 +192,23 @@ async def test_forged_custom_ids_are_refused_privately_and_act_on_no_one_elses_d
         kind = 5 if custom_id.startswith("echo:edit-memory:") else 3
         message = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": custom_id}]}])
         if kind == 5:
-            interaction = await fake_discord.submit_modal(BOB, fake_discord.general, custom_id, {"text": "Bob was here."})
+            interaction = await fake_discord.submit_modal(bob, general, custom_id, {"text": "Bob was here."})
         else:
-            interaction = await fake_discord.press_button(BOB, message, custom_id)
+            interaction = await fake_discord.press_button(bob, message, custom_id)
         await refused(fake_discord, interaction)
     # Bob's own key on Alice's memory id, on a message that has no such button: refused too.
     own = f"echo:forget:{b}:{memory_id}"
-    await refused(fake_discord, await fake_discord.press_button(BOB, reply, own))
+    await refused(fake_discord, await fake_discord.press_button(bob, reply, own))
     # On a message that has it (forged): the engine, scoped by Bob's key, knows no such memory.
     message = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": own}]}])
-    answer = await callback(fake_discord, await fake_discord.press_button(BOB, message, own))
+    answer = await callback(fake_discord, await fake_discord.press_button(bob, message, own))
     assert answer["data"]["flags"] & EPHEMERAL and "no longer in my memory" in answer["data"]["content"]
-    form = await fake_discord.submit_modal(BOB, fake_discord.general, f"echo:edit-memory:{b}:{memory_id}", {"text": "Bob."})
+    form = await fake_discord.submit_modal(bob, general, f"echo:edit-memory:{b}:{memory_id}", {"text": "Bob."})
     answer = await callback(fake_discord, form)
     assert answer["data"]["flags"] & EPHEMERAL and "Edited" not in answer["data"]["content"]
 
-    assert alices_memories(echo) == [(memory_id, CAT)]
-    assert query(echo, "SELECT COUNT(*) FROM memory_history") == [(0,)]
+    assert alices_memories(echo, alice) == [(memory_id, CAT)]
+    assert query(echo, "SELECT COUNT(*) FROM memory_history") == history
     assert chats(llm_server) == calls
 
 

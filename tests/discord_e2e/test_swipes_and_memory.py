@@ -12,8 +12,10 @@ from collections.abc import Callable
 from contextlib import closing
 from typing import Any
 
+import pytest
+
 from tests.discord_e2e.conftest import EchoProcess, Scene, StartEcho
-from tests.fakes.discord import ALICE, BOB, FakeDiscord
+from tests.fakes.discord import ALICE, FakeDiscord
 from tests.fakes.discord.rest import EPHEMERAL
 from tests.fakes.discord.state import Channel, Interaction, User
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
@@ -144,80 +146,77 @@ async def test_a_swipe_on_a_settled_answer_says_so_and_removes_the_buttons(
     assert "settled" in followup.json["content"] and followup.json["flags"] & EPHEMERAL
 
 
-async def test_a_deleted_message_takes_its_memories_but_not_the_pinned_one(
-    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
-    script(llm_server, ["Noté !"], lambda r: {"memories": [{"text": t, "type": "fact", "confidence": 0.9} for t in (CAT, LYON)]})
-    said = await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat, Pixel, et j'habite à Lyon", mention_bot=True)
-    memories = await until(lambda: len(rows := query(echo, "SELECT id, text FROM memories WHERE user_id = ?", (str(ALICE.id),))) == 2 and rows)
+@pytest.mark.shared_settings(SETTLE_SECONDS="0")
+async def test_a_deleted_message_takes_its_memories_but_not_the_pinned_one(scene: Scene) -> None:
+    echo, fake_discord, channel, alice = scene.echo, scene.fake_discord, scene.channel, str(scene.alice.id)
+    script(scene.llm_server, ["Noté !"], lambda r: {"memories": [{"text": t, "type": "fact", "confidence": 0.9} for t in (CAT, LYON)]})
+    said = await fake_discord.user_says(scene.alice, channel, "j'ai un chat, Pixel, et j'habite à Lyon", mention_bot=True)
+    memories = await until(lambda: len(rows := query(echo, "SELECT id, text FROM memories WHERE user_id = ?", (alice,))) == 2 and rows)
     ids = {text: memory_id for memory_id, text in memories}
-    pin = await fake_discord.run_command(ALICE, fake_discord.general, "pin", [{"name": "id", "type": 4, "value": ids[LYON]}])
+    pin = await fake_discord.run_command(scene.alice, channel, "pin", [{"name": "id", "type": 4, "value": ids[LYON]}])
     assert "Pinned" in (await callback(fake_discord, pin))["data"]["content"]
 
     await fake_discord.user_deletes(said)
-    await until(lambda: query(echo, "SELECT COUNT(*) FROM memories WHERE user_id = ?", (str(ALICE.id),)) == [(1,)])
-    assert query(echo, "SELECT id FROM memories WHERE user_id = ?", (str(ALICE.id),)) == [(ids[LYON],)]
-    assert query(echo, "SELECT memory_id, cause FROM memory_history WHERE user_id = ?", (str(ALICE.id),)) == [
+    await until(lambda: query(echo, "SELECT COUNT(*) FROM memories WHERE user_id = ?", (alice,)) == [(1,)])
+    assert query(echo, "SELECT id FROM memories WHERE user_id = ?", (alice,)) == [(ids[LYON],)]
+    assert query(echo, "SELECT memory_id, cause FROM memory_history WHERE user_id = ?", (alice,)) == [
         (ids[CAT], "message deleted")
     ]
-    assert query(echo, "SELECT user_message FROM exchanges WHERE message_id = ?", (said["id"],)) == [("",)]
+    assert query(echo, "SELECT user_message FROM exchanges WHERE user_id = ? AND message_id = ?", (alice, said["id"])) == [("",)]
 
 
-async def test_an_edit_after_the_reflection_corrects_the_memory_it_produced(
-    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
+@pytest.mark.shared_settings(SETTLE_SECONDS="0")
+async def test_an_edit_after_the_reflection_corrects_the_memory_it_produced(scene: Scene) -> None:
+    echo, fake_discord, alice = scene.echo, scene.fake_discord, str(scene.alice.id)
     dog = "L'utilisateur a un chien."
 
     def reflect(request: LLMRequest) -> dict[str, Any]:
         if "It used to say" not in request.last_user:
             return {"memories": [{"text": dog, "type": "fact", "confidence": 0.9}]}
-        (memory_id,) = [int(i) for i in query(echo, "SELECT id FROM memories WHERE user_id = ?", (str(ALICE.id),))[0]]
+        (memory_id,) = [int(i) for i in query(echo, "SELECT id FROM memories WHERE user_id = ?", (alice,))[0]]
         return {"replace": [{"id": memory_id, "text": "L'utilisateur a un chat."}]}
 
-    reflections = script(llm_server, ["Un chien, super !"], reflect)
-    said = await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chien", mention_bot=True)
-    await until(lambda: query(echo, "SELECT text FROM memories WHERE user_id = ?", (str(ALICE.id),)) == [(dog,)])
+    reflections = script(scene.llm_server, ["Un chien, super !"], reflect)
+    said = await fake_discord.user_says(scene.alice, scene.channel, "j'ai un chien", mention_bot=True)
+    await until(lambda: query(echo, "SELECT text FROM memories WHERE user_id = ?", (alice,)) == [(dog,)])
     await fake_discord.user_edits(said, f"<@{fake_discord.bot_user.id}> j'ai un chat, pas un chien")
-    await until(lambda: query(echo, "SELECT text FROM memories WHERE user_id = ?", (str(ALICE.id),)) == [("L'utilisateur a un chat.",)])
+    await until(lambda: query(echo, "SELECT text FROM memories WHERE user_id = ?", (alice,)) == [("L'utilisateur a un chat.",)])
     correction = reflections[-1].last_user
     assert "It used to say" in correction and "j'ai un chat, pas un chien" in correction.split("The exchange:")[1]
-    assert query(echo, "SELECT text, operation FROM memory_history WHERE user_id = ?", (str(ALICE.id),)) == [(dog, "replace")]
+    assert query(echo, "SELECT text, operation FROM memory_history WHERE user_id = ?", (alice,)) == [(dog, "replace")]
 
 
-async def test_the_receipt_shows_the_change_and_says_when_the_memory_is_gone(
-    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
-    script(llm_server, ["Pixel, quel joli nom."], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]})
-    reply = await alice_tells_about_the_cat(fake_discord)
+@pytest.mark.shared_settings(SETTLE_SECONDS="0")
+async def test_the_receipt_shows_the_change_and_says_when_the_memory_is_gone(scene: Scene) -> None:
+    echo, fake_discord, alice = scene.echo, scene.fake_discord, scene.alice
+    script(scene.llm_server, ["Pixel, quel joli nom."], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]})
+    reply = await alice_tells_about_the_cat(fake_discord, scene.channel, alice)
     receipt = button(reply, "🧠")
     assert receipt["label"] == "🧠 1"
-    (memory_id,) = query(echo, "SELECT id FROM memories WHERE user_id = ?", (str(ALICE.id),))[0]
+    (memory_id,) = query(echo, "SELECT id FROM memories WHERE user_id = ?", (str(alice.id),))[0]
 
-    refused = await fake_discord.press_button(BOB, reply, receipt["custom_id"])
+    refused = await fake_discord.press_button(scene.bob, reply, receipt["custom_id"])
     answer = await callback(fake_discord, refused)
     assert answer["data"]["flags"] & EPHEMERAL and CAT not in answer["data"]["content"]
 
-    press = await fake_discord.press_button(ALICE, reply, receipt["custom_id"])
+    press = await fake_discord.press_button(alice, reply, receipt["custom_id"])
     answer = await callback(fake_discord, press)
     assert answer["data"]["flags"] & EPHEMERAL
     assert f"+ added #{memory_id}: {CAT}" in answer["data"]["content"]
     shown = press.original
     assert shown is not None and [b["label"] for b in buttons(shown)] == [f"Forget #{memory_id}", f"Edit #{memory_id}"]
 
-    forget = await fake_discord.press_button(ALICE, shown, button(shown, "Forget")["custom_id"])
+    forget = await fake_discord.press_button(alice, shown, button(shown, "Forget")["custom_id"])
     assert f"Forgot #{memory_id}" in (await callback(fake_discord, forget))["data"]["content"]
-    assert query(echo, "SELECT COUNT(*) FROM memories WHERE user_id = ?", (str(ALICE.id),)) == [(0,)]
+    assert query(echo, "SELECT COUNT(*) FROM memories WHERE user_id = ?", (str(alice.id),)) == [(0,)]
 
-    again = await fake_discord.press_button(ALICE, reply, receipt["custom_id"])
+    again = await fake_discord.press_button(alice, reply, receipt["custom_id"])
     answer = await callback(fake_discord, again)
     assert "has been forgotten since" in answer["data"]["content"]
     assert "None of these memories is in my memory any more." in answer["data"]["content"]
     assert not answer["data"].get("components")
     # Its Edit button, pressed late, says the same instead of opening an editor on nothing.
-    late = await fake_discord.press_button(ALICE, shown, button(shown, "Edit")["custom_id"])
+    late = await fake_discord.press_button(alice, shown, button(shown, "Edit")["custom_id"])
     answer = await callback(fake_discord, late)
     assert answer["type"] == CHANNEL_MESSAGE and "no longer in my memory" in answer["data"]["content"]
 
@@ -262,24 +261,23 @@ async def test_a_modal_edit_is_archived_and_restore_brings_the_old_text_back_eve
     assert query(echo, "SELECT text FROM memories WHERE id = ?", (memory_id,)) == [(CAT,)]
 
 
-async def test_a_bulk_delete_takes_the_memories_of_each_message(
-    start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
-) -> None:
-    echo = await start_echo(SETTLE_SECONDS="0", BURST_SECONDS="0")
+@pytest.mark.shared_settings(SETTLE_SECONDS="0")
+async def test_a_bulk_delete_takes_the_memories_of_each_message(scene: Scene) -> None:
+    echo, fake_discord, channel, alice = scene.echo, scene.fake_discord, scene.channel, str(scene.alice.id)
 
     def reflect(request: LLMRequest) -> dict[str, Any]:
         text = CAT if "chat" in request.last_user.split("The exchange:")[1] else LYON
         return {"memories": [{"text": text, "type": "fact", "confidence": 0.9}]}
 
-    script(llm_server, ["Noté.", "Noté aussi."], reflect)
-    said = [await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat qui s'appelle Pixel", mention_bot=True)]
-    await until(lambda: len(query(echo, "SELECT id FROM memories WHERE user_id = ?", (str(ALICE.id),))) == 1)
-    said.append(await fake_discord.user_says(ALICE, fake_discord.general, "j'habite à Lyon", mention_bot=True))
-    await until(lambda: len(query(echo, "SELECT id FROM memories WHERE user_id = ?", (str(ALICE.id),))) == 2)
+    script(scene.llm_server, ["Noté.", "Noté aussi."], reflect)
+    said = [await fake_discord.user_says(scene.alice, channel, "j'ai un chat qui s'appelle Pixel", mention_bot=True)]
+    await until(lambda: len(query(echo, "SELECT id FROM memories WHERE user_id = ?", (alice,))) == 1)
+    said.append(await fake_discord.user_says(scene.alice, channel, "j'habite à Lyon", mention_bot=True))
+    await until(lambda: len(query(echo, "SELECT id FROM memories WHERE user_id = ?", (alice,))) == 2)
 
     await fake_discord.moderator_bulk_deletes(said)
-    await until(lambda: query(echo, "SELECT COUNT(*) FROM memories WHERE user_id = ?", (str(ALICE.id),)) == [(0,)])
-    causes = query(echo, "SELECT cause FROM memory_history WHERE user_id = ?", (str(ALICE.id),))
+    await until(lambda: query(echo, "SELECT COUNT(*) FROM memories WHERE user_id = ?", (alice,)) == [(0,)])
+    causes = query(echo, "SELECT cause FROM memory_history WHERE user_id = ?", (alice,))
     assert causes == [("message deleted",), ("message deleted",)]
 
 
