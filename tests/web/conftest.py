@@ -63,8 +63,7 @@ def remembering(request: LLMRequest) -> str:
 
 
 @pytest_asyncio.fixture
-async def page(tmp_path) -> AsyncIterator[Page]:
-    db = await SQLiteDatabase.open(tmp_path / "echo.sqlite3")
+async def page(db: SQLiteDatabase, tmp_path) -> AsyncIterator[Page]:
     server = FakeLLMServer()
     await server.start()
     server.handler = remembering
@@ -85,4 +84,3 @@ async def page(tmp_path) -> AsyncIterator[Page]:
         await engine.close(timeout=5)
         await http.aclose()
         await server.stop()
-        await db.close()
