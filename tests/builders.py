@@ -5,6 +5,7 @@ Fixtures are in tests/conftest.py."""
 
 from __future__ import annotations
 
+import copy
 import time
 from datetime import timedelta
 from functools import cache
@@ -33,6 +34,17 @@ from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer
 def local_embedder() -> LocalEmbedder:
     """The offline model, loaded once for the whole run."""
     return LocalEmbedder()
+
+
+@cache
+def _bundled_character() -> Character:
+    return load_character(None)
+
+
+def bundled_character() -> Character:
+    """The character Écho ships, its YAML read once per run (a few ms a test): each test gets
+    a copy of its own."""
+    return copy.deepcopy(_bundled_character())
 
 
 def settings_for(llm_server: FakeLLMServer, tmp_path: Path, **settings: Any) -> Settings:
@@ -67,7 +79,7 @@ def make_engine(
         llm=llm,
         embedder=embedder,
         settings=config.engine,
-        character=character or (cast.default if cast is not None else load_character(None)),
+        character=character or (cast.default if cast is not None else bundled_character()),
         **extra,
     )
 
@@ -91,7 +103,7 @@ async def offline_services(settings: Settings, db: Database) -> Services:
     recall) and the indexer and jobs the front ends never touch."""
     http = http_client()
     llm = LLMClient(http, api=settings.llm_api, base_url=settings.llm_base_url, timeout=10)
-    character = load_character(None)
+    character = bundled_character()
     engine = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=character)
     await engine.start()
     return Services(
