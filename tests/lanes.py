@@ -3,8 +3,9 @@ from the code, so that a new such test is slow without anyone remembering to mar
 
 - every test under a folder of SLOW_FOLDERS (the bot run as a process against the fake Discord);
 - a test that starts a process itself, through a helper of its module, or through a fixture
-  that does: a call to asyncio.create_subprocess_exec, subprocess.run/Popen/check_*, or to a
-  function imported from a module of PROCESS_MODULES;
+  that does: code that names asyncio.create_subprocess_exec, subprocess.run/Popen/check_*, or a
+  function imported from a module of PROCESS_MODULES (read from the compiled code, so a helper
+  only passed along, not called, counts too: such a test runs in `make test` only);
 - a test that uses the PostgreSQL cluster: its `postgres_cluster` fixture, directly or through
   other fixtures, or the PostgreSQL half of a `both_stores` module (marked where it is made).
 
@@ -14,13 +15,12 @@ examples (`examples`); `make test` runs all, on all their examples.
 
 from __future__ import annotations
 
-import ast
 import inspect
 import os
 import sys
-import textwrap
 from collections.abc import Callable
 from functools import cache
+from types import CodeType
 from typing import Any
 
 import pytest
@@ -34,109 +34,61 @@ SLOW_FIXTURES = frozenset({"postgres_cluster"})
 _STARTERS = frozenset({"create_subprocess_exec", "create_subprocess_shell", "Popen", "check_call", "check_output"})
 
 
-def _call_names(call: ast.Call) -> tuple[str, ...]:
-    """`f(...)` gives f, `a.b.f(...)` gives f and `a.b.f`."""
-    func = call.func
-    if isinstance(func, ast.Name):
-        return (func.id,)
-    if isinstance(func, ast.Attribute):
-        return (func.attr, f"{func.value.id}.{func.attr}") if isinstance(func.value, ast.Name) else (func.attr,)
-    return ()
+def _names(code: CodeType) -> frozenset[str]:
+    """The global and attribute names a function's code uses, its nested functions' included:
+    read from the compiled code, which the collection has already, rather than by parsing the
+    source again (that was most of the collection's time)."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            names |= _names(const)
+    return frozenset(names)
 
 
-def _called_names(tree: ast.AST) -> set[str]:
-    """Names a piece of code calls."""
-    return {name for node in ast.walk(tree) if isinstance(node, ast.Call) for name in _call_names(node)}
+def _starts_directly(names: frozenset[str]) -> bool:
+    return bool(names & _STARTERS) or {"subprocess", "run"} <= names
 
 
-class _CallsByFunction(ast.NodeVisitor):
-    """In one walk of a module, what each function calls (its nested functions' calls included),
-    by the line its code starts on: its first decorator's when it has some."""
-
-    def __init__(self) -> None:
-        self.by_first_line: dict[int, set[str]] = {}
-        self._open: list[set[str]] = []
-
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        called: set[str] = set()
-        self.by_first_line[min([node.lineno, *(d.lineno for d in node.decorator_list)])] = called
-        self._open.append(called)
-        self.generic_visit(node)
-        self._open.pop()
-
-    visit_FunctionDef = visit_AsyncFunctionDef = _function
-
-    def visit_Call(self, node: ast.Call) -> None:
-        names = _call_names(node)
-        for called in self._open:
-            called.update(names)
-        self.generic_visit(node)
-
-
-def _starts_directly(called: set[str] | frozenset[str]) -> bool:
-    return bool(called & _STARTERS) or "subprocess.run" in called
+def _code_of(obj: object) -> CodeType | None:
+    code = getattr(inspect.unwrap(obj), "__code__", None) if callable(obj) else None
+    return code if isinstance(code, CodeType) else None
 
 
 @cache
 def _process_functions(module_name: str) -> frozenset[str]:
-    """The module's top-level functions that start a process, directly or through each other,
-    and the names it imports from a module that starts processes."""
-    tree = _module_tree(module_name)
-    if tree is None:
+    """The module's functions and methods that start a process, directly or through each
+    other, and the names it imports from a module that starts processes."""
+    module = sys.modules.get(module_name)
+    if module is None:
         return frozenset()
-    found: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module in PROCESS_MODULES:
-            found.update(alias.asname or alias.name for alias in node.names)
-    functions = {n.name: _called_names(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
-        for method in (n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-            functions[method.name] = _called_names(method)
+    found = {name for name, obj in vars(module).items() if getattr(obj, "__module__", None) in PROCESS_MODULES}
+    functions: dict[str, frozenset[str]] = {}
+    for name, obj in vars(module).items():
+        if getattr(obj, "__module__", None) != module_name:
+            continue
+        if inspect.isclass(obj):
+            for method_name, method in vars(obj).items():
+                if (code := _code_of(method)) is not None:
+                    functions[method_name] = _names(code)
+        elif (code := _code_of(obj)) is not None:
+            functions[name] = _names(code)
     changed = True
     while changed:
         changed = False
-        for name, called in functions.items():
-            if name not in found and (_starts_directly(called) or called & found):
+        for name, names in functions.items():
+            if name not in found and (_starts_directly(names) or names & found):
                 found.add(name)
                 changed = True
     return frozenset(found)
 
 
-@cache
-def _module_tree(module_name: str) -> ast.Module | None:
-    module = sys.modules.get(module_name)
-    if module is None:
-        return None
-    try:
-        return ast.parse(inspect.getsource(module))
-    except (OSError, TypeError, SyntaxError):
-        return None
-
-
-@cache
-def _calls_by_first_line(module_name: str) -> dict[int, frozenset[str]]:
-    """What each function of the module calls, by the line its code starts on: each module is
-    parsed and walked once, not once per test and fixture (that was most of the collection's
-    time)."""
-    tree = _module_tree(module_name)
-    if tree is None:
-        return {}
-    calls = _CallsByFunction()
-    calls.visit(tree)
-    return {line: frozenset(called) for line, called in calls.by_first_line.items()}
-
-
 def starts_processes(func: Callable[..., Any]) -> bool:
     """Whether calling `func` starts a process, as far as its module's code shows."""
-    func = inspect.unwrap(func)
-    code = getattr(func, "__code__", None)
-    called = _calls_by_first_line(func.__module__).get(code.co_firstlineno) if code is not None else None
-    if called is None:  # not a `def` of its module's source (a lambda, a function made by exec)
-        try:
-            called = frozenset(_called_names(ast.parse(textwrap.dedent(inspect.getsource(func)))))
-        except (OSError, TypeError, SyntaxError):
-            return False
-    return _starts_directly(called) or bool(called & _process_functions(func.__module__))
+    code = _code_of(func)
+    if code is None:
+        return False
+    names = _names(code)
+    return _starts_directly(names) or bool(names & _process_functions(inspect.unwrap(func).__module__))
 
 
 def is_slow(item: pytest.Item) -> bool:

@@ -178,7 +178,7 @@ QUERIES = [
 ]
 MEMORIES = [
     f"{text} (souvenir {i})"
-    for i, text in enumerate([VELO, NURSE, CAT, "L'utilisateur apprend le japonais le soir"] * 18)
+    for i, text in enumerate([VELO, NURSE, CAT, "L'utilisateur apprend le japonais le soir"] * 12)
 ]
 
 
@@ -254,7 +254,7 @@ async def test_a_turn_query_waits_for_one_passage_chunk_not_the_whole_request(lo
     assert not indexing.done()
     np.testing.assert_array_equal(await indexing, alone)
     np.testing.assert_array_equal(vector, alone_query)
-    # The query's own call, and at most one chunk that started as it arrived: not the 11 left.
+    # The query's own call, and at most one chunk that started as it arrived: not the 7 left.
     assert calls_for_the_query <= 2
     assert waited / one_chunk_then_the_query < 2, (waited, chunk_times, query_times)
 
