@@ -24,13 +24,20 @@ async def wipe(conn: Connection, user_id: str) -> None:
 '''
 
 
-def check(tmp_path: Path, call: str) -> tuple[str, int]:
+@pytest.fixture(scope="module")
+def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the module's checks: the store's imports (bot.clients.storage and what it
+    reads) are checked once, not once per test."""
+    return tmp_path_factory.mktemp("mypy-cache")
+
+
+def check(tmp_path: Path, mypy_cache: Path, call: str) -> tuple[str, int]:
     module = tmp_path / "a_store.py"
     module.write_text(STORE.format(call=call), encoding="utf-8")
     out, err, status = api.run(
         [
             "--config-file", str(ROOT / "pyproject.toml"),
-            "--cache-dir", str(tmp_path / "mypy-cache"),
+            "--cache-dir", str(mypy_cache),
             "--no-error-summary",
             str(module),
         ]
@@ -47,12 +54,14 @@ def check(tmp_path: Path, call: str) -> tuple[str, int]:
         'fetchval("SELECT count(*) FROM memories WHERE user_id = ?", (user_id,))',
     ],
 )
-def test_a_store_calling_what_one_driver_only_has_fails_the_type_check(tmp_path: Path, call: str) -> None:
-    said, status = check(tmp_path, call)
+def test_a_store_calling_what_one_driver_only_has_fails_the_type_check(
+    tmp_path: Path, mypy_cache: Path, call: str
+) -> None:
+    said, status = check(tmp_path, mypy_cache, call)
     assert status == 1, said
     assert '"Connection" has no attribute' in said, said
 
 
-def test_the_same_store_through_the_shared_interface_passes(tmp_path: Path) -> None:
-    said, status = check(tmp_path, 'execute("DELETE FROM memories WHERE user_id = ?", (user_id,))')
+def test_the_same_store_through_the_shared_interface_passes(tmp_path: Path, mypy_cache: Path) -> None:
+    said, status = check(tmp_path, mypy_cache, 'execute("DELETE FROM memories WHERE user_id = ?", (user_id,))')
     assert status == 0, said
