@@ -34,6 +34,9 @@ DEFAULT_LLM_BASE_URLS: dict[str, str] = {
     "ollama": "http://localhost:11434",
     "openai": "https://api.openai.com",
 }
+# Requests a chat server takes at once unless told: Ollama's OLLAMA_NUM_PARALLEL defaults to 1,
+# llama.cpp's server to 4 slots.
+DEFAULT_LLM_CONCURRENCY: dict[str, int] = {"ollama": 1, "openai": 4}
 # A token anyone could guess would leave users' memories one try away.
 MIN_WEB_TOKEN_CHARS = 16
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -146,6 +149,18 @@ class Settings(BaseSettings):
             "persona and rules are. The prompt holds the persona, rules, 24 memories, the story "
             "and recent messages: 8192 fits them with room to answer. Ignored by LLM_API=openai, "
             "whose servers set the context themselves."
+        ),
+    )
+    llm_concurrency: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description=(
+            "Requests the chat server takes at once (Ollama's OLLAMA_NUM_PARALLEL, llama.cpp's "
+            "--parallel): every model call of the bot shares them, live replies first, then "
+            "reflections, then consolidation. With 1, the reflection continues the reply's "
+            "conversation, so the one prompt the server keeps serves both. 0: 1 for "
+            "LLM_API=ollama (its default), 4 for LLM_API=openai (llama.cpp's)."
         ),
     )
     llm_timeout_seconds: float = Field(
@@ -629,6 +644,8 @@ class Settings(BaseSettings):
             self.llm_base_url = DEFAULT_LLM_BASE_URLS[self.llm_api]
         if not self.reflection_model:
             self.reflection_model = self.llm_model
+        if not self.llm_concurrency:
+            self.llm_concurrency = DEFAULT_LLM_CONCURRENCY[self.llm_api]
         if self.embeddings != "local":
             # One server for both is the common case (Ollama also serves /v1/embeddings).
             if self.embeddings_base_url is None:
@@ -671,6 +688,7 @@ class Settings(BaseSettings):
             llm_timeout_seconds=self.llm_timeout_seconds,
             reflection_model=self.reflection_model,
             reflection_timeout_seconds=self.reflection_timeout_seconds,
+            llm_concurrency=self.llm_concurrency,
             max_message_chars=self.max_message_chars,
             max_memories_per_user=self.max_memories_per_user,
             history_messages=self.history_messages,
@@ -758,6 +776,7 @@ class EngineSettings:
     lore_budget_chars: int
     lore_scan_depth: int
     settle_seconds: float
+    llm_concurrency: int = 1
     semantic_threshold: float | None = None
     series_min_members: int = 3
     series_max_slots: int = 3

@@ -181,7 +181,7 @@ async def test_fired_lore_enters_its_own_block_outside_the_memories_and_shows_in
         Incoming(user_id="alice", user_name="Alice", text="Shall we go to the harbour?", story_id="c", place="g", history=history)
     )
     assert result.reply == "Oui."
-    system = llm_server.chats[-1].system
+    system = llm_server.chats[-1].context
     block = system[system.index("<lore>"): system.index("</lore>")]
     assert "- (Port) The harbour of Vellmar freezes every winter." in block
     assert "- (Sky) The sky is always green." in block
@@ -212,8 +212,8 @@ async def test_lore_told_back_by_the_character_never_becomes_a_memory_of_the_use
     engine.schedule_reflection("alice")
     await engine.wait_reflections("alice")
     reflection = [r for r in llm_server.chats if r.json_schema is not None][0]
-    assert "has lore (Port, Guild, Moon, Sky, Dragon)" in reflection.system
-    assert "never store it" in reflection.system
+    assert "has lore (Port, Guild, Moon, Sky, Dragon)" in reflection.text
+    assert "never store it" in reflection.text
     assert [m.text for m in await store.list("alice")] == ["The user sails a small boat."]
     assert "not_about_user" in str(engine.last_reports["alice"])
 

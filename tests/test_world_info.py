@@ -93,7 +93,7 @@ async def test_a_world_info_entry_reaches_the_model_through_the_real_chat(tmp_pa
     env = chat_env(llm_server.url, tmp_path / "echo.sqlite3", CHARACTER_FILE=str(tmp_path / "lina.yaml"))
     run = await run_chat(env, tmp_path, b"Is the harbour open?\n")
     assert run.code == 0, run.stderr
-    system = [r for r in llm_server.chats if r.json_schema is None][-1].system
+    system = [r for r in llm_server.chats if r.json_schema is None][-1].context
     lore = re.search(r"<lore>\n(.*)\n</lore>", system, re.DOTALL)
     assert lore is not None
     assert "freezes every winter" in lore.group(1) and "always grey" in lore.group(1)

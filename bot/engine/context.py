@@ -18,6 +18,7 @@ from bot.clients.tasks import BackgroundTasks
 from bot.config import EngineSettings
 from bot.engine.events import Events
 from bot.engine.llm_calls import ModelCalls
+from bot.engine.prompt_logs import PromptLogs
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.read.recall import Recall
 from bot.memory.stores.memories import MemoryStore
@@ -67,6 +68,8 @@ class EngineContext:
     calls: ModelCalls
     events: Events
     scenes: Scenes = field(default_factory=Scenes)
+    # What each conversation's last reply prompt held: the next one extends it.
+    prompts: PromptLogs = field(default_factory=PromptLogs)
     # What the write path compares new text with, following the cache's entries.
     write_indexes: WriteIndexes = field(init=False)
     _specs: dict[str, dict[str, StateSpec]] = field(default_factory=dict)
@@ -74,6 +77,13 @@ class EngineContext:
     def __post_init__(self) -> None:
         self.write_indexes = WriteIndexes(self.cache)
         self._specs = {key: parse_state_specs(c.state) for key, c in self.cast.characters.items()}
+
+    def reflection_continues(self) -> bool:
+        """Whether the reflection continues the reply's conversation (bot/engine/reflection_worker.py):
+        on a server that takes one request at a time, so keeps one prompt, and only with the reply's
+        model. The reply's head then carries the reflection's task."""
+        settings = self.settings
+        return settings.llm_concurrency == 1 and settings.reflection_model == settings.llm_model
 
     def specs(self, character_key: str) -> dict[str, StateSpec]:
         """The story state a character keeps (its file's `state`)."""

@@ -118,8 +118,8 @@ class Engine:
         self.indexer = Indexer(db, embedder) if embedder is not None else None
         ctx = EngineContext(
             db=db, settings=settings, cast=self.cast, clock=clock, metrics=self.metrics, store=self.store,
-            cache=self.cache, recall=self.recall, tasks=self.tasks, calls=ModelCalls(llm, self.metrics),
-            events=self.events,
+            cache=self.cache, recall=self.recall, tasks=self.tasks, events=self.events,
+            calls=ModelCalls(llm, self.metrics, concurrency=settings.llm_concurrency),
         )
         self._ctx = ctx
         self.state_specs = ctx.specs(self.cast.default_key)
@@ -374,6 +374,7 @@ class Engine:
         # The deleted rows' earlier versions are still pages of the WAL file until it is copied back.
         await self.db.checkpoint()
         self.cache.forget(user_id)
+        self._ctx.prompts.forget(user_id)
         self.last_reports.pop(user_id, None)
         log.info("erased all data of one user on request (%d memories)", report.memories)
         return report

@@ -1,5 +1,6 @@
-"""The engine's calls to the language model: timed, their tokens counted, a full context
-reported once, a runaway streamed reply stopped, and the reply as it is sent."""
+"""The engine's calls to the language model: each in its turn of the model's budget (live
+replies first: bot/clients/model_queue.py), timed, their tokens counted, a full context reported
+once, a runaway streamed reply stopped, and the reply as it is sent."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from bot.clients.llm import ChatReply, LLMClient, OnText, TokenUsage
 from bot.clients.metrics import Metrics
+from bot.clients.model_queue import ModelBudget, Priority
 from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
@@ -27,20 +29,29 @@ class _LongEnough(Exception):
     """Stops a streamed reply that went past MAX_REPLY_CHARS."""
 
 
+# Each kind of call's place in the model's budget.
+PRIORITIES = {"reply": Priority.LIVE, "reflection": Priority.REFLECTION, "consolidation": Priority.CONSOLIDATION}
+
+
 class ModelCalls:
-    def __init__(self, llm: LLMClient, metrics: Metrics) -> None:
+    def __init__(self, llm: LLMClient, metrics: Metrics, *, concurrency: int = 1) -> None:
         self.llm = llm
         self.metrics = metrics
+        # LLM_CONCURRENCY places, shared by every call of the engine.
+        self.budget = ModelBudget(concurrency)
+        metrics.watch_model_queue(lambda priority: self.budget.waiting(Priority[priority.upper()]))
         # Calls (reply, reflection) whose full context was already reported in the log.
         self._context_warned: set[str] = set()
 
     async def chat(self, call: str, messages: Sequence[Mapping[str, str]], **options: Any) -> ChatReply:
         """One LLM call, timed and its tokens counted; a full context is logged once and counted."""
-        started = time.perf_counter()
-        try:
-            answer = await self.llm.chat(messages, **options)
-        finally:
-            self.metrics.llm_seconds.labels(call).observe(time.perf_counter() - started)
+        priority = PRIORITIES[call]
+        async with self.budget.place(priority, self.metrics.queue_waited(priority.label)):
+            started = time.perf_counter()
+            try:
+                answer = await self.llm.chat(messages, **options)
+            finally:
+                self.metrics.llm_seconds.labels(call).observe(time.perf_counter() - started)
         self._count_tokens(call, answer)
         return answer
 
@@ -58,13 +69,14 @@ class ModelCalls:
                 raise _LongEnough
             await on_text(text)
 
-        started = time.perf_counter()
-        try:
-            answer = await self.llm.stream(messages, model=model, on_text=shown, timeout=timeout)
-        except _LongEnough:
-            answer = ChatReply(latest, TokenUsage(None, None), "length")
-        finally:
-            self.metrics.llm_seconds.labels("reply").observe(time.perf_counter() - started)
+        async with self.budget.place(Priority.LIVE, self.metrics.queue_waited(Priority.LIVE.label)):
+            started = time.perf_counter()
+            try:
+                answer = await self.llm.stream(messages, model=model, on_text=shown, timeout=timeout)
+            except _LongEnough:
+                answer = ChatReply(latest, TokenUsage(None, None), "length")
+            finally:
+                self.metrics.llm_seconds.labels("reply").observe(time.perf_counter() - started)
         self._count_tokens("reply", answer)
         return answer
 

@@ -24,7 +24,18 @@ from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
-from bot.engine.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
+from bot.engine.prompting import (
+    MAX_NOTED,
+    ChannelLine,
+    Note,
+    ReplyPrompt,
+    build_reply_messages,
+    cut_lines,
+    history_window,
+    noted_count,
+    reply_head,
+    speaker_name,
+)
 from bot.engine.reflection_worker import Reflections
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
@@ -42,9 +53,10 @@ from bot.memory.stores.exchanges import (
     set_reply,
 )
 from bot.memory.stores.stories import load_story
-from bot.memory.story.plans import render_story_context, select_positions
+from bot.memory.story.plans import render_state_guide, render_story_context, select_positions
 from bot.memory.story.state import StateSpec, state_values
 from bot.memory.text import storable
+from bot.memory.write.reflection import MEMORY_TASK_INTRO, memory_task
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +190,9 @@ class Turns:
             return TurnResult.erased()
         character = ctx.cast.get(msg.character)
         selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
-        messages = self._prompt(msg, text, rules, character, selection, story_block)
+        prompt = await self._prompt(msg, text, rules, character, selection, story_block)
+        messages = prompt.messages
+        ctx.prompts.keep(msg.user_id, msg.story_id, prompt.start, prompt.notes, exchange_id, messages)
         started = time.perf_counter()
         try:
             answer, reply, cut = await self._answer(messages, on_text)
@@ -208,6 +222,7 @@ class Turns:
         ctx.metrics.turns.labels(selection.outcome).inc()
         self._record_later(selection, erased)
         reply = final_reply(reply)
+        ctx.prompts.answered(msg.user_id, msg.story_id, exchange_id, reply)
         await self._keep(msg, exchange_id, reply, messages, erased)
         # The next turn of the story finds its conversation's lines embedded: off the critical path.
         lines = [*(line.text for line in msg.history), text, reply]
@@ -244,7 +259,7 @@ class Turns:
         ctx.metrics.memory_seconds.observe(memory_seconds)
         return selection, story_block, memory_seconds
 
-    def _prompt(
+    async def _prompt(
         self,
         msg: Incoming,
         text: str,
@@ -252,12 +267,16 @@ class Turns:
         character: Character,
         selection: TurnSelection,
         story_block: str,
-    ) -> list[dict[str, Any]]:
-        """The messages the model is sent: character, rules, memories, story, lore, the recent
-        lines of the channel and the message. Notes who else spoke and which lore fired."""
-        settings = self.ctx.settings
-        history = bounded_history(
-            list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
+    ) -> ReplyPrompt:
+        """The messages the model is sent (bot/engine/prompting.py): the head, the recent lines of
+        the channel in their window with the notes the conversation's last prompt left (those
+        still true), the turn's memories, story and lore, and the message. Notes who else spoke
+        and which lore fired."""
+        ctx, settings = self.ctx, self.ctx.settings
+        bounds = {"max_messages": settings.history_messages, "max_chars": settings.history_chars}
+        logged = ctx.prompts.get(msg.user_id, msg.story_id)
+        history = history_window(
+            cut_lines(list(msg.history), **bounds), start=logged.start if logged else None, **bounds
         )
         self._note_scene(msg, history)
         lore: list[LoreHit] = []
@@ -268,23 +287,62 @@ class Turns:
                 budget_chars=settings.lore_budget_chars,
                 scan_depth=settings.lore_scan_depth,
             )
-            self.ctx.metrics.lore_keys_disabled.inc(len(character.lore.disabled()) - disabled)
+            ctx.metrics.lore_keys_disabled.inc(len(character.lore.disabled()) - disabled)
         selection.lore = [
             {"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept, "disabled": h.disabled} for h in lore
         ]
-        return build_reply_messages(
-            character_prompt=render_character_prompt(character, speaker_name(msg.user_name)),
+        user_name = speaker_name(msg.user_name)
+        (message,) = cut_lines([ChannelLine(msg.user_name, text)], **bounds)
+        specs = ctx.specs(character.key)
+        head = reply_head(
+            character_prompt=render_character_prompt(character, user_name),
             character_name=character.name,
             rules=[r.text for r in rules],
-            user_name=msg.user_name,
-            memories=selection.memories,
-            story_context=story_block,
-            history=history,
-            message=text,
-            post_history=fill_user(character.post_history_instructions, speaker_name(msg.user_name)),
-            images=msg.images,
-            lore=lore,
+            state_guide=render_state_guide(specs),
+            memory_task=(
+                f"{MEMORY_TASK_INTRO}\n\n{memory_task(character=character.name, user=msg.user_name, story=True, state_keys=list(specs))}"
+                if ctx.reflection_continues()
+                else ""
+            ),
         )
+
+        def build(window: Sequence[ChannelLine], notes: Sequence[Note]) -> ReplyPrompt:
+            return build_reply_messages(
+                head=head,
+                user_name=msg.user_name,
+                memories=selection.memories,
+                story_context=story_block,
+                history=window,
+                message=text,
+                message_line=message.text,
+                notes=notes,
+                post_history=fill_user(character.post_history_instructions, user_name),
+                images=msg.images,
+                lore=lore,
+            )
+
+        prompt = build(history, await self._true_notes(msg.user_id, logged.notes if logged else (), selection))
+        if noted_count(prompt.notes) > MAX_NOTED:
+            # The notes outgrew their bound: the window steps, and the turn's note holds the
+            # whole selection.
+            prompt = build(history_window(cut_lines(list(msg.history), **bounds), start=None, **bounds), ())
+        return prompt
+
+    async def _true_notes(self, user_id: str, notes: Sequence[Note], selection: TurnSelection) -> list[Note]:
+        """The notes of the conversation's last prompt with only the memories still true as
+        shown: forgotten, edited, expired or out of this turn's reach (another place, a story's
+        memory elsewhere), a memory leaves its note."""
+        noted = {m.id for n in notes for m in n.memories}
+        if not noted:
+            return []
+        reach = set(selection.candidate_ids) & noted
+        current = await self.ctx.recall.current(user_id, reach)
+        kept = []
+        for note in notes:
+            memories = tuple(m for m in note.memories if _same_shown(current.get(m.id), m))
+            if memories:
+                kept.append(replace(note, memories=memories))
+        return kept
 
     async def _answer(
         self, messages: list[dict[str, Any]], on_text: OnText | None
@@ -374,7 +432,7 @@ class Turns:
         story = await load_story(self.ctx.db, user_id, story_id)
         positions = select_positions(story.positions, query)
         values = state_values(specs, story.state)
-        block = render_story_context(story.anchors, story.summary, positions, values, specs)
+        block = render_story_context(story.anchors, story.summary, positions, values, specs, describe_state=False)
         detail = {
             "anchors": [{"id": a.id, "text": a.text} for a in story.anchors],
             "summary": story.summary,
@@ -396,6 +454,14 @@ def _storable(msg: Incoming, max_chars: int) -> Incoming:
         text=storable(msg.text),
         history=[replace(h, author=storable(h.author), text=storable(h.text)) for h in msg.history],
         parts=[MessagePart(p.message_id, message_text(p.text, max_chars), storable(p.marks)) for p in msg.parts],
+    )
+
+
+def _same_shown(current: Memory | None, shown: Memory) -> bool:
+    return current is not None and (current.text, current.type, current.expires_at) == (
+        shown.text,
+        shown.type,
+        shown.expires_at,
     )
 
 

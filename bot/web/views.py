@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from bot.clients.health import Health
+from bot.clients.metrics import QUEUE_PRIORITIES, RECENT_WAITS, Metrics
 from bot.engine import NEVER_SURFACED_AFTER, Engine
 from bot.memory.reports.page import TurnLogEntry
 from bot.presenting import REASON_LABELS
@@ -123,6 +124,25 @@ def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> d
     }
 
 
+def model_queue(metrics: Metrics) -> list[dict[str, Any]]:
+    """How long model calls waited for a place in the model's budget, by priority, over the
+    last waits of each (since start-up): the live row always, the others once they waited."""
+    rows = []
+    for priority in QUEUE_PRIORITIES:
+        waits = [w * 1000 for w in metrics.recent_waits[priority]]
+        if waits or priority == "live":
+            rows.append(
+                {
+                    "priority": priority.replace("_", "-"),
+                    "calls": len(waits),
+                    "p50": _seconds(_percentile(waits, 50)),
+                    "p95": _seconds(_percentile(waits, 95)),
+                    "max": _seconds(max(waits) if waits else None),
+                }
+            )
+    return rows
+
+
 async def overview(engine: Engine, health: Health, key: str | None) -> dict[str, Any]:
     now = engine.clock()
     w = window(key)
@@ -141,6 +161,8 @@ async def overview(engine: Engine, health: Health, key: str | None) -> dict[str,
         "recent": await report.bot_recent_turns(RECENT_TURNS),
         "never_surfaced": await report.bot_never_surfaced(NEVER_SURFACED_AFTER, NEVER_SURFACED_SHOWN),
         "never_after": NEVER_SURFACED_AFTER,
+        "model_queue": model_queue(engine.metrics),
+        "recent_waits": RECENT_WAITS,
         "now": now,
     }
 

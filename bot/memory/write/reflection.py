@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import reprlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone
 from typing import Annotated, Any
@@ -329,8 +329,8 @@ fact per sentence: a message with two facts gives two memories. Copy negations e
 ("n'aime pas" stays "n'aime pas"). For a dated fact (a trip, a leave, an appointment), set \
 expires_at to the ISO date after which it is no longer true.
 
-Known memories close to this exchange are listed with their ids. If the exchange corrects one of \
-them, use "replace" with that id — only for a correction of the same fact; a new fact, even on a \
+Known memories are listed with their ids (all of them, or those closest to this exchange). If the \
+exchange corrects one of them, use "replace" with that id — only for a correction of the same fact; a new fact, even on a \
 nearby topic, goes to "memories" and the known one stays. Use "delete" only when {user} says a \
 known memory is no longer true. Never invent ids: only the ids listed below exist. If nothing is \
 worth remembering, return empty lists.
@@ -374,51 +374,56 @@ def _format_memory(memory: Memory) -> str:
     return f"[{memory.id}] ({memory.type}) {quote_line(memory.text)}{expiry}"
 
 
-def build_reflection_messages(
-    *,
-    character: str,
-    user: str,
-    exchanges: Sequence[tuple[str, str]],
-    known: Sequence[Memory],
-    today: date,
-    story_context: str = "",
-    state_keys: Sequence[str] = (),
-    correction: Correction | None = None,
-    others: Sequence[str] = (),
-    lore: Sequence[str] = (),
-) -> list[dict[str, str]]:
-    """The messages of one reflection call over one or more (message, reply) exchanges.
-
-    `known` are the memories shown with their ids: the only ids the reflection may touch.
-    `correction`: the (single) message was edited after it was reflected.
-    """
+def memory_task(*, character: str, user: str, story: bool = False, state_keys: Sequence[str] = ()) -> str:
+    """What a reflection does, for one person and one character: the part of its instructions
+    that never changes (a reply prompt that the reflection continues carries it in its head)."""
     story_part = ""
-    if story_context or state_keys:
+    if story or state_keys:
         story_part = STORY_PROMPT_PART.format(
             character=character,
-            user=user,
+            user=speaker_name(user),
             state_keys=", ".join(state_keys) or "none",
             max_summary=MAX_SUMMARY_CHARS,
         )
     # The user's name, message and the model's reply are quoted: none can close its tag and
     # forge a line of the character (the reflection is the write path's attack surface).
+    return REFLECTION_SYSTEM_PROMPT.format(character=character, user=speaker_name(user), story_part=story_part)
+
+
+def reflection_context(*, character: str, user: str, today: date, others: Sequence[str] = (), lore: Sequence[str] = ()) -> str:
+    """What a reflection is told besides its task: who else spoke, the world's lore, the date."""
     user = speaker_name(user)
-    system = REFLECTION_SYSTEM_PROMPT.format(character=character, user=user, story_part=story_part)
+    text = ""
     if others:
         names = ", ".join(speaker_name(n) for n in others)
-        system += (
-            f"\nThis is a shared channel: {names} spoke there too. Attribute each fact to the person "
+        text += (
+            f"This is a shared channel: {names} spoke there too. Attribute each fact to the person "
             f"who said it about themselves: what {names} said, or what {character} says about them, is "
-            f"never a memory of {user}. Keep only what {user} says about {user}.\n"
+            f"never a memory of {user}. Keep only what {user} says about {user}.\n\n"
         )
     if lore:
-        system += (
-            f"\n{character}'s world has lore ({', '.join(quote_line(n) for n in lore[:30])}): what "
-            f"{character} tells of it is the setting, not a fact about {user}; never store it.\n"
+        text += (
+            f"{character}'s world has lore ({', '.join(quote_line(n) for n in lore[:30])}): what "
+            f"{character} tells of it is the setting, not a fact about {user}; never store it.\n\n"
         )
+    return text + f"Today is {today.isoformat()}."
+
+
+def reflection_request(
+    *,
+    character: str,
+    user: str,
+    exchanges: Sequence[tuple[str, str]],
+    known: Sequence[Memory],
+    story_context: str = "",
+    correction: Correction | None = None,
+) -> str:
+    """What the reflection reads: the known memories in the order given (id order but for a
+    correction's own first: a list that changes little from one reflection to the next, so a
+    prompt cache keeps most of it), the story as it stands, and the exchange last."""
+    user = speaker_name(user)
     known_block = "\n".join(_format_memory(m) for m in known) or "(none)"
-    user_block = (
-        f"Today is {today.isoformat()}.\n\n"
+    return (
         f"Known memories about {user}:\n{known_block}\n\n"
         + (f"{story_context}\n\n" if story_context else "")
         + (_correction_block(user, correction) if correction is not None else "")
@@ -430,4 +435,54 @@ def build_reflection_messages(
         )
         + "\nAnswer with the JSON object only."
     )
-    return [{"role": "system", "content": system}, {"role": "user", "content": user_block}]
+
+
+# Opens the reflection when it continues the reply's conversation, whose head carries the task
+# (`memory_task`, introduced by MEMORY_TASK_INTRO): the model leaves the character for one answer.
+CONTINUED_OPENING = "[Memory update]"
+MEMORY_TASK_INTRO = (
+    "Memory updates. Between two turns the bot may ask you, in a message that opens with "
+    f"{CONTINUED_OPENING}, to update what you remember of the person you talk with. That message "
+    "alone you answer out of character, with the JSON it asks for, following these instructions:"
+)
+
+
+def build_reflection_messages(
+    *,
+    character: str,
+    user: str,
+    exchanges: Sequence[tuple[str, str]],
+    known: Sequence[Memory],
+    today: date,
+    story_context: str = "",
+    state_keys: Sequence[str] = (),
+    state_guide: str = "",
+    correction: Correction | None = None,
+    others: Sequence[str] = (),
+    lore: Sequence[str] = (),
+    conversation: Sequence[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """The messages of one reflection call over one or more (message, reply) exchanges.
+
+    `known` are the memories shown with their ids: the only ids the reflection may touch.
+    `correction`: the (single) message was edited after it was reflected.
+    `conversation`: the reply call's messages and its answer, which the reflection continues
+    (a server holding one prompt at a time then keeps the reply's and the reflection's in one
+    slot): the reply's head then carries the task (`memory_task`). Without it, the task, what
+    the state means (`state_guide`) and the context are the system message, the same from one
+    reflection to the next.
+    """
+    context = reflection_context(character=character, user=user, today=today, others=others, lore=lore)
+    request = reflection_request(
+        character=character,
+        user=user,
+        exchanges=exchanges,
+        known=known,
+        story_context=story_context,
+        correction=correction,
+    )
+    if conversation:
+        return [*conversation, {"role": "user", "content": f"{CONTINUED_OPENING}\n\n{context}\n\n{request}"}]
+    task = memory_task(character=character, user=user, story=bool(story_context), state_keys=state_keys)
+    system = "\n\n".join(p for p in (task.rstrip(), state_guide.strip(), context) if p)
+    return [{"role": "system", "content": system}, {"role": "user", "content": request}]
