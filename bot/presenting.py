@@ -170,7 +170,7 @@ def why_text(selection: TurnSelection | None, *, lang: str = DEFAULT_LANGUAGE) -
         for hit in selection.lore:
             fate = text(
                 lang,
-                "why_lore_disabled" if hit.get("disabled") else "why_lore_kept" if hit["kept"] else "why_lore_left_out",
+                "why_lore_disabled" if hit.get("disabled") or hit.get("left_out") == "disabled" else "why_lore_kept" if hit["kept"] else "why_lore_left_out",
                 cost=hit["cost"],
             )
             lines.append(text(lang, "why_lore_line", name=clip(hit["name"], 60), keyword=clip(hit["keyword"], 40), fate=fate))

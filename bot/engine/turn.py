@@ -14,8 +14,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.characters.character import Character, fill_user, render_character_prompt
+from bot.characters.character import Character, fill_turn, render_character_prompt
 from bot.characters.lore import LoreHit
+from bot.characters.lore_timing import LoreClock
+from bot.characters.macros import TurnValues
 from bot.clients.db import to_db
 from bot.clients.llm import OnText
 from bot.clients.llm_wire import ChatReply, Image, TokenUsage
@@ -24,7 +26,14 @@ from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
-from bot.engine.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
+from bot.engine.prompting import (
+    ChannelLine,
+    at_depths,
+    bounded_history,
+    build_reply_messages,
+    render_lore,
+    speaker_name,
+)
 from bot.engine.reflection_worker import Reflections
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.model import Memory
@@ -42,6 +51,7 @@ from bot.memory.stores.exchanges import (
     set_reply,
 )
 from bot.memory.stores.stories import load_story
+from bot.memory.stores.turn import last_turn
 from bot.memory.story import render_story_context, select_positions
 from bot.memory.story_state import StateSpec, state_values
 from bot.memory.text import storable
@@ -61,6 +71,9 @@ ERASED_REPLY = "(Everything about you was just erased, as you asked: this messag
 CUT_NOTE = "*(…my answer was cut off here.)*"
 # Asked with a write transaction's connection: whether the person was erased since the turn began.
 Erased = Callable[[Connection], Awaitable[bool]]
+# Stories whose lore clock (timed lore entries) is held in memory; past it the oldest is read
+# again from its last turn's record when it comes back.
+LORE_CLOCKS_HELD = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +154,8 @@ class Turns:
         self.reflections = reflections
         self.outage = Outage(log)
         self._recording: dict[str, set[asyncio.Task[None]]] = {}
+        # (owner, story) → the clock of its next turn, for lorebooks with timed entries.
+        self._lore_clocks: dict[tuple[str, str], LoreClock] = {}
 
     async def wait_recorded(self, user_id: str) -> None:
         pending = list(self._recording.get(user_id, ()))
@@ -178,7 +193,8 @@ class Turns:
             return TurnResult.erased()
         character = ctx.cast.get(msg.character)
         selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
-        messages = self._prompt(msg, text, rules, character, selection, story_block)
+        clock = await self._lore_clock(msg, character)
+        messages = self._prompt(msg, text, rules, character, selection, story_block, clock)
         started = time.perf_counter()
         try:
             answer, reply, cut = await self._answer(messages, on_text)
@@ -252,6 +268,7 @@ class Turns:
         character: Character,
         selection: TurnSelection,
         story_block: str,
+        clock: LoreClock | None,
     ) -> list[dict[str, Any]]:
         """The messages the model is sent: character, rules, memories, story, lore, the recent
         lines of the channel and the message. Notes who else spoke and which lore fired."""
@@ -260,20 +277,34 @@ class Turns:
             list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
         )
         self._note_scene(msg, history)
+        values = TurnValues(
+            user=speaker_name(msg.user_name),
+            now=self.ctx.clock(),
+            seed=f"{msg.story_id}\x00{clock.turn if clock else 0}\x00{text}",
+            story=f"{msg.user_id}\x00{msg.story_id}",
+        )
         lore: list[LoreHit] = []
         if character.lore is not None:
             disabled = len(character.lore.disabled())
-            lore = character.lore.match(
+            turn = character.lore.match(
                 [line.text for line in history] + [text],
                 budget_chars=settings.lore_budget_chars,
                 scan_depth=settings.lore_scan_depth,
+                clock=clock,
+                seed=values.seed,
             )
             self.ctx.metrics.lore_keys_disabled.inc(len(character.lore.disabled()) - disabled)
-        selection.lore = [
-            {"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept, "disabled": h.disabled} for h in lore
-        ]
+            lore = [replace(h, content=fill_turn(h.content, values)) for h in turn.hits]
+            if clock is not None:
+                key = (msg.user_id, msg.story_id)
+                self._lore_clocks.pop(key, None)
+                self._lore_clocks[key] = turn.clock
+                while len(self._lore_clocks) > LORE_CLOCKS_HELD:
+                    self._lore_clocks.pop(next(iter(self._lore_clocks)))
+                selection.lore_clock = turn.clock.to_record()
+        selection.lore = [h.record() for h in lore]
         return build_reply_messages(
-            character_prompt=render_character_prompt(character, speaker_name(msg.user_name)),
+            character_prompt=render_character_prompt(character, values, lore_before=render_lore(lore, "before")),
             character_name=character.name,
             rules=[r.text for r in rules],
             user_name=msg.user_name,
@@ -281,10 +312,25 @@ class Turns:
             story_context=story_block,
             history=history,
             message=text,
-            post_history=fill_user(character.post_history_instructions, speaker_name(msg.user_name)),
+            post_history=fill_turn(character.post_history_instructions, values),
             images=msg.images,
             lore=lore,
+            depths=at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth),
         )
+
+    async def _lore_clock(self, msg: Incoming, character: Character) -> LoreClock | None:
+        """The story's clock when the character's lorebook has timed entries: held since its
+        last turn, or read back from that turn's record (after a restart)."""
+        if character.lore is None or not character.lore.timed:
+            return None
+        held = self._lore_clocks.get((msg.user_id, msg.story_id))
+        if held is not None:
+            return held
+        with contextlib.suppress(StorageError):  # a fresh clock: effects start again
+            last = await last_turn(self.ctx.db, msg.user_id, msg.story_id)
+            if last is not None:
+                return LoreClock.from_record(last.lore_clock)
+        return LoreClock()
 
     async def _answer(
         self, messages: list[dict[str, Any]], on_text: OnText | None

@@ -13,7 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
-from bot.characters.character import fill_user
+from bot.characters.character import fill_turn
+from bot.characters.macros import TurnValues
 from bot.engine import CUT_NOTE, Engine, Incoming
 from bot.engine.prompting import ChannelLine
 from bot.memory.text import storable
@@ -95,7 +96,7 @@ async def run_chat(
     if interactive:
         say(f"Talking to {name} as {user} (channel {channel}). /help for commands, /quit to leave.")
         if engine.character.greeting:
-            say(f"{name}: {fill_user(engine.character.greeting, user)}")
+            say(f"{name}: {fill_turn(engine.character.greeting, TurnValues(user, engine.clock(), story=channel))}")
     while True:
         line = await _read_line(stdin, interactive, f"{user}> ")
         if line is None:

@@ -61,8 +61,10 @@ class TurnSelection:
     story: dict[str, Any] = field(default_factory=dict)
     memories: list[Memory] = field(default_factory=list)
     candidates: int = 0
-    # Lore entries that fired this turn: name, keyword, cost, kept (outside the memory slots).
+    # Lore entries that fired this turn: name, keyword, cost, kept or why left out, how it came
+    # (outside the memory slots); and the story's lore clock after it (timed entries).
     lore: list[dict[str, Any]] = field(default_factory=list)
+    lore_clock: dict[str, Any] | None = None
     # What `Recall.record` needs besides the slots; not part of the /why record.
     place: str = ""
     candidate_ids: list[int] = field(default_factory=list)
@@ -97,6 +99,7 @@ class TurnSelection:
                 "candidates": self.candidates,
                 "figures": asdict(self.figures),
                 "lore": self.lore,
+                "lore_clock": self.lore_clock,
             },
             ensure_ascii=False,
         )
@@ -187,6 +190,7 @@ def turn_from_row(
         candidates=int(detail.get("candidates", 0)),
         figures=TurnFigures(**detail.get("figures", {})),
         lore=list(detail.get("lore", [])),
+        lore_clock=detail.get("lore_clock"),
     )
 
 
