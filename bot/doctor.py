@@ -33,8 +33,8 @@ from bot.clients.embeddings import make_embedder
 from bot.clients.llm import LLMClient
 from bot.config import Settings, StorageSettings, load_settings
 from bot.errors import CharacterError, ConfigError, EmbeddingError, LLMError, ModelNotFound
-from bot.memory.recall import SEMANTIC_THRESHOLDS, threshold_for
-from bot.memory.reflection import Reflection, reflection_json_schema
+from bot.memory.read.recall import SEMANTIC_THRESHOLDS, threshold_for
+from bot.memory.write.reflection import Reflection, reflection_json_schema
 
 # Under this much free space a backup, a VACUUM or a busy week of writes can fill the disk.
 MIN_FREE_BYTES = 200_000_000

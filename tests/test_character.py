@@ -18,7 +18,7 @@ from bot.characters.character import (
 from bot.characters.macros import TurnValues
 from bot.config import load_settings
 from bot.errors import CharacterError
-from bot.memory.story_state import parse_state_specs
+from bot.memory.story.state import parse_state_specs
 
 
 def turn(user: str) -> TurnValues:

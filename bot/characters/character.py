@@ -49,7 +49,7 @@ from bot.characters.reading import (
     text_field,
 )
 from bot.errors import CharacterError, LoreError, StateSpecError
-from bot.memory.story_state import parse_state_specs
+from bot.memory.story.state import parse_state_specs
 
 # Re-exported: the character's type and its two speakers are named from here by the engine,
 # the front ends and the tests.

@@ -41,7 +41,7 @@ class Character:
     # conversations follow each other.
     example_dialogue: list[tuple[str, str]] = field(default_factory=list)
     rules: list[str] = field(default_factory=list)
-    # Raw `state:` mapping, validated by bot.memory.story.parse_state_specs.
+    # Raw `state:` mapping, validated by bot.memory.story.plans.parse_state_specs.
     state: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The character's own language (e.g. "fr"); None when the file does not say (cards).
     language: str | None = None
