@@ -1,6 +1,6 @@
 """Static check of the rooms by role, by folder, read from the source with `ast`:
 
-- the core (bot/engine/, bot/characters/, bot/memory/, and bot/presenting.py, bot/i18n.py)
+- the core (bot/engine/, bot/characters/, bot/memory/, bot/presenting/, and bot/i18n.py)
   never imports discord, a front end or the composition root;
 - the clients (bot/clients/) never import the core, a front end or the composition;
 - the front ends (cogs/, bot/terminal/, bot/web/) reach memory through the engine only: never
@@ -26,7 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # Rooms, by folder (a trailing slash) or module file.
-CORE = ("bot/engine/", "bot/characters/", "bot/memory/", "bot/presenting.py", "bot/i18n.py")
+CORE = ("bot/engine/", "bot/characters/", "bot/memory/", "bot/presenting/", "bot/i18n.py")
 CLIENTS = ("bot/clients/",)
 FRONT_ENDS = ("cogs/", "bot/terminal/", "bot/web/")
 COMPOSITION = ("bot/__init__.py", "bot/__main__.py", "bot/app.py", "bot/config.py", "bot/doctor.py")

@@ -196,9 +196,9 @@ async def test_fired_lore_enters_its_own_block_outside_the_memories_and_shows_in
     why = why_text(await engine.why("alice", "c"))
     cost = {e.name: len(e.content) for e in engine.character.lore.entries}
     port, sky, guild = cost["Port"], cost["Sky"], cost["Guild"]
-    assert f"Port — on “harbour” ({port} chars)" in why
-    assert f"Sky — on “(constant)” ({sky} chars)" in why
-    assert f"Guild — on “/guil(d|de) des voleurs/” ({guild} chars, left out: over the lore budget)" in why
+    assert f"- Port: on “harbour” — in, {port} characters" in why
+    assert f"- Sky: always in (constant) — in, {sky} characters" in why
+    assert guild and "- Guild: on “/guil(d|de) des voleurs/” — left out: over the lore budget of 100 characters (raise the lorebook's own budget)" in why
 
 
 async def test_lore_told_back_by_the_character_never_becomes_a_memory_of_the_user(db, http, llm_server, tmp_path, store):
@@ -341,7 +341,7 @@ async def test_a_key_that_runs_out_of_time_is_counted_once_and_the_turn_is_answe
         assert result.reply == "Oui."
         assert engine.metrics.registry.get_sample_value("echo_lore_keys_disabled_total") == 1
     why = why_text(await engine.why("alice", "c"))
-    assert "Tides — on “/^(\\w|\\w\\w|\\s)+$/” (disabled: this regular expression took too long" in why
+    assert "- Tides: on “/^(\\w|\\w\\w|\\s)+$/” — left out: this regular expression took too long" in why
 
 
 # Keys as lore authors write them (README "Lore", cards): the bounded engine fires them exactly

@@ -122,6 +122,16 @@ class LoreTurn:
 
     hits: list[LoreHit]
     clock: LoreClock
+    # The budget the entries were kept within, and whether the book set it (else the setting).
+    budget: int = 0
+    book_budget: bool = False
+
+    def records(self) -> list[dict[str, object]]:
+        """What the turn's record keeps of each hit; one left out by the budget names it."""
+        return [
+            h.record() | ({"budget": self.budget, "book_budget": self.book_budget} if h.left_out == "budget" else {})
+            for h in self.hits
+        ]
 
     @property
     def kept(self) -> list[LoreHit]:

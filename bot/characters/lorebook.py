@@ -88,7 +88,12 @@ class Lorebook:
 
     @property
     def constant_chars(self) -> int:
-        return sum(e.cost for e in self.entries if e.constant or e.ignore_budget)
+        """Characters of the entries always in (constant): they take their part of the budget."""
+        return sum(e.cost for e in self.entries if e.constant and not e.ignore_budget)
+
+    def budget(self, setting: int) -> int:
+        """The budget in characters: the book's own, else the setting's (LORE_BUDGET_CHARS)."""
+        return self.budget_chars if self.budget_chars is not None else setting
 
     def fired(self, text: str) -> dict[int, str]:
         """Entry index → the first primary key found in `text` (constants: "(constant)"): the
@@ -116,7 +121,7 @@ class Lorebook:
         `budget_chars` and `scan_depth` (messages besides the one answered) apply when the book
         sets none; `seed` makes the draws of this turn."""
         clock = clock or LoreClock()
-        budget = self.budget_chars if self.budget_chars is not None else budget_chars
+        budget = self.budget(budget_chars)
         depth = self.scan_depth if self.scan_depth is not None else scan_depth + 1
         messages = list(reversed(recent))
         deadline = time.perf_counter() + REGEX_TURN_SECONDS
@@ -145,7 +150,7 @@ class Lorebook:
                 break
         kept = within_budget(self.entries, fired, budget, clock)
         following = clock.next(e.uid for e in self.entries) if clock.timers or self.timed else LoreClock(clock.turn + 1)
-        return LoreTurn(self._hits(fired, kept, left), following)
+        return LoreTurn(self._hits(fired, kept, left), following, budget, self.budget_chars is not None)
 
     # --- the steps ----------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from bot.characters.character import Character, fill_turn, render_character_prompt
 from bot.characters.lore import LoreHit
@@ -58,17 +58,10 @@ from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
 
-LLM_DOWN_REPLY = (
-    "(I can't reach my language model right now, so I can't answer. Your message is kept; "
-    "try again in a moment.)"
-)
-STORAGE_DOWN_REPLY = (
-    "(I can't save anything right now: the bot's storage is failing, so I would forget what you "
-    "tell me. I'm not answering until it works again; whoever runs the bot can see why in its log.)"
-)
-ERASED_REPLY = "(Everything about you was just erased, as you asked: this message was not kept.)"
-# Ends a reply whose stream broke halfway: what arrived is kept, and said to be cut.
-CUT_NOTE = "*(…my answer was cut off here.)*"
+# Why a turn has no reply: the model could not be reached, the storage failed (the message could
+# not be kept, so it is not answered), or the person was erased as the turn began. The front ends
+# say it in the person's language (bot/presenting.py, `turn_text`).
+Failure = Literal["model_down", "storage_down", "erased"]
 # Asked with a write transaction's connection: whether the person was erased since the turn began.
 Erased = Callable[[Connection], Awaitable[bool]]
 # Stories whose lore clock (timed lore entries) is held in memory; past it the oldest is read
@@ -100,6 +93,8 @@ class Incoming:
     # The key of the character who answers ("" for the default); `user_id` is then the
     # memory owner key the cast gives that character (bot.characters.cast).
     character: str = ""
+    # How the owner's page names the story (a channel's "#name"): ids mean nothing to a person.
+    story_name: str = ""
 
 
 @dataclass(slots=True)
@@ -109,8 +104,8 @@ class TurnResult:
     # None when the message could not even be saved (nothing was selected).
     selection: TurnSelection | None
     exchange_id: int | None
-    # What the user is told when there is no reply.
-    apology: str = LLM_DOWN_REPLY
+    # Why there is no reply (when there is none).
+    failure: Failure = "model_down"
     # The streamed answer broke halfway: `reply` is the part that arrived, `error` why.
     cut: bool = False
     usage: TokenUsage | None = None
@@ -132,19 +127,12 @@ class TurnResult:
     @classmethod
     def unsaved(cls, why: str) -> TurnResult:
         """The message could not be saved, so it is not answered."""
-        return cls(None, why, None, None, apology=STORAGE_DOWN_REPLY)
+        return cls(None, why, None, None, failure="storage_down")
 
     @classmethod
     def erased(cls) -> TurnResult:
         """The person was erased while the turn began: nothing kept, nothing answered."""
-        return cls(None, "erased", None, None, apology=ERASED_REPLY)
-
-    @property
-    def shown(self) -> str:
-        """What the user reads, in every front end: the reply (marked when cut), or the apology."""
-        if self.reply is None:
-            return self.apology
-        return f"{self.reply}\n\n{CUT_NOTE}" if self.cut else self.reply
+        return cls(None, "erased", None, None, failure="erased")
 
 
 class Turns:
@@ -284,6 +272,7 @@ class Turns:
             story=f"{msg.user_id}\x00{msg.story_id}",
         )
         lore: list[LoreHit] = []
+        selection.lore = []
         if character.lore is not None:
             disabled = len(character.lore.disabled())
             turn = character.lore.match(
@@ -295,6 +284,7 @@ class Turns:
             )
             self.ctx.metrics.lore_keys_disabled.inc(len(character.lore.disabled()) - disabled)
             lore = [replace(h, content=fill_turn(h.content, values)) for h in turn.hits]
+            selection.lore = turn.records()
             if clock is not None:
                 key = (msg.user_id, msg.story_id)
                 self._lore_clocks.pop(key, None)
@@ -302,7 +292,7 @@ class Turns:
                 while len(self._lore_clocks) > LORE_CLOCKS_HELD:
                     self._lore_clocks.pop(next(iter(self._lore_clocks)))
                 selection.lore_clock = turn.clock.to_record()
-        selection.lore = [h.record() for h in lore]
+        selection.user_name, selection.story_name = msg.user_name, msg.story_name
         return build_reply_messages(
             character_prompt=render_character_prompt(character, values, lore_before=render_lore(lore, "before")),
             character_name=character.name,

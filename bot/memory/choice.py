@@ -98,6 +98,9 @@ class TurnSelection:
     # (outside the memory slots); and the story's lore clock after it (timed entries).
     lore: list[dict[str, Any]] = field(default_factory=list)
     lore_clock: dict[str, Any] | None = None
+    # The person's display name and the story's name at this turn, for the owner's page.
+    user_name: str = ""
+    story_name: str = ""
     # What `Recall.record` needs besides the slots; not part of the /why record.
     place: str = ""
     candidate_ids: list[int] = field(default_factory=list)
@@ -133,6 +136,8 @@ class TurnSelection:
                 "figures": asdict(self.figures),
                 "lore": self.lore,
                 "lore_clock": self.lore_clock,
+                "user_name": self.user_name,
+                "story_name": self.story_name,
             },
             ensure_ascii=False,
         )

@@ -5,7 +5,13 @@ from __future__ import annotations
 import base64
 import sqlite3
 
-from bot.engine import CUT_NOTE, MAX_REPLY_CHARS
+from bot.engine import MAX_REPLY_CHARS
+from bot.i18n import use_locale
+from bot.presenting import cut_note
+
+# In the character's language (Écho's): a message tells no Discord language.
+with use_locale("fr"):
+    CUT_NOTE = cut_note()
 from bot.memory.quoting import quote_block
 from cogs.utils.answering import EDIT_INTERVAL, split_message
 from tests.discord_e2e.conftest import Scene, StartEcho

@@ -128,7 +128,9 @@ async def test_every_view_renders_with_data(page: Page):
     overview = await page.get("/")
     assert overview.status_code == 200
     text = overview.text
-    assert '<a href="/users/alice">alice</a>' in text and '<a href="/users/bob">bob</a>' in text
+    # People by their display name, their id beside it.
+    assert '<a href="/users/alice">Alice</a> <span class="muted">alice</span>' in text
+    assert '<a href="/users/bob">Bob</a> <span class="muted">bob</span>' in text
     assert text.count("<svg") >= 4  # turns, latency, prompt size, memories per type
     assert re.search(r'<div class="value">4</div><div class="label">turns \(4 answered, 0 degraded, 0 failed\)', text)
 
@@ -145,8 +147,12 @@ async def test_every_view_renders_with_data(page: Page):
     assert latest.status_code == 200
     body = latest.text
     assert "Tu te souviens de mon instrument ?" in body
-    assert "Alice joue du violoncelle." in body  # chosen, with its reason and score
-    assert re.search(r'<td class="num">0\.\d{3}</td>', body)
+    assert "Alice joue du violoncelle." in body  # chosen, under its reason, with its closeness
+    # The same words as /why: the reason's plain words, the closeness in percent, the legend.
+    assert "About you in general" in body and "50 % is average" in body
+    assert re.search(r'<td class="num">\d{1,2}%</td>', body)
+    assert "1 memory chosen out of" in body or "memories chosen out of" in body
+    assert "story chan-1" not in body or "<code>chan-1</code>" in body
     for rule in page.engine.character.rules:
         assert rule.replace("'", "&#39;") in body
     assert re.search(r"<strong>Prompt:</strong>\s*[\d,]+ tokens of a 8,192-token context", body)
@@ -191,13 +197,13 @@ async def test_erase_me_removes_the_user_from_the_page(page: Page):
     await page.play("Salut, moi c'est Bob.", user="bob", name="Bob")
     user = await page.get("/users/alice")
     turn_id = re.findall(r"/turns/(\d+)", user.text)[0]
-    assert '<a href="/users/alice">alice</a>' in (await page.get("/")).text
+    assert '<a href="/users/alice">Alice</a>' in (await page.get("/")).text
 
     await page.engine.erase("alice")
 
     overview = (await page.get("/")).text
     assert "alice" not in overview and "Alice" not in overview
-    assert '<a href="/users/bob">bob</a>' in overview
+    assert '<a href="/users/bob">Bob</a>' in overview
     assert (await page.get("/users/alice")).status_code == 404
     assert (await page.get(f"/users/alice/turns/{turn_id}")).status_code == 404
 

@@ -102,6 +102,8 @@ def turn_from_row(
         figures=TurnFigures(**detail.get("figures", {})),
         lore=list(detail.get("lore", [])),
         lore_clock=detail.get("lore_clock"),
+        user_name=str(detail.get("user_name") or ""),
+        story_name=str(detail.get("story_name") or ""),
     )
 
 
