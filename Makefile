@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/dedup.py
 	$(BIN)/python bench/replace_guard.py
 	$(BIN)/python bench/lore.py
+	$(BIN)/python bench/sillytavern.py
 	$(BIN)/python bench/recall_public.py
 	$(BIN)/python bench/recall.py
 	$(BIN)/python bench/latency.py

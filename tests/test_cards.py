@@ -251,3 +251,11 @@ async def test_sillytaverns_default_card_shape_brings_each_entry_into_the_real_c
     for request, name in zip(sent, QUESTIONS, strict=True):
         assert PHRASES[name] in request, name
     assert "left out" not in run.stdout
+
+
+def test_a_start_marker_in_the_description_is_not_sent(tmp_path: Path) -> None:
+    # SillyTavern's default card writes example chats in its description, after <START>.
+    card = v2_card(description="{{char}} keeps the glade.\n<START>\n{{user}}: Who are you?\n{{char}}: A guardian.")
+    (tmp_path / "card.json").write_text(json.dumps(card), encoding="utf-8")
+    prompt = render_character_prompt(load_character(tmp_path / "card.json"), turn())
+    assert "<START>" not in prompt and "Kyon: Who are you?\nHaruhi: A guardian." in prompt

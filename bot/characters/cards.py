@@ -26,6 +26,7 @@ from bot.characters.reading import (
     CHAR,
     MEMORY_MODES,
     NATIVE_KEYS,
+    START,
     Character,
     Macros,
     name_field,
@@ -91,6 +92,10 @@ def _from_fields(file: Path, fields: Mapping[str, Any], *, kind: str, prefix: st
     raw = {key: text_field(file, fields, key, label=f"{prefix}{key}") for key in (
         "description", "personality", "scenario", "mes_example", "system_prompt", "post_history_instructions", "creator_notes",
     )}
+    # `<START>` separates example chats; a description that holds some (SillyTavern's default card
+    # does) keeps the chats, not the marker, which means nothing to the model.
+    for key in ("description", "personality", "scenario"):
+        raw[key] = START.sub("", raw[key]).strip()
     if not prefix:
         ignored += [k for k in fields if k not in _READ and k not in _V1_INERT and k not in V1_KEYS]
     if not raw["description"] and not raw["personality"]:

@@ -28,7 +28,7 @@ NATIVE_KEYS = (
 # `memory: own` (the default) keeps a character's memories of a person apart from the other
 # characters'; `memory: shared` puts them with the default character's (see bot/characters/cast.py).
 MEMORY_MODES = ("own", "shared")
-_START = re.compile(r"^[ \t]*<START>[ \t]*$", re.IGNORECASE | re.MULTILINE)
+START = re.compile(r"^[ \t]*<START>[ \t]*$", re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(slots=True)
@@ -131,7 +131,7 @@ def parse_mes_example(file: Path, text: str, name: str) -> list[tuple[str, str]]
     )
     turns: list[tuple[str, str]] = []
     orphans = 0
-    for block in _START.split(text):
+    for block in START.split(text):
         current: list[list[str]] = []
         for raw_line in block.splitlines():
             match = speaker_line.match(raw_line)
