@@ -80,7 +80,7 @@ def why_text(selection: TurnSelection | None) -> str:
         lines.extend(f"- {clip(r, 100)}" for r in selection.rules)
     if selection.lore:
         lines += ["", text("why_lore")]
-        lines.extend(f"- {row.name}: {row.how} — {row.fate}" for row in lore_rows(selection.lore))
+        lines.extend(text("lore_line", name=row.name, how=row.how, fate=row.fate) for row in lore_rows(selection.lore))
     lines.extend(_story_lines(selection.story))
     return "\n".join(lines)
 

@@ -76,7 +76,8 @@ async def test_a_stream_that_dies_before_any_text_gets_the_apology(scene: Scene)
     scene.llm_server.handler = _answer_only(Reply("jamais dit", die_after=0))
     await fake_discord.user_says(scene.alice, channel, "allô ?", mention_bot=True)
     calls = await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages")
-    assert "can't reach my language model" in calls[0].json["content"]
+    # In the character's language (Écho's French): Alice told no Discord language by a command.
+    assert "Je n'arrive pas à joindre mon modèle de langue" in calls[0].json["content"]
     assert not fake_discord.calls_to("PATCH", f"/channels/{channel.id}/messages/")
 
 
