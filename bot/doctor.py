@@ -111,9 +111,10 @@ def check_characters(settings: Settings) -> tuple[list[Finding], Cast | None]:
     names = ", ".join(c.name for c in cast.characters.values())
     found = [_good("characters", f"{len(cast.characters)} loaded ({names})")]
     for character in cast.characters.values():
-        if character.ignored:
-            found.append(_good("characters", f"{character.name}: ignored (Écho does not act on them): {', '.join(character.ignored)}"))
         lore = character.lore
+        ignored = character.ignored + (lore.ignored if lore is not None else ())
+        if ignored:
+            found.append(_good("characters", f"{character.name}: ignored (Écho does not act on them): {', '.join(ignored)}"))
         if lore is not None and lore.constant_chars > (budget := lore.budget(settings.engine.lore_budget_chars)):
             setting = "its lorebook's budget" if lore.budget_chars is not None else "LORE_BUDGET_CHARS"
             found.append(_bad(

@@ -220,3 +220,26 @@ def test_a_world_info_file_beside_the_characters_of_a_folder_is_lore_not_a_chara
     cast = load_cast(tmp_path, None)
     assert list(cast.characters) == ["lina"]
     assert cast.characters["lina"].lore is not None and len(cast.characters["lina"].lore.entries) == 5
+
+
+def test_a_keys_char_macro_is_the_characters_name_as_sillytavern_substitutes_it(tmp_path: Path) -> None:
+    world = {"entries": {"0": {"uid": 0, "key": ["{{char}}'s ship"], "keysecondary": [], "content": "The Gull, a sloop."},
+                         "1": {"uid": 1, "key": ["{{user}}"], "keysecondary": [], "content": "Who asks."}}}
+    (tmp_path / "world.json").write_text(json.dumps(world), encoding="utf-8")
+    (tmp_path / "lina.yaml").write_text("name: Lina\npersona: Une marinière.\nlore: world.json\n", encoding="utf-8")
+    lore = load_character(tmp_path / "lina.yaml").lore
+    assert lore is not None and lore.fired("Where is Lina's ship?") == {0: "Lina's ship"}
+    assert lore.ignored == ("key '{{user}}' (a macro of the turn: matched as written)",)
+
+
+def test_a_v3_book_with_use_regex_reads_every_key_as_a_pattern(tmp_path: Path) -> None:
+    book = {"spec": "lorebook_v3", "data": {"entries": [
+        {"keys": ["quays? of vellmar"], "content": "Black stone.", "enabled": True, "insertion_order": 1, "use_regex": True,
+         "extensions": {}},
+        {"keys": ["quays? of vellmar"], "content": "Plain words.", "enabled": True, "insertion_order": 2, "use_regex": False,
+         "extensions": {}},
+    ]}}
+    (tmp_path / "book.json").write_text(json.dumps(book), encoding="utf-8")
+    lore = load_lore_file(tmp_path / "book.json")
+    assert lore.fired("the quays of vellmar") == {0: "/quays? of vellmar/"}
+    assert lore.fired("the quays? of vellmar") == {1: "quays? of vellmar"}, "without use_regex, the words as written"

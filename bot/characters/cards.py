@@ -145,9 +145,7 @@ def _from_fields(file: Path, fields: Mapping[str, Any], *, kind: str, prefix: st
     elif extensions.get("world"):
         ignored.append(f"{prefix}extensions.world ({extensions['world']!r}: export the card with its lorebook)")
     _echo_extensions(file, extensions, character)
-    character.ignored = tuple(ignored) + tuple(macros.ignored()) + (
-        character.lore.ignored if character.lore else ()
-    )
+    character.ignored = tuple(ignored) + tuple(macros.ignored())
     return character
 
 

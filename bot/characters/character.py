@@ -225,7 +225,7 @@ def _from_native(file: Path, doc: Mapping[str, Any]) -> Character:
         lore=lore,
         avatar_url=text_field(file, doc, "avatar") or None,
         shares_memory=memory == "shared",
-        ignored=tuple(macros.ignored()) + (lore.ignored if lore else ()),
+        ignored=tuple(macros.ignored()),
     )
 
 

@@ -89,6 +89,12 @@ def compile_keys(
     plain: list[str] = []
     patterns: list[regex.Pattern[str]] = []
     for key in keys:
+        if "{{" in key and reading is not None:
+            # SillyTavern puts a key's macros in before matching: `{{char}}` is known at load;
+            # one that depends on the turn (`{{user}}`) cannot be looked for ahead of it.
+            key, _ = at_load(key, char=reading.char)
+            if "{{" in key:
+                reading.ignore(f"key {key!r} (a macro of the turn: matched as written)")
         written = (_ST_REGEX if st else _ECHO_REGEX).match(key)
         if st and written is not None and _ST_UNESCAPED_SLASH.search(written["pattern"]):
             written = None

@@ -59,7 +59,8 @@ class Character:
     shares_memory: bool = False
     # Its name in a characters folder (the file's stem), used in settings and commands.
     key: str = "default"
-    # What the file holds that Écho does not act on (fields, macros), and its lorebook's.
+    # What the file holds that Écho does not act on (fields, macros); its lorebook's are the
+    # lorebook's own (`Lorebook.ignored`). Each is logged once where it is read.
     ignored: tuple[str, ...] = ()
 
 
