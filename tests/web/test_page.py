@@ -8,8 +8,9 @@ from urllib.parse import quote
 
 import pytest
 
+from bot.characters.character import load_character
 from bot.web.server import COOKIE, session_value
-from tests.web.conftest import TOKEN, Page
+from tests.web.conftest import TOKEN, Page, serving
 
 PROTECTED = ["/", "/?window=24h", "/users/alice", "/users/alice/turns/1", "/metrics", "/nowhere"]
 
@@ -239,3 +240,39 @@ async def test_a_cut_series_and_a_consolidation_show_on_the_page(page: Page):
     assert "Series consolidated (1)" in user.text
     assert "Alice a visité Trieste chaque année de 2016 à 2020." in user.text
     assert "Alice a visité Trieste en 2018." in user.text  # a member, as it was
+
+
+LORE = """\
+budget_chars: 100
+entries:
+  - name: Port
+    keys: [harbour]
+    content: The harbour of Vellmar freezes every winter.
+    order: 2
+  - name: Guild
+    keys: ["/guil(d|de) des voleurs/"]
+    content: The thieves' guild meets under the fish market, every night but the first of the month.
+    order: 1
+  - name: Sky
+    constant: true
+    content: The sky is always green.
+"""
+
+
+async def test_a_turn_page_shows_each_lore_entry_its_key_and_whether_it_went_in(db, tmp_path):
+    (tmp_path / "lore.yaml").write_text(LORE, encoding="utf-8")
+    (tmp_path / "lina.yaml").write_text("name: Lina\npersona: A sailor of Vellmar.\nlore: lore.yaml\n", encoding="utf-8")
+    async with serving(db, tmp_path, load_character(tmp_path / "lina.yaml")) as lina:
+        await lina.play("Shall we meet the guild des voleurs at the harbour?")
+        user = await lina.get("/users/alice")
+        turn_id = re.findall(r'href="/users/alice/turns/(\d+)"', user.text)[0]
+        body = (await lina.get(f"/users/alice/turns/{turn_id}")).text
+    lore = body[body.index("<h2>Lore</h2>"): body.index("</table>", body.index("<h2>Lore</h2>"))]
+    cost = {e.name: len(e.content) for e in lina.engine.character.lore.entries}
+    # The same rows as /why: which entry, on which key, in (with its size) or left out and why.
+    assert f"<td class=\"text\">Port</td><td class=\"text\">on “harbour”</td><td class=\"text\">in, {cost['Port']} characters</td>" in lore
+    assert f"<td class=\"text\">Sky</td><td class=\"text\">always in (constant)</td><td class=\"text\">in, {cost['Sky']} characters</td>" in lore
+    assert "<td class=\"text\">Guild</td><td class=\"text\">on “/guil(d|de) des voleurs/”</td>" in lore
+    assert "left out: over the lore budget of 100 characters (raise the lorebook&#39;s own budget)" in lore
+    system = next(c for c in reversed(lina.llm.chats) if c.json_schema is None).system
+    assert "The harbour of Vellmar" in system and "fish market" not in system
