@@ -54,10 +54,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import prompt_today  # noqa: E402
 from load import pool_vectors, seed, seed_texts  # noqa: E402
 from load_corpus import SimUser  # noqa: E402
-import prompt_today  # noqa: E402
-from prompt_corpus import FACTS, TURNS, USER_NAME, reply_to, scripted_reflection  # noqa: E402
+from prompt_corpus import TURNS, USER_NAME, reply_to, scripted_reflection  # noqa: E402
 
 from bot.characters.character import load_character  # noqa: E402
 from bot.clients.db import SQLiteDatabase  # noqa: E402

@@ -29,7 +29,7 @@ from bot.memory.quoting import quote_block, quote_line, speaker_attribute, speak
 from bot.memory.stores.stories import load_story
 from bot.memory.story.plans import render_story_context, select_positions
 from bot.memory.story.state import state_values
-from bot.memory.write.reflection import Correction, _correction_block, _format_memory, memory_task
+from bot.memory.write.reflection_prompt import Correction, _correction_block, _format_memory, memory_task
 
 
 def bounded_history(lines: Sequence[ChannelLine], *, max_messages: int, max_chars: int) -> list[ChannelLine]:

@@ -19,7 +19,7 @@ from bot.engine.prompting import (
     reply_head,
 )
 from bot.memory.model import Memory
-from bot.memory.write.reflection import CONTINUED_OPENING, MEMORY_TASK_INTRO
+from bot.memory.write.reflection_prompt import CONTINUED_OPENING, MEMORY_TASK_INTRO
 from tests.builders import make_engine, msg
 from tests.fakes.llm_server import LLMRequest
 
@@ -152,7 +152,7 @@ async def test_each_reply_prompt_extends_the_last_and_holds_the_whole_selection(
     llm_server.handler = model
     engine = make_engine(db, http, llm_server, tmp_path)
     await engine.start()
-    for n, text in enumerate(("Le thé vert.", "Mon chat Pixel.", "Le jazz au piano.", "La mer à Brest.")):
+    for text in ("Le thé vert.", "Mon chat Pixel.", "Le jazz au piano.", "La mer à Brest."):
         await engine.remember("alice", f"L'utilisateur aime {text}", story_id="chan-1", place="guild-1")
     results = await talk(engine, ["Salut !", "Tu te souviens de mon chat ?", "Et du thé ?", "Bonne nuit."])
     replies = [r for r in llm_server.chats if r.json_schema is None]

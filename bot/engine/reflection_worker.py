@@ -37,12 +37,8 @@ from bot.memory.stores.stories import load_story
 from bot.memory.story.plans import render_state_guide, render_story_context
 from bot.memory.story.state import state_values
 from bot.memory.write.apply import CHANGE_ACTIONS, ReflectionContext, ReflectionReport, apply_reflection
-from bot.memory.write.reflection import (
-    Correction,
-    build_reflection_messages,
-    parse_reflection,
-    reflection_json_schema,
-)
+from bot.memory.write.reflection import parse_reflection, reflection_json_schema
+from bot.memory.write.reflection_prompt import Correction, build_reflection_messages
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
-from bot.characters.character import Character, fill_user, render_character_prompt
-from bot.characters.lore import LoreHit
+from bot.characters.character import Character
 from bot.clients.db import to_db
 from bot.clients.llm import OnText
 from bot.clients.llm_wire import ChatReply, Image, TokenUsage
@@ -24,19 +23,9 @@ from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
-from bot.engine.prompting import (
-    MAX_NOTED,
-    ChannelLine,
-    Note,
-    ReplyPrompt,
-    build_reply_messages,
-    cut_lines,
-    history_window,
-    noted_count,
-    reply_head,
-    speaker_name,
-)
+from bot.engine.prompting import ChannelLine
 from bot.engine.reflection_worker import Reflections
+from bot.engine.reply_prompt import ReplyPrompts, TurnMessage
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import Memory
@@ -53,24 +42,16 @@ from bot.memory.stores.exchanges import (
     set_reply,
 )
 from bot.memory.stores.stories import load_story
-from bot.memory.story.plans import render_state_guide, render_story_context, select_positions
+from bot.memory.story.plans import render_story_context, select_positions
 from bot.memory.story.state import StateSpec, state_values
 from bot.memory.text import storable
-from bot.memory.write.reflection import MEMORY_TASK_INTRO, memory_task
 
 log = logging.getLogger(__name__)
 
-LLM_DOWN_REPLY = (
-    "(I can't reach my language model right now, so I can't answer. Your message is kept; "
-    "try again in a moment.)"
-)
-STORAGE_DOWN_REPLY = (
-    "(I can't save anything right now: the bot's storage is failing, so I would forget what you "
-    "tell me. I'm not answering until it works again; whoever runs the bot can see why in its log.)"
-)
-ERASED_REPLY = "(Everything about you was just erased, as you asked: this message was not kept.)"
-# Ends a reply whose stream broke halfway: what arrived is kept, and said to be cut.
-CUT_NOTE = "*(…my answer was cut off here.)*"
+# Why a turn has no reply: the model could not be reached, the storage failed (the message could
+# not be kept, so it is not answered), or the person was erased as the turn began. The front ends
+# say it in the person's language (bot/presenting.py, `turn_text`).
+Failure = Literal["model_down", "storage_down", "erased"]
 # Asked with a write transaction's connection: whether the person was erased since the turn began.
 Erased = Callable[[Connection], Awaitable[bool]]
 
@@ -99,6 +80,8 @@ class Incoming:
     # The key of the character who answers ("" for the default); `user_id` is then the
     # memory owner key the cast gives that character (bot.characters.cast).
     character: str = ""
+    # How the owner's page names the story (a channel's "#name"): ids mean nothing to a person.
+    story_name: str = ""
 
 
 @dataclass(slots=True)
@@ -108,8 +91,8 @@ class TurnResult:
     # None when the message could not even be saved (nothing was selected).
     selection: TurnSelection | None
     exchange_id: int | None
-    # What the user is told when there is no reply.
-    apology: str = LLM_DOWN_REPLY
+    # Why there is no reply (when there is none).
+    failure: Failure = "model_down"
     # The streamed answer broke halfway: `reply` is the part that arrived, `error` why.
     cut: bool = False
     usage: TokenUsage | None = None
@@ -131,19 +114,12 @@ class TurnResult:
     @classmethod
     def unsaved(cls, why: str) -> TurnResult:
         """The message could not be saved, so it is not answered."""
-        return cls(None, why, None, None, apology=STORAGE_DOWN_REPLY)
+        return cls(None, why, None, None, failure="storage_down")
 
     @classmethod
     def erased(cls) -> TurnResult:
         """The person was erased while the turn began: nothing kept, nothing answered."""
-        return cls(None, "erased", None, None, apology=ERASED_REPLY)
-
-    @property
-    def shown(self) -> str:
-        """What the user reads, in every front end: the reply (marked when cut), or the apology."""
-        if self.reply is None:
-            return self.apology
-        return f"{self.reply}\n\n{CUT_NOTE}" if self.cut else self.reply
+        return cls(None, "erased", None, None, failure="erased")
 
 
 class Turns:
@@ -153,6 +129,8 @@ class Turns:
         self.reflections = reflections
         self.outage = Outage(log)
         self._recording: dict[str, set[asyncio.Task[None]]] = {}
+        # (owner, story) → the clock of its next turn, for lorebooks with timed entries.
+        self.prompts = ReplyPrompts(ctx)
 
     async def wait_recorded(self, user_id: str) -> None:
         pending = list(self._recording.get(user_id, ()))
@@ -190,8 +168,11 @@ class Turns:
             return TurnResult.erased()
         character = ctx.cast.get(msg.character)
         selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
-        prompt = await self._prompt(msg, text, rules, character, selection, story_block)
+        turn = TurnMessage(msg.user_id, msg.user_name, msg.story_id, msg.story_name, text, msg.history, msg.images)
+        clock = await self.prompts.lore_clock(turn, character)
+        prompt = await self.prompts.build(turn, rules, character, selection, story_block, clock)
         messages = prompt.messages
+        # The conversation's next prompt extends this one, and the reflection may continue it.
         ctx.prompts.keep(msg.user_id, msg.story_id, prompt.start, prompt.notes, exchange_id, messages)
         started = time.perf_counter()
         try:
@@ -259,91 +240,6 @@ class Turns:
         ctx.metrics.memory_seconds.observe(memory_seconds)
         return selection, story_block, memory_seconds
 
-    async def _prompt(
-        self,
-        msg: Incoming,
-        text: str,
-        rules: Sequence[Memory],
-        character: Character,
-        selection: TurnSelection,
-        story_block: str,
-    ) -> ReplyPrompt:
-        """The messages the model is sent (bot/engine/prompting.py): the head, the recent lines of
-        the channel in their window with the notes the conversation's last prompt left (those
-        still true), the turn's memories, story and lore, and the message. Notes who else spoke
-        and which lore fired."""
-        ctx, settings = self.ctx, self.ctx.settings
-        bounds = {"max_messages": settings.history_messages, "max_chars": settings.history_chars}
-        logged = ctx.prompts.get(msg.user_id, msg.story_id)
-        history = history_window(
-            cut_lines(list(msg.history), **bounds), start=logged.start if logged else None, **bounds
-        )
-        self._note_scene(msg, history)
-        lore: list[LoreHit] = []
-        if character.lore is not None:
-            disabled = len(character.lore.disabled())
-            lore = character.lore.match(
-                [line.text for line in history] + [text],
-                budget_chars=settings.lore_budget_chars,
-                scan_depth=settings.lore_scan_depth,
-            )
-            ctx.metrics.lore_keys_disabled.inc(len(character.lore.disabled()) - disabled)
-        selection.lore = [
-            {"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept, "disabled": h.disabled} for h in lore
-        ]
-        user_name = speaker_name(msg.user_name)
-        (message,) = cut_lines([ChannelLine(msg.user_name, text)], **bounds)
-        specs = ctx.specs(character.key)
-        head = reply_head(
-            character_prompt=render_character_prompt(character, user_name),
-            character_name=character.name,
-            rules=[r.text for r in rules],
-            state_guide=render_state_guide(specs),
-            memory_task=(
-                f"{MEMORY_TASK_INTRO}\n\n{memory_task(character=character.name, user=msg.user_name, story=True, state_keys=list(specs))}"
-                if ctx.reflection_continues()
-                else ""
-            ),
-        )
-
-        def build(window: Sequence[ChannelLine], notes: Sequence[Note]) -> ReplyPrompt:
-            return build_reply_messages(
-                head=head,
-                user_name=msg.user_name,
-                memories=selection.memories,
-                story_context=story_block,
-                history=window,
-                message=text,
-                message_line=message.text,
-                notes=notes,
-                post_history=fill_user(character.post_history_instructions, user_name),
-                images=msg.images,
-                lore=lore,
-            )
-
-        prompt = build(history, await self._true_notes(msg.user_id, logged.notes if logged else (), selection))
-        if noted_count(prompt.notes) > MAX_NOTED:
-            # The notes outgrew their bound: the window steps, and the turn's note holds the
-            # whole selection.
-            prompt = build(history_window(cut_lines(list(msg.history), **bounds), start=None, **bounds), ())
-        return prompt
-
-    async def _true_notes(self, user_id: str, notes: Sequence[Note], selection: TurnSelection) -> list[Note]:
-        """The notes of the conversation's last prompt with only the memories still true as
-        shown: forgotten, edited, expired or out of this turn's reach (another place, a story's
-        memory elsewhere), a memory leaves its note."""
-        noted = {m.id for n in notes for m in n.memories}
-        if not noted:
-            return []
-        reach = set(selection.candidate_ids) & noted
-        current = await self.ctx.recall.current(user_id, reach)
-        kept = []
-        for note in notes:
-            memories = tuple(m for m in note.memories if _same_shown(current.get(m.id), m))
-            if memories:
-                kept.append(replace(note, memories=memories))
-        return kept
-
     async def _answer(
         self, messages: list[dict[str, Any]], on_text: OnText | None
     ) -> tuple[ChatReply | None, str, LLMStreamCut | None]:
@@ -385,16 +281,6 @@ class Turns:
             return
         if msg.swipes and kept:
             self.exchanges.arm(msg.user_id, exchange_id)
-
-    def _note_scene(self, msg: Incoming, history: Sequence[ChannelLine]) -> None:
-        """The people other than the author who spoke in the recent lines of the channel."""
-        self.ctx.scenes.note(
-            msg.story_id,
-            (
-                line.author for line in history
-                if not line.from_bot and not line.from_cast and line.author != msg.user_name
-            ),
-        )
 
     async def _record(self, selection: TurnSelection, erased: Erased) -> None:
         with contextlib.suppress(StorageError):  # counted and logged by the database
@@ -454,14 +340,6 @@ def _storable(msg: Incoming, max_chars: int) -> Incoming:
         text=storable(msg.text),
         history=[replace(h, author=storable(h.author), text=storable(h.text)) for h in msg.history],
         parts=[MessagePart(p.message_id, message_text(p.text, max_chars), storable(p.marks)) for p in msg.parts],
-    )
-
-
-def _same_shown(current: Memory | None, shown: Memory) -> bool:
-    return current is not None and (current.text, current.type, current.expires_at) == (
-        shown.text,
-        shown.type,
-        shown.expires_at,
     )
 
 

@@ -38,7 +38,7 @@ from bot.memory.model import Memory
 from bot.memory.stores.memories import MAX_MEMORY_CHARS, MemoryStore, NewMemory
 from bot.memory.stores.vectors import lexical_matches
 from bot.memory.text import canonical, content_words, storable
-from bot.memory.write.reflection import build_reflection_messages
+from bot.memory.write.reflection_prompt import build_reflection_messages
 from bot.terminal.commands import Session, run_command
 from cogs.bot import NO_MENTIONS
 from cogs.conversation import Conversation

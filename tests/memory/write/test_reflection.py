@@ -9,13 +9,8 @@ import pytest
 
 from bot.errors import ReflectionParseError
 from bot.memory.model import Memory
-from bot.memory.write.reflection import (
-    CONTINUED_OPENING,
-    build_reflection_messages,
-    memory_task,
-    parse_reflection,
-    reflection_json_schema,
-)
+from bot.memory.write.reflection import parse_reflection, reflection_json_schema
+from bot.memory.write.reflection_prompt import CONTINUED_OPENING, build_reflection_messages, memory_task
 
 GOOD_MEMORY = {"text": "L'utilisateur habite à Nantes.", "type": "fact", "scope": "global", "confidence": 0.95}
 
