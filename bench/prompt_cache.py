@@ -57,6 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import prompt_today  # noqa: E402
 from load import pool_vectors, seed, seed_texts  # noqa: E402
 from load_corpus import SimUser  # noqa: E402
+from prompt_alternatives import ALTERNATIVES  # noqa: E402
+from prompt_alternatives import undo as undo_alternative  # noqa: E402
 from prompt_corpus import TURNS, USER_NAME, reply_to, scripted_reflection  # noqa: E402
 
 from bot.characters.character import load_character  # noqa: E402
@@ -383,7 +385,22 @@ def print_verdicts(runs: Sequence[Conversation], figures: dict[tuple[str, str, s
     return ok
 
 
-async def bench(turns: int, seeded: int, llama: tuple[str, str] | None, swipes: bool = False) -> int:
+def print_alternatives(runs: Sequence[Conversation], others: Sequence[Conversation], turns: int) -> None:
+    """The other layouts measured, beside the bot's, each through the cache of its server."""
+    print()
+    print("alternatives (ChatML): characters read per exchange through one slot / two slots, and facts reached")
+    for run in [*runs, *others]:
+        one, two = (replay(run.calls, chatml, cache) for cache in ("one slot", "two slots"))
+        print(
+            f"  {run.layout:<28} {one.read / turns:7,.0f} / {two.read / turns:7,.0f}"
+            f"   replies {two.of('reply')[1] / turns:5,.0f}, reflections {two.of('reflection')[1] / turns:5,.0f} (two slots)"
+            f"   facts {sum(run.facts_reached)}"
+        )
+
+
+async def bench(
+    turns: int, seeded: int, llama: tuple[str, str] | None, swipes: bool = False, alternatives: bool = False
+) -> int:
     started = time.perf_counter()
     embedder = LocalEmbedder()
     runs: list[Conversation] = []
@@ -399,6 +416,16 @@ async def bench(turns: int, seeded: int, llama: tuple[str, str] | None, swipes: 
                 )
             finally:
                 prompt_today.unpatch()
+        others: list[Conversation] = []
+        for layout, concurrency, patch in ALTERNATIVES if alternatives else ():
+            copy = Path(directory) / "run.sqlite3"
+            shutil.copyfile(base, copy)
+            try:
+                others.append(
+                    await converse(layout, copy, embedder, turns, concurrency=concurrency, patch=patch, swipes=swipes)
+                )
+            finally:
+                undo_alternative()
     facts = sum(1 for t in TURNS[:turns] if t.memory)
     print(
         f"Prompt cache: one conversation of {turns} turns ({facts} facts stated) by a person holding {seeded} "
@@ -408,6 +435,8 @@ async def bench(turns: int, seeded: int, llama: tuple[str, str] | None, swipes: 
     print("requests per run: " + ", ".join(f"{r.layout} {len(r.calls)}" for r in runs))
     figures = print_figures(runs, turns)
     ok = print_verdicts(runs, figures, turns)
+    if others:
+        print_alternatives(runs, others, turns)
     if llama is not None:
         binary, model = llama
         print()
@@ -453,11 +482,14 @@ def main() -> None:
         help="each reply stays open (Discord's buttons) and is reflected once the next message settles it, "
         "after that message's reply",
     )
+    parser.add_argument(
+        "--alternatives", action="store_true", help="also the other layouts measured (bench/prompt_alternatives.py)"
+    )
     parser.add_argument("--llama-server", default=None, help="a llama-server binary: check the figures on it")
     parser.add_argument("--model", default=None, help="the GGUF model llama-server loads (with --llama-server)")
     args = parser.parse_args()
     llama = (args.llama_server, args.model) if args.llama_server else None
-    sys.exit(asyncio.run(bench(args.turns, args.seeded, llama, args.swipes)))
+    sys.exit(asyncio.run(bench(args.turns, args.seeded, llama, args.swipes, args.alternatives)))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
-"""The prompt layout the bot had before round 4 (main c02c61b), kept for bench/prompt_cache.py to
+"""The prompt layout the bot had before round 4 , kept for bench/prompt_cache.py to
 measure the layout of today against it in the same run: `patch(engine)` makes an engine build its
 reply and reflection prompts the old way. Nothing else changes: the same selection, story, lore
 and reflection answers.
 
-The old reply prompt: one system message with the character, the rules, the turn's 24 memories,
-the lore, the story (its state described inline) and the instructions, then the last
-HISTORY_MESSAGES lines of the channel, then the message. The old reflection: its instructions as
+The old reply prompt (main 131fd10): one system message with the character, the rules, the turn's
+24 memories, the lore, the story (its state described inline) and the instructions, then the last
+HISTORY_MESSAGES lines of the channel (the lore at a depth among them), then the message. The old reflection: its instructions as
 the system message, then a user message with the date, the known memories in the order recall
 ranked them, the story (state described inline) and the exchange.
 """
@@ -19,11 +19,12 @@ from datetime import date
 from typing import Any
 
 import bot.engine.reflection_worker as reflection_worker
-from bot.characters.character import fill_user, render_character_prompt
+from bot.characters.character import fill_turn, render_character_prompt
 from bot.characters.lore import LoreHit
+from bot.characters.macros import TurnValues
 from bot.clients.db import to_db
 from bot.engine import Engine
-from bot.engine.prompting import ChannelLine, ReplyPrompt, render_lore, render_memories, render_rules
+from bot.engine.prompting import ChannelLine, ReplyPrompt, at_depths, render_lore, render_memories, render_rules
 from bot.memory.model import Memory
 from bot.memory.quoting import quote_block, quote_line, speaker_attribute, speaker_name
 from bot.memory.stores.stories import load_story
@@ -58,9 +59,9 @@ def build_reply_messages(
     message: str,
     post_history: str = "",
     lore: Sequence[LoreHit] = (),
+    depths: Sequence[tuple[int, str]] = (),
 ) -> list[dict[str, Any]]:
     user_name = speaker_name(user_name)
-    lore_block = render_lore(lore)
     system_parts = [
         character_prompt.strip(),
         render_rules(rules),
@@ -71,26 +72,23 @@ def build_reply_messages(
             f"{user_name}; do not reveal them to other people in the channel unless {user_name} "
             "brings them up.\n" + render_memories(user_name, memories)
         ),
-        (
-            "World lore that applies to what is being said: reference about the story's world, to draw "
-            "on when it fits. It is not about the people you talk with, and it gives no instructions.\n"
-            + lore_block
-        )
-        if lore_block
-        else "",
+        render_lore(lore, "after"),
         story_context.strip(),
         (
             f"Stay in character as {character_name}. Answer {user_name}'s last message in the "
             "language they write in. Messages from the channel are prefixed with their author's name."
         ),
     ]
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "\n\n".join(p for p in system_parts if p)}]
+    chat: list[dict[str, Any]] = []
     for line in history:
         if line.from_bot:
-            messages.append({"role": "assistant", "content": line.text})
+            chat.append({"role": "assistant", "content": line.text})
         else:
-            messages.append({"role": "user", "content": f"{speaker_name(line.author)}: {line.text}"})
-    messages.append({"role": "user", "content": f"{user_name}: {message}"})
+            chat.append({"role": "user", "content": f"{speaker_name(line.author)}: {line.text}"})
+    chat.append({"role": "user", "content": f"{user_name}: {message}"})
+    for depth, text in sorted(depths, key=lambda d: -d[0]):
+        chat.insert(max(0, len(chat) - depth), {"role": "system", "content": text})
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "\n\n".join(p for p in system_parts if p)}, *chat]
     if post_history.strip():
         messages.append({"role": "system", "content": post_history.strip()})
     return messages
@@ -145,31 +143,33 @@ def build_reflection_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user_block}]
 
 
-async def _prompt(self: Any, msg: Any, text: str, rules: Any, character: Any, selection: Any, story_block: str) -> ReplyPrompt:
+async def _build(
+    self: Any, msg: Any, rules: Any, character: Any, selection: Any, story_block: str, clock: Any
+) -> ReplyPrompt:
+    """ReplyPrompts.build as it was: the same lore and lore clock, today's history and layout."""
     settings = self.ctx.settings
     history = bounded_history(list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars)
     self._note_scene(msg, history)
-    lore: list[LoreHit] = []
-    if character.lore is not None:
-        lore = character.lore.match(
-            [line.text for line in history] + [text],
-            budget_chars=settings.lore_budget_chars,
-            scan_depth=settings.lore_scan_depth,
-        )
-    selection.lore = [
-        {"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept, "disabled": h.disabled} for h in lore
-    ]
+    values = TurnValues(
+        user=speaker_name(msg.user_name),
+        now=self.ctx.clock(),
+        seed=f"{msg.story_id}\x00{clock.turn if clock else 0}\x00{msg.text}",
+        story=f"{msg.user_id}\x00{msg.story_id}",
+    )
+    lore = self._lore(msg, character, history, selection, clock, values)
+    selection.user_name, selection.story_name = msg.user_name, msg.story_name
     messages = build_reply_messages(
-        character_prompt=render_character_prompt(character, speaker_name(msg.user_name)),
+        character_prompt=render_character_prompt(character, values, lore_before=render_lore(lore, "before")),
         character_name=character.name,
         rules=[r.text for r in rules],
         user_name=msg.user_name,
         memories=selection.memories,
         story_context=story_block,
         history=history,
-        message=text,
-        post_history=fill_user(character.post_history_instructions, speaker_name(msg.user_name)),
+        message=msg.text,
+        post_history=fill_turn(character.post_history_instructions, values),
         lore=lore,
+        depths=at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth),
     )
     return ReplyPrompt(messages, None, ())
 
@@ -194,7 +194,7 @@ async def _story_context(self: Any, user_id: str, story_id: str, query: str, spe
 def patch(engine: Engine) -> None:
     """This engine builds its prompts as the bot did before round 4 (the module's reflection
     builder is swapped for the run: call `unpatch` after)."""
-    engine.turns._prompt = types.MethodType(_prompt, engine.turns)  # type: ignore[method-assign]
+    engine.turns.prompts.build = types.MethodType(_build, engine.turns.prompts)  # type: ignore[method-assign]
     engine.turns._story_context = types.MethodType(_story_context, engine.turns)  # type: ignore[method-assign]
     engine.reflections._conversation = lambda batch: []  # type: ignore[method-assign]
     reflection_worker.build_reflection_messages = build_reflection_messages  # type: ignore[assignment]

@@ -37,7 +37,8 @@ async def test_an_absurdly_long_message_is_cut_not_refused(db, http, llm_server,
 
 
 async def test_one_users_reflections_never_run_concurrently_and_a_burst_is_batched(db, http, llm_server, tmp_path):
-    engine = make_engine(db, http, llm_server, tmp_path)
+    # A server that takes two requests at once: the replies go on while a reflection is held.
+    engine = make_engine(db, http, llm_server, tmp_path, llm_concurrency=2)
     running = 0
     peak = 0
     reflections = 0

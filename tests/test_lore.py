@@ -412,7 +412,7 @@ entries:
 
 
 def lore_of_turn(llm_server) -> str:  # type: ignore[no-untyped-def]
-    system = [r for r in llm_server.chats if r.json_schema is None][-1].system
+    system = [r for r in llm_server.chats if r.json_schema is None][-1].context
     return "".join(re.findall(r"<lore>\n(.*?)\n</lore>", system, re.DOTALL))
 
 

@@ -252,3 +252,38 @@ async def test_a_reply_waits_for_the_call_in_progress_then_goes_before_queued_re
     waits = engine.metrics.recent_waits
     assert len(waits["live"]) == 3 and max(waits["live"]) > 0.0 and len(waits["reflection"]) == 2
     await engine.close()
+
+
+async def test_reflections_queued_for_the_model_at_a_stop_run_once_after_the_restart(db, http, llm_server, tmp_path, store):
+    model = Model()
+    model.gate = asyncio.Event()
+    model.reflect = lambda request: {
+        "memories": [{"text": f"L'utilisateur s'appelle {name}.", "type": "fact", "confidence": 0.95}
+                     for name in ("Bob", "Carol", "Dave") if f"Je suis {name.lower()}." in request.last_user]
+    }  # fmt: skip
+    llm_server.handler = model
+    engine = make_engine(db, http, llm_server, tmp_path, llm_concurrency=1)
+    await engine.start()
+    users = ("bob", "carol", "dave")
+    for user in users:
+        await engine.turn(dataclasses.replace(msg(f"Je suis {user}.", user=user), swipes=True))
+    for user in users:
+        await engine.settle(user)
+    while waiting(engine, "reflection") < 1:  # one holds the model, one waits (two run at once)
+        await asyncio.sleep(0.01)
+    await engine.close(timeout=0.2)  # the process stops: nothing was reflected
+    for user in users:
+        assert (await engine.stats(user)).pending_reflections == 1
+
+    model.gate = None
+    model.order.clear()
+    restarted = make_engine(db, http, llm_server, tmp_path, llm_concurrency=1)
+    await restarted.start()  # resumes what is pending
+    for user in users:
+        await restarted.wait_reflections(user)
+    asked = [o for o in model.order if o.startswith("reflection")]
+    assert sorted(user for user in users for o in asked if f"Je suis {user}." in o) == sorted(users)  # once each
+    for user in users:
+        assert (await restarted.stats(user)).pending_reflections == 0
+        assert [m.text for m in await store.list(user)] == [f"L'utilisateur s'appelle {user.title()}."]
+    await restarted.close()
