@@ -93,16 +93,19 @@ def test_another_persons_notes_never_enter_a_prompt():
 
 
 def test_the_history_window_moves_in_steps():
-    lines = cut_lines(conversation(3), max_messages=8, max_chars=6000)
-    window = history_window(lines, start=None, max_messages=8, max_chars=6000)
-    assert window == lines[-4:]  # afresh: the most recent half of the bound
-    for turns in (4, 5):  # it grows from the same first line while it fits
+    lines = cut_lines(conversation(6), max_messages=8, max_chars=6000)
+    assert history_window(lines, start=None, max_messages=8, max_chars=6000) == lines[-8:]  # afresh: the bound
+    window = history_window(lines[:6], start=lines[0], max_messages=8, max_chars=6000)
+    assert window == lines[:6]
+    window = history_window(lines, start=lines[0], max_messages=8, max_chars=6000)
+    assert window == lines[-4:]  # past the bound: the most recent half of it
+    for turns in (7, 8):  # it grows from the same first line while it fits
         lines = conversation(turns)
         grown = history_window(lines, start=window[0], max_messages=8, max_chars=6000)
         assert grown[0] == window[0] and grown[-1] == lines[-1]
-    stepped = history_window(conversation(6), start=window[0], max_messages=8, max_chars=6000)
-    assert len(stepped) == 4 and stepped[-1] == conversation(6)[-1]  # past the bound: half again
-    by_chars = history_window(conversation(5), start=window[0], max_messages=100, max_chars=40)
+    stepped = history_window(conversation(9), start=window[0], max_messages=8, max_chars=6000)
+    assert len(stepped) == 4 and stepped[-1] == conversation(9)[-1]  # past the bound: half again
+    by_chars = history_window(conversation(8), start=window[0], max_messages=100, max_chars=40)
     assert sum(len(line.text) for line in by_chars) <= 20
     assert history_window(lines, start=None, max_messages=0, max_chars=6000) == []
 

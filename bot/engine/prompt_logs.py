@@ -17,7 +17,8 @@ from typing import Any
 from bot.engine.prompting import ChannelLine, Note
 
 # Conversations remembered, the least recently active forgotten first. A remembered one holds
-# its notes (a few dozen memories) and its last prompt (~10-30 KB): about 30 MB at this bound.
+# its notes (at most MAX_NOTED memories) and its last two prompts (10-30 KB each): about 60 MB at
+# this bound.
 MAX_CONVERSATIONS = 1000
 
 

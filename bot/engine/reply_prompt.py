@@ -30,6 +30,7 @@ from bot.engine.prompting import (
     render_lore,
     reply_head,
     speaker_name,
+    stepped_window,
 )
 from bot.errors import StorageError
 from bot.memory.choice import TurnSelection
@@ -133,7 +134,7 @@ class ReplyPrompts:
         if noted_count(prompt.notes) > MAX_NOTED:
             # The notes outgrew their bound: the window steps, and the turn's note holds the
             # whole selection.
-            prompt = build(history_window(lines, start=None, **bounds), ())
+            prompt = build(stepped_window(lines, **bounds), ())
         return prompt
 
     def _lore(
