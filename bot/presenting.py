@@ -157,8 +157,9 @@ def why_text(selection: TurnSelection | None, *, lang: str = DEFAULT_LANGUAGE) -
             score = text(lang, "why_lexical") if slot.lexical else ""
         pin = " 📌" if slot.pinned else ""
         series = text(lang, "why_series", members=slot.series) if slot.series else ""
+        left_out = text(lang, "why_slot_left_out") if slot.left_out else ""
         lines.append(
-            f"{n:>2}. #{slot.id} [{_type(slot.type, lang)}] {_reason(slot.reason, lang)}{score}{pin}{series} — {clip(slot.text, 100)}"
+            f"{n:>2}. #{slot.id} [{_type(slot.type, lang)}] {_reason(slot.reason, lang)}{score}{pin}{series} — {clip(slot.text, 100)}{left_out}"
         )
     if selection.rules:
         lines.append("")
@@ -179,17 +180,29 @@ def why_text(selection: TurnSelection | None, *, lang: str = DEFAULT_LANGUAGE) -
 
 
 def prompt_lines(figures: TurnFigures, *, lang: str = DEFAULT_LANGUAGE) -> list[str]:
-    """The prompt's size as the LLM server counted it, and whether it was cut."""
+    """The prompt's size as the LLM server counted it, what was left out to fit the model's
+    context, and whether it was cut."""
+    if figures.context_too_small:
+        return [text(lang, "why_context_too_small", context=f"{figures.context_tokens or 0:,}")]
     if figures.failed:
         return [text(lang, "why_no_reply")]
-    if figures.prompt_tokens is None:
-        return []
-    size = text(lang, "why_prompt", tokens=f"{figures.prompt_tokens:,}")
-    if figures.context_tokens:
-        size += text(lang, "why_prompt_context", context=f"{figures.context_tokens:,}")
-    if figures.completion_tokens is not None:
-        size += text(lang, "why_prompt_reply", tokens=f"{figures.completion_tokens:,}")
-    lines = [size + "."]
+    lines = []
+    if figures.prompt_tokens is not None:
+        size = text(lang, "why_prompt", tokens=f"{figures.prompt_tokens:,}")
+        if figures.context_tokens:
+            size += text(lang, "why_prompt_context", context=f"{figures.context_tokens:,}")
+        if figures.cached_tokens:
+            size += text(lang, "why_prompt_cached", tokens=f"{figures.cached_tokens:,}")
+        if figures.completion_tokens is not None:
+            size += text(lang, "why_prompt_reply", tokens=f"{figures.completion_tokens:,}")
+        lines.append(size + ".")
+    left_out = [
+        text(lang, key, n=n)
+        for key, n in (("why_left_out_history", figures.history_left_out), ("why_left_out_memories", figures.memories_left_out))
+        if n
+    ]
+    if left_out:
+        lines.append(text(lang, "why_left_out", context=f"{figures.context_tokens or 0:,}", what=", ".join(left_out)))
     if figures.context_full:
         lines.append(text(lang, "why_context_full"))
     return lines

@@ -118,7 +118,7 @@ class Engine:
         self.indexer = Indexer(db, embedder) if embedder is not None else None
         ctx = EngineContext(
             db=db, settings=settings, cast=self.cast, clock=clock, metrics=self.metrics, store=self.store,
-            cache=self.cache, recall=self.recall, tasks=self.tasks, calls=ModelCalls(llm, self.metrics),
+            cache=self.cache, recall=self.recall, tasks=self.tasks, calls=ModelCalls(llm, self.metrics, context_tokens=settings.context_tokens),
             events=self.events,
         )
         self._ctx = ctx
@@ -134,6 +134,7 @@ class Engine:
         # Shared with the parts that fill them, so the operator and front ends read them here.
         self.last_reports = self.reflections.last_reports
         self.reply_outage = self.turns.outage
+        self.calls = ctx.calls
         self.reflection_outage = self.reflections.outage
         self.settle_listeners = self.events.settle_listeners
         self.receipt_listeners = self.events.receipt_listeners

@@ -22,11 +22,12 @@ from bot.clients.llm_wire import ChatReply, Image, TokenUsage
 from bot.clients.outage import Outage
 from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
+from bot.engine.fitting import Build, ContextTooSmall, Fitted, fit_prompt
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
 from bot.engine.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
 from bot.engine.reflection_worker import Reflections
-from bot.errors import LLMError, LLMStreamCut, StorageError
+from bot.errors import LLMContextExceeded, LLMError, LLMStreamCut, StorageError
 from bot.memory.model import Memory
 from bot.memory.recall import TurnFigures, TurnSelection
 from bot.memory.stores import settings as settings_store
@@ -57,6 +58,13 @@ STORAGE_DOWN_REPLY = (
     "tell me. I'm not answering until it works again; whoever runs the bot can see why in its log.)"
 )
 ERASED_REPLY = "(Everything about you was just erased, as you asked: this message was not kept.)"
+# Writing again cannot help: the model cannot read even the character and the message.
+CONTEXT_TOO_SMALL_REPLY = (
+    "(My language model's context is too small to answer: even without our conversation and my "
+    "memories, reading what I must read and answering takes about {needed:,} tokens, and the model "
+    "holds {context:,}. Your message is kept, but writing again will not help: whoever runs the bot "
+    "must give the model a larger context.)"
+)
 # Ends a reply whose stream broke halfway: what arrived is kept, and said to be cut.
 CUT_NOTE = "*(…my answer was cut off here.)*"
 # Asked with a write transaction's connection: whether the person was erased since the turn began.
@@ -115,6 +123,12 @@ class TurnResult:
     def unanswered(cls, why: str, selection: TurnSelection, exchange_id: int) -> TurnResult:
         """The model failed: the message is kept, unanswered."""
         return cls(None, why, selection, exchange_id)
+
+    @classmethod
+    def too_small(cls, error: ContextTooSmall, selection: TurnSelection, exchange_id: int) -> TurnResult:
+        """Even the smallest prompt does not fit the model's context: kept, unanswered, said why."""
+        apology = CONTEXT_TOO_SMALL_REPLY.format(needed=error.needed, context=error.context)
+        return cls(None, str(error), selection, exchange_id, apology=apology)
 
     @classmethod
     def unsaved(cls, why: str) -> TurnResult:
@@ -178,20 +192,32 @@ class Turns:
             return TurnResult.erased()
         character = ctx.cast.get(msg.character)
         selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
-        messages = self._prompt(msg, text, rules, character, selection, story_block)
+        build, history = self._prompt(msg, text, rules, character, selection, story_block)
         started = time.perf_counter()
+        key = ctx.calls.conversation_key(msg.user_id, msg.story_id)
         try:
-            answer, reply, cut = await self._answer(messages, on_text)
-        except LLMError as exc:
-            self.outage.failed("replies fail, messages are kept unanswered: %s", exc)
+            fitted, answer, reply, cut = await self._fitted_answer(build, history, selection, on_text, key)
+        except (LLMError, ContextTooSmall) as exc:
+            too_small = exc if isinstance(exc, ContextTooSmall) else None
+            if too_small is not None:
+                ctx.calls.context_too_small(too_small)
+            else:
+                self.outage.failed("replies fail, messages are kept unanswered: %s", exc)
             selection.figures = TurnFigures(
-                failed=True, memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started)
+                failed=True,
+                memory_ms=_ms(memory_seconds),
+                reply_ms=_ms(time.perf_counter() - started),
+                context_tokens=ctx.calls.context_tokens(),
+                context_too_small=too_small is not None,
             )
             ctx.metrics.turns.labels("failed").inc()
             self._record_later(selection, erased)
             with contextlib.suppress(StorageError):  # counted and logged by the database
                 await exchange_failed(ctx.db, msg.user_id, exchange_id, str(exc))
+            if too_small is not None:
+                return TurnResult.too_small(too_small, selection, exchange_id)
             return TurnResult.unanswered(str(exc), selection, exchange_id)
+        messages = fitted.messages
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
         if cut is None:
@@ -202,8 +228,11 @@ class Turns:
             reply_ms=_ms(time.perf_counter() - started),
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
-            context_tokens=ctx.calls.llm.context_tokens,
+            cached_tokens=usage.cached_tokens,
+            context_tokens=ctx.calls.context_tokens(),
             context_full=answer is not None and ctx.calls.context_full(answer),
+            history_left_out=fitted.history_left_out,
+            memories_left_out=len(fitted.memories_left_out),
         )
         ctx.metrics.turns.labels(selection.outcome).inc()
         self._record_later(selection, erased)
@@ -252,9 +281,10 @@ class Turns:
         character: Character,
         selection: TurnSelection,
         story_block: str,
-    ) -> list[dict[str, Any]]:
-        """The messages the model is sent: character, rules, memories, story, lore, the recent
-        lines of the channel and the message. Notes who else spoke and which lore fired."""
+    ) -> tuple[Build, list[ChannelLine]]:
+        """What builds the messages the model is sent (character, rules, memories, story, lore,
+        the recent lines of the channel and the message) from the lines and memories that fit,
+        and the recent lines. Notes who else spoke and which lore fired."""
         settings = self.ctx.settings
         history = bounded_history(
             list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
@@ -272,22 +302,71 @@ class Turns:
         selection.lore = [
             {"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept, "disabled": h.disabled} for h in lore
         ]
-        return build_reply_messages(
-            character_prompt=render_character_prompt(character, speaker_name(msg.user_name)),
-            character_name=character.name,
-            rules=[r.text for r in rules],
-            user_name=msg.user_name,
-            memories=selection.memories,
-            story_context=story_block,
-            history=history,
-            message=text,
-            post_history=fill_user(character.post_history_instructions, speaker_name(msg.user_name)),
-            images=msg.images,
-            lore=lore,
-        )
+        character_prompt = render_character_prompt(character, speaker_name(msg.user_name))
+        post_history = fill_user(character.post_history_instructions, speaker_name(msg.user_name))
+
+        def build(lines: Sequence[ChannelLine], memories: Sequence[Memory]) -> list[dict[str, Any]]:
+            return build_reply_messages(
+                character_prompt=character_prompt,
+                character_name=character.name,
+                rules=[r.text for r in rules],
+                user_name=msg.user_name,
+                memories=memories,
+                story_context=story_block,
+                history=lines,
+                message=text,
+                post_history=post_history,
+                images=msg.images,
+                lore=lore,
+            )
+
+        return build, history
+
+    def _fit(self, build: Build, history: Sequence[ChannelLine], memories: Sequence[Memory]) -> Fitted:
+        """The prompt, fitted into the model's context (bot/engine/fitting.py)."""
+        calls = self.ctx.calls
+        rate = calls.rate(self.ctx.settings.llm_model)
+        context = calls.context_tokens()
+        if context is None:
+            messages = build(history, memories)
+            return Fitted(messages, rate.tokens(messages))
+        try:
+            return fit_prompt(build, history, memories, context_tokens=context, count=rate.tokens)
+        except ContextTooSmall:
+            if rate.measured:
+                raise
+            # Counted at a guessed rate: the smallest prompt is sent, and the server says.
+            minimum = build((), ())
+            return Fitted(minimum, rate.tokens(minimum), len(history), frozenset(m.id for m in memories))
+
+    async def _fitted_answer(
+        self,
+        build: Build,
+        history: Sequence[ChannelLine],
+        selection: TurnSelection,
+        on_text: OnText | None,
+        key: str,
+    ) -> tuple[Fitted, ChatReply | None, str, LLMStreamCut | None]:
+        """The prompt fitted, and the model's answer to it. A server that refuses the prompt as
+        longer than its context has said its context and the prompt's tokens: fitted again on
+        them, once. Raises ContextTooSmall, or LLMError when nothing can be answered."""
+        fitted = self._fit(build, history, selection.memories)
+        try:
+            answer, reply, cut = await self._answer(fitted.messages, on_text, key)
+        except LLMContextExceeded:
+            fitted = self._fit(build, history, selection.memories)
+            try:
+                answer, reply, cut = await self._answer(fitted.messages, on_text, key)
+            except LLMContextExceeded as again:
+                context = again.context_tokens or self.ctx.calls.context_tokens() or 0
+                raise ContextTooSmall(again.prompt_tokens or fitted.tokens, context) from again
+        left_out = fitted.memories_left_out
+        for slot in selection.slots:
+            slot.left_out = slot.id in left_out
+        return fitted, answer, reply, cut
 
     async def _answer(
-        self, messages: list[dict[str, Any]], on_text: OnText | None
+        self, messages: list[dict[str, Any]], on_text: OnText | None, key: str
     ) -> tuple[ChatReply | None, str, LLMStreamCut | None]:
         """The model's answer, streamed when `on_text` is given; a stream cut halfway gives what
         arrived and why. Raises LLMError when nothing can be answered."""
@@ -295,11 +374,11 @@ class Turns:
         try:
             if on_text is None:
                 answer = await ctx.calls.chat(
-                    "reply", messages, model=settings.llm_model, timeout=settings.llm_timeout_seconds
+                    "reply", messages, model=settings.llm_model, timeout=settings.llm_timeout_seconds, cache_key=key
                 )
             else:
                 answer = await ctx.calls.stream_reply(
-                    messages, on_text, model=settings.llm_model, timeout=settings.llm_timeout_seconds
+                    messages, on_text, model=settings.llm_model, timeout=settings.llm_timeout_seconds, cache_key=key
                 )
         except LLMStreamCut as exc:
             # What the user already saw is the reply: kept, saved and reflected like any other.
