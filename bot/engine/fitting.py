@@ -133,3 +133,21 @@ def fit_prompt(
         if (tokens := count(messages)) <= budget:
             return Fitted(messages, tokens, history_left_out=len(history), memories_left_out=frozenset(left_out))
     raise ContextTooSmall(tokens + answer_room(context_tokens), context_tokens)
+
+
+def fit_turn(
+    build: Build, history: Sequence[ChannelLine], memories: Sequence[Memory], context_tokens: int | None, rate: TokenRate
+) -> Fitted:
+    """A turn's prompt fitted at the server's rate. Before the server has counted a prompt, a
+    minimum that seems not to fit is sent all the same: the server counts, and says if it does
+    not fit (the refusal teaches the rate and the context)."""
+    if context_tokens is None:
+        messages = build(history, memories)
+        return Fitted(messages, rate.tokens(messages))
+    try:
+        return fit_prompt(build, history, memories, context_tokens=context_tokens, count=rate.tokens)
+    except ContextTooSmall:
+        if rate.measured:
+            raise
+        minimum = build((), ())
+        return Fitted(minimum, rate.tokens(minimum), len(history), frozenset(m.id for m in memories))

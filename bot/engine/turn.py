@@ -22,7 +22,7 @@ from bot.clients.llm_wire import ChatReply, Image, TokenUsage
 from bot.clients.outage import Outage
 from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
-from bot.engine.fitting import Build, ContextTooSmall, Fitted, fit_prompt
+from bot.engine.fitting import Build, ContextTooSmall, Fitted, fit_turn
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
 from bot.engine.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
@@ -125,12 +125,6 @@ class TurnResult:
         return cls(None, why, selection, exchange_id)
 
     @classmethod
-    def too_small(cls, error: ContextTooSmall, selection: TurnSelection, exchange_id: int) -> TurnResult:
-        """Even the smallest prompt does not fit the model's context: kept, unanswered, said why."""
-        apology = CONTEXT_TOO_SMALL_REPLY.format(needed=error.needed, context=error.context)
-        return cls(None, str(error), selection, exchange_id, apology=apology)
-
-    @classmethod
     def unsaved(cls, why: str) -> TurnResult:
         """The message could not be saved, so it is not answered."""
         return cls(None, why, None, None, apology=STORAGE_DOWN_REPLY)
@@ -199,25 +193,20 @@ class Turns:
             fitted, answer, reply, cut = await self._fitted_answer(build, history, selection, on_text, key)
         except (LLMError, ContextTooSmall) as exc:
             too_small = exc if isinstance(exc, ContextTooSmall) else None
-            if too_small is not None:
-                ctx.calls.context_too_small(too_small)
-            else:
+            if too_small is None:
                 self.outage.failed("replies fail, messages are kept unanswered: %s", exc)
             selection.figures = TurnFigures(
-                failed=True,
-                memory_ms=_ms(memory_seconds),
-                reply_ms=_ms(time.perf_counter() - started),
-                context_tokens=ctx.calls.context_tokens(),
-                context_too_small=too_small is not None,
+                failed=True, memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started),
+                context_tokens=ctx.calls.context_tokens(), context_too_small=too_small is not None,
             )
             ctx.metrics.turns.labels("failed").inc()
             self._record_later(selection, erased)
             with contextlib.suppress(StorageError):  # counted and logged by the database
                 await exchange_failed(ctx.db, msg.user_id, exchange_id, str(exc))
-            if too_small is not None:
-                return TurnResult.too_small(too_small, selection, exchange_id)
-            return TurnResult.unanswered(str(exc), selection, exchange_id)
-        messages = fitted.messages
+            result = TurnResult.unanswered(str(exc), selection, exchange_id)
+            if too_small is not None:  # kept, unanswered, and said why: writing again cannot help
+                result.apology = CONTEXT_TOO_SMALL_REPLY.format(needed=too_small.needed, context=too_small.context)
+            return result
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
         if cut is None:
@@ -237,7 +226,7 @@ class Turns:
         ctx.metrics.turns.labels(selection.outcome).inc()
         self._record_later(selection, erased)
         reply = final_reply(reply)
-        await self._keep(msg, exchange_id, reply, messages, erased)
+        await self._keep(msg, exchange_id, reply, fitted.messages, erased)
         # The next turn of the story finds its conversation's lines embedded: off the critical path.
         lines = [*(line.text for line in msg.history), text, reply]
         ctx.tasks.spawn(
@@ -282,9 +271,9 @@ class Turns:
         selection: TurnSelection,
         story_block: str,
     ) -> tuple[Build, list[ChannelLine]]:
-        """What builds the messages the model is sent (character, rules, memories, story, lore,
-        the recent lines of the channel and the message) from the lines and memories that fit,
-        and the recent lines. Notes who else spoke and which lore fired."""
+        """What builds the messages sent (character, rules, memories, story, lore, recent lines,
+        the message) from the lines and memories that fit; the recent lines. Notes who else
+        spoke and which lore fired."""
         settings = self.ctx.settings
         history = bounded_history(
             list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
@@ -307,59 +296,34 @@ class Turns:
 
         def build(lines: Sequence[ChannelLine], memories: Sequence[Memory]) -> list[dict[str, Any]]:
             return build_reply_messages(
-                character_prompt=character_prompt,
-                character_name=character.name,
-                rules=[r.text for r in rules],
-                user_name=msg.user_name,
-                memories=memories,
-                story_context=story_block,
-                history=lines,
-                message=text,
-                post_history=post_history,
-                images=msg.images,
-                lore=lore,
+                character_prompt=character_prompt, character_name=character.name, rules=[r.text for r in rules],
+                user_name=msg.user_name, memories=memories, story_context=story_block, history=lines, message=text,
+                post_history=post_history, images=msg.images, lore=lore,
             )
 
         return build, history
 
-    def _fit(self, build: Build, history: Sequence[ChannelLine], memories: Sequence[Memory]) -> Fitted:
-        """The prompt, fitted into the model's context (bot/engine/fitting.py)."""
-        calls = self.ctx.calls
-        rate = calls.rate(self.ctx.settings.llm_model)
-        context = calls.context_tokens()
-        if context is None:
-            messages = build(history, memories)
-            return Fitted(messages, rate.tokens(messages))
-        try:
-            return fit_prompt(build, history, memories, context_tokens=context, count=rate.tokens)
-        except ContextTooSmall:
-            if rate.measured:
-                raise
-            # Counted at a guessed rate: the smallest prompt is sent, and the server says.
-            minimum = build((), ())
-            return Fitted(minimum, rate.tokens(minimum), len(history), frozenset(m.id for m in memories))
-
     async def _fitted_answer(
-        self,
-        build: Build,
-        history: Sequence[ChannelLine],
-        selection: TurnSelection,
-        on_text: OnText | None,
-        key: str,
+        self, build: Build, history: Sequence[ChannelLine], selection: TurnSelection, on_text: OnText | None, key: str
     ) -> tuple[Fitted, ChatReply | None, str, LLMStreamCut | None]:
         """The prompt fitted, and the model's answer to it. A server that refuses the prompt as
         longer than its context has said its context and the prompt's tokens: fitted again on
         them, once. Raises ContextTooSmall, or LLMError when nothing can be answered."""
-        fitted = self._fit(build, history, selection.memories)
+        calls, model = self.ctx.calls, self.ctx.settings.llm_model
         try:
-            answer, reply, cut = await self._answer(fitted.messages, on_text, key)
-        except LLMContextExceeded:
-            fitted = self._fit(build, history, selection.memories)
+            fitted = fit_turn(build, history, selection.memories, calls.context_tokens(), calls.rate(model))
             try:
                 answer, reply, cut = await self._answer(fitted.messages, on_text, key)
-            except LLMContextExceeded as again:
-                context = again.context_tokens or self.ctx.calls.context_tokens() or 0
-                raise ContextTooSmall(again.prompt_tokens or fitted.tokens, context) from again
+            except LLMContextExceeded:
+                fitted = fit_turn(build, history, selection.memories, calls.context_tokens(), calls.rate(model))
+                try:
+                    answer, reply, cut = await self._answer(fitted.messages, on_text, key)
+                except LLMContextExceeded as again:
+                    context = again.context_tokens or calls.context_tokens() or 0
+                    raise ContextTooSmall(again.prompt_tokens or fitted.tokens, context) from again
+        except ContextTooSmall as exc:
+            calls.context_too_small(exc)
+            raise
         left_out = fitted.memories_left_out
         for slot in selection.slots:
             slot.left_out = slot.id in left_out
