@@ -197,7 +197,7 @@ class LLMClient:
         started = time.perf_counter()
         if timeout is None:
             timeout = self.timeout
-        response = await self._send("POST", path, body, timeout)
+        response = await self._send("POST", path, body, timeout, self._session(cache_key))
         if response.status_code == 404:
             self._raise_if_model_missing(response, model)
         self._raise_for_status(response, path)
@@ -248,7 +248,7 @@ class LLMClient:
         usage = TokenUsage(None, None)
         stop: str | None = None
         try:
-            async with self._exchange("POST", path, body, timeout) as response:
+            async with self._exchange("POST", path, body, timeout, self._session(cache_key)) as response:
                 if response.status_code >= 400:
                     failed = await self._complete(response, path)
                     if failed.status_code == 404:
@@ -421,18 +421,24 @@ class LLMClient:
     def _url(self, path: str) -> str:
         return _without_credentials(self._root + path)
 
+    def _session(self, cache_key: str | None) -> dict[str, str]:
+        """The conversation's key as a header too: routers pin a session to one server by it
+        (LiteLLM's proxy reads `x-<vendor>-session-id` into its session affinity)."""
+        return {"X-Echo-Session-Id": cache_key} if cache_key is not None and self.api == "openai" else {}
+
     async def _send(
-        self, method: str, path: str, body: dict[str, Any] | None, timeout: float
+        self, method: str, path: str, body: dict[str, Any] | None, timeout: float, headers: dict[str, str] | None = None
     ) -> httpx.Response:
-        async with self._exchange(method, path, body, timeout) as response:
+        async with self._exchange(method, path, body, timeout, headers) as response:
             return await self._complete(response, path)
 
     @contextlib.asynccontextmanager
     async def _exchange(
-        self, method: str, path: str, body: dict[str, Any] | None, timeout: float
+        self, method: str, path: str, body: dict[str, Any] | None, timeout: float, extra: dict[str, str] | None = None
     ) -> AsyncIterator[httpx.Response]:
         """The response as it arrives; transport failures become `LLMError`s."""
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        headers |= extra or {}
         request = self._http.build_request(
             method, self._root + path, json=body, headers=headers, timeout=timeout
         )

@@ -160,6 +160,8 @@ async def test_an_openai_compatible_server_gets_the_conversation_key_and_llama_c
     await llm.chat(CONVERSATION, model=FAKE_MODEL)
     first, second, third = (r.body or {} for r in llm_server.chats)
     assert first["prompt_cache_key"] == "echo-abc" and "cache_prompt" not in first, "not llama.cpp: not told"
+    # A router reads it from a header (LiteLLM's session affinity: x-<vendor>-session-id).
+    assert [r.headers.get("x-echo-session-id") for r in llm_server.chats] == ["echo-abc", "echo-abc", None]
     assert second["prompt_cache_key"] == "echo-abc" and second["cache_prompt"] is True
     assert "prompt_cache_key" not in third
     assert all("keep_alive" not in b and "options" not in b for b in (first, second, third))
