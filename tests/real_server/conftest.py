@@ -11,6 +11,7 @@ minutes), behind a `Recorder` that keeps every request and answer; both stop at 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import signal
 import socket
@@ -26,6 +27,9 @@ import pytest_asyncio
 from tests.real_server.recorder import Recorder
 
 MODEL_ALIAS = "smollm2"
+# One thread: ggml's threads wait for each other at every step, and on a machine busier than its
+# cores (the other test worker, other work) two threads are much slower than one.
+THREADS = "1"
 # Tokens a request may generate when it does not say (llama-server -n): a reply of two or three
 # sentences, a reflection's JSON of a few memories.
 GENERATED_TOKENS = 160
@@ -54,6 +58,15 @@ def _binaries() -> tuple[Path, Path]:
     return Path(server), Path(model)
 
 
+def _die_with_the_tests() -> None:
+    """The server is stopped at the module's end; if the tests are killed first, so is it."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -68,8 +81,8 @@ async def start_llama(folder: Path, context: int, generated: int = GENERATED_TOK
     with log_path.open("wb") as log:
         process = await asyncio.create_subprocess_exec(
             str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--alias", MODEL_ALIAS,
-            "-c", str(context), "-np", "1", "-n", str(generated), "--seed", "7",
-            stdout=log, stderr=asyncio.subprocess.STDOUT,
+            "-c", str(context), "-np", "1", "-n", str(generated), "--seed", "7", "-t", THREADS, "-tb", THREADS,
+            stdout=log, stderr=asyncio.subprocess.STDOUT, preexec_fn=_die_with_the_tests,
         )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT
