@@ -1,5 +1,5 @@
 """Series of look-alike memories: how they crowd the 24 slots, what consolidation gives back, and
-what the job costs (bot/memory/series.py, bot/memory/consolidation.py, bot/engine/consolidation_worker.py).
+what the job costs (bot/memory/series.py, bot/memory/consolidation/proposal.py, bot/engine/consolidation_worker.py).
 
 Run from the repository root: `python bench/consolidation.py [--sizes 3000 100000]`.
 
@@ -50,10 +50,10 @@ from bot.clients.llm import LLMClient  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.engine.consolidation_worker import RunFigures  # noqa: E402
-from bot.memory.indexing import Indexer  # noqa: E402
+from bot.memory.choice import Slot  # noqa: E402
 from bot.memory.model import content_hash  # noqa: E402
-from bot.memory.recall import Slot  # noqa: E402
-from bot.memory.select_arrays import candidates_of, select_columns  # noqa: E402
+from bot.memory.read.indexing import Indexer  # noqa: E402
+from bot.memory.read.selection import candidates_of, select_columns  # noqa: E402
 from bot.memory.series import frame, memory_key  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest  # noqa: E402
 
@@ -426,8 +426,8 @@ async def recall_with_cap(embedder: LocalEmbedder) -> None:
     relevant pairs served in the final 24 by `select`, without and with the per-series cap."""
     import recall  # bench/recall.py: its corpus, as it builds it
 
-    from bot.memory.recall import SEMANTIC_THRESHOLDS
-    from bot.memory.selection import select
+    from bot.memory.read.recall import SEMANTIC_THRESHOLDS
+    from bot.memory.reference.selection import select
     from bot.memory.series import find_series
 
     corpus, _ = recall.build_corpus()

@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import bot.memory.dedup as dedup  # noqa: E402
+import bot.memory.write.dedup as dedup  # noqa: E402
 from bench.dedup_corpus import FACTS, TRAPS  # noqa: E402
 from bench.dedup_corpus_en import FACTS_EN, TRAPS_EN  # noqa: E402
-from bot.memory.dedup import (  # noqa: E402
+from bot.memory.write.dedup import (  # noqa: E402
     SIMILARITY_THRESHOLD,
     DedupIndex,
     best_match_exhaustive,

@@ -61,14 +61,14 @@ from bot.clients.llm import LLMClient  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.engine.prompting import ChannelLine  # noqa: E402
-from bot.memory.conversation import CONVERSATION_LINES, window  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
+from bot.memory.read.conversation import CONVERSATION_LINES, window  # noqa: E402
 from bot.memory.stores.vectors import VECTOR_DTYPE  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL  # noqa: E402
 
 SIZES = (300, 3_000)
 # Four ways of recalling take turns (MODES): 8 turns of each. A steady turn follows a turn that
-# used its conversation, whose reply prepared the next turn's (bot/memory/recall.py). Others'
+# used its conversation, whose reply prepared the next turn's (bot/memory/read/recall.py). Others'
 # lines come before an unseen turn and an ahead turn: the ahead turn's are given to
 # `Engine.read_ahead` BURST_SECONDS before it, as the Discord front end does while a burst
 # waits; the unseen turn's reach the engine with the message (BURST_SECONDS=0).
@@ -343,7 +343,8 @@ async def model_cost(embedder: LocalEmbedder, repeats: int = 15) -> tuple[float,
 async def rss_per_memory(directory: Path, pool: list[Any], vectors: np.ndarray, model: str) -> None:
     """RSS taken by the cache: one user of 100,000 memories (rows, arrays, vectors, then the write
     index), and 100 users of 3,000 (read path only), each in a fresh database."""
-    from bot.memory.cache import MemoryCache
+    from bot.memory.cache.memory_cache import MemoryCache
+    from bot.memory.write.index import WriteIndexes
 
     print()
     print("Memory held per cached memory (RSS growth of this process, MB; the cache's own estimate):")
@@ -364,7 +365,7 @@ async def rss_per_memory(directory: Path, pool: list[Any], vectors: np.ndarray, 
                 f"{cache.nbytes / (users * n):,.0f})"
             )
             if users == 1:
-                await cache.write_index(ids[0], PLACE, utcnow())
+                await WriteIndexes(cache).get(ids[0], PLACE, utcnow())
                 indexed = rss_mb()
                 line += (
                     f"; + write index: +{indexed - loaded:.0f} MB = "

@@ -19,7 +19,7 @@ memory is stale. Then each user does its turns in sequence through `engine.turn`
 schedules its own reflection, and the run drains every reflection.
 
 Each user has held their memories since an exchange yesterday, so the engine's start-up warm-up
-(bot/memory/warm_up.py) reads them into the cache; each run awaits it before anyone talks and
+(bot/memory/cache/warm_up.py) reads them into the cache; each run awaits it before anyone talks and
 prints how long it took. Three runs per size, each on a fresh copy of the same seeded database
 and a fresh engine:
 - sequential (the baseline): one user at a time, each message after the previous one's
@@ -102,10 +102,10 @@ from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
-from bot.memory.dedup import SIMILARITY_THRESHOLD, similarity  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
 from bot.memory.stores.vectors import VECTOR_DTYPE, stale_memories  # noqa: E402
 from bot.memory.text import normalise  # noqa: E402
+from bot.memory.write.dedup import SIMILARITY_THRESHOLD, similarity  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest  # noqa: E402
 
 SIZES = (300, 3_000)

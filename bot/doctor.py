@@ -34,12 +34,12 @@ from bot.config import Settings, StorageSettings, load_settings
 from bot.engine.fitting import TokenRate, answer_room
 from bot.engine.prompting import ChannelLine, build_reply_messages
 from bot.errors import CharacterError, ConfigError, EmbeddingError, LLMError, ModelNotFound, ReflectionParseError
+from bot.memory.choice import DEFAULT_LIMIT
 from bot.memory.model import Memory, utcnow
-from bot.memory.recall import SEMANTIC_THRESHOLDS, threshold_for
-from bot.memory.reflection import parse_reflection, reflection_json_schema
-from bot.memory.selection import DEFAULT_LIMIT
-from bot.memory.story import render_story_context
-from bot.memory.story_state import parse_state_specs, state_values
+from bot.memory.read.recall import SEMANTIC_THRESHOLDS, threshold_for
+from bot.memory.story.plans import render_story_context
+from bot.memory.story.state import parse_state_specs, state_values
+from bot.memory.write.reflection import parse_reflection, reflection_json_schema
 
 # Under this much free space a backup, a VACUUM or a busy week of writes can fill the disk.
 MIN_FREE_BYTES = 200_000_000

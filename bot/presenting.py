@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.i18n import DEFAULT_LANGUAGE, text
+from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import MEMORY_TYPES, HistoryEntry, Memory
-from bot.memory.recall import TurnFigures, TurnSelection
 from bot.memory.stores.memories import CONSOLIDATE, Consolidation, consolidated_into
 from bot.memory.stores.stories import StoryHistoryEntry
 

@@ -16,7 +16,7 @@ from bot.characters.character import (
 )
 from bot.config import load_settings
 from bot.errors import CharacterError
-from bot.memory.story_state import parse_state_specs
+from bot.memory.story.state import parse_state_specs
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

@@ -23,7 +23,7 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 
 # A path in backticks under one of the repository's top folders, as docs/architecture.md writes
-# them: `bot/memory/recall.py`, `cogs/utils/`, `migrations/`.
+# them: `bot/memory/read/recall.py`, `cogs/utils/`, `migrations/`.
 _REPO_PATH = re.compile(r"`((?:bot|cogs|migrations|tests|bench)/[\w./-]*)`")
 
 

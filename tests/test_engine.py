@@ -12,7 +12,7 @@ import pytest
 from bot.clients.embeddings import OllamaEmbedder
 from bot.clients.llm import LLMClient
 from bot.engine import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Incoming
-from bot.memory.indexing import Indexer
+from bot.memory.read.indexing import Indexer
 from bot.memory.stores.memories import NewMemory
 from bot.memory.stores.stories import load_story
 from tests.builders import local_embedder, make_engine, msg

@@ -12,9 +12,9 @@ import pytest
 
 from bot.engine import Incoming
 from bot.i18n import MESSAGES, Message
-from bot.memory.reflection import parse_reflection
 from bot.memory.stores.memories import NewMemory
-from bot.memory.write import ReflectionContext, apply_reflection
+from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.write.reflection import parse_reflection
 from bot.presenting import history_text, memory_pages, why_text
 from tests.builders import http_client, make_engine
 

@@ -8,6 +8,9 @@
 - SQL lives under bot/memory/stores/ (and the database drivers in bot/clients/): a module that
   runs or holds a statement anywhere else fails, so does a store placed outside stores/;
 - no two modules import each other, directly or in a loop;
+- bot/memory/ by path: its root holds the shared vocabulary and imports none of its folders;
+  read/ and write/ never import each other; cache/ imports no path that uses it; the reference
+  oracles (bot/memory/reference/ and their stable re-exports) are imported by no product module;
 - bot/ holds at most 8 modules at its root; the engine's facade stays small and without SQL.
 """
 
@@ -34,6 +37,22 @@ STORES = "bot/memory/stores/"
 # Where SQL may be: the stores, and the drivers that run their statements and the migrations.
 SQL_HOMES = (STORES, "bot/clients/")
 ROOT_MODULES_MAX = 8
+MEMORY = "bot/memory/"
+# Stable import paths kept for outside users and benchmarks: they re-export, nothing imports them.
+MEMORY_REEXPORTS = ("bot/memory/selection.py", "bot/memory/scoring.py", "bot/memory/dedup.py")
+REFERENCE = ("bot.memory.reference", *(p.removesuffix(".py").replace("/", ".") for p in MEMORY_REEXPORTS))
+MEMORY_PATHS = ("read", "write", "cache", "story", "consolidation", "reports", "reference")
+# What each folder of bot/memory/ may not import: the read and the write path are independent, and
+# the cache serves both without knowing either (what it must tell the write path goes through its
+# `Follower` protocol).
+MEMORY_FOLDER_FORBIDDEN = {
+    "bot/memory/read/": ("bot.memory.write", "bot.memory.consolidation", "bot.memory.reports"),
+    "bot/memory/write/": ("bot.memory.read", "bot.memory.reports"),
+    "bot/memory/cache/": tuple(f"bot.memory.{p}" for p in MEMORY_PATHS if p != "cache"),
+    "bot/memory/story/": ("bot.memory.read", "bot.memory.write", "bot.memory.cache", "bot.memory.reports"),
+    # Stores run the story's own rules inside their transaction (bot/memory/stores/stories.py).
+    "bot/memory/stores/": tuple(f"bot.memory.{p}" for p in MEMORY_PATHS if p != "story"),
+}
 FACADE = "bot/engine/facade.py"
 FACADE_MAX_LINES = 400
 
@@ -48,7 +67,7 @@ COMPOSITION_MODULES = ("bot.app", "bot.__main__")
 CORE_FORBIDDEN = (*FRONT_END_MODULES, *COMPOSITION_MODULES)
 CLIENT_FORBIDDEN = (*FRONT_END_MODULES, *COMPOSITION_MODULES, "bot.config", *map(_dotted, CORE))
 FRONT_END_FORBIDDEN = (
-    "bot.clients.db", "bot.clients.postgres", "bot.clients.databases", _dotted(STORES), "bot.memory.indexing",
+    "bot.clients.db", "bot.clients.postgres", "bot.clients.databases", _dotted(STORES), "bot.memory.read.indexing",
     *COMPOSITION_MODULES,
 )
 
@@ -136,6 +155,22 @@ def test_every_module_has_exactly_one_room() -> None:
     placed = {_rel(p): [name for name, room in ROOMS.items() if _in(_rel(p), room)] for p in _modules()}
     assert not [m for m, rooms in placed.items() if not rooms], "modules in no room: add a folder or file to ROOMS"
     assert not [m for m, rooms in placed.items() if len(rooms) > 1], "modules in two rooms"
+
+
+def test_the_memory_root_is_vocabulary_and_imports_none_of_its_folders() -> None:
+    root = [p for p in (ROOT / MEMORY).glob("*.py") if _rel(p) not in MEMORY_REEXPORTS]
+    assert _violations(root, tuple(f"bot.memory.{p}" for p in MEMORY_PATHS)) == []
+
+
+@pytest.mark.parametrize("folder", sorted(MEMORY_FOLDER_FORBIDDEN))
+def test_each_memory_path_imports_only_what_its_path_may(folder: str) -> None:
+    assert (ROOT / folder).is_dir(), f"{folder} is gone: say in MEMORY_FOLDER_FORBIDDEN where its rule went"
+    assert _violations(_room_files((folder,)), MEMORY_FOLDER_FORBIDDEN[folder]) == []
+
+
+def test_no_product_module_imports_the_reference_oracles() -> None:
+    product = [p for p in _modules() if not _rel(p).startswith(f"{MEMORY}reference/") and _rel(p) not in MEMORY_REEXPORTS]
+    assert _violations(product, REFERENCE) == []
 
 
 def test_bot_holds_few_modules_at_its_root() -> None:
@@ -284,7 +319,7 @@ def test_the_cycle_check_sees_a_loop_of_three(tmp_path: Path) -> None:
         ("bot.clients.db", FRONT_END_FORBIDDEN, True),
         ("bot.clients.dbx", FRONT_END_FORBIDDEN, False),
         ("discord.ext.commands", CORE_FORBIDDEN, True),
-        ("bot.memory.recall", CLIENT_FORBIDDEN, True),
+        ("bot.memory.read.recall", CLIENT_FORBIDDEN, True),
         ("bot.engine", CLIENT_FORBIDDEN, True),
         ("bot.errors", CLIENT_FORBIDDEN, False),
     ],

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from bot.memory.choice import Slot, TurnSelection
 from bot.memory.model import HistoryEntry
-from bot.memory.recall import Slot, TurnSelection
 from bot.memory.stores.stories import StoryHistoryEntry
 from bot.presenting import history_text, why_text
 

@@ -8,8 +8,8 @@ import pytest
 
 from bot.clients.llm import LLMClient
 from bot.clients.llm_wire import TokenUsage
+from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import utcnow
-from bot.memory.recall import TurnFigures, TurnSelection
 from bot.presenting import why_text
 from tests.builders import http_client
 from tests.fakes.llm_server import FAKE_MODEL, Reply

@@ -34,7 +34,7 @@ import yaml
 from bot.characters.lore import Lorebook, load_lore_file, lorebook_from_card
 from bot.characters.png_card import MAX_PNG_BYTES, card_text
 from bot.errors import CharacterError, LoreError, StateSpecError
-from bot.memory.story_state import parse_state_specs
+from bot.memory.story.state import parse_state_specs
 from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class Character:
     # conversations follow each other.
     example_dialogue: list[tuple[str, str]] = field(default_factory=list)
     rules: list[str] = field(default_factory=list)
-    # Raw `state:` mapping, validated by bot.memory.story.parse_state_specs.
+    # Raw `state:` mapping, validated by bot.memory.story.plans.parse_state_specs.
     state: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The character's own language (e.g. "fr"); None when the file does not say (cards).
     language: str | None = None

@@ -1,6 +1,6 @@
 """The consolidation job: in the background, series of look-alike memories (bot/memory/series.py)
 of the people who spoke lately are rewritten into one memory each, by the reflection model,
-checked by code (bot/memory/consolidation.py), applied in one transaction, undoable.
+checked by code (bot/memory/consolidation/proposal.py), applied in one transaction, undoable.
 
 An APScheduler interval job (CONSOLIDATION_INTERVAL_SECONDS) runs `run_once`: the people who spoke
 in the last RECENT_DAYS, most recent first, their series largest first, at most
@@ -24,8 +24,8 @@ from bot.clients.outage import Outage
 from bot.engine.context import EngineContext
 from bot.engine.reflection_worker import Reflections
 from bot.errors import LLMError, ReflectionParseError, StorageError
-from bot.memory.cache import _freeze_long_lived, _Slices
-from bot.memory.consolidation import (
+from bot.memory.cache.slices import Slices, freeze_long_lived
+from bot.memory.consolidation.proposal import (
     Refusal,
     build_consolidation_messages,
     check_proposal,
@@ -104,11 +104,11 @@ class Consolidations:
 
     async def find(self, user_id: str, figures: RunFigures | None = None) -> list[Series]:
         """The user's series as the cache holds their memories now, found in slices on the event
-        loop (a thread would hold the GIL against it: see bot/memory/cache.py)."""
+        loop (a thread would hold the GIL against it: see bot/memory/cache/memory_cache.py)."""
         entry = await self.ctx.cache.get(user_id)
         rows = list(entry.rows)  # a catch-up may change the entry between two slices
         started = time.perf_counter()
-        slices = _Slices()
+        slices = Slices()
         longest = 0.0
         slots: dict[SeriesKey, list[int]] = defaultdict(list)
         for start in range(0, len(rows), SCAN_SLICE):
@@ -124,7 +124,7 @@ class Consolidations:
             if not start % (SCAN_SLICE * 64):
                 # The memoised frames live long: out of the cyclic collector's walks, which stop
                 # the loop for hundreds of milliseconds at 100,000 memories (as the cache does).
-                _freeze_long_lived()
+                freeze_long_lived()
             longest = max(longest, time.thread_time() - tick)
             await slices.tick()
         least = self.ctx.settings.series_min_members

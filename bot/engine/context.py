@@ -18,10 +18,11 @@ from bot.clients.tasks import BackgroundTasks
 from bot.config import EngineSettings
 from bot.engine.events import Events
 from bot.engine.llm_calls import ModelCalls
-from bot.memory.cache import MemoryCache
-from bot.memory.recall import Recall
+from bot.memory.cache.memory_cache import MemoryCache
+from bot.memory.read.recall import Recall
 from bot.memory.stores.memories import MemoryStore
-from bot.memory.story_state import StateSpec, parse_state_specs
+from bot.memory.story.state import StateSpec, parse_state_specs
+from bot.memory.write.index import WriteIndexes
 
 # Channels whose recent speakers are kept; the least recently active go first. Enough for every
 # channel active in a long while; a channel forgotten only loses a guard it rebuilds on its next
@@ -66,9 +67,12 @@ class EngineContext:
     calls: ModelCalls
     events: Events
     scenes: Scenes = field(default_factory=Scenes)
+    # What the write path compares new text with, following the cache's entries.
+    write_indexes: WriteIndexes = field(init=False)
     _specs: dict[str, dict[str, StateSpec]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.write_indexes = WriteIndexes(self.cache)
         self._specs = {key: parse_state_specs(c.state) for key, c in self.cast.characters.items()}
 
     def specs(self, character_key: str) -> dict[str, StateSpec]:

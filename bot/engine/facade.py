@@ -1,9 +1,8 @@
 """The conversation engine: the one door of the front ends to the core — no discord.
 
 Discord cogs, the terminal chat and the owner's page are thin translators over this class, so
-all run the same code. It composes the parts that own the work: the turn (bot.engine.turn), the open
-exchanges a user may still regenerate or swipe (bot.engine.open_exchanges), the reflection worker
-(bot.engine.reflection_worker), and the stores under bot/memory that own the data.
+all run the same code. It composes the parts that own the work: the turn, the open exchanges a
+user may still regenerate or swipe, the reflection worker, and the stores that own the data.
 """
 
 from __future__ import annotations
@@ -32,13 +31,15 @@ from bot.engine.open_exchanges import MESSAGE_DELETED, DeleteOutcome, OpenExchan
 from bot.engine.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
 from bot.engine.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY, Incoming, TurnResult, Turns
 from bot.errors import InvalidMemory, StorageError
-from bot.memory.cache import MemoryCache
-from bot.memory.export import export_json, export_user
-from bot.memory.indexing import Indexer
+from bot.memory.cache.memory_cache import MemoryCache
+from bot.memory.cache.warm_up import WarmUp, warm_up
+from bot.memory.choice import TurnSelection
 from bot.memory.model import HistoryEntry, Memory, utcnow
-from bot.memory.recall import Recall, TurnSelection
-from bot.memory.report import Report
-from bot.memory.stats import NEVER_SURFACED_AFTER, MemoryStats, memory_stats
+from bot.memory.read.indexing import Indexer
+from bot.memory.read.recall import Recall
+from bot.memory.reports.export import export_json, export_user
+from bot.memory.reports.page import Report
+from bot.memory.reports.stats import NEVER_SURFACED_AFTER, MemoryStats, memory_stats
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.epoch import end_epoch
 from bot.memory.stores.exchanges import (
@@ -64,7 +65,6 @@ from bot.memory.stores.memories import (
 from bot.memory.stores.stories import StoryHistoryEntry, erase_user_story_data, story_history
 from bot.memory.stores.turn import last_turn
 from bot.memory.text import storable
-from bot.memory.warm_up import WarmUp, warm_up
 
 # Re-exported: the front ends and tests name them from the engine, their one door.
 __all__ = [
@@ -128,7 +128,7 @@ class Engine:
         self.exchanges = OpenExchanges(ctx, self.reflections, self.wait_recorded)
         self.turns = Turns(ctx, self.exchanges, self.reflections)
         self.rules: list[Memory] = []
-        # The start-up warm-up of the memory cache (bot/memory/warm_up.py), once started.
+        # The start-up warm-up of the memory cache (bot/memory/cache/warm_up.py), once started.
         self.warming: asyncio.Task[WarmUp] | None = None
         self._rules: dict[str, list[Memory]] = {}
         # Shared with the parts that fill them, so the operator and front ends read them here.
@@ -161,7 +161,7 @@ class Engine:
         for user_id in await users_with_open_exchanges(self.db):
             await self.settle(user_id)
         await self.resume_pending_reflections()
-        self.warming = self.tasks.spawn(warm_up(self.db, self.cache, self.clock), name="warm-up")
+        self.warming = self.tasks.spawn(warm_up(self.db, self.cache, self.clock, self._ctx.write_indexes.warm), name="warm-up")
 
     async def sync_rules(self) -> None:
         """Each character file's rules, stored as `rule` memories of the character itself: rewritten

@@ -21,12 +21,6 @@ from bot.engine.context import EngineContext
 from bot.engine.events import Receipt
 from bot.errors import ExchangesGone, LLMError, LLMTooLarge, ReflectionParseError, StorageError
 from bot.memory.model import Memory
-from bot.memory.reflection import (
-    Correction,
-    build_reflection_messages,
-    parse_reflection,
-    reflection_json_schema,
-)
 from bot.memory.stores.exchanges import (
     PendingExchange,
     changes_of,
@@ -39,9 +33,15 @@ from bot.memory.stores.exchanges import (
     users_pending_reflection,
 )
 from bot.memory.stores.stories import load_story
-from bot.memory.story import render_story_context
-from bot.memory.story_state import state_values
-from bot.memory.write import CHANGE_ACTIONS, ReflectionContext, ReflectionReport, apply_reflection
+from bot.memory.story.plans import render_story_context
+from bot.memory.story.state import state_values
+from bot.memory.write.apply import CHANGE_ACTIONS, ReflectionContext, ReflectionReport, apply_reflection
+from bot.memory.write.reflection import (
+    Correction,
+    build_reflection_messages,
+    parse_reflection,
+    reflection_json_schema,
+)
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +277,7 @@ class Reflections:
             problems=parsed.problems,
             clock=ctx.clock,
             finalize=finalize,
-            cache=ctx.cache,
+            indexes=ctx.write_indexes,
         )
         self.last_reports[first.user_id] = report
         ctx.metrics.reflections.labels("applied").inc()

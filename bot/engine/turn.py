@@ -28,8 +28,8 @@ from bot.engine.open_exchanges import OpenExchanges
 from bot.engine.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
 from bot.engine.reflection_worker import Reflections
 from bot.errors import LLMContextExceeded, LLMError, LLMStreamCut, StorageError
+from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import Memory
-from bot.memory.recall import TurnFigures, TurnSelection
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.epoch import begin_turn, still_current
 from bot.memory.stores.exchanges import (
@@ -43,8 +43,8 @@ from bot.memory.stores.exchanges import (
     set_reply,
 )
 from bot.memory.stores.stories import load_story
-from bot.memory.story import render_story_context, select_positions
-from bot.memory.story_state import StateSpec, state_values
+from bot.memory.story.plans import render_story_context, select_positions
+from bot.memory.story.state import StateSpec, state_values
 from bot.memory.text import storable
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Carrier tokens: the tokens that are often the fact itself (numbers, times, weekdays, months,
 relative days, parts of the day, "prochain"/"dernier", seasons, number words, negations), French
 and English, and the dedup text they are read from. Two memories whose carrier tokens differ are
-never merged (bot/memory/dedup.py caps their score under the threshold). Pure, no I/O.
+never merged (bot/memory/write/dedup.py caps their score under the threshold). Pure, no I/O.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Series: memories of one user that say the same thing but for their carrier tokens.
 
 "Alice a visité Trieste en 2017", "… en 2018", "… en 2019" are three facts that dedup keeps
-apart on purpose (bot/memory/dedup.py caps look-alikes whose carrier tokens differ). Kept apart
+apart on purpose (bot/memory/write/dedup.py caps look-alikes whose carrier tokens differ). Kept apart
 for a year they crowd the context: a series is such a group, from SERIES_MIN_MEMBERS members,
 and the selection serves it at most SERIES_MAX_SLOTS slots until the consolidation job
 (bot/engine/consolidation_worker.py) rewrites it into one memory.
@@ -130,7 +130,7 @@ def find_series(memories: Iterable[Memory], min_members: int = DEFAULT_MIN_MEMBE
 
 
 class _Chosen(Protocol):
-    """What `cap_series` needs of a selected memory (bot.memory.selection.Selected)."""
+    """What `cap_series` needs of a selected memory (bot.memory.reference.selection.Selected)."""
 
     @property
     def memory(self) -> Memory: ...

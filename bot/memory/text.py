@@ -231,7 +231,7 @@ def announces_addition(user_message: str) -> bool:
 # included, so it reads an inflection down to a 3-letter stem ("aime" / "aimait"). The replace
 # guard (replace_guard.py) compares subject words only, with a fixed 5-letter prefix
 # ("allergique" / "allergie"). They are not merged: each is the rule its own corpus was measured
-# with (tests/memory/test_filters.py, bench/replace_guard.py), and one rule for both would move
+# with (tests/memory/write/test_filters.py, bench/replace_guard.py), and one rule for both would move
 # those figures.
 
 # Letters an inflection swaps at the end of a word: "aime" / "aimait", "likes" / "liking".

@@ -15,7 +15,7 @@ import numpy as np
 
 from bot.clients.health import Health
 from bot.engine import NEVER_SURFACED_AFTER, Engine
-from bot.memory.report import TurnLogEntry
+from bot.memory.reports.page import TurnLogEntry
 from bot.presenting import REASON_LABELS
 from bot.web import charts
 

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from bot.clients.locks import KeyedLocks
-from bot.memory.cache import MemoryCache
+from bot.memory.cache.memory_cache import MemoryCache
 
 
 async def _settle() -> None:

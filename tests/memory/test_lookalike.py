@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.errors import InvalidMemory
-from bot.memory.dedup import DedupIndex, similarity
-from bot.memory.reflection import parse_reflection
 from bot.memory.stores.memories import MemoryStore, NewMemory
 from bot.memory.text import INVISIBLE, canonical, normalise
-from bot.memory.write import ReflectionContext, apply_reflection
+from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.write.dedup import DedupIndex, similarity
+from bot.memory.write.reflection import parse_reflection
 from tests.lanes import examples
 
 ORIGINAL = "L'utilisateur est allergique aux arachides."

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.memory.model import Memory
-from bot.memory.select_arrays import candidates_of, select_columns
-from bot.memory.selection import select
+from bot.memory.read.selection import candidates_of, select_columns
+from bot.memory.reference.selection import select
 from bot.memory.series import find_series, frame, memory_key
 from tests.lanes import examples
 

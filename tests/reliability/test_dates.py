@@ -15,9 +15,9 @@ from bot.clients.db import UNREADABLE_DATE, from_db, to_db
 from bot.clients.outage import Outage
 from bot.errors import InvalidMemory
 from bot.memory.model import EARLIEST_EXPIRY, LATEST_EXPIRY
-from bot.memory.reflection import parse_reflection
 from bot.memory.stores.memories import MemoryStore, NewMemory
-from bot.memory.write import ReflectionContext, apply_reflection
+from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.write.reflection import parse_reflection
 from bot.terminal.commands import Session, run_command
 from tests.builders import make_engine, msg
 

@@ -34,10 +34,10 @@ from bot.engine import Engine, export_json
 from bot.engine.prompting import ChannelLine, build_reply_messages, render_rules
 from bot.errors import InvalidMemory
 from bot.memory.model import Memory
-from bot.memory.reflection import build_reflection_messages
 from bot.memory.stores.memories import MAX_MEMORY_CHARS, MemoryStore, NewMemory
 from bot.memory.stores.vectors import lexical_matches
 from bot.memory.text import canonical, content_words, storable
+from bot.memory.write.reflection import build_reflection_messages
 from bot.terminal.commands import Session, run_command
 from cogs.bot import NO_MENTIONS
 from cogs.conversation import Conversation

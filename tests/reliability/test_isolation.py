@@ -37,10 +37,10 @@ from bot.clients.databases import open_database
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import OllamaEmbedder
 from bot.engine import Engine, TurnResult
-from bot.memory.indexing import Indexer
-from bot.memory.reflection import CandidateIn, Reflection, ReplaceIn
+from bot.memory.read.indexing import Indexer
 from bot.memory.stores.memories import MemoryStore
-from bot.memory.write import ReflectionContext, ReflectionReport, apply_reflection
+from bot.memory.write.apply import ReflectionContext, ReflectionReport, apply_reflection
+from bot.memory.write.reflection import CandidateIn, Reflection, ReplaceIn
 from tests.builders import http_client, make_engine, msg
 from tests.conftest import Clock
 from tests.fakes.embedding_server import EmbeddingServer

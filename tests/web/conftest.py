@@ -16,7 +16,7 @@ from bot.clients.health import Health
 from bot.clients.llm import LLMClient
 from bot.clients.metrics import Metrics
 from bot.engine import Engine, Incoming
-from bot.memory.indexing import Indexer
+from bot.memory.read.indexing import Indexer
 from bot.memory.stores.memories import MemoryStore
 from bot.web.server import WebServer, make_app
 from tests.builders import http_client, local_embedder, make_engine

@@ -3,7 +3,7 @@ semantic pass. They answer "which memory exists but never surfaces?".
 
 The caller skips degraded turns: a sleeping embedder must not read as an ignored memory.
 `record_turn` counts a whole turn in one statement; a caller that defers the candidates' count
-(bot.memory.recall, for users with many memories) writes `count_served` per turn and
+(bot.memory.read.recall, for users with many memories) writes `count_served` per turn and
 `count_candidates` once for many turns.
 """
 

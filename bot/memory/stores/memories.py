@@ -557,7 +557,7 @@ async def restore_version(
     return memory_id
 
 
-# --- consolidations (bot/memory/consolidation.py) ---------------------------------------------
+# --- consolidations (bot/memory/consolidation/proposal.py) ---------------------------------------------
 # A consolidation is written in memory_history alone: each member archived with the operation
 # CONSOLIDATE and the cause "consolidated into #N", N the memory that holds the series now.
 

@@ -14,9 +14,10 @@ from typing import Any
 
 from bot.clients.db import fetch_all, fetch_one, from_db, to_db
 from bot.clients.storage import Database, Row
+from bot.memory.choice import TurnSelection
 from bot.memory.model import Memory
 from bot.memory.stores.memories import MEMORY_COLUMNS, row_to_memory
-from bot.memory.stores.turn import TurnSelection, turn_from_row
+from bot.memory.stores.turn import turn_from_row
 
 _TURN_LOG_COLUMNS = (
     "user_id, story_id, outcome, memory_ms, reply_ms, prompt_tokens, completion_tokens, "

@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.clients.db import Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.clients.storage import Connection, Database
-from bot.memory.story import (
+from bot.memory.story.plans import (
     Anchor,
     AnchorPlan,
     Position,
@@ -27,7 +27,7 @@ from bot.memory.story import (
     plan_summary,
     subject_key,
 )
-from bot.memory.story_state import StatePlan, StateSpec, apply_state_deltas, is_finite_number
+from bot.memory.story.state import StatePlan, StateSpec, apply_state_deltas, is_finite_number
 
 log = logging.getLogger(__name__)
 

@@ -1,115 +1,19 @@
 """The turns a user had, as `/why`, the owner's page and the statistics read them: SQL only.
 
 Every statement is scoped by `user_id`. A turn's record is written in the transaction that
-counts its memories (bot/memory/recall.py, `Recall.record`); the newest TURNS_KEPT_PER_STORY
+counts its memories (bot/memory/read/recall.py, `Recall.record`); the newest TURNS_KEPT_PER_STORY
 of each story are kept.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
-from typing import Any
 
 from bot.clients.db import fetch_one, from_db, inserted_id, to_db
 from bot.clients.storage import Connection, Database
-from bot.memory.model import Memory, utcnow
-from bot.memory.selection import FALLBACK_THRESHOLD
+from bot.memory.choice import Slot, TurnFigures, TurnSelection
+from bot.memory.model import utcnow
 from bot.memory.stores.exchanges import TURN_QUERY_CHARS
-
-
-@dataclass(slots=True)
-class Slot:
-    """One selected memory as recorded for /why."""
-
-    id: int
-    reason: str
-    score: float | None
-    type: str
-    pinned: bool
-    text: str
-    lexical: bool = False
-    # Its series was cut to SERIES_MAX_SLOTS: how many members the selection would have served.
-    series: int = 0
-    # Chosen, but left out of the prompt to fit the model's context (bot/engine/fitting.py).
-    left_out: bool = False
-
-
-@dataclass(slots=True)
-class TurnFigures:
-    """How the turn went, filled in by the engine once the LLM answered (or failed)."""
-
-    failed: bool = False  # the LLM gave no reply
-    memory_ms: int | None = None
-    reply_ms: int | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    context_tokens: int | None = None
-    # The prompt reached the context size: the server dropped its start.
-    context_full: bool = False
-    # Of the prompt's tokens, those the server took from its cache (where it says).
-    cached_tokens: int | None = None
-    # Left out of the prompt to fit the context: the oldest lines, the weakest memory slots.
-    history_left_out: int = 0
-    memories_left_out: int = 0
-    # Even the smallest prompt did not fit the context: no reply, the person was told why.
-    context_too_small: bool = False
-
-
-@dataclass(slots=True)
-class TurnSelection:
-    turn_id: int
-    user_id: str
-    story_id: str
-    query: str
-    degraded: bool
-    slots: list[Slot]
-    rules: list[str]
-    created_at: datetime
-    story: dict[str, Any] = field(default_factory=dict)
-    memories: list[Memory] = field(default_factory=list)
-    candidates: int = 0
-    # Lore entries that fired this turn: name, keyword, cost, kept (outside the memory slots).
-    lore: list[dict[str, Any]] = field(default_factory=list)
-    # What `Recall.record` needs besides the slots; not part of the /why record.
-    place: str = ""
-    candidate_ids: list[int] = field(default_factory=list)
-    threshold: float = FALLBACK_THRESHOLD
-    figures: TurnFigures = field(default_factory=TurnFigures)
-
-    @property
-    def outcome(self) -> str:
-        """failed (no reply), degraded (answered without semantic scores) or answered."""
-        if self.figures.failed:
-            return "failed"
-        return "degraded" if self.degraded else "answered"
-
-    def to_detail(self) -> str:
-        return json.dumps(
-            {
-                "slots": [
-                    {
-                        "id": s.id,
-                        "reason": s.reason,
-                        "score": s.score,
-                        "type": s.type,
-                        "pinned": s.pinned,
-                        "text": s.text,
-                        "lexical": s.lexical,
-                        "series": s.series,
-                        "left_out": s.left_out,
-                    }
-                    for s in self.slots
-                ],
-                "rules": self.rules,
-                "story": self.story,
-                "candidates": self.candidates,
-                "figures": asdict(self.figures),
-                "lore": self.lore,
-            },
-            ensure_ascii=False,
-        )
 
 
 async def save_turn(conn: Connection, selection: TurnSelection, *, keep: int) -> int:

@@ -1,0 +1,201 @@
+"""Each user's memories held in memory, in step with the database.
+
+One entry per user (`UserMemories`, bot/memory/cache/entry.py): the rows of their memories and
+the columns the read path filters and ranks on. A turn filters, scores and ranks over these
+arrays and builds `Memory` objects only for what it keeps.
+
+SQLite stays the only truth. Every change to a user's memories or vectors bumps that user's
+version in the same transaction (triggers of migration 0007) and records which memory changed
+at which version. Before serving an entry, the cache reads the user's version (one indexed
+row): equal, the entry is current; ahead, the cache reads again only the memories changed
+since (their rows and vectors) and updates the entry in place. So writes of this process (a
+reflection, a command, the indexer) and of any other process sharing the file reach every
+entry the same way, without being thrown away. A new epoch (the user was erased) or a large
+share of changed rows loads the entry again whole.
+
+The entry may be a little ahead of the version it is labelled with (rows are read after the
+version, outside one snapshot); a later check then reads those rows again: never behind.
+
+Bounded by bytes (`max_bytes`), the estimate counting arrays, vectors and rows. Eviction is
+size-aware (GreedyDual-Size): each entry is worth the time its load took per byte it holds,
+aged by a clock that rises to the value of each evicted entry, so a large user that is cheap
+to read again goes before many small ones read often, and an idle entry ages out whatever its
+size. An entry larger than the whole budget is served once and not kept.
+
+What derives state from an entry (the write path's indexes) follows it (`Follower`): told of each
+catch-up and drop, and counted in the budget with the entry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from bot.clients.locks import KeyedLocks
+from bot.clients.storage import Connection, Database
+from bot.memory.cache.entry import UserMemories, Vector
+from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
+from bot.memory.stores.memories import changed_since, memory_rows, memory_version
+from bot.memory.stores.vectors import vector_rows
+
+DEFAULT_MAX_BYTES = 1024 * 1024 * 1024
+# A change log longer than this share of the entry is read as a reload: one scan beats many
+# lookups by id.
+RELOAD_SHARE = 0.25
+# Rows read per statement when a user is loaded whole.
+LOAD_PAGE = 5_000
+
+
+class Follower(Protocol):
+    """State derived from a person's entry and kept beside it (the write path's indexes): told
+    which memories each catch-up read and when the entry goes, and counted in the budget."""
+
+    def caught_up(self, user_id: str, entry: UserMemories, changed: Sequence[int]) -> None: ...
+
+    def dropped(self, user_id: str) -> None: ...
+
+    def nbytes(self, user_id: str) -> int: ...
+
+
+class MemoryCache:
+    """The users' `UserMemories`, current when handed out, bounded by `max_bytes`."""
+
+    def __init__(self, db: Database, model: str | None, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        if max_bytes < 1:
+            raise ValueError("a memory cache needs room for at least one byte")
+        self.db = db
+        self.model = model
+        self.max_bytes = max_bytes
+        self._entries: dict[str, UserMemories] = {}
+        self._value: dict[str, float] = {}
+        self._clock = 0.0
+        self._locks: KeyedLocks[str] = KeyedLocks()
+        # Erasures per user, so that a load under way when the user was erased is not kept.
+        self._forgotten: dict[str, int] = {}
+        self._followers: list[Follower] = []
+        # How entries were brought up to date, for benches and tests.
+        self.loads = 0
+        self.catch_ups = 0
+        self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, user_id: object) -> bool:
+        return user_id in self._entries
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self._bytes_of(u) for u in self._entries)
+
+    def follow(self, follower: Follower) -> None:
+        """Keep `follower` told of every entry's catch-ups and drops from now on."""
+        self._followers.append(follower)
+
+    def _bytes_of(self, user_id: str) -> int:
+        return self._entries[user_id].nbytes + sum(f.nbytes(user_id) for f in self._followers)
+
+    def forget(self, user_id: str) -> None:
+        """Drop a user's entry (after an erase: nothing of theirs stays in memory, and a load
+        under way is not kept)."""
+        self._drop(user_id)
+        self._forgotten[user_id] = self._forgotten.get(user_id, 0) + 1
+
+    def _drop(self, user_id: str) -> None:
+        self._entries.pop(user_id, None)
+        self._value.pop(user_id, None)
+        for follower in self._followers:
+            follower.dropped(user_id)
+
+    async def get(self, user_id: str, conn: Connection | None = None) -> UserMemories:
+        """The user's memories as of now: one read of their version when nothing changed.
+
+        `conn`: the connection to read through, by default the shared reader. A caller holding
+        the write lock passes its own: the reader may be busy loading another user's 100,000
+        rows, and the lock would be held while waiting for it."""
+        async with self._locks.hold(user_id):
+            return await self._current(user_id, conn or self.db.reader)
+
+    async def _current(self, user_id: str, conn: Connection) -> UserMemories:
+        version = await memory_version(conn, user_id)
+        entry = self._entries.get(user_id)
+        if entry is not None and entry.version == version:
+            self.hits += 1
+            self._touch(user_id, entry)
+            return entry
+        if entry is not None and entry.version[0] == version[0] and entry.version[1] < version[1]:
+            changed = await changed_since(conn, user_id, entry.version[1])
+            if len(changed) <= max(64, RELOAD_SHARE * len(entry)):
+                rows = await memory_rows(conn, user_id, changed)
+                vectors = await self._vectors(conn, user_id, changed)
+                if entry.update(changed, rows, vectors):
+                    entry.version = version
+                    self.catch_ups += 1
+                    for follower in self._followers:
+                        follower.caught_up(user_id, entry, changed)
+                    self._keep(user_id, entry)
+                    return entry
+        return await self._load(conn, user_id, version)
+
+    async def _vectors(
+        self, conn: Connection, user_id: str, among: Sequence[int] | None = None
+    ) -> dict[int, Vector]:
+        if self.model is None:
+            return {}
+        vectors: dict[int, Vector] = {}
+        slices = Slices()
+        after = 0
+        while True:
+            # A whole load reads by pages: other users' reads on the shared reader go in between.
+            if among is not None:
+                rows = await vector_rows(conn, user_id, self.model, among)
+            else:
+                rows = await vector_rows(conn, user_id, self.model, after=after, limit=LOAD_PAGE)
+            for start in range(0, len(rows), FILL_SLICE):
+                part = rows[start : start + FILL_SLICE]
+                vectors.update((int(r[0]), Vector(r[1], int(r[2]), r[3], r[4])) for r in part)
+                await slices.tick()
+            if among is not None or len(rows) < LOAD_PAGE:
+                return vectors
+            after = int(rows[-1][0])
+
+    async def _load(self, conn: Connection, user_id: str, version: tuple[int, int]) -> UserMemories:
+        started = time.perf_counter()
+        forgotten = self._forgotten.get(user_id, 0)
+        rows: list[Any] = []
+        while True:
+            page = await memory_rows(conn, user_id, after=int(rows[-1][0]) if rows else 0, limit=LOAD_PAGE)
+            rows.extend(page)
+            # Each page, not once at the end: the rows read so far would otherwise be walked by
+            # every full collection the next pages' allocations trigger (30-55 ms each at 100,000).
+            freeze_long_lived()
+            if len(page) < LOAD_PAGE:
+                break
+        vectors = await self._vectors(conn, user_id)
+        freeze_long_lived()
+        entry = UserMemories(user_id, self.model, version)
+        await entry.fill(rows, vectors, Slices())
+        freeze_long_lived()
+        entry.load_seconds = time.perf_counter() - started
+        self.loads += 1
+        if self._forgotten.get(user_id, 0) == forgotten:
+            # Otherwise the user was erased while their rows were read: served once, not kept.
+            self._keep(user_id, entry)
+        return entry
+
+    def _touch(self, user_id: str, entry: UserMemories) -> None:
+        self._value[user_id] = self._clock + entry.load_seconds / max(1, entry.nbytes) * 1e9
+
+    def _keep(self, user_id: str, entry: UserMemories) -> None:
+        self._entries[user_id] = entry
+        if self._bytes_of(user_id) > self.max_bytes:
+            self._drop(user_id)
+            return
+        self._touch(user_id, entry)
+        total = self.nbytes
+        while total > self.max_bytes and len(self._entries) > 1:
+            victim = min((u for u in self._entries if u != user_id), key=self._value.__getitem__)
+            self._clock = self._value[victim]
+            total -= self._bytes_of(victim)
+            self._drop(victim)

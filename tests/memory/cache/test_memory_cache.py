@@ -1,0 +1,207 @@
+"""The per-user memory cache stays in step with the database: writes of this process and of
+another one sharing the file reach it as row updates, not reloads; an erase leaves nothing."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bot.memory.cache.memory_cache as cache_module
+from bot.clients.databases import open_database
+from bot.clients.db import SQLiteDatabase, to_db
+from bot.clients.embeddings import LocalEmbedder
+from bot.memory.cache.memory_cache import MemoryCache
+from bot.memory.model import utcnow
+from bot.memory.read.indexing import Indexer
+from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories, memory_rows, row_to_memory
+from bot.memory.stores.vectors import VectorRow, load_user_matrix, store_vectors
+from tests.builders import http_client, make_engine, msg
+from tests.fakes.llm_server import FakeLLMServer
+
+ALICE = "alice"
+BOB = "bob"
+MODEL = "test-model"
+
+# The versions come from triggers (migration 0007 on each store): both must keep the cache in step.
+pytestmark = pytest.mark.both_stores
+
+
+async def add(store: MemoryStore, text: str, **fields: object) -> int:
+    return await store.add(ALICE, NewMemory(text=text, **fields))  # type: ignore[arg-type]
+
+
+def unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(8).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+async def vector(db: SQLiteDatabase, memory_id: int, seed: int) -> None:
+    row = await db.reader.execute_fetchall("SELECT content_hash FROM memories WHERE id = ?", (memory_id,))
+    async with db.write() as conn:
+        await store_vectors(conn, [VectorRow(memory_id, ALICE, MODEL, row[0][0], unit(seed))])
+
+
+async def texts(cache: MemoryCache, user: str = ALICE) -> dict[int, str]:
+    entry = await cache.get(user)
+    return {m.id: m.text for m in entry.memories(sorted(entry.slot_of.values()))}
+
+
+async def truth(db: SQLiteDatabase, user: str = ALICE) -> dict[int, str]:
+    return {m.id: m.text for m in map(row_to_memory, await memory_rows(db.reader, user))}
+
+
+async def test_every_write_is_read_back_as_a_row_update(db: SQLiteDatabase) -> None:
+    store = MemoryStore(db)
+    cache = MemoryCache(db, MODEL)
+    first = await add(store, "L'utilisateur habite à Nantes")
+    second = await add(store, "L'utilisateur fait du vélo")
+    assert await texts(cache) == await truth(db)
+
+    await add(store, "L'utilisateur a un chat")
+    await store.replace(ALICE, first, "L'utilisateur habite à Rennes", cause="test")
+    await store.forget(ALICE, second, cause="test")
+    await store.set_pinned(ALICE, first, True)
+    await vector(db, first, 1)
+    assert await texts(cache) == await truth(db)
+    entry = await cache.get(ALICE)
+    assert bool(entry.pinned[entry.slot_of[first]])
+    assert np.allclose(entry.matrix[entry.slot_of[first]], unit(1))
+    assert (cache.loads, cache.catch_ups) == (1, 1)
+
+    # A text change makes the vector stale: it is no longer served.
+    await store.replace(ALICE, first, "L'utilisateur habite à Brest", cause="test")
+    entry = await cache.get(ALICE)
+    assert not entry.has_vector[entry.slot_of[first]]
+    # Counting a turn changes no served column: no catch-up.
+    async with db.write() as conn:
+        await conn.execute("UPDATE memories SET times_served = times_served + 1 WHERE user_id = ?", (ALICE,))
+    hits = cache.hits
+    await cache.get(ALICE)
+    assert (cache.loads, cache.catch_ups, cache.hits) == (1, 2, hits + 1)
+
+
+async def test_a_second_process_sees_the_writes_of_the_first(db: SQLiteDatabase, database_url: str) -> None:
+    other = await open_database(database_url)
+    try:
+        mine, theirs = MemoryCache(db, MODEL), MemoryCache(other, MODEL)
+        memory_id = await add(MemoryStore(db), "L'utilisateur habite à Nantes")
+        assert await texts(theirs) == {memory_id: "L'utilisateur habite à Nantes"}
+        await MemoryStore(other).replace(ALICE, memory_id, "L'utilisateur habite à Lyon", cause="test")
+        assert await texts(mine) == await texts(theirs) == await truth(db)
+    finally:
+        await other.close()
+
+
+async def test_an_erase_leaves_nothing_and_a_new_life_is_not_taken_for_the_old(db: SQLiteDatabase) -> None:
+    store = MemoryStore(db)
+    cache = MemoryCache(db, MODEL)
+    for i in range(3):
+        await add(store, f"L'utilisateur a {i + 2} chats")
+    await texts(cache)
+    async with db.write() as conn:
+        await erase_user_memories(conn, ALICE)
+    assert await texts(cache) == {}
+    again = await add(store, "L'utilisateur a un chien")
+    assert await texts(cache) == {again: "L'utilisateur a un chien"}
+
+
+async def test_candidates_are_the_stores_filter(db: SQLiteDatabase) -> None:
+    store = MemoryStore(db)
+    cache = MemoryCache(db, MODEL)
+    now = utcnow()
+    kept = {
+        await add(store, "global partout", scope="global", place="guild"),
+        await add(store, "de cette histoire", scope="story", story_id="s1", place=None),
+    }
+    await add(store, "d'une autre histoire", scope="story", story_id="s2")
+    await add(store, "d'un autre lieu", place="dm")
+    await add(store, "expiré", expires_at=now - timedelta(seconds=1))
+    entry = await cache.get(ALICE)
+    slots = entry.candidates(now, story_id="s1", place="guild", share=False)
+    assert set(entry.ids_of(slots)) == kept
+    shared = entry.candidates(now, story_id="s1", place="guild", share=True)
+    assert len(shared) == 3
+    assert to_db(now)  # the filter reads the same UTC instants the store writes
+
+
+async def test_bounded_by_bytes_the_big_entry_cheap_to_reload_goes_first(db: SQLiteDatabase) -> None:
+    store = MemoryStore(db)
+    for i in range(200):
+        await add(store, f"L'utilisateur note le fait numéro {i}")
+    await MemoryStore(db).add(BOB, NewMemory(text="L'utilisateur joue du piano"))
+    cache = MemoryCache(db, MODEL)
+    alice = await cache.get(ALICE)
+    bob = await cache.get(BOB)
+    cache.max_bytes = alice.nbytes + bob.nbytes - 1
+    await MemoryStore(db).add("carol", NewMemory(text="L'utilisateur court"))
+    await cache.get("carol")
+    assert cache.nbytes <= cache.max_bytes
+    assert "carol" in cache and len(cache) == 2
+
+    tiny = MemoryCache(db, MODEL, max_bytes=10)
+    assert await texts(tiny) == await truth(db)  # served, not kept
+    assert len(tiny) == 0
+
+
+async def test_the_engines_cache_follows_every_kind_of_write_without_a_reload(
+    db: SQLiteDatabase, tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    async with http_client() as http:
+        embedder = LocalEmbedder()
+        engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
+        cache = engine.cache
+        user = "alice"
+
+        async def in_step() -> None:
+            entry = await cache.get(user)
+            cached = {m.id: (m.text, m.pinned, m.expires_at) for m in entry.memories(sorted(entry.slot_of.values()))}
+            stored = {m.id: (m.text, m.pinned, m.expires_at) for m in map(row_to_memory, await memory_rows(db.reader, user))}
+            assert cached == stored
+            with_vector = {int(i) for i in entry.ids[: len(entry.rows)][entry.has_vector[: len(entry.rows)]]}
+            assert with_vector == set((await load_user_matrix(db, user, embedder.model))[0])
+
+        first = await engine.remember(user, "L'utilisateur habite à Nantes.", story_id="chan-1", place="guild-1")
+        await in_step()  # the one load
+        llm_server.handler = lambda r: (
+            json.dumps({"memories": [{"text": "L'utilisateur a un chat qui s'appelle Minou.", "type": "fact",
+                                      "confidence": 0.95}]})
+            if r.json_schema is not None else "ok"
+        )  # fmt: skip
+        await engine.turn(msg("J'ai un chat, il s'appelle Minou."))
+        engine.schedule_reflection(user)
+        await engine.wait_reflections(user)
+        await in_step()
+        await Indexer(db, embedder).run_once()
+        await in_step()
+        history = await engine.edit_memory(user, first, "L'utilisateur habite à Lyon.")
+        await in_step()
+        await engine.pin(user, first)
+        await in_step()
+        assert await engine.forget(user, first)
+        await in_step()
+        assert history is not None and await engine.restore(user, history) == first
+        await in_step()
+        assert cache.loads == 1
+        assert cache.catch_ups >= 6
+
+        await engine.erase(user)
+        assert user not in cache
+        assert len((await cache.get(user)).slot_of) == 0
+        await engine.close()
+
+
+async def test_a_user_is_loaded_page_by_page_whole(db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache_module, "LOAD_PAGE", 3)
+    store = MemoryStore(db)
+    ids = [await add(store, f"L'utilisateur note le fait numéro {i}") for i in range(10)]
+    await MemoryStore(db).add(BOB, NewMemory(text="L'utilisateur joue du piano"))
+    for seed, memory_id in enumerate(ids[::2]):
+        await vector(db, memory_id, seed)
+    cache = MemoryCache(db, MODEL)
+    assert await texts(cache) == await truth(db)
+    entry = await cache.get(ALICE)
+    assert {int(i) for i in entry.ids[entry.has_vector[: len(entry.rows)].nonzero()[0]]} == set(ids[::2])

@@ -1,0 +1,185 @@
+"""The write index kept per user and place gives the write path the answers a fresh scan gives:
+the flip check looks only at memories that can reach its overlap, dedup finds the same target,
+and the index follows every kind of write (reflection, command, another process) without being
+rebuilt; a reflection that does not land leaves no trace in it."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+
+import pytest
+
+from bench.dedup_corpus import FACTS
+from bench.dedup_corpus_en import FACTS_EN
+from bot.clients.db import SQLiteDatabase
+from bot.memory.cache.memory_cache import MemoryCache
+from bot.memory.model import utcnow
+from bot.memory.stores.memories import MemoryStore, NewMemory, memory_rows, row_to_memory
+from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.write.dedup import best_match_exhaustive
+from bot.memory.write.filters import flipped_negation
+from bot.memory.write.index import FlipIndex, WriteIndex, WriteIndexes
+from bot.memory.write.reflection import CandidateIn, Reflection
+from tests.memory.write.test_filters import FLIPS, NOT_FLIPS
+
+ALICE = "alice"
+PLACE = "guild-1"
+
+CORPUS = [t for texts in FACTS.values() for t in texts] + [t for texts in FACTS_EN.values() for t in texts]
+FLIP_TEXTS = [t for pair in FLIPS + NOT_FLIPS for t in pair]
+
+
+def test_flip_index_gives_the_full_scans_answer_on_the_corpora() -> None:
+    texts = list(dict.fromkeys(CORPUS + FLIP_TEXTS))
+    index = FlipIndex()
+    for i, text in enumerate(texts):
+        index.add(i, text)
+    found = 0
+    for i, text in enumerate(texts):
+        others = [(j, t) for j, t in enumerate(texts) if j != i]
+        full = flipped_negation(text, others)
+        among = [(j, texts[j]) for j in index.candidates(text) if j != i]
+        assert flipped_negation(text, among) == full, text
+        index.remove(i)
+        assert index.flipped(text) == full, text
+        index.add(i, text)
+        found += full is not None
+        # The lookup must cut: a candidate is compared with a few memories, not all of them.
+        assert len(among) < len(texts) // 2
+    assert found >= len(FLIPS)  # the flips are really found through the index
+
+
+def test_write_index_dedup_is_the_exhaustive_match_and_follows_places_and_expiry() -> None:
+    now_us = 1_000
+    index = WriteIndex(PLACE)
+    live = {}
+    for i, text in enumerate(CORPUS):
+        place = (PLACE, None, "dm")[i % 3]
+        expires = (None, None, 500, 2_000)[i % 4]
+        index.put(i, text, place, expires, now_us)
+        if place != "dm" and (expires is None or expires > now_us):
+            live[i] = text
+    assert index.texts == live
+    for text in CORPUS[::7]:
+        assert index.dedup.best_match(text) == best_match_exhaustive(text, live.items())
+    index.expire(2_000)
+    assert all(i % 4 != 3 for i in index.texts)
+
+
+def candidate(text: str) -> CandidateIn:
+    return CandidateIn(text=text, type="fact", scope="global", confidence=0.95)
+
+
+async def add(db: SQLiteDatabase, text: str, **fields: object) -> int:
+    return await MemoryStore(db).add(ALICE, NewMemory(text=text, place=PLACE, **fields))  # type: ignore[arg-type]
+
+
+def context(**fields: object) -> ReflectionContext:
+    base: dict[str, object] = dict(
+        user_id=ALICE, allowed_ids=frozenset(), character_name="Écho", user_message="", user_name="Alice",
+        story_id="s1", place=PLACE, source="test",
+    )  # fmt: skip
+    base.update(fields)
+    return ReflectionContext(**base)  # type: ignore[arg-type]
+
+
+async def live_texts(db: SQLiteDatabase) -> dict[int, str]:
+    now = utcnow()
+    return {
+        m.id: m.text
+        for m in map(row_to_memory, await memory_rows(db.reader, ALICE))
+        if not m.is_expired(now) and m.place in (PLACE, None)
+    }
+
+
+async def test_the_index_follows_every_write_without_a_rebuild(db: SQLiteDatabase) -> None:
+    cache = MemoryCache(db, None)
+    indexes = WriteIndexes(cache)
+    store = MemoryStore(db)
+    nantes = await add(db, "L'utilisateur habite à Nantes depuis deux ans.")
+    velo = await add(db, "L'utilisateur fait du vélo tous les dimanches.")
+    _, index = await indexes.get(ALICE, PLACE, utcnow())
+
+    # A reflection, each command, a memory that expires, one of another place.
+    await apply_reflection(
+        db,
+        Reflection(memories=[candidate("L'utilisateur a un chat qui s'appelle Minou.")]),
+        context(),
+        indexes=indexes,
+    )
+    await store.replace(ALICE, nantes, "L'utilisateur habite à Lyon depuis deux ans.", cause="test")
+    await store.forget(ALICE, velo, cause="test")
+    history = (await store.history(ALICE))[0].id
+    await add(db, "L'utilisateur part à Rome demain.", expires_at=utcnow() + timedelta(milliseconds=50))
+    await MemoryStore(db).add(ALICE, NewMemory(text="L'utilisateur aime le jazz.", place="dm"))
+    _, again = await indexes.get(ALICE, PLACE, utcnow())
+    assert again is index
+    assert index.texts == await live_texts(db)
+
+    await store.restore(ALICE, history, cause="test")
+    later = utcnow() + timedelta(seconds=1)
+    _, again = await indexes.get(ALICE, PLACE, later)
+    assert again is index
+    assert index.texts == {i: t for i, t in (await live_texts(db)).items() if "Rome" not in t}
+
+
+async def test_writes_of_another_process_reach_the_index(db: SQLiteDatabase) -> None:
+    other = await SQLiteDatabase.open(db.path)
+    try:
+        cache = MemoryCache(db, None)
+        indexes = WriteIndexes(cache)
+        await add(db, "L'utilisateur habite à Nantes depuis deux ans.")
+        _, index = await indexes.get(ALICE, PLACE, utcnow())
+        await MemoryStore(other).add(ALICE, NewMemory(text="L'utilisateur joue du piano.", place=PLACE))
+        _, again = await indexes.get(ALICE, PLACE, utcnow())
+        assert again is index and index.texts == await live_texts(db)
+    finally:
+        await other.close()
+
+
+async def test_a_reflection_that_does_not_land_leaves_nothing_in_the_index(db: SQLiteDatabase) -> None:
+    cache = MemoryCache(db, None)
+    indexes = WriteIndexes(cache)
+    await add(db, "L'utilisateur habite à Nantes depuis deux ans.")
+    await indexes.get(ALICE, PLACE, utcnow())
+
+    async def refuse(conn: object) -> None:
+        raise RuntimeError("the exchanges changed")
+
+    with pytest.raises(RuntimeError):
+        await apply_reflection(
+            db,
+            Reflection(memories=[candidate("L'utilisateur a un chien qui s'appelle Rex.")]),
+            context(),
+            indexes=indexes,
+            finalize=refuse,  # type: ignore[arg-type]
+        )
+    _, index = await indexes.get(ALICE, PLACE, utcnow())
+    assert index.texts == await live_texts(db)
+    assert not any("Rex" in t for t in index.texts.values())
+
+
+@pytest.mark.parametrize("places", list(itertools.product([PLACE, None], repeat=2)))
+async def test_a_reflection_with_the_cache_decides_like_one_without(db: SQLiteDatabase, places: tuple) -> None:
+    first, second = places
+    for text in CORPUS[:40]:
+        await MemoryStore(db).add(ALICE, NewMemory(text=text, place=first))
+    reflection = Reflection(
+        memories=[candidate(t) for t in CORPUS[40:60:2] + CORPUS[1:20:3]]
+    )
+    cache = MemoryCache(db, None)
+    indexes = WriteIndexes(cache)
+    await indexes.get(ALICE, second, utcnow())
+    path = db.path
+    copy = await SQLiteDatabase.open(path.with_name("copy.sqlite3"))
+    try:
+        for text in CORPUS[:40]:
+            await MemoryStore(copy).add(ALICE, NewMemory(text=text, place=first))
+        with_cache = await apply_reflection(db, reflection, context(place=second), indexes=indexes)
+        without = await apply_reflection(copy, reflection, context(place=second))
+    finally:
+        await copy.close()
+    assert [(d.action, d.text, d.memory_id) for d in with_cache.decisions] == [
+        (d.action, d.text, d.memory_id) for d in without.decisions
+    ]
