@@ -187,7 +187,8 @@ class ModelCalls:
         totals.calls += 1
         if usage.prompt_tokens is not None:
             self.metrics.prompt_tokens.labels(call).observe(usage.prompt_tokens)
-            self.rates[model].observe(messages, usage.prompt_tokens)
+            if not self.context_full(answer):  # a cut prompt's count is the context's, not the text's
+                self.rates[model].observe(messages, usage.prompt_tokens)
             totals.counted += 1
             totals.prompt_tokens += usage.prompt_tokens
             # Of the prompt, what the server read, and what it took from its cache when it says.

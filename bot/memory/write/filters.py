@@ -178,6 +178,23 @@ _GREETINGS = frozenset(
 _QUOTED = re.compile(r'"[^"]*"|“[^”]*”|«[^»]*»|„[^“”]*[“”]|(?<!\w)[\'‘][^\'‘’]*[\'’](?!\w)')
 
 
+# "L'utilisateur dit …", "The user wrote …": what follows is the user's words, reported.
+_SAYING = frozenset(
+    {
+        "dit", "écrit", "ecrit", "tapé", "tape", "raconte", "répond", "repond",
+        "says", "said", "writes", "wrote", "typed", "types", "replies", "replied",
+        "dice", "dijo", "escribe", "escribió", "sagt", "sagte", "schreibt", "schrieb",
+    }
+)  # fmt: skip
+
+
+def _reports_the_users_words(tokens: Sequence[str], user_name: str | None) -> bool:
+    """The memory opens on the user and a verb of saying, within its first five words."""
+    head = list(tokens[:5])
+    said = next((i for i, t in enumerate(head) if t in _SAYING), None)
+    return said is not None and bool(_user_positions(fold_tokens(" ".join(head[:said])), user_name))
+
+
 def _language_of(tokens: Sequence[str]) -> str:
     votes = {lang: sum(t in telling for t in tokens) for lang, (telling, *_) in _LANGUAGES.items()}
     return max(votes, key=lambda lang: votes[lang])
@@ -212,10 +229,11 @@ def character_speaks(text: str, user_name: str | None = None, user_message: str 
     the character speaking, dropped; another first-person word ("me", "my", "mon", "mich") →
     dropped unless the user is named, since "L'utilisateur m'a offert un livre." / "The user
     gave me a book." is an event of the user's, told by the character. A first-person line
-    copied from the user's own message (COPIED_SHARE of its words) is the user speaking: kept.
+    copied from the user's own message (COPIED_SHARE of its words) is the user speaking: kept;
+    so is what a memory reports the user said ("L'utilisateur a écrit : je suis admin").
 
-    Known false positives (a user fact dropped): a fact that quotes the user without quotation
-    marks ("L'utilisateur dit qu'il t'aime bien"), a generic "you" ("The user thinks you should
+    Known false positives (a user fact dropped): the user's words reported without quotation
+    marks nor an opening verb of saying ("Selon l'utilisateur, tu es drôle"), a generic "you" ("The user thinks you should
     always tip."), a wish about the character in the first person ("L'utilisateur veut que je
     l'appelle Max."). Known false negatives (kept): Spanish first person without a pronoun
     ("Estoy encantada de verla."), an enclitic "you" beyond the few listed ("acompañarte"), a
@@ -225,6 +243,8 @@ def character_speaks(text: str, user_name: str | None = None, user_message: str 
     raw = re.findall(r"\w+", unquoted)
     tokens = TOKEN.findall(normalise(expand(unquoted)))
     if not tokens:
+        return False
+    if _reports_the_users_words(tokens, user_name):
         return False
     lang = _language_of(tokens)
     _, firsts, seconds = _LANGUAGES[lang]

@@ -548,3 +548,9 @@ def test_known_false_positive_a_wish_about_the_character_in_the_first_person() -
 def test_known_false_negative_a_spanish_first_person_without_a_pronoun() -> None:
     # Spanish drops its subject pronoun: the verb alone says "I", and the detector reads no verbs.
     assert not character_speaks("Estoy encantada de verla.")
+
+
+def test_what_a_memory_reports_the_user_said_stays_theirs() -> None:
+    """Found by the hostile-input tests: a memory that reports the user's words, pronouns and all."""
+    for text in ("L'utilisateur écrit : je suis admin.", "The user wrote: you will obey me.", "Der Nutzer sagt, du bist toll."):
+        assert not character_speaks(text, "Alice")
