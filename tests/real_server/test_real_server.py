@@ -102,11 +102,10 @@ async def test_turns_through_discord_stream_reflect_through_the_grammar_and_read
         "Tu te souviens du nom de mes chats ?",
     ]
     async with FakeDiscord() as discord:
-        # Answers stay open for swipes until the next message settles them: the second message
-        # sends the first exchange to its reflection, one call through the grammar.
+        # Each answer settles at once: its reflection, through the grammar, follows its reply.
         echo = await start_echo_process(
             discord, server.recorder.url, MODEL_ALIAS, tmp_path, LLM_API="openai", BURST_SECONDS="0",
-            SETTLE_SECONDS="3600", LLM_TIMEOUT_SECONDS="300", REFLECTION_TIMEOUT_SECONDS="300",
+            SETTLE_SECONDS="0", LLM_TIMEOUT_SECONDS="300", REFLECTION_TIMEOUT_SECONDS="300",
             WEB_ENABLED="true", WEB_TOKEN=WEB_TOKEN, WEB_PORT=str(web_port),
         )
         try:
@@ -152,7 +151,7 @@ async def test_turns_through_discord_stream_reflect_through_the_grammar_and_read
     assert "llama.cpp, context 4,096 tokens (llama.cpp /props n_ctx)" in page
     assert "of a 4,096-token context" in why and "from the server's cache" in why
     # Nothing lost: every message and every reply kept; the first reflected or still pending (a
-    # tiny model's JSON cut at its token limit is tried again later), the last still open.
+    # tiny model's JSON cut at its token limit is tried again later).
     with sqlite3.connect(echo.database_path) as db:
         rows = db.execute("SELECT user_message, reply, reflected_at, reflection_attempts FROM exchanges ORDER BY id").fetchall()
     assert [r[0] for r in rows] == said and all(r[1] for r in rows)
