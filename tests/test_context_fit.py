@@ -24,7 +24,7 @@ from bot.engine.fitting import (
 )
 from bot.engine.prompting import ChannelLine
 from bot.memory.model import Memory, utcnow
-from bot.presenting import why_text
+from bot.presenting import turn_text, why_text
 from tests.builders import make_engine
 from tests.fakes.llm_server import FakeLLMServer, Reply
 
@@ -172,8 +172,9 @@ async def test_a_context_too_small_for_even_the_smallest_prompt_is_said_once_and
     second = await engine.turn(_incoming("Tu es là ?", []))
     for result in (first, second):
         assert result.reply is None
-        assert "context is too small" in result.shown and "try again" not in result.shown
-        assert "the model holds 200" in result.shown
+        shown = turn_text(result)
+        assert "context is too small" in shown and "try again" not in shown
+        assert "the model holds 200" in shown
     assert asked == 1, "the smallest prompt was tried once, at a guessed rate; the refusal taught the rest"
     assert len(llm_server.chats) == asked, "nothing is sent that the server must refuse"
     warned = [r for r in caplog.records if "too small for the bot's prompts" in r.getMessage()]

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from bot.engine.prompting import ChannelLine
+from bot.errors import LLMContextExceeded
 from bot.memory.model import Memory
 
 # Measured with llama.cpp's /tokenize on Écho's reply prompt: 2,495 characters of French and
@@ -151,3 +152,43 @@ def fit_turn(
             raise
         minimum = build((), ())
         return Fitted(minimum, rate.tokens(minimum), len(history), frozenset(m.id for m in memories))
+
+
+class ContextKnown(Protocol):
+    """What the model calls know of the context (bot/engine/llm_calls.py, ModelCalls)."""
+
+    def context_tokens(self) -> int | None: ...
+
+    def rate(self, model: str) -> TokenRate: ...
+
+    def context_too_small(self, error: ContextTooSmall) -> None: ...
+
+
+Answer = TypeVar("Answer")
+
+
+async def answer_fitted(
+    build: Build,
+    history: Sequence[ChannelLine],
+    memories: Sequence[Memory],
+    calls: ContextKnown,
+    model: str,
+    ask: Callable[[list[dict[str, Any]]], Awaitable[Answer]],
+) -> tuple[Fitted, Answer]:
+    """The prompt fitted, and what `ask` got for it. A server that refuses the prompt as longer
+    than its context has said its context and the prompt's tokens (`calls` learnt them): fitted
+    again on them, once. Raises ContextTooSmall (told to `calls`), or what `ask` raises."""
+    try:
+        fitted = fit_turn(build, history, memories, calls.context_tokens(), calls.rate(model))
+        try:
+            return fitted, await ask(fitted.messages)
+        except LLMContextExceeded:
+            fitted = fit_turn(build, history, memories, calls.context_tokens(), calls.rate(model))
+            try:
+                return fitted, await ask(fitted.messages)
+            except LLMContextExceeded as again:
+                context = again.context_tokens or calls.context_tokens() or 0
+                raise ContextTooSmall(again.prompt_tokens or fitted.tokens, context) from again
+    except ContextTooSmall as exc:
+        calls.context_too_small(exc)
+        raise

@@ -12,22 +12,31 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
-from bot.characters.character import Character, fill_user, render_character_prompt
+from bot.characters.character import Character, fill_turn, render_character_prompt
 from bot.characters.lore import LoreHit
+from bot.characters.lore_timing import LoreClock
+from bot.characters.macros import TurnValues
 from bot.clients.db import to_db
 from bot.clients.llm import OnText
 from bot.clients.llm_wire import ChatReply, Image, TokenUsage
 from bot.clients.outage import Outage
 from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
-from bot.engine.fitting import Build, ContextTooSmall, Fitted, fit_turn
+from bot.engine.fitting import Build, ContextTooSmall, answer_fitted
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
-from bot.engine.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
+from bot.engine.prompting import (
+    ChannelLine,
+    at_depths,
+    bounded_history,
+    build_reply_messages,
+    render_lore,
+    speaker_name,
+)
 from bot.engine.reflection_worker import Reflections
-from bot.errors import LLMContextExceeded, LLMError, LLMStreamCut, StorageError
+from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import Memory
 from bot.memory.stores import settings as settings_store
@@ -43,32 +52,23 @@ from bot.memory.stores.exchanges import (
     set_reply,
 )
 from bot.memory.stores.stories import load_story
+from bot.memory.stores.turn import last_turn
 from bot.memory.story.plans import render_story_context, select_positions
 from bot.memory.story.state import StateSpec, state_values
 from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
 
-LLM_DOWN_REPLY = (
-    "(I can't reach my language model right now, so I can't answer. Your message is kept; "
-    "try again in a moment.)"
-)
-STORAGE_DOWN_REPLY = (
-    "(I can't save anything right now: the bot's storage is failing, so I would forget what you "
-    "tell me. I'm not answering until it works again; whoever runs the bot can see why in its log.)"
-)
-ERASED_REPLY = "(Everything about you was just erased, as you asked: this message was not kept.)"
-# Writing again cannot help: the model cannot read even the character and the message.
-CONTEXT_TOO_SMALL_REPLY = (
-    "(My language model's context is too small to answer: even without our conversation and my "
-    "memories, reading what I must read and answering takes about {needed:,} tokens, and the model "
-    "holds {context:,}. Your message is kept, but writing again will not help: whoever runs the bot "
-    "must give the model a larger context.)"
-)
-# Ends a reply whose stream broke halfway: what arrived is kept, and said to be cut.
-CUT_NOTE = "*(…my answer was cut off here.)*"
+# Why a turn has no reply: the model could not be reached, the model's context cannot hold even
+# the smallest prompt (writing again cannot help), the storage failed (the message could not be
+# kept, so it is not answered), or the person was erased as the turn began. The front ends say it
+# in the person's language (bot/presenting/answers.py, `turn_text`).
+Failure = Literal["model_down", "context_too_small", "storage_down", "erased"]
 # Asked with a write transaction's connection: whether the person was erased since the turn began.
 Erased = Callable[[Connection], Awaitable[bool]]
+# Stories whose lore clock (timed lore entries) is held in memory; past it the oldest is read
+# again from its last turn's record when it comes back.
+LORE_CLOCKS_HELD = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +95,8 @@ class Incoming:
     # The key of the character who answers ("" for the default); `user_id` is then the
     # memory owner key the cast gives that character (bot.characters.cast).
     character: str = ""
+    # How the owner's page names the story (a channel's "#name"): ids mean nothing to a person.
+    story_name: str = ""
 
 
 @dataclass(slots=True)
@@ -104,11 +106,13 @@ class TurnResult:
     # None when the message could not even be saved (nothing was selected).
     selection: TurnSelection | None
     exchange_id: int | None
-    # What the user is told when there is no reply.
-    apology: str = LLM_DOWN_REPLY
+    # Why there is no reply (when there is none).
+    failure: Failure = "model_down"
     # The streamed answer broke halfway: `reply` is the part that arrived, `error` why.
     cut: bool = False
     usage: TokenUsage | None = None
+    needed: int = 0  # with "context_too_small": the smallest prompt and its answer, in tokens…
+    context: int = 0  # …and the model's context
 
     @classmethod
     def answered(cls, reply: str, selection: TurnSelection, exchange_id: int, usage: TokenUsage) -> TurnResult:
@@ -127,19 +131,12 @@ class TurnResult:
     @classmethod
     def unsaved(cls, why: str) -> TurnResult:
         """The message could not be saved, so it is not answered."""
-        return cls(None, why, None, None, apology=STORAGE_DOWN_REPLY)
+        return cls(None, why, None, None, failure="storage_down")
 
     @classmethod
     def erased(cls) -> TurnResult:
         """The person was erased while the turn began: nothing kept, nothing answered."""
-        return cls(None, "erased", None, None, apology=ERASED_REPLY)
-
-    @property
-    def shown(self) -> str:
-        """What the user reads, in every front end: the reply (marked when cut), or the apology."""
-        if self.reply is None:
-            return self.apology
-        return f"{self.reply}\n\n{CUT_NOTE}" if self.cut else self.reply
+        return cls(None, "erased", None, None, failure="erased")
 
 
 class Turns:
@@ -149,6 +146,8 @@ class Turns:
         self.reflections = reflections
         self.outage = Outage(log)
         self._recording: dict[str, set[asyncio.Task[None]]] = {}
+        # (owner, story) → the clock of its next turn, for lorebooks with timed entries.
+        self._lore_clocks: dict[tuple[str, str], LoreClock] = {}
 
     async def wait_recorded(self, user_id: str) -> None:
         pending = list(self._recording.get(user_id, ()))
@@ -186,42 +185,41 @@ class Turns:
             return TurnResult.erased()
         character = ctx.cast.get(msg.character)
         selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
-        build, history = self._prompt(msg, text, rules, character, selection, story_block)
+        clock = await self._lore_clock(msg, character)
+        build, history = self._prompt(msg, text, rules, character, selection, story_block, clock)
         started = time.perf_counter()
         key = ctx.calls.conversation_key(msg.user_id, msg.story_id)
-        try:
-            fitted, answer, reply, cut = await self._fitted_answer(build, history, selection, on_text, key)
+        try:  # the prompt fitted into the model's context (bot/engine/fitting.py), and its answer
+            fitted, (answer, reply, cut) = await answer_fitted(
+                build, history, selection.memories, ctx.calls, settings.llm_model,
+                lambda messages: self._answer(messages, on_text, key),
+            )
         except (LLMError, ContextTooSmall) as exc:
             too_small = exc if isinstance(exc, ContextTooSmall) else None
             if too_small is None:
                 self.outage.failed("replies fail, messages are kept unanswered: %s", exc)
-            selection.figures = TurnFigures(
-                failed=True, memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started),
-                context_tokens=ctx.calls.context_tokens(), context_too_small=too_small is not None,
-            )
+            selection.figures = TurnFigures(failed=True, memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started),
+                                            context_tokens=ctx.calls.context_tokens(), context_too_small=too_small is not None)
             ctx.metrics.turns.labels("failed").inc()
             self._record_later(selection, erased)
             with contextlib.suppress(StorageError):  # counted and logged by the database
                 await exchange_failed(ctx.db, msg.user_id, exchange_id, str(exc))
             result = TurnResult.unanswered(str(exc), selection, exchange_id)
             if too_small is not None:  # kept, unanswered, and said why: writing again cannot help
-                result.apology = CONTEXT_TOO_SMALL_REPLY.format(needed=too_small.needed, context=too_small.context)
+                result.failure, result.needed, result.context = "context_too_small", too_small.needed, too_small.context
             return result
+        for slot in selection.slots:
+            slot.left_out = slot.id in fitted.memories_left_out
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
         if cut is None:
             self.outage.recovered("replies work again after %d failed turn(s)")
         usage = answer.usage if answer is not None else TokenUsage(None, None)
         selection.figures = TurnFigures(
-            memory_ms=_ms(memory_seconds),
-            reply_ms=_ms(time.perf_counter() - started),
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            cached_tokens=usage.cached_tokens,
-            context_tokens=ctx.calls.context_tokens(),
-            context_full=answer is not None and ctx.calls.context_full(answer),
-            history_left_out=fitted.history_left_out,
-            memories_left_out=len(fitted.memories_left_out),
+            memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started),
+            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
+            context_tokens=ctx.calls.context_tokens(), context_full=answer is not None and ctx.calls.context_full(answer),
+            history_left_out=fitted.history_left_out, memories_left_out=len(fitted.memories_left_out),
         )
         ctx.metrics.turns.labels(selection.outcome).inc()
         self._record_later(selection, erased)
@@ -270,6 +268,7 @@ class Turns:
         character: Character,
         selection: TurnSelection,
         story_block: str,
+        clock: LoreClock | None,
     ) -> tuple[Build, list[ChannelLine]]:
         """What builds the messages sent (character, rules, memories, story, lore, recent lines,
         the message) from the lines and memories that fit; the recent lines. Notes who else
@@ -279,55 +278,60 @@ class Turns:
             list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
         )
         self._note_scene(msg, history)
+        values = TurnValues(
+            user=speaker_name(msg.user_name),
+            now=self.ctx.clock(),
+            seed=f"{msg.story_id}\x00{clock.turn if clock else 0}\x00{text}",
+            story=f"{msg.user_id}\x00{msg.story_id}",
+        )
         lore: list[LoreHit] = []
+        selection.lore = []
         if character.lore is not None:
             disabled = len(character.lore.disabled())
-            lore = character.lore.match(
+            turn = character.lore.match(
                 [line.text for line in history] + [text],
                 budget_chars=settings.lore_budget_chars,
                 scan_depth=settings.lore_scan_depth,
+                clock=clock,
+                seed=values.seed,
             )
             self.ctx.metrics.lore_keys_disabled.inc(len(character.lore.disabled()) - disabled)
-        selection.lore = [
-            {"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept, "disabled": h.disabled} for h in lore
-        ]
-        character_prompt = render_character_prompt(character, speaker_name(msg.user_name))
-        post_history = fill_user(character.post_history_instructions, speaker_name(msg.user_name))
+            lore = [replace(h, content=fill_turn(h.content, values)) for h in turn.hits]
+            selection.lore = turn.records()
+            if clock is not None:
+                key = (msg.user_id, msg.story_id)
+                self._lore_clocks.pop(key, None)
+                self._lore_clocks[key] = turn.clock
+                while len(self._lore_clocks) > LORE_CLOCKS_HELD:
+                    self._lore_clocks.pop(next(iter(self._lore_clocks)))
+                selection.lore_clock = turn.clock.to_record()
+        selection.user_name, selection.story_name = msg.user_name, msg.story_name
+        character_prompt = render_character_prompt(character, values, lore_before=render_lore(lore, "before"))
+        post_history = fill_turn(character.post_history_instructions, values)
+        depths = at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth)
 
         def build(lines: Sequence[ChannelLine], memories: Sequence[Memory]) -> list[dict[str, Any]]:
             return build_reply_messages(
                 character_prompt=character_prompt, character_name=character.name, rules=[r.text for r in rules],
                 user_name=msg.user_name, memories=memories, story_context=story_block, history=lines, message=text,
-                post_history=post_history, images=msg.images, lore=lore,
+                post_history=post_history, images=msg.images, lore=lore, depths=depths,
             )
 
         return build, history
 
-    async def _fitted_answer(
-        self, build: Build, history: Sequence[ChannelLine], selection: TurnSelection, on_text: OnText | None, key: str
-    ) -> tuple[Fitted, ChatReply | None, str, LLMStreamCut | None]:
-        """The prompt fitted, and the model's answer to it. A server that refuses the prompt as
-        longer than its context has said its context and the prompt's tokens: fitted again on
-        them, once. Raises ContextTooSmall, or LLMError when nothing can be answered."""
-        calls, model = self.ctx.calls, self.ctx.settings.llm_model
-        try:
-            fitted = fit_turn(build, history, selection.memories, calls.context_tokens(), calls.rate(model))
-            try:
-                answer, reply, cut = await self._answer(fitted.messages, on_text, key)
-            except LLMContextExceeded:
-                fitted = fit_turn(build, history, selection.memories, calls.context_tokens(), calls.rate(model))
-                try:
-                    answer, reply, cut = await self._answer(fitted.messages, on_text, key)
-                except LLMContextExceeded as again:
-                    context = again.context_tokens or calls.context_tokens() or 0
-                    raise ContextTooSmall(again.prompt_tokens or fitted.tokens, context) from again
-        except ContextTooSmall as exc:
-            calls.context_too_small(exc)
-            raise
-        left_out = fitted.memories_left_out
-        for slot in selection.slots:
-            slot.left_out = slot.id in left_out
-        return fitted, answer, reply, cut
+    async def _lore_clock(self, msg: Incoming, character: Character) -> LoreClock | None:
+        """The story's clock when the character's lorebook has timed entries: held since its
+        last turn, or read back from that turn's record (after a restart)."""
+        if character.lore is None or not character.lore.timed:
+            return None
+        held = self._lore_clocks.get((msg.user_id, msg.story_id))
+        if held is not None:
+            return held
+        with contextlib.suppress(StorageError):  # a fresh clock: effects start again
+            last = await last_turn(self.ctx.db, msg.user_id, msg.story_id)
+            if last is not None:
+                return LoreClock.from_record(last.lore_clock)
+        return LoreClock()
 
     async def _answer(
         self, messages: list[dict[str, Any]], on_text: OnText | None, key: str

@@ -182,7 +182,7 @@ async def test_a_40_turn_conversation_with_every_slot_full_is_answered_every_tur
                     Incoming(user_id="alice", user_name="Alice", text=text, story_id="forty", place="guild",
                              history=list(history), swipes=True)
                 )
-                assert result.reply is not None, (turn, result.shown)
+                assert result.reply is not None, (turn, result.failure, result.error)
                 answered += 1
                 history += [ChannelLine("Alice", text), ChannelLine("Écho", result.reply, from_bot=True)]
             selection = await engine.why("alice", "forty")
