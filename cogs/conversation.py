@@ -249,7 +249,8 @@ class Conversation(commands.Cog):
         key = (message.channel.id, message.author.id)
         wait = self.settings.burst_seconds
         # A burst is one answer: a message that joins one is not counted again.
-        if wait > 0 and self.bursts.join(key, message, text, time.monotonic() + wait):
+        if wait > 0 and (joined := self.bursts.join(key, message, text, time.monotonic() + wait)) is not None:
+            self._burst_tasks.spawn(self._read_ahead_again(joined), name=f"ahead:{key}")
             return
         user_id = str(message.author.id)
         verdict = self.limiter.hit(user_id)
@@ -262,19 +263,36 @@ class Conversation(commands.Cog):
             await self._answer(self.bursts.start(None, message, text, 0.0))
             return
         burst = self.bursts.start(key, message, text, time.monotonic() + wait)
-        burst.earlier = self._burst_tasks.spawn(self._read_ahead(message), name=f"earlier:{key}")
+        burst.earlier = self._burst_tasks.spawn(self._read_ahead(message, text), name=f"earlier:{key}")
         burst.task = self._burst_tasks.spawn(self._answer_burst(key, burst), name=f"burst:{key}")
 
-    async def _read_ahead(self, first: discord.Message) -> list[discord.Message]:
+    async def _read_ahead(self, first: discord.Message, text: str) -> list[discord.Message]:
         """The history of a burst's turn, read while its person may still be typing: the engine
-        embeds its last lines and scores the person's memories against them meanwhile, so the
-        turn embeds only its message and reads the memories once (a history line is the
-        message's text as Discord shows it, which the engine has often never seen: a reply split
-        in parts, others' messages, anything before a restart)."""
+        embeds the message read in it and scores the person's memories meanwhile, so the turn, if
+        nothing joins the burst, embeds nothing and reads the memories once (a history line is
+        the message's text as Discord shows it, which the engine has often never seen: a reply
+        split in parts, others' messages, anything before a restart)."""
         earlier = await self._earlier(first)
-        user_id = self.cast.memory_key(str(first.author.id), await self.character_for(first))
-        self.engine.read_ahead(user_id, str(first.channel.id), [m.clean_content for m in earlier])
+        await self._prepare(first, text, earlier)
         return earlier
+
+    async def _read_ahead_again(self, burst: Burst) -> None:
+        """A message joined the burst: its turn reads the burst's texts together, prepared again."""
+        if burst.earlier is None:
+            return
+        earlier = await burst.earlier
+        kept = burst.kept()
+        if kept:
+            await self._prepare(kept[0], "\n".join(t for m in kept if (t := burst.texts[m.id])), earlier)
+
+    async def _prepare(self, first: discord.Message, text: str, earlier: Sequence[discord.Message]) -> None:
+        me = self.bot.user
+        if me is None or not text:
+            return
+        character = await self.character_for(first)
+        voice = await self.voices.voice_for(first.channel, character, me)
+        user_id = self.cast.memory_key(str(first.author.id), character)
+        self.engine.read_ahead(user_id, str(first.channel.id), text, self._lines(earlier, me.id, voice, first.author.id))
 
     async def _answer_burst(self, key: tuple[int, int], burst: Burst) -> None:
         """Once the user has been quiet for BURST_SECONDS (or the burst is full), answer all
@@ -322,7 +340,7 @@ class Conversation(commands.Cog):
             story_id=str(last.channel.id),  # a thread is its own story
             place=place_of(last.guild.id if last.guild is not None else None),
             message_id=str(last.id),
-            history=self._lines(await (burst.earlier or self._earlier(first)), me.id, voice),
+            history=self._lines(await (burst.earlier or self._earlier(first)), me.id, voice, last.author.id),
             images=seen.images,
             swipes=self.settings.settle_seconds > 0,
         )
@@ -415,17 +433,19 @@ class Conversation(commands.Cog):
         return earlier
 
     @staticmethod
-    def _lines(earlier: Sequence[discord.Message], bot_id: int, voice: Voice) -> list[ChannelLine]:
+    def _lines(earlier: Sequence[discord.Message], bot_id: int, voice: Voice, person: int) -> list[ChannelLine]:
         """The history as the character reads it. Its own lines are its turns: the bot's
         messages, and those of the webhook it speaks through here under its name. Every other
         line is named by its speaker: another character's, and another app's webhook (a
-        PluralKit proxy, another bot) whatever name it takes."""
+        PluralKit proxy, another bot) whatever name it takes. `person`: the id of the author the
+        turn answers, whose own lines recall reads the message with."""
         return [
             ChannelLine(
                 m.author.display_name,
                 m.clean_content,
                 from_bot=m.author.id == bot_id or voice.wrote(m),
                 from_cast=voice.posted(m),
+                from_person=m.author.id == person,
             )
             for m in earlier
         ]

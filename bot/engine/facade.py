@@ -28,8 +28,18 @@ from bot.engine.context import EngineContext
 from bot.engine.events import Events, Receipt
 from bot.engine.llm_calls import MAX_REPLY_CHARS, ModelCalls, final_reply
 from bot.engine.open_exchanges import MESSAGE_DELETED, DeleteOutcome, OpenExchanges, Shown
+from bot.engine.prompting import ChannelLine
 from bot.engine.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
-from bot.engine.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY, Incoming, TurnResult, Turns
+from bot.engine.turn import (
+    CUT_NOTE,
+    ERASED_REPLY,
+    LLM_DOWN_REPLY,
+    STORAGE_DOWN_REPLY,
+    Incoming,
+    TurnResult,
+    Turns,
+    conversation_of,
+)
 from bot.errors import InvalidMemory, StorageError
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.warm_up import WarmUp, warm_up
@@ -49,6 +59,7 @@ from bot.memory.stores.exchanges import (
     changes_of,
     erase_user_exchange_data,
     join_parts,
+    message_text,
     users_with_open_exchanges,
 )
 from bot.memory.stores.memories import (
@@ -200,10 +211,14 @@ class Engine:
         rules = self._rules.get(self.cast.get(msg.character).key, self.rules)
         return await self.turns.run(msg, rules, on_text=on_text)
 
-    def read_ahead(self, user_id: str, story_id: str, lines: Sequence[str]) -> None:
-        """The channel's lines before a message the front end holds (a burst's wait): prepared
-        now, its turn embeds only the message (`Recall.prepare_conversation`)."""
-        self.tasks.spawn(self.recall.prepare_conversation(user_id, story_id, lines, soon=True), name="conversation:ahead")
+    def read_ahead(self, user_id: str, story_id: str, text: str, history: Sequence[ChannelLine]) -> None:
+        """A message the front end holds (a burst's wait), with the channel's lines before it:
+        its query is embedded and the person's memories scored now, so that its turn, if its text
+        is still `text`, embeds nothing (`Recall.prepare_turn`)."""
+        query = message_text(text, self.settings.max_message_chars)
+        self.tasks.spawn(
+            self.recall.prepare_turn(user_id, story_id, query, conversation_of(history)), name="conversation:ahead"
+        )
 
     async def wait_recorded(self, user_id: str) -> None:
         """Wait until the user's turns are recorded (before /why, stats, export or erase)."""

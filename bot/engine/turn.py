@@ -29,6 +29,7 @@ from bot.engine.reflection_worker import Reflections
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import Memory
+from bot.memory.read.conversation import Line
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.epoch import begin_turn, still_current
 from bot.memory.stores.exchanges import (
@@ -209,11 +210,6 @@ class Turns:
         self._record_later(selection, erased)
         reply = final_reply(reply)
         await self._keep(msg, exchange_id, reply, messages, erased)
-        # The next turn of the story finds its conversation's lines embedded: off the critical path.
-        lines = [*(line.text for line in msg.history), text, reply]
-        ctx.tasks.spawn(
-            ctx.recall.prepare_conversation(msg.user_id, msg.story_id, lines), name=f"conversation:{msg.user_id}"
-        )
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:
@@ -234,7 +230,7 @@ class Turns:
             story_id=msg.story_id,
             place=msg.place,
             query=text,
-            conversation=[line.text for line in msg.history],
+            conversation=conversation_of(msg.history),
             rules=rules,
             share=share,
             story=story_detail,
@@ -385,6 +381,12 @@ class Turns:
             "state": values,
         }
         return block, detail
+
+
+def conversation_of(history: Sequence[ChannelLine]) -> list[Line]:
+    """The channel's lines as recall reads the message with them: each text, and whether the
+    person the turn answers wrote it."""
+    return [Line(storable(line.text), line.from_person) for line in history]
 
 
 def _storable(msg: Incoming, max_chars: int) -> Incoming:
