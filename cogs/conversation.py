@@ -25,7 +25,6 @@ from discord.ext import commands
 from bot.characters.character import Character
 from bot.clients.tasks import BackgroundTasks
 from bot.engine import Engine, Incoming, Shown, TurnResult, join_parts
-from bot.engine.prompting import ChannelLine
 from cogs.bot import NO_MENTIONS, EchoBot
 from cogs.message_events import edited_text
 from cogs.utils.answering import (
@@ -38,6 +37,7 @@ from cogs.utils.answering import (
     split_message,
 )
 from cogs.utils.bursts import Burst, Bursts, Dropped
+from cogs.utils.history import channel_lines
 from cogs.utils.images import image_attachments, read_images
 from cogs.utils.ratelimit import RateLimiter, Verdict
 from cogs.utils.views import swipe_view
@@ -250,7 +250,8 @@ class Conversation(commands.Cog):
         wait = self.settings.burst_seconds
         # A burst is one answer: a message that joins one is not counted again.
         if wait > 0 and (joined := self.bursts.join(key, message, text, time.monotonic() + wait)) is not None:
-            self._burst_tasks.spawn(self._read_ahead_again(joined), name=f"ahead:{key}")
+            # Its turn reads the burst's texts together: read again.
+            self._burst_tasks.spawn(self._read_again(joined), name=f"ahead:{key}")
             return
         user_id = str(message.author.id)
         verdict = self.limiter.hit(user_id)
@@ -267,32 +268,24 @@ class Conversation(commands.Cog):
         burst.task = self._burst_tasks.spawn(self._answer_burst(key, burst), name=f"burst:{key}")
 
     async def _read_ahead(self, first: discord.Message, text: str) -> list[discord.Message]:
-        """The history of a burst's turn, read while its person may still be typing: the engine
-        embeds the message read in it and scores the person's memories meanwhile, so the turn, if
-        nothing joins the burst, embeds nothing and reads the memories once (a history line is
-        the message's text as Discord shows it, which the engine has often never seen: a reply
-        split in parts, others' messages, anything before a restart)."""
+        """The history of a burst's turn, read while its person may still be typing, and the
+        message read in it by the engine meanwhile: the turn, if nothing joins, embeds nothing."""
         earlier = await self._earlier(first)
         await self._prepare(first, text, earlier)
         return earlier
 
-    async def _read_ahead_again(self, burst: Burst) -> None:
-        """A message joined the burst: its turn reads the burst's texts together, prepared again."""
-        if burst.earlier is None:
-            return
-        earlier = await burst.earlier
-        kept = burst.kept()
-        if kept:
-            await self._prepare(kept[0], "\n".join(t for m in kept if (t := burst.texts[m.id])), earlier)
+    async def _read_again(self, burst: Burst) -> None:
+        """A message joined the burst: its turn reads the burst's texts together."""
+        if burst.earlier is not None and (kept := burst.kept()):
+            await self._prepare(kept[0], burst.text(), await burst.earlier)
 
     async def _prepare(self, first: discord.Message, text: str, earlier: Sequence[discord.Message]) -> None:
         me = self.bot.user
-        if me is None or not text:
-            return
-        character = await self.character_for(first)
-        voice = await self.voices.voice_for(first.channel, character, me)
-        user_id = self.cast.memory_key(str(first.author.id), character)
-        self.engine.read_ahead(user_id, str(first.channel.id), text, self._lines(earlier, me.id, voice, first.author.id))
+        if me is not None and text:
+            character = await self.character_for(first)
+            voice = await self.voices.voice_for(first.channel, character, me)
+            lines = channel_lines(earlier, me.id, voice, first.author.id)
+            self.engine.read_ahead(self.cast.memory_key(str(first.author.id), character), str(first.channel.id), text, lines)
 
     async def _answer_burst(self, key: tuple[int, int], burst: Burst) -> None:
         """Once the user has been quiet for BURST_SECONDS (or the burst is full), answer all
@@ -340,7 +333,7 @@ class Conversation(commands.Cog):
             story_id=str(last.channel.id),  # a thread is its own story
             place=place_of(last.guild.id if last.guild is not None else None),
             message_id=str(last.id),
-            history=self._lines(await (burst.earlier or self._earlier(first)), me.id, voice, last.author.id),
+            history=channel_lines(await (burst.earlier or self._earlier(first)), me.id, voice, last.author.id),
             images=seen.images,
             swipes=self.settings.settle_seconds > 0,
         )
@@ -431,24 +424,6 @@ class Conversation(commands.Cog):
             return []
         earlier.reverse()
         return earlier
-
-    @staticmethod
-    def _lines(earlier: Sequence[discord.Message], bot_id: int, voice: Voice, person: int) -> list[ChannelLine]:
-        """The history as the character reads it. Its own lines are its turns: the bot's
-        messages, and those of the webhook it speaks through here under its name. Every other
-        line is named by its speaker: another character's, and another app's webhook (a
-        PluralKit proxy, another bot) whatever name it takes. `person`: the id of the author the
-        turn answers, whose own lines recall reads the message with."""
-        return [
-            ChannelLine(
-                m.author.display_name,
-                m.clean_content,
-                from_bot=m.author.id == bot_id or voice.wrote(m),
-                from_cast=voice.posted(m),
-                from_person=m.author.id == person,
-            )
-            for m in earlier
-        ]
 
     async def _react(self, message: discord.Message, emoji: str) -> None:
         try:

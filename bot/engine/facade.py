@@ -30,16 +30,7 @@ from bot.engine.llm_calls import MAX_REPLY_CHARS, ModelCalls, final_reply
 from bot.engine.open_exchanges import MESSAGE_DELETED, DeleteOutcome, OpenExchanges, Shown
 from bot.engine.prompting import ChannelLine
 from bot.engine.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
-from bot.engine.turn import (
-    CUT_NOTE,
-    ERASED_REPLY,
-    LLM_DOWN_REPLY,
-    STORAGE_DOWN_REPLY,
-    Incoming,
-    TurnResult,
-    Turns,
-    conversation_of,
-)
+from bot.engine.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY, Incoming, TurnResult, Turns
 from bot.errors import InvalidMemory, StorageError
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.warm_up import WarmUp, warm_up
@@ -59,7 +50,6 @@ from bot.memory.stores.exchanges import (
     changes_of,
     erase_user_exchange_data,
     join_parts,
-    message_text,
     users_with_open_exchanges,
 )
 from bot.memory.stores.memories import (
@@ -212,13 +202,9 @@ class Engine:
         return await self.turns.run(msg, rules, on_text=on_text)
 
     def read_ahead(self, user_id: str, story_id: str, text: str, history: Sequence[ChannelLine]) -> None:
-        """A message the front end holds (a burst's wait), with the channel's lines before it:
-        its query is embedded and the person's memories scored now, so that its turn, if its text
-        is still `text`, embeds nothing (`Recall.prepare_turn`)."""
-        query = message_text(text, self.settings.max_message_chars)
-        self.tasks.spawn(
-            self.recall.prepare_turn(user_id, story_id, query, conversation_of(history)), name="conversation:ahead"
-        )
+        """A message the front end holds (a burst's wait) and the lines before it: read now, its
+        turn embeds nothing if its text is still `text` (`Recall.prepare_turn`)."""
+        self.turns.read_ahead(user_id, story_id, text, history)
 
     async def wait_recorded(self, user_id: str) -> None:
         """Wait until the user's turns are recorded (before /why, stats, export or erase)."""

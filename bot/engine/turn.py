@@ -150,6 +150,12 @@ class Turns:
         # The candidate counts a user with many memories holds in memory, written before a read.
         await self.ctx.recall.flush_counts(user_id)
 
+    def read_ahead(self, user_id: str, story_id: str, text: str, history: Sequence[ChannelLine]) -> None:
+        query = message_text(text, self.ctx.settings.max_message_chars)
+        self.ctx.tasks.spawn(
+            self.ctx.recall.prepare_turn(user_id, story_id, query, conversation_of(history)), name="conversation:ahead"
+        )
+
     async def run(self, msg: Incoming, rules: Sequence[Memory], *, on_text: OnText | None = None) -> TurnResult:
         ctx, settings = self.ctx, self.ctx.settings
         msg = _storable(msg, settings.max_message_chars)

@@ -46,6 +46,10 @@ class Burst:
     def kept(self) -> list[discord.Message]:
         return [m for m in self.messages if m.id not in self.deleted]
 
+    def text(self) -> str:
+        """Its texts so far, as its turn joins them (images aside)."""
+        return "\n".join(t for m in self.kept() if (t := self.texts[m.id]))
+
     def begin_turn(
         self, messages: Sequence[discord.Message], marks_of: Callable[[discord.Message], str]
     ) -> list[MessagePart]:
