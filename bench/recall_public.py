@@ -412,9 +412,12 @@ class Bench:
         isolated first), and by date (newest first)."""
         ids, matrix, ages = await self.pool()
         density = (matrix @ matrix.T).mean(axis=1)
+        # Ties (memories of one date) in a seeded random order, not by id: ids follow the
+        # corpus's own order, which may put what is asked first.
+        shuffled = np.random.default_rng(SEED).permutation(ids.size)
         out: dict[str, dict[int, list[float]]] = {}
         for name, key in (("densest first", -density), ("most isolated first", density), ("newest first", ages)):
-            order = ids[np.argsort(key, kind="stable")].tolist()
+            order = ids[np.lexsort((shuffled, key))].tolist()
             out[name] = {k: [recall_of(order[:k], t.relevant) for t in self.corpus.turns] for k in KS}
         return out
 
@@ -528,6 +531,8 @@ class Reading:
     k: int
     one_text: bool = True  # False: the lines' vectors averaged, z-fused with the message (round 1)
     floor: bool = True  # the message's own z-score as a floor
+    below: float = 0.0  # the floor lowered by this much
+    second_term: float = 0.0  # z(read) + this · z(message), no floor
     chars: int | None = None
     labels: bool = False
     message_first: bool = False
@@ -550,6 +555,8 @@ READINGS = (
     Reading("own last 4 + answered + message", "own+answered", 4),
     SHIPPED_READING,
     Reading("  the same, no floor", "own+answered", OWN_LINES, floor=False, chars=CONTEXT_CHARS),
+    Reading("  the same, floor z(message) - 0.25", "own+answered", OWN_LINES, below=0.25, chars=CONTEXT_CHARS),
+    Reading("  the same, + 0.5 z(message), no floor", "own+answered", OWN_LINES, second_term=0.5, chars=CONTEXT_CHARS),
     Reading("own last 3 + answered, 200 chars", "own+answered", OWN_LINES, chars=200),
 )
 
@@ -593,7 +600,10 @@ async def reading_scores(bench: Bench, reading: Reading, matrix: np.ndarray) -> 
         else:
             text = reading_text(reading, turn, bench.corpus.user)
             by_read = standardised(matrix @ await bench.embedder.embed_query(text))
-            out.append(np.maximum(by_read, by_message) if reading.floor else by_read)
+            if reading.second_term:
+                out.append(by_read + reading.second_term * by_message)
+            else:
+                out.append(np.maximum(by_read, by_message - reading.below) if reading.floor else by_read)
     return out
 
 
