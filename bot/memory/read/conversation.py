@@ -141,9 +141,8 @@ def fuse(message: np.ndarray, read: np.ndarray | None) -> Fused:
 
     The message's own z-score is a floor: after small talk, the text read with it is about the
     small talk, and a direct question would lose what it asks for (bench/recall_questions.py:
-    0.775 of the questions at 24 without the floor, 0.95 with it). Any lower floor
-    (z(message) − 0.25) already loses a question in eight at 8. Without a conversation,
-    z(message).
+    0.875 of the questions at 24 without the floor, 0.95 with it; a floor lowered by 0.25
+    already loses one question in ten at 8). Without a conversation, z(message).
     """
     by_message = standardised(message)
     if read is None:

