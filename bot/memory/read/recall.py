@@ -151,8 +151,8 @@ class TurnVectors:
     message: np.ndarray | None
     read: np.ndarray | None
     degraded: bool
-    # The turn's query texts (`texts_key`), which a turn scored ahead must match.
-    key: bytes = b""
+    # The memories scored against them while the front end held the message, if they were.
+    prepared: _Column | None = None
 
     def stacked(self) -> np.ndarray:
         assert self.message is not None
@@ -230,11 +230,13 @@ class Recall:
             self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", "no embedder")
             return TurnVectors(None, None, degraded=True)
         texts = self.query_texts(query, conversation)
-        wanted = texts_key(texts)
         prepared = self._columns.get(key)
-        if prepared is not None and prepared.key == wanted:
+        if prepared is not None and prepared.key == texts_key(texts):
+            # Used once: the next turn asks the embedder again.
+            del self._columns[key]
             rows = prepared.vectors
         else:
+            prepared = None
             try:
                 rows = await embed_turn_queries(self.embedder, texts, timeout=self.timeout)
             except EmbeddingError as exc:
@@ -242,7 +244,7 @@ class Recall:
                 return TurnVectors(None, None, degraded=True)
         # The reflection of the exchange reads the message's vector again.
         self.queries.put(self.embedder.model, texts[0], rows[0])
-        return TurnVectors(rows[0], rows[1] if len(rows) > 1 else None, degraded=False, key=wanted)
+        return TurnVectors(rows[0], rows[1] if len(rows) > 1 else None, degraded=False, prepared=prepared)
 
     async def prepare_turn(
         self, user_id: str, story_id: str, query: str, conversation: Sequence[Line] = ()
@@ -287,16 +289,12 @@ class Recall:
             _, dropped = self._columns.popitem(last=False)
             held -= dropped.values.nbytes
 
-    def _prepared_cosines(
-        self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors, key: tuple[str, str]
-    ) -> np.ndarray | None:
-        """The candidates' cosines to the turn's query vectors from the turn scored ahead, when
-        it is this turn's texts over this entry; None otherwise. Used once."""
-        column = self._columns.get(key)
-        if column is None or column.key != vectors.key:
-            return None
-        del self._columns[key]
-        if column.entry() is not entry or column.layout != entry.layout:
+    @staticmethod
+    def _prepared_cosines(entry: UserMemories, slots: np.ndarray, vectors: TurnVectors) -> np.ndarray | None:
+        """The candidates' cosines to the turn's query vectors as scored while the front end
+        held the message, brought up to date, when that was over this entry; None otherwise."""
+        column = vectors.prepared
+        if column is None or column.entry() is not entry or column.layout != entry.layout:
             return None
         column.bring_up_to(entry)
         cosines = column.values[:, slots].astype(np.float64)
@@ -421,7 +419,7 @@ class Recall:
         entry = await self.cache.get(user_id)
         now = self.clock()
         slots = entry.candidates(now, story_id=story_id, place=place, share=share)
-        fused, degraded = self._fused(entry, slots, vectors, (user_id, story_id))
+        fused, degraded = self._fused(entry, slots, vectors)
         lexical_ids: set[int] = set()
         if np.isnan(fused.scores).any():
             slots, fused, lexical_ids = await self._with_lexical(
@@ -430,15 +428,13 @@ class Recall:
             )
         return ScoredTurn(entry, slots, fused, lexical_ids, degraded, now)
 
-    def _fused(
-        self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors, key: tuple[str, str]
-    ) -> tuple[Fused, bool]:
+    def _fused(self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors) -> tuple[Fused, bool]:
         """The candidates' fused scores (NaN without a vector) and whether the turn is degraded."""
         if vectors.message is None:
             return _unscored(slots), vectors.degraded
         cosines = None
         if entry.dim == vectors.message.shape[0]:
-            cosines = self._prepared_cosines(entry, slots, vectors, key)
+            cosines = self._prepared_cosines(entry, slots, vectors)
         if cosines is None:
             try:
                 cosines = self._scored(entry, slots, vectors.stacked())
@@ -477,7 +473,7 @@ class Recall:
             if degraded:
                 fused = _unscored(slots)
             else:
-                fused, _ = self._fused(entry, slots, vectors, (user_id, story_id))
+                fused, _ = self._fused(entry, slots, vectors)
         scores = fused.scores.copy()
         threshold = self.threshold
         eligible = scores[scores >= threshold]
