@@ -369,16 +369,15 @@ def turns(draw: st.DrawFn) -> tuple[list[Memory], dict[int, float], int]:
 
 
 @settings(max_examples=examples(250), deadline=None)
-@given(turns())
-def test_matches_the_reference_passes(turn: tuple[list[Memory], dict[int, float], int]) -> None:
+@given(turns(), st.sampled_from((None, None, 16)))
+def test_matches_the_reference_passes(turn: tuple[list[Memory], dict[int, float], int], semantic_slots: int | None) -> None:
     memories, scores, limit = turn
 
-    selected = select(memories, scores, limit, now=NOW)
+    selected = select(memories, scores, limit, now=NOW, semantic_slots=semantic_slots)
 
-    assert [(s.memory.id, s.reason) for s in selected] == reference_select(memories, scores, limit, NOW)
+    expected = reference_select(memories, scores, limit, NOW, semantic_slots)
+    assert [(s.memory.id, s.reason) for s in selected] == expected
     assert all(s.score == scores.get(s.memory.id) for s in selected)
-    bounded = select(memories, scores, limit, now=NOW, semantic_slots=16)
-    assert [(s.memory.id, s.reason) for s in bounded] == reference_select(memories, scores, limit, NOW, 16)
 
 
 @settings(max_examples=examples(100), deadline=None)
