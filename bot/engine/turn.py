@@ -1,7 +1,12 @@
 """One turn: a message in, a reply out, from any front end.
 
-The turn persists the exchange, selects the author's memories, calls the LLM, and only then
-schedules the reflection; a reflection never delays or breaks a reply.
+The turn persists the exchange, selects the author's memories, fits the prompt into the model's
+context (bot/engine/fitting.py), calls the LLM, and only then schedules the reflection; a
+reflection never delays or breaks a reply.
+
+Over 450 lines on purpose: the turn is one sequence (save, select, prompt, fit, answer, keep)
+whose failure paths (storage, erase, the model down, a context too small) each read and record
+the same turn's state; split, every part would be handed the whole turn.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from bot.engine.reflection_worker import Reflections
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import Memory
+from bot.memory.read.conversation import Line
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.epoch import begin_turn, still_current
 from bot.memory.stores.exchanges import (
@@ -156,6 +162,12 @@ class Turns:
         # The candidate counts a user with many memories holds in memory, written before a read.
         await self.ctx.recall.flush_counts(user_id)
 
+    def read_ahead(self, user_id: str, story_id: str, text: str, history: Sequence[ChannelLine]) -> None:
+        query = message_text(text, self.ctx.settings.max_message_chars)
+        self.ctx.tasks.spawn(
+            self.ctx.recall.prepare_turn(user_id, story_id, query, conversation_of(history)), name="conversation:ahead"
+        )
+
     async def run(self, msg: Incoming, rules: Sequence[Memory], *, on_text: OnText | None = None) -> TurnResult:
         ctx, settings = self.ctx, self.ctx.settings
         msg = _storable(msg, settings.max_message_chars)
@@ -225,11 +237,6 @@ class Turns:
         self._record_later(selection, erased)
         reply = final_reply(reply)
         await self._keep(msg, exchange_id, reply, fitted.messages, erased)
-        # The next turn of the story finds its conversation's lines embedded: off the critical path.
-        lines = [*(line.text for line in msg.history), text, reply]
-        ctx.tasks.spawn(
-            ctx.recall.prepare_conversation(msg.user_id, msg.story_id, lines), name=f"conversation:{msg.user_id}"
-        )
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:
@@ -250,7 +257,7 @@ class Turns:
             story_id=msg.story_id,
             place=msg.place,
             query=text,
-            conversation=[line.text for line in msg.history],
+            conversation=conversation_of(msg.history),
             rules=rules,
             share=share,
             story=story_detail,
@@ -432,6 +439,12 @@ class Turns:
             "state": values,
         }
         return block, detail
+
+
+def conversation_of(history: Sequence[ChannelLine]) -> list[Line]:
+    """The channel's lines as recall reads the message with them: each text, and whether the
+    person the turn answers wrote it."""
+    return [Line(storable(line.text), line.from_person) for line in history]
 
 
 def _storable(msg: Incoming, max_chars: int) -> Incoming:
