@@ -76,6 +76,7 @@ class EngineContext:
 
     def __post_init__(self) -> None:
         self.write_indexes = WriteIndexes(self.cache)
+        self.cache.follow(self.prompts)
         self._specs = {key: parse_state_specs(c.state) for key, c in self.cast.characters.items()}
 
     def reflection_continues(self) -> bool:

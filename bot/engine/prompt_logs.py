@@ -11,6 +11,7 @@ reads it whole once.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,9 +46,15 @@ SENT_KEPT = 2
 
 
 class PromptLogs:
+    """The logs, by person and channel. They follow the memory cache (bot/memory/cache/
+    memory_cache.py `Follower`): a person's go when their entry goes (an erase, the cache's
+    budget) and count in that budget."""
+
     def __init__(self, max_conversations: int = MAX_CONVERSATIONS) -> None:
         self.max_conversations = max_conversations
         self._logs: OrderedDict[tuple[str, str], PromptLog] = OrderedDict()
+        self._bytes: dict[tuple[str, str], int] = {}
+        self._per_user: dict[str, int] = {}
 
     def get(self, user_id: str, story_id: str) -> PromptLog | None:
         return self._logs.get((user_id, story_id))
@@ -67,10 +74,22 @@ class PromptLogs:
         sent[exchange_id] = Sent(messages)
         while len(sent) > SENT_KEPT:
             del sent[min(sent)]
-        self._logs[(user_id, story_id)] = PromptLog(start, notes, sent)
-        self._logs.move_to_end((user_id, story_id))
+        key = (user_id, story_id)
+        self._logs[key] = PromptLog(start, notes, sent)
+        self._logs.move_to_end(key)
+        self._count(key, sum(len(str(m.get("content", ""))) for s in sent.values() for m in s.messages)
+                    + sum(len(m.text) for n in notes for m in n.memories))  # fmt: skip
         while len(self._logs) > self.max_conversations:
-            self._logs.popitem(last=False)
+            oldest, _ = self._logs.popitem(last=False)
+            self._count(oldest, 0)
+
+    def _count(self, key: tuple[str, str], size: int) -> None:
+        """The characters a conversation's log holds, and its person's sum (`nbytes`)."""
+        self._per_user[key[0]] = self._per_user.get(key[0], 0) - self._bytes.pop(key, 0) + size
+        if size:
+            self._bytes[key] = size
+        if not self._per_user[key[0]]:
+            del self._per_user[key[0]]
 
     def answered(self, user_id: str, story_id: str, exchange_id: int, reply: str) -> None:
         """The answer kept for an exchange whose prompt is kept."""
@@ -84,10 +103,17 @@ class PromptLogs:
         sent = log.sent.get(exchange_id) if log is not None else None
         return sent if sent is not None and sent.reply is not None else None
 
-    def forget(self, user_id: str) -> None:
-        """Everything kept of the person's conversations (erased)."""
+    def dropped(self, user_id: str) -> None:
+        """Everything kept of the person's conversations (erased, or out of the cache)."""
         for key in [k for k in self._logs if k[0] == user_id]:
             del self._logs[key]
+            self._count(key, 0)
+
+    def caught_up(self, user_id: str, entry: object, changed: Sequence[int]) -> None:
+        """Nothing to do: a turn checks its notes' memories against the entry itself."""
+
+    def nbytes(self, user_id: str) -> int:
+        return self._per_user.get(user_id, 0)
 
     def __len__(self) -> int:
         return len(self._logs)

@@ -8,8 +8,9 @@ bot/engine/prompting.py.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from bot.characters.character import Character, fill_turn, render_character_prompt
 from bot.characters.lore import LoreHit
@@ -57,6 +58,26 @@ class TurnMessage:
     images: Sequence[Image] = field(default_factory=tuple)
 
 
+@dataclass(slots=True)
+class Prepared:
+    """A turn's prompt before it is fitted into the model's context: `build` makes the messages
+    of the lines and memories that fit, and remembers what each prompt it made leaves for the
+    next turn (`made`)."""
+
+    make: Callable[[Sequence[ChannelLine], Sequence[Memory]], ReplyPrompt]
+    history: list[ChannelLine]
+    _made: dict[int, ReplyPrompt] = field(default_factory=dict)
+
+    def build(self, lines: Sequence[ChannelLine], memories: Sequence[Memory]) -> list[dict[str, Any]]:
+        prompt = self.make(lines, memories)
+        self._made[id(prompt.messages)] = prompt
+        return prompt.messages
+
+    def made(self, messages: list[dict[str, Any]]) -> ReplyPrompt:
+        """The prompt whose messages were sent."""
+        return self._made[id(messages)]
+
+
 class ReplyPrompts:
     def __init__(self, ctx: EngineContext) -> None:
         self.ctx = ctx
@@ -76,7 +97,7 @@ class ReplyPrompts:
                 return LoreClock.from_record(last.lore_clock)
         return LoreClock()
 
-    async def build(
+    async def prepare(
         self,
         msg: TurnMessage,
         rules: Sequence[Memory],
@@ -84,11 +105,12 @@ class ReplyPrompts:
         selection: TurnSelection,
         story_block: str,
         clock: LoreClock | None,
-    ) -> ReplyPrompt:
-        """The messages the model is sent (bot/engine/prompting.py): the head, the recent lines of
-        the channel in their window with the notes the conversation's last prompt left (those
-        still true), the turn's memories, story and lore, and the message. Notes who else spoke
-        and which lore fired."""
+    ) -> Prepared:
+        """What builds the messages the model is sent (bot/engine/prompting.py) from the lines
+        and memories that fit the model's context (bot/engine/fitting.py): the head, the recent
+        lines of the channel in their window with the notes the conversation's last prompt left
+        (those still true), the turn's memories, story and lore, and the message. Notes who else
+        spoke and which lore fired."""
         ctx, settings, text = self.ctx, self.ctx.settings, msg.text
         bounds = {"max_messages": settings.history_messages, "max_chars": settings.history_chars}
         lines = cut_lines(list(msg.history), **bounds)
@@ -113,29 +135,31 @@ class ReplyPrompts:
             memory_task=f"{MEMORY_TASK_INTRO}\n\n{task}" if ctx.reflection_continues() else "",
         )
         (message,) = cut_lines([ChannelLine(msg.user_name, text)], **bounds)
+        post_history = fill_turn(character.post_history_instructions, values)
+        depths = at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth)
+        notes = await self._true_notes(msg.user_id, logged.notes if logged else (), selection)
 
-        def build(window: Sequence[ChannelLine], notes: Sequence[Note]) -> ReplyPrompt:
+        def make(window: Sequence[ChannelLine], memories: Sequence[Memory], earlier: Sequence[Note]) -> ReplyPrompt:
             return build_reply_messages(
                 head=head,
                 user_name=msg.user_name,
-                memories=selection.memories,
+                memories=memories,
                 story_context=story_block,
                 history=window,
                 message=text,
                 message_line=message.text,
-                notes=notes,
-                post_history=fill_turn(character.post_history_instructions, values),
+                notes=earlier,
+                post_history=post_history,
                 images=msg.images,
                 lore=lore,
-                depths=at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth),
+                depths=depths,
             )
 
-        prompt = build(history, await self._true_notes(msg.user_id, logged.notes if logged else (), selection))
-        if noted_count(prompt.notes) > MAX_NOTED:
+        if noted_count(make(history, selection.memories, notes).notes) > MAX_NOTED:
             # The notes outgrew their bound: the window steps, and the turn's note holds the
             # whole selection.
-            prompt = build(stepped_window(lines, **bounds), ())
-        return prompt
+            history, notes = stepped_window(lines, **bounds), []
+        return Prepared(lambda window, memories: make(window, memories, notes), history)
 
     def _lore(
         self,

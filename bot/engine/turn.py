@@ -1,7 +1,12 @@
 """One turn: a message in, a reply out, from any front end.
 
-The turn persists the exchange, selects the author's memories, calls the LLM, and only then
-schedules the reflection; a reflection never delays or breaks a reply.
+The turn persists the exchange, selects the author's memories, fits the prompt into the model's
+context (bot/engine/fitting.py), calls the LLM, and only then schedules the reflection; a
+reflection never delays or breaks a reply.
+
+Over 450 lines on purpose: the turn is one sequence (save, select, prompt, fit, answer, keep)
+whose failure paths (storage, erase, the model down, a context too small) each read and record
+the same turn's state; split, every part would be handed the whole turn.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from bot.clients.llm_wire import ChatReply, Image, TokenUsage
 from bot.clients.outage import Outage
 from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
+from bot.engine.fitting import ContextTooSmall, answer_fitted
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
 from bot.engine.prompting import ChannelLine
@@ -29,6 +35,7 @@ from bot.engine.reply_prompt import ReplyPrompts, TurnMessage
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import Memory
+from bot.memory.read.conversation import Line
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.epoch import begin_turn, still_current
 from bot.memory.stores.exchanges import (
@@ -48,10 +55,11 @@ from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
 
-# Why a turn has no reply: the model could not be reached, the storage failed (the message could
-# not be kept, so it is not answered), or the person was erased as the turn began. The front ends
-# say it in the person's language (bot/presenting.py, `turn_text`).
-Failure = Literal["model_down", "storage_down", "erased"]
+# Why a turn has no reply: the model could not be reached, the model's context cannot hold even
+# the smallest prompt (writing again cannot help), the storage failed (the message could not be
+# kept, so it is not answered), or the person was erased as the turn began. The front ends say it
+# in the person's language (bot/presenting/answers.py, `turn_text`).
+Failure = Literal["model_down", "context_too_small", "storage_down", "erased"]
 # Asked with a write transaction's connection: whether the person was erased since the turn began.
 Erased = Callable[[Connection], Awaitable[bool]]
 
@@ -96,6 +104,8 @@ class TurnResult:
     # The streamed answer broke halfway: `reply` is the part that arrived, `error` why.
     cut: bool = False
     usage: TokenUsage | None = None
+    needed: int = 0  # with "context_too_small": the smallest prompt and its answer, in tokens…
+    context: int = 0  # …and the model's context
 
     @classmethod
     def answered(cls, reply: str, selection: TurnSelection, exchange_id: int, usage: TokenUsage) -> TurnResult:
@@ -139,6 +149,12 @@ class Turns:
         # The candidate counts a user with many memories holds in memory, written before a read.
         await self.ctx.recall.flush_counts(user_id)
 
+    def read_ahead(self, user_id: str, story_id: str, text: str, history: Sequence[ChannelLine]) -> None:
+        query = message_text(text, self.ctx.settings.max_message_chars)
+        self.ctx.tasks.spawn(
+            self.ctx.recall.prepare_turn(user_id, story_id, query, conversation_of(history)), name="conversation:ahead"
+        )
+
     async def run(self, msg: Incoming, rules: Sequence[Memory], *, on_text: OnText | None = None) -> TurnResult:
         ctx, settings = self.ctx, self.ctx.settings
         msg = _storable(msg, settings.max_message_chars)
@@ -170,46 +186,49 @@ class Turns:
         selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
         turn = TurnMessage(msg.user_id, msg.user_name, msg.story_id, msg.story_name, text, msg.history, msg.images)
         clock = await self.prompts.lore_clock(turn, character)
-        prompt = await self.prompts.build(turn, rules, character, selection, story_block, clock)
-        messages = prompt.messages
-        # The conversation's next prompt extends this one, and the reflection may continue it.
-        ctx.prompts.keep(msg.user_id, msg.story_id, prompt.start, prompt.notes, exchange_id, messages)
+        prompt = await self.prompts.prepare(turn, rules, character, selection, story_block, clock)
         started = time.perf_counter()
-        try:
-            answer, reply, cut = await self._answer(messages, on_text)
-        except LLMError as exc:
-            self.outage.failed("replies fail, messages are kept unanswered: %s", exc)
-            selection.figures = TurnFigures(
-                failed=True, memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started)
+        key = ctx.calls.conversation_key(msg.user_id, msg.story_id)
+        try:  # the prompt fitted into the model's context (bot/engine/fitting.py), and its answer
+            fitted, (answer, reply, cut) = await answer_fitted(
+                prompt.build, prompt.history, selection.memories, ctx.calls, settings.llm_model,
+                lambda messages: self._answer(messages, on_text, key),
             )
+        except (LLMError, ContextTooSmall) as exc:
+            too_small = exc if isinstance(exc, ContextTooSmall) else None
+            if too_small is None:
+                self.outage.failed("replies fail, messages are kept unanswered: %s", exc)
+            selection.figures = TurnFigures(failed=True, memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started),
+                                            context_tokens=ctx.calls.context_tokens(), context_too_small=too_small is not None)
             ctx.metrics.turns.labels("failed").inc()
             self._record_later(selection, erased)
             with contextlib.suppress(StorageError):  # counted and logged by the database
                 await exchange_failed(ctx.db, msg.user_id, exchange_id, str(exc))
-            return TurnResult.unanswered(str(exc), selection, exchange_id)
+            result = TurnResult.unanswered(str(exc), selection, exchange_id)
+            if too_small is not None:  # kept, unanswered, and said why: writing again cannot help
+                result.failure, result.needed, result.context = "context_too_small", too_small.needed, too_small.context
+            return result
+        for slot in selection.slots:
+            slot.left_out = slot.id in fitted.memories_left_out
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
         if cut is None:
             self.outage.recovered("replies work again after %d failed turn(s)")
         usage = answer.usage if answer is not None else TokenUsage(None, None)
         selection.figures = TurnFigures(
-            memory_ms=_ms(memory_seconds),
-            reply_ms=_ms(time.perf_counter() - started),
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            context_tokens=ctx.calls.llm.context_tokens,
-            context_full=answer is not None and ctx.calls.context_full(answer),
+            memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started),
+            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
+            context_tokens=ctx.calls.context_tokens(), context_full=answer is not None and ctx.calls.context_full(answer),
+            history_left_out=fitted.history_left_out, memories_left_out=len(fitted.memories_left_out),
         )
         ctx.metrics.turns.labels(selection.outcome).inc()
         self._record_later(selection, erased)
         reply = final_reply(reply)
+        # The conversation's next prompt extends the one sent, and the reflection may continue it.
+        sent = prompt.made(fitted.messages)
+        ctx.prompts.keep(msg.user_id, msg.story_id, sent.start, sent.notes, exchange_id, fitted.messages)
         ctx.prompts.answered(msg.user_id, msg.story_id, exchange_id, reply)
-        await self._keep(msg, exchange_id, reply, messages, erased)
-        # The next turn of the story finds its conversation's lines embedded: off the critical path.
-        lines = [*(line.text for line in msg.history), text, reply]
-        ctx.tasks.spawn(
-            ctx.recall.prepare_conversation(msg.user_id, msg.story_id, lines), name=f"conversation:{msg.user_id}"
-        )
+        await self._keep(msg, exchange_id, reply, fitted.messages, erased)
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:
@@ -230,7 +249,7 @@ class Turns:
             story_id=msg.story_id,
             place=msg.place,
             query=text,
-            conversation=[line.text for line in msg.history],
+            conversation=conversation_of(msg.history),
             rules=rules,
             share=share,
             story=story_detail,
@@ -241,7 +260,7 @@ class Turns:
         return selection, story_block, memory_seconds
 
     async def _answer(
-        self, messages: list[dict[str, Any]], on_text: OnText | None
+        self, messages: list[dict[str, Any]], on_text: OnText | None, key: str
     ) -> tuple[ChatReply | None, str, LLMStreamCut | None]:
         """The model's answer, streamed when `on_text` is given; a stream cut halfway gives what
         arrived and why. Raises LLMError when nothing can be answered."""
@@ -249,11 +268,11 @@ class Turns:
         try:
             if on_text is None:
                 answer = await ctx.calls.chat(
-                    "reply", messages, model=settings.llm_model, timeout=settings.llm_timeout_seconds
+                    "reply", messages, model=settings.llm_model, timeout=settings.llm_timeout_seconds, cache_key=key
                 )
             else:
                 answer = await ctx.calls.stream_reply(
-                    messages, on_text, model=settings.llm_model, timeout=settings.llm_timeout_seconds
+                    messages, on_text, model=settings.llm_model, timeout=settings.llm_timeout_seconds, cache_key=key
                 )
         except LLMStreamCut as exc:
             # What the user already saw is the reply: kept, saved and reflected like any other.
@@ -329,6 +348,12 @@ class Turns:
             "state": values,
         }
         return block, detail
+
+
+def conversation_of(history: Sequence[ChannelLine]) -> list[Line]:
+    """The channel's lines as recall reads the message with them: each text, and whether the
+    person the turn answers wrote it."""
+    return [Line(storable(line.text), line.from_person) for line in history]
 
 
 def _storable(msg: Incoming, max_chars: int) -> Incoming:
