@@ -32,6 +32,7 @@ from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations, schema_vers
 from bot.clients.embeddings import make_embedder
 from bot.clients.llm import LLMClient
 from bot.config import Settings, StorageSettings, load_settings
+from bot.engine.context import CONTINUE_MIN_CONTEXT
 from bot.engine.fitting import TokenRate, answer_room
 from bot.engine.prompting import ChannelLine, build_reply_messages, reply_head
 from bot.errors import CharacterError, ConfigError, EmbeddingError, LLMError, ModelNotFound, ReflectionParseError
@@ -388,7 +389,11 @@ async def _prompt_sizes(llm: LLMClient, settings: Settings, cast: Cast) -> tuple
         specs = parse_state_specs(character.state)
         story = render_story_context([], None, [], state_values(specs, {}), specs, describe_state=False)
         # The reply's head carries the reflection's task when the reflection continues it.
-        continues = settings.llm_concurrency == 1 and settings.reflection_model == settings.llm_model
+        continues = (
+            settings.llm_concurrency == 1
+            and settings.reflection_model == settings.llm_model
+            and settings.llm_context_tokens >= CONTINUE_MIN_CONTEXT
+        )
         task = memory_task(character=character.name, user="Alice", story=True, state_keys=list(specs))
         head = reply_head(
             character_prompt=render_character_prompt(character, TurnValues(user="Alice", now=now)),

@@ -131,19 +131,22 @@ async def test_a_turn_leaves_out_the_oldest_lines_then_the_weakest_memories_and_
     db, http, llm_server: FakeLLMServer, tmp_path
 ):
     """The fake counts a token per word; its counts teach the bot its rate on the first turn."""
-    engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=8192)
+    engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=8192, llm_api="openai")
     seeded = await _seed(engine)
     # Someone without memories, without a conversation: the smallest prompt, as the server counts it.
     await engine.turn(Incoming(user_id="bob", user_name="Bob", text="Salut", story_id="chan-9", place="guild-1"))
-    smallest = sum(len(str(m["content"]).split()) for m in llm_server.chats[-1].messages)
+    # Bob's reply (his reflection may already have been sent after it).
+    smallest = sum(len(str(m["content"]).split()) for m in [r for r in llm_server.chats if r.json_schema is None][-1].messages)
     # A context that holds the character and a few memories, not the conversation.
     context = smallest + 80 + answer_room(smallest)
     engine.calls.setting_context = context
     result = await engine.turn(_incoming("Tu te souviens des bateaux ?", seeded.history))
     assert result.reply is not None
-    sent = llm_server.chats[-1]
+    sent = [r for r in llm_server.chats if r.json_schema is None][-1]
     assert sum(len(str(m["content"]).split()) for m in sent.messages) <= context - answer_room(context)
-    assert [m["role"] for m in sent.messages] == ["system", "user"], "no line of the conversation left"
+    # The head, the turn's note (memories, story) and the message: no line of the conversation.
+    assert [m["role"] for m in sent.messages] == ["system", "user", "user"], "no line of the conversation left"
+    assert sent.last_user == "Alice: Tu te souviens des bateaux ?"
     selection = await engine.why("alice", "chan-1")
     assert selection is not None
     figures = selection.figures
@@ -152,7 +155,7 @@ async def test_a_turn_leaves_out_the_oldest_lines_then_the_weakest_memories_and_
     assert figures.memories_left_out == len(left_out) > 0
     kept = [slot for slot in selection.slots if not slot.left_out]
     assert selection.slots[-len(left_out):] == left_out, "the last chosen left first"
-    system = sent.messages[0]["content"]
+    system = sent.context
     assert all(s.text in system for s in kept)
     assert not any(s.text in system for s in left_out)
     text = why_text(selection)
@@ -164,7 +167,7 @@ async def test_a_turn_leaves_out_the_oldest_lines_then_the_weakest_memories_and_
 async def test_a_context_too_small_for_even_the_smallest_prompt_is_said_once_and_never_asked_again(
     db, http, llm_server: FakeLLMServer, tmp_path, caplog
 ):
-    engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=8192)
+    engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=8192, llm_api="openai")
     llm_server.context_tokens = 200  # the server refuses more, as llama.cpp does, and says so
     caplog.set_level(logging.WARNING)
     first = await engine.turn(_incoming("Bonjour, je m'appelle Alice.", []))
@@ -193,11 +196,12 @@ async def test_a_refusal_for_the_context_teaches_it_and_the_turn_is_fitted_again
     db, http, llm_server: FakeLLMServer, tmp_path
 ):
     """A server that does not say its context (LLM_CONTEXT_TOKENS stands in, larger than it)."""
-    engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=8192)
+    engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=8192, llm_api="openai")
     seeded = await _seed(engine, 6)
     await engine.turn(_incoming("Bonjour !", []))  # the rate, from the server's count
     await engine.wait_reflections("alice")
-    llm_server.context_tokens = len(llm_server.chats[0].system.split()) + 100
+    # The server holds that first prompt (head, memories, story, message) and 100 words more.
+    llm_server.context_tokens = sum(len(str(m["content"]).split()) for m in llm_server.chats[0].messages) + 100
     result = await engine.turn(_incoming("Et les bateaux ?", seeded.history))
     assert result.reply is not None
     refused, answered = [r for r in llm_server.chats if r.json_schema is None][-2:]

@@ -215,6 +215,16 @@ async def test_on_a_server_with_more_places_the_reflection_keeps_its_own_start(d
     assert "What to keep (as memories)" in reflections[0].system
 
 
+async def test_a_small_context_keeps_the_reflections_task_out_of_the_reply(db, http, llm_server, tmp_path):
+    """Under 4,096 tokens the task would take what the conversation and the memories need."""
+    llm_server.handler = Model()
+    engine = make_engine(db, http, llm_server, tmp_path, llm_concurrency=1, llm_context_tokens=3000)
+    await engine.start()
+    await talk(engine, ["J'ai un chat."])
+    reply, reflection = llm_server.chats
+    assert MEMORY_TASK_INTRO not in reply.system and reflection.messages[0]["role"] == "system"
+
+
 async def test_a_reflection_model_of_its_own_never_continues_the_reply(db, http, llm_server, tmp_path):
     llm_server.handler = Model()
     llm_server.models.append("other-model")

@@ -25,6 +25,11 @@ from bot.memory.stores.memories import MemoryStore
 from bot.memory.story.state import StateSpec, parse_state_specs
 from bot.memory.write.index import WriteIndexes
 
+# The reflection's task takes about 750 tokens of the reply's head when the reflection continues
+# the reply; a full prompt is then about 3,200 (24 slots, 12 lines; SmolLM2's tokens), which a
+# 4,096-token context holds with room to answer. A smaller context keeps those tokens for the
+# conversation and the memories: the reflection then starts with its own instructions.
+CONTINUE_MIN_CONTEXT = 4096
 # Channels whose recent speakers are kept; the least recently active go first. Enough for every
 # channel active in a long while; a channel forgotten only loses a guard it rebuilds on its next
 # turn.
@@ -81,10 +86,15 @@ class EngineContext:
 
     def reflection_continues(self) -> bool:
         """Whether the reflection continues the reply's conversation (bot/engine/reflection_worker.py):
-        on a server that takes one request at a time, so keeps one prompt, and only with the reply's
-        model. The reply's head then carries the reflection's task."""
-        settings = self.settings
-        return settings.llm_concurrency == 1 and settings.reflection_model == settings.llm_model
+        on a server that takes one request at a time, so keeps one prompt, only with the reply's
+        model, and with a context that holds the reflection's task in the reply's head beside the
+        conversation (CONTINUE_MIN_CONTEXT)."""
+        settings, context = self.settings, self.calls.context_tokens()
+        return (
+            settings.llm_concurrency == 1
+            and settings.reflection_model == settings.llm_model
+            and (context is None or context >= CONTINUE_MIN_CONTEXT)
+        )
 
     def specs(self, character_key: str) -> dict[str, StateSpec]:
         """The story state a character keeps (its file's `state`)."""

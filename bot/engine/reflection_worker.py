@@ -316,9 +316,10 @@ class Reflections:
             return []
         last = batch[-1]
         sent = self.ctx.prompts.sent(last.user_id, last.story_id, last.id)
-        if sent is None or sent.reply is None or any("images" in m for m in sent.messages):
+        if sent is None or any("images" in m for m in sent.messages):
             return []
-        return [*sent.messages, {"role": "assistant", "content": sent.reply}]
+        # The answer kept (another one, if the person swiped to it), as the conversation goes on.
+        return [*sent.messages, {"role": "assistant", "content": last.reply}]
 
     async def _failed(self, batch: list[PendingExchange], error: str, *, give_up: bool) -> None:
         """Count the attempt; after MAX_REFLECTION_ATTEMPTS the exchanges are set aside, logged."""
