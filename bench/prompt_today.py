@@ -25,6 +25,7 @@ from bot.characters.macros import TurnValues
 from bot.clients.db import to_db
 from bot.engine import Engine
 from bot.engine.prompting import ChannelLine, ReplyPrompt, at_depths, render_lore, render_memories, render_rules
+from bot.engine.reply_prompt import Prepared
 from bot.memory.model import Memory
 from bot.memory.quoting import quote_block, quote_line, speaker_attribute, speaker_name
 from bot.memory.stores.stories import load_story
@@ -143,10 +144,11 @@ def build_reflection_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user_block}]
 
 
-async def _build(
+async def _prepare(
     self: Any, msg: Any, rules: Any, character: Any, selection: Any, story_block: str, clock: Any
-) -> ReplyPrompt:
-    """ReplyPrompts.build as it was: the same lore and lore clock, today's history and layout."""
+) -> Prepared:
+    """ReplyPrompts.prepare as it was: the same lore and lore clock, today's history and layout
+    (fitted into the context as the bot fits it)."""
     settings = self.ctx.settings
     history = bounded_history(list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars)
     self._note_scene(msg, history)
@@ -158,20 +160,19 @@ async def _build(
     )
     lore = self._lore(msg, character, history, selection, clock, values)
     selection.user_name, selection.story_name = msg.user_name, msg.story_name
-    messages = build_reply_messages(
-        character_prompt=render_character_prompt(character, values, lore_before=render_lore(lore, "before")),
-        character_name=character.name,
-        rules=[r.text for r in rules],
-        user_name=msg.user_name,
-        memories=selection.memories,
-        story_context=story_block,
-        history=history,
-        message=msg.text,
-        post_history=fill_turn(character.post_history_instructions, values),
-        lore=lore,
-        depths=at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth),
-    )
-    return ReplyPrompt(messages, None, ())
+    character_prompt = render_character_prompt(character, values, lore_before=render_lore(lore, "before"))
+    post_history = fill_turn(character.post_history_instructions, values)
+    depths = at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth)
+
+    def make(lines: Sequence[ChannelLine], memories: Sequence[Memory]) -> ReplyPrompt:
+        messages = build_reply_messages(
+            character_prompt=character_prompt, character_name=character.name, rules=[r.text for r in rules],
+            user_name=msg.user_name, memories=memories, story_context=story_block, history=lines, message=msg.text,
+            post_history=post_history, lore=lore, depths=depths,
+        )  # fmt: skip
+        return ReplyPrompt(messages, None, ())
+
+    return Prepared(make, history)
 
 
 async def _story_context(self: Any, user_id: str, story_id: str, query: str, specs: Any) -> tuple[str, dict[str, Any]]:
@@ -194,7 +195,7 @@ async def _story_context(self: Any, user_id: str, story_id: str, query: str, spe
 def patch(engine: Engine) -> None:
     """This engine builds its prompts as the bot did before round 4 (the module's reflection
     builder is swapped for the run: call `unpatch` after)."""
-    engine.turns.prompts.build = types.MethodType(_build, engine.turns.prompts)  # type: ignore[method-assign]
+    engine.turns.prompts.prepare = types.MethodType(_prepare, engine.turns.prompts)  # type: ignore[method-assign]
     engine.turns._story_context = types.MethodType(_story_context, engine.turns)  # type: ignore[method-assign]
     engine.reflections._conversation = lambda batch: []  # type: ignore[method-assign]
     reflection_worker.build_reflection_messages = build_reflection_messages  # type: ignore[assignment]

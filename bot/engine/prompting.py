@@ -39,9 +39,10 @@ from bot.memory.quoting import quote_line, speaker_attribute, speaker_name
 # A note of memories shown in a conversation whose window has not stepped yet stays; past this
 # many memories in the notes of a window (the turn's selection holds 24), the window steps
 # (notes leave with their lines) rather than let the prompt grow with every turn's new ones.
-# For a person of 300 memories whose selection changes by 13 of 24 a turn, 48 let fewer of the
-# conversation's facts reach the reply than before (131 of 620 against 188), 96 as many (191).
-MAX_NOTED = 96
+# For a person of 300 memories whose selection changes by 13 of 24 a turn (bench/prompt_cache.py
+# --seeded 300 --alternatives), 96 let fewer of the conversation's facts reach the reply than
+# before (164 of 620 against 186), 192 more (220): a window's notes stay under 192 there.
+MAX_NOTED = 192
 # The part of its bounds the window keeps when it steps: it then shows between half and all of
 # HISTORY_MESSAGES lines (bench/prompt_cache.py --alternatives: a third reads less, two thirds
 # more; a half keeps three exchanges at least).
