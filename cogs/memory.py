@@ -21,7 +21,7 @@ from bot.characters.character import Character
 from bot.engine import MAX_MEMORY_CHARS, Engine, export_json, memory_commands
 from bot.i18n import language
 from bot.i18n import text as tr
-from bot.memory.model import MEMORY_TYPES, Memory
+from bot.memory.model import USER_MEMORY_TYPES, Memory
 from bot.presenting import clip, memory_pages_with_spans
 from cogs.bot import NO_MENTIONS, EchoBot
 from cogs.utils.answering import (
@@ -36,7 +36,6 @@ from cogs.utils.voices import character_at
 
 log = logging.getLogger(__name__)
 
-USER_MEMORY_TYPES = [t for t in MEMORY_TYPES if t != "rule"]  # rules belong to the character
 PAGE_TIMEOUT = 300.0  # well under the 15 minutes an interaction token lives
 CONFIRM_TIMEOUT = 60.0
 # Discord's upload limit for bots is 10 MiB: a larger export is sent gzipped.
@@ -253,7 +252,9 @@ class MemoryCommands(commands.Cog):
         self, interaction: discord.Interaction, kind: app_commands.Choice[str] | None = None, character: str | None = None
     ) -> None:
         owner = self._owner(interaction, character)
-        found = await self.engine.memories(owner, types=[kind.value] if kind else None)
+        # Discord sends one of the choices; anything else lists every type.
+        wanted = [t for t in USER_MEMORY_TYPES if kind is not None and t == kind.value]
+        found = await self.engine.memories(owner, types=wanted or None)
         pages = memory_pages_with_spans(found, now=self.engine.clock(), lang=_lang(interaction))
         if not found:
             await say(interaction, pages[0][0])

@@ -34,7 +34,7 @@ from bot.errors import InvalidMemory, StorageError
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.warm_up import WarmUp, warm_up
 from bot.memory.choice import TurnSelection
-from bot.memory.model import HistoryEntry, Memory, utcnow
+from bot.memory.model import HistoryEntry, Memory, MemoryType, utcnow
 from bot.memory.read.indexing import Indexer
 from bot.memory.read.recall import Recall
 from bot.memory.reports.export import export_json, export_user
@@ -285,7 +285,7 @@ class Engine:
     async def set_sharing(self, user_id: str, share: bool) -> None:
         await settings_store.set_sharing(self.db, user_id, share)
 
-    async def memories(self, user_id: str, *, types: list[str] | None = None) -> list[Memory]:
+    async def memories(self, user_id: str, *, types: Sequence[MemoryType] | None = None) -> list[Memory]:
         """The user's memories (of these types, when given)."""
         return await self.store.list(user_id, types=types)
 
@@ -298,7 +298,7 @@ class Engine:
         return entries, await story_history(self.db, user_id, None, operations=("anchor_removed",))
 
     async def remember(
-        self, user_id: str, text: str, *, story_id: str, place: str, type_: str = "fact", source: str | None = None
+        self, user_id: str, text: str, *, story_id: str, place: str, type_: MemoryType = "fact", source: str | None = None
     ) -> int:
         if type_ == "rule":
             raise InvalidMemory("rules come from the character file only, never from a user")

@@ -14,14 +14,14 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from bot.memory.model import USER_MEMORY_TYPES, Memory
+from bot.memory.model import USER_MEMORY_TYPES, Memory, UserMemoryType
 
 # Score a memory needs for the semantic pass when the caller gives none (the prototype's cosine);
 # a turn passes its own, on the fused scale (bot/memory/read/recall.py, `threshold_for`).
 FALLBACK_THRESHOLD = 0.32
 GLOBAL_CONTEXT_SHARE = 0.25
 SEMANTIC_SLOTS = 16
-TYPE_QUOTAS: Mapping[str, int] = {"fact": 6, "preference": 5, "promise": 4, "episode": 5}
+TYPE_QUOTAS: Mapping[UserMemoryType, int] = {"fact": 6, "preference": 5, "promise": 4, "episode": 5}
 # The context holds this many memories (rules apart).
 DEFAULT_LIMIT = 24
 
@@ -30,7 +30,8 @@ DEFAULT_LIMIT = 24
 Reason = Literal["pinned", "global", "semantic", "conversation", "type_quota", "backfill"]
 REASONS: tuple[Reason, ...] = ("pinned", "global", "semantic", "conversation", "type_quota", "backfill")
 
-TYPE_INDEX = {memory_type: index for index, memory_type in enumerate(USER_MEMORY_TYPES)}
+# Keyed by any type: a rule finds no index (rules hold no slot).
+TYPE_INDEX: dict[str, int] = {memory_type: index for index, memory_type in enumerate(USER_MEMORY_TYPES)}
 TYPES = len(USER_MEMORY_TYPES)
 # List number = type index + 4 if global + 8 if not pinned: numbering order is rank order.
 GLOBAL_OFFSET = TYPES

@@ -16,9 +16,9 @@ UserMemoryType = Literal["fact", "preference", "promise", "episode"]
 MemoryType = Literal[UserMemoryType, "rule"]
 Scope = Literal["global", "story"]
 
-USER_MEMORY_TYPES: tuple[str, ...] = get_args(UserMemoryType)
-MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
-SCOPES: tuple[str, ...] = get_args(Scope)
+USER_MEMORY_TYPES: tuple[UserMemoryType, ...] = get_args(UserMemoryType)
+MEMORY_TYPES: tuple[MemoryType, ...] = get_args(MemoryType)
+SCOPES: tuple[Scope, ...] = get_args(Scope)
 DM_PLACE = "dm"
 
 
@@ -55,8 +55,8 @@ class Memory:
     id: int
     user_id: str
     text: str
-    type: str
-    scope: str
+    type: MemoryType
+    scope: Scope
     pinned: bool
     confidence: float
     created_at: datetime
@@ -87,8 +87,8 @@ class HistoryEntry:
     memory_id: int
     operation: str
     text: str
-    type: str
-    scope: str
+    type: MemoryType
+    scope: Scope
     pinned: bool
     confidence: float
     created_at: datetime

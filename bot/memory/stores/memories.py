@@ -27,7 +27,17 @@ from typing import Any
 from bot.clients.db import NO_LIMIT, Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.clients.storage import Connection, Database, Row
 from bot.errors import InvalidMemory
-from bot.memory.model import MEMORY_TYPES, SCOPES, HistoryEntry, Memory, checked_expiry, content_hash, utcnow
+from bot.memory.model import (
+    MEMORY_TYPES,
+    SCOPES,
+    HistoryEntry,
+    Memory,
+    MemoryType,
+    Scope,
+    checked_expiry,
+    content_hash,
+    utcnow,
+)
 from bot.memory.text import canonical, storable
 
 log = logging.getLogger(__name__)
@@ -94,8 +104,8 @@ def valid_expiry(expires_at: datetime | None) -> datetime | None:
 @dataclass(slots=True)
 class NewMemory:
     text: str
-    type: str = "fact"
-    scope: str = "global"
+    type: MemoryType = "fact"
+    scope: Scope = "global"
     confidence: float = 1.0
     story_id: str | None = None
     place: str | None = None

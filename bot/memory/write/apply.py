@@ -20,7 +20,7 @@ from bot.clients.storage import Connection, Database
 from bot.errors import InvalidMemory
 from bot.memory.cache.entry import UserMemories
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.model import Memory, utcnow
+from bot.memory.model import Memory, MemoryType, Scope, utcnow
 from bot.memory.stores.exchanges import add_sources, record_change
 from bot.memory.stores.memories import (
     MemoryCapReached,
@@ -289,8 +289,8 @@ class _Writer:
         self,
         text: str,
         *,
-        type_: str,
-        scope: str,
+        type_: MemoryType,
+        scope: Scope,
         confidence: float,
         expires_at: datetime | None,
         as_replacement_of: tuple[int, str] | None = None,
@@ -366,8 +366,8 @@ class _Writer:
         self,
         text: str,
         *,
-        type_: str,
-        scope: str,
+        type_: MemoryType,
+        scope: Scope,
         confidence: float,
         expires_at: datetime | None,
         action: Action,
