@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from bot.i18n import DEFAULT_LANGUAGE, text
 from bot.memory.choice import TurnFigures, TurnSelection
-from bot.memory.model import MEMORY_TYPES, HistoryEntry, Memory
-from bot.memory.stores.memories import CONSOLIDATE, Consolidation, consolidated_into
+from bot.memory.model import MEMORY_TYPES, OPERATIONS, HistoryEntry, Memory
+from bot.memory.stores.memories import Consolidation
 from bot.memory.stores.stories import StoryHistoryEntry
 
 if TYPE_CHECKING:
@@ -29,20 +29,6 @@ def _reason(reason: str, lang: str) -> str:
     return text(lang, f"reason_{reason}") if reason in REASONS else reason
 
 
-# The codes memory_history stores (its operation, and the cause the stores, the engine and the
-# reflection write): /history names each in the reader's language, never as stored.
-OPERATIONS = ("replace", "merge", "expiry", "delete", "edit", "restore", "consolidate")
-CAUSES = {
-    "reflection": "cause_reflection",
-    "message deleted": "cause_message_deleted",
-    "user: /forget": "cause_forget",
-    "user: edit": "cause_edit",
-    "user: /restore": "cause_restore",
-    "restore": "cause_restore",
-}
-_REFLECTION_OF = "reflection of message "
-
-
 def _type(type_: str, lang: str) -> str:
     return text(lang, f"type_{type_}") if type_ in MEMORY_TYPES else type_
 
@@ -53,18 +39,16 @@ def _operation(operation: str, lang: str) -> str:
 
 def _cause(entry: HistoryEntry, lang: str) -> str:
     cause = entry.cause
-    into = consolidated_into(cause) if entry.operation == CONSOLIDATE else None
-    if into is not None:
-        return text(lang, "history_consolidated_into", id=into)
-    if cause in CAUSES:
-        return text(lang, CAUSES[cause])
-    if cause.startswith(_REFLECTION_OF):
-        message = cause.removeprefix(_REFLECTION_OF)
+    if cause.kind == "consolidated":
+        return text(lang, "history_consolidated_into", id=cause.into)
+    if cause.kind == "reflection":
         # Without a front-end message (the terminal), the source names an exchange: no number to show.
-        if not message.isdigit():
+        if cause.detail is None or not cause.detail.isdigit():
             return text(lang, "cause_reflection")
-        return text(lang, "cause_reflection_of", message=message)
-    return text(lang, "cause_other", cause=cause)
+        return text(lang, "cause_reflection_of", message=cause.detail)
+    if cause.kind == "other":
+        return text(lang, "cause_other", cause=cause.detail or "")
+    return text(lang, f"cause_{cause.kind}")
 
 
 def clip(text: str, limit: int = 160) -> str:

@@ -9,7 +9,8 @@ import re
 import pytest
 
 from bot.clients.db import fetch_all
-from bot.engine import MESSAGE_DELETED, Engine, Incoming, MessagePart, join_parts
+from bot.engine import Engine, Incoming, MessagePart, join_parts
+from bot.memory.model import Cause
 from bot.presenting import why_text
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
@@ -89,7 +90,7 @@ async def test_deleting_a_message_of_a_burst_but_the_last_archives_what_the_exch
     live = sorted(m.text for m in await engine.memories("alice"))
     assert live == sorted([FACTS["violon"], FACTS["Lyon"]])
     archived = {(h.text, h.cause) for h in (await engine.history("alice"))[0]}
-    assert (FACTS["Pixel"], MESSAGE_DELETED) in archived
+    assert (FACTS["Pixel"], Cause("message_deleted")) in archived
     exported = json.dumps(await engine.export_person("alice"), ensure_ascii=False)
     assert SAID["Pixel"] not in exported
     assert (await engine.message_deleted("b-1")).archived == [], "a second delete event changes nothing"

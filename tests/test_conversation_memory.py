@@ -9,7 +9,8 @@ import re
 import time
 
 from bot.clients.db import fetch_all, fetch_one
-from bot.engine import MESSAGE_DELETED, Engine, Incoming, Receipt
+from bot.engine import Engine, Incoming, Receipt
+from bot.memory.model import Cause
 from bot.memory.stores.exchanges import SettledExchange, sources_of
 from bot.memory.stores.memories import NewMemory
 from tests.builders import make_engine
@@ -253,7 +254,7 @@ async def test_a_deleted_message_archives_what_only_it_produced_and_keeps_pinned
     remaining = {m.id for m in await store.list("alice")}
     assert remaining == {lyon.id, violin.id}  # pinned stays; violin came from d-5 too
     (entry,) = [h for h in await store.history("alice") if h.memory_id == cat.id]
-    assert entry.cause == MESSAGE_DELETED and entry.operation == "delete"
+    assert entry.cause == Cause("message_deleted") and entry.operation == "delete"
     rows = await fetch_all(db.reader, "SELECT user_message FROM exchanges WHERE message_id = 'd-4'")
     assert [r[0] for r in rows] == [""]
     turns = await fetch_all(db.reader, "SELECT query FROM turns WHERE user_id = 'alice' AND query LIKE '%d-4%'")
@@ -332,7 +333,7 @@ async def test_an_edit_by_the_user_is_archived_first_and_restorable(db, http, ll
     edited = await store.get("alice", memory_id)
     assert edited is not None and edited.text == "L'utilisateur a un chat." and edited.pinned
     (entry,) = await store.history("alice")
-    assert (entry.id, entry.operation, entry.text, entry.cause) == (history_id, "edit", "L'utilisateur a un chien.", "user: edit")
+    assert (entry.id, entry.operation, entry.text, entry.cause) == (history_id, "edit", "L'utilisateur a un chien.", Cause("edit"))
     assert await engine.restore("alice", history_id) == memory_id
     assert (await store.get("alice", memory_id)).text == "L'utilisateur a un chien."  # type: ignore[union-attr]
     assert await engine.edit_memory("bob", memory_id, "L'utilisateur est Bob.") is None

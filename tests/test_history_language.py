@@ -12,6 +12,7 @@ import pytest
 
 from bot.engine import Incoming
 from bot.i18n import MESSAGES, Message
+from bot.memory.model import Cause
 from bot.memory.stores.memories import NewMemory
 from bot.memory.write.apply import ReflectionContext, apply_reflection
 from bot.memory.write.reflection import parse_reflection
@@ -112,8 +113,8 @@ async def test_every_archived_operation_and_cause_reads_in_french(db, http, llm_
     causes = {e.cause for e in entries}
     assert operations == {"replace", "merge", "expiry", "delete", "edit", "restore"}, operations
     assert causes == {
-        "reflection of message 987654321", "reflection of message 987654322", "reflection of message exchange 4",
-        "reflection", "user: edit", "user: /restore", "user: /forget", "message deleted",
+        Cause.reflection("987654321"), Cause.reflection("987654322"), Cause.reflection("exchange 4"),
+        Cause.reflection(), Cause("edit"), Cause("restore"), Cause("forget"), Cause("message_deleted"),
     }, causes
     shown = history_text(entries, removals, lang="fr")
     assert leaks(shown, texts) == set(), shown

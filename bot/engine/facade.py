@@ -27,14 +27,14 @@ from bot.engine.consolidation_worker import Consolidations, RunFigures
 from bot.engine.context import EngineContext
 from bot.engine.events import Events, Receipt
 from bot.engine.llm_calls import MAX_REPLY_CHARS, ModelCalls, final_reply
-from bot.engine.open_exchanges import MESSAGE_DELETED, DeleteOutcome, OpenExchanges, Shown
+from bot.engine.open_exchanges import DeleteOutcome, OpenExchanges, Shown
 from bot.engine.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
 from bot.engine.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY, Incoming, TurnResult, Turns
 from bot.errors import InvalidMemory, StorageError
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.warm_up import WarmUp, warm_up
 from bot.memory.choice import TurnSelection
-from bot.memory.model import HistoryEntry, Memory, MemoryType, utcnow
+from bot.memory.model import Cause, HistoryEntry, Memory, MemoryType, utcnow
 from bot.memory.read.indexing import Indexer
 from bot.memory.read.recall import Recall
 from bot.memory.reports.export import export_json, export_user
@@ -69,7 +69,7 @@ from bot.memory.text import storable
 # Re-exported: the front ends and tests name them from the engine, their one door.
 __all__ = [
     "CUT_NOTE", "ERASED_REPLY", "LLM_DOWN_REPLY", "MAX_MEMORY_CHARS", "MAX_REFLECTION_ATTEMPTS",
-    "MAX_REPLY_CHARS", "MESSAGE_DELETED", "NEVER_SURFACED_AFTER", "REFLECTION_BATCH", "STORAGE_DOWN_REPLY",
+    "MAX_REPLY_CHARS", "NEVER_SURFACED_AFTER", "REFLECTION_BATCH", "STORAGE_DOWN_REPLY",
     "DeleteOutcome", "Engine", "Incoming", "MemoryStats", "MessagePart", "Receipt", "ReceiptLine", "SettledExchange",
     "Shown", "TurnResult", "export_json", "final_reply", "join_parts",
 ]
@@ -312,11 +312,11 @@ class Engine:
         return await self.store.set_pinned(user_id, memory_id, pinned)
 
     async def forget(self, user_id: str, memory_id: int) -> bool:
-        return await self.store.forget(user_id, memory_id, cause="user: /forget")
+        return await self.store.forget(user_id, memory_id, cause=Cause("forget"))
 
     async def edit_memory(self, user_id: str, memory_id: int, text: str) -> int | None:
         """The user rewrites a memory, archived first: its history id (/restore), None if not theirs."""
-        return await self.store.edit(user_id, memory_id, storable(text), cause="user: edit")
+        return await self.store.edit(user_id, memory_id, storable(text), cause=Cause("edit"))
 
     async def receipt_size(self, user_id: str, exchange_id: int) -> int:
         """How many changes the receipt of this exchange lists (0: no receipt)."""
@@ -332,7 +332,7 @@ class Engine:
 
     async def restore(self, user_id: str, history_id: int) -> int | None:
         """Bring back an archived version; a consolidated member brings back its whole series."""
-        return await self.store.restore(user_id, history_id, cause="user: /restore")
+        return await self.store.restore(user_id, history_id, cause=Cause("restore"))
 
     async def consolidated(self, user_id: str) -> list[Consolidation]:
         """The user's consolidations of series, newest first (for /history and the owner's page)."""

@@ -17,6 +17,7 @@ from bot.engine.events import Receipt
 from bot.engine.llm_calls import final_reply
 from bot.engine.reflection_worker import Reflections
 from bot.errors import StorageError
+from bot.memory.model import Cause
 from bot.memory.stores.exchanges import (
     SettledExchange,
     add_alternative,
@@ -40,9 +41,6 @@ from bot.memory.stores.exchanges import (
     settle_exchanges,
 )
 from bot.memory.stores.memories import delete_memory
-
-# The cause archived with the memories a deleted message alone had produced.
-MESSAGE_DELETED = "message deleted"
 
 
 @dataclass(slots=True)
@@ -218,7 +216,7 @@ class OpenExchanges:
             for memory_id, pinned in await memories_only_from(conn, owner, ex.id):
                 if pinned:
                     outcome.kept_pinned.append(memory_id)
-                elif await delete_memory(conn, owner, memory_id, cause=MESSAGE_DELETED, now=now):
+                elif await delete_memory(conn, owner, memory_id, cause=Cause("message_deleted"), now=now):
                     outcome.archived.append(memory_id)
             rest = self._text(join_parts(await parts_of(conn, owner, ex.id)))
             if rest:

@@ -78,6 +78,65 @@ class Memory:
         return self.expires_at is not None and self.expires_at <= now
 
 
+# What happened to an archived version of a memory.
+Operation = Literal["replace", "merge", "expiry", "delete", "edit", "restore", "consolidate"]
+OPERATIONS: tuple[Operation, ...] = get_args(Operation)
+
+# Why a memory was archived: one of a closed set. The history tables store each as the text
+# below (what every version of Écho wrote), read back exactly; a text no version writes is kept
+# as "other", shown as stored.
+CauseKind = Literal["reflection", "message_deleted", "forget", "edit", "restore", "consolidated", "other"]
+_STORED_AS: dict[CauseKind, str] = {
+    "reflection": "reflection",
+    "message_deleted": "message deleted",
+    "forget": "user: /forget",
+    "edit": "user: edit",
+    "restore": "user: /restore",
+}
+# "restore": what a restore without a named cause once wrote.
+_FIXED_CAUSES: dict[str, CauseKind] = {text: kind for kind, text in _STORED_AS.items()} | {"restore": "restore"}
+_REFLECTION_OF = "reflection of message "
+_CONSOLIDATED_INTO = "consolidated into #"
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    kind: CauseKind
+    # reflection: the message it read (a front end's message id, or the exchange it came from);
+    # other: the text as stored.
+    detail: str | None = None
+    # consolidated: the memory that holds the series now.
+    into: int | None = None
+
+    @classmethod
+    def reflection(cls, message: str | None = None) -> Cause:
+        return cls("reflection", detail=message)
+
+    @classmethod
+    def consolidated(cls, into: int) -> Cause:
+        return cls("consolidated", into=into)
+
+    def stored(self) -> str:
+        if self.kind == "reflection" and self.detail:
+            return _REFLECTION_OF + self.detail
+        if self.kind == "consolidated":
+            return f"{_CONSOLIDATED_INTO}{self.into}"
+        if self.kind == "other":
+            return self.detail or ""
+        return _STORED_AS[self.kind]
+
+    @classmethod
+    def from_stored(cls, text: str) -> Cause:
+        if text in _FIXED_CAUSES:
+            return cls(_FIXED_CAUSES[text])
+        if text.startswith(_REFLECTION_OF):
+            return cls.reflection(text.removeprefix(_REFLECTION_OF))
+        into = text.removeprefix(_CONSOLIDATED_INTO)
+        if into != text and into.isascii() and into.isdigit() and len(into) <= 19:
+            return cls.consolidated(int(into))
+        return cls("other", detail=text)
+
+
 @dataclass(slots=True)
 class HistoryEntry:
     """An archived version of a memory, written before it was replaced, merged or deleted."""
@@ -85,7 +144,7 @@ class HistoryEntry:
     id: int
     user_id: str
     memory_id: int
-    operation: str
+    operation: Operation
     text: str
     type: MemoryType
     scope: Scope
@@ -94,7 +153,7 @@ class HistoryEntry:
     created_at: datetime
     updated_at: datetime
     archived_at: datetime
-    cause: str
+    cause: Cause
     story_id: str | None = None
     place: str | None = None
     expires_at: datetime | None = None

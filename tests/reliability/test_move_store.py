@@ -16,6 +16,7 @@ import pytest
 
 from bot.clients.db import SQLiteDatabase
 from bot.clients.postgres import PostgresDatabase
+from bot.memory.model import Cause
 from bot.memory.stores.memories import MemoryStore, NewMemory
 from bot.memory.stores.move import DERIVED_TABLES, TABLES, MoveRefused, move
 from bot.memory.stores.vectors import VectorRow, store_vectors
@@ -61,7 +62,7 @@ async def _fill(path: Path, llm_server, tmp_path: Path) -> tuple[list[str], int]
                     [VectorRow(m.id, "alice", "model-a", m.content_hash, np.arange(4, dtype=np.float32) + m.id) for m in memories],
                 )
             newest = await store.add("alice", NewMemory(text="L'utilisateur part demain."))
-            assert await store.forget("alice", newest, cause="test")
+            assert await store.forget("alice", newest, cause=Cause("forget"))
             async with db.write() as conn:  # gone for good: only AUTOINCREMENT remembers its id
                 await conn.execute("DELETE FROM memories WHERE user_id = ? AND id = ?", ("alice", newest))
         finally:

@@ -49,7 +49,7 @@ def _history(h: HistoryEntry) -> dict[str, Any]:
         "memory_id": h.memory_id,
         "operation": h.operation,
         "archived_at": to_db(h.archived_at),
-        "cause": h.cause,
+        "cause": h.cause.stored(),
         "text": h.text,
         "type": h.type,
         "restored": h.restored,
@@ -62,7 +62,7 @@ def _story_history(s: StoryHistoryEntry) -> dict[str, Any]:
         "operation": s.operation,
         "payload": s.payload,
         "reason": s.reason,
-        "cause": s.cause,
+        "cause": s.cause.stored(),
         "at": to_db(s.at),
     }
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -30,9 +29,11 @@ from bot.errors import InvalidMemory
 from bot.memory.model import (
     MEMORY_TYPES,
     SCOPES,
+    Cause,
     HistoryEntry,
     Memory,
     MemoryType,
+    Operation,
     Scope,
     checked_expiry,
     content_hash,
@@ -163,7 +164,7 @@ def _row_to_history(row: Row | Sequence[Any]) -> HistoryEntry:
         memory_id=row[1],
         operation=row[2],
         archived_at=from_db(row[3]),  # type: ignore[arg-type]
-        cause=row[4],
+        cause=Cause.from_stored(row[4]),
         restored=row[5] is not None,
         user_id=row[6],
         text=row[7],
@@ -277,13 +278,13 @@ async def archive(
     conn: Connection,
     user_id: str,
     memory_id: int,
-    operation: str,
+    operation: Operation,
     *,
-    cause: str,
+    cause: Cause,
     now: datetime,
 ) -> int | None:
     """Copy the current version of a memory into history. Returns the history id, or None."""
-    return await inserted_id(conn, _ARCHIVE, (operation, to_db(now), cause, user_id, memory_id))
+    return await inserted_id(conn, _ARCHIVE, (operation, to_db(now), cause.stored(), user_id, memory_id))
 
 
 async def rewrite_memory(
@@ -292,8 +293,8 @@ async def rewrite_memory(
     memory_id: int,
     text: str,
     *,
-    operation: str,
-    cause: str,
+    operation: Operation,
+    cause: Cause,
     now: datetime,
     refresh_date: bool = True,
     expires_at: datetime | None = None,
@@ -334,7 +335,7 @@ async def set_expiry(
     memory_id: int,
     expires_at: datetime | None,
     *,
-    cause: str,
+    cause: Cause,
     now: datetime,
 ) -> bool:
     """Archive, then give the memory a new date (no date refresh). False for an unknown id."""
@@ -348,7 +349,7 @@ async def set_expiry(
 
 
 async def delete_memory(
-    conn: Connection, user_id: str, memory_id: int, *, cause: str, now: datetime, operation: str = "delete"
+    conn: Connection, user_id: str, memory_id: int, *, cause: Cause, now: datetime, operation: Operation = "delete"
 ) -> bool:
     """Archive, then delete. False when the id is not one of the user's."""
     if await archive(conn, user_id, memory_id, operation, cause=cause, now=now) is None:
@@ -412,6 +413,9 @@ async def owner_keys(db: Database, user_id: str) -> list[str]:
     return [user_id, *found]
 
 
+RESTORE = Cause("restore")
+
+
 # --- the store ---------------------------------------------------------------------------------
 
 
@@ -459,13 +463,13 @@ class MemoryStore:
             )
             return cur.rowcount == 1
 
-    async def replace(self, user_id: str, memory_id: int, text: str, *, cause: str) -> bool:
+    async def replace(self, user_id: str, memory_id: int, text: str, *, cause: Cause) -> bool:
         async with self.db.write() as conn:
             return await rewrite_memory(
                 conn, user_id, memory_id, text, operation="replace", cause=cause, now=self.clock()
             )
 
-    async def edit(self, user_id: str, memory_id: int, text: str, *, cause: str) -> int | None:
+    async def edit(self, user_id: str, memory_id: int, text: str, *, cause: Cause) -> int | None:
         """Rewrite a memory as the user typed it (pinned or not). Returns the id of the archived
         previous version, or None when the id is not one of the user's."""
         now = self.clock()
@@ -480,7 +484,7 @@ class MemoryStore:
             )
             return history_id
 
-    async def forget(self, user_id: str, memory_id: int, *, cause: str) -> bool:
+    async def forget(self, user_id: str, memory_id: int, *, cause: Cause) -> bool:
         async with self.db.write() as conn:
             return await delete_memory(conn, user_id, memory_id, cause=cause, now=self.clock())
 
@@ -489,7 +493,7 @@ class MemoryStore:
         rows = await fetch_all(self.db.reader, _SELECT_HISTORY, (user_id, limit, offset))
         return [_row_to_history(r) for r in rows]
 
-    async def restore(self, user_id: str, history_id: int, *, cause: str = "restore") -> int | None:
+    async def restore(self, user_id: str, history_id: int, *, cause: Cause = RESTORE) -> int | None:
         """Bring back an archived version. Returns the memory id, or None for an unknown entry.
 
         If the memory still exists, its current version is archived first (so a restore is itself
@@ -502,7 +506,7 @@ class MemoryStore:
             row = await fetch_one(conn, _SELECT_CAUSE, (user_id, history_id))
             if row is None:
                 return None
-            consolidated = consolidated_into(row[1]) if row[0] == CONSOLIDATE else None
+            consolidated = Cause.from_stored(row[1]).into if row[0] == CONSOLIDATE else None
             if consolidated is None:
                 return await restore_version(conn, user_id, history_id, cause=cause, now=now)
             await undo_consolidation(conn, user_id, consolidated, cause=cause, now=now)
@@ -510,7 +514,7 @@ class MemoryStore:
 
 
 async def restore_version(
-    conn: Connection, user_id: str, history_id: int, *, cause: str, now: datetime
+    conn: Connection, user_id: str, history_id: int, *, cause: Cause, now: datetime
 ) -> int | None:
     """`MemoryStore.restore` of one archived version, inside the caller's transaction."""
     row = await fetch_one(conn, _SELECT_SNAPSHOT, (user_id, history_id))
@@ -571,8 +575,7 @@ async def restore_version(
 # A consolidation is written in memory_history alone: each member archived with the operation
 # CONSOLIDATE and the cause "consolidated into #N", N the memory that holds the series now.
 
-CONSOLIDATE = "consolidate"
-_CONSOLIDATED_INTO = re.compile(r"consolidated into #(\d{1,19})")
+CONSOLIDATE: Operation = "consolidate"
 _SELECT_CAUSE = "SELECT operation, cause, memory_id FROM memory_history WHERE user_id = ? AND id = ?"
 _SELECT_MEMBERS = (
     "SELECT id, memory_id, restored_at FROM memory_history "
@@ -582,15 +585,6 @@ _SELECT_CONSOLIDATIONS = (
     "SELECT cause, memory_id, text, archived_at, restored_at, id FROM memory_history "
     "WHERE user_id = ? AND operation = ? ORDER BY id DESC LIMIT ?"
 )
-
-
-def consolidation_cause(memory_id: int) -> str:
-    return f"consolidated into #{memory_id}"
-
-
-def consolidated_into(cause: str) -> int | None:
-    match = _CONSOLIDATED_INTO.fullmatch(cause)
-    return int(match.group(1)) if match else None
 
 
 def _unchanged(read: Memory, now: Memory | None) -> bool:
@@ -610,16 +604,16 @@ async def consolidate(
             return None
     new_id = await insert_memory(conn, user_id, new, now=now)
     for member in members:
-        await delete_memory(conn, user_id, member.id, cause=consolidation_cause(new_id), now=now, operation=CONSOLIDATE)
+        await delete_memory(conn, user_id, member.id, cause=Cause.consolidated(new_id), now=now, operation=CONSOLIDATE)
     return new_id
 
 
 async def undo_consolidation(
-    conn: Connection, user_id: str, memory_id: int, *, cause: str, now: datetime
+    conn: Connection, user_id: str, memory_id: int, *, cause: Cause, now: datetime
 ) -> list[int]:
     """Every member of the consolidation into `memory_id` back (those not restored already), and
     that memory retired to history; the members' ids."""
-    rows = await fetch_all(conn, _SELECT_MEMBERS, (user_id, CONSOLIDATE, consolidation_cause(memory_id)))
+    rows = await fetch_all(conn, _SELECT_MEMBERS, (user_id, CONSOLIDATE, Cause.consolidated(memory_id).stored()))
     restored = [
         int(memory) for history_id, memory, restored_at in rows if restored_at is None
         and await restore_version(conn, user_id, int(history_id), cause=cause, now=now) is not None
@@ -648,7 +642,7 @@ async def consolidations(conn: Connection, user_id: str, *, limit: int = 200) ->
     for cause, memory_id, text, archived_at, restored_at, history_id in await fetch_all(
         conn, _SELECT_CONSOLIDATIONS, (user_id, CONSOLIDATE, limit)
     ):
-        into = consolidated_into(cause)
+        into = Cause.from_stored(cause).into
         if into is None:
             continue
         held = found.get(into)

@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.clients.db import Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.clients.storage import Connection, Database
+from bot.memory.model import Cause
 from bot.memory.story.plans import (
     Anchor,
     AnchorPlan,
@@ -54,7 +55,7 @@ class StoryHistoryEntry:
     item_id: int | None
     payload: dict[str, Any]
     reason: str | None
-    cause: str
+    cause: Cause
     at: datetime
 
 
@@ -130,7 +131,7 @@ async def _archive(
     item_id: int | None,
     payload: Mapping[str, Any],
     reason: str | None,
-    cause: str,
+    cause: Cause,
     now: datetime,
 ) -> None:
     await conn.execute(
@@ -139,7 +140,7 @@ async def _archive(
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
             user_id, story_id, operation, item_id,
-            json.dumps(dict(payload), ensure_ascii=False), reason, cause, to_db(now),
+            json.dumps(dict(payload), ensure_ascii=False), reason, cause.stored(), to_db(now),
         ),
     )
 
@@ -165,7 +166,7 @@ async def apply_story_reflection(
     positions: Iterable[Any] | None,
     state_deltas: Mapping[str, Any] | None,
     specs: Mapping[str, StateSpec],
-    cause: str,
+    cause: Cause,
     now: datetime,
 ) -> StoryReport:
     """Apply one reflection's story proposals inside the caller's write transaction.
@@ -208,7 +209,7 @@ async def apply_story_reflection(
 
 
 async def _write_summary(
-    conn: Connection, user_id: str, story_id: str, current: StoryState, text: str, *, cause: str, now: datetime
+    conn: Connection, user_id: str, story_id: str, current: StoryState, text: str, *, cause: Cause, now: datetime
 ) -> None:
     if current.summary is not None:
         await _archive(
@@ -226,7 +227,7 @@ async def _write_summary(
 
 
 async def _write_anchors(
-    conn: Connection, user_id: str, story_id: str, plan: AnchorPlan, *, cause: str, now: datetime
+    conn: Connection, user_id: str, story_id: str, plan: AnchorPlan, *, cause: Cause, now: datetime
 ) -> list[int]:
     """Removals archived then deleted, additions inserted; the new anchors' ids."""
     for removal in plan.remove:
@@ -245,14 +246,14 @@ async def _write_anchors(
             conn,
             "INSERT INTO story_anchors (user_id, story_id, text, created_at, cause)"
             " VALUES (?, ?, ?, ?, ?) RETURNING id",
-            (user_id, story_id, text, to_db(now), cause),
+            (user_id, story_id, text, to_db(now), cause.stored()),
         )
         added_ids.append(anchor_id or 0)
     return added_ids
 
 
 async def _write_positions(
-    conn: Connection, user_id: str, story_id: str, plan: PositionPlan, *, cause: str, now: datetime
+    conn: Connection, user_id: str, story_id: str, plan: PositionPlan, *, cause: Cause, now: datetime
 ) -> list[int]:
     """Evictions and updates archived first, then new positions inserted; their ids."""
     stamp = to_db(now)
@@ -295,7 +296,7 @@ async def _write_positions(
 
 
 async def _write_state(
-    conn: Connection, user_id: str, story_id: str, plan: StatePlan, *, cause: str, now: datetime
+    conn: Connection, user_id: str, story_id: str, plan: StatePlan, *, cause: Cause, now: datetime
 ) -> None:
     for change in plan.changes:
         await _archive(
@@ -351,7 +352,7 @@ async def story_history(
     return [
         StoryHistoryEntry(
             r["id"], r["user_id"], r["story_id"], r["operation"], r["item_id"],
-            json.loads(r["payload"]), r["reason"], r["cause"], _dt(r["at"]),
+            json.loads(r["payload"]), r["reason"], Cause.from_stored(r["cause"]), _dt(r["at"]),
         )
         for r in rows
     ]

@@ -20,7 +20,7 @@ from bot.clients.storage import Connection, Database
 from bot.errors import InvalidMemory
 from bot.memory.cache.entry import UserMemories
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.model import Memory, MemoryType, Scope, utcnow
+from bot.memory.model import Cause, Memory, MemoryType, Scope, utcnow
 from bot.memory.stores.exchanges import add_sources, record_change
 from bot.memory.stores.memories import (
     MemoryCapReached,
@@ -105,8 +105,8 @@ class ReflectionContext:
     other_names: tuple[str, ...] = ()
 
     @property
-    def cause(self) -> str:
-        return f"reflection of message {self.source}" if self.source else "reflection"
+    def cause(self) -> Cause:
+        return Cause.reflection(self.source)
 
 
 # What a decision means for the user's memory: its receipt line, and whether the exchanges

