@@ -31,8 +31,13 @@ from bot.clients.llm import LLMClient  # noqa: E402
 from bot.clients.postgres import PostgresDatabase  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine  # noqa: E402
-from bot.memory.model import Cause, content_hash, utcnow  # noqa: E402
-from bot.memory.stores.memories import NewMemory, archive, insert_memory  # noqa: E402
+from bot.memory.model import (  # noqa: E402
+    Cause,
+    NewMemory,  # noqa: E402
+    content_hash,
+    utcnow,
+)
+from bot.memory.stores.memories import archive, insert_memory  # noqa: E402
 from bot.memory.stores.move import move  # noqa: E402
 from bot.memory.stores.vectors import VectorRow, store_vectors  # noqa: E402
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import load_settings
-from bot.errors import BackupError, CharacterError, ConfigError, LLMError, MigrationError, StartupError
+from bot.errors import BackupError, CharacterError, ConfigError, LLMError, MigrationError, MoveRefused, StartupError
 
 log = logging.getLogger("bot")
 
@@ -84,7 +84,7 @@ async def _migrate_store(args: argparse.Namespace) -> int:
 
     from bot.clients.databases import is_postgres_url, open_postgres, open_sqlite
     from bot.clients.postgres import describe
-    from bot.memory.stores.move import MoveRefused, move
+    from bot.memory.stores.move import move
 
     if not args.source.startswith("sqlite:///") or not is_postgres_url(args.target):
         raise StartupError("migrate-store copies --from sqlite:///path/to/echo.sqlite3 --to postgresql://…/echo")

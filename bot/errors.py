@@ -30,6 +30,10 @@ class StateSpecError(ValueError):
 
 # Storage
 
+class MoveRefused(Exception):
+    """`python -m bot migrate-store`: the target holds other data than the source; nothing was changed."""
+
+
 class MigrationError(RuntimeError):
     """The database's schema cannot be brought up to date; the message says which migration and why."""
 
@@ -97,6 +101,10 @@ class LLMStreamCut(LLMError):
 
 class InvalidMemory(ValueError):
     """A request on memory that cannot be honoured (bad type, empty text…): the message says why."""
+
+
+class MemoryCapReached(InvalidMemory):
+    """The user holds as many memories as the operator allows (MAX_MEMORIES_PER_USER)."""
 
 
 class ReflectionParseError(ValueError):

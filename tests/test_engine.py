@@ -12,8 +12,8 @@ import pytest
 from bot.clients.embeddings import OllamaEmbedder
 from bot.clients.llm import LLMClient
 from bot.engine import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Incoming
+from bot.memory.model import NewMemory
 from bot.memory.read.indexing import Indexer
-from bot.memory.stores.memories import NewMemory
 from bot.memory.stores.stories import load_story
 from tests.builders import local_embedder, make_engine, msg
 from tests.fakes.llm_server import LLMRequest, Reply

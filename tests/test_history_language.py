@@ -12,8 +12,7 @@ import pytest
 
 from bot.engine import Incoming
 from bot.i18n import MESSAGES, Message
-from bot.memory.model import Cause
-from bot.memory.stores.memories import NewMemory
+from bot.memory.model import Cause, NewMemory
 from bot.memory.write.apply import ReflectionContext, apply_reflection
 from bot.memory.write.reflection import parse_reflection
 from bot.presenting import history_text, memory_pages, why_text

@@ -8,6 +8,7 @@
 - SQL lives under bot/memory/stores/ (and the database drivers in bot/clients/): a module that
   runs or holds a statement anywhere else fails, so does a store placed outside stores/;
 - no two modules import each other, directly or in a loop;
+- under bot/memory/stores/, the only types are rows (dataclasses of column values) and the stores;
 - bot/memory/ by path: its root holds the shared vocabulary and imports none of its folders;
   read/ and write/ never import each other; cache/ imports no path that uses it; the reference
   oracles (bot/memory/reference/ and their stable re-exports) are imported by no product module;
@@ -225,6 +226,74 @@ def test_a_store_placed_outside_stores_or_sql_in_the_engine_fails(tmp_path: Path
     assert sorted({line.split()[0] for line in found}) == [
         "bot/engine/pending.py", "bot/memory/forgetting_store.py", "cogs/helpers.py"
     ], found
+
+
+# --- under stores/, rows only ---------------------------------------------------------------------
+
+# What a row's fields may hold: column values as Python reads them (a JSON column as a dict, a
+# vector as an array), and the memory vocabulary's types (bot/memory/model.py) a column decodes to.
+ROW_VALUES = frozenset({"int", "float", "str", "bool", "bytes", "datetime", "None", "Any", "list", "tuple", "dict", "np", "ndarray"})
+
+
+def types_that_are_not_rows(source: str) -> list[str]:
+    """The classes of a store module that are not rows: a row is a dataclass or NamedTuple with
+    no behaviour whose fields hold column values. The one other type a store module may define
+    is its store (`…Store`), whose methods each run their statements in one transaction."""
+    tree = ast.parse(source)
+    vocabulary = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "bot.memory.model"
+        for alias in node.names
+    }
+    problems = []
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef) or node.name.endswith("Store"):
+            continue
+        dataclass = any(
+            "dataclass" in ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list
+        )
+        named_tuple = any(ast.unparse(b) == "NamedTuple" for b in node.bases)
+        if not (dataclass or named_tuple):
+            problems.append(f"{node.name}: not a row (a dataclass or NamedTuple)")
+            continue
+        methods = [n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        if methods:
+            problems.append(f"{node.name}: a row with behaviour ({', '.join(methods)})")
+        for field in (n for n in node.body if isinstance(n, ast.AnnAssign)):
+            names = {n.id for n in ast.walk(field.annotation) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(field.annotation) if isinstance(n, ast.Attribute)}
+            if strange := sorted(names - ROW_VALUES - vocabulary):
+                problems.append(f"{node.name}.{ast.unparse(field.target)}: holds {', '.join(strange)}, not a column value")
+    return problems
+
+
+def test_stores_define_rows_and_their_store_only() -> None:
+    problems = [
+        f"{_rel(path)}: {problem}"
+        for path in _room_files((STORES,))
+        for problem in types_that_are_not_rows(path.read_text(encoding="utf-8"))
+    ]
+    assert problems == []
+
+
+def test_the_row_check_names_what_it_should() -> None:
+    source = (
+        "from bot.memory.model import Cause\n"
+        "from bot.memory.story.plans import AnchorPlan\n"
+        "@dataclass(frozen=True, slots=True)\n"
+        "class Row:\n    id: int\n    payload: dict[str, Any] | None\n    cause: Cause\n    vector: np.ndarray\n"
+        "class Refused(Exception):\n    pass\n"
+        "@dataclass\nclass Report:\n    anchors: AnchorPlan\n"
+        "@dataclass\nclass Valid:\n    text: str\n    def validated(self): return self\n"
+        "class Stale(NamedTuple):\n    id: int\n"
+        "class MemoryStore:\n    def get(self): ...\n"
+    )
+    assert types_that_are_not_rows(source) == [
+        "Refused: not a row (a dataclass or NamedTuple)",
+        "Report.anchors: holds AnchorPlan, not a column value",
+        "Valid: a row with behaviour (validated)",
+    ]
 
 
 def test_the_engine_facade_is_small() -> None:

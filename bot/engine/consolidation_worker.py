@@ -32,9 +32,10 @@ from bot.memory.consolidation.proposal import (
     consolidation_json_schema,
     parse_proposal,
 )
+from bot.memory.model import NewMemory
 from bot.memory.series import Series, SeriesKey, key_of
 from bot.memory.stores.exchanges import copy_sources, recent_speakers
-from bot.memory.stores.memories import NewMemory, consolidate, consolidations, row_to_memory
+from bot.memory.stores.memories import consolidate, consolidations, row_to_memory
 
 log = logging.getLogger(__name__)
 

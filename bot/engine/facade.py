@@ -34,7 +34,7 @@ from bot.errors import InvalidMemory, StorageError
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.warm_up import WarmUp, warm_up
 from bot.memory.choice import TurnSelection
-from bot.memory.model import Cause, HistoryEntry, Memory, MemoryType, utcnow
+from bot.memory.model import MAX_MEMORY_CHARS, Cause, HistoryEntry, Memory, MemoryType, NewMemory, utcnow
 from bot.memory.read.indexing import Indexer
 from bot.memory.read.recall import Recall
 from bot.memory.reports.export import export_json, export_user
@@ -52,11 +52,9 @@ from bot.memory.stores.exchanges import (
     users_with_open_exchanges,
 )
 from bot.memory.stores.memories import (
-    MAX_MEMORY_CHARS,
     Consolidation,
     EraseReport,
     MemoryStore,
-    NewMemory,
     consolidations,
     erase_user_memories,
     owner_keys,

@@ -102,7 +102,7 @@ class OpenExchanges:
         ex = await open_exchange(self.ctx.db, user_id, exchange_id)
         if ex is None or not ex.replies:
             return None
-        return Shown(exchange_id, ex.choice, ex.total, ex.replies[ex.choice - 1])
+        return Shown(exchange_id, ex.choice, len(ex.replies), ex.replies[ex.choice - 1])
 
     async def regenerate(self, user_id: str, exchange_id: int, *, max_chars: int | None = None) -> Shown | None:
         ctx = self.ctx
@@ -124,12 +124,12 @@ class OpenExchanges:
         ex = await open_exchange(self.ctx.db, user_id, exchange_id)
         if ex is None or not ex.replies:
             return None
-        n = max(1, min(ex.total, ex.choice + step))
+        n = max(1, min(len(ex.replies), ex.choice + step))
         async with self.ctx.db.write() as conn:
             if not await choose_alternative(conn, user_id, exchange_id, n):
                 return None
         self.arm(user_id, exchange_id)
-        return Shown(exchange_id, n, ex.total, ex.replies[n - 1])
+        return Shown(exchange_id, n, len(ex.replies), ex.replies[n - 1])
 
     async def settle(
         self, user_id: str, *, exchange_id: int | None = None, story_id: str | None = None

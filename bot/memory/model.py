@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Literal, get_args
 
-from bot.clients.values import as_utc
+from bot.clients.values import as_utc, storable
+from bot.errors import InvalidMemory, MemoryCapReached
+from bot.memory.text import canonical
 
 # The one list of memory types. A user's memories, in rank order (selection ranks and gives quotas
 # in this order; the reflection may write only these); rules belong to the character, are always
@@ -48,6 +51,60 @@ def checked_expiry(value: datetime | None) -> datetime | None:
 def content_hash(text: str) -> str:
     """Hash of the text a vector is computed from: a changed hash means a stale vector."""
     return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:32]
+
+
+MAX_MEMORY_CHARS = 500
+
+
+def check_room(held: int, cap: int | None) -> None:
+    """Refuse one more memory past the cap; what is held is never dropped to make room."""
+    if cap is not None and held >= cap:
+        raise MemoryCapReached(
+            f"you hold {held} memories, the most kept per person here ({cap}): "
+            "forget some to make room"
+        )
+
+
+def valid_expiry(expires_at: datetime | None) -> datetime | None:
+    """The expiry every stored memory gets: in UTC, in range (or InvalidMemory)."""
+    try:
+        return checked_expiry(expires_at)
+    except ValueError as exc:
+        raise InvalidMemory(f"expiry {exc}") from None
+
+
+@dataclass(slots=True)
+class NewMemory:
+    text: str
+    type: MemoryType = "fact"
+    scope: Scope = "global"
+    confidence: float = 1.0
+    story_id: str | None = None
+    place: str | None = None
+    expires_at: datetime | None = None
+    source: str | None = None
+    pinned: bool = False
+
+    def validated(self) -> NewMemory:
+        # Stored in the one form comparisons use (a look-alike copy is the same memory); control
+        # characters (NUL, escapes) are noise in a sentence and trouble in a terminal.
+        text = canonical(storable(self.text))
+        text = " ".join("".join(c for c in text if unicodedata.category(c) != "Cc" or c.isspace()).split())
+        if not any(unicodedata.category(c)[0] not in "CZ" for c in text):
+            # Zero-width and other format characters alone would show as a blank memory.
+            raise InvalidMemory("a memory needs some visible text")
+        if len(text) > MAX_MEMORY_CHARS:
+            raise InvalidMemory(f"a memory is one short sentence (at most {MAX_MEMORY_CHARS} characters)")
+        if self.type not in MEMORY_TYPES:
+            raise InvalidMemory(f"unknown memory type {self.type!r}: one of {', '.join(MEMORY_TYPES)}")
+        if self.scope not in SCOPES:
+            raise InvalidMemory(f"unknown scope {self.scope!r}: global or story")
+        if self.scope == "story" and not self.story_id:
+            raise InvalidMemory("a story memory needs the story it belongs to")
+        self.expires_at = valid_expiry(self.expires_at)
+        self.text = text
+        self.confidence = min(1.0, max(0.0, float(self.confidence)))
+        return self
 
 
 @dataclass(slots=True)

@@ -14,7 +14,8 @@ from bot.clients.db import MIGRATIONS_DIR, POSTGRES_MIGRATIONS_DIR, SQLiteDataba
 from bot.clients.postgres import PostgresDatabase, translate
 from bot.config import Settings
 from bot.errors import MigrationError, StartupError, StorageError
-from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.model import NewMemory
+from bot.memory.stores.memories import MemoryStore
 
 
 def test_both_migration_folders_carry_the_same_numbers() -> None:

@@ -14,8 +14,8 @@ import bot.clients.db
 from bot.clients.db import UNREADABLE_DATE, from_db, to_db
 from bot.clients.outage import Outage
 from bot.errors import InvalidMemory
-from bot.memory.model import EARLIEST_EXPIRY, LATEST_EXPIRY
-from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.model import EARLIEST_EXPIRY, LATEST_EXPIRY, NewMemory
+from bot.memory.stores.memories import MemoryStore
 from bot.memory.write.apply import ReflectionContext, apply_reflection
 from bot.memory.write.reflection import parse_reflection
 from bot.terminal.commands import Session, run_command

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from bot.clients.embeddings import OllamaEmbedder
+from bot.memory.model import NewMemory
 from bot.memory.read.indexing import Indexer
-from bot.memory.stores.memories import NewMemory
 from tests.builders import make_engine, msg
 from tests.fakes.embedding_server import EmbeddingServer
 

@@ -16,7 +16,7 @@ import pytest
 
 from bot.clients.llm import MAX_RESPONSE_BYTES
 from bot.engine import LLM_DOWN_REPLY, MAX_REFLECTION_ATTEMPTS, MAX_REPLY_CHARS
-from bot.memory.stores.memories import NewMemory
+from bot.memory.model import NewMemory
 from cogs.utils.answering import DISCORD_LIMIT, split_message
 from tests.builders import make_engine, msg
 from tests.fakes.llm_server import LLMRequest, Reply

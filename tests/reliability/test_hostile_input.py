@@ -33,8 +33,8 @@ from bot.clients.db import SQLiteDatabase
 from bot.engine import Engine, export_json
 from bot.engine.prompting import ChannelLine, build_reply_messages, render_rules
 from bot.errors import InvalidMemory
-from bot.memory.model import Memory
-from bot.memory.stores.memories import MAX_MEMORY_CHARS, MemoryStore, NewMemory
+from bot.memory.model import MAX_MEMORY_CHARS, Memory, NewMemory
+from bot.memory.stores.memories import MemoryStore
 from bot.memory.stores.vectors import lexical_matches
 from bot.memory.text import canonical, content_words, storable
 from bot.memory.write.reflection import build_reflection_messages

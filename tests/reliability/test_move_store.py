@@ -16,9 +16,10 @@ import pytest
 
 from bot.clients.db import SQLiteDatabase
 from bot.clients.postgres import PostgresDatabase
-from bot.memory.model import Cause
-from bot.memory.stores.memories import MemoryStore, NewMemory
-from bot.memory.stores.move import DERIVED_TABLES, TABLES, MoveRefused, move
+from bot.errors import MoveRefused
+from bot.memory.model import Cause, NewMemory
+from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.move import DERIVED_TABLES, TABLES, move
 from bot.memory.stores.vectors import VectorRow, store_vectors
 from tests.builders import http_client, make_engine, msg
 from tests.fakes.llm_server import LLMRequest

@@ -29,9 +29,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from bot.errors import ReflectionParseError
 from bot.memory.carriers import carrier_tokens, dedup_text
-from bot.memory.model import Memory
+from bot.memory.model import MAX_MEMORY_CHARS, Memory
 from bot.memory.quoting import quote_line
-from bot.memory.stores.memories import MAX_MEMORY_CHARS
 from bot.memory.text import capitalised_words, words
 from bot.memory.write.filters import (
     about_someone_else,

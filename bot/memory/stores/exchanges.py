@@ -40,10 +40,6 @@ class OpenExchange:
     choice: int
     replies: list[str]
 
-    @property
-    def total(self) -> int:
-        return len(self.replies)
-
 
 @dataclass(frozen=True, slots=True)
 class SettledExchange:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -25,25 +24,19 @@ from typing import Any
 
 from bot.clients.db import NO_LIMIT, Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.clients.storage import Connection, Database, Row
-from bot.errors import InvalidMemory
 from bot.memory.model import (
-    MEMORY_TYPES,
-    SCOPES,
     Cause,
     HistoryEntry,
     Memory,
-    MemoryType,
+    NewMemory,
     Operation,
-    Scope,
-    checked_expiry,
+    check_room,
     content_hash,
     utcnow,
+    valid_expiry,
 )
-from bot.memory.text import canonical, storable
 
 log = logging.getLogger(__name__)
-
-MAX_MEMORY_CHARS = 500
 
 # What memory_history keeps of a memory: its columns from user_id to source.
 _SNAPSHOT_COLUMNS = (
@@ -79,61 +72,6 @@ _REINSERT = (
 # words (lower-cased) until merged. 'optimize' merges them all into one now. On PostgreSQL the
 # words live in the row itself (memories.search), gone with it.
 _MERGE_FULL_TEXT_INDEX = Sql("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')", postgresql=None)
-
-
-class MemoryCapReached(InvalidMemory):
-    """The user holds as many memories as the operator allows (MAX_MEMORIES_PER_USER)."""
-
-
-def check_room(held: int, cap: int | None) -> None:
-    """Refuse one more memory past the cap; what is held is never dropped to make room."""
-    if cap is not None and held >= cap:
-        raise MemoryCapReached(
-            f"you hold {held} memories, the most kept per person here ({cap}): "
-            "forget some to make room"
-        )
-
-
-def valid_expiry(expires_at: datetime | None) -> datetime | None:
-    """The expiry every stored memory gets: in UTC, in range (or InvalidMemory)."""
-    try:
-        return checked_expiry(expires_at)
-    except ValueError as exc:
-        raise InvalidMemory(f"expiry {exc}") from None
-
-
-@dataclass(slots=True)
-class NewMemory:
-    text: str
-    type: MemoryType = "fact"
-    scope: Scope = "global"
-    confidence: float = 1.0
-    story_id: str | None = None
-    place: str | None = None
-    expires_at: datetime | None = None
-    source: str | None = None
-    pinned: bool = False
-
-    def validated(self) -> "NewMemory":
-        # Stored in the one form comparisons use (a look-alike copy is the same memory); control
-        # characters (NUL, escapes) are noise in a sentence and trouble in a terminal.
-        text = canonical(storable(self.text))
-        text = " ".join("".join(c for c in text if unicodedata.category(c) != "Cc" or c.isspace()).split())
-        if not any(unicodedata.category(c)[0] not in "CZ" for c in text):
-            # Zero-width and other format characters alone would show as a blank memory.
-            raise InvalidMemory("a memory needs some visible text")
-        if len(text) > MAX_MEMORY_CHARS:
-            raise InvalidMemory(f"a memory is one short sentence (at most {MAX_MEMORY_CHARS} characters)")
-        if self.type not in MEMORY_TYPES:
-            raise InvalidMemory(f"unknown memory type {self.type!r}: one of {', '.join(MEMORY_TYPES)}")
-        if self.scope not in SCOPES:
-            raise InvalidMemory(f"unknown scope {self.scope!r}: global or story")
-        if self.scope == "story" and not self.story_id:
-            raise InvalidMemory("a story memory needs the story it belongs to")
-        self.expires_at = valid_expiry(self.expires_at)
-        self.text = text
-        self.confidence = min(1.0, max(0.0, float(self.confidence)))
-        return self
 
 
 def row_to_memory(row: Row | Sequence[Any]) -> Memory:

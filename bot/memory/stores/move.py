@@ -22,6 +22,7 @@ from typing import Any
 from bot.clients.db import fetch_all, fetch_one
 from bot.clients.postgres import PostgresDatabase
 from bot.clients.storage import Database, Row
+from bot.errors import MoveRefused
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +100,6 @@ _IDENTITIES = {t: "SELECT setval(pg_get_serial_sequence('" + t + "', 'id'), ?, ?
 _MAX_ID = {t: "SELECT COALESCE(MAX(id), 0) FROM " + t for t in _IDENTITIES}
 # Floats and ints by column type on the PostgreSQL side: SQLite hands back what it stored.
 _FLOATS = frozenset({("memories", "confidence"), ("memory_history", "confidence"), ("story_state", "value")})
-
-
-class MoveRefused(Exception):
-    """The target holds other data than the source: nothing was changed."""
 
 
 @dataclass(frozen=True, slots=True)

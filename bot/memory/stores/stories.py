@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,7 @@ from bot.memory.story.plans import (
     AnchorPlan,
     Position,
     PositionPlan,
+    StoryReport,
     StoryState,
     plan_anchor_changes,
     plan_positions,
@@ -31,19 +32,6 @@ from bot.memory.story.plans import (
 from bot.memory.story.state import StatePlan, StateSpec, apply_state_deltas, is_finite_number
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class StoryReport:
-    """What one reflection changed in a story, and what it was refused."""
-
-    summary_replaced: bool
-    anchors: AnchorPlan
-    added_anchor_ids: list[int]
-    positions: PositionPlan
-    inserted_position_ids: list[int]
-    state: StatePlan
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from bot.memory.quoting import STORY_BLOCK_END, STORY_BLOCK_START, quote_line
-from bot.memory.story.state import StateSpec
+from bot.memory.story.state import StatePlan, StateSpec
 from bot.memory.text import content_words, normalise, words
 
 # A justification that reuses 30 characters or more of the position it claims to support does
@@ -492,3 +492,16 @@ def render_story_context(
     if not parts:
         return ""
     return "\n".join([STORY_BLOCK_START, *parts, STORY_BLOCK_END])
+
+
+@dataclass(slots=True)
+class StoryReport:
+    """What one reflection changed in a story, and what it was refused."""
+
+    summary_replaced: bool
+    anchors: AnchorPlan
+    added_anchor_ids: list[int]
+    positions: PositionPlan
+    inserted_position_ids: list[int]
+    state: StatePlan
+    notes: list[str] = field(default_factory=list)

@@ -17,21 +17,14 @@ from datetime import datetime
 from typing import Literal
 
 from bot.clients.storage import Connection, Database
-from bot.errors import InvalidMemory
+from bot.errors import InvalidMemory, MemoryCapReached
 from bot.memory.cache.entry import UserMemories
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.model import Cause, Memory, MemoryType, Scope, utcnow
+from bot.memory.model import Cause, Memory, MemoryType, NewMemory, Scope, check_room, utcnow
 from bot.memory.stores.exchanges import add_sources, record_change
-from bot.memory.stores.memories import (
-    MemoryCapReached,
-    NewMemory,
-    check_room,
-    delete_memory,
-    insert_memory,
-    rewrite_memory,
-    set_expiry,
-)
-from bot.memory.stores.stories import StoryReport, apply_story_reflection
+from bot.memory.stores.memories import delete_memory, insert_memory, rewrite_memory, set_expiry
+from bot.memory.stores.stories import apply_story_reflection
+from bot.memory.story.plans import StoryReport
 from bot.memory.story.state import StateSpec
 from bot.memory.write import filters
 from bot.memory.write.dedup import MergeDecision, merge

@@ -15,9 +15,9 @@ from bot.clients.databases import open_database
 from bot.clients.db import SQLiteDatabase, to_db
 from bot.clients.embeddings import LocalEmbedder
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.model import Cause, utcnow
+from bot.memory.model import Cause, NewMemory, utcnow
 from bot.memory.read.indexing import Indexer
-from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories, memory_rows, row_to_memory
+from bot.memory.stores.memories import MemoryStore, erase_user_memories, memory_rows, row_to_memory
 from bot.memory.stores.vectors import VectorRow, load_user_matrix, store_vectors
 from tests.builders import http_client, make_engine, msg
 from tests.fakes.llm_server import FakeLLMServer

@@ -14,9 +14,9 @@ import bot.memory.cache.slices as slices_module
 from bot.clients.db import SQLiteDatabase
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.warm_up import WARM_DAYS, WARM_SHARE, warm_up
-from bot.memory.model import utcnow
+from bot.memory.model import NewMemory, utcnow
 from bot.memory.stores.exchanges import save_exchange
-from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories
+from bot.memory.stores.memories import MemoryStore, erase_user_memories
 from bot.memory.write.dedup import DedupIndex
 from bot.memory.write.index import WriteIndexes
 from tests.builders import make_engine, msg

@@ -13,8 +13,8 @@ import pytest
 
 from bot.engine import Engine, Incoming
 from bot.memory.consolidation.proposal import Proposal, check_proposal
-from bot.memory.model import Memory
-from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.model import Memory, NewMemory
+from bot.memory.stores.memories import MemoryStore
 from bot.presenting import history_text, stats_text
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest

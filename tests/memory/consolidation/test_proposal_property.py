@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from bot.clients.db import SQLiteDatabase
 from bot.engine.consolidation_worker import RunFigures
 from bot.memory.carriers import carrier_tokens, dedup_text
-from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.model import NewMemory
+from bot.memory.stores.memories import MemoryStore
 from bot.memory.text import words
 from tests.builders import http_client, make_engine
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest

@@ -15,12 +15,12 @@ import pytest
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.memory.choice import TurnSelection
-from bot.memory.model import Cause, utcnow
+from bot.memory.model import Cause, NewMemory, utcnow
 from bot.memory.read import recall as recall_module
 from bot.memory.read.conversation import fuse, standardised
 from bot.memory.read.indexing import Indexer
 from bot.memory.read.recall import Recall, threshold_for
-from bot.memory.stores.memories import MemoryStore, NewMemory, insert_memory
+from bot.memory.stores.memories import MemoryStore, insert_memory
 from tests.builders import make_engine, msg
 from tests.fakes.embedding_server import EmbeddingServer
 from tests.fakes.llm_server import FakeLLMServer

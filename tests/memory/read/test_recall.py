@@ -14,7 +14,7 @@ import bot.memory.read.recall as recall_module
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.memory.choice import TurnSelection
-from bot.memory.model import DM_PLACE, utcnow
+from bot.memory.model import DM_PLACE, NewMemory, utcnow
 from bot.memory.read.indexing import Indexer
 from bot.memory.read.recall import (
     LEXICAL_LIMIT,
@@ -22,7 +22,7 @@ from bot.memory.read.recall import (
     Recall,
     threshold_for,
 )
-from bot.memory.stores.memories import NewMemory, insert_memory
+from bot.memory.stores.memories import insert_memory
 from bot.memory.stores.turn import last_turn, turn_stats
 from bot.memory.stores.vectors import load_user_matrix
 from tests.fakes.embedding_server import EmbeddingServer

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from bot.errors import InvalidMemory
-from bot.memory.model import Cause
-from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories
+from bot.memory.model import Cause, NewMemory
+from bot.memory.stores.memories import MemoryStore, erase_user_memories
 
 pytestmark = pytest.mark.both_stores
 
