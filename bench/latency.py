@@ -51,6 +51,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import insides  # noqa: E402
 from load import ThreadedLLMServer, pool_vectors  # noqa: E402
 from load_corpus import scripted_reflection, seed_texts, users_and_reflections  # noqa: E402
 
@@ -163,8 +164,9 @@ class Watch:
         # end of its transaction, the part that is neither the LLM call nor an embedding.
         self.deciding: list[tuple[float, float]] = []
         self._decision_start: float | None = None
-        original_chat = engine.llm.chat
-        original_write = engine.db.write
+        ctx = insides.context(engine)
+        original_chat = ctx.calls.llm.chat
+        original_write = ctx.db.write
         async def chat(*args: Any, **kwargs: Any) -> str:
             start = time.perf_counter()
             try:
@@ -194,8 +196,8 @@ class Watch:
                         self.deciding.append((self._decision_start, end))
                         self._decision_start = None
 
-        engine.llm.chat = chat  # type: ignore[method-assign]
-        engine.db.write = write  # type: ignore[method-assign]
+        ctx.calls.llm.chat = chat  # type: ignore[method-assign]
+        ctx.db.write = write  # type: ignore[method-assign]
 
     def lag_while_deciding(self) -> float:
         """The worst lag of a tick that overlapped a reflection's decision and write."""
@@ -260,15 +262,15 @@ async def run_size(
             # the same memories and the same machine load.
             mode = MODES[index % len(MODES)]
             history = list(lines[-HISTORY_LINES:])
-            engine.recall.conversation_lines = 0 if mode == "today" else CONVERSATION_LINES
+            insides.context(engine).recall.conversation_lines = 0 if mode == "today" else CONVERSATION_LINES
             if mode in ("unseen", "ahead"):
                 # Others spoke in between: lines no earlier turn embedded, as many as the window.
                 history += [f"Bob: la réunion {index} est déplacée à {9 + index % 8} h, salle {index}"]
                 history += [f"Chloé: d'accord pour la salle {index}, j'apporte le café"]
             if mode == "ahead":
-                engine.read_ahead(user.user_id, STORY, history)
+                engine.conversation.read_ahead(user.user_id, STORY, history)
                 await asyncio.sleep(settings.burst_seconds)
-                ready += not engine.recall.lines.missing(embedder.model, window(history))
+                ready += not insides.context(engine).recall.lines.missing(embedder.model, window(history))
             incoming = Incoming(
                 user_id=user.user_id, user_name=user.name, text=text, story_id=STORY, place=PLACE,
                 message_id=f"{user.user_id}-{index}",
@@ -276,15 +278,15 @@ async def run_size(
             )  # fmt: skip
             watch.llm = 0.0
             start = time.perf_counter()
-            result = await engine.turn(incoming)
+            result = await engine.conversation.turn(incoming)
             overhead = time.perf_counter() - start - watch.llm
             assert result.reply is not None, result.error
             lines += [text, result.reply]
             reflect_start = time.perf_counter()
             # The turn scheduled its reflection; a conversation's next message comes after it
             # (and after the reply's line was embedded for the next turn, in the background).
-            await engine.wait_reflections(user.user_id)
-            await engine.tasks.wait()
+            await engine.operator.wait_reflections(user.user_id)
+            await engine.operator.wait_background()
             reflection = time.perf_counter() - reflect_start
             # The lower bound: what any design must do for this turn.
             start = time.perf_counter()

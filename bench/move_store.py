@@ -75,7 +75,7 @@ async def exports(db: SQLiteDatabase | PostgresDatabase, users: int) -> dict[str
         )
         out = {}
         for n in range(users):
-            data = await engine.export_person(f"user-{n:02d}")
+            data = await engine.privacy.export_person(f"user-{n:02d}")
             data.pop("exported_at", None)
             out[f"user-{n:02d}"] = data
         await engine.close()

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from bot.clients.health import Health
     from bot.clients.metrics import Metrics
     from bot.engine import Engine
-    from bot.memory.read.indexing import Indexer
     from bot.web.server import WebServer
 
 log = logging.getLogger(__name__)
@@ -53,7 +52,6 @@ class Services:
     character: Character
     engine: Engine
     scheduler: AsyncIOScheduler
-    indexer: Indexer
     metrics: Metrics
     health: Health
     # The owner's page, when WEB_ENABLED.
@@ -136,12 +134,10 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
         engine = Engine(
             db=db, llm=llm, embedder=embedder, settings=settings.engine, character=character, cast=cast, metrics=metrics
         )
-        indexer = engine.indexer
-        assert indexer is not None  # the engine has an embedder
         await engine.start()
-        indexer.schedule(scheduler, seconds=embedding.index_interval_seconds)
+        engine.operator.schedule_indexing(scheduler, seconds=embedding.index_interval_seconds)
         scheduler.add_job(
-            quiet_when_cancelled(engine.resume_pending_reflections),
+            quiet_when_cancelled(engine.operator.resume_pending_reflections),
             "interval",
             seconds=PENDING_SWEEP_SECONDS,
             id="pending-reflections",
@@ -167,7 +163,7 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             log.warning("BACKUP_EVERY_HOURS backs up SQLite only: back up PostgreSQL with pg_dump (see README)")
         # Series of look-alike memories rewritten into one each, off the turns' path.
         scheduler.add_job(
-            quiet_when_cancelled(engine.consolidate),
+            quiet_when_cancelled(engine.operator.consolidate),
             "interval",
             seconds=settings.engine.consolidation_interval_seconds,
             id="consolidation",
@@ -178,7 +174,7 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
         health = Health(db=db, llm=llm, model=llm_settings.model, embedder=embedder)
         if settings.web.enabled:
             web = await _start_web(settings.web, engine, health, metrics)
-        yield Services(settings, db, http, llm, embedder, character, engine, scheduler, indexer, metrics, health, web)
+        yield Services(settings, db, http, llm, embedder, character, engine, scheduler, metrics, health, web)
     finally:
         if web is not None:
             await web.stop()

@@ -1,7 +1,7 @@
 """Answers the messages addressed to the character: mentions, DMs, replies, allowed channels.
 
 Who is answered is decided by `cogs.utils.answering.decide` on plain facts read from the message;
-this cog only translates between discord objects and `Engine.turn`. A user's messages that
+this cog only translates between discord objects and `Engine.conversation.turn`. A user's messages that
 follow each other within BURST_SECONDS are answered once, together (a burst: one answer for the
 rate limit, one exchange that knows each of its messages). The reply is streamed into
 one message edited as it grows (`LiveReply`), or posted whole (`send_reply`); both return the
@@ -199,8 +199,7 @@ class Conversation(commands.Cog):
         self.engine.listen(erasing=self.bursts.erasing)
 
     async def cog_unload(self) -> None:
-        with contextlib.suppress(ValueError):  # a cog never loaded never listened
-            self.engine.erase_listeners.remove(self.bursts.erasing)
+        self.engine.unlisten(erasing=self.bursts.erasing)
         self.bursts.cancel_all()
         await self._burst_tasks.cancel_all()
 
@@ -273,7 +272,7 @@ class Conversation(commands.Cog):
         in parts, others' messages, anything before a restart)."""
         earlier = await self._earlier(first)
         user_id = self.cast.memory_key(str(first.author.id), await self.character_for(first))
-        self.engine.read_ahead(user_id, str(first.channel.id), [m.clean_content for m in earlier])
+        self.engine.conversation.read_ahead(user_id, str(first.channel.id), [m.clean_content for m in earlier])
         return earlier
 
     async def _answer_burst(self, key: tuple[int, int], burst: Burst) -> None:
@@ -330,7 +329,7 @@ class Conversation(commands.Cog):
 
         async def turn(on_text: Any = None) -> TurnResult:
             parts = burst.begin_turn(messages, seen.marks_of)
-            return await self.engine.turn(
+            return await self.engine.conversation.turn(
                 dataclasses.replace(incoming, text=join_parts(parts), parts=parts), on_text=on_text
             )
 
@@ -345,7 +344,7 @@ class Conversation(commands.Cog):
             log.debug("the messages of user %s were deleted or erased before their answer", last.author.id)
             return []
         if result.reply is not None and result.exchange_id is not None:
-            await self.engine.reply_sent(user_id, result.exchange_id, str(sent[-1].id))
+            await self.engine.conversation.reply_sent(user_id, result.exchange_id, str(sent[-1].id))
             await self._add_swipe_controls(incoming, result, sent)
         if result.exchange_id is not None:
             await burst.catch_up(self.engine)
@@ -372,14 +371,14 @@ class Conversation(commands.Cog):
         if not incoming.swipes or result.reply is None or result.exchange_id is None:
             return
         if len(sent) > 1:
-            await self.engine.settle(incoming.user_id, exchange_id=result.exchange_id)
+            await self.engine.conversation.settle(incoming.user_id, exchange_id=result.exchange_id)
             return
         view = swipe_view(incoming.user_id, Shown(result.exchange_id, 1, 1, result.reply))
         # An edit like the streamed ones: it takes its turn in the channel's pace.
         try:
             async with self.pacer.slot(sent[-1].channel.id):
                 await sent[-1].edit(view=view)
-            if await self.engine.shown(incoming.user_id, result.exchange_id) is None:
+            if await self.engine.conversation.shown(incoming.user_id, result.exchange_id) is None:
                 async with self.pacer.slot(sent[-1].channel.id):
                     await sent[-1].edit(view=None)  # settled while the buttons were on their way
         except discord.HTTPException as exc:

@@ -175,7 +175,7 @@ class EraseConfirm(OwnerOnlyView, custom_ids=r"echo:erase:" + OWNER + r":(?:conf
     async def confirm(self, interaction: discord.Interaction, button: discord.ui.Button[EraseConfirm]) -> None:
         self.stop()  # a second press is not dispatched to a stopped view
         await interaction.response.edit_message(content=tr(self.lang, "erasing"), view=None)
-        report = await self.engine.erase_person(self.owner)
+        report = await self.engine.privacy.erase_person(self.owner)
         await interaction.edit_original_response(
             content=tr(self.lang, "erased", memories=report.memories, history=report.history)
         )
@@ -254,7 +254,7 @@ class MemoryCommands(commands.Cog):
         owner = self._owner(interaction, character)
         # Discord sends one of the choices; anything else lists every type.
         wanted = [t for t in USER_MEMORY_TYPES if kind is not None and t == kind.value]
-        found = await self.engine.memories(owner, types=wanted or None)
+        found = await self.engine.memories.list(owner, types=wanted or None)
         pages = memory_pages_with_spans(found, now=self.engine.clock(), lang=_lang(interaction))
         if not found:
             await say(interaction, pages[0][0])
@@ -352,14 +352,14 @@ class MemoryCommands(commands.Cog):
     async def memory_id_autocomplete(
         self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[int]]:
-        memories = await self.engine.memories(self._typed_owner(interaction))
+        memories = await self.engine.memories.list(self._typed_owner(interaction))
         return [app_commands.Choice(name=name, value=value) for name, value in memory_choices(memories, current)]
 
     @restore.autocomplete("history_id")
     async def history_id_autocomplete(
         self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[int]]:
-        entries, _ = await self.engine.history(self._typed_owner(interaction))
+        entries, _ = await self.engine.memories.history(self._typed_owner(interaction))
         return [app_commands.Choice(name=name, value=value) for name, value in history_choices(entries, current)]
 
     @memories.autocomplete("character")
@@ -392,7 +392,7 @@ class MemoryCommands(commands.Cog):
     async def export(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
         user = str(interaction.user.id)
-        data = await self.engine.export_person(user)
+        data = await self.engine.privacy.export_person(user)
         raw = export_json(data).encode("utf-8")
         filename = f"echo-export-{user}.json"
         if len(raw) > EXPORT_MAX_BYTES:

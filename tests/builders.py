@@ -26,7 +26,9 @@ from bot.clients.metrics import Metrics
 from bot.clients.storage import Database
 from bot.config import Settings, load_settings
 from bot.engine import Engine, Incoming
-from bot.memory.model import content_hash, utcnow
+from bot.engine.rules import character_owner
+from bot.memory.model import Memory, content_hash, utcnow
+from bot.memory.stores.memories import MemoryStore
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer
 
 
@@ -104,7 +106,8 @@ async def offline_services(settings: Settings, db: Database) -> Services:
     http = http_client()
     llm = LLMClient(http, api=settings.llm_api, base_url=settings.llm_base_url, timeout=10)
     character = bundled_character()
-    engine = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=character)
+    metrics = Metrics()
+    engine = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=character, metrics=metrics)
     await engine.start()
     return Services(
         settings=settings,
@@ -115,10 +118,27 @@ async def offline_services(settings: Settings, db: Database) -> Services:
         character=character,
         engine=engine,
         scheduler=AsyncIOScheduler(),
-        indexer=None,  # type: ignore[arg-type]
-        metrics=engine.metrics,
+        metrics=metrics,
         health=Health(db=db, llm=llm, model=settings.llm_model, embedder=None),
     )
+
+
+def cache_reads(metrics: Metrics, how: str) -> int:
+    """How many reads of people's memories the engine's cache served so (`hit`, `catch_up`,
+    `load`), as /metrics shows them."""
+    return int(metrics.registry.get_sample_value("echo_memory_cache_reads_total", {"how": how}) or 0)
+
+
+def cache_held(metrics: Metrics) -> tuple[int, int]:
+    """The people and bytes the engine's cache holds, as /metrics shows them."""
+    value = metrics.registry.get_sample_value
+    return int(value("echo_memory_cache_people") or 0), int(value("echo_memory_cache_bytes") or 0)
+
+
+async def character_rules(store: MemoryStore, character: Character) -> list[Memory]:
+    """The character's rules as its engine stored them at start: `rule` memories of the
+    character itself, in id order."""
+    return await store.list(character_owner(character.name), types=["rule"], include_rules=True)
 
 
 async def add_memory(db: SQLiteDatabase, user_id: str, text: str, *, expires_in: timedelta | None = None) -> int:

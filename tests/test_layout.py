@@ -55,7 +55,11 @@ MEMORY_FOLDER_FORBIDDEN = {
     "bot/memory/stores/": tuple(f"bot.memory.{p}" for p in MEMORY_PATHS if p != "story"),
 }
 FACADE = "bot/engine/facade.py"
-FACADE_MAX_LINES = 400
+# The engine's doors: its ports and what every front end needs beside them (start, close, the
+# listeners, the cast, the clock, the settings). A part of the engine is never one of them.
+ENGINE_PUBLIC_MAX = 20
+ENGINE_PARTS = frozenset({"db", "cache", "recall", "store", "tasks", "reflections", "turns", "exchanges", "indexer"})
+PORTS = ("bot/engine/conversation.py", "bot/engine/memories.py", "bot/engine/privacy.py", "bot/engine/operator.py")
 
 
 def _dotted(prefix: str) -> str:
@@ -296,9 +300,42 @@ def test_the_row_check_names_what_it_should() -> None:
     ]
 
 
-def test_the_engine_facade_is_small() -> None:
-    source = (ROOT / FACADE).read_text(encoding="utf-8")
-    assert len(source.splitlines()) < FACADE_MAX_LINES
+def public_names(source: str, class_name: str) -> set[str]:
+    """The public names of a class: its methods and properties, and what its `__init__` sets
+    on `self`, but the names starting with an underscore."""
+    [cls] = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef) and n.name == class_name]
+    names = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for node in ast.walk(cls):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in (t for t in targets for t in (t.elts if isinstance(t, ast.Tuple) else [t])):
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                names.add(target.attr)
+    return {n for n in names if not n.startswith("_")}
+
+
+def engine_public_names() -> set[str]:
+    return public_names((ROOT / FACADE).read_text(encoding="utf-8"), "Engine")
+
+
+def test_the_engine_opens_few_doors_and_none_onto_its_parts() -> None:
+    names = engine_public_names()
+    assert len(names) <= ENGINE_PUBLIC_MAX, sorted(names)
+    assert names & ENGINE_PARTS == set()
+    assert {"conversation", "memories", "privacy", "operator"} <= names
+
+
+@pytest.mark.parametrize("port", PORTS)
+def test_a_port_holds_its_parts_privately(port: str) -> None:
+    source = (ROOT / port).read_text(encoding="utf-8")
+    classes = [n for n in ast.parse(source).body if isinstance(n, ast.ClassDef)]
+    for cls in classes:
+        methods = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        assert public_names(source, cls.name) <= methods, f"{cls.name} shows a part"
+
+
+def test_the_door_check_sees_a_part_left_open() -> None:
+    source = "class Engine:\n    def __init__(self, db):\n        self.db = db\n        self._cache = 1\n    async def turn(self): ...\n"
+    assert public_names(source, "Engine") == {"db", "turn"}
 
 
 # --- no import cycles ---------------------------------------------------------------------------
@@ -452,21 +489,27 @@ def _is_fixture(node: ast.AST) -> bool:
     return False
 
 
-def _reaches_engine_store(node: ast.AST) -> bool:
-    """`engine.store`, `eng.store`, `services.engine.store`, `self.engine.store`."""
-    if not (isinstance(node, ast.Attribute) and node.attr == "store"):
+def _reaches_engine_insides(node: ast.AST, doors: set[str]) -> bool:
+    """`engine.x`, `eng.x`, `services.engine.x`, `self.engine.x` where x is none of the engine's
+    public names (`engine.store`, `engine.db`, `engine._ctx`…)."""
+    if not (isinstance(node, ast.Attribute) and node.attr not in doors):
         return False
     owner = node.value
+    # `bot.engine.x` is a module of the engine's package, not an engine's attribute.
+    package = isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == "bot"
     return (isinstance(owner, ast.Name) and owner.id in ("engine", "eng")) or (
-        isinstance(owner, ast.Attribute) and owner.attr == "engine"
+        isinstance(owner, ast.Attribute) and owner.attr == "engine" and not package
     )
 
 
-def shape_problems(source: str, path: str, fixtures_of: dict[str, set[str]]) -> list[str]:
+def shape_problems(source: str, path: str, fixtures_of: dict[str, set[str]], doors: set[str]) -> list[str]:
     problems: list[str] = []
     for node in ast.walk(ast.parse(source)):
-        if _reaches_engine_store(node):
-            problems.append(f"{path}:{node.lineno}: reaches around the engine (engine.store): use the `store` fixture")
+        if _reaches_engine_insides(node, doors):
+            problems.append(
+                f"{path}:{node.lineno}: reaches behind the engine's doors (engine.{node.attr}): "  # type: ignore[attr-defined]
+                "use its ports, the `store` fixture or tests/builders.py"
+            )
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Engine" and path != TEST_BUILDERS:
             problems.append(f"{path}:{node.lineno}: builds Engine(...) by hand: use tests.builders.make_engine")
         if isinstance(node, ast.ImportFrom) and node.module in fixtures_of:
@@ -487,11 +530,12 @@ def test_tests_build_in_one_place_and_never_reach_around_the_engine() -> None:
         names = {n.name for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if _is_fixture(n)}  # type: ignore[union-attr]
         if names:
             fixtures_of[module] = names
+    doors = engine_public_names()
     problems = [
         problem
         for path in _test_modules()
         for problem in shape_problems(
-            path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix(), fixtures_of
+            path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix(), fixtures_of, doors
         )
     ]
     assert not problems, "\n".join(problems)
@@ -504,8 +548,10 @@ def test_the_tests_shape_check_names_what_it_should() -> None:
         "    engine = Engine(db=db)\n"
         "    await engine.store.list('alice')\n"
         "    await services.engine.store.get('alice', 1)\n"
+        "    engine.db.path, engine.cache.loads, self.engine.recall.timeout, eng._ctx\n"
     )
-    problems = shape_problems(bad, "tests/test_x.py", {"tests.fakes.llm_server": {"llm_server"}})
-    assert len(problems) == 4, problems
-    good = "async def test_x(store, engine):\n    await engine.memories('alice')\n    await store.list('alice')\n"
-    assert shape_problems(good, "tests/test_x.py", {"tests.fakes.llm_server": {"llm_server"}}) == []
+    doors = engine_public_names()
+    problems = shape_problems(bad, "tests/test_x.py", {"tests.fakes.llm_server": {"llm_server"}}, doors)
+    assert len(problems) == 8, problems
+    good = "async def test_x(store, engine):\n    await engine.memories.list('alice')\n    await store.list('alice')\n"
+    assert shape_problems(good, "tests/test_x.py", {"tests.fakes.llm_server": {"llm_server"}}, doors) == []

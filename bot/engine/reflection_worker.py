@@ -73,7 +73,13 @@ class Reflections:
         self.closing = False
         self.outage = Outage(log)
         # The last reflection report per user: what the write path decided, for the operator.
-        self.last_reports: dict[str, ReflectionReport] = {}
+        self._last_reports: dict[str, ReflectionReport] = {}
+
+    def last_report(self, user_id: str) -> ReflectionReport | None:
+        return self._last_reports.get(user_id)
+
+    def forget_report(self, user_id: str) -> None:
+        self._last_reports.pop(user_id, None)
 
     def schedule(self, user_id: str) -> asyncio.Task[None]:
         """Reflect the user's answered exchanges in the background, one worker per user."""
@@ -279,7 +285,7 @@ class Reflections:
             finalize=finalize,
             indexes=ctx.write_indexes,
         )
-        self.last_reports[first.user_id] = report
+        self._last_reports[first.user_id] = report
         ctx.metrics.reflections.labels("applied").inc()
         if any(d.action in CHANGE_ACTIONS and d.memory_id is not None for d in report.decisions):
             # The count covers every reflection of this exchange (a correction adds to it).

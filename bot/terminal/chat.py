@@ -120,7 +120,7 @@ async def run_chat(
                 printed = text
 
         streaming = interactive and stream_replies
-        result = await engine.turn(
+        result = await engine.conversation.turn(
             Incoming(
                 user_id=session.user_id,
                 user_name=user,
@@ -144,5 +144,5 @@ async def run_chat(
             say(f"{name}: {result.reply}")
         history += [ChannelLine(user, line), ChannelLine(name, result.reply, from_bot=True)]
         if not interactive:
-            await engine.wait_idle(session.user_id)
-    await engine.tasks.wait(timeout=60)
+            await engine.conversation.wait_idle(session.user_id)
+    await engine.operator.wait_background(timeout=60)

@@ -69,7 +69,7 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         return HELP
     if name == "memories":
         wanted = [a for a in args if a in MEMORY_TYPES]
-        memories = await engine.memories(user, types=wanted or None)
+        memories = await engine.memories.list(user, types=wanted or None)
         # One page: a terminal has no message size limit.
         return memory_pages(memories, now=engine.clock(), per_page=len(memories) or 1, max_chars=sys.maxsize)[0]
     if name == "remember":
@@ -104,7 +104,7 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         if not args:
             return "Usage: /export <file.json>"
         path = Path(args[0]).expanduser()
-        data = export_json(await engine.export(user))
+        data = export_json(await engine.privacy.export(user))
         try:
             path.write_text(data, encoding="utf-8")
         except OSError as exc:
@@ -113,6 +113,6 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
     if name in ("erase-me", "erase"):
         if args != ["yes"]:
             return "This deletes every memory and all history about you, for real. Type /erase-me yes to confirm."
-        report = await engine.erase(user)
+        report = await engine.privacy.erase(user)
         return f"Erased: {report.memories} memories and {report.history} archived versions."
     return f"Unknown command /{name}.\n{HELP}"

@@ -191,7 +191,7 @@ async def _healthz(request: web.Request) -> web.Response:
 
 async def _metrics(request: web.Request) -> web.Response:
     metrics = request.app[_METRICS]
-    backlog = await request.app[_ENGINE].report.bot_backlog()
+    backlog = await request.app[_ENGINE].operator.report.bot_backlog()
     metrics.reflection_backlog.set(backlog.pending)
     metrics.reflection_set_aside.set(backlog.set_aside)
     return web.Response(

@@ -126,7 +126,7 @@ def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> d
 async def overview(engine: Engine, health: Health, key: str | None) -> dict[str, Any]:
     now = engine.clock()
     w = window(key)
-    report = engine.report
+    report = engine.operator.report
     entries = await report.bot_turn_log(now - w.span)
     types = await report.bot_memory_types()
     return {
@@ -149,9 +149,9 @@ async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] 
     """The user's page, or None when the bot holds nothing about them (never seen, or erased)."""
     now = engine.clock()
     w = window(key)
-    report = engine.report
-    stats = await engine.stats(user_id)
-    memories = await engine.memories(user_id)
+    report = engine.operator.report
+    stats = await engine.memories.stats(user_id)
+    memories = await engine.memories.list(user_id)
     recent = await report.user_recent_turns(user_id, RECENT_TURNS)
     entries = await report.user_turn_log(user_id, now - w.span)
     backlog = await report.user_backlog(user_id)
@@ -165,7 +165,7 @@ async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] 
         "figures": turn_figures(entries, now, w),
         "backlog": backlog,
         "set_aside": await report.user_set_aside(user_id, SET_ASIDE_SHOWN),
-        "consolidations": await engine.consolidated(user_id),
+        "consolidations": await engine.memories.consolidations(user_id),
         "types_chart": charts.hbars("Memories per type", dict(sorted(stats.by_type.items()))),
         "memories": memories[-MEMORIES_SHOWN:][::-1],
         "memory_total": len(memories),
@@ -176,8 +176,8 @@ async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] 
 
 
 async def turn(engine: Engine, user_id: str, turn_id: int) -> dict[str, Any] | None:
-    await engine.wait_recorded(user_id)
-    selection = await engine.report.user_turn(user_id, turn_id)
+    await engine.conversation.wait_recorded(user_id)
+    selection = await engine.operator.report.user_turn(user_id, turn_id)
     if selection is None:
         return None
     return {"user_id": user_id, "turn": selection, "reasons": REASON_LABELS}

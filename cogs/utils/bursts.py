@@ -37,7 +37,7 @@ class Burst:
     turning: bool = False
     task: asyncio.Task[None] | None = None
     # The channel's messages before its first one, read when it began: its turn's history,
-    # whose last lines the engine embeds during the wait (`Engine.read_ahead`).
+    # whose last lines the engine embeds during the wait (`Engine.conversation.read_ahead`).
     earlier: asyncio.Task[list[discord.Message]] | None = None
 
     # What its turn read of each message, once the turn has begun.
@@ -64,9 +64,9 @@ class Burst:
         not know them yet, and is told now."""
         for message_id, text in self.read.items():
             if message_id in self.deleted:
-                await engine.message_deleted(str(message_id))
+                await engine.conversation.message_deleted(str(message_id))
             elif self.texts[message_id] != text:
-                await engine.message_edited(str(message_id), self.texts[message_id], user_id=str(self.person))
+                await engine.conversation.message_edited(str(message_id), self.texts[message_id], user_id=str(self.person))
 
 
 class Dropped(Exception):

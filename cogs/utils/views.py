@@ -234,7 +234,7 @@ class SwipeButton(
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
         user = self.owner
         if self.action != "regen":
-            shown = await engine.swipe(user, self.exchange_id, -1 if self.action == "prev" else 1)
+            shown = await engine.conversation.swipe(user, self.exchange_id, -1 if self.action == "prev" else 1)
             if shown is None:
                 await _settled(interaction)
                 return
@@ -242,13 +242,13 @@ class SwipeButton(
                 content=shown.text, view=swipe_view(self.owner, shown), allowed_mentions=_NO_MENTIONS
             )
             return
-        if await engine.shown(user, self.exchange_id) is None:
+        if await engine.conversation.shown(user, self.exchange_id) is None:
             await _settled(interaction)
             return
         # The model may take longer than the 3 s an interaction allows for its first answer.
         await interaction.response.defer()
         try:
-            shown = await engine.regenerate(user, self.exchange_id, max_chars=DISCORD_LIMIT)
+            shown = await engine.conversation.regenerate(user, self.exchange_id, max_chars=DISCORD_LIMIT)
         except LLMError as exc:
             log.info("a regenerate failed: %s", exc)
             await interaction.followup.send(tr(language(interaction.locale), "regenerate_failed"), ephemeral=True)
@@ -312,7 +312,7 @@ class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + OWNER + r":(?P<exc
         return cls(match["user"], int(match["exchange"]))
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
-        lines = await engine.receipt(self.owner, self.exchange_id)
+        lines = await engine.conversation.receipt(self.owner, self.exchange_id)
         live = [line.current for line in lines if line.current is not None]
         lang = language(interaction.locale)
         await say(interaction, receipt_text(lines, lang=lang), view=memory_actions(self.owner, live, lang) if live else None)
@@ -361,7 +361,7 @@ class ForgetButton(_MemoryButton, template=r"echo:forget:" + OWNER + r":(?P<memo
     action, label, style = "forget", "forget_button", discord.ButtonStyle.danger
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
-        done = await engine.forget(self.owner, self.memory_id)
+        done = await engine.memories.forget(self.owner, self.memory_id)
         lang = language(interaction.locale)
         await say(interaction, forget_result(self.memory_id, True, lang=lang) if done else gone_memory(self.memory_id, lang=lang))
 
@@ -381,7 +381,7 @@ async def open_editor(
     if owner is None:
         character = character_at(engine.cast, interaction.channel, interaction.guild_id)
         owner = engine.cast.memory_key(str(interaction.user.id), character)
-    memory = await engine.memory(owner, memory_id)
+    memory = await engine.memories.get(owner, memory_id)
     lang = language(interaction.locale)
     if memory is None:
         await say(interaction, gone_memory(memory_id, lang=lang))

@@ -189,8 +189,8 @@ async def test_close_lets_an_in_flight_reflection_finish(
 
     llm_server.handler = handler
     engine = services.engine
-    await engine.turn(Incoming(user_id=str(ALICE), user_name="Alice", text="salut", story_id="s", place="p"))
-    engine.schedule_reflection(str(ALICE))
+    await engine.conversation.turn(Incoming(user_id=str(ALICE), user_name="Alice", text="salut", story_id="s", place="p"))
+    engine.operator.schedule_reflection(str(ALICE))
     # The bot leaves the gateway; the engine is closed once, by whoever opened the services.
     await offline_bot(services).close()
     await engine.close()

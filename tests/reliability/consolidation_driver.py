@@ -40,15 +40,15 @@ async def main(user: str, mode: str) -> None:
     async with open_services(load_settings()) as services:
         engine = services.engine
         if mode == "seed":
-            await engine.turn(Incoming(session.user_id, user, "Bonjour !", session.story_id, session.place))
-            await engine.wait_reflections(session.user_id)
+            await engine.conversation.turn(Incoming(session.user_id, user, "Bonjour !", session.story_id, session.place))
+            await engine.operator.wait_reflections(session.user_id)
             for year in YEARS:
                 await MemoryStore(services.db).add(session.user_id, NewMemory(text=f"L'utilisateur a visité Trieste en {year}."))
             print("seeded", flush=True)
             return
         if mode == "kill":
             bot.engine.consolidation_worker.copy_sources = _copy_then_die  # type: ignore[assignment]
-        figures = await engine.consolidate()
+        figures = await engine.operator.consolidate()
         print(f"consolidated {figures.consolidated} found {figures.series_found} calls {figures.llm_calls}", flush=True)
 
 

@@ -228,11 +228,11 @@ async def test_bad_dates_on_disk_never_lock_a_user_out(db, http, llm_server, tmp
     llm_server.handler = lambda r: json.dumps(reflection) if r.json_schema is not None else "Avec plaisir."
     session = Session("alice", "Alice", "chan-1", "guild-1")
 
-    result = await engine.turn(msg("Je joue du violoncelle depuis l'enfance."))
+    result = await engine.conversation.turn(msg("Je joue du violoncelle depuis l'enfance."))
     assert result.reply == "Avec plaisir."
-    engine.schedule_reflection("alice")
-    await engine.wait_reflections("alice")
-    assert [d.text for d in engine.last_reports["alice"].of("added")] == ["L'utilisateur joue du violoncelle."]
+    engine.operator.schedule_reflection("alice")
+    await engine.operator.wait_reflections("alice")
+    assert [d.text for d in engine.operator.last_reflection("alice").of("added")] == ["L'utilisateur joue du violoncelle."]
 
     listing = await run_command(engine, session, "/memories")
     assert "violoncelle" in listing and "date abîmée (short_year)" in listing and "(garbage_created)" in listing
@@ -253,5 +253,5 @@ async def test_bad_dates_on_disk_never_lock_a_user_out(db, http, llm_server, tmp
 
     # /restore of the history row with unreadable dates brings its text back.
     [entry] = [h for h in await store.history("alice") if h.operation == "replace"]
-    assert await engine.restore("alice", entry.id) == ids["short_year"]
+    assert await engine.memories.restore("alice", entry.id) == ids["short_year"]
     assert (await store.get("alice", ids["short_year"])).text == "L'utilisateur avait une ancienne version."

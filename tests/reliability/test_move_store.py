@@ -50,11 +50,11 @@ async def _fill(path: Path, llm_server, tmp_path: Path) -> tuple[list[str], int]
         try:
             for user in ("alice", "bob"):
                 for n, text in enumerate(("Je joue du violon.", "J'habite à Lyon, près du parc.")):
-                    await engine.turn(msg(f"{text} ({n})", user=user, story=f"chan-{n}"))
-                    engine.schedule_reflection(user)
-                    await engine.wait_reflections(user)
-                await engine.remember(user, "L'utilisateur aime le thé vert.", story_id="chan-0", place="guild-1")
-            await engine.set_sharing("bob", True)
+                    await engine.conversation.turn(msg(f"{text} ({n})", user=user, story=f"chan-{n}"))
+                    engine.operator.schedule_reflection(user)
+                    await engine.operator.wait_reflections(user)
+                await engine.memories.remember(user, "L'utilisateur aime le thé vert.", story_id="chan-0", place="guild-1")
+            await engine.privacy.set_sharing("bob", True)
             store = MemoryStore(db)
             memories = await store.list("alice")
             async with db.write() as conn:
@@ -78,7 +78,7 @@ async def _exports(db, llm_server, tmp_path: Path, users: list[str]) -> dict[str
         try:
             out = {}
             for user in users:
-                data = await engine.export_person(user)
+                data = await engine.privacy.export_person(user)
                 data.pop("exported_at", None)
                 out[user] = data
             return out

@@ -91,7 +91,7 @@ async def test_a_fact_told_in_turn_one_is_recalled_in_turn_six_then_corrected(se
         # Ranked first, chosen by the global pass (all memories here are global) on its score.
         first = next(line for line in why.splitlines() if line.startswith(" 1. "))
         assert ALLERGY in first and " global score " in first
-        turn = await services.engine.why("terminal:Camille", "terminal:main")
+        turn = await services.engine.memories.why("terminal:Camille", "terminal:main")
         slot = next(s for s in turn.slots if s.text == ALLERGY)
         assert slot.reason == "global" and slot.score is not None and not turn.degraded
 
@@ -112,7 +112,7 @@ async def test_a_fact_told_in_turn_one_is_recalled_in_turn_six_then_corrected(se
         bob = await chat(services, "Bob", ["/memories", "Salut, tu te souviens de moi ?", "/why"])
         assert "No memories yet." in bob and "arachides" not in bob and "cajou" not in bob
         camille_ids = {m.id for m in await MemoryStore(services.db).list(session_for("Camille", "main").user_id)}
-        bob_turn = await services.engine.why(session_for("Bob", "main").user_id, session_for("Bob", "main").story_id)
+        bob_turn = await services.engine.memories.why(session_for("Bob", "main").user_id, session_for("Bob", "main").story_id)
         assert bob_turn is not None and not ({s.id for s in bob_turn.slots} & camille_ids)
         # Bob's reply context never carried Camille's memories either.
         bob_reply = [r for r in llm_server.chats if r.json_schema is None and "Bob:" in r.last_user][-1]
@@ -132,11 +132,11 @@ async def test_pending_reflection_survives_a_restart(settings, llm_server):
     async with open_services(settings) as services:
         await chat(services, "Camille", ["Bonjour ! Je m'appelle Camille et je suis allergique aux arachides."])
         assert await MemoryStore(services.db).list("terminal:Camille") == []
-        assert (await services.engine.stats("terminal:Camille")).pending_reflections == 1
+        assert (await services.engine.memories.stats("terminal:Camille")).pending_reflections == 1
 
     llm_server.handler = handler
     async with open_services(settings) as services:
-        await services.engine.wait_reflections("terminal:Camille")
+        await services.engine.operator.wait_reflections("terminal:Camille")
         texts = [m.text for m in await MemoryStore(services.db).list("terminal:Camille")]
         assert ALLERGY in texts
-        assert (await services.engine.stats("terminal:Camille")).pending_reflections == 0
+        assert (await services.engine.memories.stats("terminal:Camille")).pending_reflections == 0

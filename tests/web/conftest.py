@@ -36,6 +36,7 @@ class Page:
     http: httpx.AsyncClient
     indexer: Indexer
     store: MemoryStore
+    db: SQLiteDatabase
 
     async def get(self, path: str, *, token: str | None = TOKEN, **kwargs: object) -> httpx.Response:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
@@ -43,13 +44,13 @@ class Page:
 
     async def play(self, text: str, *, user: str = "alice", name: str = "Alice", story: str = "chan-1") -> None:
         """One turn through the engine, its reflection and recording finished."""
-        result = await self.engine.turn(
+        result = await self.engine.conversation.turn(
             Incoming(user_id=user, user_name=name, text=text, story_id=story, place="guild-1", message_id=f"m-{time.monotonic_ns()}")
         )
         if result.reply is not None:
-            self.engine.schedule_reflection(user)
-            await self.engine.wait_reflections(user)
-        await self.engine.wait_recorded(user)
+            self.engine.operator.schedule_reflection(user)
+            await self.engine.operator.wait_reflections(user)
+        await self.engine.conversation.wait_recorded(user)
         await self.indexer.run_once()  # the next turn scores what the reflection wrote
 
 
@@ -78,7 +79,7 @@ async def page(db: SQLiteDatabase, tmp_path) -> AsyncIterator[Page]:
     web = WebServer(make_app(engine, health, metrics, TOKEN))
     await web.start("127.0.0.1", 0)
     try:
-        yield Page(web.url, engine, metrics, health, server, http, Indexer(db, embedder), MemoryStore(db))
+        yield Page(web.url, engine, metrics, health, server, http, Indexer(db, embedder), MemoryStore(db), db)
     finally:
         await web.stop()
         await engine.close(timeout=5)

@@ -85,6 +85,10 @@ class MemoryCache:
     def __contains__(self, user_id: object) -> bool:
         return user_id in self._entries
 
+    def reads(self) -> dict[str, int]:
+        """How reads were served: from the entry as held, after a catch-up, by a whole load."""
+        return {"hit": self.hits, "catch_up": self.catch_ups, "load": self.loads}
+
     @property
     def nbytes(self) -> int:
         return sum(self._bytes_of(u) for u in self._entries)

@@ -76,7 +76,7 @@ LEXICAL_LIMIT = 16
 # at 100,000 memories. Past DIRECT_COUNT_LIMIT candidates, a turn writes only its selected rows
 # (times_served, times_semantic) and keeps its candidates in memory; times_candidate is written
 # every COUNT_FLUSH_TURNS turns, COUNT_SLICE rows per transaction, and whenever something reads
-# the counters through the engine (`flush_counts`, from `Engine.wait_recorded`) or it closes. A
+# the counters through the engine (`flush_counts`, from `Engine.conversation.wait_recorded`) or it closes. A
 # crash loses at most the candidate counts of the turns held (never a served count).
 DIRECT_COUNT_LIMIT = 1_000
 COUNT_FLUSH_TURNS = 16
@@ -171,7 +171,7 @@ class Recall:
         *,
         cache: MemoryCache | None = None,
         limit: int = DEFAULT_LIMIT,
-        timeout: float = TURN_EMBEDDING_TIMEOUT,
+        timeout: float | None = None,
         clock: Callable[[], datetime] = utcnow,
         threshold: float | None = None,
         conversation_lines: int = CONVERSATION_LINES,
@@ -183,7 +183,8 @@ class Recall:
         # Not `cache or …`: an empty cache has len() 0 and would be silently replaced.
         self.cache = cache if cache is not None else MemoryCache(db, embedder.model if embedder else None)
         self.limit = limit
-        self.timeout = timeout
+        # Read when built, so that a test may shorten the module's bound.
+        self.timeout = timeout if timeout is not None else TURN_EMBEDDING_TIMEOUT
         self.clock = clock
         self.configure(threshold, series_slots)
         self.conversation_lines = conversation_lines

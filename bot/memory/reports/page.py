@@ -1,4 +1,4 @@
-"""The owner's page's read-only view of the memory, handed out by the engine (`Engine.report`).
+"""The owner's page's read-only view of the memory, handed out by the engine (`Engine.operator.report`).
 
 The page reaches the data through this object only: it never opens the database or a store.
 """

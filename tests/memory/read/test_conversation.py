@@ -249,22 +249,21 @@ async def test_settings_given_to_a_running_engine_reach_its_recall(
     await engine.start()
     try:
         for text in MEMORIES:
-            await engine.remember(ALICE, text, story_id=STORY, place=GUILD)
-        assert engine.indexer is not None
-        await engine.indexer.run_once()
+            await engine.memories.remember(ALICE, text, story_id=STORY, place=GUILD)
+        assert await engine.operator.index_pending() > 0
         question = msg("Do you remember my dog's name?", user=ALICE, story=STORY, place=GUILD)
 
         async def recalled() -> dict[str, int]:
-            await engine.wait_recorded(ALICE)
-            return {m.text: m.times_semantic for m in await engine.memories(ALICE)}
+            await engine.conversation.wait_recorded(ALICE)
+            return {m.text: m.times_semantic for m in await engine.memories.list(ALICE)}
 
-        await engine.turn(question)
+        await engine.conversation.turn(question)
         first = await recalled()
         assert first[MEMORIES[11]] == 1, "the dog recalled by meaning"
 
         # Nothing reaches a z-score of 9 over twelve memories: the slots are filled by rank only.
         engine.settings = dataclasses.replace(engine.settings, semantic_threshold=9.0)
-        await engine.turn(question)
+        await engine.conversation.turn(question)
 
         assert await recalled() == first
     finally:

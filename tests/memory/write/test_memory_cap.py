@@ -79,10 +79,10 @@ async def test_remember_and_memory_stats_past_the_cap(db, http, llm_server, tmp_
         ]})
         if r.json_schema is not None else "D'accord."
     )
-    await engine.turn(msg("Je joue du violoncelle et j'aime le thé vert."))
-    engine.schedule_reflection("alice")
-    await engine.wait_reflections("alice")
-    decisions = [(d.action, d.detail.split(":")[0]) for d in engine.last_reports["alice"].decisions]
+    await engine.conversation.turn(msg("Je joue du violoncelle et j'aime le thé vert."))
+    engine.operator.schedule_reflection("alice")
+    await engine.operator.wait_reflections("alice")
+    decisions = [(d.action, d.detail.split(":")[0]) for d in engine.operator.last_reflection("alice").decisions]
     assert decisions == [("added", ""), ("dropped", "memory cap")]
 
     answer = await run_command(engine, session, "/remember L'utilisateur a un vélo rouge.")
