@@ -269,7 +269,7 @@ async def run_size(
                 history += [f"Chloé: d'accord pour la salle {index}, j'apporte le café"]
             if mode == "ahead":
                 engine.conversation.read_ahead(user.user_id, STORY, history)
-                await asyncio.sleep(settings.burst_seconds)
+                await asyncio.sleep(settings.discord.burst_seconds)
                 ready += not insides.context(engine).recall.lines.missing(embedder.model, window(history))
             incoming = Incoming(
                 user_id=user.user_id, user_name=user.name, text=text, story_id=STORY, place=PLACE,
@@ -322,7 +322,7 @@ async def run_size(
         "lag_deciding": watch.lag_while_deciding() * 1000,
         "ahead_ready": ready,
         "ahead_turns": sum(1 for i in range(len(user.messages)) if MODES[i % len(MODES)] == "ahead"),
-        "burst_seconds": settings.burst_seconds,
+        "burst_seconds": settings.discord.burst_seconds,
     }
 
 

@@ -69,7 +69,7 @@ def _backup(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.command == "backup":
-            target = args.file or storage.backup_dir / scheduled_name()
+            target = args.file or storage.backups / scheduled_name()
             print(backup(storage.database_path, target).describe())
         else:
             print(restore(args.file, storage.database_path).describe())
@@ -117,7 +117,7 @@ async def _chat(args: argparse.Namespace) -> None:
             stream.reconfigure(errors="surrogateescape")
     settings = load_settings()
     # The terminal is the conversation: only warnings and errors go to the log.
-    logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
+    logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.logging.level)))
     # Each part is imported once the step before it passed: a start stopped by a setting's
     # mistake (an operator's typo, the tests' many processes) does not load what it never runs.
     from bot.app import open_services
@@ -126,15 +126,15 @@ async def _chat(args: argparse.Namespace) -> None:
         from bot.terminal.chat import run_chat
 
         await run_chat(
-            services.engine, user=args.user, channel=args.channel, stream_replies=settings.stream_replies
+            services.engine, user=args.user, channel=args.channel, stream_replies=settings.discord.stream_replies
         )
 
 
 async def _discord() -> None:
     settings = load_settings()
-    logging.getLogger().setLevel(settings.log_level)
+    logging.getLogger().setLevel(settings.logging.level)
     # Before anything is opened: without a token nothing is created, not even the database.
-    token = settings.require_discord_token()
+    token = settings.discord.require_discord_token()
     # Imported step by step, as in _chat.
     from bot.app import open_services
 

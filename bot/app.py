@@ -23,7 +23,7 @@ from bot.clients.databases import open_database
 from bot.clients.llm import LLMClient
 from bot.clients.storage import Database
 from bot.clients.tasks import quiet_when_cancelled
-from bot.config import Settings, WebSettings
+from bot.config import Settings, WebSettings, secret
 from bot.errors import EmbeddingError, StartupError
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ async def _start_web(settings: WebSettings, engine: Engine, health: Health, metr
     # Imported here so that a bot without the page never loads aiohttp's server or jinja2.
     from bot.web.server import WebServer, make_app
 
-    web = WebServer(make_app(engine, health, metrics, settings.token))
+    web = WebServer(make_app(engine, health, metrics, settings.secret_token))
     try:
         await web.start(settings.host, settings.port)
     except OSError as exc:
@@ -89,22 +89,22 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
     storage = settings.storage
     cast: Cast = load_cast(storage.characters_dir, storage.character_file)
     character = cast.default
-    llm_settings = settings.llm
-    http = httpx.AsyncClient(timeout=httpx.Timeout(llm_settings.timeout_seconds, connect=5.0))
+    server, models = settings.llm, settings.engine
+    http = httpx.AsyncClient(timeout=httpx.Timeout(models.llm_timeout_seconds, connect=5.0))
     llm = LLMClient(
         http,
-        api=llm_settings.api,
-        base_url=llm_settings.base_url,
-        api_key=llm_settings.api_key,
-        timeout=llm_settings.timeout_seconds,
-        context_tokens=llm_settings.context_tokens,
+        api=server.api,
+        base_url=server.base_url,
+        api_key=secret(server.api_key),
+        timeout=models.llm_timeout_seconds,
+        context_tokens=server.asked_context_tokens,
     )
     try:
         # Before the database is created: a wrong URL or model leaves nothing behind.
         if check_llm:
-            await llm.check(llm_settings.model)
-            if llm_settings.reflection_model != llm_settings.model:
-                await llm.check(llm_settings.reflection_model)
+            await llm.check(models.llm_model)
+            if models.reflection_model != models.llm_model:
+                await llm.check(models.reflection_model)
         db = await open_database(storage.database_url or storage.database_path)
     except BaseException:
         await http.aclose()
@@ -127,7 +127,7 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
         embedding = settings.embedding
         embedder = metrics.timed(
             make_embedder(
-                embedding.kind, model=embedding.model, base_url=embedding.base_url, api_key=embedding.api_key, http=http
+                embedding.kind, model=embedding.model, base_url=embedding.base_url, api_key=secret(embedding.api_key), http=http
             )
         )
         await _warm_up(embedder)
@@ -148,13 +148,13 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             every = timedelta(hours=storage.backup_every_hours)
 
             async def back_up_the_database() -> None:
-                await scheduled_backup(storage.database_path, storage.backup_dir, storage.backup_keep)
+                await scheduled_backup(storage.database_path, storage.backups, storage.backup_keep)
 
             scheduler.add_job(
                 quiet_when_cancelled(back_up_the_database),
                 "interval",
                 seconds=every.total_seconds(),
-                next_run_time=next_due(storage.backup_dir, every),
+                next_run_time=next_due(storage.backups, every),
                 id="backup",
                 max_instances=1,
                 coalesce=True,
@@ -171,7 +171,7 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
             coalesce=True,
         )
         scheduler.start()
-        health = Health(db=db, llm=llm, model=llm_settings.model, embedder=embedder)
+        health = Health(db=db, llm=llm, model=models.llm_model, embedder=embedder)
         if settings.web.enabled:
             web = await _start_web(settings.web, engine, health, metrics)
         yield Services(settings, db, http, llm, embedder, character, engine, scheduler, metrics, health, web)

@@ -31,7 +31,7 @@ from bot.characters.cast import Cast, load_cast
 from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations, schema_version
 from bot.clients.embeddings import make_embedder
 from bot.clients.llm import LLMClient
-from bot.config import Settings, StorageSettings, load_settings
+from bot.config import Settings, StorageSettings, load_settings, secret
 from bot.errors import CharacterError, ConfigError, EmbeddingError, LLMError, ModelNotFound
 from bot.memory.read.recall import SEMANTIC_THRESHOLDS, threshold_for
 from bot.memory.write.reflection import Reflection, reflection_json_schema
@@ -123,7 +123,7 @@ def check_backups(storage: StorageSettings) -> list[Finding]:
     """Where scheduled backups go can be written (BACKUP_EVERY_HOURS on a SQLite database)."""
     if not storage.backup_every_hours or storage.database_url:
         return []
-    folder = storage.backup_dir if storage.backup_dir.exists() else _nearest_folder(storage.backup_dir)
+    folder = storage.backups if storage.backups.exists() else _nearest_folder(storage.backups)
     try:
         if not folder.is_dir():
             raise NotADirectoryError(f"{folder} is not a folder")
@@ -133,11 +133,11 @@ def check_backups(storage: StorageSettings) -> list[Finding]:
         return [
             _bad(
                 "backups",
-                f"BACKUP_DIR {storage.backup_dir} cannot be written ({exc.strerror or exc})",
+                f"BACKUP_DIR {storage.backups} cannot be written ({exc.strerror or exc})",
                 "create it writable for this user, or set BACKUP_DIR elsewhere",
             )
         ]
-    return [_good("backups", f"every {storage.backup_every_hours:g} h into {storage.backup_dir}, {storage.backup_keep} kept")]
+    return [_good("backups", f"every {storage.backup_every_hours:g} h into {storage.backups}, {storage.backup_keep} kept")]
 
 
 def check_sqlite(path: Path) -> list[Finding]:
@@ -213,13 +213,14 @@ REFLECTION_PROBE = [
 
 
 async def check_llm(settings: Settings, http: httpx.AsyncClient) -> list[Finding]:
-    s = settings.llm
+    s, models = settings.llm, settings.engine
     llm = LLMClient(
-        http, api=s.api, base_url=s.base_url, api_key=s.api_key, timeout=LLM_SECONDS, context_tokens=s.context_tokens
-    )
+        http, api=s.api, base_url=s.base_url, api_key=secret(s.api_key), timeout=LLM_SECONDS,
+        context_tokens=s.asked_context_tokens,
+    )  # fmt: skip
     found: list[Finding] = []
     usable: set[str] = set()
-    for model in dict.fromkeys((s.model, s.reflection_model)):
+    for model in dict.fromkeys((models.llm_model, models.reflection_model)):
         try:
             await llm.check(model)
         except ModelNotFound as exc:
@@ -229,10 +230,10 @@ async def check_llm(settings: Settings, http: httpx.AsyncClient) -> list[Finding
             return [_bad("LLM", _first_line(exc), f"start the server, or set LLM_BASE_URL / LLM_API (now {s.api})")]
         usable.add(model)
         found.append(_good("LLM model", f"{model!r} present on {s.base_url}"))
-    if s.model in usable:
+    if models.llm_model in usable:
         started = time.monotonic()
         try:
-            reply = await llm.chat([{"role": "user", "content": "Answer with one word: ready."}], model=s.model)
+            reply = await llm.chat([{"role": "user", "content": "Answer with one word: ready."}], model=models.llm_model)
             found.append(_good("LLM reply", f"{reply.text[:40]!r} in {time.monotonic() - started:.1f} s"))
         except LLMError as exc:
             found.append(_bad("LLM reply", _first_line(exc), "see the server's log; LLM_TIMEOUT_SECONDS bounds a reply"))
@@ -242,15 +243,15 @@ async def check_llm(settings: Settings, http: httpx.AsyncClient) -> list[Finding
             pieces.append(text)
 
         try:
-            await llm.stream([{"role": "user", "content": "Count from one to five."}], model=s.model, on_text=seen)
+            await llm.stream([{"role": "user", "content": "Count from one to five."}], model=models.llm_model, on_text=seen)
             found.append(_good("LLM streaming", f"{len(pieces)} pieces"))
         except LLMError as exc:
             found.append(
                 _bad("LLM streaming", _first_line(exc), "use a server that streams, or STREAM_REPLIES=false")
             )
-        found.append(await _check_context(llm, s.model, settings.llm_context_tokens if s.api == "ollama" else None))
-    if s.reflection_model in usable:
-        found.append(await _check_json(llm, s.reflection_model))
+        found.append(await _check_context(llm, models.llm_model, s.asked_context_tokens))
+    if models.reflection_model in usable:
+        found.append(await _check_json(llm, models.reflection_model))
     return found
 
 
@@ -299,7 +300,7 @@ async def check_embedder(settings: Settings, http: httpx.AsyncClient) -> list[Fi
     e = settings.embedding
     started = time.monotonic()
     try:
-        embedder = make_embedder(e.kind, model=e.model, base_url=e.base_url, api_key=e.api_key, http=http)
+        embedder = make_embedder(e.kind, model=e.model, base_url=e.base_url, api_key=secret(e.api_key), http=http)
         vector = await asyncio.wait_for(embedder.embed_query("doctor"), EMBEDDER_SECONDS)
     except (EmbeddingError, TimeoutError, OSError) as exc:
         return [
@@ -310,7 +311,7 @@ async def check_embedder(settings: Settings, http: httpx.AsyncClient) -> list[Fi
             )
         ]
     found = [_good("embedder", f"{embedder.model} answers in {time.monotonic() - started:.1f} s, {len(vector)} dimensions")]
-    override = settings.semantic_threshold
+    override = settings.engine.semantic_threshold
     if override is not None:
         found.append(_good("embedder threshold", f"{override:.2f}, from SEMANTIC_THRESHOLD"))
     elif embedder.model in SEMANTIC_THRESHOLDS:
@@ -333,10 +334,10 @@ async def check_embedder(settings: Settings, http: httpx.AsyncClient) -> list[Fi
 
 
 async def check_discord(settings: Settings, cast: Cast | None, http: httpx.AsyncClient) -> list[Finding]:
-    token = settings.discord_token.get_secret_value().strip() if settings.discord_token else ""
+    token = settings.discord.discord_token.get_secret_value().strip() if settings.discord.discord_token else ""
     if not token:
         return [_bad("Discord token", "DISCORD_TOKEN is not set", f"{PORTAL} → your app → Bot → Reset Token, into .env")]
-    base = settings.discord_api_url
+    base = settings.discord.discord_api_url
     headers = {"Authorization": f"Bot {token}"}
 
     async def get(path: str) -> httpx.Response:
@@ -354,7 +355,7 @@ async def check_discord(settings: Settings, cast: Cast | None, http: httpx.Async
     found = [_good("Discord token", f"valid, bot {user.get('username')} ({user.get('id')})")]
     app = (await get("/applications/@me")).json()
     flags = int(app.get("flags") or 0)
-    if not settings.allowed_channel_ids:
+    if not settings.discord.allowed_channel_ids:
         found.append(_good("Discord intents", "no privileged intent needed (ALLOWED_CHANNEL_IDS is empty)"))
     elif flags & MESSAGE_CONTENT_FLAGS:
         found.append(_good("Discord intents", "Message Content enabled, as ALLOWED_CHANNEL_IDS needs"))
@@ -371,15 +372,15 @@ async def check_discord(settings: Settings, cast: Cast | None, http: httpx.Async
         f"https://discord.com/oauth2/authorize?client_id={app.get('id')}&scope=bot+applications.commands"
         f"&permissions={MANAGE_WEBHOOKS | 0x4C00}"
     )
-    if settings.dev_guild_id is None:
+    if settings.discord.dev_guild_id is None:
         found.append(_good("Discord server", "DEV_GUILD_ID not set: an owner syncs commands with @bot sync"))
     else:
         guilds = (await get("/users/@me/guilds")).json()
         ids = {str(g.get("id")) for g in guilds} if isinstance(guilds, list) else set()
-        if str(settings.dev_guild_id) in ids:
-            found.append(_good("Discord server", f"the bot is in DEV_GUILD_ID {settings.dev_guild_id}"))
+        if str(settings.discord.dev_guild_id) in ids:
+            found.append(_good("Discord server", f"the bot is in DEV_GUILD_ID {settings.discord.dev_guild_id}"))
         else:
-            found.append(_bad("Discord server", f"the bot is not in DEV_GUILD_ID {settings.dev_guild_id}", f"invite it: {invite}"))
+            found.append(_bad("Discord server", f"the bot is not in DEV_GUILD_ID {settings.discord.dev_guild_id}", f"invite it: {invite}"))
     if cast is not None and cast.from_folder:
         found += await _check_webhooks(cast, get)
     return found

@@ -182,7 +182,7 @@ class Conversation(commands.Cog):
     ) -> None:
         self.bot = bot
         self.engine = engine
-        self.settings = settings = bot.services.settings
+        self.settings = settings = bot.settings
         self.policy = AnswerPolicy.from_settings(settings)
         self.limiter = RateLimiter(
             settings.user_rate_limit_messages, settings.user_rate_limit_seconds, clock=clock
@@ -323,7 +323,7 @@ class Conversation(commands.Cog):
             message_id=str(last.id),
             history=self._lines(await (burst.earlier or self._earlier(first)), me.id, voice),
             images=seen.images,
-            swipes=self.settings.settle_seconds > 0,
+            swipes=self.engine.settings.settle_seconds > 0,
         )
         voice = await self.voices.voice_for(last.channel, character, me)
 
@@ -399,7 +399,7 @@ class Conversation(commands.Cog):
     async def _earlier(self, message: discord.Message) -> list[discord.Message]:
         """The channel's messages before this one that have text, oldest first (none when the
         history is unreadable or off)."""
-        limit = self.settings.history_messages
+        limit = self.engine.settings.history_messages
         if limit == 0:
             return []
         try:

@@ -194,7 +194,7 @@ class MemoryCommands(commands.Cog):
         self.bot = bot
         self.engine = engine
         self.run = memory_commands.MemoryCommands(engine)
-        self.policy = AnswerPolicy.from_settings(bot.services.settings)
+        self.policy = AnswerPolicy.from_settings(bot.settings)
         # Context menus cannot be declared in a cog's body; added to the tree on load.
         self.remember_menu = app_commands.ContextMenu(name="Remember this", callback=self.remember_this)
         # Built from a bound method, the menu has no cog binding: cog_app_command_error never

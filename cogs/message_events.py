@@ -130,7 +130,7 @@ class MessageEvents(commands.Cog):
         async with self._lock(event.reply_message_id):
             changes = await self.engine.conversation.receipt_size(event.user_id, event.id)
             person = self.engine.cast.user_of_key(event.user_id)
-            button = changes and self.bot.services.settings.memory_receipts == "button" and person.isdigit()
+            button = changes and self.bot.settings.memory_receipts == "button" and person.isdigit()
             view = receipt_view(event.user_id, event.id, changes) if button else None
             try:
                 async with self.bot.pacer.slot(message.channel.id):
@@ -139,7 +139,7 @@ class MessageEvents(commands.Cog):
                 log.debug("could not remove the buttons of a settled reply: %s", exc)
 
     async def receipt(self, event: Receipt) -> None:
-        mode = self.bot.services.settings.memory_receipts
+        mode = self.bot.settings.memory_receipts
         message = self._reply_message(event.story_id, event.reply_message_id)
         person = self.engine.cast.user_of_key(event.user_id)
         if message is None or event.reply_message_id is None or mode == "off" or not person.isdigit():

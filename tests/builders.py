@@ -104,7 +104,7 @@ async def offline_services(settings: Settings, db: Database) -> Services:
     """What `open_services` builds, minus the embedder (None: turns run without semantic
     recall) and the indexer and jobs the front ends never touch."""
     http = http_client()
-    llm = LLMClient(http, api=settings.llm_api, base_url=settings.llm_base_url, timeout=10)
+    llm = LLMClient(http, api=settings.llm.api, base_url=settings.llm.base_url, timeout=10)
     character = bundled_character()
     metrics = Metrics()
     engine = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=character, metrics=metrics)
@@ -119,7 +119,7 @@ async def offline_services(settings: Settings, db: Database) -> Services:
         engine=engine,
         scheduler=AsyncIOScheduler(),
         metrics=metrics,
-        health=Health(db=db, llm=llm, model=settings.llm_model, embedder=None),
+        health=Health(db=db, llm=llm, model=settings.engine.llm_model, embedder=None),
     )
 
 

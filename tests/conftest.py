@@ -176,7 +176,7 @@ def settings_overrides() -> dict[str, Any]:
 def services_with(settings_overrides: dict[str, Any], services: Services) -> Services:
     """The services, with `settings_overrides` applied (cogs read settings when created)."""
     if settings_overrides:
-        services.settings = services.settings.model_copy(update=settings_overrides)
+        services.settings = services.settings.replace(**settings_overrides)
         services.engine.settings = services.settings.engine
     return services
 

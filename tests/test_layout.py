@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ("bot/engine/", "bot/characters/", "bot/memory/", "bot/presenting.py", "bot/i18n.py")
 CLIENTS = ("bot/clients/",)
 FRONT_ENDS = ("cogs/", "bot/terminal/", "bot/web/")
-COMPOSITION = ("bot/__init__.py", "bot/__main__.py", "bot/app.py", "bot/config.py", "bot/doctor.py")
+COMPOSITION = ("bot/__init__.py", "bot/__main__.py", "bot/app.py", "bot/config/", "bot/doctor.py")
 LEAVES = ("bot/errors.py",)
 ROOMS = {"core": CORE, "clients": CLIENTS, "front end": FRONT_ENDS, "composition": COMPOSITION, "leaf": LEAVES}
 
@@ -452,6 +452,25 @@ def test_no_front_end_schedules_a_reflection() -> None:
     assert calls == []
 
 
+def whole_settings_read(source: str) -> list[int]:
+    """Lines where Discord code reads the services' settings but through their Discord section."""
+    tree = ast.parse(source)
+    sections = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "discord"}
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr == "settings" and id(node) not in sections
+        and isinstance(node.value, (ast.Name, ast.Attribute))
+        and (node.value.id if isinstance(node.value, ast.Name) else node.value.attr) == "services"
+    ]  # fmt: skip
+
+
+def test_the_discord_front_end_is_handed_its_section_of_the_settings() -> None:
+    found = {_rel(p): lines for p in _room_files(("cogs/",)) if (lines := whole_settings_read(p.read_text(encoding="utf-8")))}
+    assert found == {}
+    assert whole_settings_read("a = bot.services.settings.burst_seconds\nb = services.settings.discord.burst_seconds\n") == [1]
+
+
 MODULE_MAX_LINES = 450
 
 
@@ -495,11 +514,13 @@ def _reaches_engine_insides(node: ast.AST, doors: set[str]) -> bool:
     if not (isinstance(node, ast.Attribute) and node.attr not in doors):
         return False
     owner = node.value
-    # `bot.engine.x` is a module of the engine's package, not an engine's attribute.
-    package = isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == "bot"
-    return (isinstance(owner, ast.Name) and owner.id in ("engine", "eng")) or (
-        isinstance(owner, ast.Attribute) and owner.attr == "engine" and not package
-    )
+    if isinstance(owner, ast.Name):
+        return owner.id in ("engine", "eng")
+    if not (isinstance(owner, ast.Attribute) and owner.attr == "engine"):
+        return False
+    # `bot.engine.x` is a module of the engine's package, `settings.engine.x` a setting.
+    below = ast.unparse(owner.value)
+    return below != "bot" and not below.split("(")[0].endswith("settings")
 
 
 def shape_problems(source: str, path: str, fixtures_of: dict[str, set[str]], doors: set[str]) -> list[str]:

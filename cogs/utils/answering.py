@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.clients.locks import KeyedLocks
-from bot.config import Settings
+from bot.config import DiscordSettings
 from bot.memory.model import DM_PLACE, HistoryEntry, Memory
 from bot.presenting import clip
 
@@ -212,7 +212,7 @@ class AnswerPolicy:
     blocked_user_ids: frozenset[int]
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> AnswerPolicy:
+    def from_settings(cls, settings: DiscordSettings) -> AnswerPolicy:
         return cls(
             allowed_channel_ids=frozenset(settings.allowed_channel_ids),
             answer_dms=settings.answer_dms,

@@ -124,7 +124,7 @@ async def test_history_before_the_message_is_given_oldest_first(
         ("user", "Alice: et toi ?"),
     ]
     channel.history.assert_called_once()
-    assert channel.history.call_args.kwargs["limit"] == services.settings.history_messages
+    assert channel.history.call_args.kwargs["limit"] == services.settings.engine.history_messages
 
 
 @pytest.mark.parametrize("settings_overrides", [{"allowed_channel_ids": [OPEN_CHANNEL]}])

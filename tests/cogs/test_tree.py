@@ -47,7 +47,7 @@ SLASH_NAME = re.compile(r"^[-_a-z0-9]{1,32}$")
 async def test_tree_payload_has_every_command_and_nothing_syncs_without_dev_guild(
     services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert services.settings.dev_guild_id is None
+    assert services.settings.discord.dev_guild_id is None
     bot = offline_bot(services)
     sync = await started(bot, monkeypatch)
     sync.assert_not_awaited()
@@ -122,7 +122,7 @@ async def test_message_content_intent_only_for_allowed_channels(
     assert make_intents([123]).message_content
     assert not make_intents([123]).members
     assert not offline_bot(services).intents.message_content
-    services.settings = services.settings.model_copy(update={"allowed_channel_ids": [123]})
+    services.settings = services.settings.replace(allowed_channel_ids=[123])
     assert offline_bot(services).intents.message_content
 
 
@@ -170,13 +170,13 @@ async def test_only_owners_sync_and_sync_guild_targets_this_server(
 async def test_run_discord_explains_a_bad_token_and_a_missing_intent(
     services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    services.settings = services.settings.model_copy(update={"discord_token": SecretStr("not-a-token")})
+    services.settings = services.settings.replace(discord_token=SecretStr("not-a-token"))
     failures: list[BaseException] = [discord.LoginFailure("Improper token"), discord.PrivilegedIntentsRequired(None)]
     expected = ["Reset Token", "Bot → Privileged Gateway Intents → Message Content Intent"]
     for failure, words in zip(failures, expected):
         monkeypatch.setattr(EchoBot, "start", AsyncMock(side_effect=failure))
         with pytest.raises(StartupError, match=re.escape(words)) as caught:
-            await run_discord(services, services.settings.require_discord_token())
+            await run_discord(services, services.settings.discord.require_discord_token())
         assert caught.value.__cause__ is failure
     assert "ALLOWED_CHANNEL_IDS" in str(caught.value)
 

@@ -502,7 +502,7 @@ async def test_a_fenced_reply_to_a_100_kb_message_is_sent_in_fitting_balanced_ch
         "SELECT length(user_message), reply FROM exchanges WHERE user_id = ?", (str(ALICE),)
     ) as cur:
         [(stored_length, stored_reply)] = await cur.fetchall()
-    assert stored_length == services.settings.max_message_chars
+    assert stored_length == services.settings.engine.max_message_chars
     sent = [content for content, _ in channel.sent]
     assert len(sent) >= 2
     assert all(kwargs["allowed_mentions"] is NO_MENTIONS for _, kwargs in channel.sent)

@@ -27,7 +27,7 @@ def settings(tmp_path, llm_url: str, **overrides):
 
 def test_the_page_is_off_by_default_and_on_loopback(tmp_path):
     s = settings(tmp_path, "http://127.0.0.1:1")
-    assert s.web_enabled is False and s.web_host == "127.0.0.1"
+    assert s.web.enabled is False and s.web.host == "127.0.0.1"
 
 
 @pytest.mark.parametrize("token", [None, "", "   ", "short-token"])

