@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,6 +20,23 @@ from bot.clients.outage import Outage
 
 # `?` placeholders take a sequence, `:name` ones a mapping.
 Params = Sequence[Any] | Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Sql:
+    """A statement whose PostgreSQL text differs from its SQLite one, both written side by side.
+
+    Only for what one text cannot say for both (FTS5 and tsvector, json_each and jsonb, index
+    maintenance); everything else is one plain string. Each connection runs its own text;
+    `postgresql=None`: the statement has no PostgreSQL counterpart and is skipped there.
+    """
+
+    sqlite: str
+    postgresql: str | None = field(kw_only=True)
+
+
+# What a connection runs: one text for both databases, or an `Sql` holding both.
+Statement = str | Sql
 
 
 class Row(Protocol):
@@ -49,9 +67,9 @@ class Cursor(Protocol):
 class Connection(Protocol):
     """A connection as the stores use it: inside `Database.write()`, or the shared reader."""
 
-    def execute(self, sql: str, parameters: Params = ..., /) -> Awaitable[Cursor]: ...
+    def execute(self, sql: Statement, parameters: Params = ..., /) -> Awaitable[Cursor]: ...
 
-    async def execute_fetchall(self, sql: str, parameters: Params = ..., /) -> Iterable[Row]: ...
+    async def execute_fetchall(self, sql: Statement, parameters: Params = ..., /) -> Iterable[Row]: ...
 
 
 class Database(Protocol):

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.clients.db import MIGRATIONS_DIR, SQLiteDatabase, list_migrations
+from bot.clients.db import MIGRATIONS_DIR, SQLiteDatabase, fetch_all, list_migrations
+from bot.clients.storage import Sql
 from bot.errors import MigrationError, StorageError
 from tests.reliability.process import REPO
 
@@ -310,3 +311,13 @@ async def test_processes_starting_together_on_a_new_file_all_make_their_first_wr
             p.stdin.close()
         for p in procs:
             await asyncio.wait_for(p.wait(), 60)
+
+
+async def test_an_sql_statement_runs_its_sqlite_text_and_is_no_string(db) -> None:
+    both = Sql("SELECT 'sqlite'", postgresql="SELECT 'postgresql'")
+    assert [tuple(r) for r in await fetch_all(db.reader, both)] == [("sqlite",)]
+    async with db.write() as conn:
+        assert [tuple(r) for r in await (await conn.execute(both)).fetchall()] == [("sqlite",)]
+    # Not a str: a string operation (a concatenation, a strip) cannot silently drop its
+    # PostgreSQL text, mypy refuses it.
+    assert not isinstance(both, str)

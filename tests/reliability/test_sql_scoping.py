@@ -210,6 +210,13 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "inserted_id",
         "<unresolved: sql>",
     ): "the insert helper itself, over fetch_one: its callers' SQL is checked at the call",
+    **{
+        ("bot/clients/db.py", f"SQLiteConnection.{method}", "<unresolved: _sqlite_text(sql)>"): (
+            "the SQLite connection running a store's statement (an Sql's SQLite text): each store's "
+            "SQL is checked at its call"
+        )
+        for method in ("execute", "execute_fetchall")
+    },
 }
 
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from bot.clients.db import Sql
-from bot.clients.storage import Connection
+from bot.clients.storage import Connection, Sql
 
 # The id lists travel as JSON arrays: one SQL text whatever their length (no statement
 # recompiled per candidate count, no bound-variable limit at 32 766 ids). A list of "?" is

@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from bot.clients.db import NO_LIMIT, Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
-from bot.clients.storage import Connection, Database, Row
+from bot.clients.db import NO_LIMIT, fetch_all, fetch_one, from_db, inserted_id, to_db
+from bot.clients.storage import Connection, Database, Row, Sql
 from bot.memory.model import (
     Cause,
     HistoryEntry,

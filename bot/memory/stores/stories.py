@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.clients.db import Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
-from bot.clients.storage import Connection, Database
+from bot.clients.db import fetch_all, fetch_one, from_db, inserted_id, to_db
+from bot.clients.storage import Connection, Database, Sql
 from bot.memory.model import Cause
 from bot.memory.story.plans import (
     Anchor,

@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bot.clients.db import NO_LIMIT, Sql, fetch_all, to_db
-from bot.clients.storage import Connection, Database, Row
+from bot.clients.db import NO_LIMIT, fetch_all, to_db
+from bot.clients.storage import Connection, Database, Row, Sql
 from bot.memory.model import utcnow
 from bot.memory.text import content_words, words
 
