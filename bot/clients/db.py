@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import aiosqlite
 
@@ -100,8 +100,20 @@ _SHORT_YEAR = re.compile(r"(\d{1,3})(-\d{2}-\d{2}T.*)", re.DOTALL)
 unreadable_dates = Outage(log)
 
 
+@overload
+def from_db(value: str) -> datetime: ...
+
+
+@overload
+def from_db(value: None) -> None: ...
+
+
+@overload
+def from_db(value: str | None) -> datetime | None: ...
+
+
 def from_db(value: str | None) -> datetime | None:
-    """The stored date, in UTC. Never raises: a value that is not a date is logged (once per
+    """The stored date, in UTC (None for none). Never raises: a value that is not a date is logged (once per
     quiet period), counted in ``unreadable_dates`` and read as ``UNREADABLE_DATE``."""
     if value is None:
         return None
@@ -142,7 +154,7 @@ async def fetch_one(conn: Connection, sql: Statement, params: Params = ()) -> Ro
 async def inserted_id(conn: Connection, sql: Statement, params: Params = ()) -> int | None:
     """The id an `INSERT … RETURNING id` gave its row; None when it inserted none."""
     row = await fetch_one(conn, sql, params)
-    return int(row[0]) if row is not None else None
+    return int(row["id"]) if row is not None else None
 
 
 def list_migrations(directory: Path = MIGRATIONS_DIR) -> list[tuple[int, Path]]:

@@ -119,7 +119,7 @@ class Consolidations:
             for slot in range(start, min(start + SCAN_SLICE, len(rows))):
                 row = rows[slot]
                 if row is not None:
-                    key = key_of(row[3], row[4], row[5], row[6], bool(row[8]), row[11] is not None, row[2])
+                    key = key_of(row.type, row.scope, row.story_id, row.place, bool(row.pinned), row.expires_at is not None, row.text)
                     if key is not None:
                         slots[key].append(slot)
             if not start % (SCAN_SLICE * 64):
@@ -134,7 +134,7 @@ class Consolidations:
             if len(held) >= least:
                 # The members as read (the rows copied above): the apply compares them with the
                 # database. Slots are in id order within a load, not after a catch-up: sorted.
-                members = sorted((row_to_memory(rows[slot]) for slot in held), key=lambda m: m.id)
+                members = sorted((row_to_memory(row) for slot in held if (row := rows[slot]) is not None), key=lambda m: m.id)
                 series.append(Series(key, tuple(members)))
                 await slices.tick()
         series.sort(key=lambda s: (-len(s.members), s.members[0].id))

@@ -116,31 +116,32 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "bot/memory/stores/reports.py",
         "user_summaries",
         (
-            "SELECT user_id, COUNT(*), SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END), "
-            "SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END), MAX(created_at) FROM turn_log GROUP BY user_id"
+            "SELECT user_id, COUNT(*) AS turns, SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END) AS degraded, "
+            "SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END) AS failed, MAX(created_at) AS last "
+            "FROM turn_log GROUP BY user_id"
         ),
     ): "the owner's page lists every user with their turn counts: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
         "user_summaries",
-        "SELECT user_id, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY user_id",
+        "SELECT user_id, COUNT(*) AS memories FROM memories WHERE type != 'rule' GROUP BY user_id",
     ): "the owner's page lists every user with their memory count: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
         "user_summaries",
-        "SELECT user_id, MAX(created_at) FROM exchanges GROUP BY user_id",
+        "SELECT user_id, MAX(created_at) AS last FROM exchanges GROUP BY user_id",
     ): "the owner's page lists every user who talked, with when: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
         "bot_memory_types",
-        "SELECT type, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type",
+        "SELECT type, COUNT(*) AS held FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type",
     ): "counts per type over every user, no row content: the owner's page",
     (
         "bot/memory/stores/reports.py",
         "bot_backlog",
         (
-            "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL), "
-            "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) FROM exchanges"
+            "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL) AS pending, "
+            "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) AS set_aside FROM exchanges"
         ),
     ): "two counts over every user, no row content: the reflection backlog of /metrics and the page",
     (

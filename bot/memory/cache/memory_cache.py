@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from bot.clients.locks import KeyedLocks
 from bot.clients.storage import Connection, Database
 from bot.memory.cache.entry import UserMemories, Vector
 from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
-from bot.memory.stores.memories import changed_since, memory_rows, memory_version
+from bot.memory.stores.memories import MemoryRow, changed_since, memory_rows, memory_version
 from bot.memory.stores.vectors import vector_rows
 
 DEFAULT_MAX_BYTES = 1024 * 1024 * 1024
@@ -158,18 +158,20 @@ class MemoryCache:
                 rows = await vector_rows(conn, user_id, self.model, after=after, limit=LOAD_PAGE)
             for start in range(0, len(rows), FILL_SLICE):
                 part = rows[start : start + FILL_SLICE]
-                vectors.update((int(r[0]), Vector(r[1], int(r[2]), r[3], r[4])) for r in part)
+                vectors.update(
+                    (int(r["memory_id"]), Vector(r["content_hash"], int(r["dim"]), r["vector"], r["embedded_at"])) for r in part
+                )
                 await slices.tick()
             if among is not None or len(rows) < LOAD_PAGE:
                 return vectors
-            after = int(rows[-1][0])
+            after = int(rows[-1]["memory_id"])
 
     async def _load(self, conn: Connection, user_id: str, version: tuple[int, int]) -> UserMemories:
         started = time.perf_counter()
         forgotten = self._forgotten.get(user_id, 0)
-        rows: list[Any] = []
+        rows: list[MemoryRow] = []
         while True:
-            page = await memory_rows(conn, user_id, after=int(rows[-1][0]) if rows else 0, limit=LOAD_PAGE)
+            page = await memory_rows(conn, user_id, after=rows[-1].id if rows else 0, limit=LOAD_PAGE)
             rows.extend(page)
             # Each page, not once at the end: the rows read so far would otherwise be walked by
             # every full collection the next pages' allocations trigger (30-55 ms each at 100,000).

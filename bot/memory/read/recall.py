@@ -361,7 +361,7 @@ class Recall:
         ranked: list[int] = ids[top_positions(scored, (scores, -ids), limit)].tolist()
         # Enough of the most recent to fill `limit` whatever the cosines and lexical matches took.
         recent = ids[top_positions(np.arange(slots.size), (entry.updated_us[slots], ids), 3 * limit)].tolist()
-        rows = {int(i): entry.rows[int(slot)] for i, slot in zip(ids.tolist(), slots.tolist())}
+        rows = {int(i): entry.row(int(slot)) for i, slot in zip(ids.tolist(), slots.tolist())}
         lexical = await lexical_matches(self.db, user_id, text, limit, now=self.clock(), among=list(rows))
         ranked.extend(i for i in lexical if i in rows and i not in ranked)
         if len(ranked) < limit:

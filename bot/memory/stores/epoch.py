@@ -23,7 +23,7 @@ async def begin_turn(db: Database, person: str) -> int:
     an erase): one read, and a write transaction only then."""
     row = await fetch_one(db.reader, _EPOCH, (person,))
     if row is not None:
-        return int(row[0])
+        return int(row["epoch"])
     async with db.write() as conn:
         # Another process may have drawn it since the read: the one stored is the one used.
         await conn.execute(
@@ -31,13 +31,13 @@ async def begin_turn(db: Database, person: str) -> int:
         )
         row = await fetch_one(conn, _EPOCH, (person,))
     assert row is not None  # written above, in this transaction
-    return int(row[0])
+    return int(row["epoch"])
 
 
 async def still_current(conn: Connection, person: str, epoch: int) -> bool:
     """Whether no erase of the person committed since their turn read `epoch`."""
     row = await fetch_one(conn, _EPOCH, (person,))
-    return row is not None and int(row[0]) == epoch
+    return row is not None and int(row["epoch"]) == epoch
 
 
 async def end_epoch(conn: Connection, person: str) -> None:

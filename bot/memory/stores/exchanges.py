@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -158,7 +158,7 @@ async def open_exchange(db: Database, user_id: str, exchange_id: int) -> OpenExc
     prompt = json.loads(row["prompt"], object_hook=_decode) if row["prompt"] else None
     return OpenExchange(
         row["id"], row["user_id"], row["story_id"], row["reply_message_id"], prompt,
-        int(row["reply_choice"] or 1), [r[0] for r in rows],
+        int(row["reply_choice"] or 1), [r["text"] for r in rows],
     )
 
 
@@ -168,12 +168,12 @@ async def add_alternative(
     """Store a new answer and show it. Its number, or None when the exchange is no longer open."""
     row = await fetch_one(
         conn,
-        "SELECT COALESCE(MAX(r.n), 0) FROM exchange_replies AS r WHERE r.user_id = ? AND r.exchange_id = ? "
+        "SELECT COALESCE(MAX(r.n), 0) AS last FROM exchange_replies AS r WHERE r.user_id = ? AND r.exchange_id = ? "
         "AND EXISTS (SELECT 1 FROM exchanges AS e WHERE e.user_id = ? AND e.id = r.exchange_id "
         "AND e.settled_at IS NULL AND e.deleted_at IS NULL)",
         (user_id, exchange_id, user_id),
     )
-    n = int(row[0]) + 1 if row is not None and row[0] else 0
+    n = int(row["last"]) + 1 if row is not None and row["last"] else 0
     if n == 0:
         return None
     await conn.execute(
@@ -209,7 +209,7 @@ async def set_reply_message(
         row = await fetch_one(
             conn, "SELECT story_id, reflected_at FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id)
         )
-    return (row[0], row[1] is not None) if row else None
+    return (row["story_id"], row["reflected_at"] is not None) if row else None
 
 
 # --- settling ---------------------------------------------------------------------------------
@@ -248,7 +248,7 @@ async def users_with_open_exchanges(db: Database) -> list[str]:
         db.reader,
         "SELECT DISTINCT user_id FROM exchanges WHERE settled_at IS NULL AND reply IS NOT NULL",
     )
-    return [r[0] for r in rows]
+    return [r["user_id"] for r in rows]
 
 
 async def recent_speakers(db: Database, since: datetime, limit: int) -> list[tuple[str, str]]:
@@ -259,7 +259,7 @@ async def recent_speakers(db: Database, since: datetime, limit: int) -> list[tup
         "GROUP BY user_id, place ORDER BY MAX(id) DESC LIMIT ?",
         (to_db(since), limit),
     )
-    return [(str(r[0]), str(r[1])) for r in rows]
+    return [(str(r["user_id"]), str(r["place"])) for r in rows]
 
 
 # --- edits and deletes of the user's message -------------------------------------------------
@@ -270,22 +270,22 @@ async def message_owner(db: Database, message_id: str) -> str | None:
     row = await fetch_one(
         db.reader, "SELECT user_id FROM exchange_messages WHERE message_id = ? LIMIT 1", (message_id,)
     )
-    return str(row[0]) if row is not None else None
+    return str(row["user_id"]) if row is not None else None
 
 
 async def message_exchange(db: Database, user_id: str, message_id: str) -> MessageExchange | None:
     row = await fetch_one(
         db.reader,
         "SELECT e.id, e.user_id, e.story_id, e.user_message, e.reflected_at, e.settled_at, e.deleted_at, "
-        "m.n, m.deleted_at FROM exchange_messages AS m JOIN exchanges AS e ON e.id = m.exchange_id "
+        "m.n, m.deleted_at AS message_deleted_at FROM exchange_messages AS m JOIN exchanges AS e ON e.id = m.exchange_id "
         "WHERE m.user_id = ? AND e.user_id = ? AND m.message_id = ? ORDER BY e.id DESC LIMIT 1",
         (user_id, user_id, message_id),
     )
     if row is None:
         return None
     return MessageExchange(
-        row[0], row[1], row[2], row[3], row[4] is not None, row[5] is not None, row[6] is not None,
-        int(row[7]), row[8] is not None,
+        row["id"], row["user_id"], row["story_id"], row["user_message"], row["reflected_at"] is not None,
+        row["settled_at"] is not None, row["deleted_at"] is not None, int(row["n"]), row["message_deleted_at"] is not None,
     )
 
 
@@ -305,7 +305,7 @@ async def parts_of(conn: Connection, user_id: str, exchange_id: int) -> list[Mes
         "AND deleted_at IS NULL ORDER BY n",
         (user_id, exchange_id),
     )
-    return [MessagePart(r[0], r[1], r[2]) for r in rows]
+    return [MessagePart(r["message_id"], r["text"], r["marks"]) for r in rows]
 
 
 async def set_part_text(conn: Connection, user_id: str, exchange_id: int, n: int, text: str) -> bool:
@@ -348,7 +348,7 @@ async def edit_message(conn: Connection, user_id: str, exchange_id: int, text: s
 
 async def exchange_text(conn: Connection, user_id: str, exchange_id: int) -> str:
     row = await fetch_one(conn, "SELECT user_message FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id))
-    return str(row[0]) if row is not None else ""
+    return str(row["user_message"]) if row is not None else ""
 
 
 async def drop_message_text(conn: Connection, user_id: str, exchange_id: int, text: str) -> None:
@@ -383,7 +383,7 @@ async def memories_only_from(conn: Connection, user_id: str, exchange_id: int) -
         "AND o.memory_id = s.memory_id AND o.exchange_id != ?) ORDER BY s.memory_id",
         (user_id, user_id, exchange_id, user_id, exchange_id),
     )
-    return [(int(r[0]), bool(r[1])) for r in rows]
+    return [(int(r["memory_id"]), bool(r["pinned"])) for r in rows]
 
 
 async def forget_message_text(conn: Connection, user_id: str, exchange_id: int, *, now: datetime) -> str:
@@ -392,7 +392,7 @@ async def forget_message_text(conn: Connection, user_id: str, exchange_id: int, 
     row = await fetch_one(
         conn, "SELECT user_message, story_id FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id)
     )
-    text = str(row[0]) if row is not None else ""
+    text = str(row["user_message"]) if row is not None else ""
     await conn.execute(
         "UPDATE exchanges SET user_message = '', edited_from = NULL, prompt = NULL, deleted_at = ?, "
         "settled_at = COALESCE(settled_at, ?), reflected_at = COALESCE(reflected_at, ?) "
@@ -405,7 +405,7 @@ async def forget_message_text(conn: Connection, user_id: str, exchange_id: int, 
         (to_db(now), user_id, exchange_id),
     )
     if row is not None:
-        await rewrite_turn_query(conn, user_id, row[1], text, "")
+        await rewrite_turn_query(conn, user_id, row["story_id"], text, "")
     return text
 
 
@@ -426,7 +426,7 @@ async def copy_sources(conn: Connection, user_id: str, from_ids: Iterable[int], 
         rows = await fetch_all(
             conn, "SELECT exchange_id FROM memory_sources WHERE user_id = ? AND memory_id = ?", (user_id, memory_id)
         )
-        await add_sources(conn, user_id, to_id, [int(r[0]) for r in rows])
+        await add_sources(conn, user_id, to_id, [int(r["exchange_id"]) for r in rows])
 
 
 async def sources_of(db: Database, user_id: str, memory_id: int) -> list[int]:
@@ -435,7 +435,7 @@ async def sources_of(db: Database, user_id: str, memory_id: int) -> list[int]:
         "SELECT exchange_id FROM memory_sources WHERE user_id = ? AND memory_id = ? ORDER BY exchange_id",
         (user_id, memory_id),
     )
-    return [int(r[0]) for r in rows]
+    return [int(r["exchange_id"]) for r in rows]
 
 
 async def produced_by(db: Database, user_id: str, exchange_id: int) -> list[int]:
@@ -445,7 +445,7 @@ async def produced_by(db: Database, user_id: str, exchange_id: int) -> list[int]
         "SELECT memory_id FROM memory_sources WHERE user_id = ? AND exchange_id = ? ORDER BY memory_id",
         (user_id, exchange_id),
     )
-    return [int(r[0]) for r in rows]
+    return [int(r["memory_id"]) for r in rows]
 
 
 async def record_change(
@@ -473,7 +473,7 @@ async def changes_of(db: Database, user_id: str, exchange_id: int) -> list[Memor
         "ORDER BY id",
         (user_id, exchange_id),
     )
-    return [MemoryChange(int(r[0]), r[1], r[2], r[3], from_db(r[4])) for r in rows]  # type: ignore[arg-type]
+    return [MemoryChange(int(r["memory_id"]), r["action"], r["text"], r["before"], from_db(r["at"])) for r in rows]
 
 
 # One literal statement per table: SQL text is never assembled from strings.
@@ -501,14 +501,17 @@ async def export_exchanges(db: Database, user_id: str) -> list[dict[str, Any]]:
     for row in await fetch_all(
         db.reader, "SELECT exchange_id, text FROM exchange_replies WHERE user_id = ? ORDER BY exchange_id, n", (user_id,)
     ):
-        answers.setdefault(int(row[0]), []).append(row[1])
+        answers.setdefault(int(row["exchange_id"]), []).append(row["text"])
     rows = await fetch_all(
         db.reader,
         "SELECT id, story_id, user_message, reply, created_at FROM exchanges WHERE user_id = ? ORDER BY id",
         (user_id,),
     )
     return [
-        {"id": r[0], "story_id": r[1], "message": r[2], "reply": r[3], "answers": answers.get(r[0], []), "at": r[4]}
+        {
+            "id": r["id"], "story_id": r["story_id"], "message": r["user_message"], "reply": r["reply"],
+            "answers": answers.get(r["id"], []), "at": r["created_at"],
+        }
         for r in rows
     ]
 
@@ -521,7 +524,7 @@ async def memory_sources(db: Database, user_id: str) -> dict[int, list[int]]:
         "SELECT memory_id, exchange_id FROM memory_sources WHERE user_id = ? ORDER BY memory_id, exchange_id",
         (user_id,),
     ):
-        sources.setdefault(int(row[0]), []).append(int(row[1]))
+        sources.setdefault(int(row["memory_id"]), []).append(int(row["exchange_id"]))
     return sources
 
 
@@ -578,7 +581,7 @@ async def reply_message_of(db: Database, user_id: str, exchange_id: int) -> str 
     row = await fetch_one(
         db.reader, "SELECT reply_message_id FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id)
     )
-    return row[0] if row else None
+    return row["reply_message_id"] if row else None
 
 
 async def exchange_failed(db: Database, user_id: str, exchange_id: int, error: str) -> None:
@@ -594,16 +597,19 @@ async def users_pending_reflection(db: Database) -> list[str]:
         db.reader,
         "SELECT DISTINCT user_id FROM exchanges WHERE reflected_at IS NULL AND reply IS NOT NULL",
     )
-    return [r[0] for r in rows]
+    return [r["user_id"] for r in rows]
 
 
 async def count_pending_reflection(db: Database, user_id: str) -> int:
     row = await fetch_one(
         db.reader,
-        "SELECT COUNT(*) FROM exchanges WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL",
+        "SELECT COUNT(*) AS pending FROM exchanges WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL",
         (user_id,),
     )
-    return int(row[0]) if row else 0
+    return int(row["pending"]) if row else 0
+
+
+_PENDING_FIELDS = tuple(f.name for f in fields(PendingExchange))
 
 
 async def pending_exchanges(db: Database, user_id: str, limit: int) -> list[PendingExchange]:
@@ -611,12 +617,12 @@ async def pending_exchanges(db: Database, user_id: str, limit: int) -> list[Pend
     rows = await fetch_all(
         db.reader,
         "SELECT id, user_id, user_name, story_id, place, message_id, user_message, reply, "
-        "reflection_attempts, edited_from, reply_message_id FROM exchanges "
+        "reflection_attempts AS attempts, edited_from, reply_message_id FROM exchanges "
         "WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL AND settled_at IS NOT NULL "
         "ORDER BY id LIMIT ?",
         (user_id, limit),
     )
-    return [PendingExchange(*row) for row in rows]
+    return [PendingExchange(**{name: row[name] for name in _PENDING_FIELDS}) for row in rows]
 
 
 async def mark_reflected(conn: Connection, user_id: str, exchange: PendingExchange, *, now: datetime) -> int:

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from bot.clients.db import NO_LIMIT, fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.clients.storage import Connection, Database, Row, Sql
@@ -28,8 +28,10 @@ from bot.memory.model import (
     Cause,
     HistoryEntry,
     Memory,
+    MemoryType,
     NewMemory,
     Operation,
+    Scope,
     check_room,
     content_hash,
     utcnow,
@@ -43,7 +45,32 @@ _SNAPSHOT_COLUMNS = (
     "user_id, text, type, scope, story_id, place, confidence, pinned, created_at, updated_at, "
     "expires_at, source"
 )
-# The columns row_to_memory reads, in its order: every statement that loads a Memory selects these.
+
+
+class MemoryRow(NamedTuple):
+    """A row of `memories` as the cache keeps it, read by name."""
+
+    id: int
+    user_id: str
+    text: str
+    type: MemoryType
+    scope: Scope
+    story_id: str | None
+    place: str | None
+    confidence: float
+    pinned: int
+    created_at: str
+    updated_at: str
+    expires_at: str | None
+    source: str | None
+    content_hash: str
+    times_candidate: int
+    times_served: int
+    times_semantic: int
+
+
+# Every statement that loads a Memory selects these: MemoryRow's fields, in its order
+# (tests/memory/stores/test_memories.py holds the two to the same names).
 MEMORY_COLUMNS = "id, " + _SNAPSHOT_COLUMNS + ", content_hash, times_candidate, times_served, times_semantic"
 # Statements are assembled once from the constant column lists above; values always go through
 # placeholders.
@@ -74,48 +101,53 @@ _REINSERT = (
 _MERGE_FULL_TEXT_INDEX = Sql("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')", postgresql=None)
 
 
-def row_to_memory(row: Row | Sequence[Any]) -> Memory:
+def memory_row(row: Row) -> MemoryRow:
+    """A row of MEMORY_COLUMNS, whose names MemoryRow's fields are, as a MemoryRow."""
+    return MemoryRow._make(row)
+
+
+def row_to_memory(row: MemoryRow) -> Memory:
     return Memory(
-        id=row[0],
-        user_id=row[1],
-        text=row[2],
-        type=row[3],
-        scope=row[4],
-        story_id=row[5],
-        place=row[6],
-        confidence=row[7],
-        pinned=bool(row[8]),
-        created_at=from_db(row[9]),  # type: ignore[arg-type]
-        updated_at=from_db(row[10]),  # type: ignore[arg-type]
-        expires_at=from_db(row[11]),
-        source=row[12],
-        content_hash=row[13],
-        times_candidate=row[14],
-        times_served=row[15],
-        times_semantic=row[16],
+        id=row.id,
+        user_id=row.user_id,
+        text=row.text,
+        type=row.type,
+        scope=row.scope,
+        story_id=row.story_id,
+        place=row.place,
+        confidence=row.confidence,
+        pinned=bool(row.pinned),
+        created_at=from_db(row.created_at),
+        updated_at=from_db(row.updated_at),
+        expires_at=from_db(row.expires_at),
+        source=row.source,
+        content_hash=row.content_hash,
+        times_candidate=row.times_candidate,
+        times_served=row.times_served,
+        times_semantic=row.times_semantic,
     )
 
 
-def _row_to_history(row: Row | Sequence[Any]) -> HistoryEntry:
+def _row_to_history(row: Row) -> HistoryEntry:
     return HistoryEntry(
-        id=row[0],
-        memory_id=row[1],
-        operation=row[2],
-        archived_at=from_db(row[3]),  # type: ignore[arg-type]
-        cause=Cause.from_stored(row[4]),
-        restored=row[5] is not None,
-        user_id=row[6],
-        text=row[7],
-        type=row[8],
-        scope=row[9],
-        story_id=row[10],
-        place=row[11],
-        confidence=row[12],
-        pinned=bool(row[13]),
-        created_at=from_db(row[14]),  # type: ignore[arg-type]
-        updated_at=from_db(row[15]),  # type: ignore[arg-type]
-        expires_at=from_db(row[16]),
-        source=row[17],
+        id=row["id"],
+        memory_id=row["memory_id"],
+        operation=row["operation"],
+        archived_at=from_db(row["archived_at"]),
+        cause=Cause.from_stored(row["cause"]),
+        restored=row["restored_at"] is not None,
+        user_id=row["user_id"],
+        text=row["text"],
+        type=row["type"],
+        scope=row["scope"],
+        story_id=row["story_id"],
+        place=row["place"],
+        confidence=row["confidence"],
+        pinned=bool(row["pinned"]),
+        created_at=from_db(row["created_at"]),
+        updated_at=from_db(row["updated_at"]),
+        expires_at=from_db(row["expires_at"]),
+        source=row["source"],
     )
 
 
@@ -130,14 +162,14 @@ class EraseReport:
 
 async def fetch_memory(conn: Connection, user_id: str, memory_id: int) -> Memory | None:
     row = await fetch_one(conn, SELECT_MEMORY, (user_id, memory_id))
-    return row_to_memory(row) if row else None
+    return row_to_memory(memory_row(row)) if row else None
 
 
 async def fetch_memories(
     conn: Connection, user_id: str, *, include_rules: bool = False
 ) -> list[Memory]:
     rows = await fetch_all(conn, SELECT_MEMORIES, (user_id, include_rules))
-    return [row_to_memory(r) for r in rows]
+    return [row_to_memory(memory_row(r)) for r in rows]
 
 
 _VERSION = "SELECT epoch, version FROM memory_versions WHERE user_id = ?"
@@ -158,12 +190,12 @@ async def memory_version(conn: Connection, user_id: str) -> tuple[int, int]:
     """The user's (epoch, version), which every change to their memories or vectors bumps in
     its own transaction (triggers of migration 0007); (0, 0) before their first memory."""
     row = await fetch_one(conn, _VERSION, (user_id,))
-    return (int(row[0]), int(row[1])) if row else (0, 0)
+    return (int(row["epoch"]), int(row["version"])) if row else (0, 0)
 
 
 async def changed_since(conn: Connection, user_id: str, version: int) -> list[int]:
     """Ids of the user's memories (deleted ones included) changed after `version`."""
-    return [int(r[0]) for r in await fetch_all(conn, _CHANGED_SINCE, (user_id, version))]
+    return [int(r["memory_id"]) for r in await fetch_all(conn, _CHANGED_SINCE, (user_id, version))]
 
 
 async def memory_rows(
@@ -173,13 +205,15 @@ async def memory_rows(
     *,
     after: int = 0,
     limit: int = -1,
-) -> list[Row]:
-    """The user's memories but rules as raw rows (`row_to_memory` reads them), in id order: those
+) -> list[MemoryRow]:
+    """The user's memories but rules as rows (`row_to_memory` reads them), in id order: those
     of `among` when given (the ids travel as one JSON array), else the first `limit` (-1: all)
     with an id above `after`."""
     if among is None:
-        return await fetch_all(conn, _CACHED_ROWS, (user_id, after, limit if limit >= 0 else NO_LIMIT))
-    return await fetch_all(conn, _CACHED_ROWS_AMONG, (user_id, json.dumps(list(map(int, among)))))
+        rows = await fetch_all(conn, _CACHED_ROWS, (user_id, after, limit if limit >= 0 else NO_LIMIT))
+    else:
+        rows = await fetch_all(conn, _CACHED_ROWS_AMONG, (user_id, json.dumps(list(map(int, among)))))
+    return [memory_row(r) for r in rows]
 
 
 async def insert_memory(
@@ -347,7 +381,7 @@ async def owner_keys(db: Database, user_id: str) -> list[str]:
     `<id>@<character>` of characters with a memory of their own (bot.characters.cast)."""
     derived = user_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "@%"
     rows = await fetch_all(db.reader, _OWNER_KEYS_SQL, (user_id, derived) * _OWNER_KEYS_TABLES)
-    found = sorted({str(r[0]) for r in rows} - {user_id})
+    found = sorted({str(r["user_id"]) for r in rows} - {user_id})
     return [user_id, *found]
 
 
@@ -388,8 +422,8 @@ class MemoryStore:
         """Insert one memory; MemoryCapReached when the user already holds `cap`."""
         async with self.db.write() as conn:
             if cap is not None:
-                row = await fetch_one(conn, "SELECT COUNT(*) FROM memories WHERE user_id = ?", (user_id,))
-                check_room(int(row[0]) if row else 0, cap)
+                row = await fetch_one(conn, "SELECT COUNT(*) AS held FROM memories WHERE user_id = ?", (user_id,))
+                check_room(int(row["held"]) if row else 0, cap)
             return await insert_memory(conn, user_id, new, now=self.clock())
 
     async def set_pinned(self, user_id: str, memory_id: int, pinned: bool) -> bool:
@@ -444,11 +478,11 @@ class MemoryStore:
             row = await fetch_one(conn, _SELECT_CAUSE, (user_id, history_id))
             if row is None:
                 return None
-            consolidated = Cause.from_stored(row[1]).into if row[0] == CONSOLIDATE else None
+            consolidated = Cause.from_stored(row["cause"]).into if row["operation"] == CONSOLIDATE else None
             if consolidated is None:
                 return await restore_version(conn, user_id, history_id, cause=cause, now=now)
             await undo_consolidation(conn, user_id, consolidated, cause=cause, now=now)
-            return int(row[2])
+            return int(row["memory_id"])
 
 
 async def restore_version(
@@ -458,8 +492,8 @@ async def restore_version(
     row = await fetch_one(conn, _SELECT_SNAPSHOT, (user_id, history_id))
     if row is None:
         return None
-    memory_id = row[0]
-    snapshot = dict(zip(_SNAPSHOT_COLUMNS.split(", "), row[1:]))
+    memory_id = row["memory_id"]
+    snapshot = {column: row[column] for column in _SNAPSHOT_COLUMNS.split(", ")}
     existing = await fetch_memory(conn, user_id, memory_id)
     if existing is not None:
         await archive(conn, user_id, memory_id, "restore", cause=cause, now=now)
@@ -553,8 +587,8 @@ async def undo_consolidation(
     that memory retired to history; the members' ids."""
     rows = await fetch_all(conn, _SELECT_MEMBERS, (user_id, CONSOLIDATE, Cause.consolidated(memory_id).stored()))
     restored = [
-        int(memory) for history_id, memory, restored_at in rows if restored_at is None
-        and await restore_version(conn, user_id, int(history_id), cause=cause, now=now) is not None
+        int(row["memory_id"]) for row in rows if row["restored_at"] is None
+        and await restore_version(conn, user_id, int(row["id"]), cause=cause, now=now) is not None
     ]  # fmt: skip
     await delete_memory(conn, user_id, memory_id, cause=cause, now=now)
     return restored
@@ -577,16 +611,16 @@ class Consolidation:
 async def consolidations(conn: Connection, user_id: str, *, limit: int = 200) -> list[Consolidation]:
     """The user's consolidations, newest first (from at most `limit` archived members)."""
     found: dict[int, Consolidation] = {}
-    for cause, memory_id, text, archived_at, restored_at, history_id in await fetch_all(
-        conn, _SELECT_CONSOLIDATIONS, (user_id, CONSOLIDATE, limit)
-    ):
-        into = Cause.from_stored(cause).into
+    for row in await fetch_all(conn, _SELECT_CONSOLIDATIONS, (user_id, CONSOLIDATE, limit)):
+        into = Cause.from_stored(row["cause"]).into
         if into is None:
             continue
         held = found.get(into)
         if held is None:
-            held = found[into] = Consolidation(into, [], from_db(archived_at) or utcnow(), restored_at is not None, history_id)
-        held.members.insert(0, (int(memory_id), text))
+            held = found[into] = Consolidation(
+                into, [], from_db(row["archived_at"]) or utcnow(), row["restored_at"] is not None, row["id"]
+            )
+        held.members.insert(0, (int(row["memory_id"]), row["text"]))
     out = []
     for held in found.values():
         now = await fetch_memory(conn, user_id, held.memory_id)

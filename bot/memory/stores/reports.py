@@ -16,7 +16,7 @@ from bot.clients.db import fetch_all, fetch_one, from_db, to_db
 from bot.clients.storage import Database, Row
 from bot.memory.choice import TurnSelection
 from bot.memory.model import Memory
-from bot.memory.stores.memories import MEMORY_COLUMNS, row_to_memory
+from bot.memory.stores.memories import MEMORY_COLUMNS, memory_row, row_to_memory
 from bot.memory.stores.turn import turn_from_row
 
 _TURN_LOG_COLUMNS = (
@@ -89,21 +89,23 @@ class SetAside:
 
 def _log_entry(row: Row) -> TurnLogEntry:
     return TurnLogEntry(
-        user_id=row[0],
-        story_id=row[1],
-        outcome=row[2],
-        memory_ms=row[3],
-        reply_ms=row[4],
-        prompt_tokens=row[5],
-        completion_tokens=row[6],
-        context_tokens=row[7],
-        context_full=bool(row[8]),
-        created_at=from_db(row[9]),  # type: ignore[arg-type]
+        user_id=row["user_id"],
+        story_id=row["story_id"],
+        outcome=row["outcome"],
+        memory_ms=row["memory_ms"],
+        reply_ms=row["reply_ms"],
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        context_tokens=row["context_tokens"],
+        context_full=bool(row["context_full"]),
+        created_at=from_db(row["created_at"]),
     )
 
 
 def _header(row: Row) -> TurnHeader:
-    return TurnHeader(row[0], row[1], row[2], row[3], bool(row[4]), from_db(row[5]))  # type: ignore[arg-type]
+    return TurnHeader(
+        row["user_id"], row["id"], row["story_id"], row["query"], bool(row["degraded"]), from_db(row["created_at"])
+    )
 
 
 # --- the whole bot ---------------------------------------------------------------------------
@@ -118,23 +120,24 @@ async def user_summaries(db: Database) -> list[UserSummary]:
     """Every user the bot holds something about, most recently seen first."""
     turns = await fetch_all(
         db.reader,
-        "SELECT user_id, COUNT(*), SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END), SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END), MAX(created_at) "
+        "SELECT user_id, COUNT(*) AS turns, SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END) AS degraded, "
+        "SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END) AS failed, MAX(created_at) AS last "
         "FROM turn_log GROUP BY user_id",
     )
     memories = await fetch_all(
-        db.reader, "SELECT user_id, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY user_id"
+        db.reader, "SELECT user_id, COUNT(*) AS memories FROM memories WHERE type != 'rule' GROUP BY user_id"
     )
     # Users who talked before turns were logged, or whose turns all failed to be recorded.
-    exchanges = await fetch_all(db.reader, "SELECT user_id, MAX(created_at) FROM exchanges GROUP BY user_id")
+    exchanges = await fetch_all(db.reader, "SELECT user_id, MAX(created_at) AS last FROM exchanges GROUP BY user_id")
     by_user: dict[str, dict[str, Any]] = {}
-    for user_id, last in exchanges:
-        by_user.setdefault(user_id, {})["last"] = last
-    for user_id, count, degraded, failed, last in turns:
-        entry = by_user.setdefault(user_id, {})
-        entry.update(turns=count, degraded=degraded or 0, failed=failed or 0)
-        entry["last"] = max(filter(None, (entry.get("last"), last)), default=None)
-    for user_id, count in memories:
-        by_user.setdefault(user_id, {})["memories"] = count
+    for row in exchanges:
+        by_user.setdefault(row["user_id"], {})["last"] = row["last"]
+    for row in turns:
+        entry = by_user.setdefault(row["user_id"], {})
+        entry.update(turns=row["turns"], degraded=row["degraded"] or 0, failed=row["failed"] or 0)
+        entry["last"] = max(filter(None, (entry.get("last"), row["last"])), default=None)
+    for row in memories:
+        by_user.setdefault(row["user_id"], {})["memories"] = row["memories"]
     summaries = [
         UserSummary(
             user_id=user_id,
@@ -151,24 +154,24 @@ async def user_summaries(db: Database) -> list[UserSummary]:
 
 async def bot_memory_types(db: Database) -> dict[str, int]:
     rows = await fetch_all(
-        db.reader, "SELECT type, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type"
+        db.reader, "SELECT type, COUNT(*) AS held FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type"
     )
-    return {r[0]: int(r[1]) for r in rows}
+    return {r["type"]: int(r["held"]) for r in rows}
 
 
 async def bot_backlog(db: Database) -> Backlog:
     row = await fetch_one(
         db.reader,
-        "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL), "
-        "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) FROM exchanges",
+        "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL) AS pending, "
+        "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) AS set_aside FROM exchanges",
     )
-    return Backlog(int(row[0]), int(row[1])) if row else Backlog(0, 0)
+    return Backlog(int(row["pending"]), int(row["set_aside"])) if row else Backlog(0, 0)
 
 
 async def bot_never_surfaced(db: Database, min_candidate: int, limit: int) -> list[Memory]:
     """Memories of any user that were candidates often and never chosen, most often first."""
     rows = await fetch_all(db.reader, _NEVER_SURFACED, (min_candidate, limit))
-    return [row_to_memory(r) for r in rows]
+    return [row_to_memory(memory_row(r)) for r in rows]
 
 
 async def bot_recent_turns(db: Database, limit: int) -> list[TurnHeader]:
@@ -194,12 +197,12 @@ async def user_turn_log(
 async def user_backlog(db: Database, user_id: str) -> Backlog:
     row = await fetch_one(
         db.reader,
-        "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL), "
-        "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) FROM exchanges "
+        "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL) AS pending, "
+        "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) AS set_aside FROM exchanges "
         "WHERE user_id = ?",
         (user_id,),
     )
-    return Backlog(int(row[0]), int(row[1])) if row else Backlog(0, 0)
+    return Backlog(int(row["pending"]), int(row["set_aside"])) if row else Backlog(0, 0)
 
 
 async def user_set_aside(db: Database, user_id: str, limit: int) -> list[SetAside]:
@@ -209,7 +212,7 @@ async def user_set_aside(db: Database, user_id: str, limit: int) -> list[SetAsid
         "WHERE user_id = ? AND reflected_at IS NOT NULL AND last_error IS NOT NULL ORDER BY id DESC LIMIT ?",
         (user_id, limit),
     )
-    return [SetAside(r[0], from_db(r[1]), int(r[2]), r[3]) for r in rows]  # type: ignore[arg-type]
+    return [SetAside(r["id"], from_db(r["created_at"]), int(r["reflection_attempts"]), r["last_error"]) for r in rows]
 
 
 async def user_recent_turns(db: Database, user_id: str, limit: int) -> list[TurnHeader]:
@@ -230,7 +233,9 @@ async def user_turn(db: Database, user_id: str, turn_id: int) -> TurnSelection |
     )
     if row is None:
         return None
-    return turn_from_row(user_id, row[0], row[1], row[2], row[3], row[4], row[5])
+    return turn_from_row(
+        user_id, row["story_id"], row["id"], row["query"], row["degraded"], row["detail"], row["created_at"]
+    )
 
 
 async def export_turns(db: Database, user_id: str) -> list[dict[str, Any]]:
@@ -241,6 +246,9 @@ async def export_turns(db: Database, user_id: str) -> list[dict[str, Any]]:
         (user_id,),
     )
     return [
-        {"story_id": r[0], "message": r[1], "degraded": bool(r[2]), "selection": json.loads(r[3]), "at": r[4]}
+        {
+            "story_id": r["story_id"], "message": r["query"], "degraded": bool(r["degraded"]),
+            "selection": json.loads(r["detail"]), "at": r["created_at"],
+        }
         for r in rows
     ]

@@ -11,7 +11,7 @@ from bot.clients.storage import Connection, Database
 
 async def sharing(db: Database, user_id: str) -> bool:
     row = await fetch_one(db.reader, "SELECT share_memories FROM user_settings WHERE user_id = ?", (user_id,))
-    return bool(row and row[0])
+    return bool(row and row["share_memories"])
 
 
 async def set_sharing(db: Database, user_id: str, share: bool) -> None:

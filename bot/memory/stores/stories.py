@@ -47,12 +47,6 @@ class StoryHistoryEntry:
     at: datetime
 
 
-def _dt(value: str) -> datetime:
-    parsed = from_db(value)
-    assert parsed is not None  # NOT NULL columns
-    return parsed
-
-
 async def _load(conn: Connection, user_id: str, story_id: str) -> StoryState:
     state = StoryState()
     row = await fetch_one(
@@ -61,14 +55,14 @@ async def _load(conn: Connection, user_id: str, story_id: str) -> StoryState:
         (user_id, story_id),
     )
     if row is not None:
-        state.summary, state.summary_updated_at = row["summary"], _dt(row["updated_at"])
+        state.summary, state.summary_updated_at = row["summary"], from_db(row["updated_at"])
     rows = await fetch_all(
         conn,
         "SELECT id, text, created_at FROM story_anchors WHERE user_id = ? AND story_id = ?"
         " ORDER BY id",
         (user_id, story_id),
     )
-    state.anchors = [Anchor(r["id"], r["text"], _dt(r["created_at"])) for r in rows]
+    state.anchors = [Anchor(r["id"], r["text"], from_db(r["created_at"])) for r in rows]
     rows = await fetch_all(
         conn,
         "SELECT id, subject, stance, justification, created_at, updated_at FROM story_positions"
@@ -78,7 +72,7 @@ async def _load(conn: Connection, user_id: str, story_id: str) -> StoryState:
     state.positions = [
         Position(
             r["id"], r["subject"], r["stance"], r["justification"],
-            _dt(r["created_at"]), _dt(r["updated_at"]),
+            from_db(r["created_at"]), from_db(r["updated_at"]),
         )
         for r in rows
     ]
@@ -108,7 +102,7 @@ async def user_story_ids(db: Database, user_id: str) -> list[str]:
         " ORDER BY story_id",
         (user_id, user_id, user_id, user_id),
     )
-    return [r[0] for r in rows]
+    return [r["story_id"] for r in rows]
 
 
 async def _archive(
@@ -340,7 +334,7 @@ async def story_history(
     return [
         StoryHistoryEntry(
             r["id"], r["user_id"], r["story_id"], r["operation"], r["item_id"],
-            json.loads(r["payload"]), r["reason"], Cause.from_stored(r["cause"]), _dt(r["at"]),
+            json.loads(r["payload"]), r["reason"], Cause.from_stored(r["cause"]), from_db(r["at"]),
         )
         for r in rows
     ]

@@ -80,7 +80,7 @@ async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection 
     )
     if row is None:
         return None
-    return turn_from_row(user_id, story_id, row[0], row[1], row[2], row[3], row[4])
+    return turn_from_row(user_id, story_id, row["id"], row["query"], row["degraded"], row["detail"], row["created_at"])
 
 
 def turn_from_row(
@@ -107,4 +107,4 @@ def turn_from_row(
 async def turn_stats(db: Database, user_id: str) -> tuple[int, int]:
     """(turns, degraded turns) of one user, persisted across restarts."""
     row = await fetch_one(db.reader, "SELECT turns, degraded_turns FROM turn_stats WHERE user_id = ?", (user_id,))
-    return (int(row[0]), int(row[1])) if row else (0, 0)
+    return (int(row["turns"]), int(row["degraded_turns"])) if row else (0, 0)

@@ -145,7 +145,7 @@ async def stale_memories(
         """,
         (model, _active_after(now), limit),
     )
-    return [StaleMemory(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+    return [StaleMemory(int(r["id"]), str(r["user_id"]), str(r["text"]), str(r["content_hash"])) for r in rows]
 
 
 async def store_vectors(
@@ -268,7 +268,7 @@ async def lexical_matches(
         db.reader, _LEXICAL_MATCHES, (expression, user_id, _active_after(now), ids_json, ids_json, limit)
     )
     out: dict[int, float] = {}
-    for memory_id, rank in rows:
-        strength = max(0.0, -float(rank))
-        out[int(memory_id)] = strength / (1.0 + strength)
+    for row in rows:
+        strength = max(0.0, -float(row["rank"]))
+        out[int(row["id"])] = strength / (1.0 + strength)
     return out

@@ -228,7 +228,7 @@ class WriteIndexes:
                 for done, (row, expires_us) in enumerate(zip(rows, expiries), 1):
                     if row is not None:
                         expiry = None if expires_us == NO_EXPIRY else expires_us
-                        index.put(int(row[0]), row[2], row[6], expiry, now_us)
+                        index.put(row.id, row.text, row.place, expiry, now_us)
                     if not done % FILL_SLICE:
                         freeze_long_lived()
                     await slices.tick()
@@ -248,8 +248,8 @@ class WriteIndexes:
             if slot is None:
                 index.drop(memory_id)
             else:
-                row = entry.rows[slot]
-                index.put(memory_id, row[2], row[6], expiry_of(entry.expires_us[slot]), now_us)
+                row = entry.row(slot)
+                index.put(memory_id, row.text, row.place, expiry_of(entry.expires_us[slot]), now_us)
         index.expire(now_us)
         return entry, index
 

@@ -8,7 +8,7 @@ import pytest
 
 from bot.errors import InvalidMemory
 from bot.memory.model import Cause, NewMemory
-from bot.memory.stores.memories import MemoryStore, erase_user_memories
+from bot.memory.stores.memories import MEMORY_COLUMNS, MemoryRow, MemoryStore, erase_user_memories
 
 pytestmark = pytest.mark.both_stores
 
@@ -145,3 +145,7 @@ async def test_erase_deletes_memories_and_history_of_that_user_only(store, db):
     assert (report.memories, report.history) == (1, 1)
     assert await store.list("alice") == [] and await store.history("alice") == []
     assert (await store.get("bob", b)) is not None
+
+
+def test_the_memory_columns_are_the_rows_fields_in_order():
+    assert MEMORY_COLUMNS.split(", ") == list(MemoryRow._fields)
