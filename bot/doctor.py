@@ -31,6 +31,7 @@ from bot.characters.cast import Cast, load_cast
 from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations, schema_version
 from bot.clients.embeddings import make_embedder
 from bot.clients.llm import LLMClient
+from bot.clients.llm_wire import ChatMessage
 from bot.config import Settings, StorageSettings, load_settings, secret
 from bot.errors import CharacterError, ConfigError, EmbeddingError, LLMError, ModelNotFound
 from bot.memory.read.recall import SEMANTIC_THRESHOLDS, threshold_for
@@ -203,7 +204,7 @@ def _migrations(version: int, known: int) -> Finding:
 # --- LLM --------------------------------------------------------------------------------------
 
 
-REFLECTION_PROBE = [
+REFLECTION_PROBE: list[ChatMessage] = [
     {
         "role": "system",
         "content": "Extract what the user says about themselves as memories, as JSON following the schema.",

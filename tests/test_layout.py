@@ -234,9 +234,12 @@ def test_a_store_placed_outside_stores_or_sql_in_the_engine_fails(tmp_path: Path
 
 # --- under stores/, rows only ---------------------------------------------------------------------
 
-# What a row's fields may hold: column values as Python reads them (a JSON column as a dict, a
-# vector as an array), and the memory vocabulary's types (bot/memory/model.py) a column decodes to.
-ROW_VALUES = frozenset({"int", "float", "str", "bool", "bytes", "datetime", "None", "Any", "list", "tuple", "dict", "np", "ndarray"})
+# What a row's fields may hold: column values as Python reads them (a JSON column as a dict, or
+# as the chat messages it holds; a vector as an array), and the memory vocabulary's types
+# (bot/memory/model.py) a column decodes to.
+ROW_VALUES = frozenset(
+    {"int", "float", "str", "bool", "bytes", "datetime", "None", "Any", "list", "tuple", "dict", "np", "ndarray", "ChatMessage"}
+)
 
 
 def types_that_are_not_rows(source: str) -> list[str]:

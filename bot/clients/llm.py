@@ -19,14 +19,14 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from bot.clients.kinds import Api
-from bot.clients.llm_wire import ChatReply, Thinking, TokenUsage, request_body, strip_thinking, token_usage
+from bot.clients.llm_wire import ChatMessage, ChatReply, Thinking, TokenUsage, request_body, strip_thinking, token_usage
 from bot.clients.values import storable
 from bot.errors import LLMBadResponse, LLMError, LLMStreamCut, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
 
@@ -131,7 +131,7 @@ class LLMClient:
 
     async def chat(
         self,
-        messages: Sequence[Mapping[str, Any]],
+        messages: Sequence[ChatMessage],
         *,
         model: str,
         json_schema: dict[str, Any] | None = None,
@@ -179,7 +179,7 @@ class LLMClient:
 
     async def stream(
         self,
-        messages: Sequence[Mapping[str, Any]],
+        messages: Sequence[ChatMessage],
         *,
         model: str,
         on_text: OnText,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bot.clients.llm import OnText
 from bot.engine.context import EngineContext
-from bot.engine.open_exchanges import DeleteOutcome, OpenExchanges, Shown
+from bot.engine.open_exchanges import DeleteOutcome, EditOutcome, OpenExchanges, Shown
 from bot.engine.reflection_worker import Reflections
 from bot.engine.rules import CharacterRules
 from bot.engine.turn import Incoming, TurnResult, Turns
@@ -94,7 +94,7 @@ class Conversation:
 
     # --- the user's message edited or deleted ---------------------------------------------------
 
-    async def message_edited(self, message_id: str, text: str, *, user_id: str | None = None) -> str:
+    async def message_edited(self, message_id: str, text: str, *, user_id: str | None = None) -> EditOutcome:
         """The user edited a message the character answered. Returns what happens:
         "unknown" (no exchange), "unchanged", "reflected as edited" (not reflected yet), or
         "correction" (already reflected: reflected again as a correction of its memories)."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from bot.clients.llm import ChatReply, LLMClient, OnText, TokenUsage
+from bot.clients.llm import LLMClient, OnText
+from bot.clients.llm_wire import ChatMessage, ChatReply, TokenUsage
 from bot.clients.metrics import Metrics
 from bot.memory.text import storable
 
@@ -34,7 +35,7 @@ class ModelCalls:
         # Calls (reply, reflection) whose full context was already reported in the log.
         self._context_warned: set[str] = set()
 
-    async def chat(self, call: str, messages: Sequence[Mapping[str, str]], **options: Any) -> ChatReply:
+    async def chat(self, call: str, messages: Sequence[ChatMessage], **options: Any) -> ChatReply:
         """One LLM call, timed and its tokens counted; a full context is logged once and counted."""
         started = time.perf_counter()
         try:
@@ -45,7 +46,7 @@ class ModelCalls:
         return answer
 
     async def stream_reply(
-        self, messages: list[dict[str, Any]], on_text: OnText, *, model: str, timeout: float
+        self, messages: list[ChatMessage], on_text: OnText, *, model: str, timeout: float
     ) -> ChatReply:
         """The streamed reply, timed and counted like `chat`; a runaway one is stopped once past
         MAX_REPLY_CHARS rather than read to the timeout, since no more of it would be shown."""

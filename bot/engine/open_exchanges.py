@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from bot.engine.context import EngineContext
 from bot.engine.events import Receipt
@@ -41,6 +42,10 @@ from bot.memory.stores.exchanges import (
     settle_exchanges,
 )
 from bot.memory.stores.memories import delete_memory
+
+# What an edit of a user's message does: nothing (no exchange of it, or the same text), a
+# reflection of the edited text (not reflected yet), or a correction of what it produced.
+EditOutcome = Literal["unknown", "unchanged", "reflected as edited", "correction"]
 
 
 @dataclass(slots=True)
@@ -166,7 +171,7 @@ class OpenExchanges:
         except StorageError:
             self.arm(user_id, exchange_id)  # logged by the database; tried again later
 
-    async def message_edited(self, message_id: str, text: str, *, user_id: str | None = None) -> str:
+    async def message_edited(self, message_id: str, text: str, *, user_id: str | None = None) -> EditOutcome:
         """The user edited a message the character answered (any message of a burst). Returns
         what happens: "unknown" (no exchange), "unchanged", "reflected as edited" (not reflected
         yet), or "correction" (already reflected: reflected again as a correction of its memories)."""

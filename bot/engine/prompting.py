@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from bot.characters.lore import LoreHit
-from bot.clients.llm_wire import Image
+from bot.clients.llm_wire import ChatMessage, Image
 from bot.memory.model import Memory
 from bot.memory.quoting import quote_line, speaker_attribute, speaker_name
 
@@ -91,7 +90,7 @@ def build_reply_messages(
     post_history: str = "",
     images: Sequence[Image] = (),
     lore: Sequence[LoreHit] = (),
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """The chat messages of one reply call; `images` go with the last message."""
     user_name = speaker_name(user_name)
     system_parts = [
@@ -111,7 +110,7 @@ def build_reply_messages(
             "language they write in. Messages from the channel are prefixed with their author's name."
         ),
     ]
-    messages: list[dict[str, Any]] = [
+    messages: list[ChatMessage] = [
         {"role": "system", "content": "\n\n".join(p for p in system_parts if p)}
     ]
     for line in history:
@@ -119,7 +118,7 @@ def build_reply_messages(
             messages.append({"role": "assistant", "content": line.text})
         else:
             messages.append({"role": "user", "content": f"{speaker_name(line.author)}: {line.text}"})
-    last: dict[str, Any] = {"role": "user", "content": f"{user_name}: {message}"}
+    last: ChatMessage = {"role": "user", "content": f"{user_name}: {message}"}
     if images:
         last["images"] = list(images)
     messages.append(last)

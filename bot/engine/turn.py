@@ -18,7 +18,7 @@ from bot.characters.character import Character, fill_user, render_character_prom
 from bot.characters.lore import LoreHit
 from bot.clients.db import to_db
 from bot.clients.llm import OnText
-from bot.clients.llm_wire import ChatReply, Image, TokenUsage
+from bot.clients.llm_wire import ChatMessage, ChatReply, Image, TokenUsage
 from bot.clients.outage import Outage
 from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
@@ -252,7 +252,7 @@ class Turns:
         character: Character,
         selection: TurnSelection,
         story_block: str,
-    ) -> list[dict[str, Any]]:
+    ) -> list[ChatMessage]:
         """The messages the model is sent: character, rules, memories, story, lore, the recent
         lines of the channel and the message. Notes who else spoke and which lore fired."""
         settings = self.ctx.settings
@@ -287,7 +287,7 @@ class Turns:
         )
 
     async def _answer(
-        self, messages: list[dict[str, Any]], on_text: OnText | None
+        self, messages: list[ChatMessage], on_text: OnText | None
     ) -> tuple[ChatReply | None, str, LLMStreamCut | None]:
         """The model's answer, streamed when `on_text` is given; a stream cut halfway gives what
         arrived and why. Raises LLMError when nothing can be answered."""
@@ -308,7 +308,7 @@ class Turns:
         return answer, answer.text, None
 
     async def _keep(
-        self, msg: Incoming, exchange_id: int, reply: str, messages: list[dict[str, Any]], erased: Erased
+        self, msg: Incoming, exchange_id: int, reply: str, messages: list[ChatMessage], erased: Erased
     ) -> None:
         """Save the reply: settled now, or open for regenerate and swipes."""
         ctx = self.ctx

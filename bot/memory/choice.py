@@ -25,6 +25,10 @@ TYPE_QUOTAS: Mapping[UserMemoryType, int] = {"fact": 6, "preference": 5, "promis
 # The context holds this many memories (rules apart).
 DEFAULT_LIMIT = 24
 
+# A turn as the metrics and the turn log count it: no reply, answered without semantic scores,
+# or answered.
+TurnOutcome = Literal["failed", "degraded", "answered"]
+
 # Why a memory holds its slot: by meaning (the message, or the conversation around it), because
 # it is pinned or global, or to fill the type quotas and the rest of the slots.
 Reason = Literal["pinned", "global", "semantic", "conversation", "type_quota", "backfill"]
@@ -104,7 +108,7 @@ class TurnSelection:
     figures: TurnFigures = field(default_factory=TurnFigures)
 
     @property
-    def outcome(self) -> str:
+    def outcome(self) -> TurnOutcome:
         """failed (no reply), degraded (answered without semantic scores) or answered."""
         if self.figures.failed:
             return "failed"

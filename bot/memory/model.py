@@ -135,6 +135,11 @@ class Memory:
         return self.expires_at is not None and self.expires_at <= now
 
 
+# What a reflection changed in a memory, as its receipt lists it.
+ChangeAction = Literal["added", "replaced", "forgotten"]
+# What a story's history keeps of a reflection's changes.
+StoryOperation = Literal["summary_replaced", "anchor_removed", "position_evicted", "position_updated", "state_changed"]
+
 # What happened to an archived version of a memory.
 Operation = Literal["replace", "merge", "expiry", "delete", "edit", "restore", "consolidate"]
 OPERATIONS: tuple[Operation, ...] = get_args(Operation)

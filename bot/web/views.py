@@ -9,15 +9,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
+from markupsafe import Markup
 
-from bot.clients.health import Health
+from bot.clients.health import Check, Health
 from bot.engine import NEVER_SURFACED_AFTER, Engine
-from bot.memory.reports.page import TurnLogEntry
+from bot.memory.choice import TurnSelection
+from bot.memory.model import Memory
+from bot.memory.reports.page import Backlog, SetAside, TurnHeader, TurnLogEntry, UserSummary
+from bot.memory.reports.stats import MemoryStats
 from bot.presenting import REASON_LABELS
 from bot.web import charts
+
+if TYPE_CHECKING:
+    from bot.memory.stores.memories import Consolidation
 
 RECENT_TURNS = 20
 NEVER_SURFACED_SHOWN = 20
@@ -42,6 +49,68 @@ WINDOWS = {
 DEFAULT_WINDOW = "7d"
 
 
+class TurnFigures(TypedDict):
+    """A window of turns: totals, percentiles and the three time charts."""
+
+    total: int
+    by_outcome: dict[str, int]
+    reply_p50: str
+    reply_p95: str
+    memory_p50: str
+    memory_p95: str
+    prompt_median: int | None
+    prompt_max: int | None
+    context: int | None
+    context_full: int
+    turns_chart: Markup
+    latency_chart: Markup
+    prompt_chart: Markup
+
+
+class Overview(TypedDict):
+    """The whole bot's page."""
+
+    window: Window
+    windows: dict[str, Window]
+    checks: dict[str, Check]
+    figures: TurnFigures
+    backlog: Backlog
+    types_chart: Markup
+    memory_total: int
+    users: list[UserSummary]
+    recent: list[TurnHeader]
+    never_surfaced: list[Memory]
+    never_after: int
+    now: datetime
+
+
+class UserPage(TypedDict):
+    """One user's page."""
+
+    user_id: str
+    window: Window
+    windows: dict[str, Window]
+    stats: MemoryStats
+    figures: TurnFigures
+    backlog: Backlog
+    set_aside: list[SetAside]
+    consolidations: list[Consolidation]
+    types_chart: Markup
+    memories: list[Memory]
+    memory_total: int
+    recent: list[TurnHeader]
+    never_after: int
+    now: datetime
+
+
+class TurnPage(TypedDict):
+    """One turn's selection, slot by slot."""
+
+    user_id: str
+    turn: TurnSelection
+    reasons: dict[str, str]
+
+
 def window(key: str | None) -> Window:
     return WINDOWS.get(key or DEFAULT_WINDOW, WINDOWS[DEFAULT_WINDOW])
 
@@ -64,7 +133,7 @@ def _seconds(ms: float | None) -> str:
     return f"{ms / 1000:.2f} s" if ms >= 100 else f"{ms:.0f} ms"
 
 
-def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> dict[str, Any]:
+def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> TurnFigures:
     """Totals, percentiles and the three time charts of a window of turns."""
     starts = _buckets(now, w)
     first = starts[0]
@@ -123,7 +192,7 @@ def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> d
     }
 
 
-async def overview(engine: Engine, health: Health, key: str | None) -> dict[str, Any]:
+async def overview(engine: Engine, health: Health, key: str | None) -> Overview:
     now = engine.clock()
     w = window(key)
     report = engine.operator.report
@@ -145,7 +214,7 @@ async def overview(engine: Engine, health: Health, key: str | None) -> dict[str,
     }
 
 
-async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] | None:
+async def user(engine: Engine, user_id: str, key: str | None) -> UserPage | None:
     """The user's page, or None when the bot holds nothing about them (never seen, or erased)."""
     now = engine.clock()
     w = window(key)
@@ -175,7 +244,7 @@ async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] 
     }
 
 
-async def turn(engine: Engine, user_id: str, turn_id: int) -> dict[str, Any] | None:
+async def turn(engine: Engine, user_id: str, turn_id: int) -> TurnPage | None:
     await engine.conversation.wait_recorded(user_id)
     selection = await engine.operator.report.user_turn(user_id, turn_id)
     if selection is None:

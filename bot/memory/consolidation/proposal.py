@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from bot.clients.llm_wire import ChatMessage
 from bot.errors import ReflectionParseError
 from bot.memory.carriers import carrier_tokens, dedup_text
 from bot.memory.model import MAX_MEMORY_CHARS, Memory
@@ -96,7 +97,7 @@ def parse_proposal(raw: str) -> Proposal:
     return Proposal(" ".join(proposal.text.split()), proposal.confidence)
 
 
-def build_consolidation_messages(*, character: str, user: str, members: Sequence[Memory]) -> list[dict[str, str]]:
+def build_consolidation_messages(*, character: str, user: str, members: Sequence[Memory]) -> list[ChatMessage]:
     listed = "\n".join(f"- {quote_line(m.text)}" for m in members)
     return [
         {"role": "system", "content": CONSOLIDATION_SYSTEM_PROMPT.format(character=character, user=user)},

@@ -20,8 +20,9 @@ from datetime import datetime
 from typing import Any
 
 from bot.clients.db import fetch_all, fetch_one, from_db, inserted_id, to_db
-from bot.clients.llm_wire import Image
+from bot.clients.llm_wire import ChatMessage, Image
 from bot.clients.storage import Connection, Database
+from bot.memory.model import ChangeAction
 from bot.memory.text import storable
 
 # How much of a turn's message /why keeps (recall writes it; an edit or a delete rewrites it).
@@ -36,7 +37,7 @@ class OpenExchange:
     user_id: str
     story_id: str
     reply_message_id: str | None
-    prompt: list[dict[str, Any]] | None
+    prompt: list[ChatMessage] | None
     choice: int
     replies: list[str]
 
@@ -90,7 +91,7 @@ class MessageExchange:
 @dataclass(frozen=True, slots=True)
 class MemoryChange:
     memory_id: int
-    action: str  # added, replaced, forgotten
+    action: ChangeAction
     text: str
     before: str | None
     at: datetime
@@ -118,7 +119,7 @@ async def hold_reply(
     user_id: str,
     exchange_id: int,
     reply: str,
-    prompt: Sequence[dict[str, Any]],
+    prompt: Sequence[ChatMessage],
     *,
     now: datetime,
 ) -> None:
@@ -453,7 +454,7 @@ async def record_change(
     user_id: str,
     exchange_id: int,
     memory_id: int,
-    action: str,
+    action: ChangeAction,
     text: str,
     before: str | None,
     *,

@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.clients.db import fetch_all, fetch_one, from_db, to_db
 from bot.clients.storage import Database, Row
-from bot.memory.choice import TurnSelection
+from bot.memory.choice import TurnOutcome, TurnSelection
 from bot.memory.model import Memory
 from bot.memory.stores.memories import MEMORY_COLUMNS, memory_row, row_to_memory
 from bot.memory.stores.turn import turn_from_row
@@ -43,7 +43,7 @@ _NEVER_SURFACED = (
 class TurnLogEntry:
     user_id: str
     story_id: str
-    outcome: str
+    outcome: TurnOutcome
     memory_ms: int | None
     reply_ms: int | None
     prompt_tokens: int | None

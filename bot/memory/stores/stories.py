@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.clients.db import fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.clients.storage import Connection, Database, Sql
-from bot.memory.model import Cause
+from bot.memory.model import Cause, StoryOperation
 from bot.memory.story.plans import (
     Anchor,
     AnchorPlan,
@@ -39,7 +39,7 @@ class StoryHistoryEntry:
     id: int
     user_id: str
     story_id: str
-    operation: str
+    operation: StoryOperation
     item_id: int | None
     payload: dict[str, Any]
     reason: str | None
@@ -109,7 +109,7 @@ async def _archive(
     conn: Connection,
     user_id: str,
     story_id: str,
-    operation: str,
+    operation: StoryOperation,
     item_id: int | None,
     payload: Mapping[str, Any],
     reason: str | None,
@@ -318,7 +318,7 @@ async def story_history(
     story_id: str | None = None,
     *,
     limit: int = 50,
-    operations: Sequence[str] | None = None,
+    operations: Sequence[StoryOperation] | None = None,
 ) -> list[StoryHistoryEntry]:
     """This user's story history, newest first; all stories when story_id is None.
 

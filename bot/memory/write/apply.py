@@ -20,7 +20,7 @@ from bot.clients.storage import Connection, Database
 from bot.errors import InvalidMemory, MemoryCapReached
 from bot.memory.cache.entry import UserMemories
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.model import Cause, Memory, MemoryType, NewMemory, Scope, check_room, utcnow
+from bot.memory.model import Cause, ChangeAction, Memory, MemoryType, NewMemory, Scope, check_room, utcnow
 from bot.memory.stores.exchanges import add_sources, record_change
 from bot.memory.stores.memories import delete_memory, insert_memory, rewrite_memory, set_expiry
 from bot.memory.stores.stories import apply_story_reflection
@@ -104,7 +104,7 @@ class ReflectionContext:
 
 # What a decision means for the user's memory: its receipt line, and whether the exchanges
 # become sources of the memory.
-CHANGE_ACTIONS: Mapping[str, str] = {
+CHANGE_ACTIONS: Mapping[Action, ChangeAction] = {
     "added": "added",
     "replace_as_add": "added",
     "merged": "replaced",
