@@ -34,8 +34,10 @@ from cogs.utils.answering import (
     MessageFacts,
     clean_incoming,
     decide,
+    person_of,
     place_of,
     split_message,
+    story_of,
 )
 from cogs.utils.bursts import Burst, Bursts, Dropped
 from cogs.utils.images import image_attachments, read_images
@@ -271,8 +273,8 @@ class Conversation(commands.Cog):
         message's text as Discord shows it, which the engine has often never seen: a reply split
         in parts, others' messages, anything before a restart)."""
         earlier = await self._earlier(first)
-        user_id = self.cast.memory_key(str(first.author.id), await self.character_for(first))
-        self.engine.conversation.read_ahead(user_id, str(first.channel.id), [m.clean_content for m in earlier])
+        user_id = self.cast.memory_key(person_of(first.author.id), await self.character_for(first))
+        self.engine.conversation.read_ahead(user_id, story_of(first.channel.id), [m.clean_content for m in earlier])
         return earlier
 
     async def _answer_burst(self, key: tuple[int, int], burst: Burst) -> None:
@@ -311,14 +313,14 @@ class Conversation(commands.Cog):
         first, last = messages[0], messages[-1]
         seen = await read_images(messages, self.settings)
         character = await self.character_for(last)
-        user_id = self.cast.memory_key(str(last.author.id), character)
+        user_id = self.cast.memory_key(person_of(last.author.id), character)
         voice = await self.voices.voice_for(last.channel, character, me)
         incoming = Incoming(
             user_id=user_id,
             character=character.key,
             user_name=last.author.display_name,
             text="",
-            story_id=str(last.channel.id),  # a thread is its own story
+            story_id=story_of(last.channel.id),  # a thread is its own story
             place=place_of(last.guild.id if last.guild is not None else None),
             message_id=str(last.id),
             history=self._lines(await (burst.earlier or self._earlier(first)), me.id, voice),

@@ -21,14 +21,16 @@ from bot.characters.character import Character
 from bot.engine import MAX_MEMORY_CHARS, Engine, export_json, memory_commands
 from bot.i18n import language
 from bot.i18n import text as tr
-from bot.memory.model import USER_MEMORY_TYPES, Memory
+from bot.memory.model import USER_MEMORY_TYPES, Memory, OwnerKey, PersonId
 from bot.presenting import clip, memory_pages_with_spans
 from cogs.bot import NO_MENTIONS, EchoBot
 from cogs.utils.answering import (
     AnswerPolicy,
     history_choices,
     memory_choices,
+    person_of,
     place_of,
+    story_of,
     user_refusal,
 )
 from cogs.utils.views import OWNER, OwnerGate, UnknownCharacter, open_editor, report_failure, say
@@ -152,7 +154,7 @@ class MemoryPages(PageView):
         ]
 
     async def _edit(self, interaction: discord.Interaction) -> None:
-        await open_editor(interaction, self.engine, int(self.edit_menu.values[0]), self.owner)
+        await open_editor(interaction, self.engine, int(self.edit_menu.values[0]), OwnerKey(self.owner))
 
     async def on_timeout(self) -> None:
         self.edit_menu.disabled = True
@@ -175,7 +177,7 @@ class EraseConfirm(OwnerOnlyView, custom_ids=r"echo:erase:" + OWNER + r":(?:conf
     async def confirm(self, interaction: discord.Interaction, button: discord.ui.Button[EraseConfirm]) -> None:
         self.stop()  # a second press is not dispatched to a stopped view
         await interaction.response.edit_message(content=tr(self.lang, "erasing"), view=None)
-        report = await self.engine.privacy.erase_person(self.owner)
+        report = await self.engine.privacy.erase_person(PersonId(self.owner))
         await interaction.edit_original_response(
             content=tr(self.lang, "erased", memories=report.memories, history=report.history)
         )
@@ -224,11 +226,11 @@ class MemoryCommands(commands.Cog):
             return found
         return character_at(self.engine.cast, interaction.channel, interaction.guild_id)
 
-    def _owner(self, interaction: discord.Interaction, chosen: str | None = None) -> str:
+    def _owner(self, interaction: discord.Interaction, chosen: str | None = None) -> OwnerKey:
         """The memory owner key of the person for that character (bot.characters.cast)."""
-        return self.engine.cast.memory_key(str(interaction.user.id), self._character(interaction, chosen))
+        return self.engine.cast.memory_key(person_of(interaction.user.id), self._character(interaction, chosen))
 
-    def _typed_owner(self, interaction: discord.Interaction) -> str:
+    def _typed_owner(self, interaction: discord.Interaction) -> OwnerKey:
         """For autocomplete: the key of the character typed so far, if it names one."""
         typed = getattr(interaction.namespace, "character", None)
         known = isinstance(typed, str) and self.engine.cast.by_name_or_key(typed) is not None
@@ -277,7 +279,7 @@ class MemoryCommands(commands.Cog):
     @app_commands.command(name="why", description="The memories I used for your last message in this channel, and why")
     @app_commands.describe(character=CHARACTER_OPTION)
     async def why(self, interaction: discord.Interaction, character: str | None = None) -> None:
-        answer = await self.run.why(self._owner(interaction, character), str(interaction.channel_id), lang=_lang(interaction))
+        answer = await self.run.why(self._owner(interaction, character), story_of(interaction.channel_id), lang=_lang(interaction))
         await say(interaction, answer)
 
     @app_commands.command(name="memory-stats", description="Statistics on your memories: never recalled, degraded turns")
@@ -315,7 +317,7 @@ class MemoryCommands(commands.Cog):
         return await self.run.remember(
             self._owner(interaction, character),
             text,
-            story_id=str(interaction.channel_id),
+            story_id=story_of(interaction.channel_id),
             place=place_of(interaction.guild_id),
             source=source,
             lang=_lang(interaction),
@@ -391,7 +393,7 @@ class MemoryCommands(commands.Cog):
     @app_commands.command(name="export", description="Download everything I store about you, as a JSON file")
     async def export(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        user = str(interaction.user.id)
+        user = person_of(interaction.user.id)
         data = await self.engine.privacy.export_person(user)
         raw = export_json(data).encode("utf-8")
         filename = f"echo-export-{user}.json"

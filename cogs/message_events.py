@@ -19,7 +19,7 @@ from bot.clients.locks import KeyedLocks
 from bot.engine import Engine, Receipt, SettledExchange
 from bot.presenting import RECEIPT_ICON
 from cogs.bot import EchoBot
-from cogs.utils.answering import clean_incoming
+from cogs.utils.answering import clean_incoming, person_of
 from cogs.utils.views import DYNAMIC_ITEMS, receipt_view, refuse_foreign, submit_edit
 from cogs.utils.voices import Voices
 
@@ -70,7 +70,7 @@ class MessageEvents(commands.Cog):
             return
         author_id, text = edit
         try:
-            outcome = await self.engine.conversation.message_edited(str(payload.message_id), text, user_id=str(author_id))
+            outcome = await self.engine.conversation.message_edited(str(payload.message_id), text, author=person_of(author_id))
         except Exception:
             log.exception("could not take the edit of message %s into account", payload.message_id)
             return

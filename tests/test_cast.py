@@ -143,8 +143,8 @@ async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_f
         await engine.conversation.turn(
             Incoming(user_id=marc, user_name="A", text="salut", story_id="c", place="g", character="marc", message_id="m-1")
         )
-        assert await engine.conversation.message_edited("m-1", "bonjour", user_id="42") == "reflected as edited"
-        assert await engine.conversation.message_edited("m-1", "bonsoir", user_id="7") == "unknown", "only its author's edit counts"
+        assert await engine.conversation.message_edited("m-1", "bonjour", author="42") == "reflected as edited"
+        assert await engine.conversation.message_edited("m-1", "bonsoir", author="7") == "unknown", "only its author's edit counts"
 
         await engine.privacy.erase_person("42")
         turn = asyncio.create_task(

@@ -236,7 +236,7 @@ def test_a_store_placed_outside_stores_or_sql_in_the_engine_fails(tmp_path: Path
 
 # What a row's fields may hold: column values as Python reads them (a JSON column as a dict, or
 # as the chat messages it holds; a vector as an array), and the memory vocabulary's types
-# (bot/memory/model.py) a column decodes to.
+# (bot/memory/model.py, bot/memory/choice.py) a column decodes to.
 ROW_VALUES = frozenset(
     {"int", "float", "str", "bool", "bytes", "datetime", "None", "Any", "list", "tuple", "dict", "np", "ndarray", "ChatMessage"}
 )
@@ -250,7 +250,7 @@ def types_that_are_not_rows(source: str) -> list[str]:
     vocabulary = {
         alias.asname or alias.name
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == "bot.memory.model"
+        if isinstance(node, ast.ImportFrom) and node.module in ("bot.memory.model", "bot.memory.choice")
         for alias in node.names
     }
     problems = []

@@ -32,7 +32,7 @@ from bot.memory.consolidation.proposal import (
     consolidation_json_schema,
     parse_proposal,
 )
-from bot.memory.model import NewMemory
+from bot.memory.model import NewMemory, OwnerKey
 from bot.memory.series import Series, SeriesKey, key_of
 from bot.memory.stores.exchanges import copy_sources, recent_speakers
 from bot.memory.stores.memories import consolidate, consolidations, row_to_memory
@@ -103,7 +103,7 @@ class Consolidations:
         t.scan_seconds += figures.scan_seconds
         t.longest_slice_ms = max(t.longest_slice_ms, figures.longest_slice_ms)
 
-    async def find(self, user_id: str, figures: RunFigures | None = None) -> list[Series]:
+    async def find(self, user_id: OwnerKey, figures: RunFigures | None = None) -> list[Series]:
         """The user's series as the cache holds their memories now, found in slices on the event
         loop (a thread would hold the GIL against it: see bot/memory/cache/memory_cache.py)."""
         entry = await self.ctx.cache.get(user_id)
@@ -144,7 +144,7 @@ class Consolidations:
             figures.longest_slice_ms = max(figures.longest_slice_ms, longest * 1000)
         return series
 
-    async def consolidate_user(self, user_id: str, figures: RunFigures, budget: int) -> None:
+    async def consolidate_user(self, user_id: OwnerKey, figures: RunFigures, budget: int) -> None:
         # A consolidation the user undid is theirs to keep undone: its members are not asked
         # again together, only once the series holds a memory more.
         undone = [frozenset(m for m, _ in c.members) for c in await consolidations(self.ctx.db.reader, user_id) if c.undone]
@@ -163,7 +163,7 @@ class Consolidations:
             if outcome is None:
                 return  # the model is failing: the next run tries again
 
-    async def consolidate_series(self, user_id: str, series: Series, figures: RunFigures) -> str | None:
+    async def consolidate_series(self, user_id: OwnerKey, series: Series, figures: RunFigures) -> str | None:
         """Ask the model for one memory holding the series, check it, apply it. The outcome
         ("applied" or the refusal's reason), or None when the model did not answer."""
         ctx = self.ctx
@@ -216,7 +216,7 @@ class Consolidations:
         log.info("consolidated %d memories into #%d", len(members), new_id)
         return "applied"
 
-    def _refuse(self, user_id: str, series: Series, refusal: Refusal, figures: RunFigures) -> str:
+    def _refuse(self, user_id: OwnerKey, series: Series, refusal: Refusal, figures: RunFigures) -> str:
         self.ctx.metrics.consolidations.labels(refusal.reason).inc()
         figures.refused[refusal.reason] += 1
         log.info("consolidation of %d memories refused (%s): %s", len(series.members), refusal.reason, refusal.detail)

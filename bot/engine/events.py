@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.clients.tasks import BackgroundTasks
+from bot.memory.model import OwnerKey, PersonId, StoryId
 from bot.memory.stores.exchanges import SettledExchange
 
 log = logging.getLogger(__name__)
@@ -25,9 +26,9 @@ MAX_UNHEARD_EVENTS = 1000
 class Receipt:
     """A reflection changed the user's memories: the reply of `exchange_id` may say so."""
 
-    user_id: str
+    user_id: OwnerKey
     exchange_id: int
-    story_id: str
+    story_id: StoryId
     reply_message_id: str | None
     changes: int
 
@@ -77,7 +78,7 @@ class Events:
         # end to update that old reply.
         self.tasks.spawn(self._notify(self._settle_listeners, ex), name=f"settled:{ex.user_id}")
 
-    def erasing(self, person: str) -> None:
+    def erasing(self, person: PersonId) -> None:
         """A person is being erased: each front end drops, at once and before anything of the
         erase is awaited, what it holds of theirs that the engine does not know yet."""
         for listener in list(self._erase_listeners):

@@ -36,7 +36,7 @@ from bot.engine.rules import CharacterRules
 from bot.engine.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY, Incoming, TurnResult, Turns
 from bot.errors import StorageError
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.model import MAX_MEMORY_CHARS, utcnow
+from bot.memory.model import MAX_MEMORY_CHARS, OwnerKey, utcnow
 from bot.memory.read.indexing import Indexer
 from bot.memory.read.recall import Recall
 from bot.memory.reports.export import export_json
@@ -117,7 +117,7 @@ class Engine:
         self._ctx.settings = settings
         self._ctx.recall.configure(settings.semantic_threshold, settings.series_max_slots)
 
-    async def _wait_recorded(self, user_id: str) -> None:
+    async def _wait_recorded(self, user_id: OwnerKey) -> None:
         await self._turns.wait_recorded(user_id)
 
     # --- start-up and shutdown -------------------------------------------------------------

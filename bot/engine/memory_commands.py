@@ -9,6 +9,7 @@ from __future__ import annotations
 from bot.engine import Engine
 from bot.errors import InvalidMemory
 from bot.i18n import DEFAULT_LANGUAGE
+from bot.memory.model import OwnerKey, StoryId
 from bot.presenting import (
     edit_result,
     forget_result,
@@ -32,7 +33,7 @@ class MemoryCommands:
         self.engine = engine
 
     async def remember(
-        self, owner: str, text: str, *, story_id: str, place: str, source: str | None = None, lang: str = DEFAULT_LANGUAGE
+        self, owner: OwnerKey, text: str, *, story_id: StoryId, place: str, source: str | None = None, lang: str = DEFAULT_LANGUAGE
     ) -> str:
         try:
             memory_id = await self.engine.memories.remember(owner, text, story_id=story_id, place=place, source=source)
@@ -40,20 +41,20 @@ class MemoryCommands:
             return not_remembered(exc, lang=lang)
         return remembered(memory_id, lang=lang)
 
-    async def pin(self, owner: str, memory_id: int, pinned: bool, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    async def pin(self, owner: OwnerKey, memory_id: int, pinned: bool, *, lang: str = DEFAULT_LANGUAGE) -> str:
         # A larger id is answered like any id that is not there.
         done = memory_id <= MAX_ROW_ID and await self.engine.memories.pin(owner, memory_id, pinned)
         return pin_result(memory_id, pinned, done, lang=lang)
 
-    async def forget(self, owner: str, memory_id: int, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    async def forget(self, owner: OwnerKey, memory_id: int, *, lang: str = DEFAULT_LANGUAGE) -> str:
         done = memory_id <= MAX_ROW_ID and await self.engine.memories.forget(owner, memory_id)
         return forget_result(memory_id, done, lang=lang)
 
-    async def restore(self, owner: str, history_id: int, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    async def restore(self, owner: OwnerKey, history_id: int, *, lang: str = DEFAULT_LANGUAGE) -> str:
         restored = await self.engine.memories.restore(owner, history_id) if history_id <= MAX_ROW_ID else None
         return restore_result(history_id, restored, lang=lang)
 
-    async def edit(self, owner: str, memory_id: int, text: str, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    async def edit(self, owner: OwnerKey, memory_id: int, text: str, *, lang: str = DEFAULT_LANGUAGE) -> str:
         if memory_id > MAX_ROW_ID:
             return edit_result(memory_id, None, lang=lang)
         try:
@@ -61,17 +62,17 @@ class MemoryCommands:
         except InvalidMemory as exc:
             return not_edited(exc, lang=lang)
 
-    async def history(self, owner: str, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    async def history(self, owner: OwnerKey, *, lang: str = DEFAULT_LANGUAGE) -> str:
         entries, removals = await self.engine.memories.history(owner)
         return history_text(entries, removals, await self.engine.memories.consolidations(owner), lang=lang)
 
-    async def why(self, owner: str, story_id: str, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    async def why(self, owner: OwnerKey, story_id: StoryId, *, lang: str = DEFAULT_LANGUAGE) -> str:
         return why_text(await self.engine.memories.why(owner, story_id), lang=lang)
 
-    async def stats(self, owner: str, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    async def stats(self, owner: OwnerKey, *, lang: str = DEFAULT_LANGUAGE) -> str:
         return stats_text(await self.engine.memories.stats(owner), lang=lang)
 
-    async def share(self, owner: str, on: bool | None, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    async def share(self, owner: OwnerKey, on: bool | None, *, lang: str = DEFAULT_LANGUAGE) -> str:
         """With `on` None, says whether memories cross places; else turns it on or off."""
         if on is None:
             return sharing_text(await self.engine.privacy.sharing(owner), changed=False, lang=lang)

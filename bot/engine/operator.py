@@ -10,6 +10,7 @@ from bot.engine.consolidation_worker import Consolidations, RunFigures
 from bot.engine.context import EngineContext
 from bot.engine.reflection_worker import Reflections
 from bot.memory.cache.warm_up import WarmUp, warm_up
+from bot.memory.model import OwnerKey
 from bot.memory.read.indexing import Indexer
 from bot.memory.reports.page import Report
 from bot.memory.write.apply import ReflectionReport
@@ -56,15 +57,15 @@ class Operator:
 
     # --- reflections ----------------------------------------------------------------------------
 
-    def schedule_reflection(self, user_id: str) -> asyncio.Task[None]:
+    def schedule_reflection(self, user_id: OwnerKey) -> asyncio.Task[None]:
         """Reflect the user's answered exchanges in the background (a turn already does)."""
         return self._reflections.schedule(user_id)
 
-    async def wait_reflections(self, user_id: str) -> None:
+    async def wait_reflections(self, user_id: OwnerKey) -> None:
         """Wait until the user's reflection worker is idle (whatever became of its batch)."""
         await self._reflections.wait(user_id)
 
-    def last_reflection(self, user_id: str) -> ReflectionReport | None:
+    def last_reflection(self, user_id: OwnerKey) -> ReflectionReport | None:
         """What the user's last reflection decided, item by item (None before the first)."""
         return self._reflections.last_report(user_id)
 

@@ -9,6 +9,7 @@ from typing import Any
 from bot.engine.context import EngineContext
 from bot.engine.reflection_worker import Reflections
 from bot.engine.turn import Turns
+from bot.memory.model import OwnerKey, PersonId
 from bot.memory.reports.export import export_user
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.epoch import end_epoch
@@ -25,28 +26,28 @@ class Privacy:
         self._turns = turns
         self._reflections = reflections
 
-    async def sharing(self, owner: str) -> bool:
+    async def sharing(self, owner: OwnerKey) -> bool:
         """Whether the owner's memories cross places (servers, DMs)."""
         return await settings_store.sharing(self._ctx.db, owner)
 
-    async def set_sharing(self, owner: str, share: bool) -> None:
+    async def set_sharing(self, owner: OwnerKey, share: bool) -> None:
         await settings_store.set_sharing(self._ctx.db, owner, share)
 
-    async def export(self, owner: str) -> dict[str, Any]:
+    async def export(self, owner: OwnerKey) -> dict[str, Any]:
         """Everything stored under one owner key, as plain JSON-able data."""
         await self._turns.wait_recorded(owner)
         return await export_user(self._ctx.db, self._ctx.store, owner, now=self._ctx.clock())
 
-    async def export_person(self, user_id: str) -> dict[str, Any]:
+    async def export_person(self, user_id: PersonId) -> dict[str, Any]:
         """`export` of the person's own key, with what each character of its own memory keeps
         under "characters", filed by the stored key (`<id>@<key>`): a character since removed
         from the folder has no name in the cast, and two of them must not share one entry."""
         keys = await owner_keys(self._ctx.db, user_id)
-        data = await self.export(user_id)
+        data = await self.export(keys[0])  # the person's own key
         data["characters"] = {key: await self.export(key) for key in keys[1:]}
         return data
 
-    async def erase(self, owner: str) -> EraseReport:
+    async def erase(self, owner: OwnerKey) -> EraseReport:
         """Real deletion of everything under one owner key, in one transaction. The front ends are
         told first (`Engine.listen(erasing=…)`) and drop what no turn has begun on; a running
         reflection is cancelled (its transaction rolls back) and the owner's lock held; a turn
@@ -70,7 +71,7 @@ class Privacy:
         log.info("erased all data of one user on request (%d memories)", report.memories)
         return report
 
-    async def erase_person(self, user_id: str) -> EraseReport:
+    async def erase_person(self, user_id: PersonId) -> EraseReport:
         """`erase` of every key of the person: their id and every derived key."""
         keys = await owner_keys(self._ctx.db, user_id)
         reports = [await self.erase(key) for key in keys]

@@ -20,7 +20,7 @@ from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
 from bot.engine.events import Receipt
 from bot.errors import ExchangesGone, LLMError, LLMTooLarge, ReflectionParseError, StorageError
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey
 from bot.memory.stores.exchanges import (
     PendingExchange,
     changes_of,
@@ -75,13 +75,13 @@ class Reflections:
         # The last reflection report per user: what the write path decided, for the operator.
         self._last_reports: dict[str, ReflectionReport] = {}
 
-    def last_report(self, user_id: str) -> ReflectionReport | None:
+    def last_report(self, user_id: OwnerKey) -> ReflectionReport | None:
         return self._last_reports.get(user_id)
 
-    def forget_report(self, user_id: str) -> None:
+    def forget_report(self, user_id: OwnerKey) -> None:
         self._last_reports.pop(user_id, None)
 
-    def schedule(self, user_id: str) -> asyncio.Task[None]:
+    def schedule(self, user_id: OwnerKey) -> asyncio.Task[None]:
         """Reflect the user's answered exchanges in the background, one worker per user."""
         self._workers.dirty.add(user_id)
         running = self._workers.tasks.get(user_id)
@@ -91,7 +91,7 @@ class Reflections:
         self._workers.tasks[user_id] = task
         return task
 
-    async def wait(self, user_id: str) -> None:
+    async def wait(self, user_id: OwnerKey) -> None:
         """Wait until the user's reflection worker is idle (whatever became of its batch)."""
         task = self._workers.tasks.get(user_id)
         if task is not None:
@@ -106,17 +106,17 @@ class Reflections:
             log.info("resuming pending reflections for %d user(s)", len(users))
         return len(users)
 
-    async def stop(self, user_id: str) -> None:
+    async def stop(self, user_id: OwnerKey) -> None:
         """Cancel the user's running reflection (its transaction rolls back)."""
         worker = self._workers.tasks.get(user_id)
         if worker is not None and not worker.done():
             worker.cancel()
             await asyncio.wait([worker])
 
-    def lock(self, user_id: str) -> AbstractAsyncContextManager[None]:
+    def lock(self, user_id: OwnerKey) -> AbstractAsyncContextManager[None]:
         return self._workers.locks.hold(user_id)
 
-    async def pending(self, user_id: str) -> list[PendingExchange]:
+    async def pending(self, user_id: OwnerKey) -> list[PendingExchange]:
         exchanges = await pending_exchanges(self.ctx.db, user_id, REFLECTION_BATCH)
         if exchanges and exchanges[0].edited_from is not None:
             return exchanges[:1]  # a correction is reflected alone, with what it produced
@@ -128,7 +128,7 @@ class Reflections:
             batch.append(e)
         return batch
 
-    async def _worker(self, user_id: str) -> None:
+    async def _worker(self, user_id: OwnerKey) -> None:
         try:
             while not self.closing:
                 self._workers.dirty.discard(user_id)

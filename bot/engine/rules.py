@@ -11,7 +11,7 @@ from datetime import datetime
 
 from bot.characters.cast import Cast
 from bot.clients.storage import Database
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey
 from bot.memory.stores.memories import MemoryStore, replace_rules
 
 
@@ -38,10 +38,10 @@ class CharacterRules:
         """The rules of the character a message is addressed to (the default one when None)."""
         return self._rules.get(self._cast.get(character).key, [])
 
-    async def _stored(self, owner: str) -> list[Memory]:
+    async def _stored(self, owner: OwnerKey) -> list[Memory]:
         return sorted(await self._store.list(owner, types=["rule"], include_rules=True), key=lambda m: m.id)
 
 
-def character_owner(name: str) -> str:
+def character_owner(name: str) -> OwnerKey:
     """The owner key under which a character's own rules are stored."""
-    return f"character:{name}"
+    return OwnerKey(f"character:{name}")

@@ -28,7 +28,7 @@ from bot.engine.prompting import ChannelLine, bounded_history, build_reply_messa
 from bot.engine.reflection_worker import Reflections
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey, StoryId
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.epoch import begin_turn, still_current
 from bot.memory.stores.exchanges import (
@@ -67,10 +67,10 @@ Erased = Callable[[Connection], Awaitable[bool]]
 class Incoming:
     """One message addressed to the character, from any front end."""
 
-    user_id: str
+    user_id: OwnerKey
     user_name: str
     text: str
-    story_id: str
+    story_id: StoryId
     place: str
     message_id: str | None = None
     history: Sequence[ChannelLine] = ()
@@ -142,7 +142,7 @@ class Turns:
         self.outage = Outage(log)
         self._recording: dict[str, set[asyncio.Task[None]]] = {}
 
-    async def wait_recorded(self, user_id: str) -> None:
+    async def wait_recorded(self, user_id: OwnerKey) -> None:
         pending = list(self._recording.get(user_id, ()))
         if pending:
             await asyncio.wait(pending)
@@ -369,7 +369,7 @@ class Turns:
             return exchange_id
 
     async def _story_context(
-        self, user_id: str, story_id: str, query: str, specs: dict[str, StateSpec]
+        self, user_id: OwnerKey, story_id: StoryId, query: str, specs: dict[str, StateSpec]
     ) -> tuple[str, dict[str, Any]]:
         story = await load_story(self.ctx.db, user_id, story_id)
         positions = select_positions(story.positions, query)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from bot.memory.model import USER_MEMORY_TYPES, Memory, UserMemoryType
+from bot.memory.model import USER_MEMORY_TYPES, Memory, OwnerKey, StoryId, UserMemoryType
 
 # Score a memory needs for the semantic pass when the caller gives none (the prototype's cosine);
 # a turn passes its own, on the fused scale (bot/memory/read/recall.py, `threshold_for`).
@@ -89,8 +89,8 @@ class TurnFigures:
 @dataclass(slots=True)
 class TurnSelection:
     turn_id: int
-    user_id: str
-    story_id: str
+    user_id: OwnerKey
+    story_id: StoryId
     query: str
     degraded: bool
     slots: list[Slot]

@@ -6,7 +6,7 @@ import hashlib
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Literal, get_args
+from typing import Literal, NewType, get_args
 
 from bot.clients.values import as_utc, storable
 from bot.errors import InvalidMemory, MemoryCapReached
@@ -23,6 +23,14 @@ USER_MEMORY_TYPES: tuple[UserMemoryType, ...] = get_args(UserMemoryType)
 MEMORY_TYPES: tuple[MemoryType, ...] = get_args(MemoryType)
 SCOPES: tuple[Scope, ...] = get_args(Scope)
 DM_PLACE = "dm"
+
+# The identities memory is filed under. A person: their front end's id (a Discord user id, or
+# "terminal:<name>"). An owner key: whose memories they are — the person's id, `<id>@<character
+# key>` for a character with a memory of its own (bot/characters/cast.py), or `character:<name>`
+# for a character's rules. A story: the channel (a DM, a terminal session) a conversation is in.
+PersonId = NewType("PersonId", str)
+OwnerKey = NewType("OwnerKey", str)
+StoryId = NewType("StoryId", str)
 
 
 def utcnow() -> datetime:
@@ -79,7 +87,7 @@ class NewMemory:
     type: MemoryType = "fact"
     scope: Scope = "global"
     confidence: float = 1.0
-    story_id: str | None = None
+    story_id: StoryId | None = None
     place: str | None = None
     expires_at: datetime | None = None
     source: str | None = None
@@ -110,7 +118,7 @@ class NewMemory:
 @dataclass(slots=True)
 class Memory:
     id: int
-    user_id: str
+    user_id: OwnerKey
     text: str
     type: MemoryType
     scope: Scope
@@ -118,7 +126,7 @@ class Memory:
     confidence: float
     created_at: datetime
     updated_at: datetime
-    story_id: str | None = None
+    story_id: StoryId | None = None
     place: str | None = None
     expires_at: datetime | None = None
     source: str | None = None
@@ -204,7 +212,7 @@ class HistoryEntry:
     """An archived version of a memory, written before it was replaced, merged or deleted."""
 
     id: int
-    user_id: str
+    user_id: OwnerKey
     memory_id: int
     operation: Operation
     text: str
@@ -216,7 +224,7 @@ class HistoryEntry:
     updated_at: datetime
     archived_at: datetime
     cause: Cause
-    story_id: str | None = None
+    story_id: StoryId | None = None
     place: str | None = None
     expires_at: datetime | None = None
     source: str | None = None

@@ -16,6 +16,7 @@ from typing import TextIO
 from bot.characters.character import fill_user
 from bot.engine import CUT_NOTE, Engine, Incoming
 from bot.engine.prompting import ChannelLine
+from bot.memory.model import OwnerKey, StoryId
 from bot.memory.text import storable
 from bot.terminal.commands import HELP, Session, run_command
 
@@ -26,9 +27,9 @@ def session_for(user: str, channel: str) -> Session:
     # Names from the command line become ids: made storable like any text that enters.
     user, channel = storable(user), storable(channel)
     return Session(
-        user_id=f"terminal:{user}",
+        user_id=OwnerKey(f"terminal:{user}"),
         user_name=user,
-        story_id=f"terminal:{channel}",
+        story_id=StoryId(f"terminal:{channel}"),
         place=TERMINAL_PLACE,
     )
 

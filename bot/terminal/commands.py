@@ -11,7 +11,7 @@ from pathlib import Path
 from bot.engine import Engine, export_json
 from bot.engine.memory_commands import MemoryCommands
 from bot.errors import StorageError
-from bot.memory.model import MEMORY_TYPES
+from bot.memory.model import MEMORY_TYPES, OwnerKey, StoryId
 from bot.presenting import STORAGE_FAILED, memory_pages
 
 HELP = """\
@@ -32,9 +32,9 @@ Commands:
 
 @dataclass(frozen=True, slots=True)
 class Session:
-    user_id: str
+    user_id: OwnerKey
     user_name: str
-    story_id: str
+    story_id: StoryId
     place: str
 
 

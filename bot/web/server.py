@@ -23,6 +23,7 @@ from aiohttp import web
 from bot.clients.health import Health
 from bot.clients.metrics import Metrics
 from bot.engine import Engine
+from bot.memory.model import OwnerKey
 from bot.web import views
 
 log = logging.getLogger(__name__)
@@ -159,7 +160,7 @@ async def _overview(request: web.Request) -> web.Response:
 
 
 async def _user(request: web.Request) -> web.Response:
-    user_id = request.match_info["user_id"]
+    user_id = OwnerKey(request.match_info["user_id"])
     context = await views.user(request.app[_ENGINE], user_id, request.query.get("window"))
     if context is None:
         return _render(request, "missing.html.j2", status=404, what=f"Nothing is stored about user {user_id}.")
@@ -167,7 +168,7 @@ async def _user(request: web.Request) -> web.Response:
 
 
 async def _turn(request: web.Request) -> web.Response:
-    user_id = request.match_info["user_id"]
+    user_id = OwnerKey(request.match_info["user_id"])
     try:
         turn_id = int(request.match_info["turn_id"])
     except ValueError:

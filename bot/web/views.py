@@ -17,7 +17,7 @@ from markupsafe import Markup
 from bot.clients.health import Check, Health
 from bot.engine import NEVER_SURFACED_AFTER, Engine
 from bot.memory.choice import TurnSelection
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey
 from bot.memory.reports.page import Backlog, SetAside, TurnHeader, TurnLogEntry, UserSummary
 from bot.memory.reports.stats import MemoryStats
 from bot.presenting import REASON_LABELS
@@ -87,7 +87,7 @@ class Overview(TypedDict):
 class UserPage(TypedDict):
     """One user's page."""
 
-    user_id: str
+    user_id: OwnerKey
     window: Window
     windows: dict[str, Window]
     stats: MemoryStats
@@ -106,7 +106,7 @@ class UserPage(TypedDict):
 class TurnPage(TypedDict):
     """One turn's selection, slot by slot."""
 
-    user_id: str
+    user_id: OwnerKey
     turn: TurnSelection
     reasons: dict[str, str]
 
@@ -214,7 +214,7 @@ async def overview(engine: Engine, health: Health, key: str | None) -> Overview:
     }
 
 
-async def user(engine: Engine, user_id: str, key: str | None) -> UserPage | None:
+async def user(engine: Engine, user_id: OwnerKey, key: str | None) -> UserPage | None:
     """The user's page, or None when the bot holds nothing about them (never seen, or erased)."""
     now = engine.clock()
     w = window(key)
@@ -244,7 +244,7 @@ async def user(engine: Engine, user_id: str, key: str | None) -> UserPage | None
     }
 
 
-async def turn(engine: Engine, user_id: str, turn_id: int) -> TurnPage | None:
+async def turn(engine: Engine, user_id: OwnerKey, turn_id: int) -> TurnPage | None:
     await engine.conversation.wait_recorded(user_id)
     selection = await engine.operator.report.user_turn(user_id, turn_id)
     if selection is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from bot.clients.locks import KeyedLocks
 from bot.config import DiscordSettings
-from bot.memory.model import DM_PLACE, HistoryEntry, Memory
+from bot.memory.model import DM_PLACE, HistoryEntry, Memory, PersonId, StoryId
 from bot.presenting import clip
 
 DISCORD_LIMIT = 2000  # counted in code points by Discord's API, as Python's len() does
@@ -287,6 +287,16 @@ def decide(facts: MessageFacts, policy: AnswerPolicy) -> Decision:
     if refusal is not None:
         return Decision(False, refusal)
     return Decision(True, addressed)
+
+
+def person_of(user_id: int) -> PersonId:
+    """A Discord user as the engine names a person: their id."""
+    return PersonId(str(user_id))
+
+
+def story_of(channel_id: int | None) -> StoryId:
+    """A channel (a thread is its own) as the engine names a story: its id."""
+    return StoryId(str(channel_id))
 
 
 def place_of(guild_id: int | None) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import discord
 
 from bot.engine import Engine, MessagePart
+from cogs.utils.answering import person_of
 
 # A burst is answered once it holds this many messages, however quickly the next one comes: a
 # bound on what one person's typing can hold in memory and join into one exchange.
@@ -66,7 +67,7 @@ class Burst:
             if message_id in self.deleted:
                 await engine.conversation.message_deleted(str(message_id))
             elif self.texts[message_id] != text:
-                await engine.conversation.message_edited(str(message_id), self.texts[message_id], user_id=str(self.person))
+                await engine.conversation.message_edited(str(message_id), self.texts[message_id], author=person_of(self.person))
 
 
 class Dropped(Exception):

@@ -30,14 +30,14 @@ from bot.engine.memory_commands import MemoryCommands
 from bot.errors import LLMError, StorageError
 from bot.i18n import DEFAULT_LANGUAGE, language
 from bot.i18n import text as tr
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey
 from bot.presenting import (
     RECEIPT_ICON,
     forget_result,
     gone_memory,
     receipt_text,
 )
-from cogs.utils.answering import DISCORD_LIMIT, split_message
+from cogs.utils.answering import DISCORD_LIMIT, person_of, split_message
 from cogs.utils.voices import character_at
 
 if TYPE_CHECKING:
@@ -137,15 +137,15 @@ def _registered(custom_id: object) -> tuple[type[OwnerGate], re.Match[str]] | No
     return None
 
 
-def owner_in(custom_id: object, person: int, cast: Cast) -> str | None:
+def owner_in(custom_id: object, person: int, cast: Cast) -> OwnerKey | None:
     """The memory owner key in `custom_id`, when it is an id the bot makes and that key is one of
     `person`'s own in this cast (theirs for the default character or for one with its own
     memory); None otherwise."""
     found = _registered(custom_id)
     if found is None:
         return None
-    owner = found[1]["user"]
-    return owner if cast.memory_key(str(person), cast.character_of_key(owner)) == owner else None
+    owner = OwnerKey(found[1]["user"])
+    return owner if cast.memory_key(person_of(person), cast.character_of_key(owner)) == owner else None
 
 
 def _data(interaction: discord.Interaction) -> dict[str, Any]:
@@ -153,7 +153,7 @@ def _data(interaction: discord.Interaction) -> dict[str, Any]:
     return dict(interaction.data or {})
 
 
-def owner_key(interaction: discord.Interaction) -> str | None:
+def owner_key(interaction: discord.Interaction) -> OwnerKey | None:
     """The memory owner key a component or modal interaction acts on, when it is the
     interacting person's own (`owner_in`); None otherwise."""
     return owner_in(_data(interaction).get("custom_id"), interaction.user.id, _engine(interaction).cast)
@@ -192,7 +192,7 @@ class _OwnedButton(OwnerGate, discord.ui.DynamicItem[discord.ui.Button[Any]], te
     """A button acting on what `owner` (its custom id's owner key) remembers; its failures are
     told to the presser and logged."""
 
-    owner: str
+    owner: OwnerKey
 
     async def callback(self, interaction: discord.Interaction) -> None:
         try:
@@ -223,7 +223,7 @@ class SwipeButton(
                 disabled=disabled,
             )
         )
-        self.action, self.owner, self.exchange_id = action, str(owner), exchange_id
+        self.action, self.owner, self.exchange_id = action, OwnerKey(str(owner)), exchange_id
 
     @classmethod
     async def from_custom_id(
@@ -303,7 +303,7 @@ class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + OWNER + r":(?P<exc
                 custom_id=f"echo:receipt:{owner}:{exchange_id}",
             )
         )
-        self.owner, self.exchange_id = str(owner), exchange_id
+        self.owner, self.exchange_id = OwnerKey(str(owner)), exchange_id
 
     @classmethod
     async def from_custom_id(
@@ -348,7 +348,7 @@ class _MemoryButton(_OwnedButton, template=r"echo:memory-base:(?!)"):
                 custom_id=f"echo:{self.action}:{owner_id}:{memory_id}",
             )
         )
-        self.owner, self.memory_id = str(owner_id), memory_id
+        self.owner, self.memory_id = OwnerKey(str(owner_id)), memory_id
 
     @classmethod
     async def from_custom_id(
@@ -374,13 +374,13 @@ class EditButton(_MemoryButton, template=r"echo:edit:" + OWNER + r":(?P<memory>[
 
 
 async def open_editor(
-    interaction: discord.Interaction, engine: Engine, memory_id: int, owner: str | None = None
+    interaction: discord.Interaction, engine: Engine, memory_id: int, owner: OwnerKey | None = None
 ) -> None:
     """The edit modal for one of the presser's memories (under `owner`, the memory owner key;
     by default the presser's for this channel's character), or why there is none."""
     if owner is None:
         character = character_at(engine.cast, interaction.channel, interaction.guild_id)
-        owner = engine.cast.memory_key(str(interaction.user.id), character)
+        owner = engine.cast.memory_key(person_of(interaction.user.id), character)
     memory = await engine.memories.get(owner, memory_id)
     lang = language(interaction.locale)
     if memory is None:
@@ -398,7 +398,7 @@ class EditMemoryModal(
 ):
     """The memory's text, to rewrite; the previous version is archived (restorable)."""
 
-    def __init__(self, memory: Memory, owner: str, lang: str = DEFAULT_LANGUAGE) -> None:
+    def __init__(self, memory: Memory, owner: OwnerKey, lang: str = DEFAULT_LANGUAGE) -> None:
         super().__init__(title=tr(lang, "edit_title", id=memory.id), custom_id=f"echo:edit-memory:{owner}:{memory.id}")
         self.add_item(
             discord.ui.TextInput(

@@ -137,7 +137,7 @@ class World:
                 await engine.conversation.message_deleted(sent[i].id)
             elif fates[i] == "edit":
                 now[i] = message(i, edited=True)
-                assert await engine.conversation.message_edited(sent[i].id, now[i].text, user_id=user) != "unknown"
+                assert await engine.conversation.message_edited(sent[i].id, now[i].text, author=user) != "unknown"
         await engine.operator.wait_reflections(user)
         await engine.conversation.wait_recorded(user)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from bot.clients.db import from_db
 from bot.memory.cache.slices import FILL_SLICE, Slices
-from bot.memory.model import USER_MEMORY_TYPES, Memory
+from bot.memory.model import USER_MEMORY_TYPES, Memory, OwnerKey, StoryId
 from bot.memory.stores.memories import MemoryRow, row_to_memory
 from bot.memory.stores.vectors import VECTOR_DTYPE
 
@@ -75,7 +75,7 @@ class UserMemories:
     awaited between two uses of slots can tell whether they still mean the same rows.
     """
 
-    def __init__(self, user_id: str, model: str | None, version: Version) -> None:
+    def __init__(self, user_id: OwnerKey, model: str | None, version: Version) -> None:
         self.user_id = user_id
         self.model = model
         self.version = version
@@ -140,7 +140,7 @@ class UserMemories:
             return NO_CODE
         return codes.setdefault(value, len(codes))
 
-    def story_code(self, story_id: str | None) -> int:
+    def story_code(self, story_id: StoryId | None) -> int:
         return NO_CODE if story_id is None else self.story_codes.get(story_id, UNKNOWN_CODE)
 
     def place_code(self, place: str | None) -> int:
@@ -262,7 +262,7 @@ class UserMemories:
 
     # --- reading -----------------------------------------------------------------------------
 
-    def candidates(self, now: datetime, *, story_id: str, place: str | None, share: bool) -> np.ndarray:
+    def candidates(self, now: datetime, *, story_id: StoryId, place: str | None, share: bool) -> np.ndarray:
         """Slots of the turn's candidates, in id order within each load (the store's filter:
         no rule, not expired, global or of this story, of this place unless shared)."""
         n = len(self.rows)

@@ -41,7 +41,7 @@ from bot.errors import EmbeddingError
 from bot.memory.cache.entry import UserMemories, micros
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.choice import DEFAULT_LIMIT, Reason, Selected, Slot, TurnSelection
-from bot.memory.model import Memory, utcnow
+from bot.memory.model import Memory, OwnerKey, StoryId, utcnow
 from bot.memory.read.conversation import (
     CONVERSATION_LINES,
     CONVERSATION_WEIGHT,
@@ -196,7 +196,7 @@ class Recall:
         # Per (user, story), the memories' cosines to the conversation prepared after the reply.
         self._columns: OrderedDict[tuple[str, str], _Column] = OrderedDict()
         # Per user, the candidate ids of turns whose times_candidate is not written yet.
-        self._held_counts: dict[str, list[np.ndarray]] = {}
+        self._held_counts: dict[OwnerKey, list[np.ndarray]] = {}
 
     def configure(self, threshold: float | None, series_slots: int | None) -> None:
         """The settings recall follows: the fused score a memory needs (None: the embedder's
@@ -259,7 +259,7 @@ class Recall:
             self.lines.put(model, text, row)
 
     async def prepare_conversation(
-        self, user_id: str, story_id: str, lines: Sequence[str], *, soon: bool = False
+        self, user_id: OwnerKey, story_id: StoryId, lines: Sequence[str], *, soon: bool = False
     ) -> None:
         """Off the critical path, the conversation the story's next turn will have: its window's
         lines embedded and the user's memories scored against it, so that turn reads the
@@ -335,7 +335,7 @@ class Recall:
         return scores
 
     async def neighbours(
-        self, user_id: str, text: str, *, story_id: str, place: str, limit: int, timeout: float | None = None
+        self, user_id: OwnerKey, text: str, *, story_id: StoryId, place: str, limit: int, timeout: float | None = None
     ) -> list[Memory]:
         """The memories closest to `text`, for the reflection: the `limit` best cosines, then the
         lexical matches, topped up with the most recently updated ones to `limit`.
@@ -371,9 +371,9 @@ class Recall:
 
     async def select_for_turn(
         self,
-        user_id: str,
+        user_id: OwnerKey,
         *,
-        story_id: str,
+        story_id: StoryId,
         place: str,
         query: str,
         conversation: Sequence[str] = (),
@@ -418,9 +418,9 @@ class Recall:
 
     async def score_turn(
         self,
-        user_id: str,
+        user_id: OwnerKey,
         *,
-        story_id: str,
+        story_id: StoryId,
         place: str,
         query: str,
         conversation: Sequence[str] = (),
@@ -465,7 +465,7 @@ class Recall:
     async def _with_lexical(
         self,
         entry: UserMemories,
-        user_id: str,
+        user_id: OwnerKey,
         query: str,
         slots: np.ndarray,
         fused: Fused,
@@ -473,7 +473,7 @@ class Recall:
         degraded: bool,
         *,
         now: datetime,
-        story_id: str,
+        story_id: StoryId,
         place: str,
         share: bool,
     ) -> tuple[np.ndarray, Fused, set[int]]:
@@ -540,7 +540,7 @@ class Recall:
                 await self.flush_counts(user_id)
         return turn_id
 
-    async def flush_counts(self, user_id: str | None = None) -> None:
+    async def flush_counts(self, user_id: OwnerKey | None = None) -> None:
         """Write the candidate counts held for `user_id` (everyone's without), in short
         transactions of COUNT_SLICE rows."""
         for user in [user_id] if user_id is not None else list(self._held_counts):

@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.clients.db import to_db
 from bot.clients.storage import Database
-from bot.memory.model import HistoryEntry, Memory
+from bot.memory.model import HistoryEntry, Memory, OwnerKey
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.exchanges import export_exchanges, memory_sources
 from bot.memory.stores.memories import MemoryStore
@@ -81,7 +81,7 @@ def _turn_log(e: TurnLogEntry) -> dict[str, Any]:
     }
 
 
-async def _stories(db: Database, user_id: str) -> list[dict[str, Any]]:
+async def _stories(db: Database, user_id: OwnerKey) -> list[dict[str, Any]]:
     stories = []
     for story_id in await user_story_ids(db, user_id):
         story = await load_story(db, user_id, story_id)
@@ -106,7 +106,7 @@ async def _stories(db: Database, user_id: str) -> list[dict[str, Any]]:
     return stories
 
 
-async def export_user(db: Database, store: MemoryStore, user_id: str, *, now: datetime) -> dict[str, Any]:
+async def export_user(db: Database, store: MemoryStore, user_id: OwnerKey, *, now: datetime) -> dict[str, Any]:
     sources = await memory_sources(db, user_id)
     history = await store.history(user_id, limit=_ALL)
     story = await story_history(db, user_id, None, limit=_ALL)

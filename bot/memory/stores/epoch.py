@@ -14,11 +14,12 @@ import secrets
 
 from bot.clients.db import fetch_one
 from bot.clients.storage import Connection, Database
+from bot.memory.model import PersonId
 
 _EPOCH = "SELECT epoch FROM user_epochs WHERE user_id = ?"
 
 
-async def begin_turn(db: Database, person: str) -> int:
+async def begin_turn(db: Database, person: PersonId) -> int:
     """The person's epoch, drawn now when they have none (their first turn, or the first after
     an erase): one read, and a write transaction only then."""
     row = await fetch_one(db.reader, _EPOCH, (person,))
@@ -34,12 +35,12 @@ async def begin_turn(db: Database, person: str) -> int:
     return int(row["epoch"])
 
 
-async def still_current(conn: Connection, person: str, epoch: int) -> bool:
+async def still_current(conn: Connection, person: PersonId, epoch: int) -> bool:
     """Whether no erase of the person committed since their turn read `epoch`."""
     row = await fetch_one(conn, _EPOCH, (person,))
     return row is not None and int(row["epoch"]) == epoch
 
 
-async def end_epoch(conn: Connection, person: str) -> None:
+async def end_epoch(conn: Connection, person: PersonId) -> None:
     """In the erase's transaction: every turn of the person under way writes nothing more."""
     await conn.execute("DELETE FROM user_epochs WHERE user_id = ?", (person,))

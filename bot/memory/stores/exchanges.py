@@ -22,7 +22,7 @@ from typing import Any
 from bot.clients.db import fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.clients.llm_wire import ChatMessage, Image
 from bot.clients.storage import Connection, Database
-from bot.memory.model import ChangeAction
+from bot.memory.model import ChangeAction, OwnerKey, StoryId
 from bot.memory.text import storable
 
 # How much of a turn's message /why keeps (recall writes it; an edit or a delete rewrites it).
@@ -34,8 +34,8 @@ class OpenExchange:
     """An answered exchange whose reply can still be regenerated or swiped."""
 
     id: int
-    user_id: str
-    story_id: str
+    user_id: OwnerKey
+    story_id: StoryId
     reply_message_id: str | None
     prompt: list[ChatMessage] | None
     choice: int
@@ -45,8 +45,8 @@ class OpenExchange:
 @dataclass(frozen=True, slots=True)
 class SettledExchange:
     id: int
-    user_id: str
-    story_id: str
+    user_id: OwnerKey
+    story_id: StoryId
     reply_message_id: str | None
 
 
@@ -78,8 +78,8 @@ class MessageExchange:
     message's place among the exchange's messages."""
 
     id: int
-    user_id: str
-    story_id: str
+    user_id: OwnerKey
+    story_id: StoryId
     user_message: str
     reflected: bool
     settled: bool
@@ -116,7 +116,7 @@ def _decode(obj: dict[str, Any]) -> Any:
 
 async def hold_reply(
     conn: Connection,
-    user_id: str,
+    user_id: OwnerKey,
     exchange_id: int,
     reply: str,
     prompt: Sequence[ChatMessage],
@@ -134,14 +134,14 @@ async def hold_reply(
     )
 
 
-async def mark_settled_now(conn: Connection, user_id: str, exchange_id: int, *, now: datetime) -> None:
+async def mark_settled_now(conn: Connection, user_id: OwnerKey, exchange_id: int, *, now: datetime) -> None:
     await conn.execute(
         "UPDATE exchanges SET settled_at = ? WHERE user_id = ? AND id = ? AND settled_at IS NULL",
         (to_db(now), user_id, exchange_id),
     )
 
 
-async def open_exchange(db: Database, user_id: str, exchange_id: int) -> OpenExchange | None:
+async def open_exchange(db: Database, user_id: OwnerKey, exchange_id: int) -> OpenExchange | None:
     """The exchange if it is still open (answered, not settled, not deleted), else None."""
     row = await fetch_one(
         db.reader,
@@ -164,7 +164,7 @@ async def open_exchange(db: Database, user_id: str, exchange_id: int) -> OpenExc
 
 
 async def add_alternative(
-    conn: Connection, user_id: str, exchange_id: int, text: str, *, now: datetime
+    conn: Connection, user_id: OwnerKey, exchange_id: int, text: str, *, now: datetime
 ) -> int | None:
     """Store a new answer and show it. Its number, or None when the exchange is no longer open."""
     row = await fetch_one(
@@ -185,7 +185,7 @@ async def add_alternative(
     return n
 
 
-async def choose_alternative(conn: Connection, user_id: str, exchange_id: int, n: int) -> bool:
+async def choose_alternative(conn: Connection, user_id: OwnerKey, exchange_id: int, n: int) -> bool:
     """Show (and keep) alternative n: the exchange's reply becomes its text. False when closed."""
     cur = await conn.execute(
         "UPDATE exchanges SET reply_choice = ?, reply = (SELECT r.text FROM exchange_replies AS r "
@@ -198,8 +198,8 @@ async def choose_alternative(conn: Connection, user_id: str, exchange_id: int, n
 
 
 async def set_reply_message(
-    db: Database, user_id: str, exchange_id: int, message_id: str
-) -> tuple[str, bool] | None:
+    db: Database, user_id: OwnerKey, exchange_id: int, message_id: str
+) -> tuple[StoryId, bool] | None:
     """Where the exchange's reply was posted; returns its story and whether it was reflected
     already (None: no such exchange)."""
     async with db.write() as conn:
@@ -217,7 +217,7 @@ async def set_reply_message(
 
 
 async def settle_exchanges(
-    db: Database, user_id: str, *, now: datetime, exchange_id: int | None = None, story_id: str | None = None
+    db: Database, user_id: OwnerKey, *, now: datetime, exchange_id: int | None = None, story_id: StoryId | None = None
 ) -> list[SettledExchange]:
     """Settle this user's open exchanges (one, those of one story, or all). Returns those settled.
 
@@ -244,7 +244,7 @@ async def settle_exchanges(
     return settled
 
 
-async def users_with_open_exchanges(db: Database) -> list[str]:
+async def users_with_open_exchanges(db: Database) -> list[OwnerKey]:
     rows = await fetch_all(
         db.reader,
         "SELECT DISTINCT user_id FROM exchanges WHERE settled_at IS NULL AND reply IS NOT NULL",
@@ -252,7 +252,7 @@ async def users_with_open_exchanges(db: Database) -> list[str]:
     return [r["user_id"] for r in rows]
 
 
-async def recent_speakers(db: Database, since: datetime, limit: int) -> list[tuple[str, str]]:
+async def recent_speakers(db: Database, since: datetime, limit: int) -> list[tuple[OwnerKey, str]]:
     """(user_id, place) of the exchanges since `since`, the most recent first, at most `limit`."""
     rows = await fetch_all(
         db.reader,
@@ -260,21 +260,21 @@ async def recent_speakers(db: Database, since: datetime, limit: int) -> list[tup
         "GROUP BY user_id, place ORDER BY MAX(id) DESC LIMIT ?",
         (to_db(since), limit),
     )
-    return [(str(r["user_id"]), str(r["place"])) for r in rows]
+    return [(OwnerKey(r["user_id"]), str(r["place"])) for r in rows]
 
 
 # --- edits and deletes of the user's message -------------------------------------------------
 
 
-async def message_owner(db: Database, message_id: str) -> str | None:
+async def message_owner(db: Database, message_id: str) -> OwnerKey | None:
     """Who wrote this front-end message, if it is one of an exchange (a raw delete carries no author)."""
     row = await fetch_one(
         db.reader, "SELECT user_id FROM exchange_messages WHERE message_id = ? LIMIT 1", (message_id,)
     )
-    return str(row["user_id"]) if row is not None else None
+    return OwnerKey(row["user_id"]) if row is not None else None
 
 
-async def message_exchange(db: Database, user_id: str, message_id: str) -> MessageExchange | None:
+async def message_exchange(db: Database, user_id: OwnerKey, message_id: str) -> MessageExchange | None:
     row = await fetch_one(
         db.reader,
         "SELECT e.id, e.user_id, e.story_id, e.user_message, e.reflected_at, e.settled_at, e.deleted_at, "
@@ -290,7 +290,7 @@ async def message_exchange(db: Database, user_id: str, message_id: str) -> Messa
     )
 
 
-async def save_parts(conn: Connection, user_id: str, exchange_id: int, parts: Sequence[MessagePart]) -> None:
+async def save_parts(conn: Connection, user_id: OwnerKey, exchange_id: int, parts: Sequence[MessagePart]) -> None:
     for n, part in enumerate(parts, 1):
         await conn.execute(
             "INSERT INTO exchange_messages (user_id, exchange_id, n, message_id, text, marks) VALUES (?, ?, ?, ?, ?, ?)",
@@ -298,7 +298,7 @@ async def save_parts(conn: Connection, user_id: str, exchange_id: int, parts: Se
         )
 
 
-async def parts_of(conn: Connection, user_id: str, exchange_id: int) -> list[MessagePart]:
+async def parts_of(conn: Connection, user_id: OwnerKey, exchange_id: int) -> list[MessagePart]:
     """The exchange's messages still there (not deleted), in order."""
     rows = await fetch_all(
         conn,
@@ -309,7 +309,7 @@ async def parts_of(conn: Connection, user_id: str, exchange_id: int) -> list[Mes
     return [MessagePart(r["message_id"], r["text"], r["marks"]) for r in rows]
 
 
-async def set_part_text(conn: Connection, user_id: str, exchange_id: int, n: int, text: str) -> bool:
+async def set_part_text(conn: Connection, user_id: OwnerKey, exchange_id: int, n: int, text: str) -> bool:
     """The user edited one message of the exchange. False when it is deleted or unchanged."""
     cur = await conn.execute(
         "UPDATE exchange_messages SET text = ? WHERE user_id = ? AND exchange_id = ? AND n = ? "
@@ -319,7 +319,7 @@ async def set_part_text(conn: Connection, user_id: str, exchange_id: int, n: int
     return cur.rowcount == 1
 
 
-async def delete_part(conn: Connection, user_id: str, exchange_id: int, n: int, *, now: datetime) -> bool:
+async def delete_part(conn: Connection, user_id: OwnerKey, exchange_id: int, n: int, *, now: datetime) -> bool:
     """The user deleted one message of the exchange: its text and marks are emptied."""
     cur = await conn.execute(
         "UPDATE exchange_messages SET text = '', marks = '', deleted_at = ? "
@@ -329,7 +329,7 @@ async def delete_part(conn: Connection, user_id: str, exchange_id: int, n: int, 
     return cur.rowcount == 1
 
 
-async def edit_message(conn: Connection, user_id: str, exchange_id: int, text: str) -> bool:
+async def edit_message(conn: Connection, user_id: OwnerKey, exchange_id: int, text: str) -> bool:
     """The user edited their message. Not yet reflected: the edited text is what gets reflected.
     Already reflected: it is pending again, as a correction of what the old text produced.
 
@@ -347,12 +347,12 @@ async def edit_message(conn: Connection, user_id: str, exchange_id: int, text: s
     return cur.rowcount == 1
 
 
-async def exchange_text(conn: Connection, user_id: str, exchange_id: int) -> str:
+async def exchange_text(conn: Connection, user_id: OwnerKey, exchange_id: int) -> str:
     row = await fetch_one(conn, "SELECT user_message FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id))
     return str(row["user_message"]) if row is not None else ""
 
 
-async def drop_message_text(conn: Connection, user_id: str, exchange_id: int, text: str) -> None:
+async def drop_message_text(conn: Connection, user_id: OwnerKey, exchange_id: int, text: str) -> None:
     """One message of a burst was deleted: the exchange keeps what the others say, forgets what
     it was reflected from (it is reflected again from `text`) and the prompt that quoted it (no
     regenerate any more)."""
@@ -365,7 +365,7 @@ async def drop_message_text(conn: Connection, user_id: str, exchange_id: int, te
     )
 
 
-async def rewrite_turn_query(conn: Connection, user_id: str, story_id: str, old: str, new: str) -> None:
+async def rewrite_turn_query(conn: Connection, user_id: OwnerKey, story_id: StoryId, old: str, new: str) -> None:
     """/why's log of the turn quotes the message (as recall stored it, cut at TURN_QUERY_CHARS)."""
     if old:
         await conn.execute(
@@ -374,7 +374,7 @@ async def rewrite_turn_query(conn: Connection, user_id: str, story_id: str, old:
         )
 
 
-async def memories_only_from(conn: Connection, user_id: str, exchange_id: int) -> list[tuple[int, bool]]:
+async def memories_only_from(conn: Connection, user_id: OwnerKey, exchange_id: int) -> list[tuple[int, bool]]:
     """(id, pinned) of the user's live memories whose every source is this exchange."""
     rows = await fetch_all(
         conn,
@@ -387,7 +387,7 @@ async def memories_only_from(conn: Connection, user_id: str, exchange_id: int) -
     return [(int(r["memory_id"]), bool(r["pinned"])) for r in rows]
 
 
-async def forget_message_text(conn: Connection, user_id: str, exchange_id: int, *, now: datetime) -> str:
+async def forget_message_text(conn: Connection, user_id: OwnerKey, exchange_id: int, *, now: datetime) -> str:
     """Empty the message's text from the exchange (and its copy in the turn log); never reflected
     again. Returns the text that was removed."""
     row = await fetch_one(
@@ -413,7 +413,7 @@ async def forget_message_text(conn: Connection, user_id: str, exchange_id: int, 
 # --- provenance and receipts ------------------------------------------------------------------
 
 
-async def add_sources(conn: Connection, user_id: str, memory_id: int, exchange_ids: Iterable[int]) -> None:
+async def add_sources(conn: Connection, user_id: OwnerKey, memory_id: int, exchange_ids: Iterable[int]) -> None:
     for exchange_id in exchange_ids:
         await conn.execute(
             "INSERT OR IGNORE INTO memory_sources (memory_id, exchange_id, user_id) VALUES (?, ?, ?)",
@@ -421,7 +421,7 @@ async def add_sources(conn: Connection, user_id: str, memory_id: int, exchange_i
         )
 
 
-async def copy_sources(conn: Connection, user_id: str, from_ids: Iterable[int], to_id: int) -> None:
+async def copy_sources(conn: Connection, user_id: OwnerKey, from_ids: Iterable[int], to_id: int) -> None:
     """Memory `to_id` comes from every exchange the memories `from_ids` came from."""
     for memory_id in from_ids:
         rows = await fetch_all(
@@ -430,7 +430,7 @@ async def copy_sources(conn: Connection, user_id: str, from_ids: Iterable[int], 
         await add_sources(conn, user_id, to_id, [int(r["exchange_id"]) for r in rows])
 
 
-async def sources_of(db: Database, user_id: str, memory_id: int) -> list[int]:
+async def sources_of(db: Database, user_id: OwnerKey, memory_id: int) -> list[int]:
     rows = await fetch_all(
         db.reader,
         "SELECT exchange_id FROM memory_sources WHERE user_id = ? AND memory_id = ? ORDER BY exchange_id",
@@ -439,7 +439,7 @@ async def sources_of(db: Database, user_id: str, memory_id: int) -> list[int]:
     return [int(r["exchange_id"]) for r in rows]
 
 
-async def produced_by(db: Database, user_id: str, exchange_id: int) -> list[int]:
+async def produced_by(db: Database, user_id: OwnerKey, exchange_id: int) -> list[int]:
     """Ids of the memories this exchange is a source of."""
     rows = await fetch_all(
         db.reader,
@@ -451,7 +451,7 @@ async def produced_by(db: Database, user_id: str, exchange_id: int) -> list[int]
 
 async def record_change(
     conn: Connection,
-    user_id: str,
+    user_id: OwnerKey,
     exchange_id: int,
     memory_id: int,
     action: ChangeAction,
@@ -467,7 +467,7 @@ async def record_change(
     )
 
 
-async def changes_of(db: Database, user_id: str, exchange_id: int) -> list[MemoryChange]:
+async def changes_of(db: Database, user_id: OwnerKey, exchange_id: int) -> list[MemoryChange]:
     rows = await fetch_all(
         db.reader,
         "SELECT memory_id, action, text, before, at FROM memory_changes WHERE user_id = ? AND exchange_id = ? "
@@ -491,12 +491,12 @@ _ERASE_USER: Sequence[str] = (
 )
 
 
-async def erase_user_exchange_data(conn: Connection, user_id: str) -> None:
+async def erase_user_exchange_data(conn: Connection, user_id: OwnerKey) -> None:
     for statement in _ERASE_USER:
         await conn.execute(statement, (user_id,))
 
 
-async def export_exchanges(db: Database, user_id: str) -> list[dict[str, Any]]:
+async def export_exchanges(db: Database, user_id: OwnerKey) -> list[dict[str, Any]]:
     """For the data export: the user's exchanges, each with its answers in order."""
     answers: dict[int, list[str]] = {}
     for row in await fetch_all(
@@ -517,7 +517,7 @@ async def export_exchanges(db: Database, user_id: str) -> list[dict[str, Any]]:
     ]
 
 
-async def memory_sources(db: Database, user_id: str) -> dict[int, list[int]]:
+async def memory_sources(db: Database, user_id: OwnerKey) -> dict[int, list[int]]:
     """For the data export: each memory's source exchanges."""
     sources: dict[int, list[int]] = {}
     for row in await fetch_all(
@@ -537,9 +537,9 @@ class PendingExchange:
     """An answered, settled exchange waiting for its reflection."""
 
     id: int
-    user_id: str
+    user_id: OwnerKey
     user_name: str
-    story_id: str
+    story_id: StoryId
     place: str
     message_id: str | None
     user_message: str
@@ -551,10 +551,10 @@ class PendingExchange:
 
 async def save_exchange(
     conn: Connection,
-    user_id: str,
+    user_id: OwnerKey,
     *,
     user_name: str,
-    story_id: str,
+    story_id: StoryId,
     place: str,
     message_id: str | None,
     text: str,
@@ -570,14 +570,14 @@ async def save_exchange(
     return exchange_id
 
 
-async def set_reply(conn: Connection, user_id: str, exchange_id: int, reply: str, *, now: datetime) -> None:
+async def set_reply(conn: Connection, user_id: OwnerKey, exchange_id: int, reply: str, *, now: datetime) -> None:
     await conn.execute(
         "UPDATE exchanges SET reply = ?, answered_at = ? WHERE user_id = ? AND id = ?",
         (reply, to_db(now), user_id, exchange_id),
     )
 
 
-async def reply_message_of(db: Database, user_id: str, exchange_id: int) -> str | None:
+async def reply_message_of(db: Database, user_id: OwnerKey, exchange_id: int) -> str | None:
     """The front end's id of the message holding the exchange's reply, once it was sent."""
     row = await fetch_one(
         db.reader, "SELECT reply_message_id FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id)
@@ -585,7 +585,7 @@ async def reply_message_of(db: Database, user_id: str, exchange_id: int) -> str 
     return row["reply_message_id"] if row else None
 
 
-async def exchange_failed(db: Database, user_id: str, exchange_id: int, error: str) -> None:
+async def exchange_failed(db: Database, user_id: OwnerKey, exchange_id: int, error: str) -> None:
     async with db.write() as conn:
         await conn.execute(
             "UPDATE exchanges SET last_error = ? WHERE user_id = ? AND id = ?",
@@ -593,7 +593,7 @@ async def exchange_failed(db: Database, user_id: str, exchange_id: int, error: s
         )
 
 
-async def users_pending_reflection(db: Database) -> list[str]:
+async def users_pending_reflection(db: Database) -> list[OwnerKey]:
     rows = await fetch_all(
         db.reader,
         "SELECT DISTINCT user_id FROM exchanges WHERE reflected_at IS NULL AND reply IS NOT NULL",
@@ -601,7 +601,7 @@ async def users_pending_reflection(db: Database) -> list[str]:
     return [r["user_id"] for r in rows]
 
 
-async def count_pending_reflection(db: Database, user_id: str) -> int:
+async def count_pending_reflection(db: Database, user_id: OwnerKey) -> int:
     row = await fetch_one(
         db.reader,
         "SELECT COUNT(*) AS pending FROM exchanges WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL",
@@ -613,7 +613,7 @@ async def count_pending_reflection(db: Database, user_id: str) -> int:
 _PENDING_FIELDS = tuple(f.name for f in fields(PendingExchange))
 
 
-async def pending_exchanges(db: Database, user_id: str, limit: int) -> list[PendingExchange]:
+async def pending_exchanges(db: Database, user_id: OwnerKey, limit: int) -> list[PendingExchange]:
     """The user's oldest answered, settled and unreflected exchanges."""
     rows = await fetch_all(
         db.reader,
@@ -626,7 +626,7 @@ async def pending_exchanges(db: Database, user_id: str, limit: int) -> list[Pend
     return [PendingExchange(**{name: row[name] for name in _PENDING_FIELDS}) for row in rows]
 
 
-async def mark_reflected(conn: Connection, user_id: str, exchange: PendingExchange, *, now: datetime) -> int:
+async def mark_reflected(conn: Connection, user_id: OwnerKey, exchange: PendingExchange, *, now: datetime) -> int:
     """1 when marked; 0 when the exchange is gone, already reflected, or its text was edited
     since it was read (it is then pending again)."""
     cur = await conn.execute(
@@ -638,7 +638,7 @@ async def mark_reflected(conn: Connection, user_id: str, exchange: PendingExchan
 
 
 async def reflection_attempt_failed(
-    conn: Connection, user_id: str, exchange_id: int, *, attempts: int, error: str, set_aside_at: datetime | None
+    conn: Connection, user_id: OwnerKey, exchange_id: int, *, attempts: int, error: str, set_aside_at: datetime | None
 ) -> None:
     """Count a failed attempt; with `set_aside_at`, the exchange is no longer pending."""
     await conn.execute(

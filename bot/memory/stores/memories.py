@@ -31,7 +31,10 @@ from bot.memory.model import (
     MemoryType,
     NewMemory,
     Operation,
+    OwnerKey,
+    PersonId,
     Scope,
+    StoryId,
     check_room,
     content_hash,
     utcnow,
@@ -51,11 +54,11 @@ class MemoryRow(NamedTuple):
     """A row of `memories` as the cache keeps it, read by name."""
 
     id: int
-    user_id: str
+    user_id: OwnerKey
     text: str
     type: MemoryType
     scope: Scope
-    story_id: str | None
+    story_id: StoryId | None
     place: str | None
     confidence: float
     pinned: int
@@ -160,13 +163,13 @@ class EraseReport:
 # --- statements that join the caller's transaction -------------------------------------------
 
 
-async def fetch_memory(conn: Connection, user_id: str, memory_id: int) -> Memory | None:
+async def fetch_memory(conn: Connection, user_id: OwnerKey, memory_id: int) -> Memory | None:
     row = await fetch_one(conn, SELECT_MEMORY, (user_id, memory_id))
     return row_to_memory(memory_row(row)) if row else None
 
 
 async def fetch_memories(
-    conn: Connection, user_id: str, *, include_rules: bool = False
+    conn: Connection, user_id: OwnerKey, *, include_rules: bool = False
 ) -> list[Memory]:
     rows = await fetch_all(conn, SELECT_MEMORIES, (user_id, include_rules))
     return [row_to_memory(memory_row(r)) for r in rows]
@@ -186,21 +189,21 @@ _CACHED_ROWS_AMONG = Sql(
 )
 
 
-async def memory_version(conn: Connection, user_id: str) -> tuple[int, int]:
+async def memory_version(conn: Connection, user_id: OwnerKey) -> tuple[int, int]:
     """The user's (epoch, version), which every change to their memories or vectors bumps in
     its own transaction (triggers of migration 0007); (0, 0) before their first memory."""
     row = await fetch_one(conn, _VERSION, (user_id,))
     return (int(row["epoch"]), int(row["version"])) if row else (0, 0)
 
 
-async def changed_since(conn: Connection, user_id: str, version: int) -> list[int]:
+async def changed_since(conn: Connection, user_id: OwnerKey, version: int) -> list[int]:
     """Ids of the user's memories (deleted ones included) changed after `version`."""
     return [int(r["memory_id"]) for r in await fetch_all(conn, _CHANGED_SINCE, (user_id, version))]
 
 
 async def memory_rows(
     conn: Connection,
-    user_id: str,
+    user_id: OwnerKey,
     among: Sequence[int] | None = None,
     *,
     after: int = 0,
@@ -217,7 +220,7 @@ async def memory_rows(
 
 
 async def insert_memory(
-    conn: Connection, user_id: str, new: NewMemory, *, now: datetime
+    conn: Connection, user_id: OwnerKey, new: NewMemory, *, now: datetime
 ) -> int:
     new = new.validated()
     stamp = to_db(now)
@@ -248,7 +251,7 @@ async def insert_memory(
 
 async def archive(
     conn: Connection,
-    user_id: str,
+    user_id: OwnerKey,
     memory_id: int,
     operation: Operation,
     *,
@@ -261,7 +264,7 @@ async def archive(
 
 async def rewrite_memory(
     conn: Connection,
-    user_id: str,
+    user_id: OwnerKey,
     memory_id: int,
     text: str,
     *,
@@ -303,7 +306,7 @@ async def rewrite_memory(
 
 async def set_expiry(
     conn: Connection,
-    user_id: str,
+    user_id: OwnerKey,
     memory_id: int,
     expires_at: datetime | None,
     *,
@@ -321,7 +324,7 @@ async def set_expiry(
 
 
 async def delete_memory(
-    conn: Connection, user_id: str, memory_id: int, *, cause: Cause, now: datetime, operation: Operation = "delete"
+    conn: Connection, user_id: OwnerKey, memory_id: int, *, cause: Cause, now: datetime, operation: Operation = "delete"
 ) -> bool:
     """Archive, then delete. False when the id is not one of the user's."""
     if await archive(conn, user_id, memory_id, operation, cause=cause, now=now) is None:
@@ -330,14 +333,14 @@ async def delete_memory(
     return True
 
 
-async def replace_rules(conn: Connection, owner: str, rules: Sequence[str], *, now: datetime) -> None:
+async def replace_rules(conn: Connection, owner: OwnerKey, rules: Sequence[str], *, now: datetime) -> None:
     """A character's rules, as `rule` memories of the character itself, rewritten whole."""
     await conn.execute("DELETE FROM memories WHERE user_id = ? AND type = 'rule'", (owner,))
     for rule in rules:
         await insert_memory(conn, owner, NewMemory(text=rule, type="rule"), now=now)
 
 
-async def erase_user_memories(conn: Connection, user_id: str) -> EraseReport:
+async def erase_user_memories(conn: Connection, user_id: OwnerKey) -> EraseReport:
     """The one real deletion: the user's memories (their vectors cascade) and whole history."""
     cur = await conn.execute("DELETE FROM memories WHERE user_id = ?", (user_id,))
     memories = cur.rowcount
@@ -376,13 +379,13 @@ _OWNER_KEYS_SQL = (
 _OWNER_KEYS_TABLES = _OWNER_KEYS_SQL.count("SELECT ")
 
 
-async def owner_keys(db: Database, user_id: str) -> list[str]:
+async def owner_keys(db: Database, user_id: PersonId) -> list[OwnerKey]:
     """Every owner key that holds data of one person: their own id and the derived keys
     `<id>@<character>` of characters with a memory of their own (bot.characters.cast)."""
     derived = user_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "@%"
     rows = await fetch_all(db.reader, _OWNER_KEYS_SQL, (user_id, derived) * _OWNER_KEYS_TABLES)
-    found = sorted({str(r["user_id"]) for r in rows} - {user_id})
-    return [user_id, *found]
+    found = sorted({OwnerKey(r["user_id"]) for r in rows} - {OwnerKey(user_id)})
+    return [OwnerKey(user_id), *found]
 
 
 RESTORE = Cause("restore")
@@ -398,12 +401,12 @@ class MemoryStore:
         self.db = db
         self.clock = clock
 
-    async def get(self, user_id: str, memory_id: int) -> Memory | None:
+    async def get(self, user_id: OwnerKey, memory_id: int) -> Memory | None:
         return await fetch_memory(self.db.reader, user_id, memory_id)
 
     async def list(
         self,
-        user_id: str,
+        user_id: OwnerKey,
         *,
         types: Iterable[str] | None = None,
         include_expired: bool = True,
@@ -418,7 +421,7 @@ class MemoryStore:
             if (wanted is None or m.type in wanted) and (include_expired or not m.is_expired(now))
         ]
 
-    async def add(self, user_id: str, new: NewMemory, *, cap: int | None = None) -> int:
+    async def add(self, user_id: OwnerKey, new: NewMemory, *, cap: int | None = None) -> int:
         """Insert one memory; MemoryCapReached when the user already holds `cap`."""
         async with self.db.write() as conn:
             if cap is not None:
@@ -426,7 +429,7 @@ class MemoryStore:
                 check_room(int(row["held"]) if row else 0, cap)
             return await insert_memory(conn, user_id, new, now=self.clock())
 
-    async def set_pinned(self, user_id: str, memory_id: int, pinned: bool) -> bool:
+    async def set_pinned(self, user_id: OwnerKey, memory_id: int, pinned: bool) -> bool:
         """Pinning is a flag, not a new version: no history row, no date change."""
         async with self.db.write() as conn:
             cur = await conn.execute(
@@ -435,13 +438,13 @@ class MemoryStore:
             )
             return cur.rowcount == 1
 
-    async def replace(self, user_id: str, memory_id: int, text: str, *, cause: Cause) -> bool:
+    async def replace(self, user_id: OwnerKey, memory_id: int, text: str, *, cause: Cause) -> bool:
         async with self.db.write() as conn:
             return await rewrite_memory(
                 conn, user_id, memory_id, text, operation="replace", cause=cause, now=self.clock()
             )
 
-    async def edit(self, user_id: str, memory_id: int, text: str, *, cause: Cause) -> int | None:
+    async def edit(self, user_id: OwnerKey, memory_id: int, text: str, *, cause: Cause) -> int | None:
         """Rewrite a memory as the user typed it (pinned or not). Returns the id of the archived
         previous version, or None when the id is not one of the user's."""
         now = self.clock()
@@ -456,16 +459,16 @@ class MemoryStore:
             )
             return history_id
 
-    async def forget(self, user_id: str, memory_id: int, *, cause: Cause) -> bool:
+    async def forget(self, user_id: OwnerKey, memory_id: int, *, cause: Cause) -> bool:
         async with self.db.write() as conn:
             return await delete_memory(conn, user_id, memory_id, cause=cause, now=self.clock())
 
     # builtins.list: inside this class, `list` is the method above.
-    async def history(self, user_id: str, *, limit: int = 50, offset: int = 0) -> builtins.list[HistoryEntry]:
+    async def history(self, user_id: OwnerKey, *, limit: int = 50, offset: int = 0) -> builtins.list[HistoryEntry]:
         rows = await fetch_all(self.db.reader, _SELECT_HISTORY, (user_id, limit, offset))
         return [_row_to_history(r) for r in rows]
 
-    async def restore(self, user_id: str, history_id: int, *, cause: Cause = RESTORE) -> int | None:
+    async def restore(self, user_id: OwnerKey, history_id: int, *, cause: Cause = RESTORE) -> int | None:
         """Bring back an archived version. Returns the memory id, or None for an unknown entry.
 
         If the memory still exists, its current version is archived first (so a restore is itself
@@ -486,7 +489,7 @@ class MemoryStore:
 
 
 async def restore_version(
-    conn: Connection, user_id: str, history_id: int, *, cause: Cause, now: datetime
+    conn: Connection, user_id: OwnerKey, history_id: int, *, cause: Cause, now: datetime
 ) -> int | None:
     """`MemoryStore.restore` of one archived version, inside the caller's transaction."""
     row = await fetch_one(conn, _SELECT_SNAPSHOT, (user_id, history_id))
@@ -566,7 +569,7 @@ def _unchanged(read: Memory, now: Memory | None) -> bool:
 
 
 async def consolidate(
-    conn: Connection, user_id: str, members: Sequence[Memory], new: NewMemory, *, now: datetime
+    conn: Connection, user_id: OwnerKey, members: Sequence[Memory], new: NewMemory, *, now: datetime
 ) -> int | None:
     """Replace the series `members` by the memory `new`, inside the caller's transaction: the new
     memory inserted, each member archived (CONSOLIDATE, "consolidated into #N") and deleted.
@@ -581,7 +584,7 @@ async def consolidate(
 
 
 async def undo_consolidation(
-    conn: Connection, user_id: str, memory_id: int, *, cause: Cause, now: datetime
+    conn: Connection, user_id: OwnerKey, memory_id: int, *, cause: Cause, now: datetime
 ) -> list[int]:
     """Every member of the consolidation into `memory_id` back (those not restored already), and
     that memory retired to history; the members' ids."""
@@ -608,7 +611,7 @@ class Consolidation:
     text: str | None = None
 
 
-async def consolidations(conn: Connection, user_id: str, *, limit: int = 200) -> list[Consolidation]:
+async def consolidations(conn: Connection, user_id: OwnerKey, *, limit: int = 200) -> list[Consolidation]:
     """The user's consolidations, newest first (from at most `limit` archived members)."""
     found: dict[int, Consolidation] = {}
     for row in await fetch_all(conn, _SELECT_CONSOLIDATIONS, (user_id, CONSOLIDATE, limit)):

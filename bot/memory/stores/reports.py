@@ -15,7 +15,7 @@ from typing import Any
 from bot.clients.db import fetch_all, fetch_one, from_db, to_db
 from bot.clients.storage import Database, Row
 from bot.memory.choice import TurnOutcome, TurnSelection
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey, StoryId
 from bot.memory.stores.memories import MEMORY_COLUMNS, memory_row, row_to_memory
 from bot.memory.stores.turn import turn_from_row
 
@@ -41,8 +41,8 @@ _NEVER_SURFACED = (
 
 @dataclass(frozen=True, slots=True)
 class TurnLogEntry:
-    user_id: str
-    story_id: str
+    user_id: OwnerKey
+    story_id: StoryId
     outcome: TurnOutcome
     memory_ms: int | None
     reply_ms: int | None
@@ -55,7 +55,7 @@ class TurnLogEntry:
 
 @dataclass(frozen=True, slots=True)
 class UserSummary:
-    user_id: str
+    user_id: OwnerKey
     turns: int
     degraded: int
     failed: int
@@ -65,9 +65,9 @@ class UserSummary:
 
 @dataclass(frozen=True, slots=True)
 class TurnHeader:
-    user_id: str
+    user_id: OwnerKey
     turn_id: int
-    story_id: str
+    story_id: StoryId
     query: str
     degraded: bool
     created_at: datetime
@@ -140,7 +140,7 @@ async def user_summaries(db: Database) -> list[UserSummary]:
         by_user.setdefault(row["user_id"], {})["memories"] = row["memories"]
     summaries = [
         UserSummary(
-            user_id=user_id,
+            user_id=OwnerKey(user_id),
             turns=int(v.get("turns", 0)),
             degraded=int(v.get("degraded", 0)),
             failed=int(v.get("failed", 0)),
@@ -187,14 +187,14 @@ async def bot_recent_turns(db: Database, limit: int) -> list[TurnHeader]:
 
 
 async def user_turn_log(
-    db: Database, user_id: str, since: datetime, limit: int = MAX_LOG_ROWS
+    db: Database, user_id: OwnerKey, since: datetime, limit: int = MAX_LOG_ROWS
 ) -> list[TurnLogEntry]:
     # A negative limit is no limit, as SQLite reads it; PostgreSQL refuses one, so it is spelt out.
     rows = await fetch_all(db.reader, _USER_TURN_LOG, (user_id, to_db(since), limit if limit >= 0 else 2**63 - 1))
     return [_log_entry(r) for r in rows]
 
 
-async def user_backlog(db: Database, user_id: str) -> Backlog:
+async def user_backlog(db: Database, user_id: OwnerKey) -> Backlog:
     row = await fetch_one(
         db.reader,
         "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL) AS pending, "
@@ -205,7 +205,7 @@ async def user_backlog(db: Database, user_id: str) -> Backlog:
     return Backlog(int(row["pending"]), int(row["set_aside"])) if row else Backlog(0, 0)
 
 
-async def user_set_aside(db: Database, user_id: str, limit: int) -> list[SetAside]:
+async def user_set_aside(db: Database, user_id: OwnerKey, limit: int) -> list[SetAside]:
     rows = await fetch_all(
         db.reader,
         "SELECT id, created_at, reflection_attempts, last_error FROM exchanges "
@@ -215,7 +215,7 @@ async def user_set_aside(db: Database, user_id: str, limit: int) -> list[SetAsid
     return [SetAside(r["id"], from_db(r["created_at"]), int(r["reflection_attempts"]), r["last_error"]) for r in rows]
 
 
-async def user_recent_turns(db: Database, user_id: str, limit: int) -> list[TurnHeader]:
+async def user_recent_turns(db: Database, user_id: OwnerKey, limit: int) -> list[TurnHeader]:
     rows = await fetch_all(
         db.reader,
         "SELECT user_id, id, story_id, query, degraded, created_at FROM turns WHERE user_id = ? "
@@ -225,7 +225,7 @@ async def user_recent_turns(db: Database, user_id: str, limit: int) -> list[Turn
     return [_header(r) for r in rows]
 
 
-async def user_turn(db: Database, user_id: str, turn_id: int) -> TurnSelection | None:
+async def user_turn(db: Database, user_id: OwnerKey, turn_id: int) -> TurnSelection | None:
     row = await fetch_one(
         db.reader,
         "SELECT story_id, id, query, degraded, detail, created_at FROM turns WHERE user_id = ? AND id = ?",
@@ -238,7 +238,7 @@ async def user_turn(db: Database, user_id: str, turn_id: int) -> TurnSelection |
     )
 
 
-async def export_turns(db: Database, user_id: str) -> list[dict[str, Any]]:
+async def export_turns(db: Database, user_id: OwnerKey) -> list[dict[str, Any]]:
     """For the data export: every turn kept for /why, with its whole selection."""
     rows = await fetch_all(
         db.reader,

@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.clients.db import fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.clients.storage import Connection, Database, Sql
-from bot.memory.model import Cause, StoryOperation
+from bot.memory.model import Cause, OwnerKey, StoryId, StoryOperation
 from bot.memory.story.plans import (
     Anchor,
     AnchorPlan,
@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class StoryHistoryEntry:
     id: int
-    user_id: str
-    story_id: str
+    user_id: OwnerKey
+    story_id: StoryId
     operation: StoryOperation
     item_id: int | None
     payload: dict[str, Any]
@@ -47,7 +47,7 @@ class StoryHistoryEntry:
     at: datetime
 
 
-async def _load(conn: Connection, user_id: str, story_id: str) -> StoryState:
+async def _load(conn: Connection, user_id: OwnerKey, story_id: StoryId) -> StoryState:
     state = StoryState()
     row = await fetch_one(
         conn,
@@ -86,12 +86,12 @@ async def _load(conn: Connection, user_id: str, story_id: str) -> StoryState:
     return state
 
 
-async def load_story(db: Database, user_id: str, story_id: str) -> StoryState:
+async def load_story(db: Database, user_id: OwnerKey, story_id: StoryId) -> StoryState:
     """Everything stored for this user in this story (empty StoryState when nothing is)."""
     return await _load(db.reader, user_id, story_id)
 
 
-async def user_story_ids(db: Database, user_id: str) -> list[str]:
+async def user_story_ids(db: Database, user_id: OwnerKey) -> list[StoryId]:
     """Every story in which something is stored for this user (for the data export)."""
     rows = await fetch_all(
         db.reader,
@@ -107,8 +107,8 @@ async def user_story_ids(db: Database, user_id: str) -> list[str]:
 
 async def _archive(
     conn: Connection,
-    user_id: str,
-    story_id: str,
+    user_id: OwnerKey,
+    story_id: StoryId,
     operation: StoryOperation,
     item_id: int | None,
     payload: Mapping[str, Any],
@@ -139,8 +139,8 @@ def _position_payload(p: Position) -> dict[str, Any]:
 
 async def apply_story_reflection(
     conn: Connection,
-    user_id: str,
-    story_id: str,
+    user_id: OwnerKey,
+    story_id: StoryId,
     *,
     summary: str | None,
     anchor_add: Iterable[str] | None,
@@ -191,7 +191,7 @@ async def apply_story_reflection(
 
 
 async def _write_summary(
-    conn: Connection, user_id: str, story_id: str, current: StoryState, text: str, *, cause: Cause, now: datetime
+    conn: Connection, user_id: OwnerKey, story_id: StoryId, current: StoryState, text: str, *, cause: Cause, now: datetime
 ) -> None:
     if current.summary is not None:
         await _archive(
@@ -209,7 +209,7 @@ async def _write_summary(
 
 
 async def _write_anchors(
-    conn: Connection, user_id: str, story_id: str, plan: AnchorPlan, *, cause: Cause, now: datetime
+    conn: Connection, user_id: OwnerKey, story_id: StoryId, plan: AnchorPlan, *, cause: Cause, now: datetime
 ) -> list[int]:
     """Removals archived then deleted, additions inserted; the new anchors' ids."""
     for removal in plan.remove:
@@ -235,7 +235,7 @@ async def _write_anchors(
 
 
 async def _write_positions(
-    conn: Connection, user_id: str, story_id: str, plan: PositionPlan, *, cause: Cause, now: datetime
+    conn: Connection, user_id: OwnerKey, story_id: StoryId, plan: PositionPlan, *, cause: Cause, now: datetime
 ) -> list[int]:
     """Evictions and updates archived first, then new positions inserted; their ids."""
     stamp = to_db(now)
@@ -278,7 +278,7 @@ async def _write_positions(
 
 
 async def _write_state(
-    conn: Connection, user_id: str, story_id: str, plan: StatePlan, *, cause: Cause, now: datetime
+    conn: Connection, user_id: OwnerKey, story_id: StoryId, plan: StatePlan, *, cause: Cause, now: datetime
 ) -> None:
     for change in plan.changes:
         await _archive(
@@ -314,8 +314,8 @@ _STORY_HISTORY = Sql(
 
 async def story_history(
     db: Database,
-    user_id: str,
-    story_id: str | None = None,
+    user_id: OwnerKey,
+    story_id: StoryId | None = None,
     *,
     limit: int = 50,
     operations: Sequence[StoryOperation] | None = None,
@@ -350,7 +350,7 @@ _ERASE_USER: Sequence[str] = (
 )
 
 
-async def erase_user_story_data(conn: Connection, user_id: str) -> int:
+async def erase_user_story_data(conn: Connection, user_id: OwnerKey) -> int:
     """Delete every story row of this user, history included. Returns the number of rows."""
     total = 0
     for statement in _ERASE_USER:

@@ -12,7 +12,7 @@ import json
 from bot.clients.db import fetch_one, from_db, inserted_id, to_db
 from bot.clients.storage import Connection, Database
 from bot.memory.choice import Slot, TurnFigures, TurnSelection
-from bot.memory.model import utcnow
+from bot.memory.model import OwnerKey, StoryId, utcnow
 from bot.memory.stores.exchanges import TURN_QUERY_CHARS
 
 
@@ -70,7 +70,7 @@ async def save_turn(conn: Connection, selection: TurnSelection, *, keep: int) ->
     return turn_id
 
 
-async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection | None:
+async def last_turn(db: Database, user_id: OwnerKey, story_id: StoryId) -> TurnSelection | None:
     """The user's last recorded turn in this story, for /why (survives restarts)."""
     row = await fetch_one(
         db.reader,
@@ -84,7 +84,7 @@ async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection 
 
 
 def turn_from_row(
-    user_id: str, story_id: str, turn_id: int, query: str, degraded: int, detail_json: str, created_at: str
+    user_id: OwnerKey, story_id: StoryId, turn_id: int, query: str, degraded: int, detail_json: str, created_at: str
 ) -> TurnSelection:
     """A recorded turn, as `record` stored it (turns recorded before figures existed get none)."""
     detail = json.loads(detail_json)
@@ -104,7 +104,7 @@ def turn_from_row(
     )
 
 
-async def turn_stats(db: Database, user_id: str) -> tuple[int, int]:
+async def turn_stats(db: Database, user_id: OwnerKey) -> tuple[int, int]:
     """(turns, degraded turns) of one user, persisted across restarts."""
     row = await fetch_one(db.reader, "SELECT turns, degraded_turns FROM turn_stats WHERE user_id = ?", (user_id,))
     return (int(row["turns"]), int(row["degraded_turns"])) if row else (0, 0)

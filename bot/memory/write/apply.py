@@ -20,7 +20,18 @@ from bot.clients.storage import Connection, Database
 from bot.errors import InvalidMemory, MemoryCapReached
 from bot.memory.cache.entry import UserMemories
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.model import Cause, ChangeAction, Memory, MemoryType, NewMemory, Scope, check_room, utcnow
+from bot.memory.model import (
+    Cause,
+    ChangeAction,
+    Memory,
+    MemoryType,
+    NewMemory,
+    OwnerKey,
+    Scope,
+    StoryId,
+    check_room,
+    utcnow,
+)
 from bot.memory.stores.exchanges import add_sources, record_change
 from bot.memory.stores.memories import delete_memory, insert_memory, rewrite_memory, set_expiry
 from bot.memory.stores.stories import apply_story_reflection
@@ -77,12 +88,12 @@ class ReflectionReport:
 class ReflectionContext:
     """Who and where: what the write path needs beyond the reflection itself."""
 
-    user_id: str
+    user_id: OwnerKey
     allowed_ids: frozenset[int]
     character_name: str
     user_message: str = ""
     user_name: str | None = None
-    story_id: str | None = None
+    story_id: StoryId | None = None
     place: str | None = None
     source: str | None = None
     state_specs: Mapping[str, StateSpec] = field(default_factory=dict)

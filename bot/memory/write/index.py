@@ -24,6 +24,7 @@ from bot.clients.storage import Connection
 from bot.memory.cache.entry import NO_EXPIRY, UserMemories, expiry_of, micros
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
+from bot.memory.model import OwnerKey
 from bot.memory.write.dedup import DedupIndex
 from bot.memory.write.filters import FLIP_MIN_OVERLAP, _polarity, flipped_among
 
@@ -168,28 +169,28 @@ class WriteIndexes:
         self._write_indexes: dict[str, tuple[UserMemories, dict[str | None, WriteIndex]]] = {}
         cache.follow(self)
 
-    def caught_up(self, user_id: str, entry: UserMemories, changed: Sequence[int]) -> None:
+    def caught_up(self, user_id: OwnerKey, entry: UserMemories, changed: Sequence[int]) -> None:
         for index in self._write_indexes.get(user_id, (None, {}))[1].values():
             index.pending.update(changed)
 
-    def dropped(self, user_id: str) -> None:
+    def dropped(self, user_id: OwnerKey) -> None:
         self._write_indexes.pop(user_id, None)
 
-    def nbytes(self, user_id: str) -> int:
+    def nbytes(self, user_id: OwnerKey) -> int:
         held = self._write_indexes.get(user_id)
         indexed = sum(len(index) for index in held[1].values()) if held is not None else 0
         return WRITE_INDEX_BYTES_PER_MEMORY * indexed
 
-    def held(self, user_id: str) -> frozenset[str | None]:
+    def held(self, user_id: OwnerKey) -> frozenset[str | None]:
         """The places whose index is built (or being built) for the user."""
         return frozenset(self._write_indexes.get(user_id, (None, {}))[1])
 
-    async def warm(self, user_id: str, place: str | None, now: datetime) -> UserMemories:
+    async def warm(self, user_id: OwnerKey, place: str | None, now: datetime) -> UserMemories:
         """Build the index ahead of the person's first reflection (the start-up warm-up)."""
         return (await self.get(user_id, place, now))[0]
 
     async def get(
-        self, user_id: str, place: str | None, now: datetime, conn: Connection | None = None
+        self, user_id: OwnerKey, place: str | None, now: datetime, conn: Connection | None = None
     ) -> tuple[UserMemories, WriteIndex]:
         """The user's memories as of now and their write index for `place`, caught up with
         every change read since it was last used. The first one of a user and place is built in
@@ -202,7 +203,7 @@ class WriteIndexes:
             return await self._build(user_id, place, now, conn)
 
     async def _build(
-        self, user_id: str, place: str | None, now: datetime, conn: Connection | None
+        self, user_id: OwnerKey, place: str | None, now: datetime, conn: Connection | None
     ) -> tuple[UserMemories, WriteIndex]:
         entry = await self._cache.get(user_id, conn)
         now_us = micros(now)
@@ -253,6 +254,6 @@ class WriteIndexes:
         index.expire(now_us)
         return entry, index
 
-    def drop(self, user_id: str) -> None:
+    def drop(self, user_id: OwnerKey) -> None:
         """After a write that changed the user's write indexes and did not commit."""
         self._write_indexes.pop(user_id, None)
