@@ -80,6 +80,18 @@ def storage_failure(path: Path, exc: BaseException) -> StorageError | None:
     )
 
 
+@overload
+def to_db(dt: datetime) -> str: ...
+
+
+@overload
+def to_db(dt: None) -> None: ...
+
+
+@overload
+def to_db(dt: datetime | None) -> str | None: ...
+
+
 def to_db(dt: datetime | None) -> str | None:
     """Datetimes are stored as UTC ISO-8601 text of one fixed shape, so text order is time order.
 

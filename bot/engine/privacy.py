@@ -4,13 +4,12 @@ a copy of everything, and its real deletion."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from bot.engine.context import EngineContext
 from bot.engine.reflection_worker import Reflections
 from bot.engine.turn import Turns
 from bot.memory.model import OwnerKey, PersonId
-from bot.memory.reports.export import export_user
+from bot.memory.reports.export import PersonExport, UserExport, export_user
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.epoch import end_epoch
 from bot.memory.stores.exchanges import erase_user_exchange_data
@@ -33,19 +32,18 @@ class Privacy:
     async def set_sharing(self, owner: OwnerKey, share: bool) -> None:
         await settings_store.set_sharing(self._ctx.db, owner, share)
 
-    async def export(self, owner: OwnerKey) -> dict[str, Any]:
+    async def export(self, owner: OwnerKey) -> UserExport:
         """Everything stored under one owner key, as plain JSON-able data."""
         await self._turns.wait_recorded(owner)
         return await export_user(self._ctx.db, self._ctx.store, owner, now=self._ctx.clock())
 
-    async def export_person(self, user_id: PersonId) -> dict[str, Any]:
+    async def export_person(self, user_id: PersonId) -> PersonExport:
         """`export` of the person's own key, with what each character of its own memory keeps
         under "characters", filed by the stored key (`<id>@<key>`): a character since removed
         from the folder has no name in the cast, and two of them must not share one entry."""
         keys = await owner_keys(self._ctx.db, user_id)
-        data = await self.export(keys[0])  # the person's own key
-        data["characters"] = {key: await self.export(key) for key in keys[1:]}
-        return data
+        own = await self.export(keys[0])  # the person's own key
+        return PersonExport(**own, characters={key: await self.export(key) for key in keys[1:]})
 
     async def erase(self, owner: OwnerKey) -> EraseReport:
         """Real deletion of everything under one owner key, in one transaction. The front ends are

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypedDict
 
 from bot.clients.db import to_db
 from bot.clients.storage import Database
@@ -106,7 +106,33 @@ async def _stories(db: Database, user_id: OwnerKey) -> list[dict[str, Any]]:
     return stories
 
 
-async def export_user(db: Database, store: MemoryStore, user_id: OwnerKey, *, now: datetime) -> dict[str, Any]:
+class ExportedSettings(TypedDict):
+    share_memories: bool
+
+
+class UserExport(TypedDict):
+    """Everything stored under one owner key (`/export`'s file), as plain JSON-able data."""
+
+    user_id: OwnerKey
+    exported_at: str
+    settings: ExportedSettings
+    stories: list[dict[str, Any]]
+    turns: list[dict[str, Any]]
+    turn_log: list[dict[str, Any]]
+    memories: list[dict[str, Any]]
+    history: list[dict[str, Any]]
+    story_history: list[dict[str, Any]]
+    exchanges: list[dict[str, Any]]
+
+
+class PersonExport(UserExport):
+    """A person's export: their own key's, with what each character of its own memory keeps,
+    filed by the stored key (`<id>@<key>`)."""
+
+    characters: dict[OwnerKey, UserExport]
+
+
+async def export_user(db: Database, store: MemoryStore, user_id: OwnerKey, *, now: datetime) -> UserExport:
     sources = await memory_sources(db, user_id)
     history = await store.history(user_id, limit=_ALL)
     story = await story_history(db, user_id, None, limit=_ALL)
@@ -128,5 +154,5 @@ async def export_user(db: Database, store: MemoryStore, user_id: OwnerKey, *, no
     }
 
 
-def export_json(data: dict[str, Any]) -> str:
+def export_json(data: UserExport) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2)
