@@ -46,9 +46,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 import insides  # noqa: E402
 
 from bot.characters.character import load_character  # noqa: E402
-from bot.clients.db import SQLiteDatabase, to_db  # noqa: E402
+from bot.clients.db import SQLiteDatabase  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
+from bot.clients.storage import to_db  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.engine.consolidation_worker import RunFigures  # noqa: E402

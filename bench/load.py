@@ -98,9 +98,10 @@ import insides  # noqa: E402
 from load_corpus import FACTS_PER_USER, SimUser, scripted_reflection, seed_texts, users_and_reflections  # noqa: E402
 
 from bot.characters.character import load_character  # noqa: E402
-from bot.clients.db import SQLiteDatabase, to_db  # noqa: E402
+from bot.clients.db import SQLiteDatabase  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
+from bot.clients.storage import to_db  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402

@@ -49,9 +49,9 @@ from load_corpus import SimUser, scripted_reflection, users_and_reflections  # n
 
 from bot.characters.character import load_character  # noqa: E402
 from bot.clients.databases import open_database
-from bot.clients.db import fetch_all  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
+from bot.clients.storage import fetch_all  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.memory.text import normalise  # noqa: E402

@@ -18,12 +18,12 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from bot.app import Services
 from bot.characters.cast import Cast
 from bot.characters.character import Character, load_character
-from bot.clients.db import SQLiteDatabase, inserted_id, to_db
+from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import Embedder, LocalEmbedder
 from bot.clients.health import Health
 from bot.clients.llm import LLMClient
 from bot.clients.metrics import Metrics
-from bot.clients.storage import Database
+from bot.clients.storage import Database, inserted_id, to_db
 from bot.config import Settings, load_settings
 from bot.engine import Engine, Incoming
 from bot.engine.rules import character_owner

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from bot.clients.db import fetch_all
+from bot.clients.storage import fetch_all
 from bot.engine import Engine, Incoming, MessagePart, join_parts
 from bot.memory.model import Cause
 from bot.presenting import why_text

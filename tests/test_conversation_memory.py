@@ -8,7 +8,7 @@ import json
 import re
 import time
 
-from bot.clients.db import fetch_all, fetch_one
+from bot.clients.storage import fetch_all, fetch_one
 from bot.engine import Engine, Incoming, Receipt
 from bot.memory.model import Cause, NewMemory
 from bot.memory.stores.exchanges import SettledExchange, sources_of

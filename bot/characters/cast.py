@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from bot.characters.character import Character, load_character
+from bot.characters.character import SUFFIXES, Character, load_character
 from bot.characters.world_info import is_world_info
 from bot.errors import CharacterError
 from bot.memory.model import OwnerKey, PersonId
@@ -37,7 +37,7 @@ from bot.memory.model import OwnerKey, PersonId
 log = logging.getLogger(__name__)
 
 MAPPING_FILE = "channels.yaml"
-CHARACTER_SUFFIXES = (".yaml", ".yml", ".json", ".png")
+CHARACTER_SUFFIXES = SUFFIXES
 KEY_SEPARATOR = "@"
 _MAPPING_KEYS = ("default", "servers", "categories", "channels")
 

@@ -132,11 +132,12 @@ class EngineSettings(Section):
         description="Series one run of that job may consolidate, all users together (0: none).",
     )
     lore_budget_chars: int = Field(
-        2000,
+        6000,
         ge=0,
         description=(
             "Characters of lore entries added to a reply's context at most, outside the "
-            "memory slots, unless the lorebook sets its own budget."
+            "memory slots, unless the lorebook sets its own budget (about 1,500 tokens: "
+            "SillyTavern's default card brings 4,129 characters of lore)."
         ),
         json_schema_extra=group("Lore"),
     )

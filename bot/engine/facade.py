@@ -33,7 +33,7 @@ from bot.engine.operator import Operator
 from bot.engine.privacy import Privacy
 from bot.engine.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
 from bot.engine.rules import CharacterRules
-from bot.engine.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY, Incoming, TurnResult, Turns
+from bot.engine.turn import Incoming, TurnResult, Turns
 from bot.errors import StorageError
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.model import MAX_MEMORY_CHARS, OwnerKey, utcnow
@@ -46,8 +46,7 @@ from bot.memory.stores.memories import MemoryStore
 
 # Re-exported: the front ends and tests name them from the engine, their one door.
 __all__ = [
-    "CUT_NOTE", "ERASED_REPLY", "LLM_DOWN_REPLY", "MAX_MEMORY_CHARS", "MAX_REFLECTION_ATTEMPTS",
-    "MAX_REPLY_CHARS", "NEVER_SURFACED_AFTER", "REFLECTION_BATCH", "STORAGE_DOWN_REPLY",
+    "MAX_MEMORY_CHARS", "MAX_REFLECTION_ATTEMPTS", "MAX_REPLY_CHARS", "NEVER_SURFACED_AFTER", "REFLECTION_BATCH",
     "DeleteOutcome", "Engine", "Incoming", "MemoryStats", "MessagePart", "Receipt", "ReceiptLine", "SettledExchange",
     "Shown", "TurnResult", "export_json", "final_reply", "join_parts",
 ]

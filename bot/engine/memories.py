@@ -46,7 +46,7 @@ class Memories:
         self, owner: OwnerKey, text: str, *, story_id: StoryId, place: str, type_: MemoryType = "fact", source: str | None = None
     ) -> int:
         if type_ == "rule":
-            raise InvalidMemory("rules come from the character file only, never from a user")
+            raise InvalidMemory("rules come from the character file only, never from a user", code="rule")
         return await self._ctx.store.add(
             owner,
             NewMemory(text=storable(text), type=type_, scope="global", story_id=story_id, place=place, source=source),

@@ -16,11 +16,13 @@ from markupsafe import Markup
 
 from bot.clients.health import Check, Health
 from bot.engine import NEVER_SURFACED_AFTER, Engine
-from bot.memory.choice import TurnSelection
+from bot.i18n import DEFAULT_LANGUAGE, text, use_locale
+from bot.memory.choice import Slot, TurnSelection
 from bot.memory.model import Memory, OwnerKey
 from bot.memory.reports.page import Backlog, SetAside, TurnHeader, TurnLogEntry, UserSummary
 from bot.memory.reports.stats import MemoryStats
-from bot.presenting import REASON_LABELS
+from bot.presenting import groups, lore_rows, slot_score
+from bot.presenting.why import LoreRow
 from bot.web import charts
 
 if TYPE_CHECKING:
@@ -104,11 +106,15 @@ class UserPage(TypedDict):
 
 
 class TurnPage(TypedDict):
-    """One turn's selection, slot by slot."""
+    """One turn's selection, told as /why tells it: its slots by reason, each with its closeness,
+    and the lore that fired."""
 
     user_id: OwnerKey
     turn: TurnSelection
-    reasons: dict[str, str]
+    chosen: str
+    legend: str
+    groups: list[tuple[str, list[tuple[Slot, str]]]]
+    lore: list[LoreRow]
 
 
 def window(key: str | None) -> Window:
@@ -245,8 +251,18 @@ async def user(engine: Engine, user_id: OwnerKey, key: str | None) -> UserPage |
 
 
 async def turn(engine: Engine, user_id: OwnerKey, turn_id: int) -> TurnPage | None:
+    """One turn's selection, told as /why tells it (the same reasons, the same closeness, the
+    same lore), in the page's language, English."""
     await engine.conversation.wait_recorded(user_id)
     selection = await engine.operator.report.user_turn(user_id, turn_id)
     if selection is None:
         return None
-    return {"user_id": user_id, "turn": selection, "reasons": REASON_LABELS}
+    with use_locale(DEFAULT_LANGUAGE):
+        return {
+            "user_id": user_id,
+            "turn": selection,
+            "chosen": text("why_chosen", chosen=text("n_chosen", n=len(selection.slots)), candidates=text("n_candidates", n=selection.candidates)),
+            "legend": text("why_legend"),
+            "groups": [(g.title, [(s, slot_score(s)) for s in g.slots]) for g in groups(selection)],
+            "lore": lore_rows(selection.lore),
+        }

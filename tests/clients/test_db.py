@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.clients.db import MIGRATIONS_DIR, SQLiteDatabase, fetch_all, list_migrations
-from bot.clients.storage import Sql
+from bot.clients.db import MIGRATIONS_DIR, SQLiteDatabase, list_migrations
+from bot.clients.storage import Sql, fetch_all
 from bot.errors import MigrationError, StorageError
 from tests.reliability.process import REPO
 

@@ -10,9 +10,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-import bot.clients.db
-from bot.clients.db import UNREADABLE_DATE, from_db, to_db
+import bot.clients.storage
 from bot.clients.outage import Outage
+from bot.clients.storage import UNREADABLE_DATE, from_db, to_db
 from bot.errors import InvalidMemory
 from bot.memory.model import EARLIEST_EXPIRY, LATEST_EXPIRY, NewMemory
 from bot.memory.stores.memories import MemoryStore
@@ -91,9 +91,9 @@ def test_reading_a_stored_date_never_raises(raw, expected):
 
 
 def test_unreadable_dates_are_counted_and_logged_once(monkeypatch, caplog):
-    counter = Outage(logging.getLogger("bot.clients.db"))
-    monkeypatch.setattr(bot.clients.db, "unreadable_dates", counter)
-    with caplog.at_level(logging.WARNING, logger="bot.clients.db"):
+    counter = Outage(logging.getLogger("bot.clients.storage"))
+    monkeypatch.setattr(bot.clients.storage, "unreadable_dates", counter)
+    with caplog.at_level(logging.WARNING, logger="bot.clients.storage"):
         for _ in range(5):
             assert from_db("10000-01-01T00:00:00+00:00") == UNREADABLE_DATE
     assert counter.failures == 5
@@ -244,7 +244,7 @@ async def test_bad_dates_on_disk_never_lock_a_user_out(db, http, llm_server, tmp
     assert f"#{ids['short_year']} replace" in history and "une raison assez longue" in history
 
     export = tmp_path / "alice.json"
-    assert "Exported" in await run_command(engine, session, f"/export {export}")
+    assert "Written to" in await run_command(engine, session, f"/export {export}")
     data = json.loads(export.read_text(encoding="utf-8"))
     exported = {m["text"]: m for m in data["memories"]}
     assert exported["L'utilisateur a une date abîmée (short_year)."]["expires_at"] == "0999-12-31T23:59:59.000000+00:00"

@@ -133,6 +133,15 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "the owner's page lists every user who talked, with when: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
+        "user_summaries",
+        (
+            "SELECT e.user_id, e.user_name FROM exchanges e "
+            "JOIN (SELECT user_id, MAX(id) AS id FROM exchanges GROUP BY user_id) last ON e.id = last.id"
+        ),
+    ): "the owner's page names every user by their display name in their last message: "
+    "read-only, behind WEB_TOKEN",
+    (
+        "bot/memory/stores/reports.py",
         "bot_memory_types",
         "SELECT type, COUNT(*) AS held FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type",
     ): "counts per type over every user, no row content: the owner's page",
@@ -158,16 +167,16 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     (
         "bot/memory/stores/reports.py",
         "bot_recent_turns",
-        "SELECT user_id, id, story_id, query, degraded, created_at FROM turns ORDER BY id DESC LIMIT ?",
-    ): "the owner's page: the latest turns of anyone, each with its owner and a link to that "
-    "user's scoped turn view; read-only, behind WEB_TOKEN",
+        "SELECT user_id, id, story_id, query, degraded, created_at, detail FROM turns ORDER BY id DESC LIMIT ?",
+    ): "the owner's page: the latest turns of anyone, each with its owner (and the names the turn "
+    "recorded) and a link to that user's scoped turn view; read-only, behind WEB_TOKEN",
     (
         "bot/clients/db.py",
         "apply_migrations",
         "<unresolved: script>",
     ): "migrations: schema changes read from migrations/*.sql, applied to the whole database",
     (
-        "bot/clients/db.py",
+        "bot/clients/storage.py",
         "fetch_all",
         "<unresolved: sql>",
     ): "the read helper itself: each of its callers' SQL is checked at the call (READ_HELPERS)",
@@ -202,12 +211,12 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "<unresolved: body>",
     ): "migrations: schema changes read from migrations/postgresql/*.sql, applied to the whole database",
     (
-        "bot/clients/db.py",
+        "bot/clients/storage.py",
         "fetch_one",
         "<unresolved: sql>",
     ): "the read helper itself, over fetch_all: its callers' SQL is checked at the call",
     (
-        "bot/clients/db.py",
+        "bot/clients/storage.py",
         "inserted_id",
         "<unresolved: sql>",
     ): "the insert helper itself, over fetch_one: its callers' SQL is checked at the call",

@@ -19,10 +19,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.clients.db import SQLiteDatabase, fetch_all
+from bot.clients.db import SQLiteDatabase
 from bot.clients.health import Health
 from bot.clients.llm import LLMClient
 from bot.clients.metrics import Metrics
+from bot.clients.storage import fetch_all
 from bot.engine import Incoming, MessagePart, join_parts
 from bot.presenting import why_text
 from bot.web.server import WebServer, make_app

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from bot.clients.db import from_db
+from bot.clients.storage import from_db
 from bot.memory.cache.slices import FILL_SLICE, Slices
 from bot.memory.model import USER_MEMORY_TYPES, Memory, OwnerKey, StoryId
 from bot.memory.stores.memories import MemoryRow, row_to_memory

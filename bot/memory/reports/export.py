@@ -9,8 +9,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, TypedDict
 
-from bot.clients.db import to_db
-from bot.clients.storage import Database
+from bot.clients.storage import Database, to_db
 from bot.memory.model import HistoryEntry, Memory, OwnerKey
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.exchanges import export_exchanges, memory_sources

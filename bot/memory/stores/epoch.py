@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import secrets
 
-from bot.clients.db import fetch_one
-from bot.clients.storage import Connection, Database
+from bot.clients.storage import Connection, Database, fetch_one
 from bot.memory.model import PersonId
 
 _EPOCH = "SELECT epoch FROM user_epochs WHERE user_id = ?"

@@ -19,9 +19,8 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from bot.clients.db import fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.clients.llm_wire import ChatMessage, Image
-from bot.clients.storage import Connection, Database
+from bot.clients.storage import Connection, Database, fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.memory.model import ChangeAction, OwnerKey, StoryId
 from bot.memory.text import storable
 

@@ -22,8 +22,18 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from bot.clients.db import NO_LIMIT, fetch_all, fetch_one, from_db, inserted_id, to_db
-from bot.clients.storage import Connection, Database, Row, Sql
+from bot.clients.storage import (
+    NO_LIMIT,
+    Connection,
+    Database,
+    Row,
+    Sql,
+    fetch_all,
+    fetch_one,
+    from_db,
+    inserted_id,
+    to_db,
+)
 from bot.memory.model import (
     Cause,
     HistoryEntry,

@@ -19,9 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.clients.db import fetch_all, fetch_one
 from bot.clients.postgres import PostgresDatabase
-from bot.clients.storage import Database, Row
+from bot.clients.storage import Database, Row, fetch_all, fetch_one
 from bot.errors import MoveRefused
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.clients.db import fetch_all, fetch_one, from_db, to_db
-from bot.clients.storage import Database, Row
+from bot.clients.storage import Database, Row, fetch_all, fetch_one, from_db, to_db
 from bot.memory.choice import TurnOutcome, TurnSelection
 from bot.memory.model import Memory, OwnerKey, StoryId
 from bot.memory.stores.memories import MEMORY_COLUMNS, memory_row, row_to_memory
@@ -61,6 +60,7 @@ class UserSummary:
     failed: int
     memories: int
     last_seen: datetime | None
+    name: str = ""  # their display name in their last message
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +71,9 @@ class TurnHeader:
     query: str
     degraded: bool
     created_at: datetime
+    # The person's display name and the story's name at that turn (older turns: "").
+    user_name: str = ""
+    story_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +106,10 @@ def _log_entry(row: Row) -> TurnLogEntry:
 
 
 def _header(row: Row) -> TurnHeader:
+    detail = json.loads(row["detail"])
+    names = (str(detail.get("user_name") or ""), str(detail.get("story_name") or "")) if isinstance(detail, dict) else ("", "")
     return TurnHeader(
-        row["user_id"], row["id"], row["story_id"], row["query"], bool(row["degraded"]), from_db(row["created_at"])
+        row["user_id"], row["id"], row["story_id"], row["query"], bool(row["degraded"]), from_db(row["created_at"]), *names
     )
 
 
@@ -129,9 +134,17 @@ async def user_summaries(db: Database) -> list[UserSummary]:
     )
     # Users who talked before turns were logged, or whose turns all failed to be recorded.
     exchanges = await fetch_all(db.reader, "SELECT user_id, MAX(created_at) AS last FROM exchanges GROUP BY user_id")
+    # Each person's display name in their last message: the page shows names, not only ids.
+    names = await fetch_all(
+        db.reader,
+        "SELECT e.user_id, e.user_name FROM exchanges e "
+        "JOIN (SELECT user_id, MAX(id) AS id FROM exchanges GROUP BY user_id) last ON e.id = last.id",
+    )
     by_user: dict[str, dict[str, Any]] = {}
     for row in exchanges:
         by_user.setdefault(row["user_id"], {})["last"] = row["last"]
+    for row in names:
+        by_user.setdefault(row["user_id"], {})["name"] = row["user_name"] or ""
     for row in turns:
         entry = by_user.setdefault(row["user_id"], {})
         entry.update(turns=row["turns"], degraded=row["degraded"] or 0, failed=row["failed"] or 0)
@@ -146,6 +159,7 @@ async def user_summaries(db: Database) -> list[UserSummary]:
             failed=int(v.get("failed", 0)),
             memories=int(v.get("memories", 0)),
             last_seen=from_db(v.get("last")),
+            name=str(v.get("name", "")),
         )
         for user_id, v in by_user.items()
     ]
@@ -177,7 +191,7 @@ async def bot_never_surfaced(db: Database, min_candidate: int, limit: int) -> li
 async def bot_recent_turns(db: Database, limit: int) -> list[TurnHeader]:
     rows = await fetch_all(
         db.reader,
-        "SELECT user_id, id, story_id, query, degraded, created_at FROM turns ORDER BY id DESC LIMIT ?",
+        "SELECT user_id, id, story_id, query, degraded, created_at, detail FROM turns ORDER BY id DESC LIMIT ?",
         (limit,),
     )
     return [_header(r) for r in rows]
@@ -218,7 +232,7 @@ async def user_set_aside(db: Database, user_id: OwnerKey, limit: int) -> list[Se
 async def user_recent_turns(db: Database, user_id: OwnerKey, limit: int) -> list[TurnHeader]:
     rows = await fetch_all(
         db.reader,
-        "SELECT user_id, id, story_id, query, degraded, created_at FROM turns WHERE user_id = ? "
+        "SELECT user_id, id, story_id, query, degraded, created_at, detail FROM turns WHERE user_id = ? "
         "ORDER BY id DESC LIMIT ?",
         (user_id, limit),
     )

@@ -5,8 +5,7 @@ Every statement filters on user_id. Functions taking `conn` join the caller's wr
 
 from __future__ import annotations
 
-from bot.clients.db import fetch_one
-from bot.clients.storage import Connection, Database
+from bot.clients.storage import Connection, Database, fetch_one
 from bot.memory.model import OwnerKey
 
 

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.clients.db import fetch_all, fetch_one, from_db, inserted_id, to_db
-from bot.clients.storage import Connection, Database, Sql
+from bot.clients.storage import Connection, Database, Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.memory.model import Cause, OwnerKey, StoryId, StoryOperation
 from bot.memory.story.plans import (
     Anchor,

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 
-from bot.clients.db import fetch_one, from_db, inserted_id, to_db
-from bot.clients.storage import Connection, Database
+from bot.clients.storage import Connection, Database, fetch_one, from_db, inserted_id, to_db
 from bot.memory.choice import Slot, TurnFigures, TurnSelection
 from bot.memory.model import OwnerKey, StoryId, utcnow
 from bot.memory.stores.exchanges import TURN_QUERY_CHARS
@@ -101,6 +100,9 @@ def turn_from_row(
         candidates=int(detail.get("candidates", 0)),
         figures=TurnFigures(**detail.get("figures", {})),
         lore=list(detail.get("lore", [])),
+        lore_clock=detail.get("lore_clock"),
+        user_name=str(detail.get("user_name") or ""),
+        story_name=str(detail.get("story_name") or ""),
     )
 
 

@@ -15,8 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bot.clients.db import NO_LIMIT, fetch_all, to_db
-from bot.clients.storage import Connection, Database, Row, Sql
+from bot.clients.storage import NO_LIMIT, Connection, Database, Row, Sql, fetch_all, to_db
 from bot.memory.model import OwnerKey, utcnow
 from bot.memory.text import content_words, words
 

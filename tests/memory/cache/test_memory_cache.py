@@ -12,9 +12,10 @@ import pytest
 
 import bot.memory.cache.memory_cache as cache_module
 from bot.clients.databases import open_database
-from bot.clients.db import SQLiteDatabase, to_db
+from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder
 from bot.clients.metrics import Metrics
+from bot.clients.storage import to_db
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.model import Cause, NewMemory, utcnow
 from bot.memory.read.indexing import Indexer
