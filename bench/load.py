@@ -105,7 +105,7 @@ from bot.clients.storage import to_db  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
-from bot.memory.stores.memories import MemoryStore  # noqa: E402
+from bot.memory.stores.memory_store import MemoryStore  # noqa: E402
 from bot.memory.stores.vectors import VECTOR_DTYPE, stale_memories  # noqa: E402
 from bot.memory.text import normalise  # noqa: E402
 from bot.memory.write.dedup import SIMILARITY_THRESHOLD, similarity  # noqa: E402

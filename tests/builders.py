@@ -28,7 +28,7 @@ from bot.config import Settings, load_settings
 from bot.engine import Engine, Incoming
 from bot.engine.rules import character_owner
 from bot.memory.model import Memory, content_hash, utcnow
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer
 
 

@@ -11,7 +11,7 @@ from bot.characters.cast import Cast, load_cast
 from bot.characters.character import load_character
 from bot.engine import Incoming
 from bot.errors import CharacterError
-from bot.memory.stores.memories import owner_keys
+from bot.memory.stores.owners import owner_keys
 from tests.builders import http_client, make_engine
 
 

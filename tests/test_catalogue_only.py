@@ -42,8 +42,8 @@ from bot.engine.memory_commands import (
 )
 from bot.memory.choice import REASONS, Slot, TurnFigures, TurnSelection
 from bot.memory.model import Cause, HistoryEntry, Memory
-from bot.memory.stores.exchanges import MemoryChange
 from bot.memory.stores.memories import EraseReport
+from bot.memory.stores.provenance import MemoryChange
 from bot.memory.stores.stories import StoryHistoryEntry
 from bot.presenting import LORE_HOW, LORE_LEFT_OUT, answer, memory_pages, receipt_text, turn_text, why_text
 from bot.terminal.commands import help_text

@@ -11,7 +11,8 @@ import time
 from bot.clients.storage import fetch_all, fetch_one
 from bot.engine import Engine, Incoming, Receipt
 from bot.memory.model import Cause, NewMemory
-from bot.memory.stores.exchanges import SettledExchange, sources_of
+from bot.memory.stores.exchanges import SettledExchange
+from bot.memory.stores.provenance import sources_of
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
 

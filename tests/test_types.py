@@ -71,7 +71,7 @@ IDENTITIES = '''
 from bot.characters.cast import Cast
 from bot.clients.storage import Sql
 from bot.memory.model import PersonId, StoryId
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.stores.turn import last_turn
 
 

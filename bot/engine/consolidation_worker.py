@@ -34,8 +34,10 @@ from bot.memory.consolidation.proposal import (
 )
 from bot.memory.model import NewMemory, OwnerKey
 from bot.memory.series import Series, SeriesKey, key_of
-from bot.memory.stores.exchanges import copy_sources, recent_speakers
-from bot.memory.stores.memories import consolidate, consolidations, row_to_memory
+from bot.memory.stores.consolidations import consolidate, consolidations
+from bot.memory.stores.exchanges import recent_speakers
+from bot.memory.stores.memories import row_to_memory
+from bot.memory.stores.provenance import copy_sources
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from bot.engine.llm_calls import ModelCalls
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.model import StoryId
 from bot.memory.read.recall import Recall
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.story.state import StateSpec, parse_state_specs
 from bot.memory.write.index import WriteIndexes
 

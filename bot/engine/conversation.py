@@ -17,7 +17,8 @@ from bot.engine.rules import CharacterRules
 from bot.engine.turn import Incoming, TurnResult, Turns
 from bot.memory.model import Memory, OwnerKey, PersonId, StoryId
 from bot.memory.read.indexing import Indexer
-from bot.memory.stores.exchanges import MemoryChange, SettledExchange, changes_of
+from bot.memory.stores.exchanges import SettledExchange
+from bot.memory.stores.provenance import MemoryChange, changes_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from bot.memory.read.recall import Recall
 from bot.memory.reports.export import export_json
 from bot.memory.reports.stats import NEVER_SURFACED_AFTER, MemoryStats
 from bot.memory.stores.exchanges import MessagePart, SettledExchange, join_parts, users_with_open_exchanges
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 
 # Re-exported: the front ends and tests name them from the engine, their one door.
 __all__ = [

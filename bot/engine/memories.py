@@ -15,7 +15,7 @@ from bot.errors import InvalidMemory
 from bot.memory.choice import TurnSelection
 from bot.memory.model import Cause, HistoryEntry, Memory, MemoryType, NewMemory, OwnerKey, StoryId
 from bot.memory.reports.stats import MemoryStats, memory_stats
-from bot.memory.stores.memories import Consolidation, consolidations
+from bot.memory.stores.consolidations import Consolidation, consolidations
 from bot.memory.stores.stories import StoryHistoryEntry, story_history
 from bot.memory.stores.turn import last_turn
 from bot.memory.text import storable

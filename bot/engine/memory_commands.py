@@ -17,7 +17,8 @@ from bot.errors import InvalidMemory
 from bot.memory.choice import TurnSelection
 from bot.memory.model import HistoryEntry, Memory, MemoryType, OwnerKey, PersonId, StoryId
 from bot.memory.reports.export import PersonExport
-from bot.memory.stores.memories import Consolidation, EraseReport
+from bot.memory.stores.consolidations import Consolidation
+from bot.memory.stores.memories import EraseReport
 from bot.memory.stores.stories import StoryHistoryEntry
 
 # SQLite's largest rowid: a bigger id names nothing, and cannot even be bound to a statement.

@@ -19,29 +19,31 @@ from bot.engine.llm_calls import final_reply
 from bot.engine.reflection_worker import Reflections
 from bot.errors import StorageError
 from bot.memory.model import Cause, OwnerKey, PersonId, StoryId
-from bot.memory.stores.exchanges import (
-    SettledExchange,
-    add_alternative,
-    changes_of,
-    choose_alternative,
+from bot.memory.stores.edits import (
     delete_part,
     drop_message_text,
     edit_message,
     exchange_text,
     forget_message_text,
-    join_parts,
     memories_only_from,
     message_exchange,
     message_owner,
-    message_text,
-    open_exchange,
     parts_of,
     rewrite_turn_query,
     set_part_text,
+)
+from bot.memory.stores.exchanges import (
+    SettledExchange,
+    add_alternative,
+    choose_alternative,
+    join_parts,
+    message_text,
+    open_exchange,
     set_reply_message,
     settle_exchanges,
 )
 from bot.memory.stores.memories import delete_memory
+from bot.memory.stores.provenance import changes_of
 
 # What an edit of a user's message does: nothing (no exchange of it, or the same text), a
 # reflection of the edited text (not reflected yet), or a correction of what it produced.

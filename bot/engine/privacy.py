@@ -13,7 +13,8 @@ from bot.memory.reports.export import PersonExport, UserExport, export_user
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.epoch import end_epoch
 from bot.memory.stores.exchanges import erase_user_exchange_data
-from bot.memory.stores.memories import EraseReport, erase_user_memories, owner_keys
+from bot.memory.stores.memories import EraseReport, erase_user_memories
+from bot.memory.stores.owners import owner_keys
 from bot.memory.stores.stories import erase_user_story_data
 
 log = logging.getLogger(__name__)

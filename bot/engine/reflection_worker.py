@@ -23,15 +23,13 @@ from bot.errors import ExchangesGone, LLMError, LLMTooLarge, ReflectionParseErro
 from bot.memory.model import Memory, OwnerKey
 from bot.memory.stores.exchanges import (
     PendingExchange,
-    changes_of,
     mark_reflected,
     pending_exchanges,
-    produced_by,
     reflection_attempt_failed,
     reply_message_of,
-    sources_of,
     users_pending_reflection,
 )
+from bot.memory.stores.provenance import changes_of, produced_by, sources_of
 from bot.memory.stores.stories import load_story
 from bot.memory.story.plans import render_story_context
 from bot.memory.story.state import state_values

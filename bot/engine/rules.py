@@ -12,7 +12,8 @@ from datetime import datetime
 from bot.characters.cast import Cast
 from bot.clients.storage import Database
 from bot.memory.model import Memory, OwnerKey
-from bot.memory.stores.memories import MemoryStore, replace_rules
+from bot.memory.stores.memories import replace_rules
+from bot.memory.stores.memory_store import MemoryStore
 
 
 class CharacterRules:

@@ -38,6 +38,7 @@ from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import Memory, OwnerKey, StoryId
 from bot.memory.stores import settings as settings_store
+from bot.memory.stores.edits import save_parts
 from bot.memory.stores.epoch import begin_turn, still_current
 from bot.memory.stores.exchanges import (
     MessagePart,
@@ -46,7 +47,6 @@ from bot.memory.stores.exchanges import (
     mark_settled_now,
     message_text,
     save_exchange,
-    save_parts,
     set_reply,
 )
 from bot.memory.stores.stories import load_story

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from bot.i18n import day, number, text
 from bot.memory.model import MEMORY_TYPES, OPERATIONS, HistoryEntry, Memory
 from bot.memory.reports.stats import MemoryStats
-from bot.memory.stores.memories import Consolidation
+from bot.memory.stores.consolidations import Consolidation
 from bot.memory.stores.stories import StoryHistoryEntry
 
 if TYPE_CHECKING:

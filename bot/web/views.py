@@ -26,7 +26,7 @@ from bot.presenting.why import LoreRow
 from bot.web import charts
 
 if TYPE_CHECKING:
-    from bot.memory.stores.memories import Consolidation
+    from bot.memory.stores.consolidations import Consolidation
 
 RECENT_TURNS = 20
 NEVER_SURFACED_SHOWN = 20

@@ -255,7 +255,8 @@ _START = """
 import asyncio, sys
 from datetime import datetime, timezone
 from bot.clients.databases import open_database
-from bot.memory.stores.memories import MemoryStore, replace_rules
+from bot.memory.stores.memories import replace_rules
+from bot.memory.stores.memory_store import MemoryStore
 async def start(path, delay):
     await asyncio.sleep(delay)
     db = await open_database(path)

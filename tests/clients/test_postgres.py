@@ -15,7 +15,7 @@ from bot.clients.postgres import PostgresDatabase, translate
 from bot.config import load_settings
 from bot.errors import ConfigError, MigrationError, StartupError, StorageError
 from bot.memory.model import NewMemory
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 
 
 def test_both_migration_folders_carry_the_same_numbers() -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bot.errors import InvalidMemory
 from bot.memory.model import NewMemory
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.text import INVISIBLE, canonical, normalise
 from bot.memory.write.apply import ReflectionContext, apply_reflection
 from bot.memory.write.dedup import DedupIndex, similarity

@@ -22,7 +22,7 @@ from bot.app import open_services
 from bot.config import load_settings
 from bot.engine import Incoming
 from bot.memory.model import NewMemory
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.terminal.chat import session_for
 
 YEARS = (2014, 2015, 2016, 2018, 2019)

@@ -15,7 +15,7 @@ from bot.clients.outage import Outage
 from bot.clients.storage import UNREADABLE_DATE, from_db, to_db
 from bot.errors import InvalidMemory
 from bot.memory.model import EARLIEST_EXPIRY, LATEST_EXPIRY, NewMemory
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.write.apply import ReflectionContext, apply_reflection
 from bot.memory.write.reflection import parse_reflection
 from bot.terminal.commands import Session, run_command

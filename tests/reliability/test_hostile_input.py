@@ -35,7 +35,7 @@ from bot.engine.prompting import ChannelLine, build_reply_messages, render_rules
 from bot.engine.rules import character_owner
 from bot.errors import InvalidMemory
 from bot.memory.model import MAX_MEMORY_CHARS, Memory, NewMemory
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.stores.vectors import lexical_matches
 from bot.memory.text import canonical, content_words, storable
 from bot.memory.write.reflection import build_reflection_messages

@@ -39,7 +39,7 @@ from bot.clients.embeddings import OllamaEmbedder
 from bot.engine import Engine, TurnResult
 from bot.engine.rules import character_owner
 from bot.memory.read.indexing import Indexer
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.write.apply import ReflectionContext, ReflectionReport, apply_reflection
 from bot.memory.write.reflection import CandidateIn, Reflection, ReplaceIn
 from tests.builders import http_client, make_engine, msg

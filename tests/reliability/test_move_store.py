@@ -18,7 +18,7 @@ from bot.clients.db import SQLiteDatabase
 from bot.clients.postgres import PostgresDatabase
 from bot.errors import MoveRefused
 from bot.memory.model import Cause, NewMemory
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.stores.move import DERIVED_TABLES, TABLES, move
 from bot.memory.stores.vectors import VectorRow, store_vectors
 from tests.builders import http_client, make_engine, msg
@@ -143,7 +143,7 @@ async def test_a_target_holding_other_rows_is_refused_untouched(tmp_path, postgr
     source = await SQLiteDatabase.open(tmp_path / "echo.sqlite3")
     target = await PostgresDatabase.open(await postgres_cluster.reset_database())
     try:
-        from bot.memory.stores.memories import MemoryStore
+        from bot.memory.stores.memory_store import MemoryStore
 
         await MemoryStore(source).add("alice", NewMemory(text="L'utilisateur aime le jazz."))
         await MemoryStore(target).add("carol", NewMemory(text="L'utilisateur aime l'opéra."))

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from bot.clients.postgres import PostgresDatabase
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from tests.builders import http_client, make_engine, msg
 from tests.fakes.llm_server import LLMRequest
 

@@ -71,7 +71,7 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "start-up warm-up: reads only who spoke lately and where, then loads each user's own "
     "memories with scoped statements",
     (
-        "bot/memory/stores/exchanges.py",
+        "bot/memory/stores/edits.py",
         "message_owner",
         "SELECT user_id FROM exchange_messages WHERE message_id = ? LIMIT 1",
     ): "a deleted message reaches the bot without its author (Discord's raw delete event): only "

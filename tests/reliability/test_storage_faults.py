@@ -24,7 +24,7 @@ from bot.app import open_services
 from bot.clients.db import SQLiteDatabase
 from bot.config import load_settings
 from bot.errors import StartupError
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.presenting import storage_failed
 from bot.terminal.chat import session_for
 from bot.terminal.commands import Session, run_command

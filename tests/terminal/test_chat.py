@@ -14,7 +14,7 @@ import pytest
 
 from bot.app import open_services
 from bot.config import load_settings
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.terminal.chat import run_chat, session_for
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
 

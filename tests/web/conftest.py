@@ -19,7 +19,7 @@ from bot.clients.llm import LLMClient
 from bot.clients.metrics import Metrics
 from bot.engine import Engine, Incoming
 from bot.memory.read.indexing import Indexer
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.web.server import WebServer, make_app
 from tests.builders import http_client, local_embedder, make_engine
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest

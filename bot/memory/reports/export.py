@@ -12,8 +12,9 @@ from typing import Any, TypedDict
 from bot.clients.storage import Database, to_db
 from bot.memory.model import HistoryEntry, Memory, OwnerKey
 from bot.memory.stores import settings as settings_store
-from bot.memory.stores.exchanges import export_exchanges, memory_sources
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.exchanges import export_exchanges
+from bot.memory.stores.memory_store import MemoryStore
+from bot.memory.stores.provenance import memory_sources
 from bot.memory.stores.reports import TurnLogEntry, export_turns, user_turn_log
 from bot.memory.stores.stories import StoryHistoryEntry, load_story, story_history, user_story_ids
 

@@ -6,26 +6,23 @@ scope (replace, merge, new expiry, restore, delete) archives the previous versio
 `memory_history` first, in the same transaction; only `erase_user` deletes for real.
 
 Functions taking `conn` run inside the caller's `async with db.write() as conn:` transaction so
-that a whole reflection lands or none of it; `MemoryStore` methods open their own.
-
-Over 450 lines on purpose: every statement on `memories` and `memory_history` is here, so the
-archive-before-change rule and the user scoping can be checked in one file.
+that a whole reflection lands or none of it; `MemoryStore` (bot/memory/stores/memory_store.py)
+opens its own. A consolidation's statements are in bot/memory/stores/consolidations.py, the keys
+a person's data is filed under in bot/memory/stores/owners.py.
 """
 
 from __future__ import annotations
 
-import builtins
 import json
 import logging
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from bot.clients.storage import (
     NO_LIMIT,
     Connection,
-    Database,
     Row,
     Sql,
     fetch_all,
@@ -36,25 +33,21 @@ from bot.clients.storage import (
 )
 from bot.memory.model import (
     Cause,
-    HistoryEntry,
     Memory,
     MemoryType,
     NewMemory,
     Operation,
     OwnerKey,
-    PersonId,
     Scope,
     StoryId,
-    check_room,
     content_hash,
-    utcnow,
     valid_expiry,
 )
 
 log = logging.getLogger(__name__)
 
 # What memory_history keeps of a memory: its columns from user_id to source.
-_SNAPSHOT_COLUMNS = (
+SNAPSHOT_COLUMNS = (
     "user_id, text, type, scope, story_id, place, confidence, pinned, created_at, updated_at, "
     "expires_at, source"
 )
@@ -84,7 +77,7 @@ class MemoryRow(NamedTuple):
 
 # Every statement that loads a Memory selects these: MemoryRow's fields, in its order
 # (tests/memory/stores/test_memories.py holds the two to the same names).
-MEMORY_COLUMNS = "id, " + _SNAPSHOT_COLUMNS + ", content_hash, times_candidate, times_served, times_semantic"
+MEMORY_COLUMNS = "id, " + SNAPSHOT_COLUMNS + ", content_hash, times_candidate, times_served, times_semantic"
 # Statements are assembled once from the constant column lists above; values always go through
 # placeholders.
 SELECT_MEMORY = "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND id = ?"
@@ -92,18 +85,14 @@ SELECT_MEMORIES = (
     "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND (? OR type != 'rule') ORDER BY id"
 )
 _ARCHIVE = (
-    "INSERT INTO memory_history (memory_id, operation, archived_at, cause, " + _SNAPSHOT_COLUMNS + ") "
-    "SELECT id, ?, ?, ?, " + _SNAPSHOT_COLUMNS + " FROM memories WHERE user_id = ? AND id = ? RETURNING id"
-)
-_SELECT_HISTORY = (
-    "SELECT id, memory_id, operation, archived_at, cause, restored_at, " + _SNAPSHOT_COLUMNS + " "
-    "FROM memory_history WHERE user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?"
+    "INSERT INTO memory_history (memory_id, operation, archived_at, cause, " + SNAPSHOT_COLUMNS + ") "
+    "SELECT id, ?, ?, ?, " + SNAPSHOT_COLUMNS + " FROM memories WHERE user_id = ? AND id = ? RETURNING id"
 )
 _SELECT_SNAPSHOT = (
-    "SELECT memory_id, " + _SNAPSHOT_COLUMNS + " FROM memory_history WHERE user_id = ? AND id = ?"
+    "SELECT memory_id, " + SNAPSHOT_COLUMNS + " FROM memory_history WHERE user_id = ? AND id = ?"
 )
 _REINSERT = (
-    "INSERT INTO memories (id, content_hash, " + _SNAPSHOT_COLUMNS + ") "
+    "INSERT INTO memories (id, content_hash, " + SNAPSHOT_COLUMNS + ") "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
@@ -138,29 +127,6 @@ def row_to_memory(row: MemoryRow) -> Memory:
         times_candidate=row.times_candidate,
         times_served=row.times_served,
         times_semantic=row.times_semantic,
-    )
-
-
-def _row_to_history(row: Row) -> HistoryEntry:
-    return HistoryEntry(
-        id=row["id"],
-        memory_id=row["memory_id"],
-        operation=row["operation"],
-        archived_at=from_db(row["archived_at"]),
-        cause=Cause.from_stored(row["cause"]),
-        restored=row["restored_at"] is not None,
-        user_id=row["user_id"],
-        text=row["text"],
-        type=row["type"],
-        scope=row["scope"],
-        story_id=row["story_id"],
-        place=row["place"],
-        confidence=row["confidence"],
-        pinned=bool(row["pinned"]),
-        created_at=from_db(row["created_at"]),
-        updated_at=from_db(row["updated_at"]),
-        expires_at=from_db(row["expires_at"]),
-        source=row["source"],
     )
 
 
@@ -364,138 +330,7 @@ async def erase_user_memories(conn: Connection, user_id: OwnerKey) -> EraseRepor
     return EraseReport(memories=memories, history=history)
 
 
-# Every table keyed by user_id: a derived key that holds rows in only one of them (a turn_log
-# line, an archived memory) is still that person's data, found by /export and /erase-me.
-_OWNER_KEYS_SQL = (
-    "SELECT user_id FROM memories WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM memory_history WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM exchanges WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM exchange_replies WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM exchange_messages WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM memory_sources WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM memory_versions WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM memory_version_log WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM memory_changes WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM turns WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM turn_stats WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM turn_log WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM user_settings WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM story_summaries WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM story_anchors WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM story_positions WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM story_state WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-    "UNION SELECT user_id FROM story_history WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
-)
-_OWNER_KEYS_TABLES = _OWNER_KEYS_SQL.count("SELECT ")
-
-
-async def owner_keys(db: Database, user_id: PersonId) -> list[OwnerKey]:
-    """Every owner key that holds data of one person: their own id and the derived keys
-    `<id>@<character>` of characters with a memory of their own (bot.characters.cast)."""
-    derived = user_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "@%"
-    rows = await fetch_all(db.reader, _OWNER_KEYS_SQL, (user_id, derived) * _OWNER_KEYS_TABLES)
-    found = sorted({OwnerKey(r["user_id"]) for r in rows} - {OwnerKey(user_id)})
-    return [OwnerKey(user_id), *found]
-
-
-RESTORE = Cause("restore")
-
-
 # --- the store ---------------------------------------------------------------------------------
-
-
-class MemoryStore:
-    """High-level memory operations for commands; each method is one transaction."""
-
-    def __init__(self, db: Database, *, clock: Any = utcnow) -> None:
-        self.db = db
-        self.clock = clock
-
-    async def get(self, user_id: OwnerKey, memory_id: int) -> Memory | None:
-        return await fetch_memory(self.db.reader, user_id, memory_id)
-
-    async def list(
-        self,
-        user_id: OwnerKey,
-        *,
-        types: Iterable[str] | None = None,
-        include_expired: bool = True,
-        include_rules: bool = False,
-    ) -> list[Memory]:
-        memories = await fetch_memories(self.db.reader, user_id, include_rules=include_rules)
-        wanted = set(types) if types else None
-        now = self.clock()
-        return [
-            m
-            for m in memories
-            if (wanted is None or m.type in wanted) and (include_expired or not m.is_expired(now))
-        ]
-
-    async def add(self, user_id: OwnerKey, new: NewMemory, *, cap: int | None = None) -> int:
-        """Insert one memory; MemoryCapReached when the user already holds `cap`."""
-        async with self.db.write() as conn:
-            if cap is not None:
-                row = await fetch_one(conn, "SELECT COUNT(*) AS held FROM memories WHERE user_id = ?", (user_id,))
-                check_room(int(row["held"]) if row else 0, cap)
-            return await insert_memory(conn, user_id, new, now=self.clock())
-
-    async def set_pinned(self, user_id: OwnerKey, memory_id: int, pinned: bool) -> bool:
-        """Pinning is a flag, not a new version: no history row, no date change."""
-        async with self.db.write() as conn:
-            cur = await conn.execute(
-                "UPDATE memories SET pinned = ? WHERE user_id = ? AND id = ? AND type != 'rule'",
-                (int(pinned), user_id, memory_id),
-            )
-            return cur.rowcount == 1
-
-    async def replace(self, user_id: OwnerKey, memory_id: int, text: str, *, cause: Cause) -> bool:
-        async with self.db.write() as conn:
-            return await rewrite_memory(
-                conn, user_id, memory_id, text, operation="replace", cause=cause, now=self.clock()
-            )
-
-    async def edit(self, user_id: OwnerKey, memory_id: int, text: str, *, cause: Cause) -> int | None:
-        """Rewrite a memory as the user typed it (pinned or not). Returns the id of the archived
-        previous version, or None when the id is not one of the user's."""
-        now = self.clock()
-        text = NewMemory(text=text).validated().text
-        async with self.db.write() as conn:
-            history_id = await archive(conn, user_id, memory_id, "edit", cause=cause, now=now)
-            if history_id is None:
-                return None
-            await conn.execute(
-                "UPDATE memories SET text = ?, content_hash = ?, updated_at = ? WHERE user_id = ? AND id = ?",
-                (text, content_hash(text), to_db(now), user_id, memory_id),
-            )
-            return history_id
-
-    async def forget(self, user_id: OwnerKey, memory_id: int, *, cause: Cause) -> bool:
-        async with self.db.write() as conn:
-            return await delete_memory(conn, user_id, memory_id, cause=cause, now=self.clock())
-
-    # builtins.list: inside this class, `list` is the method above.
-    async def history(self, user_id: OwnerKey, *, limit: int = 50, offset: int = 0) -> builtins.list[HistoryEntry]:
-        rows = await fetch_all(self.db.reader, _SELECT_HISTORY, (user_id, limit, offset))
-        return [_row_to_history(r) for r in rows]
-
-    async def restore(self, user_id: OwnerKey, history_id: int, *, cause: Cause = RESTORE) -> int | None:
-        """Bring back an archived version. Returns the memory id, or None for an unknown entry.
-
-        If the memory still exists, its current version is archived first (so a restore is itself
-        undoable); if it was deleted, it comes back under its own id (ids are never reused). A
-        member of a consolidation brings back the whole series and retires the memory that held
-        it, in the same transaction.
-        """
-        now = self.clock()
-        async with self.db.write() as conn:
-            row = await fetch_one(conn, _SELECT_CAUSE, (user_id, history_id))
-            if row is None:
-                return None
-            consolidated = Cause.from_stored(row["cause"]).into if row["operation"] == CONSOLIDATE else None
-            if consolidated is None:
-                return await restore_version(conn, user_id, history_id, cause=cause, now=now)
-            await undo_consolidation(conn, user_id, consolidated, cause=cause, now=now)
-            return int(row["memory_id"])
 
 
 async def restore_version(
@@ -506,7 +341,7 @@ async def restore_version(
     if row is None:
         return None
     memory_id = row["memory_id"]
-    snapshot = {column: row[column] for column in _SNAPSHOT_COLUMNS.split(", ")}
+    snapshot = {column: row[column] for column in SNAPSHOT_COLUMNS.split(", ")}
     existing = await fetch_memory(conn, user_id, memory_id)
     if existing is not None:
         await archive(conn, user_id, memory_id, "restore", cause=cause, now=now)
@@ -560,82 +395,4 @@ async def restore_version(
 # A consolidation is written in memory_history alone: each member archived with the operation
 # CONSOLIDATE and the cause "consolidated into #N", N the memory that holds the series now.
 
-CONSOLIDATE: Operation = "consolidate"
-_SELECT_CAUSE = "SELECT operation, cause, memory_id FROM memory_history WHERE user_id = ? AND id = ?"
-_SELECT_MEMBERS = (
-    "SELECT id, memory_id, restored_at FROM memory_history "
-    "WHERE user_id = ? AND operation = ? AND cause = ? ORDER BY id"
-)
-_SELECT_CONSOLIDATIONS = (
-    "SELECT cause, memory_id, text, archived_at, restored_at, id FROM memory_history "
-    "WHERE user_id = ? AND operation = ? ORDER BY id DESC LIMIT ?"
-)
 
-
-def _unchanged(read: Memory, now: Memory | None) -> bool:
-    return now is not None and (read.content_hash, read.pinned, read.type, read.scope, read.story_id, read.place,
-                                read.expires_at) == (now.content_hash, now.pinned, now.type, now.scope, now.story_id,
-                                                     now.place, now.expires_at)  # fmt: skip
-
-
-async def consolidate(
-    conn: Connection, user_id: OwnerKey, members: Sequence[Memory], new: NewMemory, *, now: datetime
-) -> int | None:
-    """Replace the series `members` by the memory `new`, inside the caller's transaction: the new
-    memory inserted, each member archived (CONSOLIDATE, "consolidated into #N") and deleted.
-    None, and nothing written, when a member changed or left since it was read."""
-    for member in members:
-        if not _unchanged(member, await fetch_memory(conn, user_id, member.id)):
-            return None
-    new_id = await insert_memory(conn, user_id, new, now=now)
-    for member in members:
-        await delete_memory(conn, user_id, member.id, cause=Cause.consolidated(new_id), now=now, operation=CONSOLIDATE)
-    return new_id
-
-
-async def undo_consolidation(
-    conn: Connection, user_id: OwnerKey, memory_id: int, *, cause: Cause, now: datetime
-) -> list[int]:
-    """Every member of the consolidation into `memory_id` back (those not restored already), and
-    that memory retired to history; the members' ids."""
-    rows = await fetch_all(conn, _SELECT_MEMBERS, (user_id, CONSOLIDATE, Cause.consolidated(memory_id).stored()))
-    restored = [
-        int(row["memory_id"]) for row in rows if row["restored_at"] is None
-        and await restore_version(conn, user_id, int(row["id"]), cause=cause, now=now) is not None
-    ]  # fmt: skip
-    await delete_memory(conn, user_id, memory_id, cause=cause, now=now)
-    return restored
-
-
-@dataclass(frozen=True, slots=True)
-class Consolidation:
-    """One consolidation as /history and the owner's page show it."""
-
-    memory_id: int
-    members: list[tuple[int, str]]  # (memory id, its text then)
-    at: datetime
-    undone: bool
-    # The history entry whose /restore undoes it.
-    history_id: int
-    # The memory's text now; None once it was retired (undone, forgotten).
-    text: str | None = None
-
-
-async def consolidations(conn: Connection, user_id: OwnerKey, *, limit: int = 200) -> list[Consolidation]:
-    """The user's consolidations, newest first (from at most `limit` archived members)."""
-    found: dict[int, Consolidation] = {}
-    for row in await fetch_all(conn, _SELECT_CONSOLIDATIONS, (user_id, CONSOLIDATE, limit)):
-        into = Cause.from_stored(row["cause"]).into
-        if into is None:
-            continue
-        held = found.get(into)
-        if held is None:
-            held = found[into] = Consolidation(
-                into, [], from_db(row["archived_at"]) or utcnow(), row["restored_at"] is not None, row["id"]
-            )
-        held.members.insert(0, (int(row["memory_id"]), row["text"]))
-    out = []
-    for held in found.values():
-        now = await fetch_memory(conn, user_id, held.memory_id)
-        out.append(replace(held, text=now.text) if now is not None else held)
-    return out

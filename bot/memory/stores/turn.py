@@ -12,7 +12,9 @@ import json
 from bot.clients.storage import Connection, Database, fetch_one, from_db, inserted_id, to_db
 from bot.memory.choice import Slot, TurnFigures, TurnSelection
 from bot.memory.model import OwnerKey, StoryId, utcnow
-from bot.memory.stores.exchanges import TURN_QUERY_CHARS
+
+# How much of a turn's message /why keeps (recall writes it; an edit or a delete rewrites it).
+TURN_QUERY_CHARS = 2000
 
 
 async def save_turn(conn: Connection, selection: TurnSelection, *, keep: int) -> int:

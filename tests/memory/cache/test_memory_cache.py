@@ -19,7 +19,8 @@ from bot.clients.storage import to_db
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.model import Cause, NewMemory, utcnow
 from bot.memory.read.indexing import Indexer
-from bot.memory.stores.memories import MemoryStore, erase_user_memories, memory_rows, row_to_memory
+from bot.memory.stores.memories import erase_user_memories, memory_rows, row_to_memory
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.stores.vectors import VectorRow, load_user_matrix, store_vectors
 from tests.builders import cache_held, cache_reads, http_client, make_engine, msg
 from tests.fakes.llm_server import FakeLLMServer

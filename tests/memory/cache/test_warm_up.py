@@ -17,7 +17,8 @@ from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.warm_up import WARM_DAYS, WARM_SHARE, warm_up
 from bot.memory.model import NewMemory, utcnow
 from bot.memory.stores.exchanges import save_exchange
-from bot.memory.stores.memories import MemoryStore, erase_user_memories
+from bot.memory.stores.memories import erase_user_memories
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.write.dedup import DedupIndex
 from bot.memory.write.index import WriteIndexes
 from tests.builders import cache_reads, make_engine, msg

@@ -16,7 +16,7 @@ from bot.engine import Engine, Incoming
 from bot.i18n import use_locale
 from bot.memory.consolidation.proposal import Proposal, check_proposal
 from bot.memory.model import Memory, NewMemory
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.presenting import history_text, stats_text
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
@@ -197,7 +197,7 @@ async def test_the_selection_caps_a_series_in_a_turn_and_why_says_it(db, http, l
 
 
 def test_history_tells_an_undone_consolidation_from_a_forgotten_one() -> None:
-    from bot.memory.stores.memories import Consolidation
+    from bot.memory.stores.consolidations import Consolidation
 
     members = [(1, "Alice a visité Trieste en 2012"), (2, "Alice a visité Trieste en 2013")]
     at = datetime(2026, 3, 1, tzinfo=timezone.utc)

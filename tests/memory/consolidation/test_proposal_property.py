@@ -17,7 +17,7 @@ from bot.clients.db import SQLiteDatabase
 from bot.memory.carriers import carrier_tokens, dedup_text
 from bot.memory.model import NewMemory, utcnow
 from bot.memory.stores.exchanges import save_exchange
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.text import words
 from tests.builders import http_client, make_engine
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest

@@ -19,7 +19,8 @@ from bot.memory.read import recall as recall_module
 from bot.memory.read.conversation import fuse, standardised
 from bot.memory.read.indexing import Indexer
 from bot.memory.read.recall import Recall, threshold_for
-from bot.memory.stores.memories import MemoryStore, insert_memory
+from bot.memory.stores.memories import insert_memory
+from bot.memory.stores.memory_store import MemoryStore
 from tests.builders import make_engine, msg
 from tests.fakes.embedding_server import EmbeddingServer
 from tests.fakes.llm_server import FakeLLMServer

@@ -8,7 +8,8 @@ import pytest
 
 from bot.errors import InvalidMemory
 from bot.memory.model import Cause, NewMemory
-from bot.memory.stores.memories import MEMORY_COLUMNS, MemoryRow, MemoryStore, erase_user_memories
+from bot.memory.stores.memories import MEMORY_COLUMNS, MemoryRow, erase_user_memories
+from bot.memory.stores.memory_store import MemoryStore
 
 pytestmark = pytest.mark.both_stores
 

@@ -15,7 +15,8 @@ from bench.dedup_corpus_en import FACTS_EN
 from bot.clients.db import SQLiteDatabase
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.model import Cause, NewMemory, utcnow
-from bot.memory.stores.memories import MemoryStore, memory_rows, row_to_memory
+from bot.memory.stores.memories import memory_rows, row_to_memory
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.write.apply import ReflectionContext, apply_reflection
 from bot.memory.write.dedup import best_match_exhaustive
 from bot.memory.write.filters import flipped_negation

@@ -10,7 +10,7 @@ import pytest
 from bot.config import load_settings
 from bot.errors import MemoryCapReached
 from bot.memory.model import NewMemory
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.write.apply import ReflectionContext, apply_reflection
 from bot.memory.write.reflection import parse_reflection
 from bot.terminal.commands import Session, run_command

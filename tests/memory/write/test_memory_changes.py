@@ -8,7 +8,7 @@ import sqlite3
 from datetime import datetime, timedelta, timezone
 
 from bot.memory.model import Cause, NewMemory
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.write.apply import ReflectionContext, apply_reflection
 from bot.memory.write.reflection import parse_reflection
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from bot.clients.db import SQLiteDatabase
 from bot.memory.model import NewMemory
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.stores.stories import load_story
 from bot.memory.story.state import parse_state_specs
 from bot.memory.write.apply import ReflectionContext, apply_reflection
