@@ -7,9 +7,7 @@ Every failure surfaces as an `LLMError` subclass whose message is written for th
 the bot: it names the URL and says what to do, and never contains the API key.
 
 The two APIs' wire format (request bodies, images, token counts, thinking) is pure and lives in
-bot/clients/llm_wire.py. What stays here is over 450 lines on purpose: transport, streaming and
-every error message share one server's name, its credential-free URL and the quoting of its
-answers, and read best as the one class that owns them.
+bot/clients/llm_wire.py; how a server's failures are told, in bot/clients/llm_server.py.
 """
 
 from __future__ import annotations
@@ -21,11 +19,11 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from bot.clients.kinds import Api
+from bot.clients.llm_server import LLMServer, connect_failure
 from bot.clients.llm_wire import ChatMessage, ChatReply, Thinking, TokenUsage, request_body, strip_thinking, token_usage
 from bot.clients.values import storable
 from bot.errors import LLMBadResponse, LLMError, LLMStreamCut, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
@@ -36,8 +34,6 @@ log = logging.getLogger(__name__)
 # Listing models takes milliseconds on a healthy server: start-up must not wait for a whole
 # generation's timeout.
 CHECK_TIMEOUT = 10.0
-# A proxy's HTML error page quoted whole would bury the one line that matters.
-MAX_QUOTED_CHARS = 500
 # A chat answer is a few KB (a long reasoning trace, a few hundred): past this, the model is
 # looping, and its answer is dropped before it fills the memory.
 MAX_RESPONSE_BYTES = 2_000_000
@@ -48,38 +44,9 @@ MAX_THINKING_CHARS = 250_000
 _ENCODING_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
-
-
-
 # Receives the visible text so far, each time it grows; it must return quickly (the stream
 # waits for it).
 OnText = Callable[[str], Awaitable[None]]
-
-
-
-
-def _without_credentials(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
-
-
-def _connect_failure(exc: BaseException) -> str:
-    """Why a connection failed; httpx words a refusal "All connection attempts failed"."""
-    cause: BaseException | None = exc
-    visited: set[int] = set()
-    while cause is not None and id(cause) not in visited:
-        if isinstance(cause, ConnectionRefusedError):
-            return "connection refused"
-        visited.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return str(exc) or "connection failed"
-
-
 
 
 def _length(text: Any) -> int:
@@ -126,8 +93,7 @@ class LLMClient:
         # OpenAI SDKs are configured with the /v1 prefix, raw HTTP docs without: accept both.
         if api == "openai" and root.endswith("/v1"):
             root = root[: -len("/v1")]
-        self._root = root
-        self._server = "Ollama server" if api == "ollama" else "OpenAI-compatible server"
+        self._at = LLMServer(api, root, self._api_key)
 
     async def chat(
         self,
@@ -153,14 +119,14 @@ class LLMClient:
             timeout = self.timeout
         response = await self._send("POST", path, body, timeout)
         if response.status_code == 404:
-            self._raise_if_model_missing(response, model)
-        self._raise_for_status(response, path)
-        data = self._json(response, path)
-        content, stop_reason = self._extract(data, path)
+            self._at.raise_if_model_missing(response, model)
+        self._at.raise_for_status(response, path)
+        data = self._at.json(response, path)
+        content, stop_reason = self._at.extract(data, path)
         if stop_reason == "length":
             if json_schema is not None:
                 raise LLMBadResponse(
-                    f"The {self._server} at {self._url(path)} stopped at its token limit before "
+                    f"The {self._at.name} at {self._at.url(path)} stopped at its token limit before "
                     f"finishing the JSON answer of model {model!r}; raise the model's output limit "
                     "or shorten the prompt."
                 )
@@ -169,7 +135,7 @@ class LLMClient:
         text = storable(strip_thinking(content))
         if not text:
             raise LLMBadResponse(
-                f"The {self._server} at {self._url(path)} returned an empty reply."
+                f"The {self._at.name} at {self._at.url(path)} returned an empty reply."
             )
         log.debug(
             "%s chat model=%s structured=%s %.2fs %d chars",
@@ -208,8 +174,8 @@ class LLMClient:
                 if response.status_code >= 400:
                     failed = await self._complete(response, path)
                     if failed.status_code == 404:
-                        self._raise_if_model_missing(failed, model)
-                    self._raise_for_status(failed, path)
+                        self._at.raise_if_model_missing(failed, model)
+                    self._at.raise_for_status(failed, path)
                 async for event in self._events(response, path):
                     piece, reasoning, event_stop, event_usage = self._stream_event(event, path)
                     stop = event_stop or stop
@@ -220,14 +186,14 @@ class LLMClient:
                         await on_text(visible)
                     if thinking.hidden_chars > MAX_THINKING_CHARS:
                         raise LLMTooLarge(
-                            f"The model behind the {self._server} at {self._url(path)} reasoned for "
+                            f"The model behind the {self._at.name} at {self._at.url(path)} reasoned for "
                             f"more than {MAX_THINKING_CHARS:,} characters without finishing; its "
                             "answer was dropped. A model that does not stop thinking is usually "
                             "missing its stop token or output limit."
                         )
                 if stop is None:
                     raise LLMBadResponse(
-                        f"The {self._server} at {self._url(path)} ended the stream before the "
+                        f"The {self._at.name} at {self._at.url(path)} ended the stream before the "
                         "model finished its answer."
                     )
         except LLMError as exc:
@@ -239,7 +205,7 @@ class LLMClient:
             log.warning("model %s hit its token limit: the reply is cut short", model)
         text = thinking.answer(final=True)
         if not text:
-            raise LLMBadResponse(f"The {self._server} at {self._url(path)} returned an empty reply.")
+            raise LLMBadResponse(f"The {self._at.name} at {self._at.url(path)} returned an empty reply.")
         log.debug(
             "%s stream model=%s %.2fs %d chars usage=%s",
             self.api, model, time.perf_counter() - started, len(text), usage,
@@ -260,11 +226,11 @@ class LLMClient:
             log.warning(
                 "%s does not implement /v1/models: cannot verify that model %r exists before the "
                 "first chat",
-                self._url(path), model,
+                self._at.url(path), model,
             )
             return
-        self._raise_for_status(response, path)
-        data = self._json(response, path)
+        self._at.raise_for_status(response, path)
+        data = self._at.json(response, path)
         try:
             if self.api == "ollama":
                 names = [entry.get("name") or entry["model"] for entry in data["models"]]
@@ -272,12 +238,12 @@ class LLMClient:
                 names = [entry["id"] for entry in data["data"]]
         except (KeyError, TypeError, AttributeError):
             raise LLMBadResponse(
-                f"The {self._server} at {self._url(path)} answered a model list of an unexpected "
-                f"shape: {self._quote(response.text)}"
+                f"The {self._at.name} at {self._at.url(path)} answered a model list of an unexpected "
+                f"shape: {self._at.quote(response.text)}"
             ) from None
         if not any(_same_model(model, str(name)) for name in names):
             listed = [str(n) for n in names]
-            raise ModelNotFound(self._missing_model_message(model, listed=listed), model=model)
+            raise ModelNotFound(self._at.missing_model_message(model, listed=listed), model=model)
 
     async def context_size(self, model: str) -> int | None:
         """The context, in tokens, the server says `model` handles: Ollama's `/api/show`
@@ -290,10 +256,10 @@ class LLMClient:
         response = await self._send(method, path, body, min(self.timeout, CHECK_TIMEOUT))
         if response.status_code == 404:
             if self.api == "ollama":
-                self._raise_if_model_missing(response, model)
+                self._at.raise_if_model_missing(response, model)
             return None
-        self._raise_for_status(response, path)
-        data = self._json(response, path)
+        self._at.raise_for_status(response, path)
+        data = self._at.json(response, path)
         if self.api == "ollama":
             info = data.get("model_info")
             found = [v for k, v in info.items() if k.endswith(".context_length")] if isinstance(info, dict) else []
@@ -311,8 +277,6 @@ class LLMClient:
 
     # -- transport -------------------------------------------------------------------------
 
-    def _url(self, path: str) -> str:
-        return _without_credentials(self._root + path)
 
     async def _send(
         self, method: str, path: str, body: dict[str, Any] | None, timeout: float
@@ -327,7 +291,7 @@ class LLMClient:
         """The response as it arrives; transport failures become `LLMError`s."""
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         request = self._http.build_request(
-            method, self._root + path, json=body, headers=headers, timeout=timeout
+            method, self._at.root + path, json=body, headers=headers, timeout=timeout
         )
         try:
             # httpx bounds each phase separately; the outer bound caps the whole exchange.
@@ -339,20 +303,20 @@ class LLMClient:
                     await response.aclose()
         except httpx.ConnectTimeout:
             reason = f"no answer to connect within {timeout:g} s"
-            raise LLMUnavailable(self._unreachable_message(path, reason)) from None
+            raise LLMUnavailable(self._at.unreachable_message(path, reason)) from None
         except (TimeoutError, httpx.TimeoutException):
             raise LLMTimeout(
-                f"The {self._server} at {self._url(path)} did not answer within {timeout:g} s. "
+                f"The {self._at.name} at {self._at.url(path)} did not answer within {timeout:g} s. "
                 "The model may still be loading or the machine is overloaded; raise the LLM "
                 "timeout if this is normal for it."
             ) from None
         except httpx.ConnectError as exc:
-            raise LLMUnavailable(self._unreachable_message(path, _connect_failure(exc))) from None
+            raise LLMUnavailable(self._at.unreachable_message(path, connect_failure(exc))) from None
         except httpx.TransportError as exc:
             detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             raise LLMBadResponse(
-                f"The connection to the {self._server} at {self._url(path)} broke before a "
-                f"complete answer arrived ({self._scrub(detail)})."
+                f"The connection to the {self._at.name} at {self._at.url(path)} broke before a "
+                f"complete answer arrived ({self._at.scrub(detail)})."
             ) from None
 
     async def _complete(self, response: httpx.Response, path: str) -> httpx.Response:
@@ -384,8 +348,8 @@ class LLMClient:
                 event = None
             if not isinstance(event, dict):
                 raise LLMBadResponse(
-                    f"The {self._server} at {self._url(path)} streamed something that is not a "
-                    f"JSON object: {self._quote(line)}"
+                    f"The {self._at.name} at {self._at.url(path)} streamed something that is not a "
+                    f"JSON object: {self._at.quote(line)}"
                 )
             yield event
 
@@ -400,7 +364,7 @@ class LLMClient:
             received += len(chunk)
             if received > MAX_RESPONSE_BYTES:
                 raise LLMTooLarge(
-                    f"The {self._server} at {self._url(path)} sent more than "
+                    f"The {self._at.name} at {self._at.url(path)} sent more than "
                     f"{MAX_RESPONSE_BYTES // 1_000_000} MB for one answer; it was dropped. A "
                     "model that does not stop is usually missing its stop token or output limit."
                 )
@@ -425,8 +389,8 @@ class LLMClient:
         if error is not None:
             said = error.get("message") if isinstance(error, dict) else error
             raise LLMBadResponse(
-                f"The {self._server} at {self._url(path)} reported an error mid-answer: "
-                f"{self._quote(str(said))}"
+                f"The {self._at.name} at {self._at.url(path)} reported an error mid-answer: "
+                f"{self._at.quote(str(said))}"
             )
         try:
             if self.api == "ollama":
@@ -445,8 +409,8 @@ class LLMClient:
             return delta.get("content") or "", reasoning, choice.get("finish_reason"), usage
         except (AttributeError, TypeError):
             raise LLMBadResponse(
-                f"The {self._server} at {self._url(path)} streamed an event of an unexpected "
-                f"shape: {self._quote(json.dumps(event, ensure_ascii=False))}"
+                f"The {self._at.name} at {self._at.url(path)} streamed an event of an unexpected "
+                f"shape: {self._at.quote(json.dumps(event, ensure_ascii=False))}"
             ) from None
 
     async def _read_bounded(self, response: httpx.Response, path: str) -> bytes:
@@ -456,136 +420,13 @@ class LLMClient:
             body += chunk
             if len(body) > MAX_RESPONSE_BYTES:
                 raise LLMTooLarge(
-                    f"The {self._server} at {self._url(path)} sent more than "
+                    f"The {self._at.name} at {self._at.url(path)} sent more than "
                     f"{MAX_RESPONSE_BYTES // 1_000_000} MB for one answer; it was dropped. A "
                     "model that does not stop is usually missing its stop token or output limit."
                 )
         return bytes(body)
 
-    def _unreachable_message(self, path: str, reason: str) -> str:
-        if self.api == "ollama":
-            advice = (
-                "Start Ollama with `ollama serve` (or the Ollama app), or set LLM_BASE_URL to the "
-                "address where it runs."
-            )
-        else:
-            advice = (
-                "Check that the server is running, or set LLM_BASE_URL to the address where it "
-                "runs."
-            )
-        return f"Cannot reach the {self._server} at {self._url(path)} ({reason}). {advice}"
 
     # -- response handling -----------------------------------------------------------------
 
-    def _scrub(self, text: str) -> str:
-        # A proxy may echo the request headers back in its error page.
-        return text.replace(self._api_key, "***") if self._api_key else text
 
-    def _quote(self, text: str) -> str:
-        text = self._scrub(" ".join(text.split()))
-        if len(text) > MAX_QUOTED_CHARS:
-            text = text[:MAX_QUOTED_CHARS] + "…"
-        return repr(text) if text else "(empty body)"
-
-    def _error_text(self, response: httpx.Response) -> str:
-        """The server's own explanation, from whichever error shape it uses."""
-        try:
-            data = response.json()
-        except ValueError:
-            return self._quote(response.text)
-        if isinstance(data, dict):
-            error = data.get("error")
-            if isinstance(error, dict) and isinstance(error.get("message"), str):
-                return self._quote(error["message"])
-            for candidate in (error, data.get("message"), data.get("detail")):
-                if isinstance(candidate, str):
-                    return self._quote(candidate)
-        return self._quote(response.text)
-
-    def _raise_if_model_missing(self, response: httpx.Response, model: str) -> None:
-        """A 404 names a missing model only when its body says so; a bare 404 is a wrong URL."""
-        try:
-            data = response.json()
-        except ValueError:
-            return
-        if not isinstance(data, dict):
-            return
-        error = data.get("error")
-        code = error.get("code") if isinstance(error, dict) else None
-        message = error.get("message") if isinstance(error, dict) else error
-        if not isinstance(message, str):
-            other = data.get("message")
-            message = other if isinstance(other, str) else ""
-        lowered = message.lower()
-        if code == "model_not_found" or (
-            "model" in lowered and ("not found" in lowered or "does not exist" in lowered)
-        ):
-            raise ModelNotFound(
-                self._missing_model_message(model, server_said=self._quote(message)), model=model
-            )
-
-    def _missing_model_message(
-        self, model: str, *, listed: list[str] | None = None, server_said: str | None = None
-    ) -> str:
-        root = _without_credentials(self._root)
-        where = f"The {self._server} at {root} does not have the model {model!r}"
-        said = f" (server said: {server_said})" if server_said else ""
-        if listed is not None:
-            shown = ", ".join(listed[:10]) + (", …" if len(listed) > 10 else "")
-            said = f" (it has: {shown})" if listed else " (it has no model at all)"
-        if self.api == "ollama":
-            # The client does not know which setting named the model (LLM_MODEL or
-            # REFLECTION_MODEL): whoever catches this names it.
-            advice = f"Download it with `ollama pull {model}`, or name a model shown by `ollama list`."
-        else:
-            advice = "The model must be one of the model ids this server offers."
-        return f"{where}{said}. {advice}"
-
-    def _raise_for_status(self, response: httpx.Response, path: str) -> None:
-        status = response.status_code
-        if status < 400:
-            return
-        hint = ""
-        if status in (401, 403):
-            hint = " Check the API key (LLM_API_KEY)."
-        elif status == 404:
-            hint = f" Is LLM_BASE_URL the address of an {self._server}?"
-        raise LLMBadResponse(
-            f"The {self._server} at {self._url(path)} answered HTTP {status}: "
-            f"{self._error_text(response)}.{hint}",
-            status=status,
-        )
-
-    def _json(self, response: httpx.Response, path: str) -> dict[str, Any]:
-        try:
-            data = response.json()
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
-            raise LLMBadResponse(
-                f"The {self._server} at {self._url(path)} answered something "
-                f"that is not a JSON object: {self._quote(response.text)}",
-                status=response.status_code,
-            )
-        return data
-
-    def _extract(self, data: dict[str, Any], path: str) -> tuple[str, str | None]:
-        """(content, stop reason) from a chat answer of this client's API."""
-        try:
-            if self.api == "ollama":
-                content, stop = data["message"]["content"], data.get("done_reason")
-            else:
-                choice = data["choices"][0]
-                content, stop = choice["message"]["content"], choice.get("finish_reason")
-        except (KeyError, IndexError, TypeError):
-            content, stop = None, None
-        if not isinstance(content, str):
-            if self.api == "ollama":
-                where = '["message"]["content"]'
-            else:
-                where = '["choices"][0]["message"]["content"]'
-            raise LLMBadResponse(
-                f"The {self._server} at {self._url(path)} answered JSON without a "
-                f"text at {where}: {self._quote(json.dumps(data, ensure_ascii=False))}"
-            )
-        return content, stop
