@@ -72,8 +72,11 @@ from bot.memory.read.conversation import (  # noqa: E402
     window,
 )
 from bot.memory.read.indexing import Indexer  # noqa: E402
-from bot.memory.read.recall import Recall, threshold_for, turn_candidates  # noqa: E402
-from bot.memory.read.selection import select_columns  # noqa: E402
+from bot.memory.read.recall import Recall, threshold_for  # noqa: E402
+from bot.memory.read.selection import (
+    select_columns,  # noqa: E402
+    turn_candidates,  # noqa: E402
+)
 from bot.memory.stores.memories import insert_memory  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "madial-user1"

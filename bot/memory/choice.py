@@ -146,3 +146,25 @@ class TurnSelection:
             },
             ensure_ascii=False,
         )
+
+
+def slot_of(chosen: Selected, lexical_ids: set[int], by_conversation: set[int], threshold: float) -> Slot:
+    """A chosen memory as /why shows it: one the semantic or global pass took for its score,
+    when the conversation lifted that score above the message's, is "recalled by the
+    conversation"."""
+    memory = chosen.memory
+    lexical = memory.id in lexical_ids
+    reason: Reason = chosen.reason
+    recalled = chosen.score is not None and chosen.score >= threshold and not lexical
+    if reason in ("semantic", "global") and recalled and memory.id in by_conversation:
+        reason = "conversation"
+    return Slot(
+        id=memory.id,
+        reason=reason,
+        score=None if lexical else chosen.score,
+        type=memory.type,
+        pinned=memory.pinned,
+        text=memory.text,
+        lexical=lexical,
+        series=chosen.series,
+    )

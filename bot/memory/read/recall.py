@@ -11,15 +11,12 @@ reflection's transaction, so a caller that must not wait selects with `record=Fa
 The turn's phases, in order: the message's and the conversation's vectors in one model call
 (`_turn_vectors`), their cosines fused into one score per candidate (`_fused`), lexical stand-ins
 for memories without a vector (`_with_lexical`), the selection, and recording the choice
-(`record`, its SQL in bot/memory/stores/turn.py). Over 450 lines on purpose: those phases are
-read in order in one file, each a method of a few dozen lines.
+(bot/memory/read/recording.py, its SQL in bot/memory/stores/turn.py).
 """
 
 from __future__ import annotations
 
 import logging
-import weakref
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,8 +37,9 @@ from bot.clients.storage import Connection, Database
 from bot.errors import EmbeddingError
 from bot.memory.cache.entry import UserMemories, micros
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.choice import DEFAULT_LIMIT, Reason, Selected, Slot, TurnSelection
+from bot.memory.choice import DEFAULT_LIMIT, TurnSelection, slot_of
 from bot.memory.model import Memory, OwnerKey, StoryId, utcnow
+from bot.memory.read.columns import ConversationColumns
 from bot.memory.read.conversation import (
     CONVERSATION_LINES,
     CONVERSATION_WEIGHT,
@@ -52,10 +50,9 @@ from bot.memory.read.conversation import (
     window,
     window_key,
 )
-from bot.memory.read.selection import Candidates, select_columns, top_positions
-from bot.memory.stores.counters import count_candidates, count_served, record_turn
+from bot.memory.read.recording import TurnRecords
+from bot.memory.read.selection import select_columns, top_positions, turn_candidates
 from bot.memory.stores.memories import row_to_memory
-from bot.memory.stores.turn import save_turn
 from bot.memory.stores.vectors import lexical_matches
 
 log = logging.getLogger(__name__)
@@ -72,25 +69,6 @@ UNMEASURED_THRESHOLD = SEMANTIC_THRESHOLDS[LOCAL_MODEL]
 # Lexical matches stand in for missing vectors; their score is bm25 mapped to [0, 1), not a
 # cosine, so any match is eligible and they rank below every cosine-eligible memory.
 LEXICAL_LIMIT = 16
-# Counting every candidate of a turn rewrites one row per candidate: 257 ms of write lock per turn
-# at 100,000 memories. Past DIRECT_COUNT_LIMIT candidates, a turn writes only its selected rows
-# (times_served, times_semantic) and keeps its candidates in memory; times_candidate is written
-# every COUNT_FLUSH_TURNS turns, COUNT_SLICE rows per transaction, and whenever something reads
-# the counters through the engine (`flush_counts`, from `Engine.conversation.wait_recorded`) or it closes. A
-# crash loses at most the candidate counts of the turns held (never a served count).
-DIRECT_COUNT_LIMIT = 1_000
-COUNT_FLUSH_TURNS = 16
-COUNT_SLICE = 1_000
-TURNS_KEPT_PER_STORY = 20
-# Conversation columns kept, one per (user, story) that was answered lately, and the bytes
-# they may hold together (at 100,000 memories a column is 400 KB): beside the cache's own
-# budget, which does not count them.
-COLUMNS_KEPT = 256
-COLUMNS_BYTES = 64 * 1024 * 1024
-# Reasons under which a slot is there because of its score: the semantic pass (by the message
-# or by the conversation), and the global pass, which takes the eligible globals by score
-# before any other global.
-_BY_MEANING = frozenset({"semantic", "conversation", "global"})
 
 
 def threshold_for(model: str, override: float | None = None) -> float:
@@ -98,43 +76,6 @@ def threshold_for(model: str, override: float | None = None) -> float:
     if override is not None:
         return override
     return SEMANTIC_THRESHOLDS.get(model, UNMEASURED_THRESHOLD)
-
-
-def served_by_meaning(slots: Sequence[Slot], threshold: float) -> list[int]:
-    """Ids of the slots chosen because of their score: what `times_semantic` counts.
-
-    A lexical stand-in is not a score, and a memory admitted by rank or pin was not recalled,
-    only sorted (docs/design.md, "Read path": forgetting made measurable).
-    """
-    return [
-        s.id
-        for s in slots
-        if s.reason in _BY_MEANING and not s.lexical and s.score is not None and s.score >= threshold
-    ]
-
-
-@dataclass(slots=True)
-class _Column:
-    """The cosines of every slot of one cache entry to one conversation vector, kept in step
-    with the entry by scoring again only the slots whose vector changed since."""
-
-    window: bytes
-    vector: np.ndarray
-    entry: weakref.ReferenceType[UserMemories]
-    layout: int
-    changes: int
-    rows: int
-    values: np.ndarray
-
-    def bring_up_to(self, entry: UserMemories) -> None:
-        rows = len(entry.rows)
-        if rows > self.values.size:
-            self.values = np.concatenate([self.values, np.zeros(rows - self.values.size, dtype=np.float32)])
-        stale = np.flatnonzero(entry.vector_stamp[:rows] > self.changes) if self.rows else np.arange(rows)
-        stale = np.union1d(stale, np.arange(self.rows, rows))
-        if stale.size:
-            self.values[stale] = np.einsum("ij,j->i", entry.matrix[stale], self.vector)
-        self.changes, self.rows = entry.changes, rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,9 +135,10 @@ class Recall:
         # read it again) and the conversation's lines.
         self.lines = LineVectors()
         # Per (user, story), the memories' cosines to the conversation prepared after the reply.
-        self._columns: OrderedDict[tuple[str, str], _Column] = OrderedDict()
+        # The conversation's cosines prepared after a reply, per (user, story).
+        self.columns = ConversationColumns()
         # Per user, the candidate ids of turns whose times_candidate is not written yet.
-        self._held_counts: dict[OwnerKey, list[np.ndarray]] = {}
+        self._records = TurnRecords(db)
 
     def configure(self, threshold: float | None, series_slots: int | None) -> None:
         """The settings recall follows: the fused score a memory needs (None: the embedder's
@@ -279,41 +221,8 @@ class Recall:
         entry = await self.cache.get(user_id)
         if entry.dim != conversation.shape[0]:
             return
-        column = _Column(
-            window_key(kept), conversation, weakref.ref(entry), entry.layout, entry.changes, 0, np.empty(0, dtype=np.float32)
-        )
-        column.bring_up_to(entry)
-        self._columns[(user_id, story_id)] = column
-        self._columns.move_to_end((user_id, story_id))
-        self._trim_columns()
+        self.columns.keep((user_id, story_id), entry, window_key(kept), conversation)
 
-    def _trim_columns(self) -> None:
-        """Within COLUMNS_KEPT and COLUMNS_BYTES, the least recently prepared dropped first; a
-        column whose cache entry was evicted serves no turn and goes at once."""
-        for key in [key for key, column in self._columns.items() if column.entry() is None]:
-            del self._columns[key]
-        held = sum(column.values.nbytes for column in self._columns.values())
-        while self._columns and (len(self._columns) > COLUMNS_KEPT or held > COLUMNS_BYTES):
-            _, dropped = self._columns.popitem(last=False)
-            held -= dropped.values.nbytes
-
-    def _conversation_cosines(
-        self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors, key: tuple[str, str]
-    ) -> np.ndarray | None:
-        """The candidates' cosines to the conversation from the column prepared after the last
-        reply, when it is this turn's conversation over this entry; None otherwise."""
-        column = self._columns.get(key)
-        if (
-            column is None
-            or column.window != vectors.window
-            or column.entry() is not entry
-            or column.layout != entry.layout
-        ):
-            return None
-        column.bring_up_to(entry)
-        cosines = column.values[slots].astype(np.float64)
-        cosines[~entry.has_vector[slots]] = np.nan
-        return cosines
 
     def _scored(self, entry: UserMemories, slots: np.ndarray, vectors: np.ndarray | None) -> np.ndarray:
         """Cosine per candidate slot, NaN without a vector (or without a query vector): one row
@@ -402,7 +311,7 @@ class Recall:
             story_id=story_id,
             query=query,
             degraded=scored.degraded,
-            slots=[_slot(s, scored.lexical_ids, by_conversation, self.threshold) for s in chosen],
+            slots=[slot_of(s, scored.lexical_ids, by_conversation, self.threshold) for s in chosen],
             rules=[r.text for r in rules],
             created_at=scored.now,
             story=dict(story or {}),
@@ -449,7 +358,7 @@ class Recall:
             return _unscored(slots), vectors.degraded
         prepared = None
         if vectors.conversation is not None and entry.dim == vectors.message.shape[0]:
-            prepared = self._conversation_cosines(entry, slots, vectors, key)
+            prepared = self.columns.cosines(entry, slots, vectors.window, key)
         wanted = [vectors.message]
         if vectors.conversation is not None and prepared is None:
             wanted.append(vectors.conversation)
@@ -508,89 +417,15 @@ class Recall:
     async def record(
         self, selection: TurnSelection, *, cancelled: Callable[[Connection], Awaitable[bool]] | None = None
     ) -> int:
-        """Count the turn and keep it for /why, in one write transaction; returns its turn id.
-
-        A selection is recorded once: again, it returns the id it already has. `cancelled` is
-        asked inside the transaction: when it says so (the user erased their data meanwhile),
-        nothing is written and 0 is returned.
-        """
-        if selection.turn_id:
-            return selection.turn_id
-        user_id = selection.user_id
-        held = not selection.degraded and (
-            len(selection.candidate_ids) > DIRECT_COUNT_LIMIT or user_id in self._held_counts
-        )
-        async with self.db.write() as conn:
-            if cancelled is not None and await cancelled(conn):
-                return 0
-            served = [s.id for s in selection.slots]
-            semantic = served_by_meaning(selection.slots, selection.threshold)
-            # A degraded turn counts nothing: a sleeping embedder must not read as ignored
-            # memories.
-            if held:
-                await count_served(conn, user_id, served, semantic)
-            elif not selection.degraded:
-                await record_turn(conn, user_id, selection.candidate_ids, served, semantic)
-            turn_id = await save_turn(conn, selection, keep=TURNS_KEPT_PER_STORY)
-        selection.turn_id = turn_id
-        if held:
-            turns = self._held_counts.setdefault(user_id, [])
-            turns.append(np.asarray(selection.candidate_ids, dtype=np.int64))
-            if len(turns) >= COUNT_FLUSH_TURNS:
-                await self.flush_counts(user_id)
-        return turn_id
+        """Count the turn and keep it for /why (bot/memory/read/recording.py)."""
+        return await self._records.record(selection, cancelled=cancelled)
 
     async def flush_counts(self, user_id: OwnerKey | None = None) -> None:
-        """Write the candidate counts held for `user_id` (everyone's without), in short
-        transactions of COUNT_SLICE rows."""
-        for user in [user_id] if user_id is not None else list(self._held_counts):
-            turns = self._held_counts.pop(user, None)
-            if not turns:
-                continue
-            ids, times = np.unique(np.concatenate(turns), return_counts=True)
-            for count in np.unique(times).tolist():
-                same = ids[times == count]
-                for start in range(0, same.size, COUNT_SLICE):
-                    async with self.db.write() as conn:
-                        await count_candidates(conn, user, same[start : start + COUNT_SLICE].tolist(), int(count))
-
-
-def _slot(chosen: Selected, lexical_ids: set[int], by_conversation: set[int], threshold: float) -> Slot:
-    """A chosen memory as /why shows it: one the semantic or global pass took for its score,
-    when the conversation lifted that score above the message's, is "recalled by the
-    conversation"."""
-    memory = chosen.memory
-    lexical = memory.id in lexical_ids
-    reason: Reason = chosen.reason
-    recalled = chosen.score is not None and chosen.score >= threshold and not lexical
-    if reason in ("semantic", "global") and recalled and memory.id in by_conversation:
-        reason = "conversation"
-    return Slot(
-        id=memory.id,
-        reason=reason,
-        score=None if lexical else chosen.score,
-        type=memory.type,
-        pinned=memory.pinned,
-        text=memory.text,
-        lexical=lexical,
-        series=chosen.series,
-    )
+        """Write the candidate counts held for `user_id` (everyone's without)."""
+        await self._records.flush_counts(user_id)
 
 
 def _unscored(slots: np.ndarray) -> Fused:
     return Fused(np.full(slots.size, np.nan), np.zeros(slots.size, dtype=bool))
 
 
-def turn_candidates(entry: UserMemories, slots: np.ndarray, scores: np.ndarray) -> Candidates:
-    """The selection's columns for these slots of the entry, with the turn's scores."""
-    return Candidates(
-        ids=entry.ids[slots],
-        type_code=entry.type_code[slots],
-        is_global=entry.is_global[slots],
-        pinned=entry.pinned[slots],
-        confidence=entry.confidence[slots],
-        updated_us=entry.updated_us[slots],
-        expires_us=entry.expires_us[slots],
-        scores=scores,
-        memory=lambda i: entry.memory(int(slots[i])),
-    )

