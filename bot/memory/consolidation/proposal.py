@@ -33,13 +33,8 @@ from bot.memory.carriers import carrier_tokens, dedup_text
 from bot.memory.model import MAX_MEMORY_CHARS, Memory
 from bot.memory.quoting import quote_line
 from bot.memory.text import capitalised_words, words
-from bot.memory.write.filters import (
-    about_someone_else,
-    character_attitude,
-    flipped_negation,
-    low_confidence,
-    not_about_user,
-)
+from bot.memory.write.filters import about_someone_else, character_attitude, low_confidence, not_about_user
+from bot.memory.write.negation import flipped_negation
 from bot.memory.write.reflection import _extract_object
 
 # A range spanning more numbers than this is not read as a range (1–100000 is no list of years).

@@ -25,8 +25,8 @@ from bot.memory.cache.entry import NO_EXPIRY, UserMemories, expiry_of, micros
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
 from bot.memory.model import OwnerKey
-from bot.memory.write.dedup import DedupIndex
-from bot.memory.write.filters import FLIP_MIN_OVERLAP, _polarity, flipped_among
+from bot.memory.write.dedup_index import DedupIndex
+from bot.memory.write.negation import FLIP_MIN_OVERLAP, _polarity, flipped_among
 
 _KEY_LETTERS = 3
 # What a memory costs in a write index (dedup features and character codes, flip keys), measured

@@ -19,7 +19,7 @@ from bot.memory.model import NewMemory, utcnow
 from bot.memory.stores.exchanges import save_exchange
 from bot.memory.stores.memories import erase_user_memories
 from bot.memory.stores.memory_store import MemoryStore
-from bot.memory.write.dedup import DedupIndex
+from bot.memory.write.dedup_index import DedupIndex
 from bot.memory.write.index import WriteIndexes
 from tests.builders import cache_reads, make_engine, msg
 

@@ -18,10 +18,10 @@ from bot.memory.write.filters import (
     Rejection,
     character_attitude,
     check_candidate,
-    flipped_negation,
     low_confidence,
     not_about_user,
 )
+from bot.memory.write.negation import flipped_negation
 
 CHARACTER = "Écho"
 

@@ -19,8 +19,8 @@ from bot.memory.stores.memories import memory_rows, row_to_memory
 from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.write.apply import ReflectionContext, apply_reflection
 from bot.memory.write.dedup import best_match_exhaustive
-from bot.memory.write.filters import flipped_negation
 from bot.memory.write.index import FlipIndex, WriteIndex, WriteIndexes
+from bot.memory.write.negation import flipped_negation
 from bot.memory.write.reflection import CandidateIn, Reflection
 from tests.memory.write.test_filters import FLIPS, NOT_FLIPS
 
