@@ -51,7 +51,8 @@ from bot.memory.stores.exchanges import (
 )
 from bot.memory.stores.stories import load_story
 from bot.memory.stores.turn import last_turn
-from bot.memory.story.plans import render_story_context, select_positions
+from bot.memory.story.plans import render_story_context
+from bot.memory.story.positions import select_positions
 from bot.memory.story.state import StateSpec, state_values
 from bot.memory.text import storable
 

@@ -318,7 +318,7 @@ async def test_unknown_model_on_openai_names_the_model_and_what_it_must_be(
         await client(http, "openai", llm_server.url).chat(CONVERSATION, model="gpt-nope")
 
     message = str(caught.value)
-    # The client does not know which setting names the model: whoever catches it says (bot/doctor.py).
+    # The client does not know which setting names the model: whoever catches it says (bot/doctor/models.py).
     assert "gpt-nope" in message and "model ids this server offers" in message
     assert "ollama pull" not in message
 

@@ -16,18 +16,9 @@ from typing import Any
 
 from bot.clients.storage import Connection, Database, Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.memory.model import Cause, OwnerKey, StoryId, StoryOperation
-from bot.memory.story.plans import (
-    Anchor,
-    AnchorPlan,
-    Position,
-    PositionPlan,
-    StoryReport,
-    StoryState,
-    plan_anchor_changes,
-    plan_positions,
-    plan_summary,
-    subject_key,
-)
+from bot.memory.story.plans import Anchor, AnchorPlan, Position, StoryState, plan_anchor_changes, plan_summary
+from bot.memory.story.positions import PositionPlan, plan_positions, subject_key
+from bot.memory.story.report import StoryReport
 from bot.memory.story.state import StatePlan, StateSpec, apply_state_deltas, is_finite_number
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ from bot.memory.model import (
 from bot.memory.stores.memories import delete_memory, insert_memory, rewrite_memory, set_expiry
 from bot.memory.stores.provenance import add_sources, record_change
 from bot.memory.stores.stories import apply_story_reflection
-from bot.memory.story.plans import StoryReport
+from bot.memory.story.report import StoryReport
 from bot.memory.story.state import StateSpec
 from bot.memory.write import filters
 from bot.memory.write.dedup import MergeDecision, merge

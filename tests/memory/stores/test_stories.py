@@ -12,7 +12,7 @@ import pytest
 from bot.clients.db import SQLiteDatabase
 from bot.memory.model import Cause
 from bot.memory.stores.stories import apply_story_reflection, erase_user_story_data, load_story, story_history
-from bot.memory.story.plans import StoryReport
+from bot.memory.story.report import StoryReport
 from bot.memory.story.state import parse_state_specs
 
 pytestmark = pytest.mark.both_stores
