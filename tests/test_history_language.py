@@ -13,7 +13,8 @@ import pytest
 from bot.engine import Incoming
 from bot.i18n import MESSAGES, Message, use_locale
 from bot.memory.model import Cause, NewMemory
-from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext
 from bot.memory.write.reflection import parse_reflection
 from bot.presenting import history_text, memory_pages, why_text
 from tests.builders import http_client, make_engine

@@ -13,7 +13,7 @@ from bot.memory.cache.warm_up import WarmUp, warm_up
 from bot.memory.model import OwnerKey
 from bot.memory.read.indexing import Indexer
 from bot.memory.reports.page import Report
-from bot.memory.write.apply import ReflectionReport
+from bot.memory.write.decisions import ReflectionReport
 
 if TYPE_CHECKING:
     from apscheduler.job import Job

@@ -33,7 +33,8 @@ from bot.memory.stores.provenance import changes_of, produced_by, sources_of
 from bot.memory.stores.stories import load_story
 from bot.memory.story.plans import render_story_context
 from bot.memory.story.state import state_values
-from bot.memory.write.apply import CHANGE_ACTIONS, ReflectionContext, ReflectionReport, apply_reflection
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import CHANGE_ACTIONS, ReflectionContext, ReflectionReport
 from bot.memory.write.reflection import (
     Correction,
     build_reflection_messages,

@@ -16,7 +16,8 @@ from bot.clients.storage import UNREADABLE_DATE, from_db, to_db
 from bot.errors import InvalidMemory
 from bot.memory.model import EARLIEST_EXPIRY, LATEST_EXPIRY, NewMemory
 from bot.memory.stores.memory_store import MemoryStore
-from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext
 from bot.memory.write.reflection import parse_reflection
 from bot.terminal.commands import Session, run_command
 from tests.builders import make_engine, msg

@@ -40,7 +40,8 @@ from bot.engine import Engine, TurnResult
 from bot.engine.rules import character_owner
 from bot.memory.read.indexing import Indexer
 from bot.memory.stores.memory_store import MemoryStore
-from bot.memory.write.apply import ReflectionContext, ReflectionReport, apply_reflection
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext, ReflectionReport
 from bot.memory.write.reflection import CandidateIn, Reflection, ReplaceIn
 from tests.builders import http_client, make_engine, msg
 from tests.conftest import Clock

@@ -9,7 +9,8 @@ import pytest
 
 from bot.memory.model import Cause, NewMemory
 from bot.memory.stores.memory_store import MemoryStore
-from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext
 from bot.memory.write.reflection import parse_reflection
 
 pytestmark = pytest.mark.both_stores

@@ -17,7 +17,8 @@ from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.model import Cause, NewMemory, utcnow
 from bot.memory.stores.memories import memory_rows, row_to_memory
 from bot.memory.stores.memory_store import MemoryStore
-from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext
 from bot.memory.write.dedup import best_match_exhaustive
 from bot.memory.write.index import FlipIndex, WriteIndex, WriteIndexes
 from bot.memory.write.negation import flipped_negation

@@ -11,7 +11,8 @@ from bot.config import load_settings
 from bot.errors import MemoryCapReached
 from bot.memory.model import NewMemory
 from bot.memory.stores.memory_store import MemoryStore
-from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext
 from bot.memory.write.reflection import parse_reflection
 from bot.terminal.commands import Session, run_command
 from tests.builders import make_engine, msg

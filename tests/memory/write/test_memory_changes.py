@@ -9,7 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 from bot.memory.model import Cause, NewMemory
 from bot.memory.stores.memory_store import MemoryStore
-from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext
 from bot.memory.write.reflection import parse_reflection
 
 TRIP = "L'utilisateur part au Japon en avril."
