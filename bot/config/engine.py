@@ -50,6 +50,21 @@ class EngineSettings(Section):
             "delays no answer."
         ),
     )
+    llm_context_tokens: int = Field(
+        8192,
+        ge=512,
+        le=1_048_576,
+        description=(
+            "Context window, in tokens. Sent to Ollama with every call as its num_ctx option, the "
+            "same on every call (a change reloads the model): Ollama's own default is small and it "
+            "silently drops the start of a longer prompt, where the persona and rules are. The "
+            "prompt holds the persona, rules, 24 memories, the story and recent messages: 8192 fits "
+            "them with room to answer. An OpenAI-compatible server is not told: the bot reads its "
+            "context (llama.cpp /props, vLLM max_model_len) and uses this value only when the server "
+            "does not say. A turn fits its prompt into the context (the oldest history, then the "
+            "weakest memories, are left out, and /why says so)."
+        ),
+    )
     history_messages: int = Field(
         12,
         ge=0,

@@ -3,6 +3,7 @@ database and its backups, the log, the owner's page."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Self
 
@@ -22,6 +23,8 @@ from bot.config.section import (
     stripped,
 )
 
+# Ollama's keep_alive: a Go duration of one unit, or seconds.
+_DURATION = re.compile(r"-?\d+(\.\d+)?(ms|s|m|h)?")
 
 class LLMSettings(Section):
     """The chat server the LLM client speaks to; which model answers, and how long it may take,
@@ -52,16 +55,13 @@ class LLMSettings(Section):
             "https://api.openai.com; local servers usually need none."
         ),
     )
-    context_tokens: int = Field(
-        8192,
-        ge=2048,
-        le=1_048_576,
+    keep_alive: str = Field(
+        "30m",
         description=(
-            "Context window asked of Ollama for each call (its num_ctx option). Ollama's own "
-            "default is small and it silently drops the start of a longer prompt, where the "
-            "persona and rules are. The prompt holds the persona, rules, 24 memories, the story "
-            "and recent messages: 8192 fits them with room to answer. Ignored by LLM_API=openai, "
-            "whose servers set the context themselves."
+            "How long Ollama keeps the model loaded after a call (its keep_alive, sent with every "
+            "call): 30m keeps it through a conversation's pauses, where Ollama's own 5m default "
+            "makes the next person wait for a reload. A duration such as 10m, 2h, a number of "
+            "seconds, -1 (forever) or 0 (unload at once). Ignored by LLM_API=openai."
         ),
     )
 
@@ -79,11 +79,23 @@ class LLMSettings(Section):
             raise ValueError(f"LLM_API_KEY: required by {self.base_url}")
         return self
 
+    @field_validator("keep_alive")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        value = value.strip()
+        if not _DURATION.fullmatch(value):
+            raise ValueError(f"expected a duration such as 30m, 2h, 90s, a number of seconds, -1 (forever) or 0; got {value!r}")
+        return value
+
+    def told_context(self, context_tokens: int) -> int | None:
+        """The context size the client sends (LLM_CONTEXT_TOKENS): only Ollama is told (num_ctx);
+        another server's own is read from it."""
+        return context_tokens if self.api == "ollama" else None
+
     @property
-    def asked_context_tokens(self) -> int | None:
-        """The context size the client asks for: only Ollama is told (num_ctx); other servers
-        keep their own."""
-        return self.context_tokens if self.api == "ollama" else None
+    def told_keep_alive(self) -> str | None:
+        """How long the model stays loaded, as Ollama is told; other servers are not."""
+        return self.keep_alive if self.api == "ollama" else None
 
 class EmbeddingSettings(Section):
     """Where memory vectors are computed, and how often new memories are embedded."""

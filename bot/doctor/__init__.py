@@ -42,7 +42,7 @@ async def diagnose(settings: Settings) -> list[Finding]:
             database = asyncio.to_thread(lambda: check_sqlite(storage.database_path) + check_backups(storage))
         groups = await asyncio.gather(
             _bounded("database", database),
-            _bounded("LLM", check_llm(settings, http)),
+            _bounded("LLM", check_llm(settings, http, cast)),
             _bounded("embedder", check_embedder(settings, http)),
             _bounded("Discord", check_discord(settings, cast, http)),
         )

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from bot.clients.llm import OnText
 from bot.engine.context import EngineContext
 from bot.engine.open_exchanges import DeleteOutcome, EditOutcome, OpenExchanges, Shown
+from bot.engine.prompting import ChannelLine
 from bot.engine.reflection_worker import Reflections
 from bot.engine.rules import CharacterRules
-from bot.engine.turn import Incoming, TurnResult, Turns
+from bot.engine.turn import Turns
+from bot.engine.turn_values import Incoming, TurnResult
 from bot.memory.model import Memory, OwnerKey, PersonId, StoryId
 from bot.memory.read.indexing import Indexer
 from bot.memory.stores.exchanges import SettledExchange
@@ -51,12 +53,10 @@ class Conversation:
         (and saves) what arrived."""
         return await self._turns.run(msg, self._rules.of(msg.character), on_text=on_text)
 
-    def read_ahead(self, user_id: OwnerKey, story_id: StoryId, lines: Sequence[str]) -> None:
-        """The channel's lines before a message the front end holds (a burst's wait): prepared
-        now, its turn embeds only the message (`Recall.prepare_conversation`)."""
-        self._ctx.tasks.spawn(
-            self._ctx.recall.prepare_conversation(user_id, story_id, lines, soon=True), name="conversation:ahead"
-        )
+    def read_ahead(self, user_id: OwnerKey, story_id: StoryId, text: str, history: Sequence[ChannelLine]) -> None:
+        """A message the front end holds (a burst's wait) and the lines before it: read now, its
+        turn embeds nothing if its text is still `text` (`Recall.prepare_turn`)."""
+        self._turns.read_ahead(user_id, story_id, text, history)
 
     async def wait_recorded(self, user_id: OwnerKey) -> None:
         """Wait until the user's turns are recorded (what /why, stats, export or erase read)."""

@@ -33,7 +33,8 @@ from bot.engine.operator import Operator
 from bot.engine.privacy import Privacy
 from bot.engine.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
 from bot.engine.rules import CharacterRules
-from bot.engine.turn import Incoming, TurnResult, Turns
+from bot.engine.turn import Turns
+from bot.engine.turn_values import Incoming, TurnResult
 from bot.errors import StorageError
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.model import MAX_MEMORY_CHARS, OwnerKey, utcnow
@@ -80,7 +81,8 @@ class Engine:
         metrics.watch_cache(cache.reads, lambda: (len(cache), cache.nbytes))
         self._ctx = ctx = EngineContext(
             db=db, settings=settings, cast=cast, clock=clock, metrics=metrics, store=store, cache=cache,
-            recall=recall, tasks=tasks, calls=ModelCalls(llm, metrics), events=Events(tasks),
+            recall=recall, tasks=tasks, calls=ModelCalls(llm, metrics, context_tokens=settings.llm_context_tokens),
+            events=Events(tasks),
         )  # fmt: skip
         self._character = character
         # Embeds what reflections and commands write; scheduled by the composition root.

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from bot.engine.consolidation_worker import Consolidations, RunFigures
 from bot.engine.context import EngineContext
+from bot.engine.llm_calls import ModelFigures
 from bot.engine.reflection_worker import Reflections
 from bot.memory.cache.warm_up import WarmUp, warm_up
 from bot.memory.model import OwnerKey
@@ -35,6 +36,10 @@ class Operator:
     def report(self) -> Report:
         """The owner's page's read-only view of the memory (it reads nothing through the stores)."""
         return self._report
+
+    def model_figures(self) -> ModelFigures:
+        """The language model's figures since start-up (its context, its prompts by kind)."""
+        return self._ctx.calls.figures()
 
     # --- scheduled jobs -------------------------------------------------------------------------
 

@@ -150,7 +150,7 @@ async def run_chat(
             say(cut_note())
         elif printed != result.reply:
             say(f"{name}: {result.reply}")
-        history += [ChannelLine(user, line), ChannelLine(name, result.reply, from_bot=True)]
+        history += [ChannelLine(user, line, from_person=True), ChannelLine(name, result.reply, from_bot=True)]
         if not interactive:
             await engine.conversation.wait_idle(session.user_id)
     await engine.operator.wait_background(timeout=60)

@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from bot.clients.health import Check, Health
 from bot.engine import NEVER_SURFACED_AFTER, Engine
+from bot.engine.llm_calls import TooSmall
 from bot.i18n import DEFAULT_LANGUAGE, text, use_locale
 from bot.memory.choice import Slot, TurnSelection
 from bot.memory.model import Memory, OwnerKey
@@ -69,12 +70,35 @@ class TurnFigures(TypedDict):
     prompt_chart: Markup
 
 
+class CallRow(TypedDict):
+    """One kind of call's prompts since start-up, as the page shows them."""
+
+    call: str
+    calls: int
+    prompt_tokens: int | None
+    read_tokens: int | None
+    reused_tokens: int | None
+    reused_share: str | None
+    read_seconds: str
+
+
+class ModelCard(TypedDict):
+    """The language model's card on the overview."""
+
+    server: str
+    context: int | None
+    context_source: str
+    too_small: TooSmall | None
+    calls: list[CallRow]
+
+
 class Overview(TypedDict):
     """The whole bot's page."""
 
     window: Window
     windows: dict[str, Window]
     checks: dict[str, Check]
+    model: ModelCard
     figures: TurnFigures
     backlog: Backlog
     types_chart: Markup
@@ -198,6 +222,34 @@ def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> T
     }
 
 
+def model_figures(engine: Engine) -> ModelCard:
+    """The language model as the bot knows it: its context and where it was read, the last turn
+    that could not fit even its smallest prompt, and each kind of call's prompts since start-up
+    as the server counted them (read, and taken from its cache where it says)."""
+    figures = engine.operator.model_figures()
+    kinds: list[CallRow] = []
+    for call, totals in figures.totals.items():
+        share = totals.reused_tokens / totals.prompt_tokens if totals.cache_counted and totals.prompt_tokens else None
+        kinds.append(
+            {
+                "call": call,
+                "calls": totals.calls,
+                "prompt_tokens": totals.prompt_tokens if totals.counted else None,
+                "read_tokens": totals.read_tokens if totals.counted else None,
+                "reused_tokens": totals.reused_tokens if totals.cache_counted else None,
+                "reused_share": None if share is None else f"{share:.0%}",
+                "read_seconds": f"{totals.read_seconds:.1f} s" if totals.read_seconds else "—",
+            }
+        )
+    return {
+        "server": figures.server,
+        "context": figures.context,
+        "context_source": figures.context_source,
+        "too_small": figures.too_small,
+        "calls": kinds,
+    }
+
+
 async def overview(engine: Engine, health: Health, key: str | None) -> Overview:
     now = engine.clock()
     w = window(key)
@@ -208,6 +260,7 @@ async def overview(engine: Engine, health: Health, key: str | None) -> Overview:
         "window": w,
         "windows": WINDOWS,
         "checks": await health.checks(),
+        "model": model_figures(engine),
         "figures": turn_figures(entries, now, w),
         "backlog": await report.bot_backlog(),
         "types_chart": charts.hbars("Memories per type", types),

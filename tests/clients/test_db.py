@@ -248,7 +248,7 @@ async def test_exclusive_work_is_one_process_at_a_time_on_one_file(tmp_path):
 
 
 # A bot process starting on each file named on its stdin, as many seconds after the name comes as
-# its argument says: it opens the file, then makes the first write of a start (Engine.sync_rules:
+# its argument says: it opens the file, then makes the first write of a start (`Engine.start`, `CharacterRules.sync`:
 # the character's rules read, then written). Prints "ready" once imported, then "ok" or the error
 # per file.
 _START = """

@@ -13,7 +13,8 @@ import pytest_asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.clients.llm import MAX_RESPONSE_BYTES, LLMClient
+from bot.clients.llm import LLMClient
+from bot.clients.llm_server import MAX_RESPONSE_BYTES
 from bot.clients.llm_wire import SCHEMA_NAME, Thinking, strip_thinking
 from bot.errors import LLMBadResponse, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
 from tests.builders import http_client

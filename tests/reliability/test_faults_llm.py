@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bot.clients.llm import MAX_RESPONSE_BYTES
+from bot.clients.llm_server import MAX_RESPONSE_BYTES
 from bot.engine import MAX_REFLECTION_ATTEMPTS, MAX_REPLY_CHARS
 from bot.memory.model import NewMemory
 from cogs.utils.answering import DISCORD_LIMIT, split_message

@@ -1,7 +1,7 @@
-"""The conversation's cosines prepared off a turn's path: after a reply (or while a burst waits),
-the story's next conversation window is embedded and every memory of the person scored against
-it, so the turn reads its cache entry's matrix once, for its message; a column is kept in step
-with the entry by scoring again only the memories whose vector changed since.
+"""Turns scored ahead, off their path: while a front end holds a message (a burst's wait), its
+query texts are embedded and every memory of the person scored against them, so the turn embeds
+nothing and reads its cache entry's matrix only for the memories changed meanwhile; a column is
+kept in step with the entry by scoring again only the memories whose vector changed since.
 """
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ import numpy as np
 
 from bot.memory.cache.entry import UserMemories
 
-# Conversation columns kept, one per (user, story) that was answered lately, and the bytes
-# they may hold together (at 100,000 memories a column is 400 KB): beside the cache's own
-# budget, which does not count them.
+# Turns scored ahead, one per (user, story) whose message a front end holds (a burst's wait),
+# and the bytes their columns may hold together (at 100,000 memories a turn's two columns are
+# 800 KB): beside the cache's own budget, which does not count them.
 COLUMNS_KEPT = 256
 COLUMNS_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(slots=True)
 class Column:
-    """The cosines of every slot of one cache entry to one conversation vector, kept in step
-    with the entry by scoring again only the slots whose vector changed since."""
+    """The cosines of every slot of one cache entry to one turn's query vectors (a row each),
+    kept in step with the entry by scoring again only the slots whose vector changed since."""
 
-    window: bytes
-    vector: np.ndarray
+    key: bytes
+    vectors: np.ndarray
     entry: weakref.ReferenceType[UserMemories]
     layout: int
     changes: int
@@ -36,18 +36,30 @@ class Column:
 
     def bring_up_to(self, entry: UserMemories) -> None:
         rows = len(entry.rows)
-        if rows > self.values.size:
-            self.values = np.concatenate([self.values, np.zeros(rows - self.values.size, dtype=np.float32)])
+        if rows > self.values.shape[1]:
+            grown = np.zeros((self.values.shape[0], rows), dtype=np.float32)
+            grown[:, : self.values.shape[1]] = self.values
+            self.values = grown
         stale = np.flatnonzero(entry.vector_stamp[:rows] > self.changes) if self.rows else np.arange(rows)
         stale = np.union1d(stale, np.arange(self.rows, rows))
         if stale.size:
-            self.values[stale] = np.einsum("ij,j->i", entry.matrix[stale], self.vector)
+            self.values[:, stale] = np.einsum("ij,kj->ki", entry.matrix[stale], self.vectors)
         self.changes, self.rows = entry.changes, rows
 
+    def cosines(self, entry: UserMemories, slots: np.ndarray) -> np.ndarray | None:
+        """The candidates' cosines (a row per query vector), brought up to date, when the column
+        was scored over this entry; None otherwise."""
+        if self.entry() is not entry or self.layout != entry.layout:
+            return None
+        self.bring_up_to(entry)
+        cosines = self.values[:, slots].astype(np.float64)
+        cosines[:, ~entry.has_vector[slots]] = np.nan
+        return cosines
 
-class ConversationColumns:
-    """The columns of the (user, story) pairs answered lately, the least recently prepared
-    dropped first past COLUMNS_KEPT or COLUMNS_BYTES."""
+
+class PreparedTurns:
+    """The columns of the (user, story) pairs whose message a front end holds, the least
+    recently prepared dropped first past COLUMNS_KEPT or COLUMNS_BYTES."""
 
     def __init__(self) -> None:
         self._columns: OrderedDict[tuple[str, str], Column] = OrderedDict()
@@ -59,9 +71,24 @@ class ConversationColumns:
         """The columns kept, least recently prepared first."""
         return list(self._columns.items())
 
-    def keep(self, key: tuple[str, str], entry: UserMemories, window: bytes, vector: np.ndarray) -> None:
-        """The column of `key`'s next conversation (its window's lines, their vector) over `entry`."""
-        column = Column(window, vector, weakref.ref(entry), entry.layout, entry.changes, 0, np.empty(0, dtype=np.float32))
+    def matches(self, key: tuple[str, str], texts: bytes) -> bool:
+        """Whether `key`'s turn was prepared for these query texts (`texts_key`)."""
+        column = self._columns.get(key)
+        return column is not None and column.key == texts
+
+    def take(self, key: tuple[str, str], texts: bytes) -> Column | None:
+        """`key`'s column if it was prepared for these query texts, used once: the next turn
+        asks the embedder again."""
+        if not self.matches(key, texts):
+            return None
+        return self._columns.pop(key)
+
+    def keep(self, key: tuple[str, str], entry: UserMemories, texts: bytes, vectors: np.ndarray) -> None:
+        """The column of `key`'s held turn (its query texts, their vectors) over `entry`."""
+        column = Column(
+            texts, vectors, weakref.ref(entry), entry.layout, entry.changes, 0,
+            np.empty((vectors.shape[0], 0), dtype=np.float32),
+        )  # fmt: skip
         column.bring_up_to(entry)
         self._columns[key] = column
         self._columns.move_to_end(key)
@@ -76,21 +103,3 @@ class ConversationColumns:
         while self._columns and (len(self._columns) > COLUMNS_KEPT or held > COLUMNS_BYTES):
             _, dropped = self._columns.popitem(last=False)
             held -= dropped.values.nbytes
-
-    def cosines(
-        self, entry: UserMemories, slots: np.ndarray, window: bytes, key: tuple[str, str]
-    ) -> np.ndarray | None:
-        """The candidates' cosines to the conversation from the column prepared after the last
-        reply, when it is this turn's conversation over this entry; None otherwise."""
-        column = self._columns.get(key)
-        if (
-            column is None
-            or column.window != window
-            or column.entry() is not entry
-            or column.layout != entry.layout
-        ):
-            return None
-        column.bring_up_to(entry)
-        cosines = column.values[slots].astype(np.float64)
-        cosines[~entry.has_vector[slots]] = np.nan
-        return cosines

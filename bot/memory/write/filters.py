@@ -8,7 +8,8 @@ tests (tests/memory/write/test_filters.py, `test_known_false_positive_*`).
 
 `check_candidate` runs them in a fixed order and returns the first rejection:
 1. low_confidence      a number, the cheapest test;
-2. not_about_user      the memory is about the character or the setting;
+2. not_about_user      the memory is the character's own words (first person, or said to the
+                       user), or about the character or the setting;
    about_someone_else  it names another person of a shared channel, not the user;
 3. flipped_negation    an existing memory copied with its negation flipped;
 4. character_attitude  the character's feeling stored as a durable fact about the user.
@@ -18,7 +19,8 @@ and records). When a detector is unsure it lets the memory through: a wrong memo
 and can be forgotten, a memory dropped here is gone without a trace.
 
 Each detector keeps its calibration and its known false positives beside its code; the flip
-check is bot/memory/write/negation.py. The shared vocabulary (folded tokens, negations, change
+check is bot/memory/write/negation.py, the character's own words and how a memory names the two
+parties bot/memory/write/parties.py. The shared vocabulary (folded tokens, negations, change
 markers) is in bot/memory/text.py.
 """
 
@@ -27,12 +29,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from bot.memory.text import (
-    STOPWORDS,
-    fold,
-    fold_tokens,
-)
+from bot.memory.text import fold_tokens
 from bot.memory.write.negation import flipped_negation
+from bot.memory.write.parties import (
+    IMPERSONAL_OPENINGS,
+    character_positions,
+    character_speaks,
+    name_positions,
+    user_positions,
+)
 
 # --- low_confidence ---------------------------------------------------------------------------
 
@@ -58,60 +63,6 @@ def low_confidence(confidence: float) -> bool:
     return not (confidence >= CONFIDENCE_THRESHOLD)
 
 
-# --- shared lexical helpers -------------------------------------------------------------------
-
-
-def _is_word(token: str) -> bool:
-    return token[-1].isalnum()
-
-
-_FOLDED_STOPWORDS = frozenset(fold(w) for w in STOPWORDS)
-
-# A name part shorter than this ("Le", "Al") is too common to count on its own.
-NAME_PART_MIN_CHARS = 3
-
-
-def _name_positions(tokens: Sequence[str], name: str | None) -> list[int]:
-    """Where a name occurs: its whole token sequence, or, for a multi-word name, any part of it
-    that is long enough and not a function word ("Dame Écho" is also "Écho")."""
-    parts = [t for t in fold_tokens(name or "") if _is_word(t)]
-    if not parts:
-        return []
-    n = len(parts)
-    hits = {i for i in range(len(tokens) - n + 1) if list(tokens[i : i + n]) == parts}
-    if n > 1:
-        significant = {p for p in parts if len(p) >= NAME_PART_MIN_CHARS and p not in _FOLDED_STOPWORDS}
-        hits |= {i for i, t in enumerate(tokens) if t in significant}
-    return sorted(hits)
-
-
-# How the reflection names the two parties when it does not use their names.
-_USER_WORDS = frozenset({"utilisateur", "utilisatrice", "user", "joueur", "joueuse", "player"})
-_CHARACTER_WORDS = frozenset({"personnage", "character", "bot"})
-# A memory that opens on a subject pronoun is about the user: "Il travaille de nuit."
-_SUBJECT_PRONOUNS = frozenset({"il", "elle", "iel", "he", "she", "they"})
-# ...unless the pronoun is impersonal: "Il pleut sur le port.", "Il y a une cheminée."
-_IMPERSONAL_OPENINGS = frozenset(
-    {("il", "y"), ("il", "pleut"), ("il", "pleuvait"), ("il", "neige"), ("il", "neigeait")}
-)
-# An object pronoun next to the character is the user: "Écho lui a promis une chanson."
-_OBJECT_PRONOUNS = frozenset({"lui", "him"})
-
-
-def _user_positions(tokens: Sequence[str], user_name: str | None) -> list[int]:
-    hits = {i for i, t in enumerate(tokens) if t in _USER_WORDS or t in _OBJECT_PRONOUNS}
-    hits.update(_name_positions(tokens, user_name))
-    if tokens and tokens[0] in _SUBJECT_PRONOUNS and tuple(tokens[:2]) not in _IMPERSONAL_OPENINGS:
-        hits.add(0)
-    return sorted(hits)
-
-
-def _character_positions(tokens: Sequence[str], character_name: str) -> list[int]:
-    hits = {i for i, t in enumerate(tokens) if t in _CHARACTER_WORDS}
-    hits.update(_name_positions(tokens, character_name))
-    return sorted(hits)
-
-
 # --- not_about_user ---------------------------------------------------------------------------
 
 # A sentence opening on a determiner or an impersonal subject describes a thing or a place.
@@ -132,8 +83,9 @@ _PERSON_WORDS = frozenset(
 )  # fmt: skip
 
 
-def not_about_user(text: str, character_name: str, user_name: str | None = None) -> bool:
-    """True when the memory is about the character or the setting rather than the user.
+def not_about_user(text: str, character_name: str, user_name: str | None = None, user_message: str = "") -> bool:
+    """True when the memory is the character's own words (`character_speaks`), or about the
+    character or the setting rather than the user.
 
     Calibration, on the prototype: 10 % of extracted memories were about the character or the setting
     ("Écho aime le thé au jasmin.", "Le personnage vit dans une taverne.", "La taverne est
@@ -155,12 +107,14 @@ def not_about_user(text: str, character_name: str, user_name: str | None = None)
     Known false negatives (kept): a possessive that belongs to the place ("La taverne ferme ses
     portes à minuit."), a setting opening on a proper name ("Port-Réal est une ville fortifiée.").
     """
-    tokens = fold_tokens(text)
-    if not tokens or _user_positions(tokens, user_name):
-        return False
-    if _character_positions(tokens, character_name):
+    if character_speaks(text, user_name, user_message):
         return True
-    opens_on_setting = tokens[0] in _SETTING_OPENERS or tuple(tokens[:2]) in _IMPERSONAL_OPENINGS
+    tokens = fold_tokens(text)
+    if not tokens or user_positions(tokens, user_name):
+        return False
+    if character_positions(tokens, character_name):
+        return True
+    opens_on_setting = tokens[0] in _SETTING_OPENERS or tuple(tokens[:2]) in IMPERSONAL_OPENINGS
     return opens_on_setting and not any(t in _PERSON_WORDS for t in tokens[1:])
 
 
@@ -175,9 +129,9 @@ def about_someone_else(text: str, other_names: Iterable[str], user_name: str | N
     implicit ("Connaît Bob depuis l'école."). The reflection is asked to name the user.
     """
     tokens = fold_tokens(text)
-    if not tokens or _user_positions(tokens, user_name):
+    if not tokens or user_positions(tokens, user_name):
         return False
-    return any(_name_positions(tokens, name) for name in other_names if name != user_name)
+    return any(name_positions(tokens, name) for name in other_names if name != user_name)
 
 
 # --- flipped_negation -------------------------------------------------------------------------
@@ -312,8 +266,8 @@ def character_attitude(text: str, character_name: str, user_name: str | None = N
     ("L'utilisateur est le chouchou d'Écho.").
     """
     tokens = fold_tokens(text)
-    characters = _character_positions(tokens, character_name)
-    users = _user_positions(tokens, user_name)
+    characters = character_positions(tokens, character_name)
+    users = user_positions(tokens, user_name)
     if not characters or not users:
         return False
     if characters[0] < users[0]:
@@ -350,7 +304,9 @@ def check_candidate(
     `existing` (an index that gives the same answer: bot.memory.write.index)."""
     if low_confidence(confidence):
         return Rejection("low_confidence", f"confidence {confidence:.2f} < {CONFIDENCE_THRESHOLD}")
-    if not_about_user(text, character_name, user_name=user_name):
+    if character_speaks(text, user_name, user_message):
+        return Rejection("not_about_user", "the character's own words (first person, or said to the user), not a fact about the user")
+    if not_about_user(text, character_name, user_name=user_name, user_message=user_message):
         return Rejection("not_about_user", "about the character or the setting, not the user")
     if about_someone_else(text, other_names, user_name):
         return Rejection("about_someone_else", "names another person of the channel, not the user")
