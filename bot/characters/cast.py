@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bot.characters.character import Character, load_character
 from bot.characters.world_info import is_world_info
+from bot.clients.outside_files import CHANNELS_FILE, CHARACTER_FILE, read_document
 from bot.errors import CharacterError
 
 log = logging.getLogger(__name__)
@@ -154,9 +153,9 @@ def _is_lore_file(file: Path) -> bool:
     if file.suffix.lower() not in (".yaml", ".yml", ".json"):
         return False
     try:
-        # YAML reads JSON too: a SillyTavern World Info file is lore as well.
-        document = yaml.safe_load(file.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        # A SillyTavern World Info file (.json) is lore as well.
+        document = read_document(file, CHARACTER_FILE)
+    except CharacterError:
         return False  # load_character reports it
     if isinstance(document, Mapping) and is_world_info(document):
         return True
@@ -164,12 +163,9 @@ def _is_lore_file(file: Path) -> bool:
 
 
 def _read_mapping(file: Path, characters: Mapping[str, Character]) -> dict[str, Any]:
-    if not file.exists():
+    if not file.exists() and not file.is_symlink():
         return {}
-    try:
-        document = yaml.safe_load(file.read_text(encoding="utf-8-sig")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise CharacterError(f"{file}: cannot be read: {str(exc).splitlines()[0]}.") from None
+    document = read_document(file, CHANNELS_FILE) or {}
     if not isinstance(document, Mapping):
         raise CharacterError(f"{file}: expected a mapping of {', '.join(_MAPPING_KEYS)}.")
     unknown = [str(k) for k in document if k not in _MAPPING_KEYS]

@@ -36,9 +36,9 @@ from typing import Any
 
 import ahocorasick
 import regex
-import yaml
 
 from bot.characters.world_info import is_world_info, lore_from_world_info
+from bot.clients.outside_files import LORE_FILE, read_document
 from bot.errors import LoreError
 
 log = logging.getLogger(__name__)
@@ -272,14 +272,9 @@ def naive_fired(book: Lorebook, text: str) -> dict[int, str]:
 
 def load_lore_file(path: str | Path) -> Lorebook:
     file = Path(path)
-    try:
-        document = yaml.safe_load(file.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError:
-        raise LoreError(f"{file}: no such lore file.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LoreError(f"{file}: cannot be read ({exc}).") from None
-    except yaml.YAMLError as exc:
-        raise LoreError(f"{file}: invalid YAML: {str(exc).splitlines()[0]}.") from None
+    # Through the one guarded reader, as the character file that names it: a FIFO or a device is
+    # refused, the size and what the document expands to are bounded, JSON is read as JSON.
+    document = read_document(file, LORE_FILE)
     if isinstance(document, list):
         document = {"entries": document}
     if not isinstance(document, Mapping):
