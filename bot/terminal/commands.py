@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import sys
@@ -106,7 +107,9 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         path = Path(args[0]).expanduser()
         data = export_json(await engine.export(user))
         try:
-            path.write_text(data, encoding="utf-8")
+            # Everything stored about the user: a new file readable by them only, whatever the umask.
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "w", encoding="utf-8") as file:
+                file.write(data)
         except OSError as exc:
             return f"Cannot write {path}: {exc.strerror or exc}. Nothing was exported; give a file in an existing folder."
         return f"Exported to {path}."
