@@ -6,6 +6,7 @@ then call these, and only render the text they return (plain, or in a Discord me
 
 from __future__ import annotations
 
+from bot.clients.values import MAX_ROW_ID
 from bot.engine import Engine
 from bot.errors import InvalidMemory
 from bot.i18n import DEFAULT_LANGUAGE
@@ -22,9 +23,6 @@ from bot.presenting import (
     stats_text,
     why_text,
 )
-
-# SQLite's largest rowid: a bigger id names nothing, and cannot even be bound to a statement.
-MAX_ROW_ID = 2**63 - 1
 
 
 class MemoryCommands:
