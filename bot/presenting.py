@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from bot.i18n import DEFAULT_LANGUAGE, text
 from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import MEMORY_TYPES, HistoryEntry, Memory
-from bot.memory.stores.memories import CONSOLIDATE, Consolidation, consolidated_into
+from bot.memory.stores.consolidations import BY_SOURCE, Consolidation
+from bot.memory.stores.memories import CONSOLIDATE, consolidated_into
 from bot.memory.stores.stories import StoryHistoryEntry
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ OPERATIONS = ("replace", "merge", "expiry", "delete", "edit", "restore", "consol
 CAUSES = {
     "reflection": "cause_reflection",
     "message deleted": "cause_message_deleted",
+    "message edited": "cause_message_edited",
     "user: /forget": "cause_forget",
     "user: edit": "cause_edit",
     "user: /restore": "cause_restore",
@@ -157,9 +159,8 @@ def why_text(selection: TurnSelection | None, *, lang: str = DEFAULT_LANGUAGE) -
             score = text(lang, "why_lexical") if slot.lexical else ""
         pin = " 📌" if slot.pinned else ""
         series = text(lang, "why_series", members=slot.series) if slot.series else ""
-        lines.append(
-            f"{n:>2}. #{slot.id} [{_type(slot.type, lang)}] {_reason(slot.reason, lang)}{score}{pin}{series} — {clip(slot.text, 100)}"
-        )
+        said = text(lang, "why_withdrawn") if slot.withdrawn else clip(slot.text, 100)
+        lines.append(f"{n:>2}. #{slot.id} [{_type(slot.type, lang)}] {_reason(slot.reason, lang)}{score}{pin}{series} — {said}")
     if selection.rules:
         lines.append("")
         lines.append(text(lang, "why_rules"))
@@ -228,7 +229,9 @@ def history_text(
         lines.append(text(lang, "history_consolidations"))
         for c in consolidations:
             members = ", ".join(f"#{m}" for m, _ in c.members)
-            if c.undone:
+            if c.undone and c.undone_by == BY_SOURCE:
+                now = text(lang, "history_consolidation_undone_by_source")
+            elif c.undone:
                 now = text(lang, "history_consolidation_undone")
             elif c.text is None:
                 now = text(lang, "history_consolidation_gone", id=c.memory_id)

@@ -65,6 +65,8 @@ class Slot:
     lexical: bool = False
     # Its series was cut to SERIES_MAX_SLOTS: how many members the selection would have served.
     series: int = 0
+    # Withdrawn since: the message it came from was deleted or edited (its text is no longer kept here).
+    withdrawn: bool = False
 
 
 @dataclass(slots=True)
@@ -122,6 +124,7 @@ class TurnSelection:
                         "text": s.text,
                         "lexical": s.lexical,
                         "series": s.series,
+                        "withdrawn": s.withdrawn,
                     }
                     for s in self.slots
                 ],
