@@ -131,3 +131,34 @@ async def test_a_consolidation_the_user_undid_is_never_redone_however_many_came_
     assert sum("Trieste en 20" in m.text for m in await engine.memories("alice")) == len(YEARS)
     undone = [c for c in await engine.consolidated("alice") if c.undone]
     assert [c.memory_id for c in undone] == [trieste.memory_id]
+
+
+async def test_a_reflection_waiting_for_its_model_holds_no_lock_the_consolidation_waits_for(db, http, llm_server, tmp_path, store, store_kind):
+    """The same rule on the other side: a reflection's model call holds no per-user lock either,
+    so the consolidation (and an erase) never waits for it. On PostgreSQL the worker's claim on
+    the user is a connection's advisory lock, tried and never waited for: the run passes the user
+    by (next run); in one SQLite process the claim is shared and the series is consolidated."""
+    from bot.engine import Incoming
+
+    engine = make_engine(db, http, llm_server, tmp_path, reflection_timeout_seconds=300)
+    await season(engine, store)
+    asked, never = asyncio.Event(), asyncio.Event()
+    trieste = answering({"Trieste": TRIESTE})
+
+    async def handler(request: LLMRequest) -> str:
+        if request.json_schema is not None and not is_consolidation(request):
+            asked.set()
+            await never.wait()  # the reflection's model takes its whole timeout
+        return await trieste(request)
+
+    llm_server.handler = handler
+    await engine.turn(Incoming(user_id="alice", user_name="Alice", text="Encore un voyage", story_id="c", place="dm", message_id="m2"))
+    engine.schedule_reflection("alice")
+    await asyncio.wait_for(asked.wait(), 10)
+    figures = await asyncio.wait_for(engine.consolidate(), 5)
+    if store_kind == "sqlite":
+        assert figures.consolidated == 1, figures
+    else:
+        assert figures.llm_calls == 0, figures
+    await asyncio.wait_for(engine.erase_person("alice"), 5)
+    never.set()
