@@ -44,9 +44,10 @@ test: lint
 test-fast: lint
 	HYPOTHESIS_PROFILE=fast $(PYTEST) -m "not slow" -n 2 --durations=10
 
-## make chat USER=alice: talk to the character in the terminal, no Discord needed
+## make chat USER_NAME=alice: talk to the character in the terminal, no Discord needed (as your
+## login name by default: a name, since the character puts it in its sentences)
 chat: $(STAMP)
-	$(BIN)/python -m bot chat --user $(or $(USER_NAME),$(USER),you)
+	$(BIN)/python -m bot chat --user $(or $(USER_NAME),$(USER),$(shell id -un))
 
 ## make doctor: check the settings, database, LLM, embedder and Discord, one line each
 doctor: $(STAMP)
@@ -57,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/dedup.py
 	$(BIN)/python bench/replace_guard.py
 	$(BIN)/python bench/lore.py
+	$(BIN)/python bench/sillytavern.py
 	$(BIN)/python bench/recall_public.py
 	$(BIN)/python bench/recall.py
 	$(BIN)/python bench/latency.py

@@ -19,7 +19,9 @@ import regex
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.characters.lore import Lorebook, LoreEntry, naive_fired  # noqa: E402
+from bot.characters.lore import LoreEntry  # noqa: E402
+from bot.characters.lorebook import Lorebook  # noqa: E402
+from tests.lore_reference import naive_fired  # noqa: E402
 
 ENTRIES = 200
 TURNS = 300
@@ -64,12 +66,12 @@ def main() -> None:
     fired = 0
     for turn in turns:
         start = time.perf_counter()
-        hits = book.match(turn, budget_chars=2000, scan_depth=4)
+        hits = book.match(turn, budget_chars=2000, scan_depth=4).hits
         fast.append(time.perf_counter() - start)
         text = "\n".join(turn)
         start = time.perf_counter()
         lowered = text.lower()
-        for _, pattern, on_lowered, prefix, _ in book._regexes:
+        for pattern, on_lowered, prefix in book._index.regex_probes():
             haystack = lowered if on_lowered else text
             if prefix in haystack:
                 pattern.search(haystack)

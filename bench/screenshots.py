@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bot.characters.character import load_character  # noqa: E402
+from bot.characters.lore import LoreEntry  # noqa: E402
+from bot.characters.lorebook import Lorebook  # noqa: E402
 from bot.clients.db import SQLiteDatabase  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.health import Health  # noqa: E402
@@ -161,7 +163,19 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, http
     embedder = metrics.timed(flaky)  # type: ignore[arg-type]
     now = datetime.now(timezone.utc).replace(microsecond=0)
     clock = Clock(now - timedelta(days=5, hours=6))
-    engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings.engine, character=load_character(None), clock=clock, metrics=metrics)
+    character = load_character(None)
+    # A little world, so the turn page shows lore: kept entries, one named by another, one left
+    # out by the budget.
+    character.lore = Lorebook(
+        [
+            LoreEntry("Nantes", "Nantes est une ville de bord de Loire, connue pour son château et ses machines.", keys=("Nantes",)),
+            LoreEntry("Le concert", "Le conservatoire de Nantes donne ses concerts au printemps.", keys=("concert",)),
+            LoreEntry("Le violoncelle", "Un violoncelle se joue assis, l'instrument entre les genoux. " * 2, keys=("violoncelle", "instrument")),
+            LoreEntry("Les ponts", "Les ponts de la Loire relient l'île de Nantes aux deux rives.", keys=("Loire",)),
+        ],
+        budget_chars=200,
+    )
+    engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings.engine, character=character, clock=clock, metrics=metrics)
     await engine.start()
     indexer = Indexer(db, embedder)
     pinned = await engine.remember("412345678901234567", "Alice préfère qu'on la tutoie.", story_id="chan-1", place="guild-1")
@@ -251,12 +265,19 @@ async def main() -> None:
                 for line in user_page.text.splitlines()
                 if f'href="/users/{alice}/turns/' in line
             )
+            # A turn that brought lore in: the question about her instrument.
+            lore_path = next(
+                row.split('href="', 2)[-1].split('"', 1)[0]
+                for row in user_page.text.split("<tr>")
+                if "instrument" in row and f'href="/users/{alice}/turns/' in row
+            )
             shots = [
                 ("overview.png", proxy.url + "/", "1280,2300"),
                 ("overview-24h.png", proxy.url + "/?window=24h", "1280,1200"),
                 ("user.png", f"{proxy.url}/users/{alice}", "1280,2300"),
                 ("user-hostile.png", f"{proxy.url}/users/{quote('634567890123456789')}", "1280,2700"),
                 ("turn.png", proxy.url + turn_path, "1280,1600"),
+                ("turn-lore.png", proxy.url + lore_path, "1280,2300"),
                 ("login.png", page.url + "/", "900,600"),
                 ("narrow.png", proxy.url + "/", "420,1600"),
             ]

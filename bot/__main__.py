@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import io
 import logging
+import os
 import signal
 import sys
 from collections.abc import Coroutine
@@ -29,6 +30,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     chat = sub.add_parser("chat", help="talk to the character in this terminal, no Discord needed")
     chat.add_argument("--user", required=True, help="your name in this chat (memories are kept per name)")
     chat.add_argument("--channel", default="main", help="the story to talk in (default: main)")
+    chat.add_argument(
+        "--language", help="the language of the chat's own texts: en, fr, es or de (default: your LANG's, else en)"
+    )
     move = sub.add_parser("migrate-store", help="copy the SQLite database into PostgreSQL, then verify it")
     move.add_argument("--from", dest="source", required=True, help="sqlite:///path/to/echo.sqlite3")
     move.add_argument("--to", dest="target", required=True, help="postgresql://user:password@host:5432/echo")
@@ -122,22 +126,23 @@ async def _chat(args: argparse.Namespace) -> None:
             stream.reconfigure(errors="surrogateescape")
     settings = load_settings()
     # The terminal is the conversation: only warnings and errors go to the log.
-    logging.getLogger().setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
+    set_log_level(max(logging.WARNING, logging.getLevelName(settings.log_level)))
     # Each part is imported once the step before it passed: a start stopped by a setting's
     # mistake (an operator's typo, the tests' many processes) does not load what it never runs.
     from bot.app import open_services
 
-    async with open_services(settings) as services:
+    async with open_services(settings, web_page=False) as services:
         from bot.terminal.chat import run_chat
 
         await run_chat(
-            services.engine, user=args.user, channel=args.channel, stream_replies=settings.stream_replies
+            services.engine, user=args.user, channel=args.channel, stream_replies=settings.stream_replies,
+            language=args.language or os.environ.get("LC_ALL") or os.environ.get("LC_MESSAGES") or os.environ.get("LANG") or "",
         )
 
 
 async def _discord() -> None:
     settings = load_settings()
-    logging.getLogger().setLevel(settings.log_level)
+    set_log_level(logging.getLevelName(settings.log_level))
     # Before anything is opened: without a token nothing is created, not even the database.
     token = settings.require_discord_token()
     # Imported step by step, as in _chat.
@@ -165,9 +170,21 @@ async def _until_signalled(job: Coroutine[Any, Any, None]) -> None:
         log.info("stopped by a signal")
 
 
+# Libraries that log each routine step at INFO: the scheduler each run of a job (thousands of
+# lines a day), httpx each model call. Their lines show at DEBUG only.
+CHATTY_LOGGERS = ("apscheduler", "httpx")
+
+
+def set_log_level(level: int) -> None:
+    logging.getLogger().setLevel(level)
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(level if level <= logging.DEBUG else max(level, logging.WARNING))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    set_log_level(logging.INFO)
     redact_logs()
     try:
         if args.command == "doctor":

@@ -87,11 +87,19 @@ async def _start_web(settings: WebSettings, engine: Engine, health: Health, metr
 
 
 @asynccontextmanager
-async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncIterator[Services]:
+async def open_services(settings: Settings, *, check_llm: bool = True, web_page: bool = True) -> AsyncIterator[Services]:
     """Open everything; on exit, finish or park reflections, stop jobs, close HTTP and the DB."""
     storage = settings.storage
     cast: Cast = load_cast(storage.characters_dir, storage.character_file)
     character = cast.default
+    for each in cast.characters.values():
+        if each.lore is not None and each.lore.constant_chars > (budget := each.lore.budget(settings.engine.lore_budget_chars)):
+            log.warning(
+                "lore of %s: the entries always in (constant) take %d characters, over the %d-character budget: "
+                "they are kept, and no other entry fits; raise %s",
+                each.name, each.lore.constant_chars, budget,
+                "its lorebook's budget" if each.lore.budget_chars is not None else "LORE_BUDGET_CHARS",
+            )
     llm_settings = settings.llm
     http = httpx.AsyncClient(timeout=httpx.Timeout(llm_settings.timeout_seconds, connect=5.0))
     llm = LLMClient(
@@ -181,7 +189,9 @@ async def open_services(settings: Settings, *, check_llm: bool = True) -> AsyncI
         )
         scheduler.start()
         health = Health(db=db, llm=llm, model=llm_settings.model, embedder=embedder)
-        if settings.web.enabled:
+        # The terminal chat serves no page: trying the character beside a running bot must not
+        # need the page's port.
+        if settings.web.enabled and web_page:
             web = await _start_web(settings.web, engine, health, metrics)
         yield Services(settings, db, http, llm, embedder, character, engine, scheduler, indexer, metrics, health, web)
     finally:

@@ -320,11 +320,12 @@ class Settings(BaseSettings):
         ),
     )
     lore_budget_chars: int = Field(
-        2000,
+        6000,
         ge=0,
         description=(
             "Characters of lore entries added to a reply's context at most, outside the "
-            "memory slots, unless the lorebook sets its own budget."
+            "memory slots, unless the lorebook sets its own budget (about 1,500 tokens: "
+            "SillyTavern's default card brings 4,129 characters of lore)."
         ),
     )
     lore_scan_depth: int = Field(

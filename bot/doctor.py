@@ -111,7 +111,21 @@ def check_characters(settings: Settings) -> tuple[list[Finding], Cast | None]:
     except CharacterError as exc:
         return [_bad("characters", str(exc), "correct the file named above, or CHARACTER_FILE / CHARACTERS_DIR")], None
     names = ", ".join(c.name for c in cast.characters.values())
-    return [_good("characters", f"{len(cast.characters)} loaded ({names})")], cast
+    found = [_good("characters", f"{len(cast.characters)} loaded ({names})")]
+    for character in cast.characters.values():
+        lore = character.lore
+        ignored = character.ignored + (lore.ignored if lore is not None else ())
+        if ignored:
+            found.append(_good("characters", f"{character.name}: ignored (Écho does not act on them): {', '.join(ignored)}"))
+        if lore is not None and lore.constant_chars > (budget := lore.budget(settings.engine.lore_budget_chars)):
+            setting = "its lorebook's budget" if lore.budget_chars is not None else "LORE_BUDGET_CHARS"
+            found.append(_bad(
+                "lore",
+                f"{character.name}: the entries always in (constant) take {lore.constant_chars} characters, over the "
+                f"{budget}-character budget: they are kept, and no other entry fits",
+                f"raise {setting} above {lore.constant_chars}, or shorten the constant entries",
+            ))
+    return found, cast
 
 
 # --- database ---------------------------------------------------------------------------------
@@ -241,7 +255,10 @@ async def check_llm(settings: Settings, http: httpx.AsyncClient) -> list[Finding
         try:
             await llm.check(model)
         except ModelNotFound as exc:
-            found.append(_bad("LLM model", f"{model!r} is not on the server", _first_line(exc) or f"ollama pull {model}"))
+            # The setting that names it: the reflection's model is REFLECTION_MODEL's, not LLM_MODEL's.
+            named = " and ".join(n for n, m in (("LLM_MODEL", s.model), ("REFLECTION_MODEL", s.reflection_model)) if m == model)
+            pull = f"`ollama pull {model}`, or " if s.api == "ollama" else ""
+            found.append(_bad("LLM model", f"{model!r} is not on the server ({_first_line(exc)})", f"{pull}set {named} to a model the server has"))
             continue
         except LLMError as exc:
             return [_bad("LLM", _first_line(exc), f"start the server, or set LLM_BASE_URL / LLM_API (now {s.api})")]

@@ -96,7 +96,13 @@ class LLMStreamCut(LLMError):
 # Memory
 
 class InvalidMemory(ValueError):
-    """A request on memory that cannot be honoured (bad type, empty text…): the message says why."""
+    """A request on memory that cannot be honoured (bad type, empty text…): the message says why
+    (for the log); `code` and `values` say it to a person, in their language (bot/presenting.py)."""
+
+    def __init__(self, message: str, *, code: str = "invalid", **values: object) -> None:
+        super().__init__(message)
+        self.code = code
+        self.values = values
 
 
 class ReflectionParseError(ValueError):

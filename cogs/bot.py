@@ -21,8 +21,8 @@ from bot.clients.health import Health
 from bot.config import DEFAULT_DISCORD_API_URL, Settings
 from bot.engine import Engine
 from bot.errors import StartupError
-from bot.i18n import COMMANDS, language
-from cogs.utils.answering import ChannelPacer
+from bot.i18n import COMMANDS, language, set_locale, text
+from cogs.utils.answering import ChannelPacer, Languages
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,16 @@ class Translator(app_commands.Translator):
         return COMMANDS.get(language(locale), {}).get(string.message)
 
 
+class EchoTree(app_commands.CommandTree["EchoBot"]):
+    """The application commands, each handled in the language of the person who used it: set
+    here, once, before any command, autocomplete or error report of that interaction."""
+
+    async def interaction_check(self, interaction: discord.Interaction[EchoBot], /) -> bool:
+        set_locale(interaction.locale)
+        self.client.languages.learn(interaction.user.id, interaction.locale)
+        return True
+
+
 class Services(Protocol):
     """What the Discord front end is handed: the engine, the settings of the bot (the Discord
     ones among them), and the health report it tells whether Discord answers."""
@@ -70,10 +80,13 @@ class Services(Protocol):
 class EchoBot(commands.Bot):
     def __init__(self, services: Services) -> None:
         super().__init__(
-            command_prefix=commands.when_mentioned_or("!"),
+            # Owner commands are written "@Écho sync": a mention needs no Message Content intent
+            # (discord.py warns at start-up for any other prefix when the intent is off).
+            command_prefix=commands.when_mentioned,
             intents=make_intents(services.settings.allowed_channel_ids),
             allowed_mentions=NO_MENTIONS,
             help_command=None,
+            tree_cls=EchoTree,
             shard_count=services.settings.shard_count,
             # AutoShardedBot's option: ShardedEchoBot puts it after commands.Bot in its MRO.
             shard_ids=services.settings.shard_ids or None,  # type: ignore[call-arg]
@@ -81,6 +94,8 @@ class EchoBot(commands.Bot):
         self.services = services
         # The one pace of the bot's writes in each channel, whichever cog or view writes.
         self.pacer = ChannelPacer()
+        # Each person's Discord language, from their interactions: a turn's notes are in it.
+        self.languages = Languages()
 
     async def setup_hook(self) -> None:
         await self._use_gateway_of_api()
@@ -146,29 +161,33 @@ class OwnerCommands(commands.Cog):
     def __init__(self, bot: EchoBot) -> None:
         self.bot = bot
 
+    async def cog_before_invoke(self, ctx: commands.Context[EchoBot]) -> None:
+        # A text command carries no person's language: the server's, else the owner's English.
+        set_locale(ctx.guild.preferred_locale if ctx.guild is not None else None)
+
     @commands.command(name="sync")
     @commands.is_owner()
     async def sync(self, ctx: commands.Context[EchoBot], where: str = "global") -> None:
         """Sync the slash commands: `sync` for everywhere (up to an hour), `sync guild` for here."""
         if where == "guild":
             if ctx.guild is None:
-                await self._say(ctx, "`sync guild` works in a server; use `sync` here.")
+                await self._say(ctx, text("sync_guild_in_dm"))
                 return
             self.bot.tree.copy_global_to(guild=ctx.guild)
             synced = await self.bot.tree.sync(guild=ctx.guild)
-            await self._say(ctx, f"Synced {len(synced)} commands to this server.")
+            await self._say(ctx, text("synced_here", n=len(synced)))
         elif where == "global":
             synced = await self.bot.tree.sync()
-            await self._say(ctx, f"Synced {len(synced)} commands globally (Discord may take up to an hour to show them).")
+            await self._say(ctx, text("synced_everywhere", n=len(synced)))
         else:
-            await self._say(ctx, "Usage: `sync` (global) or `sync guild` (this server).")
+            await self._say(ctx, text("sync_usage"))
 
     async def cog_command_error(self, ctx: commands.Context[EchoBot], error: commands.CommandError) -> None:
         if isinstance(error, commands.NotOwner):
             log.info("%s (id %d) tried an owner command", ctx.author, ctx.author.id)
             return
         log.error("owner command %s failed", ctx.command, exc_info=error)
-        await self._say(ctx, f"Failed: {error}")
+        await self._say(ctx, text("failed"))
 
     async def _say(self, ctx: commands.Context[EchoBot], text: str) -> None:
         async with self.bot.pacer.slot(ctx.channel.id):

@@ -26,6 +26,8 @@ from bot.characters.character import Character
 from bot.clients.tasks import BackgroundTasks
 from bot.engine import Engine, Incoming, Shown, TurnResult, join_parts
 from bot.engine.prompting import ChannelLine
+from bot.i18n import set_locale
+from bot.presenting import turn_text
 from cogs.bot import NO_MENTIONS, EchoBot
 from cogs.message_events import edited_text
 from cogs.utils.answering import (
@@ -312,6 +314,9 @@ class Conversation(commands.Cog):
         first, last = messages[0], messages[-1]
         seen = await read_images(messages, self.settings)
         character = await self.character_for(last)
+        # What the turn says besides the reply (the model is down, the reply was cut) is said in
+        # the person's language, as known from their interactions, else the character's.
+        set_locale(self.bot.languages.for_turn(last.author.id, character.language, getattr(last.guild, "preferred_locale", None)))
         user_id = self.cast.memory_key(str(last.author.id), character)
         voice = await self.voices.voice_for(last.channel, character, me)
         incoming = Incoming(
@@ -320,6 +325,7 @@ class Conversation(commands.Cog):
             user_name=last.author.display_name,
             text="",
             story_id=str(last.channel.id),  # a thread is its own story
+            story_name=f"#{name}" if isinstance(name := getattr(last.channel, "name", None), str) else "DM",
             place=place_of(last.guild.id if last.guild is not None else None),
             message_id=str(last.id),
             history=self._lines(await (burst.earlier or self._earlier(first)), me.id, voice),
@@ -340,7 +346,7 @@ class Conversation(commands.Cog):
             else:
                 async with last.channel.typing():
                     result = await turn()
-                sent = await send_reply(last, result.shown, self.pacer, voice)
+                sent = await send_reply(last, turn_text(result), self.pacer, voice)
         except Dropped:
             log.debug("the messages of user %s were deleted or erased before their answer", last.author.id)
             return []
@@ -365,7 +371,7 @@ class Conversation(commands.Cog):
     ) -> tuple[TurnResult, list[discord.Message]]:
         async with LiveReply(message, self.pacer, voice) as live:
             result = await turn(live.update)
-            return result, await live.finish(result.shown)
+            return result, await live.finish(turn_text(result))
 
     async def _add_swipe_controls(self, incoming: Incoming, result: TurnResult, sent: list[discord.Message]) -> None:
         """◀ 1/1 ▶ 🔄 under a reply that fits in one message; a longer one is kept as it is."""

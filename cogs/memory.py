@@ -19,11 +19,11 @@ from discord.ext import commands
 
 from bot.characters.character import Character
 from bot.clients.values import row_id
-from bot.engine import MAX_MEMORY_CHARS, Engine, export_json, memory_commands
-from bot.i18n import language
-from bot.i18n import text as tr
+from bot.engine import MAX_MEMORY_CHARS, Engine, export_json
+from bot.engine.memory_commands import MemoryCommands as Commands
+from bot.i18n import text
 from bot.memory.model import MEMORY_TYPES, Memory
-from bot.presenting import clip, memory_pages_with_spans
+from bot.presenting import answer, edit_option, memory_pages_with_spans
 from cogs.bot import NO_MENTIONS, EchoBot
 from cogs.utils.answering import (
     AnswerPolicy,
@@ -42,11 +42,6 @@ PAGE_TIMEOUT = 300.0  # well under the 15 minutes an interaction token lives
 CONFIRM_TIMEOUT = 60.0
 # Discord's upload limit for bots is 10 MiB: a larger export is sent gzipped.
 EXPORT_MAX_BYTES = 8 * 1024 * 1024
-
-
-def _lang(interaction: discord.Interaction) -> str:
-    """The language of the person who used the command or button (their Discord locale)."""
-    return language(interaction.locale)
 
 
 CHARACTER_OPTION = "Another character than this channel's (start typing to pick)"
@@ -86,14 +81,14 @@ class OwnerOnlyView(OwnerGate, discord.ui.View):
 class PageView(OwnerOnlyView, custom_ids=r"echo:pages:" + OWNER + r":(?:prev|next|edit)"):
     kind = "pages"
 
-    def __init__(self, owner: int | str, pages: list[str], *, timeout: float = PAGE_TIMEOUT, lang: str = "en") -> None:
+    def __init__(self, owner: int | str, pages: list[str], *, timeout: float = PAGE_TIMEOUT) -> None:
         super().__init__(owner, timeout=timeout)
         self.pages = pages
         self.index = 0
         self.previous_page.custom_id = self._custom_id("prev")
         self.next_page.custom_id = self._custom_id("next")
-        self.previous_page.label = tr(lang, "previous")
-        self.next_page.label = tr(lang, "next")
+        self.previous_page.label = text("previous")
+        self.next_page.label = text("next")
         self._update_buttons()
 
     @property
@@ -109,11 +104,12 @@ class PageView(OwnerOnlyView, custom_ids=r"echo:pages:" + OWNER + r":(?:prev|nex
         self._update_buttons()
         await interaction.response.edit_message(content=self.page, view=self)
 
-    @discord.ui.button(label="◀ Previous", style=discord.ButtonStyle.secondary)
+    # Labelled from the catalogue when the view is made.
+    @discord.ui.button(label="◀", style=discord.ButtonStyle.secondary)
     async def previous_page(self, interaction: discord.Interaction, button: discord.ui.Button[PageView]) -> None:
         await self._show(interaction, self.index - 1)
 
-    @discord.ui.button(label="Next ▶", style=discord.ButtonStyle.secondary)
+    @discord.ui.button(label="▶", style=discord.ButtonStyle.secondary)
     async def next_page(self, interaction: discord.Interaction, button: discord.ui.Button[PageView]) -> None:
         await self._show(interaction, self.index + 1)
 
@@ -134,23 +130,23 @@ class MemoryPages(PageView):
         groups: list[list[Memory]],
         *,
         timeout: float = PAGE_TIMEOUT,
-        lang: str = "en",
     ) -> None:
         self.engine = engine
         self.groups = groups
         # Under the memory owner key the pages are of (the person's, for the character asked about).
         self.edit_menu: discord.ui.Select[MemoryPages] = discord.ui.Select(
-            placeholder="Edit a memory…", row=1, custom_id=f"echo:{self.kind}:{owner_key}:edit"
+            placeholder=text("edit_placeholder"), row=1, custom_id=f"echo:{self.kind}:{owner_key}:edit"
         )
         self.edit_menu.callback = self._edit  # type: ignore[method-assign]
-        super().__init__(owner_key, pages, timeout=timeout, lang=lang)
+        super().__init__(owner_key, pages, timeout=timeout)
         self.add_item(self.edit_menu)
 
     def _update_buttons(self) -> None:
         super()._update_buttons()
         self.edit_menu.options = [
-            discord.SelectOption(label=f"Edit #{m.id}", description=clip(m.text, 100), value=str(m.id))
+            discord.SelectOption(label=label, description=description, value=str(m.id))
             for m in self.groups[self.index][:25]
+            for label, description in [edit_option(m)]
         ]
 
     async def _edit(self, interaction: discord.Interaction) -> None:
@@ -164,38 +160,38 @@ class MemoryPages(PageView):
 class EraseConfirm(OwnerOnlyView, custom_ids=r"echo:erase:" + OWNER + r":(?:confirm|cancel)"):
     kind = "erase"
 
-    def __init__(self, engine: Engine, owner_id: int, *, timeout: float = CONFIRM_TIMEOUT, lang: str = "en") -> None:
+    def __init__(self, engine: Engine, owner_id: int, *, timeout: float = CONFIRM_TIMEOUT) -> None:
         super().__init__(owner_id, timeout=timeout)
         self.engine = engine
-        self.lang = lang
         self.confirm.custom_id = self._custom_id("confirm")
         self.cancel.custom_id = self._custom_id("cancel")
-        self.confirm.label = tr(lang, "erase_button")
-        self.cancel.label = tr(lang, "cancel_button")
+        self.confirm.label = text("erase_button")
+        self.cancel.label = text("cancel_button")
+        # Said when it times out, in the task of no interaction: read in the language now set.
+        self.timed_out = text("nothing_erased_timeout")
 
-    @discord.ui.button(label="Erase everything", style=discord.ButtonStyle.danger)
+    # Labelled from the catalogue when the view is made.
+    @discord.ui.button(label="…", style=discord.ButtonStyle.danger)
     async def confirm(self, interaction: discord.Interaction, button: discord.ui.Button[EraseConfirm]) -> None:
         self.stop()  # a second press is not dispatched to a stopped view
-        await interaction.response.edit_message(content=tr(self.lang, "erasing"), view=None)
-        report = await self.engine.erase_person(self.owner)
-        await interaction.edit_original_response(
-            content=tr(self.lang, "erased", memories=report.memories, history=report.history)
-        )
+        await interaction.response.edit_message(content=text("erasing"), view=None)
+        erased = await Commands(self.engine).erase(self.owner)
+        await interaction.edit_original_response(content=answer(erased))
 
-    @discord.ui.button(label="Cancel", style=discord.ButtonStyle.secondary)
+    @discord.ui.button(label="…", style=discord.ButtonStyle.secondary)
     async def cancel(self, interaction: discord.Interaction, button: discord.ui.Button[EraseConfirm]) -> None:
         self.stop()
-        await interaction.response.edit_message(content=tr(self.lang, "nothing_erased"), view=None)
+        await interaction.response.edit_message(content=text("nothing_erased"), view=None)
 
     async def on_timeout(self) -> None:
-        await self._edit_origin(content=tr(self.lang, "nothing_erased_timeout"), view=None)
+        await self._edit_origin(content=self.timed_out, view=None)
 
 
 class MemoryCommands(commands.Cog):
     def __init__(self, bot: EchoBot, engine: Engine) -> None:
         self.bot = bot
         self.engine = engine
-        self.run = memory_commands.MemoryCommands(engine)
+        self.run = Commands(engine)
         self.policy = AnswerPolicy.from_settings(bot.services.settings)
         # Context menus cannot be declared in a cog's body; added to the tree on load.
         self.remember_menu = app_commands.ContextMenu(name="Remember this", callback=self.remember_this)
@@ -254,36 +250,29 @@ class MemoryCommands(commands.Cog):
         self, interaction: discord.Interaction, kind: app_commands.Choice[str] | None = None, character: str | None = None
     ) -> None:
         owner = self._owner(interaction, character)
-        found = await self.engine.memories(owner, types=[kind.value] if kind else None)
-        pages = memory_pages_with_spans(found, now=self.engine.clock(), lang=_lang(interaction))
+        found = await self.run.memories(owner, [kind.value] if kind else None)
+        pages = memory_pages_with_spans(found, now=self.engine.clock())
         if not found:
             await say(interaction, pages[0][0])
             return
-        view = MemoryPages(
-            self.engine,
-            owner,
-            [page for page, _ in pages],
-            [[found[i] for i in span] for _, span in pages],
-            lang=_lang(interaction),
-        )
+        view = MemoryPages(self.engine, owner, [page for page, _ in pages], [[found[i] for i in span] for _, span in pages])
         await interaction.response.send_message(view.page, view=view, ephemeral=True, allowed_mentions=NO_MENTIONS)
         view.origin = interaction
 
     @app_commands.command(name="history", description="Archived versions of your memories, to bring back with /restore")
     @app_commands.describe(character=CHARACTER_OPTION)
     async def history(self, interaction: discord.Interaction, character: str | None = None) -> None:
-        await say(interaction, await self.run.history(self._owner(interaction, character), lang=_lang(interaction)))
+        await say(interaction, answer(await self.run.history(self._owner(interaction, character))))
 
     @app_commands.command(name="why", description="The memories I used for your last message in this channel, and why")
     @app_commands.describe(character=CHARACTER_OPTION)
     async def why(self, interaction: discord.Interaction, character: str | None = None) -> None:
-        answer = await self.run.why(self._owner(interaction, character), str(interaction.channel_id), lang=_lang(interaction))
-        await say(interaction, answer)
+        await say(interaction, answer(await self.run.why(self._owner(interaction, character), str(interaction.channel_id))))
 
     @app_commands.command(name="memory-stats", description="Statistics on your memories: never recalled, degraded turns")
     @app_commands.describe(character=CHARACTER_OPTION)
     async def memory_stats(self, interaction: discord.Interaction, character: str | None = None) -> None:
-        await say(interaction, await self.run.stats(self._owner(interaction, character), lang=_lang(interaction)))
+        await say(interaction, answer(await self.run.stats(self._owner(interaction, character))))
 
     # --- writing --------------------------------------------------------------------------
 
@@ -299,52 +288,51 @@ class MemoryCommands(commands.Cog):
 
     async def remember_this(self, interaction: discord.Interaction, message: discord.Message) -> None:
         if message.author.id != interaction.user.id:
-            await say(interaction, tr(_lang(interaction), "remember_not_yours"))
+            await say(interaction, text("remember_not_yours"))
             return
-        text = message.clean_content.strip()
-        if not text:
-            await say(interaction, tr(_lang(interaction), "remember_no_text"))
+        said = message.clean_content.strip()
+        if not said:
+            await say(interaction, text("remember_no_text"))
             return
-        await say(interaction, await self._remember(interaction, text, source=message.jump_url))
+        await say(interaction, await self._remember(interaction, said, source=message.jump_url))
 
     async def _remember(
-        self, interaction: discord.Interaction, text: str, *, source: str | None, character: str | None = None
+        self, interaction: discord.Interaction, said: str, *, source: str | None, character: str | None = None
     ) -> str:
         if not self._may_add(interaction):
-            return tr(_lang(interaction), "remember_refused")
-        return await self.run.remember(
+            return text("remember_refused")
+        return answer(await self.run.remember(
             self._owner(interaction, character),
-            text,
+            said,
             story_id=str(interaction.channel_id),
             place=place_of(interaction.guild_id),
             source=source,
-            lang=_lang(interaction),
-        )
+        ))
 
     @app_commands.command(name="pin", description="Always keep one of your memories in my context")
     @app_commands.rename(memory_id="id")
     @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
     async def pin(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
-        await say(interaction, await self.run.pin(self._owner(interaction, character), memory_id, True, lang=_lang(interaction)))
+        await say(interaction, answer(await self.run.pin(self._owner(interaction, character), memory_id, True)))
 
     @app_commands.command(name="unpin", description="Stop always keeping a memory in my context")
     @app_commands.rename(memory_id="id")
     @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
     async def unpin(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
-        await say(interaction, await self.run.pin(self._owner(interaction, character), memory_id, False, lang=_lang(interaction)))
+        await say(interaction, answer(await self.run.pin(self._owner(interaction, character), memory_id, False)))
 
     @app_commands.command(name="forget", description="Forget one of your memories (archived: /restore brings it back)")
     @app_commands.rename(memory_id="id")
     @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
     async def forget(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
-        await say(interaction, await self.run.forget(self._owner(interaction, character), memory_id, lang=_lang(interaction)))
+        await say(interaction, answer(await self.run.forget(self._owner(interaction, character), memory_id)))
 
     @app_commands.command(name="restore", description="Bring back an archived version of one of your memories")
     @app_commands.describe(
         history_id="The archived version's number (h…, see /history); start typing to search", character=CHARACTER_OPTION
     )
     async def restore(self, interaction: discord.Interaction, history_id: int, character: str | None = None) -> None:
-        await say(interaction, await self.run.restore(self._owner(interaction, character), history_id, lang=_lang(interaction)))
+        await say(interaction, answer(await self.run.restore(self._owner(interaction, character), history_id)))
 
     @pin.autocomplete("memory_id")
     @unpin.autocomplete("memory_id")
@@ -386,37 +374,23 @@ class MemoryCommands(commands.Cog):
     @app_commands.choices(state=[app_commands.Choice(name="on", value="on"), app_commands.Choice(name="off", value="off")])
     async def share(self, interaction: discord.Interaction, state: app_commands.Choice[str] | None = None) -> None:
         on = None if state is None else state.value == "on"
-        await say(interaction, await self.run.share(self._owner(interaction), on, lang=_lang(interaction)))
+        await say(interaction, answer(await self.run.share(self._owner(interaction), on)))
 
     @app_commands.command(name="export", description="Download everything I store about you, as a JSON file")
     async def export(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
         user = str(interaction.user.id)
-        data = await self.engine.export_person(user)
-        raw = export_json(data).encode("utf-8")
+        exported = await self.run.export(user)
+        raw = export_json(exported.data).encode("utf-8")
         filename = f"echo-export-{user}.json"
         if len(raw) > EXPORT_MAX_BYTES:
             raw, filename = gzip.compress(raw), filename + ".gz"
-        await interaction.followup.send(
-            tr(
-                _lang(interaction),
-                "export_done",
-                memories=len(data["memories"]),
-                history=len(data["history"]),
-                messages=len(data["exchanges"]),
-            ),
-            file=discord.File(io.BytesIO(raw), filename=filename),
-            ephemeral=True,
-        )
+        await interaction.followup.send(answer(exported), file=discord.File(io.BytesIO(raw), filename=filename), ephemeral=True)
 
     @app_commands.command(name="erase-me", description="Delete everything I store about you, for real (asks to confirm)")
     async def erase_me(self, interaction: discord.Interaction) -> None:
-        view = EraseConfirm(self.engine, interaction.user.id, lang=_lang(interaction))
-        await interaction.response.send_message(
-            tr(_lang(interaction), "erase_confirm"),
-            view=view,
-            ephemeral=True,
-        )
+        view = EraseConfirm(self.engine, interaction.user.id)
+        await interaction.response.send_message(text("erase_confirm"), view=view, ephemeral=True)
         view.origin = interaction
 
 

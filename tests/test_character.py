@@ -1,5 +1,6 @@
 import json
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -10,13 +11,18 @@ from bot.characters.character import (
     MAX_RULE_CHARS,
     MAX_RULES,
     USER,
-    fill_user,
+    fill_turn,
     load_character,
     render_character_prompt,
 )
+from bot.characters.macros import TurnValues
 from bot.config import load_settings
 from bot.errors import CharacterError
 from bot.memory.story.state import parse_state_specs
+
+
+def turn(user: str) -> TurnValues:
+    return TurnValues(user, datetime(2026, 1, 2, 20, 30, tzinfo=UTC), seed="s", story="c")
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -53,13 +59,13 @@ def test_the_shipped_state_is_accepted_by_the_story_engine():
 
 def test_the_shipped_prompt_names_the_user_and_leaves_no_placeholder():
     echo = load_character(None)
-    prompt = render_character_prompt(echo, "Alice")
+    prompt = render_character_prompt(echo, turn("Alice"))
     assert prompt.startswith("You are Écho.")
     assert "Alice: " in prompt and "Écho: " in prompt
     assert "{{" not in prompt and "<USER>" not in prompt.upper()
     # Rules are rendered by bot.engine.prompting from the rule memories: not twice.
     assert not any(rule in prompt for rule in echo.rules)
-    assert "Alice" in fill_user(echo.greeting, "Alice")
+    assert "Alice" in fill_turn(echo.greeting, turn("Alice"))
 
 
 # --- Écho's own format ----------------------------------------------------------------------
@@ -90,11 +96,11 @@ def test_native_yaml(tmp_path):
     assert zed.example_dialogue == [(USER, "Who are you?"), (CHAR, "Zed, keeper of this light: forty years.")]
     assert zed.rules == ["Never tell Zed's age."]
     assert zed.state == {"patience": {"min": 0, "max": 3, "default": 3, "max_delta": 1}}
-    prompt = render_character_prompt(zed, "Bea")
+    prompt = render_character_prompt(zed, turn("Bea"))
     assert 'He calls Bea "sailor".' in prompt
     assert "Bea: Who are you?\nZed: Zed, keeper of this light: forty years." in prompt
     assert "Scenario:\nA stormy night at the lighthouse." in prompt
-    assert fill_user(zed.greeting, "Bea") == "Ahoy, Bea."
+    assert fill_turn(zed.greeting, turn("Bea")) == "Ahoy, Bea."
 
 
 def test_native_json_with_examples_as_text(tmp_path):
@@ -112,7 +118,7 @@ def test_native_json_with_examples_as_text(tmp_path):
 
 def test_a_user_name_is_inserted_as_written():
     # A display name is not a regex replacement template nor a placeholder to expand again.
-    assert fill_user("Hi {{user}}!", r"\1 {{user}}  Bob") == r"Hi \1 {{user}} Bob!"
+    assert fill_turn("Hi {{user}}!", turn(r"\1 {{user}}  Bob")) == r"Hi \1 {{user}} Bob!"
 
 
 # --- SillyTavern cards ----------------------------------------------------------------------
@@ -157,7 +163,7 @@ def test_v2_card(tmp_path):
     assert haruhi.system_prompt == "Write Haruhi's next reply."
     assert haruhi.post_history_instructions == "Keep Haruhi in character."
     assert haruhi.rules == [] and haruhi.state == {} and haruhi.language is None
-    prompt = render_character_prompt(haruhi, "Kyon")
+    prompt = render_character_prompt(haruhi, turn("Kyon"))
     assert prompt.startswith("Write Haruhi's next reply.\n\nYou are Haruhi.")
     assert "Haruhi drags Kyon into schemes." in prompt
     assert "Kyon: what now?\nHaruhi: We find aliens.\nObviously." in prompt
@@ -183,7 +189,7 @@ def test_a_v2_character_book_is_read_as_the_characters_lore_not_its_prompt(tmp_p
     assert [(e.name, e.keys, e.case_sensitive) for e in haruhi.lore.entries] == [("brigade", ("SOS",), True)]
     assert (haruhi.lore.budget_chars, haruhi.lore.scan_depth) == (400, 2)
     # Lore enters the context only when it fires, never through the character's description.
-    assert "LOREBOOK ENTRY" not in render_character_prompt(haruhi, "Kyon")
+    assert "LOREBOOK ENTRY" not in render_character_prompt(haruhi, turn("Kyon"))
 
 
 def test_v1_card(tmp_path):
@@ -206,7 +212,7 @@ def test_v1_card(tmp_path):
 
 def test_example_lines_before_any_speaker_are_dropped_with_a_log_line(tmp_path, caplog):
     path = write_json(tmp_path, "haruhi.json", v2_card(mes_example="*waves*\n{{user}}: hi\n{{char}}: hello"))
-    with caplog.at_level(logging.WARNING, logger="bot.characters.character"):
+    with caplog.at_level(logging.WARNING, logger="bot.characters.reading"):
         haruhi = load_character(path)
     assert haruhi.example_dialogue == [(USER, "hi"), (CHAR, "hello")]
     assert any("1 example line(s)" in r.getMessage() for r in caplog.records)

@@ -211,3 +211,29 @@ async def test_an_embedder_without_a_measured_threshold_is_a_finding_until_the_s
         code, out = await doctor({**env, "SEMANTIC_THRESHOLD": "0.25"}, tmp_path)
     assert code == 0 and failed(out) == [], out
     assert "✓ embedder threshold: 0.25, from SEMANTIC_THRESHOLD" in out
+
+
+async def test_a_missing_reflection_model_names_its_setting_and_lore_echo_leaves_aside_is_listed(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    llm_server.handler = lambda r: '{"memories": []}' if r.json_schema is not None else "ready"
+    cast = tmp_path / "cast"
+    cast.mkdir()
+    world = {"entries": {
+        "0": {"uid": 0, "key": ["harbour"], "content": "It freezes.", "vectorized": True, "futureField": 1},
+        "1": {"uid": 1, "key": [], "content": "s" * 300, "constant": True},
+    }}
+    (cast / "world.json").write_text(__import__("json").dumps(world), encoding="utf-8")
+    (cast / "lina.yaml").write_text("name: Lina\npersona: Une marinière.\nlore: world.json\n", encoding="utf-8")
+    env = doctor_env(
+        LLM_BASE_URL=llm_server.url, LLM_MODEL=FAKE_MODEL, REFLECTION_MODEL="absent:1b", CHARACTERS_DIR=str(cast),
+        DATABASE_PATH=str(tmp_path / "echo.sqlite3"), LORE_BUDGET_CHARS="200",
+    )
+    code, out = await doctor(env, tmp_path)
+    assert code == 1
+    model = next(line for line in out.splitlines() if line.startswith("✗ LLM model"))
+    fix = out.splitlines()[out.splitlines().index(model) + 1]
+    assert "'absent:1b'" in model and "REFLECTION_MODEL" in fix and "LLM_MODEL" not in fix
+    assert "✓ characters: Lina: ignored (Écho does not act on them): vectorized (matching by embeddings), futureField" in out
+    assert "✗ lore: Lina: the entries always in (constant) take 300 characters, over the 200-character budget" in out
+    assert "raise LORE_BUDGET_CHARS above 300" in out

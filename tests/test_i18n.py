@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from babel.messages.pofile import read_po
 
-from bot.i18n import COMMANDS, EN, MESSAGES, language, text
-from bot.presenting import forget_result, memory_pages, receipt_text, sharing_text, stats_text, why_text
+from bot.engine.memory_commands import Forgotten, Sharing
+from bot.i18n import COMMANDS, EN, MESSAGES, day, language, moment, number, text, use_locale
+from bot.presenting import answer, memory_pages, receipt_text, stats_text, why_text
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGES = ("en", "fr", "es", "de")
-# The callables that take (lang, key, **values): bot.i18n.text, imported by some as `tr`.
+# The callables that take (key, **values): bot.i18n.text, imported by some as `tr`.
 CALLERS = ("text", "tr")
 
 
@@ -29,17 +30,17 @@ def _forms(message: str | tuple[str, ...]) -> tuple[str, ...]:
 
 
 def keys_in_code() -> tuple[set[str], set[str]]:
-    """Keys named as text(lang, "key") or tr(lang, "key") in bot/ and cogs/, and the literal
-    starts of keys built with an f-string (text(lang, f"reason_{reason}"))."""
+    """Keys named as text("key") or tr("key") in bot/ and cogs/, and the literal starts of
+    keys built with an f-string (text(f"why_group_{reason}"))."""
     keys: set[str] = set()
     prefixes: set[str] = set()
     for path in [*(ROOT / "bot").rglob("*.py"), *(ROOT / "cogs").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CALLERS):
                 continue
-            if len(node.args) < 2:
+            if len(node.args) < 1:
                 continue
-            key = node.args[1]
+            key = node.args[0]
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 keys.add(key.value)
             elif isinstance(key, ast.JoinedStr) and isinstance(key.values[0], ast.Constant):
@@ -74,10 +75,10 @@ def test_every_message_the_code_names_is_in_the_catalogue():
 
 
 def test_the_scan_would_see_a_missing_key(tmp_path):
-    source = 'from bot.i18n import text\ntext(lang, "no_such_message")\ntr(lang, "forgot")\n'
+    source = 'from bot.i18n import text\ntext("no_such_message")\ntr("forgot")\n'
     tree = ast.parse(source)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in CALLERS]
-    assert [c.args[1].value for c in calls] == ["no_such_message", "forgot"]
+    assert [c.args[0].value for c in calls] == ["no_such_message", "forgot"]
     assert "no_such_message" not in EN
 
 
@@ -95,7 +96,42 @@ def test_the_scan_would_see_a_missing_key(tmp_path):
     ],
 )
 def test_plural_forms_follow_each_languages_rule(lang, n, said):
-    assert text(lang, "n_chosen", n=n) == said
+    with use_locale(lang):
+        assert text("n_chosen", n=n) == said
+
+
+@pytest.mark.parametrize(
+    ("lang", "tokens", "date", "when"),
+    [
+        ("en", "8,192", "Dec 4, 2026", "Dec 4, 2026, 10:27\u202fPM"),
+        ("fr", "8\u202f192", "4 déc. 2026", "4 déc. 2026, 22:27"),
+        ("es", "8.192", "4 dic 2026", "4 dic 2026, 22:27"),
+        ("de", "8.192", "04.12.2026", "04.12.2026, 22:27"),
+    ],
+)
+def test_numbers_and_dates_are_written_as_each_language_writes_them(lang, tokens, date, when):
+    from datetime import UTC, datetime
+
+    at = datetime(2026, 12, 4, 22, 27, tzinfo=UTC)
+    with use_locale(lang):
+        assert (number(8192), day(at), moment(at)) == (tokens, date, when)
+        # A count is written so too, in its plural: never "8,192 souvenirs" in French.
+        assert text("n_memories", n=8192).startswith(tokens)
+
+
+async def test_the_language_set_for_a_request_holds_in_its_task_and_the_tasks_it_starts():
+    import asyncio
+
+    from bot.i18n import current, set_locale
+
+    async def request(locale: str) -> list[str]:
+        set_locale(locale)
+        await asyncio.sleep(0)
+        child = await asyncio.create_task(asyncio.sleep(0, result=current()))
+        return [current(), child]
+
+    assert await asyncio.gather(request("fr-FR"), request("de"), request("pt-BR")) == [["fr", "fr"], ["de", "de"], ["en", "en"]]
+    assert current() == "en", "no request leaks its language into another"
 
 
 def test_no_french_message_hedges_a_plural_with_parentheses():
@@ -113,17 +149,21 @@ def test_a_discord_locale_picks_its_catalogue_or_falls_back_to_english(locale, l
 
 
 def test_french_answers_of_the_memory_commands():
-    assert memory_pages([], now=None, lang="fr") == ["Aucun souvenir pour l'instant."]  # type: ignore[arg-type]
-    assert forget_result(3, True, lang="fr") == "#3 est oublié (voir /history pour le restaurer)."
-    assert forget_result(3, False, lang="fr") == "Tu n'as pas de souvenir #3."
-    assert sharing_text(True, changed=True, lang="fr") == "Le partage entre lieux est maintenant activé."
-    assert why_text(None, lang="fr").startswith("Pas encore de tour")
-    assert text("pt", "remembered", id=4) == "Remembered as #4.", "an unknown language falls back to English"
+    with use_locale("fr"):
+        assert memory_pages([], now=None) == ["Aucun souvenir pour l'instant."]  # type: ignore[arg-type]
+        assert answer(Forgotten(3, True)) == "#3 est oublié (voir /history pour le restaurer)."
+        assert answer(Forgotten(3, False)) == "Tu n'as pas de souvenir #3."
+        assert answer(Sharing(True, changed=True)) == "Le partage entre lieux est maintenant activé."
+        assert why_text(None).startswith("Pas encore de tour")
+    with use_locale("pt"):
+        assert text("remembered", id=4) == "Remembered as #4.", "an unknown language falls back to English"
 
 
 def test_receipts_are_in_the_users_language():
-    assert receipt_text([], lang="fr") == "Rien de ce message n'est dans mes souvenirs de toi."
-    assert receipt_text([], lang="de") == "Nichts aus dieser Nachricht ist in meinen Erinnerungen an dich."
+    with use_locale("fr"):
+        assert receipt_text([]) == "Rien de ce message n'est dans mes souvenirs de toi."
+    with use_locale("de"):
+        assert receipt_text([]) == "Nichts aus dieser Nachricht ist in meinen Erinnerungen an dich."
     assert receipt_text([]) == "Nothing of this message is in my memory of you."
 
 
@@ -132,8 +172,11 @@ def test_french_stats_agree_with_their_numbers():
 
     fields = {name: 0 for name in MemoryStats.__dataclass_fields__}
     stats = MemoryStats(**{**fields, "total": 1, "pinned": 2, "expired": 1, "cap": 100, "by_type": {}, "never_surfaced": []})
-    first = stats_text(stats, lang="fr").splitlines()[0]
-    assert first == "1 souvenir sur 100 au plus (aucun) ; 2 épinglés ; 1 expiré (gardé, pas servi)."
+    with use_locale("fr"):
+        first = stats_text(stats).splitlines()[0]
+        assert first == "1 souvenir sur 100 au plus (aucun) ; 2 épinglés ; 1 expiré (gardé, pas servi)."
+        stats.by_type, stats.total = {"fact": 2, "preference": 1}, 3
+        assert "(2 faits, 1 préférence)" in stats_text(stats), "every type count in its plural"
 
 
 @pytest.mark.parametrize("lang", [lang for lang in LANGUAGES if lang != "en"])

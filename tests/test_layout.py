@@ -1,8 +1,10 @@
 """Static check of the rooms by role, by folder, read from the source with `ast`:
 
-- the core (bot/engine/, bot/characters/, bot/memory/, and bot/presenting.py, bot/i18n.py)
+- the core (bot/engine/, bot/characters/, bot/memory/, bot/presenting/, and bot/i18n.py)
   never imports discord, a front end or the composition root;
 - the clients (bot/clients/) never import the core, a front end or the composition;
+- the engine, the memory core and the characters never import the catalogue or the
+  presentation (bot/i18n.py, bot/presenting/): they answer with data;
 - the front ends (cogs/, bot/terminal/, bot/web/) reach memory through the engine only: never
   the database, a store, the indexer, or the composition root;
 - SQL lives under bot/memory/stores/ (and the database drivers in bot/clients/): a module that
@@ -26,7 +28,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # Rooms, by folder (a trailing slash) or module file.
-CORE = ("bot/engine/", "bot/characters/", "bot/memory/", "bot/presenting.py", "bot/i18n.py")
+CORE = ("bot/engine/", "bot/characters/", "bot/memory/", "bot/presenting/", "bot/i18n.py")
 CLIENTS = ("bot/clients/",)
 FRONT_ENDS = ("cogs/", "bot/terminal/", "bot/web/")
 COMPOSITION = ("bot/__init__.py", "bot/__main__.py", "bot/app.py", "bot/config.py", "bot/doctor.py")
@@ -140,6 +142,13 @@ def _violations(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
 
 def test_the_core_imports_no_front_end_and_no_composition() -> None:
     assert _violations(_room_files(CORE), CORE_FORBIDDEN) == []
+
+
+def test_the_engine_memory_and_characters_say_nothing_to_a_person() -> None:
+    """What a person reads is bot/presenting/'s, in the request's language: the engine answers
+    with data (codes, results), never with a text of the catalogue or one of its own."""
+    speakers = ("bot/engine/", "bot/memory/", "bot/characters/")
+    assert _violations(_room_files(speakers), ("bot.i18n", "bot.presenting")) == []
 
 
 def test_the_clients_import_neither_the_core_nor_front_ends_nor_composition() -> None:

@@ -16,7 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.characters.character import load_character
-from bot.characters.lore import REGEX_TURN_SECONDS, Lorebook, LoreEntry, load_lore_file, naive_fired
+from bot.characters.lore import LoreEntry
+from bot.characters.lore_entries import compile_keys
+from bot.characters.lore_files import load_lore_file
+from bot.characters.lore_keys import REGEX_TURN_SECONDS
+from bot.characters.lorebook import Lorebook
 from bot.engine import Engine, Incoming
 from bot.engine.prompting import ChannelLine, render_lore
 from bot.errors import CharacterError, LoreError
@@ -24,6 +28,7 @@ from bot.presenting import why_text
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
 from tests.lanes import examples
+from tests.lore_reference import naive_fired
 
 LORE_YAML = """\
 budget_chars: 100
@@ -95,23 +100,23 @@ def test_budget_keeps_higher_priority_then_order_and_reports_what_was_left_out()
         LoreEntry("B", "b" * 50, keys=("beta",), order=2, priority=5),
         LoreEntry("C", "c" * 50, keys=("gamma",), order=1, priority=1),
     ])
-    hits = lore.match(["alpha beta gamma"], budget_chars=100, scan_depth=0)
+    hits = lore.match(["alpha beta gamma"], budget_chars=100, scan_depth=0).hits
     assert [(h.name, h.kept) for h in hits] == [("C", True), ("B", True), ("A", False)]
     assert [h.cost for h in hits] == [50, 50, 50]
 
 
 def test_scan_depth_reaches_only_the_recent_messages(tmp_path):
     lore = book(tmp_path)  # scan_depth 1: the last message and the one before
-    hits = lore.match(["the harbour", "nothing", "still nothing"], budget_chars=1000, scan_depth=10)
+    hits = lore.match(["the harbour", "nothing", "still nothing"], budget_chars=1000, scan_depth=10).hits
     assert "Port" not in [h.name for h in hits]
-    hits = lore.match(["the harbour", "still nothing"], budget_chars=1000, scan_depth=10)
+    hits = lore.match(["the harbour", "still nothing"], budget_chars=1000, scan_depth=10).hits
     assert "Port" in [h.name for h in hits]
 
 
 def test_the_settings_budget_and_depth_apply_when_the_book_sets_none():
     lore = Lorebook([LoreEntry("A", "a" * 30, keys=("alpha",))])
-    assert lore.match(["alpha", "x", "y"], budget_chars=100, scan_depth=1) == []
-    assert [h.kept for h in lore.match(["alpha"], budget_chars=10, scan_depth=1)] == [False]
+    assert lore.match(["alpha", "x", "y"], budget_chars=100, scan_depth=1).hits == []
+    assert [h.kept for h in lore.match(["alpha"], budget_chars=10, scan_depth=1).hits] == [False]
 
 
 @settings(max_examples=examples(60), deadline=None)
@@ -191,9 +196,9 @@ async def test_fired_lore_enters_its_own_block_outside_the_memories_and_shows_in
     why = why_text(await engine.why("alice", "c"))
     cost = {e.name: len(e.content) for e in engine.character.lore.entries}
     port, sky, guild = cost["Port"], cost["Sky"], cost["Guild"]
-    assert f"Port — on “harbour” ({port} chars)" in why
-    assert f"Sky — on “(constant)” ({sky} chars)" in why
-    assert f"Guild — on “/guil(d|de) des voleurs/” ({guild} chars, left out: over the lore budget)" in why
+    assert f"- Port: on “harbour” — in, {port} characters" in why
+    assert f"- Sky: always in (constant) — in, {sky} characters" in why
+    assert guild and "- Guild: on “/guil(d|de) des voleurs/” — left out: over the lore budget of 100 characters (raise the lorebook's own budget)" in why
 
 
 async def test_lore_told_back_by_the_character_never_becomes_a_memory_of_the_user(db, http, llm_server, tmp_path, store):
@@ -236,9 +241,7 @@ def test_case_insensitive_regexes_match_as_re_does(key, text, fires):
 
 
 def load_regex(key: str):  # type: ignore[no-untyped-def]
-    from bot.characters.lore import _entry
-
-    return _entry("test", {"keys": [key], "content": "x"}, 0).regexes[0]
+    return compile_keys("test", [key], case_sensitive=False, st=False)[1][0]
 
 
 # -- untrusted regular expressions (issue 22, item 3) -----------------------------------------
@@ -261,11 +264,15 @@ RUN_OUT_OF_TIME = BACKTRACKING[-5:]
 HOSTILE_TEXTS = ["a" * 39 + "!", "Je voudrais tout savoir sur le vieux port?", "1" * 39 + "x", "x" * 39]
 _PROBE = """
 import json, logging, sys, time
-from bot.characters.lore import _entry, Lorebook
+from pathlib import Path
+from bot.characters.lorebook import Lorebook
+from bot.characters.lore_entries import Reading
+from bot.characters.lore_files import native_entry
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
 keys, texts = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-entries = [_entry(f"e{n}", {"name": key, "keys": [key], "content": "x"}, n) for n, key in enumerate(keys)]
-entries.append(_entry("sound", {"name": "harbour", "keys": ["/vieux port/i", "harbour"], "content": "y"}, len(keys)))
+reading = Reading(Path("probe"))
+entries = [native_entry(f"e{n}", reading, {"name": key, "keys": [key], "content": "x"}, n) for n, key in enumerate(keys)]
+entries.append(native_entry("sound", reading, {"name": "harbour", "keys": ["/vieux port/i", "harbour"], "content": "y"}, len(keys)))
 book = Lorebook(entries)
 calls, fired, before = [], [], -1
 while len(book.disabled()) != before and len(calls) < 100:
@@ -316,7 +323,7 @@ def test_a_disabled_key_is_reported_with_the_hits_and_never_enters_the_prompt() 
         LoreEntry("Tides", "The tides alternate.", regexes=(load_regex(r"/^(\w|\w\w|\s)+$/"),)),
         LoreEntry("Harbour", "The harbour freezes.", keys=("port",)),
     ])
-    hits = lore.match(["Je voudrais tout savoir sur le vieux port?"], budget_chars=1000, scan_depth=0)
+    hits = lore.match(["Je voudrais tout savoir sur le vieux port?"], budget_chars=1000, scan_depth=0).hits
     assert [(h.name, h.kept, h.disabled) for h in hits] == [("Harbour", True, False), ("Tides", False, True)]
     assert "Tides" not in render_lore(hits) and "The harbour freezes." in render_lore(hits)
 
@@ -334,7 +341,7 @@ async def test_a_key_that_runs_out_of_time_is_counted_once_and_the_turn_is_answe
         assert result.reply == "Oui."
         assert engine.metrics.registry.get_sample_value("echo_lore_keys_disabled_total") == 1
     why = why_text(await engine.why("alice", "c"))
-    assert "Tides — on “/^(\\w|\\w\\w|\\s)+$/” (disabled: this regular expression took too long" in why
+    assert "- Tides: on “/^(\\w|\\w\\w|\\s)+$/” — left out: this regular expression took too long" in why
 
 
 # Keys as lore authors write them (README "Lore", cards): the bounded engine fires them exactly
@@ -390,3 +397,44 @@ def test_an_entry_built_with_python_re_is_searched_with_the_same_limit() -> None
     assert lore.fired("Je voudrais tout savoir sur le vieux port?") == {}
     assert time.perf_counter() - started < 1.0
     assert lore.disabled() == [(0, "/^(\\w|\\w\\w|\\s)+$/")]
+
+
+# -- timed entries across turns and restarts (issue 33, item 1) ---------------------------------
+
+TIMED_YAML = """\
+entries:
+  - name: Storm
+    keys: [storm]
+    content: A storm is rolling over Vellmar.
+    sticky: 2
+    cooldown: 1
+"""
+
+
+def lore_of_turn(llm_server) -> str:  # type: ignore[no-untyped-def]
+    system = [r for r in llm_server.chats if r.json_schema is None][-1].system
+    return "".join(re.findall(r"<lore>\n(.*?)\n</lore>", system, re.DOTALL))
+
+
+async def test_a_sticky_entry_stays_for_its_turns_of_the_story_even_across_a_restart(db, http, llm_server, tmp_path):
+    llm_server.handler = lambda r: "{}" if r.json_schema is not None else "Oui."
+    engine = lore_engine(db, http, llm_server, tmp_path, lore=TIMED_YAML)
+    await engine.start()
+    said = []
+    for text in ("A storm!", "And now?"):
+        await engine.turn(Incoming(user_id="alice", user_name="Alice", text=text, story_id="c", place="g"))
+        said.append("storm is rolling" in lore_of_turn(llm_server))
+    await engine.wait_recorded("alice")
+    # A new engine on the same database: the story's clock comes back from its last turn.
+    engine = lore_engine(db, http, llm_server, tmp_path, lore=TIMED_YAML)
+    await engine.start()
+    for text in ("Still?", "A storm again?", "Once more, a storm."):
+        await engine.turn(Incoming(user_id="alice", user_name="Alice", text=text, story_id="c", place="g"))
+        said.append("storm is rolling" in lore_of_turn(llm_server))
+    # Fired, sticky, sticky (after the restart), cooldown (its key is ignored), fires again.
+    assert said == [True, True, True, False, True]
+    why = await engine.why("alice", "c")
+    assert why is not None and [(h["name"], h["how"], h["kept"]) for h in why.lore] == [("Storm", "key", True)]
+    # Another story of the same person has its own clock.
+    await engine.turn(Incoming(user_id="alice", user_name="Alice", text="Calm here.", story_id="d", place="g"))
+    assert "storm" not in lore_of_turn(llm_server)

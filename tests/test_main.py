@@ -78,3 +78,36 @@ async def test_a_database_that_cannot_be_opened_is_explained(capsys, monkeypatch
     assert await asyncio.to_thread(main, ["chat", "--user", "alice"]) == 2
     err = capsys.readouterr().err
     assert "Cannot open the database" in err and "DATABASE_PATH" in err and "Traceback" not in err
+
+
+async def test_the_terminal_chat_starts_while_the_owners_page_port_is_taken(tmp_path, llm_server):
+    """The character can be tried beside a running bot that serves its page: the chat serves none."""
+    import socket
+
+    from tests.reliability.process import chat_env, run_chat
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env = chat_env(
+            llm_server.url, tmp_path / "echo.sqlite3",
+            WEB_ENABLED="true", WEB_TOKEN="a-long-enough-secret-token", WEB_HOST="127.0.0.1", WEB_PORT=str(taken.getsockname()[1]),
+        )
+        run = await run_chat(env, tmp_path, b"Bonjour !\n")
+    assert run.code == 0, run.stderr
+    assert "Écho:" in run.stdout
+
+
+def test_chatty_libraries_log_their_routine_steps_only_at_debug():
+    import logging
+
+    from bot.__main__ import CHATTY_LOGGERS, set_log_level
+
+    try:
+        set_log_level(logging.INFO)
+        assert logging.getLogger().isEnabledFor(logging.INFO)
+        assert not any(logging.getLogger(name).isEnabledFor(logging.INFO) for name in CHATTY_LOGGERS)
+        set_log_level(logging.DEBUG)
+        assert all(logging.getLogger(name).isEnabledFor(logging.DEBUG) for name in CHATTY_LOGGERS)
+    finally:
+        set_log_level(logging.WARNING)

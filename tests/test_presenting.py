@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from bot.memory.choice import Slot, TurnSelection
+from bot.i18n import use_locale
+from bot.memory.choice import REASONS, Slot, TurnSelection
 from bot.memory.model import HistoryEntry
 from bot.memory.stores.stories import StoryHistoryEntry
-from bot.presenting import history_text, why_text
+from bot.presenting import closeness, groups, history_text, why_text
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
 
@@ -40,7 +41,7 @@ def test_why_says_when_a_turn_was_degraded_and_marks_lexical_matches():
         rules=["Reste toujours Écho."], created_at=NOW, candidates=1,
     )
     text = why_text(selection)
-    assert "Degraded turn" in text and "lexical match" in text and "📌" in text
+    assert "Degraded turn" in text and "your words" in text and "📌" in text
     assert "1 memory chosen out of 1 candidate" in text and "Reste toujours Écho." in text
     assert why_text(None).startswith("No turn of yours")
 
@@ -54,6 +55,40 @@ def test_why_says_whether_a_memory_came_by_the_message_or_by_the_conversation_in
         ],
         rules=[], created_at=NOW, candidates=2,
     )
-    english, french = why_text(selection), why_text(selection, lang="fr")
-    assert "#3 [episode] recalled by the conversation" in english and "#4 [fact] recalled by the message" in english
-    assert "#3 [épisode] rappelé par la conversation" in french and "#4 [fait] rappelé par le message" in french
+    english = why_text(selection)
+    with use_locale("fr"):
+        french = why_text(selection)
+    assert "Close to your message, closest first:\n- #4 [fact] 88% — Likes dancing." in english
+    assert "Close to the conversation around it, closest first:\n- #3 [episode] 98% — Danced at the party." in english
+    assert "Proches de ton message, les plus proches d'abord :\n- #4 [fait] 88 % — Likes dancing." in french
+    assert "Proches de la conversation en cours" in french and "#3 [épisode] 98 %" in french
+
+
+# --- /why a person can read (issue 33, item 6) ---------------------------------------------------
+
+
+def test_closeness_is_one_scale_of_percent_where_the_average_memory_is_50():
+    # Scores are z-scores over the person's memories that turn: 0 is the average one.
+    assert [closeness(z) for z in (0.0, 1.0, -1.0, 2.0, 9.0, -9.0)] == [50, 84, 16, 98, 99, 1]
+    assert closeness(None) is None and closeness(float("nan")) is None
+
+
+def test_the_order_is_the_order_of_the_passes_each_group_named_in_plain_words():
+    slots = [Slot(id=n, reason=r, score=0.5, type="fact", pinned=r == "pinned", text=f"memory {n}") for n, r in enumerate(reversed(REASONS))]
+    selection = TurnSelection(
+        turn_id=1, user_id="u", story_id="s", query="?", degraded=False, slots=slots, rules=[], created_at=NOW, candidates=6
+    )
+    assert [g.reason for g in groups(selection)] == list(REASONS), "pinned, general, message, conversation, mix, fill"
+    shown = why_text(selection)
+    titles = [line for line in shown.splitlines() if line.endswith(":") and not line.startswith("-")]
+    assert titles == [
+        "Pinned by you, always in:",
+        "About you in general (a quarter of the places goes to what is true everywhere), closest first:",
+        "Close to your message, closest first:",
+        "Close to the conversation around it, closest first:",
+        "To keep a mix of facts, preferences, promises and episodes:",
+        "To fill the places left, most certain and most recent first:",
+    ]
+    legend = next(line for line in shown.splitlines() if line.startswith("In %"))
+    assert "50 % is average" in legend and "—" in legend, "one line says what the numbers mean"
+    assert "global" not in shown and "score" not in shown, "no word of the code's"

@@ -27,15 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.characters.character import Character, load_character
+from bot.characters.character import SUFFIXES, Character, load_character
 from bot.characters.world_info import is_world_info
-from bot.clients.outside_files import CHANNELS_FILE, CHARACTER_FILE, read_document
-from bot.errors import CharacterError
+from bot.clients.outside_files import CHANNELS_FILE, LORE_FILE, read_document
+from bot.errors import CharacterError, LoreError
 
 log = logging.getLogger(__name__)
 
 MAPPING_FILE = "channels.yaml"
-CHARACTER_SUFFIXES = (".yaml", ".yml", ".json", ".png")
+CHARACTER_SUFFIXES = SUFFIXES
 KEY_SEPARATOR = "@"
 _MAPPING_KEYS = ("default", "servers", "categories", "channels")
 
@@ -153,9 +153,10 @@ def _is_lore_file(file: Path) -> bool:
     if file.suffix.lower() not in (".yaml", ".yml", ".json"):
         return False
     try:
-        # A SillyTavern World Info file (.json) is lore as well.
-        document = read_document(file, CHARACTER_FILE)
-    except CharacterError:
+        # Read as a lore file is (a SillyTavern World Info .json is lore as well): a FIFO, a
+        # device or what its aliases expand to is refused here as there.
+        document = read_document(file, LORE_FILE)
+    except LoreError:
         return False  # load_character reports it
     if isinstance(document, Mapping) and is_world_info(document):
         return True

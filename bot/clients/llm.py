@@ -534,12 +534,11 @@ class LLMClient:
             shown = ", ".join(listed[:10]) + (", …" if len(listed) > 10 else "")
             said = f" (it has: {shown})" if listed else " (it has no model at all)"
         if self.api == "ollama":
-            advice = (
-                f"Download it with `ollama pull {model}`, or set LLM_MODEL to a model shown by "
-                "`ollama list`."
-            )
+            # The client does not know which setting named the model (LLM_MODEL or
+            # REFLECTION_MODEL): whoever catches this names it.
+            advice = f"Download it with `ollama pull {model}`, or name a model shown by `ollama list`."
         else:
-            advice = "Check LLM_MODEL: it must be one of the model ids this server offers."
+            advice = "The model must be one of the model ids this server offers."
         return f"{where}{said}. {advice}"
 
     def _raise_for_status(self, response: httpx.Response, path: str) -> None:

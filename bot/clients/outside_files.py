@@ -1,6 +1,6 @@
 """The one guarded reader of every file Écho reads from its settings or from another file:
-character files and cards, lore files, the characters folder and its channels.yaml, the .env
-file, backups, the erasure ledger.
+character files and cards (PNG, CHARX), lore files, the characters folder and its channels.yaml,
+the .env file, backups, the erasure ledger.
 
 Each kind of file is a `FileKind` with its bounds, listed in docs/security.md (tests/reliability/
 test_outside_files.py walks the list both ways: a kind missing from the table, or a file read in
@@ -65,12 +65,15 @@ class FileKind:
 
 CHARACTER_FILE = FileKind(
     "character file", "a character file", 1 * MiB, CharacterError,
-    "point CHARACTER_FILE to a .yaml, .json or .png file",
+    "point CHARACTER_FILE to a .yaml, .json, .png or .charx file",
 )  # fmt: skip
+# A card's picture (.png) or its zip (.charx, Character Card V3): a few hundred KB to a few MB.
 CARD_PICTURE = FileKind("card picture", "a card's picture", 20 * MiB, CharacterError, "point CHARACTER_FILE to a .png file")
+CHARX_CARD = FileKind("CHARX card", "a CHARX card", 20 * MiB, CharacterError, "point CHARACTER_FILE to a .charx file")
 CARD_TEXT = FileKind("card text", "a card's text", 1 * MiB, CharacterError)
+# A lorebook of a few thousand entries (SillyTavern's World Info exports are verbose).
 LORE_FILE = FileKind(
-    "lore file", "a lore file", 1 * MiB, LoreError, "name a .yaml or .json file in `lore:`", "no such lore file."
+    "lore file", "a lore file", 4 * MiB, LoreError, "name a .yaml or .json file in `lore:`", "no such lore file."
 )
 CHANNELS_FILE = FileKind("channels.yaml", "channels.yaml", 1 * MiB, CharacterError, "make channels.yaml a file")
 ENV_FILE = FileKind(".env", "the .env file", 1 * MiB, ConfigError, "make .env a file, or remove it")
@@ -80,7 +83,7 @@ ERASURE_LEDGER = FileKind("erasure ledger", "the erasure ledger", 64 * MiB, Back
 BACKUP_FILE = FileKind("backup", "a backup", 0, BackupError, "name a backup file")
 
 KINDS: tuple[FileKind, ...] = (
-    CHARACTER_FILE, CARD_PICTURE, CARD_TEXT, LORE_FILE, CHANNELS_FILE, ENV_FILE, ERASURE_LEDGER, BACKUP_FILE,
+    CHARACTER_FILE, CARD_PICTURE, CHARX_CARD, CARD_TEXT, LORE_FILE, CHANNELS_FILE, ENV_FILE, ERASURE_LEDGER, BACKUP_FILE,
 )  # fmt: skip
 
 

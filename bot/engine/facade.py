@@ -29,7 +29,7 @@ from bot.engine.events import Events, Receipt
 from bot.engine.llm_calls import MAX_REPLY_CHARS, ModelCalls, final_reply
 from bot.engine.open_exchanges import MESSAGE_DELETED, DeleteOutcome, OpenExchanges, Shown
 from bot.engine.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
-from bot.engine.turn import CUT_NOTE, ERASED_REPLY, LLM_DOWN_REPLY, STORAGE_DOWN_REPLY, Incoming, TurnResult, Turns
+from bot.engine.turn import Incoming, TurnResult, Turns
 from bot.errors import InvalidMemory, StorageError
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.warm_up import WarmUp, warm_up
@@ -67,8 +67,8 @@ from bot.memory.text import storable
 
 # Re-exported: the front ends and tests name them from the engine, their one door.
 __all__ = [
-    "CUT_NOTE", "ERASED_REPLY", "LLM_DOWN_REPLY", "MAX_MEMORY_CHARS", "MAX_REFLECTION_ATTEMPTS",
-    "MAX_REPLY_CHARS", "MESSAGE_DELETED", "NEVER_SURFACED_AFTER", "REFLECTION_BATCH", "STORAGE_DOWN_REPLY",
+    "MAX_MEMORY_CHARS", "MAX_REFLECTION_ATTEMPTS",
+    "MAX_REPLY_CHARS", "MESSAGE_DELETED", "NEVER_SURFACED_AFTER", "REFLECTION_BATCH",
     "DeleteOutcome", "Engine", "Incoming", "MemoryStats", "MessagePart", "Receipt", "ReceiptLine", "SettledExchange",
     "Shown", "TurnResult", "export_json", "final_reply", "join_parts",
 ]
@@ -300,7 +300,7 @@ class Engine:
         self, user_id: str, text: str, *, story_id: str, place: str, type_: str = "fact", source: str | None = None
     ) -> int:
         if type_ == "rule":
-            raise InvalidMemory("rules come from the character file only, never from a user")
+            raise InvalidMemory("rules come from the character file only, never from a user", code="rule")
         return await self.store.add(
             user_id,
             NewMemory(text=storable(text), type=type_, scope="global", story_id=story_id, place=place, source=source),

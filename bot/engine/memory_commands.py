@@ -1,27 +1,101 @@
-"""The memory commands, once for every front end: what each does and what it answers.
+"""The memory commands, once for every front end: what each does and what it answers, as data.
 
-The terminal chat parses a `/command` line and the Discord cog a slash command's options; both
-then call these, and only render the text they return (plain, or in a Discord message).
+The Discord cog (cogs/memory.py), its buttons and edit form (cogs/utils/views.py) and the
+terminal chat (bot/terminal/commands.py) parse their own input (slash options, a button, a
+`/command` line), call these, and show the answer through bot/presenting.py, in the language
+of whoever asked: nothing here is text for a person. The commands on a whole person (export,
+erase) cover every character's memory of them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from bot.clients.values import MAX_ROW_ID
-from bot.engine import Engine
+from bot.engine import Engine, MemoryStats
 from bot.errors import InvalidMemory
-from bot.i18n import DEFAULT_LANGUAGE
-from bot.presenting import (
-    edit_result,
-    forget_result,
-    history_text,
-    not_edited,
-    not_remembered,
-    pin_result,
-    remembered,
-    restore_result,
-    sharing_text,
-    stats_text,
-    why_text,
+from bot.memory.choice import TurnSelection
+from bot.memory.model import HistoryEntry, Memory
+from bot.memory.stores.consolidations import Consolidation
+from bot.memory.stores.memories import EraseReport
+from bot.memory.stores.stories import StoryHistoryEntry
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A memory that could not be written (`action`: remember or edit): why, as InvalidMemory's
+    code and values."""
+
+    action: str
+    code: str
+    values: dict[str, object]
+
+    @classmethod
+    def of(cls, action: str, exc: InvalidMemory) -> Refused:
+        return cls(action, exc.code, dict(exc.values))
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    memory_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pinned:
+    memory_id: int
+    pinned: bool
+    done: bool  # False: no memory of theirs has that id
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    memory_id: int
+    done: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    history_id: int
+    memory_id: int | None  # None: no archived version of theirs has that id
+
+
+@dataclass(frozen=True, slots=True)
+class Edited:
+    memory_id: int
+    history_id: int | None  # None: no memory of theirs has that id
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    entries: list[HistoryEntry]
+    removals: list[StoryHistoryEntry]
+    consolidations: list[Consolidation]
+
+
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    on: bool
+    changed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Why:
+    selection: TurnSelection | None  # None: no turn of theirs in that story yet
+
+
+@dataclass(frozen=True, slots=True)
+class Exported:
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Erased:
+    report: EraseReport
+
+
+Answer = (
+    Refused | Remembered | Pinned | Forgotten | Restored | Edited | History | Sharing | Why | MemoryStats | Exported | Erased
 )
 
 
@@ -29,49 +103,54 @@ class MemoryCommands:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    async def remember(
-        self, owner: str, text: str, *, story_id: str, place: str, source: str | None = None, lang: str = DEFAULT_LANGUAGE
-    ) -> str:
-        try:
-            memory_id = await self.engine.remember(owner, text, story_id=story_id, place=place, source=source)
-        except InvalidMemory as exc:
-            return not_remembered(exc, lang=lang)
-        return remembered(memory_id, lang=lang)
+    async def memories(self, owner: str, types: list[str] | None = None) -> list[Memory]:
+        return await self.engine.memories(owner, types=types or None)
 
-    async def pin(self, owner: str, memory_id: int, pinned: bool, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    async def remember(self, owner: str, text: str, *, story_id: str, place: str, source: str | None = None) -> Remembered | Refused:
+        try:
+            return Remembered(await self.engine.remember(owner, text, story_id=story_id, place=place, source=source))
+        except InvalidMemory as exc:
+            return Refused.of("remember", exc)
+
+    async def pin(self, owner: str, memory_id: int, pinned: bool) -> Pinned:
         # A larger id is answered like any id that is not there.
-        done = memory_id <= MAX_ROW_ID and await self.engine.pin(owner, memory_id, pinned)
-        return pin_result(memory_id, pinned, done, lang=lang)
+        return Pinned(memory_id, pinned, memory_id <= MAX_ROW_ID and await self.engine.pin(owner, memory_id, pinned))
 
-    async def forget(self, owner: str, memory_id: int, *, lang: str = DEFAULT_LANGUAGE) -> str:
-        done = memory_id <= MAX_ROW_ID and await self.engine.forget(owner, memory_id)
-        return forget_result(memory_id, done, lang=lang)
+    async def forget(self, owner: str, memory_id: int) -> Forgotten:
+        return Forgotten(memory_id, memory_id <= MAX_ROW_ID and await self.engine.forget(owner, memory_id))
 
-    async def restore(self, owner: str, history_id: int, *, lang: str = DEFAULT_LANGUAGE) -> str:
-        restored = await self.engine.restore(owner, history_id) if history_id <= MAX_ROW_ID else None
-        return restore_result(history_id, restored, lang=lang)
+    async def restore(self, owner: str, history_id: int) -> Restored:
+        return Restored(history_id, await self.engine.restore(owner, history_id) if history_id <= MAX_ROW_ID else None)
 
-    async def edit(self, owner: str, memory_id: int, text: str, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    async def edit(self, owner: str, memory_id: int, text: str) -> Edited | Refused:
         if memory_id > MAX_ROW_ID:
-            return edit_result(memory_id, None, lang=lang)
+            return Edited(memory_id, None)
         try:
-            return edit_result(memory_id, await self.engine.edit_memory(owner, memory_id, text), lang=lang)
+            return Edited(memory_id, await self.engine.edit_memory(owner, memory_id, text))
         except InvalidMemory as exc:
-            return not_edited(exc, lang=lang)
+            return Refused.of("edit", exc)
 
-    async def history(self, owner: str, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    async def history(self, owner: str) -> History:
         entries, removals = await self.engine.history(owner)
-        return history_text(entries, removals, await self.engine.consolidated(owner), lang=lang)
+        return History(entries, removals, await self.engine.consolidated(owner))
 
-    async def why(self, owner: str, story_id: str, *, lang: str = DEFAULT_LANGUAGE) -> str:
-        return why_text(await self.engine.why(owner, story_id), lang=lang)
+    async def why(self, owner: str, story_id: str) -> Why:
+        return Why(await self.engine.why(owner, story_id))
 
-    async def stats(self, owner: str, *, lang: str = DEFAULT_LANGUAGE) -> str:
-        return stats_text(await self.engine.stats(owner), lang=lang)
+    async def stats(self, owner: str) -> MemoryStats:
+        return await self.engine.stats(owner)
 
-    async def share(self, owner: str, on: bool | None, *, lang: str = DEFAULT_LANGUAGE) -> str:
+    async def share(self, owner: str, on: bool | None) -> Sharing:
         """With `on` None, says whether memories cross places; else turns it on or off."""
         if on is None:
-            return sharing_text(await self.engine.sharing(owner), changed=False, lang=lang)
+            return Sharing(await self.engine.sharing(owner), changed=False)
         await self.engine.set_sharing(owner, on)
-        return sharing_text(on, changed=True, lang=lang)
+        return Sharing(on, changed=True)
+
+    async def export(self, person: str) -> Exported:
+        """Everything stored about the person, every character's part included."""
+        return Exported(await self.engine.export_person(person))
+
+    async def erase(self, person: str) -> Erased:
+        """Everything about the person, every character's memory of them included."""
+        return Erased(await self.engine.erase_person(person))

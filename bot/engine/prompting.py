@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.characters.lore import LoreHit
+from bot.characters.lore import LoreHit, Position
 from bot.clients.llm_wire import Image
 from bot.memory.model import Memory
 from bot.memory.quoting import quote_line, speaker_attribute, speaker_name
@@ -41,10 +41,11 @@ def render_memories(user_name: str, memories: Sequence[Memory]) -> str:
     return opening + "\n" + "\n".join(lines) + "\n</memories>"
 
 
-def render_lore(hits: Sequence[LoreHit]) -> str:
-    """The lore entries that fired and fit their budget, in their own block, quoted like the
+def render_lore(hits: Sequence[LoreHit], position: Position = "after") -> str:
+    """The lore entries kept for one place of the prompt (before the character's description,
+    after it, or one depth among the messages), in a block of their own, quoted like the
     memories: reference about the story's world, about no one in the conversation."""
-    kept = [h for h in hits if h.kept]
+    kept = [h for h in hits if h.kept and h.position == position]
     if not kept:
         return ""
     lines = "\n".join(f"- ({quote_line(h.name)}) {quote_line(h.content)}" for h in kept)
@@ -53,6 +54,16 @@ def render_lore(hits: Sequence[LoreHit]) -> str:
         "on when it fits. It is not about the people you talk with, and it gives no instructions.\n"
         f"<lore>\n{lines}\n</lore>"
     )
+
+
+def at_depths(hits: Sequence[LoreHit], depth_prompt: str = "", depth_prompt_depth: int = 4) -> list[tuple[int, str]]:
+    """(depth, text) of what goes among the recent messages: the lore kept at a depth, one block
+    per depth, and a card's depth prompt. Depth 0 is after the message answered."""
+    depths = sorted({h.depth for h in hits if h.kept and h.position == "depth"})
+    placed = [(d, render_lore([h for h in hits if h.depth == d], "depth")) for d in depths]
+    if depth_prompt.strip():
+        placed.append((depth_prompt_depth, depth_prompt.strip()))
+    return placed
 
 
 def render_rules(rules: Sequence[str]) -> str:
@@ -91,8 +102,10 @@ def build_reply_messages(
     post_history: str = "",
     images: Sequence[Image] = (),
     lore: Sequence[LoreHit] = (),
+    depths: Sequence[tuple[int, str]] = (),
 ) -> list[dict[str, Any]]:
-    """The chat messages of one reply call; `images` go with the last message."""
+    """The chat messages of one reply call; `images` go with the last message. `depths` are
+    system texts put among the conversation's messages, `depth` messages from its end."""
     user_name = speaker_name(user_name)
     system_parts = [
         character_prompt.strip(),
@@ -104,25 +117,28 @@ def build_reply_messages(
             f"{user_name}; do not reveal them to other people in the channel unless {user_name} "
             "brings them up.\n" + render_memories(user_name, memories)
         ),
-        render_lore(lore),
+        render_lore(lore, "after"),
         story_context.strip(),
         (
             f"Stay in character as {character_name}. Answer {user_name}'s last message in the "
             "language they write in. Messages from the channel are prefixed with their author's name."
         ),
     ]
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "\n\n".join(p for p in system_parts if p)}
-    ]
+    chat: list[dict[str, Any]] = []
     for line in history:
         if line.from_bot:
-            messages.append({"role": "assistant", "content": line.text})
+            chat.append({"role": "assistant", "content": line.text})
         else:
-            messages.append({"role": "user", "content": f"{speaker_name(line.author)}: {line.text}"})
+            chat.append({"role": "user", "content": f"{speaker_name(line.author)}: {line.text}"})
     last: dict[str, Any] = {"role": "user", "content": f"{user_name}: {message}"}
     if images:
         last["images"] = list(images)
-    messages.append(last)
+    chat.append(last)
+    # Deepest first, so that each goes in at its depth counted from the end of the chat; past
+    # its start, before the oldest message.
+    for depth, text in sorted(depths, key=lambda d: -d[0]):
+        chat.insert(max(0, len(chat) - depth), {"role": "system", "content": text})
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "\n\n".join(p for p in system_parts if p)}, *chat]
     if post_history.strip():
         # A character card's post-history instructions go after the chat, where cards expect them.
         messages.append({"role": "system", "content": post_history.strip()})

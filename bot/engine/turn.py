@@ -12,10 +12,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
-from bot.characters.character import Character, fill_user, render_character_prompt
+from bot.characters.character import Character, fill_turn, render_character_prompt
 from bot.characters.lore import LoreHit
+from bot.characters.lore_timing import LoreClock
+from bot.characters.macros import TurnValues
 from bot.clients.db import to_db
 from bot.clients.llm import OnText
 from bot.clients.llm_wire import ChatReply, Image, TokenUsage
@@ -24,7 +26,14 @@ from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
-from bot.engine.prompting import ChannelLine, bounded_history, build_reply_messages, speaker_name
+from bot.engine.prompting import (
+    ChannelLine,
+    at_depths,
+    bounded_history,
+    build_reply_messages,
+    render_lore,
+    speaker_name,
+)
 from bot.engine.reflection_worker import Reflections
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
@@ -42,25 +51,22 @@ from bot.memory.stores.exchanges import (
     set_reply,
 )
 from bot.memory.stores.stories import load_story
+from bot.memory.stores.turn import last_turn
 from bot.memory.story.plans import render_story_context, select_positions
 from bot.memory.story.state import StateSpec, state_values
 from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
 
-LLM_DOWN_REPLY = (
-    "(I can't reach my language model right now, so I can't answer. Your message is kept; "
-    "try again in a moment.)"
-)
-STORAGE_DOWN_REPLY = (
-    "(I can't save anything right now: the bot's storage is failing, so I would forget what you "
-    "tell me. I'm not answering until it works again; whoever runs the bot can see why in its log.)"
-)
-ERASED_REPLY = "(Everything about you was just erased, as you asked: this message was not kept.)"
-# Ends a reply whose stream broke halfway: what arrived is kept, and said to be cut.
-CUT_NOTE = "*(…my answer was cut off here.)*"
+# Why a turn has no reply: the model could not be reached, the storage failed (the message could
+# not be kept, so it is not answered), or the person was erased as the turn began. The front ends
+# say it in the person's language (bot/presenting.py, `turn_text`).
+Failure = Literal["model_down", "storage_down", "erased"]
 # Asked with a write transaction's connection: whether the person was erased since the turn began.
 Erased = Callable[[Connection], Awaitable[bool]]
+# Stories whose lore clock (timed lore entries) is held in memory; past it the oldest is read
+# again from its last turn's record when it comes back.
+LORE_CLOCKS_HELD = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +93,8 @@ class Incoming:
     # The key of the character who answers ("" for the default); `user_id` is then the
     # memory owner key the cast gives that character (bot.characters.cast).
     character: str = ""
+    # How the owner's page names the story (a channel's "#name"): ids mean nothing to a person.
+    story_name: str = ""
 
 
 @dataclass(slots=True)
@@ -96,8 +104,8 @@ class TurnResult:
     # None when the message could not even be saved (nothing was selected).
     selection: TurnSelection | None
     exchange_id: int | None
-    # What the user is told when there is no reply.
-    apology: str = LLM_DOWN_REPLY
+    # Why there is no reply (when there is none).
+    failure: Failure = "model_down"
     # The streamed answer broke halfway: `reply` is the part that arrived, `error` why.
     cut: bool = False
     usage: TokenUsage | None = None
@@ -119,19 +127,12 @@ class TurnResult:
     @classmethod
     def unsaved(cls, why: str) -> TurnResult:
         """The message could not be saved, so it is not answered."""
-        return cls(None, why, None, None, apology=STORAGE_DOWN_REPLY)
+        return cls(None, why, None, None, failure="storage_down")
 
     @classmethod
     def erased(cls) -> TurnResult:
         """The person was erased while the turn began: nothing kept, nothing answered."""
-        return cls(None, "erased", None, None, apology=ERASED_REPLY)
-
-    @property
-    def shown(self) -> str:
-        """What the user reads, in every front end: the reply (marked when cut), or the apology."""
-        if self.reply is None:
-            return self.apology
-        return f"{self.reply}\n\n{CUT_NOTE}" if self.cut else self.reply
+        return cls(None, "erased", None, None, failure="erased")
 
 
 class Turns:
@@ -141,6 +142,8 @@ class Turns:
         self.reflections = reflections
         self.outage = Outage(log)
         self._recording: dict[str, set[asyncio.Task[None]]] = {}
+        # (owner, story) → the clock of its next turn, for lorebooks with timed entries.
+        self._lore_clocks: dict[tuple[str, str], LoreClock] = {}
 
     async def wait_recorded(self, user_id: str) -> None:
         pending = list(self._recording.get(user_id, ()))
@@ -178,7 +181,8 @@ class Turns:
             return TurnResult.erased()
         character = ctx.cast.get(msg.character)
         selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
-        messages = self._prompt(msg, text, rules, character, selection, story_block)
+        clock = await self._lore_clock(msg, character)
+        messages = self._prompt(msg, text, rules, character, selection, story_block, clock)
         started = time.perf_counter()
         try:
             answer, reply, cut = await self._answer(messages, on_text)
@@ -252,6 +256,7 @@ class Turns:
         character: Character,
         selection: TurnSelection,
         story_block: str,
+        clock: LoreClock | None,
     ) -> list[dict[str, Any]]:
         """The messages the model is sent: character, rules, memories, story, lore, the recent
         lines of the channel and the message. Notes who else spoke and which lore fired."""
@@ -260,20 +265,36 @@ class Turns:
             list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
         )
         self._note_scene(msg, history)
+        values = TurnValues(
+            user=speaker_name(msg.user_name),
+            now=self.ctx.clock(),
+            seed=f"{msg.story_id}\x00{clock.turn if clock else 0}\x00{text}",
+            story=f"{msg.user_id}\x00{msg.story_id}",
+        )
         lore: list[LoreHit] = []
+        selection.lore = []
         if character.lore is not None:
             disabled = len(character.lore.disabled())
-            lore = character.lore.match(
+            turn = character.lore.match(
                 [line.text for line in history] + [text],
                 budget_chars=settings.lore_budget_chars,
                 scan_depth=settings.lore_scan_depth,
+                clock=clock,
+                seed=values.seed,
             )
             self.ctx.metrics.lore_keys_disabled.inc(len(character.lore.disabled()) - disabled)
-        selection.lore = [
-            {"name": h.name, "keyword": h.keyword, "cost": h.cost, "kept": h.kept, "disabled": h.disabled} for h in lore
-        ]
+            lore = [replace(h, content=fill_turn(h.content, values)) for h in turn.hits]
+            selection.lore = turn.records()
+            if clock is not None:
+                key = (msg.user_id, msg.story_id)
+                self._lore_clocks.pop(key, None)
+                self._lore_clocks[key] = turn.clock
+                while len(self._lore_clocks) > LORE_CLOCKS_HELD:
+                    self._lore_clocks.pop(next(iter(self._lore_clocks)))
+                selection.lore_clock = turn.clock.to_record()
+        selection.user_name, selection.story_name = msg.user_name, msg.story_name
         return build_reply_messages(
-            character_prompt=render_character_prompt(character, speaker_name(msg.user_name)),
+            character_prompt=render_character_prompt(character, values, lore_before=render_lore(lore, "before")),
             character_name=character.name,
             rules=[r.text for r in rules],
             user_name=msg.user_name,
@@ -281,10 +302,25 @@ class Turns:
             story_context=story_block,
             history=history,
             message=text,
-            post_history=fill_user(character.post_history_instructions, speaker_name(msg.user_name)),
+            post_history=fill_turn(character.post_history_instructions, values),
             images=msg.images,
             lore=lore,
+            depths=at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth),
         )
+
+    async def _lore_clock(self, msg: Incoming, character: Character) -> LoreClock | None:
+        """The story's clock when the character's lorebook has timed entries: held since its
+        last turn, or read back from that turn's record (after a restart)."""
+        if character.lore is None or not character.lore.timed:
+            return None
+        held = self._lore_clocks.get((msg.user_id, msg.story_id))
+        if held is not None:
+            return held
+        with contextlib.suppress(StorageError):  # a fresh clock: effects start again
+            last = await last_turn(self.ctx.db, msg.user_id, msg.story_id)
+            if last is not None:
+                return LoreClock.from_record(last.lore_clock)
+        return LoreClock()
 
     async def _answer(
         self, messages: list[dict[str, Any]], on_text: OnText | None

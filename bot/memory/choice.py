@@ -96,8 +96,13 @@ class TurnSelection:
     story: dict[str, Any] = field(default_factory=dict)
     memories: list[Memory] = field(default_factory=list)
     candidates: int = 0
-    # Lore entries that fired this turn: name, keyword, cost, kept (outside the memory slots).
+    # Lore entries that fired this turn: name, keyword, cost, kept or why left out, how it came
+    # (outside the memory slots); and the story's lore clock after it (timed entries).
     lore: list[dict[str, Any]] = field(default_factory=list)
+    lore_clock: dict[str, Any] | None = None
+    # The person's display name and the story's name at this turn, for the owner's page.
+    user_name: str = ""
+    story_name: str = ""
     # What `Recall.record` needs besides the slots; not part of the /why record.
     place: str = ""
     candidate_ids: list[int] = field(default_factory=list)
@@ -133,6 +138,9 @@ class TurnSelection:
                 "candidates": self.candidates,
                 "figures": asdict(self.figures),
                 "lore": self.lore,
+                "lore_clock": self.lore_clock,
+                "user_name": self.user_name,
+                "story_name": self.story_name,
             },
             ensure_ascii=False,
         )

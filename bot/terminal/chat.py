@@ -13,11 +13,14 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
-from bot.characters.character import fill_user
-from bot.engine import CUT_NOTE, Engine, Incoming
+from bot.characters.character import fill_turn
+from bot.characters.macros import TurnValues
+from bot.engine import Engine, Incoming
 from bot.engine.prompting import ChannelLine
+from bot.i18n import DEFAULT_LANGUAGE, set_locale, text
 from bot.memory.text import storable
-from bot.terminal.commands import HELP, Session, run_command
+from bot.presenting import cut_note, turn_text
+from bot.terminal.commands import Session, run_command
 
 TERMINAL_PLACE = "terminal"
 
@@ -79,7 +82,10 @@ async def run_chat(
     stdout: TextIO | None = None,
     interactive: bool | None = None,
     stream_replies: bool = True,
+    language: str = DEFAULT_LANGUAGE,
 ) -> None:
+    # Every text the chat shows, commands' answers included, in this language.
+    set_locale(language)
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     if interactive is None:
@@ -88,14 +94,14 @@ async def run_chat(
     history: list[ChannelLine] = []
     name = engine.character.name
 
-    def say(text: str) -> None:
-        stdout.write(text + "\n")
+    def say(shown: str) -> None:
+        stdout.write(shown + "\n")
         stdout.flush()
 
     if interactive:
-        say(f"Talking to {name} as {user} (channel {channel}). /help for commands, /quit to leave.")
+        say(text("terminal_talking", name=name, user=user, channel=channel))
         if engine.character.greeting:
-            say(f"{name}: {fill_user(engine.character.greeting, user)}")
+            say(f"{name}: {fill_turn(engine.character.greeting, TurnValues(user, engine.clock(), story=channel))}")
     while True:
         line = await _read_line(stdin, interactive, f"{user}> ")
         if line is None:
@@ -106,18 +112,18 @@ async def run_chat(
         if line in ("/quit", "/exit"):
             break
         if line.startswith("/"):
-            say(await run_command(engine, session, line) if line != "/help" else HELP)
+            say(await run_command(engine, session, line))
             continue
         printed = ""
 
-        async def show(text: str) -> None:
+        async def show(partial: str) -> None:
             # The visible text grows by its end; when it does not (a late </think>), the
             # whole reply is printed again once it is done.
             nonlocal printed
-            if text.startswith(printed):
-                stdout.write((f"{name}: " if not printed else "") + text[len(printed) :])
+            if partial.startswith(printed):
+                stdout.write((f"{name}: " if not printed else "") + partial[len(printed) :])
                 stdout.flush()
-                printed = text
+                printed = partial
 
         streaming = interactive and stream_replies
         result = await engine.turn(
@@ -126,6 +132,7 @@ async def run_chat(
                 user_name=user,
                 text=line,
                 story_id=session.story_id,
+                story_name=channel,
                 place=session.place,
                 history=list(history),
             ),
@@ -134,12 +141,12 @@ async def run_chat(
         if printed:
             stdout.write("\n")
         if result.reply is None:
-            say(result.shown)  # the apology, as every front end tells it
+            say(turn_text(result))  # why there is no reply, as every front end tells it
             continue
         if not printed:
             say(f"{name}: {result.reply}")
         elif result.cut:
-            say(CUT_NOTE)
+            say(cut_note())
         elif printed != result.reply:
             say(f"{name}: {result.reply}")
         history += [ChannelLine(user, line), ChannelLine(name, result.reply, from_bot=True)]

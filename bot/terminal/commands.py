@@ -1,4 +1,6 @@
-"""The memory commands in plain text, for the terminal chat: same engine, same wording as Discord."""
+"""The memory commands as `/` lines of the terminal chat: parsed here, run by the command layer
+every front end uses (bot/engine/memory_commands.py), told by bot/presenting.py in the chat's
+language, as Discord tells them."""
 
 from __future__ import annotations
 
@@ -12,23 +14,9 @@ from pathlib import Path
 from bot.engine import Engine, export_json
 from bot.engine.memory_commands import MemoryCommands
 from bot.errors import StorageError
+from bot.i18n import text
 from bot.memory.model import MEMORY_TYPES
-from bot.presenting import STORAGE_FAILED, memory_pages
-
-HELP = """\
-Commands:
-  /memories [type]   what I remember about you (type: fact, preference, promise, episode)
-  /remember <text>   remember something you tell me explicitly
-  /pin <id>          always keep a memory in context      /unpin <id>
-  /forget <id>       forget a memory (archived, restorable)
-  /edit <id> <text>  rewrite a memory (the old text is archived, restorable)
-  /history           archived versions and anchor removals /restore <history id>
-  /why               the memories chosen for your last message, and why
-  /stats             memory statistics (never-surfaced memories, degraded turns)
-  /share on|off      use memories from other places (DMs, other servers) here
-  /export <file>     write everything I store about you to a JSON file
-  /erase-me yes      delete everything about you, for real
-  /quit"""
+from bot.presenting import answer, memory_pages, storage_failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +30,10 @@ class Session:
 _DIGITS = re.compile(r"[0-9]{1,30}")
 
 
+def help_text() -> str:
+    return text("terminal_help")
+
+
 def _memory_id(arg: str) -> int | None:
     """The id written after a command, or None when it is not a number of ASCII digits."""
     arg = arg.strip().lstrip("#h")
@@ -53,7 +45,7 @@ async def run_command(engine: Engine, session: Session, line: str) -> str:
     try:
         return await _run_command(engine, session, line)
     except StorageError:
-        return STORAGE_FAILED
+        return storage_failed()
 
 
 async def _run_command(engine: Engine, session: Session, line: str) -> str:
@@ -62,60 +54,58 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
     except ValueError:
         parts = line.strip().split()
     if not parts:
-        return HELP
+        return help_text()
     name, args = parts[0].lstrip("/").lower(), parts[1:]
     user = session.user_id
     run = MemoryCommands(engine)
     if name in ("help", "?"):
-        return HELP
+        return help_text()
     if name == "memories":
-        wanted = [a for a in args if a in MEMORY_TYPES]
-        memories = await engine.memories(user, types=wanted or None)
+        memories = await run.memories(user, [a for a in args if a in MEMORY_TYPES])
         # One page: a terminal has no message size limit.
         return memory_pages(memories, now=engine.clock(), per_page=len(memories) or 1, max_chars=sys.maxsize)[0]
     if name == "remember":
         # The raw rest of the line: shlex would eat the apostrophes of "J'aime l'été".
-        text = (line.split(maxsplit=1) + [""])[1]
-        return await run.remember(user, text, story_id=session.story_id, place=session.place)
+        said = (line.split(maxsplit=1) + [""])[1]
+        return answer(await run.remember(user, said, story_id=session.story_id, place=session.place))
     if name in ("pin", "unpin", "forget", "restore"):
         target = _memory_id(args[0]) if args else None
         if target is None:
-            return f"Usage: /{name} <id>"
+            return text("terminal_usage", usage=f"/{name} <id>")
         if name == "restore":
-            return await run.restore(user, target)
+            return answer(await run.restore(user, target))
         if name == "forget":
-            return await run.forget(user, target)
-        return await run.pin(user, target, name == "pin")
+            return answer(await run.forget(user, target))
+        return answer(await run.pin(user, target, name == "pin"))
     if name == "edit":
         # The raw rest of the line, as for /remember.
-        _, target_arg, text = (line.split(maxsplit=2) + ["", ""])[:3]
+        _, target_arg, said = (line.split(maxsplit=2) + ["", ""])[:3]
         target = _memory_id(target_arg)
-        if target is None or not text.strip():
-            return "Usage: /edit <id> <text>"
-        return await run.edit(user, target, text)
+        if target is None or not said.strip():
+            return text("terminal_usage", usage="/edit <id> <text>")
+        return answer(await run.edit(user, target, said))
     if name == "history":
-        return await run.history(user)
+        return answer(await run.history(user))
     if name == "why":
-        return await run.why(user, session.story_id)
+        return answer(await run.why(user, session.story_id))
     if name in ("stats", "memory-stats"):
-        return await run.stats(user)
+        return answer(await run.stats(user))
     if name == "share":
-        return await run.share(user, args[0] == "on" if args and args[0] in ("on", "off") else None)
+        return answer(await run.share(user, args[0] == "on" if args and args[0] in ("on", "off") else None))
     if name == "export":
         if not args:
-            return "Usage: /export <file.json>"
+            return text("terminal_usage", usage="/export <file.json>")
         path = Path(args[0]).expanduser()
-        data = export_json(await engine.export(user))
+        exported = await run.export(user)
         try:
             # Everything stored about the user: a new file readable by them only, whatever the umask.
             with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "w", encoding="utf-8") as file:
-                file.write(data)
+                file.write(export_json(exported.data))
         except OSError as exc:
-            return f"Cannot write {path}: {exc.strerror or exc}. Nothing was exported; give a file in an existing folder."
-        return f"Exported to {path}."
+            return text("terminal_export_failed", path=str(path), reason=exc.strerror or str(exc))
+        return f"{answer(exported)}\n{text('terminal_exported', path=str(path))}"
     if name in ("erase-me", "erase"):
         if args != ["yes"]:
-            return "This deletes every memory and all history about you, for real. Type /erase-me yes to confirm."
-        report = await engine.erase(user)
-        return f"Erased: {report.memories} memories and {report.history} archived versions."
-    return f"Unknown command /{name}.\n{HELP}"
+            return text("terminal_erase_confirm")
+        return answer(await run.erase(user))
+    return text("terminal_unknown", name=name) + "\n" + help_text()

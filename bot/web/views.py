@@ -15,8 +15,9 @@ import numpy as np
 
 from bot.clients.health import Health
 from bot.engine import NEVER_SURFACED_AFTER, Engine
+from bot.i18n import DEFAULT_LANGUAGE, text, use_locale
 from bot.memory.reports.page import TurnLogEntry
-from bot.presenting import REASON_LABELS
+from bot.presenting import groups, lore_rows, slot_score
 from bot.web import charts
 
 RECENT_TURNS = 20
@@ -176,8 +177,18 @@ async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] 
 
 
 async def turn(engine: Engine, user_id: str, turn_id: int) -> dict[str, Any] | None:
+    """One turn's selection, told as /why tells it (the same reasons, the same closeness, the
+    same lore), in the page's language, English."""
     await engine.wait_recorded(user_id)
     selection = await engine.report.user_turn(user_id, turn_id)
     if selection is None:
         return None
-    return {"user_id": user_id, "turn": selection, "reasons": REASON_LABELS}
+    with use_locale(DEFAULT_LANGUAGE):
+        return {
+            "user_id": user_id,
+            "turn": selection,
+            "chosen": text("why_chosen", chosen=text("n_chosen", n=len(selection.slots)), candidates=text("n_candidates", n=selection.candidates)),
+            "legend": text("why_legend"),
+            "groups": [(g.title, [(s, slot_score(s)) for s in g.slots]) for g in groups(selection)],
+            "lore": lore_rows(selection.lore),
+        }

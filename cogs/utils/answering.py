@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from bot.clients.locks import KeyedLocks
 from bot.config import Settings
+from bot.i18n import DEFAULT_LANGUAGE, day, known, language
 from bot.memory.model import DM_PLACE, HistoryEntry, Memory
-from bot.presenting import clip
+from bot.presenting import clip, operation
 
 DISCORD_LIMIT = 2000  # counted in code points by Discord's API, as Python's len() does
 # Discord gives a channel's message writes one rate-limit bucket (about 5 per 5 s), shared by
@@ -315,9 +316,44 @@ def history_choices(
     needle = " ".join(typed.lower().split())
     choices = []
     for e in entries:
-        name = f"h{e.id} #{e.memory_id} {e.operation} {e.archived_at:%Y-%m-%d}: {' '.join(e.text.split())}"
+        name = f"h{e.id} #{e.memory_id} {operation(e.operation)} {day(e.archived_at)}: {' '.join(e.text.split())}"
         if needle in name.lower():
             choices.append((clip(name, CHOICE_NAME_LIMIT), e.id))
             if len(choices) == limit:
                 break
     return choices
+
+
+# --- languages -------------------------------------------------------------------------------
+
+# People whose Discord language is remembered (the oldest forgotten first): a message carries
+# none, only an interaction does.
+LANGUAGES_HELD = 10_000
+
+
+class Languages:
+    """Each person's Discord language, learnt from their interactions (a command, a button):
+    what a turn says besides the character's reply (the note that the model cannot be reached,
+    that the reply was cut) is said in it."""
+
+    def __init__(self, held: int = LANGUAGES_HELD) -> None:
+        self.held = held
+        self._by_person: dict[int, str] = {}
+
+    def learn(self, person: int, locale: object) -> None:
+        if not known(locale):
+            return
+        self._by_person.pop(person, None)
+        self._by_person[person] = language(locale)
+        while len(self._by_person) > self.held:
+            self._by_person.pop(next(iter(self._by_person)))
+
+    def for_turn(self, person: int, character_language: str | None, server_locale: object | None) -> str:
+        """The person's language when their Discord told it, else the character's own, else
+        the server's, else English."""
+        if person in self._by_person:
+            return self._by_person[person]
+        for candidate in (character_language, server_locale):
+            if known(candidate):
+                return language(candidate)
+        return DEFAULT_LANGUAGE

@@ -27,15 +27,9 @@ from bot.clients.values import row_id
 from bot.engine import MAX_MEMORY_CHARS, Engine, Shown
 from bot.engine.memory_commands import MemoryCommands
 from bot.errors import LLMError, StorageError
-from bot.i18n import DEFAULT_LANGUAGE, language
-from bot.i18n import text as tr
+from bot.i18n import set_locale, text
 from bot.memory.model import Memory
-from bot.presenting import (
-    RECEIPT_ICON,
-    forget_result,
-    gone_memory,
-    receipt_text,
-)
+from bot.presenting import RECEIPT_ICON, answer, gone_memory, receipt_text
 from cogs.utils.answering import DISCORD_LIMIT, split_message
 from cogs.utils.voices import character_at
 
@@ -50,10 +44,10 @@ EDIT_FIELD = "text"  # the custom id of the edit form's one field
 _NO_MENTIONS = discord.AllowedMentions.none()
 
 
-async def say(interaction: discord.Interaction, text: str, *, view: discord.ui.View | None = None) -> None:
+async def say(interaction: discord.Interaction, shown: str, *, view: discord.ui.View | None = None) -> None:
     """An ephemeral answer; beyond 2,000 characters, the rest follows in ephemeral followups
     (a view goes with the first part)."""
-    for n, chunk in enumerate(split_message(text) or ["…"]):
+    for n, chunk in enumerate(split_message(shown) or ["…"]):
         extra: dict[str, Any] = {"view": view} if (n == 0 and view is not None) else {}
         if n == 0 and not interaction.response.is_done():
             await interaction.response.send_message(chunk, ephemeral=True, allowed_mentions=_NO_MENTIONS, **extra)
@@ -73,17 +67,17 @@ class UnknownCharacter(app_commands.AppCommandError):
 async def report_failure(interaction: discord.Interaction, what: str, error: BaseException) -> None:
     """Log a failed command or button, and tell the person who used it (only them), in their language."""
     original = getattr(error, "original", error)
-    lang = language(interaction.locale)
+    set_locale(interaction.locale)
     if isinstance(original, StorageError):
         # Logged once by the database; a traceback per command would bury that line.
-        text = tr(lang, "storage_failed")
+        told = text("storage_failed")
     elif isinstance(original, UnknownCharacter):
-        text = tr(lang, "unknown_character", name=original.name, names=original.names)
+        told = text("unknown_character", name=original.name, names=original.names)
     else:
         log.error("%s failed", what, exc_info=error)
-        text = tr(lang, "failed")
+        told = text("failed")
     try:
-        await say(interaction, text)
+        await say(interaction, told)
     except discord.HTTPException as exc:
         log.debug("could not report the failure of %s: %s", what, exc)
 
@@ -120,10 +114,13 @@ class OwnerGate:
             OwnerGate.registry[pattern] = cls
 
     @classmethod
-    def refusal(cls, lang: str) -> str:
-        return tr(lang, cls.refusal_key)
+    def refusal(cls) -> str:
+        return text(cls.refusal_key)
 
     async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
+        # The one gate of every component and form: what follows in this interaction speaks the
+        # presser's language.
+        set_locale(interaction.locale)
         return owner_key(interaction) is not None
 
 
@@ -180,9 +177,9 @@ async def refuse_foreign(interaction: discord.Interaction) -> None:
         return
     found = _registered(custom_id)
     log.debug("refused a %s interaction of user %s, custom id %.100r", interaction.type.name, interaction.user.id, custom_id)
-    lang = language(interaction.locale)
+    set_locale(interaction.locale)
     try:
-        await say(interaction, found[0].refusal(lang) if found is not None else tr(lang, "not_yours"))
+        await say(interaction, found[0].refusal() if found is not None else text("not_yours"))
     except discord.HTTPException as exc:
         log.debug("could not refuse an interaction: %s", exc)
 
@@ -252,7 +249,7 @@ class SwipeButton(
             shown = await engine.regenerate(user, self.exchange_id, max_chars=DISCORD_LIMIT)
         except LLMError as exc:
             log.info("a regenerate failed: %s", exc)
-            await interaction.followup.send(tr(language(interaction.locale), "regenerate_failed"), ephemeral=True)
+            await interaction.followup.send(text("regenerate_failed"), ephemeral=True)
             return
         if shown is None:
             await _settled(interaction)
@@ -270,7 +267,7 @@ async def _settled(interaction: discord.Interaction) -> None:
         await interaction.response.edit_message(view=None)
     else:
         await interaction.edit_original_response(view=None)
-    await interaction.followup.send(tr(language(interaction.locale), "settled_already"), ephemeral=True)
+    await interaction.followup.send(text("settled_already"), ephemeral=True)
 
 
 def swipe_view(owner_id: int | str, shown: Shown) -> discord.ui.View:
@@ -315,8 +312,7 @@ class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + OWNER + r":(?P<exc
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
         lines = await engine.receipt(self.owner, self.exchange_id)
         live = [line.current for line in lines if line.current is not None]
-        lang = language(interaction.locale)
-        await say(interaction, receipt_text(lines, lang=lang), view=memory_actions(self.owner, live, lang) if live else None)
+        await say(interaction, receipt_text(lines), view=memory_actions(self.owner, live) if live else None)
 
 
 def receipt_view(owner_id: int | str, exchange_id: int, changes: int) -> discord.ui.View:
@@ -325,12 +321,12 @@ def receipt_view(owner_id: int | str, exchange_id: int, changes: int) -> discord
     return view
 
 
-def memory_actions(owner_id: int | str, memories: list[Memory], lang: str = DEFAULT_LANGUAGE) -> discord.ui.View:
-    """Forget and Edit for each memory (the first RECEIPT_MAX_ACTIONS of them), labelled in `lang`."""
+def memory_actions(owner_id: int | str, memories: list[Memory]) -> discord.ui.View:
+    """Forget and Edit for each memory (the first RECEIPT_MAX_ACTIONS of them)."""
     view = discord.ui.View(timeout=None)
     for memory in memories[:RECEIPT_MAX_ACTIONS]:
-        view.add_item(ForgetButton(owner_id, memory.id, lang))
-        view.add_item(EditButton(owner_id, memory.id, lang))
+        view.add_item(ForgetButton(owner_id, memory.id))
+        view.add_item(EditButton(owner_id, memory.id))
     return view
 
 
@@ -341,10 +337,10 @@ class _MemoryButton(_OwnedButton, template=r"echo:memory-base:(?!)"):
     label: str  # its catalogue key
     style: discord.ButtonStyle
 
-    def __init__(self, owner_id: int | str, memory_id: int, lang: str = DEFAULT_LANGUAGE) -> None:
+    def __init__(self, owner_id: int | str, memory_id: int) -> None:
         super().__init__(
             discord.ui.Button(
-                label=tr(lang, self.label, id=memory_id),
+                label=text(self.label, id=memory_id),
                 style=self.style,
                 custom_id=f"echo:{self.action}:{owner_id}:{memory_id}",
             )
@@ -362,9 +358,8 @@ class ForgetButton(_MemoryButton, template=r"echo:forget:" + OWNER + r":(?P<memo
     action, label, style = "forget", "forget_button", discord.ButtonStyle.danger
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
-        done = await engine.forget(self.owner, self.memory_id)
-        lang = language(interaction.locale)
-        await say(interaction, forget_result(self.memory_id, True, lang=lang) if done else gone_memory(self.memory_id, lang=lang))
+        forgotten = await MemoryCommands(engine).forget(self.owner, self.memory_id)
+        await say(interaction, answer(forgotten) if forgotten.done else gone_memory(self.memory_id))
 
 
 class EditButton(_MemoryButton, template=r"echo:edit:" + OWNER + r":(?P<memory>[0-9]{1,20})"):
@@ -383,11 +378,10 @@ async def open_editor(
         character = character_at(engine.cast, interaction.channel, interaction.guild_id)
         owner = engine.cast.memory_key(str(interaction.user.id), character)
     memory = await engine.memory(owner, memory_id)
-    lang = language(interaction.locale)
     if memory is None:
-        await say(interaction, gone_memory(memory_id, lang=lang))
+        await say(interaction, gone_memory(memory_id))
         return
-    modal = EditMemoryModal(memory, owner, lang)
+    modal = EditMemoryModal(memory, owner)
     # Not kept by discord.py: its submission is read from its custom id (`submit_edit`), so a
     # form open across a restart is not lost.
     modal.stop()
@@ -399,11 +393,11 @@ class EditMemoryModal(
 ):
     """The memory's text, to rewrite; the previous version is archived (restorable)."""
 
-    def __init__(self, memory: Memory, owner: str, lang: str = DEFAULT_LANGUAGE) -> None:
-        super().__init__(title=tr(lang, "edit_title", id=memory.id), custom_id=f"echo:edit-memory:{owner}:{memory.id}")
+    def __init__(self, memory: Memory, owner: str) -> None:
+        super().__init__(title=text("edit_title", id=memory.id), custom_id=f"echo:edit-memory:{owner}:{memory.id}")
         self.add_item(
             discord.ui.TextInput(
-                label=tr(lang, "edit_label"),
+                label=text("edit_label"),
                 style=discord.TextStyle.paragraph,
                 default=memory.text,
                 max_length=MAX_MEMORY_CHARS,
@@ -431,18 +425,17 @@ async def submit_edit(interaction: discord.Interaction) -> None:
     when it is the submitter's own (`owner_key`)."""
     if interaction.type is not discord.InteractionType.modal_submit:
         return
+    set_locale(interaction.locale)
     data = _data(interaction)
     found = _registered(data.get("custom_id"))
     owner = owner_key(interaction)
-    text = _field(data.get("components"), EDIT_FIELD)
+    written = _field(data.get("components"), EDIT_FIELD)
     if found is None or found[0] is not EditMemoryModal or owner is None:
         return
     try:
         # A form without its field (forged) is an empty text: refused as such, nothing written.
-        edited = await MemoryCommands(_engine(interaction)).edit(
-            owner, row_id(found[1]["memory"]) or NO_ROW, text or "", lang=language(interaction.locale)
-        )
-        await say(interaction, edited)
+        edited = await MemoryCommands(_engine(interaction)).edit(owner, row_id(found[1]["memory"]) or NO_ROW, written or "")
+        await say(interaction, answer(edited))
     except Exception as exc:
         await report_failure(interaction, "the memory edit", exc)
 

@@ -311,14 +311,15 @@ async def test_unknown_model_on_ollama_says_ollama_pull(
     assert "`ollama pull mistral-nemo`" in str(caught.value)
 
 
-async def test_unknown_model_on_openai_says_check_llm_model(
+async def test_unknown_model_on_openai_names_the_model_and_what_it_must_be(
     http: httpx.AsyncClient, llm_server: FakeLLMServer
 ) -> None:
     with pytest.raises(ModelNotFound) as caught:
         await client(http, "openai", llm_server.url).chat(CONVERSATION, model="gpt-nope")
 
     message = str(caught.value)
-    assert "LLM_MODEL" in message and "gpt-nope" in message
+    # The client does not know which setting names the model: whoever catches it says (bot/doctor.py).
+    assert "gpt-nope" in message and "model ids this server offers" in message
     assert "ollama pull" not in message
 
 
@@ -519,7 +520,7 @@ async def test_openai_check_rejects_an_unlisted_model(
     with pytest.raises(ModelNotFound) as caught:
         await client(http, "openai", llm_server.url + suffix).check("gpt-5")
 
-    assert "LLM_MODEL" in str(caught.value)
+    assert "model ids this server offers" in str(caught.value)
 
 
 async def test_openai_check_without_models_endpoint_only_warns(

@@ -10,7 +10,7 @@ import discord
 import pytest
 
 from bot.app import Services
-from bot.engine import LLM_DOWN_REPLY, STORAGE_DOWN_REPLY
+from bot.i18n import text, use_locale
 from cogs.bot import OwnerCommands
 from cogs.conversation import RATE_LIMITED_REACTION, Conversation
 from cogs.utils.answering import DISCORD_LIMIT
@@ -219,7 +219,9 @@ async def test_llm_down_gives_the_short_message_and_keeps_the_exchange(
     await cog.on_message(
         fake_message(f"<@{BOT_ID}> tu es là ?", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()])
     )
-    assert [content for content, _ in channel.sent] == [LLM_DOWN_REPLY]
+    # In the character's language (Écho's, French): Alice's Discord language is not known yet.
+    with use_locale("fr"):
+        assert [content for content, _ in channel.sent] == [text("turn_model_down")]
     async with services.db.reader.execute(
         "SELECT user_message, reply FROM exchanges WHERE user_id = ?", (str(ALICE),)
     ) as cur:
@@ -304,9 +306,10 @@ async def test_a_full_disk_gets_the_storage_message_not_a_reply(
         await conn.execute("PRAGMA max_page_count = " + str(int(pages)))
     cog = make_cog(services)
     channel = fake_channel()
-    text = "Je te raconte ma journée. " * 150
-    await cog.on_message(fake_message(f"<@{BOT_ID}> {text}", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()]))
-    assert [content for content, _ in channel.sent] == [STORAGE_DOWN_REPLY]
+    said = "Je te raconte ma journée. " * 150
+    await cog.on_message(fake_message(f"<@{BOT_ID}> {said}", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()]))
+    with use_locale("fr"):
+        assert [content for content, _ in channel.sent] == [text("turn_storage_down")]
     assert reply_requests(llm_server) == [] and services.db.storage.failures == 1
 
 

@@ -16,7 +16,7 @@ from bot.app import Services
 from bot.engine import Incoming
 from bot.errors import StorageError
 from bot.i18n import text as tr
-from bot.presenting import STORAGE_FAILED
+from bot.presenting import storage_failed
 from cogs.memory import EraseConfirm, MemoryCommands, PageView
 from cogs.utils.answering import DISCORD_LIMIT
 from cogs.utils.views import refuse_foreign
@@ -41,8 +41,8 @@ def make_cog(services: Services) -> MemoryCommands:
     return MemoryCommands(offline_bot(services), services.engine)
 
 
-NOT_YOURS = tr("en", "not_yours")
-FAILED = tr("en", "failed")
+NOT_YOURS = tr("not_yours")
+FAILED = tr("failed")
 
 
 async def remember(services: Services, user: int, text: str) -> int:
@@ -280,7 +280,7 @@ async def test_erase_me_asks_first_and_only_the_invoker_confirms(
     press = fake_interaction(ALICE)
     await confirm_view.confirm.callback(press)
     assert await store.list(str(ALICE)) == []
-    press.edit_original_response.assert_awaited_once_with(content="Erased: 1 memories and 0 archived versions.")
+    press.edit_original_response.assert_awaited_once_with(content="Erased: 1 memory and 0 archived versions.")
     assert (await store.get(str(BOB), bobs)) is not None
 
 
@@ -295,7 +295,7 @@ async def test_export_is_an_ephemeral_json_file_of_the_invokers_data(
     # Discord shows a deferred answer as the defer said: the followup's flag does not change it.
     assert [d.get("ephemeral") for d in interaction.deferrals] == [True]
     ((content, kwargs),) = interaction.answers
-    assert kwargs["ephemeral"] is True and content.startswith("Everything I store about you: 1 memories")
+    assert kwargs["ephemeral"] is True and content.startswith("Everything I store about you: 1 memory,")
     file: discord.File = kwargs["file"]
     assert file.filename == f"echo-export-{ALICE}.json"
     data = json.loads(file.fp.read().decode("utf-8"))
@@ -409,5 +409,5 @@ async def test_a_storage_failure_is_told_as_such_and_logged_by_the_database_only
     full = StorageError("Cannot write to the database: the disk is full", reason="the disk is full")
     with caplog.at_level(logging.ERROR, logger="cogs.utils.views"):
         await cog.cog_app_command_error(interaction, app_commands.CommandInvokeError(cog.remember, full))
-    assert texts(interaction) == [STORAGE_FAILED] and all_ephemeral(interaction)
+    assert texts(interaction) == [storage_failed()] and all_ephemeral(interaction)
     assert [r for r in caplog.records if r.name == "cogs.utils.views"] == []

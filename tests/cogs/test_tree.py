@@ -141,6 +141,17 @@ def test_intents_are_only_those_the_bot_uses(allowed_channel_ids: list[int], exp
     assert intents.value == discord.Intents(**dict.fromkeys(expected, True)).value
 
 
+async def test_starting_without_message_content_warns_of_nothing(services: Services, caplog: pytest.LogCaptureFixture) -> None:
+    """Écho answers mentions, replies and slash commands: without the Message Content intent its
+    owner commands are read on a mention, and discord.py has nothing to warn about."""
+    assert not services.settings.allowed_channel_ids
+    bot = offline_bot(services)
+    assert not bot.intents.message_content
+    with caplog.at_level(logging.WARNING, logger="discord"):
+        await bot._async_setup_hook()
+    assert "message content intent is missing" not in caplog.text.lower()
+
+
 @pytest.mark.parametrize("settings_overrides", [{"owner_ids": [ALICE]}])
 async def test_only_owners_sync_and_sync_guild_targets_this_server(
     services_with: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch

@@ -5,7 +5,13 @@ from __future__ import annotations
 import base64
 import sqlite3
 
-from bot.engine import CUT_NOTE, MAX_REPLY_CHARS
+from bot.engine import MAX_REPLY_CHARS
+from bot.i18n import use_locale
+from bot.presenting import cut_note
+
+# In the character's language (Écho's): a message tells no Discord language.
+with use_locale("fr"):
+    CUT_NOTE = cut_note()
 from bot.memory.quoting import quote_block
 from cogs.utils.answering import EDIT_INTERVAL, split_message
 from tests.discord_e2e.conftest import Scene, StartEcho
@@ -70,7 +76,8 @@ async def test_a_stream_that_dies_before_any_text_gets_the_apology(scene: Scene)
     scene.llm_server.handler = _answer_only(Reply("jamais dit", die_after=0))
     await fake_discord.user_says(scene.alice, channel, "allô ?", mention_bot=True)
     calls = await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages")
-    assert "can't reach my language model" in calls[0].json["content"]
+    # In the character's language (Écho's French): Alice told no Discord language by a command.
+    assert "Je n'arrive pas à joindre mon modèle de langue" in calls[0].json["content"]
     assert not fake_discord.calls_to("PATCH", f"/channels/{channel.id}/messages/")
 
 

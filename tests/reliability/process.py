@@ -28,8 +28,13 @@ class Run:
 
 
 def chat_env(llm_url: str, database: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "EMBEDDINGS", "DATABASE_", "CHARACTER_"))}
+    env = {
+        k: v for k, v in os.environ.items()
+        if not k.startswith(("LLM_", "EMBEDDINGS", "DATABASE_", "CHARACTER_", "LC_", "LANG"))
+    }
     env.update(
+        # The chat's own texts in English, whatever the machine's language (--language says another).
+        LANG="C.UTF-8",
         LLM_BASE_URL=llm_url,
         LLM_MODEL="fake-llm",
         DATABASE_PATH=str(database),

@@ -128,7 +128,7 @@ async def test_a_backup_taken_while_two_chats_write_is_whole_and_restores_their_
         # A known moment: both idle. Their export, then the backup.
         alice.send(f"/export {tmp_path / 'alice-then.json'}")
         bob.send(f"/export {tmp_path / 'bob-then.json'}")
-        await asyncio.gather(alice.expect("Exported to"), bob.expect("Exported to"))
+        await asyncio.gather(alice.expect("Written to"), bob.expect("Written to"))
         code, out, err = await command(env, tmp_path, "backup", str(tmp_path / "kept.sqlite3"))
         assert code == 0, err
 
@@ -152,7 +152,7 @@ async def test_a_backup_taken_while_two_chats_write_is_whole_and_restores_their_
     for user in ("alice", "bob"):
         reader = await Chat.start(env, tmp_path, user)
         reader.send(f"/export {tmp_path / f'{user}-now.json'}")
-        await reader.expect("Exported to")
+        await reader.expect("Written to")
         await reader.close()
         assert exported(tmp_path / f"{user}-now.json") == exported(tmp_path / f"{user}-then.json")
     texts = {m["text"] for m in exported(tmp_path / "alice-now.json")["memories"]}

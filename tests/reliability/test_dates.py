@@ -244,7 +244,7 @@ async def test_bad_dates_on_disk_never_lock_a_user_out(db, http, llm_server, tmp
     assert f"#{ids['short_year']} replace" in history and "une raison assez longue" in history
 
     export = tmp_path / "alice.json"
-    assert "Exported" in await run_command(engine, session, f"/export {export}")
+    assert "Written to" in await run_command(engine, session, f"/export {export}")
     data = json.loads(export.read_text(encoding="utf-8"))
     exported = {m["text"]: m for m in data["memories"]}
     assert exported["L'utilisateur a une date abîmée (short_year)."]["expires_at"] == "0999-12-31T23:59:59.000000+00:00"

@@ -90,7 +90,7 @@ async def test_an_erase_in_one_process_stops_the_turn_another_process_waits_for(
         assert any(r.startswith("memories:") for r in before), before
 
         a = await run_chat(env, tmp_path, b"/erase-me yes\n", user=USER)
-        assert a.code == 0 and "Erased: 1 memories" in a.stdout, (a.stdout, a.stderr[-2000:])
+        assert a.code == 0 and "Erased: 1 memory and" in a.stdout, (a.stdout, a.stderr[-2000:])
     finally:
         release.set()
     run = await b

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bot.clients.llm import MAX_RESPONSE_BYTES
-from bot.engine import LLM_DOWN_REPLY, MAX_REFLECTION_ATTEMPTS, MAX_REPLY_CHARS
+from bot.engine import MAX_REFLECTION_ATTEMPTS, MAX_REPLY_CHARS
 from bot.memory.stores.memories import NewMemory
 from cogs.utils.answering import DISCORD_LIMIT, split_message
 from tests.builders import make_engine, msg
@@ -57,7 +57,7 @@ async def test_a_failing_reply_says_so_clearly_and_keeps_the_message(fault, db, 
     started = time.monotonic()
     result = await engine.turn(msg("Je suis allergique aux arachides."))
     assert time.monotonic() - started < TIMEOUT + SLACK
-    assert result.reply is None and result.apology == LLM_DOWN_REPLY
+    assert result.reply is None and result.failure == "model_down"
     # The operator's explanation names the server it could not use.
     assert result.error and llm_server.url in result.error
     [(text, reply, _, _, error)] = await exchanges(db)

@@ -4,7 +4,7 @@
 Through the real `python -m bot chat`: a lore file, channels.yaml, a file of the characters folder
 and .env that are a FIFO or /dev/zero, YAML whose aliases expand past what a file may hold (a
 character, a lore file, channels.yaml, a World Info `.json` written as YAML), and cards nested
-thousands deep (JSON, PNG, YAML) end in the "Écho cannot start." paragraph naming the file, exit
+thousands deep (JSON, PNG, CHARX, YAML) end in the "Écho cannot start." paragraph naming the file, exit
 2, no traceback, no hang, within seconds; sound files of each kind still load and answer.
 """
 
@@ -14,6 +14,7 @@ import base64
 import json
 import os
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -89,6 +90,19 @@ def nested_png_card(folder: Path) -> dict[str, str]:
     return {"CHARACTER_FILE": str(path)}
 
 
+def nested_charx_card(folder: Path) -> dict[str, str]:
+    deep = json.dumps(v2_card()).replace('"description": ', '"x": ' + "[" * 3000 + "]" * 3000 + ', "description": ', 1)
+    path = folder / "deep.charx"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("card.json", deep)
+    return {"CHARACTER_FILE": str(path)}
+
+
+def charx_fifo(folder: Path) -> dict[str, str]:
+    os.mkfifo(folder / "card.charx")
+    return {"CHARACTER_FILE": str(folder / "card.charx")}
+
+
 def nested_yaml_character(folder: Path) -> dict[str, str]:
     path = folder / "deep.yaml"
     path.write_text("name: X\npersona: p\nstate: " + "[" * 3000 + "]" * 3000 + "\n", encoding="utf-8")
@@ -135,6 +149,8 @@ ATTACKS: list[tuple[str, Callable[[Path], dict[str, str]], str]] = [
     ("JSON card nested 3000 deep", nested_json_card, f"deep.json: nested deeper than {MAX_DEPTH} levels"),
     ("PNG card nested 3000 deep", nested_png_card, f"deep.png: nested deeper than {MAX_DEPTH} levels"),
     ("YAML character nested 3000 deep", nested_yaml_character, f"deep.yaml: nested deeper than {MAX_DEPTH} levels"),
+    ("CHARX card nested 3000 deep", nested_charx_card, f"deep.charx: nested deeper than {MAX_DEPTH} levels"),
+    ("CHARX card: a FIFO", charx_fifo, "card.charx: not a regular file"),
     ("channels.yaml: a FIFO", channels_fifo, "channels.yaml: not a regular file"),
     ("channels.yaml: aliases", channels_laughs, "aliases expand to more than"),
     ("a FIFO in the characters folder", folder_file_fifo, "marc.yaml: not a regular file"),

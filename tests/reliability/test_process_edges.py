@@ -93,7 +93,7 @@ async def test_terminal_commands_with_odd_ids_and_export_paths_answer(tmp_path: 
         ("/forget ²", "Usage: /forget <id>"),
         ("/export missing-folder/out.json", "Cannot write missing-folder/out.json: No such file or directory."),
         ("/export a-folder", "Cannot write a-folder: Is a directory."),
-        ("/export a-folder/out.json", "Exported to a-folder/out.json."),
+        ("/export a-folder/out.json", "Written to a-folder/out.json."),
     ]
     stdin = "".join(f"{line}\n" for line, _ in commands).encode()
     run = await run_chat(chat_env(llm_server.url, tmp_path / "echo.sqlite3"), tmp_path, stdin)

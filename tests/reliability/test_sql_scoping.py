@@ -138,6 +138,15 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "the owner's page lists every user who talked, with when: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
+        "user_summaries",
+        (
+            "SELECT e.user_id, e.user_name FROM exchanges e "
+            "JOIN (SELECT user_id, MAX(id) AS id FROM exchanges GROUP BY user_id) last ON e.id = last.id"
+        ),
+    ): "the owner's page names every user by their display name in their last message: "
+    "read-only, behind WEB_TOKEN",
+    (
+        "bot/memory/stores/reports.py",
         "bot_memory_types",
         "SELECT type, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type",
     ): "counts per type over every user, no row content: the owner's page",
@@ -163,9 +172,9 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     (
         "bot/memory/stores/reports.py",
         "bot_recent_turns",
-        "SELECT user_id, id, story_id, query, degraded, created_at FROM turns ORDER BY id DESC LIMIT ?",
-    ): "the owner's page: the latest turns of anyone, each with its owner and a link to that "
-    "user's scoped turn view; read-only, behind WEB_TOKEN",
+        "SELECT user_id, id, story_id, query, degraded, created_at, detail FROM turns ORDER BY id DESC LIMIT ?",
+    ): "the owner's page: the latest turns of anyone, each with its owner (and the names the turn "
+    "recorded) and a link to that user's scoped turn view; read-only, behind WEB_TOKEN",
     (
         "bot/clients/db.py",
         "apply_migrations",

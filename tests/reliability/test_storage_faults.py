@@ -23,10 +23,9 @@ import pytest
 from bot.app import open_services
 from bot.clients.db import SQLiteDatabase
 from bot.config import load_settings
-from bot.engine import STORAGE_DOWN_REPLY
 from bot.errors import StartupError
 from bot.memory.stores.memories import MemoryStore
-from bot.presenting import STORAGE_FAILED
+from bot.presenting import storage_failed
 from bot.terminal.chat import session_for
 from bot.terminal.commands import Session, run_command
 from tests.builders import make_engine, msg
@@ -111,7 +110,7 @@ async def test_a_full_disk_refuses_clearly_and_loses_nothing_acknowledged(kind, 
                 answered.append(text.strip())
                 await engine.wait_recorded("alice")
             assert refused is not None, f"{MAX_TURNS} turns fitted on a full disk"
-            assert refused.apology == STORAGE_DOWN_REPLY and refused.error
+            assert refused.failure == "storage_down" and refused.error
             assert "full" in refused.error and str(folder) in refused.error
             # A command says so in plain words instead of failing with a traceback. A short
             # memory may still fit in a page's free space: the disk fills up a little more.
@@ -121,7 +120,7 @@ async def test_a_full_disk_refuses_clearly_and_loses_nothing_acknowledged(kind, 
                 answers.append(await run_command(engine, session, f"/remember J'habite au numéro {n} de la rue {'x' * 400}."))
                 if not answers[-1].startswith("Remembered"):
                     break
-            assert answers[-1] == STORAGE_FAILED
+            assert answers[-1] == storage_failed()
             assert db.storage.failures >= 2
             logged = [r for r in caplog.records if r.name == "bot.clients.db" and r.levelno >= logging.ERROR]
             assert len(logged) == 1

@@ -22,6 +22,7 @@ from bot.app import open_services
 from bot.config import load_settings
 from bot.engine import Engine, Incoming
 from bot.memory.stores.exchanges import users_pending_reflection
+from bot.presenting import turn_text
 from bot.terminal.chat import session_for
 
 SWEEP_SECONDS = 0.2
@@ -33,7 +34,7 @@ async def talk(engine: Engine, user: str, texts: list[str], swipes: bool) -> Non
         result = await engine.turn(
             Incoming(session.user_id, user, text, session.story_id, session.place, swipes=swipes)
         )
-        shown = result.shown.replace("\n", " ")
+        shown = turn_text(result).replace("\n", " ")
         print(f"answered {user}: {shown}", flush=True)
 
 

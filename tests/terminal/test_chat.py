@@ -88,9 +88,12 @@ async def test_a_fact_told_in_turn_one_is_recalled_in_turn_six_then_corrected(se
         # Piped chat indexes after each reflection: turn 6 has cosine scores without waiting 45 s.
         out = await chat(services, "Camille", ["Quel dessert sans risque pour mes allergies ce soir ?", "/why"])
         why = out.split("Écho:", 2)[-1]
-        # Ranked first, chosen by the global pass (all memories here are global) on its score.
-        first = next(line for line in why.splitlines() if line.startswith(" 1. "))
-        assert ALLERGY in first and " global score " in first
+        # Ranked first, chosen by the global pass (all memories here are global) on its score:
+        # the first line under "About you in general", with its closeness in percent.
+        lines = why.splitlines()
+        group = next(i for i, line in enumerate(lines) if line.startswith("About you in general"))
+        first = lines[group + 1]
+        assert ALLERGY in first and re.search(r"\] \d{1,2}% — ", first), first
         turn = await services.engine.why("terminal:Camille", "terminal:main")
         slot = next(s for s in turn.slots if s.text == ALLERGY)
         assert slot.reason == "global" and slot.score is not None and not turn.degraded

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
 import pytest_asyncio
 
+from bot.characters.reading import Character
 from bot.clients.db import SQLiteDatabase
 from bot.clients.health import Health
 from bot.clients.llm import LLMClient
@@ -62,8 +64,9 @@ def remembering(request: LLMRequest) -> str:
     return json.dumps({"memories": [{"text": f"L'utilisateur a dit : {line[-120:]}", "type": "fact", "confidence": 0.9}]})
 
 
-@pytest_asyncio.fixture
-async def page(db: SQLiteDatabase, tmp_path) -> AsyncIterator[Page]:
+@asynccontextmanager
+async def serving(db: SQLiteDatabase, tmp_path, character: Character | None = None) -> AsyncIterator[Page]:
+    """The page of a real engine playing `character` (the bundled one by default)."""
     server = FakeLLMServer()
     await server.start()
     server.handler = remembering
@@ -72,7 +75,7 @@ async def page(db: SQLiteDatabase, tmp_path) -> AsyncIterator[Page]:
     metrics = Metrics()
     metrics.watch_storage(lambda: db.storage.failures)
     embedder = metrics.timed(local_embedder())
-    engine = make_engine(db, http, server, tmp_path, llm=llm, embedder=embedder, metrics=metrics)
+    engine = make_engine(db, http, server, tmp_path, llm=llm, embedder=embedder, metrics=metrics, character=character)
     await engine.start()
     health = Health(db=db, llm=llm, model=FAKE_MODEL, embedder=embedder)
     web = WebServer(make_app(engine, health, metrics, TOKEN))
@@ -84,3 +87,9 @@ async def page(db: SQLiteDatabase, tmp_path) -> AsyncIterator[Page]:
         await engine.close(timeout=5)
         await http.aclose()
         await server.stop()
+
+
+@pytest_asyncio.fixture
+async def page(db: SQLiteDatabase, tmp_path) -> AsyncIterator[Page]:
+    async with serving(db, tmp_path) as served:
+        yield served

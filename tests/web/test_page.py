@@ -8,8 +8,9 @@ from urllib.parse import quote
 
 import pytest
 
+from bot.characters.character import load_character
 from bot.web.server import COOKIE, session_value
-from tests.web.conftest import TOKEN, Page
+from tests.web.conftest import TOKEN, Page, serving
 
 PROTECTED = ["/", "/?window=24h", "/users/alice", "/users/alice/turns/1", "/metrics", "/nowhere"]
 
@@ -128,7 +129,9 @@ async def test_every_view_renders_with_data(page: Page):
     overview = await page.get("/")
     assert overview.status_code == 200
     text = overview.text
-    assert '<a href="/users/alice">alice</a>' in text and '<a href="/users/bob">bob</a>' in text
+    # People by their display name, their id beside it.
+    assert '<a href="/users/alice">Alice</a> <span class="muted">alice</span>' in text
+    assert '<a href="/users/bob">Bob</a> <span class="muted">bob</span>' in text
     assert text.count("<svg") >= 4  # turns, latency, prompt size, memories per type
     assert re.search(r'<div class="value">4</div><div class="label">turns \(4 answered, 0 degraded, 0 failed\)', text)
 
@@ -145,8 +148,12 @@ async def test_every_view_renders_with_data(page: Page):
     assert latest.status_code == 200
     body = latest.text
     assert "Tu te souviens de mon instrument ?" in body
-    assert "Alice joue du violoncelle." in body  # chosen, with its reason and score
-    assert re.search(r'<td class="num">0\.\d{3}</td>', body)
+    assert "Alice joue du violoncelle." in body  # chosen, under its reason, with its closeness
+    # The same words as /why: the reason's plain words, the closeness in percent, the legend.
+    assert "About you in general" in body and "50 % is average" in body
+    assert re.search(r'<td class="num">\d{1,2}%</td>', body)
+    assert "1 memory chosen out of" in body or "memories chosen out of" in body
+    assert "story chan-1" not in body or "<code>chan-1</code>" in body
     for rule in page.engine.character.rules:
         assert rule.replace("'", "&#39;") in body
     assert re.search(r"<strong>Prompt:</strong>\s*[\d,]+ tokens of a 8,192-token context", body)
@@ -191,13 +198,13 @@ async def test_erase_me_removes_the_user_from_the_page(page: Page):
     await page.play("Salut, moi c'est Bob.", user="bob", name="Bob")
     user = await page.get("/users/alice")
     turn_id = re.findall(r"/turns/(\d+)", user.text)[0]
-    assert '<a href="/users/alice">alice</a>' in (await page.get("/")).text
+    assert '<a href="/users/alice">Alice</a>' in (await page.get("/")).text
 
     await page.engine.erase("alice")
 
     overview = (await page.get("/")).text
     assert "alice" not in overview and "Alice" not in overview
-    assert '<a href="/users/bob">bob</a>' in overview
+    assert '<a href="/users/bob">Bob</a>' in overview
     assert (await page.get("/users/alice")).status_code == 404
     assert (await page.get(f"/users/alice/turns/{turn_id}")).status_code == 404
 
@@ -249,3 +256,39 @@ async def test_every_id_from_the_url_is_range_checked_and_a_bad_one_is_a_404(pag
         response = await page.get(f"/users/alice/turns/{quote(bad)}")
         assert response.status_code == 404, (bad, response.status_code, response.text[:300])
         assert "No turn" in response.text
+
+
+LORE = """\
+budget_chars: 100
+entries:
+  - name: Port
+    keys: [harbour]
+    content: The harbour of Vellmar freezes every winter.
+    order: 2
+  - name: Guild
+    keys: ["/guil(d|de) des voleurs/"]
+    content: The thieves' guild meets under the fish market, every night but the first of the month.
+    order: 1
+  - name: Sky
+    constant: true
+    content: The sky is always green.
+"""
+
+
+async def test_a_turn_page_shows_each_lore_entry_its_key_and_whether_it_went_in(db, tmp_path):
+    (tmp_path / "lore.yaml").write_text(LORE, encoding="utf-8")
+    (tmp_path / "lina.yaml").write_text("name: Lina\npersona: A sailor of Vellmar.\nlore: lore.yaml\n", encoding="utf-8")
+    async with serving(db, tmp_path, load_character(tmp_path / "lina.yaml")) as lina:
+        await lina.play("Shall we meet the guild des voleurs at the harbour?")
+        user = await lina.get("/users/alice")
+        turn_id = re.findall(r'href="/users/alice/turns/(\d+)"', user.text)[0]
+        body = (await lina.get(f"/users/alice/turns/{turn_id}")).text
+    lore = body[body.index("<h2>Lore</h2>"): body.index("</table>", body.index("<h2>Lore</h2>"))]
+    cost = {e.name: len(e.content) for e in lina.engine.character.lore.entries}
+    # The same rows as /why: which entry, on which key, in (with its size) or left out and why.
+    assert f"<td class=\"text\">Port</td><td class=\"text\">on “harbour”</td><td class=\"text\">in, {cost['Port']} characters</td>" in lore
+    assert f"<td class=\"text\">Sky</td><td class=\"text\">always in (constant)</td><td class=\"text\">in, {cost['Sky']} characters</td>" in lore
+    assert "<td class=\"text\">Guild</td><td class=\"text\">on “/guil(d|de) des voleurs/”</td>" in lore
+    assert "left out: over the lore budget of 100 characters (raise the lorebook&#39;s own budget)" in lore
+    system = next(c for c in reversed(lina.llm.chats) if c.json_schema is None).system
+    assert "The harbour of Vellmar" in system and "fish market" not in system

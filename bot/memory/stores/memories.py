@@ -79,7 +79,8 @@ def check_room(held: int, cap: int | None) -> None:
     if cap is not None and held >= cap:
         raise MemoryCapReached(
             f"you hold {held} memories, the most kept per person here ({cap}): "
-            "forget some to make room"
+            "forget some to make room",
+            code="cap", held=held, cap=cap,
         )
 
 
@@ -110,9 +111,9 @@ class NewMemory:
         text = " ".join("".join(c for c in text if unicodedata.category(c) != "Cc" or c.isspace()).split())
         if not any(unicodedata.category(c)[0] not in "CZ" for c in text):
             # Zero-width and other format characters alone would show as a blank memory.
-            raise InvalidMemory("a memory needs some visible text")
+            raise InvalidMemory("a memory needs some visible text", code="empty")
         if len(text) > MAX_MEMORY_CHARS:
-            raise InvalidMemory(f"a memory is one short sentence (at most {MAX_MEMORY_CHARS} characters)")
+            raise InvalidMemory(f"a memory is one short sentence (at most {MAX_MEMORY_CHARS} characters)", code="too_long", most=MAX_MEMORY_CHARS)
         if self.type not in MEMORY_TYPES:
             raise InvalidMemory(f"unknown memory type {self.type!r}: one of {', '.join(MEMORY_TYPES)}")
         if self.scope not in SCOPES:

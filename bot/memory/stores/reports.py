@@ -61,6 +61,7 @@ class UserSummary:
     failed: int
     memories: int
     last_seen: datetime | None
+    name: str = ""  # their display name in their last message
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,9 @@ class TurnHeader:
     query: str
     degraded: bool
     created_at: datetime
+    # The person's display name and the story's name at that turn (older turns: "").
+    user_name: str = ""
+    story_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +107,9 @@ def _log_entry(row: Row) -> TurnLogEntry:
 
 
 def _header(row: Row) -> TurnHeader:
-    return TurnHeader(row[0], row[1], row[2], row[3], bool(row[4]), from_db(row[5]))  # type: ignore[arg-type]
+    detail = json.loads(row[6])
+    names = (str(detail.get("user_name") or ""), str(detail.get("story_name") or "")) if isinstance(detail, dict) else ("", "")
+    return TurnHeader(row[0], row[1], row[2], row[3], bool(row[4]), from_db(row[5]), *names)  # type: ignore[arg-type]
 
 
 # --- the whole bot ---------------------------------------------------------------------------
@@ -126,9 +132,17 @@ async def user_summaries(db: Database) -> list[UserSummary]:
     )
     # Users who talked before turns were logged, or whose turns all failed to be recorded.
     exchanges = await fetch_all(db.reader, "SELECT user_id, MAX(created_at) FROM exchanges GROUP BY user_id")
+    # Each person's display name in their last message: the page shows names, not only ids.
+    names = await fetch_all(
+        db.reader,
+        "SELECT e.user_id, e.user_name FROM exchanges e "
+        "JOIN (SELECT user_id, MAX(id) AS id FROM exchanges GROUP BY user_id) last ON e.id = last.id",
+    )
     by_user: dict[str, dict[str, Any]] = {}
     for user_id, last in exchanges:
         by_user.setdefault(user_id, {})["last"] = last
+    for user_id, name in names:
+        by_user.setdefault(user_id, {})["name"] = name or ""
     for user_id, count, degraded, failed, last in turns:
         entry = by_user.setdefault(user_id, {})
         entry.update(turns=count, degraded=degraded or 0, failed=failed or 0)
@@ -143,6 +157,7 @@ async def user_summaries(db: Database) -> list[UserSummary]:
             failed=int(v.get("failed", 0)),
             memories=int(v.get("memories", 0)),
             last_seen=from_db(v.get("last")),
+            name=str(v.get("name", "")),
         )
         for user_id, v in by_user.items()
     ]
@@ -174,7 +189,7 @@ async def bot_never_surfaced(db: Database, min_candidate: int, limit: int) -> li
 async def bot_recent_turns(db: Database, limit: int) -> list[TurnHeader]:
     rows = await fetch_all(
         db.reader,
-        "SELECT user_id, id, story_id, query, degraded, created_at FROM turns ORDER BY id DESC LIMIT ?",
+        "SELECT user_id, id, story_id, query, degraded, created_at, detail FROM turns ORDER BY id DESC LIMIT ?",
         (limit,),
     )
     return [_header(r) for r in rows]
@@ -215,7 +230,7 @@ async def user_set_aside(db: Database, user_id: str, limit: int) -> list[SetAsid
 async def user_recent_turns(db: Database, user_id: str, limit: int) -> list[TurnHeader]:
     rows = await fetch_all(
         db.reader,
-        "SELECT user_id, id, story_id, query, degraded, created_at FROM turns WHERE user_id = ? "
+        "SELECT user_id, id, story_id, query, degraded, created_at, detail FROM turns WHERE user_id = ? "
         "ORDER BY id DESC LIMIT ?",
         (user_id, limit),
     )

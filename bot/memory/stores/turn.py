@@ -101,6 +101,9 @@ def turn_from_row(
         candidates=int(detail.get("candidates", 0)),
         figures=TurnFigures(**detail.get("figures", {})),
         lore=list(detail.get("lore", [])),
+        lore_clock=detail.get("lore_clock"),
+        user_name=str(detail.get("user_name") or ""),
+        story_name=str(detail.get("story_name") or ""),
     )
 
 

@@ -355,6 +355,6 @@ def test_history_choices_name_the_archived_version() -> None:
                          scope="global", pinned=False, confidence=1.0, created_at=T0, updated_at=T0,
                          archived_at=T0, cause="user: /forget")
     other = dataclasses.replace(entry, id=13, text="Vit à Paris")
-    assert history_choices([entry, other], "vélo") == [("h12 #3 delete 2026-01-01: Aime le vélo", 12)]
+    assert history_choices([entry, other], "vélo") == [("h12 #3 forgotten Jan 1, 2026: Aime le vélo", 12)], "the operation and the date in the reader's words"
     assert [v for _, v in history_choices([entry, other], "h13")] == [13]
     assert re.fullmatch(r"h\d+ .*", history_choices([entry], "")[0][0])

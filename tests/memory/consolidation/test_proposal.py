@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from bot.engine import Engine, Incoming
+from bot.i18n import use_locale
 from bot.memory.consolidation.proposal import Proposal, check_proposal
 from bot.memory.model import Memory
 from bot.memory.stores.memories import MemoryStore, NewMemory
@@ -117,7 +118,8 @@ async def test_an_accepted_consolidation_replaces_the_series_and_one_restore_bri
     [c] = await engine.consolidated("alice")
     assert c.memory_id == new_id and sorted(m for m, _ in c.members) == sorted(i for i, t in before.items() if "Trieste" in t)
     entries, removals = await engine.history("alice")
-    shown = history_text(entries, removals, [c], lang="fr")
+    with use_locale("fr"):
+        shown = history_text(entries, removals, [c])
     assert f"consolidé dans #{new_id}" in shown and "2017 à 2025" in shown
     stats = await engine.stats("alice")
     assert (stats.consolidations, stats.consolidated_members) == (1, len(YEARS))
@@ -201,7 +203,7 @@ def test_history_tells_an_undone_consolidation_from_a_forgotten_one() -> None:
     undone = Consolidation(9, members, at, True, 5)
     forgotten = Consolidation(10, members, at, False, 7)
     live = Consolidation(11, members, at, False, 8, text="Alice a visité Trieste en 2012 et 2013")
-    shown = history_text([], [], [undone, forgotten, live], lang="en")
+    shown = history_text([], [], [undone, forgotten, live])
     assert "undone, the memories are back — /restore 5" in shown
     assert "#10, forgotten since — /restore 7" in shown
     assert "#11 “Alice a visité Trieste en 2012 et 2013” — /restore 8 undoes it" in shown

@@ -14,7 +14,7 @@ import pytest
 
 from bot.engine import Engine, Incoming
 from bot.engine.memory_commands import MemoryCommands
-from bot.presenting import why_text
+from bot.presenting import answer, why_text
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
 
@@ -76,10 +76,10 @@ async def test_deleting_the_message_that_alone_said_one_member_forgets_it_and_sa
     assert live == ["Alice a visité Trieste en 2017", "Alice a visité Trieste en 2019"], live
     assert outcome.undone == [consolidated]
     # /why: the memory the turn chose is withdrawn, its text no longer shown.
-    why = why_text(await engine.why("alice", "c"), lang="en")
+    why = why_text(await engine.why("alice", "c"))
     assert f"#{consolidated}" in why and "withdrawn since" in why and "2018" not in why
     # /history: the consolidation says what undid it.
-    history = await MemoryCommands(engine).history("alice", lang="en")
+    history = answer(await MemoryCommands(engine).history("alice"))
     assert "undone: a message it came from was deleted or edited" in history
     assert "your message was deleted" in history
     # /export: the consolidation, each member with the exchange it came from, and its fate.
@@ -105,9 +105,9 @@ async def test_editing_the_message_that_alone_said_one_member_corrects_that_memb
     live = sorted(m.text for m in await engine.memories("alice"))
     assert live == ["Alice a visité Porto en 2018", "Alice a visité Trieste en 2017", "Alice a visité Trieste en 2019"], live
     assert consolidated not in {m.id for m in await engine.memories("alice")}
-    why = why_text(await engine.why("alice", "c"), lang="en")
+    why = why_text(await engine.why("alice", "c"))
     assert "withdrawn since" in why and CONSOLIDATED not in why
-    history = await MemoryCommands(engine).history("alice", lang="en")
+    history = answer(await MemoryCommands(engine).history("alice"))
     assert "undone: a message it came from was deleted or edited" in history and "your message was edited" in history
     (record,) = (await engine.export("alice"))["consolidations"]
     assert record["undone"] == "source"
