@@ -165,7 +165,7 @@ async def test_the_database_its_wal_and_shm_are_private_whatever_the_umask(tmp_p
         assert _mode(database.parent) & 0o077 == 0, "the folder Écho created is open to others"
         # The terminal's /export holds everything stored about the user: private too.
         proc.stdin.write(b"/export mine.json\n")
-        while b"Exported to" not in await asyncio.wait_for(proc.stdout.readline(), TIMEOUT):
+        while b"Written to" not in await asyncio.wait_for(proc.stdout.readline(), TIMEOUT):
             pass
         assert oct(_mode(tmp_path / "mine.json")) == "0o600"
     finally:
