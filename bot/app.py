@@ -20,6 +20,7 @@ from bot.characters.cast import Cast, load_cast
 from bot.characters.character import Character
 from bot.clients.backup import next_due, scheduled_backup
 from bot.clients.databases import open_database
+from bot.clients.erasures import ErasureLedger, ledger_paths
 from bot.clients.llm import LLMClient
 from bot.clients.storage import Database
 from bot.clients.tasks import quiet_when_cancelled
@@ -153,9 +154,13 @@ async def open_services(settings: Settings, *, check_llm: bool = True, web_page:
             )
         )
         await _warm_up(embedder)
+        # Every erase is written beside the database and in BACKUP_DIR too, outside any backup:
+        # `python -m bot restore` erases again whoever a backup predates the erase of.
+        ledger = None if storage.database_url else ErasureLedger(ledger_paths(storage.database_path, storage.backups)).append
         engine = Engine(
-            db=db, llm=llm, embedder=embedder, settings=settings.engine, character=character, cast=cast, metrics=metrics
-        )
+            db=db, llm=llm, embedder=embedder, settings=settings.engine, character=character, cast=cast, metrics=metrics,
+            erasures=ledger,
+        )  # fmt: skip
         await engine.start()
         engine.operator.schedule_indexing(scheduler, seconds=embedding.index_interval_seconds)
         scheduler.add_job(

@@ -24,6 +24,8 @@ from typing import Any, get_args
 from dotenv import dotenv_values
 from pydantic import SecretStr, ValidationError
 
+from bot.clients.outside_files import ENV_FILE, check_regular
+from bot.clients.redaction import redact
 from bot.config.discord import DiscordSettings
 from bot.config.engine import EngineSettings
 from bot.config.section import DEFAULT_DISCORD_API_URL, DEFAULT_ENV_FILE, S, Section, secret
@@ -105,7 +107,7 @@ def _error_lines(section: type[Section], error: ValidationError) -> list[str]:
         loc = item["loc"]
         if not loc:
             # Raised by a model validator, whose messages already start with the variable.
-            lines.extend(message.splitlines())
+            lines.extend(redact(line) for line in message.splitlines())
             continue
         key = str(loc[0])
         env = envs.get(key) or by_alias.get(key.lower(), key.upper())
@@ -114,7 +116,8 @@ def _error_lines(section: type[Section], error: ValidationError) -> list[str]:
         shown = item.get("input")
         if env not in secrets and isinstance(shown, str | int | float) and repr(shown) not in line:
             line += f" (got {shown!r})"
-        lines.append(line)
+        # Whatever the setting: a URL's password or token is not echoed back.
+        lines.append(redact(line))
     return lines
 
 
@@ -134,7 +137,9 @@ def load_settings(**overrides: Any) -> Settings:
     environment, in any case, or `_env_file=` to read another file, `None` for none). Raises
     ConfigError naming every bad setting."""
     env_file = overrides.pop("_env_file", DEFAULT_ENV_FILE)
-    if env_file is not None and Path(env_file).is_file():
+    if env_file is not None and (Path(env_file).exists() or Path(env_file).is_symlink()):
+        # pydantic-settings would open a FIFO and wait for a writer for ever.
+        check_regular(env_file, ENV_FILE)
         _warn_unknown_env_keys(Path(env_file))
     given = _route(overrides)
     read: dict[type[Section], Section] = {}

@@ -15,6 +15,7 @@ from collections.abc import Awaitable
 
 import httpx
 
+from bot.clients.redaction import redact
 from bot.config import Settings
 from bot.doctor.discord_app import check_discord
 from bot.doctor.finding import Finding, bad
@@ -53,7 +54,8 @@ async def diagnose(settings: Settings) -> list[Finding]:
 
 def report(findings: list[Finding]) -> str:
     failed = sum(not f.ok for f in findings)
-    lines = [f.line() for f in findings]
+    # Whatever a check quotes (a URL, a driver's error): no password or token is printed.
+    lines = [redact(f.line()) for f in findings]
     lines.append(f"{len(findings) - failed} passed, {failed} to fix." if failed else f"All {len(findings)} checks pass.")
     return "\n".join(lines)
 

@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import sqlite3
+import stat
 import tempfile
 from pathlib import Path
 
@@ -119,6 +120,7 @@ def check_sqlite(path: Path) -> list[Finding]:
             )
         ]
     found.append(good("database", f"{path} writable" if path.exists() else f"{path} will be created in {folder}"))
+    found.append(_privacy(path))
     known = len(list_migrations())
     if path.exists():
         try:
@@ -138,6 +140,21 @@ def check_sqlite(path: Path) -> list[Finding]:
     return found
 
 
+def _privacy(path: Path) -> Finding:
+    """Whether users other than the file's owner may read the database or its -wal and -shm:
+    they hold every memory and transcript (Écho creates them 0600; an older or copied file may
+    be more open)."""
+    files = [p for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
+    open_to_others = [f"{p.name} ({stat.S_IMODE(p.stat().st_mode):o})" for p in files if p.stat().st_mode & 0o077]
+    if open_to_others:
+        return bad(
+            "database privacy",
+            f"{', '.join(open_to_others)} can be read by other users of this machine: every memory and transcript is there",
+            f"chmod 600 {path}*",
+        )
+    return good("database privacy", "readable by this user only" if files else "will be created readable by this user only")
+
+
 async def check_postgres(url: str) -> list[Finding]:
     import asyncpg
 
@@ -145,7 +162,7 @@ async def check_postgres(url: str) -> list[Finding]:
 
     try:
         read_only, version = await probe(url, timeout=DATABASE_SECONDS)
-    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:  # a bad option is an InterfaceError
         return [bad("database", f"{describe(url)} refuses: {exc}", "check DATABASE_URL, that the server runs and the database exists")]
     if read_only:
         return [bad("database", f"{describe(url)} is read-only (a standby?)", "point DATABASE_URL at the primary")]

@@ -17,6 +17,7 @@ from datetime import datetime
 from bot.characters.cast import Cast
 from bot.characters.character import Character
 from bot.clients.embeddings import Embedder
+from bot.clients.erasures import Erasure
 from bot.clients.llm import LLMClient
 from bot.clients.metrics import Metrics
 from bot.clients.storage import Database
@@ -67,7 +68,10 @@ class Engine:
         cast: Cast | None = None,
         clock: Callable[[], datetime] = utcnow,
         metrics: Metrics | None = None,
+        erasures: Callable[[Erasure], None] | None = None,
     ) -> None:
+        """`erasures`: where each erase is written outside the database before it runs (the
+        composition root's ledger, bot/clients/erasures.py), so a restored backup erases again."""
         cast = cast if cast is not None else Cast.single(character)
         store = MemoryStore(db, clock=clock)
         # Kept in step with every write by the users' versions: no write path throws it away.
@@ -82,7 +86,7 @@ class Engine:
         self._ctx = ctx = EngineContext(
             db=db, settings=settings, cast=cast, clock=clock, metrics=metrics, store=store, cache=cache,
             recall=recall, tasks=tasks, calls=ModelCalls(llm, metrics, context_tokens=settings.llm_context_tokens),
-            events=Events(tasks),
+            events=Events(tasks, ledger=erasures),
         )  # fmt: skip
         self._character = character
         # Embeds what reflections and commands write; scheduled by the composition root.
@@ -93,8 +97,9 @@ class Engine:
         self._turns = turns = Turns(ctx, exchanges, reflections)
         self.conversation = Conversation(ctx, turns, exchanges, reflections, self._rules, indexer)
         self.memories = Memories(ctx, turns)
-        self.privacy = Privacy(ctx, turns, reflections)
-        self.operator = Operator(ctx, reflections, Consolidations(ctx, reflections), indexer)
+        consolidations = Consolidations(ctx, reflections)
+        self.privacy = Privacy(ctx, turns, reflections, consolidations)
+        self.operator = Operator(ctx, reflections, consolidations, indexer)
 
     @property
     def cast(self) -> Cast:

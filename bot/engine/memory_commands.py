@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot.clients.values import MAX_ROW_ID
 from bot.engine import Engine, MemoryStats
 from bot.errors import InvalidMemory
 from bot.memory.choice import TurnSelection
@@ -20,9 +21,6 @@ from bot.memory.reports.export import PersonExport
 from bot.memory.stores.consolidations import Consolidation
 from bot.memory.stores.memories import EraseReport
 from bot.memory.stores.stories import StoryHistoryEntry
-
-# SQLite's largest rowid: a bigger id names nothing, and cannot even be bound to a statement.
-MAX_ROW_ID = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,10 @@ a copy of everything, and its real deletion."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
+from bot.engine.consolidation_worker import Consolidations
 from bot.engine.context import EngineContext
 from bot.engine.reflection_worker import Reflections
 from bot.engine.turn import Turns
@@ -21,10 +23,11 @@ log = logging.getLogger(__name__)
 
 
 class Privacy:
-    def __init__(self, ctx: EngineContext, turns: Turns, reflections: Reflections) -> None:
+    def __init__(self, ctx: EngineContext, turns: Turns, reflections: Reflections, consolidations: Consolidations) -> None:
         self._ctx = ctx
         self._turns = turns
         self._reflections = reflections
+        self._consolidations = consolidations
 
     async def sharing(self, owner: OwnerKey) -> bool:
         """Whether the owner's memories cross places (servers, DMs)."""
@@ -47,18 +50,20 @@ class Privacy:
         return PersonExport(**own, characters={key: await self.export(key) for key in keys[1:]})
 
     async def erase(self, owner: OwnerKey) -> EraseReport:
-        """Real deletion of everything under one owner key, in one transaction. The front ends are
-        told first (`Engine.listen(erasing=…)`) and drop what no turn has begun on; a running
-        reflection is cancelled (its transaction rolls back) and the owner's lock held; a turn
-        under way, here or in another process, writes nothing after it: the erase ends the
-        person's epoch, which every write of a turn checks inside its own transaction."""
+        """Real deletion of everything under one owner key, in one transaction, written first to
+        the erasure ledger (a restored backup never brings them back). Front ends drop what no
+        turn has begun on (`Engine.listen(erasing=…)`); a running reflection and a
+        consolidation's model call are cancelled, never waited for; a turn under way, here or in
+        another process, writes nothing after it: the erase ends the person's epoch, checked by
+        each of its writes."""
         ctx = self._ctx
         person = ctx.cast.user_of_key(owner)
         ctx.events.erasing(person)
+        erasure = await ctx.events.record_erasure(person, ctx.clock())
         await self._turns.wait_recorded(owner)
-        await self._reflections.stop(owner)
+        await asyncio.gather(self._reflections.stop(owner), self._consolidations.stop(owner))
         async with self._reflections.lock(owner), ctx.db.write() as conn:
-            await end_epoch(conn, person)
+            await end_epoch(conn, person, erasure)
             report = await erase_user_memories(conn, owner)
             await erase_user_story_data(conn, owner)
             await erase_user_exchange_data(conn, owner)

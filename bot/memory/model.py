@@ -151,6 +151,10 @@ ChangeAction = Literal["added", "replaced", "forgotten"]
 # What a story's history keeps of a reflection's changes.
 StoryOperation = Literal["summary_replaced", "anchor_removed", "position_evicted", "position_updated", "state_changed"]
 
+# Who undid a consolidation: the user (/restore: its members are never asked again together),
+# or a member's message deleted or edited (its other members may be consolidated again).
+UndoneBy = Literal["restore", "source"]
+
 # What happened to an archived version of a memory.
 Operation = Literal["replace", "merge", "expiry", "delete", "edit", "restore", "consolidate"]
 OPERATIONS: tuple[Operation, ...] = get_args(Operation)
@@ -158,10 +162,13 @@ OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 # Why a memory was archived: one of a closed set. The history tables store each as the text
 # below (what every version of Écho wrote), read back exactly; a text no version writes is kept
 # as "other", shown as stored.
-CauseKind = Literal["reflection", "message_deleted", "forget", "edit", "restore", "consolidated", "other"]
+CauseKind = Literal[
+    "reflection", "message_deleted", "message_edited", "forget", "edit", "restore", "consolidated", "other"
+]
 _STORED_AS: dict[CauseKind, str] = {
     "reflection": "reflection",
     "message_deleted": "message deleted",
+    "message_edited": "message edited",
     "forget": "user: /forget",
     "edit": "user: edit",
     "restore": "user: /restore",

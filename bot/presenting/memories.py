@@ -122,7 +122,9 @@ def history_text(
         lines.append(text("history_consolidations"))
         for c in consolidations:
             members = ", ".join(f"#{m}" for m, _ in c.members)
-            if c.undone:
+            if c.undone and c.undone_by == "source":
+                now = text("history_consolidation_undone_by_source")
+            elif c.undone:
                 now = text("history_consolidation_undone")
             elif c.text is None:
                 now = text("history_consolidation_gone", id=c.memory_id)

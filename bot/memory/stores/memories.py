@@ -326,6 +326,8 @@ async def erase_user_memories(conn: Connection, user_id: OwnerKey) -> EraseRepor
     # version (another epoch when the key holds memories again) and reads the user again.
     await conn.execute("DELETE FROM memory_version_log WHERE user_id = ?", (user_id,))
     await conn.execute("DELETE FROM memory_versions WHERE user_id = ?", (user_id,))
+    await conn.execute("DELETE FROM consolidation_members WHERE user_id = ?", (user_id,))
+    await conn.execute("DELETE FROM consolidations WHERE user_id = ?", (user_id,))
     await conn.execute(_MERGE_FULL_TEXT_INDEX)
     return EraseReport(memories=memories, history=history)
 
@@ -389,10 +391,3 @@ async def restore_version(
         (to_db(now), user_id, history_id),
     )
     return memory_id
-
-
-# --- consolidations (bot/memory/consolidation/proposal.py) ---------------------------------------------
-# A consolidation is written in memory_history alone: each member archived with the operation
-# CONSOLIDATE and the cause "consolidated into #N", N the memory that holds the series now.
-
-

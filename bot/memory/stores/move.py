@@ -84,6 +84,9 @@ TABLES: dict[str, tuple[tuple[str, ...], str]] = {
         ("id", "user_id", "exchange_id", "memory_id", "action", "text", "before", "at"),
         "id",
     ),
+    "consolidations": (("memory_id", "user_id", "at", "undone_at", "undone_by"), "memory_id"),
+    "consolidation_members": (("memory_id", "member_id", "user_id", "history_id"), "memory_id, member_id"),
+    "erasures": (("person_hash", "erased_at"), "person_hash, erased_at"),
 }
 # Statements per table, assembled once from the constants above.
 _SELECT_CHUNK = {

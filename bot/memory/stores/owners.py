@@ -39,6 +39,8 @@ _OWNER_KEYS_SQL = (
     "UNION SELECT user_id FROM story_positions WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM story_state WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM story_history WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
+    "UNION SELECT user_id FROM consolidations WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
+    "UNION SELECT user_id FROM consolidation_members WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
 )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from bot.clients.storage import Connection, Database, fetch_one, from_db, inserted_id, to_db
+from bot.clients.storage import Connection, Database, fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.memory.choice import Slot, TurnFigures, TurnSelection
 from bot.memory.model import OwnerKey, StoryId, utcnow
 
@@ -112,3 +112,22 @@ async def turn_stats(db: Database, user_id: OwnerKey) -> tuple[int, int]:
     """(turns, degraded turns) of one user, persisted across restarts."""
     row = await fetch_one(db.reader, "SELECT turns, degraded_turns FROM turn_stats WHERE user_id = ?", (user_id,))
     return (int(row["turns"]), int(row["degraded_turns"])) if row else (0, 0)
+
+
+async def withdraw_from_turns(conn: Connection, user_id: OwnerKey, memory_ids: list[int]) -> None:
+    """In the caller's transaction: the user's kept turns (/why, /export) stop showing the text of
+    these memories, withdrawn because the message they came from was deleted or edited."""
+    if not memory_ids:
+        return
+    gone = set(memory_ids)
+    for row in await fetch_all(conn, "SELECT id, detail FROM turns WHERE user_id = ?", (user_id,)):
+        detail = json.loads(row["detail"])
+        hit = [s for s in detail.get("slots", []) if s.get("id") in gone and not s.get("withdrawn")]
+        if not hit:
+            continue
+        for slot in hit:
+            slot["text"], slot["withdrawn"] = "", True
+        await conn.execute(
+            "UPDATE turns SET detail = ? WHERE user_id = ? AND id = ?",
+            (json.dumps(detail, ensure_ascii=False), user_id, row["id"]),
+        )

@@ -171,8 +171,8 @@ async def test_an_erase_meanwhile_writes_nothing_back(db, http, llm_server, tmp_
 
     async def erase_then_answer(request: LLMRequest) -> str:
         if "Trieste" in request.last_user and not erased:
-            # The erase waits for the user's lock, which the job holds while the model answers:
-            # started now, it runs once the job lets go.
+            # The erase cancels the job's model call (no lock is held across it); whichever of the
+            # two ends first, nothing of Alice is written back.
             erased.append(asyncio.ensure_future(engine.privacy.erase("alice")))
         return answer(request)
 
