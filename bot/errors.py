@@ -115,7 +115,7 @@ class LLMStreamCut(LLMError):
 
 class InvalidMemory(ValueError):
     """A request on memory that cannot be honoured (bad type, empty text…): the message says why
-    (for the log); `code` and `values` say it to a person, in their language (bot/presenting.py)."""
+    (for the log); `code` and `values` say it to a person, in their language (bot/presenting/)."""
 
     def __init__(self, message: str, *, code: str = "invalid", **values: object) -> None:
         super().__init__(message)

@@ -1,7 +1,7 @@
 """Every word a person reads comes from the catalogue (issue 33, item 5): a test that fails when a
 user-visible text is built outside it, two ways.
 
-- By running what builds the texts: every presentation (bot/presenting.py: /why with memories,
+- By running what builds the texts: every presentation (bot/presenting/: /why with memories,
   lore and story, /memory-stats, /history, the pages of /memories, every command's answer, the
   turn's notes, the receipt) and the terminal's own texts, under a pseudo-language whose every
   message is its key in brackets. Once the brackets, the user's data and the numbers are taken

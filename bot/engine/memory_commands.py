@@ -2,7 +2,7 @@
 
 The Discord cog (cogs/memory.py), its buttons and edit form (cogs/utils/views.py) and the
 terminal chat (bot/terminal/commands.py) parse their own input (slash options, a button, a
-`/command` line), call these, and show the answer through bot/presenting.py, in the language
+`/command` line), call these, and show the answer through bot/presenting/, in the language
 of whoever asked: nothing here is text for a person. The commands on a whole person (export,
 erase) cover every character's memory of them.
 """

@@ -1,5 +1,5 @@
 """The memory commands as `/` lines of the terminal chat: parsed here, run by the command layer
-every front end uses (bot/engine/memory_commands.py), told by bot/presenting.py in the chat's
+every front end uses (bot/engine/memory_commands.py), told by bot/presenting/ in the chat's
 language, as Discord tells them."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Consolidation of a series: the model proposes one memory for the whole series, the code
 checks it. Pure: the prompt, the JSON schema, the lenient parse and the checks; the job that
 calls the model and applies an accepted proposal is bot/engine/consolidation_worker.py, its SQL
-bot/memory/consolidation_store.py.
+bot/memory/stores/consolidations.py.
 
 A proposal is accepted only when nothing of any member is lost or invented:
 - every carrier token of every member (bot/memory/carriers.py: numbers, years, times, weekdays,
