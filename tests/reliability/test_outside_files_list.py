@@ -50,7 +50,7 @@ NOT_OUTSIDE = {
     ("bot/terminal/commands.py", "fdopen"): "the same /export file, written",
     ("bot/clients/erasures.py", "connect"): "a restored copy, opened by SQLite to re-apply erasures",
     ("bot/web/server.py", "FileSystemLoader"): "the page's templates, Écho's own (bot/web/templates/)",
-    ("bot/config.py", "dotenv_values"): "the .env file, once check_regular found it a regular file (ENV_FILE)",
+    ("bot/config/__init__.py", "dotenv_values"): "the .env file, once check_regular found it a regular file (ENV_FILE)",
 }
 
 

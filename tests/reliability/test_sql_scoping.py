@@ -77,7 +77,7 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "start-up warm-up: reads only who spoke lately and where, then loads each user's own "
     "memories with scoped statements",
     (
-        "bot/memory/stores/exchanges.py",
+        "bot/memory/stores/edits.py",
         "message_owner",
         "SELECT user_id FROM exchange_messages WHERE message_id = ? LIMIT 1",
     ): "a deleted message reaches the bot without its author (Discord's raw delete event): only "
@@ -122,19 +122,20 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "bot/memory/stores/reports.py",
         "user_summaries",
         (
-            "SELECT user_id, COUNT(*), SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END), "
-            "SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END), MAX(created_at) FROM turn_log GROUP BY user_id"
+            "SELECT user_id, COUNT(*) AS turns, SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END) AS degraded, "
+            "SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END) AS failed, MAX(created_at) AS last "
+            "FROM turn_log GROUP BY user_id"
         ),
     ): "the owner's page lists every user with their turn counts: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
         "user_summaries",
-        "SELECT user_id, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY user_id",
+        "SELECT user_id, COUNT(*) AS memories FROM memories WHERE type != 'rule' GROUP BY user_id",
     ): "the owner's page lists every user with their memory count: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
         "user_summaries",
-        "SELECT user_id, MAX(created_at) FROM exchanges GROUP BY user_id",
+        "SELECT user_id, MAX(created_at) AS last FROM exchanges GROUP BY user_id",
     ): "the owner's page lists every user who talked, with when: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
@@ -148,14 +149,14 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     (
         "bot/memory/stores/reports.py",
         "bot_memory_types",
-        "SELECT type, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type",
+        "SELECT type, COUNT(*) AS held FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type",
     ): "counts per type over every user, no row content: the owner's page",
     (
         "bot/memory/stores/reports.py",
         "bot_backlog",
         (
-            "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL), "
-            "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) FROM exchanges"
+            "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL) AS pending, "
+            "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) AS set_aside FROM exchanges"
         ),
     ): "two counts over every user, no row content: the reflection backlog of /metrics and the page",
     (
@@ -181,7 +182,7 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "<unresolved: script>",
     ): "migrations: schema changes read from migrations/*.sql, applied to the whole database",
     (
-        "bot/clients/db.py",
+        "bot/clients/storage.py",
         "fetch_all",
         "<unresolved: sql>",
     ): "the read helper itself: each of its callers' SQL is checked at the call (READ_HELPERS)",
@@ -246,15 +247,22 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "<unresolved: body>",
     ): "migrations: schema changes read from migrations/postgresql/*.sql, applied to the whole database",
     (
-        "bot/clients/db.py",
+        "bot/clients/storage.py",
         "fetch_one",
         "<unresolved: sql>",
     ): "the read helper itself, over fetch_all: its callers' SQL is checked at the call",
     (
-        "bot/clients/db.py",
+        "bot/clients/storage.py",
         "inserted_id",
         "<unresolved: sql>",
     ): "the insert helper itself, over fetch_one: its callers' SQL is checked at the call",
+    **{
+        ("bot/clients/db.py", f"SQLiteConnection.{method}", "<unresolved: _sqlite_text(sql)>"): (
+            "the SQLite connection running a store's statement (an Sql's SQLite text): each store's "
+            "SQL is checked at its call"
+        )
+        for method in ("execute", "execute_fetchall")
+    },
 }
 
 
