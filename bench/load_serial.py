@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import insides
 import numpy as np
 from load_corpus import SimUser, scripted_reflection, users_and_reflections
 
@@ -126,7 +127,7 @@ async def run_serial(
         character=load_character(None),
     )
     await engine.start()
-    calls = engine._ctx.calls  # the bench times the engine's model calls: its own instance
+    calls = insides.context(engine).calls  # the bench times the engine's model calls: its own instance
     original = calls.chat
 
     async def timed_chat(call: str, *args: Any, **kwargs: Any) -> Any:
@@ -146,7 +147,7 @@ async def run_serial(
             if index:
                 await asyncio.sleep(pauses.uniform(0.5, 1.5) * think)
             try:
-                outcome = await engine.turn(
+                outcome = await engine.conversation.turn(
                     Incoming(user_id=user.user_id, user_name=user.name, text=text, story_id="salon-serial",
                              place="guild-serial", message_id=f"{user.user_id}-{index}")
                 )  # fmt: skip
@@ -160,8 +161,8 @@ async def run_serial(
     await asyncio.gather(*(talk(u) for u in users))
     result.talked_s = time.perf_counter() - started
     for user in users:
-        await engine.wait_reflections(user.user_id)
-    await engine.tasks.wait()
+        await engine.operator.wait_reflections(user.user_id)
+    await engine.operator.wait_background()
     result.drained_s = time.perf_counter() - started
     async with db.reader.execute("SELECT COUNT(*) FROM exchanges WHERE reply IS NULL") as cur:
         result.unanswered = int((await cur.fetchone())[0])
@@ -170,7 +171,7 @@ async def run_serial(
     ) as cur:
         result.unreflected = int((await cur.fetchone())[0])
     for user in users:
-        stored = Counter(normalise(m.text) for m in await engine.memories(user.user_id))
+        stored = Counter(normalise(m.text) for m in await engine.memories.list(user.user_id))
         stated = {normalise(memory_of[m][0]) for m in user.messages if m in memory_of}
         result.facts += len(stated)
         result.facts_missing += sum(1 for f in stated if stored[f] == 0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import insides
 import prompt_today
 
 import bot.engine.prompting as prompting
@@ -39,7 +40,7 @@ def undo() -> None:
 
 
 def sketch(engine: Engine) -> None:
-    engine.reflections._conversation = lambda batch: []  # type: ignore[method-assign]
+    insides.reflections(engine)._conversation = lambda batch: []  # type: ignore[method-assign]
     _set(reflection_worker, "build_reflection_messages", prompt_today.build_reflection_messages)
     _set(reflection_worker, "REFLECTION_EVERY", 0)
     _set(reply_prompt, "MEMORY_TASK_INTRO", "")

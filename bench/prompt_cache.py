@@ -57,22 +57,22 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import prompt_today  # noqa: E402
-from load import pool_vectors, seed, seed_texts  # noqa: E402
-from load_corpus import SimUser  # noqa: E402
-from prompt_alternatives import ALTERNATIVES  # noqa: E402
-from prompt_alternatives import undo as undo_alternative  # noqa: E402
-from prompt_corpus import TURNS, USER_NAME, reply_to, scripted_reflection  # noqa: E402
+import prompt_today
+from load import pool_vectors, seed, seed_texts
+from load_corpus import SimUser
+from prompt_alternatives import ALTERNATIVES
+from prompt_alternatives import undo as undo_alternative
+from prompt_corpus import TURNS, USER_NAME, reply_to, scripted_reflection
 
-from bot.characters.character import load_character  # noqa: E402
-from bot.clients.db import SQLiteDatabase  # noqa: E402
-from bot.clients.embeddings import LocalEmbedder  # noqa: E402
-from bot.clients.llm import LLMClient  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.engine import Engine, Incoming  # noqa: E402
-from bot.engine.prompting import ChannelLine  # noqa: E402
-from bot.memory.quoting import quote_line  # noqa: E402
-from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest  # noqa: E402
+from bot.characters.character import load_character
+from bot.clients.db import SQLiteDatabase
+from bot.clients.embeddings import LocalEmbedder
+from bot.clients.llm import LLMClient
+from bot.config import load_settings
+from bot.engine import Engine, Incoming
+from bot.engine.prompting import ChannelLine
+from bot.memory.quoting import quote_line
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 
 # (label, LLM_CONCURRENCY, patch): today's layout, then the bot's for a server that takes one
 # request at a time (the reflection continues the reply) and for one that takes two.
@@ -141,7 +141,8 @@ Render = Callable[[Sequence[Mapping[str, Any]]], str]
 
 
 def common(a: str, b: str) -> int:
-    return len(os.path.commonprefix([a, b]))
+    # Rendered prompts, not paths: the characters a cache keeps are their common start.
+    return len(os.path.commonprefix([a, b]))  # noqa: RUF071
 
 
 @dataclass(slots=True)
@@ -259,12 +260,11 @@ async def converse(
         if patch is not None:
             patch(engine)
         await engine.start()
-        if engine.warming is not None:
-            await engine.warming
+        await engine.operator.warmed()
         history: list[ChannelLine] = []
         for index, turn in enumerate(TURNS[:turns]):
             before = len(calls)
-            outcome = await engine.turn(
+            outcome = await engine.conversation.turn(
                 Incoming(
                     user_id=USER_ID,
                     user_name=USER_NAME,
@@ -284,7 +284,7 @@ async def converse(
             assert outcome.selection is not None
             result.slots_shown.append(len(outcome.selection.slots))
             history += [ChannelLine(USER_NAME, turn.message), ChannelLine("Écho", outcome.reply, from_bot=True)]
-            await engine.wait_idle(USER_ID)
+            await engine.conversation.wait_idle(USER_ID)
         await engine.close()
         await db.close()
     result.calls = calls

@@ -18,18 +18,21 @@ from dataclasses import replace
 from datetime import date
 from typing import Any
 
+import insides
+
 import bot.engine.reflection_worker as reflection_worker
 from bot.characters.character import fill_turn, render_character_prompt
 from bot.characters.lore import LoreHit
 from bot.characters.macros import TurnValues
-from bot.clients.db import to_db
+from bot.clients.storage import to_db
 from bot.engine import Engine
 from bot.engine.prompting import ChannelLine, ReplyPrompt, at_depths, render_lore, render_memories, render_rules
 from bot.engine.reply_prompt import Prepared
 from bot.memory.model import Memory
 from bot.memory.quoting import quote_block, quote_line, speaker_attribute, speaker_name
 from bot.memory.stores.stories import load_story
-from bot.memory.story.plans import render_story_context, select_positions
+from bot.memory.story.plans import render_story_context
+from bot.memory.story.positions import select_positions
 from bot.memory.story.state import state_values
 from bot.memory.write.reflection_prompt import Correction, _correction_block, _format_memory, memory_task
 
@@ -195,9 +198,10 @@ async def _story_context(self: Any, user_id: str, story_id: str, query: str, spe
 def patch(engine: Engine) -> None:
     """This engine builds its prompts as the bot did before round 4 (the module's reflection
     builder is swapped for the run: call `unpatch` after)."""
-    engine.turns.prompts.prepare = types.MethodType(_prepare, engine.turns.prompts)  # type: ignore[method-assign]
-    engine.turns._story_context = types.MethodType(_story_context, engine.turns)  # type: ignore[method-assign]
-    engine.reflections._conversation = lambda batch: []  # type: ignore[method-assign]
+    turns = insides.turns(engine)
+    turns.prompts.prepare = types.MethodType(_prepare, turns.prompts)  # type: ignore[method-assign]
+    turns._story_context = types.MethodType(_story_context, turns)  # type: ignore[method-assign]
+    insides.reflections(engine)._conversation = lambda batch: []  # type: ignore[method-assign]
     reflection_worker.build_reflection_messages = build_reflection_messages  # type: ignore[assignment]
     reflection_worker.REFLECTION_EVERY = 0  # the 12 closest memories, whatever their number
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+from bot.clients.metrics import Metrics
 from bot.engine.prompting import (
     ChannelLine,
     Note,
@@ -23,7 +25,7 @@ from bot.memory.write.reflection_prompt import CONTINUED_OPENING, MEMORY_TASK_IN
 from tests.builders import make_engine, msg
 from tests.fakes.llm_server import LLMRequest
 
-T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
 HEAD = reply_head(character_prompt="You are Écho.", character_name="Écho", rules=["Be kind."])
 
 
@@ -113,9 +115,9 @@ def test_the_history_window_moves_in_steps():
 # --- the engine -----------------------------------------------------------------------------------
 
 
-def waiting(engine, priority: str) -> float:
+def waiting(metrics: Metrics, priority: str) -> float:
     """Calls of `priority` waiting for the model, as /metrics says."""
-    return engine.metrics.registry.get_sample_value("echo_llm_queue_waiting", {"priority": priority}) or 0.0
+    return metrics.registry.get_sample_value("echo_llm_queue_waiting", {"priority": priority}) or 0.0
 
 
 class Model:
@@ -143,10 +145,10 @@ async def talk(engine, texts: list[str], *, user: str = "alice") -> list:
     results = []
     for text in texts:
         incoming = msg(text, user=user)
-        result = await engine.turn(dataclasses.replace(incoming, history=list(history)))
+        result = await engine.conversation.turn(dataclasses.replace(incoming, history=list(history)))
         results.append(result)
         history += [ChannelLine(incoming.user_name, text), ChannelLine("Écho", result.reply, from_bot=True)]
-        await engine.wait_idle(user)
+        await engine.conversation.wait_idle(user)
     return results
 
 
@@ -156,10 +158,10 @@ async def test_each_reply_prompt_extends_the_last_and_holds_the_whole_selection(
     engine = make_engine(db, http, llm_server, tmp_path)
     await engine.start()
     for text in ("Le thé vert.", "Mon chat Pixel.", "Le jazz au piano.", "La mer à Brest."):
-        await engine.remember("alice", f"L'utilisateur aime {text}", story_id="chan-1", place="guild-1")
+        await engine.memories.remember("alice", f"L'utilisateur aime {text}", story_id="chan-1", place="guild-1")
     results = await talk(engine, ["Salut !", "Tu te souviens de mon chat ?", "Et du thé ?", "Bonne nuit."])
     replies = [r for r in llm_server.chats if r.json_schema is None]
-    for before, after in zip(replies, replies[1:]):
+    for before, after in itertools.pairwise(replies):
         shared = 0
         while shared < len(before.messages) and before.messages[shared] == after.messages[shared]:
             shared += 1
@@ -169,7 +171,7 @@ async def test_each_reply_prompt_extends_the_last_and_holds_the_whole_selection(
         shown = request.text
         assert result.selection is not None and result.selection.slots
         assert all(slot.text in shown for slot in result.selection.slots)  # what /why shows is read
-        why = await engine.why("alice", "chan-1")
+        why = await engine.memories.why("alice", "chan-1")
         assert why is not None
     assert [s.id for s in why.slots] == [s.id for s in results[-1].selection.slots]
 
@@ -178,11 +180,11 @@ async def test_a_forgotten_memory_leaves_the_notes_of_the_conversation(db, http,
     llm_server.handler = Model()
     engine = make_engine(db, http, llm_server, tmp_path)
     await engine.start()
-    secret = await engine.remember("alice", "L'utilisateur cache un secret de famille.", story_id="chan-1", place="guild-1")
-    await engine.remember("alice", "L'utilisateur aime le thé.", story_id="chan-1", place="guild-1")
+    secret = await engine.memories.remember("alice", "L'utilisateur cache un secret de famille.", story_id="chan-1", place="guild-1")
+    await engine.memories.remember("alice", "L'utilisateur aime le thé.", story_id="chan-1", place="guild-1")
     await talk(engine, ["Salut !"])
     assert "secret de famille" in llm_server.chats[-1].context
-    assert await engine.forget("alice", secret)
+    assert await engine.memories.forget("alice", secret)
     await talk(engine, ["Salut !", "Encore moi."])
     replies = [r for r in llm_server.chats if r.json_schema is None]
     assert "secret de famille" not in replies[-1].text and "le thé" in replies[-1].context
@@ -193,7 +195,7 @@ async def test_on_a_one_request_server_the_reflection_continues_the_reply(db, ht
     engine = make_engine(db, http, llm_server, tmp_path, llm_concurrency=1)
     await engine.start()
     await talk(engine, ["J'ai un chat qui s'appelle Pixel."])
-    reply, reflection = [r for r in llm_server.chats]
+    reply, reflection = llm_server.chats
     assert reply.json_schema is None and reflection.json_schema is not None
     assert MEMORY_TASK_INTRO in reply.system  # the reply's head carries the reflection's task
     assert reflection.messages[: len(reply.messages)] == reply.messages
@@ -242,27 +244,28 @@ async def test_a_reply_waits_for_the_call_in_progress_then_goes_before_queued_re
     model = Model()
     model.gate = asyncio.Event()
     llm_server.handler = model
-    engine = make_engine(db, http, llm_server, tmp_path, llm_concurrency=1)
+    metrics = Metrics()
+    engine = make_engine(db, http, llm_server, tmp_path, llm_concurrency=1, metrics=metrics)
     await engine.start()
     for user in ("bob", "carol"):  # answered, open (no reflection until they settle)
-        await engine.turn(dataclasses.replace(msg(f"Je suis {user}.", user=user), swipes=True))
-    await engine.settle("bob")
+        await engine.conversation.turn(dataclasses.replace(msg(f"Je suis {user}.", user=user), swipes=True))
+    await engine.conversation.settle("bob")
     while not any(o.startswith("reflection") for o in model.order):
         await asyncio.sleep(0.01)
-    await engine.settle("carol")
-    while waiting(engine, "reflection") < 1:
+    await engine.conversation.settle("carol")
+    while waiting(metrics, "reflection") < 1:
         await asyncio.sleep(0.01)
-    live = asyncio.create_task(engine.turn(dataclasses.replace(msg("Bonjour, c'est Alice."), swipes=True)))
-    while waiting(engine, "live") < 1:
+    live = asyncio.create_task(engine.conversation.turn(dataclasses.replace(msg("Bonjour, c'est Alice."), swipes=True)))
+    while waiting(metrics, "live") < 1:
         await asyncio.sleep(0.01)
     model.gate.set()
     result = await live
     for user in ("bob", "carol"):
-        await engine.wait_reflections(user)
+        await engine.operator.wait_reflections(user)
     assert result.reply is not None
     assert [o.split(":")[0] for o in model.order] == ["reply", "reply", "reflection", "reply", "reflection"]
     assert "Bonjour, c'est Alice." in model.order[3] and "Je suis carol." in model.order[4]
-    waits = engine.metrics.recent_waits
+    waits = engine.operator.model_figures().waits
     assert len(waits["live"]) == 3 and max(waits["live"]) > 0.0 and len(waits["reflection"]) == 2
     await engine.close()
 
@@ -275,28 +278,29 @@ async def test_reflections_queued_for_the_model_at_a_stop_run_once_after_the_res
                      for name in ("Bob", "Carol", "Dave") if f"Je suis {name.lower()}." in request.last_user]
     }  # fmt: skip
     llm_server.handler = model
-    engine = make_engine(db, http, llm_server, tmp_path, llm_concurrency=1)
+    metrics = Metrics()
+    engine = make_engine(db, http, llm_server, tmp_path, llm_concurrency=1, metrics=metrics)
     await engine.start()
     users = ("bob", "carol", "dave")
     for user in users:
-        await engine.turn(dataclasses.replace(msg(f"Je suis {user}.", user=user), swipes=True))
+        await engine.conversation.turn(dataclasses.replace(msg(f"Je suis {user}.", user=user), swipes=True))
     for user in users:
-        await engine.settle(user)
-    while waiting(engine, "reflection") < 1:  # one holds the model, one waits (two run at once)
+        await engine.conversation.settle(user)
+    while waiting(metrics, "reflection") < 1:  # one holds the model, one waits (two run at once)
         await asyncio.sleep(0.01)
     await engine.close(timeout=0.2)  # the process stops: nothing was reflected
     for user in users:
-        assert (await engine.stats(user)).pending_reflections == 1
+        assert (await engine.memories.stats(user)).pending_reflections == 1
 
     model.gate = None
     model.order.clear()
     restarted = make_engine(db, http, llm_server, tmp_path, llm_concurrency=1)
     await restarted.start()  # resumes what is pending
     for user in users:
-        await restarted.wait_reflections(user)
+        await restarted.operator.wait_reflections(user)
     asked = [o for o in model.order if o.startswith("reflection")]
     assert sorted(user for user in users for o in asked if f"Je suis {user}." in o) == sorted(users)  # once each
     for user in users:
-        assert (await restarted.stats(user)).pending_reflections == 0
+        assert (await restarted.memories.stats(user)).pending_reflections == 0
         assert [m.text for m in await store.list(user)] == [f"L'utilisateur s'appelle {user.title()}."]
     await restarted.close()

@@ -6,19 +6,21 @@ and how many characters make a token on this server (bot/engine/fitting.py fits 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import logging
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.clients.llm import ChatReply, LLMClient, OnText, TokenUsage
-from bot.clients.metrics import Metrics
+from bot.clients.llm import LLMClient, OnText
+from bot.clients.llm_wire import ChatMessage, ChatReply, TokenUsage
+from bot.clients.metrics import QUEUE_PRIORITIES, Metrics
 from bot.clients.model_queue import ModelBudget, Priority
 from bot.config import EngineSettings
 from bot.engine.fitting import ContextTooSmall, TokenRate
@@ -70,13 +72,28 @@ class TooSmall:
 PRIORITIES = {"reply": Priority.LIVE, "reflection": Priority.REFLECTION, "consolidation": Priority.CONSOLIDATION}
 
 
+@dataclass(frozen=True, slots=True)
+class ModelFigures:
+    """The language model as the bot knows it: its server, its context and where it was read,
+    the last turn that could not fit even its smallest prompt, and each kind of call's prompts
+    since start-up (the owner's page shows them)."""
+
+    server: str
+    context: int | None
+    context_source: str
+    too_small: TooSmall | None
+    totals: dict[str, CallTotals]
+    # Each priority's last waits for a place in the model's budget, in seconds.
+    waits: dict[str, list[float]]
+
+
 class ModelCalls:
     def __init__(self, llm: LLMClient, metrics: Metrics, settings: EngineSettings) -> None:
         self.llm = llm
         self.metrics = metrics
-        context_tokens = settings.context_tokens
+        context_tokens = settings.llm_context_tokens
         # LLM_CONCURRENCY places, shared by every call of the engine.
-        self.budget = ModelBudget(settings.llm_concurrency)
+        self.budget = ModelBudget(settings.concurrency(llm.api))
         metrics.watch_model_queue(lambda priority: self.budget.waiting(Priority[priority.upper()]))
         # LLM_CONTEXT_TOKENS: the context assumed of a server that does not say its own.
         self.setting_context = context_tokens
@@ -121,10 +138,21 @@ class ModelCalls:
             return {"llama.cpp": "llama.cpp /props n_ctx", "vllm": "vLLM max_model_len"}.get(server.kind, "the server's model list")
         return "LLM_CONTEXT_TOKENS (the server does not say)"
 
+    def figures(self) -> ModelFigures:
+        server = self.llm.server
+        return ModelFigures(
+            server=server.kind if server is not None else self.llm.api,
+            context=self.context_tokens(),
+            context_source=self.context_source(),
+            too_small=self.too_small,
+            totals={call: dataclasses.replace(totals) for call, totals in sorted(self.totals.items())},
+            waits={priority: list(self.metrics.recent_waits[priority]) for priority in QUEUE_PRIORITIES},
+        )
+
     def rate(self, model: str) -> TokenRate:
         return self.rates[model]
 
-    def learn(self, exc: LLMContextExceeded, messages: Sequence[Mapping[str, Any]], model: str) -> None:
+    def learn(self, exc: LLMContextExceeded, messages: Sequence[ChatMessage], model: str) -> None:
         """A refusal says the context and the prompt's tokens: both are kept."""
         if exc.context_tokens:
             self.refused_at = exc.context_tokens
@@ -145,7 +173,7 @@ class ModelCalls:
             )
 
     async def chat(
-        self, call: str, messages: Sequence[Mapping[str, Any]], *, cache_key: str | None = None, **options: Any
+        self, call: str, messages: Sequence[ChatMessage], *, cache_key: str | None = None, **options: Any
     ) -> ChatReply:
         """One LLM call in its turn, timed and its tokens counted; a full context is logged once
         and counted."""
@@ -164,7 +192,7 @@ class ModelCalls:
 
     async def stream_reply(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[ChatMessage],
         on_text: OnText,
         *,
         model: str,
@@ -198,7 +226,7 @@ class ModelCalls:
         self._count_tokens("reply", answer, messages, model)
         return answer
 
-    def _count_tokens(self, call: str, answer: ChatReply, messages: Sequence[Mapping[str, Any]], model: str) -> None:
+    def _count_tokens(self, call: str, answer: ChatReply, messages: Sequence[ChatMessage], model: str) -> None:
         usage = answer.usage
         totals = self.totals[call]
         totals.calls += 1

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from bot.clients.llm_wire import ChatMessage
 from bot.engine.prompting import ChannelLine, Note
 
 # Conversations remembered, the least recently active forgotten first. A remembered one holds
@@ -27,7 +27,7 @@ MAX_CONVERSATIONS = 1000
 class Sent:
     """A reply prompt as sent, and the answer kept (None until answered)."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     reply: str | None = None
 
 
@@ -66,7 +66,7 @@ class PromptLogs:
         start: ChannelLine | None,
         notes: tuple[Note, ...],
         exchange_id: int,
-        messages: list[dict[str, Any]],
+        messages: list[ChatMessage],
     ) -> None:
         """A reply prompt sent for `exchange_id`: the conversation's next prompt extends it."""
         previous = self._logs.get((user_id, story_id))

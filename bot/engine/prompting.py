@@ -29,10 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from bot.characters.lore import LoreHit, Position
-from bot.clients.llm_wire import Image
+from bot.clients.llm_wire import ChatMessage, Image
 from bot.memory.model import Memory
 from bot.memory.quoting import quote_line, speaker_attribute, speaker_name
 
@@ -79,7 +78,7 @@ class ReplyPrompt:
     """The messages of one reply call, and what the next turn's prompt extends: the window's
     first line and the notes left in the conversation, this turn's last."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     start: ChannelLine | None
     notes: tuple[Note, ...]
 
@@ -208,7 +207,7 @@ def stepped_window(lines: Sequence[ChannelLine], *, max_messages: int, max_chars
     return _newest(lines, max(1, int(max_messages * STEP_KEEP)), max(1, int(max_chars * STEP_KEEP)))
 
 
-def _conversation_message(line: ChannelLine) -> dict[str, Any]:
+def _conversation_message(line: ChannelLine) -> ChatMessage:
     if line.from_bot:
         return {"role": "assistant", "content": line.text}
     return {"role": "user", "content": f"{speaker_name(line.author)}: {line.text}"}
@@ -244,10 +243,10 @@ def build_reply_messages(
     at_line = {(n.author, n.text): n for n in notes if n.author == user_name}
     kept: list[Note] = []
     # The conversation, one group per line: the line and what goes before it.
-    groups: list[list[dict[str, Any]]] = []
+    groups: list[list[ChatMessage]] = []
     for line in history:
         note = None if line.from_bot else at_line.pop((line.author, line.text), None)
-        group = []
+        group: list[ChatMessage] = []
         if note is not None and note.memories:
             kept.append(note)
             group.append({"role": "user", "content": render_memories(user_name, note.memories)})
@@ -258,7 +257,7 @@ def build_reply_messages(
     if new or not shown:
         parts.append(render_memories(user_name, new))
     parts += [story_context.strip(), render_lore(lore, "after")]
-    last: dict[str, Any] = {"role": "user", "content": f"{author}: {message}"}
+    last: ChatMessage = {"role": "user", "content": f"{author}: {message}"}
     if images:
         last["images"] = list(images)
     # The bot's notes: a message of their own, which no person of the channel wrote.
@@ -266,14 +265,14 @@ def build_reply_messages(
     inserted = [0] * len(groups)
     for depth, text in sorted(depths, key=lambda d: -d[0]):
         # Depth 0 after the message answered; past the window's start, before its first line.
-        entry = {"role": "system", "content": text}
+        entry: ChatMessage = {"role": "system", "content": text}
         if depth <= 0:
             groups[-1].append(entry)
         else:
             at = max(0, len(groups) - depth)
             groups[at].insert(inserted[at], entry)
             inserted[at] += 1
-    messages: list[dict[str, Any]] = [{"role": "system", "content": head}]
+    messages: list[ChatMessage] = [{"role": "system", "content": head}]
     for group in groups:
         messages += group
     if post_history.strip():

@@ -10,13 +10,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from bot.characters.character import Character, fill_turn, render_character_prompt
 from bot.characters.lore import LoreHit
 from bot.characters.lore_timing import LoreClock
 from bot.characters.macros import TurnValues
-from bot.clients.llm_wire import Image
+from bot.clients.llm_wire import ChatMessage, Image
 from bot.engine.context import EngineContext
 from bot.engine.prompting import (
     MAX_NOTED,
@@ -30,12 +29,12 @@ from bot.engine.prompting import (
     noted_count,
     render_lore,
     reply_head,
-    speaker_name,
     stepped_window,
 )
 from bot.errors import StorageError
 from bot.memory.choice import TurnSelection
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey, StoryId
+from bot.memory.quoting import speaker_name
 from bot.memory.stores.turn import last_turn
 from bot.memory.story.plans import render_state_guide
 from bot.memory.write.reflection_prompt import MEMORY_TASK_INTRO, memory_task
@@ -49,9 +48,9 @@ LORE_CLOCKS_HELD = 10_000
 class TurnMessage:
     """What the prompt needs of the turn's message (bot/engine/turn.py `Incoming`)."""
 
-    user_id: str
+    user_id: OwnerKey
     user_name: str
-    story_id: str
+    story_id: StoryId
     story_name: str
     text: str
     history: Sequence[ChannelLine] = ()
@@ -68,12 +67,12 @@ class Prepared:
     history: list[ChannelLine]
     _made: dict[int, ReplyPrompt] = field(default_factory=dict)
 
-    def build(self, lines: Sequence[ChannelLine], memories: Sequence[Memory]) -> list[dict[str, Any]]:
+    def build(self, lines: Sequence[ChannelLine], memories: Sequence[Memory]) -> list[ChatMessage]:
         prompt = self.make(lines, memories)
         self._made[id(prompt.messages)] = prompt
         return prompt.messages
 
-    def made(self, messages: list[dict[str, Any]]) -> ReplyPrompt:
+    def made(self, messages: list[ChatMessage]) -> ReplyPrompt:
         """The prompt whose messages were sent."""
         return self._made[id(messages)]
 
@@ -194,7 +193,7 @@ class ReplyPrompts:
             selection.lore_clock = turn.clock.to_record()
         return [replace(h, content=fill_turn(h.content, values)) for h in turn.hits]
 
-    async def _true_notes(self, user_id: str, notes: Sequence[Note], selection: TurnSelection) -> list[Note]:
+    async def _true_notes(self, user_id: OwnerKey, notes: Sequence[Note], selection: TurnSelection) -> list[Note]:
         """The notes of the conversation's last prompt with only the memories still true as
         shown: forgotten, edited, expired or out of this turn's reach (another place, a story's
         memory elsewhere), a memory leaves its note."""

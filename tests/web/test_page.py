@@ -124,7 +124,7 @@ async def test_every_view_renders_empty(page: Page):
 async def test_every_view_renders_with_data(page: Page):
     await page.play("Bonjour, je m'appelle Alice et j'habite à Nantes.")
     await page.play("J'adore la valse et les chats.")
-    await page.engine.remember("alice", "Alice joue du violoncelle.", story_id="chan-1", place="guild-1")
+    await page.engine.memories.remember("alice", "Alice joue du violoncelle.", story_id="chan-1", place="guild-1")
     await page.play("Tu te souviens de mon instrument ?")
     await page.play("Salut, moi c'est Bob.", user="bob", name="Bob")
 
@@ -171,7 +171,7 @@ async def test_every_view_renders_with_data(page: Page):
 
 async def test_hostile_memory_text_and_user_ids_show_as_text(page: Page):
     hostile_user = '<img src=x onerror=alert(1)>"&'
-    await page.engine.remember(hostile_user, "<script>alert('memory')</script>", story_id="s", place="p")
+    await page.engine.memories.remember(hostile_user, "<script>alert('memory')</script>", story_id="s", place="p")
     await page.play("<script>alert('message')</script> bonjour", user=hostile_user, name="Mallory", story="s")
     pages = [await page.get("/"), await page.get("/users/" + quote(hostile_user, safe=""))]
     turn_id = re.findall(r"/turns/(\d+)", pages[1].text)[0]
@@ -205,7 +205,7 @@ async def test_erase_me_removes_the_user_from_the_page(page: Page):
     turn_id = re.findall(r"/turns/(\d+)", user.text)[0]
     assert '<a href="/users/alice">Alice</a>' in (await page.get("/")).text
 
-    await page.engine.erase("alice")
+    await page.engine.privacy.erase("alice")
 
     overview = (await page.get("/")).text
     assert "alice" not in overview and "Alice" not in overview
@@ -216,7 +216,7 @@ async def test_erase_me_removes_the_user_from_the_page(page: Page):
 
 async def test_export_holds_the_turn_figures_the_page_draws(page: Page):
     await page.play("Bonjour, je m'appelle Alice.")
-    data = await page.engine.export("alice")
+    data = await page.engine.privacy.export("alice")
     [entry] = data["turn_log"]
     assert entry["outcome"] == "answered" and entry["story_id"] == "chan-1"
     assert entry["prompt_tokens"] > 0 and entry["context_tokens"] == 8192 and entry["reply_ms"] is not None
@@ -224,7 +224,7 @@ async def test_export_holds_the_turn_figures_the_page_draws(page: Page):
 
 async def test_a_cut_series_and_a_consolidation_show_on_the_page(page: Page):
     for year in (2016, 2017, 2018, 2019, 2020):
-        await page.engine.remember("alice", f"Alice a visité Trieste en {year}.", story_id="chan-1", place="guild-1")
+        await page.engine.memories.remember("alice", f"Alice a visité Trieste en {year}.", story_id="chan-1", place="guild-1")
     await page.play("On repart en voyage ?")
     user = await page.get("/users/alice")
     [turn_id] = re.findall(r'href="/users/alice/turns/(\d+)"', user.text)
@@ -239,7 +239,7 @@ async def test_a_cut_series_and_a_consolidation_show_on_the_page(page: Page):
         return remembering(request)
 
     page.llm.handler = consolidating
-    figures = await page.engine.consolidate()
+    figures = await page.engine.operator.consolidate()
     assert figures.consolidated == 1
     user = await page.get("/users/alice")
     assert "Series consolidated (1)" in user.text
@@ -259,6 +259,22 @@ async def test_the_overview_shows_the_models_context_its_cost_per_call_and_a_con
     await page.play("Tu es là ?")
     card = (await page.get("/")).text.split("<h2>Language model</h2>", 1)[1].split("</div>", 1)[0]
     assert "context too small" in card and "the model holds 200" in card
+
+
+# Ids past a row's range or not ASCII digits: 20 nines could not even be bound (500,
+# OverflowError); "１２" and "١٢" are digits to int().
+OUTSIDE_IDS = ["9" * 20, str(2**63), "0", "-1", "１２", "١٢", "1e3", " 1", "9" * 400]
+
+
+async def test_every_id_from_the_url_is_range_checked_and_a_bad_one_is_a_404(page: Page):
+    await page.play("Bonjour, je m'appelle Alice.")
+    user = await page.get("/users/alice")
+    (turn_id,) = set(re.findall(r'href="/users/alice/turns/(\d+)"', user.text))
+    assert (await page.get(f"/users/alice/turns/{turn_id}")).status_code == 200  # the control
+    for bad in OUTSIDE_IDS:
+        response = await page.get(f"/users/alice/turns/{quote(bad)}")
+        assert response.status_code == 404, (bad, response.status_code, response.text[:300])
+        assert "No turn" in response.text
 
 
 LORE = """\

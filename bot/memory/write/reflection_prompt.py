@@ -11,11 +11,11 @@ whose head carries the task (`MEMORY_TASK_INTRO`), and one slot holds both.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
 
+from bot.clients.llm_wire import ChatMessage
 from bot.memory.model import Memory
 from bot.memory.quoting import quote_block, quote_line, speaker_attribute, speaker_name
 from bot.memory.story.plans import MAX_SUMMARY_CHARS
@@ -168,8 +168,8 @@ def build_reflection_messages(
     correction: Correction | None = None,
     others: Sequence[str] = (),
     lore: Sequence[str] = (),
-    conversation: Sequence[Mapping[str, Any]] = (),
-) -> list[dict[str, Any]]:
+    conversation: Sequence[ChatMessage] = (),
+) -> list[ChatMessage]:
     """The messages of one reflection call over one or more (message, reply) exchanges.
 
     `known` are the memories shown with their ids: the only ids the reflection may touch.
@@ -190,7 +190,7 @@ def build_reflection_messages(
         correction=correction,
     )
     if conversation:
-        return [*map(dict, conversation), {"role": "user", "content": f"{CONTINUED_OPENING}\n\n{context}\n\n{request}"}]
+        return [*(m.copy() for m in conversation), {"role": "user", "content": f"{CONTINUED_OPENING}\n\n{context}\n\n{request}"}]
     task = memory_task(character=character, user=user, story=bool(story_context), state_keys=state_keys)
     system = "\n\n".join(p for p in (task.rstrip(), state_guide.strip(), context) if p)
     return [{"role": "system", "content": system}, {"role": "user", "content": request}]
