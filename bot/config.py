@@ -479,6 +479,56 @@ class Settings(BaseSettings):
         ),
     )
 
+    # Follow-ups
+    followups: bool = Field(
+        True,
+        description=(
+            "Follow up on dated events: when a memory's date has passed (an exam, an appointment) "
+            "and the person talks again within FOLLOWUP_WINDOW_DAYS, the character is invited to "
+            "ask how it went, once. false: never."
+        ),
+        json_schema_extra=_section("Follow-ups and check-ins"),
+    )
+    followup_window_days: float = Field(
+        14.0,
+        gt=0,
+        le=90,
+        description=(
+            "Days after an event's date during which it is followed up. 14: a friend asks within "
+            "a week or two; later, the question would come out of nowhere."
+        ),
+    )
+    followup_turns: int = Field(
+        3,
+        ge=1,
+        le=20,
+        description=(
+            "Turns that carry a follow-up the character has not asked yet; then it is spent, "
+            "never offered again."
+        ),
+    )
+    checkins: bool = Field(
+        True,
+        description=(
+            "Offer check-ins: a person who turns them on (/followups on) may get one short "
+            "direct message from the character after a dated event, in the daytime of their "
+            "time zone, at most one a day and three a week. false: none, for anyone."
+        ),
+    )
+    checkins_off_guild_ids: DiscordIds = Field(
+        default_factory=list,
+        description=(
+            "Server ids, comma-separated, where check-ins are off: a person whose last message "
+            "to the character was in one of them gets none."
+        ),
+    )
+    checkin_interval_seconds: float = Field(
+        600.0,
+        gt=0,
+        le=86_400,
+        description="Seconds between two looks for check-ins that are due (computed from the database).",
+    )
+
     # Logging
     log_level: LogLevel = Field(
         "INFO",
@@ -523,6 +573,7 @@ class Settings(BaseSettings):
         "allowed_role_ids",
         "blocked_user_ids",
         "shard_ids",
+        "checkins_off_guild_ids",
         mode="before",
     )
     @classmethod
@@ -552,6 +603,7 @@ class Settings(BaseSettings):
         "allowed_user_ids",
         "allowed_role_ids",
         "blocked_user_ids",
+        "checkins_off_guild_ids",
     )
     @classmethod
     def _positive_ids(cls, ids: list[int]) -> list[int]:
@@ -684,6 +736,10 @@ class Settings(BaseSettings):
             series_max_slots=self.series_max_slots,
             consolidation_interval_seconds=self.consolidation_interval_seconds,
             consolidation_series_per_run=self.consolidation_series_per_run,
+            followups=self.followups,
+            followup_window_days=self.followup_window_days,
+            followup_turns=self.followup_turns,
+            checkins=self.checkins,
         )
 
     @property
@@ -764,6 +820,10 @@ class EngineSettings:
     series_max_slots: int = 3
     consolidation_interval_seconds: float = 3600.0
     consolidation_series_per_run: int = 4
+    followups: bool = True
+    followup_window_days: float = 14.0
+    followup_turns: int = 3
+    checkins: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,6 +105,19 @@ class InvalidMemory(ValueError):
         self.values = values
 
 
+class InvalidTimezone(ValueError):
+    """A time zone name that is not one (an IANA name such as Europe/Paris is)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown time zone: {name!r}")
+        self.name = name
+
+
+class ImportFileError(ValueError):
+    """A conversation file that cannot be imported: one sentence naming the file and the line;
+    nothing was written."""
+
+
 class ReflectionParseError(ValueError):
     """The reflection's answer holds no usable JSON object; nothing is applied."""
 

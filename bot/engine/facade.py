@@ -40,7 +40,7 @@ from bot.memory.read.indexing import Indexer
 from bot.memory.read.recall import Recall
 from bot.memory.reports.export import export_json, export_user
 from bot.memory.reports.page import Report
-from bot.memory.reports.stats import NEVER_SURFACED_AFTER, MemoryStats, memory_stats
+from bot.memory.reports.stats import NEVER_SURFACED_AFTER, MemoryStats
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.epoch import end_epoch
 from bot.memory.stores.exchanges import (
@@ -128,6 +128,7 @@ class Engine:
         self.consolidations = Consolidations(ctx, self.reflections)
         self.exchanges = OpenExchanges(ctx, self.reflections, self.wait_recorded)
         self.turns = Turns(ctx, self.exchanges, self.reflections)
+        self.followups = self.turns.followups  # a port of its own (bot/engine/followups.py)
         self.rules: list[Memory] = []
         # The start-up warm-up of the memory cache (bot/memory/cache/warm_up.py), once started.
         self.warming: asyncio.Task[WarmUp] | None = None
@@ -349,8 +350,7 @@ class Engine:
 
     async def stats(self, user_id: str) -> MemoryStats:
         await self.wait_recorded(user_id)
-        cap = self.settings.max_memories_per_user
-        return await memory_stats(self.db, self.store, user_id, cap=cap, now=self.clock())
+        return await self.followups.stats(self.store, user_id, cap=self.settings.max_memories_per_user)
 
     async def export(self, user_id: str) -> dict[str, Any]:
         """Everything stored about one user, as plain JSON-able data."""

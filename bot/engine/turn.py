@@ -2,6 +2,9 @@
 
 The turn persists the exchange, selects the author's memories, calls the LLM, and only then
 schedules the reflection; a reflection never delays or breaks a reply.
+
+Over 450 lines on purpose, for now: one turn's path, from the message saved to the reply kept,
+reads in one place; the prompt's assembly is the seam where it splits.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from bot.clients.llm_wire import ChatReply, Image, TokenUsage
 from bot.clients.outage import Outage
 from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
+from bot.engine.followups import Followup, Followups
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
 from bot.engine.prompting import (
@@ -141,6 +145,7 @@ class Turns:
         self.ctx = ctx
         self.exchanges = exchanges
         self.reflections = reflections
+        self.followups = Followups(ctx)
         self.outage = Outage(log)
         self._recording: dict[str, set[asyncio.Task[None]]] = {}
         # (owner, story) → the clock of its next turn, for lorebooks with timed entries.
@@ -188,8 +193,9 @@ class Turns:
             return TurnResult.erased()
         character = ctx.cast.get(msg.character)
         selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
+        followup = await self.followups.for_turn(msg.user_id, msg.story_id, msg.place, selection, exchange_id)
         clock = await self._lore_clock(msg, character)
-        messages = self._prompt(msg, text, rules, character, selection, story_block, clock)
+        messages = self._prompt(msg, text, rules, character, selection, story_block, clock, followup)
         started = time.perf_counter()
         try:
             answer, reply, cut = await self._answer(messages, on_text)
@@ -220,6 +226,7 @@ class Turns:
         self._record_later(selection, erased)
         reply = final_reply(reply)
         await self._keep(msg, exchange_id, reply, messages, erased)
+        await self.followups.carried(msg.user_id, msg.story_id, followup, exchange_id, reply, erased)
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:
@@ -259,6 +266,7 @@ class Turns:
         selection: TurnSelection,
         story_block: str,
         clock: LoreClock | None,
+        followup: Followup | None = None,
     ) -> list[dict[str, Any]]:
         """The messages the model is sent: character, rules, memories, story, lore, the recent
         lines of the channel and the message. Notes who else spoke and which lore fired."""
@@ -308,6 +316,7 @@ class Turns:
             images=msg.images,
             lore=lore,
             depths=at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth),
+            followup=self.followups.note(followup, speaker_name(msg.user_name)),
         )
 
     async def _lore_clock(self, msg: Incoming, character: Character) -> LoreClock | None:

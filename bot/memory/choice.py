@@ -25,9 +25,11 @@ TYPE_QUOTAS: Mapping[str, int] = {"fact": 6, "preference": 5, "promise": 4, "epi
 DEFAULT_LIMIT = 24
 
 # Why a memory holds its slot: by meaning (the message, or the conversation around it), because
-# it is pinned or global, or to fill the type quotas and the rest of the slots.
-Reason = Literal["pinned", "global", "semantic", "conversation", "type_quota", "backfill"]
-REASONS: tuple[Reason, ...] = ("pinned", "global", "semantic", "conversation", "type_quota", "backfill")
+# it is pinned or global, or to fill the type quotas and the rest of the slots; "followup": a
+# dated memory whose date passed, which the turn invites the character to ask about
+# (bot/engine/followups.py), outside the selection's passes.
+Reason = Literal["pinned", "global", "semantic", "conversation", "type_quota", "backfill", "followup"]
+REASONS: tuple[Reason, ...] = ("pinned", "global", "semantic", "conversation", "type_quota", "backfill", "followup")
 
 TYPE_INDEX = {memory_type: index for index, memory_type in enumerate(USER_MEMORY_TYPES)}
 TYPES = len(USER_MEMORY_TYPES)

@@ -73,6 +73,8 @@ SNAPSHOT_TABLES: dict[str, str] = {
     "turn_stats": "SELECT user_id, * FROM turn_stats WHERE user_id IN (?, ?, ?, ?)",
     "turn_log": "SELECT user_id, * FROM turn_log WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
     "user_settings": "SELECT user_id, * FROM user_settings WHERE user_id IN (?, ?, ?, ?)",
+    "followups": "SELECT user_id, * FROM followups WHERE user_id IN (?, ?, ?, ?) ORDER BY memory_id",
+    "checkin_settings": "SELECT user_id, * FROM checkin_settings WHERE user_id IN (?, ?, ?, ?)",
     "story_summaries": "SELECT user_id, * FROM story_summaries WHERE user_id IN (?, ?, ?, ?) ORDER BY story_id",
     "story_anchors": "SELECT user_id, * FROM story_anchors WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
     "story_positions": "SELECT user_id, * FROM story_positions WHERE user_id IN (?, ?, ?, ?) ORDER BY id",

@@ -71,6 +71,12 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "start-up warm-up: reads only who spoke lately and where, then loads each user's own "
     "memories with scoped statements",
     (
+        "bot/memory/stores/followups.py",
+        "checkin_people",
+        "SELECT user_id FROM checkin_settings WHERE enabled = 1",
+    ): "the check-in sweep: reads only who turned check-ins on, then reads each person's own "
+    "memories, follow-ups and times with scoped statements",
+    (
         "bot/memory/stores/exchanges.py",
         "message_owner",
         "SELECT user_id FROM exchange_messages WHERE message_id = ? LIMIT 1",

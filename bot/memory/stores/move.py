@@ -84,6 +84,12 @@ TABLES: dict[str, tuple[tuple[str, ...], str]] = {
         ("id", "user_id", "exchange_id", "memory_id", "action", "text", "before", "at"),
         "id",
     ),
+    "followups": (
+        ("user_id", "memory_id", "text", "content_hash", "event_at", "story_id", "state", "turns", "exchange_id",
+         "answer_exchange_id", "claimed_by", "created_at", "updated_at"),
+        "user_id, memory_id",
+    ),
+    "checkin_settings": (("user_id", "enabled", "timezone", "notice", "updated_at"), "user_id"),
 }
 # Statements per table, assembled once from the constants above.
 _SELECT_CHUNK = {

@@ -1,0 +1,336 @@
+"""Follow-ups on dated memories and each person's check-ins: SQL only (migration 0010).
+
+A row of `followups` per memory followed up, which is why one is never followed up twice; the
+states are described in migrations/0010_followups.sql. Every statement filters on user_id but
+`checkin_people`, the sweep that finds who turned check-ins on. Functions taking `conn` join the
+caller's write transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from bot.clients.db import fetch_all, fetch_one, from_db, to_db
+from bot.clients.storage import Connection, Database, Row
+
+# Follow-ups a check-in is counted by (a conversation's own follow-ups have no claimant).
+_CHECKIN_STATES = "('claimed', 'checked_in', 'answered')"
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """A dated memory whose date has passed, not followed up yet."""
+
+    memory_id: int
+    text: str
+    content_hash: str
+    event_at: datetime
+    created_at: datetime
+    type: str
+    pinned: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FollowupRow:
+    memory_id: int
+    text: str
+    content_hash: str
+    event_at: datetime
+    story_id: str
+    state: str
+    turns: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckinSettings:
+    enabled: bool = False
+    timezone: str | None = None
+    notice: str | None = None
+
+
+_DUE = (
+    "SELECT m.id, m.text, m.content_hash, m.expires_at, m.created_at, m.type, m.pinned FROM memories m "
+    "WHERE m.user_id = ? AND m.type <> 'rule' AND m.expires_at IS NOT NULL "
+    "AND m.expires_at <= ? AND m.expires_at > ? "
+    "AND (m.scope = 'global' OR m.story_id = ?) AND (m.place IS NULL OR m.place = ? OR ? = 1) "
+    "AND NOT EXISTS (SELECT 1 FROM followups f WHERE f.user_id = ? AND f.memory_id = m.id) "
+    # A memory the person rewrote by hand is theirs: its date may no longer say what it says.
+    "AND NOT EXISTS (SELECT 1 FROM memory_history h WHERE h.user_id = ? AND h.memory_id = m.id "
+    "AND h.operation = 'edit') "
+    "ORDER BY m.expires_at DESC, m.id DESC LIMIT ?"
+)
+
+
+async def due(
+    db: Database, user_id: str, *, now: datetime, since: datetime, story_id: str, place: str | None, share: bool,
+    limit: int = 10,
+) -> list[Due]:
+    """The user's dated memories whose date passed between `since` and `now`, seen from this
+    story and place (as recall sees them), not followed up yet; the latest first."""
+    rows = await fetch_all(
+        db.reader,
+        _DUE,
+        (user_id, to_db(now), to_db(since), story_id, place, int(share), user_id, user_id, limit),
+    )
+    return [
+        Due(int(r[0]), r[1], r[2], from_db(r[3]) or now, from_db(r[4]) or now, r[5], bool(r[6])) for r in rows
+    ]
+
+
+_ROW = "SELECT memory_id, text, content_hash, event_at, story_id, state, turns FROM followups "
+
+
+def _row(r: Row) -> FollowupRow:
+    event_at = from_db(r[3])
+    assert event_at is not None  # NOT NULL
+    return FollowupRow(int(r[0]), str(r[1]), str(r[2]), event_at, str(r[4]), str(r[5]), int(r[6]))
+
+
+async def offered(db: Database, user_id: str, story_id: str) -> FollowupRow | None:
+    """The follow-up this story's turns still carry, if any."""
+    row = await fetch_one(
+        db.reader,
+        _ROW + "WHERE user_id = ? AND story_id = ? AND state = 'offered' ORDER BY updated_at DESC LIMIT 1",
+        (user_id, story_id),
+    )
+    return _row(row) if row is not None else None
+
+
+async def offer(
+    conn: Connection, user_id: str, d: Due, *, story_id: str, exchange_id: int, asked: bool, spent: bool, now: datetime
+) -> bool:
+    """A first turn carried this memory's follow-up. False when it was taken meanwhile (a
+    check-in claimed it in another process)."""
+    state = "asked" if asked else "spent" if spent else "offered"
+    row = await fetch_one(
+        conn,
+        "INSERT INTO followups (user_id, memory_id, text, content_hash, event_at, story_id, state, turns, "
+        "exchange_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) "
+        "ON CONFLICT (user_id, memory_id) DO NOTHING RETURNING memory_id",
+        (user_id, d.memory_id, d.text, d.content_hash, to_db(d.event_at), story_id, state, exchange_id, to_db(now),
+         to_db(now)),
+    )  # fmt: skip
+    return row is not None
+
+
+async def carried(
+    conn: Connection, user_id: str, memory_id: int, *, exchange_id: int, asked: bool, turns: int, now: datetime
+) -> None:
+    """One more turn carried the follow-up: asked, spent after `turns` turns, or still offered."""
+    await conn.execute(
+        "UPDATE followups SET turns = turns + 1, exchange_id = ?, updated_at = ?, "
+        "state = CASE WHEN ? = 1 THEN 'asked' WHEN turns + 1 >= ? THEN 'spent' ELSE 'offered' END "
+        "WHERE user_id = ? AND memory_id = ? AND state = 'offered'",
+        (exchange_id, to_db(now), int(asked), turns, user_id, memory_id),
+    )
+
+
+async def drop(conn: Connection, user_id: str, memory_id: int, now: datetime) -> None:
+    """The memory was forgotten or changed since it was offered, or its person left the server
+    before their check-in: never asked about."""
+    await conn.execute(
+        "UPDATE followups SET state = 'dropped', updated_at = ? WHERE user_id = ? AND memory_id = ? "
+        "AND state IN ('offered', 'asked', 'checked_in', 'claimed')",
+        (to_db(now), user_id, memory_id),
+    )
+
+
+async def awaiting_answer(db: Database, user_id: str, story_id: str) -> bool:
+    row = await fetch_one(
+        db.reader,
+        "SELECT 1 FROM followups WHERE user_id = ? AND story_id = ? AND state IN ('asked', 'checked_in') LIMIT 1",
+        (user_id, story_id),
+    )
+    return row is not None
+
+
+async def link_answer(conn: Connection, user_id: str, story_id: str, exchange_id: int, now: datetime) -> None:
+    """The person wrote in a story where the character asked how an event went (in a turn or a
+    check-in): this exchange is the answer, and its reflection is told of the event."""
+    await conn.execute(
+        "UPDATE followups SET state = 'answered', answer_exchange_id = ?, updated_at = ? "
+        "WHERE user_id = ? AND story_id = ? AND state IN ('asked', 'checked_in')",
+        (exchange_id, to_db(now), user_id, story_id),
+    )
+
+
+async def of_exchanges(db: Database, user_id: str, exchange_ids: list[int]) -> list[int]:
+    """The memories whose follow-up was carried or answered by one of these exchanges."""
+    rows = []
+    for exchange_id in exchange_ids:
+        rows += await fetch_all(
+            db.reader,
+            "SELECT memory_id FROM followups WHERE user_id = ? AND (exchange_id = ? OR answer_exchange_id = ?) "
+            "AND state <> 'dropped'",
+            (user_id, exchange_id, exchange_id),
+        )
+    return sorted({int(r[0]) for r in rows})
+
+
+async def followed_up(db: Database, user_id: str) -> list[FollowupRow]:
+    """Every follow-up of the user, newest first (the export, /memory-stats)."""
+    rows = await fetch_all(db.reader, _ROW + "WHERE user_id = ? ORDER BY created_at DESC", (user_id,))
+    return [_row(r) for r in rows]
+
+
+# --- check-ins ---------------------------------------------------------------------------------
+
+
+async def checkin_settings(db: Database, person: str) -> CheckinSettings:
+    row = await fetch_one(
+        db.reader, "SELECT enabled, timezone, notice FROM checkin_settings WHERE user_id = ?", (person,)
+    )
+    return CheckinSettings(bool(row[0]), row[1], row[2]) if row is not None else CheckinSettings()
+
+
+async def set_checkins(
+    db: Database, person: str, *, enabled: bool, timezone: str | None, keep_timezone: bool, now: datetime
+) -> None:
+    """Turn the person's check-ins on or off (and set their time zone, unless `keep_timezone`);
+    a notice waiting for them is said by now, so it goes."""
+    async with db.write() as conn:
+        await conn.execute(
+            "INSERT INTO checkin_settings (user_id, enabled, timezone, notice, updated_at) VALUES (?, ?, ?, NULL, ?) "
+            "ON CONFLICT (user_id) DO UPDATE SET enabled = excluded.enabled, notice = NULL, "
+            "updated_at = excluded.updated_at, "
+            "timezone = CASE WHEN ? = 1 THEN checkin_settings.timezone ELSE excluded.timezone END",
+            (person, int(enabled), timezone, to_db(now), int(keep_timezone)),
+        )
+
+
+async def blocked(conn: Connection, person: str, now: datetime) -> None:
+    """The person's DMs refused a check-in: off, with a notice for their next turn."""
+    await conn.execute(
+        "UPDATE checkin_settings SET enabled = 0, notice = 'blocked', updated_at = ? WHERE user_id = ?",
+        (to_db(now), person),
+    )
+
+
+async def take_notice(db: Database, person: str) -> str | None:
+    """The notice waiting for the person, cleared as it is read (said once)."""
+    row = await fetch_one(db.reader, "SELECT notice FROM checkin_settings WHERE user_id = ?", (person,))
+    if row is None or row[0] is None:
+        return None
+    async with db.write() as conn:
+        row = await fetch_one(
+            conn,
+            "UPDATE checkin_settings SET notice = NULL WHERE user_id = ? AND notice IS NOT NULL RETURNING notice",
+            (person,),
+        )
+    return str(row[0]) if row is not None else None
+
+
+async def checkin_people(db: Database) -> list[str]:
+    return [str(r[0]) for r in await fetch_all(db.reader, "SELECT user_id FROM checkin_settings WHERE enabled = 1")]
+
+
+async def checkins_since(conn: Connection | None, db: Database, person: str, since: datetime) -> int:
+    """Check-ins claimed or sent to the person since `since` (one process's claim counts)."""
+    row = await fetch_one(
+        conn if conn is not None else db.reader,
+        "SELECT COUNT(*) FROM followups WHERE user_id = ? AND claimed_by IS NOT NULL "
+        "AND state IN " + _CHECKIN_STATES + " AND created_at >= ?",
+        (person, to_db(since)),
+    )
+    return int(row[0]) if row is not None else 0
+
+
+async def claim(
+    conn: Connection, person: str, d: Due, *, process: str, now: datetime, stale_before: datetime
+) -> bool:
+    """This process claims the check-in on this memory; False when another holds it or it was
+    followed up. A claim left by a process that stopped before sending (older than
+    `stale_before`) is taken over."""
+    row = await fetch_one(
+        conn,
+        "INSERT INTO followups (user_id, memory_id, text, content_hash, event_at, story_id, state, claimed_by, "
+        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, '', 'claimed', ?, ?, ?) "
+        "ON CONFLICT (user_id, memory_id) DO NOTHING RETURNING memory_id",
+        (person, d.memory_id, d.text, d.content_hash, to_db(d.event_at), process, to_db(now), to_db(now)),
+    )
+    if row is not None:
+        return True
+    row = await fetch_one(
+        conn,
+        "UPDATE followups SET claimed_by = ?, updated_at = ? WHERE user_id = ? AND memory_id = ? "
+        "AND state = 'claimed' AND updated_at < ? RETURNING memory_id",
+        (process, to_db(now), person, d.memory_id, to_db(stale_before)),
+    )
+    return row is not None
+
+
+async def claimed(conn: Connection, person: str, memory_id: int, process: str) -> bool:
+    row = await fetch_one(
+        conn,
+        "SELECT 1 FROM followups WHERE user_id = ? AND memory_id = ? AND state = 'claimed' AND claimed_by = ?",
+        (person, memory_id, process),
+    )
+    return row is not None
+
+
+async def checked_in(
+    conn: Connection, person: str, memory_id: int, *, process: str, story_id: str, exchange_id: int, now: datetime
+) -> bool:
+    row = await fetch_one(
+        conn,
+        "UPDATE followups SET state = 'checked_in', story_id = ?, exchange_id = ?, updated_at = ? "
+        "WHERE user_id = ? AND memory_id = ? AND state = 'claimed' AND claimed_by = ? RETURNING memory_id",
+        (story_id, exchange_id, to_db(now), person, memory_id, process),
+    )
+    return row is not None
+
+
+async def release(conn: Connection, person: str, memory_id: int, process: str) -> None:
+    """The check-in was not sent: the memory may be followed up again (by a turn or later)."""
+    await conn.execute(
+        "DELETE FROM followups WHERE user_id = ? AND memory_id = ? AND state = 'claimed' AND claimed_by = ?",
+        (person, memory_id, process),
+    )
+
+
+async def nothing_to_reflect(conn: Connection, person: str, exchange_id: int, now: datetime) -> None:
+    """A check-in's exchange: the person said nothing in it, so it is never reflected."""
+    await conn.execute(
+        "UPDATE exchanges SET reflected_at = ? WHERE user_id = ? AND id = ?", (to_db(now), person, exchange_id)
+    )
+
+
+async def delivered(conn: Connection, person: str, exchange_id: int, message_id: str) -> None:
+    await conn.execute(
+        "UPDATE exchanges SET reply_message_id = ? WHERE user_id = ? AND id = ?", (message_id, person, exchange_id)
+    )
+
+
+async def drop_exchange(conn: Connection, person: str, exchange_id: int) -> None:
+    """A check-in never sent leaves no exchange behind."""
+    await conn.execute("DELETE FROM exchanges WHERE user_id = ? AND id = ?", (person, exchange_id))
+
+
+async def last_exchange(db: Database, user_id: str) -> tuple[datetime, str] | None:
+    """When and where (its place) the user last wrote."""
+    row = await fetch_one(
+        db.reader,
+        "SELECT created_at, place FROM exchanges WHERE user_id = ? AND user_message <> '' ORDER BY id DESC LIMIT 1",
+        (user_id,),
+    )
+    if row is None:
+        return None
+    when = from_db(row[0])
+    return (when, str(row[1])) if when is not None else None
+
+
+async def writing_times(db: Database, user_id: str, since: datetime, limit: int = 1000) -> list[datetime]:
+    """When the user wrote since `since` (their messages, not check-ins), newest first."""
+    rows = await fetch_all(
+        db.reader,
+        "SELECT created_at FROM exchanges WHERE user_id = ? AND user_message <> '' AND created_at >= ? "
+        "ORDER BY id DESC LIMIT ?",
+        (user_id, to_db(since), limit),
+    )
+    return [t for r in rows if (t := from_db(r[0])) is not None]
+
+
+async def erase_user_followups(conn: Connection, user_id: str) -> None:
+    await conn.execute("DELETE FROM followups WHERE user_id = ?", (user_id,))
+    await conn.execute("DELETE FROM checkin_settings WHERE user_id = ?", (user_id,))
