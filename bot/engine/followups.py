@@ -50,7 +50,7 @@ from bot.memory.stores.exchanges import mark_settled_now, save_exchange, set_rep
 from bot.memory.stores.followups import CheckinSettings, Due
 from bot.memory.stores.memories import MemoryStore
 from bot.memory.stores.settings import sharing
-from bot.memory.text import content_words, same_word_stem
+from bot.memory.text import content_words, same_word_inflected, same_word_stem
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,7 @@ class Checkin:
     person: str
     due: Due
     place: str
+    offset: timedelta = timedelta(0)  # the person's time zone, from UTC, now
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +112,7 @@ def asked_about(reply: str, event: str) -> bool:
         return False
     named = content_words(event)
     said = content_words(reply)
-    return any(a == b or same_word_stem(a, b) for a in named for b in said)
+    return any(same_word_inflected(a, b) or same_word_stem(a, b) for a in named for b in said)
 
 
 def learned_offset(times: Sequence[datetime]) -> timedelta | None:
@@ -291,36 +292,41 @@ class Followups:
             offset = await self._offset(person, settings)
             if offset is None or not DAY_HOURS[0] <= (now + offset).hour < DAY_HOURS[1]:
                 continue
-            if not await self._room(None, person, now):
+            if not await self._room(None, person, now, offset):
                 continue
             since = now - timedelta(days=ctx.settings.followup_window_days)
             # A direct message is the person's alone: what they told in any place may be asked there.
             for d in await store.due(ctx.db, person, now=now, since=since, story_id="", place=None, share=True):
                 if d.created_at <= d.event_at - MIN_NOTICE:
-                    found.append(Checkin(person, d, last[1]))
+                    found.append(Checkin(person, d, last[1], offset))
                     break
         return found
 
-    async def _room(self, conn: Connection | None, person: str, now: datetime) -> bool:
+    async def _room(self, conn: Connection | None, person: str, now: datetime, offset: timedelta) -> bool:
+        """Whether the person had fewer than CHECKINS_PER_DAY today (their day, in their time
+        zone) and CHECKINS_PER_WEEK in the last seven days."""
         db = self._ctx.db
+        local = now + offset
+        midnight = local.replace(hour=0, minute=0, second=0, microsecond=0) - offset
         return (
-            await store.checkins_since(conn, db, person, now - timedelta(days=1)) < CHECKINS_PER_DAY
+            await store.checkins_since(conn, db, person, midnight) < CHECKINS_PER_DAY
             and await store.checkins_since(conn, db, person, now - timedelta(days=7)) < CHECKINS_PER_WEEK
         )
 
     async def claim(self, checkin: Checkin) -> bool:
         """This process takes the check-in; False when another process did, or the person's
         room for check-ins was taken meanwhile. Every check is made again in the claim's
-        transaction: processes sharing the database take turns at writing."""
+        transaction: processes sharing the database take turns at writing. A claim older than
+        CLAIM_SECONDS was left by a process that stopped before sending: it is taken over."""
         ctx = self._ctx
         now = ctx.clock()
         async with ctx.db.write() as conn:
-            if not await self._room(conn, checkin.person, now):
+            stale = now - timedelta(seconds=CLAIM_SECONDS)
+            if await store.take_over(conn, checkin.person, checkin.due.memory_id, process=self.process, now=now, stale_before=stale):
+                return True  # a process stopped before sending it: its claim, not a new check-in
+            if not await self._room(conn, checkin.person, now, checkin.offset):
                 return False
-            return await store.claim(
-                conn, checkin.person, checkin.due, process=self.process, now=now,
-                stale_before=now - timedelta(seconds=CLAIM_SECONDS),
-            )  # fmt: skip
+            return await store.claim(conn, checkin.person, checkin.due, process=self.process, now=now)
 
     async def write_checkin(self, checkin: Checkin, *, story_id: str, user_name: str) -> tuple[int, str] | None:
         """The check-in's text, written by the model in the character's voice and the current

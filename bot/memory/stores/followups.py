@@ -213,12 +213,11 @@ async def take_notice(db: Database, person: str) -> str | None:
     if row is None or row[0] is None:
         return None
     async with db.write() as conn:
-        row = await fetch_one(
-            conn,
-            "UPDATE checkin_settings SET notice = NULL WHERE user_id = ? AND notice IS NOT NULL RETURNING notice",
-            (person,),
-        )
-    return str(row[0]) if row is not None else None
+        row = await fetch_one(conn, "SELECT notice FROM checkin_settings WHERE user_id = ?", (person,))
+        if row is None or row[0] is None:
+            return None  # said by another turn meanwhile
+        await conn.execute("UPDATE checkin_settings SET notice = NULL WHERE user_id = ?", (person,))
+    return str(row[0])
 
 
 async def checkin_people(db: Database) -> list[str]:
@@ -236,12 +235,9 @@ async def checkins_since(conn: Connection | None, db: Database, person: str, sin
     return int(row[0]) if row is not None else 0
 
 
-async def claim(
-    conn: Connection, person: str, d: Due, *, process: str, now: datetime, stale_before: datetime
-) -> bool:
-    """This process claims the check-in on this memory; False when another holds it or it was
-    followed up. A claim left by a process that stopped before sending (older than
-    `stale_before`) is taken over."""
+async def claim(conn: Connection, person: str, d: Due, *, process: str, now: datetime) -> bool:
+    """This process claims the check-in on this memory; False when it was followed up or
+    another process holds it."""
     row = await fetch_one(
         conn,
         "INSERT INTO followups (user_id, memory_id, text, content_hash, event_at, story_id, state, claimed_by, "
@@ -249,13 +245,19 @@ async def claim(
         "ON CONFLICT (user_id, memory_id) DO NOTHING RETURNING memory_id",
         (person, d.memory_id, d.text, d.content_hash, to_db(d.event_at), process, to_db(now), to_db(now)),
     )
-    if row is not None:
-        return True
+    return row is not None
+
+
+async def take_over(
+    conn: Connection, person: str, memory_id: int, *, process: str, now: datetime, stale_before: datetime
+) -> bool:
+    """A claim left by a process that stopped before sending (older than `stale_before`) is
+    this process's now."""
     row = await fetch_one(
         conn,
         "UPDATE followups SET claimed_by = ?, updated_at = ? WHERE user_id = ? AND memory_id = ? "
         "AND state = 'claimed' AND updated_at < ? RETURNING memory_id",
-        (process, to_db(now), person, d.memory_id, to_db(stale_before)),
+        (process, to_db(now), person, memory_id, to_db(stale_before)),
     )
     return row is not None
 
