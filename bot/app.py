@@ -24,7 +24,7 @@ from bot.clients.llm import LLMClient
 from bot.clients.storage import Database
 from bot.clients.tasks import quiet_when_cancelled
 from bot.config import Settings, WebSettings
-from bot.errors import EmbeddingError, StartupError
+from bot.errors import EmbeddingError, LLMError, StartupError
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -69,6 +69,18 @@ async def _warm_up(embedder: Embedder) -> None:
         log.warning("the embedder did not answer at start-up; memory runs lexically until it does: %s", exc)
 
 
+async def _describe(llm: LLMClient, model: str) -> None:
+    """What the server says of its context and kind (turns fit their prompts in it); a server
+    that does not say leaves LLM_CONTEXT_TOKENS in force."""
+    try:
+        server = await llm.describe(model)
+    except LLMError as exc:
+        log.warning("the LLM server did not say its context; LLM_CONTEXT_TOKENS stands in: %s", exc)
+        return
+    said = f"{server.context_tokens:,} tokens" if server.context_tokens else "not said (LLM_CONTEXT_TOKENS stands in)"
+    log.info("LLM server: %s, context per request %s", server.kind, said)
+
+
 async def _start_web(settings: WebSettings, engine: Engine, health: Health, metrics: Metrics) -> WebServer:
     # Imported here so that a bot without the page never loads aiohttp's server or jinja2.
     from bot.web.server import WebServer, make_app
@@ -108,6 +120,7 @@ async def open_services(settings: Settings, *, check_llm: bool = True, web_page:
         api_key=llm_settings.api_key,
         timeout=llm_settings.timeout_seconds,
         context_tokens=llm_settings.context_tokens,
+        keep_alive=llm_settings.keep_alive,
     )
     try:
         # Before the database is created: a wrong URL or model leaves nothing behind.
@@ -115,6 +128,7 @@ async def open_services(settings: Settings, *, check_llm: bool = True, web_page:
             await llm.check(llm_settings.model)
             if llm_settings.reflection_model != llm_settings.model:
                 await llm.check(llm_settings.reflection_model)
+            await _describe(llm, llm_settings.model)
         db = await open_database(storage.database_url or storage.database_path)
     except BaseException:
         await http.aclose()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ DEFAULT_LLM_BASE_URLS: dict[str, str] = {
     "ollama": "http://localhost:11434",
     "openai": "https://api.openai.com",
 }
+# Ollama's keep_alive: a Go duration of one unit, or seconds.
+_DURATION = re.compile(r"-?\d+(\.\d+)?(ms|s|m|h)?")
 # A token anyone could guess would leave users' memories one try away.
 MIN_WEB_TOKEN_CHARS = 16
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -138,14 +141,26 @@ class Settings(BaseSettings):
     )
     llm_context_tokens: int = Field(
         8192,
-        ge=2048,
+        ge=512,
         le=1_048_576,
         description=(
-            "Context window asked of Ollama for each call (its num_ctx option). Ollama's own "
-            "default is small and it silently drops the start of a longer prompt, where the "
-            "persona and rules are. The prompt holds the persona, rules, 24 memories, the story "
-            "and recent messages: 8192 fits them with room to answer. Ignored by LLM_API=openai, "
-            "whose servers set the context themselves."
+            "Context window, in tokens. Sent to Ollama with every call as its num_ctx option, the "
+            "same on every call (a change reloads the model): Ollama's own default is small and it "
+            "silently drops the start of a longer prompt, where the persona and rules are. The "
+            "prompt holds the persona, rules, 24 memories, the story and recent messages: 8192 fits "
+            "them with room to answer. An OpenAI-compatible server is not told: the bot reads its "
+            "context (llama.cpp /props, vLLM max_model_len) and uses this value only when the server "
+            "does not say. A turn fits its prompt into the context (the oldest history, then the "
+            "weakest memories, are left out, and /why says so)."
+        ),
+    )
+    llm_keep_alive: str = Field(
+        "30m",
+        description=(
+            "How long Ollama keeps the model loaded after a call (its keep_alive, sent with every "
+            "call): 30m keeps it through a conversation's pauses, where Ollama's own 5m default "
+            "makes the next person wait for a reload. A duration such as 10m, 2h, a number of "
+            "seconds, -1 (forever) or 0 (unload at once). Ignored by LLM_API=openai."
         ),
     )
     llm_timeout_seconds: float = Field(
@@ -632,6 +647,14 @@ class Settings(BaseSettings):
                 raise ValueError(f"{value!r} names no host, such as http://localhost:11434")
         return value.strip() if value else value
 
+    @field_validator("llm_keep_alive")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        value = value.strip()
+        if not _DURATION.fullmatch(value):
+            raise ValueError(f"expected a duration such as 30m, 2h, 90s, a number of seconds, -1 (forever) or 0; got {value!r}")
+        return value
+
     @field_validator("database_path")
     @classmethod
     def _database_file(cls, value: Path) -> Path:
@@ -736,6 +759,7 @@ class Settings(BaseSettings):
             series_max_slots=self.series_max_slots,
             consolidation_interval_seconds=self.consolidation_interval_seconds,
             consolidation_series_per_run=self.consolidation_series_per_run,
+            context_tokens=self.llm_context_tokens,
             followups=self.followups,
             followup_window_days=self.followup_window_days,
             followup_turns=self.followup_turns,
@@ -753,6 +777,7 @@ class Settings(BaseSettings):
             timeout_seconds=self.llm_timeout_seconds,
             # Only Ollama is told its context size (num_ctx); other servers keep their own.
             context_tokens=self.llm_context_tokens if self.llm_api == "ollama" else None,
+            keep_alive=self.llm_keep_alive if self.llm_api == "ollama" else None,
         )
 
     @property
@@ -820,6 +845,8 @@ class EngineSettings:
     series_max_slots: int = 3
     consolidation_interval_seconds: float = 3600.0
     consolidation_series_per_run: int = 4
+    # LLM_CONTEXT_TOKENS: the context assumed of a server that does not say its own.
+    context_tokens: int = 8192
     followups: bool = True
     followup_window_days: float = 14.0
     followup_turns: int = 3
@@ -835,6 +862,7 @@ class LLMSettings:
     api_key: str | None
     timeout_seconds: float
     context_tokens: int | None
+    keep_alive: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ one report would be spread over files that nothing else uses.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
@@ -25,16 +24,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from pydantic import ValidationError
 
 from bot.characters.cast import Cast, load_cast
+from bot.characters.character import render_character_prompt
+from bot.characters.macros import TurnValues
 from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations, schema_version
 from bot.clients.embeddings import make_embedder
 from bot.clients.llm import LLMClient
 from bot.config import Settings, StorageSettings, load_settings
-from bot.errors import CharacterError, ConfigError, EmbeddingError, LLMError, ModelNotFound
+from bot.engine.fitting import TokenRate, answer_room
+from bot.engine.prompting import ChannelLine, build_reply_messages
+from bot.errors import CharacterError, ConfigError, EmbeddingError, LLMError, ModelNotFound, ReflectionParseError
+from bot.memory.choice import DEFAULT_LIMIT
+from bot.memory.model import Memory, utcnow
 from bot.memory.read.recall import SEMANTIC_THRESHOLDS, threshold_for
-from bot.memory.write.reflection import Reflection, reflection_json_schema
+from bot.memory.story.plans import render_story_context
+from bot.memory.story.state import parse_state_specs, state_values
+from bot.memory.write.reflection import parse_reflection, reflection_json_schema
 
 # Under this much free space a backup, a VACUUM or a busy week of writes can fill the disk.
 MIN_FREE_BYTES = 200_000_000
@@ -226,10 +232,26 @@ REFLECTION_PROBE = [
 ]
 
 
-async def check_llm(settings: Settings, http: httpx.AsyncClient) -> list[Finding]:
+# A typical prompt's parts, to size the context a full one needs: a memory as the reflection
+# writes them, and the channel's lines, a person's and the character's in turn.
+SAMPLE_MEMORY = "The user has two cats, Miso and Tofu, and feeds them before leaving for work."
+SAMPLE_LINES = (
+    "I finally finished the shelves in the living room, it took all weekend!",
+    "All weekend? Then they deserve a place of honour. What goes on them first, books or the "
+    "plants you keep promising to repot? I want a picture once they are filled.",
+)
+
+
+async def check_llm(settings: Settings, http: httpx.AsyncClient, cast: Cast | None = None) -> list[Finding]:
     s = settings.llm
     llm = LLMClient(
-        http, api=s.api, base_url=s.base_url, api_key=s.api_key, timeout=LLM_SECONDS, context_tokens=s.context_tokens
+        http,
+        api=s.api,
+        base_url=s.base_url,
+        api_key=s.api_key,
+        timeout=LLM_SECONDS,
+        context_tokens=s.context_tokens,
+        keep_alive=s.keep_alive,
     )
     found: list[Finding] = []
     usable: set[str] = set()
@@ -265,20 +287,25 @@ async def check_llm(settings: Settings, http: httpx.AsyncClient) -> list[Finding
             found.append(
                 _bad("LLM streaming", _first_line(exc), "use a server that streams, or STREAM_REPLIES=false")
             )
-        found.append(await _check_context(llm, s.model, settings.llm_context_tokens if s.api == "ollama" else None))
+        found.append(await _check_context(llm, settings, cast or load_cast(None, None)))
     if s.reflection_model in usable:
         found.append(await _check_json(llm, s.reflection_model))
+    if usable:
+        found.append(_server_settings(llm))
     return found
 
 
 async def _check_json(llm: LLMClient, model: str) -> Finding:
+    """The reflection's call, read as the bot reads it: a server that ignores structured output
+    answers prose, which nothing can be read from; an item the model filled wrongly (a number
+    out of its range) is dropped alone, as the bot would drop it."""
     try:
         reply = await llm.chat(REFLECTION_PROBE, model=model, json_schema=reflection_json_schema())
     except LLMError as exc:
         return _bad("LLM JSON", _first_line(exc), "see the server's log")
     try:
-        Reflection.model_validate(json.loads(reply.text))
-    except (ValueError, ValidationError):
+        parsed = parse_reflection(reply.text)
+    except ReflectionParseError:
         return _bad(
             "LLM JSON",
             f"asked for JSON following the reflection's schema, {model!r} answered {reply.text[:80]!r}",
@@ -286,23 +313,111 @@ async def _check_json(llm: LLMClient, model: str) -> Finding:
             "with response_format json_schema (llama.cpp's server, vLLM), or set REFLECTION_MODEL to a model "
             "that follows it; without it no memory is written",
         )
-    return _good("LLM JSON", f"{model!r} answers the reflection's schema")
+    dropped = f"; {len(parsed.problems)} item(s) the model filled wrongly would be dropped" if parsed.problems else ""
+    return _good("LLM JSON", f"{model!r} answers the reflection's schema{dropped}")
 
 
-async def _check_context(llm: LLMClient, model: str, asked: int | None) -> Finding:
+async def _check_context(llm: LLMClient, settings: Settings, cast: Cast) -> Finding:
+    """The context the server gives one request, read where it says it (llama.cpp /props, Ollama
+    /api/show, vLLM /v1/models; otherwise LLM_CONTEXT_TOKENS), against what the bot's prompts
+    take: the smallest (the character and a message) and a full one (the 24 memories, the
+    recent lines), each with room for the answer."""
+    model, asked = settings.llm_model, settings.llm_context_tokens
     try:
-        size = await llm.context_size(model)
+        server = await llm.describe(model)
     except LLMError as exc:
         return _bad("LLM context", _first_line(exc), "see the server's log")
-    if size is None:
-        return _good("LLM context", "the server does not report it" + (f"; {asked} tokens asked" if asked else ""))
-    if asked is not None and asked > size:
+    said = server.context_tokens
+    if llm.api == "ollama":
+        if said is not None and asked > said:
+            return _bad(
+                "LLM context",
+                f"LLM_CONTEXT_TOKENS={asked}, but {model!r} handles {said} tokens",
+                f"set LLM_CONTEXT_TOKENS={said} or less",
+            )
+        context, source = asked, "asked of Ollama (LLM_CONTEXT_TOKENS)"
+    elif said is not None:
+        context, source = said, f"said by {server.kind}" + (", per slot" if server.kind == "llama.cpp" else "")
+    else:
+        context, source = asked, "the server does not report it: LLM_CONTEXT_TOKENS assumed"
+    smallest, full, counted = await _prompt_sizes(llm, settings, cast)
+    about = "" if counted else "about "
+    room = answer_room(context)
+    raise_it = (
+        "start the server with a larger context (llama.cpp -c {n} with -np 1, vLLM --max-model-len {n})"
+        if llm.api == "openai"
+        else "set LLM_CONTEXT_TOKENS={n} (a model that handles it)"
+    )
+    if smallest + room > context:
         return _bad(
             "LLM context",
-            f"LLM_CONTEXT_TOKENS={asked}, but {model!r} handles {size} tokens",
-            f"set LLM_CONTEXT_TOKENS={size} or less",
+            f"{context:,} tokens ({source}): too small for even the smallest prompt, the character and a "
+            f"message ({about}{smallest:,} tokens, and {room:,} to answer): no message will be answered",
+            raise_it.format(n=_round_up(full + answer_room(full * 2))),
         )
-    return _good("LLM context", f"{size} tokens" + (f", {asked} asked" if asked else ""))
+    if full + room > context:
+        return _bad(
+            "LLM context",
+            f"{context:,} tokens ({source}): a full prompt ({DEFAULT_LIMIT} memories, {settings.history_messages} "
+            f"recent lines) takes {about}{full:,} tokens and {room:,} to answer: older lines and the weakest "
+            "memories will be left out of each prompt",
+            raise_it.format(n=_round_up(full + answer_room(full * 2))),
+        )
+    return _good("LLM context", f"{context:,} tokens ({source}); a full prompt takes {about}{full:,}")
+
+
+def _round_up(tokens: int) -> int:
+    return -(-tokens // 1024) * 1024
+
+
+async def _prompt_sizes(llm: LLMClient, settings: Settings, cast: Cast) -> tuple[int, int, bool]:
+    """Tokens of the largest character's smallest and full prompts, and whether the server
+    counted them (llama.cpp), rather than estimated at the bot's default rate."""
+    now = utcnow()
+    memories = [
+        Memory(id=i, user_id="doctor", text=SAMPLE_MEMORY, type="fact", scope="global", pinned=False,
+               confidence=1.0, created_at=now, updated_at=now)
+        for i in range(DEFAULT_LIMIT)
+    ]
+    lines = [
+        ChannelLine("Alice", SAMPLE_LINES[i % 2], from_bot=bool(i % 2)) for i in range(settings.history_messages)
+    ]
+    sizes: list[tuple[int, int, bool]] = []
+    for character in cast.characters.values():
+        specs = parse_state_specs(character.state)
+        story = render_story_context([], None, [], state_values(specs, {}), specs)
+        prompts = []
+        for history, chosen in (((), ()), (lines, memories)):
+            prompts.append(
+                build_reply_messages(
+                    character_prompt=render_character_prompt(character, TurnValues(user="Alice", now=now)),
+                    character_name=character.name,
+                    rules=character.rules,
+                    user_name="Alice",
+                    memories=chosen,
+                    story_context=story,
+                    history=history,
+                    message=SAMPLE_LINES[0],
+                )
+            )
+        counted = [await llm.count_tokens(p) for p in prompts]
+        if all(c is not None for c in counted):
+            sizes.append((counted[0] or 0, counted[1] or 0, True))
+        else:
+            sizes.append((TokenRate().tokens(prompts[0]), TokenRate().tokens(prompts[1]), False))
+    return max(sizes)
+
+
+def _server_settings(llm: LLMClient) -> Finding:
+    """What the bot tells the server with every call (docs/llm-servers.md)."""
+    if llm.api == "ollama":
+        told = f"keep_alive {llm.keep_alive} (LLM_KEEP_ALIVE), num_ctx {llm.context_tokens} on every call"
+    else:
+        kind = llm.server.kind if llm.server is not None else "OpenAI-compatible"
+        told = f"{kind}: a prompt_cache_key per conversation (salted hash)"
+        if kind == "llama.cpp":
+            told += ", cache_prompt"
+    return _good("LLM server settings", told)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -469,7 +584,7 @@ async def diagnose(settings: Settings) -> list[Finding]:
             database = asyncio.to_thread(lambda: check_sqlite(storage.database_path) + check_backups(storage))
         groups = await asyncio.gather(
             _bounded("database", database),
-            _bounded("LLM", check_llm(settings, http)),
+            _bounded("LLM", check_llm(settings, http, cast)),
             _bounded("embedder", check_embedder(settings, http)),
             _bounded("Discord", check_discord(settings, cast, http)),
         )

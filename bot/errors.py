@@ -79,6 +79,20 @@ class LLMBadResponse(LLMError):
         self.status = status
 
 
+class LLMContextExceeded(LLMBadResponse):
+    """The server refused the prompt as longer than its context (llama.cpp's "exceeds the
+    available context size", vLLM's and OpenAI's "maximum context length"): a retry of the same
+    prompt can never work. `prompt_tokens` and `context_tokens` are the server's counts when it
+    gave them."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, prompt_tokens: int | None = None, context_tokens: int | None = None
+    ) -> None:
+        super().__init__(message, status=status)
+        self.prompt_tokens = prompt_tokens
+        self.context_tokens = context_tokens
+
+
 class LLMTooLarge(LLMBadResponse):
     """The answer went past MAX_RESPONSE_BYTES: the same prompt would loop the same way again."""
 

@@ -47,16 +47,19 @@ def bundled_character() -> Character:
     return copy.deepcopy(_bundled_character())
 
 
-def settings_for(llm_server: FakeLLMServer, tmp_path: Path, **settings: Any) -> Settings:
-    """Settings pointing at the scripted LLM, read from nothing but the arguments."""
-    values: dict[str, Any] = {"llm_base_url": llm_server.url, "llm_model": FAKE_MODEL, "database_path": tmp_path / "x.db"}
+def settings_for(llm_server: FakeLLMServer | None, tmp_path: Path, **settings: Any) -> Settings:
+    """Settings pointing at the scripted LLM (or at the server `settings` name), read from
+    nothing but the arguments."""
+    values: dict[str, Any] = {"llm_model": FAKE_MODEL, "database_path": tmp_path / "x.db"}
+    if llm_server is not None:
+        values["llm_base_url"] = llm_server.url
     return load_settings(_env_file=None, **(values | settings))
 
 
 def make_engine(
     db: Database,
     http: httpx.AsyncClient,
-    llm_server: FakeLLMServer,
+    llm_server: FakeLLMServer | None,
     tmp_path: Path,
     *,
     embedder: Embedder | None = None,
@@ -68,7 +71,7 @@ def make_engine(
     **settings: Any,
 ) -> Engine:
     config = settings_for(llm_server, tmp_path, **settings)
-    llm = llm or LLMClient(http, api="ollama", base_url=llm_server.url)
+    llm = llm or LLMClient(http, api="ollama", base_url=config.llm_base_url)
     extra: dict[str, Any] = {"clock": clock} if clock is not None else {}
     if cast is not None:
         extra["cast"] = cast

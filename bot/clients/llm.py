@@ -18,9 +18,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -28,7 +30,16 @@ import httpx
 from bot.clients.kinds import Api
 from bot.clients.llm_wire import ChatReply, Thinking, TokenUsage, request_body, strip_thinking, token_usage
 from bot.clients.values import storable
-from bot.errors import LLMBadResponse, LLMError, LLMStreamCut, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
+from bot.errors import (
+    LLMBadResponse,
+    LLMContextExceeded,
+    LLMError,
+    LLMStreamCut,
+    LLMTimeout,
+    LLMTooLarge,
+    LLMUnavailable,
+    ModelNotFound,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +57,31 @@ MAX_RESPONSE_BYTES = 2_000_000
 # cutting it early spares the wait up to MAX_RESPONSE_BYTES or the timeout.
 MAX_THINKING_CHARS = 250_000
 _ENCODING_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+# How servers word a prompt longer than their context: llama.cpp ("request (2031 tokens) exceeds
+# the available context size (1024 tokens)", type exceed_context_size_error), vLLM and OpenAI
+# ("This model's maximum context length is 2048 tokens. However, you requested 2100 tokens",
+# code context_length_exceeded), LM Studio ("… greater than the context length").
+_CONTEXT_EXCEEDED = re.compile(
+    r"exceeds? the available context size|maximum context length|context[_ ]length[_ ]exceeded|"
+    r"greater than the context length|exceed_context_size",
+    re.IGNORECASE,
+)
+_CONTEXT_FIGURES = re.compile(
+    r"maximum context length is (?P<context>\d+) tokens.*?(?:requested|resulted in) (?P<prompt>\d+) tokens", re.IGNORECASE | re.DOTALL
+)
+_LLAMA_FIGURES = re.compile(r"request \((?P<prompt>\d+) tokens\).*?context size \((?P<context>\d+) tokens\)", re.IGNORECASE)
+
+ServerKind = Literal["ollama", "llama.cpp", "vllm", "openai-compatible"]
 
 
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """What the server says of itself: its kind, and the context one request may fill (llama.cpp:
+    one slot's, `n_ctx` at /props; Ollama: the model's `context_length`; vLLM: `max_model_len`),
+    None when it does not say."""
 
+    kind: ServerKind
+    context_tokens: int | None
 
 
 # Receives the visible text so far, each time it grows; it must return quickly (the stream
@@ -102,6 +135,15 @@ def _same_model(wanted: str, listed: str) -> bool:
     return tagged(wanted) == tagged(listed)
 
 
+def _count_of(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _first_size(values: Sequence[Any]) -> int | None:
+    sizes = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    return sizes[0] if sizes else None
+
+
 class LLMClient:
     def __init__(
         self,
@@ -112,6 +154,7 @@ class LLMClient:
         api_key: str | None = None,
         timeout: float = 120.0,
         context_tokens: int | None = None,
+        keep_alive: str | None = None,
     ) -> None:
         if api not in ("ollama", "openai"):
             raise ValueError(f"api must be 'ollama' or 'openai', not {api!r}")
@@ -122,6 +165,11 @@ class LLMClient:
         # Ollama's default context is small and it drops the START of a longer prompt (the
         # persona and the rules) without a word: the context size is asked for explicitly.
         self.context_tokens = context_tokens
+        # Ollama unloads an idle model after 5 minutes by default: the next person waits for
+        # the reload. Sent with every call, so the server keeps it loaded through the pauses.
+        self.keep_alive = keep_alive
+        # What `describe` found; llama.cpp is then asked to keep the prompt it read (cache_prompt).
+        self.server: ServerInfo | None = None
         root = base_url.strip().rstrip("/")
         # OpenAI SDKs are configured with the /v1 prefix, raw HTTP docs without: accept both.
         if api == "openai" and root.endswith("/v1"):
@@ -137,21 +185,19 @@ class LLMClient:
         json_schema: dict[str, Any] | None = None,
         temperature: float | None = None,
         timeout: float | None = None,
+        cache_key: str | None = None,
     ) -> ChatReply:
         """The assistant's text and the tokens counted; with `json_schema`, the server is asked
-        for JSON following it.
+        for JSON following it. `cache_key`: the conversation's key (`prompt_cache_key`).
 
         `messages` are `{"role": "system" | "user" | "assistant", "content": str}`, as the prompt
         builders return them.
         """
-        path, body = request_body(
-            self.api, messages, model=model, json_schema=json_schema, temperature=temperature, stream=False,
-            context_tokens=self.context_tokens,
-        )
+        path, body = self._body(messages, model, json_schema, temperature, stream=False, cache_key=cache_key)
         started = time.perf_counter()
         if timeout is None:
             timeout = self.timeout
-        response = await self._send("POST", path, body, timeout)
+        response = await self._send("POST", path, body, timeout, self._session(cache_key))
         if response.status_code == 404:
             self._raise_if_model_missing(response, model)
         self._raise_for_status(response, path)
@@ -185,6 +231,7 @@ class LLMClient:
         on_text: OnText,
         temperature: float | None = None,
         timeout: float | None = None,
+        cache_key: str | None = None,
     ) -> ChatReply:
         """The assistant's answer, streamed: `on_text` sees the visible text as it grows.
 
@@ -192,10 +239,7 @@ class LLMClient:
         A failure before any text raises the `LLMError` `chat` would; after some text, an
         `LLMStreamCut` holding it.
         """
-        path, body = request_body(
-            self.api, messages, model=model, json_schema=None, temperature=temperature, stream=True,
-            context_tokens=self.context_tokens,
-        )
+        path, body = self._body(messages, model, None, temperature, stream=True, cache_key=cache_key)
         if timeout is None:
             timeout = self.timeout
         started = time.perf_counter()
@@ -204,7 +248,7 @@ class LLMClient:
         usage = TokenUsage(None, None)
         stop: str | None = None
         try:
-            async with self._exchange("POST", path, body, timeout) as response:
+            async with self._exchange("POST", path, body, timeout, self._session(cache_key)) as response:
                 if response.status_code >= 400:
                     failed = await self._complete(response, path)
                     if failed.status_code == 404:
@@ -279,53 +323,122 @@ class LLMClient:
             listed = [str(n) for n in names]
             raise ModelNotFound(self._missing_model_message(model, listed=listed), model=model)
 
+    async def describe(self, model: str) -> ServerInfo:
+        """What the server says of itself and of `model`'s context: Ollama's `/api/show`
+        (`<architecture>.context_length`); llama.cpp's `/props` (`n_ctx`, one slot's); an
+        OpenAI-compatible model list's `max_model_len` (vLLM), `context_length` or `meta.n_ctx`
+        (llama.cpp). Remembered in `server`. Raises an `LLMError` when the server fails."""
+        if self.api == "ollama":
+            info = ServerInfo("ollama", await self._ollama_context(model))
+        else:
+            info = await self._openai_server(model)
+        self.server = info
+        return info
+
     async def context_size(self, model: str) -> int | None:
-        """The context, in tokens, the server says `model` handles: Ollama's `/api/show`
-        (`<architecture>.context_length`), or an OpenAI-compatible model list's `max_model_len`
-        (vLLM) or `context_length`; None when the server does not say."""
-        if self.api == "ollama":
-            path, body, method = "/api/show", {"model": model}, "POST"
-        else:
-            path, body, method = "/v1/models", None, "GET"
-        response = await self._send(method, path, body, min(self.timeout, CHECK_TIMEOUT))
+        """The context, in tokens, one request to `model` may fill; None when the server does
+        not say."""
+        return (await self.describe(model)).context_tokens
+
+    async def _ollama_context(self, model: str) -> int | None:
+        response = await self._send("POST", "/api/show", {"model": model}, min(self.timeout, CHECK_TIMEOUT))
         if response.status_code == 404:
-            if self.api == "ollama":
-                self._raise_if_model_missing(response, model)
+            self._raise_if_model_missing(response, model)
             return None
-        self._raise_for_status(response, path)
-        data = self._json(response, path)
-        if self.api == "ollama":
-            info = data.get("model_info")
-            found = [v for k, v in info.items() if k.endswith(".context_length")] if isinstance(info, dict) else []
-        else:
-            listed = data.get("data")
-            entries = listed if isinstance(listed, list) else []
-            found = [
-                entry.get(key)
-                for entry in entries
-                if isinstance(entry, dict) and _same_model(model, str(entry.get("id")))
-                for key in ("max_model_len", "context_length")
-            ]
-        sizes = [v for v in found if isinstance(v, int) and not isinstance(v, bool) and v > 0]
-        return sizes[0] if sizes else None
+        self._raise_for_status(response, "/api/show")
+        info = self._json(response, "/api/show").get("model_info")
+        found = [v for k, v in info.items() if k.endswith(".context_length")] if isinstance(info, dict) else []
+        return _first_size(found)
+
+    async def _openai_server(self, model: str) -> ServerInfo:
+        timeout = min(self.timeout, CHECK_TIMEOUT)
+        props = await self._send("GET", "/props", None, timeout)
+        if props.status_code == 200:
+            with contextlib.suppress(ValueError):
+                data = props.json()
+                settings = data.get("default_generation_settings") if isinstance(data, dict) else None
+                if isinstance(settings, dict) and "n_ctx" in settings:
+                    return ServerInfo("llama.cpp", _first_size([settings.get("n_ctx")]))
+        response = await self._send("GET", "/v1/models", None, timeout)
+        if response.status_code == 404:
+            return ServerInfo("openai-compatible", None)
+        self._raise_for_status(response, "/v1/models")
+        listed = self._json(response, "/v1/models").get("data")
+        entries = [
+            entry for entry in (listed if isinstance(listed, list) else [])
+            if isinstance(entry, dict) and _same_model(model, str(entry.get("id")))
+        ]
+        vllm = _first_size([entry.get("max_model_len") for entry in entries])
+        if vllm is not None:
+            return ServerInfo("vllm", vllm)
+        meta = [entry.get("meta") for entry in entries]
+        found = [entry.get("context_length") for entry in entries]
+        found += [m.get("n_ctx") for m in meta if isinstance(m, dict)]
+        return ServerInfo("openai-compatible", _first_size(found))
+
+    async def count_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int | None:
+        """The prompt's tokens as the server's own template and tokenizer count them, where it
+        can say before a chat (llama.cpp: /apply-template, then /tokenize); None elsewhere."""
+        if self.server is None or self.server.kind != "llama.cpp":
+            return None
+        timeout = min(self.timeout, CHECK_TIMEOUT)
+        wire = [{"role": m["role"], "content": m["content"]} for m in messages]
+        templated = await self._send("POST", "/apply-template", {"messages": wire}, timeout)
+        if templated.status_code != 200:
+            return None
+        prompt = self._json(templated, "/apply-template").get("prompt")
+        if not isinstance(prompt, str):
+            return None
+        counted = await self._send("POST", "/tokenize", {"content": prompt}, timeout)
+        tokens = self._json(counted, "/tokenize").get("tokens") if counted.status_code == 200 else None
+        return len(tokens) if isinstance(tokens, list) else None
+
+    def _body(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        model: str,
+        json_schema: dict[str, Any] | None,
+        temperature: float | None,
+        *,
+        stream: bool,
+        cache_key: str | None,
+    ) -> tuple[str, dict[str, Any]]:
+        return request_body(
+            self.api,
+            messages,
+            model=model,
+            json_schema=json_schema,
+            temperature=temperature,
+            stream=stream,
+            context_tokens=self.context_tokens,
+            keep_alive=self.keep_alive,
+            cache_prompt=self.server is not None and self.server.kind == "llama.cpp",
+            cache_key=cache_key if self.api == "openai" else None,
+        )
 
     # -- transport -------------------------------------------------------------------------
 
     def _url(self, path: str) -> str:
         return _without_credentials(self._root + path)
 
+    def _session(self, cache_key: str | None) -> dict[str, str]:
+        """The conversation's key as a header too: routers pin a session to one server by it
+        (LiteLLM's proxy reads `x-<vendor>-session-id` into its session affinity)."""
+        return {"X-Echo-Session-Id": cache_key} if cache_key is not None and self.api == "openai" else {}
+
     async def _send(
-        self, method: str, path: str, body: dict[str, Any] | None, timeout: float
+        self, method: str, path: str, body: dict[str, Any] | None, timeout: float, headers: dict[str, str] | None = None
     ) -> httpx.Response:
-        async with self._exchange(method, path, body, timeout) as response:
+        async with self._exchange(method, path, body, timeout, headers) as response:
             return await self._complete(response, path)
 
     @contextlib.asynccontextmanager
     async def _exchange(
-        self, method: str, path: str, body: dict[str, Any] | None, timeout: float
+        self, method: str, path: str, body: dict[str, Any] | None, timeout: float, extra: dict[str, str] | None = None
     ) -> AsyncIterator[httpx.Response]:
         """The response as it arrives; transport failures become `LLMError`s."""
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        headers |= extra or {}
         request = self._http.build_request(
             method, self._root + path, json=body, headers=headers, timeout=timeout
         )
@@ -545,6 +658,8 @@ class LLMClient:
         status = response.status_code
         if status < 400:
             return
+        if status in (400, 413) and (exceeded := self._context_exceeded(response)) is not None:
+            raise exceeded
         hint = ""
         if status in (401, 403):
             hint = " Check the API key (LLM_API_KEY)."
@@ -554,6 +669,33 @@ class LLMClient:
             f"The {self._server} at {self._url(path)} answered HTTP {status}: "
             f"{self._error_text(response)}.{hint}",
             status=status,
+        )
+
+    def _context_exceeded(self, response: httpx.Response) -> LLMContextExceeded | None:
+        """The server's refusal of a prompt longer than its context, with its counts, or None."""
+        said = self._error_text(response)
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        error = data.get("error") if isinstance(data, dict) else None
+        fields = error if isinstance(error, dict) else {}
+        kind = " ".join(str(fields.get(k, "")) for k in ("type", "code"))
+        if not (_CONTEXT_EXCEEDED.search(said) or _CONTEXT_EXCEEDED.search(kind)):
+            return None
+        prompt, context = _count_of(fields.get("n_prompt_tokens")), _count_of(fields.get("n_ctx"))
+        figures = _CONTEXT_FIGURES.search(said) or _LLAMA_FIGURES.search(said)
+        if figures is not None:
+            prompt = prompt or int(figures["prompt"])
+            context = context or int(figures["context"])
+        sizes = f" ({prompt:,} tokens for {context:,})" if prompt and context else ""
+        return LLMContextExceeded(
+            f"The {self._server} at {_without_credentials(self._root)} refused a prompt longer than "
+            f"its context{sizes}: {said}. A retry cannot work; raise the server's context (llama.cpp "
+            "-c, vLLM --max-model-len) or LLM_CONTEXT_TOKENS to what it holds.",
+            status=response.status_code,
+            prompt_tokens=prompt,
+            context_tokens=context,
         )
 
     def _json(self, response: httpx.Response, path: str) -> dict[str, Any]:

@@ -117,10 +117,10 @@ class Engine:
         self.report = Report(db)
         # Embeds what reflections and commands write; scheduled by the composition root.
         self.indexer = Indexer(db, embedder) if embedder is not None else None
+        self.calls = ModelCalls(llm, self.metrics, context_tokens=settings.context_tokens)  # the page reads it
         ctx = EngineContext(
             db=db, settings=settings, cast=self.cast, clock=clock, metrics=self.metrics, store=self.store,
-            cache=self.cache, recall=self.recall, tasks=self.tasks, calls=ModelCalls(llm, self.metrics),
-            events=self.events,
+            cache=self.cache, recall=self.recall, tasks=self.tasks, calls=self.calls, events=self.events,
         )
         self._ctx = ctx
         self.state_specs = ctx.specs(self.cast.default_key)

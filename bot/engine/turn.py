@@ -1,10 +1,12 @@
 """One turn: a message in, a reply out, from any front end.
 
-The turn persists the exchange, selects the author's memories, calls the LLM, and only then
-schedules the reflection; a reflection never delays or breaks a reply.
+The turn persists the exchange, selects the author's memories, fits the prompt into the model's
+context (bot/engine/fitting.py), calls the LLM, and only then schedules the reflection; a
+reflection never delays or breaks a reply.
 
-Over 450 lines on purpose, for now: one turn's path, from the message saved to the reply kept,
-reads in one place; the prompt's assembly is the seam where it splits.
+Over 450 lines on purpose: the turn is one sequence (save, select, prompt, fit, answer, keep)
+whose failure paths (storage, erase, the model down, a context too small) each read and record
+the same turn's state; split, every part would be handed the whole turn.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from bot.clients.llm_wire import ChatReply, Image, TokenUsage
 from bot.clients.outage import Outage
 from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
+from bot.engine.fitting import Build, ContextTooSmall, answer_fitted
 from bot.engine.followups import Followup, Followups
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
@@ -63,10 +66,11 @@ from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
 
-# Why a turn has no reply: the model could not be reached, the storage failed (the message could
-# not be kept, so it is not answered), or the person was erased as the turn began. The front ends
-# say it in the person's language (bot/presenting.py, `turn_text`).
-Failure = Literal["model_down", "storage_down", "erased"]
+# Why a turn has no reply: the model could not be reached, the model's context cannot hold even
+# the smallest prompt (writing again cannot help), the storage failed (the message could not be
+# kept, so it is not answered), or the person was erased as the turn began. The front ends say it
+# in the person's language (bot/presenting/answers.py, `turn_text`).
+Failure = Literal["model_down", "context_too_small", "storage_down", "erased"]
 # Asked with a write transaction's connection: whether the person was erased since the turn began.
 Erased = Callable[[Connection], Awaitable[bool]]
 # Stories whose lore clock (timed lore entries) is held in memory; past it the oldest is read
@@ -114,6 +118,8 @@ class TurnResult:
     # The streamed answer broke halfway: `reply` is the part that arrived, `error` why.
     cut: bool = False
     usage: TokenUsage | None = None
+    needed: int = 0  # with "context_too_small": the smallest prompt and its answer, in tokens…
+    context: int = 0  # …and the model's context
 
     @classmethod
     def answered(cls, reply: str, selection: TurnSelection, exchange_id: int, usage: TokenUsage) -> TurnResult:
@@ -195,37 +201,45 @@ class Turns:
         selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
         followup = await self.followups.for_turn(msg.user_id, msg.story_id, msg.place, selection, exchange_id)
         clock = await self._lore_clock(msg, character)
-        messages = self._prompt(msg, text, rules, character, selection, story_block, clock, followup)
+        build, history = self._prompt(msg, text, rules, character, selection, story_block, clock, followup)
         started = time.perf_counter()
-        try:
-            answer, reply, cut = await self._answer(messages, on_text)
-        except LLMError as exc:
-            self.outage.failed("replies fail, messages are kept unanswered: %s", exc)
-            selection.figures = TurnFigures(
-                failed=True, memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started)
+        key = ctx.calls.conversation_key(msg.user_id, msg.story_id)
+        try:  # the prompt fitted into the model's context (bot/engine/fitting.py), and its answer
+            fitted, (answer, reply, cut) = await answer_fitted(
+                build, history, selection.memories, ctx.calls, settings.llm_model,
+                lambda messages: self._answer(messages, on_text, key),
             )
+        except (LLMError, ContextTooSmall) as exc:
+            too_small = exc if isinstance(exc, ContextTooSmall) else None
+            if too_small is None:
+                self.outage.failed("replies fail, messages are kept unanswered: %s", exc)
+            selection.figures = TurnFigures(failed=True, memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started),
+                                            context_tokens=ctx.calls.context_tokens(), context_too_small=too_small is not None)
             ctx.metrics.turns.labels("failed").inc()
             self._record_later(selection, erased)
             with contextlib.suppress(StorageError):  # counted and logged by the database
                 await exchange_failed(ctx.db, msg.user_id, exchange_id, str(exc))
-            return TurnResult.unanswered(str(exc), selection, exchange_id)
+            result = TurnResult.unanswered(str(exc), selection, exchange_id)
+            if too_small is not None:  # kept, unanswered, and said why: writing again cannot help
+                result.failure, result.needed, result.context = "context_too_small", too_small.needed, too_small.context
+            return result
+        for slot in selection.slots:
+            slot.left_out = slot.id in fitted.memories_left_out
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
         if cut is None:
             self.outage.recovered("replies work again after %d failed turn(s)")
         usage = answer.usage if answer is not None else TokenUsage(None, None)
         selection.figures = TurnFigures(
-            memory_ms=_ms(memory_seconds),
-            reply_ms=_ms(time.perf_counter() - started),
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            context_tokens=ctx.calls.llm.context_tokens,
-            context_full=answer is not None and ctx.calls.context_full(answer),
+            memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started),
+            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
+            context_tokens=ctx.calls.context_tokens(), context_full=answer is not None and ctx.calls.context_full(answer),
+            history_left_out=fitted.history_left_out, memories_left_out=len(fitted.memories_left_out),
         )
         ctx.metrics.turns.labels(selection.outcome).inc()
         self._record_later(selection, erased)
         reply = final_reply(reply)
-        await self._keep(msg, exchange_id, reply, messages, erased)
+        await self._keep(msg, exchange_id, reply, fitted.messages, erased)
         await self.followups.carried(msg.user_id, msg.story_id, followup, exchange_id, reply, erased)
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
@@ -267,9 +281,10 @@ class Turns:
         story_block: str,
         clock: LoreClock | None,
         followup: Followup | None = None,
-    ) -> list[dict[str, Any]]:
-        """The messages the model is sent: character, rules, memories, story, lore, the recent
-        lines of the channel and the message. Notes who else spoke and which lore fired."""
+    ) -> tuple[Build, list[ChannelLine]]:
+        """What builds the messages sent (character, rules, memories, story, lore, recent lines,
+        the message) from the lines and memories that fit; the recent lines. Notes who else
+        spoke and which lore fired."""
         settings = self.ctx.settings
         history = bounded_history(
             list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
@@ -303,21 +318,19 @@ class Turns:
                     self._lore_clocks.pop(next(iter(self._lore_clocks)))
                 selection.lore_clock = turn.clock.to_record()
         selection.user_name, selection.story_name = msg.user_name, msg.story_name
-        return build_reply_messages(
-            character_prompt=render_character_prompt(character, values, lore_before=render_lore(lore, "before")),
-            character_name=character.name,
-            rules=[r.text for r in rules],
-            user_name=msg.user_name,
-            memories=selection.memories,
-            story_context=story_block,
-            history=history,
-            message=text,
-            post_history=fill_turn(character.post_history_instructions, values),
-            images=msg.images,
-            lore=lore,
-            depths=at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth),
-            followup=self.followups.note(followup, speaker_name(msg.user_name)),
-        )
+        character_prompt = render_character_prompt(character, values, lore_before=render_lore(lore, "before"))
+        post_history = fill_turn(character.post_history_instructions, values)
+        note = self.followups.note(followup, speaker_name(msg.user_name))
+        depths = at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth)
+
+        def build(lines: Sequence[ChannelLine], memories: Sequence[Memory]) -> list[dict[str, Any]]:
+            return build_reply_messages(
+                character_prompt=character_prompt, character_name=character.name, rules=[r.text for r in rules],
+                user_name=msg.user_name, memories=memories, story_context=story_block, history=lines, message=text,
+                post_history=post_history, images=msg.images, lore=lore, depths=depths, followup=note,
+            )
+
+        return build, history
 
     async def _lore_clock(self, msg: Incoming, character: Character) -> LoreClock | None:
         """The story's clock when the character's lorebook has timed entries: held since its
@@ -334,7 +347,7 @@ class Turns:
         return LoreClock()
 
     async def _answer(
-        self, messages: list[dict[str, Any]], on_text: OnText | None
+        self, messages: list[dict[str, Any]], on_text: OnText | None, key: str
     ) -> tuple[ChatReply | None, str, LLMStreamCut | None]:
         """The model's answer, streamed when `on_text` is given; a stream cut halfway gives what
         arrived and why. Raises LLMError when nothing can be answered."""
@@ -342,11 +355,11 @@ class Turns:
         try:
             if on_text is None:
                 answer = await ctx.calls.chat(
-                    "reply", messages, model=settings.llm_model, timeout=settings.llm_timeout_seconds
+                    "reply", messages, model=settings.llm_model, timeout=settings.llm_timeout_seconds, cache_key=key
                 )
             else:
                 answer = await ctx.calls.stream_reply(
-                    messages, on_text, model=settings.llm_model, timeout=settings.llm_timeout_seconds
+                    messages, on_text, model=settings.llm_model, timeout=settings.llm_timeout_seconds, cache_key=key
                 )
         except LLMStreamCut as exc:
             # What the user already saw is the reply: kept, saved and reflected like any other.

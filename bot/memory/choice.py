@@ -66,6 +66,8 @@ class Slot:
     lexical: bool = False
     # Its series was cut to SERIES_MAX_SLOTS: how many members the selection would have served.
     series: int = 0
+    # Chosen, but left out of the prompt to fit the model's context (bot/engine/fitting.py).
+    left_out: bool = False
 
 
 @dataclass(slots=True)
@@ -80,6 +82,13 @@ class TurnFigures:
     context_tokens: int | None = None
     # The prompt reached the context size: the server dropped its start.
     context_full: bool = False
+    # Of the prompt's tokens, those the server took from its cache (where it says).
+    cached_tokens: int | None = None
+    # Left out of the prompt to fit the context: the oldest lines, the weakest memory slots.
+    history_left_out: int = 0
+    memories_left_out: int = 0
+    # Even the smallest prompt did not fit the context: no reply, the person was told why.
+    context_too_small: bool = False
 
 
 @dataclass(slots=True)
@@ -128,6 +137,7 @@ class TurnSelection:
                         "text": s.text,
                         "lexical": s.lexical,
                         "series": s.series,
+                        "left_out": s.left_out,
                     }
                     for s in self.slots
                 ],

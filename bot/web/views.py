@@ -124,6 +124,35 @@ def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> d
     }
 
 
+def model_figures(engine: Engine) -> dict[str, Any]:
+    """The language model as the bot knows it: its context and where it was read, the last turn
+    that could not fit even its smallest prompt, and each kind of call's prompts since start-up
+    as the server counted them (read, and taken from its cache where it says)."""
+    calls = engine.calls
+    server = calls.llm.server
+    kinds = []
+    for call, totals in sorted(calls.totals.items()):
+        share = totals.reused_tokens / totals.prompt_tokens if totals.cache_counted and totals.prompt_tokens else None
+        kinds.append(
+            {
+                "call": call,
+                "calls": totals.calls,
+                "prompt_tokens": totals.prompt_tokens if totals.counted else None,
+                "read_tokens": totals.read_tokens if totals.counted else None,
+                "reused_tokens": totals.reused_tokens if totals.cache_counted else None,
+                "reused_share": None if share is None else f"{share:.0%}",
+                "read_seconds": f"{totals.read_seconds:.1f} s" if totals.read_seconds else "—",
+            }
+        )
+    return {
+        "server": server.kind if server is not None else calls.llm.api,
+        "context": calls.context_tokens(),
+        "context_source": calls.context_source(),
+        "too_small": calls.too_small,
+        "calls": kinds,
+    }
+
+
 async def overview(engine: Engine, health: Health, key: str | None) -> dict[str, Any]:
     now = engine.clock()
     w = window(key)
@@ -134,6 +163,7 @@ async def overview(engine: Engine, health: Health, key: str | None) -> dict[str,
         "window": w,
         "windows": WINDOWS,
         "checks": await health.checks(),
+        "model": model_figures(engine),
         "figures": turn_figures(entries, now, w),
         "backlog": await report.bot_backlog(),
         "types_chart": charts.hbars("Memories per type", types),

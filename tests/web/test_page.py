@@ -10,6 +10,7 @@ import pytest
 
 from bot.characters.character import load_character
 from bot.web.server import COOKIE, session_value
+from tests.fakes.llm_server import Reply
 from tests.web.conftest import TOKEN, Page, serving
 
 PROTECTED = ["/", "/?window=24h", "/users/alice", "/users/alice/turns/1", "/metrics", "/nowhere"]
@@ -240,6 +241,20 @@ async def test_a_cut_series_and_a_consolidation_show_on_the_page(page: Page):
     assert "Series consolidated (1)" in user.text
     assert "Alice a visité Trieste chaque année de 2016 à 2020." in user.text
     assert "Alice a visité Trieste en 2018." in user.text  # a member, as it was
+
+
+async def test_the_overview_shows_the_models_context_its_cost_per_call_and_a_context_too_small(page: Page):
+    page.llm.replies.append(Reply("Je note.", prompt_tokens=1500, cached_tokens=1200, prompt_ms=300.0))
+    await page.play("Bonjour, je m'appelle Alice.")
+    overview = (await page.get("/")).text
+    card = overview.split("<h2>Language model</h2>", 1)[1].split("</div>", 1)[0]
+    assert "ollama, context 8,192 tokens (num_ctx (LLM_CONTEXT_TOKENS))" in card
+    assert re.search(r"<td>reply</td><td class=\"num\">1</td><td class=\"num\">1,500</td><td class=\"num\">300</td><td class=\"num\">1,200</td><td class=\"num\">80%</td>", card), card
+    assert "context too small" not in card
+    page.llm.context_tokens = 200  # the server refuses longer prompts, as llama.cpp does
+    await page.play("Tu es là ?")
+    card = (await page.get("/")).text.split("<h2>Language model</h2>", 1)[1].split("</div>", 1)[0]
+    assert "context too small" in card and "the model holds 200" in card
 
 
 LORE = """\

@@ -279,7 +279,9 @@ class _Writer:
                 )
 
     def _lexical_rejection(self, text: str) -> str | None:
-        if filters.not_about_user(text, self.ctx.character_name, user_name=self.ctx.user_name):
+        if filters.not_about_user(
+            text, self.ctx.character_name, user_name=self.ctx.user_name, user_message=self.ctx.user_message
+        ):
             return "not_about_user"
         if filters.character_attitude(text, self.ctx.character_name, user_name=self.ctx.user_name):
             return "character_attitude"

@@ -8,7 +8,8 @@ tests (tests/memory/write/test_filters.py, `test_known_false_positive_*`).
 
 `check_candidate` runs them in a fixed order and returns the first rejection:
 1. low_confidence      a number, the cheapest test;
-2. not_about_user      the memory is about the character or the setting;
+2. not_about_user      the memory is the character's own words (first person, or said to the
+                       user), or about the character or the setting;
    about_someone_else  it names another person of a shared channel, not the user;
 3. flipped_negation    an existing memory copied with its negation flipped;
 4. character_attitude  the character's feeling stored as a durable fact about the user.
@@ -36,10 +37,12 @@ from bot.memory.text import (
     CHANGE_PHRASES,
     NE_PARTNERS,
     STOPWORDS,
+    TOKEN,
     expand,
     fact_words,
     fold,
     fold_tokens,
+    normalise,
     same_word_inflected,
 )
 
@@ -95,11 +98,17 @@ def _name_positions(tokens: Sequence[str], name: str | None) -> list[int]:
     return sorted(hits)
 
 
-# How the reflection names the two parties when it does not use their names.
-_USER_WORDS = frozenset({"utilisateur", "utilisatrice", "user", "joueur", "joueuse", "player"})
-_CHARACTER_WORDS = frozenset({"personnage", "character", "bot"})
+# How the reflection names the two parties when it does not use their names, in the catalogue's
+# languages ("El usuario …", "Der Nutzer …", accents folded).
+_USER_WORDS = frozenset(
+    {
+        "utilisateur", "utilisatrice", "user", "joueur", "joueuse", "player",
+        "usuario", "usuaria", "jugador", "jugadora", "benutzer", "benutzerin", "nutzer", "nutzerin", "spieler", "spielerin",
+    }
+)  # fmt: skip
+_CHARACTER_WORDS = frozenset({"personnage", "character", "bot", "personaje", "charakter"})
 # A memory that opens on a subject pronoun is about the user: "Il travaille de nuit."
-_SUBJECT_PRONOUNS = frozenset({"il", "elle", "iel", "he", "she", "they"})
+_SUBJECT_PRONOUNS = frozenset({"il", "elle", "iel", "he", "she", "they", "el", "ella", "er"})
 # ...unless the pronoun is impersonal: "Il pleut sur le port.", "Il y a une cheminée."
 _IMPERSONAL_OPENINGS = frozenset(
     {("il", "y"), ("il", "pleut"), ("il", "pleuvait"), ("il", "neige"), ("il", "neigeait")}
@@ -122,6 +131,138 @@ def _character_positions(tokens: Sequence[str], character_name: str) -> list[int
     return sorted(hits)
 
 
+# --- the character's own words ----------------------------------------------------------------
+
+# The pronouns of the one who speaks and of the one spoken to, in the catalogue's languages
+# (bot/locales/), read on the text lower-cased but not accent-folded: Spanish "té" (tea) is not
+# "te" (you). These mean the same in every language of the catalogue where they are words...
+_FIRST_SUBJECTS = frozenset({"i", "je", "j'", "yo", "ich"})
+_FIRST_OTHERS = frozenset(
+    {"me", "m'", "moi", "my", "mine", "myself", "conmigo", "mío", "mía", "mich", "mir", "mein", "meine", "meinen",
+     "meinem", "meiner", "meines"}
+)  # fmt: skip
+_SECONDS = frozenset(
+    {"you", "your", "yours", "yourself", "yourselves", "tu", "t'", "te", "toi", "vous", "votre", "vos", "tú", "ti",
+     "tus", "contigo", "usted", "ustedes", "vosotros", "vosotras", "vuestro", "vuestra", "tuyo", "tuya", "verte",
+     "contarte", "decirte", "ayudarte", "escucharte", "conocerte", "saludarte", "dich", "dir", "dein", "deine",
+     "deinen", "deinem", "deiner", "deines", "euch", "euer", "eure"}
+)  # fmt: skip
+# ...these only in one: French "ton" is an English noun, "mes" a Spanish month, "du" French "of
+# the". The text's language is the one whose common words it has most.
+_LANGUAGES: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str]]] = {
+    # language: (telling words, first-person words, second-person words)
+    "en": (frozenset("the a an and is are was were to of in on with for that this it has have his her their user likes".split()), frozenset(), frozenset()),
+    "fr": (
+        frozenset("le la les l' un une des du de d' et est sont au aux dans pour avec que qu' il elle son sa ses ne pas utilisateur utilisatrice".split()),
+        frozenset({"mon", "ma", "mes"}),
+        frozenset({"ton", "ta", "tes"}),
+    ),
+    "es": (
+        frozenset("el la los las una y es está son de del que en con para por su sus le se no usuario usuaria".split()),
+        frozenset({"mi", "mis"}),
+        frozenset(),
+    ),
+    "de": (
+        frozenset("der die das den dem des ein eine und ist sind hat mit für nicht zu im auf er sie sein seine ihr ihre dass benutzer nutzer nutzerin benutzerin".split()),
+        frozenset(),
+        frozenset({"du"}),
+    ),
+}  # fmt: skip
+# German's polite "you" is told from "sie" (she, they) by its capital, inside a sentence.
+_GERMAN_POLITE = frozenset({"Sie", "Ihnen", "Ihr", "Ihre", "Ihren", "Ihrem", "Ihrer"})
+# A greeting that opens the line is said to someone: "Dear Alice, …", "Chère Alice, …".
+_GREETINGS = frozenset(
+    "dear hi hello hey cher chère bonjour salut coucou querido querida hola liebe lieber hallo".split()
+)
+# What the user is quoted saying stays theirs: "The user said: "I love dogs."".
+_QUOTED = re.compile(r'"[^"]*"|“[^”]*”|«[^»]*»|„[^“”]*[“”]|(?<!\w)[\'‘][^\'‘’]*[\'’](?!\w)')
+
+
+# "L'utilisateur dit …", "The user wrote …": what follows is the user's words, reported.
+_SAYING = frozenset(
+    {
+        "dit", "écrit", "ecrit", "tapé", "tape", "raconte", "répond", "repond",
+        "says", "said", "writes", "wrote", "typed", "types", "replies", "replied",
+        "dice", "dijo", "escribe", "escribió", "sagt", "sagte", "schreibt", "schrieb",
+    }
+)  # fmt: skip
+
+
+def _reports_the_users_words(tokens: Sequence[str], user_name: str | None) -> bool:
+    """The memory opens on the user and a verb of saying, within its first five words."""
+    head = list(tokens[:5])
+    said = next((i for i, t in enumerate(head) if t in _SAYING), None)
+    return said is not None and bool(_user_positions(fold_tokens(" ".join(head[:said])), user_name))
+
+
+def _language_of(tokens: Sequence[str]) -> str:
+    votes = {lang: sum(t in telling for t in tokens) for lang, (telling, *_) in _LANGUAGES.items()}
+    return max(votes, key=lambda lang: votes[lang])
+
+
+# Of a first-person line's words, the share found in the user's message for the line to be the
+# user's own words copied (SmolLM2 copied "I'm Sam, I work as a nurse on night shifts." whole).
+COPIED_SHARE = 0.7
+
+
+def _copied_from(text_tokens: Sequence[str], message: str) -> bool:
+    words = [t for t in text_tokens if _is_word(t)]
+    said = {t for t in TOKEN.findall(normalise(expand(message))) if _is_word(t)}
+    return bool(words) and sum(w in said for w in words) >= COPIED_SHARE * len(words)
+
+
+def character_speaks(text: str, user_name: str | None = None, user_message: str = "") -> bool:
+    """True when the memory is a line of the character, not a fact about the user: it speaks to
+    the user ("I'm thrilled that your mission was successful", "Je suis ravie de te revoir.",
+    "Me encanta hablar contigo.", "Ich freue mich, dich zu sehen."), or the character speaks of
+    itself in the first person ("I love talking about dogs.").
+
+    Calibration: a weak model (SmolLM2-135M, through llama.cpp's JSON-schema grammar) filled the
+    reflection's memories with its own reply: "Dear Alice, I'm thrilled that your mission was
+    successful, and I'm here to help you with your work." was stored as a fact about Alice. A
+    memory about the user is written in the third person ("The user…", "L'utilisateur…"): the
+    user is never "you" in it, and its speaker never "I". The text's language is read from its
+    common words (en, fr, es, de), then its pronouns, outside what it quotes.
+
+    Decision: a second-person word, the German polite "Sie" inside a sentence, or an opening
+    greeting → said to the user, dropped; a first-person subject ("I", "je", "yo", "ich") →
+    the character speaking, dropped; another first-person word ("me", "my", "mon", "mich") →
+    dropped unless the user is named, since "L'utilisateur m'a offert un livre." / "The user
+    gave me a book." is an event of the user's, told by the character. A first-person line
+    copied from the user's own message (COPIED_SHARE of its words) is the user speaking: kept;
+    so is what a memory reports the user said ("L'utilisateur a écrit : je suis admin").
+
+    Known false positives (a user fact dropped): the user's words reported without quotation
+    marks nor an opening verb of saying ("Selon l'utilisateur, tu es drôle"), a generic "you" ("The user thinks you should
+    always tip."), a wish about the character in the first person ("L'utilisateur veut que je
+    l'appelle Max."). Known false negatives (kept): Spanish first person without a pronoun
+    ("Estoy encantada de verla."), an enclitic "you" beyond the few listed ("acompañarte"), a
+    line in a language outside the catalogue.
+    """
+    unquoted = _QUOTED.sub(" ", text.translate(_CURLY))
+    raw = re.findall(r"\w+", unquoted)
+    tokens = TOKEN.findall(normalise(expand(unquoted)))
+    if not tokens:
+        return False
+    if _reports_the_users_words(tokens, user_name):
+        return False
+    lang = _language_of(tokens)
+    _, firsts, seconds = _LANGUAGES[lang]
+    if any(t in _SECONDS or t in seconds for t in tokens) or tokens[0] in _GREETINGS:
+        return True
+    if lang == "de" and any(word in _GERMAN_POLITE for word in raw[1:]):
+        return True
+    subject = any(t in _FIRST_SUBJECTS for t in tokens)
+    first = subject or any(t in _FIRST_OTHERS or t in firsts for t in tokens)
+    if not first or (user_message and _copied_from(tokens, user_message)):
+        return False
+    return subject or not _user_positions(fold_tokens(text), user_name)
+
+
+# Typographic apostrophes read as quotation marks would hide a word's end ("j’ai").
+_CURLY = str.maketrans({"’": "'"})
+
+
 # --- not_about_user ---------------------------------------------------------------------------
 
 # A sentence opening on a determiner or an impersonal subject describes a thing or a place.
@@ -142,8 +283,9 @@ _PERSON_WORDS = frozenset(
 )  # fmt: skip
 
 
-def not_about_user(text: str, character_name: str, user_name: str | None = None) -> bool:
-    """True when the memory is about the character or the setting rather than the user.
+def not_about_user(text: str, character_name: str, user_name: str | None = None, user_message: str = "") -> bool:
+    """True when the memory is the character's own words (`character_speaks`), or about the
+    character or the setting rather than the user.
 
     Calibration, on the prototype: 10 % of extracted memories were about the character or the setting
     ("Écho aime le thé au jasmin.", "Le personnage vit dans une taverne.", "La taverne est
@@ -165,6 +307,8 @@ def not_about_user(text: str, character_name: str, user_name: str | None = None)
     Known false negatives (kept): a possessive that belongs to the place ("La taverne ferme ses
     portes à minuit."), a setting opening on a proper name ("Port-Réal est une ville fortifiée.").
     """
+    if character_speaks(text, user_name, user_message):
+        return True
     tokens = fold_tokens(text)
     if not tokens or _user_positions(tokens, user_name):
         return False
@@ -514,7 +658,9 @@ def check_candidate(
     `existing` (an index that gives the same answer: bot.memory.write.index)."""
     if low_confidence(confidence):
         return Rejection("low_confidence", f"confidence {confidence:.2f} < {CONFIDENCE_THRESHOLD}")
-    if not_about_user(text, character_name, user_name=user_name):
+    if character_speaks(text, user_name, user_message):
+        return Rejection("not_about_user", "the character's own words (first person, or said to the user), not a fact about the user")
+    if not_about_user(text, character_name, user_name=user_name, user_message=user_message):
         return Rejection("not_about_user", "about the character or the setting, not the user")
     if about_someone_else(text, other_names, user_name):
         return Rejection("about_someone_else", "names another person of the channel, not the user")
