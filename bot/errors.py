@@ -132,6 +132,15 @@ class ImportFileError(ValueError):
     nothing was written."""
 
 
+class ImportStopped(RuntimeError):
+    """An import stopped before its end (the model or the database down, the person's memories
+    being written by a bot): what was imported stays, and running it again continues."""
+
+    def __init__(self, why: str, done: int = 0) -> None:
+        super().__init__(why)
+        self.done = done
+
+
 class ReflectionParseError(ValueError):
     """The reflection's answer holds no usable JSON object; nothing is applied."""
 

@@ -75,6 +75,7 @@ SNAPSHOT_TABLES: dict[str, str] = {
     "user_settings": "SELECT user_id, * FROM user_settings WHERE user_id IN (?, ?, ?, ?)",
     "followups": "SELECT user_id, * FROM followups WHERE user_id IN (?, ?, ?, ?) ORDER BY memory_id",
     "checkin_settings": "SELECT user_id, * FROM checkin_settings WHERE user_id IN (?, ?, ?, ?)",
+    "imports": "SELECT user_id, * FROM imports WHERE user_id IN (?, ?, ?, ?) ORDER BY story_id, source",
     "story_summaries": "SELECT user_id, * FROM story_summaries WHERE user_id IN (?, ?, ?, ?) ORDER BY story_id",
     "story_anchors": "SELECT user_id, * FROM story_anchors WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
     "story_positions": "SELECT user_id, * FROM story_positions WHERE user_id IN (?, ?, ?, ?) ORDER BY id",

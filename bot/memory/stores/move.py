@@ -90,6 +90,7 @@ TABLES: dict[str, tuple[tuple[str, ...], str]] = {
         "user_id, memory_id",
     ),
     "checkin_settings": (("user_id", "enabled", "timezone", "notice", "updated_at"), "user_id"),
+    "imports": (("user_id", "story_id", "source", "exchanges", "finished_at"), "user_id, story_id, source"),
 }
 # Statements per table, assembled once from the constants above.
 _SELECT_CHUNK = {

@@ -1,4 +1,4 @@
--- Follow-ups on dated memories and check-ins; kept in step with migrations/0010_followups.sql
+-- Follow-ups on dated memories, check-ins and imports; kept in step with migrations/0010_followups_imports.sql
 -- (SQLite), which says what each state means.
 CREATE TABLE followups (
     user_id             TEXT COLLATE "C" NOT NULL,
@@ -27,3 +27,12 @@ CREATE TABLE checkin_settings (
     updated_at  TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX checkin_settings_enabled ON checkin_settings (enabled);
+
+CREATE TABLE imports (
+    user_id      TEXT COLLATE "C" NOT NULL,
+    story_id     TEXT COLLATE "C" NOT NULL,
+    source       TEXT COLLATE "C" NOT NULL,
+    exchanges    INTEGER NOT NULL,
+    finished_at  TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (user_id, story_id, source)
+);

@@ -39,3 +39,16 @@ CREATE TABLE checkin_settings (
     updated_at  TEXT    NOT NULL
 );
 CREATE INDEX checkin_settings_enabled ON checkin_settings (enabled);
+
+-- Past conversations imported (`python -m bot import`): one row per conversation finished (every
+-- exchange reflected, the story's summary rebuilt), so that importing it again writes nothing.
+-- `source` names the conversation's exchanges (a hash of their keys); each imported exchange is
+-- an exchange row whose message_id is its key ("import:…").
+CREATE TABLE imports (
+    user_id      TEXT    NOT NULL,
+    story_id     TEXT    NOT NULL,
+    source       TEXT    NOT NULL,
+    exchanges    INTEGER NOT NULL,
+    finished_at  TEXT    NOT NULL,
+    PRIMARY KEY (user_id, story_id, source)
+);
