@@ -320,13 +320,13 @@ def _plain(file: Path, text: str, character_name: str, person_name: str | None) 
             raise _fail(file, "line 1", f"no line is said by {person_name}; the names are {', '.join(names[:5])}.")
     else:
         # The person speaks most after the character; a name seen once ("Note: …") is a line's start.
-        rest = Counter(name for _, name, _, _ in lines if name != character).most_common(2)
-        if character is None or not rest or (len(rest) == 2 and rest[0][1] == rest[1][1]):
+        ranked = Counter(name for _, name, _, _ in lines if name != character).most_common(2)
+        if character is None or not ranked or (len(ranked) == 2 and ranked[0][1] == ranked[1][1]):
             raise _fail(
                 file, "line 1",
                 f"cannot tell who is who among {', '.join(names[:5]) or 'no names'}: say which name is you with --name.",
             )  # fmt: skip
-        person = rest[0][0]
+        person = ranked[0][0]
     if character is None:
         rest = [n for n in names if n != person]
         if len(rest) != 1:
