@@ -17,6 +17,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from bot.clients.redaction import redact, redact_logs
 from bot.config import load_settings
 from bot.errors import BackupError, CharacterError, ConfigError, LLMError, MigrationError, StartupError
 
@@ -76,6 +77,7 @@ async def _doctor() -> int:
 
 def _backup(args: argparse.Namespace) -> int:
     from bot.clients.backup import backup, restore, scheduled_name
+    from bot.clients.erasures import ledger_paths
 
     storage = load_settings().storage
     if storage.database_url:
@@ -86,9 +88,12 @@ def _backup(args: argparse.Namespace) -> int:
             target = args.file or storage.backup_dir / scheduled_name()
             print(backup(storage.database_path, target).describe())
         else:
-            print(restore(args.file, storage.database_path).describe())
+            # The ledgers beside the database, in BACKUP_DIR and beside the backup: a restore of an
+            # older backup never brings back someone erased since.
+            ledgers = ledger_paths(storage.database_path, storage.backup_dir, args.file.parent)
+            print(restore(args.file, storage.database_path, ledgers=ledgers).describe())
     except BackupError as exc:
-        print(f"Nothing was {'backed up' if args.command == 'backup' else 'restored'}: {exc}", file=sys.stderr)
+        print(f"Nothing was {'backed up' if args.command == 'backup' else 'restored'}: {redact(str(exc))}", file=sys.stderr)
         return 1
     return 0
 
@@ -111,7 +116,7 @@ async def _migrate_store(args: argparse.Namespace) -> int:
         try:
             reports = await move(source, target, replace=args.replace)
         except MoveRefused as exc:
-            print(f"Nothing copied: {exc}", file=sys.stderr)
+            print(f"Nothing copied: {redact(str(exc))}", file=sys.stderr)
             return 1
         finally:
             await target.close()
@@ -198,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     set_log_level(logging.INFO)
+    redact_logs()
     try:
         if args.command == "doctor":
             return asyncio.run(_doctor())
@@ -212,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             asyncio.run(_until_signalled(_discord()))
     except (StartupError, ConfigError, CharacterError, LLMError, MigrationError) as exc:
-        print(f"\nÉcho cannot start.\n\n{exc}\n", file=sys.stderr)
+        print(f"\nÉcho cannot start.\n\n{redact(str(exc))}\n", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 0

@@ -20,6 +20,7 @@ from bot.characters.cast import Cast, load_cast
 from bot.characters.character import Character
 from bot.clients.backup import next_due, scheduled_backup
 from bot.clients.databases import open_database
+from bot.clients.erasures import ErasureLedger, ledger_paths
 from bot.clients.llm import LLMClient
 from bot.clients.storage import Database
 from bot.clients.tasks import quiet_when_cancelled
@@ -158,6 +159,10 @@ async def open_services(settings: Settings, *, check_llm: bool = True, web_page:
         engine = Engine(
             db=db, llm=llm, embedder=embedder, settings=settings.engine, character=character, cast=cast, metrics=metrics
         )
+        if not storage.database_url:
+            # Every erase is written beside the database and in BACKUP_DIR too, outside any
+            # backup: `python -m bot restore` erases again whoever a backup predates the erase of.
+            engine.events.ledger = ErasureLedger(ledger_paths(storage.database_path, storage.backup_dir)).append
         indexer = engine.indexer
         assert indexer is not None  # the engine has an embedder
         await engine.start()

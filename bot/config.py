@@ -25,6 +25,8 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.clients.kinds import Api, EmbedderKind
+from bot.clients.outside_files import ENV_FILE, check_regular
+from bot.clients.redaction import redact
 from bot.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -922,7 +924,7 @@ def _error_lines(error: ValidationError) -> list[str]:
         loc = item["loc"]
         if not loc:
             # Raised by the model validator, whose messages already start with the variable.
-            lines.extend(message.splitlines())
+            lines.extend(redact(line) for line in message.splitlines())
             continue
         name = str(loc[0])
         where = env_var(name) + "".join(f"[{part}]" for part in loc[1:])
@@ -930,7 +932,8 @@ def _error_lines(error: ValidationError) -> list[str]:
         shown = item.get("input")
         if name not in secrets and isinstance(shown, str | int | float) and repr(shown) not in line:
             line += f" (got {shown!r})"
-        lines.append(line)
+        # Whatever the setting: a URL's password or token is not echoed back.
+        lines.append(redact(line))
     return lines
 
 
@@ -949,7 +952,9 @@ def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment, the env file and `overrides` (field names, or
     `_env_file=` to read another file, `None` for none). Raises ConfigError."""
     env_file = overrides.get("_env_file", DEFAULT_ENV_FILE)
-    if env_file is not None and Path(env_file).is_file():
+    if env_file is not None and (Path(env_file).exists() or Path(env_file).is_symlink()):
+        # pydantic-settings would open a FIFO and wait for a writer for ever.
+        check_regular(env_file, ENV_FILE)
         _warn_unknown_env_keys(Path(env_file))
     try:
         return Settings(**overrides)

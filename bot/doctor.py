@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import sqlite3
+import stat
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,7 @@ from bot.characters.macros import TurnValues
 from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations, schema_version
 from bot.clients.embeddings import make_embedder
 from bot.clients.llm import LLMClient
+from bot.clients.redaction import redact
 from bot.config import Settings, StorageSettings, load_settings
 from bot.engine.fitting import TokenRate, answer_room
 from bot.engine.prompting import ChannelLine, build_reply_messages
@@ -180,6 +182,7 @@ def check_sqlite(path: Path) -> list[Finding]:
             )
         ]
     found.append(_good("database", f"{path} writable" if path.exists() else f"{path} will be created in {folder}"))
+    found.append(_privacy(path))
     known = len(list_migrations())
     if path.exists():
         try:
@@ -199,6 +202,21 @@ def check_sqlite(path: Path) -> list[Finding]:
     return found
 
 
+def _privacy(path: Path) -> Finding:
+    """Whether users other than the file's owner may read the database or its -wal and -shm:
+    they hold every memory and transcript (Écho creates them 0600; an older or copied file may
+    be more open)."""
+    files = [p for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
+    open_to_others = [f"{p.name} ({stat.S_IMODE(p.stat().st_mode):o})" for p in files if p.stat().st_mode & 0o077]
+    if open_to_others:
+        return _bad(
+            "database privacy",
+            f"{', '.join(open_to_others)} can be read by other users of this machine: every memory and transcript is there",
+            f"chmod 600 {path}*",
+        )
+    return _good("database privacy", "readable by this user only" if files else "will be created readable by this user only")
+
+
 async def check_postgres(url: str) -> list[Finding]:
     import asyncpg
 
@@ -206,7 +224,7 @@ async def check_postgres(url: str) -> list[Finding]:
 
     try:
         read_only, version = await probe(url, timeout=DISCORD_SECONDS)
-    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:  # a bad option is an InterfaceError
         return [_bad("database", f"{describe(url)} refuses: {exc}", "check DATABASE_URL, that the server runs and the database exists")]
     if read_only:
         return [_bad("database", f"{describe(url)} is read-only (a standby?)", "point DATABASE_URL at the primary")]
@@ -595,7 +613,8 @@ async def diagnose(settings: Settings) -> list[Finding]:
 
 def report(findings: list[Finding]) -> str:
     failed = sum(not f.ok for f in findings)
-    lines = [f.line() for f in findings]
+    # Whatever a check quotes (a URL, a driver's error): no password or token is printed.
+    lines = [redact(f.line()) for f in findings]
     lines.append(f"{len(findings) - failed} passed, {failed} to fix." if failed else f"All {len(findings)} checks pass.")
     return "\n".join(lines)
 

@@ -18,6 +18,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.characters.character import Character
+from bot.clients.values import row_id
 from bot.engine import MAX_MEMORY_CHARS, Engine, export_json
 from bot.engine.memory_commands import MemoryCommands as Commands
 from bot.i18n import text
@@ -31,7 +32,7 @@ from cogs.utils.answering import (
     place_of,
     user_refusal,
 )
-from cogs.utils.views import OWNER, OwnerGate, UnknownCharacter, open_editor, report_failure, say
+from cogs.utils.views import NO_ROW, OWNER, OwnerGate, UnknownCharacter, open_editor, report_failure, say
 from cogs.utils.voices import character_at
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ class MemoryPages(PageView):
         ]
 
     async def _edit(self, interaction: discord.Interaction) -> None:
-        await open_editor(interaction, self.engine, int(self.edit_menu.values[0]), self.owner)
+        await open_editor(interaction, self.engine, row_id(self.edit_menu.values[0]) or NO_ROW, self.owner)
 
     async def on_timeout(self) -> None:
         self.edit_menu.disabled = True

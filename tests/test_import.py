@@ -6,6 +6,7 @@ second run are in tests/reliability/test_import_processes.py."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sqlite3
 import time
@@ -122,7 +123,7 @@ def test_the_bounds_of_a_conversation_file(tmp_path, monkeypatch):
     long.write_text("Alice: " + "x" * 200 + "\n", encoding="utf-8")
     with pytest.raises(ImportFileError, match=r"long.txt, line 1: longer than 100 characters"):
         read_transcript(long, character_name=ECHO, person_id=ALICE)
-    monkeypatch.setattr(transcripts, "MAX_IMPORT_BYTES", 1000)
+    monkeypatch.setattr(transcripts, "CONVERSATION_FILE", dataclasses.replace(transcripts.CONVERSATION_FILE, max_bytes=1000))
     big = tmp_path / "big.jsonl"
     big.write_bytes(b"x" * 2000)
     with pytest.raises(ImportFileError, match="larger than"):

@@ -35,13 +35,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from bot.characters.character import read_bounded
+from bot.clients.outside_files import CONVERSATION_FILE, read_bytes
 from bot.errors import ImportFileError
 from bot.memory.text import storable
 
-# Bounds of a conversation file: a months-long chat is a few MB of SillyTavern lines and some
-# tens of MB of DiscordChatExporter JSON (an author object with every message).
-MAX_IMPORT_BYTES = 64 * 1024 * 1024
+# Bounds of a conversation file past its size (CONVERSATION_FILE, the guarded reader's):
 MAX_IMPORT_MESSAGES = 100_000
 # One line of a .jsonl or .txt file (a SillyTavern message holds every swipe of it).
 MAX_LINE_CHARS = 1_000_000
@@ -133,10 +131,7 @@ def read_transcript(path: str | Path, *, character_name: str, person_id: str, pe
     """The conversation in `path`, by its kind (.jsonl SillyTavern, .json DiscordChatExporter,
     anything else a plain transcript). ImportFileError with one sentence otherwise."""
     file = Path(path)
-    try:
-        data = read_bounded(file, MAX_IMPORT_BYTES, "a conversation file")
-    except Exception as exc:  # noqa: BLE001  (the reader's CharacterError: its sentence names the file)
-        raise ImportFileError(str(exc)) from None
+    data = read_bytes(file, CONVERSATION_FILE)  # ImportFileError, naming the file
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

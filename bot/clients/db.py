@@ -221,6 +221,25 @@ def schema_version(path: Path) -> int:
         conn.close()
 
 
+# Every memory and transcript is in the database: readable by this user only, whatever the
+# umask. SQLite gives its -wal and -shm the database file's own mode.
+PRIVATE_MODE = 0o600
+
+
+def create_private(path: Path) -> None:
+    """Create the database file empty and private (SQLite reads an empty file as a new
+    database) unless it exists: an existing file keeps the mode its owner gave it (`python -m
+    bot doctor` says when others may read it)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_MODE)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, PRIVATE_MODE)  # the umask may have taken bits away; none is added
+    finally:
+        os.close(fd)
+
+
 def lock_file(path: Path) -> Path:
     """The file whose lock says who uses the database: "<database>.lock", beside it."""
     return path.with_name(path.name + ".lock")
@@ -282,8 +301,9 @@ class SQLiteDatabase:
             # The reader would open a second, empty in-memory database.
             raise ValueError("Écho needs a database file: the reader and writer share it")
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         lock = await _hold_while_open(path)
+        create_private(path)
         try:
             writer = await aiosqlite.connect(path, isolation_level=None)
         except BaseException:

@@ -7,11 +7,14 @@ happened before any listened is kept, bounded, and delivered when one does.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from bot.clients.erasures import Erasure
 from bot.clients.tasks import BackgroundTasks
 from bot.memory.stores.exchanges import SettledExchange
 
@@ -38,6 +41,9 @@ class Events:
         self.settle_listeners: list[Callable[[SettledExchange], Awaitable[None]]] = []
         self.receipt_listeners: list[Callable[[Receipt], Awaitable[None]]] = []
         self.erase_listeners: list[Callable[[str], None]] = []
+        # Where erasures are written outside the database (bot/clients/erasures.py), when the
+        # composition root keeps a ledger: a restored backup never brings an erased person back.
+        self.ledger: Callable[[Erasure], None] | None = None
         self._unheard: list[tuple[Sequence[Callable[[Any], Awaitable[None]]], object]] = []
 
     def listen(
@@ -70,6 +76,14 @@ class Events:
                 listener(person)
             except Exception:
                 log.exception("a front end failed to drop what it held of an erased person")
+
+    async def record_erasure(self, person: str, at: datetime) -> Erasure:
+        """The erase of `person` at `at`, written to the ledger first (before the database's
+        transaction, so that no crash leaves an erase the ledger does not know)."""
+        erasure = Erasure.of(person, at)
+        if self.ledger is not None:
+            await asyncio.to_thread(self.ledger, erasure)
+        return erasure
 
     async def receipt(self, receipt: Receipt) -> None:
         await self._notify(self.receipt_listeners, receipt)

@@ -42,6 +42,7 @@ from bot.memory.reports.export import export_json, export_user
 from bot.memory.reports.page import Report
 from bot.memory.reports.stats import NEVER_SURFACED_AFTER, MemoryStats
 from bot.memory.stores import settings as settings_store
+from bot.memory.stores.consolidations import Consolidation, consolidations
 from bot.memory.stores.epoch import end_epoch
 from bot.memory.stores.exchanges import (
     MemoryChange,
@@ -54,11 +55,9 @@ from bot.memory.stores.exchanges import (
 )
 from bot.memory.stores.memories import (
     MAX_MEMORY_CHARS,
-    Consolidation,
     EraseReport,
     MemoryStore,
     NewMemory,
-    consolidations,
     erase_user_memories,
     owner_keys,
     replace_rules,
@@ -358,16 +357,17 @@ class Engine:
         return await export_user(self.db, self.store, user_id, now=self.clock())
 
     async def erase(self, user_id: str) -> EraseReport:
-        """Real deletion of everything about one user, in one transaction. The front ends are told
-        first (`listen(erasing=…)`) and drop what no turn has begun on; a running reflection is
-        cancelled (its transaction rolls back) and the user's lock held; a turn under way, here or
-        in another process, writes nothing after it: the erase ends the person's epoch, which
-        every write of a turn checks inside its own transaction."""
-        self.events.erasing(self.cast.user_of_key(user_id))
+        """Real deletion of everything about one user, in one transaction, written first to the
+        erasure ledger (a restored backup never brings them back). Front ends drop what no turn
+        has begun on (`listen(erasing=…)`); a running reflection and a consolidation's model call
+        are cancelled, never waited for; a turn under way, here or in another process, writes
+        nothing after it: the erase ends the person's epoch, checked by each of its writes."""
+        self.events.erasing(person := self.cast.user_of_key(user_id))
+        erasure = await self.events.record_erasure(person, self.clock())
         await self.wait_recorded(user_id)
-        await self.reflections.stop(user_id)
+        await asyncio.gather(self.reflections.stop(user_id), self.consolidations.stop(user_id))
         async with self.reflections.lock(user_id), self.db.write() as conn:
-            await end_epoch(conn, self.cast.user_of_key(user_id))
+            await end_epoch(conn, person, erasure)
             report = await erase_user_memories(conn, user_id)
             await erase_user_story_data(conn, user_id)
             await erase_user_exchange_data(conn, user_id)

@@ -12,16 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bot.clients.values import MAX_ROW_ID
 from bot.engine import Engine, MemoryStats
 from bot.engine.followups import CheckinStatus
 from bot.errors import InvalidMemory, InvalidTimezone
 from bot.memory.choice import TurnSelection
 from bot.memory.model import HistoryEntry, Memory
-from bot.memory.stores.memories import Consolidation, EraseReport
+from bot.memory.stores.consolidations import Consolidation
+from bot.memory.stores.memories import EraseReport
 from bot.memory.stores.stories import StoryHistoryEntry
-
-# SQLite's largest rowid: a bigger id names nothing, and cannot even be bound to a statement.
-MAX_ROW_ID = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from bot.engine.events import Receipt
 from bot.engine.llm_calls import final_reply
 from bot.engine.reflection_worker import Reflections
 from bot.errors import StorageError
+from bot.memory.stores.consolidations import undo_consolidations_from
 from bot.memory.stores.exchanges import (
     SettledExchange,
     add_alternative,
@@ -40,9 +41,12 @@ from bot.memory.stores.exchanges import (
     settle_exchanges,
 )
 from bot.memory.stores.memories import delete_memory
+from bot.memory.stores.turn import withdraw_from_turns
 
-# The cause archived with the memories a deleted message alone had produced.
+# The cause archived with the memories a deleted message alone had produced, and with a
+# consolidation a deleted or edited message undid.
 MESSAGE_DELETED = "message deleted"
+MESSAGE_EDITED = "message edited"
 
 
 @dataclass(slots=True)
@@ -50,6 +54,9 @@ class DeleteOutcome:
     user_id: str | None
     archived: list[int] = field(default_factory=list)
     kept_pinned: list[int] = field(default_factory=list)
+    # Consolidated memories that held what the message alone said: undone, the members back
+    # (and that member archived with the rest of `archived`).
+    undone: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +199,11 @@ class OpenExchanges:
             if not await edit_message(conn, owner, ex.id, after):
                 return "unchanged"
             await rewrite_turn_query(conn, owner, ex.story_id, before, after)
+            if ex.reflected:
+                # A consolidation holding what the message alone said is undone: that member is
+                # live again, and the correction reflects it with the rest of what it produced.
+                undone = await undo_consolidations_from(conn, owner, ex.id, cause=MESSAGE_EDITED, now=self.ctx.clock())
+                await withdraw_from_turns(conn, owner, undone.undone)
         if ex.settled:
             self.reflections.schedule(owner)
         return "correction" if ex.reflected else "reflected as edited"
@@ -213,6 +225,10 @@ class OpenExchanges:
         async with self.ctx.db.write() as conn:
             if not await delete_part(conn, owner, ex.id, ex.n, now=now):
                 return outcome
+            # A consolidation holding a member the exchange alone produced is undone first (each
+            # member kept its own sources): the members come back, and that one goes below.
+            undone = await undo_consolidations_from(conn, owner, ex.id, cause=MESSAGE_DELETED, now=now)
+            outcome.undone, outcome.kept_pinned = undone.undone, undone.kept_pinned
             # Which of the burst's messages a memory came from is not known: every memory the
             # exchange alone produced goes, and what the other messages say is learnt again.
             for memory_id, pinned in await memories_only_from(conn, owner, ex.id):
@@ -220,6 +236,8 @@ class OpenExchanges:
                     outcome.kept_pinned.append(memory_id)
                 elif await delete_memory(conn, owner, memory_id, cause=MESSAGE_DELETED, now=now):
                     outcome.archived.append(memory_id)
+            # /why and /export no longer show what the message alone said.
+            await withdraw_from_turns(conn, owner, outcome.undone + outcome.archived)
             rest = self._text(join_parts(await parts_of(conn, owner, ex.id)))
             if rest:
                 before = await exchange_text(conn, owner, ex.id)

@@ -62,7 +62,8 @@ REFLECTION_EMBED_TIMEOUT = 30.0
 class _Workers:
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
-    # Held while a user's reflection applies, and by erase: an erase never races a reflection.
+    # Held while a user's reflection or consolidation writes, and by erase (never across a model
+    # call): an erase never races a write.
     locks: KeyedLocks[str] = field(default_factory=KeyedLocks)
 
 
@@ -131,7 +132,9 @@ class Reflections:
                     if user_id in self._workers.dirty:
                         continue
                     break
-                async with self._slots, self.lock(user_id):
+                # The user's lock is taken for the write only (`reflect`), never across the model
+                # call: an erase cancels this worker, and nothing else waits for a model.
+                async with self._slots:
                     async with self.ctx.db.exclusive(f"reflect:{user_id}") as mine:
                         ok: bool | None = None
                         if mine:
@@ -280,15 +283,18 @@ class Reflections:
                 raise ExchangesGone(f"{len(ids) - marked} exchange(s) erased, edited or already reflected")
 
         self.outage.recovered("reflections work again after %d failed attempt(s)")
-        report = await apply_reflection(
-            ctx.db,
-            parsed.reflection,
-            context,
-            problems=parsed.problems,
-            clock=ctx.clock,
-            finalize=finalize,
-            indexes=ctx.write_indexes,
-        )
+        # What the model was shown may have changed meanwhile (a consolidation, a command): the
+        # apply reads the memories again in its transaction, and an id gone is "no such memory".
+        async with self.lock(first.user_id):
+            report = await apply_reflection(
+                ctx.db,
+                parsed.reflection,
+                context,
+                problems=parsed.problems,
+                clock=ctx.clock,
+                finalize=finalize,
+                indexes=ctx.write_indexes,
+            )
         self.last_reports[first.user_id] = report
         ctx.metrics.reflections.labels("applied").inc()
         if any(d.action in CHANGE_ACTIONS and d.memory_id is not None for d in report.decisions):

@@ -68,6 +68,8 @@ class Slot:
     series: int = 0
     # Chosen, but left out of the prompt to fit the model's context (bot/engine/fitting.py).
     left_out: bool = False
+    # Withdrawn since: the message it came from was deleted or edited (its text is no longer kept here).
+    withdrawn: bool = False
 
 
 @dataclass(slots=True)
@@ -138,6 +140,7 @@ class TurnSelection:
                         "lexical": s.lexical,
                         "series": s.series,
                         "left_out": s.left_out,
+                        "withdrawn": s.withdrawn,
                     }
                     for s in self.slots
                 ],

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from bot.i18n import day, number, text
 from bot.memory.model import MEMORY_TYPES, HistoryEntry, Memory
 from bot.memory.reports.stats import MemoryStats
-from bot.memory.stores.memories import CONSOLIDATE, Consolidation, consolidated_into
+from bot.memory.stores.consolidations import BY_SOURCE, Consolidation
+from bot.memory.stores.memories import CONSOLIDATE, consolidated_into
 from bot.memory.stores.stories import StoryHistoryEntry
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ OPERATIONS = ("replace", "merge", "expiry", "delete", "edit", "restore", "consol
 CAUSES = {
     "reflection": "cause_reflection",
     "message deleted": "cause_message_deleted",
+    "message edited": "cause_message_edited",
     "user: /forget": "cause_forget",
     "user: edit": "cause_edit",
     "user: /restore": "cause_restore",
@@ -134,7 +136,9 @@ def history_text(
         lines.append(text("history_consolidations"))
         for c in consolidations:
             members = ", ".join(f"#{m}" for m, _ in c.members)
-            if c.undone:
+            if c.undone and c.undone_by == BY_SOURCE:
+                now = text("history_consolidation_undone_by_source")
+            elif c.undone:
                 now = text("history_consolidation_undone")
             elif c.text is None:
                 now = text("history_consolidation_gone", id=c.memory_id)

@@ -75,9 +75,8 @@ def why_text(selection: TurnSelection | None) -> str:
             pin = " 📌" if slot.pinned else ""
             series = text("why_series", members=number(slot.series)) if slot.series else ""
             left_out = text("why_slot_left_out") if slot.left_out else ""
-            lines.append(
-                f"- #{slot.id} [{type_name(slot.type)}] {slot_score(slot)}{pin}{series} — {clip(slot.text, 100)}{left_out}"
-            )
+            said = text("why_withdrawn") if slot.withdrawn else clip(slot.text, 100)
+            lines.append(f"- #{slot.id} [{type_name(slot.type)}] {slot_score(slot)}{pin}{series} — {said}{left_out}")
     if selection.rules:
         lines += ["", text("why_rules")]
         lines.extend(f"- {clip(r, 100)}" for r in selection.rules)

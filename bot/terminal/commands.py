@@ -4,6 +4,7 @@ language, as Discord tells them."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import sys
@@ -101,7 +102,9 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         path = Path(args[0]).expanduser()
         exported = await run.export(user)
         try:
-            path.write_text(export_json(exported.data), encoding="utf-8")
+            # Everything stored about the user: a new file readable by them only, whatever the umask.
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "w", encoding="utf-8") as file:
+                file.write(export_json(exported.data))
         except OSError as exc:
             return text("terminal_export_failed", path=str(path), reason=exc.strerror or str(exc))
         return f"{answer(exported)}\n{text('terminal_exported', path=str(path))}"

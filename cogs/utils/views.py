@@ -6,13 +6,11 @@ on, and is checked in one place before any callback: `OwnerGate`, first among th
 them, registers the custom ids its subclass makes (a pattern with a `user` group) and lets an
 interaction through only when its own custom id (read from the interaction, never from state kept
 by the bot) is one of them and names the person interacting. Every other component or modal
-interaction, a forged or malformed id included, reaches no callback (nothing is read or written)
-and is refused privately by `refuse_foreign`. The owner key the callbacks act on is that checked
-one, and the engine scopes every statement by it.
+interaction, a forged or malformed id included, reaches no callback and is refused privately
+(`refuse_foreign`); the callbacks act on that checked key; an id in it past a row's range is no row.
 
-Buttons are `discord.ui.DynamicItem`s, so they still work after a restart (the bot registers these
-classes with `add_dynamic_items`; no view has to be kept in memory). The edit form is not kept
-either: `submit_edit` reads its submission from its custom id, through the same `owner_key`.
+Buttons are `discord.ui.DynamicItem`s, so they still work after a restart (`add_dynamic_items`; no
+view is kept in memory), and so does the edit form: `submit_edit` reads its custom id.
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ import discord
 from discord import app_commands
 
 from bot.characters.cast import Cast
+from bot.clients.values import row_id
 from bot.engine import MAX_MEMORY_CHARS, Engine, Shown
 from bot.engine.memory_commands import MemoryCommands
 from bot.errors import LLMError, StorageError
@@ -93,6 +92,8 @@ def _engine(interaction: discord.Interaction) -> Engine:
 OWNER = r"(?P<user>[0-9]{1,20}(?:@[^:]{1,64})?)"
 # Discord's bound on a custom id: a longer one is not one the bot made.
 CUSTOM_ID_MAX = 100
+# An id past the rows' range (bot.clients.values.row_id) is no row: answered "not there".
+NO_ROW = 0
 
 
 class OwnerGate:
@@ -226,7 +227,7 @@ class SwipeButton(
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
     ) -> SwipeButton:
-        return cls(match["action"], match["user"], int(match["exchange"]))
+        return cls(match["action"], match["user"], row_id(match["exchange"]) or NO_ROW)
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
         user = self.owner
@@ -306,7 +307,7 @@ class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + OWNER + r":(?P<exc
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
     ) -> ReceiptButton:
-        return cls(match["user"], int(match["exchange"]))
+        return cls(match["user"], row_id(match["exchange"]) or NO_ROW)
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
         lines = await engine.receipt(self.owner, self.exchange_id)
@@ -350,7 +351,7 @@ class _MemoryButton(_OwnedButton, template=r"echo:memory-base:(?!)"):
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
     ) -> _MemoryButton:
-        return cls(match["user"], int(match["memory"]))
+        return cls(match["user"], row_id(match["memory"]) or NO_ROW)
 
 
 class ForgetButton(_MemoryButton, template=r"echo:forget:" + OWNER + r":(?P<memory>[0-9]{1,20})"):
@@ -433,7 +434,7 @@ async def submit_edit(interaction: discord.Interaction) -> None:
         return
     try:
         # A form without its field (forged) is an empty text: refused as such, nothing written.
-        edited = await MemoryCommands(_engine(interaction)).edit(owner, int(found[1]["memory"]), written or "")
+        edited = await MemoryCommands(_engine(interaction)).edit(owner, row_id(found[1]["memory"]) or NO_ROW, written or "")
         await say(interaction, answer(edited))
     except Exception as exc:
         await report_failure(interaction, "the memory edit", exc)

@@ -85,6 +85,10 @@ SNAPSHOT_TABLES: dict[str, str] = {
     "exchange_messages": "SELECT user_id, * FROM exchange_messages WHERE user_id IN (?, ?, ?, ?) ORDER BY exchange_id, n",
     "memory_sources": "SELECT user_id, * FROM memory_sources WHERE user_id IN (?, ?, ?, ?) ORDER BY memory_id, exchange_id",
     "memory_changes": "SELECT user_id, * FROM memory_changes WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
+    "consolidations": "SELECT user_id, * FROM consolidations WHERE user_id IN (?, ?, ?, ?) ORDER BY memory_id",
+    "consolidation_members": (
+        "SELECT user_id, * FROM consolidation_members WHERE user_id IN (?, ?, ?, ?) ORDER BY memory_id, member_id"
+    ),
     # A person's turn epoch: only their own turn draws it, only their own erase ends it.
     "user_epochs": "SELECT user_id, * FROM user_epochs WHERE user_id IN (?, ?, ?, ?)",
 }

@@ -46,6 +46,12 @@ _FTS_CONTENT = re.compile(r"USING\s+fts5\s*\(.*content\s*=\s*'(\w+)'", re.IGNORE
 # own, never named by the code.
 _FTS_SHADOWS = ("data", "idx", "docsize", "config", "content")
 
+# Tables without user_id that hold no user's data, each with why.
+NO_USER_DATA: Mapping[str, str] = {
+    "erasures": "each erase as a SHA-256 of the person's id and its time (bot/clients/erasures.py): "
+    "no id, no text; what a restore compares with the erasure ledger",
+}
+
 # Statements that legitimately span all users. Keyed by (file, function, normalised SQL, or
 # "<unresolved: expr>" for an argument that is not static text); each with its reason.
 ALLOWED: Mapping[tuple[str, str, str], str] = {
@@ -213,6 +219,36 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "<unresolved: _count_sql(name)>",
     ): "a backup is checked by counting every table's rows, whoever's they are: table names read "
     "from the file's own sqlite_master, never from input; no row is read",
+    (
+        "bot/clients/backup.py",
+        "migrated_schema",
+        "<unresolved: path.read_text(encoding='utf-8')>",
+    ): "Écho's migrations applied to an empty in-memory database, to know the schema a backup of "
+    "Écho must have (restore refuses any other SQLite file)",
+    (
+        "bot/clients/erasures.py",
+        "_tables_with_users",
+        "<unresolved: 'PRAGMA table_info(' + _quoted(t) + ')'>",
+    ): "a restored copy's own schema, read to find its tables with a user_id column",
+    (
+        "bot/clients/erasures.py",
+        "apply_erasures",
+        "<unresolved: _keys_sql(table)>",
+    ): "a restore, before the copy takes the database's place: which keys each table holds, to "
+    "find by hash the people erased after the backup was taken (table names from the copy's own "
+    "sqlite_master)",
+    (
+        "bot/clients/erasures.py",
+        "apply_erasures",
+        "<unresolved: _erase_sql(table)>",
+    ): "the same restore erasing those people again: DELETE … WHERE user_id = ? on each table that "
+    "has the column, table names from the copy's own sqlite_master",
+    (
+        "bot/clients/erasures.py",
+        "apply_erasures",
+        "INSERT INTO memories_fts (memories_fts) VALUES ('optimize')",
+    ): "index maintenance after those erasures, as after an erase: the erased words leave the "
+    "full-text index's shadow tables; reads and returns no row of anyone",
     (
         "bot/clients/postgres.py",
         "_run",
@@ -587,7 +623,7 @@ async def read_schema(db: SQLiteDatabase) -> Schema:
         for name, match in fts.items()
         if match is not None and match.group(1).lower() in user_tables
     }
-    unclassified = set(tables) - user_tables - internal - set(scoped_through)
+    unclassified = set(tables) - user_tables - internal - set(scoped_through) - set(NO_USER_DATA)
     return Schema(frozenset(user_tables), scoped_through, frozenset(unclassified))
 
 

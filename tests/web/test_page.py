@@ -257,6 +257,22 @@ async def test_the_overview_shows_the_models_context_its_cost_per_call_and_a_con
     assert "context too small" in card and "the model holds 200" in card
 
 
+# Ids past a row's range or not ASCII digits: 20 nines could not even be bound (500,
+# OverflowError); "１２" and "١٢" are digits to int().
+OUTSIDE_IDS = ["9" * 20, str(2**63), "0", "-1", "１２", "١٢", "1e3", " 1", "9" * 400]
+
+
+async def test_every_id_from_the_url_is_range_checked_and_a_bad_one_is_a_404(page: Page):
+    await page.play("Bonjour, je m'appelle Alice.")
+    user = await page.get("/users/alice")
+    (turn_id,) = set(re.findall(r'href="/users/alice/turns/(\d+)"', user.text))
+    assert (await page.get(f"/users/alice/turns/{turn_id}")).status_code == 200  # the control
+    for bad in OUTSIDE_IDS:
+        response = await page.get(f"/users/alice/turns/{quote(bad)}")
+        assert response.status_code == 404, (bad, response.status_code, response.text[:300])
+        assert "No turn" in response.text
+
+
 LORE = """\
 budget_chars: 100
 entries:

@@ -13,6 +13,7 @@ from bot.clients.db import to_db
 from bot.clients.storage import Database
 from bot.memory.model import HistoryEntry, Memory
 from bot.memory.stores import settings as settings_store
+from bot.memory.stores.consolidations import Consolidation, consolidations
 from bot.memory.stores.exchanges import export_exchanges, memory_sources
 from bot.memory.stores.memories import MemoryStore
 from bot.memory.stores.reports import TurnLogEntry, export_turns, user_turn_log
@@ -40,6 +41,19 @@ def _memory(m: Memory, sources: dict[int, list[int]]) -> dict[str, Any]:
         "times_served": m.times_served,
         "times_semantic": m.times_semantic,
         "from_exchanges": sources.get(m.id, []),
+    }
+
+
+def _consolidation(c: Consolidation, sources: dict[int, list[int]]) -> dict[str, Any]:
+    """A consolidation with each member's own provenance: which exchanges said what."""
+    return {
+        "memory_id": c.memory_id,
+        "at": to_db(c.at),
+        "text": c.text,
+        # None while it stands; "restore" when the user undid it; "source" when a message that
+        # alone supported a member was deleted or edited, which undid it.
+        "undone": c.undone_by if c.undone else None,
+        "members": [{"id": m, "text": t, "from_exchanges": sources.get(m, [])} for m, t in c.members],
     }
 
 
@@ -123,6 +137,7 @@ async def export_user(db: Database, store: MemoryStore, user_id: str, *, now: da
         "turn_log": [_turn_log(e) for e in figures],
         "memories": [_memory(m, sources) for m in await store.list(user_id)],
         "history": [_history(h) for h in history],
+        "consolidations": [_consolidation(c, sources) for c in await consolidations(db.reader, user_id)],
         "story_history": [_story_history(s) for s in story],
         "exchanges": exchanges,
     }

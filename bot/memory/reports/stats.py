@@ -7,8 +7,9 @@ from datetime import datetime
 
 from bot.clients.storage import Database
 from bot.memory.model import Memory
+from bot.memory.stores.consolidations import consolidations
 from bot.memory.stores.exchanges import count_pending_reflection
-from bot.memory.stores.memories import MemoryStore, consolidations
+from bot.memory.stores.memories import MemoryStore
 from bot.memory.stores.turn import turn_stats
 
 # A memory that was a candidate this often and never chosen is listed as never surfaced.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import secrets
 
 from bot.clients.db import fetch_one
+from bot.clients.erasures import Erasure
 from bot.clients.storage import Connection, Database
 
 _EPOCH = "SELECT epoch FROM user_epochs WHERE user_id = ?"
@@ -40,6 +41,10 @@ async def still_current(conn: Connection, person: str, epoch: int) -> bool:
     return row is not None and int(row[0]) == epoch
 
 
-async def end_epoch(conn: Connection, person: str) -> None:
-    """In the erase's transaction: every turn of the person under way writes nothing more."""
+async def end_epoch(conn: Connection, person: str, erasure: Erasure) -> None:
+    """In the erase's transaction: every turn of the person under way writes nothing more, and
+    the erase is recorded (a hash of the person, its time: the pair its ledger line holds)."""
     await conn.execute("DELETE FROM user_epochs WHERE user_id = ?", (person,))
+    await conn.execute(
+        "INSERT OR IGNORE INTO erasures (person_hash, erased_at) VALUES (?, ?)", (erasure.person_hash, erasure.at)
+    )

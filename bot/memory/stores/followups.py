@@ -1,7 +1,7 @@
-"""Follow-ups on dated memories and each person's check-ins: SQL only (migration 0010).
+"""Follow-ups on dated memories and each person's check-ins: SQL only (migration 0011).
 
 A row of `followups` per memory followed up, which is why one is never followed up twice; the
-states are described in migrations/0010_followups.sql. Every statement filters on user_id but
+states are described in migrations/0011_followups_imports.sql. Every statement filters on user_id but
 `checkin_people`, the sweep that finds who turned check-ins on. Functions taking `conn` join the
 caller's write transaction.
 """

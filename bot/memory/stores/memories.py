@@ -20,7 +20,7 @@ import logging
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -365,6 +365,8 @@ async def erase_user_memories(conn: Connection, user_id: str) -> EraseReport:
     # version (another epoch when the key holds memories again) and reads the user again.
     await conn.execute("DELETE FROM memory_version_log WHERE user_id = ?", (user_id,))
     await conn.execute("DELETE FROM memory_versions WHERE user_id = ?", (user_id,))
+    await conn.execute("DELETE FROM consolidation_members WHERE user_id = ?", (user_id,))
+    await conn.execute("DELETE FROM consolidations WHERE user_id = ?", (user_id,))
     await conn.execute(_MERGE_FULL_TEXT_INDEX)
     return EraseReport(memories=memories, history=history)
 
@@ -390,6 +392,8 @@ _OWNER_KEYS_SQL = (
     "UNION SELECT user_id FROM story_positions WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM story_state WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
     "UNION SELECT user_id FROM story_history WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
+    "UNION SELECT user_id FROM consolidations WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
+    "UNION SELECT user_id FROM consolidation_members WHERE user_id = ? OR user_id LIKE ? ESCAPE '\\' "
 )
 _OWNER_KEYS_TABLES = _OWNER_KEYS_SQL.count("SELECT ")
 
@@ -559,8 +563,9 @@ async def restore_version(
 
 
 # --- consolidations (bot/memory/consolidation/proposal.py) ---------------------------------------------
-# A consolidation is written in memory_history alone: each member archived with the operation
-# CONSOLIDATE and the cause "consolidated into #N", N the memory that holds the series now.
+# Each member of a consolidation is archived with the operation CONSOLIDATE and the cause
+# "consolidated into #N", N the memory that holds the series now; the consolidation itself is
+# recorded whole by bot/memory/stores/consolidations.py.
 
 CONSOLIDATE = "consolidate"
 _CONSOLIDATED_INTO = re.compile(r"consolidated into #(\d{1,19})")
@@ -568,10 +573,6 @@ _SELECT_CAUSE = "SELECT operation, cause, memory_id FROM memory_history WHERE us
 _SELECT_MEMBERS = (
     "SELECT id, memory_id, restored_at FROM memory_history "
     "WHERE user_id = ? AND operation = ? AND cause = ? ORDER BY id"
-)
-_SELECT_CONSOLIDATIONS = (
-    "SELECT cause, memory_id, text, archived_at, restored_at, id FROM memory_history "
-    "WHERE user_id = ? AND operation = ? ORDER BY id DESC LIMIT ?"
 )
 
 
@@ -606,10 +607,15 @@ async def consolidate(
 
 
 async def undo_consolidation(
-    conn: Connection, user_id: str, memory_id: int, *, cause: str, now: datetime
+    conn: Connection, user_id: str, memory_id: int, *, cause: str, now: datetime, by: str = "restore"
 ) -> list[int]:
     """Every member of the consolidation into `memory_id` back (those not restored already), and
-    that memory retired to history; the members' ids."""
+    that memory retired to history; the members' ids. `by` is recorded (bot/memory/stores/
+    consolidations.py): "restore" when the user undid it, "source" when a member's message went."""
+    await conn.execute(
+        "UPDATE consolidations SET undone_at = ?, undone_by = ? WHERE user_id = ? AND memory_id = ? AND undone_at IS NULL",
+        (to_db(now), by, user_id, memory_id),
+    )
     rows = await fetch_all(conn, _SELECT_MEMBERS, (user_id, CONSOLIDATE, consolidation_cause(memory_id)))
     restored = [
         int(memory) for history_id, memory, restored_at in rows if restored_at is None
@@ -617,37 +623,3 @@ async def undo_consolidation(
     ]  # fmt: skip
     await delete_memory(conn, user_id, memory_id, cause=cause, now=now)
     return restored
-
-
-@dataclass(frozen=True, slots=True)
-class Consolidation:
-    """One consolidation as /history and the owner's page show it."""
-
-    memory_id: int
-    members: list[tuple[int, str]]  # (memory id, its text then)
-    at: datetime
-    undone: bool
-    # The history entry whose /restore undoes it.
-    history_id: int
-    # The memory's text now; None once it was retired (undone, forgotten).
-    text: str | None = None
-
-
-async def consolidations(conn: Connection, user_id: str, *, limit: int = 200) -> list[Consolidation]:
-    """The user's consolidations, newest first (from at most `limit` archived members)."""
-    found: dict[int, Consolidation] = {}
-    for cause, memory_id, text, archived_at, restored_at, history_id in await fetch_all(
-        conn, _SELECT_CONSOLIDATIONS, (user_id, CONSOLIDATE, limit)
-    ):
-        into = consolidated_into(cause)
-        if into is None:
-            continue
-        held = found.get(into)
-        if held is None:
-            held = found[into] = Consolidation(into, [], from_db(archived_at) or utcnow(), restored_at is not None, history_id)
-        held.members.insert(0, (int(memory_id), text))
-    out = []
-    for held in found.values():
-        now = await fetch_memory(conn, user_id, held.memory_id)
-        out.append(replace(held, text=now.text) if now is not None else held)
-    return out

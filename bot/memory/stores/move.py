@@ -84,6 +84,9 @@ TABLES: dict[str, tuple[tuple[str, ...], str]] = {
         ("id", "user_id", "exchange_id", "memory_id", "action", "text", "before", "at"),
         "id",
     ),
+    "consolidations": (("memory_id", "user_id", "at", "undone_at", "undone_by"), "memory_id"),
+    "consolidation_members": (("memory_id", "member_id", "user_id", "history_id"), "memory_id, member_id"),
+    "erasures": (("person_hash", "erased_at"), "person_hash, erased_at"),
     "followups": (
         ("user_id", "memory_id", "text", "content_hash", "event_at", "story_id", "state", "turns", "exchange_id",
          "answer_exchange_id", "claimed_by", "created_at", "updated_at"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from bot.clients.db import fetch_one, from_db, inserted_id, to_db
+from bot.clients.db import fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.clients.storage import Connection, Database
 from bot.memory.choice import Slot, TurnFigures, TurnSelection
 from bot.memory.model import utcnow
@@ -111,3 +111,24 @@ async def turn_stats(db: Database, user_id: str) -> tuple[int, int]:
     """(turns, degraded turns) of one user, persisted across restarts."""
     row = await fetch_one(db.reader, "SELECT turns, degraded_turns FROM turn_stats WHERE user_id = ?", (user_id,))
     return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+async def withdraw_from_turns(conn: Connection, user_id: str, memory_ids: list[int]) -> None:
+    """In the caller's transaction: the user's kept turns (/why, /export) stop showing the text of
+    these memories, withdrawn because the message they came from was deleted or edited."""
+    if not memory_ids:
+        return
+    gone = set(memory_ids)
+    rows = await fetch_all(conn, "SELECT id, detail FROM turns WHERE user_id = ?", (user_id,))
+    for turn_id, detail_json in rows:
+        detail = json.loads(detail_json)
+        slots = detail.get("slots", [])
+        hit = [s for s in slots if s.get("id") in gone and not s.get("withdrawn")]
+        if not hit:
+            continue
+        for slot in hit:
+            slot["text"], slot["withdrawn"] = "", True
+        await conn.execute(
+            "UPDATE turns SET detail = ? WHERE user_id = ? AND id = ?",
+            (json.dumps(detail, ensure_ascii=False), user_id, turn_id),
+        )

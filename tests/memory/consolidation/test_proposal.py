@@ -170,8 +170,8 @@ async def test_an_erase_meanwhile_writes_nothing_back(db, http, llm_server, tmp_
 
     async def erase_then_answer(request: LLMRequest) -> str:
         if "Trieste" in request.last_user and not erased:
-            # The erase waits for the user's lock, which the job holds while the model answers:
-            # started now, it runs once the job lets go.
+            # The erase cancels the job's model call (no lock is held across it); whichever of the
+            # two ends first, nothing of Alice is written back.
             erased.append(engine.tasks.spawn(engine.erase("alice"), name="erase"))
         return answer(request)
 
@@ -196,7 +196,7 @@ async def test_the_selection_caps_a_series_in_a_turn_and_why_says_it(db, http, l
 
 
 def test_history_tells_an_undone_consolidation_from_a_forgotten_one() -> None:
-    from bot.memory.stores.memories import Consolidation
+    from bot.memory.stores.consolidations import Consolidation
 
     members = [(1, "Alice a visité Trieste en 2012"), (2, "Alice a visité Trieste en 2013")]
     at = datetime(2026, 3, 1, tzinfo=timezone.utc)

@@ -1,4 +1,4 @@
--- Follow-ups on dated memories, check-ins and imports; kept in step with migrations/0010_followups_imports.sql
+-- Follow-ups on dated memories, check-ins and imports; kept in step with migrations/0011_followups_imports.sql
 -- (SQLite), which says what each state means.
 CREATE TABLE followups (
     user_id             TEXT COLLATE "C" NOT NULL,
