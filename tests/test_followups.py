@@ -227,6 +227,7 @@ async def test_a_check_in_is_written_stored_and_never_sent_twice(db, http, llm_s
     assert "dentiste" in text
     [request] = [r for r in llm_server.chats if "is not talking with you right now" in r.last_user]
     assert "dentiste" in request.last_user
+    assert "in the language that memory is written in" in request.last_user, "no conversation in its prompt tells it"
     await engine.followups.sent(due, story_id="dm-1", exchange_id=exchange_id, message_id="m-1")
     assert await engine.followups.due_checkins() == []
     # Their answer in that DM is reflected with the event shown to the reflection.

@@ -168,13 +168,15 @@ def followup_note(user_name: str, event: str, when: date) -> str:
 
 
 def checkin_note(user_name: str, event: str, when: date) -> str:
-    """What a check-in asks of the character: one short message, written first."""
+    """What a check-in asks of the character: one short message, written first. No conversation
+    is in its prompt to tell the language by, but the memory is written in the language the
+    person writes in (the reflection's rule): the message is asked in that one."""
     return (
         f"{user_name} is not talking with you right now. Some time ago {user_name} told you about this, "
         f"and its date ({when.isoformat()}) has passed: {event}. Write {user_name} one short private "
-        "message (one or two sentences), in your own voice and in the language you speak together, "
-        "asking how it went, warmly and without pressure. Do not say that you were reminded, or that "
-        "this message was planned."
+        "message (one or two sentences), in your own voice and in the language that memory is written "
+        "in, asking how it went, warmly and without pressure. Do not say that you were reminded, or "
+        "that this message was planned."
     )
 
 
