@@ -98,7 +98,10 @@ def test_dates_in_every_style_the_tools_write():
         ("chat.jsonl", '{"user_name": "A", "character_name": "Écho"}\n{"name": "A", "is_user": "yes", "mes": "hi"}\n',
          "chat.jsonl, line 2: a SillyTavern message needs"),
         ("export.json", '{\n  "channel": {"id": "1"},\n  "messages": [\n    {"id": "2",,}\n  ]\n}', "export.json, line 4: invalid JSON"),
-        ("export.json", '{"channel": {"id": "1"}, "messages": [{"id": "2", "content": "hi"}]}', "export.json, message 1: a message needs"),
+        ("export.json", '{"channel": {"id": "1"}, "messages": [{"id": "2", "content": "hi"}]}', "export.json, line 1, message 1: a message needs"),
+        ("export.json", '{\n  "guild": {"messages": []},\n  "channel": {"id": "1"},\n  "messages": [\n    {"id": "2", "timestamp": "2024-05-10T19:03:00+02:00",\n'
+         '     "author": {"id": "3"}, "content": "hi"},\n    {"id": "4",\n     "content": "no author"}\n  ]\n}',
+         "export.json, line 7, message 2: a message needs"),
         ("talk.txt", "Alice: salut\nÉcho: bonjour\nMallory: moi aussi\n", "cannot tell who is who among Alice, Écho, Mallory"),
         ("talk.txt", "just words without a speaker\n", "talk.txt, line 1: a transcript line starts with who speaks"),
     ],
@@ -164,10 +167,14 @@ def memory_rows(db_path: Path, owner: str) -> list[tuple]:
         ).fetchall()
 
 
-async def test_an_import_writes_the_memories_the_live_path_writes(http, llm_server, tmp_path, migrated_sqlite):
+@pytest.mark.parametrize(
+    ("file", "learned"),
+    [("sillytavern_chat.jsonl", 3), ("discord_dm_export.json", 3), ("discord_channel_export.json", 1), ("transcript.txt", 3)],
+)
+async def test_an_import_writes_the_memories_the_live_path_writes(http, llm_server, tmp_path, migrated_sqlite, file, learned):
     from bot.clients.databases import open_database
 
-    transcript = read_transcript(DATA / "sillytavern_chat.jsonl", character_name=ECHO, person_id=ALICE)
+    transcript = read_transcript(DATA / file, character_name=ECHO, person_id=ALICE)
     paths = {}
     for way in ("live", "import"):
         paths[way] = tmp_path / f"{way}.sqlite3"
@@ -191,12 +198,19 @@ async def test_an_import_writes_the_memories_the_live_path_writes(http, llm_serv
     import_db = await open_database(paths["import"])
     engine = make_engine(import_db, http, llm_server, tmp_path, clock=ReplayClock())
     done = await Imports.for_engine(engine).run(plan)
-    assert (done.done, done.skipped, done.set_aside) == (3, 0, 0) and done.memories == 3
+    assert (done.done, done.skipped, done.set_aside) == (len(plan.exchanges), 0, 0) and done.memories == learned
+    await engine.close()
+    live, imported = memory_rows(paths["live"], plan.owner), memory_rows(paths["import"], plan.owner)
+    assert imported == live and len(live) == learned
+    assert datetime.fromisoformat(imported[0][6]) == plan.exchanges[0].replied_at, "dated by the original message"
+    # The same file again: nothing written, nothing asked of the model.
+    calls = len(llm_server.chats)
+    engine = make_engine(import_db, http, llm_server, tmp_path, clock=ReplayClock())
+    again = await Imports.for_engine(engine).run(plan)
     await engine.close()
     await import_db.close()
-    live, imported = memory_rows(paths["live"], plan.owner), memory_rows(paths["import"], plan.owner)
-    assert imported == live and len(live) == 3
-    assert imported[0][6].startswith("2024-05-10T19:03"), "dated by the original message"
+    assert again.already and len(llm_server.chats) == calls
+    assert memory_rows(paths["import"], plan.owner) == imported
 
 
 async def test_a_dated_fact_whose_date_passed_is_kept_as_history_and_never_followed_up(db, http, llm_server, tmp_path):

@@ -258,7 +258,7 @@ def _discord(file: Path, text: str, person_id: str) -> Transcript:
     for n, message in enumerate(messages, 1):
         author = message.get("author") if isinstance(message, dict) else None
         if not isinstance(author, dict) or not isinstance(author.get("id"), str) or "timestamp" not in message:
-            raise _fail(file, f"message {n}", "a message needs its author (with an id) and its timestamp.")
+            raise _fail(file, _message_line(text, n), "a message needs its author (with an id) and its timestamp.")
         if message.get("type", "Default") not in ("Default", "Reply") or not _text(message.get("content")):
             skipped += 1
             continue
@@ -284,6 +284,35 @@ def _discord(file: Path, text: str, person_id: str) -> Transcript:
         direct=direct, guild_id=None if direct else _text(str(guild.get("id") or "")) or None,
         person_id=person_id, character_id=character_id, others=others, skipped=skipped,
     )  # fmt: skip
+
+
+def _message_line(text: str, n: int) -> str:
+    """Where the n-th message of an export starts ("line 4, message 2"), found by walking the
+    document's top level and its messages with the decoder's own positions: only when a message
+    is refused, so a good file is parsed once."""
+    decoder = json.JSONDecoder()
+    space = re.compile(r"[ \t\n\r]*")
+
+    def skip(at: int, *marks: str) -> int:
+        at = space.match(text, at).end()  # type: ignore[union-attr]
+        while at < len(text) and text[at] in marks:
+            at = space.match(text, at + 1).end()  # type: ignore[union-attr]
+        return at
+
+    try:
+        at = skip(0, "{")
+        while at < len(text) and text[at] != "}":
+            key, at = decoder.raw_decode(text, at)
+            at = skip(at, ":")
+            if key == "messages" and text.startswith("[", at):
+                at = skip(at + 1)
+                for _ in range(n - 1):
+                    at = skip(decoder.raw_decode(text, at)[1], ",")
+                return f"line {text.count(chr(10), 0, at) + 1}, message {n}"
+            at = skip(decoder.raw_decode(text, at)[1], ",")
+    except (ValueError, RecursionError):
+        pass
+    return f"message {n}"
 
 
 # --- plain text -----------------------------------------------------------------------------
