@@ -4,7 +4,7 @@ moves (tests/fakes/discord/clocked_echo.py), against the fake Discord and the sc
 A person says when their exam is; the clock passes the date; their next message's request to
 the model carries the follow-up and `/why` shows it; the next turns do not. With check-ins on,
 one DM arrives in the daytime of the person's zone and none at night, none after `/erase-me`,
-a 50007 turns them off (and the next reply says so); two bot processes on one PostgreSQL
+none to someone who left the server, a 50007 turns them off (and the next reply says so); two bot processes on one PostgreSQL
 database send it once.
 """
 
@@ -131,11 +131,14 @@ async def test_check_ins_come_once_in_the_daytime_never_at_night_nor_after_an_er
     echo = await start_echo(clock_file=clock.file, **SETTINGS)
     scripted(llm_server)
     guild, role = fake_discord.guild, fake_discord.member_role
-    bob, carol, dave = (fake_discord.add_user(n, guild=guild, global_name=n.title(), roles=[role]) for n in ("bob", "carol", "dave"))
-    for person in (bob, carol, dave):
+    bob, carol, dave, erin = (
+        fake_discord.add_user(n, guild=guild, global_name=n.title(), roles=[role]) for n in ("bob", "carol", "dave", "erin")
+    )
+    for person in (bob, carol, dave, erin):
         await turn_checkins_on(fake_discord, person)
         await tells(fake_discord, echo, person, "dentist appointment")
     fake_discord.dms_refused.add(carol.id)
+    del guild.members[erin.id]  # Erin left the server where she last wrote.
     # Dave erases everything about him.
     ask = await fake_discord.run_command(dave, fake_discord.general, "erase-me")
     confirm = (await callback(fake_discord, ask)) and ask.original
@@ -152,9 +155,11 @@ async def test_check_ins_come_once_in_the_daytime_never_at_night_nor_after_an_er
     posted = await until(lambda: dm_posts(fake_discord, bob))
     assert posted[0].json["content"] == "Hey! How did the dentist appointment go?"
     await until(lambda: query(echo, "SELECT enabled, notice FROM checkin_settings WHERE user_id = ?", (str(carol.id),)) == [(0, "blocked")])
-    await asyncio.sleep(2.0)  # more looks: nothing twice, nothing to Dave
+    await until(lambda: query(echo, "SELECT state FROM followups WHERE user_id = ?", (str(erin.id),)) == [("dropped",)])
+    await asyncio.sleep(2.0)  # more looks: nothing twice, nothing to Dave nor Erin
     assert len(dm_posts(fake_discord, bob)) == 1
-    assert dm_posts(fake_discord, dave) == [] and dm_posts(fake_discord, carol) == []
+    assert dm_posts(fake_discord, dave) == [] and dm_posts(fake_discord, carol) == [] and dm_posts(fake_discord, erin) == []
+    assert not [r for r in replies(llm_server) if "is not talking with you right now" in r.last_user and "Erin" in r.last_user]
     [(user_message, reply)] = query(
         echo, "SELECT user_message, reply FROM exchanges WHERE user_id = ? AND story_id = ?",
         (str(bob.id), str(fake_discord.dm_channel(bob).id)),
