@@ -42,7 +42,13 @@ class Checkins(commands.Cog):
 
     async def cog_load(self) -> None:
         self.engine.listen(erasing=self._erasing)
-        self.look.start()
+
+    @commands.Cog.listener()
+    async def on_ready(self) -> None:
+        # Started once the client is connected (a bot loaded but never logged in, as the
+        # command tree's check builds it, has no loop to run); on_ready comes again on resumes.
+        if not self.look.is_running():
+            self.look.start()
 
     async def cog_unload(self) -> None:
         self.look.cancel()
@@ -71,10 +77,6 @@ class Checkins(commands.Cog):
                 log.exception("a check-in could not be delivered")
             finally:
                 self._sending.pop(checkin.person, None)
-
-    @look.before_loop
-    async def _ready(self) -> None:
-        await self.bot.wait_until_ready()
 
     async def deliver(self, checkin: Checkin) -> None:
         port = self.engine.followups
