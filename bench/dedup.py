@@ -19,15 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import bot.memory.write.dedup as dedup  # noqa: E402
-from bench.dedup_corpus import FACTS, TRAPS  # noqa: E402
-from bench.dedup_corpus_en import FACTS_EN, TRAPS_EN  # noqa: E402
-from bot.memory.write.dedup import (  # noqa: E402
-    SIMILARITY_THRESHOLD,
-    DedupIndex,
-    best_match_exhaustive,
-    similarity_details,
-)
+import bot.memory.write.dedup as dedup
+from bench.dedup_corpus import FACTS, TRAPS
+from bench.dedup_corpus_en import FACTS_EN, TRAPS_EN
+from bot.memory.write.dedup import SIMILARITY_THRESHOLD, best_match_exhaustive, similarity_details
+from bot.memory.write.dedup_index import DedupIndex
 
 # --- generated memories for the scale part ---------------------------------------------------
 # Realistic facts of many imagined users, one template per kind of memory the reflection writes,
@@ -219,7 +215,7 @@ def report_corpus(
 
 def cached_scan(candidate: str, stored: list[tuple[int, object]]) -> tuple[int, float] | None:
     """The exhaustive comparison with every stored text's features computed in advance."""
-    features = dedup._features(candidate)
+    features = dedup.text_features(candidate)
     best: tuple[int, float] | None = None
     for item_id, item in stored:
         score = dedup._score(features, item)  # type: ignore[arg-type]
@@ -245,7 +241,7 @@ def report_scale() -> None:
         started = time.perf_counter()
         index = DedupIndex(items)
         build = time.perf_counter() - started
-        cached = [(item_id, dedup._features(text)) for item_id, text in items]
+        cached = [(item_id, dedup.text_features(text)) for item_id, text in items]
         # Candidates: rewordings of stored memories (should merge), corpus memories (some have a
         # variant stored), fresh generated facts (new, or a fact already stored said again).
         candidates = (
@@ -272,7 +268,7 @@ def report_scale() -> None:
         mean = {k: statistics.mean(v) * 1e3 for k, v in timed.items()}
         cells = "".join(f" {mean[k]:>7.2f} / {_p95(v) * 1e3:>6.2f} ms" for k, v in timed.items())
         print(f"  {n:>6}{cells}  {mean['scan'] / mean['index']:>9.1f}x"
-              f" {mean['exhaustive'] / mean['index']:>8.1f}x  {str(identical):>9}"
+              f" {mean['exhaustive'] / mean['index']:>8.1f}x  {identical!s:>9}"
               f" {merges:>4}/{len(candidates)}  {build:.2f} s"
               f"  (baselines on {len(timed['scan'])} candidates)")
 

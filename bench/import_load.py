@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import logging
 import shutil
@@ -37,18 +36,20 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import httpx  # noqa: E402
+import httpx
+import insides
 
-from bot.characters.character import load_character  # noqa: E402
-from bot.characters.transcripts import read_transcript  # noqa: E402
-from bot.clients.databases import open_database  # noqa: E402
-from bot.clients.llm import LLMClient  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.engine import Engine, Incoming  # noqa: E402
-from bot.engine.importing import Imports, ReplayClock  # noqa: E402
-from bot.memory.model import utcnow  # noqa: E402
-from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest  # noqa: E402
+from bot.characters.character import load_character
+from bot.characters.transcripts import read_transcript
+from bot.clients.databases import open_database
+from bot.clients.llm import LLMClient
+from bot.config import load_settings
+from bot.engine import Engine, Incoming
+from bot.engine.importing import ReplayClock
+from bot.memory.model import OwnerKey, PersonId, StoryId, utcnow
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 
 
 class ModelInThread:
@@ -118,24 +119,26 @@ async def run(folder: Path, template: Path, url: str, args: argparse.Namespace, 
         llm = LLMClient(http, api="ollama", base_url=url)
         speaker = Engine(db=db, llm=llm, embedder=None, settings=settings, character=character)
         importer = Engine(db=db, llm=llm, embedder=None, settings=settings, character=character, clock=ReplayClock())
-        importing = Imports.for_engine(importer)
         if not gate:
             # Live turns looked for from tomorrow on: none ever waits.
-            importing = dataclasses.replace(importing, _live_since=lambda: utcnow() + timedelta(days=1))
-        transcript = read_transcript(args.chat, character_name=character.name, person_id="111111111111111111")
-        plan = importing.plan(transcript, "111111111111111111", character)
+            insides.imports(importer)._live_since = lambda: utcnow() + timedelta(days=1)
+        person_id = PersonId("111111111111111111")
+        transcript = read_transcript(args.chat, character_name=character.name, person_id=person_id)
+        plan = importer.operator.import_plan(transcript, person_id, character)
         latencies: list[float] = []
 
         async def person(u: int) -> None:
             for t in range(args.turns):
-                said = Incoming(user_id=f"user-{u}", user_name=f"User{u}", text=f"Message {t} de {u}", story_id=f"s-{u}", place="g")
+                said = Incoming(
+                    user_id=OwnerKey(f"user-{u}"), user_name=f"User{u}", text=f"Message {t} de {u}", story_id=StoryId(f"s-{u}"), place="g"
+                )
                 started = time.perf_counter()
-                await speaker.turn(said)
+                await speaker.conversation.turn(said)
                 latencies.append(time.perf_counter() - started)
                 await asyncio.sleep(0.1)
 
         started = time.perf_counter()
-        import_task = asyncio.create_task(importing.run(plan)) if imports else None
+        import_task = asyncio.create_task(importer.operator.import_conversation(plan)) if imports else None
         if live:
             await asyncio.sleep(0.2)  # the import under way first
             await asyncio.gather(*(person(u) for u in range(args.users)))

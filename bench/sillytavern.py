@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.characters.character import load_character  # noqa: E402
-from bot.characters.lore_files import load_lore_file  # noqa: E402
-from bot.config import load_settings  # noqa: E402
+from bot.characters.character import load_character
+from bot.characters.lore_files import load_lore_file
+from bot.config import load_settings
 
 RAW = "https://raw.githubusercontent.com/SillyTavern/SillyTavern/release/default/content/"
 FILES = {"card": "default_Seraphina.png", "world": "Eldoria.json"}
@@ -37,13 +37,13 @@ def fetched(name: str, given: str | None, folder: Path) -> Path:
     if given:
         return Path(given)
     path = folder / name
-    with urllib.request.urlopen(RAW + name, timeout=60) as response:  # noqa: S310 (a fixed https URL)
+    with urllib.request.urlopen(RAW + name, timeout=60) as response:
         path.write_bytes(response.read())
     return path
 
 
 def main() -> None:
-    settings = load_settings(_env_file=None)
+    settings = load_settings(_env_file=None).engine
     budget, depth = settings.lore_budget_chars, settings.lore_scan_depth
     with tempfile.TemporaryDirectory() as folder:
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import logging
 import os
@@ -19,7 +20,7 @@ from typing import Any
 
 from bot.clients.redaction import redact, redact_logs
 from bot.config import load_settings
-from bot.errors import BackupError, CharacterError, ConfigError, LLMError, MigrationError, StartupError
+from bot.errors import BackupError, CharacterError, ConfigError, LLMError, MigrationError, MoveRefused, StartupError
 
 log = logging.getLogger("bot")
 
@@ -85,12 +86,12 @@ def _backup(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.command == "backup":
-            target = args.file or storage.backup_dir / scheduled_name()
+            target = args.file or storage.backups / scheduled_name()
             print(backup(storage.database_path, target).describe())
         else:
             # The ledgers beside the database, in BACKUP_DIR and beside the backup: a restore of an
             # older backup never brings back someone erased since.
-            ledgers = ledger_paths(storage.database_path, storage.backup_dir, args.file.parent)
+            ledgers = ledger_paths(storage.database_path, storage.backups, args.file.parent)
             print(restore(args.file, storage.database_path, ledgers=ledgers).describe())
     except BackupError as exc:
         print(f"Nothing was {'backed up' if args.command == 'backup' else 'restored'}: {redact(str(exc))}", file=sys.stderr)
@@ -103,7 +104,7 @@ async def _migrate_store(args: argparse.Namespace) -> int:
 
     from bot.clients.databases import is_postgres_url, open_postgres, open_sqlite
     from bot.clients.postgres import describe
-    from bot.memory.stores.move import MoveRefused, move
+    from bot.memory.stores.move import move
 
     if not args.source.startswith("sqlite:///") or not is_postgres_url(args.target):
         raise StartupError("migrate-store copies --from sqlite:///path/to/echo.sqlite3 --to postgresql://…/echo")
@@ -136,7 +137,7 @@ async def _chat(args: argparse.Namespace) -> None:
             stream.reconfigure(errors="surrogateescape")
     settings = load_settings()
     # The terminal is the conversation: only warnings and errors go to the log.
-    set_log_level(max(logging.WARNING, logging.getLevelName(settings.log_level)))
+    set_log_level(max(logging.WARNING, logging.getLevelName(settings.logging.level)))
     # Each part is imported once the step before it passed: a start stopped by a setting's
     # mistake (an operator's typo, the tests' many processes) does not load what it never runs.
     from bot.app import open_services
@@ -145,24 +146,26 @@ async def _chat(args: argparse.Namespace) -> None:
         from bot.terminal.chat import run_chat
 
         await run_chat(
-            services.engine, user=args.user, channel=args.channel, stream_replies=settings.stream_replies,
+            services.engine, user=args.user, channel=args.channel, stream_replies=settings.discord.stream_replies,
             language=args.language or os.environ.get("LC_ALL") or os.environ.get("LC_MESSAGES") or os.environ.get("LANG") or "",
         )
 
 
 async def _import(args: argparse.Namespace) -> int:
     from bot.importer import ImportArgs, run_import
+    from bot.memory.model import PersonId
 
     settings = load_settings()
-    set_log_level(max(logging.WARNING, logging.getLevelName(settings.log_level)))
-    return await run_import(settings, ImportArgs(args.file, args.user.strip(), args.character, args.name, args.dry_run))
+    set_log_level(max(logging.WARNING, logging.getLevelName(settings.logging.level)))
+    person = PersonId(args.user.strip())
+    return await run_import(settings, ImportArgs(args.file, person, args.character, args.name, args.dry_run))
 
 
 async def _discord() -> None:
     settings = load_settings()
-    set_log_level(logging.getLevelName(settings.log_level))
+    set_log_level(logging.getLevelName(settings.logging.level))
     # Before anything is opened: without a token nothing is created, not even the database.
-    token = settings.require_discord_token()
+    token = settings.discord.require_discord_token()
     # Imported step by step, as in _chat.
     from bot.app import open_services
 
@@ -178,10 +181,8 @@ async def _until_signalled(job: Coroutine[Any, Any, None]) -> None:
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
-    try:
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # not on this platform / not the main thread
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    except (NotImplementedError, RuntimeError):  # not on this platform / not the main thread
-        pass
     try:
         await job
     except asyncio.CancelledError:

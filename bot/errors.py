@@ -30,6 +30,10 @@ class StateSpecError(ValueError):
 
 # Storage
 
+class MoveRefused(Exception):
+    """`python -m bot migrate-store`: the target holds other data than the source; nothing was changed."""
+
+
 class MigrationError(RuntimeError):
     """The database's schema cannot be brought up to date; the message says which migration and why."""
 
@@ -111,12 +115,16 @@ class LLMStreamCut(LLMError):
 
 class InvalidMemory(ValueError):
     """A request on memory that cannot be honoured (bad type, empty text…): the message says why
-    (for the log); `code` and `values` say it to a person, in their language (bot/presenting.py)."""
+    (for the log); `code` and `values` say it to a person, in their language (bot/presenting/)."""
 
     def __init__(self, message: str, *, code: str = "invalid", **values: object) -> None:
         super().__init__(message)
         self.code = code
         self.values = values
+
+
+class MemoryCapReached(InvalidMemory):
+    """The user holds as many memories as the operator allows (MAX_MEMORIES_PER_USER)."""
 
 
 class InvalidTimezone(ValueError):

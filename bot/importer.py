@@ -17,7 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.config import Settings
+from bot.config import Settings, secret
+from bot.memory.model import PersonId
 
 if TYPE_CHECKING:
     from bot.characters.cast import Cast
@@ -31,7 +32,7 @@ BAR_SECONDS = 0.2
 @dataclass(frozen=True, slots=True)
 class ImportArgs:
     file: Path
-    user: str
+    user: PersonId
     character: str | None
     name: str | None
     dry_run: bool
@@ -91,28 +92,28 @@ async def _import(settings: Settings, args: ImportArgs, transcript: Transcript, 
     from bot.clients.embeddings import make_embedder
     from bot.clients.llm import LLMClient
     from bot.engine import Engine
-    from bot.engine.importing import ImportProgress, Imports, ReplayClock
+    from bot.engine.importing import ImportProgress, ReplayClock
     from bot.errors import ImportStopped
 
-    storage, llm_settings, embedding = settings.storage, settings.llm, settings.embedding
-    http = httpx.AsyncClient(timeout=httpx.Timeout(llm_settings.timeout_seconds, connect=5.0))
+    storage, server, models, embedding = settings.storage, settings.llm, settings.engine, settings.embedding
+    http = httpx.AsyncClient(timeout=httpx.Timeout(models.llm_timeout_seconds, connect=5.0))
     db = await open_database(storage.database_url or storage.database_path)
     progress = ImportProgress()
     bar = tqdm(total=0, unit="exchange", mininterval=BAR_SECONDS, dynamic_ncols=True, file=sys.stderr)
     try:
         llm = LLMClient(
-            http, api=llm_settings.api, base_url=llm_settings.base_url, api_key=llm_settings.api_key,
-            timeout=llm_settings.timeout_seconds, context_tokens=llm_settings.context_tokens,
+            http, api=server.api, base_url=server.base_url, api_key=secret(server.api_key),
+            timeout=models.llm_timeout_seconds, context_tokens=server.told_context(models.llm_context_tokens),
+            keep_alive=server.told_keep_alive,
         )  # fmt: skip
         embedder = make_embedder(
-            embedding.kind, model=embedding.model, base_url=embedding.base_url, api_key=embedding.api_key, http=http
+            embedding.kind, model=embedding.model, base_url=embedding.base_url, api_key=secret(embedding.api_key), http=http
         )
         engine = Engine(
-            db=db, llm=llm, embedder=embedder, settings=settings.engine, character=cast.default, cast=cast,
+            db=db, llm=llm, embedder=embedder, settings=models, character=cast.default, cast=cast,
             clock=ReplayClock(),
         )  # fmt: skip
-        imports = Imports.for_engine(engine)
-        plan = imports.plan(transcript, args.user, character)
+        plan = engine.operator.import_plan(transcript, args.user, character)
         bar.reset(total=len(plan.exchanges))
 
         def shown(now: ImportProgress) -> None:
@@ -123,7 +124,7 @@ async def _import(settings: Settings, args: ImportArgs, transcript: Transcript, 
             bar.refresh() if bar.n == bar.total else bar.update(0)
 
         try:
-            done = await imports.run(plan, shown)
+            done = await engine.operator.import_conversation(plan, shown)
         except asyncio.CancelledError:
             bar.close()
             print(

@@ -6,7 +6,7 @@ processes sharing the database one sends it. This cog only delivers: it checks t
 still in the server where they last wrote, opens the DM, has the engine write and store the
 message, sends it, and tells the engine how it went. Discord's 50007 ("Cannot send messages to
 this user": DMs closed, or no server in common) turns the person's check-ins off; their next
-turn says so. An erase (`engine.listen(erasing=…)`) stops a check-in under way for that person.
+turn says so. An erase (`Engine.listen(erasing=…)`) stops a check-in under way for that person.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from discord.ext import commands, tasks
 from bot.engine import Engine
 from bot.engine.followups import Checkin
 from bot.i18n import set_locale
-from bot.memory.model import DM_PLACE
+from bot.memory.model import DM_PLACE, StoryId
 from cogs.bot import EchoBot
 from cogs.utils.answering import place_of, split_message
 
@@ -34,7 +34,7 @@ class Checkins(commands.Cog):
     def __init__(self, bot: EchoBot, engine: Engine) -> None:
         self.bot = bot
         self.engine = engine
-        settings = bot.services.settings
+        settings = bot.settings
         self.off_places = frozenset(place_of(g) for g in settings.checkins_off_guild_ids)
         self.look.change_interval(seconds=settings.checkin_interval_seconds)
         # The check-in under way for each person: an erase cancels it.
@@ -52,8 +52,7 @@ class Checkins(commands.Cog):
 
     async def cog_unload(self) -> None:
         self.look.cancel()
-        if self._erasing in self.engine.erase_listeners:
-            self.engine.erase_listeners.remove(self._erasing)
+        self.engine.unlisten(erasing=self._erasing)
 
     def _erasing(self, person: str) -> None:
         task = self._sending.get(person)
@@ -62,7 +61,7 @@ class Checkins(commands.Cog):
 
     @tasks.loop(seconds=600)
     async def look(self) -> None:
-        for checkin in await self.engine.followups.due_checkins(self.off_places):
+        for checkin in await self.engine.conversation.due_checkins(self.off_places):
             if not checkin.person.isdigit():
                 continue  # a terminal chat's name: no one to write to
             task = asyncio.create_task(self.deliver(checkin), name=f"checkin:{checkin.person}")
@@ -79,38 +78,38 @@ class Checkins(commands.Cog):
                 self._sending.pop(checkin.person, None)
 
     async def deliver(self, checkin: Checkin) -> None:
-        port = self.engine.followups
-        if not await port.claim(checkin):
+        port = self.engine.conversation
+        if not await port.claim_checkin(checkin):
             return
         exchange_id: int | None = None
         try:
             if not await self._still_there(checkin):
                 log.info("a check-in is not sent: its person left the server where they last wrote")
-                await port.left(checkin)
+                await port.checkin_left(checkin)
                 return
             user = await self.bot.fetch_user(int(checkin.person))
             dm = await user.create_dm()
             set_locale(self.bot.languages.for_turn(user.id, self.engine.cast.default.language, None))
-            written = await port.write_checkin(checkin, story_id=str(dm.id), user_name=user.display_name)
+            written = await port.write_checkin(checkin, story_id=StoryId(str(dm.id)), user_name=user.display_name)
             if written is None:
                 return
             exchange_id, reply = written
-            if not await port.still_claimed(checkin):
+            if not await port.checkin_still_claimed(checkin):
                 return
             sent = [await dm.send(chunk) for chunk in split_message(reply)]
         except discord.Forbidden as exc:
             blocked = exc.code == CANNOT_SEND
             log.info("a check-in was refused by Discord (%s)%s", exc.code, ": check-ins turned off" if blocked else "")
-            await port.unsent(checkin, exchange_id, blocked=blocked)
+            await port.checkin_unsent(checkin, exchange_id, blocked=blocked)
             return
         except (discord.HTTPException, ValueError) as exc:
             log.warning("a check-in could not be sent, tried again later: %s", exc)
-            await port.unsent(checkin, exchange_id, blocked=False)
+            await port.checkin_unsent(checkin, exchange_id, blocked=False)
             return
         except asyncio.CancelledError:
-            await asyncio.shield(port.unsent(checkin, exchange_id, blocked=False))
+            await asyncio.shield(port.checkin_unsent(checkin, exchange_id, blocked=False))
             raise
-        await port.sent(checkin, story_id=str(dm.id), exchange_id=exchange_id, message_id=str(sent[-1].id))
+        await port.checkin_sent(checkin, story_id=StoryId(str(dm.id)), exchange_id=exchange_id, message_id=str(sent[-1].id))
 
     async def _still_there(self, checkin: Checkin) -> bool:
         """Whether the person is still a member of the server where they last wrote (a DM:

@@ -9,7 +9,7 @@ import asyncio
 import os
 import shutil
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from bot.app import Services
 from bot.clients.databases import open_database
 from bot.clients.db import SQLiteDatabase
 from bot.memory.model import utcnow
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from tests.builders import http_client, offline_services, settings_for
 from tests.fakes import postgres_server
 from tests.fakes.embedding_server import embedding_http, embedding_server  # noqa: F401  (fixtures)
@@ -39,7 +39,7 @@ class Clock:
     """A settable clock for code that takes `clock=`: tests move time explicitly."""
 
     def __init__(self, start: datetime | None = None) -> None:
-        self.now = start or datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
+        self.now = start or datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         return self.now
@@ -176,7 +176,7 @@ def settings_overrides() -> dict[str, Any]:
 def services_with(settings_overrides: dict[str, Any], services: Services) -> Services:
     """The services, with `settings_overrides` applied (cogs read settings when created)."""
     if settings_overrides:
-        services.settings = services.settings.model_copy(update=settings_overrides)
+        services.settings = services.settings.replace(**settings_overrides)
         services.engine.settings = services.settings.engine
     return services
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from bot.clients.llm import LLMClient
+from bot.clients.metrics import Metrics
 from bot.engine import Incoming
 from bot.engine.fitting import (
     DEFAULT_CHARS_PER_TOKEN,
@@ -109,7 +110,7 @@ FACTS = [
 
 async def _seed(engine, n_memories: int = 24) -> Seeded:
     ids = [
-        await engine.remember("alice", f"L'utilisateur {fact}.", story_id="chan-1", place="guild-1")
+        await engine.memories.remember("alice", f"L'utilisateur {fact}.", story_id="chan-1", place="guild-1")
         for fact in FACTS[:n_memories]
     ]
     history = []
@@ -131,20 +132,24 @@ async def test_a_turn_leaves_out_the_oldest_lines_then_the_weakest_memories_and_
     db, http, llm_server: FakeLLMServer, tmp_path
 ):
     """The fake counts a token per word; its counts teach the bot its rate on the first turn."""
-    engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=8192)
-    seeded = await _seed(engine)
+    measuring = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=8192)
+    seeded = await _seed(measuring)
+    bob = Incoming(user_id="bob", user_name="Bob", text="Salut", story_id="chan-9", place="guild-1")
     # Someone without memories, without a conversation: the smallest prompt, as the server counts it.
-    await engine.turn(Incoming(user_id="bob", user_name="Bob", text="Salut", story_id="chan-9", place="guild-1"))
+    await measuring.conversation.turn(bob)
+    await measuring.operator.wait_reflections("bob")
     smallest = sum(len(str(m["content"]).split()) for m in llm_server.chats[-1].messages)
     # A context that holds the character and a few memories, not the conversation.
     context = smallest + 80 + answer_room(smallest)
-    engine.calls.setting_context = context
-    result = await engine.turn(_incoming("Tu te souviens des bateaux ?", seeded.history))
+    engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=context)
+    await engine.conversation.turn(bob)  # the rate, from the server's count
+    await engine.operator.wait_reflections("bob")
+    result = await engine.conversation.turn(_incoming("Tu te souviens des bateaux ?", seeded.history))
     assert result.reply is not None
     sent = llm_server.chats[-1]
     assert sum(len(str(m["content"]).split()) for m in sent.messages) <= context - answer_room(context)
     assert [m["role"] for m in sent.messages] == ["system", "user"], "no line of the conversation left"
-    selection = await engine.why("alice", "chan-1")
+    selection = await engine.memories.why("alice", "chan-1")
     assert selection is not None
     figures = selection.figures
     assert figures.history_left_out == 12, "every line left before a memory did"
@@ -158,18 +163,21 @@ async def test_a_turn_leaves_out_the_oldest_lines_then_the_weakest_memories_and_
     text = why_text(selection)
     assert f"left out: 12 older lines of the conversation, {len(left_out)} memory slot" in text
     assert text.count("— left out to fit the context") == len(left_out)
-    await engine.wait_reflections("alice")
+    await engine.operator.wait_reflections("alice")
 
 
 async def test_a_context_too_small_for_even_the_smallest_prompt_is_said_once_and_never_asked_again(
     db, http, llm_server: FakeLLMServer, tmp_path, caplog
 ):
-    engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=8192)
+    metrics = Metrics()
+    engine = make_engine(
+        db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=8192, metrics=metrics
+    )
     llm_server.context_tokens = 200  # the server refuses more, as llama.cpp does, and says so
     caplog.set_level(logging.WARNING)
-    first = await engine.turn(_incoming("Bonjour, je m'appelle Alice.", []))
+    first = await engine.conversation.turn(_incoming("Bonjour, je m'appelle Alice.", []))
     asked = len(llm_server.chats)
-    second = await engine.turn(_incoming("Tu es là ?", []))
+    second = await engine.conversation.turn(_incoming("Tu es là ?", []))
     for result in (first, second):
         assert result.reply is None
         shown = turn_text(result)
@@ -179,14 +187,15 @@ async def test_a_context_too_small_for_even_the_smallest_prompt_is_said_once_and
     assert len(llm_server.chats) == asked, "nothing is sent that the server must refuse"
     warned = [r for r in caplog.records if "too small for the bot's prompts" in r.getMessage()]
     assert len(warned) == 1
-    assert engine.calls.too_small is not None and engine.calls.too_small.context == 200
-    assert b"echo_prompt_context_too_small_total 2.0" in engine.metrics.exposition()
+    too_small = engine.operator.model_figures().too_small
+    assert too_small is not None and too_small.context == 200
+    assert b"echo_prompt_context_too_small_total 2.0" in metrics.exposition()
     async with db.reader.execute("SELECT user_message, reply FROM exchanges ORDER BY id") as cur:
         assert [tuple(row) for row in await cur.fetchall()] == [("Bonjour, je m'appelle Alice.", None), ("Tu es là ?", None)]
-    selection = await engine.why("alice", "chan-1")
+    selection = await engine.memories.why("alice", "chan-1")
     assert selection is not None and selection.figures.context_too_small
     assert "too small for even the smallest prompt" in why_text(selection)
-    await engine.wait_reflections("alice")
+    await engine.operator.wait_reflections("alice")
 
 
 async def test_a_refusal_for_the_context_teaches_it_and_the_turn_is_fitted_again_once(
@@ -195,43 +204,47 @@ async def test_a_refusal_for_the_context_teaches_it_and_the_turn_is_fitted_again
     """A server that does not say its context (LLM_CONTEXT_TOKENS stands in, larger than it)."""
     engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=8192)
     seeded = await _seed(engine, 6)
-    await engine.turn(_incoming("Bonjour !", []))  # the rate, from the server's count
-    await engine.wait_reflections("alice")
+    await engine.conversation.turn(_incoming("Bonjour !", []))  # the rate, from the server's count
+    await engine.operator.wait_reflections("alice")
     llm_server.context_tokens = len(llm_server.chats[0].system.split()) + 100
-    result = await engine.turn(_incoming("Et les bateaux ?", seeded.history))
+    result = await engine.conversation.turn(_incoming("Et les bateaux ?", seeded.history))
     assert result.reply is not None
     refused, answered = [r for r in llm_server.chats if r.json_schema is None][-2:]
     assert len(refused.messages) > len(answered.messages)
-    assert engine.calls.context_tokens() == llm_server.context_tokens
-    selection = await engine.why("alice", "chan-1")
+    assert engine.operator.model_figures().context == llm_server.context_tokens
+    selection = await engine.memories.why("alice", "chan-1")
     assert selection is not None and selection.figures.history_left_out > 0
-    await engine.wait_reflections("alice")
+    await engine.operator.wait_reflections("alice")
 
 
 async def test_a_conversation_key_names_a_conversation_not_a_person(db, http, llm_server: FakeLLMServer, tmp_path):
     engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server))
     other = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server))
-    await engine.turn(_incoming("Bonjour", []))
-    await engine.turn(_incoming("Encore", []))
-    await engine.turn(Incoming(user_id="alice", user_name="Alice", text="Ailleurs", story_id="chan-2", place="guild-1"))
+    await engine.conversation.turn(_incoming("Bonjour", []))
+    await engine.conversation.turn(_incoming("Encore", []))
+    await engine.conversation.turn(Incoming(user_id="alice", user_name="Alice", text="Ailleurs", story_id="chan-2", place="guild-1"))
     keys = [r.body["prompt_cache_key"] for r in llm_server.chats if r.body and r.json_schema is None]
     assert keys[0] == keys[1] != keys[2]
     assert all("alice" not in k and "chan" not in k for k in keys)
-    assert other.calls.conversation_key("alice", "chan-1") != keys[0], "salted: not a hash anyone can redo"
-    await engine.wait_reflections("alice")
+    await other.conversation.turn(_incoming("Bonjour", []))
+    elsewhere = [r.body["prompt_cache_key"] for r in llm_server.chats if r.body and r.json_schema is None][-1]
+    assert elsewhere != keys[0], "salted: not a hash anyone can redo"
+    await engine.operator.wait_reflections("alice")
+    await other.operator.wait_reflections("alice")
 
 
 async def test_the_servers_own_figures_are_counted_per_call_and_exposed(db, http, llm_server: FakeLLMServer, tmp_path):
-    engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server))
+    metrics = Metrics()
+    engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), metrics=metrics)
     llm_server.replies.append(Reply("Bonjour Alice.", prompt_tokens=1500, cached_tokens=1200, prompt_ms=300.0))
-    await engine.turn(_incoming("Bonjour", []))
-    totals = engine.calls.totals["reply"]
+    await engine.conversation.turn(_incoming("Bonjour", []))
+    totals = engine.operator.model_figures().totals["reply"]
     assert (totals.prompt_tokens, totals.reused_tokens, totals.read_tokens) == (1500, 1200, 300)
-    exposed = engine.metrics.exposition().decode()
+    exposed = metrics.exposition().decode()
     assert 'echo_prompt_tokens_read_total{call="reply"} 300.0' in exposed
     assert 'echo_prompt_tokens_reused_total{call="reply"} 1200.0' in exposed
     assert 'echo_prompt_read_seconds_total{call="reply"} 0.3' in exposed
-    selection = await engine.why("alice", "chan-1")
+    selection = await engine.memories.why("alice", "chan-1")
     assert selection is not None and selection.figures.cached_tokens == 1200
     assert "1,200 of them from the server's cache" in why_text(selection)
-    await engine.wait_reflections("alice")
+    await engine.operator.wait_reflections("alice")

@@ -3,15 +3,14 @@ real SQLite file (the claim also on PostgreSQL), the scripted LLM and a clock th
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from bot.engine.followups import Checkin, asked_about, checked_timezone, learned_offset
 from bot.errors import InvalidTimezone
-from bot.memory.stores.memories import NewMemory
+from bot.memory.model import NewMemory
 from tests.builders import make_engine, msg
 from tests.fakes.llm_server import LLMRequest
 
@@ -53,9 +52,9 @@ async def told_exam(engine, llm_server, clock, *, user="alice", story="chan-1", 
         {"examen de chimie est": {"memories": [
             {"text": EXAM, "type": "fact", "confidence": 0.95, "expires_at": EXAM_DAY}]}},
     )
-    await engine.turn(msg("Mon examen de chimie est le 5 novembre.", user=user, story=story, place=place))
-    await engine.wait_reflections(user)
-    [memory] = [m for m in await engine.memories(user) if m.text == EXAM]
+    await engine.conversation.turn(msg("Mon examen de chimie est le 5 novembre.", user=user, story=story, place=place))
+    await engine.operator.wait_reflections(user)
+    [memory] = [m for m in await engine.memories.list(user) if m.text == EXAM]
     assert memory.expires_at is not None and memory.expires_at.date().isoformat() == EXAM_DAY
     return memory.id
 
@@ -66,51 +65,51 @@ async def test_a_passed_date_is_followed_up_at_the_next_message_once_and_its_ans
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     exam_id = await told_exam(engine, llm_server, clock)
     # Before the date: nothing to follow up.
-    await engine.turn(msg("Je révise."))
+    await engine.conversation.turn(msg("Je révise."))
     assert not is_followup(last_reply(llm_server))
 
-    clock.now = datetime(2026, 11, 6, 10, 0, tzinfo=timezone.utc)
+    clock.now = datetime(2026, 11, 6, 10, 0, tzinfo=UTC)
     llm_server.requests.clear()
     llm_server.handler = replies(
         {"Salut": "Salut ! Alors, ton examen de chimie, ça s'est passé comment ?", "16": "Bravo !"},
         {"16": {"replace": [{"id": exam_id, "text": "L'utilisateur a réussi son examen de chimie le 5 novembre avec 16"}]}},
     )
-    await engine.turn(msg("Salut !"))
+    await engine.conversation.turn(msg("Salut !"))
     [request] = [r for r in llm_server.chats if r.json_schema is None]
     assert is_followup(request)
     note = request.messages[-2]["content"]
     assert EXAM in note and "2026-11-05" in note and request.messages[-1]["content"] == "Alice: Salut !"
-    why = await engine.why("alice", "chan-1")
+    why = await engine.memories.why("alice", "chan-1")
     assert [(s.id, s.reason) for s in why.slots if s.reason == "followup"] == [(exam_id, "followup")]
 
-    await engine.wait_reflections("alice")
+    await engine.operator.wait_reflections("alice")
     llm_server.requests.clear()
-    await engine.turn(msg("Très bien, j'ai eu 16 !"))
-    await engine.wait_reflections("alice")
+    await engine.conversation.turn(msg("Très bien, j'ai eu 16 !"))
+    await engine.operator.wait_reflections("alice")
     reply_call = [r for r in llm_server.chats if r.json_schema is None][-1]
     assert not is_followup(reply_call)
     [reflection] = [r for r in llm_server.chats if r.json_schema is not None]
     # The answer's reflection is shown the past memory with its id, and told it was asked about.
     assert f"[{exam_id}]" in reflection.last_user and "how a past event went" in reflection.system
-    texts = [m.text for m in await engine.memories("alice")]
+    texts = [m.text for m in await engine.memories.list("alice")]
     assert "L'utilisateur a réussi son examen de chimie le 5 novembre avec 16" in texts
-    why = await engine.why("alice", "chan-1")
+    why = await engine.memories.why("alice", "chan-1")
     assert all(s.reason != "followup" for s in why.slots)
 
     # Never twice for one event, even once the next turns have passed.
     for said in ("Et toi ?", "À demain."):
-        await engine.turn(msg(said))
+        await engine.conversation.turn(msg(said))
         assert not is_followup(last_reply(llm_server))
-    assert (await engine.stats("alice")).followed_up == 1
+    assert (await engine.memories.stats("alice")).followed_up == 1
 
 
 async def test_a_follow_up_never_asked_is_spent_after_its_turns(db, http, llm_server, tmp_path, clock):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock, followup_turns=2)
     await told_exam(engine, llm_server, clock)
-    clock.now = datetime(2026, 11, 7, 10, 0, tzinfo=timezone.utc)
+    clock.now = datetime(2026, 11, 7, 10, 0, tzinfo=UTC)
     carried = []
     for said in ("Il fait beau.", "On parle de films ?", "Et de musique ?"):
-        await engine.turn(msg(said))
+        await engine.conversation.turn(msg(said))
         carried.append(is_followup(last_reply(llm_server)))
     assert carried == [True, True, False]
 
@@ -122,41 +121,41 @@ async def test_the_window_and_the_notice_bound_what_is_followed_up(db, http, llm
     # Told on the day itself: that conversation was the time to ask.
     await store.add("alice", NewMemory(text="L'utilisateur passe son permis aujourd'hui", expires_at=clock.now + timedelta(hours=2)))
     clock.advance(hours=6)
-    await engine.turn(msg("Coucou"))
+    await engine.conversation.turn(msg("Coucou"))
     assert not is_followup(last_reply(llm_server))
 
 
 async def test_a_forgotten_or_hand_edited_memory_is_never_followed_up(db, http, llm_server, tmp_path, clock):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     exam_id = await told_exam(engine, llm_server, clock)
-    await engine.edit_memory("alice", exam_id, "L'utilisateur a un examen de chimie en novembre")
+    await engine.memories.edit("alice", exam_id, "L'utilisateur a un examen de chimie en novembre")
     bob_exam = await told_exam(engine, llm_server, clock, user="bob")
-    await engine.forget("bob", bob_exam)
-    clock.now = datetime(2026, 11, 6, 10, 0, tzinfo=timezone.utc)
+    await engine.memories.forget("bob", bob_exam)
+    clock.now = datetime(2026, 11, 6, 10, 0, tzinfo=UTC)
     for user in ("alice", "bob"):
-        await engine.turn(msg("Salut", user=user))
+        await engine.conversation.turn(msg("Salut", user=user))
         assert not is_followup(last_reply(llm_server)), user
 
 
 async def test_a_memory_changed_after_it_was_offered_is_dropped(db, http, llm_server, tmp_path, clock):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     exam_id = await told_exam(engine, llm_server, clock)
-    clock.now = datetime(2026, 11, 6, 10, 0, tzinfo=timezone.utc)
-    await engine.turn(msg("Salut"))
+    clock.now = datetime(2026, 11, 6, 10, 0, tzinfo=UTC)
+    await engine.conversation.turn(msg("Salut"))
     assert is_followup(last_reply(llm_server))
-    await engine.forget("alice", exam_id)
-    await engine.turn(msg("Tu es là ?"))
+    await engine.memories.forget("alice", exam_id)
+    await engine.conversation.turn(msg("Tu es là ?"))
     assert not is_followup(last_reply(llm_server))
 
 
 async def test_a_memory_of_a_dm_is_not_followed_up_in_a_server_unless_shared(db, http, llm_server, tmp_path, clock):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     await told_exam(engine, llm_server, clock, story="dm-1", place="dm")
-    clock.now = datetime(2026, 11, 6, 10, 0, tzinfo=timezone.utc)
-    await engine.turn(msg("Salut"))
+    clock.now = datetime(2026, 11, 6, 10, 0, tzinfo=UTC)
+    await engine.conversation.turn(msg("Salut"))
     assert not is_followup(last_reply(llm_server))
-    await engine.set_sharing("alice", True)
-    await engine.turn(msg("Re"))
+    await engine.privacy.set_sharing("alice", True)
+    await engine.conversation.turn(msg("Re"))
     assert is_followup(last_reply(llm_server))
 
 
@@ -168,7 +167,7 @@ def test_a_question_that_names_the_event_is_asking_about_it():
 
 
 def test_a_time_zone_is_learned_from_quiet_hours_or_not_at_all():
-    day = datetime(2026, 11, 2, tzinfo=timezone.utc)
+    day = datetime(2026, 11, 2, tzinfo=UTC)
     # Someone in UTC+1 who writes from 8:00 to 23:00 their time: quiet from 23:00 to 7:00 UTC+1.
     times = [day + timedelta(days=d, hours=h) for d in range(5) for h in range(7, 22, 2)]
     assert learned_offset(times) == timedelta(hours=1)
@@ -197,43 +196,43 @@ def dated(text: str, when: datetime) -> NewMemory:
 
 async def checkin_person(engine, llm_server, clock, store, *, zone: str | None = "Europe/Paris"):
     """A person who talked today, turned check-ins on, and whose dentist appointment passed."""
-    await engine.turn(msg("Bonjour", user=PERSON))
-    await engine.followups.set_checkins(PERSON, True, zone)
+    await engine.conversation.turn(msg("Bonjour", user=PERSON))
+    await engine.privacy.set_checkins(PERSON, True, zone)
     return await store.add(PERSON, dated("L'utilisateur a rendez-vous chez le dentiste le 3 novembre", clock.now + timedelta(days=1)))
 
 
 async def test_a_check_in_is_due_only_in_the_persons_daytime(db, http, llm_server, tmp_path, clock, store):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     memory_id = await checkin_person(engine, llm_server, clock, store)
-    clock.now = datetime(2026, 11, 4, 2, 0, tzinfo=timezone.utc)  # 3:00 in Paris
-    assert await engine.followups.due_checkins() == []
-    clock.now = datetime(2026, 11, 4, 10, 0, tzinfo=timezone.utc)  # 11:00 in Paris
-    [due] = await engine.followups.due_checkins()
+    clock.now = datetime(2026, 11, 4, 2, 0, tzinfo=UTC)  # 3:00 in Paris
+    assert await engine.conversation.due_checkins() == []
+    clock.now = datetime(2026, 11, 4, 10, 0, tzinfo=UTC)  # 11:00 in Paris
+    [due] = await engine.conversation.due_checkins()
     assert (due.person, due.due.memory_id) == (PERSON, memory_id)
     # Off in the place they last wrote, or for the whole bot: none.
-    assert await engine.followups.due_checkins(frozenset({"guild-1"})) == []
-    engine.settings = dataclasses.replace(engine.settings, checkins=False)
-    assert await engine.followups.due_checkins() == []
+    assert await engine.conversation.due_checkins(frozenset({"guild-1"})) == []
+    engine.settings = engine.settings.model_copy(update={"checkins": False})
+    assert await engine.conversation.due_checkins() == []
 
 
 async def test_a_check_in_is_written_stored_and_never_sent_twice(db, http, llm_server, tmp_path, clock, store):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     await checkin_person(engine, llm_server, clock, store)
-    clock.now = datetime(2026, 11, 4, 10, 0, tzinfo=timezone.utc)
+    clock.now = datetime(2026, 11, 4, 10, 0, tzinfo=UTC)
     llm_server.handler = lambda r: "Alors, ce rendez-vous chez le dentiste, ça s'est bien passé ?"
-    [due] = await engine.followups.due_checkins()
-    assert await engine.followups.claim(due)
-    exchange_id, text = await engine.followups.write_checkin(due, story_id="dm-1", user_name="Alice")
+    [due] = await engine.conversation.due_checkins()
+    assert await engine.conversation.claim_checkin(due)
+    exchange_id, text = await engine.conversation.write_checkin(due, story_id="dm-1", user_name="Alice")
     assert "dentiste" in text
     [request] = [r for r in llm_server.chats if "is not talking with you right now" in r.last_user]
     assert "dentiste" in request.last_user
     assert "in the language that memory is written in" in request.last_user, "no conversation in its prompt tells it"
-    await engine.followups.sent(due, story_id="dm-1", exchange_id=exchange_id, message_id="m-1")
-    assert await engine.followups.due_checkins() == []
+    await engine.conversation.checkin_sent(due, story_id="dm-1", exchange_id=exchange_id, message_id="m-1")
+    assert await engine.conversation.due_checkins() == []
     # Their answer in that DM is reflected with the event shown to the reflection.
     llm_server.handler = lambda r: "{}" if r.json_schema is not None else "Tant mieux !"
-    await engine.turn(msg("Très bien, aucune carie.", user=PERSON, story="dm-1", place="dm"))
-    await engine.wait_reflections(PERSON)
+    await engine.conversation.turn(msg("Très bien, aucune carie.", user=PERSON, story="dm-1", place="dm"))
+    await engine.operator.wait_reflections(PERSON)
     reflection = [r for r in llm_server.chats if r.json_schema is not None][-1]
     assert "how a past event went" in reflection.system and "aucune carie" in reflection.last_user
 
@@ -243,16 +242,16 @@ async def test_at_most_one_check_in_a_day_and_three_a_week(db, http, llm_server,
     await checkin_person(engine, llm_server, clock, store)
     for n in range(2, 7):
         await store.add(PERSON, dated(f"L'utilisateur a un match de tennis numéro {n}", clock.now + timedelta(days=1, hours=n)))
-    clock.now = datetime(2026, 11, 4, 10, 0, tzinfo=timezone.utc)
+    clock.now = datetime(2026, 11, 4, 10, 0, tzinfo=UTC)
     sent_days = []
     for day in range(7):
         for hour in (10, 15):
-            clock.now = datetime(2026, 11, 4 + day, hour, 0, tzinfo=timezone.utc)
-            for due in await engine.followups.due_checkins():
-                assert await engine.followups.claim(due)
-                written = await engine.followups.write_checkin(due, story_id=f"dm-{day}", user_name="Alice")
+            clock.now = datetime(2026, 11, 4 + day, hour, 0, tzinfo=UTC)
+            for due in await engine.conversation.due_checkins():
+                assert await engine.conversation.claim_checkin(due)
+                written = await engine.conversation.write_checkin(due, story_id=f"dm-{day}", user_name="Alice")
                 assert written is not None
-                await engine.followups.sent(due, story_id=f"dm-{day}", exchange_id=written[0], message_id=f"m-{day}")
+                await engine.conversation.checkin_sent(due, story_id=f"dm-{day}", exchange_id=written[0], message_id=f"m-{day}")
                 sent_days.append(day)
     assert sent_days == [0, 1, 2], "one a day, then three in the week"
 
@@ -260,39 +259,39 @@ async def test_at_most_one_check_in_a_day_and_three_a_week(db, http, llm_server,
 async def test_no_check_in_for_someone_silent_for_months_or_erased(db, http, llm_server, tmp_path, clock, store):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     await checkin_person(engine, llm_server, clock, store)
-    clock.now = datetime(2027, 1, 1, 10, 0, tzinfo=timezone.utc)
-    await store.add(PERSON, dated("L'utilisateur a un concert le 8 janvier", datetime(2027, 1, 8, 20, 0, tzinfo=timezone.utc)))
-    clock.now = datetime(2027, 1, 10, 10, 0, tzinfo=timezone.utc)
-    assert await engine.followups.due_checkins() == [], "silent since November"
-    await engine.turn(msg("Me revoilà", user=PERSON))
-    assert len(await engine.followups.due_checkins()) == 1
-    await engine.erase_person(PERSON)
-    assert await engine.followups.due_checkins() == []
-    assert not (await engine.followups.status(PERSON)).enabled
+    clock.now = datetime(2027, 1, 1, 10, 0, tzinfo=UTC)
+    await store.add(PERSON, dated("L'utilisateur a un concert le 8 janvier", datetime(2027, 1, 8, 20, 0, tzinfo=UTC)))
+    clock.now = datetime(2027, 1, 10, 10, 0, tzinfo=UTC)
+    assert await engine.conversation.due_checkins() == [], "silent since November"
+    await engine.conversation.turn(msg("Me revoilà", user=PERSON))
+    assert len(await engine.conversation.due_checkins()) == 1
+    await engine.privacy.erase_person(PERSON)
+    assert await engine.conversation.due_checkins() == []
+    assert not (await engine.privacy.checkins(PERSON)).enabled
 
 
 async def test_without_a_time_zone_no_check_in_until_one_is_learned(db, http, llm_server, tmp_path, clock, store):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     await checkin_person(engine, llm_server, clock, store, zone=None)
-    clock.now = datetime(2026, 11, 4, 12, 0, tzinfo=timezone.utc)
-    assert await engine.followups.due_checkins() == []
-    assert (await engine.followups.status(PERSON)).timezone is None
+    clock.now = datetime(2026, 11, 4, 12, 0, tzinfo=UTC)
+    assert await engine.conversation.due_checkins() == []
+    assert (await engine.privacy.checkins(PERSON)).timezone is None
 
 
 async def test_closed_dms_turn_check_ins_off_and_the_next_turn_says_so_once(db, http, llm_server, tmp_path, clock, store):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     await checkin_person(engine, llm_server, clock, store)
-    clock.now = datetime(2026, 11, 4, 10, 0, tzinfo=timezone.utc)
-    [due] = await engine.followups.due_checkins()
-    assert await engine.followups.claim(due)
-    exchange_id, _ = await engine.followups.write_checkin(due, story_id="dm-1", user_name="Alice")
-    await engine.followups.unsent(due, exchange_id, blocked=True)
-    assert not (await engine.followups.status(PERSON)).enabled
-    assert await engine.followups.take_notice(PERSON) == "checkins_blocked"
-    assert await engine.followups.take_notice(PERSON) is None
+    clock.now = datetime(2026, 11, 4, 10, 0, tzinfo=UTC)
+    [due] = await engine.conversation.due_checkins()
+    assert await engine.conversation.claim_checkin(due)
+    exchange_id, _ = await engine.conversation.write_checkin(due, story_id="dm-1", user_name="Alice")
+    await engine.conversation.checkin_unsent(due, exchange_id, blocked=True)
+    assert not (await engine.privacy.checkins(PERSON)).enabled
+    assert await engine.conversation.notice(PERSON) == "checkins_blocked"
+    assert await engine.conversation.notice(PERSON) is None
     # The memory was not followed up: a turn may still ask about it.
-    await engine.set_sharing(PERSON, True)
-    await engine.turn(msg("Salut", user=PERSON))
+    await engine.privacy.set_sharing(PERSON, True)
+    await engine.conversation.turn(msg("Salut", user=PERSON))
     assert is_followup(last_reply(llm_server))
 
 
@@ -300,11 +299,11 @@ async def test_two_engines_on_one_database_claim_a_check_in_once(db, http, llm_s
     first = make_engine(db, http, llm_server, tmp_path, clock=clock)
     second = make_engine(db, http, llm_server, tmp_path, clock=clock)
     await checkin_person(first, llm_server, clock, store)
-    clock.now = datetime(2026, 11, 4, 10, 0, tzinfo=timezone.utc)
-    [due_first] = await first.followups.due_checkins()
-    [due_second] = await second.followups.due_checkins()
-    claims = [await first.followups.claim(due_first), await second.followups.claim(due_second)]
+    clock.now = datetime(2026, 11, 4, 10, 0, tzinfo=UTC)
+    [due_first] = await first.conversation.due_checkins()
+    [due_second] = await second.conversation.due_checkins()
+    claims = [await first.conversation.claim_checkin(due_first), await second.conversation.claim_checkin(due_second)]
     assert claims == [True, False]
     # A claim left by a process that died before sending is taken over after a while.
     clock.advance(minutes=11)
-    assert await second.followups.claim(Checkin(due_second.person, due_second.due, due_second.place))
+    assert await second.conversation.claim_checkin(Checkin(due_second.person, due_second.owner, due_second.due, due_second.place))

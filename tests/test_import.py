@@ -10,7 +10,7 @@ import dataclasses
 import json
 import sqlite3
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from bot.__main__ import main
 from bot.characters import transcripts
 from bot.characters.transcripts import read_transcript
 from bot.engine import Incoming
-from bot.engine.importing import Imports, ReplayClock
+from bot.engine.importing import ReplayClock
 from bot.errors import ImportFileError
 from tests.builders import bundled_character, make_engine, msg
 from tests.fakes.llm_server import LLMRequest, Reply
@@ -30,7 +30,7 @@ ECHO = bundled_character().name  # "Écho"
 
 
 def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=timezone.utc)
+    return datetime(*args, tzinfo=UTC)
 
 
 def conversation(kind: str, transcript) -> list[tuple[str, str]]:
@@ -51,7 +51,7 @@ def test_a_sillytavern_chat_is_read_as_sillytavern_writes_it():
     # swipes; the hidden system line is skipped.
     assert conversation("st", t) == EXPECTED
     assert t.skipped == 1
-    [first, second, third] = t.exchanges()
+    [first, _, third] = t.exchanges()
     assert first.at == utc(2024, 5, 10, 19, 3) and third.replied_at == utc(2024, 5, 12, 8, 15, 4)
     assert t.story == "sillytavern:Écho:2024-05-10@19h02m11s"
 
@@ -74,7 +74,7 @@ def test_a_discord_export_tells_the_person_and_the_character_apart_by_author_id(
 def test_a_plain_transcript_is_read_by_its_names():
     t = read_transcript(DATA / "transcript.txt", character_name=ECHO, person_id=ALICE)
     assert (t.person_name, t.character_name) == ("Alice", "Écho")
-    [first, second, third] = t.exchanges()
+    [_, second, third] = t.exchanges()
     assert second.text == "Il a trois ans.\nEt je suis allergique aux arachides."
     assert second.reply == "Noté : pas d'arachides pour toi.\nRemarque: je m'en souviendrai."
     assert third.at == utc(2024, 5, 12, 8, 15)
@@ -99,9 +99,10 @@ def test_dates_in_every_style_the_tools_write():
          "chat.jsonl, line 2: a SillyTavern message needs"),
         ("export.json", '{\n  "channel": {"id": "1"},\n  "messages": [\n    {"id": "2",,}\n  ]\n}', "export.json, line 4: invalid JSON"),
         ("export.json", '{"channel": {"id": "1"}, "messages": [{"id": "2", "content": "hi"}]}', "export.json, line 1, message 1: a message needs"),
-        ("export.json", '{\n  "guild": {"messages": []},\n  "channel": {"id": "1"},\n  "messages": [\n    {"id": "2", "timestamp": "2024-05-10T19:03:00+02:00",\n'
-         '     "author": {"id": "3"}, "content": "hi"},\n    {"id": "4",\n     "content": "no author"}\n  ]\n}',
-         "export.json, line 7, message 2: a message needs"),
+        ("export.json", (
+            '{\n  "guild": {"messages": []},\n  "channel": {"id": "1"},\n  "messages": [\n    {"id": "2", "timestamp": "2024-05-10T19:03:00+02:00",\n'
+            '     "author": {"id": "3"}, "content": "hi"},\n    {"id": "4",\n     "content": "no author"}\n  ]\n}'
+        ), "export.json, line 7, message 2: a message needs"),
         ("talk.txt", "Alice: salut\nÉcho: bonjour\nMallory: moi aussi\n", "cannot tell who is who among Alice, Écho, Mallory"),
         ("talk.txt", "just words without a speaker\n", "talk.txt, line 1: a transcript line starts with who speaks"),
     ],
@@ -183,21 +184,20 @@ async def test_an_import_writes_the_memories_the_live_path_writes(http, llm_serv
     live_db = await open_database(paths["live"])
     clock = ReplayClock()
     engine = make_engine(live_db, http, llm_server, tmp_path, clock=clock)
-    importing = Imports.for_engine(engine)
-    plan = importing.plan(transcript, ALICE, engine.character)
+    plan = engine.operator.import_plan(transcript, ALICE, engine.character)
     replies = {e.text: e.reply for e in plan.exchanges}
     llm_server.handler = lambda r: reflection_of(r) if r.json_schema is not None else replies[r.messages[-1]["content"].split(": ", 1)[1]]
     for exchange in plan.exchanges:
         clock.at = exchange.replied_at
         said = Incoming(user_id=plan.owner, user_name=plan.user_name, text=exchange.text, story_id=plan.story_id, place=plan.place)
-        await engine.turn(said)
-        await engine.wait_reflections(plan.owner)
+        await engine.conversation.turn(said)
+        await engine.operator.wait_reflections(plan.owner)
     await engine.close()
     await live_db.close()
     # Imported.
     import_db = await open_database(paths["import"])
     engine = make_engine(import_db, http, llm_server, tmp_path, clock=ReplayClock())
-    done = await Imports.for_engine(engine).run(plan)
+    done = await engine.operator.import_conversation(plan)
     assert (done.done, done.skipped, done.set_aside) == (len(plan.exchanges), 0, 0) and done.memories == learned
     await engine.close()
     live, imported = memory_rows(paths["live"], plan.owner), memory_rows(paths["import"], plan.owner)
@@ -206,7 +206,7 @@ async def test_an_import_writes_the_memories_the_live_path_writes(http, llm_serv
     # The same file again: nothing written, nothing asked of the model.
     calls = len(llm_server.chats)
     engine = make_engine(import_db, http, llm_server, tmp_path, clock=ReplayClock())
-    again = await Imports.for_engine(engine).run(plan)
+    again = await engine.operator.import_conversation(plan)
     await engine.close()
     await import_db.close()
     assert again.already and len(llm_server.chats) == calls
@@ -217,11 +217,10 @@ async def test_a_dated_fact_whose_date_passed_is_kept_as_history_and_never_follo
     transcript = read_transcript(DATA / "sillytavern_chat.jsonl", character_name=ECHO, person_id=ALICE)
     engine = make_engine(db, http, llm_server, tmp_path, clock=ReplayClock())
     llm_server.handler = lambda r: reflection_of(r) if r.json_schema is not None else "ok"
-    importing = Imports.for_engine(engine)
-    plan = importing.plan(transcript, ALICE, engine.character)
-    done = await importing.run(plan)
+    plan = engine.operator.import_plan(transcript, ALICE, engine.character)
+    done = await engine.operator.import_conversation(plan)
     assert done.history == 1 and done.summary
-    [exam] = [m for m in await engine.memories(plan.owner) if "examen" in m.text]
+    [exam] = [m for m in await engine.memories.list(plan.owner) if "examen" in m.text]
     assert exam.expires_at is None, "history, not a future event"
     # The reflection read the exchange on its own day: the date was still ahead then.
     reflections = [r for r in llm_server.chats if r.json_schema is not None and "examen de chimie" in r.last_user]
@@ -230,11 +229,11 @@ async def test_a_dated_fact_whose_date_passed_is_kept_as_history_and_never_follo
     assert len(summary_call) == 1
     # A later live turn asks nothing about it.
     engine2 = make_engine(db, http, llm_server, tmp_path)
-    await engine2.turn(msg("Salut", user=plan.owner, story=plan.story_id, place="dm"))
+    await engine2.conversation.turn(msg("Salut", user=plan.owner, story=plan.story_id, place="dm"))
     assert not any("Follow-up:" in str(m.get("content")) for m in [r for r in llm_server.chats if r.json_schema is None][-1].messages)
     # Importing it again writes nothing and asks the model nothing.
     calls = len(llm_server.chats)
-    again = await Imports.for_engine(make_engine(db, http, llm_server, tmp_path, clock=ReplayClock())).run(plan)
+    again = await make_engine(db, http, llm_server, tmp_path, clock=ReplayClock()).operator.import_conversation(plan)
     assert again.already and len(llm_server.chats) == calls
 
 
@@ -254,12 +253,11 @@ async def test_live_turns_have_the_model_first_while_an_import_runs(db, http, ll
         return reflection_of(request)
 
     llm_server.handler = handler
-    importing = Imports.for_engine(importer)
-    plan = importing.plan(transcript, ALICE, importer.character)
-    turn = asyncio.create_task(live.turn(msg("Bonjour ?", user="bob")))
+    plan = importer.operator.import_plan(transcript, ALICE, importer.character)
+    turn = asyncio.create_task(live.conversation.turn(msg("Bonjour ?", user="bob")))
     while not arrivals:
         await asyncio.sleep(0.01)
-    done = await importing.run(plan)
+    done = await importer.operator.import_conversation(plan)
     assert (await turn).reply == "une réponse lente" and done.done == 3
     live_at = arrivals[0][1]
     first_import = next(at for who, at in arrivals if who == "import")

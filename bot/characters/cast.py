@@ -31,6 +31,7 @@ from bot.characters.character import SUFFIXES, Character, load_character
 from bot.characters.world_info import is_world_info
 from bot.clients.outside_files import CHANNELS_FILE, LORE_FILE, read_document
 from bot.errors import CharacterError, LoreError
+from bot.memory.model import OwnerKey, PersonId
 
 log = logging.getLogger(__name__)
 
@@ -80,21 +81,22 @@ class Cast:
                 return self.characters[table[place]]
         return self.default
 
-    def memory_key(self, user_id: str, character: Character) -> str:
+    def memory_key(self, user_id: PersonId, character: Character) -> OwnerKey:
         """The owner key of what `character` remembers of `user_id` (see the module's doc)."""
         if character.key == self.default_key or character.shares_memory:
-            return user_id
-        return f"{user_id}{KEY_SEPARATOR}{character.key}"
+            return OwnerKey(user_id)
+        return OwnerKey(f"{user_id}{KEY_SEPARATOR}{character.key}")
 
-    def character_of_key(self, memory_key: str) -> Character:
+    def character_of_key(self, memory_key: OwnerKey) -> Character:
         """The character whose memory `memory_key` is (the default for a shared one)."""
         _, separator, key = memory_key.rpartition(KEY_SEPARATOR)
         found = self.characters.get(key) if separator else None
         return found if found is not None and not found.shares_memory else self.default
 
-    def user_of_key(self, memory_key: str) -> str:
+    def user_of_key(self, memory_key: OwnerKey) -> PersonId:
+        """The person whose memories the key holds (a character's own key is its own person)."""
         user, separator, key = memory_key.rpartition(KEY_SEPARATOR)
-        return user if separator and key in self.characters else memory_key
+        return PersonId(user if separator and key in self.characters else memory_key)
 
     def by_name_or_key(self, text: str) -> Character | None:
         wanted = text.strip().casefold()

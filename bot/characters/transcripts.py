@@ -31,7 +31,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -184,18 +184,18 @@ def parse_date(value: Any) -> datetime | None:
             return None
         if isinstance(value, int | float):
             seconds = value / 1000 if value > 1e11 else value  # milliseconds since 1970, or seconds
-            return datetime.fromtimestamp(seconds, tz=timezone.utc)
+            return datetime.fromtimestamp(seconds, tz=UTC)
         if not isinstance(value, str) or not value.strip():
             return None
         text = value.strip()
         if (m := _ST_MESSAGE.fullmatch(text)) and m.group(1).lower() in _MONTHS:
             hour = int(m.group(4)) % 12 + (12 if m.group(6).lower() == "pm" else 0)
-            return datetime(int(m.group(3)), _MONTHS[m.group(1).lower()], int(m.group(2)), hour, int(m.group(5)), tzinfo=timezone.utc)
+            return datetime(int(m.group(3)), _MONTHS[m.group(1).lower()], int(m.group(2)), hour, int(m.group(5)), tzinfo=UTC)
         if m := _ST_HUMANIZED.match(text):
             year, month, day, hour, minute, second = (int(g) for g in m.groups())
-            return datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        return parsed.astimezone(timezone.utc) if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+            return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+        parsed = datetime.fromisoformat(text)  # "Z" read as UTC since Python 3.11
+        return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     except (ValueError, OverflowError, OSError):
         return None
 

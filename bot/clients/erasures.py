@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from bot.clients.db import to_db
 from bot.clients.outage import Outage
 from bot.clients.outside_files import ERASURE_LEDGER, read_text
+from bot.clients.storage import to_db
 from bot.errors import BackupError
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from bot.clients.kinds import Api
 
@@ -26,6 +26,16 @@ class Image:
     name: str
     mime: str
     data: bytes
+
+
+class ChatMessage(TypedDict):
+    """One message of a chat call, as the engine writes it; the wire shape is each API's
+    (`wire_message`)."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+    # Shown to a vision model with the message (the last user message of a reply call).
+    images: NotRequired[list[Image]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +201,7 @@ class Thinking:
 
 def request_body(
     api: Api,
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[ChatMessage],
     *,
     model: str,
     json_schema: dict[str, Any] | None,
@@ -251,9 +261,9 @@ def _keep_alive(value: str) -> str | int | float:
     return int(number) if number.is_integer() else number
 
 
-def wire_message(api: Api, message: Mapping[str, Any]) -> dict[str, Any]:
+def wire_message(api: Api, message: ChatMessage) -> dict[str, Any]:
     wire: dict[str, Any] = {"role": message["role"], "content": message["content"]}
-    images: Sequence[Image] = message.get("images") or ()
+    images = message.get("images") or ()
     if not images:
         return wire
     if api == "ollama":

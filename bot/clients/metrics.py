@@ -8,7 +8,7 @@ scraped, so they cannot drift from what the database and its Outage say.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -40,6 +40,31 @@ class _FailureCount(Collector):
         family = CounterMetricFamily(self._name, self._documentation)
         family.add_metric([], float(self._read()))
         yield family
+
+
+class _Cache(Collector):
+    """The memory cache's figures, kept by the cache, read at scrape time."""
+
+    def __init__(self, reads: Callable[[], Mapping[str, int]], held: Callable[[], tuple[int, int]]) -> None:
+        self._reads = reads
+        self._held = held
+
+    def collect(self) -> Iterator[Metric]:
+        reads = CounterMetricFamily(
+            "echo_memory_cache_reads",
+            "Reads of a person's memories by how the cache served them: hit, catch_up (the changes since), load (whole)",
+            labels=["how"],
+        )
+        for how, count in self._reads().items():
+            reads.add_metric([how], float(count))
+        yield reads
+        people, nbytes = self._held()
+        held = GaugeMetricFamily("echo_memory_cache_people", "People whose memories the cache holds")
+        held.add_metric([], float(people))
+        yield held
+        size = GaugeMetricFamily("echo_memory_cache_bytes", "Bytes the cache holds (at most 1 GiB)")
+        size.add_metric([], float(nbytes))
+        yield size
 
 
 class _Backups(Collector):
@@ -100,6 +125,10 @@ class Metrics:
             _FailureCount("echo_storage_failures", "Database writes that failed (disk full, read-only, I/O error)", read_failures)
         )
 
+    def watch_cache(self, reads: Callable[[], Mapping[str, int]], held: Callable[[], tuple[int, int]]) -> None:
+        """The memory cache's reads by how it served them, and the people and bytes it holds."""
+        self.registry.register(_Cache(reads, held))
+
     def timed(self, embedder: Embedder) -> Embedder:
         return TimedEmbedder(embedder, self.embedding_seconds)
 
@@ -130,7 +159,8 @@ class TimedEmbedder:
             self._seconds.labels("passages").observe(time.perf_counter() - started)
 
     async def embed_query(self, text: str) -> np.ndarray:
-        return (await self.embed_queries([text]))[0]
+        vector: np.ndarray = (await self.embed_queries([text]))[0]
+        return vector
 
     async def embed_queries(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
         started = time.perf_counter()

@@ -31,6 +31,7 @@ import asyncpg
 
 from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations, lock_key
 from bot.clients.outage import Outage
+from bot.clients.storage import Sql, Statement
 from bot.errors import MigrationError, StorageError
 
 log = logging.getLogger(__name__)
@@ -90,8 +91,8 @@ def _insert_or_ignore(text: str) -> str:
     return f"{text[: returning.start()].rstrip()} ON CONFLICT DO NOTHING {text[returning.start():]}"
 
 
-def _statement(sql: str) -> str | None:
-    return getattr(sql, "postgresql", sql)
+def _statement(sql: Statement) -> str | None:
+    return sql.postgresql if isinstance(sql, Sql) else sql
 
 
 def _arguments(translated: _Translated, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
@@ -136,7 +137,7 @@ class _Pending:
         return None
 
 
-async def _run(conn: asyncpg.Connection, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> Cursor:
+async def _run(conn: asyncpg.Connection, sql: Statement, params: Sequence[Any] | Mapping[str, Any]) -> Cursor:
     text = _statement(sql)
     if text is None:
         return Cursor([], 0)
@@ -158,10 +159,10 @@ class Connection:
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.raw = conn
 
-    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> _Pending:
+    def execute(self, sql: Statement, params: Sequence[Any] | Mapping[str, Any] = ()) -> _Pending:
         return _Pending(_run(self.raw, sql, params))
 
-    async def execute_fetchall(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[asyncpg.Record]:
+    async def execute_fetchall(self, sql: Statement, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[asyncpg.Record]:
         return (await _run(self.raw, sql, params)).rows
 
 
@@ -173,14 +174,14 @@ class Reader:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> _Pending:
+    def execute(self, sql: Statement, params: Sequence[Any] | Mapping[str, Any] = ()) -> _Pending:
         return _Pending(self._fetch(sql, params))
 
-    async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> Cursor:
+    async def _fetch(self, sql: Statement, params: Sequence[Any] | Mapping[str, Any]) -> Cursor:
         async with self._pool.acquire() as conn:
             return await _run(conn, sql, params)
 
-    async def execute_fetchall(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[asyncpg.Record]:
+    async def execute_fetchall(self, sql: Statement, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[asyncpg.Record]:
         return (await self._fetch(sql, params)).rows
 
 
@@ -285,7 +286,7 @@ class PostgresDatabase:
     @classmethod
     async def open(
         cls, url: str, migrations: Path = POSTGRES_MIGRATIONS_DIR, *, max_size: int = 10
-    ) -> "PostgresDatabase":
+    ) -> PostgresDatabase:
         check_url(url)
         pool = await asyncpg.create_pool(url, min_size=1, max_size=max_size, command_timeout=60)
         try:
@@ -301,10 +302,9 @@ class PostgresDatabase:
         """One write transaction at a time, in this process and across processes."""
         async with self._write_lock:
             try:
-                async with self._pool.acquire() as raw:
-                    async with raw.transaction():
-                        await raw.execute("SELECT pg_advisory_xact_lock($1)", WRITER_LOCK)
-                        yield Connection(raw)
+                async with self._pool.acquire() as raw, raw.transaction():
+                    await raw.execute("SELECT pg_advisory_xact_lock($1)", WRITER_LOCK)
+                    yield Connection(raw)
             except BaseException as exc:
                 failure = storage_failure(self.path, exc)
                 if failure is None:
@@ -322,10 +322,9 @@ class PostgresDatabase:
         connection). Two processes seeing the same pending exchanges reflect them once, one
         after the other, never at the same time."""
         try:
-            async with self._pool.acquire() as raw:
-                async with raw.transaction():
-                    mine = await raw.fetchval("SELECT pg_try_advisory_xact_lock($1)", lock_key(name))
-                    yield bool(mine)
+            async with self._pool.acquire() as raw, raw.transaction():
+                mine = await raw.fetchval("SELECT pg_try_advisory_xact_lock($1)", lock_key(name))
+                yield bool(mine)
         except BaseException as exc:
             failure = storage_failure(self.path, exc)
             if failure is None:

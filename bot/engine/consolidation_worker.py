@@ -35,10 +35,12 @@ from bot.memory.consolidation.proposal import (
     consolidation_json_schema,
     parse_proposal,
 )
+from bot.memory.model import NewMemory, OwnerKey
 from bot.memory.series import Series, SeriesKey, key_of
-from bot.memory.stores.consolidations import record_consolidation, undone_by_user
-from bot.memory.stores.exchanges import copy_sources, recent_speakers
-from bot.memory.stores.memories import NewMemory, consolidate, row_to_memory
+from bot.memory.stores.consolidations import consolidate, undone_by_user
+from bot.memory.stores.exchanges import recent_speakers
+from bot.memory.stores.memories import row_to_memory
+from bot.memory.stores.provenance import copy_sources
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +76,7 @@ class Consolidations:
         self.totals = RunFigures()
         self._running = asyncio.Lock()
         # The model call under way for each user: an erase cancels it (`stop`).
-        self._asking: dict[str, asyncio.Future[Any]] = {}
+        self._asking: dict[OwnerKey, asyncio.Future[Any]] = {}
 
     async def run_once(self) -> RunFigures:
         """One pass over the recent speakers, within the run's budget of model calls."""
@@ -108,7 +110,7 @@ class Consolidations:
         t.scan_seconds += figures.scan_seconds
         t.longest_slice_ms = max(t.longest_slice_ms, figures.longest_slice_ms)
 
-    async def find(self, user_id: str, figures: RunFigures | None = None) -> list[Series]:
+    async def find(self, user_id: OwnerKey, figures: RunFigures | None = None) -> list[Series]:
         """The user's series as the cache holds their memories now, found in slices on the event
         loop (a thread would hold the GIL against it: see bot/memory/cache/memory_cache.py)."""
         entry = await self.ctx.cache.get(user_id)
@@ -124,7 +126,7 @@ class Consolidations:
             for slot in range(start, min(start + SCAN_SLICE, len(rows))):
                 row = rows[slot]
                 if row is not None:
-                    key = key_of(row[3], row[4], row[5], row[6], bool(row[8]), row[11] is not None, row[2])
+                    key = key_of(row.type, row.scope, row.story_id, row.place, bool(row.pinned), row.expires_at is not None, row.text)
                     if key is not None:
                         slots[key].append(slot)
             if not start % (SCAN_SLICE * 64):
@@ -139,7 +141,7 @@ class Consolidations:
             if len(held) >= least:
                 # The members as read (the rows copied above): the apply compares them with the
                 # database. Slots are in id order within a load, not after a catch-up: sorted.
-                members = sorted((row_to_memory(rows[slot]) for slot in held), key=lambda m: m.id)
+                members = sorted((row_to_memory(row) for slot in held if (row := rows[slot]) is not None), key=lambda m: m.id)
                 series.append(Series(key, tuple(members)))
                 await slices.tick()
         series.sort(key=lambda s: (-len(s.members), s.members[0].id))
@@ -149,7 +151,7 @@ class Consolidations:
             figures.longest_slice_ms = max(figures.longest_slice_ms, longest * 1000)
         return series
 
-    async def stop(self, user_id: str) -> None:
+    async def stop(self, user_id: OwnerKey) -> None:
         """Cancel the model call of a consolidation of this user (their erase): the series is
         left as it is, and the job goes on with the next person."""
         asking = self._asking.get(user_id)
@@ -157,7 +159,7 @@ class Consolidations:
             asking.cancel()
             await asyncio.wait([asking])
 
-    async def consolidate_user(self, user_id: str, figures: RunFigures, budget: int) -> None:
+    async def consolidate_user(self, user_id: OwnerKey, figures: RunFigures, budget: int) -> None:
         # A consolidation the user undid is theirs to keep undone: its members are not asked
         # again together, only once the series holds a memory more. Read whole, however many
         # consolidations came after it.
@@ -185,7 +187,7 @@ class Consolidations:
             if outcome == "erased":
                 return  # the person is being erased: nothing more of theirs
 
-    async def consolidate_series(self, user_id: str, series: Series, figures: RunFigures) -> str | None:
+    async def consolidate_series(self, user_id: OwnerKey, series: Series, figures: RunFigures) -> str | None:
         """Ask the model for one memory holding the series, check it, apply it. The outcome
         ("applied" or the refusal's reason), or None when the model did not answer."""
         ctx = self.ctx
@@ -247,7 +249,6 @@ class Consolidations:
             new_id = await consolidate(conn, user_id, members, new, now=ctx.clock())
             if new_id is not None:
                 await copy_sources(conn, user_id, [m.id for m in members], new_id)
-                await record_consolidation(conn, user_id, new_id, now=ctx.clock())
         if new_id is None:
             # Not remembered as refused: the series is read again, as it is now, next run.
             ctx.metrics.consolidations.labels("changed").inc()
@@ -259,7 +260,7 @@ class Consolidations:
         log.info("consolidated %d memories into #%d", len(members), new_id)
         return "applied"
 
-    def _refuse(self, user_id: str, series: Series, refusal: Refusal, figures: RunFigures) -> str:
+    def _refuse(self, user_id: OwnerKey, series: Series, refusal: Refusal, figures: RunFigures) -> str:
         self.ctx.metrics.consolidations.labels(refusal.reason).inc()
         figures.refused[refusal.reason] += 1
         log.info("consolidation of %d memories refused (%s): %s", len(series.members), refusal.reason, refusal.detail)

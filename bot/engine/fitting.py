@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from bot.clients.llm_wire import ChatMessage
 from bot.engine.prompting import ChannelLine
 from bot.errors import LLMContextExceeded
 from bot.memory.model import Memory
@@ -85,7 +86,7 @@ class TokenRate:
 class Fitted:
     """The messages sent, and what was left out of them to fit."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     tokens: int  # as counted before sending
     history_left_out: int = 0  # the oldest lines of the conversation
     memories_left_out: frozenset[int] = frozenset()  # ids of memory slots
@@ -100,13 +101,14 @@ class ContextTooSmall(Exception):
         self.context = context
 
 
-Build = Callable[[Sequence[ChannelLine], Sequence[Memory]], list[dict[str, Any]]]
+Build = Callable[[Sequence[ChannelLine], Sequence[Memory]], list[ChatMessage]]
 
 
 def weakest_first(memories: Sequence[Memory]) -> list[Memory]:
     """The order memory slots leave a prompt that does not fit: the last chosen first (the
     selection chooses by strength: pinned, global, recalled, quotas, backfill), pinned last."""
-    return sorted(reversed(memories), key=lambda m: m.pinned)
+    # reversed before a stable sort: among equals, the last chosen leaves first.
+    return sorted(reversed(memories), key=lambda m: m.pinned)  # noqa: C414
 
 
 def fit_prompt(
@@ -173,7 +175,7 @@ async def answer_fitted(
     memories: Sequence[Memory],
     calls: ContextKnown,
     model: str,
-    ask: Callable[[list[dict[str, Any]]], Awaitable[Answer]],
+    ask: Callable[[list[ChatMessage]], Awaitable[Answer]],
 ) -> tuple[Fitted, Answer]:
     """The prompt fitted, and what `ask` got for it. A server that refuses the prompt as longer
     than its context has said its context and the prompt's tokens (`calls` learnt them): fitted

@@ -31,24 +31,24 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.characters.character import Character, fill_turn, render_character_prompt
 from bot.characters.macros import TurnValues
+from bot.clients.llm_wire import ChatMessage
 from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
 from bot.engine.llm_calls import final_reply
 from bot.engine.prompting import build_checkin_messages, checkin_note, followup_note
 from bot.errors import InvalidTimezone, StorageError
 from bot.memory.choice import Slot, TurnSelection
-from bot.memory.model import DM_PLACE, Memory
+from bot.memory.model import DM_PLACE, Memory, OwnerKey, PersonId, StoryId
 from bot.memory.quoting import quote_line
 from bot.memory.reports.stats import MemoryStats, memory_stats
 from bot.memory.stores import followups as store
 from bot.memory.stores.exchanges import mark_settled_now, save_exchange, set_reply
 from bot.memory.stores.followups import CheckinSettings, Due
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.stores.settings import sharing
 from bot.memory.text import content_words, same_word_inflected, same_word_stem
 
@@ -86,9 +86,11 @@ class Followup:
 
 @dataclass(frozen=True, slots=True)
 class Checkin:
-    """A check-in due: the person, the memory, where they last wrote (a place)."""
+    """A check-in due: the person (and the key of their own memories, the default
+    character's), the memory, where they last wrote (a place)."""
 
-    person: str
+    person: PersonId
+    owner: OwnerKey
     due: Due
     place: str
     offset: timedelta = timedelta(0)  # the person's time zone, from UTC, now
@@ -142,7 +144,8 @@ def checked_timezone(name: str) -> str:
 
 
 class Followups:
-    """The follow-ups part of the engine (its port: `engine.followups`)."""
+    """The follow-ups part of the turn (`Turns.followups`), reached through the conversation,
+    privacy and memories ports."""
 
     def __init__(self, ctx: EngineContext) -> None:
         self._ctx = ctx
@@ -152,7 +155,7 @@ class Followups:
     # --- in the conversation ------------------------------------------------------------------
 
     async def for_turn(
-        self, owner: str, story_id: str, place: str, selection: TurnSelection, exchange_id: int
+        self, owner: OwnerKey, story_id: StoryId, place: str, selection: TurnSelection, exchange_id: int
     ) -> Followup | None:
         """The follow-up this turn carries, a slot of its own beside the selection's (a turn
         never fails for a follow-up: without the database, it carries none). First, the saved
@@ -170,7 +173,7 @@ class Followups:
             )
         return followup
 
-    async def _for_turn(self, owner: str, story_id: str, place: str) -> Followup | None:
+    async def _for_turn(self, owner: OwnerKey, story_id: StoryId, place: str) -> Followup | None:
         """The one its story still carries, else the latest dated memory whose date passed
         within the window, seen from this story and place as recall would see it."""
         ctx = self._ctx
@@ -200,7 +203,7 @@ class Followups:
         return followup_note(user_name, quote_line(d.text), d.event_at.date())
 
     async def carried(
-        self, owner: str, story_id: str, followup: Followup | None, exchange_id: int, reply: str,
+        self, owner: OwnerKey, story_id: StoryId, followup: Followup | None, exchange_id: int, reply: str,
         erased: Callable[[Connection], Awaitable[bool]],
     ) -> None:  # fmt: skip
         """A turn carried the follow-up and answered: asked, spent, or still carried."""
@@ -224,7 +227,7 @@ class Followups:
                         now=ctx.clock(),
                     )  # fmt: skip
 
-    async def for_reflection(self, owner: str, exchange_ids: list[int]) -> list[Memory]:
+    async def for_reflection(self, owner: OwnerKey, exchange_ids: list[int]) -> list[Memory]:
         """The memories followed up by these exchanges (they carried the question, or answered
         it), as they are now: the reflection is shown them, to record what happened."""
         found = [await self._ctx.store.get(owner, i) for i in await store.of_exchanges(self._ctx.db, owner, exchange_ids)]
@@ -232,14 +235,14 @@ class Followups:
 
     # --- the person's check-ins -------------------------------------------------------------
 
-    async def status(self, person: str) -> CheckinStatus:
+    async def status(self, person: PersonId) -> CheckinStatus:
         ctx = self._ctx
         settings = await store.checkin_settings(ctx.db, person)
         learned = settings.timezone is None and await self._offset(person, settings) is not None
         zone = settings.timezone or (_offset_name(await self._offset(person, settings)) if learned else None)
         return CheckinStatus(settings.enabled, zone, learned, ctx.settings.checkins)
 
-    async def set_checkins(self, person: str, on: bool, timezone: str | None = None) -> CheckinStatus:
+    async def set_checkins(self, person: PersonId, on: bool, timezone: str | None = None) -> CheckinStatus:
         """Turn the person's check-ins on or off; `timezone` (an IANA name) is checked first
         (InvalidTimezone) and kept when not given."""
         zone = checked_timezone(timezone) if timezone is not None else None
@@ -248,7 +251,7 @@ class Followups:
         )
         return await self.status(person)
 
-    async def stats(self, memories: MemoryStore, owner: str, *, cap: int) -> MemoryStats:
+    async def stats(self, memories: MemoryStore, owner: OwnerKey, *, cap: int) -> MemoryStats:
         """/memory-stats, with the dated memories followed up and the person's check-ins."""
         ctx = self._ctx
         stats = await memory_stats(ctx.db, memories, owner, cap=cap, now=ctx.clock())
@@ -257,20 +260,26 @@ class Followups:
         stats.checkins, stats.checkins_timezone = status.enabled, status.timezone
         return stats
 
-    async def take_notice(self, person: str) -> str | None:
+    async def take_notice(self, person: PersonId) -> str | None:
         """What the person's next turn says about their check-ins, said once ("blocked")."""
         with contextlib.suppress(StorageError):
             notice = await store.take_notice(self._ctx.db, person)
             return "checkins_blocked" if notice == "blocked" else None  # a key of the front ends' catalogue
         return None
 
-    async def _offset(self, person: str, settings: CheckinSettings) -> timedelta | None:
+    async def _offset(self, person: PersonId, settings: CheckinSettings) -> timedelta | None:
         now = self._ctx.clock()
         if settings.timezone:
             with contextlib.suppress(ZoneInfoNotFoundError, ValueError, OSError):
                 return ZoneInfo(settings.timezone).utcoffset(now.replace(tzinfo=None))
             return None
-        return learned_offset(await store.writing_times(self._ctx.db, person, now - timedelta(days=LEARN_DAYS)))
+        times = await store.writing_times(self._ctx.db, self._own_key(person), now - timedelta(days=LEARN_DAYS))
+        return learned_offset(times)
+
+    def _own_key(self, person: PersonId) -> OwnerKey:
+        """The key of the person's own memories (the default character's): a check-in asks
+        about those, in a DM, theirs alone."""
+        return self._ctx.cast.memory_key(person, self._ctx.cast.default)
 
     async def due_checkins(self, off_places: frozenset[str] = frozenset()) -> list[Checkin]:
         """Every check-in that may go now, one per person at most: they turned check-ins on,
@@ -283,8 +292,9 @@ class Followups:
         now = ctx.clock()
         found = []
         for person in await store.checkin_people(ctx.db):
+            owner = self._own_key(person)
             settings = await store.checkin_settings(ctx.db, person)
-            last = await store.last_exchange(ctx.db, person)
+            last = await store.last_exchange(ctx.db, owner)
             if not settings.enabled or last is None or now - last[0] > timedelta(days=SILENT_DAYS):
                 continue
             if last[1] in off_places:
@@ -292,25 +302,25 @@ class Followups:
             offset = await self._offset(person, settings)
             if offset is None or not DAY_HOURS[0] <= (now + offset).hour < DAY_HOURS[1]:
                 continue
-            if not await self._room(None, person, now, offset):
+            if not await self._room(None, owner, now, offset):
                 continue
             since = now - timedelta(days=ctx.settings.followup_window_days)
             # A direct message is the person's alone: what they told in any place may be asked there.
-            for d in await store.due(ctx.db, person, now=now, since=since, story_id="", place=None, share=True):
+            for d in await store.due(ctx.db, owner, now=now, since=since, story_id=None, place=None, share=True):
                 if d.created_at <= d.event_at - MIN_NOTICE:
-                    found.append(Checkin(person, d, last[1], offset))
+                    found.append(Checkin(person, owner, d, last[1], offset))
                     break
         return found
 
-    async def _room(self, conn: Connection | None, person: str, now: datetime, offset: timedelta) -> bool:
+    async def _room(self, conn: Connection | None, owner: OwnerKey, now: datetime, offset: timedelta) -> bool:
         """Whether the person had fewer than CHECKINS_PER_DAY today (their day, in their time
         zone) and CHECKINS_PER_WEEK in the last seven days."""
         db = self._ctx.db
         local = now + offset
         midnight = local.replace(hour=0, minute=0, second=0, microsecond=0) - offset
         return (
-            await store.checkins_since(conn, db, person, midnight) < CHECKINS_PER_DAY
-            and await store.checkins_since(conn, db, person, now - timedelta(days=7)) < CHECKINS_PER_WEEK
+            await store.checkins_since(conn, db, owner, midnight) < CHECKINS_PER_DAY
+            and await store.checkins_since(conn, db, owner, now - timedelta(days=7)) < CHECKINS_PER_WEEK
         )
 
     async def claim(self, checkin: Checkin) -> bool:
@@ -322,13 +332,13 @@ class Followups:
         now = ctx.clock()
         async with ctx.db.write() as conn:
             stale = now - timedelta(seconds=CLAIM_SECONDS)
-            if await store.take_over(conn, checkin.person, checkin.due.memory_id, process=self.process, now=now, stale_before=stale):
+            if await store.take_over(conn, checkin.owner, checkin.due.memory_id, process=self.process, now=now, stale_before=stale):
                 return True  # a process stopped before sending it: its claim, not a new check-in
-            if not await self._room(conn, checkin.person, now, checkin.offset):
+            if not await self._room(conn, checkin.owner, now, checkin.offset):
                 return False
-            return await store.claim(conn, checkin.person, checkin.due, process=self.process, now=now)
+            return await store.claim(conn, checkin.owner, checkin.due, process=self.process, now=now)
 
-    async def write_checkin(self, checkin: Checkin, *, story_id: str, user_name: str) -> tuple[int, str] | None:
+    async def write_checkin(self, checkin: Checkin, *, story_id: StoryId, user_name: str) -> tuple[int, str] | None:
         """The check-in's text, written by the model in the character's voice and the current
         language's words, stored as an exchange of the story (the DM) the front end will send it
         to: (exchange id, text). None when the claim is gone (the person was erased) or the
@@ -340,26 +350,26 @@ class Followups:
             answer = await ctx.calls.chat(
                 "checkin", messages, model=ctx.settings.llm_model, timeout=ctx.settings.llm_timeout_seconds
             )
-        except Exception as exc:  # noqa: BLE001  (an LLMError, or the model's answer unusable)
+        except Exception as exc:
             log.warning("a check-in could not be written, tried again later: %s", exc)
             await self.unsent(checkin, None, blocked=False)
             return None
         reply = final_reply(answer.text)
         now = ctx.clock()
         async with ctx.db.write() as conn:
-            if not await store.claimed(conn, checkin.person, checkin.due.memory_id, self.process):
+            if not await store.claimed(conn, checkin.owner, checkin.due.memory_id, self.process):
                 return None
             exchange_id = await save_exchange(
-                conn, checkin.person, user_name=user_name, story_id=story_id, place=DM_PLACE, message_id=None,
+                conn, checkin.owner, user_name=user_name, story_id=story_id, place=DM_PLACE, message_id=None,
                 text="", now=now,
             )  # fmt: skip
-            await set_reply(conn, checkin.person, exchange_id, reply, now=now)
-            await mark_settled_now(conn, checkin.person, exchange_id, now=now)
+            await set_reply(conn, checkin.owner, exchange_id, reply, now=now)
+            await mark_settled_now(conn, checkin.owner, exchange_id, now=now)
             # Nothing the person said: the reflection is for their answer, the next exchange.
-            await store.nothing_to_reflect(conn, checkin.person, exchange_id, now)
+            await store.nothing_to_reflect(conn, checkin.owner, exchange_id, now)
         return exchange_id, reply
 
-    def _checkin_prompt(self, character: Character, checkin: Checkin, user_name: str) -> list[dict[str, Any]]:
+    def _checkin_prompt(self, character: Character, checkin: Checkin, user_name: str) -> list[ChatMessage]:
         values = TurnValues(user=user_name, now=self._ctx.clock(), seed=f"checkin\x00{checkin.due.memory_id}", story="")
         d = checkin.due
         return build_checkin_messages(
@@ -373,22 +383,22 @@ class Followups:
     async def still_claimed(self, checkin: Checkin) -> bool:
         """Asked right before sending: an erase since (in any process) removed the claim."""
         async with self._ctx.db.write() as conn:
-            return await store.claimed(conn, checkin.person, checkin.due.memory_id, self.process)
+            return await store.claimed(conn, checkin.owner, checkin.due.memory_id, self.process)
 
-    async def sent(self, checkin: Checkin, *, story_id: str, exchange_id: int, message_id: str) -> None:
+    async def sent(self, checkin: Checkin, *, story_id: StoryId, exchange_id: int, message_id: str) -> None:
         """The check-in was delivered: the person's next message in that story answers it."""
         ctx = self._ctx
         async with ctx.db.write() as conn:
             if await store.checked_in(
-                conn, checkin.person, checkin.due.memory_id, process=self.process, story_id=story_id,
+                conn, checkin.owner, checkin.due.memory_id, process=self.process, story_id=story_id,
                 exchange_id=exchange_id, now=ctx.clock(),
             ):  # fmt: skip
-                await store.delivered(conn, checkin.person, exchange_id, message_id)
+                await store.delivered(conn, checkin.owner, exchange_id, message_id)
 
     async def left(self, checkin: Checkin) -> None:
         """The person left the server where they last wrote: this event is never asked about."""
         async with self._ctx.db.write() as conn:
-            await store.drop(conn, checkin.person, checkin.due.memory_id, self._ctx.clock())
+            await store.drop(conn, checkin.owner, checkin.due.memory_id, self._ctx.clock())
 
     async def unsent(self, checkin: Checkin, exchange_id: int | None, *, blocked: bool) -> None:
         """The check-in was not delivered: its exchange goes, the claim is released; `blocked`
@@ -397,8 +407,8 @@ class Followups:
         with contextlib.suppress(StorageError):
             async with ctx.db.write() as conn:
                 if exchange_id is not None:
-                    await store.drop_exchange(conn, checkin.person, exchange_id)
-                await store.release(conn, checkin.person, checkin.due.memory_id, self.process)
+                    await store.drop_exchange(conn, checkin.owner, exchange_id)
+                await store.release(conn, checkin.owner, checkin.due.memory_id, self.process)
                 if blocked:
                     await store.blocked(conn, checkin.person, ctx.clock())
 

@@ -36,12 +36,12 @@ from datetime import datetime, timedelta
 
 from bot.characters.character import Character
 from bot.characters.transcripts import Exchange, Transcript
+from bot.clients.llm_wire import ChatMessage
 from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
-from bot.engine.facade import Engine
 from bot.engine.reflection_worker import MAX_REFLECTION_ATTEMPTS, Reflections
 from bot.errors import ImportStopped, LLMError, StorageError
-from bot.memory.model import DM_PLACE, utcnow
+from bot.memory.model import DM_PLACE, Cause, OwnerKey, PersonId, StoryId, utcnow
 from bot.memory.quoting import quote_block
 from bot.memory.read.indexing import Indexer
 from bot.memory.stores import imports as store
@@ -49,7 +49,7 @@ from bot.memory.stores.exchanges import PendingExchange
 from bot.memory.stores.memories import set_expiry
 from bot.memory.stores.stories import apply_story_reflection, load_story
 from bot.memory.story.plans import MAX_SUMMARY_CHARS
-from bot.memory.write.apply import CHANGE_ACTIONS
+from bot.memory.write.decisions import CHANGE_ACTIONS
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,8 @@ log = logging.getLogger(__name__)
 LIVE_POLL_SECONDS = 0.05
 # The summary is rebuilt from the story as it stands and this much of the conversation's end.
 SUMMARY_SOURCE_CHARS = 12_000
-HISTORY_CAUSE = "import: a dated fact whose date had passed, kept as history"
+HISTORY_CAUSE = Cause("other", detail="import: a dated fact whose date had passed, kept as history")
+SUMMARY_CAUSE = Cause("other", detail="import: the summary rebuilt")
 
 
 class ReplayClock:
@@ -74,10 +75,10 @@ class ReplayClock:
 class ImportPlan:
     """Whose memory, which story and place, and the exchanges in order with their keys."""
 
-    owner: str
+    owner: OwnerKey
     user_name: str
     character: Character
-    story_id: str
+    story_id: StoryId
     place: str
     exchanges: list[Exchange]
     keys: list[str]
@@ -102,25 +103,20 @@ class ImportProgress:
 
 @dataclass(slots=True)
 class Imports:
-    """The import part of an engine built with a ReplayClock (`engine.imports`)."""
+    """The import part of an engine (its port: `engine.operator.import_conversation`), which
+    runs on an engine built with a ReplayClock."""
 
     ctx: EngineContext
     reflections: Reflections
     indexer: Indexer | None = None
     _live_since: Callable[[], datetime] = field(default=lambda: utcnow() - timedelta(minutes=5))
 
-    @classmethod
-    def for_engine(cls, engine: Engine) -> Imports:
-        """The import part of an engine built with a ReplayClock, from its parts (the composition
-        root builds it; no front end imports)."""
-        return cls(engine._ctx, engine.reflections, engine.indexer)
-
-    def plan(self, transcript: Transcript, person_id: str, character: Character) -> ImportPlan:
+    def plan(self, transcript: Transcript, person_id: PersonId, character: Character) -> ImportPlan:
         """The conversation as this engine would import it, without writing anything."""
         owner = self.ctx.cast.memory_key(person_id, character)
         place = DM_PLACE if transcript.direct or transcript.guild_id is None else transcript.guild_id
         exchanges = transcript.exchanges()
-        story_id = transcript.story
+        story_id = StoryId(transcript.story)
         return ImportPlan(
             owner, transcript.person_name or person_id, character, story_id, place, exchanges,
             [e.key(owner, story_id) for e in exchanges],
@@ -178,7 +174,8 @@ class Imports:
         return [(found[k].exchange_id, found[k].reflected) for k in plan.keys]
 
     async def _live_first(self) -> None:
-        while await store.live_turn_waiting(self.ctx.db, self._live_since()):
+        # The turns may be another process's: the database is what tells, read again until none waits.
+        while await store.live_turn_waiting(self.ctx.db, self._live_since()):  # noqa: ASYNC110
             await asyncio.sleep(LIVE_POLL_SECONDS)
 
     async def _reflect(
@@ -200,7 +197,7 @@ class Imports:
                 ok = await self.reflections.reflect([pending])
             except StorageError as exc:
                 raise ImportStopped(f"the database failed ({exc})", progress.done) from None
-            except Exception as exc:  # noqa: BLE001  (as reflect_safely counts it: one more attempt)
+            except Exception as exc:
                 log.warning("the reflection of an imported exchange failed: %s", exc)
                 ok = True
             finally:
@@ -208,7 +205,7 @@ class Imports:
             if not ok:
                 raise ImportStopped("the model could not be reached", progress.done)
             if await self._reflected(plan.owner, exchange_id):
-                report = self.reflections.last_reports.get(plan.owner)
+                report = self.reflections.last_report(plan.owner)
                 if report is not None:
                     progress.memories += sum(1 for d in report.decisions if d.action in CHANGE_ACTIONS and d.memory_id)
                 break
@@ -219,10 +216,10 @@ class Imports:
             # What a live conversation would have had: the memories written so far embedded.
             await self.indexer.run_once()
 
-    async def _reflected(self, owner: str, exchange_id: int) -> bool:
+    async def _reflected(self, owner: OwnerKey, exchange_id: int) -> bool:
         return await store.reflected(self.ctx.db, owner, exchange_id)
 
-    async def _keep_as_history(self, owner: str) -> int:
+    async def _keep_as_history(self, owner: OwnerKey) -> int:
         """Dated memories of the import whose date has passed (now, not then) are history."""
         ctx = self.ctx
         passed = await store.passed_dates(ctx.db, owner, utcnow())
@@ -245,7 +242,7 @@ class Imports:
                 break
             recent.insert(0, block)
             used += len(block)
-        messages = [
+        messages: list[ChatMessage] = [
             {"role": "system", "content": (
                 f"You keep the summary of the story between {plan.character.name} and {plan.user_name}. "
                 f"Rewrite it in full from the summary so far and the end of the conversation below: the "
@@ -276,7 +273,7 @@ class Imports:
     async def _write_summary(self, conn: Connection, plan: ImportPlan, summary: str) -> None:
         await apply_story_reflection(
             conn, plan.owner, plan.story_id, summary=summary, anchor_add=None, anchor_remove=None, positions=None,
-            state_deltas=None, specs=self.ctx.specs(plan.character.key), cause="import: the summary rebuilt",
+            state_deltas=None, specs=self.ctx.specs(plan.character.key), cause=SUMMARY_CAUSE,
             now=self.ctx.clock(),
         )  # fmt: skip
 

@@ -5,18 +5,20 @@ and how many characters make a token on this server (bot/engine/fitting.py fits 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import logging
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.clients.llm import ChatReply, LLMClient, OnText, TokenUsage
+from bot.clients.llm import LLMClient, OnText
+from bot.clients.llm_wire import ChatMessage, ChatReply, TokenUsage
 from bot.clients.metrics import Metrics
 from bot.engine.fitting import ContextTooSmall, TokenRate
 from bot.errors import LLMContextExceeded
@@ -61,6 +63,19 @@ class TooSmall:
     needed: int
     context: int
     at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFigures:
+    """The language model as the bot knows it: its server, its context and where it was read,
+    the last turn that could not fit even its smallest prompt, and each kind of call's prompts
+    since start-up (the owner's page shows them)."""
+
+    server: str
+    context: int | None
+    context_source: str
+    too_small: TooSmall | None
+    totals: dict[str, CallTotals]
 
 
 class ModelCalls:
@@ -110,10 +125,20 @@ class ModelCalls:
             return {"llama.cpp": "llama.cpp /props n_ctx", "vllm": "vLLM max_model_len"}.get(server.kind, "the server's model list")
         return "LLM_CONTEXT_TOKENS (the server does not say)"
 
+    def figures(self) -> ModelFigures:
+        server = self.llm.server
+        return ModelFigures(
+            server=server.kind if server is not None else self.llm.api,
+            context=self.context_tokens(),
+            context_source=self.context_source(),
+            too_small=self.too_small,
+            totals={call: dataclasses.replace(totals) for call, totals in sorted(self.totals.items())},
+        )
+
     def rate(self, model: str) -> TokenRate:
         return self.rates[model]
 
-    def learn(self, exc: LLMContextExceeded, messages: Sequence[Mapping[str, Any]], model: str) -> None:
+    def learn(self, exc: LLMContextExceeded, messages: Sequence[ChatMessage], model: str) -> None:
         """A refusal says the context and the prompt's tokens: both are kept."""
         if exc.context_tokens:
             self.refused_at = exc.context_tokens
@@ -134,7 +159,7 @@ class ModelCalls:
             )
 
     async def chat(
-        self, call: str, messages: Sequence[Mapping[str, Any]], *, cache_key: str | None = None, **options: Any
+        self, call: str, messages: Sequence[ChatMessage], *, cache_key: str | None = None, **options: Any
     ) -> ChatReply:
         """One LLM call, timed and its tokens counted; a full context is logged once and counted."""
         started = time.perf_counter()
@@ -150,7 +175,7 @@ class ModelCalls:
 
     async def stream_reply(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[ChatMessage],
         on_text: OnText,
         *,
         model: str,
@@ -181,7 +206,7 @@ class ModelCalls:
         self._count_tokens("reply", answer, messages, model)
         return answer
 
-    def _count_tokens(self, call: str, answer: ChatReply, messages: Sequence[Mapping[str, Any]], model: str) -> None:
+    def _count_tokens(self, call: str, answer: ChatReply, messages: Sequence[ChatMessage], model: str) -> None:
         usage = answer.usage
         totals = self.totals[call]
         totals.calls += 1

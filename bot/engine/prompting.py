@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date
-from typing import Any
 
 from bot.characters.lore import LoreHit, Position
-from bot.clients.llm_wire import Image
+from bot.clients.llm_wire import ChatMessage, Image
 from bot.memory.model import Memory
 from bot.memory.quoting import quote_line, speaker_attribute, speaker_name
 
@@ -108,7 +107,7 @@ def build_reply_messages(
     lore: Sequence[LoreHit] = (),
     depths: Sequence[tuple[int, str]] = (),
     followup: str = "",
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """The chat messages of one reply call; `images` go with the last message. `depths` are
     system texts put among the conversation's messages, `depth` messages from its end.
     `followup` is what the turn adds of its own (bot/engine/followups.py): a note of its own,
@@ -131,13 +130,13 @@ def build_reply_messages(
             "language they write in. Messages from the channel are prefixed with their author's name."
         ),
     ]
-    chat: list[dict[str, Any]] = []
+    chat: list[ChatMessage] = []
     for line in history:
         if line.from_bot:
             chat.append({"role": "assistant", "content": line.text})
         else:
             chat.append({"role": "user", "content": f"{speaker_name(line.author)}: {line.text}"})
-    last: dict[str, Any] = {"role": "user", "content": f"{user_name}: {message}"}
+    last: ChatMessage = {"role": "user", "content": f"{user_name}: {message}"}
     if images:
         last["images"] = list(images)
     chat.append(last)
@@ -148,7 +147,7 @@ def build_reply_messages(
     if followup.strip():
         # The bot's note: a message of its own, which no person of the channel wrote.
         chat.insert(next(i for i in range(len(chat) - 1, -1, -1) if chat[i] is last), {"role": "user", "content": followup.strip()})
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "\n\n".join(p for p in system_parts if p)}, *chat]
+    messages: list[ChatMessage] = [{"role": "system", "content": "\n\n".join(p for p in system_parts if p)}, *chat]
     if post_history.strip():
         # A character card's post-history instructions go after the chat, where cards expect them.
         messages.append({"role": "system", "content": post_history.strip()})
@@ -182,7 +181,7 @@ def checkin_note(user_name: str, event: str, when: date) -> str:
 
 def build_checkin_messages(
     *, character_prompt: str, character_name: str, rules: Sequence[str], note: str, post_history: str = ""
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """The messages of a check-in: the character as in a reply (its description, its rules),
     then the note asking for one short message to a person who is not in the conversation now."""
     head = [
@@ -190,7 +189,7 @@ def build_checkin_messages(
         render_rules(rules),
         f"Stay in character as {character_name}. Write only the message itself.",
     ]
-    messages: list[dict[str, Any]] = [
+    messages: list[ChatMessage] = [
         {"role": "system", "content": "\n\n".join(p for p in head if p)},
         {"role": "user", "content": note.strip()},
     ]

@@ -2,11 +2,8 @@
 
 The turn persists the exchange, selects the author's memories, fits the prompt into the model's
 context (bot/engine/fitting.py), calls the LLM, and only then schedules the reflection; a
-reflection never delays or breaks a reply.
-
-Over 450 lines on purpose: the turn is one sequence (save, select, prompt, fit, answer, keep)
-whose failure paths (storage, erase, the model down, a context too small) each read and record
-the same turn's state; split, every part would be handed the whole turn.
+reflection never delays or breaks a reply. The message in and the result out are
+bot/engine/turn_values.py.
 """
 
 from __future__ import annotations
@@ -16,18 +13,17 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from bot.characters.character import Character, fill_turn, render_character_prompt
 from bot.characters.lore import LoreHit
 from bot.characters.lore_timing import LoreClock
 from bot.characters.macros import TurnValues
-from bot.clients.db import to_db
 from bot.clients.llm import OnText
-from bot.clients.llm_wire import ChatReply, Image, TokenUsage
+from bot.clients.llm_wire import ChatMessage, ChatReply, TokenUsage
 from bot.clients.outage import Outage
-from bot.clients.storage import Connection
+from bot.clients.storage import Connection, to_db
 from bot.engine.context import EngineContext
 from bot.engine.fitting import Build, ContextTooSmall, answer_fitted
 from bot.engine.followups import Followup, Followups
@@ -39,14 +35,16 @@ from bot.engine.prompting import (
     bounded_history,
     build_reply_messages,
     render_lore,
-    speaker_name,
 )
 from bot.engine.reflection_worker import Reflections
+from bot.engine.turn_values import Incoming, TurnResult
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey, StoryId
+from bot.memory.quoting import speaker_name
 from bot.memory.read.conversation import Line
 from bot.memory.stores import settings as settings_store
+from bot.memory.stores.edits import save_parts
 from bot.memory.stores.epoch import begin_turn, still_current
 from bot.memory.stores.exchanges import (
     MessagePart,
@@ -55,95 +53,22 @@ from bot.memory.stores.exchanges import (
     mark_settled_now,
     message_text,
     save_exchange,
-    save_parts,
     set_reply,
 )
 from bot.memory.stores.stories import load_story
 from bot.memory.stores.turn import last_turn
-from bot.memory.story.plans import render_story_context, select_positions
+from bot.memory.story.plans import render_story_context
+from bot.memory.story.positions import select_positions
 from bot.memory.story.state import StateSpec, state_values
 from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
 
-# Why a turn has no reply: the model could not be reached, the model's context cannot hold even
-# the smallest prompt (writing again cannot help), the storage failed (the message could not be
-# kept, so it is not answered), or the person was erased as the turn began. The front ends say it
-# in the person's language (bot/presenting/answers.py, `turn_text`).
-Failure = Literal["model_down", "context_too_small", "storage_down", "erased"]
 # Asked with a write transaction's connection: whether the person was erased since the turn began.
 Erased = Callable[[Connection], Awaitable[bool]]
 # Stories whose lore clock (timed lore entries) is held in memory; past it the oldest is read
 # again from its last turn's record when it comes back.
 LORE_CLOCKS_HELD = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class Incoming:
-    """One message addressed to the character, from any front end."""
-
-    user_id: str
-    user_name: str
-    text: str
-    story_id: str
-    place: str
-    message_id: str | None = None
-    history: Sequence[ChannelLine] = ()
-    # The front-end messages `text` joins (`join_parts`), oldest first, when there are several
-    # (a burst): each is kept with the exchange, so an edit or a delete of any of them reaches
-    # it. Without them, `message_id` (when given) is the one message, `text` its text.
-    parts: Sequence[MessagePart] = ()
-    # Shown to a vision model with this message only; `text` names them ("[image: name]"), and
-    # only the text is saved and reflected.
-    images: Sequence[Image] = ()
-    # The reply may be regenerated and swiped: the exchange stays open, and is reflected on the
-    # answer the user keeps once it settles (next message in the story, SETTLE_SECONDS, restart).
-    swipes: bool = False
-    # The key of the character who answers ("" for the default); `user_id` is then the
-    # memory owner key the cast gives that character (bot.characters.cast).
-    character: str = ""
-    # How the owner's page names the story (a channel's "#name"): ids mean nothing to a person.
-    story_name: str = ""
-
-
-@dataclass(slots=True)
-class TurnResult:
-    reply: str | None
-    error: str | None
-    # None when the message could not even be saved (nothing was selected).
-    selection: TurnSelection | None
-    exchange_id: int | None
-    # Why there is no reply (when there is none).
-    failure: Failure = "model_down"
-    # The streamed answer broke halfway: `reply` is the part that arrived, `error` why.
-    cut: bool = False
-    usage: TokenUsage | None = None
-    needed: int = 0  # with "context_too_small": the smallest prompt and its answer, in tokens…
-    context: int = 0  # …and the model's context
-
-    @classmethod
-    def answered(cls, reply: str, selection: TurnSelection, exchange_id: int, usage: TokenUsage) -> TurnResult:
-        return cls(reply, None, selection, exchange_id, usage=usage)
-
-    @classmethod
-    def cut_off(cls, reply: str, why: str, selection: TurnSelection, exchange_id: int) -> TurnResult:
-        """The stream broke halfway: `reply` is what arrived."""
-        return cls(reply, why, selection, exchange_id, cut=True)
-
-    @classmethod
-    def unanswered(cls, why: str, selection: TurnSelection, exchange_id: int) -> TurnResult:
-        """The model failed: the message is kept, unanswered."""
-        return cls(None, why, selection, exchange_id)
-
-    @classmethod
-    def unsaved(cls, why: str) -> TurnResult:
-        """The message could not be saved, so it is not answered."""
-        return cls(None, why, None, None, failure="storage_down")
-
-    @classmethod
-    def erased(cls) -> TurnResult:
-        """The person was erased while the turn began: nothing kept, nothing answered."""
-        return cls(None, "erased", None, None, failure="erased")
 
 
 class Turns:
@@ -157,14 +82,14 @@ class Turns:
         # (owner, story) → the clock of its next turn, for lorebooks with timed entries.
         self._lore_clocks: dict[tuple[str, str], LoreClock] = {}
 
-    async def wait_recorded(self, user_id: str) -> None:
+    async def wait_recorded(self, user_id: OwnerKey) -> None:
         pending = list(self._recording.get(user_id, ()))
         if pending:
             await asyncio.wait(pending)
         # The candidate counts a user with many memories holds in memory, written before a read.
         await self.ctx.recall.flush_counts(user_id)
 
-    def read_ahead(self, user_id: str, story_id: str, text: str, history: Sequence[ChannelLine]) -> None:
+    def read_ahead(self, user_id: OwnerKey, story_id: StoryId, text: str, history: Sequence[ChannelLine]) -> None:
         query = message_text(text, self.ctx.settings.max_message_chars)
         self.ctx.tasks.spawn(
             self.ctx.recall.prepare_turn(user_id, story_id, query, conversation_of(history)), name="conversation:ahead"
@@ -323,7 +248,7 @@ class Turns:
         note = self.followups.note(followup, speaker_name(msg.user_name))
         depths = at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth)
 
-        def build(lines: Sequence[ChannelLine], memories: Sequence[Memory]) -> list[dict[str, Any]]:
+        def build(lines: Sequence[ChannelLine], memories: Sequence[Memory]) -> list[ChatMessage]:
             return build_reply_messages(
                 character_prompt=character_prompt, character_name=character.name, rules=[r.text for r in rules],
                 user_name=msg.user_name, memories=memories, story_context=story_block, history=lines, message=text,
@@ -347,7 +272,7 @@ class Turns:
         return LoreClock()
 
     async def _answer(
-        self, messages: list[dict[str, Any]], on_text: OnText | None, key: str
+        self, messages: list[ChatMessage], on_text: OnText | None, key: str
     ) -> tuple[ChatReply | None, str, LLMStreamCut | None]:
         """The model's answer, streamed when `on_text` is given; a stream cut halfway gives what
         arrived and why. Raises LLMError when nothing can be answered."""
@@ -368,7 +293,7 @@ class Turns:
         return answer, answer.text, None
 
     async def _keep(
-        self, msg: Incoming, exchange_id: int, reply: str, messages: list[dict[str, Any]], erased: Erased
+        self, msg: Incoming, exchange_id: int, reply: str, messages: list[ChatMessage], erased: Erased
     ) -> None:
         """Save the reply: settled now, or open for regenerate and swipes."""
         ctx = self.ctx
@@ -429,7 +354,7 @@ class Turns:
             return exchange_id
 
     async def _story_context(
-        self, user_id: str, story_id: str, query: str, specs: dict[str, StateSpec]
+        self, user_id: OwnerKey, story_id: StoryId, query: str, specs: dict[str, StateSpec]
     ) -> tuple[str, dict[str, Any]]:
         story = await load_story(self.ctx.db, user_id, story_id)
         positions = select_positions(story.positions, query)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from bot.memory.carriers import AMBIGUOUS_MONTHS, SINGLE_CARRIERS, dedup_text
-from bot.memory.model import Memory
+from bot.memory.model import Memory, StoryId
 from bot.memory.text import STOPWORDS, words
 
 DEFAULT_MIN_MEMBERS = 3
@@ -76,7 +76,7 @@ def frame(text: str) -> str:
 
 
 def key_of(
-    memory_type: str, scope: str, story_id: str | None, place: str | None, pinned: bool, dated: bool, text: str
+    memory_type: str, scope: str, story_id: StoryId | None, place: str | None, pinned: bool, dated: bool, text: str
 ) -> SeriesKey | None:
     """The series a memory may belong to, or None when it never joins one."""
     if pinned or dated or memory_type == "rule":

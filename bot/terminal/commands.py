@@ -1,5 +1,5 @@
 """The memory commands as `/` lines of the terminal chat: parsed here, run by the command layer
-every front end uses (bot/engine/memory_commands.py), told by bot/presenting.py in the chat's
+every front end uses (bot/engine/memory_commands.py), told by bot/presenting/ in the chat's
 language, as Discord tells them."""
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from bot.engine import Engine, export_json
 from bot.engine.memory_commands import MemoryCommands
 from bot.errors import StorageError
 from bot.i18n import text
-from bot.memory.model import MEMORY_TYPES
+from bot.memory.model import MEMORY_TYPES, OwnerKey, StoryId
 from bot.presenting import answer, memory_pages, storage_failed
 
 
 @dataclass(frozen=True, slots=True)
 class Session:
-    user_id: str
+    user_id: OwnerKey
     user_name: str
-    story_id: str
+    story_id: StoryId
     place: str
 
 
@@ -66,7 +66,7 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         return memory_pages(memories, now=engine.clock(), per_page=len(memories) or 1, max_chars=sys.maxsize)[0]
     if name == "remember":
         # The raw rest of the line: shlex would eat the apostrophes of "J'aime l'été".
-        said = (line.split(maxsplit=1) + [""])[1]
+        said = ([*line.split(maxsplit=1), ""])[1]
         return answer(await run.remember(user, said, story_id=session.story_id, place=session.place))
     if name in ("pin", "unpin", "forget", "restore"):
         target = _memory_id(args[0]) if args else None
@@ -79,7 +79,7 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         return answer(await run.pin(user, target, name == "pin"))
     if name == "edit":
         # The raw rest of the line, as for /remember.
-        _, target_arg, said = (line.split(maxsplit=2) + ["", ""])[:3]
+        _, target_arg, said = ([*line.split(maxsplit=2), "", ""])[:3]
         target = _memory_id(target_arg)
         if target is None or not said.strip():
             return text("terminal_usage", usage="/edit <id> <text>")
@@ -95,12 +95,12 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
     if name == "followups":
         on = args[0] == "on" if args and args[0] in ("on", "off") else None
         zone = next((a for a in args if a not in ("on", "off")), None)
-        return answer(await run.followups(user, on, zone))
+        return answer(await run.followups(engine.cast.user_of_key(user), on, zone))
     if name == "export":
         if not args:
             return text("terminal_usage", usage="/export <file.json>")
         path = Path(args[0]).expanduser()
-        exported = await run.export(user)
+        exported = await run.export(engine.cast.user_of_key(user))
         try:
             # Everything stored about the user: a new file readable by them only, whatever the umask.
             with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "w", encoding="utf-8") as file:
@@ -111,5 +111,5 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
     if name in ("erase-me", "erase"):
         if args != ["yes"]:
             return text("terminal_erase_confirm")
-        return answer(await run.erase(user))
+        return answer(await run.erase(engine.cast.user_of_key(user)))
     return text("terminal_unknown", name=name) + "\n" + help_text()

@@ -24,6 +24,7 @@ from bot.clients.health import Health
 from bot.clients.metrics import Metrics
 from bot.clients.values import row_id
 from bot.engine import Engine
+from bot.memory.model import OwnerKey
 from bot.web import views
 
 log = logging.getLogger(__name__)
@@ -160,7 +161,7 @@ async def _overview(request: web.Request) -> web.Response:
 
 
 async def _user(request: web.Request) -> web.Response:
-    user_id = request.match_info["user_id"]
+    user_id = OwnerKey(request.match_info["user_id"])
     context = await views.user(request.app[_ENGINE], user_id, request.query.get("window"))
     if context is None:
         return _render(request, "missing.html.j2", status=404, what=f"Nothing is stored about user {user_id}.")
@@ -168,7 +169,7 @@ async def _user(request: web.Request) -> web.Response:
 
 
 async def _turn(request: web.Request) -> web.Response:
-    user_id = request.match_info["user_id"]
+    user_id = OwnerKey(request.match_info["user_id"])
     raw = request.match_info["turn_id"]
     # Range-checked like every id from outside: 20 nines named nothing and failed to bind (500).
     turn_id = row_id(raw)
@@ -189,7 +190,7 @@ async def _healthz(request: web.Request) -> web.Response:
 
 async def _metrics(request: web.Request) -> web.Response:
     metrics = request.app[_METRICS]
-    backlog = await request.app[_ENGINE].report.bot_backlog()
+    backlog = await request.app[_ENGINE].operator.report.bot_backlog()
     metrics.reflection_backlog.set(backlog.pending)
     metrics.reflection_set_aside.set(backlog.set_aside)
     return web.Response(

@@ -28,9 +28,9 @@ from bot.engine import MAX_MEMORY_CHARS, Engine, Shown
 from bot.engine.memory_commands import MemoryCommands
 from bot.errors import LLMError, StorageError
 from bot.i18n import set_locale, text
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey
 from bot.presenting import RECEIPT_ICON, answer, gone_memory, receipt_text
-from cogs.utils.answering import DISCORD_LIMIT, split_message
+from cogs.utils.answering import DISCORD_LIMIT, person_of, split_message
 from cogs.utils.voices import character_at
 
 if TYPE_CHECKING:
@@ -135,15 +135,15 @@ def _registered(custom_id: object) -> tuple[type[OwnerGate], re.Match[str]] | No
     return None
 
 
-def owner_in(custom_id: object, person: int, cast: Cast) -> str | None:
+def owner_in(custom_id: object, person: int, cast: Cast) -> OwnerKey | None:
     """The memory owner key in `custom_id`, when it is an id the bot makes and that key is one of
     `person`'s own in this cast (theirs for the default character or for one with its own
     memory); None otherwise."""
     found = _registered(custom_id)
     if found is None:
         return None
-    owner = found[1]["user"]
-    return owner if cast.memory_key(str(person), cast.character_of_key(owner)) == owner else None
+    owner = OwnerKey(found[1]["user"])
+    return owner if cast.memory_key(person_of(person), cast.character_of_key(owner)) == owner else None
 
 
 def _data(interaction: discord.Interaction) -> dict[str, Any]:
@@ -151,7 +151,7 @@ def _data(interaction: discord.Interaction) -> dict[str, Any]:
     return dict(interaction.data or {})
 
 
-def owner_key(interaction: discord.Interaction) -> str | None:
+def owner_key(interaction: discord.Interaction) -> OwnerKey | None:
     """The memory owner key a component or modal interaction acts on, when it is the
     interacting person's own (`owner_in`); None otherwise."""
     return owner_in(_data(interaction).get("custom_id"), interaction.user.id, _engine(interaction).cast)
@@ -190,7 +190,7 @@ class _OwnedButton(OwnerGate, discord.ui.DynamicItem[discord.ui.Button[Any]], te
     """A button acting on what `owner` (its custom id's owner key) remembers; its failures are
     told to the presser and logged."""
 
-    owner: str
+    owner: OwnerKey
 
     async def callback(self, interaction: discord.Interaction) -> None:
         try:
@@ -221,7 +221,7 @@ class SwipeButton(
                 disabled=disabled,
             )
         )
-        self.action, self.owner, self.exchange_id = action, str(owner), exchange_id
+        self.action, self.owner, self.exchange_id = action, OwnerKey(str(owner)), exchange_id
 
     @classmethod
     async def from_custom_id(
@@ -232,7 +232,7 @@ class SwipeButton(
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
         user = self.owner
         if self.action != "regen":
-            shown = await engine.swipe(user, self.exchange_id, -1 if self.action == "prev" else 1)
+            shown = await engine.conversation.swipe(user, self.exchange_id, -1 if self.action == "prev" else 1)
             if shown is None:
                 await _settled(interaction)
                 return
@@ -240,13 +240,13 @@ class SwipeButton(
                 content=shown.text, view=swipe_view(self.owner, shown), allowed_mentions=_NO_MENTIONS
             )
             return
-        if await engine.shown(user, self.exchange_id) is None:
+        if await engine.conversation.shown(user, self.exchange_id) is None:
             await _settled(interaction)
             return
         # The model may take longer than the 3 s an interaction allows for its first answer.
         await interaction.response.defer()
         try:
-            shown = await engine.regenerate(user, self.exchange_id, max_chars=DISCORD_LIMIT)
+            shown = await engine.conversation.regenerate(user, self.exchange_id, max_chars=DISCORD_LIMIT)
         except LLMError as exc:
             log.info("a regenerate failed: %s", exc)
             await interaction.followup.send(text("regenerate_failed"), ephemeral=True)
@@ -301,7 +301,7 @@ class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + OWNER + r":(?P<exc
                 custom_id=f"echo:receipt:{owner}:{exchange_id}",
             )
         )
-        self.owner, self.exchange_id = str(owner), exchange_id
+        self.owner, self.exchange_id = OwnerKey(str(owner)), exchange_id
 
     @classmethod
     async def from_custom_id(
@@ -310,7 +310,7 @@ class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + OWNER + r":(?P<exc
         return cls(match["user"], row_id(match["exchange"]) or NO_ROW)
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
-        lines = await engine.receipt(self.owner, self.exchange_id)
+        lines = await engine.conversation.receipt(self.owner, self.exchange_id)
         live = [line.current for line in lines if line.current is not None]
         await say(interaction, receipt_text(lines), view=memory_actions(self.owner, live) if live else None)
 
@@ -345,7 +345,7 @@ class _MemoryButton(_OwnedButton, template=r"echo:memory-base:(?!)"):
                 custom_id=f"echo:{self.action}:{owner_id}:{memory_id}",
             )
         )
-        self.owner, self.memory_id = str(owner_id), memory_id
+        self.owner, self.memory_id = OwnerKey(str(owner_id)), memory_id
 
     @classmethod
     async def from_custom_id(
@@ -370,14 +370,14 @@ class EditButton(_MemoryButton, template=r"echo:edit:" + OWNER + r":(?P<memory>[
 
 
 async def open_editor(
-    interaction: discord.Interaction, engine: Engine, memory_id: int, owner: str | None = None
+    interaction: discord.Interaction, engine: Engine, memory_id: int, owner: OwnerKey | None = None
 ) -> None:
     """The edit modal for one of the presser's memories (under `owner`, the memory owner key;
     by default the presser's for this channel's character), or why there is none."""
     if owner is None:
         character = character_at(engine.cast, interaction.channel, interaction.guild_id)
-        owner = engine.cast.memory_key(str(interaction.user.id), character)
-    memory = await engine.memory(owner, memory_id)
+        owner = engine.cast.memory_key(person_of(interaction.user.id), character)
+    memory = await engine.memories.get(owner, memory_id)
     if memory is None:
         await say(interaction, gone_memory(memory_id))
         return
@@ -393,7 +393,7 @@ class EditMemoryModal(
 ):
     """The memory's text, to rewrite; the previous version is archived (restorable)."""
 
-    def __init__(self, memory: Memory, owner: str) -> None:
+    def __init__(self, memory: Memory, owner: OwnerKey) -> None:
         super().__init__(title=text("edit_title", id=memory.id), custom_id=f"echo:edit-memory:{owner}:{memory.id}")
         self.add_item(
             discord.ui.TextInput(
@@ -411,8 +411,9 @@ def _field(components: object, custom_id: str) -> str | None:
     for component in components if isinstance(components, list) else []:
         if not isinstance(component, dict):
             continue
-        if component.get("custom_id") == custom_id and isinstance(component.get("value"), str):
-            return component["value"]
+        value = component.get("value")
+        if component.get("custom_id") == custom_id and isinstance(value, str):
+            return value
         nested = component.get("components") or ([component["component"]] if "component" in component else [])
         found = _field(nested, custom_id)
         if found is not None:

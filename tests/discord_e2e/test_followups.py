@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from tests.fakes.llm_server import FakeLLMServer, LLMRequest
 
 SETTINGS = {"BURST_SECONDS": "0", "SETTLE_SECONDS": "0", "STREAM_REPLIES": "false", "CHECKIN_INTERVAL_SECONDS": "0.3"}
 # The event's day: two days from now, whatever the day the tests run.
-EVENT = (datetime.now(timezone.utc) + timedelta(days=2)).date()
+EVENT = (datetime.now(UTC) + timedelta(days=2)).date()
 
 
 class MovedClock:
@@ -36,11 +36,11 @@ class MovedClock:
         self.file.write_text("0", encoding="utf-8")
 
     def set(self, when: datetime) -> None:
-        self.file.write_text(str((when - datetime.now(timezone.utc)).total_seconds()), encoding="utf-8")
+        self.file.write_text(str((when - datetime.now(UTC)).total_seconds()), encoding="utf-8")
 
 
 def on_the_day_after(hour: int) -> datetime:
-    return datetime.combine(EVENT + timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc) + timedelta(hours=hour)
+    return datetime.combine(EVENT + timedelta(days=1), datetime.min.time(), tzinfo=UTC) + timedelta(hours=hour)
 
 
 def is_followup(request: LLMRequest) -> bool:

@@ -172,24 +172,24 @@ async def test_a_40_turn_conversation_with_every_slot_full_is_answered_every_tur
         engine = make_engine(db, http, None, tmp_path, llm=llm, llm_model=MODEL_ALIAS, llm_base_url=server.recorder.url)
         try:
             for fact in FACTS:
-                memory_id = await engine.remember("alice", f"L'utilisateur {fact}.", story_id="forty", place="guild")
+                memory_id = await engine.memories.remember("alice", f"L'utilisateur {fact}.", story_id="forty", place="guild")
                 # Pinned, they come in the same order every turn: the server reads their block once
                 # and each turn only what is new (a tiny model on one thread reads ~100 tokens/s).
-                await engine.pin("alice", memory_id)
+                await engine.memories.pin("alice", memory_id)
             history: list[ChannelLine] = []
             answered = 0
             for turn in range(40):
                 text = f"Message {turn + 1} : {LINES[turn % len(LINES)]}"
                 # Open for swipes, each in a story of its own (the conversation's lines are given as
                 # its history): none settles, so no reflection competes with a turn for the slot.
-                result = await engine.turn(
+                result = await engine.conversation.turn(
                     Incoming(user_id="alice", user_name="Alice", text=text, story_id=f"forty-{turn}", place="guild",
                              history=list(history), swipes=True)
                 )
                 assert result.reply is not None, (turn, result.failure, result.error)
                 answered += 1
                 history += [ChannelLine("Alice", text), ChannelLine("Écho", result.reply, from_bot=True)]
-            selection = await engine.why("alice", "forty-39")
+            selection = await engine.memories.why("alice", "forty-39")
         finally:
             await engine.close(timeout=5)
             await db.close()

@@ -50,7 +50,7 @@ def reflect(request: LLMRequest) -> str | Reply:
 
 def dump(database: Path) -> dict[str, list[tuple]]:
     with closing(sqlite3.connect(database)) as conn:
-        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in TABLES}  # noqa: S608
+        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in TABLES}
 
 
 def reflections(llm_server: FakeLLMServer) -> int:

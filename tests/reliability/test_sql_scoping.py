@@ -92,7 +92,7 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "an import's model budget: reads only whether some live turn waits for the model (live "
     "turns first), no user's data",
     (
-        "bot/memory/stores/exchanges.py",
+        "bot/memory/stores/edits.py",
         "message_owner",
         "SELECT user_id FROM exchange_messages WHERE message_id = ? LIMIT 1",
     ): "a deleted message reaches the bot without its author (Discord's raw delete event): only "
@@ -137,19 +137,20 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "bot/memory/stores/reports.py",
         "user_summaries",
         (
-            "SELECT user_id, COUNT(*), SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END), "
-            "SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END), MAX(created_at) FROM turn_log GROUP BY user_id"
+            "SELECT user_id, COUNT(*) AS turns, SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END) AS degraded, "
+            "SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END) AS failed, MAX(created_at) AS last "
+            "FROM turn_log GROUP BY user_id"
         ),
     ): "the owner's page lists every user with their turn counts: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
         "user_summaries",
-        "SELECT user_id, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY user_id",
+        "SELECT user_id, COUNT(*) AS memories FROM memories WHERE type != 'rule' GROUP BY user_id",
     ): "the owner's page lists every user with their memory count: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
         "user_summaries",
-        "SELECT user_id, MAX(created_at) FROM exchanges GROUP BY user_id",
+        "SELECT user_id, MAX(created_at) AS last FROM exchanges GROUP BY user_id",
     ): "the owner's page lists every user who talked, with when: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
@@ -163,14 +164,14 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     (
         "bot/memory/stores/reports.py",
         "bot_memory_types",
-        "SELECT type, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type",
+        "SELECT type, COUNT(*) AS held FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type",
     ): "counts per type over every user, no row content: the owner's page",
     (
         "bot/memory/stores/reports.py",
         "bot_backlog",
         (
-            "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL), "
-            "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) FROM exchanges"
+            "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL) AS pending, "
+            "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) AS set_aside FROM exchanges"
         ),
     ): "two counts over every user, no row content: the reflection backlog of /metrics and the page",
     (
@@ -196,7 +197,7 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "<unresolved: script>",
     ): "migrations: schema changes read from migrations/*.sql, applied to the whole database",
     (
-        "bot/clients/db.py",
+        "bot/clients/storage.py",
         "fetch_all",
         "<unresolved: sql>",
     ): "the read helper itself: each of its callers' SQL is checked at the call (READ_HELPERS)",
@@ -261,15 +262,22 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "<unresolved: body>",
     ): "migrations: schema changes read from migrations/postgresql/*.sql, applied to the whole database",
     (
-        "bot/clients/db.py",
+        "bot/clients/storage.py",
         "fetch_one",
         "<unresolved: sql>",
     ): "the read helper itself, over fetch_all: its callers' SQL is checked at the call",
     (
-        "bot/clients/db.py",
+        "bot/clients/storage.py",
         "inserted_id",
         "<unresolved: sql>",
     ): "the insert helper itself, over fetch_one: its callers' SQL is checked at the call",
+    **{
+        ("bot/clients/db.py", f"SQLiteConnection.{method}", "<unresolved: _sqlite_text(sql)>"): (
+            "the SQLite connection running a store's statement (an Sql's SQLite text): each store's "
+            "SQL is checked at its call"
+        )
+        for method in ("execute", "execute_fetchall")
+    },
 }
 
 
@@ -762,9 +770,9 @@ def test_the_checker_reads_a_column_list_imported_from_a_store():
         '    await fetch_all(c, "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE id = ?", (1,))\n'
     )
     assert [f.statement.sql for f in findings] == [
-        "SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
+        ("SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
         "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic "
-        "FROM memories WHERE id = ?"
+        "FROM memories WHERE id = ?")
     ]
 
 

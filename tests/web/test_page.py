@@ -10,8 +10,7 @@ from urllib.parse import quote
 import pytest
 
 from bot.characters.character import load_character
-from bot.memory.model import utcnow
-from bot.memory.stores.memories import NewMemory
+from bot.memory.model import NewMemory, utcnow
 from bot.web.server import COOKIE, session_value
 from tests.conftest import Clock
 from tests.fakes.llm_server import Reply
@@ -127,7 +126,7 @@ async def test_every_view_renders_empty(page: Page):
 async def test_every_view_renders_with_data(page: Page):
     await page.play("Bonjour, je m'appelle Alice et j'habite à Nantes.")
     await page.play("J'adore la valse et les chats.")
-    await page.engine.remember("alice", "Alice joue du violoncelle.", story_id="chan-1", place="guild-1")
+    await page.engine.memories.remember("alice", "Alice joue du violoncelle.", story_id="chan-1", place="guild-1")
     await page.play("Tu te souviens de mon instrument ?")
     await page.play("Salut, moi c'est Bob.", user="bob", name="Bob")
 
@@ -171,7 +170,7 @@ async def test_every_view_renders_with_data(page: Page):
 
 async def test_hostile_memory_text_and_user_ids_show_as_text(page: Page):
     hostile_user = '<img src=x onerror=alert(1)>"&'
-    await page.engine.remember(hostile_user, "<script>alert('memory')</script>", story_id="s", place="p")
+    await page.engine.memories.remember(hostile_user, "<script>alert('memory')</script>", story_id="s", place="p")
     await page.play("<script>alert('message')</script> bonjour", user=hostile_user, name="Mallory", story="s")
     pages = [await page.get("/"), await page.get("/users/" + quote(hostile_user, safe=""))]
     turn_id = re.findall(r"/turns/(\d+)", pages[1].text)[0]
@@ -205,7 +204,7 @@ async def test_erase_me_removes_the_user_from_the_page(page: Page):
     turn_id = re.findall(r"/turns/(\d+)", user.text)[0]
     assert '<a href="/users/alice">Alice</a>' in (await page.get("/")).text
 
-    await page.engine.erase("alice")
+    await page.engine.privacy.erase("alice")
 
     overview = (await page.get("/")).text
     assert "alice" not in overview and "Alice" not in overview
@@ -216,7 +215,7 @@ async def test_erase_me_removes_the_user_from_the_page(page: Page):
 
 async def test_export_holds_the_turn_figures_the_page_draws(page: Page):
     await page.play("Bonjour, je m'appelle Alice.")
-    data = await page.engine.export("alice")
+    data = await page.engine.privacy.export("alice")
     [entry] = data["turn_log"]
     assert entry["outcome"] == "answered" and entry["story_id"] == "chan-1"
     assert entry["prompt_tokens"] > 0 and entry["context_tokens"] == 8192 and entry["reply_ms"] is not None
@@ -224,7 +223,7 @@ async def test_export_holds_the_turn_figures_the_page_draws(page: Page):
 
 async def test_a_cut_series_and_a_consolidation_show_on_the_page(page: Page):
     for year in (2016, 2017, 2018, 2019, 2020):
-        await page.engine.remember("alice", f"Alice a visité Trieste en {year}.", story_id="chan-1", place="guild-1")
+        await page.engine.memories.remember("alice", f"Alice a visité Trieste en {year}.", story_id="chan-1", place="guild-1")
     await page.play("On repart en voyage ?")
     user = await page.get("/users/alice")
     [turn_id] = re.findall(r'href="/users/alice/turns/(\d+)"', user.text)
@@ -239,7 +238,7 @@ async def test_a_cut_series_and_a_consolidation_show_on_the_page(page: Page):
         return remembering(request)
 
     page.llm.handler = consolidating
-    figures = await page.engine.consolidate()
+    figures = await page.engine.operator.consolidate()
     assert figures.consolidated == 1
     user = await page.get("/users/alice")
     assert "Series consolidated (1)" in user.text

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from bot.clients.locks import KeyedLocks
 from bot.clients.storage import Connection, Database
 from bot.memory.cache.entry import UserMemories, Vector
 from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
-from bot.memory.stores.memories import changed_since, memory_rows, memory_version
+from bot.memory.model import OwnerKey
+from bot.memory.stores.memories import MemoryRow, changed_since, memory_rows, memory_version
 from bot.memory.stores.vectors import vector_rows
 
 DEFAULT_MAX_BYTES = 1024 * 1024 * 1024
@@ -51,11 +52,11 @@ class Follower(Protocol):
     """State derived from a person's entry and kept beside it (the write path's indexes): told
     which memories each catch-up read and when the entry goes, and counted in the budget."""
 
-    def caught_up(self, user_id: str, entry: UserMemories, changed: Sequence[int]) -> None: ...
+    def caught_up(self, user_id: OwnerKey, entry: UserMemories, changed: Sequence[int]) -> None: ...
 
-    def dropped(self, user_id: str) -> None: ...
+    def dropped(self, user_id: OwnerKey) -> None: ...
 
-    def nbytes(self, user_id: str) -> int: ...
+    def nbytes(self, user_id: OwnerKey) -> int: ...
 
 
 class MemoryCache:
@@ -67,12 +68,12 @@ class MemoryCache:
         self.db = db
         self.model = model
         self.max_bytes = max_bytes
-        self._entries: dict[str, UserMemories] = {}
-        self._value: dict[str, float] = {}
+        self._entries: dict[OwnerKey, UserMemories] = {}
+        self._value: dict[OwnerKey, float] = {}
         self._clock = 0.0
         self._locks: KeyedLocks[str] = KeyedLocks()
         # Erasures per user, so that a load under way when the user was erased is not kept.
-        self._forgotten: dict[str, int] = {}
+        self._forgotten: dict[OwnerKey, int] = {}
         self._followers: list[Follower] = []
         # How entries were brought up to date, for benches and tests.
         self.loads = 0
@@ -85,6 +86,10 @@ class MemoryCache:
     def __contains__(self, user_id: object) -> bool:
         return user_id in self._entries
 
+    def reads(self) -> dict[str, int]:
+        """How reads were served: from the entry as held, after a catch-up, by a whole load."""
+        return {"hit": self.hits, "catch_up": self.catch_ups, "load": self.loads}
+
     @property
     def nbytes(self) -> int:
         return sum(self._bytes_of(u) for u in self._entries)
@@ -93,22 +98,22 @@ class MemoryCache:
         """Keep `follower` told of every entry's catch-ups and drops from now on."""
         self._followers.append(follower)
 
-    def _bytes_of(self, user_id: str) -> int:
+    def _bytes_of(self, user_id: OwnerKey) -> int:
         return self._entries[user_id].nbytes + sum(f.nbytes(user_id) for f in self._followers)
 
-    def forget(self, user_id: str) -> None:
+    def forget(self, user_id: OwnerKey) -> None:
         """Drop a user's entry (after an erase: nothing of theirs stays in memory, and a load
         under way is not kept)."""
         self._drop(user_id)
         self._forgotten[user_id] = self._forgotten.get(user_id, 0) + 1
 
-    def _drop(self, user_id: str) -> None:
+    def _drop(self, user_id: OwnerKey) -> None:
         self._entries.pop(user_id, None)
         self._value.pop(user_id, None)
         for follower in self._followers:
             follower.dropped(user_id)
 
-    async def get(self, user_id: str, conn: Connection | None = None) -> UserMemories:
+    async def get(self, user_id: OwnerKey, conn: Connection | None = None) -> UserMemories:
         """The user's memories as of now: one read of their version when nothing changed.
 
         `conn`: the connection to read through, by default the shared reader. A caller holding
@@ -117,7 +122,7 @@ class MemoryCache:
         async with self._locks.hold(user_id):
             return await self._current(user_id, conn or self.db.reader)
 
-    async def _current(self, user_id: str, conn: Connection) -> UserMemories:
+    async def _current(self, user_id: OwnerKey, conn: Connection) -> UserMemories:
         version = await memory_version(conn, user_id)
         entry = self._entries.get(user_id)
         if entry is not None and entry.version == version:
@@ -139,7 +144,7 @@ class MemoryCache:
         return await self._load(conn, user_id, version)
 
     async def _vectors(
-        self, conn: Connection, user_id: str, among: Sequence[int] | None = None
+        self, conn: Connection, user_id: OwnerKey, among: Sequence[int] | None = None
     ) -> dict[int, Vector]:
         if self.model is None:
             return {}
@@ -154,18 +159,20 @@ class MemoryCache:
                 rows = await vector_rows(conn, user_id, self.model, after=after, limit=LOAD_PAGE)
             for start in range(0, len(rows), FILL_SLICE):
                 part = rows[start : start + FILL_SLICE]
-                vectors.update((int(r[0]), Vector(r[1], int(r[2]), r[3], r[4])) for r in part)
+                vectors.update(
+                    (int(r["memory_id"]), Vector(r["content_hash"], int(r["dim"]), r["vector"], r["embedded_at"])) for r in part
+                )
                 await slices.tick()
             if among is not None or len(rows) < LOAD_PAGE:
                 return vectors
-            after = int(rows[-1][0])
+            after = int(rows[-1]["memory_id"])
 
-    async def _load(self, conn: Connection, user_id: str, version: tuple[int, int]) -> UserMemories:
+    async def _load(self, conn: Connection, user_id: OwnerKey, version: tuple[int, int]) -> UserMemories:
         started = time.perf_counter()
         forgotten = self._forgotten.get(user_id, 0)
-        rows: list[Any] = []
+        rows: list[MemoryRow] = []
         while True:
-            page = await memory_rows(conn, user_id, after=int(rows[-1][0]) if rows else 0, limit=LOAD_PAGE)
+            page = await memory_rows(conn, user_id, after=rows[-1].id if rows else 0, limit=LOAD_PAGE)
             rows.extend(page)
             # Each page, not once at the end: the rows read so far would otherwise be walked by
             # every full collection the next pages' allocations trigger (30-55 ms each at 100,000).
@@ -184,10 +191,10 @@ class MemoryCache:
             self._keep(user_id, entry)
         return entry
 
-    def _touch(self, user_id: str, entry: UserMemories) -> None:
+    def _touch(self, user_id: OwnerKey, entry: UserMemories) -> None:
         self._value[user_id] = self._clock + entry.load_seconds / max(1, entry.nbytes) * 1e9
 
-    def _keep(self, user_id: str, entry: UserMemories) -> None:
+    def _keep(self, user_id: OwnerKey, entry: UserMemories) -> None:
         self._entries[user_id] = entry
         if self._bytes_of(user_id) > self.max_bytes:
             self._drop(user_id)

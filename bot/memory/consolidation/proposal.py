@@ -1,7 +1,7 @@
 """Consolidation of a series: the model proposes one memory for the whole series, the code
 checks it. Pure: the prompt, the JSON schema, the lenient parse and the checks; the job that
 calls the model and applies an accepted proposal is bot/engine/consolidation_worker.py, its SQL
-bot/memory/consolidation_store.py.
+bot/memory/stores/consolidations.py.
 
 A proposal is accepted only when nothing of any member is lost or invented:
 - every carrier token of every member (bot/memory/carriers.py: numbers, years, times, weekdays,
@@ -26,26 +26,21 @@ Otherwise the series stays as it is; the refusal and its reason are logged and c
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from bot.clients.llm_wire import ChatMessage
 from bot.errors import ReflectionParseError
 from bot.memory.carriers import carrier_tokens, dedup_text
-from bot.memory.model import Memory
+from bot.memory.model import MAX_MEMORY_CHARS, Memory
 from bot.memory.quoting import quote_line
 from bot.memory.series import frame
-from bot.memory.stores.memories import MAX_MEMORY_CHARS
 from bot.memory.text import capitalised_words, content_words, words
-from bot.memory.write.filters import (
-    about_someone_else,
-    character_attitude,
-    flipped_negation,
-    low_confidence,
-    not_about_user,
-)
+from bot.memory.write.filters import about_someone_else, character_attitude, low_confidence, not_about_user
+from bot.memory.write.negation import flipped_negation
 from bot.memory.write.reflection import _extract_object
 from bot.memory.write.replace_guard import unmatched
 
@@ -110,7 +105,7 @@ def parse_proposal(raw: str) -> Proposal:
     return Proposal(" ".join(proposal.text.split()), proposal.confidence)
 
 
-def build_consolidation_messages(*, character: str, user: str, members: Sequence[Memory]) -> list[dict[str, str]]:
+def build_consolidation_messages(*, character: str, user: str, members: Sequence[Memory]) -> list[ChatMessage]:
     listed = "\n".join(f"- {quote_line(m.text)}" for m in members)
     return [
         {"role": "system", "content": CONSOLIDATION_SYSTEM_PROMPT.format(character=character, user=user)},
@@ -196,7 +191,7 @@ def check_proposal(
         return Refusal("low_confidence", f"confidence {proposal.confidence:.2f}")
     # The filters judge the new text where they let every member through: a member the filter
     # would refuse (its wording predates it) does not make the series unconsolidable.
-    filters = (
+    filters: tuple[tuple[str, Callable[[str], bool]], ...] = (
         ("not_about_user", lambda t: not_about_user(t, character_name, user_name=user_name)),
         ("about_someone_else", lambda t: about_someone_else(t, other_names, user_name)),
         ("character_attitude", lambda t: character_attitude(t, character_name, user_name=user_name)),

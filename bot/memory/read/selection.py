@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from itertools import chain
 
 import numpy as np
 
+from bot.memory.cache.entry import UserMemories
 from bot.memory.choice import (
     ALL_LISTS,
     DEFAULT_LIMIT,
@@ -195,7 +196,7 @@ def top_positions(positions: np.ndarray, keys: Sequence[np.ndarray], k: int) -> 
 def candidates_of(memories: Sequence[Memory], scores: Mapping[int, float] | None = None) -> Candidates:
     """The columns of `memories` (ids unique), for callers that hold Memory objects."""
     scores = scores or {}
-    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
     step = timedelta(microseconds=1)
     no_expiry = np.iinfo(np.int64).max
     kept = list(memories)
@@ -211,4 +212,19 @@ def candidates_of(memories: Sequence[Memory], scores: Mapping[int, float] | None
         ),
         scores=np.array([scores.get(m.id, np.nan) for m in kept], dtype=np.float64),
         memory=kept.__getitem__,
+    )
+
+
+def turn_candidates(entry: UserMemories, slots: np.ndarray, scores: np.ndarray) -> Candidates:
+    """The selection's columns for these slots of the entry, with the turn's scores."""
+    return Candidates(
+        ids=entry.ids[slots],
+        type_code=entry.type_code[slots],
+        is_global=entry.is_global[slots],
+        pinned=entry.pinned[slots],
+        confidence=entry.confidence[slots],
+        updated_us=entry.updated_us[slots],
+        expires_us=entry.expires_us[slots],
+        scores=scores,
+        memory=lambda i: entry.memory(int(slots[i])),
     )

@@ -6,16 +6,16 @@ Each store reads its own tables; this module only lays their rows out in the exp
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, TypedDict
 
-from bot.clients.db import to_db
-from bot.clients.storage import Database
-from bot.memory.model import HistoryEntry, Memory
+from bot.clients.storage import Database, to_db
+from bot.memory.model import HistoryEntry, Memory, OwnerKey
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.consolidations import Consolidation, consolidations
-from bot.memory.stores.exchanges import export_exchanges, memory_sources
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.exchanges import export_exchanges
+from bot.memory.stores.memory_store import MemoryStore
+from bot.memory.stores.provenance import memory_sources
 from bot.memory.stores.reports import TurnLogEntry, export_turns, user_turn_log
 from bot.memory.stores.stories import StoryHistoryEntry, load_story, story_history, user_story_ids
 
@@ -63,7 +63,7 @@ def _history(h: HistoryEntry) -> dict[str, Any]:
         "memory_id": h.memory_id,
         "operation": h.operation,
         "archived_at": to_db(h.archived_at),
-        "cause": h.cause,
+        "cause": h.cause.stored(),
         "text": h.text,
         "type": h.type,
         "restored": h.restored,
@@ -76,7 +76,7 @@ def _story_history(s: StoryHistoryEntry) -> dict[str, Any]:
         "operation": s.operation,
         "payload": s.payload,
         "reason": s.reason,
-        "cause": s.cause,
+        "cause": s.cause.stored(),
         "at": to_db(s.at),
     }
 
@@ -95,7 +95,7 @@ def _turn_log(e: TurnLogEntry) -> dict[str, Any]:
     }
 
 
-async def _stories(db: Database, user_id: str) -> list[dict[str, Any]]:
+async def _stories(db: Database, user_id: OwnerKey) -> list[dict[str, Any]]:
     stories = []
     for story_id in await user_story_ids(db, user_id):
         story = await load_story(db, user_id, story_id)
@@ -120,14 +120,41 @@ async def _stories(db: Database, user_id: str) -> list[dict[str, Any]]:
     return stories
 
 
-async def export_user(db: Database, store: MemoryStore, user_id: str, *, now: datetime) -> dict[str, Any]:
+class ExportedSettings(TypedDict):
+    share_memories: bool
+
+
+class UserExport(TypedDict):
+    """Everything stored under one owner key (`/export`'s file), as plain JSON-able data."""
+
+    user_id: OwnerKey
+    exported_at: str
+    settings: ExportedSettings
+    stories: list[dict[str, Any]]
+    turns: list[dict[str, Any]]
+    turn_log: list[dict[str, Any]]
+    memories: list[dict[str, Any]]
+    history: list[dict[str, Any]]
+    consolidations: list[dict[str, Any]]
+    story_history: list[dict[str, Any]]
+    exchanges: list[dict[str, Any]]
+
+
+class PersonExport(UserExport):
+    """A person's export: their own key's, with what each character of its own memory keeps,
+    filed by the stored key (`<id>@<key>`)."""
+
+    characters: dict[OwnerKey, UserExport]
+
+
+async def export_user(db: Database, store: MemoryStore, user_id: OwnerKey, *, now: datetime) -> UserExport:
     sources = await memory_sources(db, user_id)
     history = await store.history(user_id, limit=_ALL)
     story = await story_history(db, user_id, None, limit=_ALL)
     exchanges = await export_exchanges(db, user_id)
     stories = await _stories(db, user_id)
     turns = await export_turns(db, user_id)
-    figures = await user_turn_log(db, user_id, datetime.min.replace(tzinfo=timezone.utc), limit=-1)
+    figures = await user_turn_log(db, user_id, datetime.min.replace(tzinfo=UTC), limit=-1)
     return {
         "user_id": user_id,
         "exported_at": to_db(now),
@@ -143,5 +170,5 @@ async def export_user(db: Database, store: MemoryStore, user_id: str, *, now: da
     }
 
 
-def export_json(data: dict[str, Any]) -> str:
+def export_json(data: UserExport) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2)

@@ -1,6 +1,9 @@
-"""Each consolidation of a series, recorded whole (migration 0010): the memory that holds it,
-each member and the history entry of its archived version, when it was made, and whether it
-was undone and by whom. Every statement is scoped by user_id.
+"""Consolidations in the database: a series of memories replaced by one, each member archived with
+the operation `consolidate` and the cause "consolidated into #N" (N the memory that holds the
+series now), the consolidation recorded whole (migration 0010: the memory that holds it, each
+member and the history entry of its archived version, when it was made, whether it was undone
+and by whom), and undone by bringing the members back. Inside the caller's transaction; every
+statement scoped by user.
 
 - The job reads the user's undone consolidations whole: one the user undid (`/restore`) is never
   asked again for the same members, however many consolidations came after it.
@@ -15,18 +18,69 @@ was undone and by whom. Every statement is scoped by user_id.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from bot.clients.db import fetch_all, from_db, to_db
-from bot.clients.storage import Connection
-from bot.memory.model import utcnow
-from bot.memory.stores.memories import CONSOLIDATE, consolidation_cause, fetch_memory, undo_consolidation
+from bot.clients.storage import Connection, Row, fetch_all, from_db, to_db
+from bot.memory.model import Cause, Memory, NewMemory, Operation, OwnerKey, UndoneBy, utcnow
+from bot.memory.stores.memories import delete_memory, fetch_memory, insert_memory, restore_version
 
-# undone_by: the user undid it (never asked again for these members), or a member's message
-# was deleted or edited.
-BY_USER = "restore"
-BY_SOURCE = "source"
+CONSOLIDATE: Operation = "consolidate"
+
+_SELECT_MEMBERS = (
+    "SELECT id, memory_id, restored_at FROM memory_history "
+    "WHERE user_id = ? AND operation = ? AND cause = ? ORDER BY id"
+)
+
+
+def _unchanged(read: Memory, now: Memory | None) -> bool:
+    return now is not None and (read.content_hash, read.pinned, read.type, read.scope, read.story_id, read.place,
+                                read.expires_at) == (now.content_hash, now.pinned, now.type, now.scope, now.story_id,
+                                                     now.place, now.expires_at)  # fmt: skip
+
+
+async def consolidate(
+    conn: Connection, user_id: OwnerKey, members: Sequence[Memory], new: NewMemory, *, now: datetime
+) -> int | None:
+    """Replace the series `members` by the memory `new`, inside the caller's transaction: the new
+    memory inserted, each member archived (CONSOLIDATE, "consolidated into #N") and deleted, the
+    consolidation recorded whole. None, and nothing written, when a member changed or left since
+    it was read."""
+    for member in members:
+        if not _unchanged(member, await fetch_memory(conn, user_id, member.id)):
+            return None
+    new_id = await insert_memory(conn, user_id, new, now=now)
+    for member in members:
+        await delete_memory(conn, user_id, member.id, cause=Cause.consolidated(new_id), now=now, operation=CONSOLIDATE)
+    await conn.execute(
+        "INSERT INTO consolidations (memory_id, user_id, at) VALUES (?, ?, ?)", (new_id, user_id, to_db(now))
+    )
+    await conn.execute(
+        "INSERT INTO consolidation_members (memory_id, member_id, user_id, history_id) "
+        "SELECT ?, memory_id, user_id, id FROM memory_history WHERE user_id = ? AND operation = ? AND cause = ?",
+        (new_id, user_id, CONSOLIDATE, Cause.consolidated(new_id).stored()),
+    )
+    return new_id
+
+
+async def undo_consolidation(
+    conn: Connection, user_id: OwnerKey, memory_id: int, *, cause: Cause, now: datetime, by: UndoneBy = "restore"
+) -> list[int]:
+    """Every member of the consolidation into `memory_id` back (those not restored already), and
+    that memory retired to history; the members' ids. `by` is recorded: "restore" when the user
+    undid it, "source" when a member's message went."""
+    await conn.execute(
+        "UPDATE consolidations SET undone_at = ?, undone_by = ? WHERE user_id = ? AND memory_id = ? AND undone_at IS NULL",
+        (to_db(now), by, user_id, memory_id),
+    )
+    rows = await fetch_all(conn, _SELECT_MEMBERS, (user_id, CONSOLIDATE, Cause.consolidated(memory_id).stored()))
+    restored = [
+        int(row["memory_id"]) for row in rows if row["restored_at"] is None
+        and await restore_version(conn, user_id, int(row["id"]), cause=cause, now=now) is not None
+    ]  # fmt: skip
+    await delete_memory(conn, user_id, memory_id, cause=cause, now=now)
+    return restored
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,23 +95,11 @@ class Consolidation:
     history_id: int
     # The memory's text now; None once it was retired (undone, forgotten).
     text: str | None = None
-    # Who undid it: BY_USER, BY_SOURCE, or None.
-    undone_by: str | None = None
+    # Who undid it, if it was.
+    undone_by: UndoneBy | None = None
 
 
-async def record_consolidation(conn: Connection, user_id: str, memory_id: int, *, now: datetime) -> None:
-    """In the consolidation's transaction, once its members are archived: the record, whole."""
-    await conn.execute(
-        "INSERT INTO consolidations (memory_id, user_id, at) VALUES (?, ?, ?)", (memory_id, user_id, to_db(now))
-    )
-    await conn.execute(
-        "INSERT INTO consolidation_members (memory_id, member_id, user_id, history_id) "
-        "SELECT ?, memory_id, user_id, id FROM memory_history WHERE user_id = ? AND operation = ? AND cause = ?",
-        (memory_id, user_id, CONSOLIDATE, consolidation_cause(memory_id)),
-    )
-
-
-async def consolidations(conn: Connection, user_id: str) -> list[Consolidation]:
+async def consolidations(conn: Connection, user_id: OwnerKey) -> list[Consolidation]:
     """Every consolidation of the user, newest first, read whole."""
     rows = await fetch_all(
         conn,
@@ -68,15 +110,17 @@ async def consolidations(conn: Connection, user_id: str) -> list[Consolidation]:
         (user_id, user_id, user_id),
     )
     found: dict[int, Consolidation] = {}
-    for memory_id, at, undone_at, undone_by, member_id, history_id, text in rows:
-        held = found.get(int(memory_id))
+    for row in rows:
+        memory_id = int(row["memory_id"])
+        held = found.get(memory_id)
         if held is None:
-            held = found[int(memory_id)] = Consolidation(
-                int(memory_id), [], from_db(at) or utcnow(), undone_at is not None, 0, undone_by=undone_by
-            )
-        held.members.append((int(member_id), str(text)))
+            held = found[memory_id] = Consolidation(
+                memory_id, [], from_db(row["at"]) or utcnow(), row["undone_at"] is not None, 0,
+                undone_by=row["undone_by"],
+            )  # fmt: skip
+        held.members.append((int(row["member_id"]), str(row["text"])))
         # /history names the last member archived: its entry is the newest of the series.
-        found[int(memory_id)] = replace(held, history_id=max(held.history_id, int(history_id)))
+        found[memory_id] = replace(held, history_id=max(held.history_id, int(row["history_id"])))
     out = []
     for held in found.values():
         now = await fetch_memory(conn, user_id, held.memory_id)
@@ -84,22 +128,26 @@ async def consolidations(conn: Connection, user_id: str) -> list[Consolidation]:
     return out
 
 
-async def undone_by_user(conn: Connection, user_id: str) -> list[frozenset[int]]:
+def _by_consolidation(rows: Sequence[Row]) -> dict[int, set[int]]:
+    members: dict[int, set[int]] = defaultdict(set)
+    for row in rows:
+        members[int(row["memory_id"])].add(int(row["member_id"]))
+    return members
+
+
+async def undone_by_user(conn: Connection, user_id: OwnerKey) -> list[frozenset[int]]:
     """The members of each consolidation the user undid: never asked again together."""
     rows = await fetch_all(
         conn,
         "SELECT m.memory_id, m.member_id FROM consolidations AS c "
         "JOIN consolidation_members AS m ON m.memory_id = c.memory_id "
         "WHERE c.user_id = ? AND m.user_id = ? AND c.undone_by = ?",
-        (user_id, user_id, BY_USER),
+        (user_id, user_id, "restore"),
     )
-    members: dict[int, set[int]] = defaultdict(set)
-    for memory_id, member_id in rows:
-        members[int(memory_id)].add(int(member_id))
-    return [frozenset(m) for m in members.values()]
+    return [frozenset(m) for m in _by_consolidation(rows).values()]
 
 
-async def _standing(conn: Connection, user_id: str) -> dict[int, set[int]]:
+async def _standing(conn: Connection, user_id: OwnerKey) -> dict[int, set[int]]:
     """Members of each consolidation not undone, by the memory that holds it."""
     rows = await fetch_all(
         conn,
@@ -108,13 +156,10 @@ async def _standing(conn: Connection, user_id: str) -> dict[int, set[int]]:
         "WHERE c.user_id = ? AND m.user_id = ? AND c.undone_at IS NULL",
         (user_id, user_id),
     )
-    members: dict[int, set[int]] = defaultdict(set)
-    for memory_id, member_id in rows:
-        members[int(memory_id)].add(int(member_id))
-    return members
+    return _by_consolidation(rows)
 
 
-async def _alone_from(conn: Connection, user_id: str, exchange_id: int) -> set[int]:
+async def _alone_from(conn: Connection, user_id: OwnerKey, exchange_id: int) -> set[int]:
     """Memories, live or archived, whose every source is this exchange."""
     rows = await fetch_all(
         conn,
@@ -123,7 +168,7 @@ async def _alone_from(conn: Connection, user_id: str, exchange_id: int) -> set[i
         "AND o.memory_id = s.memory_id AND o.exchange_id != ?)",
         (user_id, exchange_id, user_id, exchange_id),
     )
-    return {int(r[0]) for r in rows}
+    return {int(row["memory_id"]) for row in rows}
 
 
 @dataclass(slots=True)
@@ -133,7 +178,7 @@ class SourceUndo:
 
 
 async def undo_consolidations_from(
-    conn: Connection, user_id: str, exchange_id: int, *, cause: str, now: datetime
+    conn: Connection, user_id: OwnerKey, exchange_id: int, *, cause: Cause, now: datetime
 ) -> SourceUndo:
     """Undo, inside the caller's transaction, every standing consolidation that holds (maybe
     through another consolidation) a member this exchange alone supported, outermost first."""
@@ -163,6 +208,6 @@ async def undo_consolidations_from(
             if memory.pinned:
                 outcome.kept_pinned.append(memory_id)
                 continue
-            await undo_consolidation(conn, user_id, memory_id, cause=cause, now=now, by=BY_SOURCE)
+            await undo_consolidation(conn, user_id, memory_id, cause=cause, now=now, by="source")
             outcome.undone.append(memory_id)
     return outcome

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.clients.db import fetch_all, fetch_one, from_db, to_db
-from bot.clients.storage import Connection, Database, Row
+from bot.clients.storage import Connection, Database, Row, fetch_all, fetch_one, from_db, to_db
+from bot.memory.model import OwnerKey, PersonId, StoryId
 
 # Follow-ups a check-in is counted by (a conversation's own follow-ups have no claimant).
 _CHECKIN_STATES = "('claimed', 'checked_in', 'answered')"
@@ -37,7 +37,7 @@ class FollowupRow:
     text: str
     content_hash: str
     event_at: datetime
-    story_id: str
+    story_id: StoryId
     state: str
     turns: int
 
@@ -50,7 +50,7 @@ class CheckinSettings:
 
 
 _DUE = (
-    "SELECT m.id, m.text, m.content_hash, m.expires_at, m.created_at, m.type, m.pinned FROM memories m "
+    "SELECT m.id AS memory_id, m.text, m.content_hash, m.expires_at, m.created_at, m.type, m.pinned FROM memories m "
     "WHERE m.user_id = ? AND m.type <> 'rule' AND m.expires_at IS NOT NULL "
     "AND m.expires_at <= ? AND m.expires_at > ? "
     "AND (m.scope = 'global' OR m.story_id = ?) AND (m.place IS NULL OR m.place = ? OR ? = 1) "
@@ -63,7 +63,8 @@ _DUE = (
 
 
 async def due(
-    db: Database, user_id: str, *, now: datetime, since: datetime, story_id: str, place: str | None, share: bool,
+    db: Database, user_id: OwnerKey, *, now: datetime, since: datetime, story_id: StoryId | None, place: str | None,
+    share: bool,
     limit: int = 10,
 ) -> list[Due]:
     """The user's dated memories whose date passed between `since` and `now`, seen from this
@@ -74,20 +75,25 @@ async def due(
         (user_id, to_db(now), to_db(since), story_id, place, int(share), user_id, user_id, limit),
     )
     return [
-        Due(int(r[0]), r[1], r[2], from_db(r[3]) or now, from_db(r[4]) or now, r[5], bool(r[6])) for r in rows
-    ]
+        Due(
+            int(r["memory_id"]), str(r["text"]), str(r["content_hash"]), from_db(str(r["expires_at"])),
+            from_db(str(r["created_at"])), str(r["type"]), bool(r["pinned"]),
+        )
+        for r in rows
+    ]  # fmt: skip
 
 
 _ROW = "SELECT memory_id, text, content_hash, event_at, story_id, state, turns FROM followups "
 
 
 def _row(r: Row) -> FollowupRow:
-    event_at = from_db(r[3])
-    assert event_at is not None  # NOT NULL
-    return FollowupRow(int(r[0]), str(r[1]), str(r[2]), event_at, str(r[4]), str(r[5]), int(r[6]))
+    return FollowupRow(
+        int(r["memory_id"]), str(r["text"]), str(r["content_hash"]), from_db(str(r["event_at"])),
+        StoryId(str(r["story_id"])), str(r["state"]), int(r["turns"]),
+    )  # fmt: skip
 
 
-async def offered(db: Database, user_id: str, story_id: str) -> FollowupRow | None:
+async def offered(db: Database, user_id: OwnerKey, story_id: StoryId) -> FollowupRow | None:
     """The follow-up this story's turns still carry, if any."""
     row = await fetch_one(
         db.reader,
@@ -98,7 +104,8 @@ async def offered(db: Database, user_id: str, story_id: str) -> FollowupRow | No
 
 
 async def offer(
-    conn: Connection, user_id: str, d: Due, *, story_id: str, exchange_id: int, asked: bool, spent: bool, now: datetime
+    conn: Connection, user_id: OwnerKey, d: Due, *, story_id: StoryId, exchange_id: int, asked: bool, spent: bool,
+    now: datetime,
 ) -> bool:
     """A first turn carried this memory's follow-up. False when it was taken meanwhile (a
     check-in claimed it in another process)."""
@@ -115,7 +122,7 @@ async def offer(
 
 
 async def carried(
-    conn: Connection, user_id: str, memory_id: int, *, exchange_id: int, asked: bool, turns: int, now: datetime
+    conn: Connection, user_id: OwnerKey, memory_id: int, *, exchange_id: int, asked: bool, turns: int, now: datetime
 ) -> None:
     """One more turn carried the follow-up: asked, spent after `turns` turns, or still offered."""
     await conn.execute(
@@ -126,7 +133,7 @@ async def carried(
     )
 
 
-async def drop(conn: Connection, user_id: str, memory_id: int, now: datetime) -> None:
+async def drop(conn: Connection, user_id: OwnerKey, memory_id: int, now: datetime) -> None:
     """The memory was forgotten or changed since it was offered, or its person left the server
     before their check-in: never asked about."""
     await conn.execute(
@@ -136,7 +143,7 @@ async def drop(conn: Connection, user_id: str, memory_id: int, now: datetime) ->
     )
 
 
-async def awaiting_answer(db: Database, user_id: str, story_id: str) -> bool:
+async def awaiting_answer(db: Database, user_id: OwnerKey, story_id: StoryId) -> bool:
     row = await fetch_one(
         db.reader,
         "SELECT 1 FROM followups WHERE user_id = ? AND story_id = ? AND state IN ('asked', 'checked_in') LIMIT 1",
@@ -145,7 +152,7 @@ async def awaiting_answer(db: Database, user_id: str, story_id: str) -> bool:
     return row is not None
 
 
-async def link_answer(conn: Connection, user_id: str, story_id: str, exchange_id: int, now: datetime) -> None:
+async def link_answer(conn: Connection, user_id: OwnerKey, story_id: StoryId, exchange_id: int, now: datetime) -> None:
     """The person wrote in a story where the character asked how an event went (in a turn or a
     check-in): this exchange is the answer, and its reflection is told of the event."""
     await conn.execute(
@@ -155,7 +162,7 @@ async def link_answer(conn: Connection, user_id: str, story_id: str, exchange_id
     )
 
 
-async def of_exchanges(db: Database, user_id: str, exchange_ids: list[int]) -> list[int]:
+async def of_exchanges(db: Database, user_id: OwnerKey, exchange_ids: list[int]) -> list[int]:
     """The memories whose follow-up was carried or answered by one of these exchanges."""
     rows = []
     for exchange_id in exchange_ids:
@@ -165,10 +172,10 @@ async def of_exchanges(db: Database, user_id: str, exchange_ids: list[int]) -> l
             "AND state <> 'dropped'",
             (user_id, exchange_id, exchange_id),
         )
-    return sorted({int(r[0]) for r in rows})
+    return sorted({int(r["memory_id"]) for r in rows})
 
 
-async def followed_up(db: Database, user_id: str) -> list[FollowupRow]:
+async def followed_up(db: Database, user_id: OwnerKey) -> list[FollowupRow]:
     """Every follow-up of the user, newest first (the export, /memory-stats)."""
     rows = await fetch_all(db.reader, _ROW + "WHERE user_id = ? ORDER BY created_at DESC", (user_id,))
     return [_row(r) for r in rows]
@@ -177,15 +184,18 @@ async def followed_up(db: Database, user_id: str) -> list[FollowupRow]:
 # --- check-ins ---------------------------------------------------------------------------------
 
 
-async def checkin_settings(db: Database, person: str) -> CheckinSettings:
+async def checkin_settings(db: Database, person: PersonId) -> CheckinSettings:
     row = await fetch_one(
         db.reader, "SELECT enabled, timezone, notice FROM checkin_settings WHERE user_id = ?", (person,)
     )
-    return CheckinSettings(bool(row[0]), row[1], row[2]) if row is not None else CheckinSettings()
+    if row is None:
+        return CheckinSettings()
+    zone, notice = row["timezone"], row["notice"]
+    return CheckinSettings(bool(row["enabled"]), str(zone) if zone is not None else None, str(notice) if notice is not None else None)
 
 
 async def set_checkins(
-    db: Database, person: str, *, enabled: bool, timezone: str | None, keep_timezone: bool, now: datetime
+    db: Database, person: PersonId, *, enabled: bool, timezone: str | None, keep_timezone: bool, now: datetime
 ) -> None:
     """Turn the person's check-ins on or off (and set their time zone, unless `keep_timezone`);
     a notice waiting for them is said by now, so it goes."""
@@ -199,7 +209,7 @@ async def set_checkins(
         )
 
 
-async def blocked(conn: Connection, person: str, now: datetime) -> None:
+async def blocked(conn: Connection, person: PersonId, now: datetime) -> None:
     """The person's DMs refused a check-in: off, with a notice for their next turn."""
     await conn.execute(
         "UPDATE checkin_settings SET enabled = 0, notice = 'blocked', updated_at = ? WHERE user_id = ?",
@@ -207,35 +217,37 @@ async def blocked(conn: Connection, person: str, now: datetime) -> None:
     )
 
 
-async def take_notice(db: Database, person: str) -> str | None:
+async def take_notice(db: Database, person: PersonId) -> str | None:
     """The notice waiting for the person, cleared as it is read (said once)."""
     row = await fetch_one(db.reader, "SELECT notice FROM checkin_settings WHERE user_id = ?", (person,))
-    if row is None or row[0] is None:
+    if row is None or row["notice"] is None:
         return None
     async with db.write() as conn:
         row = await fetch_one(conn, "SELECT notice FROM checkin_settings WHERE user_id = ?", (person,))
-        if row is None or row[0] is None:
+        if row is None or row["notice"] is None:
             return None  # said by another turn meanwhile
         await conn.execute("UPDATE checkin_settings SET notice = NULL WHERE user_id = ?", (person,))
-    return str(row[0])
+    return str(row["notice"])
 
 
-async def checkin_people(db: Database) -> list[str]:
-    return [str(r[0]) for r in await fetch_all(db.reader, "SELECT user_id FROM checkin_settings WHERE enabled = 1")]
+async def checkin_people(db: Database) -> list[PersonId]:
+    return [
+        PersonId(str(r["user_id"])) for r in await fetch_all(db.reader, "SELECT user_id FROM checkin_settings WHERE enabled = 1")
+    ]
 
 
-async def checkins_since(conn: Connection | None, db: Database, person: str, since: datetime) -> int:
+async def checkins_since(conn: Connection | None, db: Database, person: OwnerKey, since: datetime) -> int:
     """Check-ins claimed or sent to the person since `since` (one process's claim counts)."""
     row = await fetch_one(
         conn if conn is not None else db.reader,
-        "SELECT COUNT(*) FROM followups WHERE user_id = ? AND claimed_by IS NOT NULL "
+        "SELECT COUNT(*) AS n FROM followups WHERE user_id = ? AND claimed_by IS NOT NULL "
         "AND state IN " + _CHECKIN_STATES + " AND created_at >= ?",
         (person, to_db(since)),
     )
-    return int(row[0]) if row is not None else 0
+    return int(row["n"]) if row is not None else 0
 
 
-async def claim(conn: Connection, person: str, d: Due, *, process: str, now: datetime) -> bool:
+async def claim(conn: Connection, person: OwnerKey, d: Due, *, process: str, now: datetime) -> bool:
     """This process claims the check-in on this memory; False when it was followed up or
     another process holds it."""
     row = await fetch_one(
@@ -249,7 +261,7 @@ async def claim(conn: Connection, person: str, d: Due, *, process: str, now: dat
 
 
 async def take_over(
-    conn: Connection, person: str, memory_id: int, *, process: str, now: datetime, stale_before: datetime
+    conn: Connection, person: OwnerKey, memory_id: int, *, process: str, now: datetime, stale_before: datetime
 ) -> bool:
     """A claim left by a process that stopped before sending (older than `stale_before`) is
     this process's now."""
@@ -262,7 +274,7 @@ async def take_over(
     return row is not None
 
 
-async def claimed(conn: Connection, person: str, memory_id: int, process: str) -> bool:
+async def claimed(conn: Connection, person: OwnerKey, memory_id: int, process: str) -> bool:
     row = await fetch_one(
         conn,
         "SELECT 1 FROM followups WHERE user_id = ? AND memory_id = ? AND state = 'claimed' AND claimed_by = ?",
@@ -272,7 +284,7 @@ async def claimed(conn: Connection, person: str, memory_id: int, process: str) -
 
 
 async def checked_in(
-    conn: Connection, person: str, memory_id: int, *, process: str, story_id: str, exchange_id: int, now: datetime
+    conn: Connection, person: OwnerKey, memory_id: int, *, process: str, story_id: StoryId, exchange_id: int, now: datetime
 ) -> bool:
     row = await fetch_one(
         conn,
@@ -283,7 +295,7 @@ async def checked_in(
     return row is not None
 
 
-async def release(conn: Connection, person: str, memory_id: int, process: str) -> None:
+async def release(conn: Connection, person: OwnerKey, memory_id: int, process: str) -> None:
     """The check-in was not sent: the memory may be followed up again (by a turn or later)."""
     await conn.execute(
         "DELETE FROM followups WHERE user_id = ? AND memory_id = ? AND state = 'claimed' AND claimed_by = ?",
@@ -291,25 +303,25 @@ async def release(conn: Connection, person: str, memory_id: int, process: str) -
     )
 
 
-async def nothing_to_reflect(conn: Connection, person: str, exchange_id: int, now: datetime) -> None:
+async def nothing_to_reflect(conn: Connection, person: OwnerKey, exchange_id: int, now: datetime) -> None:
     """A check-in's exchange: the person said nothing in it, so it is never reflected."""
     await conn.execute(
         "UPDATE exchanges SET reflected_at = ? WHERE user_id = ? AND id = ?", (to_db(now), person, exchange_id)
     )
 
 
-async def delivered(conn: Connection, person: str, exchange_id: int, message_id: str) -> None:
+async def delivered(conn: Connection, person: OwnerKey, exchange_id: int, message_id: str) -> None:
     await conn.execute(
         "UPDATE exchanges SET reply_message_id = ? WHERE user_id = ? AND id = ?", (message_id, person, exchange_id)
     )
 
 
-async def drop_exchange(conn: Connection, person: str, exchange_id: int) -> None:
+async def drop_exchange(conn: Connection, person: OwnerKey, exchange_id: int) -> None:
     """A check-in never sent leaves no exchange behind."""
     await conn.execute("DELETE FROM exchanges WHERE user_id = ? AND id = ?", (person, exchange_id))
 
 
-async def last_exchange(db: Database, user_id: str) -> tuple[datetime, str] | None:
+async def last_exchange(db: Database, user_id: OwnerKey) -> tuple[datetime, str] | None:
     """When and where (its place) the user last wrote."""
     row = await fetch_one(
         db.reader,
@@ -318,11 +330,10 @@ async def last_exchange(db: Database, user_id: str) -> tuple[datetime, str] | No
     )
     if row is None:
         return None
-    when = from_db(row[0])
-    return (when, str(row[1])) if when is not None else None
+    return from_db(str(row["created_at"])), str(row["place"])
 
 
-async def writing_times(db: Database, user_id: str, since: datetime, limit: int = 1000) -> list[datetime]:
+async def writing_times(db: Database, user_id: OwnerKey, since: datetime, limit: int = 1000) -> list[datetime]:
     """When the user wrote since `since` (their messages, not check-ins), newest first."""
     rows = await fetch_all(
         db.reader,
@@ -330,9 +341,9 @@ async def writing_times(db: Database, user_id: str, since: datetime, limit: int 
         "ORDER BY id DESC LIMIT ?",
         (user_id, to_db(since), limit),
     )
-    return [t for r in rows if (t := from_db(r[0])) is not None]
+    return [from_db(str(r["created_at"])) for r in rows]
 
 
-async def erase_user_followups(conn: Connection, user_id: str) -> None:
+async def erase_user_followups(conn: Connection, user_id: OwnerKey) -> None:
     await conn.execute("DELETE FROM followups WHERE user_id = ?", (user_id,))
     await conn.execute("DELETE FROM checkin_settings WHERE user_id = ?", (user_id,))

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.clients.db import fetch_all, fetch_one, from_db, to_db
-from bot.clients.storage import Connection, Database
+from bot.clients.storage import Connection, Database, fetch_all, fetch_one, from_db, to_db
+from bot.memory.model import OwnerKey, StoryId
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +25,7 @@ class Saved:
     reflected: bool
 
 
-async def saved(db: Database, user_id: str, story_id: str) -> dict[str, Saved]:
+async def saved(db: Database, user_id: OwnerKey, story_id: StoryId) -> dict[str, Saved]:
     """The exchanges imported into this story of the user, by key."""
     rows = await fetch_all(
         db.reader,
@@ -33,11 +33,12 @@ async def saved(db: Database, user_id: str, story_id: str) -> dict[str, Saved]:
         "AND message_id LIKE 'import:%'",
         (user_id, story_id),
     )
-    return {str(r[0]): Saved(int(r[1]), r[2] is not None) for r in rows}
+    return {str(r["message_id"]): Saved(int(r["id"]), r["reflected_at"] is not None) for r in rows}
 
 
 async def save(
-    conn: Connection, user_id: str, *, key: str, user_name: str, story_id: str, place: str, text: str, at: datetime
+    conn: Connection, user_id: OwnerKey, *, key: str, user_name: str, story_id: StoryId, place: str, text: str,
+    at: datetime,
 ) -> int:
     """The exchange as the person wrote it, its reply kept for its turn (`answer`)."""
     row = await fetch_one(
@@ -47,14 +48,15 @@ async def save(
         (user_id, user_name, story_id, place, key, text, to_db(at)),
     )
     assert row is not None
+    exchange_id = int(row["id"])
     await conn.execute(
         "INSERT INTO exchange_messages (user_id, exchange_id, n, message_id, text) VALUES (?, ?, 1, ?, ?)",
-        (user_id, int(row[0]), key, text),
+        (user_id, exchange_id, key, text),
     )
-    return int(row[0])
+    return exchange_id
 
 
-async def answer(conn: Connection, user_id: str, exchange_id: int, reply: str, at: datetime) -> None:
+async def answer(conn: Connection, user_id: OwnerKey, exchange_id: int, reply: str, at: datetime) -> None:
     """The exchange's reply, answered and settled at its original time: it is reflected next."""
     await conn.execute(
         "UPDATE exchanges SET reply = ?, answered_at = ?, settled_at = ? WHERE user_id = ? AND id = ?",
@@ -62,14 +64,14 @@ async def answer(conn: Connection, user_id: str, exchange_id: int, reply: str, a
     )
 
 
-async def reflected(db: Database, user_id: str, exchange_id: int) -> bool:
+async def reflected(db: Database, user_id: OwnerKey, exchange_id: int) -> bool:
     row = await fetch_one(
         db.reader, "SELECT reflected_at FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id)
     )
-    return row is not None and row[0] is not None
+    return row is not None and row["reflected_at"] is not None
 
 
-async def finished(db: Database, user_id: str, story_id: str, source: str) -> bool:
+async def finished(db: Database, user_id: OwnerKey, story_id: StoryId, source: str) -> bool:
     row = await fetch_one(
         db.reader,
         "SELECT 1 FROM imports WHERE user_id = ? AND story_id = ? AND source = ?",
@@ -78,7 +80,7 @@ async def finished(db: Database, user_id: str, story_id: str, source: str) -> bo
     return row is not None
 
 
-async def finish(conn: Connection, user_id: str, story_id: str, source: str, exchanges: int, at: datetime) -> None:
+async def finish(conn: Connection, user_id: OwnerKey, story_id: StoryId, source: str, exchanges: int, at: datetime) -> None:
     await conn.execute(
         "INSERT INTO imports (user_id, story_id, source, exchanges, finished_at) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (user_id, story_id, source) DO NOTHING",
@@ -86,7 +88,7 @@ async def finish(conn: Connection, user_id: str, story_id: str, source: str, exc
     )
 
 
-async def passed_dates(db: Database, user_id: str, now: datetime) -> list[tuple[int, datetime]]:
+async def passed_dates(db: Database, user_id: OwnerKey, now: datetime) -> list[tuple[int, datetime]]:
     """The user's imported memories with a date that has passed: (id, date)."""
     rows = await fetch_all(
         db.reader,
@@ -94,7 +96,7 @@ async def passed_dates(db: Database, user_id: str, now: datetime) -> list[tuple[
         "AND source LIKE 'import:%' ORDER BY id",
         (user_id, to_db(now)),
     )
-    return [(int(r[0]), d) for r in rows if (d := from_db(r[1])) is not None]
+    return [(int(r["id"]), from_db(str(r["expires_at"]))) for r in rows]
 
 
 async def live_turn_waiting(db: Database, since: datetime) -> bool:
@@ -109,5 +111,5 @@ async def live_turn_waiting(db: Database, since: datetime) -> bool:
     return row is not None
 
 
-async def erase_user_imports(conn: Connection, user_id: str) -> None:
+async def erase_user_imports(conn: Connection, user_id: OwnerKey) -> None:
     await conn.execute("DELETE FROM imports WHERE user_id = ?", (user_id,))

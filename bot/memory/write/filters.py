@@ -18,32 +18,25 @@ Every detector is a pure function of its text; none does I/O or logs (the write 
 and records). When a detector is unsure it lets the memory through: a wrong memory is visible
 and can be forgotten, a memory dropped here is gone without a trace.
 
-Over 450 lines on purpose: each detector keeps its calibration and its known false positives
-beside its code. The shared vocabulary (folded tokens, negations, change markers) is in
-bot/memory/text.py.
+Each detector keeps its calibration and its known false positives beside its code; the flip
+check is bot/memory/write/negation.py, the character's own words and how a memory names the two
+parties bot/memory/write/parties.py. The shared vocabulary (folded tokens, negations, change
+markers) is in bot/memory/text.py.
 """
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Callable, Iterable, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from bot.memory.text import (
-    BARE_NEGATIONS,
-    CHANGE_MARKERS,
-    CHANGE_PHRASES,
-    NE_PARTNERS,
-    STOPWORDS,
-    TOKEN,
-    expand,
-    fact_words,
-    fold,
-    fold_tokens,
-    normalise,
-    same_word_inflected,
+from bot.memory.text import fold_tokens
+from bot.memory.write.negation import flipped_negation
+from bot.memory.write.parties import (
+    IMPERSONAL_OPENINGS,
+    character_positions,
+    character_speaks,
+    name_positions,
+    user_positions,
 )
 
 # --- low_confidence ---------------------------------------------------------------------------
@@ -68,199 +61,6 @@ def low_confidence(confidence: float) -> bool:
     A NaN cannot be ranked against other memories, so it counts as low.
     """
     return not (confidence >= CONFIDENCE_THRESHOLD)
-
-
-# --- shared lexical helpers -------------------------------------------------------------------
-
-
-
-def _is_word(token: str) -> bool:
-    return token[-1].isalnum()
-
-
-_FOLDED_STOPWORDS = frozenset(fold(w) for w in STOPWORDS)
-
-# A name part shorter than this ("Le", "Al") is too common to count on its own.
-NAME_PART_MIN_CHARS = 3
-
-
-def _name_positions(tokens: Sequence[str], name: str | None) -> list[int]:
-    """Where a name occurs: its whole token sequence, or, for a multi-word name, any part of it
-    that is long enough and not a function word ("Dame Écho" is also "Écho")."""
-    parts = [t for t in fold_tokens(name or "") if _is_word(t)]
-    if not parts:
-        return []
-    n = len(parts)
-    hits = {i for i in range(len(tokens) - n + 1) if list(tokens[i : i + n]) == parts}
-    if n > 1:
-        significant = {p for p in parts if len(p) >= NAME_PART_MIN_CHARS and p not in _FOLDED_STOPWORDS}
-        hits |= {i for i, t in enumerate(tokens) if t in significant}
-    return sorted(hits)
-
-
-# How the reflection names the two parties when it does not use their names, in the catalogue's
-# languages ("El usuario …", "Der Nutzer …", accents folded).
-_USER_WORDS = frozenset(
-    {
-        "utilisateur", "utilisatrice", "user", "joueur", "joueuse", "player",
-        "usuario", "usuaria", "jugador", "jugadora", "benutzer", "benutzerin", "nutzer", "nutzerin", "spieler", "spielerin",
-    }
-)  # fmt: skip
-_CHARACTER_WORDS = frozenset({"personnage", "character", "bot", "personaje", "charakter"})
-# A memory that opens on a subject pronoun is about the user: "Il travaille de nuit."
-_SUBJECT_PRONOUNS = frozenset({"il", "elle", "iel", "he", "she", "they", "el", "ella", "er"})
-# ...unless the pronoun is impersonal: "Il pleut sur le port.", "Il y a une cheminée."
-_IMPERSONAL_OPENINGS = frozenset(
-    {("il", "y"), ("il", "pleut"), ("il", "pleuvait"), ("il", "neige"), ("il", "neigeait")}
-)
-# An object pronoun next to the character is the user: "Écho lui a promis une chanson."
-_OBJECT_PRONOUNS = frozenset({"lui", "him"})
-
-
-def _user_positions(tokens: Sequence[str], user_name: str | None) -> list[int]:
-    hits = {i for i, t in enumerate(tokens) if t in _USER_WORDS or t in _OBJECT_PRONOUNS}
-    hits.update(_name_positions(tokens, user_name))
-    if tokens and tokens[0] in _SUBJECT_PRONOUNS and tuple(tokens[:2]) not in _IMPERSONAL_OPENINGS:
-        hits.add(0)
-    return sorted(hits)
-
-
-def _character_positions(tokens: Sequence[str], character_name: str) -> list[int]:
-    hits = {i for i, t in enumerate(tokens) if t in _CHARACTER_WORDS}
-    hits.update(_name_positions(tokens, character_name))
-    return sorted(hits)
-
-
-# --- the character's own words ----------------------------------------------------------------
-
-# The pronouns of the one who speaks and of the one spoken to, in the catalogue's languages
-# (bot/locales/), read on the text lower-cased but not accent-folded: Spanish "té" (tea) is not
-# "te" (you). These mean the same in every language of the catalogue where they are words...
-_FIRST_SUBJECTS = frozenset({"i", "je", "j'", "yo", "ich"})
-_FIRST_OTHERS = frozenset(
-    {"me", "m'", "moi", "my", "mine", "myself", "conmigo", "mío", "mía", "mich", "mir", "mein", "meine", "meinen",
-     "meinem", "meiner", "meines"}
-)  # fmt: skip
-_SECONDS = frozenset(
-    {"you", "your", "yours", "yourself", "yourselves", "tu", "t'", "te", "toi", "vous", "votre", "vos", "tú", "ti",
-     "tus", "contigo", "usted", "ustedes", "vosotros", "vosotras", "vuestro", "vuestra", "tuyo", "tuya", "verte",
-     "contarte", "decirte", "ayudarte", "escucharte", "conocerte", "saludarte", "dich", "dir", "dein", "deine",
-     "deinen", "deinem", "deiner", "deines", "euch", "euer", "eure"}
-)  # fmt: skip
-# ...these only in one: French "ton" is an English noun, "mes" a Spanish month, "du" French "of
-# the". The text's language is the one whose common words it has most.
-_LANGUAGES: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str]]] = {
-    # language: (telling words, first-person words, second-person words)
-    "en": (frozenset("the a an and is are was were to of in on with for that this it has have his her their user likes".split()), frozenset(), frozenset()),
-    "fr": (
-        frozenset("le la les l' un une des du de d' et est sont au aux dans pour avec que qu' il elle son sa ses ne pas utilisateur utilisatrice".split()),
-        frozenset({"mon", "ma", "mes"}),
-        frozenset({"ton", "ta", "tes"}),
-    ),
-    "es": (
-        frozenset("el la los las una y es está son de del que en con para por su sus le se no usuario usuaria".split()),
-        frozenset({"mi", "mis"}),
-        frozenset(),
-    ),
-    "de": (
-        frozenset("der die das den dem des ein eine und ist sind hat mit für nicht zu im auf er sie sein seine ihr ihre dass benutzer nutzer nutzerin benutzerin".split()),
-        frozenset(),
-        frozenset({"du"}),
-    ),
-}  # fmt: skip
-# German's polite "you" is told from "sie" (she, they) by its capital, inside a sentence.
-_GERMAN_POLITE = frozenset({"Sie", "Ihnen", "Ihr", "Ihre", "Ihren", "Ihrem", "Ihrer"})
-# A greeting that opens the line is said to someone: "Dear Alice, …", "Chère Alice, …".
-_GREETINGS = frozenset(
-    "dear hi hello hey cher chère bonjour salut coucou querido querida hola liebe lieber hallo".split()
-)
-# What the user is quoted saying stays theirs: "The user said: "I love dogs."".
-_QUOTED = re.compile(r'"[^"]*"|“[^”]*”|«[^»]*»|„[^“”]*[“”]|(?<!\w)[\'‘][^\'‘’]*[\'’](?!\w)')
-
-
-# "L'utilisateur dit …", "The user wrote …": what follows is the user's words, reported.
-_SAYING = frozenset(
-    {
-        "dit", "écrit", "ecrit", "tapé", "tape", "raconte", "répond", "repond",
-        "says", "said", "writes", "wrote", "typed", "types", "replies", "replied",
-        "dice", "dijo", "escribe", "escribió", "sagt", "sagte", "schreibt", "schrieb",
-    }
-)  # fmt: skip
-
-
-def _reports_the_users_words(tokens: Sequence[str], user_name: str | None) -> bool:
-    """The memory opens on the user and a verb of saying, within its first five words."""
-    head = list(tokens[:5])
-    said = next((i for i, t in enumerate(head) if t in _SAYING), None)
-    return said is not None and bool(_user_positions(fold_tokens(" ".join(head[:said])), user_name))
-
-
-def _language_of(tokens: Sequence[str]) -> str:
-    votes = {lang: sum(t in telling for t in tokens) for lang, (telling, *_) in _LANGUAGES.items()}
-    return max(votes, key=lambda lang: votes[lang])
-
-
-# Of a first-person line's words, the share found in the user's message for the line to be the
-# user's own words copied (SmolLM2 copied "I'm Sam, I work as a nurse on night shifts." whole).
-COPIED_SHARE = 0.7
-
-
-def _copied_from(text_tokens: Sequence[str], message: str) -> bool:
-    words = [t for t in text_tokens if _is_word(t)]
-    said = {t for t in TOKEN.findall(normalise(expand(message))) if _is_word(t)}
-    return bool(words) and sum(w in said for w in words) >= COPIED_SHARE * len(words)
-
-
-def character_speaks(text: str, user_name: str | None = None, user_message: str = "") -> bool:
-    """True when the memory is a line of the character, not a fact about the user: it speaks to
-    the user ("I'm thrilled that your mission was successful", "Je suis ravie de te revoir.",
-    "Me encanta hablar contigo.", "Ich freue mich, dich zu sehen."), or the character speaks of
-    itself in the first person ("I love talking about dogs.").
-
-    Calibration: a weak model (SmolLM2-135M, through llama.cpp's JSON-schema grammar) filled the
-    reflection's memories with its own reply: "Dear Alice, I'm thrilled that your mission was
-    successful, and I'm here to help you with your work." was stored as a fact about Alice. A
-    memory about the user is written in the third person ("The user…", "L'utilisateur…"): the
-    user is never "you" in it, and its speaker never "I". The text's language is read from its
-    common words (en, fr, es, de), then its pronouns, outside what it quotes.
-
-    Decision: a second-person word, the German polite "Sie" inside a sentence, or an opening
-    greeting → said to the user, dropped; a first-person subject ("I", "je", "yo", "ich") →
-    the character speaking, dropped; another first-person word ("me", "my", "mon", "mich") →
-    dropped unless the user is named, since "L'utilisateur m'a offert un livre." / "The user
-    gave me a book." is an event of the user's, told by the character. A first-person line
-    copied from the user's own message (COPIED_SHARE of its words) is the user speaking: kept;
-    so is what a memory reports the user said ("L'utilisateur a écrit : je suis admin").
-
-    Known false positives (a user fact dropped): the user's words reported without quotation
-    marks nor an opening verb of saying ("Selon l'utilisateur, tu es drôle"), a generic "you" ("The user thinks you should
-    always tip."), a wish about the character in the first person ("L'utilisateur veut que je
-    l'appelle Max."). Known false negatives (kept): Spanish first person without a pronoun
-    ("Estoy encantada de verla."), an enclitic "you" beyond the few listed ("acompañarte"), a
-    line in a language outside the catalogue.
-    """
-    unquoted = _QUOTED.sub(" ", text.translate(_CURLY))
-    raw = re.findall(r"\w+", unquoted)
-    tokens = TOKEN.findall(normalise(expand(unquoted)))
-    if not tokens:
-        return False
-    if _reports_the_users_words(tokens, user_name):
-        return False
-    lang = _language_of(tokens)
-    _, firsts, seconds = _LANGUAGES[lang]
-    if any(t in _SECONDS or t in seconds for t in tokens) or tokens[0] in _GREETINGS:
-        return True
-    if lang == "de" and any(word in _GERMAN_POLITE for word in raw[1:]):
-        return True
-    subject = any(t in _FIRST_SUBJECTS for t in tokens)
-    first = subject or any(t in _FIRST_OTHERS or t in firsts for t in tokens)
-    if not first or (user_message and _copied_from(tokens, user_message)):
-        return False
-    return subject or not _user_positions(fold_tokens(text), user_name)
-
-
-# Typographic apostrophes read as quotation marks would hide a word's end ("j’ai").
-_CURLY = str.maketrans({"’": "'"})
 
 
 # --- not_about_user ---------------------------------------------------------------------------
@@ -310,11 +110,11 @@ def not_about_user(text: str, character_name: str, user_name: str | None = None,
     if character_speaks(text, user_name, user_message):
         return True
     tokens = fold_tokens(text)
-    if not tokens or _user_positions(tokens, user_name):
+    if not tokens or user_positions(tokens, user_name):
         return False
-    if _character_positions(tokens, character_name):
+    if character_positions(tokens, character_name):
         return True
-    opens_on_setting = tokens[0] in _SETTING_OPENERS or tuple(tokens[:2]) in _IMPERSONAL_OPENINGS
+    opens_on_setting = tokens[0] in _SETTING_OPENERS or tuple(tokens[:2]) in IMPERSONAL_OPENINGS
     return opens_on_setting and not any(t in _PERSON_WORDS for t in tokens[1:])
 
 
@@ -329,166 +129,12 @@ def about_someone_else(text: str, other_names: Iterable[str], user_name: str | N
     implicit ("Connaît Bob depuis l'école."). The reflection is asked to name the user.
     """
     tokens = fold_tokens(text)
-    if not tokens or _user_positions(tokens, user_name):
+    if not tokens or user_positions(tokens, user_name):
         return False
-    return any(_name_positions(tokens, name) for name in other_names if name != user_name)
+    return any(name_positions(tokens, name) for name in other_names if name != user_name)
 
 
 # --- flipped_negation -------------------------------------------------------------------------
-
-# Share of content words (negation markers removed) two texts must have in common to be "the
-# same fact": the prototype's flips are verbatim copies ("n'aime pas X" → "aime X", overlap 1.0);
-# 0.75 still tolerates one extra or missing word out of four ("vraiment", "beaucoup"). The
-# closest pair of distinct facts in the tests, "n'aime pas le thé vert" / "aime le thé noir",
-# scores 0.50.
-FLIP_MIN_OVERLAP = 0.75
-
-# Removed before comparing two texts: the negation itself, and the adverbs that come and go
-# with it ("ne fume plus" / "fume toujours", "no longer" / "still", "anymore", "now").
-_POLARITY_WORDS = (
-    NE_PARTNERS
-    | BARE_NEGATIONS
-    | frozenset(
-        {
-            "ne", "neither", "longer", "anymore", "any", "ever", "toujours", "desormais", "maintenant",
-            "dorenavant", "vraiment", "finalement", "still", "always", "now", "really", "actually",
-        }
-    )
-)  # fmt: skip
-
-
-# Verbs that frame a preference or a habit; the subject of "aime les épinards" is "épinards".
-_FRAME_VERBS = frozenset(
-    {
-        "aime", "adore", "apprecie", "deteste", "prefere", "mange", "boit", "fait", "veut", "fume",
-        "like", "love", "enjoy", "hate", "prefer", "eat", "drink", "want", "does",
-    }
-)  # fmt: skip
-_SENTENCES = re.compile(r"[.!?…\n]+")
-_CLAUSES = re.compile(r"[,;]|\b(?:mais|but|sauf|except|however|cependant)\b", re.IGNORECASE)
-
-
-def _negative(tokens: Sequence[str]) -> bool:
-    if any(t in BARE_NEGATIONS for t in tokens):
-        return True
-    has_ne = any(
-        t == "ne" or (t == "n'" and tokens[i + 1 : i + 2] != ["importe"]) for i, t in enumerate(tokens)
-    )
-    if not has_ne:
-        return False
-    if any(t in NE_PARTNERS for t in tokens):
-        return True
-    return "que" not in tokens and "qu'" not in tokens
-
-
-def _comparable(text: str) -> set[str]:
-    """Fact words (relation words such as avec/pour/sur/sous included: "ne travaille pas avec
-    Marc" does not flip "travaille pour Marc"), accents folded, negation and its adverbs removed."""
-    return {fold(w) for w in fact_words(expand(text))} - _POLARITY_WORDS
-
-
-
-
-def _shared(a: AbstractSet[str], b: AbstractSet[str]) -> int:
-    """Words of `a` paired one-to-one with a word of `b` (exact pairs first)."""
-    left = set(b)
-    shared = 0
-    for word in sorted(a, key=lambda w: w not in left):
-        match = word if word in left else next((w for w in sorted(left) if same_word_inflected(word, w)), None)
-        if match is not None:
-            left.discard(match)
-            shared += 1
-    return shared
-
-
-def _overlap(a: AbstractSet[str], b: AbstractSet[str]) -> float:
-    shared = _shared(a, b)
-    union = len(a) + len(b) - shared
-    return shared / union if union else 0.0
-
-
-def _message_supports(user_message: str, fact: frozenset[str], negative: bool) -> bool:
-    """Does the user's message state the candidate's polarity about the candidate's subject?
-
-    A sentence of the message must name the subject (a content word of the fact other than its
-    frame verb), then either restate the fact with the new polarity in one clause ("finalement
-    j'aime bien les épinards"), or carry a change marker ("désormais", "now", "j'ai arrêté",
-    "j'ai changé d'avis"). Naming the subject alone is no evidence: the exchange that showed the
-    old memory to the reflection usually names it ("je cuisine des épinards ce soir"). "plus"
-    is a change marker only without "ne": in "je n'aime plus" it is the negation, which the
-    restatement test already reads.
-    """
-    subject = {w for w in fact if not any(same_word_inflected(w, v) for v in _FRAME_VERBS)} or fact
-    needed = min(2, len(fact))
-    for sentence in _SENTENCES.split(user_message):
-        if not _shared(_comparable(sentence), subject):
-            continue
-        for clause in _CLAUSES.split(sentence):
-            words = _comparable(clause)
-            if _shared(words, subject) and _shared(words, fact) >= needed and _negative(fold_tokens(clause)) == negative:
-                return True
-        tokens = fold_tokens(sentence)
-        markers = CHANGE_MARKERS - {"plus"} if {"ne", "n'"} & set(tokens) else CHANGE_MARKERS
-        if any(t in markers for t in tokens) or CHANGE_PHRASES.search(fold(sentence)):
-            return True
-    return False
-
-
-# Each candidate of a reflection is compared with every memory of the user: a text is read
-# once, not once per candidate (bench/load.py: 90 ms per candidate at 3 000 memories).
-@functools.lru_cache(maxsize=1 << 15)
-def _polarity(text: str) -> tuple[bool, frozenset[str]]:
-    """Whether a text is negative, and its comparable words."""
-    return _negative(fold_tokens(text)), frozenset(_comparable(text))
-
-
-def flipped_negation(text: str, existing: Iterable[tuple[int, str]], user_message: str = "") -> int | None:
-    """Id of the existing memory that `text` copies with its negation flipped, or None.
-
-    Calibration, on the prototype: about one reflection in three flipped a negation while copying a
-    memory it was shown ("n'aime pas X" became "aime X"), and both versions then lived side by
-    side. A flip is: opposite polarity (French "ne/n' … pas, jamais, plus, rien, aucun", spoken
-    "aime pas", English "not/n't, never, no longer, no") and the same content words once the
-    negation is removed, compared with inflection tolerance, overlap ≥ FLIP_MIN_OVERLAP. The
-    best-overlapping memory is returned.
-
-    Evidence rule: a true change of mind is not a flip. When the user's message restates the
-    new polarity about the subject, or announces a change next to it ("finalement", "maintenant",
-    "désormais", "plus", "now", "actually", "changed my mind"), the candidate passes.
-
-    Known false positives (a legitimate fact refused): a narrower fact that shares three words
-    out of four with an opposite one ("n'aime pas le thé vert" / "aime le thé vert glacé"); a
-    change of mind the user states without naming the subject ("j'ai changé d'avis, c'est bon");
-    a change of tense, which inflection tolerance reads as the same verb ("aimait les épinards"
-    against "n'aime pas les épinards"), unless the message restates it.
-    Known false negatives (a flip let through): a change marker next to the subject is taken at
-    its word ("je cuisine des épinards maintenant"), and spoken "j'aime plus les épinards" (no
-    "ne": "no longer") counts as a change; flips by antonym rather than negation ("aime" →
-    "déteste", "fumeur" → "non-fumeur"); "ne … plus que" ("now only") reads as negative.
-    """
-    return flipped_among(text, ((memory_id, *_polarity(old_text)) for memory_id, old_text in existing), user_message)
-
-
-def flipped_among(
-    text: str, polarities: Iterable[tuple[int, bool, frozenset[str]]], user_message: str = ""
-) -> int | None:
-    """`flipped_negation` given each existing memory's (id, negative, comparable words), as a
-    caller that keeps them (bot.memory.write.index) has them."""
-    negative, fact = _polarity(text)
-    if not fact:
-        return None
-    best_id: int | None = None
-    best = FLIP_MIN_OVERLAP
-    for memory_id, old_negative, old_fact in polarities:
-        # overlap <= smaller / larger word count: most memories are ruled out by size alone.
-        if old_negative == negative or min(len(fact), len(old_fact)) < best * max(len(fact), len(old_fact)):
-            continue
-        score = _overlap(fact, old_fact)
-        if score > best or (best_id is None and score >= best):
-            best_id, best = memory_id, score
-    if best_id is None or _message_supports(user_message, fact, negative):
-        return None
-    return best_id
 
 
 # --- character_attitude -----------------------------------------------------------------------
@@ -620,8 +266,8 @@ def character_attitude(text: str, character_name: str, user_name: str | None = N
     ("L'utilisateur est le chouchou d'Écho.").
     """
     tokens = fold_tokens(text)
-    characters = _character_positions(tokens, character_name)
-    users = _user_positions(tokens, user_name)
+    characters = character_positions(tokens, character_name)
+    users = user_positions(tokens, user_name)
     if not characters or not users:
         return False
     if characters[0] < users[0]:

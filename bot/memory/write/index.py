@@ -24,8 +24,9 @@ from bot.clients.storage import Connection
 from bot.memory.cache.entry import NO_EXPIRY, UserMemories, expiry_of, micros
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
-from bot.memory.write.dedup import DedupIndex
-from bot.memory.write.filters import FLIP_MIN_OVERLAP, _polarity, flipped_among
+from bot.memory.model import OwnerKey
+from bot.memory.write.dedup_index import DedupIndex
+from bot.memory.write.negation import FLIP_MIN_OVERLAP, _polarity, flipped_among
 
 _KEY_LETTERS = 3
 # What a memory costs in a write index (dedup features and character codes, flip keys), measured
@@ -168,28 +169,28 @@ class WriteIndexes:
         self._write_indexes: dict[str, tuple[UserMemories, dict[str | None, WriteIndex]]] = {}
         cache.follow(self)
 
-    def caught_up(self, user_id: str, entry: UserMemories, changed: Sequence[int]) -> None:
+    def caught_up(self, user_id: OwnerKey, entry: UserMemories, changed: Sequence[int]) -> None:
         for index in self._write_indexes.get(user_id, (None, {}))[1].values():
             index.pending.update(changed)
 
-    def dropped(self, user_id: str) -> None:
+    def dropped(self, user_id: OwnerKey) -> None:
         self._write_indexes.pop(user_id, None)
 
-    def nbytes(self, user_id: str) -> int:
+    def nbytes(self, user_id: OwnerKey) -> int:
         held = self._write_indexes.get(user_id)
         indexed = sum(len(index) for index in held[1].values()) if held is not None else 0
         return WRITE_INDEX_BYTES_PER_MEMORY * indexed
 
-    def held(self, user_id: str) -> frozenset[str | None]:
+    def held(self, user_id: OwnerKey) -> frozenset[str | None]:
         """The places whose index is built (or being built) for the user."""
         return frozenset(self._write_indexes.get(user_id, (None, {}))[1])
 
-    async def warm(self, user_id: str, place: str | None, now: datetime) -> UserMemories:
+    async def warm(self, user_id: OwnerKey, place: str | None, now: datetime) -> UserMemories:
         """Build the index ahead of the person's first reflection (the start-up warm-up)."""
         return (await self.get(user_id, place, now))[0]
 
     async def get(
-        self, user_id: str, place: str | None, now: datetime, conn: Connection | None = None
+        self, user_id: OwnerKey, place: str | None, now: datetime, conn: Connection | None = None
     ) -> tuple[UserMemories, WriteIndex]:
         """The user's memories as of now and their write index for `place`, caught up with
         every change read since it was last used. The first one of a user and place is built in
@@ -202,7 +203,7 @@ class WriteIndexes:
             return await self._build(user_id, place, now, conn)
 
     async def _build(
-        self, user_id: str, place: str | None, now: datetime, conn: Connection | None
+        self, user_id: OwnerKey, place: str | None, now: datetime, conn: Connection | None
     ) -> tuple[UserMemories, WriteIndex]:
         entry = await self._cache.get(user_id, conn)
         now_us = micros(now)
@@ -228,7 +229,7 @@ class WriteIndexes:
                 for done, (row, expires_us) in enumerate(zip(rows, expiries), 1):
                     if row is not None:
                         expiry = None if expires_us == NO_EXPIRY else expires_us
-                        index.put(int(row[0]), row[2], row[6], expiry, now_us)
+                        index.put(row.id, row.text, row.place, expiry, now_us)
                     if not done % FILL_SLICE:
                         freeze_long_lived()
                     await slices.tick()
@@ -248,11 +249,11 @@ class WriteIndexes:
             if slot is None:
                 index.drop(memory_id)
             else:
-                row = entry.rows[slot]
-                index.put(memory_id, row[2], row[6], expiry_of(entry.expires_us[slot]), now_us)
+                row = entry.row(slot)
+                index.put(memory_id, row.text, row.place, expiry_of(entry.expires_us[slot]), now_us)
         index.expire(now_us)
         return entry, index
 
-    def drop(self, user_id: str) -> None:
+    def drop(self, user_id: OwnerKey) -> None:
         """After a write that changed the user's write indexes and did not commit."""
         self._write_indexes.pop(user_id, None)

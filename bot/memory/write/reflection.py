@@ -16,11 +16,12 @@ import re
 import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError, field_validator
 
+from bot.clients.llm_wire import ChatMessage
 from bot.errors import ReflectionParseError
 from bot.memory.model import Memory, Scope, UserMemoryType, checked_expiry
 from bot.memory.quoting import quote_block, quote_line, speaker_attribute, speaker_name
@@ -38,7 +39,7 @@ def _expiry_before(value: Any) -> Any:
     # "2026-08-31" means the whole day of the 31st is still true.
     if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
         day = date.fromisoformat(value.strip())
-        return datetime.combine(day, time(23, 59, 59), tzinfo=timezone.utc)
+        return datetime.combine(day, time(23, 59, 59), tzinfo=UTC)
     if value == "":
         return None
     return value
@@ -387,7 +388,7 @@ def build_reflection_messages(
     others: Sequence[str] = (),
     lore: Sequence[str] = (),
     followups: Sequence[Memory] = (),
-) -> list[dict[str, str]]:
+) -> list[ChatMessage]:
     """The messages of one reflection call over one or more (message, reply) exchanges.
 
     `known` are the memories shown with their ids: the only ids the reflection may touch.

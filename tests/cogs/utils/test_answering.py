@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 import re
 import unicodedata
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.config import load_settings
-from bot.memory.model import DM_PLACE, HistoryEntry, Memory
+from bot.memory.model import DM_PLACE, Cause, HistoryEntry, Memory
 from cogs.utils.answering import (
     DISCORD_LIMIT,
     AnswerPolicy,
@@ -28,7 +28,7 @@ from cogs.utils.answering import (
 from cogs.utils.ratelimit import RateLimiter, Verdict
 from tests.lanes import examples
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def words(text: str) -> list[str]:
@@ -198,19 +198,19 @@ OPEN = 600
 
 
 def policy(**kw: object) -> AnswerPolicy:
-    base = dict(
-        allowed_channel_ids=frozenset({OPEN}),
-        answer_dms=True,
-        allowed_user_ids=frozenset(),
-        allowed_role_ids=frozenset(),
-        blocked_user_ids=frozenset(),
-    )
+    base = {
+        "allowed_channel_ids": frozenset({OPEN}),
+        "answer_dms": True,
+        "allowed_user_ids": frozenset(),
+        "allowed_role_ids": frozenset(),
+        "blocked_user_ids": frozenset(),
+    }
     base.update(kw)
     return AnswerPolicy(**base)  # type: ignore[arg-type]
 
 
 def facts(**kw: object) -> MessageFacts:
-    base: dict[str, object] = dict(author_id=ALICE, author_is_bot=False, is_dm=False, channel_id=CHANNEL)
+    base: dict[str, object] = {"author_id": ALICE, "author_is_bot": False, "is_dm": False, "channel_id": CHANNEL}
     base.update(kw)
     return MessageFacts(**base)  # type: ignore[arg-type]
 
@@ -268,7 +268,7 @@ def test_policy_from_settings(tmp_path) -> None:
         answer_dms=False,
         database_path=tmp_path / "x.db",
     )
-    p = AnswerPolicy.from_settings(s)
+    p = AnswerPolicy.from_settings(s.discord)
     assert p.allowed_channel_ids == {5, 6} and p.blocked_user_ids == {7} and not p.answer_dms
 
 
@@ -353,7 +353,7 @@ def test_memory_choices_filter_order_and_clip() -> None:
 def test_history_choices_name_the_archived_version() -> None:
     entry = HistoryEntry(id=12, user_id="u", memory_id=3, operation="delete", text="Aime le vélo", type="fact",
                          scope="global", pinned=False, confidence=1.0, created_at=T0, updated_at=T0,
-                         archived_at=T0, cause="user: /forget")
+                         archived_at=T0, cause=Cause("forget"))
     other = dataclasses.replace(entry, id=13, text="Vit à Paris")
     assert history_choices([entry, other], "vélo") == [("h12 #3 forgotten Jan 1, 2026: Aime le vélo", 12)], "the operation and the date in the reader's words"
     assert [v for _, v in history_choices([entry, other], "h13")] == [13]

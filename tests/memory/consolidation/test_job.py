@@ -17,7 +17,8 @@ import json
 import pytest
 
 from bot.engine import Engine
-from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.model import NewMemory
+from bot.memory.stores.memory_store import MemoryStore
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
 from tests.memory.consolidation.test_proposal import YEARS, season
@@ -50,8 +51,8 @@ async def two_people(engine: Engine, store: MemoryStore) -> None:
     await season(engine, store)
     from bot.engine import Incoming
 
-    await engine.turn(Incoming(user_id="bob", user_name="Bob", text="Salut", story_id="c", place="dm", message_id="b1"))
-    await engine.wait_reflections("bob")
+    await engine.conversation.turn(Incoming(user_id="bob", user_name="Bob", text="Salut", story_id="c", place="dm", message_id="b1"))
+    await engine.operator.wait_reflections("bob")
     for y in (2019, 2020, 2021):
         await store.add("bob", NewMemory(text=f"Bob a visité Porto en {y}"))
 
@@ -63,11 +64,11 @@ def consolidation_calls(llm_server, word: str) -> int:  # type: ignore[no-untype
 async def test_a_rewrite_that_keeps_the_carriers_and_changes_the_fact_leaves_the_series(db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path)
     await season(engine, store)
-    before = sorted(m.text for m in await engine.memories("alice"))
+    before = sorted(m.text for m in await engine.memories.list("alice"))
     llm_server.handler = answering({"Trieste": TRIESTE.replace("a visité", "a été arrêtée à")})
-    figures = await engine.consolidate()
+    figures = await engine.operator.consolidate()
     assert figures.consolidated == 0 and figures.refused["word_lost"] == 1, figures
-    assert sorted(m.text for m in await engine.memories("alice")) == before
+    assert sorted(m.text for m in await engine.memories.list("alice")) == before
 
 
 async def test_one_person_s_unstorable_answer_is_skipped_and_the_next_person_is_consolidated(db, http, llm_server, tmp_path, store):
@@ -77,13 +78,13 @@ async def test_one_person_s_unstorable_answer_is_skipped_and_the_next_person_is_
     padded = TRIESTE + " " + "…" * (500 - len(TRIESTE) - 1)
     assert len(padded) == 500
     llm_server.handler = answering({"Trieste": padded, "Porto": "Bob a visité Porto en 2019, 2020 et 2021"})
-    figures = await engine.consolidate()
+    figures = await engine.operator.consolidate()
     assert figures.refused["unstorable"] == 1, figures
-    assert any(m.text == "Bob a visité Porto en 2019, 2020 et 2021" for m in await engine.memories("bob"))
-    assert sum("Trieste" in m.text for m in await engine.memories("alice")) == len(YEARS)
+    assert any(m.text == "Bob a visité Porto en 2019, 2020 et 2021" for m in await engine.memories.list("bob"))
+    assert sum("Trieste" in m.text for m in await engine.memories.list("alice")) == len(YEARS)
     # Not asked again: the refusal is remembered until a member changes.
     asked = consolidation_calls(llm_server, "Trieste")
-    await engine.consolidate()
+    await engine.operator.consolidate()
     assert consolidation_calls(llm_server, "Trieste") == asked
 
 
@@ -100,15 +101,15 @@ async def test_an_erase_cancels_a_consolidation_s_model_call_instead_of_waiting_
         return await porto(request)
 
     llm_server.handler = handler
-    job = asyncio.create_task(engine.consolidate())
+    job = asyncio.create_task(engine.operator.consolidate())
     await asyncio.wait_for(asked.wait(), 10)
     # The erase does not wait for the model: it is done within seconds.
-    await asyncio.wait_for(engine.erase_person("alice"), 5)
+    await asyncio.wait_for(engine.privacy.erase_person("alice"), 5)
     figures = await asyncio.wait_for(job, 10)
-    assert await engine.memories("alice") == [] and await engine.consolidated("alice") == []
+    assert await engine.memories.list("alice") == [] and await engine.memories.consolidations("alice") == []
     # The job went on with the next person.
     assert figures.consolidated == 1
-    assert any("2019, 2020 et 2021" in m.text for m in await engine.memories("bob"))
+    assert any("2019, 2020 et 2021" in m.text for m in await engine.memories.list("bob"))
     never.set()
 
 
@@ -116,20 +117,20 @@ async def test_a_consolidation_the_user_undid_is_never_redone_however_many_came_
     engine = make_engine(db, http, llm_server, tmp_path, consolidation_series_per_run=10)
     await season(engine, store)
     llm_server.handler = answering({"Trieste": TRIESTE})
-    assert (await engine.consolidate()).consolidated == 1
-    (trieste,) = await engine.consolidated("alice")
-    await engine.restore("alice", trieste.history_id)
+    assert (await engine.operator.consolidate()).consolidated == 1
+    (trieste,) = await engine.memories.consolidations("alice")
+    await engine.memories.restore("alice", trieste.history_id)
     # 201 newer members consolidated after it: more than the window the decision read.
     for km in range(1, 202):
         await store.add("alice", NewMemory(text=f"Alice a couru {km} km au parc"))
     llm_server.handler = answering({"couru": "Alice a couru de 1 à 201 km au parc", "Trieste": TRIESTE})
-    figures = await engine.consolidate()
+    figures = await engine.operator.consolidate()
     assert figures.consolidated == 1
     asked = consolidation_calls(llm_server, "Trieste")
-    again = await engine.consolidate()
+    again = await engine.operator.consolidate()
     assert consolidation_calls(llm_server, "Trieste") == asked and again.consolidated == 0
-    assert sum("Trieste en 20" in m.text for m in await engine.memories("alice")) == len(YEARS)
-    undone = [c for c in await engine.consolidated("alice") if c.undone]
+    assert sum("Trieste en 20" in m.text for m in await engine.memories.list("alice")) == len(YEARS)
+    undone = [c for c in await engine.memories.consolidations("alice") if c.undone]
     assert [c.memory_id for c in undone] == [trieste.memory_id]
 
 
@@ -152,13 +153,13 @@ async def test_a_reflection_waiting_for_its_model_holds_no_lock_the_consolidatio
         return await trieste(request)
 
     llm_server.handler = handler
-    await engine.turn(Incoming(user_id="alice", user_name="Alice", text="Encore un voyage", story_id="c", place="dm", message_id="m2"))
-    engine.schedule_reflection("alice")
+    await engine.conversation.turn(Incoming(user_id="alice", user_name="Alice", text="Encore un voyage", story_id="c", place="dm", message_id="m2"))
+    engine.operator.schedule_reflection("alice")
     await asyncio.wait_for(asked.wait(), 10)
-    figures = await asyncio.wait_for(engine.consolidate(), 5)
+    figures = await asyncio.wait_for(engine.operator.consolidate(), 5)
     if store_kind == "sqlite":
         assert figures.consolidated == 1, figures
     else:
         assert figures.llm_calls == 0, figures
-    await asyncio.wait_for(engine.erase_person("alice"), 5)
+    await asyncio.wait_for(engine.privacy.erase_person("alice"), 5)
     never.set()

@@ -50,17 +50,17 @@ class Model:
 
 async def consolidated_season(engine: Engine) -> int:
     for year in YEARS:
-        await engine.turn(Incoming(user_id="alice", user_name="Alice", text=said(year), story_id="c", place="dm",
+        await engine.conversation.turn(Incoming(user_id="alice", user_name="Alice", text=said(year), story_id="c", place="dm",
                                    message_id=f"m{year}", swipes=False))  # fmt: skip
-        await engine.wait_reflections("alice")
-    figures = await engine.consolidate()
+        await engine.operator.wait_reflections("alice")
+    figures = await engine.operator.consolidate()
     assert figures.consolidated == 1, figures
-    (memory,) = [m for m in await engine.memories("alice") if m.text == CONSOLIDATED]
+    (memory,) = [m for m in await engine.memories.list("alice") if m.text == CONSOLIDATED]
     # A turn chooses it: /why shows it.
-    await engine.turn(Incoming(user_id="alice", user_name="Alice", text="Tu te souviens de Trieste ?", story_id="c",
+    await engine.conversation.turn(Incoming(user_id="alice", user_name="Alice", text="Tu te souviens de Trieste ?", story_id="c",
                                place="dm", message_id="q1", swipes=False))  # fmt: skip
-    await engine.wait_reflections("alice")
-    why = await engine.why("alice", "c")
+    await engine.operator.wait_reflections("alice")
+    why = await engine.memories.why("alice", "c")
     assert why is not None and any(s.id == memory.id for s in why.slots)
     return memory.id
 
@@ -70,20 +70,20 @@ async def test_deleting_the_message_that_alone_said_one_member_forgets_it_and_sa
     engine = make_engine(db, http, llm_server, tmp_path, settle_seconds=0)
     consolidated = await consolidated_season(engine)
 
-    outcome = await engine.message_deleted("m2018")
+    outcome = await engine.conversation.message_deleted("m2018")
 
-    live = sorted(m.text for m in await engine.memories("alice"))
+    live = sorted(m.text for m in await engine.memories.list("alice"))
     assert live == ["Alice a visité Trieste en 2017", "Alice a visité Trieste en 2019"], live
     assert outcome.undone == [consolidated]
     # /why: the memory the turn chose is withdrawn, its text no longer shown.
-    why = why_text(await engine.why("alice", "c"))
+    why = why_text(await engine.memories.why("alice", "c"))
     assert f"#{consolidated}" in why and "withdrawn since" in why and "2018" not in why
     # /history: the consolidation says what undid it.
     history = answer(await MemoryCommands(engine).history("alice"))
     assert "undone: a message it came from was deleted or edited" in history
     assert "your message was deleted" in history
     # /export: the consolidation, each member with the exchange it came from, and its fate.
-    exported = await engine.export("alice")
+    exported = await engine.privacy.export("alice")
     (record,) = exported["consolidations"]
     assert record["memory_id"] == consolidated and record["undone"] == "source"
     sources = {m["text"]: m["from_exchanges"] for m in record["members"]}
@@ -99,17 +99,17 @@ async def test_editing_the_message_that_alone_said_one_member_corrects_that_memb
     consolidated = await consolidated_season(engine)
 
     model.correction = "Alice a visité Porto en 2018"
-    assert await engine.message_edited("m2018", "J'ai visité Porto en 2018.") == "correction"
-    await engine.wait_reflections("alice")
+    assert await engine.conversation.message_edited("m2018", "J'ai visité Porto en 2018.") == "correction"
+    await engine.operator.wait_reflections("alice")
 
-    live = sorted(m.text for m in await engine.memories("alice"))
+    live = sorted(m.text for m in await engine.memories.list("alice"))
     assert live == ["Alice a visité Porto en 2018", "Alice a visité Trieste en 2017", "Alice a visité Trieste en 2019"], live
-    assert consolidated not in {m.id for m in await engine.memories("alice")}
-    why = why_text(await engine.why("alice", "c"))
+    assert consolidated not in {m.id for m in await engine.memories.list("alice")}
+    why = why_text(await engine.memories.why("alice", "c"))
     assert "withdrawn since" in why and CONSOLIDATED not in why
     history = answer(await MemoryCommands(engine).history("alice"))
     assert "undone: a message it came from was deleted or edited" in history and "your message was edited" in history
-    (record,) = (await engine.export("alice"))["consolidations"]
+    (record,) = (await engine.privacy.export("alice"))["consolidations"]
     assert record["undone"] == "source"
 
 
@@ -119,5 +119,5 @@ async def test_a_message_that_said_one_member_among_others_leaves_the_consolidat
     engine = make_engine(db, http, llm_server, tmp_path, settle_seconds=0)
     consolidated = await consolidated_season(engine)
     # The question's exchange produced nothing: deleting it leaves every memory.
-    outcome = await engine.message_deleted("q1")
-    assert outcome.undone == [] and consolidated in {m.id for m in await engine.memories("alice")}
+    outcome = await engine.conversation.message_deleted("q1")
+    assert outcome.undone == [] and consolidated in {m.id for m in await engine.memories.list("alice")}

@@ -17,12 +17,12 @@ from bot.memory.write.filters import (
     CONFIDENCE_THRESHOLD,
     Rejection,
     character_attitude,
-    character_speaks,
     check_candidate,
-    flipped_negation,
     low_confidence,
     not_about_user,
 )
+from bot.memory.write.negation import flipped_negation
+from bot.memory.write.parties import character_speaks
 
 CHARACTER = "Écho"
 
