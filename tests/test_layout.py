@@ -41,6 +41,7 @@ ROOMS = {"core": CORE, "clients": CLIENTS, "front end": FRONT_ENDS, "composition
 STORES = "bot/memory/stores/"
 # Where SQL may be: the stores, and the drivers that run their statements and the migrations.
 SQL_HOMES = (STORES, "bot/clients/")
+# bot/'s root holds the composition and the leaves every room shares; a feature is a package.
 ROOT_MODULES_MAX = 8
 MEMORY = "bot/memory/"
 # Stable import paths kept for outside users and benchmarks: they re-export, nothing imports them.
