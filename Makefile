@@ -77,6 +77,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/load.py --serial
 	$(BIN)/python bench/prompt_cache.py
 	$(BIN)/python bench/streaming.py
+	$(BIN)/python bench/import_load.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

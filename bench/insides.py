@@ -11,6 +11,7 @@ from __future__ import annotations
 from bot.engine import Engine
 from bot.engine.consolidation_worker import Consolidations
 from bot.engine.context import EngineContext
+from bot.engine.importing import Imports
 from bot.engine.reflection_worker import Reflections
 from bot.engine.turn import Turns
 
@@ -31,3 +32,8 @@ def consolidations(engine: Engine) -> Consolidations:
 def turns(engine: Engine) -> Turns:
     """The turns: their prompts (bot/engine/reply_prompt.py) and the story block each reads."""
     return engine._turns
+
+
+def imports(engine: Engine) -> Imports:
+    """The import part (its gate on live turns is what bench/import_load.py takes away)."""
+    return engine.operator._imports

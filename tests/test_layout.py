@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ("bot/engine/", "bot/characters/", "bot/memory/", "bot/presenting/", "bot/i18n.py")
 CLIENTS = ("bot/clients/",)
 FRONT_ENDS = ("cogs/", "bot/terminal/", "bot/web/")
-COMPOSITION = ("bot/__init__.py", "bot/__main__.py", "bot/app.py", "bot/config/", "bot/doctor/")
+COMPOSITION = ("bot/__init__.py", "bot/__main__.py", "bot/app.py", "bot/config/", "bot/doctor/", "bot/importer.py")
 LEAVES = ("bot/errors.py",)
 ROOMS = {"core": CORE, "clients": CLIENTS, "front end": FRONT_ENDS, "composition": COMPOSITION, "leaf": LEAVES}
 

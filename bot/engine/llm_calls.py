@@ -69,7 +69,13 @@ class TooSmall:
 
 
 # Each kind of call's place in the model's budget.
-PRIORITIES = {"reply": Priority.LIVE, "reflection": Priority.REFLECTION, "consolidation": Priority.CONSOLIDATION}
+PRIORITIES = {
+    "reply": Priority.LIVE,
+    "checkin": Priority.FOLLOW_UP,
+    "reflection": Priority.REFLECTION,
+    "consolidation": Priority.CONSOLIDATION,
+    "import": Priority.IMPORT,
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import date
 
 from bot.characters.lore import LoreHit, Position
 from bot.clients.llm_wire import ChatMessage, Image
@@ -227,6 +228,7 @@ def build_reply_messages(
     images: Sequence[Image] = (),
     lore: Sequence[LoreHit] = (),
     depths: Sequence[tuple[int, str]] = (),
+    followup: str = "",
 ) -> ReplyPrompt:
     """The chat messages of one reply call; `images` go with the last message.
 
@@ -237,6 +239,8 @@ def build_reply_messages(
     `message_line` (the message as the channel's lines will show it: `cut_lines`). The lore kept
     after the character's description comes with the turn's note; `depths` are system texts put
     among the conversation's lines, `depth` lines from its end (before that line's note).
+    `followup` is what the turn adds of its own (bot/engine/followups.py): part of the turn's
+    note, small and late, just before the message, and gone from the next prompt.
     """
     author = speaker_name(user_name)
     # Notes are the author's own: another person's memories never enter this person's prompt.
@@ -256,7 +260,7 @@ def build_reply_messages(
     parts = []
     if new or not shown:
         parts.append(render_memories(user_name, new))
-    parts += [story_context.strip(), render_lore(lore, "after")]
+    parts += [story_context.strip(), render_lore(lore, "after"), followup.strip()]
     last: ChatMessage = {"role": "user", "content": f"{author}: {message}"}
     if images:
         last["images"] = list(images)
@@ -285,3 +289,47 @@ def build_reply_messages(
 
 def noted_count(notes: Sequence[Note]) -> int:
     return sum(len(n.memories) for n in notes)
+
+
+def followup_note(user_name: str, event: str, when: date) -> str:
+    """The turn's invitation to ask how a past event went (bot/engine/followups.py): once, in
+    the character's own voice, and never pressed; the words are the character's, in the
+    language the person writes in, as for every reply."""
+    return (
+        f"Follow-up: {user_name} told you about this earlier, and its date ({when.isoformat()}) has now "
+        f"passed: {event}. If it fits the conversation, ask {user_name} how it went, once, in your own "
+        "voice and in a few words, as a friend who remembered would. Do not insist if they do not take "
+        "it up, and do not say that you were reminded."
+    )
+
+
+def checkin_note(user_name: str, event: str, when: date) -> str:
+    """What a check-in asks of the character: one short message, written first. No conversation
+    is in its prompt to tell the language by, but the memory is written in the language the
+    person writes in (the reflection's rule): the message is asked in that one."""
+    return (
+        f"{user_name} is not talking with you right now. Some time ago {user_name} told you about this, "
+        f"and its date ({when.isoformat()}) has passed: {event}. Write {user_name} one short private "
+        "message (one or two sentences), in your own voice and in the language that memory is written "
+        "in, asking how it went, warmly and without pressure. Do not say that you were reminded, or "
+        "that this message was planned."
+    )
+
+
+def build_checkin_messages(
+    *, character_prompt: str, character_name: str, rules: Sequence[str], note: str, post_history: str = ""
+) -> list[ChatMessage]:
+    """The messages of a check-in: the character as in a reply (its description, its rules),
+    then the note asking for one short message to a person who is not in the conversation now."""
+    head = [
+        character_prompt.strip(),
+        render_rules(rules),
+        f"Stay in character as {character_name}. Write only the message itself.",
+    ]
+    messages: list[ChatMessage] = [
+        {"role": "system", "content": "\n\n".join(p for p in head if p)},
+        {"role": "user", "content": note.strip()},
+    ]
+    if post_history.strip():
+        messages.append({"role": "system", "content": post_history.strip()})
+    return messages

@@ -104,12 +104,13 @@ class ReplyPrompts:
         selection: TurnSelection,
         story_block: str,
         clock: LoreClock | None,
+        followup: str = "",
     ) -> Prepared:
         """What builds the messages the model is sent (bot/engine/prompting.py) from the lines
         and memories that fit the model's context (bot/engine/fitting.py): the head, the recent
         lines of the channel in their window with the notes the conversation's last prompt left
         (those still true), the turn's memories, story and lore, and the message. Notes who else
-        spoke and which lore fired."""
+        spoke and which lore fired. `followup`: the turn's follow-up note (bot/engine/followups.py)."""
         ctx, settings, text = self.ctx, self.ctx.settings, msg.text
         bounds = {"max_messages": settings.history_messages, "max_chars": settings.history_chars}
         lines = cut_lines(list(msg.history), **bounds)
@@ -152,6 +153,7 @@ class ReplyPrompts:
                 images=msg.images,
                 lore=lore,
                 depths=depths,
+                followup=followup,
             )
 
         if noted_count(make(history, selection.memories, notes).notes) > MAX_NOTED:

@@ -23,6 +23,7 @@ from bot.clients.outage import Outage
 from bot.clients.storage import Connection, to_db
 from bot.engine.context import EngineContext
 from bot.engine.fitting import ContextTooSmall, answer_fitted
+from bot.engine.followups import Followups
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
 from bot.engine.prompting import ChannelLine
@@ -32,6 +33,7 @@ from bot.engine.turn_values import Incoming, TurnResult
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import Memory, OwnerKey, StoryId
+from bot.memory.quoting import speaker_name
 from bot.memory.read.conversation import Line
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.edits import save_parts
@@ -62,6 +64,7 @@ class Turns:
         self.ctx = ctx
         self.exchanges = exchanges
         self.reflections = reflections
+        self.followups = Followups(ctx)
         self.outage = Outage(log)
         self._recording: dict[str, set[asyncio.Task[None]]] = {}
         # (owner, story) → the clock of its next turn, for lorebooks with timed entries.
@@ -109,9 +112,12 @@ class Turns:
             return TurnResult.erased()
         character = ctx.cast.get(msg.character)
         selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
+        followup = await self.followups.for_turn(msg.user_id, msg.story_id, msg.place, selection, exchange_id)
         turn = TurnMessage(msg.user_id, msg.user_name, msg.story_id, msg.story_name, text, msg.history, msg.images)
         clock = await self.prompts.lore_clock(turn, character)
-        prompt = await self.prompts.prepare(turn, rules, character, selection, story_block, clock)
+        prompt = await self.prompts.prepare(
+            turn, rules, character, selection, story_block, clock, self.followups.note(followup, speaker_name(msg.user_name))
+        )
         started = time.perf_counter()
         key = ctx.calls.conversation_key(msg.user_id, msg.story_id)
         try:  # the prompt fitted into the model's context (bot/engine/fitting.py), and its answer
@@ -154,6 +160,7 @@ class Turns:
         ctx.prompts.keep(msg.user_id, msg.story_id, sent.start, sent.notes, exchange_id, fitted.messages)
         ctx.prompts.answered(msg.user_id, msg.story_id, exchange_id, reply)
         await self._keep(msg, exchange_id, reply, fitted.messages, erased)
+        await self.followups.carried(msg.user_id, msg.story_id, followup, exchange_id, reply, erased)
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:

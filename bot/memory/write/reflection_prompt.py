@@ -77,6 +77,16 @@ def _correction_block(user: str, correction: Correction) -> str:
     )
 
 
+def _followups_block(character: str, user: str, followups: Sequence[Memory]) -> str:
+    asked = ", ".join(f"[{m.id}]" for m in followups)
+    return (
+        f"In this exchange {character} asked {user} how a past event went (known memories {asked}, "
+        f"whose date has passed). Record what {user} answered about it: use \"replace\" on that id with "
+        f"what happened, in the past tense and without expires_at, or add what is new; if {user} said "
+        "nothing about it, leave it as it is.\n\n"
+    )
+
+
 def _format_memory(memory: Memory) -> str:
     expiry = f" (until {memory.expires_at.date().isoformat()})" if memory.expires_at else ""
     return f"[{memory.id}] ({memory.type}) {quote_line(memory.text)}{expiry}"
@@ -125,16 +135,19 @@ def reflection_request(
     known: Sequence[Memory],
     story_context: str = "",
     correction: Correction | None = None,
+    followups: Sequence[Memory] = (),
 ) -> str:
     """What the reflection reads: the known memories in the order given (id order but for a
-    correction's own first: a list that changes little from one reflection to the next, so a
-    prompt cache keeps most of it), the story as it stands, and the exchange last."""
+    correction's own and the follow-ups' first: a list that changes little from one reflection to
+    the next, so a prompt cache keeps most of it), the story as it stands, what the character
+    asked about (`followups`: dated memories the exchange followed up), and the exchange last."""
     user = speaker_name(user)
     known_block = "\n".join(_format_memory(m) for m in known) or "(none)"
     return (
         f"Known memories about {user}:\n{known_block}\n\n"
         + (f"{story_context}\n\n" if story_context else "")
         + (_correction_block(user, correction) if correction is not None else "")
+        + (_followups_block(character, user, followups) if followups else "")
         + "The exchange:\n"
         + "".join(
             f"<message author=\"{speaker_attribute(user)}\">\n{quote_block(message)}\n</message>\n"
@@ -169,11 +182,13 @@ def build_reflection_messages(
     others: Sequence[str] = (),
     lore: Sequence[str] = (),
     conversation: Sequence[ChatMessage] = (),
+    followups: Sequence[Memory] = (),
 ) -> list[ChatMessage]:
     """The messages of one reflection call over one or more (message, reply) exchanges.
 
     `known` are the memories shown with their ids: the only ids the reflection may touch.
-    `correction`: the (single) message was edited after it was reflected.
+    `correction`: the (single) message was edited after it was reflected. `followups`: dated
+    memories the character asked about in these exchanges (bot/engine/followups.py).
     `conversation`: the reply call's messages and its answer, which the reflection continues
     (a server holding one prompt at a time then keeps the reply's and the reflection's in one
     slot): the reply's head then carries the task (`memory_task`). Without it, the task, what
@@ -188,6 +203,7 @@ def build_reflection_messages(
         known=known,
         story_context=story_context,
         correction=correction,
+        followups=followups,
     )
     if conversation:
         return [*(m.copy() for m in conversation), {"role": "user", "content": f"{CONTINUED_OPENING}\n\n{context}\n\n{request}"}]
