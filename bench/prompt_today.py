@@ -112,8 +112,11 @@ def build_reflection_messages(
     others: Sequence[str] = (),
     lore: Sequence[str] = (),
     conversation: Sequence[Any] = (),
+    followups: Sequence[Memory] = (),
 ) -> list[dict[str, str]]:
     system = memory_task(character=character, user=user, story=bool(story_context), state_keys=state_keys)
+    if followups:  # as the old layout said them: in the instructions
+        system += f"\nIn this exchange {character} asked about known memories {', '.join(f'[{m.id}]' for m in followups)}.\n"
     user = speaker_name(user)
     if others:
         names = ", ".join(speaker_name(n) for n in others)
@@ -148,7 +151,7 @@ def build_reflection_messages(
 
 
 async def _prepare(
-    self: Any, msg: Any, rules: Any, character: Any, selection: Any, story_block: str, clock: Any
+    self: Any, msg: Any, rules: Any, character: Any, selection: Any, story_block: str, clock: Any, followup: str = ""
 ) -> Prepared:
     """ReplyPrompts.prepare as it was: the same lore and lore clock, today's history and layout
     (fitted into the context as the bot fits it)."""
@@ -173,6 +176,8 @@ async def _prepare(
             user_name=msg.user_name, memories=memories, story_context=story_block, history=lines, message=msg.text,
             post_history=post_history, lore=lore, depths=depths,
         )  # fmt: skip
+        if followup:  # the follow-up note as the old layout put it: before the message
+            messages.insert(len(messages) - 1 - (messages[-1]["role"] == "system"), {"role": "user", "content": followup})
         return ReplyPrompt(messages, None, ())
 
     return Prepared(make, history)
