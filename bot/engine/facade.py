@@ -190,6 +190,7 @@ class Engine:
             await self.tasks.cancel_all()
         with contextlib.suppress(StorageError):  # counted and logged by the database
             await self.recall.flush_counts()
+        self._ctx.offload.close()
 
     # --- one turn, and the answers a user may still choose among ---------------------------
 

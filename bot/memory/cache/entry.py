@@ -20,6 +20,8 @@ from bot.memory.stores.vectors import VECTOR_DTYPE
 # What one cached row costs beyond its arrays and vector, measured with tracemalloc on the
 # recall corpus (a sqlite3.Row, its strings and the list slot), text length aside.
 ROW_OVERHEAD_BYTES = 520
+# Vectors copied into the matrix between two looks at the clock.
+VECTOR_SLICE = 32
 # A memory type as a column: its rank among the user types (rules after them all).
 TYPE_CODES: dict[str, int] = {memory_type: code for code, memory_type in enumerate(USER_MEMORY_TYPES)}
 RULE_CODE = len(USER_MEMORY_TYPES)
@@ -184,7 +186,9 @@ class UserMemories:
             slot = self.slot_of.get(memory_id)
             if slot is not None:
                 self._set_vector(slot, rows[slot][13], vector)
-            if not done % FILL_SLICE:
+            # More often than the rows: the first write to each page of a new matrix is a page
+            # fault, and on a loaded machine 250 of them took 20 ms.
+            if not done % VECTOR_SLICE:
                 await slices.tick()
 
     def _set_vector(self, slot: int, memory_hash: str, vector: Vector | None) -> None:

@@ -158,6 +158,8 @@ class MemoryCache:
                 await slices.tick()
             if among is not None or len(rows) < LOAD_PAGE:
                 return vectors
+            # Out of the cyclic collector's walks, page by page (as the rows are, in `_load`).
+            freeze_long_lived()
             after = int(rows[-1][0])
 
     async def _load(self, conn: Connection, user_id: str, version: tuple[int, int]) -> UserMemories:
