@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from bot.clients.health import Health
+from bot.clients.metrics import Metrics
+from bot.clients.responsiveness import Recently
 from bot.engine import NEVER_SURFACED_AFTER, Engine
 from bot.i18n import DEFAULT_LANGUAGE, text, use_locale
 from bot.memory.reports.page import TurnLogEntry
@@ -124,7 +126,7 @@ def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> d
     }
 
 
-async def overview(engine: Engine, health: Health, key: str | None) -> dict[str, Any]:
+async def overview(engine: Engine, health: Health, key: str | None, metrics: Metrics | None = None) -> dict[str, Any]:
     now = engine.clock()
     w = window(key)
     report = engine.report
@@ -143,6 +145,16 @@ async def overview(engine: Engine, health: Health, key: str | None) -> dict[str,
         "never_surfaced": await report.bot_never_surfaced(NEVER_SURFACED_AFTER, NEVER_SURFACED_SHOWN),
         "never_after": NEVER_SURFACED_AFTER,
         "now": now,
+        "responsiveness": responsiveness(metrics) if metrics is not None else None,
+    }
+
+
+def responsiveness(metrics: Metrics) -> dict[str, Recently]:
+    """The event loop's lag and the local embedding model's queue waits, last minutes."""
+    return {
+        "event loop lag": metrics.recent_lag.figures(),
+        "turn query's wait for the embedding model": metrics.recent_queue_wait["query"].figures(),
+        "background passages' wait for the embedding model": metrics.recent_queue_wait["passages"].figures(),
     }
 
 
