@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import logging
+import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
