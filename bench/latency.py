@@ -61,24 +61,26 @@ from bot.clients.llm import LLMClient  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.engine.prompting import ChannelLine  # noqa: E402
+from bot.engine.turn import conversation_of  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
-from bot.memory.read.conversation import CONVERSATION_LINES, window  # noqa: E402
+from bot.memory.read.conversation import read_text  # noqa: E402
 from bot.memory.stores.vectors import VECTOR_DTYPE  # noqa: E402
 from tests.fakes.llm_server import FAKE_MODEL  # noqa: E402
 
 SIZES = (300, 3_000)
-# Four ways of recalling take turns (MODES): 8 turns of each. A steady turn follows a turn that
-# used its conversation, whose reply prepared the next turn's (bot/memory/read/recall.py). Others'
-# lines come before an unseen turn and an ahead turn: the ahead turn's are given to
-# `Engine.read_ahead` BURST_SECONDS before it, as the Discord front end does while a burst
-# waits; the unseen turn's reach the engine with the message (BURST_SECONDS=0).
+# Three ways of recalling take turns (MODES), in one conversation. alone: the message alone is
+# the query (what a turn cost before it read its conversation). ahead: the message and the
+# channel's lines before it are given to `Engine.read_ahead` BURST_SECONDS before the turn, as
+# the Discord front end does while a burst waits, so the turn finds its query embedded and the
+# memories scored. no wait: the turn embeds its message and the message read in its conversation
+# itself (BURST_SECONDS=0, the terminal).
 TURNS = 32
-MODES = ("today", "unseen", "ahead", "steady")
-# A turn's overhead ratio to its bound may grow this much over today's (the message alone):
-# nothing in a steady conversation or once the lines were read ahead. An unseen turn embeds its
-# lines with its message in one model call, whose cost this model makes grow with the text
-# (printed beside it): no target is claimed for it.
-CONVERSATION_TARGETS = {"steady": 0.10, "ahead": 0.30}
+MODES = ("alone", "no wait", "ahead")
+# A turn's overhead ratio to its bound may grow this much over the message alone's.
+CONVERSATION_TARGETS = {"ahead": 0.25}
+# A turn that embeds its query itself may grow by the model's cost of the added text (measured
+# in the same run), within this share of the turn's overhead for the machine's noise.
+ADDED_TEXT_TOLERANCE = 0.10
 HISTORY_LINES = 12
 POOL = 3_000
 PERTURBATION = 0.02
@@ -252,37 +254,34 @@ async def run_size(
     overheads: dict[str, list[float]] = {mode: [] for mode in MODES}
     bounds: list[float] = []
     first: tuple[float, float] = (0.0, 0.0)
-    lines: list[str] = []
+    lines: list[ChannelLine] = []
     ready = 0
+    queries: list[tuple[str, str]] = []
     try:
         for index, text in enumerate(user.messages):
-            # The three ways of recalling take turns in one conversation, so that each meets
-            # the same memories and the same machine load.
+            # The ways of recalling take turns in one conversation, so that each meets the same
+            # memories and the same machine load.
             mode = MODES[index % len(MODES)]
             history = list(lines[-HISTORY_LINES:])
-            engine.recall.conversation_lines = 0 if mode == "today" else CONVERSATION_LINES
-            if mode in ("unseen", "ahead"):
-                # Others spoke in between: lines no earlier turn embedded, as many as the window.
-                history += [f"Bob: la réunion {index} est déplacée à {9 + index % 8} h, salle {index}"]
-                history += [f"Chloé: d'accord pour la salle {index}, j'apporte le café"]
+            engine.recall.conversation = mode != "alone"
             if mode == "ahead":
-                engine.read_ahead(user.user_id, STORY, history)
+                engine.read_ahead(user.user_id, STORY, text, history)
                 await asyncio.sleep(settings.burst_seconds)
-                ready += not engine.recall.lines.missing(embedder.model, window(history))
+                ready += engine.recall.prepared(user.user_id, STORY, text, conversation_of(history))
+            elif mode == "no wait":
+                queries.append((text, read_text(text, conversation_of(history))))
             incoming = Incoming(
                 user_id=user.user_id, user_name=user.name, text=text, story_id=STORY, place=PLACE,
-                message_id=f"{user.user_id}-{index}",
-                history=[ChannelLine(line.split(": ", 1)[0], line) for line in history],
+                message_id=f"{user.user_id}-{index}", history=history,
             )  # fmt: skip
             watch.llm = 0.0
             start = time.perf_counter()
             result = await engine.turn(incoming)
             overhead = time.perf_counter() - start - watch.llm
             assert result.reply is not None, result.error
-            lines += [text, result.reply]
+            lines += [ChannelLine(user.name, text, from_person=True), ChannelLine("Écho", result.reply, from_bot=True)]
             reflect_start = time.perf_counter()
-            # The turn scheduled its reflection; a conversation's next message comes after it
-            # (and after the reply's line was embedded for the next turn, in the background).
+            # The turn scheduled its reflection; a conversation's next message comes after it.
             await engine.wait_reflections(user.user_id)
             await engine.tasks.wait()
             reflection = time.perf_counter() - reflect_start
@@ -309,8 +308,8 @@ async def run_size(
         "seed_s": seeded,
         "first_turn_ms": first[0] * 1000,
         "first_reflection_ms": first[1] * 1000,
-        "p50": ms(overheads["today"], 50),
-        "p95": ms(overheads["today"], 95),
+        "p50": ms(overheads["alone"], 50),
+        "p95": ms(overheads["alone"], 95),
         **{f"p50 {mode}": ms(overheads[mode], 50) for mode in MODES},
         **{f"p95 {mode}": ms(overheads[mode], 95) for mode in MODES},
         "bound": ms(bounds, 50),
@@ -319,25 +318,25 @@ async def run_size(
         "lag_max": max((late for _, late in watch.lags), default=float("nan")) * 1000,
         "lag_deciding": watch.lag_while_deciding() * 1000,
         "ahead_ready": ready,
-        "ahead_turns": sum(1 for i in range(len(user.messages)) if MODES[i % len(MODES)] == "ahead"),
+        "ahead_turns": sum(1 for i in range(1, len(user.messages)) if MODES[i % len(MODES)] == "ahead"),
         "burst_seconds": settings.burst_seconds,
+        "queries": queries,  # type: ignore[dict-item]
     }
 
 
-async def model_cost(embedder: LocalEmbedder, repeats: int = 15) -> tuple[float, float]:
-    """Median ms of one query text, and of the same text with two conversation lines in one
-    call: what a turn that embeds unseen lines itself pays on this machine."""
-    message = "Tu te souviens de ce que je t'ai dit sur ma sœur ?"
-    lines = ["Bob: la réunion 3 est déplacée à 11 h, salle 3", "Chloé: d'accord pour la salle 3, j'apporte le café"]
-    alone, together = [], []
-    for _ in range(repeats):
+async def added_text_cost(embedder: LocalEmbedder, queries: list[tuple[str, str]]) -> tuple[float, float, float]:
+    """Median ms of embedding each no-wait turn's message alone, of its message and the message
+    read in its conversation in one call, and the median length of the latter: what a turn that
+    embeds its query itself adds on this machine."""
+    alone, both = [], []
+    for message, read in queries:
         start = time.perf_counter()
         await embedder.embed_queries([message])
         alone.append(time.perf_counter() - start)
         start = time.perf_counter()
-        await embedder.embed_queries([message, *lines])
-        together.append(time.perf_counter() - start)
-    return ms(alone, 50), ms(together, 50)
+        await embedder.embed_queries([message, read])
+        both.append(time.perf_counter() - start)
+    return ms(alone, 50), ms(both, 50), statistics.median(len(read) for _, read in queries)
 
 
 async def rss_per_memory(directory: Path, pool: list[Any], vectors: np.ndarray, model: str) -> None:
@@ -411,12 +410,12 @@ async def bench(sizes: list[int], turns: int, rss: bool = False) -> int:
             )
             conversation_rows.append(r)
         print()
-        print("The conversation in the query, turns taking turns in the same run (p50 / p95 ms, ratio to the")
-        print("bound, and that ratio against today's): today = the message alone; steady = the window's lines")
-        print("embedded after earlier replies; unseen = two lines of others never embedded, sent with the message;")
-        print("ahead = the same two lines given to Engine.read_ahead BURST_SECONDS before the turn (Discord's bursts).")
+        print("The message read in its conversation, turns taking turns in the same run (p50 / p95 ms, ratio")
+        print("to the bound, and that ratio against the message alone's): alone = the message alone is the")
+        print("query; ahead = message and lines given to Engine.read_ahead BURST_SECONDS before the turn (Discord's")
+        print("bursts); no wait = the turn embeds its message and the message read in its conversation itself.")
         for r in conversation_rows:
-            base = r["p50 today"] / r["bound"]
+            base = r["p50 alone"] / r["bound"]
             cells = []
             for mode in MODES:
                 ratio = r[f"p50 {mode}"] / r["bound"]
@@ -428,11 +427,16 @@ async def bench(sizes: list[int], turns: int, rss: bool = False) -> int:
                     + (f" <= +{limit:.0%}{verdict}" if limit is not None else "") + ")"
                 )
             print(f"  {r['n']:>7,}: " + "   ".join(cells))
-            print(f"           ahead: lines embedded before the turn in {r['ahead_ready']:.0f} of "
+            alone, both, chars = await added_text_cost(embedder, r["queries"])  # type: ignore[arg-type]
+            added = both - alone
+            grew = r["p50 no wait"] - r["p50 alone"]
+            fits = grew <= added + ADDED_TEXT_TOLERANCE * r["p50 alone"]
+            failed |= not fits
+            print(f"           ahead: query read before the turn in {r['ahead_ready']:.0f} of "
                   f"{r['ahead_turns']:.0f} turns (wait {r['burst_seconds']:g} s)")  # fmt: skip
-        alone, together = await model_cost(embedder)
-        print(f"  the model here: one query {alone:.1f} ms, the same with two lines in one call {together:.1f} ms "
-              f"({together / alone:.1f}x): the cost of a turn that embeds unseen lines itself")  # fmt: skip
+            print(f"           no wait: grew {grew:+.1f} ms; the model here: the message alone {alone:.1f} ms, with the "
+                  f"message read in its conversation ({chars:.0f} characters) {both:.1f} ms, +{added:.1f} ms "
+                  f"-> {'OK' if fits else 'MISSED'} (<= the added text's embedding, {ADDED_TEXT_TOLERANCE:.0%} noise)")  # fmt: skip
         if rss:
             await rss_per_memory(Path(directory), pool, vectors, embedder.model)
     largest = rows[-1]

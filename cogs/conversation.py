@@ -25,7 +25,6 @@ from discord.ext import commands
 from bot.characters.character import Character
 from bot.clients.tasks import BackgroundTasks
 from bot.engine import Engine, Incoming, Shown, TurnResult, join_parts
-from bot.engine.prompting import ChannelLine
 from bot.i18n import set_locale
 from bot.presenting import turn_text
 from cogs.bot import NO_MENTIONS, EchoBot
@@ -40,6 +39,7 @@ from cogs.utils.answering import (
     split_message,
 )
 from cogs.utils.bursts import Burst, Bursts, Dropped
+from cogs.utils.history import channel_lines
 from cogs.utils.images import image_attachments, read_images
 from cogs.utils.ratelimit import RateLimiter, Verdict
 from cogs.utils.views import swipe_view
@@ -251,7 +251,9 @@ class Conversation(commands.Cog):
         key = (message.channel.id, message.author.id)
         wait = self.settings.burst_seconds
         # A burst is one answer: a message that joins one is not counted again.
-        if wait > 0 and self.bursts.join(key, message, text, time.monotonic() + wait):
+        if wait > 0 and (joined := self.bursts.join(key, message, text, time.monotonic() + wait)) is not None:
+            # Its turn reads the burst's texts together: read again.
+            self._burst_tasks.spawn(self._read_again(joined), name=f"ahead:{key}")
             return
         user_id = str(message.author.id)
         verdict = self.limiter.hit(user_id)
@@ -264,19 +266,28 @@ class Conversation(commands.Cog):
             await self._answer(self.bursts.start(None, message, text, 0.0))
             return
         burst = self.bursts.start(key, message, text, time.monotonic() + wait)
-        burst.earlier = self._burst_tasks.spawn(self._read_ahead(message), name=f"earlier:{key}")
+        burst.earlier = self._burst_tasks.spawn(self._read_ahead(message, text), name=f"earlier:{key}")
         burst.task = self._burst_tasks.spawn(self._answer_burst(key, burst), name=f"burst:{key}")
 
-    async def _read_ahead(self, first: discord.Message) -> list[discord.Message]:
-        """The history of a burst's turn, read while its person may still be typing: the engine
-        embeds its last lines and scores the person's memories against them meanwhile, so the
-        turn embeds only its message and reads the memories once (a history line is the
-        message's text as Discord shows it, which the engine has often never seen: a reply split
-        in parts, others' messages, anything before a restart)."""
+    async def _read_ahead(self, first: discord.Message, text: str) -> list[discord.Message]:
+        """The history of a burst's turn, read while its person may still be typing, and the
+        message read in it by the engine meanwhile: the turn, if nothing joins, embeds nothing."""
         earlier = await self._earlier(first)
-        user_id = self.cast.memory_key(str(first.author.id), await self.character_for(first))
-        self.engine.read_ahead(user_id, str(first.channel.id), [m.clean_content for m in earlier])
+        await self._prepare(first, text, earlier)
         return earlier
+
+    async def _read_again(self, burst: Burst) -> None:
+        """A message joined the burst: its turn reads the burst's texts together."""
+        if burst.earlier is not None and (kept := burst.kept()):
+            await self._prepare(kept[0], burst.text(), await burst.earlier)
+
+    async def _prepare(self, first: discord.Message, text: str, earlier: Sequence[discord.Message]) -> None:
+        me = self.bot.user
+        if me is not None and text:
+            character = await self.character_for(first)
+            voice = await self.voices.voice_for(first.channel, character, me)
+            lines = channel_lines(earlier, me.id, voice, first.author.id)
+            self.engine.read_ahead(self.cast.memory_key(str(first.author.id), character), str(first.channel.id), text, lines)
 
     async def _answer_burst(self, key: tuple[int, int], burst: Burst) -> None:
         """Once the user has been quiet for BURST_SECONDS (or the burst is full), answer all
@@ -328,7 +339,7 @@ class Conversation(commands.Cog):
             story_name=f"#{name}" if isinstance(name := getattr(last.channel, "name", None), str) else "DM",
             place=place_of(last.guild.id if last.guild is not None else None),
             message_id=str(last.id),
-            history=self._lines(await (burst.earlier or self._earlier(first)), me.id, voice),
+            history=channel_lines(await (burst.earlier or self._earlier(first)), me.id, voice, last.author.id),
             images=seen.images,
             swipes=self.settings.settle_seconds > 0,
         )
@@ -419,22 +430,6 @@ class Conversation(commands.Cog):
             return []
         earlier.reverse()
         return earlier
-
-    @staticmethod
-    def _lines(earlier: Sequence[discord.Message], bot_id: int, voice: Voice) -> list[ChannelLine]:
-        """The history as the character reads it. Its own lines are its turns: the bot's
-        messages, and those of the webhook it speaks through here under its name. Every other
-        line is named by its speaker: another character's, and another app's webhook (a
-        PluralKit proxy, another bot) whatever name it takes."""
-        return [
-            ChannelLine(
-                m.author.display_name,
-                m.clean_content,
-                from_bot=m.author.id == bot_id or voice.wrote(m),
-                from_cast=voice.posted(m),
-            )
-            for m in earlier
-        ]
 
     async def _react(self, message: discord.Message, emoji: str) -> None:
         try:

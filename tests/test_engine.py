@@ -385,7 +385,7 @@ async def test_a_turn_schedules_its_own_reflection(db, http, llm_server, tmp_pat
         assert [r[0] for r in await cur.fetchall()] == [1]
 
 
-async def test_a_steady_conversation_turn_embeds_only_its_message_the_reply_was_embedded_after_it(
+async def test_a_turn_reads_its_message_with_the_persons_lines_and_a_turn_read_ahead_embeds_nothing(
     db, http, llm_server, tmp_path, embedding_server, store
 ):
     from bot.engine.prompting import ChannelLine
@@ -400,14 +400,31 @@ async def test_a_steady_conversation_turn_embeds_only_its_message_the_reply_was_
     await engine.wait_reflections("alice")
     await engine.tasks.wait()
     embedded = [text for r in embedding_server.requests for text in r.body["input"]]
-    assert first.reply in embedded  # the reply's line, embedded after it, off the turn
-    before = len(embedding_server.requests)
-    history = [ChannelLine("Alice", "Tu sais quoi ?"), ChannelLine("Écho", first.reply, from_bot=True)]
-    second = await engine.turn(Incoming(
-        user_id="alice", user_name="Alice", text="Mon chat a encore fait une bêtise.", story_id="chan-1",
-        place="guild-1", message_id="m-2", history=history,
-    ))  # fmt: skip
+    assert first.reply not in embedded  # nothing is embedded after a reply: the next query needs its message
+    history = [
+        ChannelLine("Alice", "Tu sais quoi ?", from_person=True),
+        ChannelLine("Bob", "Bob: moi je sais !"),
+        ChannelLine("Écho", first.reply, from_bot=True),
+    ]
+    said = "Mon chat a encore fait une bêtise."
+    read = "Tu sais quoi ?\nAh, raconte !\nMon chat a encore fait une bêtise."
 
-    assert embedding_server.requests[before].body["input"] == ["Mon chat a encore fait une bêtise."]
+    def turn(n: int) -> Incoming:
+        return Incoming(
+            user_id="alice", user_name="Alice", text=said, story_id="chan-1", place="guild-1",
+            message_id=f"m-{n}", history=history,
+        )  # fmt: skip
+
+    before = len(embedding_server.requests)
+    second = await engine.turn(turn(2))
+    assert [r.body["input"] for r in embedding_server.requests[before:]] == [[said, read]]
     assert not second.selection.degraded
-    assert ("alice", "chan-1") in engine.recall._columns
+
+    # The front end holds the next message (a burst's wait): read ahead, its turn asks nothing.
+    engine.read_ahead("alice", "chan-1", said, history)
+    await engine.tasks.wait()
+    before = len(embedding_server.requests)
+    third = await engine.turn(turn(3))
+    assert embedding_server.requests[before:] == []
+    assert not third.selection.degraded
+    assert [s.id for s in third.selection.slots] == [s.id for s in second.selection.slots]

@@ -28,6 +28,7 @@ from bot.engine.context import EngineContext
 from bot.engine.events import Events, Receipt
 from bot.engine.llm_calls import MAX_REPLY_CHARS, ModelCalls, final_reply
 from bot.engine.open_exchanges import MESSAGE_DELETED, DeleteOutcome, OpenExchanges, Shown
+from bot.engine.prompting import ChannelLine
 from bot.engine.reflection_worker import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Reflections
 from bot.engine.turn import Incoming, TurnResult, Turns
 from bot.errors import InvalidMemory, StorageError
@@ -201,10 +202,10 @@ class Engine:
         rules = self._rules.get(self.cast.get(msg.character).key, self.rules)
         return await self.turns.run(msg, rules, on_text=on_text)
 
-    def read_ahead(self, user_id: str, story_id: str, lines: Sequence[str]) -> None:
-        """The channel's lines before a message the front end holds (a burst's wait): prepared
-        now, its turn embeds only the message (`Recall.prepare_conversation`)."""
-        self.tasks.spawn(self.recall.prepare_conversation(user_id, story_id, lines, soon=True), name="conversation:ahead")
+    def read_ahead(self, user_id: str, story_id: str, text: str, history: Sequence[ChannelLine]) -> None:
+        """A message the front end holds (a burst's wait) and the lines before it: read now, its
+        turn embeds nothing if its text is still `text` (`Recall.prepare_turn`)."""
+        self.turns.read_ahead(user_id, story_id, text, history)
 
     async def wait_recorded(self, user_id: str) -> None:
         """Wait until the user's turns are recorded (before /why, stats, export or erase)."""

@@ -27,6 +27,9 @@ class ChannelLine:
     # Another character of the cast (told by the front end from the bot's own webhook, never by
     # a name): not a person of the channel.
     from_cast: bool = False
+    # Written by the person whose message the turn answers (told by the front end from the
+    # author's id, never by a name): recall reads the message with that person's own lines.
+    from_person: bool = False
 
 
 def render_memories(user_name: str, memories: Sequence[Memory]) -> str:

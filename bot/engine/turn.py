@@ -38,6 +38,7 @@ from bot.engine.reflection_worker import Reflections
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import Memory
+from bot.memory.read.conversation import Line
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.epoch import begin_turn, still_current
 from bot.memory.stores.exchanges import (
@@ -152,6 +153,12 @@ class Turns:
         # The candidate counts a user with many memories holds in memory, written before a read.
         await self.ctx.recall.flush_counts(user_id)
 
+    def read_ahead(self, user_id: str, story_id: str, text: str, history: Sequence[ChannelLine]) -> None:
+        query = message_text(text, self.ctx.settings.max_message_chars)
+        self.ctx.tasks.spawn(
+            self.ctx.recall.prepare_turn(user_id, story_id, query, conversation_of(history)), name="conversation:ahead"
+        )
+
     async def run(self, msg: Incoming, rules: Sequence[Memory], *, on_text: OnText | None = None) -> TurnResult:
         ctx, settings = self.ctx, self.ctx.settings
         msg = _storable(msg, settings.max_message_chars)
@@ -213,11 +220,6 @@ class Turns:
         self._record_later(selection, erased)
         reply = final_reply(reply)
         await self._keep(msg, exchange_id, reply, messages, erased)
-        # The next turn of the story finds its conversation's lines embedded: off the critical path.
-        lines = [*(line.text for line in msg.history), text, reply]
-        ctx.tasks.spawn(
-            ctx.recall.prepare_conversation(msg.user_id, msg.story_id, lines), name=f"conversation:{msg.user_id}"
-        )
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:
@@ -238,7 +240,7 @@ class Turns:
             story_id=msg.story_id,
             place=msg.place,
             query=text,
-            conversation=[line.text for line in msg.history],
+            conversation=conversation_of(msg.history),
             rules=rules,
             share=share,
             story=story_detail,
@@ -421,6 +423,12 @@ class Turns:
             "state": values,
         }
         return block, detail
+
+
+def conversation_of(history: Sequence[ChannelLine]) -> list[Line]:
+    """The channel's lines as recall reads the message with them: each text, and whether the
+    person the turn answers wrote it."""
+    return [Line(storable(line.text), line.from_person) for line in history]
 
 
 def _storable(msg: Incoming, max_chars: int) -> Incoming:

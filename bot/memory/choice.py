@@ -20,7 +20,6 @@ from bot.memory.model import USER_MEMORY_TYPES, Memory
 # a turn passes its own, on the fused scale (bot/memory/read/recall.py, `threshold_for`).
 FALLBACK_THRESHOLD = 0.32
 GLOBAL_CONTEXT_SHARE = 0.25
-SEMANTIC_SLOTS = 16
 TYPE_QUOTAS: Mapping[str, int] = {"fact": 6, "preference": 5, "promise": 4, "episode": 5}
 # The context holds this many memories (rules apart).
 DEFAULT_LIMIT = 24

@@ -149,7 +149,7 @@ async def run_chat(
             say(cut_note())
         elif printed != result.reply:
             say(f"{name}: {result.reply}")
-        history += [ChannelLine(user, line), ChannelLine(name, result.reply, from_bot=True)]
+        history += [ChannelLine(user, line, from_person=True), ChannelLine(name, result.reply, from_bot=True)]
         if not interactive:
             await engine.wait_idle(session.user_id)
     await engine.tasks.wait(timeout=60)

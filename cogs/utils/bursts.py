@@ -37,7 +37,7 @@ class Burst:
     turning: bool = False
     task: asyncio.Task[None] | None = None
     # The channel's messages before its first one, read when it began: its turn's history,
-    # whose last lines the engine embeds during the wait (`Engine.read_ahead`).
+    # with which the engine reads its texts during the wait (`Engine.read_ahead`).
     earlier: asyncio.Task[list[discord.Message]] | None = None
 
     # What its turn read of each message, once the turn has begun.
@@ -45,6 +45,10 @@ class Burst:
 
     def kept(self) -> list[discord.Message]:
         return [m for m in self.messages if m.id not in self.deleted]
+
+    def text(self) -> str:
+        """Its texts so far, as its turn joins them (images aside)."""
+        return "\n".join(t for m in self.kept() if (t := self.texts[m.id]))
 
     def begin_turn(
         self, messages: Sequence[discord.Message], marks_of: Callable[[discord.Message], str]
@@ -81,17 +85,18 @@ class Bursts:
         self._joining: dict[tuple[int, int], Burst] = {}
         self._pending: dict[int, Burst] = {}
 
-    def join(self, key: tuple[int, int], message: discord.Message, text: str, deadline: float) -> bool:
-        """Add the message to the burst its person is writing here, if there is one still open."""
+    def join(self, key: tuple[int, int], message: discord.Message, text: str, deadline: float) -> Burst | None:
+        """Add the message to the burst its person is writing here, if there is one still open:
+        that burst, else None."""
         burst = self._joining.get(key)
         if burst is None or burst.closed:
-            return False
+            return None
         burst.messages.append(message)
         burst.texts[message.id] = text
         burst.deadline = deadline
         burst.closed = len(burst.messages) >= BURST_MAX_MESSAGES
         self._pending[message.id] = burst
-        return True
+        return burst
 
     def start(self, key: tuple[int, int] | None, message: discord.Message, text: str, deadline: float) -> Burst:
         """A new burst; `key` None: answered at once, joined by nothing."""

@@ -88,6 +88,27 @@ def test_a_series_takes_at_most_its_slots_and_the_next_memories_fill_the_rest() 
     assert all(s.series == 0 for s in after if s.memory.id >= 100)
 
 
+def test_the_slots_a_capped_series_gives_back_go_to_the_next_memories_by_meaning() -> None:
+    """A series above the facts that matter, and memories the message does not recall beneath
+    them: the slots the series gives back go to the facts, not to a quota or to recency."""
+    visits = [mem(i, f"Alice a visité Trieste en {2003 + i}") for i in range(1, 16)]
+    words = (
+        "abricot banane cerise datte figue goyave kiwi litchi mangue nectarine olive papaye poire pomme prune "
+        "raisin citron orange ananas melon pastèque fraise framboise myrtille cassis groseille mûre noix "
+        "noisette amande"
+    ).split()
+    facts = [mem(100 + i, f"Alice aime la {word}", type="preference") for i, word in enumerate(words)]
+    unrelated = [mem(200 + i, f"Alice a rangé le {word}", type="episode") for i, word in enumerate(words[:12])]
+    scores = {m.id: 0.9 for m in visits} | {m.id: 0.86 - m.id / 10_000 for m in facts}
+    scores |= {m.id: 0.5 for m in unrelated}
+
+    chosen = select([*visits, *facts, *unrelated], scores, 24, threshold=0.80, now=NOW, series_slots=3)
+
+    assert [s.memory.id for s in chosen if s.memory.id < 100] == [1, 2, 3]
+    assert [s.memory.id for s in chosen if s.memory.id >= 100] == [m.id for m in facts[:21]]
+    assert {s.reason for s in chosen} <= {"global", "semantic"}
+
+
 def test_without_series_slots_the_selection_is_unchanged() -> None:
     memories, scores = screenshot_week()
     plain = select(memories, scores, 24, threshold=0.80, now=NOW)

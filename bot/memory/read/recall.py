@@ -8,11 +8,12 @@ Recording the choice (counters, turn stats, the /why row) is a write that can wa
 reflection's transaction, so a caller that must not wait selects with `record=False` and calls
 `Recall.record(selection)` once the reply is out.
 
-The turn's phases, in order: the message's and the conversation's vectors in one model call
-(`_turn_vectors`), their cosines fused into one score per candidate (`_fused`), lexical stand-ins
-for memories without a vector (`_with_lexical`), the selection, and recording the choice
-(`record`, its SQL in bot/memory/stores/turn.py). Over 450 lines on purpose: those phases are
-read in order in one file, each a method of a few dozen lines.
+The turn's phases, in order: the vectors of the message and of the message read in its
+conversation, in one model call or prepared while the front end held the message
+(`_turn_vectors`, `prepare_turn`), their cosines fused into one score per candidate (`_fused`),
+lexical stand-ins for memories without a vector (`_with_lexical`), the selection, and recording
+the choice (`record`, its SQL in bot/memory/stores/turn.py). Over 450 lines on purpose: those
+phases are read in order in one file, each a method of a few dozen lines.
 """
 
 from __future__ import annotations
@@ -42,16 +43,7 @@ from bot.memory.cache.entry import UserMemories, micros
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.choice import DEFAULT_LIMIT, Reason, Selected, Slot, TurnSelection
 from bot.memory.model import Memory, utcnow
-from bot.memory.read.conversation import (
-    CONVERSATION_LINES,
-    CONVERSATION_WEIGHT,
-    Fused,
-    LineVectors,
-    conversation_vector,
-    fuse,
-    window,
-    window_key,
-)
+from bot.memory.read.conversation import Fused, Line, QueryVectors, fuse, read_text, texts_key
 from bot.memory.read.selection import Candidates, select_columns, top_positions
 from bot.memory.stores.counters import count_candidates, count_served, record_turn
 from bot.memory.stores.memories import row_to_memory
@@ -82,9 +74,9 @@ DIRECT_COUNT_LIMIT = 1_000
 COUNT_FLUSH_TURNS = 16
 COUNT_SLICE = 1_000
 TURNS_KEPT_PER_STORY = 20
-# Conversation columns kept, one per (user, story) that was answered lately, and the bytes
-# they may hold together (at 100,000 memories a column is 400 KB): beside the cache's own
-# budget, which does not count them.
+# Turns scored ahead, one per (user, story) whose message a front end holds (a burst's wait),
+# and the bytes their columns may hold together (at 100,000 memories a turn's two columns are
+# 800 KB): beside the cache's own budget, which does not count them.
 COLUMNS_KEPT = 256
 COLUMNS_BYTES = 64 * 1024 * 1024
 # Reasons under which a slot is there because of its score: the semantic pass (by the message
@@ -115,11 +107,11 @@ def served_by_meaning(slots: Sequence[Slot], threshold: float) -> list[int]:
 
 @dataclass(slots=True)
 class _Column:
-    """The cosines of every slot of one cache entry to one conversation vector, kept in step
-    with the entry by scoring again only the slots whose vector changed since."""
+    """The cosines of every slot of one cache entry to one turn's query vectors (a row each),
+    kept in step with the entry by scoring again only the slots whose vector changed since."""
 
-    window: bytes
-    vector: np.ndarray
+    key: bytes
+    vectors: np.ndarray
     entry: weakref.ReferenceType[UserMemories]
     layout: int
     changes: int
@@ -128,12 +120,14 @@ class _Column:
 
     def bring_up_to(self, entry: UserMemories) -> None:
         rows = len(entry.rows)
-        if rows > self.values.size:
-            self.values = np.concatenate([self.values, np.zeros(rows - self.values.size, dtype=np.float32)])
+        if rows > self.values.shape[1]:
+            grown = np.zeros((self.values.shape[0], rows), dtype=np.float32)
+            grown[:, : self.values.shape[1]] = self.values
+            self.values = grown
         stale = np.flatnonzero(entry.vector_stamp[:rows] > self.changes) if self.rows else np.arange(rows)
         stale = np.union1d(stale, np.arange(self.rows, rows))
         if stale.size:
-            self.values[stale] = np.einsum("ij,j->i", entry.matrix[stale], self.vector)
+            self.values[:, stale] = np.einsum("ij,kj->ki", entry.matrix[stale], self.vectors)
         self.changes, self.rows = entry.changes, rows
 
 
@@ -151,14 +145,18 @@ class ScoredTurn:
 
 @dataclass(frozen=True, slots=True)
 class TurnVectors:
-    """The turn's message vector and its conversation's, or why there is none."""
+    """The turn's query vectors, or why there are none: the message's, and the message read in
+    its conversation's (None without a conversation: the same text)."""
 
     message: np.ndarray | None
-    conversation: np.ndarray | None
+    read: np.ndarray | None
     degraded: bool
-    # The conversation's lines (`window_key`), which a column prepared after the last reply
-    # must match.
-    window: bytes = b""
+    # The memories scored against them while the front end held the message, if they were.
+    prepared: _Column | None = None
+
+    def stacked(self) -> np.ndarray:
+        assert self.message is not None
+        return np.stack([self.message] if self.read is None else [self.message, self.read])
 
 
 class Recall:
@@ -174,8 +172,7 @@ class Recall:
         timeout: float = TURN_EMBEDDING_TIMEOUT,
         clock: Callable[[], datetime] = utcnow,
         threshold: float | None = None,
-        conversation_lines: int = CONVERSATION_LINES,
-        conversation_weight: float = CONVERSATION_WEIGHT,
+        conversation: bool = True,
         series_slots: int | None = None,
     ) -> None:
         self.db = db
@@ -186,13 +183,12 @@ class Recall:
         self.timeout = timeout
         self.clock = clock
         self.configure(threshold, series_slots)
-        self.conversation_lines = conversation_lines
-        self.conversation_weight = conversation_weight
+        # False: the message alone is the query (what benches compare with).
+        self.conversation = conversation
         self.outage = Outage(log)
-        # Query vectors by text: each turn's message (its reflection and the next turns' windows
-        # read it again) and the conversation's lines.
-        self.lines = LineVectors()
-        # Per (user, story), the memories' cosines to the conversation prepared after the reply.
+        # Each turn's message vector by text: its reflection reads it again.
+        self.queries = QueryVectors()
+        # Per (user, story), the memories' cosines to a turn's query vectors, scored ahead.
         self._columns: OrderedDict[tuple[str, str], _Column] = OrderedDict()
         # Per user, the candidate ids of turns whose times_candidate is not written yet.
         self._held_counts: dict[str, list[np.ndarray]] = {}
@@ -209,82 +205,79 @@ class Recall:
         turn just computed, so the model (one queue for every user) computes it once."""
         if self.embedder is None:
             raise EmbeddingError("no embedder configured")
-        vector = self.lines.get(self.embedder.model, query) if reuse else None
+        vector = self.queries.get(self.embedder.model, query) if reuse else None
         if vector is None:
             vector = await embed_turn_query(self.embedder, query, timeout=timeout or self.timeout)
-            self.lines.put(self.embedder.model, query, vector)
+            self.queries.put(self.embedder.model, query, vector)
         return vector
 
-    async def _turn_vectors(self, query: str, conversation: Sequence[str]) -> TurnVectors:
-        """The message's vector and the conversation's, in one model call: the conversation's
-        lines were embedded after earlier replies, and those not seen yet go with the message.
-        One attempt, the turn's bound around the whole; failure is a degraded turn."""
+    def query_texts(self, query: str, conversation: Sequence[Line]) -> list[str]:
+        """What the turn embeds: the message, then the message read in its conversation when
+        that is another text."""
+        message = query_text(query)
+        read = read_text(message, conversation) if self.conversation else message
+        return [message] if read == message else [message, read]
+
+    async def _turn_vectors(self, query: str, conversation: Sequence[Line], key: tuple[str, str]) -> TurnVectors:
+        """The turn's query vectors: prepared while the front end held the message
+        (`prepare_turn`), else asked of the embedder in one call, one attempt, the turn's bound
+        around the whole. A turn not prepared always asks, even for a text it has seen: the
+        embedder's health decides whether the turn is degraded."""
         # An empty message (an attachment, a sticker) has nothing to recall: not a failure.
         if not query_text(query):
             return TurnVectors(None, None, degraded=False)
         if self.embedder is None:
             self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", "no embedder")
             return TurnVectors(None, None, degraded=True)
-        model = self.embedder.model
-        lines = window(conversation, self.conversation_lines)
-        unseen = [line for line in self.lines.missing(model, lines) if line != query_text(query)]
-        try:
-            rows = await embed_turn_queries(self.embedder, [query, *unseen], timeout=self.timeout)
-        except EmbeddingError as exc:
-            self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
-            return TurnVectors(None, None, degraded=True)
-        for text, row in zip([query, *unseen], rows):
-            self.lines.put(model, text, row)
-        vectors = [self.lines.get(model, line) for line in lines]
-        mean = conversation_vector([v for v in vectors if v is not None])
-        return TurnVectors(rows[0], mean, degraded=False, window=window_key(lines))
+        texts = self.query_texts(query, conversation)
+        prepared = self._columns.get(key)
+        if prepared is not None and prepared.key == texts_key(texts):
+            # Used once: the next turn asks the embedder again.
+            del self._columns[key]
+            rows = prepared.vectors
+        else:
+            prepared = None
+            try:
+                rows = await embed_turn_queries(self.embedder, texts, timeout=self.timeout)
+            except EmbeddingError as exc:
+                self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
+                return TurnVectors(None, None, degraded=True)
+        # The reflection of the exchange reads the message's vector again.
+        self.queries.put(self.embedder.model, texts[0], rows[0])
+        return TurnVectors(rows[0], rows[1] if len(rows) > 1 else None, degraded=False, prepared=prepared)
 
-    async def remember_lines(self, lines: Sequence[str], *, soon: bool = False) -> None:
-        """Embed conversation lines now: a failure costs nothing but the turn that reads them
-        embedding them itself. Behind every turn's query (after a reply, for the next turn of
-        the story), or, `soon`, beside them (a turn about to read them)."""
-        if self.embedder is None:
-            return
-        model = self.embedder.model
-        missing = self.lines.missing(model, lines)
-        if not missing:
-            return
-        try:
-            rows = await self.embedder.embed_queries(missing, background=not soon)
-        except EmbeddingError as exc:
-            log.debug("conversation lines left for the next turn to embed: %s", exc)
-            return
-        for text, row in zip(missing, rows):
-            self.lines.put(model, text, row)
-
-    async def prepare_conversation(
-        self, user_id: str, story_id: str, lines: Sequence[str], *, soon: bool = False
+    async def prepare_turn(
+        self, user_id: str, story_id: str, query: str, conversation: Sequence[Line] = ()
     ) -> None:
-        """Off the critical path, the conversation the story's next turn will have: its window's
-        lines embedded and the user's memories scored against it, so that turn reads the
-        matrix once, for its message (memories changed meanwhile are scored again then, alone).
-        After a reply (if nobody else speaks), behind every turn's query; or `soon`, beside
-        them, for the lines before a message the front end holds (a burst's wait), since a
-        person waits for that turn. Only the window is embedded, whatever the front end sends."""
-        if self.embedder is None or self.conversation_lines <= 0:
+        """While the front end holds a message (a burst's wait): its query texts embedded and
+        the person's memories scored against them, so that its turn embeds nothing and reads
+        the matrix only for the memories changed meanwhile. Beside every turn's query in the
+        model's queue, since a person waits for that turn; a failure costs nothing but the turn
+        doing it itself."""
+        if self.embedder is None or not query_text(query):
             return
-        kept = window(lines, self.conversation_lines)
-        await self.remember_lines(kept, soon=soon)
-        model = self.embedder.model
-        vectors = [self.lines.get(model, line) for line in kept]
-        conversation = conversation_vector([v for v in vectors if v is not None])
-        if conversation is None:
+        texts = self.query_texts(query, conversation)
+        try:
+            rows = await self.embedder.embed_queries(texts)
+        except EmbeddingError as exc:
+            log.debug("a turn held by the front end is left to embed its query itself: %s", exc)
             return
         entry = await self.cache.get(user_id)
-        if entry.dim != conversation.shape[0]:
-            return
+        if entry.dim and entry.dim != rows.shape[1]:
+            return  # the model changed under its name: the turn says so
         column = _Column(
-            window_key(kept), conversation, weakref.ref(entry), entry.layout, entry.changes, 0, np.empty(0, dtype=np.float32)
-        )
+            texts_key(texts), rows, weakref.ref(entry), entry.layout, entry.changes, 0,
+            np.empty((rows.shape[0], 0), dtype=np.float32),
+        )  # fmt: skip
         column.bring_up_to(entry)
         self._columns[(user_id, story_id)] = column
         self._columns.move_to_end((user_id, story_id))
         self._trim_columns()
+
+    def prepared(self, user_id: str, story_id: str, query: str, conversation: Sequence[Line] = ()) -> bool:
+        """Whether this turn's query was prepared ahead (what bench/latency.py counts)."""
+        column = self._columns.get((user_id, story_id))
+        return column is not None and column.key == texts_key(self.query_texts(query, conversation))
 
     def _trim_columns(self) -> None:
         """Within COLUMNS_KEPT and COLUMNS_BYTES, the least recently prepared dropped first; a
@@ -296,22 +289,16 @@ class Recall:
             _, dropped = self._columns.popitem(last=False)
             held -= dropped.values.nbytes
 
-    def _conversation_cosines(
-        self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors, key: tuple[str, str]
-    ) -> np.ndarray | None:
-        """The candidates' cosines to the conversation from the column prepared after the last
-        reply, when it is this turn's conversation over this entry; None otherwise."""
-        column = self._columns.get(key)
-        if (
-            column is None
-            or column.window != vectors.window
-            or column.entry() is not entry
-            or column.layout != entry.layout
-        ):
+    @staticmethod
+    def _prepared_cosines(entry: UserMemories, slots: np.ndarray, vectors: TurnVectors) -> np.ndarray | None:
+        """The candidates' cosines to the turn's query vectors as scored while the front end
+        held the message, brought up to date, when that was over this entry; None otherwise."""
+        column = vectors.prepared
+        if column is None or column.entry() is not entry or column.layout != entry.layout:
             return None
         column.bring_up_to(entry)
-        cosines = column.values[slots].astype(np.float64)
-        cosines[~entry.has_vector[slots]] = np.nan
+        cosines = column.values[:, slots].astype(np.float64)
+        cosines[:, ~entry.has_vector[slots]] = np.nan
         return cosines
 
     def _scored(self, entry: UserMemories, slots: np.ndarray, vectors: np.ndarray | None) -> np.ndarray:
@@ -375,14 +362,15 @@ class Recall:
         story_id: str,
         place: str,
         query: str,
-        conversation: Sequence[str] = (),
+        conversation: Sequence[Line] = (),
         rules: Sequence[Memory] = (),
         share: bool = False,
         story: Mapping[str, Any] | None = None,
         record: bool = True,
     ) -> TurnSelection:
         """The turn's memories, with reasons and scores. `conversation`: the story's lines
-        before the message, oldest first, as the channel shows them. With `record=False`
+        before the message, oldest first, as the channel shows them, each marked when the
+        person wrote it. With `record=False`
         nothing is written: the caller then passes the selection to `record` (turn_id stays 0
         until then)."""
         scored = await self.score_turn(
@@ -422,16 +410,16 @@ class Recall:
         story_id: str,
         place: str,
         query: str,
-        conversation: Sequence[str] = (),
+        conversation: Sequence[Line] = (),
         share: bool = False,
     ) -> ScoredTurn:
         """The turn's candidates and their fused scores, lexical stand-ins included: what the
         selection chooses from (and what bench/recall_public.py ranks)."""
-        vectors = await self._turn_vectors(query, conversation)
+        vectors = await self._turn_vectors(query, conversation, (user_id, story_id))
         entry = await self.cache.get(user_id)
         now = self.clock()
         slots = entry.candidates(now, story_id=story_id, place=place, share=share)
-        fused, degraded = self._fused(entry, slots, vectors, (user_id, story_id))
+        fused, degraded = self._fused(entry, slots, vectors)
         lexical_ids: set[int] = set()
         if np.isnan(fused.scores).any():
             slots, fused, lexical_ids = await self._with_lexical(
@@ -440,26 +428,21 @@ class Recall:
             )
         return ScoredTurn(entry, slots, fused, lexical_ids, degraded, now)
 
-    def _fused(
-        self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors, key: tuple[str, str]
-    ) -> tuple[Fused, bool]:
+    def _fused(self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors) -> tuple[Fused, bool]:
         """The candidates' fused scores (NaN without a vector) and whether the turn is degraded."""
         if vectors.message is None:
             return _unscored(slots), vectors.degraded
-        prepared = None
-        if vectors.conversation is not None and entry.dim == vectors.message.shape[0]:
-            prepared = self._conversation_cosines(entry, slots, vectors, key)
-        wanted = [vectors.message]
-        if vectors.conversation is not None and prepared is None:
-            wanted.append(vectors.conversation)
-        try:
-            cosines = self._scored(entry, slots, np.stack(wanted))
-        except EmbeddingError as exc:
-            self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
-            return _unscored(slots), True
+        cosines = None
+        if entry.dim == vectors.message.shape[0]:
+            cosines = self._prepared_cosines(entry, slots, vectors)
+        if cosines is None:
+            try:
+                cosines = self._scored(entry, slots, vectors.stacked())
+            except EmbeddingError as exc:
+                self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
+                return _unscored(slots), True
         self.outage.recovered("semantic scores are back after %d degraded turn(s)")
-        conversation = prepared if prepared is not None else cosines[1] if len(wanted) > 1 else None
-        return fuse(cosines[0], conversation, self.conversation_weight), vectors.degraded
+        return fuse(cosines[0], cosines[1] if len(cosines) > 1 else None), vectors.degraded
 
     async def _with_lexical(
         self,
@@ -490,7 +473,7 @@ class Recall:
             if degraded:
                 fused = _unscored(slots)
             else:
-                fused, _ = self._fused(entry, slots, vectors, (user_id, story_id))
+                fused, _ = self._fused(entry, slots, vectors)
         scores = fused.scores.copy()
         threshold = self.threshold
         eligible = scores[scores >= threshold]

@@ -26,7 +26,6 @@ from bot.memory.choice import (
     GLOBAL_OFFSET,
     LISTS,
     PINNED_LISTS,
-    SEMANTIC_SLOTS,
     TYPE_INDEX,
     TYPE_QUOTAS,
     TYPES,
@@ -66,13 +65,14 @@ def select_columns(
     threshold: float = FALLBACK_THRESHOLD,
     now_us: int,
     series_slots: int | None = None,
+    semantic_slots: int | None = None,
 ) -> list[Selected]:
     """`select` over columns: the same memories, reasons and scores in the same order (the
     tests compare both on random and real scores), with numpy doing the one pass over all
     candidates and each rank list's head found by partition, not by sorting the list.
-    `series_slots`: as for `select`, the same step."""
+    `series_slots`, `semantic_slots`: as for `select`, the same steps."""
     if series_slots is None:
-        return _select_columns(candidates, limit, threshold, now_us, frozenset())
+        return _select_columns(candidates, limit, threshold, now_us, frozenset(), semantic_slots)
     c = candidates
     rank_list = c.type_code.astype(np.int64) + np.where(c.is_global, GLOBAL_OFFSET, 0)
     rank_list += np.where(c.pinned, 0, UNPINNED_OFFSET)
@@ -84,13 +84,21 @@ def select_columns(
         return [c.memory(int(i)) for i in top_positions(eligible, keys, depth)]
 
     chosen, cut = cap_series(
-        lambda excluded, depth: _select_columns(candidates, depth, threshold, now_us, excluded), by_score, series_slots, limit
+        lambda excluded, depth: _select_columns(candidates, depth, threshold, now_us, excluded, semantic_slots),
+        by_score,
+        series_slots,
+        limit,
     )
     return [replace(s, series=cut[s.memory.id]) if s.memory.id in cut else s for s in chosen]
 
 
 def _select_columns(
-    candidates: Candidates, limit: int, threshold: float, now_us: int, excluded: frozenset[int]
+    candidates: Candidates,
+    limit: int,
+    threshold: float,
+    now_us: int,
+    excluded: frozenset[int],
+    semantic_slots: int | None = None,
 ) -> list[Selected]:
     if limit <= 0:
         return []
@@ -151,7 +159,7 @@ def _select_columns(
     take(ranked(PINNED_LISTS), "pinned", limit - reserve)
     eligible_globals = eligible[c.is_global[eligible]]
     take(chain(by_score(eligible_globals), ranked(GLOBAL_LISTS)), "global", quarter)
-    take(by_score(eligible), "semantic", SEMANTIC_SLOTS)
+    take(by_score(eligible), "semantic", limit if semantic_slots is None else semantic_slots)
     for memory_type in USER_MEMORY_TYPES:
         type_index = TYPE_INDEX[memory_type]
         take(ranked(range(type_index, LISTS, TYPES)), "type_quota", TYPE_QUOTAS[memory_type] - per_type[type_index])

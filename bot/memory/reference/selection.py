@@ -37,7 +37,6 @@ from bot.memory.choice import (
     GLOBAL_OFFSET,
     LISTS,
     PINNED_LISTS,
-    SEMANTIC_SLOTS,
     TYPE_INDEX,
     TYPE_QUOTAS,
     TYPES,
@@ -71,6 +70,7 @@ def select(
     threshold: float = FALLBACK_THRESHOLD,
     now: datetime | None = None,
     series_slots: int | None = None,
+    semantic_slots: int | None = None,
 ) -> list[Selected]:
     """Choose at most `limit` memories, in the order they were chosen.
 
@@ -79,10 +79,12 @@ def select(
     semantic-eligible when `semantic_scores` gives it a cosine >= `threshold`; without scores
     (degraded turn, memory not yet indexed) the deterministic passes still fill the slots.
     With `series_slots`, a series (bot/memory/series.py) gets at most that many slots, its
-    best-placed members, and the next memories take the rest.
+    best-placed members, and the next memories take the rest. `semantic_slots` bounds the
+    semantic pass (None: every slot the pinned and global passes leave; the bound of 16 it had
+    is what bench/recall_public.py compares with).
     """
     if series_slots is None:
-        return _select(memories, semantic_scores, limit, threshold=threshold, now=now)
+        return _select(memories, semantic_scores, limit, threshold=threshold, now=now, semantic_slots=semantic_slots)
     pool = list(memories)
     now = utcnow() if now is None else now  # one instant for every round
     eligible = {i: score for i, score in (semantic_scores or {}).items() if score >= threshold}
@@ -94,7 +96,9 @@ def select(
         return list(_by_score(_file(without(excluded), eligible, now)[1], depth))
 
     chosen, cut = cap_series(
-        lambda excluded, depth: _select(without(excluded), semantic_scores, depth, threshold=threshold, now=now),
+        lambda excluded, depth: _select(
+            without(excluded), semantic_scores, depth, threshold=threshold, now=now, semantic_slots=semantic_slots
+        ),
         by_score,
         series_slots,
         limit,
@@ -109,6 +113,7 @@ def _select(
     *,
     threshold: float,
     now: datetime | None,
+    semantic_slots: int | None = None,
 ) -> list[Selected]:
     if limit <= 0:
         return []
@@ -141,10 +146,13 @@ def _select(
         quarter,
     )
 
-    # 4. What the last message recalls, by cosine.
-    chosen.take(_by_score(eligible_entries, limit), "semantic", SEMANTIC_SLOTS)
+    # 4. What the message read in its conversation recalls, by score: every slot left, so that
+    #    no memory below the threshold (a quota's or the backfill's) takes the place of one above
+    #    it, and the slots a capped series gives back go to the next memories by meaning.
+    chosen.take(_by_score(eligible_entries, limit), "semantic", limit if semantic_slots is None else semantic_slots)
 
-    # 5. Per-type quota, counting what earlier passes already gave each type.
+    # 5. Per-type quota, counting what earlier passes already gave each type: only when the
+    #    eligible memories ran out (few memories, or no scores: a degraded turn).
     for memory_type in USER_MEMORY_TYPES:
         type_index = TYPE_INDEX[memory_type]
         chosen.take(

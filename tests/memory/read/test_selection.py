@@ -28,9 +28,13 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 NOW_US = (NOW - EPOCH) // timedelta(microseconds=1)
 
 
-def same(memories: list[Memory], scores: dict[int, float], limit: int, threshold: float) -> None:
-    expected = select(memories, scores, limit, threshold=threshold, now=NOW)
-    got = select_columns(candidates_of(memories, scores), limit, threshold=threshold, now_us=NOW_US)
+def same(
+    memories: list[Memory], scores: dict[int, float], limit: int, threshold: float, semantic_slots: int | None = None
+) -> None:
+    expected = select(memories, scores, limit, threshold=threshold, now=NOW, semantic_slots=semantic_slots)
+    got = select_columns(
+        candidates_of(memories, scores), limit, threshold=threshold, now_us=NOW_US, semantic_slots=semantic_slots
+    )
     assert [(s.memory.id, s.reason, s.score) for s in got] == [
         (s.memory.id, s.reason, s.score) for s in expected
     ]
@@ -38,7 +42,7 @@ def same(memories: list[Memory], scores: dict[int, float], limit: int, threshold
 
 
 @st.composite
-def turns(draw: st.DrawFn) -> tuple[list[Memory], dict[int, float], int, float]:
+def turns(draw: st.DrawFn) -> tuple[list[Memory], dict[int, float], int, float, int | None]:
     n = draw(st.integers(0, 120))
     ids = draw(st.lists(st.integers(1, 10_000), min_size=n, max_size=n, unique=True))
     memories = []
@@ -65,12 +69,15 @@ def turns(draw: st.DrawFn) -> tuple[list[Memory], dict[int, float], int, float]:
             scores[memory_id] = score
     limit = draw(st.sampled_from([0, 1, 5, 24, 24, 40]))
     threshold = draw(st.sampled_from([0.32, 0.80]))
-    return memories, scores, limit, threshold
+    semantic_slots = draw(st.sampled_from([None, None, 16]))
+    return memories, scores, limit, threshold, semantic_slots
 
 
 @settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(turns())
-def test_same_choice_as_select_on_random_candidates(turn: tuple[list[Memory], dict[int, float], int, float]) -> None:
+def test_same_choice_as_select_on_random_candidates(
+    turn: tuple[list[Memory], dict[int, float], int, float, int | None],
+) -> None:
     same(*turn)
 
 
