@@ -183,8 +183,7 @@ class Engine:
         """Let in-flight reflections finish; what does not finish stays pending for next start."""
         self.reflections.closing = True
         self.exchanges.close()
-        if self.warming is not None:
-            # Only a head start: whatever it did not read, the users' turns will.
+        if self.warming is not None:  # only a head start: what it did not read, the turns will
             self.warming.cancel()
         if not await self.tasks.wait(timeout):
             log.warning("shutting down with reflections in flight; they stay pending")
