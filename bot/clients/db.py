@@ -149,6 +149,23 @@ async def fetch_all(conn: Connection, sql: str, params: Params = ()) -> list[Row
     return list(await conn.execute_fetchall(sql, params))
 
 
+async def fetch_pages(conn: Connection, sql: str, params: Params, size: int) -> AsyncIterator[list[Row]]:
+    """A query's rows, `size` at a time, from one statement (one sort, one pass, however many
+    rows). Only on a connection of `Database.reading()`: the statement stays open between pages,
+    which on the shared reader would hold every other coroutine's reads in its snapshot (see
+    `fetch_all`)."""
+    cursor = await conn.execute(sql, params)
+    try:
+        while True:
+            page = list(await cursor.fetchmany(size))
+            if page:
+                yield page
+            if len(page) < size:
+                return
+    finally:
+        await cursor.close()
+
+
 async def fetch_one(conn: Connection, sql: str, params: Params = ()) -> Row | None:
     """The first row of a query that returns at most one, read like fetch_all."""
     rows = await fetch_all(conn, sql, params)
@@ -259,7 +276,8 @@ async def _hold_while_open(path: Path) -> int:
 
 
 class SQLiteDatabase:
-    """The bot's SQLite database: `reader` for queries, `write()` for serialised transactions."""
+    """The bot's SQLite database: `reader` for queries, `write()` for serialised transactions,
+    `reading()` for a long read."""
 
     dialect = "sqlite"
 
@@ -342,6 +360,22 @@ class SQLiteDatabase:
                 raise failure from exc
             if self.storage.down:
                 self.storage.recovered("the database accepts writes again after %d failed write(s)")
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[aiosqlite.Connection]:
+        """A read-only connection of its own, in one read transaction (one snapshot), for a read
+        that takes seconds (one person's 100,000 memories and vectors). On the shared reader its
+        statements held everyone's: the reader runs one statement at a time, and others' turns
+        queued behind its pages for seconds. This one has its own thread and is closed after."""
+        conn = await aiosqlite.connect(self.path, isolation_level=None)
+        try:
+            conn.row_factory = aiosqlite.Row
+            await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            await conn.execute("PRAGMA query_only = ON")
+            await conn.execute("BEGIN")
+            yield conn
+        finally:
+            await conn.close()
 
     @asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:

@@ -19,12 +19,12 @@ import json
 import logging
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from bot.clients.db import NO_LIMIT, Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
+from bot.clients.db import Sql, fetch_all, fetch_one, fetch_pages, from_db, inserted_id, to_db
 from bot.clients.storage import Connection, Database, Row
 from bot.errors import InvalidMemory
 from bot.memory.model import MEMORY_TYPES, SCOPES, HistoryEntry, Memory, checked_expiry, content_hash, utcnow
@@ -194,12 +194,14 @@ async def fetch_memories(
 
 _VERSION = "SELECT epoch, version FROM memory_versions WHERE user_id = ?"
 _CHANGED_SINCE = "SELECT memory_id FROM memory_version_log WHERE user_id = ? AND version > ?"
-_CACHED_ROWS = (
-    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' AND id > ? "
-    "ORDER BY id LIMIT ?"
+_CACHED_ROWS = "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' ORDER BY id"
+_HOLDS_MORE_THAN = (
+    "SELECT COUNT(*) FROM (SELECT 1 FROM memories WHERE user_id = ? AND type != 'rule' LIMIT ?) AS held"
 )
+# `+user_id`: the listed ids by primary key, not every row of the user through their index
+# (bot/memory/stores/counters.py).
 _CACHED_ROWS_AMONG = Sql(
-    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' "
+    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE +user_id = ? AND type != 'rule' "
     "AND id IN (SELECT value FROM json_each(?)) ORDER BY id",
     postgresql="SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' "
     "AND id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb))::bigint) ORDER BY id",
@@ -218,20 +220,25 @@ async def changed_since(conn: Connection, user_id: str, version: int) -> list[in
     return [int(r[0]) for r in await fetch_all(conn, _CHANGED_SINCE, (user_id, version))]
 
 
-async def memory_rows(
-    conn: Connection,
-    user_id: str,
-    among: Sequence[int] | None = None,
-    *,
-    after: int = 0,
-    limit: int = -1,
-) -> list[Row]:
+async def memory_rows(conn: Connection, user_id: str, among: Sequence[int] | None = None) -> list[Row]:
     """The user's memories but rules as raw rows (`row_to_memory` reads them), in id order: those
-    of `among` when given (the ids travel as one JSON array), else the first `limit` (-1: all)
-    with an id above `after`."""
+    of `among` when given (the ids travel as one JSON array), else all of them, in one step."""
     if among is None:
-        return await fetch_all(conn, _CACHED_ROWS, (user_id, after, limit if limit >= 0 else NO_LIMIT))
+        return await fetch_all(conn, _CACHED_ROWS, (user_id,))
     return await fetch_all(conn, _CACHED_ROWS_AMONG, (user_id, json.dumps(list(map(int, among)))))
+
+
+async def memory_pages(conn: Connection, user_id: str, size: int) -> AsyncIterator[list[Row]]:
+    """All the user's memories but rules as raw rows, in id order, `size` at a time from one
+    statement: on a connection of `Database.reading()` only (bot.clients.db.fetch_pages)."""
+    async for page in fetch_pages(conn, _CACHED_ROWS, (user_id,), size):
+        yield page
+
+
+async def holds_more_than(conn: Connection, user_id: str, count: int) -> bool:
+    """Whether the user has more than `count` memories but rules (reads `count` + 1 at most)."""
+    row = await fetch_one(conn, _HOLDS_MORE_THAN, (user_id, count + 1))
+    return row is not None and int(row[0]) > count
 
 
 async def insert_memory(
