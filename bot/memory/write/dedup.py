@@ -536,6 +536,16 @@ class DedupIndex:
         if count > self._active.size:
             self._grow(count - self._active.size)
 
+    @property
+    def capacity(self) -> int:
+        """Items held before the arrays grow again."""
+        return self._active.size
+
+    @property
+    def room(self) -> int:
+        """Items that can be added before the arrays grow."""
+        return self._active.size - len(self._ids) + len(self._free)
+
     def _grow(self, grow: int) -> None:
         size = self._active.size
         # np.zeros takes pages the system hands out zeroed when first written; concatenating

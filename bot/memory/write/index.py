@@ -14,6 +14,7 @@ them), looked up on the rarest words the overlap cannot do without.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import heapq
 import math
@@ -30,6 +31,11 @@ from bot.memory.write.dedup import DedupFacts, DedupIndex, dedup_facts
 from bot.memory.write.filters import FLIP_MIN_OVERLAP, _polarity, flipped_among
 
 _KEY_LETTERS = 3
+# Room made in a write index before each reflection's transaction: more than one reflection or
+# consolidation adds (a dozen memories at most; past it the index grows inside, as it can).
+ROOM = 256
+# A dedup index of this many rows or more (10 MB of codes) grows in a thread.
+IN_THREAD_ROWS = 20_000
 # What a memory costs in a write index (dedup features and character codes, flip keys), measured
 # with tracemalloc on the recall corpus (bench/latency.py --rss prints the RSS it takes).
 WRITE_INDEX_BYTES_PER_MEMORY = 3000
@@ -132,6 +138,19 @@ class WriteIndex:
     def reserve(self, count: int) -> None:
         """Room for `count` memories at once, before a build that adds them one by one."""
         self.dedup.reserve(count)
+
+    async def make_room(self, count: int) -> None:
+        """Room for `count` more memories, made before the write transaction that adds them:
+        growing copies the dedup index's code matrix (51 MB at 100,000 memories), which inside
+        the transaction held the loop 10-200 ms. A large one grows in a thread (numpy copies
+        without the GIL); only the person's own reflection, after this, changes it."""
+        if self.dedup.room >= count:
+            return
+        target = self.dedup.capacity + max(count, self.dedup.capacity // 4)
+        if self.dedup.capacity < IN_THREAD_ROWS:
+            self.dedup.reserve(target)
+        else:
+            await asyncio.to_thread(self.dedup.reserve, target)
 
     def put(
         self,
@@ -272,6 +291,7 @@ class WriteIndexes:
                 row = entry.rows[slot]
                 index.put(memory_id, row[2], row[6], expiry_of(entry.expires_us[slot]), now_us)
         index.expire(now_us)
+        await index.make_room(ROOM)
         return entry, index
 
     async def _fill(self, index: WriteIndex, entry: UserMemories, now_us: int) -> None:
@@ -289,7 +309,7 @@ class WriteIndexes:
                 if row is not None and index.wants(row[6], expiry, now_us):
                     wanted.append((int(row[0]), row[2], expiry))
             await slices.tick()
-        index.reserve(len(wanted))
+        index.reserve(len(wanted) + ROOM)
         filed = 0
         async with contextlib.aclosing(self._offload.chunks(write_facts, [text for _, text, _ in wanted])) as parts:
             async for facts in parts:
