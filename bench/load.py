@@ -147,6 +147,8 @@ class TurnTimes:
     write_wait: float = 0.0
     write_held: float = 0.0
     embed: float = 0.0
+    # Statements on the shared reader connection, waiting for it included.
+    read: float = 0.0
     user: str = ""
     started: float = 0.0
 
@@ -156,7 +158,7 @@ class TurnTimes:
 
     @property
     def other(self) -> float:
-        return self.overhead - self.write_wait - self.write_held - self.embed
+        return self.overhead - self.write_wait - self.write_held - self.embed - self.read
 
 
 @dataclass(slots=True)
@@ -209,6 +211,8 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
     original_write = engine.db.write
     original_embed = embedder.embed_queries
     original_reflect = engine.reflections.reflect
+    reader = engine.db.reader
+    original_read = reader.execute_fetchall
 
     async def chat(*args: Any, **kwargs: Any) -> str:
         start = time.perf_counter()
@@ -246,6 +250,15 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
             if times is not None:
                 times.embed += time.perf_counter() - start
 
+    async def execute_fetchall(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await original_read(*args, **kwargs)
+        finally:
+            times = probe.current()
+            if times is not None:
+                times.read += time.perf_counter() - start
+
     async def reflect(batch: list[Any]) -> bool:
         user_id = batch[0].user_id
         before = engine.last_reports.get(user_id)
@@ -262,6 +275,7 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
     engine.llm.chat = chat  # type: ignore[method-assign]
     engine.db.write = write  # type: ignore[method-assign]
     engine.reflections.reflect = reflect  # type: ignore[method-assign]
+    reader.execute_fetchall = execute_fetchall  # type: ignore[method-assign]
     # A turn embeds its message (and unseen conversation lines) through embed_queries.
     embedder.embed_queries = embed_queries  # type: ignore[method-assign]
 
@@ -722,7 +736,8 @@ def print_run_table(results: list[RunResult]) -> None:
         ("waiting for db.write()", lambda t: t.write_wait),
         ("inside db.write() (2 per turn)", lambda t: t.write_held),
         ("query embedding (model queue wait incl.)", lambda t: t.embed),
-        ("other: reads, selection, loop busy", lambda t: t.other),
+        ("reads on the shared reader (queue incl.)", lambda t: t.read),
+        ("other: selection, prompt, loop busy", lambda t: t.other),
     ):
         cells = [f"{mean_ms(r.probe.turns, pick):.0f} | {mean_ms(tail(r.probe.turns), pick):.0f}" for r in results]
         print(f"    {label:<{width - 2}}" + "".join(f"{c:>12}" for c in cells))
@@ -769,6 +784,24 @@ def print_cold(result: RunResult, without: RunResult, user_id: str) -> tuple[str
     base = [t.overhead for t in without.probe.turns]
     cells = [f"{name} {ms(o, 50):.0f} / {ms(o, 95):.0f} ({len(o)})" for name, o in phases.items()]
     print(f"    others' overhead p50 / p95, ms (turns): {'; '.join(cells)}")
+    # "during", by what the heavy user's start was doing when the turn began.
+    steps = {
+        "their load": (p.arrived, p.first_turn),
+        "index build": (p.first_turn, p.first_reflection),
+        "series scan": (p.first_reflection, p.scanned),
+    }
+    cells = []
+    for name, (low, high) in steps.items():
+        during = [t for t in others if low <= t.started < high]
+        split = "/".join(
+            f"{mean_ms(during, pick):.0f}"
+            for pick in (
+                lambda t: t.write_wait, lambda t: t.write_held, lambda t: t.embed, lambda t: t.read, lambda t: t.other
+            )
+        )
+        cells.append(f"{name} {ms([t.overhead for t in during], 50):.0f} / {ms([t.overhead for t in during], 95):.0f} "
+                     f"({len(during)}; mean write wait/held/embed/reads/other {split})")  # fmt: skip
+    print(f"    during, by step: {'; '.join(cells)}")
     print(f"    the run without that user ({PACED}): {ms(base, 50):.0f} / {ms(base, 95):.0f} ({len(base)})")
     mine = [t.overhead for t in p.turns if t.user == user_id]
     print(f"    the heavy user: first turn {p.first_turn - p.arrived:.1f} s after their message (their memories "
