@@ -43,7 +43,7 @@ CHUNK = 1_000
 INLINE_BELOW = 400
 IDLE_SECONDS = 120.0
 # On the loop, the work gives the loop back after this long (as the cache's slices do).
-SLICE_SECONDS = 0.005
+SLICE_SECONDS = 0.002
 # Items run on the loop between two looks at the clock (a few milliseconds at most).
 INLINE_PIECE = 4
 WORKER_NICENESS = 10
