@@ -41,7 +41,8 @@ and a fresh engine:
   warm-up did not read them, and whose first message comes COLD_ARRIVE seconds in. Their first
   turn reads their memories, their first reflection builds the write index, then a consolidation
   scan reads their series: the others' overhead (p50 / p95) before, during and after that, against
-  the "at once" run without them, and the event loop's lag and its own CPU per tick meanwhile.
+  the "at once" run without them, and the event loop's lag, its own CPU per tick and its longest
+  callbacks (a stall: one callback's own CPU, with the coroutine that ran it) meanwhile.
   `--runs "at once"` skips the sequential and flat-out runs.
 
 Figures:
@@ -85,8 +86,8 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -124,6 +125,8 @@ STORY = "salon-load"
 STORY_SHARE = 0.15
 PINNED_SHARE = 0.002
 LAG_TICK = 0.01
+# Event-loop callbacks of at least this much CPU are kept, with what ran them (Probe.stalls).
+STALL_SECONDS = 0.01
 # A user's next message comes this long after the reply, on average (uniform, 0.5x to 1.5x).
 THINK = 4.0
 SEQUENTIAL, PACED, FLAT_OUT = "sequential", "at once", "flat out"
@@ -180,6 +183,9 @@ class Probe:
     # (when it woke, how late, the loop thread's CPU time over the tick): the CPU part tells the
     # loop's own work from the machine's descheduling of the process.
     ticks: list[tuple[float, float, float]] = field(default_factory=list)
+    # Event-loop callbacks that ran for STALL_SECONDS of the loop thread's CPU or more (when
+    # each ended, its CPU, the coroutine of its task): one of them is a stall, wherever it came from.
+    stalls: list[tuple[float, float, str]] = field(default_factory=list)
     # The cold heavy user (COLD): when its first message came, its first turn ended, its first
     # reflection (the write index build) ended, and a consolidation run (the series scan) ended.
     arrived: float = 0.0
@@ -313,6 +319,29 @@ async def watch_loop_lag(probe: Probe, stop: asyncio.Event) -> None:
         late = max(0.0, loop.time() - start - LAG_TICK)
         probe.lags.append(late)
         probe.ticks.append((time.perf_counter(), late, time.thread_time() - cpu))
+
+
+@contextmanager
+def timing_callbacks(probe: Probe) -> Iterator[None]:
+    """Each event-loop callback's own CPU (the loop thread's), the long ones kept in `probe`:
+    the loop's longest stall, which the lag (how late a sleep wakes) only bounds from above on a
+    machine that also deschedules the process."""
+    run = asyncio.events.Handle._run
+
+    def timed(handle: asyncio.events.Handle) -> None:
+        start = time.thread_time()
+        run(handle)
+        cpu = time.thread_time() - start
+        if cpu >= STALL_SECONDS:
+            task = getattr(handle._callback, "__self__", None)  # type: ignore[attr-defined]
+            name = getattr(task.get_coro(), "__qualname__", "?") if isinstance(task, asyncio.Task) else repr(handle._callback)  # type: ignore[attr-defined]
+            probe.stalls.append((time.perf_counter(), cpu, name))
+
+    asyncio.events.Handle._run = timed  # type: ignore[method-assign, assignment]
+    try:
+        yield
+    finally:
+        asyncio.events.Handle._run = run  # type: ignore[method-assign]
 
 
 # --- the LLM server, off the bot's event loop ----------------------------------------------------
@@ -625,6 +654,8 @@ async def run(
         await engine.consolidations.find(user.user_id)
         probe.scanned = time.perf_counter()
 
+    timing = timing_callbacks(probe)
+    timing.__enter__()
     try:
         started = time.perf_counter()
         if mode != SEQUENTIAL:
@@ -640,6 +671,7 @@ async def run(
         await asyncio.gather(*heavy)
         drained = time.perf_counter()
     finally:
+        timing.__exit__(None, None, None)
         stop_watch.set()
         await watcher
         undo()
@@ -814,6 +846,9 @@ def print_cold(result: RunResult, without: RunResult, user_id: str) -> tuple[str
           f"{ms(lags, 100):.0f} ms; the loop thread's own CPU in one tick, max "
           f"{max((cpu for _, cpu in window), default=0.0) * 1000:.0f} ms (a lag beyond it is the machine "
           f"descheduling the process)")  # fmt: skip
+    stalls = sorted(((cpu, name) for at, cpu, name in p.stalls if p.arrived <= at <= end), reverse=True)
+    longest = ", ".join(f"{cpu * 1000:.0f} ms ({name})" for cpu, name in stalls[:3]) or f"none of {STALL_SECONDS * 1000:.0f} ms or more"
+    print(f"    the loop's longest stalls (one callback's own CPU) in that window: {longest}")
     print(f"    lost {result.lost}, locked {result.locked}, duplicates {result.duplicate_groups}, twice "
           f"{twice(result)}, turns failed or unanswered {result.unanswered + len(p.turn_errors)}")  # fmt: skip
     during, reference = ms(phases["during"], 95), ms(base, 95)
