@@ -9,7 +9,12 @@ LOCK := requirements.lock
 # 200 test modules again on every run, seconds of each run.
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
-.PHONY: run test test-fast lint lock chat doctor bench clean
+# The real model server of tests/real_server/ (llama.cpp's llama-server and SmolLM2-135M), built
+# once into a cache outside the repository: about 8 minutes on 2 cores the first time.
+LLAMA_DIR ?= $(HOME)/.cache/echo/llama-server-0.3.36
+LLAMA := LLAMA_SERVER=$(LLAMA_DIR)/llama-server LLAMA_MODEL=$(LLAMA_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
+
+.PHONY: run test test-fast lint lock chat doctor bench clean llama-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,9 +40,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-## make test: the checkers, then the whole test suite on two workers, its ten slowest tests shown
-test: lint
-	$(PYTEST) -n 2 --dist worksteal --durations=10
+## make llama-server: build the real-server lane's llama-server and fetch its model (once)
+llama-server: $(STAMP)
+	tests/real_server/build_llama_server.sh $(LLAMA_DIR) $(BIN)/python
+
+## make test: the checkers, the real-server lane's server (built once), then the whole test suite
+## on two workers, its ten slowest tests shown
+test: lint llama-server
+	$(LLAMA) $(PYTEST) -n 2 --dist worksteal --durations=10
 
 ## make test-fast: the checkers, then every test but the slow ones (processes, PostgreSQL),
 ## property tests with fewer examples, on two workers

@@ -43,10 +43,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import insides  # noqa: E402
+
 from bot.characters.character import load_character  # noqa: E402
-from bot.clients.db import SQLiteDatabase, to_db  # noqa: E402
+from bot.clients.db import SQLiteDatabase  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
+from bot.clients.storage import to_db  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.engine.consolidation_worker import RunFigures  # noqa: E402
@@ -170,31 +173,31 @@ async def screenshot_week(embedder: LocalEmbedder) -> None:
         engine, db = await make_engine(Path(tmp), server, http, clock, embedder, consolidation_series_per_run=6)
         try:
             for city, year in [(c, y) for c in CITIES for y in range(2012, 2026)]:
-                await engine.remember(ALICE, f"Alice a visité {city} en {year}.", story_id="chan-1", place="guild-1", type_="episode")
+                await engine.memories.remember(ALICE, f"Alice a visité {city} en {year}.", story_id="chan-1", place="guild-1", type_="episode")
             indexer = Indexer(db, embedder)
             for line in WEEK:
                 clock.now += timedelta(hours=5)
-                await engine.turn(Incoming(ALICE, "Alice", line, "chan-1", "guild-1", message_id=f"m{clock.now.timestamp()}"))
-                await engine.wait_reflections(ALICE)
+                await engine.conversation.turn(Incoming(ALICE, "Alice", line, "chan-1", "guild-1", message_id=f"m{clock.now.timestamp()}"))
+                await engine.operator.wait_reflections(ALICE)
                 await indexer.run_once()
 
             async def ask() -> list[Slot]:
                 clock.now += timedelta(minutes=10)
-                result = await engine.turn(Incoming(ALICE, "Alice", QUESTION, "chan-1", "guild-1", message_id=f"q{clock.now.timestamp()}"))
-                await engine.wait_reflections(ALICE)
+                result = await engine.conversation.turn(Incoming(ALICE, "Alice", QUESTION, "chan-1", "guild-1", message_id=f"q{clock.now.timestamp()}"))
+                await engine.operator.wait_reflections(ALICE)
                 await indexer.run_once()
                 return result.selection.slots
 
-            engine.recall.series_slots = None
+            insides.context(engine).recall.series_slots = None
             uncapped = await ask()
-            engine.recall.series_slots = engine.settings.series_max_slots
+            insides.context(engine).recall.series_slots = engine.settings.series_max_slots
             capped = await ask()
-            figures = await engine.consolidate()
+            figures = await engine.operator.consolidate()
             await indexer.run_once()
-            members_of = {c.memory_id: len(c.members) for c in await engine.consolidated(ALICE) if not c.undone}
+            members_of = {c.memory_id: len(c.members) for c in await engine.memories.consolidations(ALICE) if not c.undone}
             after = await ask()
             rows = [("no cap", uncapped), (f"cap {engine.settings.series_max_slots} per series", capped), ("after consolidation", after)]
-            print(f"   turn: “{QUESTION}”, {len(await engine.memories(ALICE))} memories held after the job")
+            print(f"   turn: “{QUESTION}”, {len(await engine.memories.list(ALICE))} memories held after the job")
             print(f"   {'':<22}" + "".join(f"{c:>9}" for c in CITIES) + f"{'other':>8}{'facts':>8}")
             for name, slots in rows:
                 per = slots_per_series(slots)
@@ -203,7 +206,7 @@ async def screenshot_week(embedder: LocalEmbedder) -> None:
             share = engine.settings.series_max_slots
             worst = max((n for c, n in slots_per_series(after).items() if c != "other"), default=0)
             print(f"   after: no series takes more than {worst} slot(s) (its share: {share}) {'OK' if worst <= share else 'MISSED'}")
-            for c in await engine.consolidated(ALICE):
+            for c in await engine.memories.consolidations(ALICE):
                 print(f"     #{c.memory_id} ← {len(c.members)} memories: {c.text}")
             assert worst <= share
         finally:
@@ -268,24 +271,24 @@ async def season(embedder: LocalEmbedder, days: int) -> None:
                 for n, (message, text, kind) in enumerate(lines):
                     model.memory_of = {message: (text, kind)} if text else {}
                     clock.now = day_start + timedelta(hours=10 + 3 * n)
-                    await engine.turn(Incoming(ALICE, "Alice", message, "chan-1", "guild-1", message_id=f"d{d}n{n}"))
-                    await engine.wait_reflections(ALICE)
+                    await engine.conversation.turn(Incoming(ALICE, "Alice", message, "chan-1", "guild-1", message_id=f"d{d}n{n}"))
+                    await engine.operator.wait_reflections(ALICE)
                     turns += 1
                 await indexer.run_once()
                 for hour in range(24):
                     clock.now = day_start + timedelta(hours=hour)
-                    figures = await engine.consolidate()
+                    figures = await engine.operator.consolidate()
                     totals.consolidated += figures.consolidated
                     totals.llm_calls += figures.llm_calls
                     totals.refused.update(figures.refused)
                 clock.now = day_start + timedelta(days=1)
-            held = await engine.memories(ALICE)
-            found = await engine.consolidations.find(ALICE)
-            print(f"   {turns} turns, {len(held)} memories held at the end, {len(await engine.consolidated(ALICE))} consolidations")
+            held = await engine.memories.list(ALICE)
+            found = await insides.consolidations(engine).find(ALICE)
+            print(f"   {turns} turns, {len(held)} memories held at the end, {len(await engine.memories.consolidations(ALICE))} consolidations")
             print(f"   consolidated {totals.consolidated}, refused {dict(totals.refused)}, series left unconsolidated {len(found)}")
             print(f"   consolidation model calls: {totals.llm_calls} in {days} days = {totals.llm_calls / days:.2f} per user per day"
                   f" (reflections: {turns} turns)")  # fmt: skip
-            for c in [c for c in await engine.consolidated(ALICE) if c.text is not None][:4]:
+            for c in [c for c in await engine.memories.consolidations(ALICE) if c.text is not None][:4]:
                 print(f"     #{c.memory_id} ← {len(c.members)}: {c.text}")
         finally:
             await engine.close(timeout=5)
@@ -357,9 +360,8 @@ async def timing(n: int) -> dict[str, float]:
         try:
             # The start-up warm-up reads the user and builds their write index (a minute of slices
             # at 100,000): done first, or it would be timed with the job.
-            assert engine.warming is not None
-            await engine.warming
-            await engine.cache.get(ALICE)
+            assert await engine.operator.warmed() is not None
+            await insides.context(engine).cache.get(ALICE)
             frame.cache_clear()
             started = time.perf_counter()
             for text, _ in texts:
@@ -381,15 +383,15 @@ async def timing(n: int) -> dict[str, float]:
             idle = max(lags, default=0.0) * 1000
             lags.clear()
             started = time.perf_counter()
-            figures = await engine.consolidate()
+            figures = await engine.operator.consolidate()
             first = time.perf_counter() - started
             started = time.perf_counter()
-            again = await engine.consolidate()
+            again = await engine.operator.consolidate()
             second = time.perf_counter() - started
             stop.set()
             await ticker
 
-            memories = await engine.memories(ALICE)
+            memories = await engine.memories.list(ALICE)
             in_series = [memory_key(m) is not None for m in memories]
             now_us = int(now.timestamp() * 1e6)
             # Series members scored above the rest (the case the cap works on), by a cosine each;

@@ -22,12 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bot.memory.write.dedup as dedup  # noqa: E402
 from bench.dedup_corpus import FACTS, TRAPS  # noqa: E402
 from bench.dedup_corpus_en import FACTS_EN, TRAPS_EN  # noqa: E402
-from bot.memory.write.dedup import (  # noqa: E402
-    SIMILARITY_THRESHOLD,
-    DedupIndex,
-    best_match_exhaustive,
-    similarity_details,
-)
+from bot.memory.write.dedup import SIMILARITY_THRESHOLD, best_match_exhaustive, similarity_details  # noqa: E402
+from bot.memory.write.dedup_index import DedupIndex  # noqa: E402
 
 # --- generated memories for the scale part ---------------------------------------------------
 # Realistic facts of many imagined users, one template per kind of memory the reflection writes,
@@ -219,7 +215,7 @@ def report_corpus(
 
 def cached_scan(candidate: str, stored: list[tuple[int, object]]) -> tuple[int, float] | None:
     """The exhaustive comparison with every stored text's features computed in advance."""
-    features = dedup._features(candidate)
+    features = dedup.text_features(candidate)
     best: tuple[int, float] | None = None
     for item_id, item in stored:
         score = dedup._score(features, item)  # type: ignore[arg-type]
@@ -245,7 +241,7 @@ def report_scale() -> None:
         started = time.perf_counter()
         index = DedupIndex(items)
         build = time.perf_counter() - started
-        cached = [(item_id, dedup._features(text)) for item_id, text in items]
+        cached = [(item_id, dedup.text_features(text)) for item_id, text in items]
         # Candidates: rewordings of stored memories (should merge), corpus memories (some have a
         # variant stored), fresh generated facts (new, or a fact already stored said again).
         candidates = (

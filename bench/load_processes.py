@@ -43,14 +43,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import insides  # noqa: E402
 from load import PLACE, REPLY, STORY, ThreadedLLMServer  # noqa: E402
 from load_corpus import SimUser, scripted_reflection, users_and_reflections  # noqa: E402
 
 from bot.characters.character import load_character  # noqa: E402
 from bot.clients.databases import open_database
-from bot.clients.db import fetch_all  # noqa: E402
 from bot.clients.embeddings import LocalEmbedder  # noqa: E402
 from bot.clients.llm import LLMClient  # noqa: E402
+from bot.clients.storage import fetch_all  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine, Incoming  # noqa: E402
 from bot.memory.text import normalise  # noqa: E402
@@ -71,17 +72,19 @@ async def worker(target: str, llm_url: str, users: list[SimUser]) -> dict[str, A
     db = await open_database(target)
     http = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(120.0, connect=5.0))
     settings = load_settings(_env_file=None, llm_base_url=llm_url, llm_model=FAKE_MODEL, embeddings="local")
+    embedder = LocalEmbedder()
     engine = Engine(
         db=db,
         llm=LLMClient(http, api="ollama", base_url=llm_url),
-        embedder=LocalEmbedder(),
-        settings=settings,
+        embedder=embedder,
+        settings=settings.engine,
         character=load_character(None),
     )
-    await engine.embedder.embed_query("warm-up")
+    await embedder.embed_query("warm-up")
     await engine.start()
     applied: Counter[int] = Counter()
-    original = engine.reflections.reflect
+    reflections = insides.reflections(engine)
+    original = reflections.reflect
 
     async def reflect(batch: list[Any]) -> bool:
         ok = await original(batch)
@@ -89,7 +92,7 @@ async def worker(target: str, llm_url: str, users: list[SimUser]) -> dict[str, A
             applied.update(e.id for e in batch)
         return ok
 
-    engine.reflections.reflect = reflect  # type: ignore[method-assign]
+    reflections.reflect = reflect  # type: ignore[method-assign]
     latencies: list[float] = []
     errors: list[str] = []
 
@@ -108,7 +111,7 @@ async def worker(target: str, llm_url: str, users: list[SimUser]) -> dict[str, A
             )
             start = time.perf_counter()
             try:
-                await engine.turn(incoming)
+                await engine.conversation.turn(incoming)
             except Exception as exc:  # counted, the run goes on
                 errors.append(f"{type(exc).__name__}: {exc}")
             latencies.append(time.perf_counter() - start)
@@ -117,7 +120,7 @@ async def worker(target: str, llm_url: str, users: list[SimUser]) -> dict[str, A
 
     async def sweep() -> None:
         while not done.is_set():
-            await engine.resume_pending_reflections()
+            await engine.operator.resume_pending_reflections()
             await asyncio.sleep(SWEEP_SECONDS)
 
     started = time.perf_counter()
@@ -126,7 +129,7 @@ async def worker(target: str, llm_url: str, users: list[SimUser]) -> dict[str, A
     deadline = time.monotonic() + DRAIN_TIMEOUT
     while time.monotonic() < deadline:
         for u in users:
-            await engine.wait_reflections(u.user_id)
+            await engine.operator.wait_reflections(u.user_id)
         row = await fetch_all(db.reader, PENDING)
         if not row[0][0]:
             break

@@ -31,8 +31,13 @@ from bot.clients.llm import LLMClient  # noqa: E402
 from bot.clients.postgres import PostgresDatabase  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.engine import Engine  # noqa: E402
-from bot.memory.model import content_hash, utcnow  # noqa: E402
-from bot.memory.stores.memories import NewMemory, archive, insert_memory  # noqa: E402
+from bot.memory.model import (  # noqa: E402
+    Cause,
+    NewMemory,  # noqa: E402
+    content_hash,
+    utcnow,
+)
+from bot.memory.stores.memories import archive, insert_memory  # noqa: E402
 from bot.memory.stores.move import move  # noqa: E402
 from bot.memory.stores.vectors import VectorRow, store_vectors  # noqa: E402
 
@@ -52,7 +57,7 @@ async def fill(db: SQLiteDatabase, memories: int, users: int) -> None:
                 text = f"L'utilisateur a raconté le souvenir numéro {made} au sujet de {made % 97}."
                 memory_id = await insert_memory(conn, user, NewMemory(text=text, type="episode"), now=now)
                 if made % 10 == 0:
-                    await archive(conn, user, memory_id, "replace", cause="bench", now=now)
+                    await archive(conn, user, memory_id, "replace", cause=Cause("edit"), now=now)
                 rows.append((memory_id, user, text))
                 made += 1
             await store_vectors(
@@ -70,7 +75,7 @@ async def exports(db: SQLiteDatabase | PostgresDatabase, users: int) -> dict[str
         )
         out = {}
         for n in range(users):
-            data = await engine.export_person(f"user-{n:02d}")
+            data = await engine.privacy.export_person(f"user-{n:02d}")
             data.pop("exported_at", None)
             out[f"user-{n:02d}"] = data
         await engine.close()

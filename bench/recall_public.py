@@ -73,11 +73,12 @@ from bot.clients.db import SQLiteDatabase  # noqa: E402
 from bot.clients.embeddings import Embedder, make_embedder, query_text  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.memory.cache.entry import micros  # noqa: E402
+from bot.memory.model import NewMemory  # noqa: E402
 from bot.memory.read.conversation import CONTEXT_CHARS, LOOK_BACK, OWN_LINES, Line, read_text, standardised  # noqa: E402
 from bot.memory.read.indexing import Indexer  # noqa: E402
-from bot.memory.read.recall import Recall, threshold_for, turn_candidates  # noqa: E402
-from bot.memory.read.selection import select_columns  # noqa: E402
-from bot.memory.stores.memories import NewMemory, insert_memory  # noqa: E402
+from bot.memory.read.recall import Recall, threshold_for  # noqa: E402
+from bot.memory.read.selection import select_columns, turn_candidates  # noqa: E402
+from bot.memory.stores.memories import insert_memory  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "madial-user1"
 CACHE = Path(__file__).resolve().parent / ".cache"

@@ -178,12 +178,12 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, http
     engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings.engine, character=character, clock=clock, metrics=metrics)
     await engine.start()
     indexer = Indexer(db, embedder)
-    pinned = await engine.remember("412345678901234567", "Alice préfère qu'on la tutoie.", story_id="chan-1", place="guild-1")
-    await engine.pin("412345678901234567", pinned, True)
-    await engine.remember("634567890123456789", "<script>alert('memory')</script> est le pseudo de Chloé", story_id="chan-1", place="guild-1")
+    pinned = await engine.memories.remember("412345678901234567", "Alice préfère qu'on la tutoie.", story_id="chan-1", place="guild-1")
+    await engine.memories.pin("412345678901234567", pinned, True)
+    await engine.memories.remember("634567890123456789", "<script>alert('memory')</script> est le pseudo de Chloé", story_id="chan-1", place="guild-1")
     # More memories than a turn's 24 slots: some are candidates every turn and never chosen.
     for place, year in [(p, y) for p in ("Porto", "Gand", "Trieste", "Cracovie", "Séville", "Bergen") for y in range(2012, 2026)]:
-        await engine.remember("412345678901234567", f"Alice a visité {place} en {year}.", story_id="chan-1", place="guild-1", type_="episode")
+        await engine.memories.remember("412345678901234567", f"Alice a visité {place} en {year}.", story_id="chan-1", place="guild-1", type_="episode")
     scripts = {user: list(lines) for user, (_, lines) in USERS.items()}
     turn = 0
     while any(scripts.values()):
@@ -198,13 +198,13 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, http
         clock.now += timedelta(minutes=rng.randint(90, 420))
         clock.now = min(clock.now, now)
         story = "dm" if user.startswith("terminal:") else "chan-1"
-        result = await engine.turn(
+        result = await engine.conversation.turn(
             Incoming(user_id=user, user_name=name, text=text, story_id=story, place="guild-1", message_id=f"m{turn}")
         )
         if result.reply is not None:
-            engine.schedule_reflection(user)
-            await engine.wait_reflections(user)
-        await engine.wait_recorded(user)
+            engine.operator.schedule_reflection(user)
+            await engine.operator.wait_reflections(user)
+        await engine.conversation.wait_recorded(user)
         await indexer.run_once()
     flaky.down = False
     state["fail"] = False
@@ -212,8 +212,8 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, http
     server.handler = lambda request: Reply(status=503, error="busy") if request.json_schema is not None else "D'accord."
     for text in ("Tu es là ?", "Je reviens demain."):
         clock.now = min(clock.now + timedelta(minutes=20), now)
-        await engine.turn(Incoming(user_id="523456789012345678", user_name="Bastien", text=text, story_id="chan-1", place="guild-1"))
-        await engine.wait_recorded("523456789012345678")
+        await engine.conversation.turn(Incoming(user_id="523456789012345678", user_name="Bastien", text=text, story_id="chan-1", place="guild-1"))
+        await engine.conversation.wait_recorded("523456789012345678")
     server.handler = scripted(rng, state)
     clock.now = now
     health = Health(db=db, llm=llm, model=FAKE_MODEL, embedder=embedder)

@@ -43,7 +43,7 @@ def fetched(name: str, given: str | None, folder: Path) -> Path:
 
 
 def main() -> None:
-    settings = load_settings(_env_file=None)
+    settings = load_settings(_env_file=None).engine
     budget, depth = settings.lore_budget_chars, settings.lore_scan_depth
     with tempfile.TemporaryDirectory() as folder:
         try:

@@ -16,8 +16,9 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from bot.clients.redaction import redact, redact_logs
 from bot.config import load_settings
-from bot.errors import BackupError, CharacterError, ConfigError, LLMError, MigrationError, StartupError
+from bot.errors import BackupError, CharacterError, ConfigError, LLMError, MigrationError, MoveRefused, StartupError
 
 log = logging.getLogger("bot")
 
@@ -66,6 +67,7 @@ async def _doctor() -> int:
 
 def _backup(args: argparse.Namespace) -> int:
     from bot.clients.backup import backup, restore, scheduled_name
+    from bot.clients.erasures import ledger_paths
 
     storage = load_settings().storage
     if storage.database_url:
@@ -73,12 +75,15 @@ def _backup(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.command == "backup":
-            target = args.file or storage.backup_dir / scheduled_name()
+            target = args.file or storage.backups / scheduled_name()
             print(backup(storage.database_path, target).describe())
         else:
-            print(restore(args.file, storage.database_path).describe())
+            # The ledgers beside the database, in BACKUP_DIR and beside the backup: a restore of an
+            # older backup never brings back someone erased since.
+            ledgers = ledger_paths(storage.database_path, storage.backups, args.file.parent)
+            print(restore(args.file, storage.database_path, ledgers=ledgers).describe())
     except BackupError as exc:
-        print(f"Nothing was {'backed up' if args.command == 'backup' else 'restored'}: {exc}", file=sys.stderr)
+        print(f"Nothing was {'backed up' if args.command == 'backup' else 'restored'}: {redact(str(exc))}", file=sys.stderr)
         return 1
     return 0
 
@@ -88,7 +93,7 @@ async def _migrate_store(args: argparse.Namespace) -> int:
 
     from bot.clients.databases import is_postgres_url, open_postgres, open_sqlite
     from bot.clients.postgres import describe
-    from bot.memory.stores.move import MoveRefused, move
+    from bot.memory.stores.move import move
 
     if not args.source.startswith("sqlite:///") or not is_postgres_url(args.target):
         raise StartupError("migrate-store copies --from sqlite:///path/to/echo.sqlite3 --to postgresql://…/echo")
@@ -101,7 +106,7 @@ async def _migrate_store(args: argparse.Namespace) -> int:
         try:
             reports = await move(source, target, replace=args.replace)
         except MoveRefused as exc:
-            print(f"Nothing copied: {exc}", file=sys.stderr)
+            print(f"Nothing copied: {redact(str(exc))}", file=sys.stderr)
             return 1
         finally:
             await target.close()
@@ -121,7 +126,7 @@ async def _chat(args: argparse.Namespace) -> None:
             stream.reconfigure(errors="surrogateescape")
     settings = load_settings()
     # The terminal is the conversation: only warnings and errors go to the log.
-    set_log_level(max(logging.WARNING, logging.getLevelName(settings.log_level)))
+    set_log_level(max(logging.WARNING, logging.getLevelName(settings.logging.level)))
     # Each part is imported once the step before it passed: a start stopped by a setting's
     # mistake (an operator's typo, the tests' many processes) does not load what it never runs.
     from bot.app import open_services
@@ -130,16 +135,16 @@ async def _chat(args: argparse.Namespace) -> None:
         from bot.terminal.chat import run_chat
 
         await run_chat(
-            services.engine, user=args.user, channel=args.channel, stream_replies=settings.stream_replies,
+            services.engine, user=args.user, channel=args.channel, stream_replies=settings.discord.stream_replies,
             language=args.language or os.environ.get("LC_ALL") or os.environ.get("LC_MESSAGES") or os.environ.get("LANG") or "",
         )
 
 
 async def _discord() -> None:
     settings = load_settings()
-    set_log_level(logging.getLevelName(settings.log_level))
+    set_log_level(logging.getLevelName(settings.logging.level))
     # Before anything is opened: without a token nothing is created, not even the database.
-    token = settings.require_discord_token()
+    token = settings.discord.require_discord_token()
     # Imported step by step, as in _chat.
     from bot.app import open_services
 
@@ -180,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     set_log_level(logging.INFO)
+    redact_logs()
     try:
         if args.command == "doctor":
             return asyncio.run(_doctor())
@@ -192,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             asyncio.run(_until_signalled(_discord()))
     except (StartupError, ConfigError, CharacterError, LLMError, MigrationError) as exc:
-        print(f"\nÉcho cannot start.\n\n{exc}\n", file=sys.stderr)
+        print(f"\nÉcho cannot start.\n\n{redact(str(exc))}\n", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 0

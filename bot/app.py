@@ -20,11 +20,12 @@ from bot.characters.cast import Cast, load_cast
 from bot.characters.character import Character
 from bot.clients.backup import next_due, scheduled_backup
 from bot.clients.databases import open_database
+from bot.clients.erasures import ErasureLedger, ledger_paths
 from bot.clients.llm import LLMClient
 from bot.clients.storage import Database
 from bot.clients.tasks import quiet_when_cancelled
-from bot.config import Settings, WebSettings
-from bot.errors import EmbeddingError, StartupError
+from bot.config import Settings, WebSettings, secret
+from bot.errors import EmbeddingError, LLMError, StartupError
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from bot.clients.health import Health
     from bot.clients.metrics import Metrics
     from bot.engine import Engine
-    from bot.memory.read.indexing import Indexer
     from bot.web.server import WebServer
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,6 @@ class Services:
     character: Character
     engine: Engine
     scheduler: AsyncIOScheduler
-    indexer: Indexer
     metrics: Metrics
     health: Health
     # The owner's page, when WEB_ENABLED.
@@ -69,11 +68,23 @@ async def _warm_up(embedder: Embedder) -> None:
         log.warning("the embedder did not answer at start-up; memory runs lexically until it does: %s", exc)
 
 
+async def _describe(llm: LLMClient, model: str) -> None:
+    """What the server says of its context and kind (turns fit their prompts in it); a server
+    that does not say leaves LLM_CONTEXT_TOKENS in force."""
+    try:
+        server = await llm.describe(model)
+    except LLMError as exc:
+        log.warning("the LLM server did not say its context; LLM_CONTEXT_TOKENS stands in: %s", exc)
+        return
+    said = f"{server.context_tokens:,} tokens" if server.context_tokens else "not said (LLM_CONTEXT_TOKENS stands in)"
+    log.info("LLM server: %s, context per request %s", server.kind, said)
+
+
 async def _start_web(settings: WebSettings, engine: Engine, health: Health, metrics: Metrics) -> WebServer:
     # Imported here so that a bot without the page never loads aiohttp's server or jinja2.
     from bot.web.server import WebServer, make_app
 
-    web = WebServer(make_app(engine, health, metrics, settings.token))
+    web = WebServer(make_app(engine, health, metrics, settings.secret_token))
     try:
         await web.start(settings.host, settings.port)
     except OSError as exc:
@@ -99,22 +110,24 @@ async def open_services(settings: Settings, *, check_llm: bool = True, web_page:
                 each.name, each.lore.constant_chars, budget,
                 "its lorebook's budget" if each.lore.budget_chars is not None else "LORE_BUDGET_CHARS",
             )
-    llm_settings = settings.llm
-    http = httpx.AsyncClient(timeout=httpx.Timeout(llm_settings.timeout_seconds, connect=5.0))
+    server, models = settings.llm, settings.engine
+    http = httpx.AsyncClient(timeout=httpx.Timeout(models.llm_timeout_seconds, connect=5.0))
     llm = LLMClient(
         http,
-        api=llm_settings.api,
-        base_url=llm_settings.base_url,
-        api_key=llm_settings.api_key,
-        timeout=llm_settings.timeout_seconds,
-        context_tokens=llm_settings.context_tokens,
+        api=server.api,
+        base_url=server.base_url,
+        api_key=secret(server.api_key),
+        timeout=models.llm_timeout_seconds,
+        context_tokens=server.told_context(models.llm_context_tokens),
+        keep_alive=server.told_keep_alive,
     )
     try:
         # Before the database is created: a wrong URL or model leaves nothing behind.
         if check_llm:
-            await llm.check(llm_settings.model)
-            if llm_settings.reflection_model != llm_settings.model:
-                await llm.check(llm_settings.reflection_model)
+            await llm.check(models.llm_model)
+            if models.reflection_model != models.llm_model:
+                await llm.check(models.reflection_model)
+            await _describe(llm, models.llm_model)
         db = await open_database(storage.database_url or storage.database_path)
     except BaseException:
         await http.aclose()
@@ -138,19 +151,21 @@ async def open_services(settings: Settings, *, check_llm: bool = True, web_page:
         embedding = settings.embedding
         embedder = metrics.timed(
             make_embedder(
-                embedding.kind, model=embedding.model, base_url=embedding.base_url, api_key=embedding.api_key, http=http
+                embedding.kind, model=embedding.model, base_url=embedding.base_url, api_key=secret(embedding.api_key), http=http
             )
         )
         await _warm_up(embedder)
+        # Every erase is written beside the database and in BACKUP_DIR too, outside any backup:
+        # `python -m bot restore` erases again whoever a backup predates the erase of.
+        ledger = None if storage.database_url else ErasureLedger(ledger_paths(storage.database_path, storage.backups)).append
         engine = Engine(
-            db=db, llm=llm, embedder=embedder, settings=settings.engine, character=character, cast=cast, metrics=metrics
-        )
-        indexer = engine.indexer
-        assert indexer is not None  # the engine has an embedder
+            db=db, llm=llm, embedder=embedder, settings=settings.engine, character=character, cast=cast, metrics=metrics,
+            erasures=ledger,
+        )  # fmt: skip
         await engine.start()
-        indexer.schedule(scheduler, seconds=embedding.index_interval_seconds)
+        engine.operator.schedule_indexing(scheduler, seconds=embedding.index_interval_seconds)
         scheduler.add_job(
-            quiet_when_cancelled(engine.resume_pending_reflections),
+            quiet_when_cancelled(engine.operator.resume_pending_reflections),
             "interval",
             seconds=PENDING_SWEEP_SECONDS,
             id="pending-reflections",
@@ -161,13 +176,13 @@ async def open_services(settings: Settings, *, check_llm: bool = True, web_page:
             every = timedelta(hours=storage.backup_every_hours)
 
             async def back_up_the_database() -> None:
-                await scheduled_backup(storage.database_path, storage.backup_dir, storage.backup_keep)
+                await scheduled_backup(storage.database_path, storage.backups, storage.backup_keep)
 
             scheduler.add_job(
                 quiet_when_cancelled(back_up_the_database),
                 "interval",
                 seconds=every.total_seconds(),
-                next_run_time=next_due(storage.backup_dir, every),
+                next_run_time=next_due(storage.backups, every),
                 id="backup",
                 max_instances=1,
                 coalesce=True,
@@ -176,7 +191,7 @@ async def open_services(settings: Settings, *, check_llm: bool = True, web_page:
             log.warning("BACKUP_EVERY_HOURS backs up SQLite only: back up PostgreSQL with pg_dump (see README)")
         # Series of look-alike memories rewritten into one each, off the turns' path.
         scheduler.add_job(
-            quiet_when_cancelled(engine.consolidate),
+            quiet_when_cancelled(engine.operator.consolidate),
             "interval",
             seconds=settings.engine.consolidation_interval_seconds,
             id="consolidation",
@@ -184,13 +199,13 @@ async def open_services(settings: Settings, *, check_llm: bool = True, web_page:
             coalesce=True,
         )
         scheduler.start()
-        health = Health(db=db, llm=llm, model=llm_settings.model, embedder=embedder)
+        health = Health(db=db, llm=llm, model=models.llm_model, embedder=embedder)
         # The terminal chat serves no page: trying the character beside a running bot must not
         # need the page's port.
         if settings.web.enabled and web_page:
             web = await _start_web(settings.web, engine, health, metrics)
         lag = asyncio.create_task(metrics.watch_loop(), name="loop-lag")
-        yield Services(settings, db, http, llm, embedder, character, engine, scheduler, indexer, metrics, health, web)
+        yield Services(settings, db, http, llm, embedder, character, engine, scheduler, metrics, health, web)
     finally:
         if lag is not None:
             lag.cancel()

@@ -30,6 +30,10 @@ class StateSpecError(ValueError):
 
 # Storage
 
+class MoveRefused(Exception):
+    """`python -m bot migrate-store`: the target holds other data than the source; nothing was changed."""
+
+
 class MigrationError(RuntimeError):
     """The database's schema cannot be brought up to date; the message says which migration and why."""
 
@@ -79,6 +83,20 @@ class LLMBadResponse(LLMError):
         self.status = status
 
 
+class LLMContextExceeded(LLMBadResponse):
+    """The server refused the prompt as longer than its context (llama.cpp's "exceeds the
+    available context size", vLLM's and OpenAI's "maximum context length"): a retry of the same
+    prompt can never work. `prompt_tokens` and `context_tokens` are the server's counts when it
+    gave them."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, prompt_tokens: int | None = None, context_tokens: int | None = None
+    ) -> None:
+        super().__init__(message, status=status)
+        self.prompt_tokens = prompt_tokens
+        self.context_tokens = context_tokens
+
+
 class LLMTooLarge(LLMBadResponse):
     """The answer went past MAX_RESPONSE_BYTES: the same prompt would loop the same way again."""
 
@@ -97,12 +115,16 @@ class LLMStreamCut(LLMError):
 
 class InvalidMemory(ValueError):
     """A request on memory that cannot be honoured (bad type, empty text…): the message says why
-    (for the log); `code` and `values` say it to a person, in their language (bot/presenting.py)."""
+    (for the log); `code` and `values` say it to a person, in their language (bot/presenting/)."""
 
     def __init__(self, message: str, *, code: str = "invalid", **values: object) -> None:
         super().__init__(message)
         self.code = code
         self.values = values
+
+
+class MemoryCapReached(InvalidMemory):
+    """The user holds as many memories as the operator allows (MAX_MEMORIES_PER_USER)."""
 
 
 class ReflectionParseError(ValueError):

@@ -18,7 +18,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.clients.health import Health
-from bot.config import DEFAULT_DISCORD_API_URL, Settings
+from bot.config import DEFAULT_DISCORD_API_URL, DiscordSettings, Settings
 from bot.engine import Engine
 from bot.errors import StartupError
 from bot.i18n import COMMANDS, language, set_locale, text
@@ -69,8 +69,8 @@ class EchoTree(app_commands.CommandTree["EchoBot"]):
 
 
 class Services(Protocol):
-    """What the Discord front end is handed: the engine, the settings of the bot (the Discord
-    ones among them), and the health report it tells whether Discord answers."""
+    """What the Discord front end is handed: the engine, the settings (it reads the Discord
+    section only), and the health report it tells whether Discord answers."""
 
     settings: Settings
     engine: Engine
@@ -79,17 +79,19 @@ class Services(Protocol):
 
 class EchoBot(commands.Bot):
     def __init__(self, services: Services) -> None:
+        # The one section of the settings the front end reads, taken when it is built.
+        self.settings: DiscordSettings = services.settings.discord
         super().__init__(
             # Owner commands are written "@Écho sync": a mention needs no Message Content intent
             # (discord.py warns at start-up for any other prefix when the intent is off).
             command_prefix=commands.when_mentioned,
-            intents=make_intents(services.settings.allowed_channel_ids),
+            intents=make_intents(self.settings.allowed_channel_ids),
             allowed_mentions=NO_MENTIONS,
             help_command=None,
             tree_cls=EchoTree,
-            shard_count=services.settings.shard_count,
+            shard_count=self.settings.shard_count,
             # AutoShardedBot's option: ShardedEchoBot puts it after commands.Bot in its MRO.
-            shard_ids=services.settings.shard_ids or None,  # type: ignore[call-arg]
+            shard_ids=self.settings.shard_ids or None,  # type: ignore[call-arg]
         )
         self.services = services
         # The one pace of the bot's writes in each channel, whichever cog or view writes.
@@ -103,7 +105,7 @@ class EchoBot(commands.Bot):
         await self.add_cog(OwnerCommands(self))
         for extension in EXTENSIONS:
             await self.load_extension(extension)
-        guild_id = self.services.settings.dev_guild_id
+        guild_id = self.settings.dev_guild_id
         if guild_id is not None:
             guild = discord.Object(id=guild_id)
             self.tree.copy_global_to(guild=guild)
@@ -129,15 +131,15 @@ class EchoBot(commands.Bot):
 
     async def _use_gateway_of_api(self) -> None:
         """Another REST API than Discord's names its own gateway (a proxy names Discord's)."""
-        if self.services.settings.discord_api_url == DEFAULT_DISCORD_API_URL:
+        if self.settings.discord_api_url == DEFAULT_DISCORD_API_URL:
             return
         _shards, url, _limits = await self.http.get_bot_gateway()
         discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(url)
-        log.info("Discord API at %s, gateway at %s", self.services.settings.discord_api_url, url)
+        log.info("Discord API at %s, gateway at %s", self.settings.discord_api_url, url)
 
     async def is_owner(self, user: discord.abc.User, /) -> bool:
         """The application's owner (or team) known to Discord, plus OWNER_IDS."""
-        if user.id in self.services.settings.owner_ids:
+        if user.id in self.settings.owner_ids:
             return True
         return await super().is_owner(user)
 
@@ -200,8 +202,8 @@ async def run_discord(services: Services, token: str) -> None:
     Leaving closes the gateway only: the services, the engine among them (in-flight reflections
     finish or stay pending), are closed by whoever opened them."""
     # discord.py has one REST base for the process, webhooks and interactions included.
-    discord.http.Route.BASE = services.settings.discord_api_url
-    bot = ShardedEchoBot(services) if services.settings.shard_count else EchoBot(services)
+    discord.http.Route.BASE = services.settings.discord.discord_api_url
+    bot = ShardedEchoBot(services) if services.settings.discord.shard_count else EchoBot(services)
     # No heartbeat answered yet (or any more): latency is not a finite number.
     services.health.discord = lambda: bot.is_ready() and not bot.is_closed() and math.isfinite(bot.latency)
     try:

@@ -1,7 +1,7 @@
 """Answers the messages addressed to the character: mentions, DMs, replies, allowed channels.
 
 Who is answered is decided by `cogs.utils.answering.decide` on plain facts read from the message;
-this cog only translates between discord objects and `Engine.turn`. A user's messages that
+this cog only translates between discord objects and `Engine.conversation.turn`. A user's messages that
 follow each other within BURST_SECONDS are answered once, together (a burst: one answer for the
 rate limit, one exchange that knows each of its messages). The reply is streamed into
 one message edited as it grows (`LiveReply`), or posted whole (`send_reply`); both return the
@@ -35,8 +35,10 @@ from cogs.utils.answering import (
     MessageFacts,
     clean_incoming,
     decide,
+    person_of,
     place_of,
     split_message,
+    story_of,
 )
 from cogs.utils.bursts import Burst, Bursts, Dropped
 from cogs.utils.history import channel_lines
@@ -184,7 +186,7 @@ class Conversation(commands.Cog):
     ) -> None:
         self.bot = bot
         self.engine = engine
-        self.settings = settings = bot.services.settings
+        self.settings = settings = bot.settings
         self.policy = AnswerPolicy.from_settings(settings)
         self.limiter = RateLimiter(
             settings.user_rate_limit_messages, settings.user_rate_limit_seconds, clock=clock
@@ -201,8 +203,7 @@ class Conversation(commands.Cog):
         self.engine.listen(erasing=self.bursts.erasing)
 
     async def cog_unload(self) -> None:
-        with contextlib.suppress(ValueError):  # a cog never loaded never listened
-            self.engine.erase_listeners.remove(self.bursts.erasing)
+        self.engine.unlisten(erasing=self.bursts.erasing)
         self.bursts.cancel_all()
         await self._burst_tasks.cancel_all()
 
@@ -287,7 +288,8 @@ class Conversation(commands.Cog):
             character = await self.character_for(first)
             voice = await self.voices.voice_for(first.channel, character, me)
             lines = channel_lines(earlier, me.id, voice, first.author.id)
-            self.engine.read_ahead(self.cast.memory_key(str(first.author.id), character), str(first.channel.id), text, lines)
+            user_id = self.cast.memory_key(person_of(first.author.id), character)
+            self.engine.conversation.read_ahead(user_id, story_of(first.channel.id), text, lines)
 
     async def _answer_burst(self, key: tuple[int, int], burst: Burst) -> None:
         """Once the user has been quiet for BURST_SECONDS (or the burst is full), answer all
@@ -328,26 +330,26 @@ class Conversation(commands.Cog):
         # What the turn says besides the reply (the model is down, the reply was cut) is said in
         # the person's language, as known from their interactions, else the character's.
         set_locale(self.bot.languages.for_turn(last.author.id, character.language, getattr(last.guild, "preferred_locale", None)))
-        user_id = self.cast.memory_key(str(last.author.id), character)
+        user_id = self.cast.memory_key(person_of(last.author.id), character)
         voice = await self.voices.voice_for(last.channel, character, me)
         incoming = Incoming(
             user_id=user_id,
             character=character.key,
             user_name=last.author.display_name,
             text="",
-            story_id=str(last.channel.id),  # a thread is its own story
+            story_id=story_of(last.channel.id),  # a thread is its own story
             story_name=f"#{name}" if isinstance(name := getattr(last.channel, "name", None), str) else "DM",
             place=place_of(last.guild.id if last.guild is not None else None),
             message_id=str(last.id),
             history=channel_lines(await (burst.earlier or self._earlier(first)), me.id, voice, last.author.id),
             images=seen.images,
-            swipes=self.settings.settle_seconds > 0,
+            swipes=self.engine.settings.settle_seconds > 0,
         )
         voice = await self.voices.voice_for(last.channel, character, me)
 
         async def turn(on_text: Any = None) -> TurnResult:
             parts = burst.begin_turn(messages, seen.marks_of)
-            return await self.engine.turn(
+            return await self.engine.conversation.turn(
                 dataclasses.replace(incoming, text=join_parts(parts), parts=parts), on_text=on_text
             )
 
@@ -362,7 +364,7 @@ class Conversation(commands.Cog):
             log.debug("the messages of user %s were deleted or erased before their answer", last.author.id)
             return []
         if result.reply is not None and result.exchange_id is not None:
-            await self.engine.reply_sent(user_id, result.exchange_id, str(sent[-1].id))
+            await self.engine.conversation.reply_sent(user_id, result.exchange_id, str(sent[-1].id))
             await self._add_swipe_controls(incoming, result, sent)
         if result.exchange_id is not None:
             await burst.catch_up(self.engine)
@@ -389,14 +391,14 @@ class Conversation(commands.Cog):
         if not incoming.swipes or result.reply is None or result.exchange_id is None:
             return
         if len(sent) > 1:
-            await self.engine.settle(incoming.user_id, exchange_id=result.exchange_id)
+            await self.engine.conversation.settle(incoming.user_id, exchange_id=result.exchange_id)
             return
         view = swipe_view(incoming.user_id, Shown(result.exchange_id, 1, 1, result.reply))
         # An edit like the streamed ones: it takes its turn in the channel's pace.
         try:
             async with self.pacer.slot(sent[-1].channel.id):
                 await sent[-1].edit(view=view)
-            if await self.engine.shown(incoming.user_id, result.exchange_id) is None:
+            if await self.engine.conversation.shown(incoming.user_id, result.exchange_id) is None:
                 async with self.pacer.slot(sent[-1].channel.id):
                     await sent[-1].edit(view=None)  # settled while the buttons were on their way
         except discord.HTTPException as exc:
@@ -417,7 +419,7 @@ class Conversation(commands.Cog):
     async def _earlier(self, message: discord.Message) -> list[discord.Message]:
         """The channel's messages before this one that have text, oldest first (none when the
         history is unreadable or off)."""
-        limit = self.settings.history_messages
+        limit = self.engine.settings.history_messages
         if limit == 0:
             return []
         try:

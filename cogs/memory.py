@@ -18,25 +18,27 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.characters.character import Character
+from bot.clients.values import row_id
 from bot.engine import MAX_MEMORY_CHARS, Engine, export_json
 from bot.engine.memory_commands import MemoryCommands as Commands
 from bot.i18n import text
-from bot.memory.model import MEMORY_TYPES, Memory
+from bot.memory.model import USER_MEMORY_TYPES, Memory, OwnerKey, PersonId
 from bot.presenting import answer, edit_option, memory_pages_with_spans
 from cogs.bot import NO_MENTIONS, EchoBot
 from cogs.utils.answering import (
     AnswerPolicy,
     history_choices,
     memory_choices,
+    person_of,
     place_of,
+    story_of,
     user_refusal,
 )
-from cogs.utils.views import OWNER, OwnerGate, UnknownCharacter, open_editor, report_failure, say
+from cogs.utils.views import NO_ROW, OWNER, OwnerGate, UnknownCharacter, open_editor, report_failure, say
 from cogs.utils.voices import character_at
 
 log = logging.getLogger(__name__)
 
-USER_MEMORY_TYPES = [t for t in MEMORY_TYPES if t != "rule"]  # rules belong to the character
 PAGE_TIMEOUT = 300.0  # well under the 15 minutes an interaction token lives
 CONFIRM_TIMEOUT = 60.0
 # Discord's upload limit for bots is 10 MiB: a larger export is sent gzipped.
@@ -149,7 +151,7 @@ class MemoryPages(PageView):
         ]
 
     async def _edit(self, interaction: discord.Interaction) -> None:
-        await open_editor(interaction, self.engine, int(self.edit_menu.values[0]), self.owner)
+        await open_editor(interaction, self.engine, row_id(self.edit_menu.values[0]) or NO_ROW, OwnerKey(self.owner))
 
     async def on_timeout(self) -> None:
         self.edit_menu.disabled = True
@@ -174,7 +176,7 @@ class EraseConfirm(OwnerOnlyView, custom_ids=r"echo:erase:" + OWNER + r":(?:conf
     async def confirm(self, interaction: discord.Interaction, button: discord.ui.Button[EraseConfirm]) -> None:
         self.stop()  # a second press is not dispatched to a stopped view
         await interaction.response.edit_message(content=text("erasing"), view=None)
-        erased = await Commands(self.engine).erase(self.owner)
+        erased = await Commands(self.engine).erase(PersonId(self.owner))
         await interaction.edit_original_response(content=answer(erased))
 
     @discord.ui.button(label="…", style=discord.ButtonStyle.secondary)
@@ -191,7 +193,7 @@ class MemoryCommands(commands.Cog):
         self.bot = bot
         self.engine = engine
         self.run = Commands(engine)
-        self.policy = AnswerPolicy.from_settings(bot.services.settings)
+        self.policy = AnswerPolicy.from_settings(bot.settings)
         # Context menus cannot be declared in a cog's body; added to the tree on load.
         self.remember_menu = app_commands.ContextMenu(name="Remember this", callback=self.remember_this)
         # Built from a bound method, the menu has no cog binding: cog_app_command_error never
@@ -221,11 +223,11 @@ class MemoryCommands(commands.Cog):
             return found
         return character_at(self.engine.cast, interaction.channel, interaction.guild_id)
 
-    def _owner(self, interaction: discord.Interaction, chosen: str | None = None) -> str:
+    def _owner(self, interaction: discord.Interaction, chosen: str | None = None) -> OwnerKey:
         """The memory owner key of the person for that character (bot.characters.cast)."""
-        return self.engine.cast.memory_key(str(interaction.user.id), self._character(interaction, chosen))
+        return self.engine.cast.memory_key(person_of(interaction.user.id), self._character(interaction, chosen))
 
-    def _typed_owner(self, interaction: discord.Interaction) -> str:
+    def _typed_owner(self, interaction: discord.Interaction) -> OwnerKey:
         """For autocomplete: the key of the character typed so far, if it names one."""
         typed = getattr(interaction.namespace, "character", None)
         known = isinstance(typed, str) and self.engine.cast.by_name_or_key(typed) is not None
@@ -249,7 +251,9 @@ class MemoryCommands(commands.Cog):
         self, interaction: discord.Interaction, kind: app_commands.Choice[str] | None = None, character: str | None = None
     ) -> None:
         owner = self._owner(interaction, character)
-        found = await self.run.memories(owner, [kind.value] if kind else None)
+        # Discord sends one of the choices; anything else lists every type.
+        wanted = [t for t in USER_MEMORY_TYPES if kind is not None and t == kind.value]
+        found = await self.run.memories(owner, wanted)
         pages = memory_pages_with_spans(found, now=self.engine.clock())
         if not found:
             await say(interaction, pages[0][0])
@@ -266,7 +270,7 @@ class MemoryCommands(commands.Cog):
     @app_commands.command(name="why", description="The memories I used for your last message in this channel, and why")
     @app_commands.describe(character=CHARACTER_OPTION)
     async def why(self, interaction: discord.Interaction, character: str | None = None) -> None:
-        await say(interaction, answer(await self.run.why(self._owner(interaction, character), str(interaction.channel_id))))
+        await say(interaction, answer(await self.run.why(self._owner(interaction, character), story_of(interaction.channel_id))))
 
     @app_commands.command(name="memory-stats", description="Statistics on your memories: never recalled, degraded turns")
     @app_commands.describe(character=CHARACTER_OPTION)
@@ -303,7 +307,7 @@ class MemoryCommands(commands.Cog):
         return answer(await self.run.remember(
             self._owner(interaction, character),
             said,
-            story_id=str(interaction.channel_id),
+            story_id=story_of(interaction.channel_id),
             place=place_of(interaction.guild_id),
             source=source,
         ))
@@ -339,14 +343,14 @@ class MemoryCommands(commands.Cog):
     async def memory_id_autocomplete(
         self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[int]]:
-        memories = await self.engine.memories(self._typed_owner(interaction))
+        memories = await self.engine.memories.list(self._typed_owner(interaction))
         return [app_commands.Choice(name=name, value=value) for name, value in memory_choices(memories, current)]
 
     @restore.autocomplete("history_id")
     async def history_id_autocomplete(
         self, interaction: discord.Interaction, current: str
     ) -> list[app_commands.Choice[int]]:
-        entries, _ = await self.engine.history(self._typed_owner(interaction))
+        entries, _ = await self.engine.memories.history(self._typed_owner(interaction))
         return [app_commands.Choice(name=name, value=value) for name, value in history_choices(entries, current)]
 
     @memories.autocomplete("character")
@@ -378,7 +382,7 @@ class MemoryCommands(commands.Cog):
     @app_commands.command(name="export", description="Download everything I store about you, as a JSON file")
     async def export(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        user = str(interaction.user.id)
+        user = person_of(interaction.user.id)
         exported = await self.run.export(user)
         raw = export_json(exported.data).encode("utf-8")
         filename = f"echo-export-{user}.json"

@@ -19,7 +19,7 @@ from bot.clients.locks import KeyedLocks
 from bot.engine import Engine, Receipt, SettledExchange
 from bot.presenting import RECEIPT_ICON
 from cogs.bot import EchoBot
-from cogs.utils.answering import clean_incoming
+from cogs.utils.answering import clean_incoming, person_of
 from cogs.utils.views import DYNAMIC_ITEMS, receipt_view, refuse_foreign, submit_edit
 from cogs.utils.voices import Voices
 
@@ -53,8 +53,7 @@ class MessageEvents(commands.Cog):
 
     async def cog_unload(self) -> None:
         self.bot.remove_dynamic_items(*DYNAMIC_ITEMS)
-        self.engine.settle_listeners.remove(self.settled)
-        self.engine.receipt_listeners.remove(self.receipt)
+        self.engine.unlisten(settled=self.settled, receipt=self.receipt)
 
     @commands.Cog.listener()
     async def on_interaction(self, interaction: discord.Interaction) -> None:
@@ -71,7 +70,7 @@ class MessageEvents(commands.Cog):
             return
         author_id, text = edit
         try:
-            outcome = await self.engine.message_edited(str(payload.message_id), text, user_id=str(author_id))
+            outcome = await self.engine.conversation.message_edited(str(payload.message_id), text, author=person_of(author_id))
         except Exception:
             log.exception("could not take the edit of message %s into account", payload.message_id)
             return
@@ -89,7 +88,7 @@ class MessageEvents(commands.Cog):
 
     async def _deleted(self, message_id: int) -> None:
         try:
-            outcome = await self.engine.message_deleted(str(message_id))
+            outcome = await self.engine.conversation.message_deleted(str(message_id))
         except Exception:
             log.exception("could not take the deletion of message %s into account", message_id)
             return
@@ -129,9 +128,9 @@ class MessageEvents(commands.Cog):
         if message is None or event.reply_message_id is None:
             return
         async with self._lock(event.reply_message_id):
-            changes = await self.engine.receipt_size(event.user_id, event.id)
+            changes = await self.engine.conversation.receipt_size(event.user_id, event.id)
             person = self.engine.cast.user_of_key(event.user_id)
-            button = changes and self.bot.services.settings.memory_receipts == "button" and person.isdigit()
+            button = changes and self.bot.settings.memory_receipts == "button" and person.isdigit()
             view = receipt_view(event.user_id, event.id, changes) if button else None
             try:
                 async with self.bot.pacer.slot(message.channel.id):
@@ -140,7 +139,7 @@ class MessageEvents(commands.Cog):
                 log.debug("could not remove the buttons of a settled reply: %s", exc)
 
     async def receipt(self, event: Receipt) -> None:
-        mode = self.bot.services.settings.memory_receipts
+        mode = self.bot.settings.memory_receipts
         message = self._reply_message(event.story_id, event.reply_message_id)
         person = self.engine.cast.user_of_key(event.user_id)
         if message is None or event.reply_message_id is None or mode == "off" or not person.isdigit():

@@ -18,15 +18,17 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from bot.app import Services
 from bot.characters.cast import Cast
 from bot.characters.character import Character, load_character
-from bot.clients.db import SQLiteDatabase, inserted_id, to_db
+from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import Embedder, LocalEmbedder
 from bot.clients.health import Health
 from bot.clients.llm import LLMClient
 from bot.clients.metrics import Metrics
-from bot.clients.storage import Database
+from bot.clients.storage import Database, inserted_id, to_db
 from bot.config import Settings, load_settings
 from bot.engine import Engine, Incoming
-from bot.memory.model import content_hash, utcnow
+from bot.engine.rules import character_owner
+from bot.memory.model import Memory, content_hash, utcnow
+from bot.memory.stores.memory_store import MemoryStore
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer
 
 
@@ -47,16 +49,19 @@ def bundled_character() -> Character:
     return copy.deepcopy(_bundled_character())
 
 
-def settings_for(llm_server: FakeLLMServer, tmp_path: Path, **settings: Any) -> Settings:
-    """Settings pointing at the scripted LLM, read from nothing but the arguments."""
-    values: dict[str, Any] = {"llm_base_url": llm_server.url, "llm_model": FAKE_MODEL, "database_path": tmp_path / "x.db"}
+def settings_for(llm_server: FakeLLMServer | None, tmp_path: Path, **settings: Any) -> Settings:
+    """Settings pointing at the scripted LLM (or at the server `settings` name), read from
+    nothing but the arguments."""
+    values: dict[str, Any] = {"llm_model": FAKE_MODEL, "database_path": tmp_path / "x.db"}
+    if llm_server is not None:
+        values["llm_base_url"] = llm_server.url
     return load_settings(_env_file=None, **(values | settings))
 
 
 def make_engine(
     db: Database,
     http: httpx.AsyncClient,
-    llm_server: FakeLLMServer,
+    llm_server: FakeLLMServer | None,
     tmp_path: Path,
     *,
     embedder: Embedder | None = None,
@@ -68,7 +73,7 @@ def make_engine(
     **settings: Any,
 ) -> Engine:
     config = settings_for(llm_server, tmp_path, **settings)
-    llm = llm or LLMClient(http, api="ollama", base_url=llm_server.url)
+    llm = llm or LLMClient(http, api="ollama", base_url=config.llm.base_url)
     extra: dict[str, Any] = {"clock": clock} if clock is not None else {}
     if cast is not None:
         extra["cast"] = cast
@@ -102,9 +107,10 @@ async def offline_services(settings: Settings, db: Database) -> Services:
     """What `open_services` builds, minus the embedder (None: turns run without semantic
     recall) and the indexer and jobs the front ends never touch."""
     http = http_client()
-    llm = LLMClient(http, api=settings.llm_api, base_url=settings.llm_base_url, timeout=10)
+    llm = LLMClient(http, api=settings.llm.api, base_url=settings.llm.base_url, timeout=10)
     character = bundled_character()
-    engine = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=character)
+    metrics = Metrics()
+    engine = Engine(db=db, llm=llm, embedder=None, settings=settings.engine, character=character, metrics=metrics)
     await engine.start()
     return Services(
         settings=settings,
@@ -115,10 +121,27 @@ async def offline_services(settings: Settings, db: Database) -> Services:
         character=character,
         engine=engine,
         scheduler=AsyncIOScheduler(),
-        indexer=None,  # type: ignore[arg-type]
-        metrics=engine.metrics,
-        health=Health(db=db, llm=llm, model=settings.llm_model, embedder=None),
+        metrics=metrics,
+        health=Health(db=db, llm=llm, model=settings.engine.llm_model, embedder=None),
     )
+
+
+def cache_reads(metrics: Metrics, how: str) -> int:
+    """How many reads of people's memories the engine's cache served so (`hit`, `catch_up`,
+    `load`), as /metrics shows them."""
+    return int(metrics.registry.get_sample_value("echo_memory_cache_reads_total", {"how": how}) or 0)
+
+
+def cache_held(metrics: Metrics) -> tuple[int, int]:
+    """The people and bytes the engine's cache holds, as /metrics shows them."""
+    value = metrics.registry.get_sample_value
+    return int(value("echo_memory_cache_people") or 0), int(value("echo_memory_cache_bytes") or 0)
+
+
+async def character_rules(store: MemoryStore, character: Character) -> list[Memory]:
+    """The character's rules as its engine stored them at start: `rule` memories of the
+    character itself, in id order."""
+    return await store.list(character_owner(character.name), types=["rule"], include_rules=True)
 
 
 async def add_memory(db: SQLiteDatabase, user_id: str, text: str, *, expires_in: timedelta | None = None) -> int:

@@ -22,7 +22,7 @@ from bot.app import Services
 from bot.clients.databases import open_database
 from bot.clients.db import SQLiteDatabase
 from bot.memory.model import utcnow
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from tests.builders import http_client, offline_services, settings_for
 from tests.fakes import postgres_server
 from tests.fakes.embedding_server import embedding_http, embedding_server  # noqa: F401  (fixtures)
@@ -176,7 +176,7 @@ def settings_overrides() -> dict[str, Any]:
 def services_with(settings_overrides: dict[str, Any], services: Services) -> Services:
     """The services, with `settings_overrides` applied (cogs read settings when created)."""
     if settings_overrides:
-        services.settings = services.settings.model_copy(update=settings_overrides)
+        services.settings = services.settings.replace(**settings_overrides)
         services.engine.settings = services.settings.engine
     return services
 

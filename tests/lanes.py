@@ -1,7 +1,8 @@
 """Which tests are `slow`: those that start a process or need the PostgreSQL cluster. Found
 from the code, so that a new such test is slow without anyone remembering to mark it:
 
-- every test under a folder of SLOW_FOLDERS (the bot run as a process against the fake Discord);
+- every test under a folder of SLOW_FOLDERS (the bot run as a process against the fake Discord,
+  the real model server's lane);
 - a test that starts a process itself, through a helper of its module, or through a fixture
   that does: code that names asyncio.create_subprocess_exec, subprocess.run/Popen/check_*, or a
   function imported from a module of PROCESS_MODULES (read from the compiled code, so a helper
@@ -25,7 +26,7 @@ from typing import Any
 
 import pytest
 
-SLOW_FOLDERS = ("tests/discord_e2e/",)
+SLOW_FOLDERS = ("tests/discord_e2e/", "tests/real_server/")
 # HYPOTHESIS_PROFILE=fast: what `make test-fast` sets.
 FAST = os.environ.get("HYPOTHESIS_PROFILE") == "fast"
 FAST_SHARE = 10

@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from bot.clients.db import fetch_all
-from bot.engine import MESSAGE_DELETED, Engine, Incoming, MessagePart, join_parts
+from bot.clients.storage import fetch_all
+from bot.engine import Engine, Incoming, MessagePart, join_parts
+from bot.memory.model import Cause
 from bot.presenting import why_text
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
@@ -52,10 +53,10 @@ async def settled_engine(db, http, llm_server, tmp_path) -> Engine:  # noqa: F81
     llm_server.handler = script
     engine = make_engine(db, http, llm_server, tmp_path)
     await engine.start()
-    await engine.turn(burst("Pixel", "violon", "Lyon"))
-    await engine.wait_reflections("alice")
-    await engine.wait_recorded("alice")
-    assert sorted(m.text for m in await engine.memories("alice")) == sorted(FACTS.values())
+    await engine.conversation.turn(burst("Pixel", "violon", "Lyon"))
+    await engine.operator.wait_reflections("alice")
+    await engine.conversation.wait_recorded("alice")
+    assert sorted(m.text for m in await engine.memories.list("alice")) == sorted(FACTS.values())
     return engine
 
 
@@ -65,47 +66,47 @@ async def transcript(db) -> list[str]:
 
 async def test_editing_a_message_of_a_burst_but_the_last_rewrites_the_transcript_and_why(db, http, llm_server, tmp_path):  # noqa: F811
     engine = await settled_engine(db, http, llm_server, tmp_path)
-    assert await engine.message_edited("b-1", "Mon chat s'appelle Biscuit.", user_id="alice") == "correction"
+    assert await engine.conversation.message_edited("b-1", "Mon chat s'appelle Biscuit.", author="alice") == "correction"
     expected = "\n".join(["Mon chat s'appelle Biscuit.", SAID["violon"], SAID["Lyon"]])
     assert await transcript(db) == [expected]
-    why = why_text(await engine.why("alice", "chan-1"))
+    why = why_text(await engine.memories.why("alice", "chan-1"))
     assert "Biscuit" in why and "Pixel" not in why
-    assert await engine.message_edited("b-1", "Mon chat s'appelle Biscuit.", user_id="alice") == "unchanged"
-    assert await engine.message_edited("b-2", "Je joue du piano.", user_id="bob") == "unknown", "only the author edits"
+    assert await engine.conversation.message_edited("b-1", "Mon chat s'appelle Biscuit.", author="alice") == "unchanged"
+    assert await engine.conversation.message_edited("b-2", "Je joue du piano.", author="bob") == "unknown", "only the author edits"
     await engine.close()
 
 
 async def test_deleting_a_message_of_a_burst_but_the_last_archives_what_the_exchange_alone_produced(db, http, llm_server, tmp_path):  # noqa: F811
     engine = await settled_engine(db, http, llm_server, tmp_path)
-    pinned = next(m for m in await engine.memories("alice") if m.text == FACTS["violon"])
-    await engine.pin("alice", pinned.id)
-    outcome = await engine.message_deleted("b-1")
+    pinned = next(m for m in await engine.memories.list("alice") if m.text == FACTS["violon"])
+    await engine.memories.pin("alice", pinned.id)
+    outcome = await engine.conversation.message_deleted("b-1")
     assert outcome.user_id == "alice" and len(outcome.archived) == 2 and outcome.kept_pinned == [pinned.id]
     assert await transcript(db) == [SAID["violon"] + "\n" + SAID["Lyon"]]
-    why = why_text(await engine.why("alice", "chan-1"))
+    why = why_text(await engine.memories.why("alice", "chan-1"))
     assert "Pixel" not in why and SAID["Lyon"] in why
     # What the other messages say is learnt again from them; what the deleted one said is not.
-    await engine.wait_reflections("alice")
-    live = sorted(m.text for m in await engine.memories("alice"))
+    await engine.operator.wait_reflections("alice")
+    live = sorted(m.text for m in await engine.memories.list("alice"))
     assert live == sorted([FACTS["violon"], FACTS["Lyon"]])
-    archived = {(h.text, h.cause) for h in (await engine.history("alice"))[0]}
-    assert (FACTS["Pixel"], MESSAGE_DELETED) in archived
-    exported = json.dumps(await engine.export_person("alice"), ensure_ascii=False)
+    archived = {(h.text, h.cause) for h in (await engine.memories.history("alice"))[0]}
+    assert (FACTS["Pixel"], Cause("message_deleted")) in archived
+    exported = json.dumps(await engine.privacy.export_person("alice"), ensure_ascii=False)
     assert SAID["Pixel"] not in exported
-    assert (await engine.message_deleted("b-1")).archived == [], "a second delete event changes nothing"
+    assert (await engine.conversation.message_deleted("b-1")).archived == [], "a second delete event changes nothing"
     await engine.close()
 
 
 async def test_deleting_every_message_of_a_burst_forgets_the_exchange(db, http, llm_server, tmp_path):  # noqa: F811
     engine = await settled_engine(db, http, llm_server, tmp_path)
     for message_id in ("b-3", "b-1", "b-2"):
-        await engine.message_deleted(message_id)
-    await engine.wait_reflections("alice")
+        await engine.conversation.message_deleted(message_id)
+    await engine.operator.wait_reflections("alice")
     assert await transcript(db) == [""]
-    assert await engine.memories("alice") == []
+    assert await engine.memories.list("alice") == []
     rows = await fetch_all(db.reader, "SELECT text, marks FROM exchange_messages WHERE user_id = 'alice'")
     assert {tuple(r) for r in rows} == {("", "")}
-    assert "Pixel" not in why_text(await engine.why("alice", "chan-1"))
+    assert "Pixel" not in why_text(await engine.memories.why("alice", "chan-1"))
     await engine.close()
 
 
@@ -134,8 +135,8 @@ async def test_an_exchange_saved_before_migration_0008_is_found_by_its_message(h
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = script
     await engine.start()
-    assert await engine.message_edited("old-1", "Mon chat s'appelle Biscuit.", user_id="alice") == "correction"
-    assert (await engine.message_deleted("old-1")).user_id == "alice"
+    assert await engine.conversation.message_edited("old-1", "Mon chat s'appelle Biscuit.", author="alice") == "correction"
+    assert (await engine.conversation.message_deleted("old-1")).user_id == "alice"
     rows = await fetch_all(db.reader, "SELECT user_message, deleted_at IS NOT NULL FROM exchanges WHERE user_id = 'alice'")
     assert [tuple(r) for r in rows] == [("", 1)]
     await engine.close()

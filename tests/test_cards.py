@@ -198,7 +198,7 @@ PHRASES = {
 def test_with_the_default_settings_a_question_about_each_entry_brings_it_in() -> None:
     from bot.config import load_settings
 
-    settings = load_settings(_env_file=None)
+    settings = load_settings(_env_file=None).engine
     card = load_character(DATA / "ysolde_card.json")
     assert card.lore is not None
     assert sum(e.cost for e in card.lore.entries) <= settings.lore_budget_chars, "the whole book fits the default budget"

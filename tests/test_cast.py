@@ -11,7 +11,7 @@ from bot.characters.cast import Cast, load_cast
 from bot.characters.character import load_character
 from bot.engine import Incoming
 from bot.errors import CharacterError
-from bot.memory.stores.memories import owner_keys
+from bot.memory.stores.owners import owner_keys
 from tests.builders import http_client, make_engine
 
 
@@ -84,14 +84,14 @@ async def test_erase_and_export_of_a_person_cover_every_character_key_and_no_one
         for user in ("42", "420", "4_2"):
             for key in ("lina", "marc"):
                 owner = cast.memory_key(user, cast.characters[key])
-                await engine.remember(owner, f"L'utilisateur {user} parle à {key}.", story_id="c", place="g")
-                await engine.turn(Incoming(user_id=owner, user_name="A", text="salut", story_id="c", place="g", character=key))
+                await engine.memories.remember(owner, f"L'utilisateur {user} parle à {key}.", story_id="c", place="g")
+                await engine.conversation.turn(Incoming(user_id=owner, user_name="A", text="salut", story_id="c", place="g", character=key))
         assert await owner_keys(db, "42") == ["42", "42@marc"]
         assert await owner_keys(db, "4_2") == ["4_2", "4_2@marc"], "LIKE wildcards in an id are escaped"
-        exported = await engine.export_person("42")
+        exported = await engine.privacy.export_person("42")
         assert [m["text"] for m in exported["memories"]] == ["L'utilisateur 42 parle à lina."]
         assert [m["text"] for m in exported["characters"]["42@marc"]["memories"]] == ["L'utilisateur 42 parle à marc."]
-        report = await engine.erase_person("42")
+        report = await engine.privacy.erase_person("42")
         assert report.memories == 2
         assert await owner_keys(db, "42") == ["42"]
         assert len(await store.list("420@marc")) == 1 and len(await store.list("420")) == 1
@@ -140,27 +140,27 @@ async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_f
         await engine.start()
         llm_server.handler = answer
         marc = cast.memory_key("42", cast.characters["marc"])
-        await engine.turn(
+        await engine.conversation.turn(
             Incoming(user_id=marc, user_name="A", text="salut", story_id="c", place="g", character="marc", message_id="m-1")
         )
-        assert await engine.message_edited("m-1", "bonjour", user_id="42") == "reflected as edited"
-        assert await engine.message_edited("m-1", "bonsoir", user_id="7") == "unknown", "only its author's edit counts"
+        assert await engine.conversation.message_edited("m-1", "bonjour", author="42") == "reflected as edited"
+        assert await engine.conversation.message_edited("m-1", "bonsoir", author="7") == "unknown", "only its author's edit counts"
 
-        await engine.erase_person("42")
+        await engine.privacy.erase_person("42")
         turn = asyncio.create_task(
-            engine.turn(Incoming(user_id=marc, user_name="A", text="Zorglub", story_id="c", place="g", character="marc"))
+            engine.conversation.turn(Incoming(user_id=marc, user_name="A", text="Zorglub", story_id="c", place="g", character="marc"))
         )
         await asyncio.wait_for(arrived.wait(), 10)
-        await engine.erase("42")  # the person's own key only: the Marc turn must stop all the same
+        await engine.privacy.erase("42")  # the person's own key only: the Marc turn must stop all the same
         release.set()
         assert (await asyncio.wait_for(turn, 10)).reply == "ok"
-        await engine.wait_recorded(marc)
-        await engine.tasks.wait(10)
+        await engine.conversation.wait_recorded(marc)
+        await engine.operator.wait_background(10)
         async with db.reader.execute("SELECT reply FROM exchanges WHERE user_id = ?", (marc,)) as cur:
             assert [r[0] for r in await cur.fetchall()] == [None], "the answer given after the erase is not kept"
         async with db.reader.execute("SELECT COUNT(*) FROM turn_log WHERE user_id = ?", (marc,)) as cur:
             assert (await cur.fetchone())[0] == 0, "nor is the turn logged"
-        await engine.erase_person("42")
+        await engine.privacy.erase_person("42")
         assert await owner_keys(db, "42") == ["42"]
         await engine.close()
 
@@ -195,14 +195,14 @@ async def test_export_files_retired_characters_by_their_stored_key_and_erase_cov
     engine = make_engine(db, http, llm_server, tmp_path, cast=before)
     await engine.start()
     for key in ("lina", "marc", "zoe"):
-        await engine.remember(before.memory_key("42", before.characters[key]), f"42 parle à {key}.", story_id="c", place="g")
+        await engine.memories.remember(before.memory_key("42", before.characters[key]), f"42 parle à {key}.", story_id="c", place="g")
     await engine.close()
     (cast_dir / "marc.yaml").unlink()
     (cast_dir / "zoe.yaml").unlink()
     after = load_cast(cast_dir, None)
     engine = make_engine(db, http, llm_server, tmp_path, cast=after)
     await engine.start()
-    exported = await engine.export_person("42")
+    exported = await engine.privacy.export_person("42")
     assert exported["user_id"] == "42"
     assert [m["text"] for m in exported["memories"]] == ["42 parle à lina."]
     filed = {key: [m["text"] for m in data["memories"]] for key, data in exported["characters"].items()}
@@ -210,8 +210,8 @@ async def test_export_files_retired_characters_by_their_stored_key_and_erase_cov
     assert all(data["user_id"] == key for key, data in exported["characters"].items())
     keys = await owner_keys(db, "42")
     assert keys == [exported["user_id"], *exported["characters"]], "export and erase cover the same keys"
-    report = await engine.erase_person("42")
+    report = await engine.privacy.erase_person("42")
     assert report.memories == 3
     assert await owner_keys(db, "42") == ["42"]
-    assert (await engine.export_person("42"))["characters"] == {}
+    assert (await engine.privacy.export_person("42"))["characters"] == {}
     await engine.close()

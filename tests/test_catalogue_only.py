@@ -1,7 +1,7 @@
 """Every word a person reads comes from the catalogue (issue 33, item 5): a test that fails when a
 user-visible text is built outside it, two ways.
 
-- By running what builds the texts: every presentation (bot/presenting.py: /why with memories,
+- By running what builds the texts: every presentation (bot/presenting/: /why with memories,
   lore and story, /memory-stats, /history, the pages of /memories, every command's answer, the
   turn's notes, the receipt) and the terminal's own texts, under a pseudo-language whose every
   message is its key in brackets. Once the brackets, the user's data and the numbers are taken
@@ -41,9 +41,9 @@ from bot.engine.memory_commands import (
     Why,
 )
 from bot.memory.choice import REASONS, Slot, TurnFigures, TurnSelection
-from bot.memory.model import HistoryEntry, Memory
-from bot.memory.stores.exchanges import MemoryChange
+from bot.memory.model import Cause, HistoryEntry, Memory
 from bot.memory.stores.memories import EraseReport
+from bot.memory.stores.provenance import MemoryChange
 from bot.memory.stores.stories import StoryHistoryEntry
 from bot.presenting import LORE_HOW, LORE_LEFT_OUT, answer, memory_pages, receipt_text, turn_text, why_text
 from bot.terminal.commands import help_text
@@ -115,11 +115,11 @@ def selection() -> TurnSelection:
 def every_text() -> Iterator[tuple[str, str]]:
     history = HistoryEntry(
         id=4, user_id="u", memory_id=9, operation="replace", text="Aime le vélo", type="fact", scope="global",
-        pinned=False, confidence=1.0, created_at=NOW, updated_at=NOW, archived_at=NOW, cause="user: /forget",
+        pinned=False, confidence=1.0, created_at=NOW, updated_at=NOW, archived_at=NOW, cause=Cause("forget"),
     )
     removal = StoryHistoryEntry(
         id=1, user_id="u", story_id="s", operation="anchor_removed", item_id=3, payload={"text": "Aime le vélo"},
-        reason="Camille a déménagé", cause="reflection", at=NOW,
+        reason="Camille a déménagé", cause=Cause.reflection(), at=NOW,
     )
     stats = MemoryStats(
         total=1200, cap=100, by_type={"fact": 2, "preference": 1, "promise": 1, "episode": 5}, pinned=1, expired=2,

@@ -40,7 +40,7 @@ def write_json(tmp_path: Path, name: str, document: object) -> Path:
 
 def test_the_default_setting_loads_the_shipped_echo():
     settings = load_settings(_env_file=None, character_file=None)
-    echo = load_character(settings.character_file)
+    echo = load_character(settings.storage.character_file)
     assert echo.source == DEFAULT_CHARACTER_FILE
     assert DEFAULT_CHARACTER_FILE.parent.name == "characters"  # shipped as package data
     assert echo.name == "Écho"

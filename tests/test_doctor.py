@@ -144,7 +144,8 @@ async def test_a_good_set_up_passes_every_check_and_exits_0(tmp_path: Path, llm_
         code, out = await doctor(env, tmp_path)
     assert code == 0, out
     assert failed(out) == []
-    assert "All 16 checks pass." in out
+    assert "All 18 checks pass." in out
+    assert "✓ LLM server settings: keep_alive 30m (LLM_KEEP_ALIVE), num_ctx 8192 on every call" in out
     assert not (tmp_path / "echo.sqlite3").exists(), "the doctor creates nothing"
 
 

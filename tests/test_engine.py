@@ -11,18 +11,21 @@ import pytest
 
 from bot.clients.embeddings import OllamaEmbedder
 from bot.clients.llm import LLMClient
-from bot.engine import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Incoming
+from bot.clients.storage import Database
+from bot.engine import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Incoming, reflection_worker
+from bot.memory.model import NewMemory
+from bot.memory.read import recall as recall_module
 from bot.memory.read.indexing import Indexer
-from bot.memory.stores.memories import NewMemory
+from bot.memory.stores.exchanges import PendingExchange
 from bot.memory.stores.stories import load_story
-from tests.builders import local_embedder, make_engine, msg
+from tests.builders import character_rules, local_embedder, make_engine, msg
 from tests.fakes.llm_server import LLMRequest, Reply
 
 
 async def test_llm_down_gives_a_clear_reply_and_keeps_the_exchange(db, http, llm_server, tmp_path):
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = lambda request: Reply(status=500, error="CUDA out of memory")
-    result = await engine.turn(msg("Bonjour, je m'appelle Alice."))
+    result = await engine.conversation.turn(msg("Bonjour, je m'appelle Alice."))
     assert result.reply is None and "CUDA out of memory" in (result.error or "")
     async with db.reader.execute("SELECT user_message, reply, last_error FROM exchanges") as cur:
         [(text, reply, error)] = await cur.fetchall()
@@ -31,7 +34,7 @@ async def test_llm_down_gives_a_clear_reply_and_keeps_the_exchange(db, http, llm
 
 async def test_an_absurdly_long_message_is_cut_not_refused(db, http, llm_server, tmp_path):
     engine = make_engine(db, http, llm_server, tmp_path, max_message_chars=500)
-    result = await engine.turn(msg("blabla " * 100_000))
+    result = await engine.conversation.turn(msg("blabla " * 100_000))
     assert result.reply is not None
     assert len(llm_server.chats[-1].last_user) < 600
 
@@ -59,26 +62,26 @@ async def test_one_users_reflections_never_run_concurrently_and_a_burst_is_batch
 
     llm_server.handler = handler
     for n in range(30):
-        await engine.turn(msg(f"message {n}"))
-        engine.schedule_reflection("alice")
+        await engine.conversation.turn(msg(f"message {n}"))
+        engine.operator.schedule_reflection("alice")
         if n == 0:
             while reflections == 0:
                 await asyncio.sleep(0.01)
     all_turns_in.set()
-    await engine.wait_reflections("alice")
+    await engine.operator.wait_reflections("alice")
     assert peak == 1
     # The first exchange alone, then the 29 that queued behind it, four at a time.
     assert reflections == 1 + -(-29 // REFLECTION_BATCH)
-    assert (await engine.stats("alice")).pending_reflections == 0
+    assert (await engine.memories.stats("alice")).pending_reflections == 0
 
 
 async def test_an_unparseable_reflection_is_retried_then_set_aside_and_changes_nothing(db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = lambda r: "pas du JSON du tout" if r.json_schema is not None else "ok"
-    await engine.turn(msg("Je suis allergique aux arachides."))
+    await engine.conversation.turn(msg("Je suis allergique aux arachides."))
     for _ in range(MAX_REFLECTION_ATTEMPTS):
-        engine.schedule_reflection("alice")
-        await engine.wait_reflections("alice")
+        engine.operator.schedule_reflection("alice")
+        await engine.operator.wait_reflections("alice")
     assert await store.list("alice") == []
     async with db.reader.execute("SELECT reflection_attempts, reflected_at, last_error FROM exchanges") as cur:
         [(attempts, reflected_at, error)] = await cur.fetchall()
@@ -94,12 +97,12 @@ async def test_a_reflection_with_hallucinated_and_foreign_ids_touches_nothing(db
         if r.json_schema is not None
         else "ok"
     )
-    await engine.turn(msg("J'aime le jazz."))
-    engine.schedule_reflection("alice")
-    await engine.wait_reflections("alice")
+    await engine.conversation.turn(msg("J'aime le jazz."))
+    engine.operator.schedule_reflection("alice")
+    await engine.operator.wait_reflections("alice")
     assert (await store.get("bob", bob_id)).text == "L'utilisateur aime le rock."
     assert (await store.get("alice", mine)).text == "L'utilisateur aime le jazz."
-    refused = {d.detail for d in engine.last_reports["alice"].decisions}
+    refused = {d.detail for d in engine.operator.last_reflection("alice").decisions}
     assert refused == {"id not shown to the model"}
 
 
@@ -108,9 +111,9 @@ async def test_the_reflection_is_shown_only_the_authors_memories_with_ids(db, ht
     await store.add("bob", NewMemory(text="L'utilisateur est allergique au gluten.", place="guild-1"))
     mine = await store.add("alice", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1"))
     llm_server.handler = lambda r: "{}" if r.json_schema is not None else "ok"
-    await engine.turn(msg("Parlons de mes allergies."))
-    engine.schedule_reflection("alice")
-    await engine.wait_reflections("alice")
+    await engine.conversation.turn(msg("Parlons de mes allergies."))
+    engine.operator.schedule_reflection("alice")
+    await engine.operator.wait_reflections("alice")
     prompt = [r for r in llm_server.chats if r.json_schema is not None][-1].last_user
     assert f"[{mine}] (fact) L'utilisateur est allergique aux arachides." in prompt
     assert "gluten" not in prompt
@@ -130,8 +133,8 @@ async def test_the_reflection_is_shown_only_the_authors_memories_with_ids(db, ht
 async def test_privacy_boundary_between_dms_and_guilds(db, http, llm_server, tmp_path, learned_in, asked_in, shared, visible, store):
     engine = make_engine(db, http, llm_server, tmp_path)
     await store.add("alice", NewMemory(text="L'utilisateur suit une thérapie le jeudi.", place=learned_in))
-    await engine.set_sharing("alice", shared)
-    await engine.turn(msg("Quoi de neuf ?", place=asked_in))
+    await engine.privacy.set_sharing("alice", shared)
+    await engine.conversation.turn(msg("Quoi de neuf ?", place=asked_in))
     assert ("thérapie" in llm_server.chats[-1].system) is visible
 
 
@@ -143,38 +146,38 @@ async def test_rules_are_always_in_context_outside_the_budget(db, http, llm_serv
     cities = "Lyon Nantes Lille Metz Nice Brest Rennes Tours Dijon Reims Caen Pau Sète Albi Agen Arles Annecy Bayonne Blois Cahors Colmar Dax Dole Gap Laval Lens Mâcon Niort Rodez Vannes".split()
     for city in cities:
         await store.add("alice", NewMemory(text=f"L'utilisateur a visité la ville de {city}.", place="guild-1"))
-    result = await engine.turn(msg("Salut"))
+    result = await engine.conversation.turn(msg("Salut"))
     assert len(result.selection.slots) == 24
     assert len(result.selection.rules) == len(engine.character.rules) > 0
     system = llm_server.chats[-1].system
     assert all(rule in system for rule in engine.character.rules)
     # Rules never leak into a user's memories, and cannot be pinned or forgotten by users.
     assert all(m.type != "rule" for m in await store.list("alice"))
-    rule_id = engine.rules[0].id
-    assert not await engine.pin("alice", rule_id) and not await engine.forget("alice", rule_id)
+    rule_id = (await character_rules(store, engine.character))[0].id
+    assert not await engine.memories.pin("alice", rule_id) and not await engine.memories.forget("alice", rule_id)
 
 
-async def test_a_hanging_embedder_degrades_the_turn_within_the_bound(db, http, llm_server, tmp_path, embedding_server, store):
+async def test_a_hanging_embedder_degrades_the_turn_within_the_bound(db, http, llm_server, tmp_path, embedding_server, store, monkeypatch):
+    monkeypatch.setattr(recall_module, "TURN_EMBEDDING_TIMEOUT", 1.0)
     embedder = OllamaEmbedder(http, base_url=embedding_server.url, model="fake-embed")
     engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
-    engine.recall.timeout = 1.0
     # A story memory: the global pass would otherwise take it before the semantic pass.
     memory_id = await store.add(
         "alice", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1", scope="story", story_id="chan-1")
     )
     embedding_server.mode = "hang"
     started = time.monotonic()
-    result = await engine.turn(msg("Un dessert avec des arachides ?"))
+    result = await engine.conversation.turn(msg("Un dessert avec des arachides ?"))
     assert time.monotonic() - started < 5
     assert result.reply is not None and result.selection.degraded
     # Lexical FTS matches stand in for the missing cosines.
     [slot] = [s for s in result.selection.slots if s.id == memory_id]
     assert slot.lexical and slot.reason == "semantic"
     # A degraded turn counts nothing, except itself.
-    await engine.wait_recorded("alice")
+    await engine.conversation.wait_recorded("alice")
     m = await store.get("alice", memory_id)
     assert (m.times_candidate, m.times_served, m.times_semantic) == (0, 0, 0)
-    stats = await engine.stats("alice")
+    stats = await engine.memories.stats("alice")
     assert (stats.turns, stats.degraded_turns) == (1, 1)
 
 
@@ -183,12 +186,12 @@ async def test_a_healthy_turn_updates_the_counters(db, http, llm_server, tmp_pat
     engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
     memory_id = await store.add("alice", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1"))
     await Indexer(db, embedder).run_once()
-    result = await engine.turn(msg("Je peux manger un dessert aux arachides ?"))
+    result = await engine.conversation.turn(msg("Je peux manger un dessert aux arachides ?"))
     assert not result.selection.degraded
-    await engine.wait_recorded("alice")
+    await engine.conversation.wait_recorded("alice")
     m = await store.get("alice", memory_id)
     assert (m.times_candidate, m.times_served) == (1, 1)
-    assert (await engine.stats("alice")).degraded_turns == 0
+    assert (await engine.memories.stats("alice")).degraded_turns == 0
 
 
 async def test_erase_removes_everything_about_one_user_only(db, http, llm_server, tmp_path, store):
@@ -199,26 +202,26 @@ async def test_erase_removes_everything_about_one_user_only(db, http, llm_server
         else "ok"
     )
     for user in ("alice", "bob"):
-        await engine.turn(msg("J'habite à Nantes.", user=user))
-        engine.schedule_reflection(user)
-        await engine.wait_reflections(user)
+        await engine.conversation.turn(msg("J'habite à Nantes.", user=user))
+        engine.operator.schedule_reflection(user)
+        await engine.operator.wait_reflections(user)
     forgotten = (await store.list("alice"))[0].id
-    await engine.forget("alice", forgotten)
-    exported = await engine.export("alice")
+    await engine.memories.forget("alice", forgotten)
+    exported = await engine.privacy.export("alice")
     assert exported["history"] and exported["story_history"] == [] and exported["exchanges"]
     [story] = exported["stories"]
     assert story["summary"] == "Alice habite à Nantes." and story["anchors"][0]["text"] == "Alice habite à Nantes."
     assert exported["turns"] and exported["turns"][0]["message"] == "J'habite à Nantes."
     assert exported["settings"] == {"share_memories": False}
 
-    await engine.erase("alice")
+    await engine.privacy.erase("alice")
     for table in (
         "memories", "memory_history", "memory_vectors", "exchanges", "turns", "turn_stats",
         "story_summaries", "story_anchors", "story_positions", "story_state", "story_history", "user_settings",
     ):
         async with db.reader.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", ("alice",)) as cur:  # noqa: S608 - table names are constants
             assert (await cur.fetchone())[0] == 0, table
-    assert await store.list("bob") and (await engine.export("bob"))["exchanges"]
+    assert await store.list("bob") and (await engine.privacy.export("bob"))["exchanges"]
 
 
 async def test_a_crashing_reflection_counts_attempts_and_does_not_block_later_exchanges(db, http, llm_server, tmp_path, monkeypatch, store):
@@ -241,18 +244,18 @@ async def test_a_crashing_reflection_counts_attempts_and_does_not_block_later_ex
         return await real_apply(db_, reflection, ctx, **kwargs)
 
     monkeypatch.setattr(engine_module, "apply_reflection", crash_on_the_first_exchange)
-    await engine.turn(msg("poison", story="chan-1"))
+    await engine.conversation.turn(msg("poison", story="chan-1"))
     for _ in range(MAX_REFLECTION_ATTEMPTS):
-        engine.schedule_reflection("alice")
-        await engine.wait_reflections("alice")
+        engine.operator.schedule_reflection("alice")
+        await engine.operator.wait_reflections("alice")
     assert crashes == MAX_REFLECTION_ATTEMPTS
     async with db.reader.execute("SELECT reflection_attempts, reflected_at IS NOT NULL, last_error FROM exchanges") as cur:
         [(attempts, set_aside, error)] = await cur.fetchall()
     assert attempts == MAX_REFLECTION_ATTEMPTS and set_aside and "disk I/O error" in error
     # The next exchange is reflected normally: the poisoned one no longer heads the queue.
-    await engine.turn(msg("J'habite à Nantes."))
-    engine.schedule_reflection("alice")
-    await engine.wait_reflections("alice")
+    await engine.conversation.turn(msg("J'habite à Nantes."))
+    engine.operator.schedule_reflection("alice")
+    await engine.operator.wait_reflections("alice")
     assert [m.text for m in await store.list("alice")] == ["L'utilisateur habite à Nantes."]
 
 
@@ -269,12 +272,12 @@ async def test_erase_wins_against_a_reflection_in_flight(db, http, llm_server, t
         return json.dumps({"memories": [{"text": "L'utilisateur habite à Lyon.", "type": "fact", "confidence": 0.95}], "summary": "Alice habite à Lyon."})
 
     llm_server.handler = slow_reflection
-    await engine.turn(msg("J'habite à Lyon."))
-    engine.schedule_reflection("alice")
+    await engine.conversation.turn(msg("J'habite à Lyon."))
+    engine.operator.schedule_reflection("alice")
     await reached.wait()
-    await engine.erase("alice")
+    await engine.privacy.erase("alice")
     release.set()
-    await engine.wait_reflections("alice")
+    await engine.operator.wait_reflections("alice")
     await asyncio.sleep(0.1)
     assert await store.list("alice") == []
     for table in ("exchanges", "story_summaries", "memory_history"):
@@ -282,8 +285,24 @@ async def test_erase_wins_against_a_reflection_in_flight(db, http, llm_server, t
             assert (await cur.fetchone())[0] == 0, table
 
 
-async def test_a_batch_handed_out_twice_is_reflected_once(db, http, llm_server, tmp_path, store):
+async def test_a_batch_handed_out_twice_is_reflected_once(db, http, llm_server, tmp_path, store, monkeypatch):
     """A stale read of the pending exchanges (or two sweeps) must not apply a reflection twice."""
+    read = reflection_worker.pending_exchanges
+    handed: list[list[PendingExchange]] = []
+    # Once the batch was reflected, the worker's next look and its read under the lock are stale.
+    stale_reads = 2
+
+    async def stale(db: Database, user_id: str, limit: int) -> list[PendingExchange]:
+        nonlocal stale_reads
+        batch = await read(db, user_id, limit)
+        if batch:
+            handed.append(batch)
+        elif handed and stale_reads:
+            stale_reads -= 1
+            return handed[0]
+        return batch
+
+    monkeypatch.setattr(reflection_worker, "pending_exchanges", stale)
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = lambda r: (
         json.dumps({"memories": [{"text": "L'utilisateur est allergique aux arachides.", "type": "fact", "confidence": 0.95}],
@@ -291,9 +310,10 @@ async def test_a_batch_handed_out_twice_is_reflected_once(db, http, llm_server, 
         if r.json_schema is not None
         else "ok"
     )
-    await engine.turn(msg("Je suis allergique aux arachides."))
-    batch = await engine.reflections.pending("alice")
-    assert await engine.reflections.reflect_safely(batch) and await engine.reflections.reflect_safely(batch)
+    await engine.conversation.turn(msg("Je suis allergique aux arachides."))
+    await engine.operator.wait_reflections("alice")
+    # Reflected, then handed out again: the model was asked twice.
+    assert stale_reads == 0 and len([c for c in llm_server.chats if c.json_schema is not None]) == 2
     assert [m.text for m in await store.list("alice")] == ["L'utilisateur est allergique aux arachides."]
     async with db.reader.execute("SELECT reflection_attempts, last_error FROM exchanges") as cur:
         assert [tuple(r) for r in await cur.fetchall()] == [(0, None)]
@@ -306,12 +326,11 @@ async def test_an_llm_outage_is_logged_once_and_its_end_once(db, http, llm_serve
     for _ in range(3):
         llm_server.replies.append(Reply(status=500, error="CUDA out of memory"))
     with caplog.at_level(logging.INFO, logger="bot.engine.turn"):
-        results = [await engine.turn(msg(f"message {n}")) for n in range(4)]
+        results = [await engine.conversation.turn(msg(f"message {n}")) for n in range(4)]
     assert [r.reply is None for r in results] == [True, True, True, False]
     logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "bot.engine.turn"]
     assert [level for level, _ in logged] == [logging.WARNING, logging.INFO]
     assert "CUDA out of memory" in logged[0][1] and "after 3 failed" in logged[1][1]
-    assert engine.reply_outage.failures == 3
 
 
 async def test_a_streamed_turn_shows_the_text_growing_and_saves_the_whole_reply(db, http, llm_server, tmp_path):
@@ -322,7 +341,7 @@ async def test_a_streamed_turn_shows_the_text_growing_and_saves_the_whole_reply(
     async def on_text(text: str) -> None:
         seen.append(text)
 
-    result = await engine.turn(msg("Bonjour"), on_text=on_text)
+    result = await engine.conversation.turn(msg("Bonjour"), on_text=on_text)
     assert seen == ["Bonjour", "Bonjour Alice,", "Bonjour Alice, enchantée."]
     assert result.reply == "Bonjour Alice, enchantée." and not result.cut
     assert result.usage is not None and result.usage.completion_tokens == 3
@@ -337,7 +356,7 @@ async def test_a_stream_cut_halfway_is_the_reply_as_far_as_it_went(db, http, llm
     async def on_text(text: str) -> None:
         pass
 
-    result = await engine.turn(msg("Une histoire"), on_text=on_text)
+    result = await engine.conversation.turn(msg("Une histoire"), on_text=on_text)
     assert result.cut and result.reply == "Il était une"
     assert result.error is not None and "cut" in result.error
     async with db.reader.execute("SELECT reply FROM exchanges") as cur:
@@ -357,12 +376,12 @@ async def test_a_line_separator_in_a_streamed_reply_keeps_the_whole_reply_stored
     async def on_text(text: str) -> None:
         seen.append(text)
 
-    result = await engine.turn(msg("Deux lignes ?"), on_text=on_text)
+    result = await engine.conversation.turn(msg("Deux lignes ?"), on_text=on_text)
     assert not result.cut and result.error is None
     assert result.reply == answer and seen[-1] == answer
     async with db.reader.execute("SELECT reply FROM exchanges") as cur:
         assert [row[0] for row in await cur.fetchall()] == [answer]
-    await engine.wait_reflections("alice")
+    await engine.operator.wait_reflections("alice")
     [reflection] = [r for r in llm_server.chats if r.json_schema is not None]
     assert "Et voici la seconde, entière." in json.dumps(reflection.messages, ensure_ascii=False)
 
@@ -377,9 +396,9 @@ async def test_a_turn_schedules_its_own_reflection(db, http, llm_server, tmp_pat
         return "Enchantée !"
 
     llm_server.handler = handler
-    result = await engine.turn(msg("Je joue du violoncelle."))
+    result = await engine.conversation.turn(msg("Je joue du violoncelle."))
     assert result.reply == "Enchantée !"
-    await engine.wait_reflections("alice")
+    await engine.operator.wait_reflections("alice")
     assert [m.text for m in await store.list("alice")] == ["L'utilisateur joue du violoncelle."]
     async with db.reader.execute("SELECT reflected_at IS NOT NULL FROM exchanges WHERE user_id = 'alice'") as cur:
         assert [r[0] for r in await cur.fetchall()] == [1]
@@ -396,9 +415,9 @@ async def test_a_turn_reads_its_message_with_the_persons_lines_and_a_turn_read_a
     await Indexer(db, embedder).run_once()
     llm_server.handler = lambda r: json.dumps({"memories": []}) if r.json_schema is not None else "Ah, raconte !"
 
-    first = await engine.turn(msg("Tu sais quoi ?"))
-    await engine.wait_reflections("alice")
-    await engine.tasks.wait()
+    first = await engine.conversation.turn(msg("Tu sais quoi ?"))
+    await engine.operator.wait_reflections("alice")
+    await engine.operator.wait_background()
     embedded = [text for r in embedding_server.requests for text in r.body["input"]]
     assert first.reply not in embedded  # nothing is embedded after a reply: the next query needs its message
     history = [
@@ -416,15 +435,15 @@ async def test_a_turn_reads_its_message_with_the_persons_lines_and_a_turn_read_a
         )  # fmt: skip
 
     before = len(embedding_server.requests)
-    second = await engine.turn(turn(2))
+    second = await engine.conversation.turn(turn(2))
     assert [r.body["input"] for r in embedding_server.requests[before:]] == [[said, read]]
     assert not second.selection.degraded
 
     # The front end holds the next message (a burst's wait): read ahead, its turn asks nothing.
-    engine.read_ahead("alice", "chan-1", said, history)
-    await engine.tasks.wait()
+    engine.conversation.read_ahead("alice", "chan-1", said, history)
+    await engine.operator.wait_background()
     before = len(embedding_server.requests)
-    third = await engine.turn(turn(3))
+    third = await engine.conversation.turn(turn(3))
     assert embedding_server.requests[before:] == []
     assert not third.selection.degraded
     assert [s.id for s in third.selection.slots] == [s.id for s in second.selection.slots]

@@ -40,7 +40,7 @@ async def test_three_people_in_one_channel_each_keep_only_their_own_facts(db, ll
         await engine.start()
         history: list[ChannelLine] = []
         for user_id, name, said in SCENE:
-            await engine.turn(Incoming(user_id=user_id, user_name=name, text=said, story_id="tavern", place="g", history=list(history)))
+            await engine.conversation.turn(Incoming(user_id=user_id, user_name=name, text=said, story_id="tavern", place="g", history=list(history)))
             history += [ChannelLine(name, said), ChannelLine("Écho", "Noted.", from_bot=True)]
         alice_reply = [r for r in llm_server.chats if r.json_schema is None][-1]
         lines = [m["content"] for m in alice_reply.messages if m["role"] == "user"]
@@ -48,8 +48,8 @@ async def test_three_people_in_one_channel_each_keep_only_their_own_facts(db, ll
         assert "<memories about=\"Alice\">" in alice_reply.system
 
         for user_id, _, _ in SCENE:
-            engine.schedule_reflection(user_id)
-            await engine.wait_reflections(user_id)
+            engine.operator.schedule_reflection(user_id)
+            await engine.operator.wait_reflections(user_id)
 
         alice = reflections["Alice"]
         assert "This is a shared channel: Bob, Carol spoke there too." in alice.system
@@ -62,6 +62,6 @@ async def test_three_people_in_one_channel_each_keep_only_their_own_facts(db, ll
             "bob": ["The user has a cat named Pixel."],
             "carol": ["The user works as a night nurse."],
         }
-        dropped = [d for d in engine.last_reports["alice"].decisions if d.action == "dropped"]
+        dropped = [d for d in engine.operator.last_reflection("alice").decisions if d.action == "dropped"]
         assert sorted(d.text for d in dropped) == ["Bob has a cat named Pixel.", "Carol works as a night nurse."]
         assert all(d.detail.startswith("about_someone_else") for d in dropped)

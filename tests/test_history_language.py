@@ -12,8 +12,9 @@ import pytest
 
 from bot.engine import Incoming
 from bot.i18n import MESSAGES, Message, use_locale
-from bot.memory.stores.memories import NewMemory
-from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.model import Cause, NewMemory
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext
 from bot.memory.write.reflection import parse_reflection
 from bot.presenting import history_text, memory_pages, why_text
 from tests.builders import http_client, make_engine
@@ -95,34 +96,34 @@ async def test_every_archived_operation_and_cause_reads_in_french(db, http, llm_
     # The user's own commands.
     chat = await add("L'utilisateur a un chat.")
     texts.append("L'utilisateur a un chat roux.")
-    history_id = await engine.edit_memory(USER, chat, texts[-1])
+    history_id = await engine.memories.edit(USER, chat, texts[-1])
     assert history_id is not None
-    assert await engine.restore(USER, history_id) == chat
-    assert await engine.forget(USER, films)
+    assert await engine.memories.restore(USER, history_id) == chat
+    assert await engine.memories.forget(USER, films)
     # A deleted Discord message takes the memory it alone produced with it.
     llm_server.handler = lambda r: json.dumps({"memories": [fact("L'utilisateur joue du violon.")]}) if r.json_schema else "ok"
     texts.append("L'utilisateur joue du violon.")
-    await engine.turn(Incoming(user_id=USER, user_name="Camille", text="Je joue du violon.", story_id="chan-1",
+    await engine.conversation.turn(Incoming(user_id=USER, user_name="Camille", text="Je joue du violon.", story_id="chan-1",
                                place="guild-1", message_id="555"))
-    await engine.wait_idle(USER)
-    assert (await engine.message_deleted("555")).archived
+    await engine.conversation.wait_idle(USER)
+    assert (await engine.conversation.message_deleted("555")).archived
 
-    entries, removals = await engine.history(USER)
+    entries, removals = await engine.memories.history(USER)
     operations = {e.operation for e in entries}
     causes = {e.cause for e in entries}
     assert operations == {"replace", "merge", "expiry", "delete", "edit", "restore"}, operations
     assert causes == {
-        "reflection of message 987654321", "reflection of message 987654322", "reflection of message exchange 4",
-        "reflection", "user: edit", "user: /restore", "user: /forget", "message deleted",
+        Cause.reflection("987654321"), Cause.reflection("987654322"), Cause.reflection("exchange 4"),
+        Cause.reflection(), Cause("edit"), Cause("restore"), Cause("forget"), Cause("message_deleted"),
     }, causes
     with use_locale("fr"):
         shown = history_text(entries, removals)
     assert leaks(shown, texts) == set(), shown
     assert "ton message a été supprimé" in shown and "appris de ton message 987654321" in shown
     with use_locale("fr"):
-        pages = "\n".join(memory_pages(await engine.memories(USER), now=clock.now))
+        pages = "\n".join(memory_pages(await engine.memories.list(USER), now=clock.now))
     assert leaks(pages, texts) == set(), pages
-    selection = await engine.why(USER, "chan-1")
+    selection = await engine.memories.why(USER, "chan-1")
     with use_locale("fr"):
         shown = why_text(selection)
     assert leaks(shown, texts + ["Je joue du violon."]) == set(), shown

@@ -10,10 +10,13 @@
 - SQL lives under bot/memory/stores/ (and the database drivers in bot/clients/): a module that
   runs or holds a statement anywhere else fails, so does a store placed outside stores/;
 - no two modules import each other, directly or in a loop;
+- under bot/memory/stores/, the only types are rows (dataclasses of column values) and the stores;
 - bot/memory/ by path: its root holds the shared vocabulary and imports none of its folders;
   read/ and write/ never import each other; cache/ imports no path that uses it; the reference
   oracles (bot/memory/reference/ and their stable re-exports) are imported by no product module;
-- bot/ holds at most 8 modules at its root; the engine's facade stays small and without SQL.
+- bot/ holds at most 8 modules at its root; no module is longer than 450 lines;
+- the engine opens few doors (its ports), none onto its parts, and no test reaches behind them;
+  the Discord front end reads its own section of the settings.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ("bot/engine/", "bot/characters/", "bot/memory/", "bot/presenting/", "bot/i18n.py")
 CLIENTS = ("bot/clients/",)
 FRONT_ENDS = ("cogs/", "bot/terminal/", "bot/web/")
-COMPOSITION = ("bot/__init__.py", "bot/__main__.py", "bot/app.py", "bot/config.py", "bot/doctor.py")
+COMPOSITION = ("bot/__init__.py", "bot/__main__.py", "bot/app.py", "bot/config/", "bot/doctor/")
 LEAVES = ("bot/errors.py",)
 ROOMS = {"core": CORE, "clients": CLIENTS, "front end": FRONT_ENDS, "composition": COMPOSITION, "leaf": LEAVES}
 
@@ -56,7 +59,11 @@ MEMORY_FOLDER_FORBIDDEN = {
     "bot/memory/stores/": tuple(f"bot.memory.{p}" for p in MEMORY_PATHS if p != "story"),
 }
 FACADE = "bot/engine/facade.py"
-FACADE_MAX_LINES = 400
+# The engine's doors: its ports and what every front end needs beside them (start, close, the
+# listeners, the cast, the clock, the settings). A part of the engine is never one of them.
+ENGINE_PUBLIC_MAX = 20
+ENGINE_PARTS = frozenset({"db", "cache", "recall", "store", "tasks", "reflections", "turns", "exchanges", "indexer"})
+PORTS = ("bot/engine/conversation.py", "bot/engine/memories.py", "bot/engine/privacy.py", "bot/engine/operator.py")
 
 
 def _dotted(prefix: str) -> str:
@@ -236,9 +243,113 @@ def test_a_store_placed_outside_stores_or_sql_in_the_engine_fails(tmp_path: Path
     ], found
 
 
-def test_the_engine_facade_is_small() -> None:
-    source = (ROOT / FACADE).read_text(encoding="utf-8")
-    assert len(source.splitlines()) < FACADE_MAX_LINES
+# --- under stores/, rows only ---------------------------------------------------------------------
+
+# What a row's fields may hold: column values as Python reads them (a JSON column as a dict, or
+# as the chat messages it holds; a vector as an array), and the memory vocabulary's types
+# (bot/memory/model.py, bot/memory/choice.py) a column decodes to.
+ROW_VALUES = frozenset(
+    {"int", "float", "str", "bool", "bytes", "datetime", "None", "Any", "list", "tuple", "dict", "np", "ndarray", "ChatMessage"}
+)
+
+
+def types_that_are_not_rows(source: str) -> list[str]:
+    """The classes of a store module that are not rows: a row is a dataclass or NamedTuple with
+    no behaviour whose fields hold column values. The one other type a store module may define
+    is its store (`…Store`), whose methods each run their statements in one transaction."""
+    tree = ast.parse(source)
+    vocabulary = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module in ("bot.memory.model", "bot.memory.choice")
+        for alias in node.names
+    }
+    problems = []
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef) or node.name.endswith("Store"):
+            continue
+        dataclass = any(
+            "dataclass" in ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list
+        )
+        named_tuple = any(ast.unparse(b) == "NamedTuple" for b in node.bases)
+        if not (dataclass or named_tuple):
+            problems.append(f"{node.name}: not a row (a dataclass or NamedTuple)")
+            continue
+        methods = [n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        if methods:
+            problems.append(f"{node.name}: a row with behaviour ({', '.join(methods)})")
+        for field in (n for n in node.body if isinstance(n, ast.AnnAssign)):
+            names = {n.id for n in ast.walk(field.annotation) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(field.annotation) if isinstance(n, ast.Attribute)}
+            if strange := sorted(names - ROW_VALUES - vocabulary):
+                problems.append(f"{node.name}.{ast.unparse(field.target)}: holds {', '.join(strange)}, not a column value")
+    return problems
+
+
+def test_stores_define_rows_and_their_store_only() -> None:
+    problems = [
+        f"{_rel(path)}: {problem}"
+        for path in _room_files((STORES,))
+        for problem in types_that_are_not_rows(path.read_text(encoding="utf-8"))
+    ]
+    assert problems == []
+
+
+def test_the_row_check_names_what_it_should() -> None:
+    source = (
+        "from bot.memory.model import Cause\n"
+        "from bot.memory.story.plans import AnchorPlan\n"
+        "@dataclass(frozen=True, slots=True)\n"
+        "class Row:\n    id: int\n    payload: dict[str, Any] | None\n    cause: Cause\n    vector: np.ndarray\n"
+        "class Refused(Exception):\n    pass\n"
+        "@dataclass\nclass Report:\n    anchors: AnchorPlan\n"
+        "@dataclass\nclass Valid:\n    text: str\n    def validated(self): return self\n"
+        "class Stale(NamedTuple):\n    id: int\n"
+        "class MemoryStore:\n    def get(self): ...\n"
+    )
+    assert types_that_are_not_rows(source) == [
+        "Refused: not a row (a dataclass or NamedTuple)",
+        "Report.anchors: holds AnchorPlan, not a column value",
+        "Valid: a row with behaviour (validated)",
+    ]
+
+
+def public_names(source: str, class_name: str) -> set[str]:
+    """The public names of a class: its methods and properties, and what its `__init__` sets
+    on `self`, but the names starting with an underscore."""
+    [cls] = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef) and n.name == class_name]
+    names = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for node in ast.walk(cls):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in (t for t in targets for t in (t.elts if isinstance(t, ast.Tuple) else [t])):
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                names.add(target.attr)
+    return {n for n in names if not n.startswith("_")}
+
+
+def engine_public_names() -> set[str]:
+    return public_names((ROOT / FACADE).read_text(encoding="utf-8"), "Engine")
+
+
+def test_the_engine_opens_few_doors_and_none_onto_its_parts() -> None:
+    names = engine_public_names()
+    assert len(names) <= ENGINE_PUBLIC_MAX, sorted(names)
+    assert names & ENGINE_PARTS == set()
+    assert {"conversation", "memories", "privacy", "operator"} <= names
+
+
+@pytest.mark.parametrize("port", PORTS)
+def test_a_port_holds_its_parts_privately(port: str) -> None:
+    source = (ROOT / port).read_text(encoding="utf-8")
+    classes = [n for n in ast.parse(source).body if isinstance(n, ast.ClassDef)]
+    for cls in classes:
+        methods = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        assert public_names(source, cls.name) <= methods, f"{cls.name} shows a part"
+
+
+def test_the_door_check_sees_a_part_left_open() -> None:
+    source = "class Engine:\n    def __init__(self, db):\n        self.db = db\n        self._cache = 1\n    async def turn(self): ...\n"
+    assert public_names(source, "Engine") == {"db", "turn"}
 
 
 # --- no import cycles ---------------------------------------------------------------------------
@@ -355,21 +466,37 @@ def test_no_front_end_schedules_a_reflection() -> None:
     assert calls == []
 
 
+def whole_settings_read(source: str) -> list[int]:
+    """Lines where Discord code reads the services' settings but through their Discord section."""
+    tree = ast.parse(source)
+    sections = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "discord"}
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr == "settings" and id(node) not in sections
+        and isinstance(node.value, (ast.Name, ast.Attribute))
+        and (node.value.id if isinstance(node.value, ast.Name) else node.value.attr) == "services"
+    ]  # fmt: skip
+
+
+def test_the_discord_front_end_is_handed_its_section_of_the_settings() -> None:
+    found = {_rel(p): lines for p in _room_files(("cogs/",)) if (lines := whole_settings_read(p.read_text(encoding="utf-8")))}
+    assert found == {}
+    assert whole_settings_read("a = bot.services.settings.burst_seconds\nb = services.settings.discord.burst_seconds\n") == [1]
+
+
+# A module holds one thing a reader takes in at once: past this, it is cut at a seam (a class that
+# owns one concern, a section its callers use apart), never excused by a note.
 MODULE_MAX_LINES = 450
 
 
-def test_a_long_module_says_why_in_its_docstring() -> None:
-    """Past ~450 lines a module is split at a natural seam, or its docstring says why not."""
-    silent = []
-    for folder in ("bot", "cogs"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            source = path.read_text(encoding="utf-8")
-            if source.count("\n") <= MODULE_MAX_LINES:
-                continue
-            docstring = ast.get_docstring(ast.parse(source)) or ""
-            if "on purpose" not in docstring:
-                silent.append(f"{path.relative_to(ROOT)} ({source.count(chr(10))} lines)")
-    assert not silent, f"long modules that do not say why (add 'Over 450 lines on purpose: …'): {silent}"
+def test_no_module_is_too_long_to_read_at_once() -> None:
+    long = [
+        f"{_rel(path)} ({lines} lines)"
+        for path in _modules()
+        if (lines := path.read_text(encoding="utf-8").count("\n")) > MODULE_MAX_LINES
+    ]
+    assert long == [], "cut these at a seam"
 
 
 # --- the tests' own shape -----------------------------------------------------------------------
@@ -392,21 +519,29 @@ def _is_fixture(node: ast.AST) -> bool:
     return False
 
 
-def _reaches_engine_store(node: ast.AST) -> bool:
-    """`engine.store`, `eng.store`, `services.engine.store`, `self.engine.store`."""
-    if not (isinstance(node, ast.Attribute) and node.attr == "store"):
+def _reaches_engine_insides(node: ast.AST, doors: set[str]) -> bool:
+    """`engine.x`, `eng.x`, `services.engine.x`, `self.engine.x` where x is none of the engine's
+    public names (`engine.store`, `engine.db`, `engine._ctx`…)."""
+    if not (isinstance(node, ast.Attribute) and node.attr not in doors):
         return False
     owner = node.value
-    return (isinstance(owner, ast.Name) and owner.id in ("engine", "eng")) or (
-        isinstance(owner, ast.Attribute) and owner.attr == "engine"
-    )
+    if isinstance(owner, ast.Name):
+        return owner.id in ("engine", "eng")
+    if not (isinstance(owner, ast.Attribute) and owner.attr == "engine"):
+        return False
+    # `bot.engine.x` is a module of the engine's package, `settings.engine.x` a setting.
+    below = ast.unparse(owner.value)
+    return below != "bot" and not below.split("(")[0].endswith("settings")
 
 
-def shape_problems(source: str, path: str, fixtures_of: dict[str, set[str]]) -> list[str]:
+def shape_problems(source: str, path: str, fixtures_of: dict[str, set[str]], doors: set[str]) -> list[str]:
     problems: list[str] = []
     for node in ast.walk(ast.parse(source)):
-        if _reaches_engine_store(node):
-            problems.append(f"{path}:{node.lineno}: reaches around the engine (engine.store): use the `store` fixture")
+        if _reaches_engine_insides(node, doors):
+            problems.append(
+                f"{path}:{node.lineno}: reaches behind the engine's doors (engine.{node.attr}): "  # type: ignore[attr-defined]
+                "use its ports, the `store` fixture or tests/builders.py"
+            )
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Engine" and path != TEST_BUILDERS:
             problems.append(f"{path}:{node.lineno}: builds Engine(...) by hand: use tests.builders.make_engine")
         if isinstance(node, ast.ImportFrom) and node.module in fixtures_of:
@@ -427,11 +562,12 @@ def test_tests_build_in_one_place_and_never_reach_around_the_engine() -> None:
         names = {n.name for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if _is_fixture(n)}  # type: ignore[union-attr]
         if names:
             fixtures_of[module] = names
+    doors = engine_public_names()
     problems = [
         problem
         for path in _test_modules()
         for problem in shape_problems(
-            path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix(), fixtures_of
+            path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix(), fixtures_of, doors
         )
     ]
     assert not problems, "\n".join(problems)
@@ -444,8 +580,10 @@ def test_the_tests_shape_check_names_what_it_should() -> None:
         "    engine = Engine(db=db)\n"
         "    await engine.store.list('alice')\n"
         "    await services.engine.store.get('alice', 1)\n"
+        "    engine.db.path, engine.cache.loads, self.engine.recall.timeout, eng._ctx\n"
     )
-    problems = shape_problems(bad, "tests/test_x.py", {"tests.fakes.llm_server": {"llm_server"}})
-    assert len(problems) == 4, problems
-    good = "async def test_x(store, engine):\n    await engine.memories('alice')\n    await store.list('alice')\n"
-    assert shape_problems(good, "tests/test_x.py", {"tests.fakes.llm_server": {"llm_server"}}) == []
+    doors = engine_public_names()
+    problems = shape_problems(bad, "tests/test_x.py", {"tests.fakes.llm_server": {"llm_server"}}, doors)
+    assert len(problems) == 8, problems
+    good = "async def test_x(store, engine):\n    await engine.memories.list('alice')\n    await store.list('alice')\n"
+    assert shape_problems(good, "tests/test_x.py", {"tests.fakes.llm_server": {"llm_server"}}, doors) == []

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 from bot.i18n import use_locale
 from bot.memory.choice import REASONS, Slot, TurnSelection
-from bot.memory.model import HistoryEntry
+from bot.memory.model import Cause, HistoryEntry
 from bot.memory.stores.stories import StoryHistoryEntry
 from bot.presenting import closeness, groups, history_text, why_text
 
@@ -16,7 +16,7 @@ NOW = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
 def story_entry(operation: str, **payload) -> StoryHistoryEntry:
     return StoryHistoryEntry(
         id=1, user_id="u", story_id="s", operation=operation, item_id=3, payload=payload,
-        reason="Camille a déménagé à Lyon." if operation == "anchor_removed" else None, cause="reflection", at=NOW,
+        reason="Camille a déménagé à Lyon." if operation == "anchor_removed" else None, cause=Cause("reflection"), at=NOW,
     )
 
 
@@ -27,7 +27,7 @@ def test_history_of_state_changes_only_reads_as_empty():
 def test_history_lists_archived_versions_and_anchor_removals_with_reasons():
     entry = HistoryEntry(
         id=4, user_id="u", memory_id=9, operation="replace", text="L'utilisateur habite à Nantes.", type="fact",
-        scope="global", pinned=False, confidence=1.0, created_at=NOW, updated_at=NOW, archived_at=NOW, cause="reflection",
+        scope="global", pinned=False, confidence=1.0, created_at=NOW, updated_at=NOW, archived_at=NOW, cause=Cause("reflection"),
     )
     text = history_text([entry], [story_entry("anchor_removed", text="Camille habite à Nantes.")])
     assert "h4: #9 replaced" in text and "L'utilisateur habite à Nantes." in text

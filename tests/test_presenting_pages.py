@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.memory.model import Memory
-from bot.memory.stores.memories import MAX_MEMORY_CHARS
+from bot.memory.model import MAX_MEMORY_CHARS, Memory
 from bot.presenting import memory_pages
 from cogs.utils.answering import DISCORD_LIMIT
 from tests.lanes import examples

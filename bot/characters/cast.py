@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bot.characters.character import SUFFIXES, Character, load_character
 from bot.characters.world_info import is_world_info
-from bot.errors import CharacterError
+from bot.clients.outside_files import CHANNELS_FILE, LORE_FILE, read_document
+from bot.errors import CharacterError, LoreError
+from bot.memory.model import OwnerKey, PersonId
 
 log = logging.getLogger(__name__)
 
@@ -81,21 +81,22 @@ class Cast:
                 return self.characters[table[place]]
         return self.default
 
-    def memory_key(self, user_id: str, character: Character) -> str:
+    def memory_key(self, user_id: PersonId, character: Character) -> OwnerKey:
         """The owner key of what `character` remembers of `user_id` (see the module's doc)."""
         if character.key == self.default_key or character.shares_memory:
-            return user_id
-        return f"{user_id}{KEY_SEPARATOR}{character.key}"
+            return OwnerKey(user_id)
+        return OwnerKey(f"{user_id}{KEY_SEPARATOR}{character.key}")
 
-    def character_of_key(self, memory_key: str) -> Character:
+    def character_of_key(self, memory_key: OwnerKey) -> Character:
         """The character whose memory `memory_key` is (the default for a shared one)."""
         _, separator, key = memory_key.rpartition(KEY_SEPARATOR)
         found = self.characters.get(key) if separator else None
         return found if found is not None and not found.shares_memory else self.default
 
-    def user_of_key(self, memory_key: str) -> str:
+    def user_of_key(self, memory_key: OwnerKey) -> PersonId:
+        """The person whose memories the key holds (a character's own key is its own person)."""
         user, separator, key = memory_key.rpartition(KEY_SEPARATOR)
-        return user if separator and key in self.characters else memory_key
+        return PersonId(user if separator and key in self.characters else memory_key)
 
     def by_name_or_key(self, text: str) -> Character | None:
         wanted = text.strip().casefold()
@@ -154,9 +155,10 @@ def _is_lore_file(file: Path) -> bool:
     if file.suffix.lower() not in (".yaml", ".yml", ".json"):
         return False
     try:
-        # YAML reads JSON too: a SillyTavern World Info file is lore as well.
-        document = yaml.safe_load(file.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        # Read as a lore file is (a SillyTavern World Info .json is lore as well): a FIFO, a
+        # device or what its aliases expand to is refused here as there.
+        document = read_document(file, LORE_FILE)
+    except LoreError:
         return False  # load_character reports it
     if isinstance(document, Mapping) and is_world_info(document):
         return True
@@ -164,12 +166,9 @@ def _is_lore_file(file: Path) -> bool:
 
 
 def _read_mapping(file: Path, characters: Mapping[str, Character]) -> dict[str, Any]:
-    if not file.exists():
+    if not file.exists() and not file.is_symlink():
         return {}
-    try:
-        document = yaml.safe_load(file.read_text(encoding="utf-8-sig")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise CharacterError(f"{file}: cannot be read: {str(exc).splitlines()[0]}.") from None
+    document = read_document(file, CHANNELS_FILE) or {}
     if not isinstance(document, Mapping):
         raise CharacterError(f"{file}: expected a mapping of {', '.join(_MAPPING_KEYS)}.")
     unknown = [str(k) for k in document if k not in _MAPPING_KEYS]

@@ -17,23 +17,18 @@ Every problem is a `CharacterError` whose message is one sentence naming the fil
 from __future__ import annotations
 
 import difflib
-import json
 import logging
-import os
 import re
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from bot.characters.cards import is_card, read_card
 from bot.characters.charx_card import charx_text
 from bot.characters.lore_entries import Reading
 from bot.characters.lore_files import load_lore_file
 from bot.characters.macros import TurnValues, at_turn
-from bot.characters.png_card import MAX_PNG_BYTES, card_text
+from bot.characters.png_card import card_text
 from bot.characters.reading import (
     CHAR,
     MEMORY_MODES,
@@ -47,6 +42,15 @@ from bot.characters.reading import (
     parse_mes_example,
     storable_document,
     text_field,
+)
+from bot.clients.outside_files import (
+    CARD_PICTURE,
+    CARD_TEXT,
+    CHARACTER_FILE,
+    CHARX_CARD,
+    parse_json,
+    read_bytes,
+    read_document,
 )
 from bot.errors import CharacterError, LoreError, StateSpecError
 from bot.memory.story.state import parse_state_specs
@@ -63,8 +67,6 @@ DEFAULT_CHARACTER_FILE = Path(__file__).parent / "echo.yaml"
 # dilutes the ones that matter; past a dozen, the persona is the place for nuance.
 MAX_RULES = 12
 MAX_RULE_CHARS = 300
-# A character is a few kilobytes; a card with a long lorebook a few hundred.
-MAX_FILE_BYTES = 1024 * 1024
 SUFFIXES = (".yaml", ".yml", ".json", ".png", ".charx")
 
 
@@ -128,54 +130,19 @@ def render_character_prompt(character: Character, values: TurnValues, *, lore_be
 
 
 def _read_document(file: Path) -> Any:
+    """The file's document, read by the one guarded reader (bot/clients/outside_files.py): a
+    regular file, bounded in bytes and in what it expands to; a card's JSON read out of its
+    picture or its zip, then parsed under the same bounds."""
     suffix = file.suffix.lower()
     if suffix not in SUFFIXES:
         raise CharacterError(
             f"{file}: unsupported file type {suffix or '(none)'!r}; use .yaml, .yml, .json, or a .png or .charx card."
         )
-    try:
-        if suffix == ".png":
-            text = card_text(file, read_bounded(file, MAX_PNG_BYTES, "a card's picture"))
-        elif suffix == ".charx":
-            text = charx_text(file, read_bounded(file, MAX_PNG_BYTES, "a CHARX card"))
-        else:
-            text = read_bounded(file).decode("utf-8-sig")
-    except FileNotFoundError:
-        raise CharacterError(f"{file}: no such file.") from None
-    except UnicodeDecodeError:
-        raise CharacterError(f"{file}: not UTF-8 text.") from None
-    except OSError as exc:
-        raise CharacterError(f"{file}: cannot be read ({exc.strerror}).") from None
-    if suffix in (".json", ".png", ".charx"):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CharacterError(
-                f"{file}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}."
-            ) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise CharacterError(f"{file}: invalid YAML{where}: {problem}.") from None
-
-
-def read_bounded(file: Path, limit: int = MAX_FILE_BYTES, what: str = "a character file") -> bytes:
-    """The bytes of a regular file of at most `limit`. Opened without blocking: a FIFO would
-    wait for a writer forever, and a device such as /dev/zero never ends."""
-    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CharacterError(f"{file}: not a regular file; point CHARACTER_FILE to a .yaml, .json, .png or .charx file.")
-        data = stream.read(limit + 1)
-    if len(data) > limit:
-        raise CharacterError(
-            f"{file}: larger than {limit // 1024 // 1024} MiB, the most {what} may be; "
-            "a character is a few kilobytes of text."
-        )
-    return data
+    if suffix == ".png":
+        return parse_json(file, card_text(file, read_bytes(file, CARD_PICTURE)), CARD_TEXT)
+    if suffix == ".charx":
+        return parse_json(file, charx_text(file, read_bytes(file, CHARX_CARD)), CARD_TEXT)
+    return read_document(file, CHARACTER_FILE)
 
 
 def _from_native(file: Path, doc: Mapping[str, Any]) -> Character:

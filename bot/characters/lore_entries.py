@@ -20,8 +20,7 @@ from bot.characters.macros import at_load
 from bot.errors import LoreError
 
 # A lorebook of a few thousand entries is already a large world; these stop a file built to
-# make each turn's scan or the start-up slow.
-MAX_LORE_BYTES = 4 * 1024 * 1024
+# make each turn's scan or the start-up slow (its bytes: bot.clients.outside_files.LORE_FILE).
 MAX_ENTRIES = 5_000
 MAX_KEYS_PER_ENTRY = 200
 MAX_KEY_CHARS = 500

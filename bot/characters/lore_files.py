@@ -27,19 +27,13 @@ by name: this is Écho's format, a typo must be seen.
 
 from __future__ import annotations
 
-import json
-import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bot.characters.lore import LoreEntry
 from bot.characters.lore_entries import (
     MAX_ENTRIES,
-    MAX_LORE_BYTES,
     MAX_SCAN_DEPTH,
     Reading,
     build_entry,
@@ -48,6 +42,7 @@ from bot.characters.lore_entries import (
 )
 from bot.characters.lorebook import Lorebook
 from bot.characters.world_info import book_from_world_info, is_world_info, log_ignored
+from bot.clients.outside_files import LORE_FILE, parse_json, parse_yaml, read_text
 from bot.errors import LoreError
 
 ENTRY_KEYS = (
@@ -78,32 +73,13 @@ def load_lore_file(path: str | Path, *, reading: Reading | None = None) -> Loreb
 
 
 def _parse(file: Path) -> Any:
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise LoreError(f"{file}: no such lore file.") from None
-    except OSError as exc:
-        raise LoreError(f"{file}: cannot be read ({exc.strerror}).") from None
-    with os.fdopen(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise LoreError(f"{file}: not a regular file.")
-        data = stream.read(MAX_LORE_BYTES + 1)
-    if len(data) > MAX_LORE_BYTES:
-        raise LoreError(f"{file}: larger than {MAX_LORE_BYTES // 1024 // 1024} MiB, the most a lore file may be.")
-    try:
-        # Line endings normalised first: a file saved on Windows reads as the same file.
-        text = data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
-    except UnicodeDecodeError:
-        raise LoreError(f"{file}: not UTF-8 text.") from None
+    """Read by the one guarded reader (bot/clients/outside_files.py), as the character file that
+    names it: a FIFO or a device refused, the size and what the document expands to bounded."""
+    # Line endings normalised first: a file saved on Windows reads as the same file.
+    text = read_text(file, LORE_FILE).replace("\r\n", "\n").replace("\r", "\n")
     if file.suffix.lower() == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise LoreError(f"{file}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise LoreError(f"{file}: invalid YAML: {str(exc).splitlines()[0]}.") from None
+        return parse_json(file, text, LORE_FILE)
+    return parse_yaml(file, text, LORE_FILE)
 
 
 def _native(reading: Reading, document: Mapping[str, Any]) -> Lorebook:

@@ -18,24 +18,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from bot.clients.db import hold_database, list_migrations, lock_file
+from bot.clients.db import MIGRATIONS_DIR, hold_database, list_migrations, lock_file
+from bot.clients.erasures import apply_erasures, read_ledgers
 from bot.clients.outage import Outage
+from bot.clients.outside_files import BACKUP_FILE, check_regular, read_head
 from bot.errors import BackupError
 
 log = logging.getLogger(__name__)
 
 PARTIAL_SUFFIX = ".partial"
-# Scheduled backups are named echo-<UTC time>.sqlite3; rotation only ever deletes such names.
+# Scheduled backups are named echo-<UTC time>.sqlite3, the time to the second: rotation only ever
+# deletes a file whose whole name is one of these, ordered by the time read from it, and never
+# the one it has just written. Any other file in BACKUP_DIR is the operator's.
 SCHEDULED_PREFIX = "echo-"
 SCHEDULED_SUFFIX = ".sqlite3"
+_STAMP = "%Y%m%dT%H%M%SZ"
+_SCHEDULED = re.compile(r"echo-(\d{8}T\d{6}Z)\.sqlite3")
+_PARTIAL = re.compile(r"\.echo-\d{8}T\d{6}Z\.sqlite3\..+\.partial")
 # A .partial file this old is left by a backup that was killed: the next scheduled one removes it.
 STALE_PARTIAL_SECONDS = 24 * 3600
 # An overdue backup waits this long after start-up, so that it does not compete with the warm-up.
@@ -69,15 +78,45 @@ class RestoreReport:
     database: Path
     replaced: Path | None
     tables: dict[str, int]
+    # Owner keys erased from the restored copy: people erased after the backup was taken.
+    erased: int = 0
 
     def describe(self) -> str:
         kept = f" The database it replaced is kept as {self.replaced}." if self.replaced else ""
-        return f"Restored {self.database} ({sum(self.tables.values())} rows checked).{kept}"
+        erased = (
+            f" {self.erased} key(s) of people erased since this backup was taken were erased from it again (erasure ledger)."
+            if self.erased
+            else ""
+        )
+        return f"Restored {self.database} ({sum(self.tables.values())} rows checked).{erased}{kept}"
 
 
 def scheduled_name(now: datetime | None = None) -> str:
     moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
-    return f"{SCHEDULED_PREFIX}{moment.strftime('%Y%m%dT%H%M%SZ')}{SCHEDULED_SUFFIX}"
+    return f"{SCHEDULED_PREFIX}{moment.strftime(_STAMP)}{SCHEDULED_SUFFIX}"
+
+
+def scheduled_time(name: str) -> datetime | None:
+    """When the scheduled backup `name` was taken, or None when the name is not one of ours."""
+    match = _SCHEDULED.fullmatch(name)
+    if match is None:
+        return None
+    try:
+        return datetime.strptime(match.group(1), _STAMP).replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None  # "echo-99999999T999999Z.sqlite3" is not a time: not one of ours
+
+
+def scheduled_backups(folder: Path) -> list[tuple[datetime, Path]]:
+    """The scheduled backups in `folder`, oldest first: regular files named as ours, by their time."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in folder.iterdir():
+        taken = scheduled_time(path.name)
+        if taken is not None and path.is_file() and not path.is_symlink():
+            found.append((taken, path))
+    return sorted(found)
 
 
 def next_due(folder: Path, every: timedelta, now: datetime | None = None) -> datetime:
@@ -85,16 +124,10 @@ def next_due(folder: Path, every: timedelta, now: datetime | None = None) -> dat
     when there is none or it is overdue. Read from the files, so that a bot restarted more often
     than `every` still backs up."""
     moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
-    taken = []
-    for path in folder.glob(f"{SCHEDULED_PREFIX}*{SCHEDULED_SUFFIX}") if folder.is_dir() else ():
-        stamp = path.name.removeprefix(SCHEDULED_PREFIX).removesuffix(SCHEDULED_SUFFIX)
-        try:
-            taken.append(datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc))
-        except ValueError:
-            continue  # not one of ours
+    taken = scheduled_backups(folder)
     if not taken:
         return moment + FIRST_BACKUP_DELAY
-    return max(max(taken) + every, moment + FIRST_BACKUP_DELAY)
+    return max(taken[-1][0] + every, moment + FIRST_BACKUP_DELAY)
 
 
 def _count_sql(table: str) -> str:
@@ -163,7 +196,7 @@ def backup(database: Path, target: Path) -> BackupReport:
     if target.resolve() == database.resolve():
         raise BackupError(f"{target} is the database itself; name another file")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         partial = _partial(target)
     except OSError as exc:
         raise BackupError(f"cannot write in {target.parent} ({exc.strerror or exc})") from exc
@@ -209,50 +242,85 @@ def backup(database: Path, target: Path) -> BackupReport:
 def backup_and_rotate(database: Path, folder: Path, keep: int, now: datetime | None = None) -> tuple[BackupReport, list[Path]]:
     """A scheduled backup into `folder`, then the oldest scheduled ones beyond `keep` deleted
     (and .partial files left by a killed backup a day ago). Returns the report and what was deleted."""
-    report = backup(database, folder / scheduled_name(now))
-    ours = sorted(
-        p for p in folder.iterdir() if p.name.startswith(SCHEDULED_PREFIX) and p.name.endswith(SCHEDULED_SUFFIX)
-    )
-    removed = ours[: max(0, len(ours) - keep)]
+    written = folder / scheduled_name(now)
+    report = backup(database, written)
+    # The one just written counts among the `keep`, and is never deleted.
+    older = [path for _, path in scheduled_backups(folder) if path != written]
+    removed = older[: max(0, len(older) - (keep - 1))]
     cutoff = time.time() - STALE_PARTIAL_SECONDS
     removed += [
-        p for p in folder.glob(f".{SCHEDULED_PREFIX}*{PARTIAL_SUFFIX}*") if p.stat().st_mtime < cutoff
+        p for p in folder.iterdir() if _PARTIAL.fullmatch(p.name) and p.is_file() and p.stat().st_mtime < cutoff
     ]
     for path in removed:
         path.unlink(missing_ok=True)
     return report, removed
 
 
-def _schema_version(path: Path) -> int:
-    conn = _connect(path)
+def schema_of(conn: sqlite3.Connection) -> set[tuple[str, str, str]]:
+    """The (type, name, statement) of every table, index, trigger and view the file defines,
+    statements with their spaces collapsed; SQLite's own objects left out."""
+    rows = conn.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
+    return {(str(kind), str(name), " ".join(str(sql or "").split())) for kind, name, sql in rows}
+
+
+def migrated_schema(version: int, directory: Path = MIGRATIONS_DIR) -> set[tuple[str, str, str]]:
+    """The schema Écho's migrations 1..`version` give a new database (built in memory)."""
+    conn = sqlite3.connect(":memory:")
     try:
-        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+        for number, path in list_migrations(directory):
+            if number > version:
+                break
+            conn.executescript(path.read_text(encoding="utf-8"))
+        return schema_of(conn)
     finally:
         conn.close()
 
 
 def check_backup(path: Path) -> dict[str, int]:
-    """Row counts of a backup file fit to be restored; BackupError saying why it is not."""
-    if not path.is_file():
+    """Row counts of a backup file fit to be restored; BackupError saying why it is not.
+
+    Écho's database is told by its migration record (`PRAGMA user_version`, set by each
+    migration) and its schema, which must be exactly the one Écho's migrations give at that
+    version: another program's SQLite file with a `memories` table is not a backup."""
+    if not path.exists() and not path.is_symlink():
         raise BackupError(f"there is no backup file at {path}")
-    with path.open("rb") as file:
-        if file.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
-            raise BackupError(f"{path} is not an SQLite database")
+    check_regular(path, BACKUP_FILE)
+    if read_head(path, BACKUP_FILE, len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
+        raise BackupError(f"{path} is not an SQLite database")
     counts = _check(path, None)
-    if "memories" not in counts:
-        raise BackupError(f"{path} is an SQLite database, but not one of Écho (it has no memories table)")
-    version, known = _schema_version(path), len(list_migrations())
+    conn = _connect(path)
+    try:
+        conn.execute("PRAGMA query_only = ON")
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        found = schema_of(conn)
+    except sqlite3.DatabaseError as exc:
+        raise BackupError(f"{path} is not a usable SQLite database ({exc})") from exc
+    finally:
+        conn.close()
+    known = len(list_migrations())
     if version > known:
         raise BackupError(
             f"{path} was written by a newer Écho (schema {version}, this one knows {known}): update Écho first"
         )
+    if version < 1:
+        raise BackupError(f"{path} is an SQLite database, but not one of Écho: no migration of Écho was ever applied to it")
+    expected = migrated_schema(version)
+    if found != expected:
+        differs = sorted({name for _, name, _ in found ^ expected})[:3]
+        raise BackupError(
+            f"{path} is an SQLite database, but not one of Écho: its schema is not the one of Écho's migration "
+            f"{version} ({', '.join(differs)} differ{'s' if len(differs) == 1 else ''})"
+        )
     return counts
 
 
-def restore(path: Path, database: Path, now: datetime | None = None) -> RestoreReport:
+def restore(path: Path, database: Path, now: datetime | None = None, *, ledgers: Sequence[Path] = ()) -> RestoreReport:
     """Put the backup `path` in place of `database`, with no process using it. The replaced
-    database is renamed "<name>.before-restore-<UTC time>" (with its -wal), never deleted."""
+    database is renamed "<name>.before-restore-<UTC time>" (with its -wal), never deleted.
+    Every erasure the `ledgers` hold that the backup predates is applied to the copy before it
+    takes the database's place: a restore never brings an erased person back."""
     counts = check_backup(path)
+    erasures = read_ledgers(ledgers)
     try:
         database.parent.mkdir(parents=True, exist_ok=True)
         lock = hold_database(database, exclusive=True)
@@ -268,6 +336,9 @@ def restore(path: Path, database: Path, now: datetime | None = None) -> RestoreR
         try:
             shutil.copyfile(path, partial)
             _check(partial, counts)
+            erased = apply_erasures(partial, erasures)
+            if erased:
+                _check(partial, None)
             _fsync(partial)
             replaced: Path | None = None
             if database.exists():
@@ -285,9 +356,11 @@ def restore(path: Path, database: Path, now: datetime | None = None) -> RestoreR
             raise
     except OSError as exc:
         raise BackupError(f"the restore into {database} failed ({exc.strerror or exc})") from exc
+    except sqlite3.Error as exc:
+        raise BackupError(f"the erasures could not be applied to the restored copy ({exc}); nothing was changed") from exc
     finally:
         os.close(lock)
-    return RestoreReport(database, replaced, counts)
+    return RestoreReport(database, replaced, counts, erased)
 
 
 async def scheduled_backup(database: Path, folder: Path, keep: int) -> None:

@@ -19,16 +19,15 @@ import os
 import re
 import sqlite3
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
 from bot.clients.outage import Outage
-from bot.clients.storage import Connection, Database, Params, Row
-from bot.clients.values import as_utc
+from bot.clients.storage import Database, Params, Sql, Statement, fetch_one
 from bot.errors import MigrationError, StartupError, StorageError
 
 log = logging.getLogger(__name__)
@@ -41,8 +40,6 @@ BUSY_TIMEOUT_MS = 5000
 RESTORE_WAIT_SECONDS = 30.0
 
 
-# "No limit" as a number both SQLite and PostgreSQL take (PostgreSQL refuses LIMIT -1).
-NO_LIMIT = 2**63 - 1
 
 
 def lock_key(name: str) -> int:
@@ -50,23 +47,6 @@ def lock_key(name: str) -> int:
     locks beside its file). Two names may share a key (a 64-bit hash): the cost is one of them
     waiting a turn, never a wrong result. hash() differs per process."""
     return int.from_bytes(hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
-
-
-class Sql(str):
-    """A statement whose PostgreSQL text differs from its SQLite one, both written side by side.
-
-    The string itself is the SQLite text, so aiosqlite runs it as it is; the PostgreSQL
-    connection runs `.postgresql` instead. Only for what one text cannot say for both (FTS5 and
-    tsvector, json_each and jsonb, index maintenance); everything else is one plain string.
-    `postgresql=None`: the statement has no PostgreSQL counterpart and is skipped there.
-    """
-
-    postgresql: str | None
-
-    def __new__(cls, sqlite: str, *, postgresql: str | None) -> "Sql":
-        statement = super().__new__(cls, sqlite)
-        statement.postgresql = postgresql
-        return statement
 
 
 # Primary result codes of failures that come from where the file lives, not from the code.
@@ -94,88 +74,6 @@ def storage_failure(path: Path, exc: BaseException) -> StorageError | None:
         "the bot keeps answering what it can and retries the pending work later.",
         reason=reason,
     )
-
-
-def to_db(dt: datetime | None) -> str | None:
-    """Datetimes are stored as UTC ISO-8601 text of one fixed shape, so text order is time order.
-
-    The year is always four digits (``strftime("%Y")`` writes year 999 as "999", which
-    ``fromisoformat`` cannot read back). A date with no UTC instant in the years 1 to 9999
-    ("0001-01-01T00:00+05:00") raises ValueError: the edges refuse such dates before they get
-    here."""
-    if dt is None:
-        return None
-    return as_utc(dt).isoformat(timespec="microseconds")
-
-
-# What an unreadable stored date reads as: a creation date sorts oldest, an expiry has passed.
-UNREADABLE_DATE = datetime(1970, 1, 1, tzinfo=timezone.utc)
-# Rows written before dates were padded hold years of 1 to 3 digits ("999-12-31T…").
-_SHORT_YEAR = re.compile(r"(\d{1,3})(-\d{2}-\d{2}T.*)", re.DOTALL)
-# One bad row must not lock a user out of their data: it is read, logged once and counted.
-unreadable_dates = Outage(log)
-
-
-def from_db(value: str | None) -> datetime | None:
-    """The stored date, in UTC. Never raises: a value that is not a date is logged (once per
-    quiet period), counted in ``unreadable_dates`` and read as ``UNREADABLE_DATE``."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        short = _SHORT_YEAR.fullmatch(value)
-        text = f"{int(short.group(1)):04d}{short.group(2)}" if short else value
-        try:
-            dt = datetime.fromisoformat(text)
-            dt = dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
-            return dt.astimezone(timezone.utc)
-        except (ValueError, OverflowError):
-            pass
-    unreadable_dates.failed(
-        "a date stored in the database cannot be read (%.40r): read as %s; later ones are counted",
-        value,
-        UNREADABLE_DATE.date().isoformat(),
-    )
-    return UNREADABLE_DATE
-
-
-async def fetch_all(conn: Connection, sql: str, params: Params = ()) -> list[Row]:
-    """Run a query and read all its rows in one step of the connection's thread.
-
-    Never a cursor opened with `async with conn.execute` and read later: on the shared reader,
-    a statement left open across an await holds its read snapshot, and every other coroutine's
-    query on that connection then reads the database as it was before later commits
-    (bench/load.py saw exchanges reflected twice that way).
-    """
-    return list(await conn.execute_fetchall(sql, params))
-
-
-async def fetch_pages(conn: Connection, sql: str, params: Params, size: int) -> AsyncIterator[list[Row]]:
-    """A query's rows, `size` at a time, from one statement (one sort, one pass, however many
-    rows). Only on a connection of `Database.reading()`: the statement stays open between pages,
-    which on the shared reader would hold every other coroutine's reads in its snapshot (see
-    `fetch_all`)."""
-    cursor = await conn.execute(sql, params)
-    try:
-        while True:
-            page = list(await cursor.fetchmany(size))
-            if page:
-                yield page
-            if len(page) < size:
-                return
-    finally:
-        await cursor.close()
-
-
-async def fetch_one(conn: Connection, sql: str, params: Params = ()) -> Row | None:
-    """The first row of a query that returns at most one, read like fetch_all."""
-    rows = await fetch_all(conn, sql, params)
-    return rows[0] if rows else None
-
-
-async def inserted_id(conn: Connection, sql: str, params: Params = ()) -> int | None:
-    """The id an `INSERT … RETURNING id` gave its row; None when it inserted none."""
-    row = await fetch_one(conn, sql, params)
-    return int(row[0]) if row is not None else None
 
 
 def list_migrations(directory: Path = MIGRATIONS_DIR) -> list[tuple[int, Path]]:
@@ -238,6 +136,25 @@ def schema_version(path: Path) -> int:
         conn.close()
 
 
+# Every memory and transcript is in the database: readable by this user only, whatever the
+# umask. SQLite gives its -wal and -shm the database file's own mode.
+PRIVATE_MODE = 0o600
+
+
+def create_private(path: Path) -> None:
+    """Create the database file empty and private (SQLite reads an empty file as a new
+    database) unless it exists: an existing file keeps the mode its owner gave it (`python -m
+    bot doctor` says when others may read it)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_MODE)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, PRIVATE_MODE)  # the umask may have taken bits away; none is added
+    finally:
+        os.close(fd)
+
+
 def lock_file(path: Path) -> Path:
     """The file whose lock says who uses the database: "<database>.lock", beside it."""
     return path.with_name(path.name + ".lock")
@@ -275,6 +192,27 @@ async def _hold_while_open(path: Path) -> int:
     return fd
 
 
+def _sqlite_text(sql: Statement) -> str:
+    return sql.sqlite if isinstance(sql, Sql) else sql
+
+
+class SQLiteConnection:
+    """An aiosqlite connection that runs an `Sql` statement's SQLite text; the rest is
+    aiosqlite's own (its cursors as context managers, `executemany`…)."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self.raw = conn
+
+    def execute(self, sql: Statement, parameters: Params = ()) -> aiosqlite.context.Result[aiosqlite.Cursor]:
+        return self.raw.execute(_sqlite_text(sql), parameters)
+
+    async def execute_fetchall(self, sql: Statement, parameters: Params = ()) -> Iterable[sqlite3.Row]:
+        return await self.raw.execute_fetchall(_sqlite_text(sql), parameters)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
 class SQLiteDatabase:
     """The bot's SQLite database: `reader` for queries, `write()` for serialised transactions,
     `reading()` for a long read."""
@@ -287,7 +225,8 @@ class SQLiteDatabase:
         self.path = path
         self._lock = lock
         self._writer = writer
-        self.reader = reader
+        self._writes = SQLiteConnection(writer)
+        self.reader = SQLiteConnection(reader)
         self._write_lock = asyncio.Lock()
         self.storage = Outage(log, level=logging.ERROR)
         # The names this process holds through `exclusive` (bytes of the lock file).
@@ -300,8 +239,9 @@ class SQLiteDatabase:
             # The reader would open a second, empty in-memory database.
             raise ValueError("Écho needs a database file: the reader and writer share it")
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         lock = await _hold_while_open(path)
+        create_private(path)
         try:
             writer = await aiosqlite.connect(path, isolation_level=None)
         except BaseException:
@@ -335,7 +275,7 @@ class SQLiteDatabase:
         return cls(path, writer, reader, lock)
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def write(self) -> AsyncIterator[SQLiteConnection]:
         """One write transaction at a time: all of it commits, or none of it.
 
         A failure of the file or its disk surfaces as StorageError, after the rollback.
@@ -345,7 +285,7 @@ class SQLiteDatabase:
                 # Inside the try: a task cancelled while BEGIN is pending must not leave the
                 # shared writer in an open transaction for every later write to trip over.
                 await self._writer.execute("BEGIN IMMEDIATE")
-                yield self._writer
+                yield self._writes
                 # Inside the try too: a COMMIT refused by a full disk must be rolled back.
                 await self._writer.commit()
             except BaseException as exc:
@@ -362,7 +302,7 @@ class SQLiteDatabase:
                 self.storage.recovered("the database accepts writes again after %d failed write(s)")
 
     @asynccontextmanager
-    async def reading(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def reading(self) -> AsyncIterator[SQLiteConnection]:
         """A read-only connection of its own, in one read transaction (one snapshot), for a read
         that takes seconds (one person's 100,000 memories and vectors). On the shared reader its
         statements held everyone's: the reader runs one statement at a time, and others' turns
@@ -373,7 +313,7 @@ class SQLiteDatabase:
             await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             await conn.execute("PRAGMA query_only = ON")
             await conn.execute("BEGIN")
-            yield conn
+            yield SQLiteConnection(conn)
         finally:
             await conn.close()
 
@@ -418,7 +358,7 @@ class SQLiteDatabase:
         the work later. Never raises: what it follows is already committed."""
         async with self._write_lock:
             try:
-                row = await fetch_one(self._writer, "PRAGMA wal_checkpoint(TRUNCATE)")
+                row = await fetch_one(self._writes, "PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
                 log.warning("the WAL could not be checkpointed after an erase: %s", exc)
                 return False

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from bot.clients.kinds import Api
 
@@ -28,12 +28,29 @@ class Image:
     data: bytes
 
 
+class ChatMessage(TypedDict):
+    """One message of a chat call, as the engine writes it; the wire shape is each API's
+    (`wire_message`)."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+    # Shown to a vision model with the message (the last user message of a reply call).
+    images: NotRequired[list[Image]]
+
+
 @dataclass(frozen=True, slots=True)
 class TokenUsage:
-    """Tokens of one call as the server counted them; None when it did not say."""
+    """Tokens of one call as the server counted them; None when it did not say.
+
+    `cached_tokens`: of the prompt's tokens, those the server took from its cache instead of
+    reading them (llama.cpp's `timings.cache_n`, OpenAI's `prompt_tokens_details.cached_tokens`,
+    Ollama's `prompt_eval_cached_count` where it has one); `prompt_ms`: how long the server read
+    the rest (llama.cpp's `timings.prompt_ms`, Ollama's `prompt_eval_duration`)."""
 
     prompt_tokens: int | None
     completion_tokens: int | None
+    cached_tokens: int | None = None
+    prompt_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +64,38 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+def _milliseconds(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0 or value == float("inf"):
+        return None
+    return float(value)
+
+
 def token_usage(api: Api, data: Mapping[str, Any]) -> TokenUsage:
-    """Ollama counts at the top level (prompt_eval_count, eval_count), OpenAI under `usage`."""
+    """Ollama counts at the top level (prompt_eval_count, eval_count, durations in ns), OpenAI
+    under `usage`; llama.cpp adds its `timings` beside it."""
     if api == "ollama":
-        return TokenUsage(_count(data.get("prompt_eval_count")), _count(data.get("eval_count")))
+        duration = _milliseconds(data.get("prompt_eval_duration"))
+        return TokenUsage(
+            _count(data.get("prompt_eval_count")),
+            _count(data.get("eval_count")),
+            _count(data.get("prompt_eval_cached_count")),
+            None if duration is None else duration / 1e6,
+        )
     usage = data.get("usage")
+    timings = data.get("timings")
+    timings = timings if isinstance(timings, Mapping) else {}
     if not isinstance(usage, Mapping):
         return TokenUsage(None, None)
-    return TokenUsage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, Mapping) else None
+    if cached is None:
+        cached = _count(timings.get("cache_n"))
+    return TokenUsage(
+        _count(usage.get("prompt_tokens")),
+        _count(usage.get("completion_tokens")),
+        cached,
+        _milliseconds(timings.get("prompt_ms")),
+    )
 
 
 def strip_thinking(text: str) -> str:
@@ -160,19 +201,30 @@ class Thinking:
 
 def request_body(
     api: Api,
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[ChatMessage],
     *,
     model: str,
     json_schema: dict[str, Any] | None,
     temperature: float | None,
     stream: bool,
     context_tokens: int | None,
+    keep_alive: str | None = None,
+    cache_prompt: bool = False,
+    cache_key: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """(path, JSON body) of a chat call; a message's `images` (raw bytes) go in the API's
-    own shape: Ollama's base64 `images`, OpenAI's `image_url` content parts."""
+    own shape: Ollama's base64 `images`, OpenAI's `image_url` content parts.
+
+    What the server is told besides the chat (docs/llm-servers.md): Ollama, how long to keep
+    the model loaded after the call (`keep_alive`) and the context (`num_ctx`, the same on every
+    call: a change reloads the model); an OpenAI-compatible server, the conversation's
+    `prompt_cache_key` (a router or a provider keeps it on one cache) and, for llama.cpp,
+    `cache_prompt`."""
     wire = [wire_message(api, m) for m in messages]
     body: dict[str, Any] = {"model": model, "messages": wire, "stream": stream}
     if api == "ollama":
+        if keep_alive is not None:
+            body["keep_alive"] = _keep_alive(keep_alive)
         if json_schema is not None:
             body["format"] = json_schema
         options: dict[str, Any] = {}
@@ -192,12 +244,26 @@ def request_body(
         body["temperature"] = temperature
     if stream:
         body["stream_options"] = {"include_usage": True}
+    if cache_prompt:
+        body["cache_prompt"] = True
+    if cache_key is not None:
+        body["prompt_cache_key"] = cache_key
     return "/v1/chat/completions", body
 
 
-def wire_message(api: Api, message: Mapping[str, Any]) -> dict[str, Any]:
+def _keep_alive(value: str) -> str | int | float:
+    """Ollama reads a string as a duration with its unit ("30m") and seconds as a JSON number
+    (a string "-1" has no unit and is refused)."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return int(number) if number.is_integer() else number
+
+
+def wire_message(api: Api, message: ChatMessage) -> dict[str, Any]:
     wire: dict[str, Any] = {"role": message["role"], "content": message["content"]}
-    images: Sequence[Image] = message.get("images") or ()
+    images = message.get("images") or ()
     if not images:
         return wire
     if api == "ollama":

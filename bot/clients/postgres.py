@@ -31,6 +31,7 @@ import asyncpg
 
 from bot.clients.db import POSTGRES_MIGRATIONS_DIR, list_migrations, lock_key
 from bot.clients.outage import Outage
+from bot.clients.storage import Sql, Statement
 from bot.errors import MigrationError, StorageError
 
 log = logging.getLogger(__name__)
@@ -90,8 +91,8 @@ def _insert_or_ignore(text: str) -> str:
     return f"{text[: returning.start()].rstrip()} ON CONFLICT DO NOTHING {text[returning.start():]}"
 
 
-def _statement(sql: str) -> str | None:
-    return getattr(sql, "postgresql", sql)
+def _statement(sql: Statement) -> str | None:
+    return sql.postgresql if isinstance(sql, Sql) else sql
 
 
 def _arguments(translated: _Translated, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
@@ -143,7 +144,7 @@ class _Pending:
         return None
 
 
-async def _run(conn: asyncpg.Connection, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> Cursor:
+async def _run(conn: asyncpg.Connection, sql: Statement, params: Sequence[Any] | Mapping[str, Any]) -> Cursor:
     text = _statement(sql)
     if text is None:
         return Cursor([], 0)
@@ -165,10 +166,10 @@ class Connection:
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.raw = conn
 
-    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> _Pending:
+    def execute(self, sql: Statement, params: Sequence[Any] | Mapping[str, Any] = ()) -> _Pending:
         return _Pending(_run(self.raw, sql, params))
 
-    async def execute_fetchall(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[asyncpg.Record]:
+    async def execute_fetchall(self, sql: Statement, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[asyncpg.Record]:
         return (await _run(self.raw, sql, params)).rows
 
 
@@ -180,14 +181,14 @@ class Reader:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> _Pending:
+    def execute(self, sql: Statement, params: Sequence[Any] | Mapping[str, Any] = ()) -> _Pending:
         return _Pending(self._fetch(sql, params))
 
-    async def _fetch(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> Cursor:
+    async def _fetch(self, sql: Statement, params: Sequence[Any] | Mapping[str, Any]) -> Cursor:
         async with self._pool.acquire() as conn:
             return await _run(conn, sql, params)
 
-    async def execute_fetchall(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[asyncpg.Record]:
+    async def execute_fetchall(self, sql: Statement, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[asyncpg.Record]:
         return (await self._fetch(sql, params)).rows
 
 

@@ -1,4 +1,4 @@
-"""Plain values every layer shares: text that can be stored, instants in UTC.
+"""Plain values every layer shares: text that can be stored, instants in UTC, row ids.
 
 A leaf module: the clients use these, and the core re-exports them (bot.memory.text,
 bot.memory.model), so the clients import nothing of the core.
@@ -30,3 +30,19 @@ def as_utc(value: datetime) -> datetime:
         return value.astimezone(timezone.utc)
     except OverflowError:
         raise ValueError(f"date out of range: {value.isoformat()} has no UTC instant") from None
+
+
+# SQLite's largest rowid (PostgreSQL's BIGINT): a bigger id names nothing, and cannot even be bound
+# to a statement (OverflowError).
+MAX_ROW_ID = 2**63 - 1
+_ROW_ID = re.compile(r"[0-9]{1,19}")
+
+
+def row_id(text: str) -> int | None:
+    """The id a front end read from outside (a URL, a custom id, a form, a command), or None when
+    it cannot name a row: not ASCII digits ("１２" and "²" are digits to int()), 0, or past
+    MAX_ROW_ID. Every id from outside goes through this before it reaches the engine."""
+    if not _ROW_ID.fullmatch(text):
+        return None
+    value = int(text)
+    return value if 0 < value <= MAX_ROW_ID else None

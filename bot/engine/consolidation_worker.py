@@ -4,11 +4,13 @@ checked by code (bot/memory/consolidation/proposal.py), applied in one transacti
 
 An APScheduler interval job (CONSOLIDATION_INTERVAL_SECONDS) runs `run_once`: the people who spoke
 in the last RECENT_DAYS, most recent first, their series largest first, at most
-CONSOLIDATION_SERIES_PER_RUN model calls in all. Never inside a turn. Each series is decided
-under the user's reflection lock and the reflection worker's claim on the user (one at a time per
-user, across processes on PostgreSQL): no reflection, erase or other consolidation of that user
-runs meanwhile. A member changed, pinned or gone since the series was read (an erase included)
-leaves the series as it is. A refused series is not asked again until one of its members changes.
+CONSOLIDATION_SERIES_PER_RUN model calls in all. Never inside a turn. Each series is asked under
+the reflection worker's claim on the user (one process at a time per user, never waited for),
+and applied under the user's reflection lock, which is never held across the model call: an
+erase of that person cancels the call (`stop`) and never waits for it. A member changed, pinned
+or gone since the series was read (an erase included) leaves the series as it is. A refused
+series is not asked again until one of its members changes; a series whose check or write fails
+for any other reason is logged, counted and skipped, and the job goes on with the next.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import asyncio
 import logging
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from typing import Any
 
 from bot.clients.outage import Outage
 from bot.engine.context import EngineContext
 from bot.engine.reflection_worker import Reflections
-from bot.errors import LLMError, ReflectionParseError, StorageError
+from bot.errors import InvalidMemory, LLMError, ReflectionParseError, StorageError
 from bot.memory.consolidation.proposal import (
     Refusal,
     build_consolidation_messages,
@@ -32,9 +35,11 @@ from bot.memory.consolidation.proposal import (
     parse_proposal,
 )
 from bot.memory.consolidation.scan import ScanFigures
+from bot.memory.model import NewMemory, OwnerKey
 from bot.memory.series import Series
-from bot.memory.stores.exchanges import copy_sources, recent_speakers
-from bot.memory.stores.memories import NewMemory, consolidate, consolidations
+from bot.memory.stores.consolidations import consolidate, undone_by_user
+from bot.memory.stores.exchanges import recent_speakers
+from bot.memory.stores.provenance import copy_sources
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +71,8 @@ class Consolidations:
         self._refused: OrderedDict[tuple[str, str], str] = OrderedDict()
         self.totals = RunFigures()
         self._running = asyncio.Lock()
+        # The model call under way for each user: an erase cancels it (`stop`).
+        self._asking: dict[OwnerKey, asyncio.Future[Any]] = {}
 
     async def run_once(self) -> RunFigures:
         """One pass over the recent speakers, within the run's budget of model calls."""
@@ -99,7 +106,7 @@ class Consolidations:
         t.scan_seconds += figures.scan_seconds
         t.longest_slice_ms = max(t.longest_slice_ms, figures.longest_slice_ms)
 
-    async def find(self, user_id: str, figures: RunFigures | None = None) -> Sequence[Series]:
+    async def find(self, user_id: OwnerKey, figures: RunFigures | None = None) -> Sequence[Series]:
         """The user's series as the cache holds their memories now: only the memories changed
         since the last run are read again, the first run of a large user in the worker process
         (bot/memory/consolidation/scan.py)."""
@@ -111,10 +118,19 @@ class Consolidations:
             figures.longest_slice_ms = max(figures.longest_slice_ms, scan.longest_slice_ms)
         return series
 
-    async def consolidate_user(self, user_id: str, figures: RunFigures, budget: int) -> None:
+    async def stop(self, user_id: OwnerKey) -> None:
+        """Cancel the model call of a consolidation of this user (their erase): the series is
+        left as it is, and the job goes on with the next person."""
+        asking = self._asking.get(user_id)
+        if asking is not None and not asking.done():
+            asking.cancel()
+            await asyncio.wait([asking])
+
+    async def consolidate_user(self, user_id: OwnerKey, figures: RunFigures, budget: int) -> None:
         # A consolidation the user undid is theirs to keep undone: its members are not asked
-        # again together, only once the series holds a memory more.
-        undone = [frozenset(m for m, _ in c.members) for c in await consolidations(self.ctx.db.reader, user_id) if c.undone]
+        # again together, only once the series holds a memory more. Read whole, however many
+        # consolidations came after it.
+        undone = await undone_by_user(self.ctx.db.reader, user_id)
         for series in await self.find(user_id, figures):
             if figures.llm_calls >= budget or self.reflections.closing:
                 return
@@ -122,15 +138,23 @@ class Consolidations:
                 continue
             if any(frozenset(m.id for m in series.members) <= members for members in undone):
                 continue
-            async with self.reflections.lock(user_id):
-                async with self.ctx.db.exclusive(f"reflect:{user_id}") as mine:
-                    if not mine:
-                        return  # another process reflects or consolidates this user now
+            async with self.ctx.db.exclusive(f"reflect:{user_id}") as mine:
+                if not mine:
+                    return  # another process reflects or consolidates this user now
+                try:
                     outcome = await self.consolidate_series(user_id, series, figures)
+                except StorageError:
+                    raise  # the disk, not the series: the run stops (run_once)
+                except Exception as exc:
+                    # One series' failure never stops the job: logged, counted, not asked again.
+                    log.warning("consolidation of %d memories failed, skipped: %s: %s", len(series.members), type(exc).__name__, exc)
+                    outcome = self._refuse(user_id, series, Refusal("failed", f"{type(exc).__name__}: {exc}"), figures)
             if outcome is None:
                 return  # the model is failing: the next run tries again
+            if outcome == "erased":
+                return  # the person is being erased: nothing more of theirs
 
-    async def consolidate_series(self, user_id: str, series: Series, figures: RunFigures) -> str | None:
+    async def consolidate_series(self, user_id: OwnerKey, series: Series, figures: RunFigures) -> str | None:
         """Ask the model for one memory holding the series, check it, apply it. The outcome
         ("applied" or the refusal's reason), or None when the model did not answer."""
         ctx = self.ctx
@@ -138,37 +162,57 @@ class Consolidations:
         members = list(series.members)
         messages = build_consolidation_messages(character=character.name, user="the user", members=members)
         figures.llm_calls += 1
-        try:
-            answer = await ctx.calls.chat(
+        asking = asyncio.ensure_future(
+            ctx.calls.chat(
                 "consolidation",
                 messages,
                 model=ctx.settings.reflection_model,
                 json_schema=consolidation_json_schema(),
                 timeout=ctx.settings.reflection_timeout_seconds,
             )
+        )
+        self._asking[user_id] = asking
+        try:
+            answer = await asking
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if asking.cancelled() and (current is None or not current.cancelling()):
+                log.info("consolidation of %d memories stopped: the person is being erased", len(members))
+                return "erased"
+            raise
         except LLMError as exc:
             ctx.metrics.consolidations.labels("llm_failed").inc()
             self.outage.failed("consolidations fail, series stay as they are: %s", exc)
             return None
+        finally:
+            if self._asking.get(user_id) is asking:
+                del self._asking[user_id]
         self.outage.recovered("consolidations work again after %d failed call(s)")
         try:
             proposal = parse_proposal(answer.text)
         except ReflectionParseError as exc:
             return self._refuse(user_id, series, Refusal("unparseable", str(exc)), figures)
-        refusal = check_proposal(members, proposal, character_name=character.name)
+        first = members[0]
+        try:
+            # Checked in the form it would be stored in: NFKC writes "…" as "...", which can take
+            # a text of 500 characters past the store's limit.
+            new = NewMemory(
+                text=proposal.text,
+                type=first.type,
+                scope=first.scope,
+                confidence=max(m.confidence for m in members),
+                story_id=first.story_id,
+                place=first.place,
+                source=max(members, key=lambda m: m.updated_at).source,
+            ).validated()
+        except InvalidMemory as exc:
+            return self._refuse(user_id, series, Refusal("unstorable", str(exc)), figures)
+        refusal = check_proposal(members, replace(proposal, text=new.text), character_name=character.name)
         if refusal is not None:
             return self._refuse(user_id, series, refusal, figures)
-        first = members[0]
-        new = NewMemory(
-            text=proposal.text,
-            type=first.type,
-            scope=first.scope,
-            confidence=max(m.confidence for m in members),
-            story_id=first.story_id,
-            place=first.place,
-            source=max(members, key=lambda m: m.updated_at).source,
-        )
-        async with ctx.db.write() as conn:
+        # The user's lock for the write only: a reflection or an erase of theirs waits for one
+        # transaction at most, never for a model.
+        async with self.reflections.lock(user_id), ctx.db.write() as conn:
             new_id = await consolidate(conn, user_id, members, new, now=ctx.clock())
             if new_id is not None:
                 await copy_sources(conn, user_id, [m.id for m in members], new_id)
@@ -183,7 +227,7 @@ class Consolidations:
         log.info("consolidated %d memories into #%d", len(members), new_id)
         return "applied"
 
-    def _refuse(self, user_id: str, series: Series, refusal: Refusal, figures: RunFigures) -> str:
+    def _refuse(self, user_id: OwnerKey, series: Series, refusal: Refusal, figures: RunFigures) -> str:
         self.ctx.metrics.consolidations.labels(refusal.reason).inc()
         figures.refused[refusal.reason] += 1
         log.info("consolidation of %d memories refused (%s): %s", len(series.members), refusal.reason, refusal.detail)

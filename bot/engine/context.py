@@ -21,8 +21,9 @@ from bot.engine.events import Events
 from bot.engine.llm_calls import ModelCalls
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.consolidation.scan import SeriesScan
+from bot.memory.model import StoryId
 from bot.memory.read.recall import Recall
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.story.state import StateSpec, parse_state_specs
 from bot.memory.write.index import WriteIndexes
 
@@ -41,13 +42,13 @@ class Scenes:
         self.max_stories = max_stories
         self._others: OrderedDict[str, frozenset[str]] = OrderedDict()
 
-    def note(self, story_id: str, others: Iterable[str]) -> None:
+    def note(self, story_id: StoryId, others: Iterable[str]) -> None:
         self._others[story_id] = frozenset(others)
         self._others.move_to_end(story_id)
         while len(self._others) > self.max_stories:
             self._others.popitem(last=False)
 
-    def others(self, story_id: str, besides: str) -> list[str]:
+    def others(self, story_id: StoryId, besides: str) -> list[str]:
         """The people noted in the channel, but `besides`, in order."""
         return sorted(self._others.get(story_id, frozenset()) - {besides})
 

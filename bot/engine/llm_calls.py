@@ -1,15 +1,28 @@
-"""The engine's calls to the language model: timed, their tokens counted, a full context
-reported once, a runaway streamed reply stopped, and the reply as it is sent."""
+"""The engine's calls to the language model: timed, their tokens counted (read and reused, as
+the server says), a full context reported once, a runaway streamed reply stopped, and the reply
+as it is sent. Also what the engine knows of the model's context: its size, where it was read,
+and how many characters make a token on this server (bot/engine/fitting.py fits prompts in it)."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import hmac
 import logging
+import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from bot.clients.llm import ChatReply, LLMClient, OnText, TokenUsage
+from bot.clients.llm import LLMClient, OnText
+from bot.clients.llm_wire import ChatMessage, ChatReply, TokenUsage
 from bot.clients.metrics import Metrics
+from bot.engine.fitting import ContextTooSmall, TokenRate
+from bot.errors import LLMContextExceeded
+from bot.memory.model import utcnow
 from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
@@ -27,25 +40,147 @@ class _LongEnough(Exception):
     """Stops a streamed reply that went past MAX_REPLY_CHARS."""
 
 
+@dataclass(slots=True)
+class CallTotals:
+    """One kind of call's prompts since start-up, as the server counted them."""
+
+    calls: int = 0
+    prompt_tokens: int = 0  # counted by the server
+    reused_tokens: int = 0  # of those, taken from its cache (where the server says)
+    read_seconds: float = 0.0  # the server's time reading the rest (where it says)
+    counted: int = 0  # calls whose answer said how many tokens the prompt had
+    cache_counted: int = 0  # calls whose answer said how many were reused
+
+    @property
+    def read_tokens(self) -> int:
+        return self.prompt_tokens - self.reused_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class TooSmall:
+    """The last turn whose smallest prompt did not fit the model's context."""
+
+    needed: int
+    context: int
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFigures:
+    """The language model as the bot knows it: its server, its context and where it was read,
+    the last turn that could not fit even its smallest prompt, and each kind of call's prompts
+    since start-up (the owner's page shows them)."""
+
+    server: str
+    context: int | None
+    context_source: str
+    too_small: TooSmall | None
+    totals: dict[str, CallTotals]
+
+
 class ModelCalls:
-    def __init__(self, llm: LLMClient, metrics: Metrics) -> None:
+    def __init__(self, llm: LLMClient, metrics: Metrics, *, context_tokens: int | None = None) -> None:
         self.llm = llm
         self.metrics = metrics
+        # LLM_CONTEXT_TOKENS: the context assumed of a server that does not say its own.
+        self.setting_context = context_tokens
+        # What a refusal said the context is (llama.cpp's n_ctx): it outranks what was read.
+        self.refused_at: int | None = None
+        self.rates: defaultdict[str, TokenRate] = defaultdict(TokenRate)
+        self.totals: defaultdict[str, CallTotals] = defaultdict(CallTotals)
+        self.too_small: TooSmall | None = None
         # Calls (reply, reflection) whose full context was already reported in the log.
         self._context_warned: set[str] = set()
+        self._too_small_warned = False
+        # The conversation keys' salt: a key names a conversation to the server, never a person
+        # (Discord ids are public and few enough to hash them all). Per process: after a
+        # restart a router may place a conversation on another server once.
+        self._salt = secrets.token_bytes(16)
 
-    async def chat(self, call: str, messages: Sequence[Mapping[str, str]], **options: Any) -> ChatReply:
+    def conversation_key(self, user_id: str, story_id: str) -> str:
+        """The key a router or a provider keeps one conversation on one cache with
+        (`prompt_cache_key`): a salted hash of who and where, nothing readable."""
+        digest = hmac.new(self._salt, f"{user_id}\x00{story_id}".encode(), hashlib.sha256)
+        return "echo-" + digest.hexdigest()[:32]
+
+    def context_tokens(self) -> int | None:
+        """The context one call may fill, as known: what a refusal said, else what the server
+        says (for Ollama, the num_ctx asked, within the model's own), else LLM_CONTEXT_TOKENS."""
+        if self.refused_at is not None:
+            return self.refused_at
+        server = self.llm.server
+        said = server.context_tokens if server is not None else None
+        if self.llm.api == "ollama" and self.llm.context_tokens is not None:
+            return min(self.llm.context_tokens, said) if said else self.llm.context_tokens
+        return said or self.setting_context
+
+    def context_source(self) -> str:
+        """Where the context size was read, for the owner's page and doctor."""
+        if self.refused_at is not None:
+            return "the server's refusal of a longer prompt"
+        server = self.llm.server
+        if self.llm.api == "ollama":
+            return "num_ctx (LLM_CONTEXT_TOKENS)"
+        if server is not None and server.context_tokens:
+            return {"llama.cpp": "llama.cpp /props n_ctx", "vllm": "vLLM max_model_len"}.get(server.kind, "the server's model list")
+        return "LLM_CONTEXT_TOKENS (the server does not say)"
+
+    def figures(self) -> ModelFigures:
+        server = self.llm.server
+        return ModelFigures(
+            server=server.kind if server is not None else self.llm.api,
+            context=self.context_tokens(),
+            context_source=self.context_source(),
+            too_small=self.too_small,
+            totals={call: dataclasses.replace(totals) for call, totals in sorted(self.totals.items())},
+        )
+
+    def rate(self, model: str) -> TokenRate:
+        return self.rates[model]
+
+    def learn(self, exc: LLMContextExceeded, messages: Sequence[ChatMessage], model: str) -> None:
+        """A refusal says the context and the prompt's tokens: both are kept."""
+        if exc.context_tokens:
+            self.refused_at = exc.context_tokens
+        self.rates[model].observe(messages, exc.prompt_tokens)
+
+    def context_too_small(self, error: ContextTooSmall) -> None:
+        """A turn could not fit even its smallest prompt: logged once, counted, kept for the page."""
+        self.too_small = TooSmall(error.needed, error.context, utcnow())
+        self.metrics.context_too_small.inc()
+        if not self._too_small_warned:
+            self._too_small_warned = True
+            log.warning(
+                "the model's context is too small for the bot's prompts (%s): messages are not answered "
+                "and their authors are told why. Give the model a larger context (llama.cpp -c, vLLM "
+                "--max-model-len, Ollama LLM_CONTEXT_TOKENS); later ones are counted "
+                "(echo_prompt_context_too_small_total, the owner's page), not logged",
+                error,
+            )
+
+    async def chat(
+        self, call: str, messages: Sequence[ChatMessage], *, cache_key: str | None = None, **options: Any
+    ) -> ChatReply:
         """One LLM call, timed and its tokens counted; a full context is logged once and counted."""
         started = time.perf_counter()
         try:
-            answer = await self.llm.chat(messages, **options)
+            answer = await self.llm.chat(messages, cache_key=cache_key, **options)
+        except LLMContextExceeded as exc:
+            self.learn(exc, messages, options.get("model", ""))
+            raise
         finally:
             self.metrics.llm_seconds.labels(call).observe(time.perf_counter() - started)
-        self._count_tokens(call, answer)
+        self._count_tokens(call, answer, messages, options.get("model", ""))
         return answer
 
     async def stream_reply(
-        self, messages: list[dict[str, Any]], on_text: OnText, *, model: str, timeout: float
+        self,
+        messages: list[ChatMessage],
+        on_text: OnText,
+        *,
+        model: str,
+        timeout: float,
+        cache_key: str | None = None,
     ) -> ChatReply:
         """The streamed reply, timed and counted like `chat`; a runaway one is stopped once past
         MAX_REPLY_CHARS rather than read to the timeout, since no more of it would be shown."""
@@ -60,18 +195,37 @@ class ModelCalls:
 
         started = time.perf_counter()
         try:
-            answer = await self.llm.stream(messages, model=model, on_text=shown, timeout=timeout)
+            answer = await self.llm.stream(messages, model=model, on_text=shown, timeout=timeout, cache_key=cache_key)
         except _LongEnough:
             answer = ChatReply(latest, TokenUsage(None, None), "length")
+        except LLMContextExceeded as exc:
+            self.learn(exc, messages, model)
+            raise
         finally:
             self.metrics.llm_seconds.labels("reply").observe(time.perf_counter() - started)
-        self._count_tokens("reply", answer)
+        self._count_tokens("reply", answer, messages, model)
         return answer
 
-    def _count_tokens(self, call: str, answer: ChatReply) -> None:
+    def _count_tokens(self, call: str, answer: ChatReply, messages: Sequence[ChatMessage], model: str) -> None:
         usage = answer.usage
+        totals = self.totals[call]
+        totals.calls += 1
         if usage.prompt_tokens is not None:
             self.metrics.prompt_tokens.labels(call).observe(usage.prompt_tokens)
+            if not self.context_full(answer):  # a cut prompt's count is the context's, not the text's
+                self.rates[model].observe(messages, usage.prompt_tokens)
+            totals.counted += 1
+            totals.prompt_tokens += usage.prompt_tokens
+            # Of the prompt, what the server read, and what it took from its cache when it says.
+            reused = min(usage.cached_tokens or 0, usage.prompt_tokens)
+            totals.reused_tokens += reused
+            self.metrics.prompt_tokens_read.labels(call).inc(usage.prompt_tokens - reused)
+            if usage.cached_tokens is not None:
+                totals.cache_counted += 1
+                self.metrics.prompt_tokens_reused.labels(call).inc(reused)
+        if usage.prompt_ms is not None:
+            totals.read_seconds += usage.prompt_ms / 1000
+            self.metrics.prompt_read_seconds.labels(call).inc(usage.prompt_ms / 1000)
         if usage.completion_tokens is not None:
             self.metrics.completion_tokens.labels(call).inc(usage.completion_tokens)
         if self.context_full(answer):

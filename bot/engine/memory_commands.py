@@ -2,25 +2,25 @@
 
 The Discord cog (cogs/memory.py), its buttons and edit form (cogs/utils/views.py) and the
 terminal chat (bot/terminal/commands.py) parse their own input (slash options, a button, a
-`/command` line), call these, and show the answer through bot/presenting.py, in the language
+`/command` line), call these, and show the answer through bot/presenting/, in the language
 of whoever asked: nothing here is text for a person. The commands on a whole person (export,
 erase) cover every character's memory of them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from bot.clients.values import MAX_ROW_ID
 from bot.engine import Engine, MemoryStats
 from bot.errors import InvalidMemory
 from bot.memory.choice import TurnSelection
-from bot.memory.model import HistoryEntry, Memory
-from bot.memory.stores.memories import Consolidation, EraseReport
+from bot.memory.model import HistoryEntry, Memory, MemoryType, OwnerKey, PersonId, StoryId
+from bot.memory.reports.export import PersonExport
+from bot.memory.stores.consolidations import Consolidation
+from bot.memory.stores.memories import EraseReport
 from bot.memory.stores.stories import StoryHistoryEntry
-
-# SQLite's largest rowid: a bigger id names nothing, and cannot even be bound to a statement.
-MAX_ROW_ID = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +87,7 @@ class Why:
 
 @dataclass(frozen=True, slots=True)
 class Exported:
-    data: dict[str, Any]
+    data: PersonExport
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,54 +104,54 @@ class MemoryCommands:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    async def memories(self, owner: str, types: list[str] | None = None) -> list[Memory]:
-        return await self.engine.memories(owner, types=types or None)
+    async def memories(self, owner: OwnerKey, types: Sequence[MemoryType] | None = None) -> list[Memory]:
+        return await self.engine.memories.list(owner, types=types or None)
 
-    async def remember(self, owner: str, text: str, *, story_id: str, place: str, source: str | None = None) -> Remembered | Refused:
+    async def remember(self, owner: OwnerKey, text: str, *, story_id: StoryId, place: str, source: str | None = None) -> Remembered | Refused:
         try:
-            return Remembered(await self.engine.remember(owner, text, story_id=story_id, place=place, source=source))
+            return Remembered(await self.engine.memories.remember(owner, text, story_id=story_id, place=place, source=source))
         except InvalidMemory as exc:
             return Refused.of("remember", exc)
 
-    async def pin(self, owner: str, memory_id: int, pinned: bool) -> Pinned:
+    async def pin(self, owner: OwnerKey, memory_id: int, pinned: bool) -> Pinned:
         # A larger id is answered like any id that is not there.
-        return Pinned(memory_id, pinned, memory_id <= MAX_ROW_ID and await self.engine.pin(owner, memory_id, pinned))
+        return Pinned(memory_id, pinned, memory_id <= MAX_ROW_ID and await self.engine.memories.pin(owner, memory_id, pinned))
 
-    async def forget(self, owner: str, memory_id: int) -> Forgotten:
-        return Forgotten(memory_id, memory_id <= MAX_ROW_ID and await self.engine.forget(owner, memory_id))
+    async def forget(self, owner: OwnerKey, memory_id: int) -> Forgotten:
+        return Forgotten(memory_id, memory_id <= MAX_ROW_ID and await self.engine.memories.forget(owner, memory_id))
 
-    async def restore(self, owner: str, history_id: int) -> Restored:
-        return Restored(history_id, await self.engine.restore(owner, history_id) if history_id <= MAX_ROW_ID else None)
+    async def restore(self, owner: OwnerKey, history_id: int) -> Restored:
+        return Restored(history_id, await self.engine.memories.restore(owner, history_id) if history_id <= MAX_ROW_ID else None)
 
-    async def edit(self, owner: str, memory_id: int, text: str) -> Edited | Refused:
+    async def edit(self, owner: OwnerKey, memory_id: int, text: str) -> Edited | Refused:
         if memory_id > MAX_ROW_ID:
             return Edited(memory_id, None)
         try:
-            return Edited(memory_id, await self.engine.edit_memory(owner, memory_id, text))
+            return Edited(memory_id, await self.engine.memories.edit(owner, memory_id, text))
         except InvalidMemory as exc:
             return Refused.of("edit", exc)
 
-    async def history(self, owner: str) -> History:
-        entries, removals = await self.engine.history(owner)
-        return History(entries, removals, await self.engine.consolidated(owner))
+    async def history(self, owner: OwnerKey) -> History:
+        entries, removals = await self.engine.memories.history(owner)
+        return History(entries, removals, await self.engine.memories.consolidations(owner))
 
-    async def why(self, owner: str, story_id: str) -> Why:
-        return Why(await self.engine.why(owner, story_id))
+    async def why(self, owner: OwnerKey, story_id: StoryId) -> Why:
+        return Why(await self.engine.memories.why(owner, story_id))
 
-    async def stats(self, owner: str) -> MemoryStats:
-        return await self.engine.stats(owner)
+    async def stats(self, owner: OwnerKey) -> MemoryStats:
+        return await self.engine.memories.stats(owner)
 
-    async def share(self, owner: str, on: bool | None) -> Sharing:
+    async def share(self, owner: OwnerKey, on: bool | None) -> Sharing:
         """With `on` None, says whether memories cross places; else turns it on or off."""
         if on is None:
-            return Sharing(await self.engine.sharing(owner), changed=False)
-        await self.engine.set_sharing(owner, on)
+            return Sharing(await self.engine.privacy.sharing(owner), changed=False)
+        await self.engine.privacy.set_sharing(owner, on)
         return Sharing(on, changed=True)
 
-    async def export(self, person: str) -> Exported:
+    async def export(self, person: PersonId) -> Exported:
         """Everything stored about the person, every character's part included."""
-        return Exported(await self.engine.export_person(person))
+        return Exported(await self.engine.privacy.export_person(person))
 
-    async def erase(self, person: str) -> Erased:
+    async def erase(self, person: PersonId) -> Erased:
         """Everything about the person, every character's memory of them included."""
-        return Erased(await self.engine.erase_person(person))
+        return Erased(await self.engine.privacy.erase_person(person))

@@ -11,45 +11,55 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from bot.engine.context import EngineContext
 from bot.engine.events import Receipt
 from bot.engine.llm_calls import final_reply
 from bot.engine.reflection_worker import Reflections
 from bot.errors import StorageError
-from bot.memory.stores.exchanges import (
-    SettledExchange,
-    add_alternative,
-    changes_of,
-    choose_alternative,
+from bot.memory.model import Cause, OwnerKey, PersonId, StoryId
+from bot.memory.stores.consolidations import undo_consolidations_from
+from bot.memory.stores.edits import (
     delete_part,
     drop_message_text,
     edit_message,
     exchange_text,
     forget_message_text,
-    join_parts,
     memories_only_from,
     message_exchange,
     message_owner,
-    message_text,
-    open_exchange,
     parts_of,
     rewrite_turn_query,
     set_part_text,
+)
+from bot.memory.stores.exchanges import (
+    SettledExchange,
+    add_alternative,
+    choose_alternative,
+    join_parts,
+    message_text,
+    open_exchange,
     set_reply_message,
     settle_exchanges,
 )
 from bot.memory.stores.memories import delete_memory
+from bot.memory.stores.provenance import changes_of
+from bot.memory.stores.turn import withdraw_from_turns
 
-# The cause archived with the memories a deleted message alone had produced.
-MESSAGE_DELETED = "message deleted"
+# What an edit of a user's message does: nothing (no exchange of it, or the same text), a
+# reflection of the edited text (not reflected yet), or a correction of what it produced.
+EditOutcome = Literal["unknown", "unchanged", "reflected as edited", "correction"]
 
 
 @dataclass(slots=True)
 class DeleteOutcome:
-    user_id: str | None
+    user_id: OwnerKey | None
     archived: list[int] = field(default_factory=list)
     kept_pinned: list[int] = field(default_factory=list)
+    # Consolidated memories that held what the message alone said: undone, the members back
+    # (and that member archived with the rest of `archived`).
+    undone: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +74,7 @@ class Shown:
 
 class OpenExchanges:
     def __init__(
-        self, ctx: EngineContext, reflections: Reflections, recorded: Callable[[str], Awaitable[None]]
+        self, ctx: EngineContext, reflections: Reflections, recorded: Callable[[OwnerKey], Awaitable[None]]
     ) -> None:
         self.ctx = ctx
         self.reflections = reflections
@@ -79,16 +89,16 @@ class OpenExchanges:
             timer.cancel()  # what is still open is settled at the next start
         self._timers.clear()
 
-    def has_open(self, user_id: str) -> bool:
+    def has_open(self, user_id: OwnerKey) -> bool:
         return any(key == user_id for key, _ in self._timers)
 
-    def drop(self, user_id: str, exchange_id: int) -> None:
+    def drop(self, user_id: OwnerKey, exchange_id: int) -> None:
         """The exchange settles no more by itself (its message was deleted)."""
         timer = self._timers.pop((user_id, exchange_id), None)
         if timer is not None:
             timer.cancel()
 
-    async def reply_sent(self, user_id: str, exchange_id: int, message_id: str) -> None:
+    async def reply_sent(self, user_id: OwnerKey, exchange_id: int, message_id: str) -> None:
         with contextlib.suppress(StorageError):  # only the later button edits are lost
             posted = await set_reply_message(self.ctx.db, user_id, exchange_id, message_id)
             # A reflection that ended before the reply was posted (an answer settled at once, a
@@ -100,13 +110,13 @@ class OpenExchanges:
         if (user_id, exchange_id) in self._timers:
             self.arm(user_id, exchange_id)  # the delay counts from when it is shown
 
-    async def shown(self, user_id: str, exchange_id: int) -> Shown | None:
+    async def shown(self, user_id: OwnerKey, exchange_id: int) -> Shown | None:
         ex = await open_exchange(self.ctx.db, user_id, exchange_id)
         if ex is None or not ex.replies:
             return None
-        return Shown(exchange_id, ex.choice, ex.total, ex.replies[ex.choice - 1])
+        return Shown(exchange_id, ex.choice, len(ex.replies), ex.replies[ex.choice - 1])
 
-    async def regenerate(self, user_id: str, exchange_id: int, *, max_chars: int | None = None) -> Shown | None:
+    async def regenerate(self, user_id: OwnerKey, exchange_id: int, *, max_chars: int | None = None) -> Shown | None:
         ctx = self.ctx
         ex = await open_exchange(ctx.db, user_id, exchange_id)
         if ex is None or ex.prompt is None:
@@ -122,19 +132,19 @@ class OpenExchanges:
         self.arm(user_id, exchange_id)
         return Shown(exchange_id, n, n, reply)
 
-    async def swipe(self, user_id: str, exchange_id: int, step: int) -> Shown | None:
+    async def swipe(self, user_id: OwnerKey, exchange_id: int, step: int) -> Shown | None:
         ex = await open_exchange(self.ctx.db, user_id, exchange_id)
         if ex is None or not ex.replies:
             return None
-        n = max(1, min(ex.total, ex.choice + step))
+        n = max(1, min(len(ex.replies), ex.choice + step))
         async with self.ctx.db.write() as conn:
             if not await choose_alternative(conn, user_id, exchange_id, n):
                 return None
         self.arm(user_id, exchange_id)
-        return Shown(exchange_id, n, ex.total, ex.replies[n - 1])
+        return Shown(exchange_id, n, len(ex.replies), ex.replies[n - 1])
 
     async def settle(
-        self, user_id: str, *, exchange_id: int | None = None, story_id: str | None = None
+        self, user_id: OwnerKey, *, exchange_id: int | None = None, story_id: StoryId | None = None
     ) -> list[SettledExchange]:
         settled = await settle_exchanges(
             self.ctx.db, user_id, now=self.ctx.clock(), exchange_id=exchange_id, story_id=story_id
@@ -147,7 +157,7 @@ class OpenExchanges:
                 self.ctx.events.settled(ex)
         return settled
 
-    def arm(self, user_id: str, exchange_id: int) -> None:
+    def arm(self, user_id: OwnerKey, exchange_id: int) -> None:
         """(Re)start the exchange's settle delay: choosing among answers postpones it."""
         self.drop(user_id, exchange_id)
         if self._closing:
@@ -157,25 +167,25 @@ class OpenExchanges:
             self.ctx.settings.settle_seconds, self._due, user_id, exchange_id
         )
 
-    def _due(self, user_id: str, exchange_id: int) -> None:
+    def _due(self, user_id: OwnerKey, exchange_id: int) -> None:
         self._timers.pop((user_id, exchange_id), None)
         if not self._closing:
             self.ctx.tasks.spawn(self._settle_quietly(user_id, exchange_id), name=f"settle:{user_id}")
 
-    async def _settle_quietly(self, user_id: str, exchange_id: int) -> None:
+    async def _settle_quietly(self, user_id: OwnerKey, exchange_id: int) -> None:
         try:
             await self.settle(user_id, exchange_id=exchange_id)
         except StorageError:
             self.arm(user_id, exchange_id)  # logged by the database; tried again later
 
-    async def message_edited(self, message_id: str, text: str, *, user_id: str | None = None) -> str:
+    async def message_edited(self, message_id: str, text: str, *, author: PersonId | None = None) -> EditOutcome:
         """The user edited a message the character answered (any message of a burst). Returns
         what happens: "unknown" (no exchange), "unchanged", "reflected as edited" (not reflected
         yet), or "correction" (already reflected: reflected again as a correction of its memories)."""
         owner = await message_owner(self.ctx.db, message_id)
-        # The author's id, when given, must be the person of the owner key (their own id, or
+        # The author, when given, must be the person of the owner key (their own id, or
         # `<id>@<character>` for a character with its own memory of them).
-        if owner is None or (user_id is not None and self.ctx.cast.user_of_key(owner) != user_id):
+        if owner is None or (author is not None and self.ctx.cast.user_of_key(owner) != author):
             return "unknown"
         ex = await message_exchange(self.ctx.db, owner, message_id)
         if ex is None or ex.deleted or ex.message_deleted:
@@ -192,6 +202,11 @@ class OpenExchanges:
             if not await edit_message(conn, owner, ex.id, after):
                 return "unchanged"
             await rewrite_turn_query(conn, owner, ex.story_id, before, after)
+            if ex.reflected:
+                # A consolidation holding what the message alone said is undone: that member is
+                # live again, and the correction reflects it with the rest of what it produced.
+                undone = await undo_consolidations_from(conn, owner, ex.id, cause=Cause("message_edited"), now=self.ctx.clock())
+                await withdraw_from_turns(conn, owner, undone.undone)
         if ex.settled:
             self.reflections.schedule(owner)
         return "correction" if ex.reflected else "reflected as edited"
@@ -213,13 +228,19 @@ class OpenExchanges:
         async with self.ctx.db.write() as conn:
             if not await delete_part(conn, owner, ex.id, ex.n, now=now):
                 return outcome
+            # A consolidation holding a member the exchange alone produced is undone first (each
+            # member kept its own sources): the members come back, and that one goes below.
+            undone = await undo_consolidations_from(conn, owner, ex.id, cause=Cause("message_deleted"), now=now)
+            outcome.undone, outcome.kept_pinned = undone.undone, undone.kept_pinned
             # Which of the burst's messages a memory came from is not known: every memory the
             # exchange alone produced goes, and what the other messages say is learnt again.
             for memory_id, pinned in await memories_only_from(conn, owner, ex.id):
                 if pinned:
                     outcome.kept_pinned.append(memory_id)
-                elif await delete_memory(conn, owner, memory_id, cause=MESSAGE_DELETED, now=now):
+                elif await delete_memory(conn, owner, memory_id, cause=Cause("message_deleted"), now=now):
                     outcome.archived.append(memory_id)
+            # /why and /export no longer show what the message alone said.
+            await withdraw_from_turns(conn, owner, outcome.undone + outcome.archived)
             rest = self._text(join_parts(await parts_of(conn, owner, ex.id)))
             if rest:
                 before = await exchange_text(conn, owner, ex.id)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from bot.characters.lore import LoreHit, Position
-from bot.clients.llm_wire import Image
+from bot.clients.llm_wire import ChatMessage, Image
 from bot.memory.model import Memory
 from bot.memory.quoting import quote_line, speaker_attribute, speaker_name
 
@@ -106,7 +105,7 @@ def build_reply_messages(
     images: Sequence[Image] = (),
     lore: Sequence[LoreHit] = (),
     depths: Sequence[tuple[int, str]] = (),
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """The chat messages of one reply call; `images` go with the last message. `depths` are
     system texts put among the conversation's messages, `depth` messages from its end."""
     user_name = speaker_name(user_name)
@@ -127,13 +126,13 @@ def build_reply_messages(
             "language they write in. Messages from the channel are prefixed with their author's name."
         ),
     ]
-    chat: list[dict[str, Any]] = []
+    chat: list[ChatMessage] = []
     for line in history:
         if line.from_bot:
             chat.append({"role": "assistant", "content": line.text})
         else:
             chat.append({"role": "user", "content": f"{speaker_name(line.author)}: {line.text}"})
-    last: dict[str, Any] = {"role": "user", "content": f"{user_name}: {message}"}
+    last: ChatMessage = {"role": "user", "content": f"{user_name}: {message}"}
     if images:
         last["images"] = list(images)
     chat.append(last)
@@ -141,7 +140,7 @@ def build_reply_messages(
     # its start, before the oldest message.
     for depth, text in sorted(depths, key=lambda d: -d[0]):
         chat.insert(max(0, len(chat) - depth), {"role": "system", "content": text})
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "\n\n".join(p for p in system_parts if p)}, *chat]
+    messages: list[ChatMessage] = [{"role": "system", "content": "\n\n".join(p for p in system_parts if p)}, *chat]
     if post_history.strip():
         # A character card's post-history instructions go after the chat, where cards expect them.
         messages.append({"role": "system", "content": post_history.strip()})

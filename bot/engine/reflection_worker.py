@@ -20,22 +20,21 @@ from bot.clients.storage import Connection
 from bot.engine.context import EngineContext
 from bot.engine.events import Receipt
 from bot.errors import ExchangesGone, LLMError, LLMTooLarge, ReflectionParseError, StorageError
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey
 from bot.memory.stores.exchanges import (
     PendingExchange,
-    changes_of,
     mark_reflected,
     pending_exchanges,
-    produced_by,
     reflection_attempt_failed,
     reply_message_of,
-    sources_of,
     users_pending_reflection,
 )
+from bot.memory.stores.provenance import changes_of, produced_by, sources_of
 from bot.memory.stores.stories import load_story
 from bot.memory.story.plans import render_story_context
 from bot.memory.story.state import state_values
-from bot.memory.write.apply import CHANGE_ACTIONS, ReflectionContext, ReflectionReport, apply_reflection
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import CHANGE_ACTIONS, ReflectionContext, ReflectionReport
 from bot.memory.write.reflection import (
     Correction,
     build_reflection_messages,
@@ -61,7 +60,8 @@ REFLECTION_EMBED_TIMEOUT = 30.0
 class _Workers:
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
-    # Held while a user's reflection applies, and by erase: an erase never races a reflection.
+    # Held while a user's reflection or consolidation writes, and by erase (never across a model
+    # call): an erase never races a write.
     locks: KeyedLocks[str] = field(default_factory=KeyedLocks)
 
 
@@ -73,9 +73,15 @@ class Reflections:
         self.closing = False
         self.outage = Outage(log)
         # The last reflection report per user: what the write path decided, for the operator.
-        self.last_reports: dict[str, ReflectionReport] = {}
+        self._last_reports: dict[str, ReflectionReport] = {}
 
-    def schedule(self, user_id: str) -> asyncio.Task[None]:
+    def last_report(self, user_id: OwnerKey) -> ReflectionReport | None:
+        return self._last_reports.get(user_id)
+
+    def forget_report(self, user_id: OwnerKey) -> None:
+        self._last_reports.pop(user_id, None)
+
+    def schedule(self, user_id: OwnerKey) -> asyncio.Task[None]:
         """Reflect the user's answered exchanges in the background, one worker per user."""
         self._workers.dirty.add(user_id)
         running = self._workers.tasks.get(user_id)
@@ -85,7 +91,7 @@ class Reflections:
         self._workers.tasks[user_id] = task
         return task
 
-    async def wait(self, user_id: str) -> None:
+    async def wait(self, user_id: OwnerKey) -> None:
         """Wait until the user's reflection worker is idle (whatever became of its batch)."""
         task = self._workers.tasks.get(user_id)
         if task is not None:
@@ -100,17 +106,17 @@ class Reflections:
             log.info("resuming pending reflections for %d user(s)", len(users))
         return len(users)
 
-    async def stop(self, user_id: str) -> None:
+    async def stop(self, user_id: OwnerKey) -> None:
         """Cancel the user's running reflection (its transaction rolls back)."""
         worker = self._workers.tasks.get(user_id)
         if worker is not None and not worker.done():
             worker.cancel()
             await asyncio.wait([worker])
 
-    def lock(self, user_id: str) -> AbstractAsyncContextManager[None]:
+    def lock(self, user_id: OwnerKey) -> AbstractAsyncContextManager[None]:
         return self._workers.locks.hold(user_id)
 
-    async def pending(self, user_id: str) -> list[PendingExchange]:
+    async def pending(self, user_id: OwnerKey) -> list[PendingExchange]:
         exchanges = await pending_exchanges(self.ctx.db, user_id, REFLECTION_BATCH)
         if exchanges and exchanges[0].edited_from is not None:
             return exchanges[:1]  # a correction is reflected alone, with what it produced
@@ -122,7 +128,7 @@ class Reflections:
             batch.append(e)
         return batch
 
-    async def _worker(self, user_id: str) -> None:
+    async def _worker(self, user_id: OwnerKey) -> None:
         try:
             while not self.closing:
                 self._workers.dirty.discard(user_id)
@@ -130,7 +136,9 @@ class Reflections:
                     if user_id in self._workers.dirty:
                         continue
                     break
-                async with self._slots, self.lock(user_id):
+                # The user's lock is taken for the write only (`reflect`), never across the model
+                # call: an erase cancels this worker, and nothing else waits for a model.
+                async with self._slots:
                     async with self.ctx.db.exclusive(f"reflect:{user_id}") as mine:
                         ok: bool | None = None
                         if mine:
@@ -270,16 +278,19 @@ class Reflections:
                 raise ExchangesGone(f"{len(ids) - marked} exchange(s) erased, edited or already reflected")
 
         self.outage.recovered("reflections work again after %d failed attempt(s)")
-        report = await apply_reflection(
-            ctx.db,
-            parsed.reflection,
-            context,
-            problems=parsed.problems,
-            clock=ctx.clock,
-            finalize=finalize,
-            indexes=ctx.write_indexes,
-        )
-        self.last_reports[first.user_id] = report
+        # What the model was shown may have changed meanwhile (a consolidation, a command): the
+        # apply reads the memories again in its transaction, and an id gone is "no such memory".
+        async with self.lock(first.user_id):
+            report = await apply_reflection(
+                ctx.db,
+                parsed.reflection,
+                context,
+                problems=parsed.problems,
+                clock=ctx.clock,
+                finalize=finalize,
+                indexes=ctx.write_indexes,
+            )
+        self._last_reports[first.user_id] = report
         ctx.metrics.reflections.labels("applied").inc()
         if any(d.action in CHANGE_ACTIONS and d.memory_id is not None for d in report.decisions):
             # The count covers every reflection of this exchange (a correction adds to it).

@@ -1,7 +1,9 @@
 """One turn: a message in, a reply out, from any front end.
 
-The turn persists the exchange, selects the author's memories, calls the LLM, and only then
-schedules the reflection; a reflection never delays or breaks a reply.
+The turn persists the exchange, selects the author's memories, fits the prompt into the model's
+context (bot/engine/fitting.py), calls the LLM, and only then schedules the reflection; a
+reflection never delays or breaks a reply. The message in and the result out are
+bot/engine/turn_values.py.
 """
 
 from __future__ import annotations
@@ -11,19 +13,19 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from bot.characters.character import Character, fill_turn, render_character_prompt
 from bot.characters.lore import LoreHit
 from bot.characters.lore_timing import LoreClock
 from bot.characters.macros import TurnValues
-from bot.clients.db import to_db
 from bot.clients.llm import OnText
-from bot.clients.llm_wire import ChatReply, Image, TokenUsage
+from bot.clients.llm_wire import ChatMessage, ChatReply, TokenUsage
 from bot.clients.outage import Outage
-from bot.clients.storage import Connection
+from bot.clients.storage import Connection, to_db
 from bot.engine.context import EngineContext
+from bot.engine.fitting import Build, ContextTooSmall, answer_fitted
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
 from bot.engine.prompting import (
@@ -35,11 +37,13 @@ from bot.engine.prompting import (
     speaker_name,
 )
 from bot.engine.reflection_worker import Reflections
+from bot.engine.turn_values import Incoming, TurnResult
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey, StoryId
 from bot.memory.read.conversation import Line
 from bot.memory.stores import settings as settings_store
+from bot.memory.stores.edits import save_parts
 from bot.memory.stores.epoch import begin_turn, still_current
 from bot.memory.stores.exchanges import (
     MessagePart,
@@ -48,92 +52,22 @@ from bot.memory.stores.exchanges import (
     mark_settled_now,
     message_text,
     save_exchange,
-    save_parts,
     set_reply,
 )
 from bot.memory.stores.stories import load_story
 from bot.memory.stores.turn import last_turn
-from bot.memory.story.plans import render_story_context, select_positions
+from bot.memory.story.plans import render_story_context
+from bot.memory.story.positions import select_positions
 from bot.memory.story.state import StateSpec, state_values
 from bot.memory.text import storable
 
 log = logging.getLogger(__name__)
 
-# Why a turn has no reply: the model could not be reached, the storage failed (the message could
-# not be kept, so it is not answered), or the person was erased as the turn began. The front ends
-# say it in the person's language (bot/presenting.py, `turn_text`).
-Failure = Literal["model_down", "storage_down", "erased"]
 # Asked with a write transaction's connection: whether the person was erased since the turn began.
 Erased = Callable[[Connection], Awaitable[bool]]
 # Stories whose lore clock (timed lore entries) is held in memory; past it the oldest is read
 # again from its last turn's record when it comes back.
 LORE_CLOCKS_HELD = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class Incoming:
-    """One message addressed to the character, from any front end."""
-
-    user_id: str
-    user_name: str
-    text: str
-    story_id: str
-    place: str
-    message_id: str | None = None
-    history: Sequence[ChannelLine] = ()
-    # The front-end messages `text` joins (`join_parts`), oldest first, when there are several
-    # (a burst): each is kept with the exchange, so an edit or a delete of any of them reaches
-    # it. Without them, `message_id` (when given) is the one message, `text` its text.
-    parts: Sequence[MessagePart] = ()
-    # Shown to a vision model with this message only; `text` names them ("[image: name]"), and
-    # only the text is saved and reflected.
-    images: Sequence[Image] = ()
-    # The reply may be regenerated and swiped: the exchange stays open, and is reflected on the
-    # answer the user keeps once it settles (next message in the story, SETTLE_SECONDS, restart).
-    swipes: bool = False
-    # The key of the character who answers ("" for the default); `user_id` is then the
-    # memory owner key the cast gives that character (bot.characters.cast).
-    character: str = ""
-    # How the owner's page names the story (a channel's "#name"): ids mean nothing to a person.
-    story_name: str = ""
-
-
-@dataclass(slots=True)
-class TurnResult:
-    reply: str | None
-    error: str | None
-    # None when the message could not even be saved (nothing was selected).
-    selection: TurnSelection | None
-    exchange_id: int | None
-    # Why there is no reply (when there is none).
-    failure: Failure = "model_down"
-    # The streamed answer broke halfway: `reply` is the part that arrived, `error` why.
-    cut: bool = False
-    usage: TokenUsage | None = None
-
-    @classmethod
-    def answered(cls, reply: str, selection: TurnSelection, exchange_id: int, usage: TokenUsage) -> TurnResult:
-        return cls(reply, None, selection, exchange_id, usage=usage)
-
-    @classmethod
-    def cut_off(cls, reply: str, why: str, selection: TurnSelection, exchange_id: int) -> TurnResult:
-        """The stream broke halfway: `reply` is what arrived."""
-        return cls(reply, why, selection, exchange_id, cut=True)
-
-    @classmethod
-    def unanswered(cls, why: str, selection: TurnSelection, exchange_id: int) -> TurnResult:
-        """The model failed: the message is kept, unanswered."""
-        return cls(None, why, selection, exchange_id)
-
-    @classmethod
-    def unsaved(cls, why: str) -> TurnResult:
-        """The message could not be saved, so it is not answered."""
-        return cls(None, why, None, None, failure="storage_down")
-
-    @classmethod
-    def erased(cls) -> TurnResult:
-        """The person was erased while the turn began: nothing kept, nothing answered."""
-        return cls(None, "erased", None, None, failure="erased")
 
 
 class Turns:
@@ -146,14 +80,14 @@ class Turns:
         # (owner, story) → the clock of its next turn, for lorebooks with timed entries.
         self._lore_clocks: dict[tuple[str, str], LoreClock] = {}
 
-    async def wait_recorded(self, user_id: str) -> None:
+    async def wait_recorded(self, user_id: OwnerKey) -> None:
         pending = list(self._recording.get(user_id, ()))
         if pending:
             await asyncio.wait(pending)
         # The candidate counts a user with many memories holds in memory, written before a read.
         await self.ctx.recall.flush_counts(user_id)
 
-    def read_ahead(self, user_id: str, story_id: str, text: str, history: Sequence[ChannelLine]) -> None:
+    def read_ahead(self, user_id: OwnerKey, story_id: StoryId, text: str, history: Sequence[ChannelLine]) -> None:
         query = message_text(text, self.ctx.settings.max_message_chars)
         self.ctx.tasks.spawn(
             self.ctx.recall.prepare_turn(user_id, story_id, query, conversation_of(history)), name="conversation:ahead"
@@ -189,37 +123,45 @@ class Turns:
         character = ctx.cast.get(msg.character)
         selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
         clock = await self._lore_clock(msg, character)
-        messages = self._prompt(msg, text, rules, character, selection, story_block, clock)
+        build, history = self._prompt(msg, text, rules, character, selection, story_block, clock)
         started = time.perf_counter()
-        try:
-            answer, reply, cut = await self._answer(messages, on_text)
-        except LLMError as exc:
-            self.outage.failed("replies fail, messages are kept unanswered: %s", exc)
-            selection.figures = TurnFigures(
-                failed=True, memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started)
+        key = ctx.calls.conversation_key(msg.user_id, msg.story_id)
+        try:  # the prompt fitted into the model's context (bot/engine/fitting.py), and its answer
+            fitted, (answer, reply, cut) = await answer_fitted(
+                build, history, selection.memories, ctx.calls, settings.llm_model,
+                lambda messages: self._answer(messages, on_text, key),
             )
+        except (LLMError, ContextTooSmall) as exc:
+            too_small = exc if isinstance(exc, ContextTooSmall) else None
+            if too_small is None:
+                self.outage.failed("replies fail, messages are kept unanswered: %s", exc)
+            selection.figures = TurnFigures(failed=True, memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started),
+                                            context_tokens=ctx.calls.context_tokens(), context_too_small=too_small is not None)
             ctx.metrics.turns.labels("failed").inc()
             self._record_later(selection, erased)
             with contextlib.suppress(StorageError):  # counted and logged by the database
                 await exchange_failed(ctx.db, msg.user_id, exchange_id, str(exc))
-            return TurnResult.unanswered(str(exc), selection, exchange_id)
+            result = TurnResult.unanswered(str(exc), selection, exchange_id)
+            if too_small is not None:  # kept, unanswered, and said why: writing again cannot help
+                result.failure, result.needed, result.context = "context_too_small", too_small.needed, too_small.context
+            return result
+        for slot in selection.slots:
+            slot.left_out = slot.id in fitted.memories_left_out
         # The selection (counters, /why) is written in the background: the reply never queues
         # behind another user's reflection for it.
         if cut is None:
             self.outage.recovered("replies work again after %d failed turn(s)")
         usage = answer.usage if answer is not None else TokenUsage(None, None)
         selection.figures = TurnFigures(
-            memory_ms=_ms(memory_seconds),
-            reply_ms=_ms(time.perf_counter() - started),
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            context_tokens=ctx.calls.llm.context_tokens,
-            context_full=answer is not None and ctx.calls.context_full(answer),
+            memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started),
+            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
+            context_tokens=ctx.calls.context_tokens(), context_full=answer is not None and ctx.calls.context_full(answer),
+            history_left_out=fitted.history_left_out, memories_left_out=len(fitted.memories_left_out),
         )
         ctx.metrics.turns.labels(selection.outcome).inc()
         self._record_later(selection, erased)
         reply = final_reply(reply)
-        await self._keep(msg, exchange_id, reply, messages, erased)
+        await self._keep(msg, exchange_id, reply, fitted.messages, erased)
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:
@@ -259,9 +201,10 @@ class Turns:
         selection: TurnSelection,
         story_block: str,
         clock: LoreClock | None,
-    ) -> list[dict[str, Any]]:
-        """The messages the model is sent: character, rules, memories, story, lore, the recent
-        lines of the channel and the message. Notes who else spoke and which lore fired."""
+    ) -> tuple[Build, list[ChannelLine]]:
+        """What builds the messages sent (character, rules, memories, story, lore, recent lines,
+        the message) from the lines and memories that fit; the recent lines. Notes who else
+        spoke and which lore fired."""
         settings = self.ctx.settings
         history = bounded_history(
             list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
@@ -295,20 +238,18 @@ class Turns:
                     self._lore_clocks.pop(next(iter(self._lore_clocks)))
                 selection.lore_clock = turn.clock.to_record()
         selection.user_name, selection.story_name = msg.user_name, msg.story_name
-        return build_reply_messages(
-            character_prompt=render_character_prompt(character, values, lore_before=render_lore(lore, "before")),
-            character_name=character.name,
-            rules=[r.text for r in rules],
-            user_name=msg.user_name,
-            memories=selection.memories,
-            story_context=story_block,
-            history=history,
-            message=text,
-            post_history=fill_turn(character.post_history_instructions, values),
-            images=msg.images,
-            lore=lore,
-            depths=at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth),
-        )
+        character_prompt = render_character_prompt(character, values, lore_before=render_lore(lore, "before"))
+        post_history = fill_turn(character.post_history_instructions, values)
+        depths = at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth)
+
+        def build(lines: Sequence[ChannelLine], memories: Sequence[Memory]) -> list[ChatMessage]:
+            return build_reply_messages(
+                character_prompt=character_prompt, character_name=character.name, rules=[r.text for r in rules],
+                user_name=msg.user_name, memories=memories, story_context=story_block, history=lines, message=text,
+                post_history=post_history, images=msg.images, lore=lore, depths=depths,
+            )
+
+        return build, history
 
     async def _lore_clock(self, msg: Incoming, character: Character) -> LoreClock | None:
         """The story's clock when the character's lorebook has timed entries: held since its
@@ -325,7 +266,7 @@ class Turns:
         return LoreClock()
 
     async def _answer(
-        self, messages: list[dict[str, Any]], on_text: OnText | None
+        self, messages: list[ChatMessage], on_text: OnText | None, key: str
     ) -> tuple[ChatReply | None, str, LLMStreamCut | None]:
         """The model's answer, streamed when `on_text` is given; a stream cut halfway gives what
         arrived and why. Raises LLMError when nothing can be answered."""
@@ -333,11 +274,11 @@ class Turns:
         try:
             if on_text is None:
                 answer = await ctx.calls.chat(
-                    "reply", messages, model=settings.llm_model, timeout=settings.llm_timeout_seconds
+                    "reply", messages, model=settings.llm_model, timeout=settings.llm_timeout_seconds, cache_key=key
                 )
             else:
                 answer = await ctx.calls.stream_reply(
-                    messages, on_text, model=settings.llm_model, timeout=settings.llm_timeout_seconds
+                    messages, on_text, model=settings.llm_model, timeout=settings.llm_timeout_seconds, cache_key=key
                 )
         except LLMStreamCut as exc:
             # What the user already saw is the reply: kept, saved and reflected like any other.
@@ -346,7 +287,7 @@ class Turns:
         return answer, answer.text, None
 
     async def _keep(
-        self, msg: Incoming, exchange_id: int, reply: str, messages: list[dict[str, Any]], erased: Erased
+        self, msg: Incoming, exchange_id: int, reply: str, messages: list[ChatMessage], erased: Erased
     ) -> None:
         """Save the reply: settled now, or open for regenerate and swipes."""
         ctx = self.ctx
@@ -407,7 +348,7 @@ class Turns:
             return exchange_id
 
     async def _story_context(
-        self, user_id: str, story_id: str, query: str, specs: dict[str, StateSpec]
+        self, user_id: OwnerKey, story_id: StoryId, query: str, specs: dict[str, StateSpec]
     ) -> tuple[str, dict[str, Any]]:
         story = await load_story(self.ctx.db, user_id, story_id)
         positions = select_positions(story.positions, query)

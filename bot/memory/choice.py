@@ -14,22 +14,27 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from bot.memory.model import USER_MEMORY_TYPES, Memory
+from bot.memory.model import USER_MEMORY_TYPES, Memory, OwnerKey, StoryId, UserMemoryType
 
 # Score a memory needs for the semantic pass when the caller gives none (the prototype's cosine);
 # a turn passes its own, on the fused scale (bot/memory/read/recall.py, `threshold_for`).
 FALLBACK_THRESHOLD = 0.32
 GLOBAL_CONTEXT_SHARE = 0.25
-TYPE_QUOTAS: Mapping[str, int] = {"fact": 6, "preference": 5, "promise": 4, "episode": 5}
+TYPE_QUOTAS: Mapping[UserMemoryType, int] = {"fact": 6, "preference": 5, "promise": 4, "episode": 5}
 # The context holds this many memories (rules apart).
 DEFAULT_LIMIT = 24
+
+# A turn as the metrics and the turn log count it: no reply, answered without semantic scores,
+# or answered.
+TurnOutcome = Literal["failed", "degraded", "answered"]
 
 # Why a memory holds its slot: by meaning (the message, or the conversation around it), because
 # it is pinned or global, or to fill the type quotas and the rest of the slots.
 Reason = Literal["pinned", "global", "semantic", "conversation", "type_quota", "backfill"]
 REASONS: tuple[Reason, ...] = ("pinned", "global", "semantic", "conversation", "type_quota", "backfill")
 
-TYPE_INDEX = {memory_type: index for index, memory_type in enumerate(USER_MEMORY_TYPES)}
+# Keyed by any type: a rule finds no index (rules hold no slot).
+TYPE_INDEX: dict[str, int] = {memory_type: index for index, memory_type in enumerate(USER_MEMORY_TYPES)}
 TYPES = len(USER_MEMORY_TYPES)
 # List number = type index + 4 if global + 8 if not pinned: numbering order is rank order.
 GLOBAL_OFFSET = TYPES
@@ -64,6 +69,10 @@ class Slot:
     lexical: bool = False
     # Its series was cut to SERIES_MAX_SLOTS: how many members the selection would have served.
     series: int = 0
+    # Chosen, but left out of the prompt to fit the model's context (bot/engine/fitting.py).
+    left_out: bool = False
+    # Withdrawn since: the message it came from was deleted or edited (its text is no longer kept here).
+    withdrawn: bool = False
 
 
 @dataclass(slots=True)
@@ -78,13 +87,20 @@ class TurnFigures:
     context_tokens: int | None = None
     # The prompt reached the context size: the server dropped its start.
     context_full: bool = False
+    # Of the prompt's tokens, those the server took from its cache (where it says).
+    cached_tokens: int | None = None
+    # Left out of the prompt to fit the context: the oldest lines, the weakest memory slots.
+    history_left_out: int = 0
+    memories_left_out: int = 0
+    # Even the smallest prompt did not fit the context: no reply, the person was told why.
+    context_too_small: bool = False
 
 
 @dataclass(slots=True)
 class TurnSelection:
     turn_id: int
-    user_id: str
-    story_id: str
+    user_id: OwnerKey
+    story_id: StoryId
     query: str
     degraded: bool
     slots: list[Slot]
@@ -107,7 +123,7 @@ class TurnSelection:
     figures: TurnFigures = field(default_factory=TurnFigures)
 
     @property
-    def outcome(self) -> str:
+    def outcome(self) -> TurnOutcome:
         """failed (no reply), degraded (answered without semantic scores) or answered."""
         if self.figures.failed:
             return "failed"
@@ -126,6 +142,8 @@ class TurnSelection:
                         "text": s.text,
                         "lexical": s.lexical,
                         "series": s.series,
+                        "left_out": s.left_out,
+                        "withdrawn": s.withdrawn,
                     }
                     for s in self.slots
                 ],
@@ -140,3 +158,25 @@ class TurnSelection:
             },
             ensure_ascii=False,
         )
+
+
+def slot_of(chosen: Selected, lexical_ids: set[int], by_conversation: set[int], threshold: float) -> Slot:
+    """A chosen memory as /why shows it: one the semantic or global pass took for its score,
+    when the conversation lifted that score above the message's, is "recalled by the
+    conversation"."""
+    memory = chosen.memory
+    lexical = memory.id in lexical_ids
+    reason: Reason = chosen.reason
+    recalled = chosen.score is not None and chosen.score >= threshold and not lexical
+    if reason in ("semantic", "global") and recalled and memory.id in by_conversation:
+        reason = "conversation"
+    return Slot(
+        id=memory.id,
+        reason=reason,
+        score=None if lexical else chosen.score,
+        type=memory.type,
+        pinned=memory.pinned,
+        text=memory.text,
+        lexical=lexical,
+        series=chosen.series,
+    )

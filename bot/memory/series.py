@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from bot.memory.carriers import AMBIGUOUS_MONTHS, SINGLE_CARRIERS, dedup_text
-from bot.memory.model import Memory
+from bot.memory.model import Memory, StoryId
 from bot.memory.text import STOPWORDS, words
 
 DEFAULT_MIN_MEMBERS = 3
@@ -78,7 +78,7 @@ def frame(text: str) -> str:
 def key_of(
     memory_type: str,
     scope: str,
-    story_id: str | None,
+    story_id: StoryId | None,
     place: str | None,
     pinned: bool,
     dated: bool,
@@ -95,7 +95,7 @@ def key_of(
 
 
 # What `key_of` reads of a memory, as plain values: type, scope, story, place, pinned, dated, text.
-KeyFields = tuple[str, str, str | None, str | None, bool, bool, str]
+KeyFields = tuple[str, str, StoryId | None, str | None, bool, bool, str]
 
 
 def keys_of(memories: Sequence[KeyFields]) -> list[SeriesKey | None]:

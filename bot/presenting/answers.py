@@ -128,6 +128,8 @@ def turn_text(result: TurnResult) -> str:
     """What a person reads for a turn, in every front end: the reply (marked when the stream
     was cut), or why there is none."""
     if result.reply is None:
+        if result.failure == "context_too_small":
+            return text("turn_context_too_small", needed=number(result.needed), context=number(result.context))
         return text(f"turn_{result.failure}")
     return f"{result.reply}\n\n{cut_note()}" if result.cut else result.reply
 

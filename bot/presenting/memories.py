@@ -9,26 +9,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from bot.i18n import day, number, text
-from bot.memory.model import MEMORY_TYPES, HistoryEntry, Memory
+from bot.memory.model import MEMORY_TYPES, OPERATIONS, HistoryEntry, Memory
 from bot.memory.reports.stats import MemoryStats
-from bot.memory.stores.memories import CONSOLIDATE, Consolidation, consolidated_into
+from bot.memory.stores.consolidations import Consolidation
 from bot.memory.stores.stories import StoryHistoryEntry
 
 if TYPE_CHECKING:
     from bot.engine import ReceiptLine
 
-# The codes memory_history stores (its operation, and the cause the stores, the engine and the
-# reflection write): /history names each in the reader's language, never as stored.
-OPERATIONS = ("replace", "merge", "expiry", "delete", "edit", "restore", "consolidate")
-CAUSES = {
-    "reflection": "cause_reflection",
-    "message deleted": "cause_message_deleted",
-    "user: /forget": "cause_forget",
-    "user: edit": "cause_edit",
-    "user: /restore": "cause_restore",
-    "restore": "cause_restore",
-}
-_REFLECTION_OF = "reflection of message "
 RECEIPT_ICON = "🧠"
 
 
@@ -106,19 +94,19 @@ def operation(code: str) -> str:
 
 
 def _cause(entry: HistoryEntry) -> str:
+    """Why a version was archived, in the reader's words (the memory_history's operations and
+    causes are closed sets: bot/memory/model.py), never as stored."""
     cause = entry.cause
-    into = consolidated_into(cause) if entry.operation == CONSOLIDATE else None
-    if into is not None:
-        return text("history_consolidated_into", id=into)
-    if cause in CAUSES:
-        return text(CAUSES[cause])
-    if cause.startswith(_REFLECTION_OF):
-        message = cause.removeprefix(_REFLECTION_OF)
+    if cause.kind == "consolidated":
+        return text("history_consolidated_into", id=cause.into)
+    if cause.kind == "reflection":
         # Without a front-end message (the terminal), the source names an exchange: no number to show.
-        if not message.isdigit():
+        if cause.detail is None or not cause.detail.isdigit():
             return text("cause_reflection")
-        return text("cause_reflection_of", message=message)
-    return text("cause_other", cause=cause)
+        return text("cause_reflection_of", message=cause.detail)
+    if cause.kind == "other":
+        return text("cause_other", cause=cause.detail or "")
+    return text(f"cause_{cause.kind}")
 
 
 def history_text(
@@ -134,7 +122,9 @@ def history_text(
         lines.append(text("history_consolidations"))
         for c in consolidations:
             members = ", ".join(f"#{m}" for m, _ in c.members)
-            if c.undone:
+            if c.undone and c.undone_by == "source":
+                now = text("history_consolidation_undone_by_source")
+            elif c.undone:
                 now = text("history_consolidation_undone")
             elif c.text is None:
                 now = text("history_consolidation_gone", id=c.memory_id)

@@ -74,7 +74,9 @@ def why_text(selection: TurnSelection | None) -> str:
         for slot in group.slots:
             pin = " 📌" if slot.pinned else ""
             series = text("why_series", members=number(slot.series)) if slot.series else ""
-            lines.append(f"- #{slot.id} [{type_name(slot.type)}] {slot_score(slot)}{pin}{series} — {clip(slot.text, 100)}")
+            left_out = text("why_slot_left_out") if slot.left_out else ""
+            said = text("why_withdrawn") if slot.withdrawn else clip(slot.text, 100)
+            lines.append(f"- #{slot.id} [{type_name(slot.type)}] {slot_score(slot)}{pin}{series} — {said}{left_out}")
     if selection.rules:
         lines += ["", text("why_rules")]
         lines.extend(f"- {clip(r, 100)}" for r in selection.rules)
@@ -115,17 +117,29 @@ def lore_rows(lore: Sequence[dict[str, Any]]) -> list[LoreRow]:
 
 
 def prompt_lines(figures: TurnFigures) -> list[str]:
-    """The prompt's size as the LLM server counted it, and whether it was cut."""
+    """The prompt's size as the LLM server counted it, what was left out to fit the model's
+    context, and whether it was cut."""
+    if figures.context_too_small:
+        return [text("why_context_too_small", context=number(figures.context_tokens or 0))]
     if figures.failed:
         return [text("why_no_reply")]
-    if figures.prompt_tokens is None:
-        return []
-    size = text("why_prompt", tokens=number(figures.prompt_tokens))
-    if figures.context_tokens:
-        size += text("why_prompt_context", context=number(figures.context_tokens))
-    if figures.completion_tokens is not None:
-        size += text("why_prompt_reply", tokens=number(figures.completion_tokens))
-    lines = [size + "."]
+    lines = []
+    if figures.prompt_tokens is not None:
+        size = text("why_prompt", tokens=number(figures.prompt_tokens))
+        if figures.context_tokens:
+            size += text("why_prompt_context", context=number(figures.context_tokens))
+        if figures.cached_tokens:
+            size += text("why_prompt_cached", tokens=number(figures.cached_tokens))
+        if figures.completion_tokens is not None:
+            size += text("why_prompt_reply", tokens=number(figures.completion_tokens))
+        lines.append(size + ".")
+    left_out = [
+        text(key, n=n)
+        for key, n in (("why_left_out_history", figures.history_left_out), ("why_left_out_memories", figures.memories_left_out))
+        if n
+    ]
+    if left_out:
+        lines.append(text("why_left_out", context=number(figures.context_tokens or 0), what=", ".join(left_out)))
     if figures.context_full:
         lines.append(text("why_context_full"))
     return lines

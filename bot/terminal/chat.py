@@ -18,6 +18,7 @@ from bot.characters.macros import TurnValues
 from bot.engine import Engine, Incoming
 from bot.engine.prompting import ChannelLine
 from bot.i18n import DEFAULT_LANGUAGE, set_locale, text
+from bot.memory.model import OwnerKey, StoryId
 from bot.memory.text import storable
 from bot.presenting import cut_note, turn_text
 from bot.terminal.commands import Session, run_command
@@ -29,9 +30,9 @@ def session_for(user: str, channel: str) -> Session:
     # Names from the command line become ids: made storable like any text that enters.
     user, channel = storable(user), storable(channel)
     return Session(
-        user_id=f"terminal:{user}",
+        user_id=OwnerKey(f"terminal:{user}"),
         user_name=user,
-        story_id=f"terminal:{channel}",
+        story_id=StoryId(f"terminal:{channel}"),
         place=TERMINAL_PLACE,
     )
 
@@ -126,7 +127,7 @@ async def run_chat(
                 printed = partial
 
         streaming = interactive and stream_replies
-        result = await engine.turn(
+        result = await engine.conversation.turn(
             Incoming(
                 user_id=session.user_id,
                 user_name=user,
@@ -151,5 +152,5 @@ async def run_chat(
             say(f"{name}: {result.reply}")
         history += [ChannelLine(user, line, from_person=True), ChannelLine(name, result.reply, from_bot=True)]
         if not interactive:
-            await engine.wait_idle(session.user_id)
-    await engine.tasks.wait(timeout=60)
+            await engine.conversation.wait_idle(session.user_id)
+    await engine.operator.wait_background(timeout=60)

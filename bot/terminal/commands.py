@@ -1,9 +1,10 @@
 """The memory commands as `/` lines of the terminal chat: parsed here, run by the command layer
-every front end uses (bot/engine/memory_commands.py), told by bot/presenting.py in the chat's
+every front end uses (bot/engine/memory_commands.py), told by bot/presenting/ in the chat's
 language, as Discord tells them."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import sys
@@ -14,15 +15,15 @@ from bot.engine import Engine, export_json
 from bot.engine.memory_commands import MemoryCommands
 from bot.errors import StorageError
 from bot.i18n import text
-from bot.memory.model import MEMORY_TYPES
+from bot.memory.model import MEMORY_TYPES, OwnerKey, StoryId
 from bot.presenting import answer, memory_pages, storage_failed
 
 
 @dataclass(frozen=True, slots=True)
 class Session:
-    user_id: str
+    user_id: OwnerKey
     user_name: str
-    story_id: str
+    story_id: StoryId
     place: str
 
 
@@ -95,14 +96,16 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         if not args:
             return text("terminal_usage", usage="/export <file.json>")
         path = Path(args[0]).expanduser()
-        exported = await run.export(user)
+        exported = await run.export(engine.cast.user_of_key(user))
         try:
-            path.write_text(export_json(exported.data), encoding="utf-8")
+            # Everything stored about the user: a new file readable by them only, whatever the umask.
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "w", encoding="utf-8") as file:
+                file.write(export_json(exported.data))
         except OSError as exc:
             return text("terminal_export_failed", path=str(path), reason=exc.strerror or str(exc))
         return f"{answer(exported)}\n{text('terminal_exported', path=str(path))}"
     if name in ("erase-me", "erase"):
         if args != ["yes"]:
             return text("terminal_erase_confirm")
-        return answer(await run.erase(user))
+        return answer(await run.erase(engine.cast.user_of_key(user)))
     return text("terminal_unknown", name=name) + "\n" + help_text()

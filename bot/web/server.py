@@ -22,7 +22,9 @@ from aiohttp import web
 
 from bot.clients.health import Health
 from bot.clients.metrics import Metrics
+from bot.clients.values import row_id
 from bot.engine import Engine
+from bot.memory.model import OwnerKey
 from bot.web import views
 
 log = logging.getLogger(__name__)
@@ -161,7 +163,7 @@ async def _overview(request: web.Request) -> web.Response:
 
 
 async def _user(request: web.Request) -> web.Response:
-    user_id = request.match_info["user_id"]
+    user_id = OwnerKey(request.match_info["user_id"])
     context = await views.user(request.app[_ENGINE], user_id, request.query.get("window"))
     if context is None:
         return _render(request, "missing.html.j2", status=404, what=f"Nothing is stored about user {user_id}.")
@@ -169,16 +171,13 @@ async def _user(request: web.Request) -> web.Response:
 
 
 async def _turn(request: web.Request) -> web.Response:
-    user_id = request.match_info["user_id"]
-    try:
-        turn_id = int(request.match_info["turn_id"])
-    except ValueError:
-        turn_id = 0
-    context = await views.turn(request.app[_ENGINE], user_id, turn_id)
+    user_id = OwnerKey(request.match_info["user_id"])
+    raw = request.match_info["turn_id"]
+    # Range-checked like every id from outside: 20 nines named nothing and failed to bind (500).
+    turn_id = row_id(raw)
+    context = await views.turn(request.app[_ENGINE], user_id, turn_id) if turn_id is not None else None
     if context is None:
-        return _render(
-            request, "missing.html.j2", status=404, what=f"No turn {turn_id} of user {user_id} is kept."
-        )
+        return _render(request, "missing.html.j2", status=404, what=f"No turn {raw} of user {user_id} is kept.")
     return _render(request, "turn.html.j2", **context)
 
 
@@ -193,7 +192,7 @@ async def _healthz(request: web.Request) -> web.Response:
 
 async def _metrics(request: web.Request) -> web.Response:
     metrics = request.app[_METRICS]
-    backlog = await request.app[_ENGINE].report.bot_backlog()
+    backlog = await request.app[_ENGINE].operator.report.bot_backlog()
     metrics.reflection_backlog.set(backlog.pending)
     metrics.reflection_set_aside.set(backlog.set_aside)
     return web.Response(

@@ -9,18 +9,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
+from markupsafe import Markup
 
-from bot.clients.health import Health
+from bot.clients.health import Check, Health
 from bot.clients.metrics import Metrics
 from bot.clients.responsiveness import Recently
 from bot.engine import NEVER_SURFACED_AFTER, Engine
+from bot.engine.llm_calls import TooSmall
 from bot.i18n import DEFAULT_LANGUAGE, text, use_locale
-from bot.memory.reports.page import TurnLogEntry
+from bot.memory.choice import Slot, TurnSelection
+from bot.memory.model import Memory, OwnerKey
+from bot.memory.reports.page import Backlog, SetAside, TurnHeader, TurnLogEntry, UserSummary
+from bot.memory.reports.stats import MemoryStats
 from bot.presenting import groups, lore_rows, slot_score
+from bot.presenting.why import LoreRow
 from bot.web import charts
+
+if TYPE_CHECKING:
+    from bot.memory.stores.consolidations import Consolidation
 
 RECENT_TURNS = 20
 NEVER_SURFACED_SHOWN = 20
@@ -45,6 +54,97 @@ WINDOWS = {
 DEFAULT_WINDOW = "7d"
 
 
+class TurnFigures(TypedDict):
+    """A window of turns: totals, percentiles and the three time charts."""
+
+    total: int
+    by_outcome: dict[str, int]
+    reply_p50: str
+    reply_p95: str
+    memory_p50: str
+    memory_p95: str
+    prompt_median: int | None
+    prompt_max: int | None
+    context: int | None
+    context_full: int
+    turns_chart: Markup
+    latency_chart: Markup
+    prompt_chart: Markup
+
+
+class CallRow(TypedDict):
+    """One kind of call's prompts since start-up, as the page shows them."""
+
+    call: str
+    calls: int
+    prompt_tokens: int | None
+    read_tokens: int | None
+    reused_tokens: int | None
+    reused_share: str | None
+    read_seconds: str
+
+
+class ModelCard(TypedDict):
+    """The language model's card on the overview."""
+
+    server: str
+    context: int | None
+    context_source: str
+    too_small: TooSmall | None
+    calls: list[CallRow]
+
+
+class Overview(TypedDict):
+    """The whole bot's page."""
+
+    window: Window
+    windows: dict[str, Window]
+    checks: dict[str, Check]
+    model: ModelCard
+    figures: TurnFigures
+    backlog: Backlog
+    types_chart: Markup
+    memory_total: int
+    users: list[UserSummary]
+    recent: list[TurnHeader]
+    never_surfaced: list[Memory]
+    never_after: int
+    now: datetime
+    # The event loop's lag and the embedding model's waits (None without the metrics).
+    responsiveness: dict[str, Recently] | None
+
+
+class UserPage(TypedDict):
+    """One user's page."""
+
+    user_id: OwnerKey
+    window: Window
+    windows: dict[str, Window]
+    stats: MemoryStats
+    figures: TurnFigures
+    backlog: Backlog
+    set_aside: list[SetAside]
+    consolidations: list[Consolidation]
+    types_chart: Markup
+    memories: list[Memory]
+    memory_total: int
+    recent: list[TurnHeader]
+    never_after: int
+    now: datetime
+
+
+class TurnPage(TypedDict):
+    """One turn's selection, told as /why tells it: its slots by reason, each with its closeness,
+    and the lore that fired."""
+
+    user_id: OwnerKey
+    turn: TurnSelection
+    chosen: str
+    legend: str
+    groups: list[tuple[str, list[tuple[Slot, str]]]]
+    lore: list[LoreRow]
+
+
 def window(key: str | None) -> Window:
     return WINDOWS.get(key or DEFAULT_WINDOW, WINDOWS[DEFAULT_WINDOW])
 
@@ -67,7 +167,7 @@ def _seconds(ms: float | None) -> str:
     return f"{ms / 1000:.2f} s" if ms >= 100 else f"{ms:.0f} ms"
 
 
-def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> dict[str, Any]:
+def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> TurnFigures:
     """Totals, percentiles and the three time charts of a window of turns."""
     starts = _buckets(now, w)
     first = starts[0]
@@ -126,16 +226,45 @@ def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> d
     }
 
 
-async def overview(engine: Engine, health: Health, key: str | None, metrics: Metrics | None = None) -> dict[str, Any]:
+def model_figures(engine: Engine) -> ModelCard:
+    """The language model as the bot knows it: its context and where it was read, the last turn
+    that could not fit even its smallest prompt, and each kind of call's prompts since start-up
+    as the server counted them (read, and taken from its cache where it says)."""
+    figures = engine.operator.model_figures()
+    kinds: list[CallRow] = []
+    for call, totals in figures.totals.items():
+        share = totals.reused_tokens / totals.prompt_tokens if totals.cache_counted and totals.prompt_tokens else None
+        kinds.append(
+            {
+                "call": call,
+                "calls": totals.calls,
+                "prompt_tokens": totals.prompt_tokens if totals.counted else None,
+                "read_tokens": totals.read_tokens if totals.counted else None,
+                "reused_tokens": totals.reused_tokens if totals.cache_counted else None,
+                "reused_share": None if share is None else f"{share:.0%}",
+                "read_seconds": f"{totals.read_seconds:.1f} s" if totals.read_seconds else "—",
+            }
+        )
+    return {
+        "server": figures.server,
+        "context": figures.context,
+        "context_source": figures.context_source,
+        "too_small": figures.too_small,
+        "calls": kinds,
+    }
+
+
+async def overview(engine: Engine, health: Health, key: str | None, metrics: Metrics | None = None) -> Overview:
     now = engine.clock()
     w = window(key)
-    report = engine.report
+    report = engine.operator.report
     entries = await report.bot_turn_log(now - w.span)
     types = await report.bot_memory_types()
     return {
         "window": w,
         "windows": WINDOWS,
         "checks": await health.checks(),
+        "model": model_figures(engine),
         "figures": turn_figures(entries, now, w),
         "backlog": await report.bot_backlog(),
         "types_chart": charts.hbars("Memories per type", types),
@@ -158,13 +287,13 @@ def responsiveness(metrics: Metrics) -> dict[str, Recently]:
     }
 
 
-async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] | None:
+async def user(engine: Engine, user_id: OwnerKey, key: str | None) -> UserPage | None:
     """The user's page, or None when the bot holds nothing about them (never seen, or erased)."""
     now = engine.clock()
     w = window(key)
-    report = engine.report
-    stats = await engine.stats(user_id)
-    memories = await engine.memories(user_id)
+    report = engine.operator.report
+    stats = await engine.memories.stats(user_id)
+    memories = await engine.memories.list(user_id)
     recent = await report.user_recent_turns(user_id, RECENT_TURNS)
     entries = await report.user_turn_log(user_id, now - w.span)
     backlog = await report.user_backlog(user_id)
@@ -178,7 +307,7 @@ async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] 
         "figures": turn_figures(entries, now, w),
         "backlog": backlog,
         "set_aside": await report.user_set_aside(user_id, SET_ASIDE_SHOWN),
-        "consolidations": await engine.consolidated(user_id),
+        "consolidations": await engine.memories.consolidations(user_id),
         "types_chart": charts.hbars("Memories per type", dict(sorted(stats.by_type.items()))),
         "memories": memories[-MEMORIES_SHOWN:][::-1],
         "memory_total": len(memories),
@@ -188,11 +317,11 @@ async def user(engine: Engine, user_id: str, key: str | None) -> dict[str, Any] 
     }
 
 
-async def turn(engine: Engine, user_id: str, turn_id: int) -> dict[str, Any] | None:
+async def turn(engine: Engine, user_id: OwnerKey, turn_id: int) -> TurnPage | None:
     """One turn's selection, told as /why tells it (the same reasons, the same closeness, the
     same lore), in the page's language, English."""
-    await engine.wait_recorded(user_id)
-    selection = await engine.report.user_turn(user_id, turn_id)
+    await engine.conversation.wait_recorded(user_id)
+    selection = await engine.operator.report.user_turn(user_id, turn_id)
     if selection is None:
         return None
     with use_locale(DEFAULT_LANGUAGE):

@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.clients.locks import KeyedLocks
-from bot.config import Settings
+from bot.config import DiscordSettings
 from bot.i18n import DEFAULT_LANGUAGE, day, known, language
-from bot.memory.model import DM_PLACE, HistoryEntry, Memory
+from bot.memory.model import DM_PLACE, HistoryEntry, Memory, PersonId, StoryId
 from bot.presenting import clip, operation
 
 DISCORD_LIMIT = 2000  # counted in code points by Discord's API, as Python's len() does
@@ -213,7 +213,7 @@ class AnswerPolicy:
     blocked_user_ids: frozenset[int]
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> AnswerPolicy:
+    def from_settings(cls, settings: DiscordSettings) -> AnswerPolicy:
         return cls(
             allowed_channel_ids=frozenset(settings.allowed_channel_ids),
             answer_dms=settings.answer_dms,
@@ -288,6 +288,16 @@ def decide(facts: MessageFacts, policy: AnswerPolicy) -> Decision:
     if refusal is not None:
         return Decision(False, refusal)
     return Decision(True, addressed)
+
+
+def person_of(user_id: int) -> PersonId:
+    """A Discord user as the engine names a person: their id."""
+    return PersonId(str(user_id))
+
+
+def story_of(channel_id: int | None) -> StoryId:
+    """A channel (a thread is its own) as the engine names a story: its id."""
+    return StoryId(str(channel_id))
 
 
 def place_of(guild_id: int | None) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import discord
 
 from bot.engine import Engine, MessagePart
+from cogs.utils.answering import person_of
 
 # A burst is answered once it holds this many messages, however quickly the next one comes: a
 # bound on what one person's typing can hold in memory and join into one exchange.
@@ -37,7 +38,7 @@ class Burst:
     turning: bool = False
     task: asyncio.Task[None] | None = None
     # The channel's messages before its first one, read when it began: its turn's history,
-    # with which the engine reads its texts during the wait (`Engine.read_ahead`).
+    # with which the engine reads its texts during the wait (`Engine.conversation.read_ahead`).
     earlier: asyncio.Task[list[discord.Message]] | None = None
 
     # What its turn read of each message, once the turn has begun.
@@ -68,9 +69,9 @@ class Burst:
         not know them yet, and is told now."""
         for message_id, text in self.read.items():
             if message_id in self.deleted:
-                await engine.message_deleted(str(message_id))
+                await engine.conversation.message_deleted(str(message_id))
             elif self.texts[message_id] != text:
-                await engine.message_edited(str(message_id), self.texts[message_id], user_id=str(self.person))
+                await engine.conversation.message_edited(str(message_id), self.texts[message_id], author=person_of(self.person))
 
 
 class Dropped(Exception):

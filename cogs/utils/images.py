@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import discord
 
 from bot.clients.llm_wire import Image
-from bot.config import Settings
+from bot.config import DiscordSettings
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def image_attachments(message: discord.Message) -> list[discord.Attachment]:
     return [a for a in message.attachments if (a.content_type or "").startswith("image/")]
 
 
-async def read_images(messages: Sequence[discord.Message], settings: Settings) -> SeenImages:
+async def read_images(messages: Sequence[discord.Message], settings: DiscordSettings) -> SeenImages:
     seen = SeenImages()
     for message, attachment in ((m, a) for m in messages for a in image_attachments(m)):
         name = attachment.filename

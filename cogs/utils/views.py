@@ -6,13 +6,11 @@ on, and is checked in one place before any callback: `OwnerGate`, first among th
 them, registers the custom ids its subclass makes (a pattern with a `user` group) and lets an
 interaction through only when its own custom id (read from the interaction, never from state kept
 by the bot) is one of them and names the person interacting. Every other component or modal
-interaction, a forged or malformed id included, reaches no callback (nothing is read or written)
-and is refused privately by `refuse_foreign`. The owner key the callbacks act on is that checked
-one, and the engine scopes every statement by it.
+interaction, a forged or malformed id included, reaches no callback and is refused privately
+(`refuse_foreign`); the callbacks act on that checked key; an id in it past a row's range is no row.
 
-Buttons are `discord.ui.DynamicItem`s, so they still work after a restart (the bot registers these
-classes with `add_dynamic_items`; no view has to be kept in memory). The edit form is not kept
-either: `submit_edit` reads its submission from its custom id, through the same `owner_key`.
+Buttons are `discord.ui.DynamicItem`s, so they still work after a restart (`add_dynamic_items`; no
+view is kept in memory), and so does the edit form: `submit_edit` reads its custom id.
 """
 
 from __future__ import annotations
@@ -25,13 +23,14 @@ import discord
 from discord import app_commands
 
 from bot.characters.cast import Cast
+from bot.clients.values import row_id
 from bot.engine import MAX_MEMORY_CHARS, Engine, Shown
 from bot.engine.memory_commands import MemoryCommands
 from bot.errors import LLMError, StorageError
 from bot.i18n import set_locale, text
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey
 from bot.presenting import RECEIPT_ICON, answer, gone_memory, receipt_text
-from cogs.utils.answering import DISCORD_LIMIT, split_message
+from cogs.utils.answering import DISCORD_LIMIT, person_of, split_message
 from cogs.utils.voices import character_at
 
 if TYPE_CHECKING:
@@ -93,6 +92,8 @@ def _engine(interaction: discord.Interaction) -> Engine:
 OWNER = r"(?P<user>[0-9]{1,20}(?:@[^:]{1,64})?)"
 # Discord's bound on a custom id: a longer one is not one the bot made.
 CUSTOM_ID_MAX = 100
+# An id past the rows' range (bot.clients.values.row_id) is no row: answered "not there".
+NO_ROW = 0
 
 
 class OwnerGate:
@@ -134,15 +135,15 @@ def _registered(custom_id: object) -> tuple[type[OwnerGate], re.Match[str]] | No
     return None
 
 
-def owner_in(custom_id: object, person: int, cast: Cast) -> str | None:
+def owner_in(custom_id: object, person: int, cast: Cast) -> OwnerKey | None:
     """The memory owner key in `custom_id`, when it is an id the bot makes and that key is one of
     `person`'s own in this cast (theirs for the default character or for one with its own
     memory); None otherwise."""
     found = _registered(custom_id)
     if found is None:
         return None
-    owner = found[1]["user"]
-    return owner if cast.memory_key(str(person), cast.character_of_key(owner)) == owner else None
+    owner = OwnerKey(found[1]["user"])
+    return owner if cast.memory_key(person_of(person), cast.character_of_key(owner)) == owner else None
 
 
 def _data(interaction: discord.Interaction) -> dict[str, Any]:
@@ -150,7 +151,7 @@ def _data(interaction: discord.Interaction) -> dict[str, Any]:
     return dict(interaction.data or {})
 
 
-def owner_key(interaction: discord.Interaction) -> str | None:
+def owner_key(interaction: discord.Interaction) -> OwnerKey | None:
     """The memory owner key a component or modal interaction acts on, when it is the
     interacting person's own (`owner_in`); None otherwise."""
     return owner_in(_data(interaction).get("custom_id"), interaction.user.id, _engine(interaction).cast)
@@ -189,7 +190,7 @@ class _OwnedButton(OwnerGate, discord.ui.DynamicItem[discord.ui.Button[Any]], te
     """A button acting on what `owner` (its custom id's owner key) remembers; its failures are
     told to the presser and logged."""
 
-    owner: str
+    owner: OwnerKey
 
     async def callback(self, interaction: discord.Interaction) -> None:
         try:
@@ -220,18 +221,18 @@ class SwipeButton(
                 disabled=disabled,
             )
         )
-        self.action, self.owner, self.exchange_id = action, str(owner), exchange_id
+        self.action, self.owner, self.exchange_id = action, OwnerKey(str(owner)), exchange_id
 
     @classmethod
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
     ) -> SwipeButton:
-        return cls(match["action"], match["user"], int(match["exchange"]))
+        return cls(match["action"], match["user"], row_id(match["exchange"]) or NO_ROW)
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
         user = self.owner
         if self.action != "regen":
-            shown = await engine.swipe(user, self.exchange_id, -1 if self.action == "prev" else 1)
+            shown = await engine.conversation.swipe(user, self.exchange_id, -1 if self.action == "prev" else 1)
             if shown is None:
                 await _settled(interaction)
                 return
@@ -239,13 +240,13 @@ class SwipeButton(
                 content=shown.text, view=swipe_view(self.owner, shown), allowed_mentions=_NO_MENTIONS
             )
             return
-        if await engine.shown(user, self.exchange_id) is None:
+        if await engine.conversation.shown(user, self.exchange_id) is None:
             await _settled(interaction)
             return
         # The model may take longer than the 3 s an interaction allows for its first answer.
         await interaction.response.defer()
         try:
-            shown = await engine.regenerate(user, self.exchange_id, max_chars=DISCORD_LIMIT)
+            shown = await engine.conversation.regenerate(user, self.exchange_id, max_chars=DISCORD_LIMIT)
         except LLMError as exc:
             log.info("a regenerate failed: %s", exc)
             await interaction.followup.send(text("regenerate_failed"), ephemeral=True)
@@ -300,16 +301,16 @@ class ReceiptButton(_OwnedButton, template=r"echo:receipt:" + OWNER + r":(?P<exc
                 custom_id=f"echo:receipt:{owner}:{exchange_id}",
             )
         )
-        self.owner, self.exchange_id = str(owner), exchange_id
+        self.owner, self.exchange_id = OwnerKey(str(owner)), exchange_id
 
     @classmethod
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
     ) -> ReceiptButton:
-        return cls(match["user"], int(match["exchange"]))
+        return cls(match["user"], row_id(match["exchange"]) or NO_ROW)
 
     async def pressed(self, interaction: discord.Interaction, engine: Engine) -> None:
-        lines = await engine.receipt(self.owner, self.exchange_id)
+        lines = await engine.conversation.receipt(self.owner, self.exchange_id)
         live = [line.current for line in lines if line.current is not None]
         await say(interaction, receipt_text(lines), view=memory_actions(self.owner, live) if live else None)
 
@@ -344,13 +345,13 @@ class _MemoryButton(_OwnedButton, template=r"echo:memory-base:(?!)"):
                 custom_id=f"echo:{self.action}:{owner_id}:{memory_id}",
             )
         )
-        self.owner, self.memory_id = str(owner_id), memory_id
+        self.owner, self.memory_id = OwnerKey(str(owner_id)), memory_id
 
     @classmethod
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Button[Any], match: Any, /
     ) -> _MemoryButton:
-        return cls(match["user"], int(match["memory"]))
+        return cls(match["user"], row_id(match["memory"]) or NO_ROW)
 
 
 class ForgetButton(_MemoryButton, template=r"echo:forget:" + OWNER + r":(?P<memory>[0-9]{1,20})"):
@@ -369,14 +370,14 @@ class EditButton(_MemoryButton, template=r"echo:edit:" + OWNER + r":(?P<memory>[
 
 
 async def open_editor(
-    interaction: discord.Interaction, engine: Engine, memory_id: int, owner: str | None = None
+    interaction: discord.Interaction, engine: Engine, memory_id: int, owner: OwnerKey | None = None
 ) -> None:
     """The edit modal for one of the presser's memories (under `owner`, the memory owner key;
     by default the presser's for this channel's character), or why there is none."""
     if owner is None:
         character = character_at(engine.cast, interaction.channel, interaction.guild_id)
-        owner = engine.cast.memory_key(str(interaction.user.id), character)
-    memory = await engine.memory(owner, memory_id)
+        owner = engine.cast.memory_key(person_of(interaction.user.id), character)
+    memory = await engine.memories.get(owner, memory_id)
     if memory is None:
         await say(interaction, gone_memory(memory_id))
         return
@@ -392,7 +393,7 @@ class EditMemoryModal(
 ):
     """The memory's text, to rewrite; the previous version is archived (restorable)."""
 
-    def __init__(self, memory: Memory, owner: str) -> None:
+    def __init__(self, memory: Memory, owner: OwnerKey) -> None:
         super().__init__(title=text("edit_title", id=memory.id), custom_id=f"echo:edit-memory:{owner}:{memory.id}")
         self.add_item(
             discord.ui.TextInput(
@@ -433,7 +434,7 @@ async def submit_edit(interaction: discord.Interaction) -> None:
         return
     try:
         # A form without its field (forged) is an empty text: refused as such, nothing written.
-        edited = await MemoryCommands(_engine(interaction)).edit(owner, int(found[1]["memory"]), written or "")
+        edited = await MemoryCommands(_engine(interaction)).edit(owner, row_id(found[1]["memory"]) or NO_ROW, written or "")
         await say(interaction, answer(edited))
     except Exception as exc:
         await report_failure(interaction, "the memory edit", exc)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.clients.db import MIGRATIONS_DIR, SQLiteDatabase, list_migrations
+from bot.clients.storage import Sql, fetch_all
 from bot.errors import MigrationError, StorageError
 from tests.reliability.process import REPO
 
@@ -247,14 +248,15 @@ async def test_exclusive_work_is_one_process_at_a_time_on_one_file(tmp_path):
 
 
 # A bot process starting on each file named on its stdin, as many seconds after the name comes as
-# its argument says: it opens the file, then makes the first write of a start (Engine.sync_rules:
+# its argument says: it opens the file, then makes the first write of a start (`Engine.start`, `CharacterRules.sync`:
 # the character's rules read, then written). Prints "ready" once imported, then "ok" or the error
 # per file.
 _START = """
 import asyncio, sys
 from datetime import datetime, timezone
 from bot.clients.databases import open_database
-from bot.memory.stores.memories import MemoryStore, replace_rules
+from bot.memory.stores.memories import replace_rules
+from bot.memory.stores.memory_store import MemoryStore
 async def start(path, delay):
     await asyncio.sleep(delay)
     db = await open_database(path)
@@ -310,3 +312,13 @@ async def test_processes_starting_together_on_a_new_file_all_make_their_first_wr
             p.stdin.close()
         for p in procs:
             await asyncio.wait_for(p.wait(), 60)
+
+
+async def test_an_sql_statement_runs_its_sqlite_text_and_is_no_string(db) -> None:
+    both = Sql("SELECT 'sqlite'", postgresql="SELECT 'postgresql'")
+    assert [tuple(r) for r in await fetch_all(db.reader, both)] == [("sqlite",)]
+    async with db.write() as conn:
+        assert [tuple(r) for r in await (await conn.execute(both)).fetchall()] == [("sqlite",)]
+    # Not a str: a string operation (a concatenation, a strip) cannot silently drop its
+    # PostgreSQL text, mypy refuses it.
+    assert not isinstance(both, str)

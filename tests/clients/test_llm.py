@@ -13,7 +13,8 @@ import pytest_asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.clients.llm import MAX_RESPONSE_BYTES, LLMClient
+from bot.clients.llm import LLMClient
+from bot.clients.llm_server import MAX_RESPONSE_BYTES
 from bot.clients.llm_wire import SCHEMA_NAME, Thinking, strip_thinking
 from bot.errors import LLMBadResponse, LLMTimeout, LLMTooLarge, LLMUnavailable, ModelNotFound
 from tests.builders import http_client
@@ -318,7 +319,7 @@ async def test_unknown_model_on_openai_names_the_model_and_what_it_must_be(
         await client(http, "openai", llm_server.url).chat(CONVERSATION, model="gpt-nope")
 
     message = str(caught.value)
-    # The client does not know which setting names the model: whoever catches it says (bot/doctor.py).
+    # The client does not know which setting names the model: whoever catches it says (bot/doctor/models.py).
     assert "gpt-nope" in message and "model ids this server offers" in message
     assert "ollama pull" not in message
 

@@ -13,7 +13,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from bot.clients.llm import MAX_RESPONSE_BYTES, MAX_THINKING_CHARS, LLMClient
+from bot.clients.llm import MAX_THINKING_CHARS, LLMClient
+from bot.clients.llm_server import MAX_RESPONSE_BYTES
 from bot.clients.llm_wire import Image, TokenUsage
 from bot.errors import LLMBadResponse, LLMStreamCut, LLMTimeout, LLMTooLarge, ModelNotFound
 from tests.builders import http_client

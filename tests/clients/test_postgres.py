@@ -12,9 +12,10 @@ import pytest
 from bot.clients.databases import open_postgres
 from bot.clients.db import MIGRATIONS_DIR, POSTGRES_MIGRATIONS_DIR, SQLiteDatabase, list_migrations
 from bot.clients.postgres import PostgresDatabase, translate
-from bot.config import Settings
-from bot.errors import MigrationError, StartupError, StorageError
-from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.config import load_settings
+from bot.errors import ConfigError, MigrationError, StartupError, StorageError
+from bot.memory.model import NewMemory
+from bot.memory.stores.memory_store import MemoryStore
 
 
 def test_both_migration_folders_carry_the_same_numbers() -> None:
@@ -101,10 +102,10 @@ def test_statements_are_translated_in_one_place() -> None:
 
 
 def test_a_database_url_that_is_not_postgresql_is_refused_by_the_settings() -> None:
-    with pytest.raises(ValueError, match="must start with postgresql://"):
-        Settings(database_url="mysql://localhost/echo", discord_token="x")
-    with pytest.raises(ValueError, match="names no database"):
-        Settings(database_url="postgresql://localhost", discord_token="x")
+    with pytest.raises(ConfigError, match="must start with postgresql://"):
+        load_settings(_env_file=None, database_url="mysql://localhost/echo")
+    with pytest.raises(ConfigError, match="names no database"):
+        load_settings(_env_file=None, database_url="postgresql://localhost")
 
 
 async def test_a_missing_database_is_a_clear_start_up_error(postgres_cluster) -> None:

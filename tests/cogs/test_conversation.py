@@ -94,11 +94,11 @@ async def test_reply_is_split_sent_as_a_reply_then_reflection_runs_after_it(
     assert request.last_user == "Alice: Salut, je m'appelle Alice"
 
     gate.set()
-    await services.engine.wait_reflections(str(ALICE))
+    await services.engine.operator.wait_reflections(str(ALICE))
     assert channel.events[-1] == "reflection request"
     assert len(reflection_requests(llm_server)) == 1
     # The turn is recorded under this channel's story, for /why.
-    assert await services.engine.why(str(ALICE), str(CHANNEL_ID)) is not None
+    assert await services.engine.memories.why(str(ALICE), str(CHANNEL_ID)) is not None
 
 
 async def test_history_before_the_message_is_given_oldest_first(
@@ -124,7 +124,7 @@ async def test_history_before_the_message_is_given_oldest_first(
         ("user", "Alice: et toi ?"),
     ]
     channel.history.assert_called_once()
-    assert channel.history.call_args.kwargs["limit"] == services.settings.history_messages
+    assert channel.history.call_args.kwargs["limit"] == services.settings.engine.history_messages
 
 
 @pytest.mark.parametrize("settings_overrides", [{"allowed_channel_ids": [OPEN_CHANNEL]}])

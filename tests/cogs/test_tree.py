@@ -47,7 +47,7 @@ SLASH_NAME = re.compile(r"^[-_a-z0-9]{1,32}$")
 async def test_tree_payload_has_every_command_and_nothing_syncs_without_dev_guild(
     services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert services.settings.dev_guild_id is None
+    assert services.settings.discord.dev_guild_id is None
     bot = offline_bot(services)
     sync = await started(bot, monkeypatch)
     sync.assert_not_awaited()
@@ -122,7 +122,7 @@ async def test_message_content_intent_only_for_allowed_channels(
     assert make_intents([123]).message_content
     assert not make_intents([123]).members
     assert not offline_bot(services).intents.message_content
-    services.settings = services.settings.model_copy(update={"allowed_channel_ids": [123]})
+    services.settings = services.settings.replace(allowed_channel_ids=[123])
     assert offline_bot(services).intents.message_content
 
 
@@ -144,7 +144,7 @@ def test_intents_are_only_those_the_bot_uses(allowed_channel_ids: list[int], exp
 async def test_starting_without_message_content_warns_of_nothing(services: Services, caplog: pytest.LogCaptureFixture) -> None:
     """Écho answers mentions, replies and slash commands: without the Message Content intent its
     owner commands are read on a mention, and discord.py has nothing to warn about."""
-    assert not services.settings.allowed_channel_ids
+    assert not services.settings.discord.allowed_channel_ids
     bot = offline_bot(services)
     assert not bot.intents.message_content
     with caplog.at_level(logging.WARNING, logger="discord"):
@@ -181,13 +181,13 @@ async def test_only_owners_sync_and_sync_guild_targets_this_server(
 async def test_run_discord_explains_a_bad_token_and_a_missing_intent(
     services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    services.settings = services.settings.model_copy(update={"discord_token": SecretStr("not-a-token")})
+    services.settings = services.settings.replace(discord_token=SecretStr("not-a-token"))
     failures: list[BaseException] = [discord.LoginFailure("Improper token"), discord.PrivilegedIntentsRequired(None)]
     expected = ["Reset Token", "Bot → Privileged Gateway Intents → Message Content Intent"]
     for failure, words in zip(failures, expected):
         monkeypatch.setattr(EchoBot, "start", AsyncMock(side_effect=failure))
         with pytest.raises(StartupError, match=re.escape(words)) as caught:
-            await run_discord(services, services.settings.require_discord_token())
+            await run_discord(services, services.settings.discord.require_discord_token())
         assert caught.value.__cause__ is failure
     assert "ALLOWED_CHANNEL_IDS" in str(caught.value)
 
@@ -200,8 +200,8 @@ async def test_close_lets_an_in_flight_reflection_finish(
 
     llm_server.handler = handler
     engine = services.engine
-    await engine.turn(Incoming(user_id=str(ALICE), user_name="Alice", text="salut", story_id="s", place="p"))
-    engine.schedule_reflection(str(ALICE))
+    await engine.conversation.turn(Incoming(user_id=str(ALICE), user_name="Alice", text="salut", story_id="s", place="p"))
+    engine.operator.schedule_reflection(str(ALICE))
     # The bot leaves the gateway; the engine is closed once, by whoever opened the services.
     await offline_bot(services).close()
     await engine.close()

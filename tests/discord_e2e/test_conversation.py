@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import sqlite3
 
+import pytest
+
 from bot.engine import MAX_REPLY_CHARS
 from bot.i18n import use_locale
 from bot.presenting import cut_note
@@ -204,3 +206,18 @@ async def test_an_openai_compatible_server_streams_through_server_sent_events(
     assert request.body is not None and request.body["stream_options"] == {"include_usage": True}
     first = _writes(fake_discord, channel.id)[0]
     assert first.method == "POST" and first.json["content"] != answer, "the text showed before it was complete"
+
+
+@pytest.mark.shared_settings(SETTLE_SECONDS="0")
+async def test_every_call_of_a_turn_tells_ollama_the_same_context_and_to_keep_the_model_loaded(scene: Scene) -> None:
+    """A num_ctx that changes between two calls makes Ollama reload the model; without
+    keep_alive, it unloads after 5 idle minutes and the next person waits for the reload."""
+    fake_discord, llm_server, channel = scene.fake_discord, scene.llm_server, scene.channel
+    llm_server.handler = lambda request: '{"memories": []}' if request.json_schema is not None else "Noté."
+    await fake_discord.user_says(scene.alice, channel, "Je suis infirmière de nuit.", mention_bot=True)
+    await fake_discord.wait_for_text(channel, "Noté.")
+    await llm_server.wait_quiet(0.5)
+    calls = llm_server.chats
+    assert {r.json_schema is None for r in calls} == {True, False}, "the reply and its reflection"
+    assert {(r.body or {}).get("options", {}).get("num_ctx") for r in calls} == {8192}
+    assert {(r.body or {}).get("keep_alive") for r in calls} == {"30m"}

@@ -212,6 +212,38 @@ async def test_forged_custom_ids_are_refused_privately_and_act_on_no_one_elses_d
     assert chats(llm_server) == calls
 
 
+@pytest.mark.shared_settings(SETTLE_SECONDS="0")
+async def test_alices_own_components_with_ids_past_a_row_s_range_answer_not_there(scene: Scene) -> None:
+    """Alice's own key on ids no row can have (20 nines could not even be bound: OverflowError):
+    each button and the edit form answer privately as for any id that is not there; nothing
+    fails, nothing is logged as an error, nothing is written, no model is called."""
+    echo, fake_discord, llm_server, general, alice = scene.echo, scene.fake_discord, scene.llm_server, scene.channel, scene.alice
+    script(llm_server, ["Pixel !"], learns_the_cat)
+    reply = await alice_tells_about_the_cat(fake_discord, general, alice)
+    ((memory_id, _),) = alices_memories(echo, alice)
+    history = query(echo, "SELECT COUNT(*) FROM memory_history")
+    log_start, calls = echo.log_size(), chats(llm_server)
+    a, huge = alice.id, "9" * 20
+    ids = [
+        *(f"echo:swipe:{action}:{a}:{huge}" for action in ("prev", "next", "regen")),
+        f"echo:receipt:{a}:{huge}", f"echo:forget:{a}:{huge}", f"echo:edit:{a}:{huge}", f"echo:forget:{a}:{2**63}",
+    ]  # fmt: skip
+    answers = []
+    for custom_id in ids:
+        message = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": custom_id}]}])
+        answers.append(await callback(fake_discord, await fake_discord.press_button(alice, message, custom_id)))
+    form = await fake_discord.submit_modal(alice, general, f"echo:edit-memory:{a}:{huge}", {"text": "Alice a un chien."})
+    answers.append(await callback(fake_discord, form))
+    for custom_id, answer in zip([*ids, "edit form"], answers, strict=True):
+        content = str(answer.get("data", {}).get("content", ""))
+        assert "Something went wrong" not in content, (custom_id, answer)
+    log = echo.log(log_start)
+    assert "OverflowError" not in log and "Traceback" not in log, log[-3000:]
+    assert alices_memories(echo, alice) == [(memory_id, CAT)]
+    assert query(echo, "SELECT COUNT(*) FROM memory_history") == history
+    assert chats(llm_server) == calls
+
+
 async def test_autocomplete_shows_only_the_callers_own_memories(scene: Scene) -> None:
     fake_discord, channel = scene.fake_discord, scene.channel
     for user, text in ((scene.alice, "J'ai un chat."), (scene.bob, "J'ai un chien.")):

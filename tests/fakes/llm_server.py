@@ -5,6 +5,9 @@ Endpoints (one server, one port, both APIs):
     GET  /api/tags             Ollama model list: `models`, an untagged name listed as `name:latest`
     POST /v1/chat/completions  OpenAI chat; schema in `response_format.json_schema.schema`
     GET  /v1/models            OpenAI model list (404 when `models_endpoint` is False)
+    POST /api/show             Ollama model details: `model_info.<arch>.context_length`
+    GET  /props                llama.cpp's server properties, `default_generation_settings.n_ctx`,
+                               when `props_context` is set (404 otherwise, as other servers answer)
 
 Fixtures (import them into a conftest or a test module; names are stable):
     llm_server  -> a started `FakeLLMServer`, stopped at teardown
@@ -33,7 +36,16 @@ An answer is a `str` (the assistant's text) or a `Reply` for anything else:
     Reply("text", prompt_tokens=8192)  the prompt's token count the server reports (Ollama
                                        `prompt_eval_count`, OpenAI `usage.prompt_tokens`); by
                                        default the words of every message sent
+    Reply("text", cached_tokens=900, prompt_ms=12.5)   of those, the ones the server took from
+                                       its cache and how long it read the rest, in each API's
+                                       words (Ollama `prompt_eval_cached_count` and
+                                       `prompt_eval_duration` in ns; OpenAI
+                                       `usage.prompt_tokens_details.cached_tokens` and llama.cpp's
+                                       `timings`)
 Completion tokens are the words of the answer.
+A prompt longer than `server.context_tokens` (when set, counted in words as above) is refused
+before any script is read, with the HTTP 400 llama.cpp answers ("request (N tokens) exceeds the
+available context size (M tokens)", type exceed_context_size_error).
 A request with `"stream": true` is answered as the real servers stream (Ollama NDJSON with
 `prompt_eval_count`/`eval_count` on the last line; OpenAI SSE with a finish chunk, a usage
 chunk when `stream_options.include_usage`, then `data: [DONE]`), one word per event:
@@ -112,6 +124,8 @@ class Reply:
     trickle: float = 0.0
     gzip: bool = False
     prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    prompt_ms: float | None = None
     pace: float = 0.0
     die_after: int | None = None
     stream_error: str | None = None
@@ -132,6 +146,10 @@ class FakeLLMServer:
         self.models_endpoint = True
         # What /api/show and /v1/models say of each model's context (None: they do not say).
         self.context_length: int | None = 32_768
+        # What /props says (llama.cpp); None: /props is not found, as on other servers.
+        self.props_context: int | None = None
+        # A prompt longer than this (in words) is refused as llama.cpp refuses it; None: never.
+        self.context_tokens: int | None = None
         self.replies: deque[Answer] = deque()
         self.handler: Handler | None = None
         self.requests: list[LLMRequest] = []
@@ -157,6 +175,7 @@ class FakeLLMServer:
         app.router.add_post("/api/show", self._ollama_show)
         app.router.add_post("/v1/chat/completions", self._openai_chat)
         app.router.add_get("/v1/models", self._openai_models)
+        app.router.add_get("/props", self._props)
         # Hung handlers are released by `_stopping`, so shutdown never waits for them.
         self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
         await self._runner.setup()
@@ -264,6 +283,12 @@ class FakeLLMServer:
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake", **context} for m in self.models]
         return web.json_response({"object": "list", "data": data})
 
+    async def _props(self, request: web.Request) -> web.Response:
+        await self._record(request, "openai")
+        if self.props_context is None:
+            return web.Response(status=404, text='{"error":{"code":404,"message":"File Not Found"}}')
+        return web.json_response({"default_generation_settings": {"n_ctx": self.props_context}, "total_slots": 1})
+
     # -- chat ------------------------------------------------------------------------------
 
     async def _ollama_chat(self, request: web.Request) -> web.StreamResponse:
@@ -305,6 +330,9 @@ class FakeLLMServer:
         model = recorded.model or ""
         if not self._knows(recorded.model, api):
             return web.json_response(_model_not_found(api, model), status=404)
+        words = _words(recorded)
+        if self.context_tokens is not None and words > self.context_tokens:
+            return web.json_response(_context_exceeded(words, self.context_tokens), status=400)
         reply = await self._answer(recorded)
         if reply.hang:
             await self._stopping.wait()
@@ -322,9 +350,7 @@ class FakeLLMServer:
             raw = json.dumps(_error_body(api, reply.error)).encode()
         else:
             self._served += 1
-            prompt_tokens = reply.prompt_tokens
-            if prompt_tokens is None:
-                prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in recorded.messages)
+            prompt_tokens = reply.prompt_tokens if reply.prompt_tokens is not None else words
             raw = json.dumps(_chat_body(api, model, reply, self._served, prompt_tokens)).encode()
         if reply.truncated or reply.trickle:
             return await self._send_in_pieces(request, reply, raw)
@@ -344,9 +370,7 @@ class FakeLLMServer:
         response = web.StreamResponse(status=200, headers={"Content-Type": mime})
         await response.prepare(request)
         include_usage = bool(((recorded.body or {}).get("stream_options") or {}).get("include_usage"))
-        prompt_tokens = reply.prompt_tokens
-        if prompt_tokens is None:
-            prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in recorded.messages)
+        prompt_tokens = reply.prompt_tokens if reply.prompt_tokens is not None else _words(recorded)
 
         async def send(event: dict[str, Any]) -> None:
             line = json.dumps(event, ensure_ascii=False)
@@ -380,7 +404,7 @@ class FakeLLMServer:
                     "model": model, "created_at": "2025-01-01T00:00:00Z",
                     "message": {"role": "assistant", "content": ""}, "done": True,
                     "done_reason": reply.finish, "prompt_eval_count": prompt_tokens,
-                    "eval_count": len(words),
+                    "eval_count": len(words), **_ollama_cache(reply),
                 }
             )
         else:
@@ -398,8 +422,9 @@ class FakeLLMServer:
                         "created": int(time.time()), "model": model, "choices": [],
                         "usage": {
                             "prompt_tokens": prompt_tokens, "completion_tokens": len(words),
-                            "total_tokens": prompt_tokens + len(words),
+                            "total_tokens": prompt_tokens + len(words), **_openai_cache(reply),
                         },
+                        **_llama_timings(reply),
                     }
                 )
             await response.write(b"data: [DONE]\n\n")
@@ -492,6 +517,7 @@ def _chat_body(api: Api, model: str, reply: Reply, serial: int, prompt_tokens: i
             "done_reason": reply.finish,
             "prompt_eval_count": prompt_tokens,
             "eval_count": completion_tokens,
+            **_ollama_cache(reply),
         }
     message = {"role": "assistant", "content": reply.content}
     if reply.thinking is not None:
@@ -506,7 +532,46 @@ def _chat_body(api: Api, model: str, reply: Reply, serial: int, prompt_tokens: i
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
+            **_openai_cache(reply),
         },
+        **_llama_timings(reply),
+    }
+
+
+def _words(recorded: LLMRequest) -> int:
+    """The prompt's size as this server counts tokens: the words of every message sent."""
+    return sum(len(str(m.get("content", "")).split()) for m in recorded.messages)
+
+
+def _ollama_cache(reply: Reply) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if reply.cached_tokens is not None:
+        out["prompt_eval_cached_count"] = reply.cached_tokens
+    if reply.prompt_ms is not None:
+        out["prompt_eval_duration"] = int(reply.prompt_ms * 1e6)
+    return out
+
+
+def _openai_cache(reply: Reply) -> dict[str, Any]:
+    return {} if reply.cached_tokens is None else {"prompt_tokens_details": {"cached_tokens": reply.cached_tokens}}
+
+
+def _llama_timings(reply: Reply) -> dict[str, Any]:
+    if reply.prompt_ms is None:
+        return {}
+    return {"timings": {"cache_n": reply.cached_tokens or 0, "prompt_ms": reply.prompt_ms}}
+
+
+def _context_exceeded(prompt_tokens: int, context: int) -> dict[str, Any]:
+    """llama.cpp's refusal, word for word (llama-server b1-0c1e570)."""
+    return {
+        "error": {
+            "code": 400,
+            "message": f"request ({prompt_tokens} tokens) exceeds the available context size ({context} tokens), try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": prompt_tokens,
+            "n_ctx": context,
+        }
     }
 
 

@@ -11,10 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.errors import InvalidMemory
-from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.model import NewMemory
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.text import INVISIBLE, canonical, normalise
-from bot.memory.write.apply import ReflectionContext, apply_reflection
-from bot.memory.write.dedup import DedupIndex, similarity
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext
+from bot.memory.write.dedup import similarity
+from bot.memory.write.dedup_index import DedupIndex
 from bot.memory.write.reflection import parse_reflection
 from tests.lanes import examples
 

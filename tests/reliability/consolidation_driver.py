@@ -21,7 +21,8 @@ import bot.engine.consolidation_worker
 from bot.app import open_services
 from bot.config import load_settings
 from bot.engine import Incoming
-from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.model import NewMemory
+from bot.memory.stores.memory_store import MemoryStore
 from bot.terminal.chat import session_for
 
 YEARS = (2014, 2015, 2016, 2018, 2019)
@@ -39,15 +40,15 @@ async def main(user: str, mode: str) -> None:
     async with open_services(load_settings()) as services:
         engine = services.engine
         if mode == "seed":
-            await engine.turn(Incoming(session.user_id, user, "Bonjour !", session.story_id, session.place))
-            await engine.wait_reflections(session.user_id)
+            await engine.conversation.turn(Incoming(session.user_id, user, "Bonjour !", session.story_id, session.place))
+            await engine.operator.wait_reflections(session.user_id)
             for year in YEARS:
                 await MemoryStore(services.db).add(session.user_id, NewMemory(text=f"L'utilisateur a visité Trieste en {year}."))
             print("seeded", flush=True)
             return
         if mode == "kill":
             bot.engine.consolidation_worker.copy_sources = _copy_then_die  # type: ignore[assignment]
-        figures = await engine.consolidate()
+        figures = await engine.operator.consolidate()
         print(f"consolidated {figures.consolidated} found {figures.series_found} calls {figures.llm_calls}", flush=True)
 
 

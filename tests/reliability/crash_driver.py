@@ -41,12 +41,12 @@ async def main(user: str, message: str) -> None:
     session = session_for(user, "main")
     async with open_services(load_settings()) as services:
         bot.engine.reflection_worker.apply_reflection = _apply_then_die  # type: ignore[assignment]
-        result = await services.engine.turn(
+        result = await services.engine.conversation.turn(
             Incoming(session.user_id, user, message, session.story_id, session.place)
         )
         print(f"reply: {result.reply}", flush=True)
-        services.engine.schedule_reflection(session.user_id)
-        await services.engine.wait_reflections(session.user_id)
+        services.engine.operator.schedule_reflection(session.user_id)
+        await services.engine.operator.wait_reflections(session.user_id)
 
 
 if __name__ == "__main__":

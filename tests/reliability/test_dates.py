@@ -10,13 +10,14 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-import bot.clients.db
-from bot.clients.db import UNREADABLE_DATE, from_db, to_db
+import bot.clients.storage
 from bot.clients.outage import Outage
+from bot.clients.storage import UNREADABLE_DATE, from_db, to_db
 from bot.errors import InvalidMemory
-from bot.memory.model import EARLIEST_EXPIRY, LATEST_EXPIRY
-from bot.memory.stores.memories import MemoryStore, NewMemory
-from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.model import EARLIEST_EXPIRY, LATEST_EXPIRY, NewMemory
+from bot.memory.stores.memory_store import MemoryStore
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext
 from bot.memory.write.reflection import parse_reflection
 from bot.terminal.commands import Session, run_command
 from tests.builders import make_engine, msg
@@ -91,9 +92,9 @@ def test_reading_a_stored_date_never_raises(raw, expected):
 
 
 def test_unreadable_dates_are_counted_and_logged_once(monkeypatch, caplog):
-    counter = Outage(logging.getLogger("bot.clients.db"))
-    monkeypatch.setattr(bot.clients.db, "unreadable_dates", counter)
-    with caplog.at_level(logging.WARNING, logger="bot.clients.db"):
+    counter = Outage(logging.getLogger("bot.clients.storage"))
+    monkeypatch.setattr(bot.clients.storage, "unreadable_dates", counter)
+    with caplog.at_level(logging.WARNING, logger="bot.clients.storage"):
         for _ in range(5):
             assert from_db("10000-01-01T00:00:00+00:00") == UNREADABLE_DATE
     assert counter.failures == 5
@@ -228,11 +229,11 @@ async def test_bad_dates_on_disk_never_lock_a_user_out(db, http, llm_server, tmp
     llm_server.handler = lambda r: json.dumps(reflection) if r.json_schema is not None else "Avec plaisir."
     session = Session("alice", "Alice", "chan-1", "guild-1")
 
-    result = await engine.turn(msg("Je joue du violoncelle depuis l'enfance."))
+    result = await engine.conversation.turn(msg("Je joue du violoncelle depuis l'enfance."))
     assert result.reply == "Avec plaisir."
-    engine.schedule_reflection("alice")
-    await engine.wait_reflections("alice")
-    assert [d.text for d in engine.last_reports["alice"].of("added")] == ["L'utilisateur joue du violoncelle."]
+    engine.operator.schedule_reflection("alice")
+    await engine.operator.wait_reflections("alice")
+    assert [d.text for d in engine.operator.last_reflection("alice").of("added")] == ["L'utilisateur joue du violoncelle."]
 
     listing = await run_command(engine, session, "/memories")
     assert "violoncelle" in listing and "date abîmée (short_year)" in listing and "(garbage_created)" in listing
@@ -253,5 +254,5 @@ async def test_bad_dates_on_disk_never_lock_a_user_out(db, http, llm_server, tmp
 
     # /restore of the history row with unreadable dates brings its text back.
     [entry] = [h for h in await store.history("alice") if h.operation == "replace"]
-    assert await engine.restore("alice", entry.id) == ids["short_year"]
+    assert await engine.memories.restore("alice", entry.id) == ids["short_year"]
     assert (await store.get("alice", ids["short_year"])).text == "L'utilisateur avait une ancienne version."

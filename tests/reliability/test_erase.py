@@ -51,7 +51,7 @@ def traces_of(database: Path, user_id: str, words: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("llm_answer", ["reply", "error"])
-async def test_erase_wins_against_a_turn_waiting_for_the_llm(
+async def test_erase_wins_against_a_turn_waiting_for_the_llm(db,
     llm_answer: str, engine: Engine, llm_server: FakeLLMServer
 ) -> None:
     message = "Je m'appelle Quentinosaure et j'habite rue des Zéphyrs."
@@ -65,23 +65,23 @@ async def test_erase_wins_against_a_turn_waiting_for_the_llm(
         return "Enchantée !" if llm_answer == "reply" else Reply(status=500, error="boom")
 
     llm_server.handler = answer
-    await engine.remember(ALICE, "L'utilisateur aime le Quentinosaure.", story_id="s", place="p")
-    turn = asyncio.create_task(engine.turn(Incoming(user_id=ALICE, user_name="Alice", text=message, story_id="s", place="p")))
+    await engine.memories.remember(ALICE, "L'utilisateur aime le Quentinosaure.", story_id="s", place="p")
+    turn = asyncio.create_task(engine.conversation.turn(Incoming(user_id=ALICE, user_name="Alice", text=message, story_id="s", place="p")))
     await asyncio.wait_for(arrived.wait(), 10)
-    assert traces_of(engine.db.path, ALICE, ["Quentinosaure"])  # the message is on disk now
+    assert traces_of(db.path, ALICE, ["Quentinosaure"])  # the message is on disk now
 
-    await engine.erase(ALICE)
+    await engine.privacy.erase(ALICE)
     release.set()
     result = await asyncio.wait_for(turn, 10)
     if llm_answer == "reply":
         assert result.reply == "Enchantée !"  # the user is still answered
-    engine.schedule_reflection(ALICE)
-    await engine.wait_recorded(ALICE)
-    await engine.tasks.wait(10)
+    engine.operator.schedule_reflection(ALICE)
+    await engine.conversation.wait_recorded(ALICE)
+    await engine.operator.wait_background(10)
 
-    assert traces_of(engine.db.path, ALICE, ["Quentinosaure", "Zéphyrs"]) == []
-    assert await engine.why(ALICE, "s") is None
-    assert (await engine.stats(ALICE)).turns == 0
+    assert traces_of(db.path, ALICE, ["Quentinosaure", "Zéphyrs"]) == []
+    assert await engine.memories.why(ALICE, "s") is None
+    assert (await engine.memories.stats(ALICE)).turns == 0
 
 
 # --- the bytes on disk after an erase ----------------------------------------------------------
@@ -108,7 +108,7 @@ def on_disk(database: Path, words: list[str]) -> dict[str, list[str]]:
     return found
 
 
-async def test_erased_text_is_gone_from_the_database_files(engine: Engine, llm_server: FakeLLMServer) -> None:
+async def test_erased_text_is_gone_from_the_database_files(db, engine: Engine, llm_server: FakeLLMServer) -> None:
     zyq, vex, krom, wuzz, plib = ALICE_WORDS
     reflection = {
         "memories": [{"text": f"L'utilisateur collectionne les {vex} bleus.", "type": "fact", "confidence": 0.9}],
@@ -118,21 +118,21 @@ async def test_erased_text_is_gone_from_the_database_files(engine: Engine, llm_s
                        "justification": "Alice a décrit sa collection avec fierté."}],
     }
     llm_server.handler = lambda r: json.dumps(reflection) if r.json_schema is not None else f"Oh, un {zyq} !"
-    await engine.remember(ALICE, f"L'utilisateur a un chat nommé {zyq}.", story_id="s", place="p")
-    await engine.remember(BOB, f"L'utilisateur joue du {BOB_WORD}.", story_id="s", place="p")
+    await engine.memories.remember(ALICE, f"L'utilisateur a un chat nommé {zyq}.", story_id="s", place="p")
+    await engine.memories.remember(BOB, f"L'utilisateur joue du {BOB_WORD}.", story_id="s", place="p")
     for text in (f"Mon chat {zyq} adore les {vex}.", f"J'ai un {wuzz} et un {krom}, et mon {plib}."):
-        await engine.turn(Incoming(user_id=ALICE, user_name="Alice", text=text, story_id="s", place="p"))
-        engine.schedule_reflection(ALICE)
-        await engine.wait_reflections(ALICE)
-    await engine.wait_recorded(ALICE)
-    database = engine.db.path
+        await engine.conversation.turn(Incoming(user_id=ALICE, user_name="Alice", text=text, story_id="s", place="p"))
+        engine.operator.schedule_reflection(ALICE)
+        await engine.operator.wait_reflections(ALICE)
+    await engine.conversation.wait_recorded(ALICE)
+    database = db.path
     # The control: before the erase, the same search finds every word, the index's included.
     before = on_disk(database, [*ALICE_WORDS, BOB_WORD])
     assert {w for hits in before.values() for w in hits} == {*ALICE_WORDS, BOB_WORD}, before
     with sqlite3.connect(database) as conn:
         assert conn.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (vex.lower(),)).fetchall()
 
-    await engine.erase(ALICE)
+    await engine.privacy.erase(ALICE)
 
     assert on_disk(database, ALICE_WORDS) == {}
     assert traces_of(database, ALICE, ALICE_WORDS) == []

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from bot.clients.llm import MAX_RESPONSE_BYTES
+from bot.clients.llm_server import MAX_RESPONSE_BYTES
 from bot.engine import MAX_REFLECTION_ATTEMPTS, MAX_REPLY_CHARS
-from bot.memory.stores.memories import NewMemory
+from bot.memory.model import NewMemory
 from cogs.utils.answering import DISCORD_LIMIT, split_message
 from tests.builders import make_engine, msg
 from tests.fakes.llm_server import LLMRequest, Reply
@@ -55,7 +55,7 @@ async def test_a_failing_reply_says_so_clearly_and_keeps_the_message(fault, db, 
     engine = make_engine(db, http, llm_server, tmp_path, llm_timeout_seconds=TIMEOUT)
     llm_server.replies.append(REPLY_FAULTS[fault])
     started = time.monotonic()
-    result = await engine.turn(msg("Je suis allergique aux arachides."))
+    result = await engine.conversation.turn(msg("Je suis allergique aux arachides."))
     assert time.monotonic() - started < TIMEOUT + SLACK
     assert result.reply is None and result.failure == "model_down"
     # The operator's explanation names the server it could not use.
@@ -63,9 +63,9 @@ async def test_a_failing_reply_says_so_clearly_and_keeps_the_message(fault, db, 
     [(text, reply, _, _, error)] = await exchanges(db)
     assert (text, reply) == ("Je suis allergique aux arachides.", None) and error
     # The next turn, with the server healthy again, is answered; the first message is still there.
-    result = await engine.turn(msg("Tu es là ?"))
+    result = await engine.conversation.turn(msg("Tu es là ?"))
     assert result.reply == "echo: Alice: Tu es là ?"
-    assert [e["message"] for e in (await engine.export("alice"))["exchanges"]] == [
+    assert [e["message"] for e in (await engine.privacy.export("alice"))["exchanges"]] == [
         "Je suis allergique aux arachides.",
         "Tu es là ?",
     ]
@@ -74,7 +74,7 @@ async def test_a_failing_reply_says_so_clearly_and_keeps_the_message(fault, db, 
 async def test_a_runaway_reply_under_the_size_cap_is_cut_to_a_few_discord_messages(db, http, llm_server, tmp_path):
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.replies.append("bla " * 100_000)
-    result = await engine.turn(msg("Raconte-moi une histoire."))
+    result = await engine.conversation.turn(msg("Raconte-moi une histoire."))
     assert result.reply is not None and len(result.reply) == MAX_REPLY_CHARS
     chunks = split_message(result.reply)
     assert len(chunks) <= MAX_REPLY_CHARS // DISCORD_LIMIT + 1 and all(len(c) <= DISCORD_LIMIT for c in chunks)
@@ -119,11 +119,11 @@ async def test_a_broken_reflection_changes_nothing_it_may_not_and_loses_nothing(
         return answer if request.json_schema is not None else "D'accord."
 
     llm_server.handler = handler
-    result = await engine.turn(msg("Je suis allergique aux arachides."))
+    result = await engine.conversation.turn(msg("Je suis allergique aux arachides."))
     assert result.reply == "D'accord."
     started = time.monotonic()
-    engine.schedule_reflection("alice")
-    await engine.wait_reflections("alice")
+    engine.operator.schedule_reflection("alice")
+    await engine.operator.wait_reflections("alice")
     assert time.monotonic() - started < TIMEOUT + SLACK
 
     assert await snapshot(store, "bob") == bob_before
@@ -133,7 +133,7 @@ async def test_a_broken_reflection_changes_nothing_it_may_not_and_loses_nothing(
         # The allowed part lands; every id outside the shown ones is refused, whoever owns it.
         memories, history = await snapshot(store, "alice")
         assert [m[1] for m in memories] == ["L'utilisateur habite à Nantes.", ALLERGY] and history == []
-        report = engine.last_reports["alice"]
+        report = engine.operator.last_reflection("alice")
         refused = report.of("delete_refused") + report.of("replace_refused")
         assert len(refused) == 5 and {d.detail for d in refused} == {"id not shown to the model"}
         assert reflected_at is not None and attempts == 0
@@ -144,20 +144,20 @@ async def test_a_broken_reflection_changes_nothing_it_may_not_and_loses_nothing(
         # Retried at once (a model samples), then set aside, not deleted: the message stays in
         # the user's export and later exchanges are no longer held up behind it.
         assert attempts == MAX_REFLECTION_ATTEMPTS and reflected_at is not None
-        assert (await engine.export("alice"))["exchanges"][0]["message"] == text
+        assert (await engine.privacy.export("alice"))["exchanges"][0]["message"] == text
         return
     # An outage is not the batch's fault: however often it fails, it stays pending.
     assert reflected_at is None and attempts == 1
     for _ in range(MAX_REFLECTION_ATTEMPTS):
-        engine.schedule_reflection("alice")
-        await engine.wait_reflections("alice")
+        engine.operator.schedule_reflection("alice")
+        await engine.operator.wait_reflections("alice")
     [(_, _, reflected_at, attempts, _)] = await exchanges(db)
     assert reflected_at is None and attempts == MAX_REFLECTION_ATTEMPTS + 1
 
     # Healthy again: the pending exchange is reflected, once.
     answer = Reply(json.dumps({"memories": [{"text": ALLERGY, "type": "fact", "confidence": 0.95}]}))
-    engine.schedule_reflection("alice")
-    await engine.wait_reflections("alice")
+    engine.operator.schedule_reflection("alice")
+    await engine.operator.wait_reflections("alice")
     assert [m.text for m in await store.list("alice")] == ["L'utilisateur habite à Nantes.", ALLERGY]
     [(_, _, reflected_at, _, error)] = await exchanges(db)
     assert reflected_at is not None and error is None

@@ -37,9 +37,11 @@ from bot.clients.databases import open_database
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import OllamaEmbedder
 from bot.engine import Engine, TurnResult
+from bot.engine.rules import character_owner
 from bot.memory.read.indexing import Indexer
-from bot.memory.stores.memories import MemoryStore
-from bot.memory.write.apply import ReflectionContext, ReflectionReport, apply_reflection
+from bot.memory.stores.memory_store import MemoryStore
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext, ReflectionReport
 from bot.memory.write.reflection import CandidateIn, Reflection, ReplaceIn
 from tests.builders import http_client, make_engine, msg
 from tests.conftest import Clock
@@ -82,6 +84,10 @@ SNAPSHOT_TABLES: dict[str, str] = {
     "exchange_messages": "SELECT user_id, * FROM exchange_messages WHERE user_id IN (?, ?, ?, ?) ORDER BY exchange_id, n",
     "memory_sources": "SELECT user_id, * FROM memory_sources WHERE user_id IN (?, ?, ?, ?) ORDER BY memory_id, exchange_id",
     "memory_changes": "SELECT user_id, * FROM memory_changes WHERE user_id IN (?, ?, ?, ?) ORDER BY id",
+    "consolidations": "SELECT user_id, * FROM consolidations WHERE user_id IN (?, ?, ?, ?) ORDER BY memory_id",
+    "consolidation_members": (
+        "SELECT user_id, * FROM consolidation_members WHERE user_id IN (?, ?, ?, ?) ORDER BY memory_id, member_id"
+    ),
     # A person's turn epoch: only their own turn draws it, only their own erase ends it.
     "user_epochs": "SELECT user_id, * FROM user_epochs WHERE user_id IN (?, ?, ?, ?)",
 }
@@ -167,17 +173,17 @@ class IsolationMachine(RuleBasedStateMachine):
         self.closers.append(self.engine.close)
         self.store = MemoryStore(self.db, clock=self.clock)
         self.indexer = Indexer(self.db, embedder)
-        await self.engine.sync_rules()
+        await self.engine.start()
         # Every user starts with memories in both places and one archived version, so that the
         # first draws already find ids of everyone.
         for word, story in ((1, "chan-1"), (2, "chan-2"), (3, "chan-1")):
             for user in USERS:
                 text = f"L'utilisateur aime le {WORDS[user][word]}."
-                await self.engine.remember(user, text, story_id=story, place=STORIES[story])
+                await self.engine.memories.remember(user, text, story_id=story, place=STORIES[story])
         await self._check_owners(None, recording=True)
         for user in USERS:
-            assert await self.engine.forget(user, min(m.id for m in await self.store.list(user)))
-        self.users = (*USERS, self.engine.character_user_id)
+            assert await self.engine.memories.forget(user, min(m.id for m in await self.store.list(user)))
+        self.users = (*USERS, character_owner(self.engine.character.name))
         await self._check_owners(None, recording=True)
         self.snapshots = await self._snapshots()
 
@@ -213,7 +219,7 @@ class IsolationMachine(RuleBasedStateMachine):
         """Each user's export and raw rows."""
         snapshots: dict[str, Snapshot] = {}
         for user in self.users:
-            export = await self.engine.export(user)
+            export = await self.engine.privacy.export(user)
             del export["exported_at"]
             snapshots[user] = {"export": export} | {table: [] for table in SNAPSHOT_TABLES}
         for table, sql in SNAPSHOT_TABLES.items():
@@ -299,21 +305,21 @@ class IsolationMachine(RuleBasedStateMachine):
     @rule(actor=actors, story=stories, word=words)
     def add(self, actor: str, story: str, word: int) -> None:
         text = f"L'utilisateur aime le {WORDS[actor][word]}."
-        memory_id = self.step(actor, self.engine.remember(actor, text, story_id=story, place=STORIES[story]))
+        memory_id = self.step(actor, self.engine.memories.remember(actor, text, story_id=story, place=STORIES[story]))
         assert self.owners["memories"].get(memory_id) == actor
 
     @rule(actor=actors, pinned=st.booleans(), data=st.data())
     def pin(self, actor: str, pinned: bool, data: st.DataObject) -> None:
         memory_id = self.draw_id(data, "memories", actor, "memory id")
         mine = memory_id in self.live_memories(actor)
-        done = self.step(actor, self.engine.pin(actor, memory_id, pinned), changes_nothing=not mine)
+        done = self.step(actor, self.engine.memories.pin(actor, memory_id, pinned), changes_nothing=not mine)
         assert done is mine, f"{actor} pinning #{memory_id} answered {done}"
 
     @rule(actor=actors, data=st.data())
     def forget(self, actor: str, data: st.DataObject) -> None:
         memory_id = self.draw_id(data, "memories", actor, "memory id")
         mine = memory_id in self.live_memories(actor)
-        done = self.step(actor, self.engine.forget(actor, memory_id), changes_nothing=not mine)
+        done = self.step(actor, self.engine.memories.forget(actor, memory_id), changes_nothing=not mine)
         assert done is mine, f"{actor} forgetting #{memory_id} answered {done}"
 
     @rule(actor=actors, word=words, data=st.data())
@@ -321,7 +327,7 @@ class IsolationMachine(RuleBasedStateMachine):
         memory_id = self.draw_id(data, "memories", actor, "memory id")
         mine = memory_id in self.live_memories(actor)
         text = f"L'utilisateur aime beaucoup le {WORDS[actor][word]}."
-        history_id = self.step(actor, self.engine.edit_memory(actor, memory_id, text), changes_nothing=not mine)
+        history_id = self.step(actor, self.engine.memories.edit(actor, memory_id, text), changes_nothing=not mine)
         assert (history_id is not None) is mine, f"{actor} editing #{memory_id} answered {history_id}"
 
     @rule(data=st.data())
@@ -333,7 +339,7 @@ class IsolationMachine(RuleBasedStateMachine):
         if not messages:
             return
         message_id, owner = data.draw(st.sampled_from(messages), label="deleted message")
-        outcome = self.step(owner, self.engine.message_deleted(message_id))
+        outcome = self.step(owner, self.engine.conversation.message_deleted(message_id))
         assert outcome.user_id == owner
         assert not set(outcome.archived) - self.owned("memories", owner)
 
@@ -341,7 +347,7 @@ class IsolationMachine(RuleBasedStateMachine):
     def restore(self, actor: str, data: st.DataObject) -> None:
         history_id = self.draw_id(data, "memory_history", actor, "history id")
         mine = self.history_entries(actor)
-        restored = self.step(actor, self.engine.restore(actor, history_id), changes_nothing=history_id not in mine)
+        restored = self.step(actor, self.engine.memories.restore(actor, history_id), changes_nothing=history_id not in mine)
         assert restored == mine.get(history_id), f"{actor} restoring history #{history_id} answered {restored}"
 
     @rule(actor=actors, story=stories, word=words, candidate=st.booleans(), data=st.data())
@@ -394,11 +400,11 @@ class IsolationMachine(RuleBasedStateMachine):
         if not reflect:
             # The turn schedules its own reflection: a plain turn's is scripted to keep nothing.
             self.script = json.dumps({"memories": []})
-        result = await self.engine.turn(msg(text, user=actor, story=story, place=STORIES[story]))
-        await self.engine.wait_recorded(actor)
+        result = await self.engine.conversation.turn(msg(text, user=actor, story=story, place=STORIES[story]))
+        await self.engine.conversation.wait_recorded(actor)
         if reflect:
-            self.engine.schedule_reflection(actor)
-        await self.engine.wait_reflections(actor)
+            self.engine.operator.schedule_reflection(actor)
+        await self.engine.operator.wait_reflections(actor)
         return result
 
     def checked_turn(self, actor: str, story: str, text: str, *, reflect: bool) -> TurnResult:
@@ -448,7 +454,7 @@ class IsolationMachine(RuleBasedStateMachine):
         self.checked_turn(actor, story, f"J'aime le {thing} maintenant.", reflect=True)
         errors = self.run(self._pending_errors(actor))
         assert not errors, f"{actor}'s reflection did not apply: {errors}"
-        report = self.engine.last_reports[actor]
+        report = self.engine.operator.last_reflection(actor)
         self.assert_refused(report, [i for i in deletes if i not in mine], "delete", "id not shown to the model")
         self.assert_refused(report, [i for i in replaces if i not in mine], "replace", "id not shown to the model")
 
@@ -458,7 +464,7 @@ class IsolationMachine(RuleBasedStateMachine):
     @rule(actor=actors, story=stories)
     def why(self, actor: str, story: str) -> None:
         turns = [row[0] for row in self.snapshots[actor]["turns"] if row[2] == story]
-        selection = self.step(actor, self.engine.why(actor, story), changes_nothing=True)
+        selection = self.step(actor, self.engine.memories.why(actor, story), changes_nothing=True)
         if not turns:
             assert selection is None
             return
@@ -472,10 +478,10 @@ class IsolationMachine(RuleBasedStateMachine):
 
         async def read() -> tuple[Any, ...]:
             return (
-                await self.engine.export(actor),
+                await self.engine.privacy.export(actor),
                 await self.store.list(actor),
                 await self.store.history(actor, limit=1000),
-                await self.engine.stats(actor),
+                await self.engine.memories.stats(actor),
             )
 
         data, memories, history, stats = self.step(actor, read(), changes_nothing=True)
@@ -497,12 +503,12 @@ class IsolationMachine(RuleBasedStateMachine):
 
     @rule(actor=actors, share=st.booleans())
     def set_sharing(self, actor: str, share: bool) -> None:
-        self.step(actor, self.engine.set_sharing(actor, share))
+        self.step(actor, self.engine.privacy.set_sharing(actor, share))
         assert self.snapshots[actor]["user_settings"] == [(actor, int(share))]
 
     @rule(actor=actors)
     def erase(self, actor: str) -> None:
-        self.step(actor, self.engine.erase(actor))
+        self.step(actor, self.engine.privacy.erase(actor))
         left = {table: rows for table, rows in self.snapshots[actor].items() if table != "export" and rows}
         assert not left, f"{actor}'s erase left {left}"
 

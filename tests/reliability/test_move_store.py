@@ -16,8 +16,10 @@ import pytest
 
 from bot.clients.db import SQLiteDatabase
 from bot.clients.postgres import PostgresDatabase
-from bot.memory.stores.memories import MemoryStore, NewMemory
-from bot.memory.stores.move import DERIVED_TABLES, TABLES, MoveRefused, move
+from bot.errors import MoveRefused
+from bot.memory.model import Cause, NewMemory
+from bot.memory.stores.memory_store import MemoryStore
+from bot.memory.stores.move import DERIVED_TABLES, TABLES, move
 from bot.memory.stores.vectors import VectorRow, store_vectors
 from tests.builders import http_client, make_engine, msg
 from tests.fakes.llm_server import LLMRequest
@@ -48,11 +50,11 @@ async def _fill(path: Path, llm_server, tmp_path: Path) -> tuple[list[str], int]
         try:
             for user in ("alice", "bob"):
                 for n, text in enumerate(("Je joue du violon.", "J'habite à Lyon, près du parc.")):
-                    await engine.turn(msg(f"{text} ({n})", user=user, story=f"chan-{n}"))
-                    engine.schedule_reflection(user)
-                    await engine.wait_reflections(user)
-                await engine.remember(user, "L'utilisateur aime le thé vert.", story_id="chan-0", place="guild-1")
-            await engine.set_sharing("bob", True)
+                    await engine.conversation.turn(msg(f"{text} ({n})", user=user, story=f"chan-{n}"))
+                    engine.operator.schedule_reflection(user)
+                    await engine.operator.wait_reflections(user)
+                await engine.memories.remember(user, "L'utilisateur aime le thé vert.", story_id="chan-0", place="guild-1")
+            await engine.privacy.set_sharing("bob", True)
             store = MemoryStore(db)
             memories = await store.list("alice")
             async with db.write() as conn:
@@ -61,7 +63,7 @@ async def _fill(path: Path, llm_server, tmp_path: Path) -> tuple[list[str], int]
                     [VectorRow(m.id, "alice", "model-a", m.content_hash, np.arange(4, dtype=np.float32) + m.id) for m in memories],
                 )
             newest = await store.add("alice", NewMemory(text="L'utilisateur part demain."))
-            assert await store.forget("alice", newest, cause="test")
+            assert await store.forget("alice", newest, cause=Cause("forget"))
             async with db.write() as conn:  # gone for good: only AUTOINCREMENT remembers its id
                 await conn.execute("DELETE FROM memories WHERE user_id = ? AND id = ?", ("alice", newest))
         finally:
@@ -76,7 +78,7 @@ async def _exports(db, llm_server, tmp_path: Path, users: list[str]) -> dict[str
         try:
             out = {}
             for user in users:
-                data = await engine.export_person(user)
+                data = await engine.privacy.export_person(user)
                 data.pop("exported_at", None)
                 out[user] = data
             return out
@@ -141,7 +143,7 @@ async def test_a_target_holding_other_rows_is_refused_untouched(tmp_path, postgr
     source = await SQLiteDatabase.open(tmp_path / "echo.sqlite3")
     target = await PostgresDatabase.open(await postgres_cluster.reset_database())
     try:
-        from bot.memory.stores.memories import MemoryStore
+        from bot.memory.stores.memory_store import MemoryStore
 
         await MemoryStore(source).add("alice", NewMemory(text="L'utilisateur aime le jazz."))
         await MemoryStore(target).add("carol", NewMemory(text="L'utilisateur aime l'opéra."))

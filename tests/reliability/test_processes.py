@@ -13,7 +13,7 @@ import json
 import pytest
 
 from bot.clients.postgres import PostgresDatabase
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from tests.builders import http_client, make_engine, msg
 from tests.fakes.llm_server import LLMRequest
 
@@ -46,19 +46,19 @@ async def test_two_processes_seeing_the_same_pending_exchange_reflect_it_once(sh
         one = make_engine(first, http, llm_server, tmp_path)
         two = make_engine(second, http, llm_server, tmp_path)
         try:
-            await one.turn(msg("Je suis allergique aux arachides."))
-            one.schedule_reflection("alice")
+            await one.conversation.turn(msg("Je suis allergique aux arachides."))
+            one.operator.schedule_reflection("alice")
             while reflections == 0:
                 await asyncio.sleep(0.01)
             # The second process's sweep finds the same exchange pending while the first reflects it.
-            assert await two.resume_pending_reflections() == 1
+            assert await two.operator.resume_pending_reflections() == 1
             await asyncio.sleep(1.0)
             release.set()
-            await one.wait_reflections("alice")
-            await two.wait_reflections("alice")
+            await one.operator.wait_reflections("alice")
+            await two.operator.wait_reflections("alice")
             assert (reflections, peak) == (1, 1)
             assert [m.text for m in await MemoryStore(second).list("alice")] == [FACT]
-            stats = await one.stats("alice")
+            stats = await one.memories.stats("alice")
             assert (stats.pending_reflections, stats.turns) == (0, 1)
         finally:
             await one.close()

@@ -46,6 +46,12 @@ _FTS_CONTENT = re.compile(r"USING\s+fts5\s*\(.*content\s*=\s*'(\w+)'", re.IGNORE
 # own, never named by the code.
 _FTS_SHADOWS = ("data", "idx", "docsize", "config", "content")
 
+# Tables without user_id that hold no user's data, each with why.
+NO_USER_DATA: Mapping[str, str] = {
+    "erasures": "each erase as a SHA-256 of the person's id and its time (bot/clients/erasures.py): "
+    "no id, no text; what a restore compares with the erasure ledger",
+}
+
 # Statements that legitimately span all users. Keyed by (file, function, normalised SQL, or
 # "<unresolved: expr>" for an argument that is not static text); each with its reason.
 ALLOWED: Mapping[tuple[str, str, str], str] = {
@@ -71,7 +77,7 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "start-up warm-up: reads only who spoke lately and where, then loads each user's own "
     "memories with scoped statements",
     (
-        "bot/memory/stores/exchanges.py",
+        "bot/memory/stores/edits.py",
         "message_owner",
         "SELECT user_id FROM exchange_messages WHERE message_id = ? LIMIT 1",
     ): "a deleted message reaches the bot without its author (Discord's raw delete event): only "
@@ -116,19 +122,20 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "bot/memory/stores/reports.py",
         "user_summaries",
         (
-            "SELECT user_id, COUNT(*), SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END), "
-            "SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END), MAX(created_at) FROM turn_log GROUP BY user_id"
+            "SELECT user_id, COUNT(*) AS turns, SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END) AS degraded, "
+            "SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END) AS failed, MAX(created_at) AS last "
+            "FROM turn_log GROUP BY user_id"
         ),
     ): "the owner's page lists every user with their turn counts: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
         "user_summaries",
-        "SELECT user_id, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY user_id",
+        "SELECT user_id, COUNT(*) AS memories FROM memories WHERE type != 'rule' GROUP BY user_id",
     ): "the owner's page lists every user with their memory count: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
         "user_summaries",
-        "SELECT user_id, MAX(created_at) FROM exchanges GROUP BY user_id",
+        "SELECT user_id, MAX(created_at) AS last FROM exchanges GROUP BY user_id",
     ): "the owner's page lists every user who talked, with when: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
@@ -142,14 +149,14 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     (
         "bot/memory/stores/reports.py",
         "bot_memory_types",
-        "SELECT type, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type",
+        "SELECT type, COUNT(*) AS held FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type",
     ): "counts per type over every user, no row content: the owner's page",
     (
         "bot/memory/stores/reports.py",
         "bot_backlog",
         (
-            "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL), "
-            "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) FROM exchanges"
+            "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL) AS pending, "
+            "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) AS set_aside FROM exchanges"
         ),
     ): "two counts over every user, no row content: the reflection backlog of /metrics and the page",
     (
@@ -175,7 +182,7 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "<unresolved: script>",
     ): "migrations: schema changes read from migrations/*.sql, applied to the whole database",
     (
-        "bot/clients/db.py",
+        "bot/clients/storage.py",
         "fetch_all",
         "<unresolved: sql>",
     ): "the read helper itself: each of its callers' SQL is checked at the call (READ_HELPERS)",
@@ -199,6 +206,36 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "a backup is checked by counting every table's rows, whoever's they are: table names read "
     "from the file's own sqlite_master, never from input; no row is read",
     (
+        "bot/clients/backup.py",
+        "migrated_schema",
+        "<unresolved: path.read_text(encoding='utf-8')>",
+    ): "Écho's migrations applied to an empty in-memory database, to know the schema a backup of "
+    "Écho must have (restore refuses any other SQLite file)",
+    (
+        "bot/clients/erasures.py",
+        "_tables_with_users",
+        "<unresolved: 'PRAGMA table_info(' + _quoted(t) + ')'>",
+    ): "a restored copy's own schema, read to find its tables with a user_id column",
+    (
+        "bot/clients/erasures.py",
+        "apply_erasures",
+        "<unresolved: _keys_sql(table)>",
+    ): "a restore, before the copy takes the database's place: which keys each table holds, to "
+    "find by hash the people erased after the backup was taken (table names from the copy's own "
+    "sqlite_master)",
+    (
+        "bot/clients/erasures.py",
+        "apply_erasures",
+        "<unresolved: _erase_sql(table)>",
+    ): "the same restore erasing those people again: DELETE … WHERE user_id = ? on each table that "
+    "has the column, table names from the copy's own sqlite_master",
+    (
+        "bot/clients/erasures.py",
+        "apply_erasures",
+        "INSERT INTO memories_fts (memories_fts) VALUES ('optimize')",
+    ): "index maintenance after those erasures, as after an erase: the erased words leave the "
+    "full-text index's shadow tables; reads and returns no row of anyone",
+    (
         "bot/clients/postgres.py",
         "_run",
         "<unresolved: translated.text>",
@@ -210,15 +247,22 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "<unresolved: body>",
     ): "migrations: schema changes read from migrations/postgresql/*.sql, applied to the whole database",
     (
-        "bot/clients/db.py",
+        "bot/clients/storage.py",
         "fetch_one",
         "<unresolved: sql>",
     ): "the read helper itself, over fetch_all: its callers' SQL is checked at the call",
     (
-        "bot/clients/db.py",
+        "bot/clients/storage.py",
         "inserted_id",
         "<unresolved: sql>",
     ): "the insert helper itself, over fetch_one: its callers' SQL is checked at the call",
+    **{
+        ("bot/clients/db.py", f"SQLiteConnection.{method}", "<unresolved: _sqlite_text(sql)>"): (
+            "the SQLite connection running a store's statement (an Sql's SQLite text): each store's "
+            "SQL is checked at its call"
+        )
+        for method in ("execute", "execute_fetchall")
+    },
 }
 
 
@@ -572,7 +616,7 @@ async def read_schema(db: SQLiteDatabase) -> Schema:
         for name, match in fts.items()
         if match is not None and match.group(1).lower() in user_tables
     }
-    unclassified = set(tables) - user_tables - internal - set(scoped_through)
+    unclassified = set(tables) - user_tables - internal - set(scoped_through) - set(NO_USER_DATA)
     return Schema(frozenset(user_tables), scoped_through, frozenset(unclassified))
 
 

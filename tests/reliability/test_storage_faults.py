@@ -24,7 +24,7 @@ from bot.app import open_services
 from bot.clients.db import SQLiteDatabase
 from bot.config import load_settings
 from bot.errors import StartupError
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.presenting import storage_failed
 from bot.terminal.chat import session_for
 from bot.terminal.commands import Session, run_command
@@ -103,12 +103,12 @@ async def test_a_full_disk_refuses_clearly_and_loses_nothing_acknowledged(kind, 
             refused = None
             for n in range(MAX_TURNS):
                 text = f"Message {n} : " + "blabla " * 500
-                result = await engine.turn(msg(text))
+                result = await engine.conversation.turn(msg(text))
                 if result.reply is None:
                     refused = result
                     break
                 answered.append(text.strip())
-                await engine.wait_recorded("alice")
+                await engine.conversation.wait_recorded("alice")
             assert refused is not None, f"{MAX_TURNS} turns fitted on a full disk"
             assert refused.failure == "storage_down" and refused.error
             assert "full" in refused.error and str(folder) in refused.error
@@ -126,19 +126,19 @@ async def test_a_full_disk_refuses_clearly_and_loses_nothing_acknowledged(kind, 
             assert len(logged) == 1
 
             await disk.free()
-            result = await engine.turn(msg("Je suis allergique aux arachides."))
+            result = await engine.conversation.turn(msg("Je suis allergique aux arachides."))
             assert result.reply == "D'accord."
-            engine.schedule_reflection("alice")
-            await engine.wait_reflections("alice")
+            engine.operator.schedule_reflection("alice")
+            await engine.operator.wait_reflections("alice")
             kept = len(answers) - 1
             assert [m.text for m in await store.list("alice")][kept:] == [FACT]
             # Every message that got an answer is stored, whole.
-            stored = [e["message"] for e in (await engine.export("alice"))["exchanges"]]
+            stored = [e["message"] for e in (await engine.privacy.export("alice"))["exchanges"]]
             assert stored == [*answered, "Je suis allergique aux arachides."]
             async with db.reader.execute("PRAGMA integrity_check") as cur:
                 assert [tuple(r) for r in await cur.fetchall()] == [("ok",)]
         finally:
-            await engine.tasks.wait(10)
+            await engine.operator.wait_background(10)
             await db.close()
 
 
@@ -170,7 +170,7 @@ async def test_a_read_only_database_stops_start_up_with_one_clear_reason(llm_ser
     )
     with tmpfs(folder, "8m") if os.geteuid() == 0 else contextlib.nullcontext(folder.mkdir()):
         async with open_services(settings) as services:
-            await services.engine.remember(session_for("Camille", "main").user_id, FACT, story_id="s", place="terminal")
+            await services.engine.memories.remember(session_for("Camille", "main").user_id, FACT, story_id="s", place="terminal")
         before = digest(folder)
         with read_only(folder) as expected:
             with pytest.raises(StartupError) as raised:

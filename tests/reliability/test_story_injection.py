@@ -47,7 +47,7 @@ async def engine(tmp_path, db, http, llm_server) -> AsyncIterator[Engine]:
 
 
 @pytest.mark.parametrize("name", TOKENS)
-async def test_chat_template_tokens_written_into_the_story_reach_the_model_quoted(
+async def test_chat_template_tokens_written_into_the_story_reach_the_model_quoted(db,
     name: str, engine: Engine, llm_server: FakeLLMServer
 ) -> None:
     token, raw_fragments = TOKENS[name]
@@ -65,17 +65,17 @@ async def test_chat_template_tokens_written_into_the_story_reach_the_model_quote
         return json.dumps(reflection) if request.json_schema is not None else "D'accord."
 
     llm_server.handler = answer
-    await engine.turn(Incoming(user_id=USER, user_name="Camille", text=message, story_id=STORY, place="guild-1"))
-    engine.schedule_reflection(USER)
-    await engine.wait_reflections(USER)
-    story = await load_story(engine.db, USER, STORY)
+    await engine.conversation.turn(Incoming(user_id=USER, user_name="Camille", text=message, story_id=STORY, place="guild-1"))
+    engine.operator.schedule_reflection(USER)
+    await engine.operator.wait_reflections(USER)
+    story = await load_story(db, USER, STORY)
     # The reflection did store the tokens (the test would prove nothing otherwise).
     assert story.summary is not None and token in story.summary
     one_line = " ".join(token.split())  # anchors and positions are stored on one line
     assert [a.text for a in story.anchors] and one_line in story.anchors[0].text
     assert [p.stance for p in story.positions] and one_line in story.positions[0].stance
 
-    await engine.turn(Incoming(user_id=USER, user_name="Camille", text="Et ensuite ?", story_id=STORY, place="guild-1"))
+    await engine.conversation.turn(Incoming(user_id=USER, user_name="Camille", text="Et ensuite ?", story_id=STORY, place="guild-1"))
     system = llm_server.chats[-1].messages[0]["content"]
     for fragment in raw_fragments:
         assert fragment not in system, (fragment, system)

@@ -98,11 +98,11 @@ async def test_a_lone_surrogate_in_the_models_reply_is_answered_and_stored(
 ) -> None:
     # The fake server sends this JSON-escaped: "Bonjour \\udc80 Alice \\ud800".
     llm_server.handler = lambda request: "{}" if request.json_schema is not None else "Bonjour \udc80 Alice \ud800"
-    result = await services.engine.turn(Incoming(user_id="u1", user_name="Alice", text="Salut", story_id="s", place="p"))
+    result = await services.engine.conversation.turn(Incoming(user_id="u1", user_name="Alice", text="Salut", story_id="s", place="p"))
     assert result.reply == f"Bonjour {REPLACEMENT} Alice {REPLACEMENT}" and result.error is None
     assert _exchanges(services.db.path) == [("Alice", "Salut", f"Bonjour {REPLACEMENT} Alice {REPLACEMENT}")]
     # The next turn sends that reply back in its history: the request is made, and answered.
-    again = await services.engine.turn(
+    again = await services.engine.conversation.turn(
         Incoming(user_id="u1", user_name="Alice", text="Et alors ?", story_id="s", place="p",
                  history=[ChannelLine("Écho", "Bonjour \udc80", from_bot=True)])
     )
@@ -139,7 +139,7 @@ ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), min_size=1,
 async def test_any_text_from_a_front_end_is_answered_and_stored(
     services: Services, llm_server: FakeLLMServer, text: str, name: str
 ) -> None:
-    result = await services.engine.turn(Incoming(user_id="prop", user_name=name, text=text, story_id="s", place="p"))
+    result = await services.engine.conversation.turn(Incoming(user_id="prop", user_name=name, text=text, story_id="s", place="p"))
     assert result.reply is not None and result.error is None
     name_stored, message, reply = _exchanges(services.db.path)[-1]
     assert (name_stored, message) == (storable(name), storable(text).strip())

@@ -31,7 +31,7 @@ SWEEP_SECONDS = 0.2
 async def talk(engine: Engine, user: str, texts: list[str], swipes: bool) -> None:
     session = session_for(user, "main")
     for text in texts:
-        result = await engine.turn(
+        result = await engine.conversation.turn(
             Incoming(session.user_id, user, text, session.story_id, session.place, swipes=swipes)
         )
         shown = turn_text(result).replace("\n", " ")
@@ -46,9 +46,9 @@ async def main(spec: dict) -> None:
         engine = services.engine
         await asyncio.gather(*(talk(engine, user, texts, spec.get("swipes", False)) for user, texts in turns.items()))
         while spec.get("drain") and (users := await users_pending_reflection(services.db)):
-            await engine.resume_pending_reflections()
+            await engine.operator.resume_pending_reflections()
             for user_id in users:
-                await engine.wait_reflections(user_id)
+                await engine.operator.wait_reflections(user_id)
             await asyncio.sleep(SWEEP_SECONDS)
         print("done", flush=True)
 

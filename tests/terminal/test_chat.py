@@ -14,7 +14,7 @@ import pytest
 
 from bot.app import open_services
 from bot.config import load_settings
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.terminal.chat import run_chat, session_for
 from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
 
@@ -94,7 +94,7 @@ async def test_a_fact_told_in_turn_one_is_recalled_in_turn_six_then_corrected(se
         group = next(i for i, line in enumerate(lines) if line.startswith("About you in general"))
         first = lines[group + 1]
         assert ALLERGY in first and re.search(r"\] \d{1,2}% — ", first), first
-        turn = await services.engine.why("terminal:Camille", "terminal:main")
+        turn = await services.engine.memories.why("terminal:Camille", "terminal:main")
         slot = next(s for s in turn.slots if s.text == ALLERGY)
         assert slot.reason == "global" and slot.score is not None and not turn.degraded
 
@@ -115,7 +115,7 @@ async def test_a_fact_told_in_turn_one_is_recalled_in_turn_six_then_corrected(se
         bob = await chat(services, "Bob", ["/memories", "Salut, tu te souviens de moi ?", "/why"])
         assert "No memories yet." in bob and "arachides" not in bob and "cajou" not in bob
         camille_ids = {m.id for m in await MemoryStore(services.db).list(session_for("Camille", "main").user_id)}
-        bob_turn = await services.engine.why(session_for("Bob", "main").user_id, session_for("Bob", "main").story_id)
+        bob_turn = await services.engine.memories.why(session_for("Bob", "main").user_id, session_for("Bob", "main").story_id)
         assert bob_turn is not None and not ({s.id for s in bob_turn.slots} & camille_ids)
         # Bob's reply context never carried Camille's memories either.
         bob_reply = [r for r in llm_server.chats if r.json_schema is None and "Bob:" in r.last_user][-1]
@@ -135,11 +135,11 @@ async def test_pending_reflection_survives_a_restart(settings, llm_server):
     async with open_services(settings) as services:
         await chat(services, "Camille", ["Bonjour ! Je m'appelle Camille et je suis allergique aux arachides."])
         assert await MemoryStore(services.db).list("terminal:Camille") == []
-        assert (await services.engine.stats("terminal:Camille")).pending_reflections == 1
+        assert (await services.engine.memories.stats("terminal:Camille")).pending_reflections == 1
 
     llm_server.handler = handler
     async with open_services(settings) as services:
-        await services.engine.wait_reflections("terminal:Camille")
+        await services.engine.operator.wait_reflections("terminal:Camille")
         texts = [m.text for m in await MemoryStore(services.db).list("terminal:Camille")]
         assert ALLERGY in texts
-        assert (await services.engine.stats("terminal:Camille")).pending_reflections == 0
+        assert (await services.engine.memories.stats("terminal:Camille")).pending_reflections == 0

@@ -19,7 +19,7 @@ from bot.clients.llm import LLMClient
 from bot.clients.metrics import Metrics
 from bot.engine import Engine, Incoming
 from bot.memory.read.indexing import Indexer
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.memory_store import MemoryStore
 from bot.web.server import WebServer, make_app
 from tests.builders import http_client, local_embedder, make_engine
 from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
@@ -38,6 +38,7 @@ class Page:
     http: httpx.AsyncClient
     indexer: Indexer
     store: MemoryStore
+    db: SQLiteDatabase
 
     async def get(self, path: str, *, token: str | None = TOKEN, **kwargs: object) -> httpx.Response:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
@@ -45,13 +46,13 @@ class Page:
 
     async def play(self, text: str, *, user: str = "alice", name: str = "Alice", story: str = "chan-1") -> None:
         """One turn through the engine, its reflection and recording finished."""
-        result = await self.engine.turn(
+        result = await self.engine.conversation.turn(
             Incoming(user_id=user, user_name=name, text=text, story_id=story, place="guild-1", message_id=f"m-{time.monotonic_ns()}")
         )
         if result.reply is not None:
-            self.engine.schedule_reflection(user)
-            await self.engine.wait_reflections(user)
-        await self.engine.wait_recorded(user)
+            self.engine.operator.schedule_reflection(user)
+            await self.engine.operator.wait_reflections(user)
+        await self.engine.conversation.wait_recorded(user)
         await self.indexer.run_once()  # the next turn scores what the reflection wrote
 
 
@@ -81,7 +82,7 @@ async def serving(db: SQLiteDatabase, tmp_path, character: Character | None = No
     web = WebServer(make_app(engine, health, metrics, TOKEN))
     await web.start("127.0.0.1", 0)
     try:
-        yield Page(web.url, engine, metrics, health, server, http, Indexer(db, embedder), MemoryStore(db))
+        yield Page(web.url, engine, metrics, health, server, http, Indexer(db, embedder), MemoryStore(db), db)
     finally:
         await web.stop()
         await engine.close(timeout=5)

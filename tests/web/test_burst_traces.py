@@ -19,10 +19,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.clients.db import SQLiteDatabase, fetch_all
+from bot.clients.db import SQLiteDatabase
 from bot.clients.health import Health
 from bot.clients.llm import LLMClient
 from bot.clients.metrics import Metrics
+from bot.clients.storage import fetch_all
 from bot.engine import Incoming, MessagePart, join_parts
 from bot.presenting import why_text
 from bot.web.server import WebServer, make_app
@@ -124,31 +125,31 @@ class World:
 
         sent = [message(i) for i in range(size)]
         parts = [MessagePart(m.id, m.text) for m in sent]
-        result = await engine.turn(
+        result = await engine.conversation.turn(
             Incoming(user_id=user, user_name="Alice", text=join_parts(parts), story_id="chan-1", place="guild-1",
                      message_id=sent[-1].id, parts=parts)
         )
         assert result.reply is not None
         if reflect_first:
-            await engine.wait_reflections(user)
+            await engine.operator.wait_reflections(user)
         now = list(sent)
         for i in order:
             if fates[i] == "delete":
-                await engine.message_deleted(sent[i].id)
+                await engine.conversation.message_deleted(sent[i].id)
             elif fates[i] == "edit":
                 now[i] = message(i, edited=True)
-                assert await engine.message_edited(sent[i].id, now[i].text, user_id=user) != "unknown"
-        await engine.wait_reflections(user)
-        await engine.wait_recorded(user)
+                assert await engine.conversation.message_edited(sent[i].id, now[i].text, author=user) != "unknown"
+        await engine.operator.wait_reflections(user)
+        await engine.conversation.wait_recorded(user)
 
         gone = [sent[i] for i in range(size) if fates[i] != "keep"]
         kept = [now[i] for i in range(size) if fates[i] != "delete"]
-        exported = await engine.export_person(user)
+        exported = await engine.privacy.export_person(user)
         export_text = json.dumps(exported, ensure_ascii=False)
-        why = why_text(await engine.why(user, "chan-1"))
+        why = why_text(await engine.memories.why(user, "chan-1"))
         pages = await self.owner_pages(user)
         stored = await self.stored(user)
-        live = [m.text for m in await engine.memories(user)]
+        live = [m.text for m in await engine.memories.list(user)]
         readable = {"export": export_text, "why": why, "owner's page": pages, "stored": stored}
         for m in gone:
             for where, text in readable.items():

@@ -84,8 +84,8 @@ async def test_the_reflection_backlog_and_set_aside_batches_are_read_from_the_da
 
     page.llm.handler = lambda request: "pas du JSON" if request.json_schema is not None else "Oui."
     for _ in range(MAX_REFLECTION_ATTEMPTS):
-        page.engine.schedule_reflection("alice")
-        await page.engine.wait_reflections("alice")
+        page.engine.operator.schedule_reflection("alice")
+        await page.engine.operator.wait_reflections("alice")
     samples = await scrape(page)
     assert value(samples, "echo_reflection_backlog") == 0
     assert value(samples, "echo_reflection_set_aside") == 2
@@ -112,7 +112,7 @@ async def test_a_full_context_is_logged_once_counted_and_shown(page: Page, caplo
 
     overview = await page.get("/")
     assert "2 prompt(s) filled the model's context" in overview.text
-    why = await page.engine.why("alice", "chan-1")
+    why = await page.engine.memories.why("alice", "chan-1")
     assert why is not None and why.figures.context_full and why.figures.prompt_tokens == CONTEXT
 
 

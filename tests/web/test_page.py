@@ -10,6 +10,7 @@ import pytest
 
 from bot.characters.character import load_character
 from bot.web.server import COOKIE, session_value
+from tests.fakes.llm_server import Reply
 from tests.web.conftest import TOKEN, Page, serving
 
 PROTECTED = ["/", "/?window=24h", "/users/alice", "/users/alice/turns/1", "/metrics", "/nowhere"]
@@ -122,7 +123,7 @@ async def test_every_view_renders_empty(page: Page):
 async def test_every_view_renders_with_data(page: Page):
     await page.play("Bonjour, je m'appelle Alice et j'habite à Nantes.")
     await page.play("J'adore la valse et les chats.")
-    await page.engine.remember("alice", "Alice joue du violoncelle.", story_id="chan-1", place="guild-1")
+    await page.engine.memories.remember("alice", "Alice joue du violoncelle.", story_id="chan-1", place="guild-1")
     await page.play("Tu te souviens de mon instrument ?")
     await page.play("Salut, moi c'est Bob.", user="bob", name="Bob")
 
@@ -166,7 +167,7 @@ async def test_every_view_renders_with_data(page: Page):
 
 async def test_hostile_memory_text_and_user_ids_show_as_text(page: Page):
     hostile_user = '<img src=x onerror=alert(1)>"&'
-    await page.engine.remember(hostile_user, "<script>alert('memory')</script>", story_id="s", place="p")
+    await page.engine.memories.remember(hostile_user, "<script>alert('memory')</script>", story_id="s", place="p")
     await page.play("<script>alert('message')</script> bonjour", user=hostile_user, name="Mallory", story="s")
     pages = [await page.get("/"), await page.get("/users/" + quote(hostile_user, safe=""))]
     turn_id = re.findall(r"/turns/(\d+)", pages[1].text)[0]
@@ -200,7 +201,7 @@ async def test_erase_me_removes_the_user_from_the_page(page: Page):
     turn_id = re.findall(r"/turns/(\d+)", user.text)[0]
     assert '<a href="/users/alice">Alice</a>' in (await page.get("/")).text
 
-    await page.engine.erase("alice")
+    await page.engine.privacy.erase("alice")
 
     overview = (await page.get("/")).text
     assert "alice" not in overview and "Alice" not in overview
@@ -211,7 +212,7 @@ async def test_erase_me_removes_the_user_from_the_page(page: Page):
 
 async def test_export_holds_the_turn_figures_the_page_draws(page: Page):
     await page.play("Bonjour, je m'appelle Alice.")
-    data = await page.engine.export("alice")
+    data = await page.engine.privacy.export("alice")
     [entry] = data["turn_log"]
     assert entry["outcome"] == "answered" and entry["story_id"] == "chan-1"
     assert entry["prompt_tokens"] > 0 and entry["context_tokens"] == 8192 and entry["reply_ms"] is not None
@@ -219,7 +220,7 @@ async def test_export_holds_the_turn_figures_the_page_draws(page: Page):
 
 async def test_a_cut_series_and_a_consolidation_show_on_the_page(page: Page):
     for year in (2016, 2017, 2018, 2019, 2020):
-        await page.engine.remember("alice", f"Alice a visité Trieste en {year}.", story_id="chan-1", place="guild-1")
+        await page.engine.memories.remember("alice", f"Alice a visité Trieste en {year}.", story_id="chan-1", place="guild-1")
     await page.play("On repart en voyage ?")
     user = await page.get("/users/alice")
     [turn_id] = re.findall(r'href="/users/alice/turns/(\d+)"', user.text)
@@ -234,12 +235,42 @@ async def test_a_cut_series_and_a_consolidation_show_on_the_page(page: Page):
         return remembering(request)
 
     page.llm.handler = consolidating
-    figures = await page.engine.consolidate()
+    figures = await page.engine.operator.consolidate()
     assert figures.consolidated == 1
     user = await page.get("/users/alice")
     assert "Series consolidated (1)" in user.text
     assert "Alice a visité Trieste chaque année de 2016 à 2020." in user.text
     assert "Alice a visité Trieste en 2018." in user.text  # a member, as it was
+
+
+async def test_the_overview_shows_the_models_context_its_cost_per_call_and_a_context_too_small(page: Page):
+    page.llm.replies.append(Reply("Je note.", prompt_tokens=1500, cached_tokens=1200, prompt_ms=300.0))
+    await page.play("Bonjour, je m'appelle Alice.")
+    overview = (await page.get("/")).text
+    card = overview.split("<h2>Language model</h2>", 1)[1].split("</div>", 1)[0]
+    assert "ollama, context 8,192 tokens (num_ctx (LLM_CONTEXT_TOKENS))" in card
+    assert re.search(r"<td>reply</td><td class=\"num\">1</td><td class=\"num\">1,500</td><td class=\"num\">300</td><td class=\"num\">1,200</td><td class=\"num\">80%</td>", card), card
+    assert "context too small" not in card
+    page.llm.context_tokens = 200  # the server refuses longer prompts, as llama.cpp does
+    await page.play("Tu es là ?")
+    card = (await page.get("/")).text.split("<h2>Language model</h2>", 1)[1].split("</div>", 1)[0]
+    assert "context too small" in card and "the model holds 200" in card
+
+
+# Ids past a row's range or not ASCII digits: 20 nines could not even be bound (500,
+# OverflowError); "１２" and "١٢" are digits to int().
+OUTSIDE_IDS = ["9" * 20, str(2**63), "0", "-1", "１２", "١٢", "1e3", " 1", "9" * 400]
+
+
+async def test_every_id_from_the_url_is_range_checked_and_a_bad_one_is_a_404(page: Page):
+    await page.play("Bonjour, je m'appelle Alice.")
+    user = await page.get("/users/alice")
+    (turn_id,) = set(re.findall(r'href="/users/alice/turns/(\d+)"', user.text))
+    assert (await page.get(f"/users/alice/turns/{turn_id}")).status_code == 200  # the control
+    for bad in OUTSIDE_IDS:
+        response = await page.get(f"/users/alice/turns/{quote(bad)}")
+        assert response.status_code == 404, (bad, response.status_code, response.text[:300])
+        assert "No turn" in response.text
 
 
 LORE = """\

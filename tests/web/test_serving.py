@@ -27,7 +27,7 @@ def settings(tmp_path, llm_url: str, **overrides):
 
 def test_the_page_is_off_by_default_and_on_loopback(tmp_path):
     s = settings(tmp_path, "http://127.0.0.1:1")
-    assert s.web_enabled is False and s.web_host == "127.0.0.1"
+    assert s.web.enabled is False and s.web.host == "127.0.0.1"
 
 
 @pytest.mark.parametrize("token", [None, "", "   ", "short-token"])
@@ -74,7 +74,7 @@ async def test_a_port_in_use_is_a_clear_startup_error(tmp_path, llm_server):
 
 async def test_healthz_fails_when_the_llm_does_not_answer_and_the_page_says_why(page: Page, refused_url):
     health = Health(
-        db=page.engine.db, llm=LLMClient(page.http, api="ollama", base_url=refused_url), model=FAKE_MODEL, embedder=None
+        db=page.db, llm=LLMClient(page.http, api="ollama", base_url=refused_url), model=FAKE_MODEL, embedder=None
     )
     web = WebServer(make_app(page.engine, health, page.metrics, TOKEN))
     await web.start("127.0.0.1", 0)
@@ -136,7 +136,7 @@ async def test_the_health_probe_does_not_warn_at_every_probe_about_a_server_with
     llm = LLMClient(page.http, api="openai", base_url=page.llm.url)
     with caplog.at_level(logging.WARNING, logger="bot.clients.llm"):
         await llm.check(FAKE_MODEL)  # start-up says it once
-        health = Health(db=page.engine.db, llm=llm, model=FAKE_MODEL, embedder=None, clock=iter(range(0, 10_000, 60)).__next__)
+        health = Health(db=page.db, llm=llm, model=FAKE_MODEL, embedder=None, clock=iter(range(0, 10_000, 60)).__next__)
         for _ in range(3):  # each probe past the cache period asks the server again
             assert (await health.checks())["llm"].ok
     assert sum(r.path == "/v1/models" for r in page.llm.requests) == 4

@@ -12,14 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from bot.clients.db import from_db
+from bot.clients.storage import from_db
 from bot.memory.cache.slices import FILL_SLICE, Slices
-from bot.memory.model import USER_MEMORY_TYPES, Memory
-from bot.memory.stores.memories import row_to_memory
+from bot.memory.model import USER_MEMORY_TYPES, Memory, OwnerKey, StoryId
+from bot.memory.stores.memories import MemoryRow, row_to_memory
 from bot.memory.stores.vectors import VECTOR_DTYPE
 
 # What one cached row costs beyond its arrays and vector, measured with tracemalloc on the
-# recall corpus (a sqlite3.Row, its strings and the list slot), text length aside.
+# recall corpus (a row as sqlite3 read it, its strings and the list slot), text length aside: a
+# MemoryRow, one tuple, costs less.
 ROW_OVERHEAD_BYTES = 520
 # Vectors copied into the matrix between two looks at the clock.
 VECTOR_SLICE = 32
@@ -59,7 +60,7 @@ def _db_micros(values: Sequence[str | None]) -> np.ndarray:
     done = set(fast)
     for i, value in enumerate(values):
         if value is not None and i not in done:
-            out[i] = micros(from_db(value))  # type: ignore[arg-type]
+            out[i] = micros(from_db(value))
     return out
 
 
@@ -79,11 +80,11 @@ class UserMemories:
     awaited between two uses of slots can tell whether they still mean the same rows.
     """
 
-    def __init__(self, user_id: str, model: str | None, version: Version) -> None:
+    def __init__(self, user_id: OwnerKey, model: str | None, version: Version) -> None:
         self.user_id = user_id
         self.model = model
         self.version = version
-        self.rows: list[Any] = []
+        self.rows: list[MemoryRow | None] = []
         self.slot_of: dict[int, int] = {}
         self.story_codes: dict[str, int] = {}
         self.place_codes: dict[str, int] = {}
@@ -166,7 +167,7 @@ class UserMemories:
             return NO_CODE
         return codes.setdefault(value, len(codes))
 
-    def story_code(self, story_id: str | None) -> int:
+    def story_code(self, story_id: StoryId | None) -> int:
         return NO_CODE if story_id is None else self.story_codes.get(story_id, UNKNOWN_CODE)
 
     def place_code(self, place: str | None) -> int:
@@ -174,7 +175,7 @@ class UserMemories:
 
     # --- filling -----------------------------------------------------------------------------
 
-    async def fill(self, rows: Sequence[Any], vectors: dict[int, Vector], slices: Slices) -> None:
+    async def fill(self, rows: Sequence[MemoryRow], vectors: dict[int, Vector], slices: Slices) -> None:
         """The whole entry from the user's rows (in id order) and vectors, on the event loop,
         returning to it every SLICE_SECONDS: a worker thread would hold the GIL against the loop
         (several hundred milliseconds of lag at 20,000 memories), and at 100,000 memories even
@@ -199,23 +200,23 @@ class UserMemories:
         for start in range(0, len(rows), FILL_SLICE):
             part = rows[start : start + FILL_SLICE]
             end = start + len(part)
-            self.slot_of.update((int(r[0]), slot) for slot, r in enumerate(part, start))
-            self._text_chars += sum(len(r[2]) for r in part)
-            self.ids[start:end] = [r[0] for r in part]
+            self.slot_of.update((int(r.id), slot) for slot, r in enumerate(part, start))
+            self._text_chars += sum(len(r.text) for r in part)
+            self.ids[start:end] = [r.id for r in part]
             self.alive[start:end] = True
-            self.type_code[start:end] = [TYPE_CODES.get(r[3], RULE_CODE) for r in part]
-            self.is_global[start:end] = [r[4] == "global" for r in part]
-            self.story[start:end] = [self._code(self.story_codes, r[5]) for r in part]
-            self.place[start:end] = [self._code(self.place_codes, r[6]) for r in part]
-            self.confidence[start:end] = [r[7] for r in part]
-            self.pinned[start:end] = [bool(r[8]) for r in part]
-            self.updated_us[start:end] = _db_micros([r[10] for r in part])
-            self.expires_us[start:end] = _db_micros([r[11] for r in part])
+            self.type_code[start:end] = [TYPE_CODES.get(r.type, RULE_CODE) for r in part]
+            self.is_global[start:end] = [r.scope == "global" for r in part]
+            self.story[start:end] = [self._code(self.story_codes, r.story_id) for r in part]
+            self.place[start:end] = [self._code(self.place_codes, r.place) for r in part]
+            self.confidence[start:end] = [r.confidence for r in part]
+            self.pinned[start:end] = [bool(r.pinned) for r in part]
+            self.updated_us[start:end] = _db_micros([r.updated_at for r in part])
+            self.expires_us[start:end] = _db_micros([r.expires_at for r in part])
             await slices.tick()
         for done, (memory_id, vector) in enumerate(vectors.items(), 1):
             slot = self.slot_of.get(memory_id)
             if slot is not None:
-                self._set_vector(slot, rows[slot][13], vector)
+                self._set_vector(slot, rows[slot].content_hash, vector)
             # More often than the rows: the first write to each page of a new matrix is a page
             # fault, and on a loaded machine 250 of them took 20 ms.
             if not done % VECTOR_SLICE:
@@ -229,7 +230,7 @@ class UserMemories:
             assert vector is not None
             self.matrix[slot] = np.frombuffer(vector.blob, dtype=VECTOR_DTYPE)
 
-    def update(self, changed: Sequence[int], rows: Sequence[Any], vectors: dict[int, Vector]) -> bool:
+    def update(self, changed: Sequence[int], rows: Sequence[MemoryRow], vectors: dict[int, Vector]) -> bool:
         """Bring the `changed` memories to their current `rows` and `vectors` (absent: deleted).
 
         False when the entry cannot take them in place (vectors of another dimension): the
@@ -241,7 +242,7 @@ class UserMemories:
         if any(v.dim != self.dim for v in vectors.values()):
             return False
         self.changes += 1
-        current = {int(r[0]): r for r in rows}
+        current = {int(r.id): r for r in rows}
         for memory_id in changed:
             slot = self.slot_of.get(memory_id)
             row = current.get(memory_id)
@@ -255,31 +256,31 @@ class UserMemories:
                 self.rows.append(row)
                 self.slot_of[memory_id] = slot
             else:
-                self._text_chars -= len(self.rows[slot][2])
+                self._text_chars -= len(self.row(slot).text)
                 self.rows[slot] = row
-            self._text_chars += len(row[2])
+            self._text_chars += len(row.text)
             self._set_row(slot, row)
-            self._set_vector(slot, row[13], vectors.get(memory_id))
+            self._set_vector(slot, row.content_hash, vectors.get(memory_id))
         if len(self.rows) > 64 and len(self.slot_of) < len(self.rows) // 2:
             self._compact()
         return True
 
-    def _set_row(self, slot: int, row: Any) -> None:
-        self.ids[slot] = row[0]
+    def _set_row(self, slot: int, row: MemoryRow) -> None:
+        self.ids[slot] = row.id
         self.alive[slot] = True
-        self.type_code[slot] = TYPE_CODES.get(row[3], RULE_CODE)
-        self.is_global[slot] = row[4] == "global"
-        self.story[slot] = self._code(self.story_codes, row[5])
-        self.place[slot] = self._code(self.place_codes, row[6])
-        self.confidence[slot] = row[7]
-        self.pinned[slot] = bool(row[8])
-        self.updated_us[slot] = _db_micros([row[10]])[0]
-        self.expires_us[slot] = _db_micros([row[11]])[0]
+        self.type_code[slot] = TYPE_CODES.get(row.type, RULE_CODE)
+        self.is_global[slot] = row.scope == "global"
+        self.story[slot] = self._code(self.story_codes, row.story_id)
+        self.place[slot] = self._code(self.place_codes, row.place)
+        self.confidence[slot] = row.confidence
+        self.pinned[slot] = bool(row.pinned)
+        self.updated_us[slot] = _db_micros([row.updated_at])[0]
+        self.expires_us[slot] = _db_micros([row.expires_at])[0]
 
     def _kill(self, slot: int) -> None:
-        row = self.rows[slot]
-        del self.slot_of[int(row[0])]
-        self._text_chars -= len(row[2])
+        row = self.row(slot)
+        del self.slot_of[int(row.id)]
+        self._text_chars -= len(row.text)
         self.rows[slot] = None
         self.alive[slot] = False
         self.has_vector[slot] = False
@@ -291,11 +292,11 @@ class UserMemories:
         for name in self._COLUMNS:
             setattr(self, name, getattr(self, name)[keep].copy())
         self.rows = [self.rows[i] for i in keep.tolist()]
-        self.slot_of = {int(r[0]): i for i, r in enumerate(self.rows)}
+        self.slot_of = {self.row(i).id: i for i in range(len(self.rows))}
 
     # --- reading -----------------------------------------------------------------------------
 
-    def candidates(self, now: datetime, *, story_id: str, place: str | None, share: bool) -> np.ndarray:
+    def candidates(self, now: datetime, *, story_id: StoryId, place: str | None, share: bool) -> np.ndarray:
         """Slots of the turn's candidates, in id order within each load (the store's filter:
         no rule, not expired, global or of this story, of this place unless shared)."""
         n = len(self.rows)
@@ -306,12 +307,17 @@ class UserMemories:
             mask &= (places == NO_CODE) | (places == self.place_code(place))
         return np.flatnonzero(mask)
 
+    def row(self, slot: int) -> MemoryRow:
+        """The row of a live slot (a forgotten one holds None until the entry is compacted)."""
+        row = self.rows[slot]
+        assert row is not None, f"slot {slot} holds no memory"
+        return row
+
     def memory(self, slot: int) -> Memory:
-        return row_to_memory(self.rows[slot])
+        return row_to_memory(self.row(slot))
 
     def memories(self, slots: Sequence[int] | np.ndarray) -> list[Memory]:
-        rows = self.rows
-        return [row_to_memory(rows[i]) for i in (slots.tolist() if isinstance(slots, np.ndarray) else slots)]
+        return [row_to_memory(self.row(i)) for i in (slots.tolist() if isinstance(slots, np.ndarray) else slots)]
 
     def ids_of(self, slots: np.ndarray) -> list[int]:
         return self.ids[slots].tolist()

@@ -38,7 +38,15 @@ from bot.clients.locks import KeyedLocks
 from bot.clients.storage import Connection, Database, Row
 from bot.memory.cache.entry import UserMemories, Vector
 from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
-from bot.memory.stores.memories import changed_since, holds_more_than, memory_pages, memory_rows, memory_version
+from bot.memory.model import OwnerKey
+from bot.memory.stores.memories import (
+    MemoryRow,
+    changed_since,
+    holds_more_than,
+    memory_pages,
+    memory_rows,
+    memory_version,
+)
 from bot.memory.stores.vectors import vector_pages, vector_rows
 
 DEFAULT_MAX_BYTES = 1024 * 1024 * 1024
@@ -54,11 +62,11 @@ class Follower(Protocol):
     """State derived from a person's entry and kept beside it (the write path's indexes): told
     which memories each catch-up read and when the entry goes, and counted in the budget."""
 
-    def caught_up(self, user_id: str, entry: UserMemories, changed: Sequence[int]) -> None: ...
+    def caught_up(self, user_id: OwnerKey, entry: UserMemories, changed: Sequence[int]) -> None: ...
 
-    def dropped(self, user_id: str) -> None: ...
+    def dropped(self, user_id: OwnerKey) -> None: ...
 
-    def nbytes(self, user_id: str) -> int: ...
+    def nbytes(self, user_id: OwnerKey) -> int: ...
 
 
 class MemoryCache:
@@ -70,12 +78,12 @@ class MemoryCache:
         self.db = db
         self.model = model
         self.max_bytes = max_bytes
-        self._entries: dict[str, UserMemories] = {}
-        self._value: dict[str, float] = {}
+        self._entries: dict[OwnerKey, UserMemories] = {}
+        self._value: dict[OwnerKey, float] = {}
         self._clock = 0.0
         self._locks: KeyedLocks[str] = KeyedLocks()
         # Erasures per user, so that a load under way when the user was erased is not kept.
-        self._forgotten: dict[str, int] = {}
+        self._forgotten: dict[OwnerKey, int] = {}
         self._followers: list[Follower] = []
         # How entries were brought up to date, for benches and tests.
         self.loads = 0
@@ -88,6 +96,10 @@ class MemoryCache:
     def __contains__(self, user_id: object) -> bool:
         return user_id in self._entries
 
+    def reads(self) -> dict[str, int]:
+        """How reads were served: from the entry as held, after a catch-up, by a whole load."""
+        return {"hit": self.hits, "catch_up": self.catch_ups, "load": self.loads}
+
     @property
     def nbytes(self) -> int:
         return sum(self._bytes_of(u) for u in self._entries)
@@ -96,22 +108,22 @@ class MemoryCache:
         """Keep `follower` told of every entry's catch-ups and drops from now on."""
         self._followers.append(follower)
 
-    def _bytes_of(self, user_id: str) -> int:
+    def _bytes_of(self, user_id: OwnerKey) -> int:
         return self._entries[user_id].nbytes + sum(f.nbytes(user_id) for f in self._followers)
 
-    def forget(self, user_id: str) -> None:
+    def forget(self, user_id: OwnerKey) -> None:
         """Drop a user's entry (after an erase: nothing of theirs stays in memory, and a load
         under way is not kept)."""
         self._drop(user_id)
         self._forgotten[user_id] = self._forgotten.get(user_id, 0) + 1
 
-    def _drop(self, user_id: str) -> None:
+    def _drop(self, user_id: OwnerKey) -> None:
         self._entries.pop(user_id, None)
         self._value.pop(user_id, None)
         for follower in self._followers:
             follower.dropped(user_id)
 
-    async def get(self, user_id: str, conn: Connection | None = None) -> UserMemories:
+    async def get(self, user_id: OwnerKey, conn: Connection | None = None) -> UserMemories:
         """The user's memories as of now: one read of their version when nothing changed.
 
         `conn`: the connection to read through, by default the shared reader. A caller holding
@@ -120,7 +132,7 @@ class MemoryCache:
         async with self._locks.hold(user_id):
             return await self._current(user_id, conn or self.db.reader)
 
-    async def _current(self, user_id: str, conn: Connection) -> UserMemories:
+    async def _current(self, user_id: OwnerKey, conn: Connection) -> UserMemories:
         version = await memory_version(conn, user_id)
         entry = self._entries.get(user_id)
         if entry is not None and entry.version == version:
@@ -146,18 +158,18 @@ class MemoryCache:
         return await self._load(conn, user_id, version)
 
     async def _changed(
-        self, conn: Connection, user_id: str, changed: Sequence[int]
-    ) -> tuple[list[Row], dict[int, Vector]]:
+        self, conn: Connection, user_id: OwnerKey, changed: Sequence[int]
+    ) -> tuple[list[MemoryRow], dict[int, Vector]]:
         rows = await memory_rows(conn, user_id, changed)
         vectors: dict[int, Vector] = {}
         if self.model is not None:
             await _add_vectors(vectors, await vector_rows(conn, user_id, self.model, changed), Slices())
         return rows, vectors
 
-    async def _load(self, conn: Connection, user_id: str, version: tuple[int, int]) -> UserMemories:
+    async def _load(self, conn: Connection, user_id: OwnerKey, version: tuple[int, int]) -> UserMemories:
         started = time.perf_counter()
         forgotten = self._forgotten.get(user_id, 0)
-        rows: list[Row] = []
+        rows: list[MemoryRow] = []
         vectors: dict[int, Vector] = {}
         slices = Slices()
         if await holds_more_than(conn, user_id, LOAD_PAGE):
@@ -173,8 +185,8 @@ class MemoryCache:
                     # ms each at 100,000).
                     freeze_long_lived()
                 if self.model is not None:
-                    async for page in vector_pages(own, user_id, self.model, LOAD_PAGE):
-                        await _add_vectors(vectors, page, slices)
+                    async for vector_page in vector_pages(own, user_id, self.model, LOAD_PAGE):
+                        await _add_vectors(vectors, vector_page, slices)
                         freeze_long_lived()
         else:
             rows = await memory_rows(conn, user_id)
@@ -191,10 +203,10 @@ class MemoryCache:
             self._keep(user_id, entry)
         return entry
 
-    def _touch(self, user_id: str, entry: UserMemories) -> None:
+    def _touch(self, user_id: OwnerKey, entry: UserMemories) -> None:
         self._value[user_id] = self._clock + entry.load_seconds / max(1, entry.nbytes) * 1e9
 
-    def _keep(self, user_id: str, entry: UserMemories) -> None:
+    def _keep(self, user_id: OwnerKey, entry: UserMemories) -> None:
         self._entries[user_id] = entry
         if self._bytes_of(user_id) > self.max_bytes:
             self._drop(user_id)
@@ -213,5 +225,7 @@ async def _add_vectors(vectors: dict[int, Vector], rows: Sequence[Row], slices: 
     the loop back between slices."""
     for start in range(0, len(rows), FILL_SLICE):
         part = rows[start : start + FILL_SLICE]
-        vectors.update((int(r[0]), Vector(r[1], int(r[2]), r[3], r[4])) for r in part)
+        vectors.update(
+            (int(r["memory_id"]), Vector(r["content_hash"], int(r["dim"]), r["vector"], r["embedded_at"])) for r in part
+        )
         await slices.tick()

@@ -21,6 +21,7 @@ from bot.clients.storage import Database
 from bot.errors import StorageError
 from bot.memory.cache.entry import UserMemories
 from bot.memory.cache.memory_cache import MemoryCache
+from bot.memory.model import OwnerKey
 from bot.memory.stores.exchanges import recent_speakers
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class WarmUp:
 
 # What warming does for one person and place once their memories are loaded (the engine builds
 # their write index there), returning the entry it read.
-Prepare = Callable[[str, str | None, datetime], Awaitable[UserMemories]]
+Prepare = Callable[[OwnerKey, str | None, datetime], Awaitable[UserMemories]]
 
 
 async def warm_up(db: Database, cache: MemoryCache, clock: Callable[[], datetime], prepare: Prepare) -> WarmUp:

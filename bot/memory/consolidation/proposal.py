@@ -1,7 +1,7 @@
 """Consolidation of a series: the model proposes one memory for the whole series, the code
 checks it. Pure: the prompt, the JSON schema, the lenient parse and the checks; the job that
 calls the model and applies an accepted proposal is bot/engine/consolidation_worker.py, its SQL
-bot/memory/consolidation_store.py.
+bot/memory/stores/consolidations.py.
 
 A proposal is accepted only when nothing of any member is lost or invented:
 - every carrier token of every member (bot/memory/carriers.py: numbers, years, times, weekdays,
@@ -11,6 +11,11 @@ A proposal is accepted only when nothing of any member is lost or invented:
 - a range is read only when every number it spans is a member's (a range that would claim a
   year no member holds is refused: it would invent a visit), within MAX_RANGE_SPAN;
 - the new text carries no carrier token no member has, but the number of members ("14 fois");
+- it says what the members say: every word of their frame (their text but its carriers: "prend
+  du sertraline chaque matin", "est allergique aux arachides", "a visité") is in the new text,
+  or the same word inflected as the replace guard reads it (bot/memory/write/replace_guard.py,
+  `unmatched`: the guard refuses these rewrites, and so does this), and the new text has no
+  word no member has but the few that join a list ("fois", "chaque année", "every year");
 - the write path's filters (bot/memory/write/filters.py) do not refuse it where they pass every member
   (confidence, about the user, about someone else of the channel, the character's attitude),
   and its negation is the members' (a series is all positive or all negative by its frame);
@@ -27,20 +32,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from bot.clients.llm_wire import ChatMessage
 from bot.errors import ReflectionParseError
 from bot.memory.carriers import carrier_tokens, dedup_text
-from bot.memory.model import Memory
+from bot.memory.model import MAX_MEMORY_CHARS, Memory
 from bot.memory.quoting import quote_line
-from bot.memory.stores.memories import MAX_MEMORY_CHARS
-from bot.memory.text import capitalised_words, words
-from bot.memory.write.filters import (
-    about_someone_else,
-    character_attitude,
-    flipped_negation,
-    low_confidence,
-    not_about_user,
-)
+from bot.memory.series import frame
+from bot.memory.text import capitalised_words, content_words, words
+from bot.memory.write.filters import about_someone_else, character_attitude, low_confidence, not_about_user
+from bot.memory.write.negation import flipped_negation
 from bot.memory.write.reflection import _extract_object
+from bot.memory.write.replace_guard import unmatched
 
 # A range spanning more numbers than this is not read as a range (1–100000 is no list of years).
 MAX_RANGE_SPAN = 200
@@ -54,6 +56,12 @@ _RANGES = (
     re.compile(r"(?<![\d.,])(\d+) ?- ?(\d+)(?![\d.,])"),
     re.compile(r"\b(?:de|du|from|since)\s+(\d+)\s+(?:à|au|a|to|through|until|till|jusqu'en|jusqu'à)\s+(\d+)(?![\d.,])"),
     re.compile(r"\b(?:entre|between)\s+(\d+)\s+(?:et|and)\s+(\d+)(?![\d.,])"),
+)
+# Words a text that lists a series may add without saying anything its members do not: a count,
+# a period, a link between the list's items.
+_JOINING = frozenset(
+    "fois année années an ans chaque puis respectivement times time year years every each between until till through "
+    "then respectively".split()
 )
 _FRENCH = frozenset("le la les un une des du de et est a en au aux chaque depuis fois avec pour sur dans qui que ne pas".split())
 _ENGLISH = frozenset("the a an and is was has in on at every since times with for of to who that not does did".split())
@@ -97,7 +105,7 @@ def parse_proposal(raw: str) -> Proposal:
     return Proposal(" ".join(proposal.text.split()), proposal.confidence)
 
 
-def build_consolidation_messages(*, character: str, user: str, members: Sequence[Memory]) -> list[dict[str, str]]:
+def build_consolidation_messages(*, character: str, user: str, members: Sequence[Memory]) -> list[ChatMessage]:
     listed = "\n".join(f"- {quote_line(m.text)}" for m in members)
     return [
         {"role": "system", "content": CONSOLIDATION_SYSTEM_PROMPT.format(character=character, user=user)},
@@ -125,6 +133,12 @@ def _ranges(canonical: str, member_numbers: set[int]) -> tuple[set[int], str | N
                 return covered, f"the range {low}–{high} claims {', '.join(map(str, missing))}, which no member holds"
             covered |= span
     return covered, None
+
+
+def _said(text: str) -> set[str]:
+    """The content words of a text but its carriers (read one by one by the checks above):
+    what it says of its subject. Negations are words here."""
+    return content_words(frame(text) or dedup_text(text))
 
 
 def _language(texts: Sequence[str]) -> str | None:
@@ -191,6 +205,16 @@ def check_proposal(
     flipped = flipped_negation(proposal.text, [(m.id, m.text) for m in members])
     if flipped is not None:
         return Refusal("negation_flipped", f"flips the negation of #{flipped}")
+    # What the members say, said again and nothing more: "takes 50 mg every morning" for "takes
+    # 50 mg of sertraline every morning" keeps every carrier and loses the fact.
+    said = [_said(m.text) for m in members]
+    new_words = _said(proposal.text)
+    lost = sorted(unmatched(said[0].intersection(*said[1:]), new_words))
+    if lost:
+        return Refusal("word_lost", f"“{lost[0]}”, which every member says, is not in the new text")
+    added = sorted(unmatched(new_words - _JOINING, set().union(*said)))
+    if added:
+        return Refusal("word_added", f"“{added[0]}” is in no member")
     language = _language([m.text for m in members])
     if language is not None and _language([proposal.text]) not in (language, None):
         return Refusal("language", f"the members are written in {language}")

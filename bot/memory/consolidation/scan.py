@@ -16,14 +16,15 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import overload
 
 from bot.clients.offload import Offload
 from bot.memory.cache.entry import UserMemories
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
+from bot.memory.model import OwnerKey
 from bot.memory.series import KeyFields, Series, SeriesKey, keys_of
-from bot.memory.stores.memories import row_to_memory
+from bot.memory.stores.memories import MemoryRow, row_to_memory
 
 # A kept key: a dictionary slot, the key's tuple and its frame (the type, scope, story and place
 # strings are the row's own). Measured with tracemalloc on the load bench's texts.
@@ -40,8 +41,8 @@ class ScanFigures:
     computed: int = 0
 
 
-def _fields(row: Any) -> KeyFields:
-    return (row[3], row[4], row[5], row[6], bool(row[8]), row[11] is not None, row[2])
+def _fields(row: MemoryRow) -> KeyFields:
+    return (row.type, row.scope, row.story_id, row.place, bool(row.pinned), row.expires_at is not None, row.text)
 
 
 class SeriesScan:
@@ -50,19 +51,19 @@ class SeriesScan:
     def __init__(self, cache: MemoryCache, offload: Offload | None = None) -> None:
         self._cache = cache
         self._offload = offload if offload is not None else Offload(inline_below=1 << 62)
-        self._keys: dict[str, dict[int, tuple[Any, SeriesKey | None]]] = {}
+        self._keys: dict[OwnerKey, dict[int, tuple[MemoryRow, SeriesKey | None]]] = {}
         cache.follow(self)
 
-    def caught_up(self, user_id: str, entry: UserMemories, changed: Sequence[int]) -> None:
+    def caught_up(self, user_id: OwnerKey, entry: UserMemories, changed: Sequence[int]) -> None:
         """Nothing to do: a changed memory is a new row object, which its kept key does not match."""
 
-    def dropped(self, user_id: str) -> None:
+    def dropped(self, user_id: OwnerKey) -> None:
         self._keys.pop(user_id, None)
 
-    def nbytes(self, user_id: str) -> int:
+    def nbytes(self, user_id: OwnerKey) -> int:
         return KEY_BYTES * len(self._keys.get(user_id, ()))
 
-    async def series(self, user_id: str, min_members: int, figures: ScanFigures | None = None) -> FoundSeries:
+    async def series(self, user_id: OwnerKey, min_members: int, figures: ScanFigures | None = None) -> FoundSeries:
         """The person's series as their cache entry holds them now, the largest first."""
         figures = figures if figures is not None else ScanFigures()
         started = time.perf_counter()
@@ -81,7 +82,7 @@ class SeriesScan:
             for slot in range(start, min(start + FILL_SLICE, len(rows))):
                 row = rows[slot]
                 if row is not None:
-                    known = kept.get(int(row[0]))
+                    known = kept.get(row.id)
                     if known is None or known[0] is not row:
                         missing.append(slot)
                         fields.append(_fields(row))
@@ -91,7 +92,9 @@ class SeriesScan:
         async with contextlib.aclosing(self._offload.chunks(keys_of, fields)) as parts:
             async for keys in parts:
                 for slot, key in zip(missing[computed : computed + len(keys)], keys):
-                    kept[int(rows[slot][0])] = (rows[slot], key)
+                    row = rows[slot]
+                    assert row is not None  # `missing` holds the slots of rows
+                    kept[row.id] = (row, key)
                 computed += len(keys)
                 # Out of the cyclic collector's walks (see freeze_long_lived): at 100,000 keys a
                 # full collection over them stopped the loop for 100-200 ms.
@@ -104,7 +107,7 @@ class SeriesScan:
             for slot in range(start, min(start + FILL_SLICE, len(rows))):
                 row = rows[slot]
                 if row is not None:
-                    memory_id = int(row[0])
+                    memory_id = row.id
                     alive.add(memory_id)
                     key = kept[memory_id][1]
                     if key is not None:
@@ -138,13 +141,12 @@ class SeriesScan:
         return series
 
 
-
 class FoundSeries(Sequence[Series]):
     """A scan's series, the largest first, each made when it is first read: a run reads the
     first few (its budget of model calls), and making every member of thousands of series
     would cost the loop a second and the cyclic collector tens of thousands of objects."""
 
-    def __init__(self, found: list[tuple[SeriesKey, list[int]]], rows: list[Any]) -> None:
+    def __init__(self, found: list[tuple[SeriesKey, list[int]]], rows: list[MemoryRow | None]) -> None:
         self._found = found
         self._rows = rows  # as read: the apply compares the members with the database
         self._made: dict[int, Series] = {}
@@ -169,6 +171,6 @@ class FoundSeries(Sequence[Series]):
         if made is None:
             key, held = self._found[index]
             # Slots are in id order within a load, not after a catch-up: sorted.
-            members = sorted((row_to_memory(self._rows[slot]) for slot in held), key=lambda m: m.id)
+            members = sorted((row_to_memory(row) for slot in held if (row := self._rows[slot]) is not None), key=lambda m: m.id)
             made = self._made[index] = Series(key, tuple(members))
         return made

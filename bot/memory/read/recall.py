@@ -10,18 +10,15 @@ reflection's transaction, so a caller that must not wait selects with `record=Fa
 
 The turn's phases, in order: the vectors of the message and of the message read in its
 conversation, in one model call or prepared while the front end held the message
-(`_turn_vectors`, `prepare_turn`), their cosines fused into one score per candidate (`_fused`),
-lexical stand-ins for memories without a vector (`_with_lexical`), the selection, and recording
-the choice (`record`, its SQL in bot/memory/stores/turn.py). Over 450 lines on purpose: those
-phases are read in order in one file, each a method of a few dozen lines.
+(`_turn_vectors`, `prepare_turn`, bot/memory/read/columns.py), their cosines fused into one score
+per candidate (`_fused`), lexical stand-ins for memories without a vector (`_with_lexical`), the
+selection, and recording the choice (bot/memory/read/recording.py, its SQL in
+bot/memory/stores/turn.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import weakref
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,13 +39,13 @@ from bot.clients.storage import Connection, Database
 from bot.errors import EmbeddingError
 from bot.memory.cache.entry import UserMemories, micros
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.choice import DEFAULT_LIMIT, Reason, Selected, Slot, TurnSelection
-from bot.memory.model import Memory, utcnow
+from bot.memory.choice import DEFAULT_LIMIT, TurnSelection, slot_of
+from bot.memory.model import Memory, OwnerKey, StoryId, utcnow
+from bot.memory.read.columns import Column, PreparedTurns
 from bot.memory.read.conversation import Fused, Line, QueryVectors, fuse, read_text, texts_key
-from bot.memory.read.selection import Candidates, select_columns, top_positions
-from bot.memory.stores.counters import count_candidates, count_served, record_turn
-from bot.memory.stores.memories import row_to_memory
-from bot.memory.stores.turn import save_turn
+from bot.memory.read.recording import TurnRecords
+from bot.memory.read.selection import select_columns, top_positions, turn_candidates
+from bot.memory.stores.memories import MemoryRow, row_to_memory
 from bot.memory.stores.vectors import lexical_matches
 
 log = logging.getLogger(__name__)
@@ -65,25 +62,6 @@ UNMEASURED_THRESHOLD = SEMANTIC_THRESHOLDS[LOCAL_MODEL]
 # Lexical matches stand in for missing vectors; their score is bm25 mapped to [0, 1), not a
 # cosine, so any match is eligible and they rank below every cosine-eligible memory.
 LEXICAL_LIMIT = 16
-# Counting every candidate of a turn rewrites one row per candidate: 257 ms of write lock per turn
-# at 100,000 memories. Past DIRECT_COUNT_LIMIT candidates, a turn writes only its selected rows
-# (times_served, times_semantic) and keeps its candidates in memory; times_candidate is written
-# every COUNT_FLUSH_TURNS turns, COUNT_SLICE rows per transaction, and whenever something reads
-# the counters through the engine (`flush_counts`, from `Engine.wait_recorded`) or it closes. A
-# crash loses at most the candidate counts of the turns held (never a served count).
-DIRECT_COUNT_LIMIT = 1_000
-COUNT_FLUSH_TURNS = 16
-COUNT_SLICE = 1_000
-TURNS_KEPT_PER_STORY = 20
-# Turns scored ahead, one per (user, story) whose message a front end holds (a burst's wait),
-# and the bytes their columns may hold together (at 100,000 memories a turn's two columns are
-# 800 KB): beside the cache's own budget, which does not count them.
-COLUMNS_KEPT = 256
-COLUMNS_BYTES = 64 * 1024 * 1024
-# Reasons under which a slot is there because of its score: the semantic pass (by the message
-# or by the conversation), and the global pass, which takes the eligible globals by score
-# before any other global.
-_BY_MEANING = frozenset({"semantic", "conversation", "global"})
 
 
 def threshold_for(model: str, override: float | None = None) -> float:
@@ -91,51 +69,6 @@ def threshold_for(model: str, override: float | None = None) -> float:
     if override is not None:
         return override
     return SEMANTIC_THRESHOLDS.get(model, UNMEASURED_THRESHOLD)
-
-
-def served_by_meaning(slots: Sequence[Slot], threshold: float) -> list[int]:
-    """Ids of the slots chosen because of their score: what `times_semantic` counts.
-
-    A lexical stand-in is not a score, and a memory admitted by rank or pin was not recalled,
-    only sorted (docs/design.md, "Read path": forgetting made measurable).
-    """
-    return [
-        s.id
-        for s in slots
-        if s.reason in _BY_MEANING and not s.lexical and s.score is not None and s.score >= threshold
-    ]
-
-
-@dataclass(slots=True)
-class _Column:
-    """The cosines of every slot of one cache entry to one turn's query vectors (a row each),
-    kept in step with the entry by scoring again only the slots whose vector changed since."""
-
-    key: bytes
-    vectors: np.ndarray
-    entry: weakref.ReferenceType[UserMemories]
-    layout: int
-    changes: int
-    rows: int
-    values: np.ndarray
-
-    def bring_up_to(self, entry: UserMemories) -> None:
-        rows = len(entry.rows)
-        if rows > self.values.shape[1]:
-            grown = np.zeros((self.values.shape[0], rows), dtype=np.float32)
-            grown[:, : self.values.shape[1]] = self.values
-            self.values = grown
-        if not self.rows:
-            # Every row as a view of the matrix: gathering them first copied it (150 MB at
-            # 100,000 memories, 0.3-0.8 s of the event loop for each message held ahead).
-            self.values[:, :rows] = np.einsum("ij,kj->ki", entry.matrix[:rows], self.vectors)
-            self.changes, self.rows = entry.changes, rows
-            return
-        stale = np.flatnonzero(entry.vector_stamp[:rows] > self.changes)
-        stale = np.union1d(stale, np.arange(self.rows, rows))
-        if stale.size:
-            self.values[:, stale] = np.einsum("ij,kj->ki", entry.matrix[stale], self.vectors)
-        self.changes, self.rows = entry.changes, rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +92,7 @@ class TurnVectors:
     read: np.ndarray | None
     degraded: bool
     # The memories scored against them while the front end held the message, if they were.
-    prepared: _Column | None = None
+    prepared: Column | None = None
 
     def stacked(self) -> np.ndarray:
         assert self.message is not None
@@ -176,7 +109,7 @@ class Recall:
         *,
         cache: MemoryCache | None = None,
         limit: int = DEFAULT_LIMIT,
-        timeout: float = TURN_EMBEDDING_TIMEOUT,
+        timeout: float | None = None,
         clock: Callable[[], datetime] = utcnow,
         threshold: float | None = None,
         conversation: bool = True,
@@ -187,7 +120,8 @@ class Recall:
         # Not `cache or …`: an empty cache has len() 0 and would be silently replaced.
         self.cache = cache if cache is not None else MemoryCache(db, embedder.model if embedder else None)
         self.limit = limit
-        self.timeout = timeout
+        # Read when built, so that a test may shorten the module's bound.
+        self.timeout = timeout if timeout is not None else TURN_EMBEDDING_TIMEOUT
         self.clock = clock
         self.configure(threshold, series_slots)
         # False: the message alone is the query (what benches compare with).
@@ -196,9 +130,9 @@ class Recall:
         # Each turn's message vector by text: its reflection reads it again.
         self.queries = QueryVectors()
         # Per (user, story), the memories' cosines to a turn's query vectors, scored ahead.
-        self._columns: OrderedDict[tuple[str, str], _Column] = OrderedDict()
+        self.prepared_turns = PreparedTurns()
         # Per user, the candidate ids of turns whose times_candidate is not written yet.
-        self._held_counts: dict[str, list[np.ndarray]] = {}
+        self._records = TurnRecords(db)
 
     def configure(self, threshold: float | None, series_slots: int | None) -> None:
         """The settings recall follows: the fused score a memory needs (None: the embedder's
@@ -237,13 +171,10 @@ class Recall:
             self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", "no embedder")
             return TurnVectors(None, None, degraded=True)
         texts = self.query_texts(query, conversation)
-        prepared = self._columns.get(key)
-        if prepared is not None and prepared.key == texts_key(texts):
-            # Used once: the next turn asks the embedder again.
-            del self._columns[key]
+        prepared = self.prepared_turns.take(key, texts_key(texts))
+        if prepared is not None:
             rows = prepared.vectors
         else:
-            prepared = None
             try:
                 rows = await embed_turn_queries(self.embedder, texts, timeout=self.timeout)
             except EmbeddingError as exc:
@@ -254,7 +185,7 @@ class Recall:
         return TurnVectors(rows[0], rows[1] if len(rows) > 1 else None, degraded=False, prepared=prepared)
 
     async def prepare_turn(
-        self, user_id: str, story_id: str, query: str, conversation: Sequence[Line] = ()
+        self, user_id: OwnerKey, story_id: StoryId, query: str, conversation: Sequence[Line] = ()
     ) -> None:
         """While the front end holds a message (a burst's wait): its query texts embedded and
         the person's memories scored against them, so that its turn embeds nothing and reads
@@ -272,41 +203,11 @@ class Recall:
         entry = await self.cache.get(user_id)
         if entry.dim and entry.dim != rows.shape[1]:
             return  # the model changed under its name: the turn says so
-        column = _Column(
-            texts_key(texts), rows, weakref.ref(entry), entry.layout, entry.changes, 0,
-            np.empty((rows.shape[0], 0), dtype=np.float32),
-        )  # fmt: skip
-        column.bring_up_to(entry)
-        self._columns[(user_id, story_id)] = column
-        self._columns.move_to_end((user_id, story_id))
-        self._trim_columns()
+        self.prepared_turns.keep((user_id, story_id), entry, texts_key(texts), rows)
 
-    def prepared(self, user_id: str, story_id: str, query: str, conversation: Sequence[Line] = ()) -> bool:
+    def prepared(self, user_id: OwnerKey, story_id: StoryId, query: str, conversation: Sequence[Line] = ()) -> bool:
         """Whether this turn's query was prepared ahead (what bench/latency.py counts)."""
-        column = self._columns.get((user_id, story_id))
-        return column is not None and column.key == texts_key(self.query_texts(query, conversation))
-
-    def _trim_columns(self) -> None:
-        """Within COLUMNS_KEPT and COLUMNS_BYTES, the least recently prepared dropped first; a
-        column whose cache entry was evicted serves no turn and goes at once."""
-        for key in [key for key, column in self._columns.items() if column.entry() is None]:
-            del self._columns[key]
-        held = sum(column.values.nbytes for column in self._columns.values())
-        while self._columns and (len(self._columns) > COLUMNS_KEPT or held > COLUMNS_BYTES):
-            _, dropped = self._columns.popitem(last=False)
-            held -= dropped.values.nbytes
-
-    @staticmethod
-    def _prepared_cosines(entry: UserMemories, slots: np.ndarray, vectors: TurnVectors) -> np.ndarray | None:
-        """The candidates' cosines to the turn's query vectors as scored while the front end
-        held the message, brought up to date, when that was over this entry; None otherwise."""
-        column = vectors.prepared
-        if column is None or column.entry() is not entry or column.layout != entry.layout:
-            return None
-        column.bring_up_to(entry)
-        cosines = column.values[:, slots].astype(np.float64)
-        cosines[:, ~entry.has_vector[slots]] = np.nan
-        return cosines
+        return self.prepared_turns.matches((user_id, story_id), texts_key(self.query_texts(query, conversation)))
 
     def _scored(self, entry: UserMemories, slots: np.ndarray, vectors: np.ndarray | None) -> np.ndarray:
         """Cosine per candidate slot, NaN without a vector (or without a query vector): one row
@@ -328,7 +229,7 @@ class Recall:
         return scores
 
     async def neighbours(
-        self, user_id: str, text: str, *, story_id: str, place: str, limit: int, timeout: float | None = None
+        self, user_id: OwnerKey, text: str, *, story_id: StoryId, place: str, limit: int, timeout: float | None = None
     ) -> list[Memory]:
         """The memories closest to `text`, for the reflection: the `limit` best cosines, then the
         lexical matches, topped up with the most recently updated ones to `limit`.
@@ -377,15 +278,13 @@ class Recall:
         ranked.extend(i for i in lexical if i not in ranked)
         if len(ranked) < limit:
             ranked.extend(i for i in recent if i not in ranked)
-        return [row_to_memory(held[slot_of[i]]) for i in ranked[: limit + len(lexical)]]
+        return [row_to_memory(_held(held, slot_of[i])) for i in ranked[: limit + len(lexical)]]
 
     async def _lexical_among(
-        self, user_id: str, text: str, limit: int, candidate_slot: Callable[[int], int | None], ids: np.ndarray
+        self, user_id: OwnerKey, text: str, limit: int, candidate_slot: Callable[[int], int | None], ids: np.ndarray
     ) -> dict[int, int]:
-        """The `limit` best lexical matches among the candidates (`ids`), best first, with their
-        slots. The user's best matches are asked first, four times as many, and kept if enough of
-        them are candidates: sending every candidate's id (100,000 of them) is left to when they
-        are not."""
+        """The `limit` best lexical matches among the candidates (`ids`), with their slots: asked
+        of the user's best four times as many first, every candidate's id sent only if too few."""
         wide = 4 * limit
         found = await lexical_matches(self.db, user_id, text, wide, now=self.clock())
         kept = {i: slot for i in found if (slot := candidate_slot(i)) is not None}
@@ -396,9 +295,9 @@ class Recall:
 
     async def select_for_turn(
         self,
-        user_id: str,
+        user_id: OwnerKey,
         *,
-        story_id: str,
+        story_id: StoryId,
         place: str,
         query: str,
         conversation: Sequence[Line] = (),
@@ -428,7 +327,7 @@ class Recall:
             story_id=story_id,
             query=query,
             degraded=scored.degraded,
-            slots=[_slot(s, scored.lexical_ids, by_conversation, self.threshold) for s in chosen],
+            slots=[slot_of(s, scored.lexical_ids, by_conversation, self.threshold) for s in chosen],
             rules=[r.text for r in rules],
             created_at=scored.now,
             story=dict(story or {}),
@@ -444,9 +343,9 @@ class Recall:
 
     async def score_turn(
         self,
-        user_id: str,
+        user_id: OwnerKey,
         *,
-        story_id: str,
+        story_id: StoryId,
         place: str,
         query: str,
         conversation: Sequence[Line] = (),
@@ -472,8 +371,8 @@ class Recall:
         if vectors.message is None:
             return _unscored(slots), vectors.degraded
         cosines = None
-        if entry.dim == vectors.message.shape[0]:
-            cosines = self._prepared_cosines(entry, slots, vectors)
+        if vectors.prepared is not None and entry.dim == vectors.message.shape[0]:
+            cosines = vectors.prepared.cosines(entry, slots)
         if cosines is None:
             try:
                 cosines = self._scored(entry, slots, vectors.stacked())
@@ -486,7 +385,7 @@ class Recall:
     async def _with_lexical(
         self,
         entry: UserMemories,
-        user_id: str,
+        user_id: OwnerKey,
         query: str,
         slots: np.ndarray,
         fused: Fused,
@@ -494,7 +393,7 @@ class Recall:
         degraded: bool,
         *,
         now: datetime,
-        story_id: str,
+        story_id: StoryId,
         place: str,
         share: bool,
     ) -> tuple[np.ndarray, Fused, set[int]]:
@@ -529,96 +428,22 @@ class Recall:
     async def record(
         self, selection: TurnSelection, *, cancelled: Callable[[Connection], Awaitable[bool]] | None = None
     ) -> int:
-        """Count the turn and keep it for /why, in one write transaction; returns its turn id.
+        """Count the turn and keep it for /why (bot/memory/read/recording.py)."""
+        return await self._records.record(selection, cancelled=cancelled)
 
-        A selection is recorded once: again, it returns the id it already has. `cancelled` is
-        asked inside the transaction: when it says so (the user erased their data meanwhile),
-        nothing is written and 0 is returned.
-        """
-        if selection.turn_id:
-            return selection.turn_id
-        user_id = selection.user_id
-        held = not selection.degraded and (
-            len(selection.candidate_ids) > DIRECT_COUNT_LIMIT or user_id in self._held_counts
-        )
-        async with self.db.write() as conn:
-            if cancelled is not None and await cancelled(conn):
-                return 0
-            served = [s.id for s in selection.slots]
-            semantic = served_by_meaning(selection.slots, selection.threshold)
-            # A degraded turn counts nothing: a sleeping embedder must not read as ignored
-            # memories.
-            if held:
-                await count_served(conn, user_id, served, semantic)
-            elif not selection.degraded:
-                await record_turn(conn, user_id, selection.candidate_ids, served, semantic)
-            turn_id = await save_turn(conn, selection, keep=TURNS_KEPT_PER_STORY)
-        selection.turn_id = turn_id
-        if held:
-            turns = self._held_counts.setdefault(user_id, [])
-            turns.append(np.asarray(selection.candidate_ids, dtype=np.int64))
-            if len(turns) >= COUNT_FLUSH_TURNS:
-                await self.flush_counts(user_id)
-        return turn_id
-
-    async def flush_counts(self, user_id: str | None = None) -> None:
-        """Write the candidate counts held for `user_id` (everyone's without), in short
-        transactions of COUNT_SLICE rows."""
-        for user in [user_id] if user_id is not None else list(self._held_counts):
-            turns = self._held_counts.pop(user, None)
-            if not turns:
-                continue
-            # In a thread: numpy sorts without the GIL, and at 100,000 candidates a turn the 16
-            # turns held take 100-400 ms to tally, which on the loop stopped everyone's turns.
-            ids, times = await asyncio.to_thread(_tally, turns)
-            for count in np.unique(times).tolist():
-                same = ids[times == count]
-                for start in range(0, same.size, COUNT_SLICE):
-                    async with self.db.write() as conn:
-                        await count_candidates(conn, user, same[start : start + COUNT_SLICE].tolist(), int(count))
+    async def flush_counts(self, user_id: OwnerKey | None = None) -> None:
+        """Write the candidate counts held for `user_id` (everyone's without)."""
+        await self._records.flush_counts(user_id)
 
 
-def _tally(turns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Each candidate id of the turns held, and in how many of them it was a candidate."""
-    return np.unique(np.concatenate(turns), return_counts=True)
-
-
-def _slot(chosen: Selected, lexical_ids: set[int], by_conversation: set[int], threshold: float) -> Slot:
-    """A chosen memory as /why shows it: one the semantic or global pass took for its score,
-    when the conversation lifted that score above the message's, is "recalled by the
-    conversation"."""
-    memory = chosen.memory
-    lexical = memory.id in lexical_ids
-    reason: Reason = chosen.reason
-    recalled = chosen.score is not None and chosen.score >= threshold and not lexical
-    if reason in ("semantic", "global") and recalled and memory.id in by_conversation:
-        reason = "conversation"
-    return Slot(
-        id=memory.id,
-        reason=reason,
-        score=None if lexical else chosen.score,
-        type=memory.type,
-        pinned=memory.pinned,
-        text=memory.text,
-        lexical=lexical,
-        series=chosen.series,
-    )
+def _held(rows: Sequence[MemoryRow | None], slot: int) -> MemoryRow:
+    """The row of a candidate's slot as read before an await (a candidate's slot holds one)."""
+    row = rows[slot]
+    assert row is not None, f"slot {slot} holds no memory"
+    return row
 
 
 def _unscored(slots: np.ndarray) -> Fused:
     return Fused(np.full(slots.size, np.nan), np.zeros(slots.size, dtype=bool))
 
 
-def turn_candidates(entry: UserMemories, slots: np.ndarray, scores: np.ndarray) -> Candidates:
-    """The selection's columns for these slots of the entry, with the turn's scores."""
-    return Candidates(
-        ids=entry.ids[slots],
-        type_code=entry.type_code[slots],
-        is_global=entry.is_global[slots],
-        pinned=entry.pinned[slots],
-        confidence=entry.confidence[slots],
-        updated_us=entry.updated_us[slots],
-        expires_us=entry.expires_us[slots],
-        scores=scores,
-        memory=lambda i: entry.memory(int(slots[i])),
-    )

@@ -17,6 +17,7 @@ from itertools import chain
 
 import numpy as np
 
+from bot.memory.cache.entry import UserMemories
 from bot.memory.choice import (
     ALL_LISTS,
     DEFAULT_LIMIT,
@@ -212,4 +213,19 @@ def candidates_of(memories: Sequence[Memory], scores: Mapping[int, float] | None
         ),
         scores=np.array([scores.get(m.id, np.nan) for m in kept], dtype=np.float64),
         memory=kept.__getitem__,
+    )
+
+
+def turn_candidates(entry: UserMemories, slots: np.ndarray, scores: np.ndarray) -> Candidates:
+    """The selection's columns for these slots of the entry, with the turn's scores."""
+    return Candidates(
+        ids=entry.ids[slots],
+        type_code=entry.type_code[slots],
+        is_global=entry.is_global[slots],
+        pinned=entry.pinned[slots],
+        confidence=entry.confidence[slots],
+        updated_us=entry.updated_us[slots],
+        expires_us=entry.expires_us[slots],
+        scores=scores,
+        memory=lambda i: entry.memory(int(slots[i])),
     )

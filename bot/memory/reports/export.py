@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypedDict
 
-from bot.clients.db import to_db
-from bot.clients.storage import Database
-from bot.memory.model import HistoryEntry, Memory
+from bot.clients.storage import Database, to_db
+from bot.memory.model import HistoryEntry, Memory, OwnerKey
 from bot.memory.stores import settings as settings_store
-from bot.memory.stores.exchanges import export_exchanges, memory_sources
-from bot.memory.stores.memories import MemoryStore
+from bot.memory.stores.consolidations import Consolidation, consolidations
+from bot.memory.stores.exchanges import export_exchanges
+from bot.memory.stores.memory_store import MemoryStore
+from bot.memory.stores.provenance import memory_sources
 from bot.memory.stores.reports import TurnLogEntry, export_turns, user_turn_log
 from bot.memory.stores.stories import StoryHistoryEntry, load_story, story_history, user_story_ids
 
@@ -43,13 +44,26 @@ def _memory(m: Memory, sources: dict[int, list[int]]) -> dict[str, Any]:
     }
 
 
+def _consolidation(c: Consolidation, sources: dict[int, list[int]]) -> dict[str, Any]:
+    """A consolidation with each member's own provenance: which exchanges said what."""
+    return {
+        "memory_id": c.memory_id,
+        "at": to_db(c.at),
+        "text": c.text,
+        # None while it stands; "restore" when the user undid it; "source" when a message that
+        # alone supported a member was deleted or edited, which undid it.
+        "undone": c.undone_by if c.undone else None,
+        "members": [{"id": m, "text": t, "from_exchanges": sources.get(m, [])} for m, t in c.members],
+    }
+
+
 def _history(h: HistoryEntry) -> dict[str, Any]:
     return {
         "history_id": h.id,
         "memory_id": h.memory_id,
         "operation": h.operation,
         "archived_at": to_db(h.archived_at),
-        "cause": h.cause,
+        "cause": h.cause.stored(),
         "text": h.text,
         "type": h.type,
         "restored": h.restored,
@@ -62,7 +76,7 @@ def _story_history(s: StoryHistoryEntry) -> dict[str, Any]:
         "operation": s.operation,
         "payload": s.payload,
         "reason": s.reason,
-        "cause": s.cause,
+        "cause": s.cause.stored(),
         "at": to_db(s.at),
     }
 
@@ -81,7 +95,7 @@ def _turn_log(e: TurnLogEntry) -> dict[str, Any]:
     }
 
 
-async def _stories(db: Database, user_id: str) -> list[dict[str, Any]]:
+async def _stories(db: Database, user_id: OwnerKey) -> list[dict[str, Any]]:
     stories = []
     for story_id in await user_story_ids(db, user_id):
         story = await load_story(db, user_id, story_id)
@@ -106,7 +120,34 @@ async def _stories(db: Database, user_id: str) -> list[dict[str, Any]]:
     return stories
 
 
-async def export_user(db: Database, store: MemoryStore, user_id: str, *, now: datetime) -> dict[str, Any]:
+class ExportedSettings(TypedDict):
+    share_memories: bool
+
+
+class UserExport(TypedDict):
+    """Everything stored under one owner key (`/export`'s file), as plain JSON-able data."""
+
+    user_id: OwnerKey
+    exported_at: str
+    settings: ExportedSettings
+    stories: list[dict[str, Any]]
+    turns: list[dict[str, Any]]
+    turn_log: list[dict[str, Any]]
+    memories: list[dict[str, Any]]
+    history: list[dict[str, Any]]
+    consolidations: list[dict[str, Any]]
+    story_history: list[dict[str, Any]]
+    exchanges: list[dict[str, Any]]
+
+
+class PersonExport(UserExport):
+    """A person's export: their own key's, with what each character of its own memory keeps,
+    filed by the stored key (`<id>@<key>`)."""
+
+    characters: dict[OwnerKey, UserExport]
+
+
+async def export_user(db: Database, store: MemoryStore, user_id: OwnerKey, *, now: datetime) -> UserExport:
     sources = await memory_sources(db, user_id)
     history = await store.history(user_id, limit=_ALL)
     story = await story_history(db, user_id, None, limit=_ALL)
@@ -123,10 +164,11 @@ async def export_user(db: Database, store: MemoryStore, user_id: str, *, now: da
         "turn_log": [_turn_log(e) for e in figures],
         "memories": [_memory(m, sources) for m in await store.list(user_id)],
         "history": [_history(h) for h in history],
+        "consolidations": [_consolidation(c, sources) for c in await consolidations(db.reader, user_id)],
         "story_history": [_story_history(s) for s in story],
         "exchanges": exchanges,
     }
 
 
-def export_json(data: dict[str, Any]) -> str:
+def export_json(data: UserExport) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2)

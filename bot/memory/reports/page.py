@@ -1,4 +1,4 @@
-"""The owner's page's read-only view of the memory, handed out by the engine (`Engine.report`).
+"""The owner's page's read-only view of the memory, handed out by the engine (`Engine.operator.report`).
 
 The page reaches the data through this object only: it never opens the database or a store.
 """
@@ -9,7 +9,7 @@ from datetime import datetime
 
 from bot.clients.storage import Database
 from bot.memory.choice import TurnSelection
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey
 from bot.memory.stores import reports as report_store
 from bot.memory.stores.reports import Backlog, SetAside, TurnHeader, TurnLogEntry, UserSummary
 
@@ -38,17 +38,17 @@ class Report:
     async def bot_recent_turns(self, limit: int) -> list[TurnHeader]:
         return await report_store.bot_recent_turns(self._db, limit)
 
-    async def user_turn_log(self, user_id: str, since: datetime) -> list[TurnLogEntry]:
+    async def user_turn_log(self, user_id: OwnerKey, since: datetime) -> list[TurnLogEntry]:
         return await report_store.user_turn_log(self._db, user_id, since)
 
-    async def user_backlog(self, user_id: str) -> Backlog:
+    async def user_backlog(self, user_id: OwnerKey) -> Backlog:
         return await report_store.user_backlog(self._db, user_id)
 
-    async def user_set_aside(self, user_id: str, limit: int) -> list[SetAside]:
+    async def user_set_aside(self, user_id: OwnerKey, limit: int) -> list[SetAside]:
         return await report_store.user_set_aside(self._db, user_id, limit)
 
-    async def user_recent_turns(self, user_id: str, limit: int) -> list[TurnHeader]:
+    async def user_recent_turns(self, user_id: OwnerKey, limit: int) -> list[TurnHeader]:
         return await report_store.user_recent_turns(self._db, user_id, limit)
 
-    async def user_turn(self, user_id: str, turn_id: int) -> TurnSelection | None:
+    async def user_turn(self, user_id: OwnerKey, turn_id: int) -> TurnSelection | None:
         return await report_store.user_turn(self._db, user_id, turn_id)

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.clients.storage import Database
-from bot.memory.model import Memory
+from bot.memory.model import Memory, OwnerKey
+from bot.memory.stores.consolidations import consolidations
 from bot.memory.stores.exchanges import count_pending_reflection
-from bot.memory.stores.memories import MemoryStore, consolidations
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.stores.turn import turn_stats
 
 # A memory that was a candidate this often and never chosen is listed as never surfaced.
@@ -32,7 +33,7 @@ class MemoryStats:
     consolidated_members: int = 0
 
 
-async def memory_stats(db: Database, store: MemoryStore, user_id: str, *, cap: int, now: datetime) -> MemoryStats:
+async def memory_stats(db: Database, store: MemoryStore, user_id: OwnerKey, *, cap: int, now: datetime) -> MemoryStats:
     memories = await store.list(user_id)
     by_type: dict[str, int] = {}
     for m in memories:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from bot.clients.db import Sql
-from bot.clients.storage import Connection
+from bot.clients.storage import Connection, Sql
+from bot.memory.model import OwnerKey
 
 # The id lists travel as JSON arrays: one SQL text whatever their length (no statement
 # recompiled per candidate count, no bound-variable limit at 32 766 ids). A list of "?" is
@@ -42,7 +42,7 @@ WHERE user_id = :user_id AND id IN (SELECT jsonb_array_elements_text(:candidates
 
 async def record_turn(
     conn: Connection,
-    user_id: str,
+    user_id: OwnerKey,
     candidate_ids: Iterable[int],
     served_ids: Iterable[int],
     semantic_ids: Iterable[int],
@@ -93,7 +93,7 @@ WHERE user_id = :user_id AND id IN (SELECT jsonb_array_elements_text(:candidates
 
 
 async def count_served(
-    conn: Connection, user_id: str, served_ids: Iterable[int], semantic_ids: Iterable[int]
+    conn: Connection, user_id: OwnerKey, served_ids: Iterable[int], semantic_ids: Iterable[int]
 ) -> None:
     """The served and semantic counts of one turn: rows of the selected memories only."""
     served = _json_ids(served_ids)
@@ -102,7 +102,7 @@ async def count_served(
     await conn.execute(_COUNT_SERVED, {"user_id": user_id, "served": served, "semantic": _json_ids(semantic_ids)})
 
 
-async def count_candidates(conn: Connection, user_id: str, candidate_ids: Iterable[int], times: int) -> None:
+async def count_candidates(conn: Connection, user_id: OwnerKey, candidate_ids: Iterable[int], times: int) -> None:
     """Add `times` to times_candidate of each of the user's `candidate_ids` (gone ones: nothing)."""
     await conn.execute(_COUNT_CANDIDATES, {"user_id": user_id, "candidates": _json_ids(candidate_ids), "times": times})
 

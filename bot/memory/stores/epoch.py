@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import secrets
 
-from bot.clients.db import fetch_one
-from bot.clients.storage import Connection, Database
+from bot.clients.erasures import Erasure
+from bot.clients.storage import Connection, Database, fetch_one
+from bot.memory.model import PersonId
 
 _EPOCH = "SELECT epoch FROM user_epochs WHERE user_id = ?"
 
 
-async def begin_turn(db: Database, person: str) -> int:
+async def begin_turn(db: Database, person: PersonId) -> int:
     """The person's epoch, drawn now when they have none (their first turn, or the first after
     an erase): one read, and a write transaction only then."""
     row = await fetch_one(db.reader, _EPOCH, (person,))
     if row is not None:
-        return int(row[0])
+        return int(row["epoch"])
     async with db.write() as conn:
         # Another process may have drawn it since the read: the one stored is the one used.
         await conn.execute(
@@ -31,15 +32,19 @@ async def begin_turn(db: Database, person: str) -> int:
         )
         row = await fetch_one(conn, _EPOCH, (person,))
     assert row is not None  # written above, in this transaction
-    return int(row[0])
+    return int(row["epoch"])
 
 
-async def still_current(conn: Connection, person: str, epoch: int) -> bool:
+async def still_current(conn: Connection, person: PersonId, epoch: int) -> bool:
     """Whether no erase of the person committed since their turn read `epoch`."""
     row = await fetch_one(conn, _EPOCH, (person,))
-    return row is not None and int(row[0]) == epoch
+    return row is not None and int(row["epoch"]) == epoch
 
 
-async def end_epoch(conn: Connection, person: str) -> None:
-    """In the erase's transaction: every turn of the person under way writes nothing more."""
+async def end_epoch(conn: Connection, person: PersonId, erasure: Erasure) -> None:
+    """In the erase's transaction: every turn of the person under way writes nothing more, and
+    the erase is recorded (a hash of the person, its time: the pair its ledger line holds)."""
     await conn.execute("DELETE FROM user_epochs WHERE user_id = ?", (person,))
+    await conn.execute(
+        "INSERT OR IGNORE INTO erasures (person_hash, erased_at) VALUES (?, ?)", (erasure.person_hash, erasure.at)
+    )

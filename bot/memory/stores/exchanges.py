@@ -1,31 +1,24 @@
-"""SQLite storage of what happens to an exchange after its reply: the alternatives of a regenerate,
-settling, the edits and deletes of the user's message, where memories came from (memory_sources)
-and what each reflection changed (memory_changes, the receipts).
+"""An exchange's life in the database: saved with its message, answered, its alternatives
+(regenerate, swipe), settled, reflected, exported and erased. The edits and deletes of the user's
+message are in bot/memory/stores/edits.py, where memories came from and the receipts in
+bot/memory/stores/provenance.py.
 
-Every statement filters on user_id, except `message_owner`: a deleted message reaches the bot
-without its author, so the owner is looked up by message id first, then everything is scoped.
-Functions taking `conn` join the caller's write transaction.
-
-Over 450 lines on purpose: one module for the exchange's whole life (saved, answered, reflected,
-regenerated, edited, erased), so its user scoping is read in one place.
+Every statement filters on user_id. Functions taking `conn` join the caller's write transaction.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from bot.clients.db import fetch_all, fetch_one, from_db, inserted_id, to_db
-from bot.clients.llm_wire import Image
-from bot.clients.storage import Connection, Database
+from bot.clients.llm_wire import ChatMessage, Image
+from bot.clients.storage import Connection, Database, fetch_all, fetch_one, inserted_id, to_db
+from bot.memory.model import OwnerKey, StoryId
 from bot.memory.text import storable
-
-# How much of a turn's message /why keeps (recall writes it; an edit or a delete rewrites it).
-TURN_QUERY_CHARS = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,23 +26,19 @@ class OpenExchange:
     """An answered exchange whose reply can still be regenerated or swiped."""
 
     id: int
-    user_id: str
-    story_id: str
+    user_id: OwnerKey
+    story_id: StoryId
     reply_message_id: str | None
-    prompt: list[dict[str, Any]] | None
+    prompt: list[ChatMessage] | None
     choice: int
     replies: list[str]
-
-    @property
-    def total(self) -> int:
-        return len(self.replies)
 
 
 @dataclass(frozen=True, slots=True)
 class SettledExchange:
     id: int
-    user_id: str
-    story_id: str
+    user_id: OwnerKey
+    story_id: StoryId
     reply_message_id: str | None
 
 
@@ -75,31 +64,6 @@ def join_parts(parts: Sequence[MessagePart]) -> str:
     return f"{texts}\n{marks}" if texts and marks else texts or marks
 
 
-@dataclass(frozen=True, slots=True)
-class MessageExchange:
-    """The exchange of one front-end message, as an edit or a delete finds it: `n` is the
-    message's place among the exchange's messages."""
-
-    id: int
-    user_id: str
-    story_id: str
-    user_message: str
-    reflected: bool
-    settled: bool
-    deleted: bool
-    n: int
-    message_deleted: bool
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryChange:
-    memory_id: int
-    action: str  # added, replaced, forgotten
-    text: str
-    before: str | None
-    at: datetime
-
-
 # --- the reply and its alternatives -----------------------------------------------------------
 
 
@@ -119,10 +83,10 @@ def _decode(obj: dict[str, Any]) -> Any:
 
 async def hold_reply(
     conn: Connection,
-    user_id: str,
+    user_id: OwnerKey,
     exchange_id: int,
     reply: str,
-    prompt: Sequence[dict[str, Any]],
+    prompt: Sequence[ChatMessage],
     *,
     now: datetime,
 ) -> None:
@@ -137,14 +101,14 @@ async def hold_reply(
     )
 
 
-async def mark_settled_now(conn: Connection, user_id: str, exchange_id: int, *, now: datetime) -> None:
+async def mark_settled_now(conn: Connection, user_id: OwnerKey, exchange_id: int, *, now: datetime) -> None:
     await conn.execute(
         "UPDATE exchanges SET settled_at = ? WHERE user_id = ? AND id = ? AND settled_at IS NULL",
         (to_db(now), user_id, exchange_id),
     )
 
 
-async def open_exchange(db: Database, user_id: str, exchange_id: int) -> OpenExchange | None:
+async def open_exchange(db: Database, user_id: OwnerKey, exchange_id: int) -> OpenExchange | None:
     """The exchange if it is still open (answered, not settled, not deleted), else None."""
     row = await fetch_one(
         db.reader,
@@ -162,22 +126,22 @@ async def open_exchange(db: Database, user_id: str, exchange_id: int) -> OpenExc
     prompt = json.loads(row["prompt"], object_hook=_decode) if row["prompt"] else None
     return OpenExchange(
         row["id"], row["user_id"], row["story_id"], row["reply_message_id"], prompt,
-        int(row["reply_choice"] or 1), [r[0] for r in rows],
+        int(row["reply_choice"] or 1), [r["text"] for r in rows],
     )
 
 
 async def add_alternative(
-    conn: Connection, user_id: str, exchange_id: int, text: str, *, now: datetime
+    conn: Connection, user_id: OwnerKey, exchange_id: int, text: str, *, now: datetime
 ) -> int | None:
     """Store a new answer and show it. Its number, or None when the exchange is no longer open."""
     row = await fetch_one(
         conn,
-        "SELECT COALESCE(MAX(r.n), 0) FROM exchange_replies AS r WHERE r.user_id = ? AND r.exchange_id = ? "
+        "SELECT COALESCE(MAX(r.n), 0) AS last FROM exchange_replies AS r WHERE r.user_id = ? AND r.exchange_id = ? "
         "AND EXISTS (SELECT 1 FROM exchanges AS e WHERE e.user_id = ? AND e.id = r.exchange_id "
         "AND e.settled_at IS NULL AND e.deleted_at IS NULL)",
         (user_id, exchange_id, user_id),
     )
-    n = int(row[0]) + 1 if row is not None and row[0] else 0
+    n = int(row["last"]) + 1 if row is not None and row["last"] else 0
     if n == 0:
         return None
     await conn.execute(
@@ -188,7 +152,7 @@ async def add_alternative(
     return n
 
 
-async def choose_alternative(conn: Connection, user_id: str, exchange_id: int, n: int) -> bool:
+async def choose_alternative(conn: Connection, user_id: OwnerKey, exchange_id: int, n: int) -> bool:
     """Show (and keep) alternative n: the exchange's reply becomes its text. False when closed."""
     cur = await conn.execute(
         "UPDATE exchanges SET reply_choice = ?, reply = (SELECT r.text FROM exchange_replies AS r "
@@ -201,8 +165,8 @@ async def choose_alternative(conn: Connection, user_id: str, exchange_id: int, n
 
 
 async def set_reply_message(
-    db: Database, user_id: str, exchange_id: int, message_id: str
-) -> tuple[str, bool] | None:
+    db: Database, user_id: OwnerKey, exchange_id: int, message_id: str
+) -> tuple[StoryId, bool] | None:
     """Where the exchange's reply was posted; returns its story and whether it was reflected
     already (None: no such exchange)."""
     async with db.write() as conn:
@@ -213,14 +177,14 @@ async def set_reply_message(
         row = await fetch_one(
             conn, "SELECT story_id, reflected_at FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id)
         )
-    return (row[0], row[1] is not None) if row else None
+    return (row["story_id"], row["reflected_at"] is not None) if row else None
 
 
 # --- settling ---------------------------------------------------------------------------------
 
 
 async def settle_exchanges(
-    db: Database, user_id: str, *, now: datetime, exchange_id: int | None = None, story_id: str | None = None
+    db: Database, user_id: OwnerKey, *, now: datetime, exchange_id: int | None = None, story_id: StoryId | None = None
 ) -> list[SettledExchange]:
     """Settle this user's open exchanges (one, those of one story, or all). Returns those settled.
 
@@ -247,15 +211,15 @@ async def settle_exchanges(
     return settled
 
 
-async def users_with_open_exchanges(db: Database) -> list[str]:
+async def users_with_open_exchanges(db: Database) -> list[OwnerKey]:
     rows = await fetch_all(
         db.reader,
         "SELECT DISTINCT user_id FROM exchanges WHERE settled_at IS NULL AND reply IS NOT NULL",
     )
-    return [r[0] for r in rows]
+    return [r["user_id"] for r in rows]
 
 
-async def recent_speakers(db: Database, since: datetime, limit: int) -> list[tuple[str, str]]:
+async def recent_speakers(db: Database, since: datetime, limit: int) -> list[tuple[OwnerKey, str]]:
     """(user_id, place) of the exchanges since `since`, the most recent first, at most `limit`."""
     rows = await fetch_all(
         db.reader,
@@ -263,221 +227,13 @@ async def recent_speakers(db: Database, since: datetime, limit: int) -> list[tup
         "GROUP BY user_id, place ORDER BY MAX(id) DESC LIMIT ?",
         (to_db(since), limit),
     )
-    return [(str(r[0]), str(r[1])) for r in rows]
+    return [(OwnerKey(r["user_id"]), str(r["place"])) for r in rows]
 
 
 # --- edits and deletes of the user's message -------------------------------------------------
 
 
-async def message_owner(db: Database, message_id: str) -> str | None:
-    """Who wrote this front-end message, if it is one of an exchange (a raw delete carries no author)."""
-    row = await fetch_one(
-        db.reader, "SELECT user_id FROM exchange_messages WHERE message_id = ? LIMIT 1", (message_id,)
-    )
-    return str(row[0]) if row is not None else None
-
-
-async def message_exchange(db: Database, user_id: str, message_id: str) -> MessageExchange | None:
-    row = await fetch_one(
-        db.reader,
-        "SELECT e.id, e.user_id, e.story_id, e.user_message, e.reflected_at, e.settled_at, e.deleted_at, "
-        "m.n, m.deleted_at FROM exchange_messages AS m JOIN exchanges AS e ON e.id = m.exchange_id "
-        "WHERE m.user_id = ? AND e.user_id = ? AND m.message_id = ? ORDER BY e.id DESC LIMIT 1",
-        (user_id, user_id, message_id),
-    )
-    if row is None:
-        return None
-    return MessageExchange(
-        row[0], row[1], row[2], row[3], row[4] is not None, row[5] is not None, row[6] is not None,
-        int(row[7]), row[8] is not None,
-    )
-
-
-async def save_parts(conn: Connection, user_id: str, exchange_id: int, parts: Sequence[MessagePart]) -> None:
-    for n, part in enumerate(parts, 1):
-        await conn.execute(
-            "INSERT INTO exchange_messages (user_id, exchange_id, n, message_id, text, marks) VALUES (?, ?, ?, ?, ?, ?)",
-            (user_id, exchange_id, n, part.message_id, part.text, part.marks),
-        )
-
-
-async def parts_of(conn: Connection, user_id: str, exchange_id: int) -> list[MessagePart]:
-    """The exchange's messages still there (not deleted), in order."""
-    rows = await fetch_all(
-        conn,
-        "SELECT message_id, text, marks FROM exchange_messages WHERE user_id = ? AND exchange_id = ? "
-        "AND deleted_at IS NULL ORDER BY n",
-        (user_id, exchange_id),
-    )
-    return [MessagePart(r[0], r[1], r[2]) for r in rows]
-
-
-async def set_part_text(conn: Connection, user_id: str, exchange_id: int, n: int, text: str) -> bool:
-    """The user edited one message of the exchange. False when it is deleted or unchanged."""
-    cur = await conn.execute(
-        "UPDATE exchange_messages SET text = ? WHERE user_id = ? AND exchange_id = ? AND n = ? "
-        "AND deleted_at IS NULL AND text != ?",
-        (text, user_id, exchange_id, n, text),
-    )
-    return cur.rowcount == 1
-
-
-async def delete_part(conn: Connection, user_id: str, exchange_id: int, n: int, *, now: datetime) -> bool:
-    """The user deleted one message of the exchange: its text and marks are emptied."""
-    cur = await conn.execute(
-        "UPDATE exchange_messages SET text = '', marks = '', deleted_at = ? "
-        "WHERE user_id = ? AND exchange_id = ? AND n = ? AND deleted_at IS NULL",
-        (to_db(now), user_id, exchange_id, n),
-    )
-    return cur.rowcount == 1
-
-
-async def edit_message(conn: Connection, user_id: str, exchange_id: int, text: str) -> bool:
-    """The user edited their message. Not yet reflected: the edited text is what gets reflected.
-    Already reflected: it is pending again, as a correction of what the old text produced.
-
-    One statement, so the choice between the two is made on the row as it is at that instant
-    (SQLite and PostgreSQL evaluate every SET expression on the old row)."""
-    cur = await conn.execute(
-        "UPDATE exchanges SET user_message = ?, "
-        "edited_from = CASE WHEN reflected_at IS NOT NULL AND reply IS NOT NULL "
-        "THEN COALESCE(edited_from, user_message) ELSE edited_from END, "
-        "reflection_attempts = CASE WHEN reflected_at IS NOT NULL THEN 0 ELSE reflection_attempts END, "
-        "reflected_at = CASE WHEN reply IS NOT NULL THEN NULL ELSE reflected_at END "
-        "WHERE user_id = ? AND id = ? AND deleted_at IS NULL AND user_message != ?",
-        (text, user_id, exchange_id, text),
-    )
-    return cur.rowcount == 1
-
-
-async def exchange_text(conn: Connection, user_id: str, exchange_id: int) -> str:
-    row = await fetch_one(conn, "SELECT user_message FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id))
-    return str(row[0]) if row is not None else ""
-
-
-async def drop_message_text(conn: Connection, user_id: str, exchange_id: int, text: str) -> None:
-    """One message of a burst was deleted: the exchange keeps what the others say, forgets what
-    it was reflected from (it is reflected again from `text`) and the prompt that quoted it (no
-    regenerate any more)."""
-    await conn.execute(
-        "UPDATE exchanges SET user_message = ?, edited_from = NULL, prompt = NULL, "
-        "reflection_attempts = CASE WHEN reflected_at IS NOT NULL THEN 0 ELSE reflection_attempts END, "
-        "reflected_at = CASE WHEN reply IS NOT NULL THEN NULL ELSE reflected_at END "
-        "WHERE user_id = ? AND id = ? AND deleted_at IS NULL",
-        (text, user_id, exchange_id),
-    )
-
-
-async def rewrite_turn_query(conn: Connection, user_id: str, story_id: str, old: str, new: str) -> None:
-    """/why's log of the turn quotes the message (as recall stored it, cut at TURN_QUERY_CHARS)."""
-    if old:
-        await conn.execute(
-            "UPDATE turns SET query = ? WHERE user_id = ? AND story_id = ? AND query = ?",
-            (new[:TURN_QUERY_CHARS], user_id, story_id, old[:TURN_QUERY_CHARS]),
-        )
-
-
-async def memories_only_from(conn: Connection, user_id: str, exchange_id: int) -> list[tuple[int, bool]]:
-    """(id, pinned) of the user's live memories whose every source is this exchange."""
-    rows = await fetch_all(
-        conn,
-        "SELECT s.memory_id, m.pinned FROM memory_sources AS s JOIN memories AS m ON m.id = s.memory_id "
-        "WHERE s.user_id = ? AND m.user_id = ? AND s.exchange_id = ? "
-        "AND NOT EXISTS (SELECT 1 FROM memory_sources AS o WHERE o.user_id = ? "
-        "AND o.memory_id = s.memory_id AND o.exchange_id != ?) ORDER BY s.memory_id",
-        (user_id, user_id, exchange_id, user_id, exchange_id),
-    )
-    return [(int(r[0]), bool(r[1])) for r in rows]
-
-
-async def forget_message_text(conn: Connection, user_id: str, exchange_id: int, *, now: datetime) -> str:
-    """Empty the message's text from the exchange (and its copy in the turn log); never reflected
-    again. Returns the text that was removed."""
-    row = await fetch_one(
-        conn, "SELECT user_message, story_id FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id)
-    )
-    text = str(row[0]) if row is not None else ""
-    await conn.execute(
-        "UPDATE exchanges SET user_message = '', edited_from = NULL, prompt = NULL, deleted_at = ?, "
-        "settled_at = COALESCE(settled_at, ?), reflected_at = COALESCE(reflected_at, ?) "
-        "WHERE user_id = ? AND id = ?",
-        (to_db(now), to_db(now), to_db(now), user_id, exchange_id),
-    )
-    await conn.execute(
-        "UPDATE exchange_messages SET text = '', marks = '', deleted_at = COALESCE(deleted_at, ?) "
-        "WHERE user_id = ? AND exchange_id = ?",
-        (to_db(now), user_id, exchange_id),
-    )
-    if row is not None:
-        await rewrite_turn_query(conn, user_id, row[1], text, "")
-    return text
-
-
 # --- provenance and receipts ------------------------------------------------------------------
-
-
-async def add_sources(conn: Connection, user_id: str, memory_id: int, exchange_ids: Iterable[int]) -> None:
-    for exchange_id in exchange_ids:
-        await conn.execute(
-            "INSERT OR IGNORE INTO memory_sources (memory_id, exchange_id, user_id) VALUES (?, ?, ?)",
-            (memory_id, exchange_id, user_id),
-        )
-
-
-async def copy_sources(conn: Connection, user_id: str, from_ids: Iterable[int], to_id: int) -> None:
-    """Memory `to_id` comes from every exchange the memories `from_ids` came from."""
-    for memory_id in from_ids:
-        rows = await fetch_all(
-            conn, "SELECT exchange_id FROM memory_sources WHERE user_id = ? AND memory_id = ?", (user_id, memory_id)
-        )
-        await add_sources(conn, user_id, to_id, [int(r[0]) for r in rows])
-
-
-async def sources_of(db: Database, user_id: str, memory_id: int) -> list[int]:
-    rows = await fetch_all(
-        db.reader,
-        "SELECT exchange_id FROM memory_sources WHERE user_id = ? AND memory_id = ? ORDER BY exchange_id",
-        (user_id, memory_id),
-    )
-    return [int(r[0]) for r in rows]
-
-
-async def produced_by(db: Database, user_id: str, exchange_id: int) -> list[int]:
-    """Ids of the memories this exchange is a source of."""
-    rows = await fetch_all(
-        db.reader,
-        "SELECT memory_id FROM memory_sources WHERE user_id = ? AND exchange_id = ? ORDER BY memory_id",
-        (user_id, exchange_id),
-    )
-    return [int(r[0]) for r in rows]
-
-
-async def record_change(
-    conn: Connection,
-    user_id: str,
-    exchange_id: int,
-    memory_id: int,
-    action: str,
-    text: str,
-    before: str | None,
-    *,
-    now: datetime,
-) -> None:
-    await conn.execute(
-        "INSERT INTO memory_changes (user_id, exchange_id, memory_id, action, text, before, at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (user_id, exchange_id, memory_id, action, text, before, to_db(now)),
-    )
-
-
-async def changes_of(db: Database, user_id: str, exchange_id: int) -> list[MemoryChange]:
-    rows = await fetch_all(
-        db.reader,
-        "SELECT memory_id, action, text, before, at FROM memory_changes WHERE user_id = ? AND exchange_id = ? "
-        "ORDER BY id",
-        (user_id, exchange_id),
-    )
-    return [MemoryChange(int(r[0]), r[1], r[2], r[3], from_db(r[4])) for r in rows]  # type: ignore[arg-type]
 
 
 # One literal statement per table: SQL text is never assembled from strings.
@@ -494,39 +250,30 @@ _ERASE_USER: Sequence[str] = (
 )
 
 
-async def erase_user_exchange_data(conn: Connection, user_id: str) -> None:
+async def erase_user_exchange_data(conn: Connection, user_id: OwnerKey) -> None:
     for statement in _ERASE_USER:
         await conn.execute(statement, (user_id,))
 
 
-async def export_exchanges(db: Database, user_id: str) -> list[dict[str, Any]]:
+async def export_exchanges(db: Database, user_id: OwnerKey) -> list[dict[str, Any]]:
     """For the data export: the user's exchanges, each with its answers in order."""
     answers: dict[int, list[str]] = {}
     for row in await fetch_all(
         db.reader, "SELECT exchange_id, text FROM exchange_replies WHERE user_id = ? ORDER BY exchange_id, n", (user_id,)
     ):
-        answers.setdefault(int(row[0]), []).append(row[1])
+        answers.setdefault(int(row["exchange_id"]), []).append(row["text"])
     rows = await fetch_all(
         db.reader,
         "SELECT id, story_id, user_message, reply, created_at FROM exchanges WHERE user_id = ? ORDER BY id",
         (user_id,),
     )
     return [
-        {"id": r[0], "story_id": r[1], "message": r[2], "reply": r[3], "answers": answers.get(r[0], []), "at": r[4]}
+        {
+            "id": r["id"], "story_id": r["story_id"], "message": r["user_message"], "reply": r["reply"],
+            "answers": answers.get(r["id"], []), "at": r["created_at"],
+        }
         for r in rows
     ]
-
-
-async def memory_sources(db: Database, user_id: str) -> dict[int, list[int]]:
-    """For the data export: each memory's source exchanges."""
-    sources: dict[int, list[int]] = {}
-    for row in await fetch_all(
-        db.reader,
-        "SELECT memory_id, exchange_id FROM memory_sources WHERE user_id = ? ORDER BY memory_id, exchange_id",
-        (user_id,),
-    ):
-        sources.setdefault(int(row[0]), []).append(int(row[1]))
-    return sources
 
 
 # --- the turn's exchange and its reflection --------------------------------------------------
@@ -537,9 +284,9 @@ class PendingExchange:
     """An answered, settled exchange waiting for its reflection."""
 
     id: int
-    user_id: str
+    user_id: OwnerKey
     user_name: str
-    story_id: str
+    story_id: StoryId
     place: str
     message_id: str | None
     user_message: str
@@ -551,10 +298,10 @@ class PendingExchange:
 
 async def save_exchange(
     conn: Connection,
-    user_id: str,
+    user_id: OwnerKey,
     *,
     user_name: str,
-    story_id: str,
+    story_id: StoryId,
     place: str,
     message_id: str | None,
     text: str,
@@ -570,22 +317,22 @@ async def save_exchange(
     return exchange_id
 
 
-async def set_reply(conn: Connection, user_id: str, exchange_id: int, reply: str, *, now: datetime) -> None:
+async def set_reply(conn: Connection, user_id: OwnerKey, exchange_id: int, reply: str, *, now: datetime) -> None:
     await conn.execute(
         "UPDATE exchanges SET reply = ?, answered_at = ? WHERE user_id = ? AND id = ?",
         (reply, to_db(now), user_id, exchange_id),
     )
 
 
-async def reply_message_of(db: Database, user_id: str, exchange_id: int) -> str | None:
+async def reply_message_of(db: Database, user_id: OwnerKey, exchange_id: int) -> str | None:
     """The front end's id of the message holding the exchange's reply, once it was sent."""
     row = await fetch_one(
         db.reader, "SELECT reply_message_id FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id)
     )
-    return row[0] if row else None
+    return row["reply_message_id"] if row else None
 
 
-async def exchange_failed(db: Database, user_id: str, exchange_id: int, error: str) -> None:
+async def exchange_failed(db: Database, user_id: OwnerKey, exchange_id: int, error: str) -> None:
     async with db.write() as conn:
         await conn.execute(
             "UPDATE exchanges SET last_error = ? WHERE user_id = ? AND id = ?",
@@ -593,37 +340,40 @@ async def exchange_failed(db: Database, user_id: str, exchange_id: int, error: s
         )
 
 
-async def users_pending_reflection(db: Database) -> list[str]:
+async def users_pending_reflection(db: Database) -> list[OwnerKey]:
     rows = await fetch_all(
         db.reader,
         "SELECT DISTINCT user_id FROM exchanges WHERE reflected_at IS NULL AND reply IS NOT NULL",
     )
-    return [r[0] for r in rows]
+    return [r["user_id"] for r in rows]
 
 
-async def count_pending_reflection(db: Database, user_id: str) -> int:
+async def count_pending_reflection(db: Database, user_id: OwnerKey) -> int:
     row = await fetch_one(
         db.reader,
-        "SELECT COUNT(*) FROM exchanges WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL",
+        "SELECT COUNT(*) AS pending FROM exchanges WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL",
         (user_id,),
     )
-    return int(row[0]) if row else 0
+    return int(row["pending"]) if row else 0
 
 
-async def pending_exchanges(db: Database, user_id: str, limit: int) -> list[PendingExchange]:
+_PENDING_FIELDS = tuple(f.name for f in fields(PendingExchange))
+
+
+async def pending_exchanges(db: Database, user_id: OwnerKey, limit: int) -> list[PendingExchange]:
     """The user's oldest answered, settled and unreflected exchanges."""
     rows = await fetch_all(
         db.reader,
         "SELECT id, user_id, user_name, story_id, place, message_id, user_message, reply, "
-        "reflection_attempts, edited_from, reply_message_id FROM exchanges "
+        "reflection_attempts AS attempts, edited_from, reply_message_id FROM exchanges "
         "WHERE user_id = ? AND reflected_at IS NULL AND reply IS NOT NULL AND settled_at IS NOT NULL "
         "ORDER BY id LIMIT ?",
         (user_id, limit),
     )
-    return [PendingExchange(*row) for row in rows]
+    return [PendingExchange(**{name: row[name] for name in _PENDING_FIELDS}) for row in rows]
 
 
-async def mark_reflected(conn: Connection, user_id: str, exchange: PendingExchange, *, now: datetime) -> int:
+async def mark_reflected(conn: Connection, user_id: OwnerKey, exchange: PendingExchange, *, now: datetime) -> int:
     """1 when marked; 0 when the exchange is gone, already reflected, or its text was edited
     since it was read (it is then pending again)."""
     cur = await conn.execute(
@@ -635,7 +385,7 @@ async def mark_reflected(conn: Connection, user_id: str, exchange: PendingExchan
 
 
 async def reflection_attempt_failed(
-    conn: Connection, user_id: str, exchange_id: int, *, attempts: int, error: str, set_aside_at: datetime | None
+    conn: Connection, user_id: OwnerKey, exchange_id: int, *, attempts: int, error: str, set_aside_at: datetime | None
 ) -> None:
     """Count a failed attempt; with `set_aside_at`, the exchange is no longer pending."""
     await conn.execute(

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.clients.db import fetch_all, fetch_one
 from bot.clients.postgres import PostgresDatabase
-from bot.clients.storage import Database, Row
+from bot.clients.storage import Database, Row, fetch_all, fetch_one
+from bot.errors import MoveRefused
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,9 @@ TABLES: dict[str, tuple[tuple[str, ...], str]] = {
         ("id", "user_id", "exchange_id", "memory_id", "action", "text", "before", "at"),
         "id",
     ),
+    "consolidations": (("memory_id", "user_id", "at", "undone_at", "undone_by"), "memory_id"),
+    "consolidation_members": (("memory_id", "member_id", "user_id", "history_id"), "memory_id, member_id"),
+    "erasures": (("person_hash", "erased_at"), "person_hash, erased_at"),
 }
 # Statements per table, assembled once from the constants above.
 _SELECT_CHUNK = {
@@ -96,13 +99,9 @@ _EMPTY = {t: "DELETE FROM " + t for t in TABLES}
 # Tables whose identity must continue past every id SQLite ever gave (AUTOINCREMENT never
 # reuses one, even after a delete): sqlite_sequence knows those.
 _IDENTITIES = {t: "SELECT setval(pg_get_serial_sequence('" + t + "', 'id'), ?, ?)" for t, (cols, _) in TABLES.items() if cols[0] == "id"}
-_MAX_ID = {t: "SELECT COALESCE(MAX(id), 0) FROM " + t for t in _IDENTITIES}
+_MAX_ID = {t: "SELECT COALESCE(MAX(id), 0) AS highest FROM " + t for t in _IDENTITIES}
 # Floats and ints by column type on the PostgreSQL side: SQLite hands back what it stored.
 _FLOATS = frozenset({("memories", "confidence"), ("memory_history", "confidence"), ("story_state", "value")})
-
-
-class MoveRefused(Exception):
-    """The target holds other data than the source: nothing was changed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +141,7 @@ async def _checksum(db: Database | PostgresDatabase, table: str) -> tuple[int, s
 
 async def _sqlite_sequences(source: Database) -> dict[str, int]:
     rows = await fetch_all(source.reader, "SELECT name, seq FROM sqlite_sequence")
-    return {str(r[0]): int(r[1]) for r in rows}
+    return {str(r["name"]): int(r["seq"]) for r in rows}
 
 
 async def move(source: Database, target: PostgresDatabase, *, replace: bool = False) -> list[TableReport]:
@@ -173,7 +172,7 @@ async def move(source: Database, target: PostgresDatabase, *, replace: bool = Fa
                 await conn.raw.copy_records_to_table(table, records=records, columns=list(columns))
         for table, statement in _IDENTITIES.items():
             row = await fetch_one(conn, _MAX_ID[table])
-            highest = max(int(row[0]) if row else 0, sequences.get(table, 0))
+            highest = max(int(row["highest"]) if row else 0, sequences.get(table, 0))
             # setval(…, 1, false): the next id is 1; setval(…, n, true): the next is n + 1.
             await conn.execute(statement, (max(highest, 1), highest > 0))
     reports: list[TableReport] = []

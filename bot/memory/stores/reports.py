@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.clients.db import fetch_all, fetch_one, from_db, to_db
-from bot.clients.storage import Database, Row
-from bot.memory.choice import TurnSelection
-from bot.memory.model import Memory
-from bot.memory.stores.memories import MEMORY_COLUMNS, row_to_memory
+from bot.clients.storage import Database, Row, fetch_all, fetch_one, from_db, to_db
+from bot.memory.choice import TurnOutcome, TurnSelection
+from bot.memory.model import Memory, OwnerKey, StoryId
+from bot.memory.stores.memories import MEMORY_COLUMNS, memory_row, row_to_memory
 from bot.memory.stores.turn import turn_from_row
 
 _TURN_LOG_COLUMNS = (
@@ -41,9 +40,9 @@ _NEVER_SURFACED = (
 
 @dataclass(frozen=True, slots=True)
 class TurnLogEntry:
-    user_id: str
-    story_id: str
-    outcome: str
+    user_id: OwnerKey
+    story_id: StoryId
+    outcome: TurnOutcome
     memory_ms: int | None
     reply_ms: int | None
     prompt_tokens: int | None
@@ -55,7 +54,7 @@ class TurnLogEntry:
 
 @dataclass(frozen=True, slots=True)
 class UserSummary:
-    user_id: str
+    user_id: OwnerKey
     turns: int
     degraded: int
     failed: int
@@ -66,9 +65,9 @@ class UserSummary:
 
 @dataclass(frozen=True, slots=True)
 class TurnHeader:
-    user_id: str
+    user_id: OwnerKey
     turn_id: int
-    story_id: str
+    story_id: StoryId
     query: str
     degraded: bool
     created_at: datetime
@@ -93,23 +92,25 @@ class SetAside:
 
 def _log_entry(row: Row) -> TurnLogEntry:
     return TurnLogEntry(
-        user_id=row[0],
-        story_id=row[1],
-        outcome=row[2],
-        memory_ms=row[3],
-        reply_ms=row[4],
-        prompt_tokens=row[5],
-        completion_tokens=row[6],
-        context_tokens=row[7],
-        context_full=bool(row[8]),
-        created_at=from_db(row[9]),  # type: ignore[arg-type]
+        user_id=row["user_id"],
+        story_id=row["story_id"],
+        outcome=row["outcome"],
+        memory_ms=row["memory_ms"],
+        reply_ms=row["reply_ms"],
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        context_tokens=row["context_tokens"],
+        context_full=bool(row["context_full"]),
+        created_at=from_db(row["created_at"]),
     )
 
 
 def _header(row: Row) -> TurnHeader:
-    detail = json.loads(row[6])
+    detail = json.loads(row["detail"])
     names = (str(detail.get("user_name") or ""), str(detail.get("story_name") or "")) if isinstance(detail, dict) else ("", "")
-    return TurnHeader(row[0], row[1], row[2], row[3], bool(row[4]), from_db(row[5]), *names)  # type: ignore[arg-type]
+    return TurnHeader(
+        row["user_id"], row["id"], row["story_id"], row["query"], bool(row["degraded"]), from_db(row["created_at"]), *names
+    )
 
 
 # --- the whole bot ---------------------------------------------------------------------------
@@ -124,14 +125,15 @@ async def user_summaries(db: Database) -> list[UserSummary]:
     """Every user the bot holds something about, most recently seen first."""
     turns = await fetch_all(
         db.reader,
-        "SELECT user_id, COUNT(*), SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END), SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END), MAX(created_at) "
+        "SELECT user_id, COUNT(*) AS turns, SUM(CASE WHEN outcome = 'degraded' THEN 1 ELSE 0 END) AS degraded, "
+        "SUM(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END) AS failed, MAX(created_at) AS last "
         "FROM turn_log GROUP BY user_id",
     )
     memories = await fetch_all(
-        db.reader, "SELECT user_id, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY user_id"
+        db.reader, "SELECT user_id, COUNT(*) AS memories FROM memories WHERE type != 'rule' GROUP BY user_id"
     )
     # Users who talked before turns were logged, or whose turns all failed to be recorded.
-    exchanges = await fetch_all(db.reader, "SELECT user_id, MAX(created_at) FROM exchanges GROUP BY user_id")
+    exchanges = await fetch_all(db.reader, "SELECT user_id, MAX(created_at) AS last FROM exchanges GROUP BY user_id")
     # Each person's display name in their last message: the page shows names, not only ids.
     names = await fetch_all(
         db.reader,
@@ -139,19 +141,19 @@ async def user_summaries(db: Database) -> list[UserSummary]:
         "JOIN (SELECT user_id, MAX(id) AS id FROM exchanges GROUP BY user_id) last ON e.id = last.id",
     )
     by_user: dict[str, dict[str, Any]] = {}
-    for user_id, last in exchanges:
-        by_user.setdefault(user_id, {})["last"] = last
-    for user_id, name in names:
-        by_user.setdefault(user_id, {})["name"] = name or ""
-    for user_id, count, degraded, failed, last in turns:
-        entry = by_user.setdefault(user_id, {})
-        entry.update(turns=count, degraded=degraded or 0, failed=failed or 0)
-        entry["last"] = max(filter(None, (entry.get("last"), last)), default=None)
-    for user_id, count in memories:
-        by_user.setdefault(user_id, {})["memories"] = count
+    for row in exchanges:
+        by_user.setdefault(row["user_id"], {})["last"] = row["last"]
+    for row in names:
+        by_user.setdefault(row["user_id"], {})["name"] = row["user_name"] or ""
+    for row in turns:
+        entry = by_user.setdefault(row["user_id"], {})
+        entry.update(turns=row["turns"], degraded=row["degraded"] or 0, failed=row["failed"] or 0)
+        entry["last"] = max(filter(None, (entry.get("last"), row["last"])), default=None)
+    for row in memories:
+        by_user.setdefault(row["user_id"], {})["memories"] = row["memories"]
     summaries = [
         UserSummary(
-            user_id=user_id,
+            user_id=OwnerKey(user_id),
             turns=int(v.get("turns", 0)),
             degraded=int(v.get("degraded", 0)),
             failed=int(v.get("failed", 0)),
@@ -166,24 +168,24 @@ async def user_summaries(db: Database) -> list[UserSummary]:
 
 async def bot_memory_types(db: Database) -> dict[str, int]:
     rows = await fetch_all(
-        db.reader, "SELECT type, COUNT(*) FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type"
+        db.reader, "SELECT type, COUNT(*) AS held FROM memories WHERE type != 'rule' GROUP BY type ORDER BY type"
     )
-    return {r[0]: int(r[1]) for r in rows}
+    return {r["type"]: int(r["held"]) for r in rows}
 
 
 async def bot_backlog(db: Database) -> Backlog:
     row = await fetch_one(
         db.reader,
-        "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL), "
-        "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) FROM exchanges",
+        "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL) AS pending, "
+        "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) AS set_aside FROM exchanges",
     )
-    return Backlog(int(row[0]), int(row[1])) if row else Backlog(0, 0)
+    return Backlog(int(row["pending"]), int(row["set_aside"])) if row else Backlog(0, 0)
 
 
 async def bot_never_surfaced(db: Database, min_candidate: int, limit: int) -> list[Memory]:
     """Memories of any user that were candidates often and never chosen, most often first."""
     rows = await fetch_all(db.reader, _NEVER_SURFACED, (min_candidate, limit))
-    return [row_to_memory(r) for r in rows]
+    return [row_to_memory(memory_row(r)) for r in rows]
 
 
 async def bot_recent_turns(db: Database, limit: int) -> list[TurnHeader]:
@@ -199,35 +201,35 @@ async def bot_recent_turns(db: Database, limit: int) -> list[TurnHeader]:
 
 
 async def user_turn_log(
-    db: Database, user_id: str, since: datetime, limit: int = MAX_LOG_ROWS
+    db: Database, user_id: OwnerKey, since: datetime, limit: int = MAX_LOG_ROWS
 ) -> list[TurnLogEntry]:
     # A negative limit is no limit, as SQLite reads it; PostgreSQL refuses one, so it is spelt out.
     rows = await fetch_all(db.reader, _USER_TURN_LOG, (user_id, to_db(since), limit if limit >= 0 else 2**63 - 1))
     return [_log_entry(r) for r in rows]
 
 
-async def user_backlog(db: Database, user_id: str) -> Backlog:
+async def user_backlog(db: Database, user_id: OwnerKey) -> Backlog:
     row = await fetch_one(
         db.reader,
-        "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL), "
-        "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) FROM exchanges "
+        "SELECT COUNT(*) FILTER (WHERE reflected_at IS NULL AND reply IS NOT NULL) AS pending, "
+        "COUNT(*) FILTER (WHERE reflected_at IS NOT NULL AND last_error IS NOT NULL) AS set_aside FROM exchanges "
         "WHERE user_id = ?",
         (user_id,),
     )
-    return Backlog(int(row[0]), int(row[1])) if row else Backlog(0, 0)
+    return Backlog(int(row["pending"]), int(row["set_aside"])) if row else Backlog(0, 0)
 
 
-async def user_set_aside(db: Database, user_id: str, limit: int) -> list[SetAside]:
+async def user_set_aside(db: Database, user_id: OwnerKey, limit: int) -> list[SetAside]:
     rows = await fetch_all(
         db.reader,
         "SELECT id, created_at, reflection_attempts, last_error FROM exchanges "
         "WHERE user_id = ? AND reflected_at IS NOT NULL AND last_error IS NOT NULL ORDER BY id DESC LIMIT ?",
         (user_id, limit),
     )
-    return [SetAside(r[0], from_db(r[1]), int(r[2]), r[3]) for r in rows]  # type: ignore[arg-type]
+    return [SetAside(r["id"], from_db(r["created_at"]), int(r["reflection_attempts"]), r["last_error"]) for r in rows]
 
 
-async def user_recent_turns(db: Database, user_id: str, limit: int) -> list[TurnHeader]:
+async def user_recent_turns(db: Database, user_id: OwnerKey, limit: int) -> list[TurnHeader]:
     rows = await fetch_all(
         db.reader,
         "SELECT user_id, id, story_id, query, degraded, created_at, detail FROM turns WHERE user_id = ? "
@@ -237,7 +239,7 @@ async def user_recent_turns(db: Database, user_id: str, limit: int) -> list[Turn
     return [_header(r) for r in rows]
 
 
-async def user_turn(db: Database, user_id: str, turn_id: int) -> TurnSelection | None:
+async def user_turn(db: Database, user_id: OwnerKey, turn_id: int) -> TurnSelection | None:
     row = await fetch_one(
         db.reader,
         "SELECT story_id, id, query, degraded, detail, created_at FROM turns WHERE user_id = ? AND id = ?",
@@ -245,10 +247,12 @@ async def user_turn(db: Database, user_id: str, turn_id: int) -> TurnSelection |
     )
     if row is None:
         return None
-    return turn_from_row(user_id, row[0], row[1], row[2], row[3], row[4], row[5])
+    return turn_from_row(
+        user_id, row["story_id"], row["id"], row["query"], row["degraded"], row["detail"], row["created_at"]
+    )
 
 
-async def export_turns(db: Database, user_id: str) -> list[dict[str, Any]]:
+async def export_turns(db: Database, user_id: OwnerKey) -> list[dict[str, Any]]:
     """For the data export: every turn kept for /why, with its whole selection."""
     rows = await fetch_all(
         db.reader,
@@ -256,6 +260,9 @@ async def export_turns(db: Database, user_id: str) -> list[dict[str, Any]]:
         (user_id,),
     )
     return [
-        {"story_id": r[0], "message": r[1], "degraded": bool(r[2]), "selection": json.loads(r[3]), "at": r[4]}
+        {
+            "story_id": r["story_id"], "message": r["query"], "degraded": bool(r["degraded"]),
+            "selection": json.loads(r["detail"]), "at": r["created_at"],
+        }
         for r in rows
     ]

@@ -5,16 +5,16 @@ Every statement filters on user_id. Functions taking `conn` join the caller's wr
 
 from __future__ import annotations
 
-from bot.clients.db import fetch_one
-from bot.clients.storage import Connection, Database
+from bot.clients.storage import Connection, Database, fetch_one
+from bot.memory.model import OwnerKey
 
 
-async def sharing(db: Database, user_id: str) -> bool:
+async def sharing(db: Database, user_id: OwnerKey) -> bool:
     row = await fetch_one(db.reader, "SELECT share_memories FROM user_settings WHERE user_id = ?", (user_id,))
-    return bool(row and row[0])
+    return bool(row and row["share_memories"])
 
 
-async def set_sharing(db: Database, user_id: str, share: bool) -> None:
+async def set_sharing(db: Database, user_id: OwnerKey, share: bool) -> None:
     async with db.write() as conn:
         await conn.execute(
             "INSERT INTO user_settings (user_id, share_memories) VALUES (?, ?) "
@@ -23,5 +23,5 @@ async def set_sharing(db: Database, user_id: str, share: bool) -> None:
         )
 
 
-async def erase_user_settings(conn: Connection, user_id: str) -> None:
+async def erase_user_settings(conn: Connection, user_id: OwnerKey) -> None:
     await conn.execute("DELETE FROM user_settings WHERE user_id = ?", (user_id,))

@@ -10,61 +10,34 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.clients.db import Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
-from bot.clients.storage import Connection, Database
-from bot.memory.story.plans import (
-    Anchor,
-    AnchorPlan,
-    Position,
-    PositionPlan,
-    StoryState,
-    plan_anchor_changes,
-    plan_positions,
-    plan_summary,
-    subject_key,
-)
+from bot.clients.storage import Connection, Database, Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
+from bot.memory.model import Cause, OwnerKey, StoryId, StoryOperation
+from bot.memory.story.plans import Anchor, AnchorPlan, Position, StoryState, plan_anchor_changes, plan_summary
+from bot.memory.story.positions import PositionPlan, plan_positions, subject_key
+from bot.memory.story.report import StoryReport
 from bot.memory.story.state import StatePlan, StateSpec, apply_state_deltas, is_finite_number
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class StoryReport:
-    """What one reflection changed in a story, and what it was refused."""
-
-    summary_replaced: bool
-    anchors: AnchorPlan
-    added_anchor_ids: list[int]
-    positions: PositionPlan
-    inserted_position_ids: list[int]
-    state: StatePlan
-    notes: list[str] = field(default_factory=list)
-
-
 @dataclass(frozen=True, slots=True)
 class StoryHistoryEntry:
     id: int
-    user_id: str
-    story_id: str
-    operation: str
+    user_id: OwnerKey
+    story_id: StoryId
+    operation: StoryOperation
     item_id: int | None
     payload: dict[str, Any]
     reason: str | None
-    cause: str
+    cause: Cause
     at: datetime
 
 
-def _dt(value: str) -> datetime:
-    parsed = from_db(value)
-    assert parsed is not None  # NOT NULL columns
-    return parsed
-
-
-async def _load(conn: Connection, user_id: str, story_id: str) -> StoryState:
+async def _load(conn: Connection, user_id: OwnerKey, story_id: StoryId) -> StoryState:
     state = StoryState()
     row = await fetch_one(
         conn,
@@ -72,14 +45,14 @@ async def _load(conn: Connection, user_id: str, story_id: str) -> StoryState:
         (user_id, story_id),
     )
     if row is not None:
-        state.summary, state.summary_updated_at = row["summary"], _dt(row["updated_at"])
+        state.summary, state.summary_updated_at = row["summary"], from_db(row["updated_at"])
     rows = await fetch_all(
         conn,
         "SELECT id, text, created_at FROM story_anchors WHERE user_id = ? AND story_id = ?"
         " ORDER BY id",
         (user_id, story_id),
     )
-    state.anchors = [Anchor(r["id"], r["text"], _dt(r["created_at"])) for r in rows]
+    state.anchors = [Anchor(r["id"], r["text"], from_db(r["created_at"])) for r in rows]
     rows = await fetch_all(
         conn,
         "SELECT id, subject, stance, justification, created_at, updated_at FROM story_positions"
@@ -89,7 +62,7 @@ async def _load(conn: Connection, user_id: str, story_id: str) -> StoryState:
     state.positions = [
         Position(
             r["id"], r["subject"], r["stance"], r["justification"],
-            _dt(r["created_at"]), _dt(r["updated_at"]),
+            from_db(r["created_at"]), from_db(r["updated_at"]),
         )
         for r in rows
     ]
@@ -103,12 +76,12 @@ async def _load(conn: Connection, user_id: str, story_id: str) -> StoryState:
     return state
 
 
-async def load_story(db: Database, user_id: str, story_id: str) -> StoryState:
+async def load_story(db: Database, user_id: OwnerKey, story_id: StoryId) -> StoryState:
     """Everything stored for this user in this story (empty StoryState when nothing is)."""
     return await _load(db.reader, user_id, story_id)
 
 
-async def user_story_ids(db: Database, user_id: str) -> list[str]:
+async def user_story_ids(db: Database, user_id: OwnerKey) -> list[StoryId]:
     """Every story in which something is stored for this user (for the data export)."""
     rows = await fetch_all(
         db.reader,
@@ -119,18 +92,18 @@ async def user_story_ids(db: Database, user_id: str) -> list[str]:
         " ORDER BY story_id",
         (user_id, user_id, user_id, user_id),
     )
-    return [r[0] for r in rows]
+    return [r["story_id"] for r in rows]
 
 
 async def _archive(
     conn: Connection,
-    user_id: str,
-    story_id: str,
-    operation: str,
+    user_id: OwnerKey,
+    story_id: StoryId,
+    operation: StoryOperation,
     item_id: int | None,
     payload: Mapping[str, Any],
     reason: str | None,
-    cause: str,
+    cause: Cause,
     now: datetime,
 ) -> None:
     await conn.execute(
@@ -139,7 +112,7 @@ async def _archive(
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
             user_id, story_id, operation, item_id,
-            json.dumps(dict(payload), ensure_ascii=False), reason, cause, to_db(now),
+            json.dumps(dict(payload), ensure_ascii=False), reason, cause.stored(), to_db(now),
         ),
     )
 
@@ -156,8 +129,8 @@ def _position_payload(p: Position) -> dict[str, Any]:
 
 async def apply_story_reflection(
     conn: Connection,
-    user_id: str,
-    story_id: str,
+    user_id: OwnerKey,
+    story_id: StoryId,
     *,
     summary: str | None,
     anchor_add: Iterable[str] | None,
@@ -165,7 +138,7 @@ async def apply_story_reflection(
     positions: Iterable[Any] | None,
     state_deltas: Mapping[str, Any] | None,
     specs: Mapping[str, StateSpec],
-    cause: str,
+    cause: Cause,
     now: datetime,
 ) -> StoryReport:
     """Apply one reflection's story proposals inside the caller's write transaction.
@@ -208,7 +181,7 @@ async def apply_story_reflection(
 
 
 async def _write_summary(
-    conn: Connection, user_id: str, story_id: str, current: StoryState, text: str, *, cause: str, now: datetime
+    conn: Connection, user_id: OwnerKey, story_id: StoryId, current: StoryState, text: str, *, cause: Cause, now: datetime
 ) -> None:
     if current.summary is not None:
         await _archive(
@@ -226,7 +199,7 @@ async def _write_summary(
 
 
 async def _write_anchors(
-    conn: Connection, user_id: str, story_id: str, plan: AnchorPlan, *, cause: str, now: datetime
+    conn: Connection, user_id: OwnerKey, story_id: StoryId, plan: AnchorPlan, *, cause: Cause, now: datetime
 ) -> list[int]:
     """Removals archived then deleted, additions inserted; the new anchors' ids."""
     for removal in plan.remove:
@@ -245,14 +218,14 @@ async def _write_anchors(
             conn,
             "INSERT INTO story_anchors (user_id, story_id, text, created_at, cause)"
             " VALUES (?, ?, ?, ?, ?) RETURNING id",
-            (user_id, story_id, text, to_db(now), cause),
+            (user_id, story_id, text, to_db(now), cause.stored()),
         )
         added_ids.append(anchor_id or 0)
     return added_ids
 
 
 async def _write_positions(
-    conn: Connection, user_id: str, story_id: str, plan: PositionPlan, *, cause: str, now: datetime
+    conn: Connection, user_id: OwnerKey, story_id: StoryId, plan: PositionPlan, *, cause: Cause, now: datetime
 ) -> list[int]:
     """Evictions and updates archived first, then new positions inserted; their ids."""
     stamp = to_db(now)
@@ -295,7 +268,7 @@ async def _write_positions(
 
 
 async def _write_state(
-    conn: Connection, user_id: str, story_id: str, plan: StatePlan, *, cause: str, now: datetime
+    conn: Connection, user_id: OwnerKey, story_id: StoryId, plan: StatePlan, *, cause: Cause, now: datetime
 ) -> None:
     for change in plan.changes:
         await _archive(
@@ -331,11 +304,11 @@ _STORY_HISTORY = Sql(
 
 async def story_history(
     db: Database,
-    user_id: str,
-    story_id: str | None = None,
+    user_id: OwnerKey,
+    story_id: StoryId | None = None,
     *,
     limit: int = 50,
-    operations: Sequence[str] | None = None,
+    operations: Sequence[StoryOperation] | None = None,
 ) -> list[StoryHistoryEntry]:
     """This user's story history, newest first; all stories when story_id is None.
 
@@ -351,7 +324,7 @@ async def story_history(
     return [
         StoryHistoryEntry(
             r["id"], r["user_id"], r["story_id"], r["operation"], r["item_id"],
-            json.loads(r["payload"]), r["reason"], r["cause"], _dt(r["at"]),
+            json.loads(r["payload"]), r["reason"], Cause.from_stored(r["cause"]), from_db(r["at"]),
         )
         for r in rows
     ]
@@ -367,7 +340,7 @@ _ERASE_USER: Sequence[str] = (
 )
 
 
-async def erase_user_story_data(conn: Connection, user_id: str) -> int:
+async def erase_user_story_data(conn: Connection, user_id: OwnerKey) -> int:
     """Delete every story row of this user, history included. Returns the number of rows."""
     total = 0
     for statement in _ERASE_USER:

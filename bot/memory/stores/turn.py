@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 
-from bot.clients.db import fetch_one, from_db, inserted_id, to_db
-from bot.clients.storage import Connection, Database
+from bot.clients.storage import Connection, Database, fetch_all, fetch_one, from_db, inserted_id, to_db
 from bot.memory.choice import Slot, TurnFigures, TurnSelection
-from bot.memory.model import utcnow
-from bot.memory.stores.exchanges import TURN_QUERY_CHARS
+from bot.memory.model import OwnerKey, StoryId, utcnow
+
+# How much of a turn's message /why keeps (recall writes it; an edit or a delete rewrites it).
+TURN_QUERY_CHARS = 2000
 
 
 async def save_turn(conn: Connection, selection: TurnSelection, *, keep: int) -> int:
@@ -70,7 +71,7 @@ async def save_turn(conn: Connection, selection: TurnSelection, *, keep: int) ->
     return turn_id
 
 
-async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection | None:
+async def last_turn(db: Database, user_id: OwnerKey, story_id: StoryId) -> TurnSelection | None:
     """The user's last recorded turn in this story, for /why (survives restarts)."""
     row = await fetch_one(
         db.reader,
@@ -80,11 +81,11 @@ async def last_turn(db: Database, user_id: str, story_id: str) -> TurnSelection 
     )
     if row is None:
         return None
-    return turn_from_row(user_id, story_id, row[0], row[1], row[2], row[3], row[4])
+    return turn_from_row(user_id, story_id, row["id"], row["query"], row["degraded"], row["detail"], row["created_at"])
 
 
 def turn_from_row(
-    user_id: str, story_id: str, turn_id: int, query: str, degraded: int, detail_json: str, created_at: str
+    user_id: OwnerKey, story_id: StoryId, turn_id: int, query: str, degraded: int, detail_json: str, created_at: str
 ) -> TurnSelection:
     """A recorded turn, as `record` stored it (turns recorded before figures existed get none)."""
     detail = json.loads(detail_json)
@@ -107,7 +108,26 @@ def turn_from_row(
     )
 
 
-async def turn_stats(db: Database, user_id: str) -> tuple[int, int]:
+async def turn_stats(db: Database, user_id: OwnerKey) -> tuple[int, int]:
     """(turns, degraded turns) of one user, persisted across restarts."""
     row = await fetch_one(db.reader, "SELECT turns, degraded_turns FROM turn_stats WHERE user_id = ?", (user_id,))
-    return (int(row[0]), int(row[1])) if row else (0, 0)
+    return (int(row["turns"]), int(row["degraded_turns"])) if row else (0, 0)
+
+
+async def withdraw_from_turns(conn: Connection, user_id: OwnerKey, memory_ids: list[int]) -> None:
+    """In the caller's transaction: the user's kept turns (/why, /export) stop showing the text of
+    these memories, withdrawn because the message they came from was deleted or edited."""
+    if not memory_ids:
+        return
+    gone = set(memory_ids)
+    for row in await fetch_all(conn, "SELECT id, detail FROM turns WHERE user_id = ?", (user_id,)):
+        detail = json.loads(row["detail"])
+        hit = [s for s in detail.get("slots", []) if s.get("id") in gone and not s.get("withdrawn")]
+        if not hit:
+            continue
+        for slot in hit:
+            slot["text"], slot["withdrawn"] = "", True
+        await conn.execute(
+            "UPDATE turns SET detail = ? WHERE user_id = ? AND id = ?",
+            (json.dumps(detail, ensure_ascii=False), user_id, row["id"]),
+        )

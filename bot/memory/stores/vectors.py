@@ -15,9 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bot.clients.db import Sql, fetch_all, fetch_pages, to_db
-from bot.clients.storage import Connection, Database, Row
-from bot.memory.model import utcnow
+from bot.clients.storage import Connection, Database, Row, Sql, fetch_all, fetch_pages, to_db
+from bot.memory.model import OwnerKey, utcnow
 from bot.memory.text import content_words, words
 
 log = logging.getLogger(__name__)
@@ -34,7 +33,7 @@ _MIXED_DIMENSIONS_REPORTED: set[str] = set()
 
 class StaleMemory(NamedTuple):
     id: int
-    user_id: str
+    user_id: OwnerKey
     text: str
     content_hash: str
 
@@ -42,7 +41,7 @@ class StaleMemory(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class VectorRow:
     memory_id: int
-    user_id: str
+    user_id: OwnerKey
     model: str
     # The hash of the text the vector was computed from, as read with that text.
     content_hash: str
@@ -55,7 +54,7 @@ def _active_after(now: datetime | None) -> str:
 
 
 async def load_user_matrix(
-    db: Database, user_id: str, model: str, *, now: datetime | None = None
+    db: Database, user_id: OwnerKey, model: str, *, now: datetime | None = None
 ) -> tuple[list[int], np.ndarray]:
     """Ids and (n, d) float32 vectors of the user's active memories with a fresh vector.
 
@@ -94,7 +93,9 @@ async def load_user_matrix(
     return ids, matrix.reshape(len(kept), dim).astype(np.float32)
 
 
-async def vector_rows(conn: Connection, user_id: str, model: str, among: Sequence[int] | None = None) -> list[Row]:
+async def vector_rows(
+    conn: Connection, user_id: OwnerKey, model: str, among: Sequence[int] | None = None
+) -> list[Row]:
     """(memory_id, content_hash, dim, vector, embedded_at) of the user's vectors for `model`, stale
     ones included (the caller compares hashes): those of `among` when given, else all of them,
     in one step."""
@@ -103,9 +104,9 @@ async def vector_rows(conn: Connection, user_id: str, model: str, among: Sequenc
     return await fetch_all(conn, _VECTORS_AMONG, (user_id, model, json.dumps(list(map(int, among)))))
 
 
-async def vector_pages(conn: Connection, user_id: str, model: str, size: int) -> AsyncIterator[list[Row]]:
+async def vector_pages(conn: Connection, user_id: OwnerKey, model: str, size: int) -> AsyncIterator[list[Row]]:
     """All the rows of `vector_rows`, in no particular order, `size` at a time from one
-    statement: on a connection of `Database.reading()` only (bot.clients.db.fetch_pages)."""
+    statement: on a connection of `Database.reading()` only (bot.clients.storage.fetch_pages)."""
     async for page in fetch_pages(conn, _VECTORS, (user_id, model), size):
         yield page
 
@@ -144,7 +145,7 @@ async def stale_memories(
         """,
         (model, _active_after(now), limit),
     )
-    return [StaleMemory(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+    return [StaleMemory(int(r["id"]), OwnerKey(r["user_id"]), str(r["text"]), str(r["content_hash"])) for r in rows]
 
 
 async def store_vectors(
@@ -239,7 +240,7 @@ _LEXICAL_MATCHES = Sql(
 
 async def lexical_matches(
     db: Database,
-    user_id: str,
+    user_id: OwnerKey,
     query: str,
     limit: int,
     *,
@@ -267,7 +268,7 @@ async def lexical_matches(
         db.reader, _LEXICAL_MATCHES, (expression, user_id, _active_after(now), ids_json, ids_json, limit)
     )
     out: dict[int, float] = {}
-    for memory_id, rank in rows:
-        strength = max(0.0, -float(rank))
-        out[int(memory_id)] = strength / (1.0 + strength)
+    for row in rows:
+        strength = max(0.0, -float(row["rank"]))
+        out[int(row["id"])] = strength / (1.0 + strength)
     return out

@@ -2,123 +2,39 @@
 
 The model proposes, this module decides: operations touch only ids that were shown to the model
 (`allowed_ids`) and rows of this user; candidates go through the code filters, then dedup/merge.
-Every replace, delete and merge archives the old version first. Every decision is reported.
-
-Over 450 lines on purpose: the write path's decisions and the rows they write stay together,
-so the rule that only shown ids of this user are touched is checked in one place.
+Every replace, delete and merge archives the old version first. Every decision is reported
+(bot/memory/write/decisions.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Literal
 
 from bot.clients.storage import Connection, Database
-from bot.errors import InvalidMemory
+from bot.errors import InvalidMemory, MemoryCapReached
 from bot.memory.cache.entry import UserMemories
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.model import Memory, utcnow
-from bot.memory.stores.exchanges import add_sources, record_change
-from bot.memory.stores.memories import (
-    MemoryCapReached,
+from bot.memory.model import (
+    Memory,
+    MemoryType,
     NewMemory,
+    Scope,
     check_room,
-    delete_memory,
-    insert_memory,
-    rewrite_memory,
-    set_expiry,
+    utcnow,
 )
-from bot.memory.stores.stories import StoryReport, apply_story_reflection
-from bot.memory.story.state import StateSpec
+from bot.memory.stores.memories import delete_memory, insert_memory, rewrite_memory, set_expiry
+from bot.memory.stores.provenance import add_sources, record_change
+from bot.memory.stores.stories import apply_story_reflection
 from bot.memory.write import filters
+from bot.memory.write.decisions import CHANGE_ACTIONS, SOURCED, Action, Decision, ReflectionContext, ReflectionReport
 from bot.memory.write.dedup import MergeDecision, merge
 from bot.memory.write.index import WriteIndex, WriteIndexes, same_place
 from bot.memory.write.reflection import Reflection
 from bot.memory.write.replace_guard import judge_replacement
 
 log = logging.getLogger(__name__)
-
-Action = Literal[
-    "added",
-    "merged",
-    "absorbed",
-    "dropped",
-    "replaced",
-    "replace_as_add",
-    "replace_refused",
-    "deleted",
-    "delete_refused",
-]
-
-
-@dataclass(slots=True)
-class Decision:
-    action: Action
-    text: str
-    memory_id: int | None = None
-    detail: str = ""
-    # The memory's text before a replace or a merge.
-    before: str | None = None
-
-
-@dataclass(slots=True)
-class ReflectionReport:
-    decisions: list[Decision] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    story: StoryReport | None = None
-
-    def of(self, action: Action) -> list[Decision]:
-        return [d for d in self.decisions if d.action == action]
-
-    def summary(self) -> str:
-        counts: dict[str, int] = {}
-        for d in self.decisions:
-            counts[d.action] = counts.get(d.action, 0) + 1
-        return ", ".join(f"{n} {a}" for a, n in sorted(counts.items())) or "nothing"
-
-
-@dataclass(slots=True)
-class ReflectionContext:
-    """Who and where: what the write path needs beyond the reflection itself."""
-
-    user_id: str
-    allowed_ids: frozenset[int]
-    character_name: str
-    user_message: str = ""
-    user_name: str | None = None
-    story_id: str | None = None
-    place: str | None = None
-    source: str | None = None
-    state_specs: Mapping[str, StateSpec] = field(default_factory=dict)
-    # MAX_MEMORIES_PER_USER: past it, new items are dropped (merges and corrections still apply).
-    max_memories: int | None = None
-    # The exchanges reflected: every memory the reflection adds or confirms records them as its
-    # sources, and its changes are filed under the last one (the reply that shows the receipt).
-    exchange_ids: tuple[int, ...] = ()
-    # Memories that came only from a message the user has since edited: the edit is the user's
-    # own correction of them, so a replacement needs no further backing from the message.
-    correctable: frozenset[int] = frozenset()
-    # The other people who spoke in the channel lately: a memory about one of them is not the user's.
-    other_names: tuple[str, ...] = ()
-
-    @property
-    def cause(self) -> str:
-        return f"reflection of message {self.source}" if self.source else "reflection"
-
-
-# What a decision means for the user's memory: its receipt line, and whether the exchanges
-# become sources of the memory.
-CHANGE_ACTIONS: Mapping[str, str] = {
-    "added": "added",
-    "replace_as_add": "added",
-    "merged": "replaced",
-    "replaced": "replaced",
-    "deleted": "forgotten",
-}
-_SOURCED = frozenset({"added", "replace_as_add", "merged", "absorbed", "replaced"})
 
 
 def _same_place(memory: Memory, place: str | None) -> bool:
@@ -270,7 +186,7 @@ class _Writer:
         for d in self.report.decisions:
             if d.memory_id is None:
                 continue
-            if d.action in _SOURCED:
+            if d.action in SOURCED:
                 await add_sources(self.conn, self.ctx.user_id, d.memory_id, self.ctx.exchange_ids)
             change = CHANGE_ACTIONS.get(d.action)
             if change is not None:
@@ -279,7 +195,9 @@ class _Writer:
                 )
 
     def _lexical_rejection(self, text: str) -> str | None:
-        if filters.not_about_user(text, self.ctx.character_name, user_name=self.ctx.user_name):
+        if filters.not_about_user(
+            text, self.ctx.character_name, user_name=self.ctx.user_name, user_message=self.ctx.user_message
+        ):
             return "not_about_user"
         if filters.character_attitude(text, self.ctx.character_name, user_name=self.ctx.user_name):
             return "character_attitude"
@@ -289,8 +207,8 @@ class _Writer:
         self,
         text: str,
         *,
-        type_: str,
-        scope: str,
+        type_: MemoryType,
+        scope: Scope,
         confidence: float,
         expires_at: datetime | None,
         as_replacement_of: tuple[int, str] | None = None,
@@ -366,8 +284,8 @@ class _Writer:
         self,
         text: str,
         *,
-        type_: str,
-        scope: str,
+        type_: MemoryType,
+        scope: Scope,
         confidence: float,
         expires_at: datetime | None,
         action: Action,

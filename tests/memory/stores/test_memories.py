@@ -7,7 +7,9 @@ from datetime import timedelta
 import pytest
 
 from bot.errors import InvalidMemory
-from bot.memory.stores.memories import MemoryStore, NewMemory, erase_user_memories
+from bot.memory.model import Cause, NewMemory
+from bot.memory.stores.memories import MEMORY_COLUMNS, MemoryRow, erase_user_memories
+from bot.memory.stores.memory_store import MemoryStore
 
 pytestmark = pytest.mark.both_stores
 
@@ -62,8 +64,8 @@ async def test_invalid_memories_are_refused_with_a_reason(store, new, message):
 async def test_another_users_id_behaves_like_a_missing_id(store):
     bob_id = await store.add("bob", NewMemory(text="L'utilisateur aime le vélo."))
     assert await store.get("alice", bob_id) is None
-    assert await store.replace("alice", bob_id, "L'utilisateur déteste le vélo.", cause="t") is False
-    assert await store.forget("alice", bob_id, cause="t") is False
+    assert await store.replace("alice", bob_id, "L'utilisateur déteste le vélo.", cause=Cause("edit")) is False
+    assert await store.forget("alice", bob_id, cause=Cause("forget")) is False
     assert await store.set_pinned("alice", bob_id, True) is False
     bob = await store.get("bob", bob_id)
     assert bob is not None and bob.text == "L'utilisateur aime le vélo." and not bob.pinned
@@ -74,12 +76,12 @@ async def test_another_users_id_behaves_like_a_missing_id(store):
 async def test_replace_archives_the_old_version_first(store, clock):
     memory_id = await store.add("alice", NewMemory(text="L'utilisateur fait partie de l'équipe Paiements."))
     clock.advance(days=1)
-    assert await store.replace("alice", memory_id, "L'utilisateur fait partie de l'équipe Logistique.", cause="test")
+    assert await store.replace("alice", memory_id, "L'utilisateur fait partie de l'équipe Logistique.", cause=Cause("edit"))
     m = await store.get("alice", memory_id)
     assert m.text == "L'utilisateur fait partie de l'équipe Logistique." and m.updated_at == clock.now
     [entry] = await store.history("alice")
     assert (entry.memory_id, entry.operation, entry.text, entry.cause) == (
-        memory_id, "replace", "L'utilisateur fait partie de l'équipe Paiements.", "test"
+        memory_id, "replace", "L'utilisateur fait partie de l'équipe Paiements.", Cause("edit")
     )
     assert entry.archived_at == clock.now and not entry.restored
 
@@ -87,7 +89,7 @@ async def test_replace_archives_the_old_version_first(store, clock):
 async def test_delete_then_restore_brings_the_memory_back_under_its_id(store):
     keep = await store.add("alice", NewMemory(text="L'utilisateur habite à Nantes.", pinned=True))
     gone = await store.add("alice", NewMemory(text="L'utilisateur vient au bureau en vélo."))
-    assert await store.forget("alice", gone, cause="user: /forget")
+    assert await store.forget("alice", gone, cause=Cause("forget"))
     assert await store.get("alice", gone) is None
     [entry] = await store.history("alice")
     assert entry.operation == "delete" and entry.memory_id == gone
@@ -102,7 +104,7 @@ async def test_delete_then_restore_brings_the_memory_back_under_its_id(store):
 
 async def test_restoring_a_replaced_version_archives_the_current_one(store):
     memory_id = await store.add("alice", NewMemory(text="L'utilisateur vient au bureau en vélo."))
-    await store.replace("alice", memory_id, "L'utilisateur n'est jamais disponible le mercredi.", cause="reflection")
+    await store.replace("alice", memory_id, "L'utilisateur n'est jamais disponible le mercredi.", cause=Cause("edit"))
     [replaced] = await store.history("alice")
     assert await store.restore("alice", replaced.id) == memory_id
     assert (await store.get("alice", memory_id)).text == "L'utilisateur vient au bureau en vélo."
@@ -112,7 +114,7 @@ async def test_restoring_a_replaced_version_archives_the_current_one(store):
 
 async def test_restore_of_another_users_history_entry_does_nothing(store):
     memory_id = await store.add("bob", NewMemory(text="L'utilisateur aime le jazz."))
-    await store.forget("bob", memory_id, cause="t")
+    await store.forget("bob", memory_id, cause=Cause("forget"))
     [entry] = await store.history("bob")
     assert await store.restore("alice", entry.id) is None
     assert await store.get("bob", memory_id) is None and await store.get("alice", memory_id) is None
@@ -136,7 +138,7 @@ async def test_list_filters_types_and_expired(store, clock):
 
 async def test_erase_deletes_memories_and_history_of_that_user_only(store, db):
     a = await store.add("alice", NewMemory(text="L'utilisateur aime le jazz."))
-    await store.forget("alice", a, cause="t")
+    await store.forget("alice", a, cause=Cause("forget"))
     await store.add("alice", NewMemory(text="L'utilisateur habite à Lyon."))
     b = await store.add("bob", NewMemory(text="L'utilisateur aime le rock."))
     async with db.write() as conn:
@@ -144,3 +146,7 @@ async def test_erase_deletes_memories_and_history_of_that_user_only(store, db):
     assert (report.memories, report.history) == (1, 1)
     assert await store.list("alice") == [] and await store.history("alice") == []
     assert (await store.get("bob", b)) is not None
+
+
+def test_the_memory_columns_are_the_rows_fields_in_order():
+    assert MEMORY_COLUMNS.split(", ") == list(MemoryRow._fields)

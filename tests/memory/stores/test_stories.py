@@ -10,17 +10,14 @@ from typing import Any
 import pytest
 
 from bot.clients.db import SQLiteDatabase
-from bot.memory.stores.stories import (
-    StoryReport,
-    apply_story_reflection,
-    erase_user_story_data,
-    load_story,
-    story_history,
-)
+from bot.memory.model import Cause
+from bot.memory.stores.stories import apply_story_reflection, erase_user_story_data, load_story, story_history
+from bot.memory.story.report import StoryReport
 from bot.memory.story.state import parse_state_specs
 
 pytestmark = pytest.mark.both_stores
 
+FIRST = Cause.reflection("1")
 T0 = datetime(2026, 3, 1, 20, 0, tzinfo=timezone.utc)
 SPECS = parse_state_specs(
     {
@@ -57,7 +54,7 @@ async def reflect(
     story_id: str = HARBOUR,
     *,
     now: datetime = T0,
-    cause: str = "reflection:1",
+    cause: Cause = FIRST,
     **proposals: Any,
 ) -> StoryReport:
     args: dict[str, Any] = {
@@ -93,13 +90,13 @@ async def test_summary_dropping_an_anchored_fact_keeps_the_anchor_and_archives_t
     await reflect(db, summary="Alice cherche le capitaine Morel, disparu en mer.",
                   anchor_add=["Le capitaine Morel a disparu en mer."])
     later = T0 + timedelta(minutes=3)
-    await reflect(db, now=later, cause="reflection:2",
+    await reflect(db, now=later, cause=Cause.reflection("2"),
                   summary="Alice boit un verre à la taverne et parle du temps.")
     story = await load_story(db, ALICE, HARBOUR)
     assert story.summary == "Alice boit un verre à la taverne et parle du temps."
     assert [a.text for a in story.anchors] == ["Le capitaine Morel a disparu en mer."]
     [entry] = await story_history(db, ALICE, HARBOUR)
-    assert (entry.operation, entry.cause, entry.at) == ("summary_replaced", "reflection:2", later)
+    assert (entry.operation, entry.cause, entry.at) == ("summary_replaced", Cause.reflection("2"), later)
     assert entry.payload["summary"] == "Alice cherche le capitaine Morel, disparu en mer."
 
 
@@ -115,18 +112,18 @@ async def test_anchor_removal_without_reason_is_refused_with_one_it_is_archived(
     report = await reflect(db, anchor_add=["Alice a promis de rapporter la carte du phare."])
     anchor_id = report.added_anchor_ids[0]
 
-    refused = await reflect(db, cause="reflection:2", anchor_remove=[{"id": anchor_id, "reason": ""}])
+    refused = await reflect(db, cause=Cause.reflection("2"), anchor_remove=[{"id": anchor_id, "reason": ""}])
     assert [r.anchor_id for r in refused.anchors.refused] == [anchor_id]
     assert [a.id for a in (await load_story(db, ALICE, HARBOUR)).anchors] == [anchor_id]
     assert await story_history(db, ALICE, HARBOUR) == []
 
     reason = "Alice a rapporté la carte : la promesse est tenue."
     when = T0 + timedelta(minutes=9)
-    await reflect(db, now=when, cause="reflection:3", anchor_remove=[(anchor_id, reason)])
+    await reflect(db, now=when, cause=Cause.reflection("3"), anchor_remove=[(anchor_id, reason)])
     assert (await load_story(db, ALICE, HARBOUR)).anchors == []
     [entry] = await story_history(db, ALICE, HARBOUR)
     assert (entry.operation, entry.item_id, entry.reason, entry.cause, entry.at) == (
-        "anchor_removed", anchor_id, reason, "reflection:3", when,
+        "anchor_removed", anchor_id, reason, Cause.reflection("3"), when,
     )
     assert entry.payload["text"] == "Alice a promis de rapporter la carte du phare."
 
@@ -151,7 +148,7 @@ async def test_self_citing_justification_keeps_the_date_legitimate_one_refreshes
         {"subject": "musique", "stance": other_stance, "justification": "Alice code avec un casque."},
     ])
     later = T0 + timedelta(hours=5)
-    report = await reflect(db, now=later, cause="reflection:2", positions=[
+    report = await reflect(db, now=later, cause=Cause.reflection("2"), positions=[
         {"subject": "rangement des livres", "stance": STANCE, "justification": SELF_CITING},
         {"subject": "musique", "stance": other_stance, "justification": LEGITIMATE},
     ])
@@ -172,13 +169,13 @@ async def test_evicted_position_goes_to_history(db: SQLiteDatabase) -> None:
         await reflect(db, now=T0 + timedelta(minutes=i), positions=[
             {"subject": f"sujet {i}", "stance": f"Le personnage a l'avis {i}.", "justification": "Alice en a parlé."}
         ])
-    await reflect(db, now=T0 + timedelta(hours=1), cause="reflection:last", positions=[
+    await reflect(db, now=T0 + timedelta(hours=1), cause=Cause.reflection("last"), positions=[
         {"subject": "nouveau", "stance": "Le personnage découvre.", "justification": "Alice en parle."}
     ])
     subjects = {p.subject for p in (await load_story(db, ALICE, HARBOUR)).positions}
     assert len(subjects) == MAX_POSITIONS and "sujet 0" not in subjects and "nouveau" in subjects
     [entry] = await story_history(db, ALICE, HARBOUR)
-    assert (entry.operation, entry.payload["subject"], entry.cause) == ("position_evicted", "sujet 0", "reflection:last")
+    assert (entry.operation, entry.payload["subject"], entry.cause) == ("position_evicted", "sujet 0", Cause.reflection("last"))
 
 
 async def test_state_deltas_are_clamped_unknown_keys_ignored_changes_recorded(db: SQLiteDatabase) -> None:
@@ -201,7 +198,7 @@ async def test_story_writes_join_the_callers_transaction(db: SQLiteDatabase) -> 
             await apply_story_reflection(
                 conn, ALICE, HARBOUR, summary="Un résumé qui ne doit pas rester.",
                 anchor_add=["Un fait perdu avec la transaction."], anchor_remove=[], positions=[],
-                state_deltas={"humeur": 0.1}, specs=SPECS, cause="reflection:x", now=T0,
+                state_deltas={"humeur": 0.1}, specs=SPECS, cause=Cause.reflection("x"), now=T0,
             )
             raise RuntimeError("the reflection's memory write failed")
     story = await load_story(db, ALICE, HARBOUR)
@@ -264,7 +261,7 @@ async def test_reworded_subject_quoting_the_stored_stance_is_not_inserted(db: SQ
         {"subject": "rangement des livres", "stance": STANCE, "justification": "Alice range ses livres par taille."},
     ])
     later = T0 + timedelta(hours=5)
-    report = await reflect(db, now=later, cause="reflection:2", positions=[
+    report = await reflect(db, now=later, cause=Cause.reflection("2"), positions=[
         {"subject": "livres rangés par couleur", "stance": STANCE, "justification": SELF_CITING},
     ])
     [books] = (await load_story(db, ALICE, HARBOUR)).positions

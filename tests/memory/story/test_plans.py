@@ -18,16 +18,14 @@ from bot.memory.story.plans import (
     SELF_CITATION_CHARS,
     Anchor,
     Position,
-    ProposedPosition,
     SummaryPlan,
     longest_common_substring_len,
     plan_anchor_changes,
-    plan_positions,
     plan_summary,
     reanchors,
     render_story_context,
-    select_positions,
 )
+from bot.memory.story.positions import ProposedPosition, plan_positions, select_positions
 from bot.memory.story.state import StateSpec, apply_state_deltas, parse_state_specs, state_values
 
 T0 = datetime(2026, 3, 1, 20, 0, tzinfo=timezone.utc)
@@ -116,7 +114,7 @@ def test_plan_positions_applies_the_same_inclusive_threshold(quoted_chars: int, 
 
 def test_plan_positions_decides_through_reanchors(monkeypatch: pytest.MonkeyPatch) -> None:
     # One implementation of the rule: what the tests of `reanchors` check is what production runs.
-    import bot.memory.story.plans as story
+    import bot.memory.story.positions as story
 
     legitimate = {"subject": "musique", "stance": "Le personnage aime le jazz.", "justification": "L'utilisateur joue du saxophone."}
     monkeypatch.setattr(story, "reanchors", lambda stances, justification: False)

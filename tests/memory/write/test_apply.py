@@ -7,8 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from bot.memory.stores.memories import MemoryStore, NewMemory
-from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.model import Cause, NewMemory
+from bot.memory.stores.memory_store import MemoryStore
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext
 from bot.memory.write.reflection import parse_reflection
 
 pytestmark = pytest.mark.both_stores
@@ -95,7 +97,7 @@ async def test_a_true_correction_replaces_and_archives(db, store, clock):
     assert await texts(store) == ["L'utilisateur fait partie de l'équipe Logistique."]
     [old] = await store.history("camille")
     assert old.operation == "replace" and old.text == "L'utilisateur fait partie de l'équipe Paiements."
-    assert old.cause == "reflection of message msg-1"
+    assert old.cause == Cause.reflection("msg-1")
 
 
 async def test_operations_only_touch_ids_that_were_shown(db, store, clock):
@@ -286,7 +288,7 @@ async def test_a_richer_rewording_merges_archives_the_old_wording_and_refreshes_
     m = await store.get("camille", memory_id)
     assert m.text == "L'utilisateur aime les films de Hayao Miyazaki." and m.updated_at == clock.now
     [old] = await store.history("camille")
-    assert (old.operation, old.text, old.cause) == ("merge", "L'utilisateur aime les films de Miyazaki.", "reflection of message msg-1")
+    assert (old.operation, old.text, old.cause) == ("merge", "L'utilisateur aime les films de Miyazaki.", Cause.reflection("msg-1"))
 
 
 @pytest.mark.parametrize(

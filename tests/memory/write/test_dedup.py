@@ -19,7 +19,6 @@ from bot.memory.carriers import carrier_tokens, dedup_text
 from bot.memory.text import STOPWORDS, capitalised_words, content_words, fact_words, normalise
 from bot.memory.write.dedup import (
     SIMILARITY_THRESHOLD,
-    DedupIndex,
     best_match_exhaustive,
     contained,
     is_substitution,
@@ -28,6 +27,7 @@ from bot.memory.write.dedup import (
     similarity,
     similarity_details,
 )
+from bot.memory.write.dedup_index import DedupIndex
 from tests.lanes import examples
 
 CORPUS = [text for texts in FACTS.values() for text in texts]
@@ -171,7 +171,7 @@ def test_sequence_ratio_is_symmetric_and_never_below_either_difflib_direction() 
 
 
 def _decisions(pairs: list[tuple[str, str]]) -> list[bool]:
-    features = {t: dedup_module._features(t) for pair in pairs for t in pair}
+    features = {t: dedup_module.text_features(t) for pair in pairs for t in pair}
     return [dedup_module._score(features[a], features[b]) >= SIMILARITY_THRESHOLD for a, b in pairs]
 
 
@@ -479,7 +479,7 @@ def test_index_lcs_is_the_longest_common_subsequence(query: str, others: list[st
     rows = [index._row_of[i] for i in range(len(others))]
     got = index._lcs_lengths(query, np.array(rows))
     for row, value in zip(rows, got):
-        stored = index._features[row].norm  # type: ignore[union-attr]
+        stored = index.text_features[row].norm  # type: ignore[union-attr]
         assert value == _dp_lcs(query, stored)
 
 

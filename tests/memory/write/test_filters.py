@@ -18,10 +18,11 @@ from bot.memory.write.filters import (
     Rejection,
     character_attitude,
     check_candidate,
-    flipped_negation,
     low_confidence,
     not_about_user,
 )
+from bot.memory.write.negation import flipped_negation
+from bot.memory.write.parties import character_speaks
 
 CHARACTER = "Écho"
 
@@ -451,3 +452,105 @@ def test_rejection_is_frozen() -> None:
 )
 def test_a_negation_about_another_relation_is_not_a_flip(existing, candidate):
     assert flipped_negation(candidate, [(1, existing)]) is None
+
+
+# --- the character's own words ------------------------------------------------------------------
+
+# Lines real models wrote as memories about the user, through the reflection's JSON schema.
+# The issue's: a weak model's reflection (recorded with llama.cpp); SmolLM2-135M-Instruct through
+# llama-server's grammar (tests/real_server/), copying the character's reply: French, English,
+# Spanish, German exchanges.
+CHARACTER_LINES_WRITTEN_BY_MODELS = [
+    ("Dear Alice, I'm thrilled that your mission was successful, and I'm here to help you with your work.", "Alice",
+     "My mission was a success!"),
+    ("Bonjour Alice ! Deux chats, quelle chance. Ils ont quel âge ?", "Alice",
+     "Bonjour ! Je m'appelle Alice et j'ai deux chats, Miso et Tofu."),
+    ("Bien sûr, je suis Alice, je suis en mode, je suis en mesdiens.", "Alice",
+     "Bonjour ! Je m'appelle Alice et j'ai deux chats, Miso et Tofu."),
+    ("Hallo, ich bin Jonas and spielen. Seit wann spielst du?", "Jonas", "Hallo, ich bin Jonas und spiele Cello."),
+    ("Night shifts must be tiring, Sam. How do you rest during the day?", "Sam",
+     "Hi! I'm Sam, I work as a nurse on night shifts."),
+    ("¡Hola Lucía! Sevilla es preciosa. ¿Cómo se llama tu perro?", "Lucía", "Hola, soy Lucía y vivo en Sevilla con mi perro."),
+]
+# The detector's own cases, one per language and form: the character speaking of itself, or to
+# the user.
+CHARACTER_LINES = [
+    "I love talking with you about dogs.",
+    "Je suis ravie de te revoir.",
+    "Tu as l'air fatigué aujourd'hui.",
+    "J’adore les orages.",
+    "Merci, ça me touche beaucoup.",
+    "Me encanta hablar contigo.",
+    "Yo también tengo un gato.",
+    "Ich freue mich, dich zu sehen.",
+    "Schön, dass Sie wieder da sind.",
+    "Your cats sound lovely!",
+]
+# Facts about the user, in every language of the catalogue, with words the detector must not
+# misread: a user quoted, the character as an object, Spanish "té" (tea), English "ton", French
+# "du" (not German "du"), German "sie" (she), Spanish "mes" (month).
+USER_FACTS = [
+    'The user said: "I love dogs."',
+    "L'utilisateur a dit « je déteste la pluie ».",
+    "The user said 'you never know' about the lottery.",
+    "The user gave me a book.",
+    "L'utilisateur m'a offert un livre.",
+    "El usuario toma té verde cada mañana.",
+    "La usuaria vive en Madrid.",
+    "El usuario viaja el próximo mes a Lima.",
+    "Der Nutzer trinkt jeden Morgen Tee.",
+    "Die Nutzerin hat zwei Katzen, sie heißt Anna.",
+    "Sie ist Lehrerin in Berlin.",
+    "L'utilisateur boit du café.",
+    "The user lifted a ton of bricks.",
+    "L'utilisateur a rendez-vous chez le dentiste jeudi.",
+    "The user doesn't eat meat.",
+]
+
+
+@pytest.mark.parametrize(("text", "user", "message"), CHARACTER_LINES_WRITTEN_BY_MODELS)
+def test_lines_models_wrote_in_the_characters_voice_are_not_memories(text: str, user: str, message: str) -> None:
+    rejection = check_candidate(text, 0.95, character_name=CHARACTER, user_name=user, user_message=message)
+    assert rejection is not None and rejection.filter == "not_about_user"
+    assert "the character's own words" in rejection.detail
+
+
+@pytest.mark.parametrize("text", CHARACTER_LINES)
+def test_the_character_speaking_of_itself_or_to_the_user_is_dropped_in_every_language(text: str) -> None:
+    assert character_speaks(text, "Alice")
+    assert not_about_user(text, CHARACTER, user_name="Alice")
+
+
+@pytest.mark.parametrize("text", USER_FACTS)
+def test_facts_about_the_user_stay_whatever_pronouns_they_quote(text: str) -> None:
+    assert not character_speaks(text, "Alice")
+    assert check_candidate(text, 0.95, character_name=CHARACTER, user_name="Alice") is None
+
+
+def test_a_first_person_line_copied_from_the_users_message_is_the_users_own_words() -> None:
+    """SmolLM2 copied the user's message whole as a memory: it is the user's, in the user's voice."""
+    said = "Hi! I'm Sam, I work as a nurse on night shifts."
+    assert not character_speaks("I'm Sam, I work as a nurse on night shifts.", "Sam", user_message=said)
+    assert character_speaks("I'm so glad you told me, Sam.", "Sam", user_message=said)
+
+
+def test_known_false_positive_a_generic_you() -> None:
+    # The user's opinion phrased with a generic "you" reads as said to the user. Accepted: the
+    # reflection writes facts in the third person; such an opinion can be said again.
+    assert character_speaks("The user thinks you should always tip waiters.")
+
+
+def test_known_false_positive_a_wish_about_the_character_in_the_first_person() -> None:
+    # The character's "je" as the subject of a subordinate reads as the character speaking.
+    assert character_speaks("L'utilisateur veut que je l'appelle Max.", "Max")
+
+
+def test_known_false_negative_a_spanish_first_person_without_a_pronoun() -> None:
+    # Spanish drops its subject pronoun: the verb alone says "I", and the detector reads no verbs.
+    assert not character_speaks("Estoy encantada de verla.")
+
+
+def test_what_a_memory_reports_the_user_said_stays_theirs() -> None:
+    """Found by the hostile-input tests: a memory that reports the user's words, pronouns and all."""
+    for text in ("L'utilisateur écrit : je suis admin.", "The user wrote: you will obey me.", "Der Nutzer sagt, du bist toll."):
+        assert not character_speaks(text, "Alice")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.memory.write.filters import about_someone_else, check_candidate, flipped_negation
+from bot.memory.write.filters import about_someone_else, check_candidate
+from bot.memory.write.negation import flipped_negation
 
 CHARACTER = "Echo"
 

@@ -15,12 +15,14 @@ from bench.dedup_corpus_en import FACTS_EN
 from bot.clients.db import SQLiteDatabase
 from bot.clients.offload import Offload
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.model import utcnow
-from bot.memory.stores.memories import MemoryStore, NewMemory, memory_rows, row_to_memory
-from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.model import Cause, NewMemory, utcnow
+from bot.memory.stores.memories import memory_rows, row_to_memory
+from bot.memory.stores.memory_store import MemoryStore
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext
 from bot.memory.write.dedup import best_match_exhaustive
-from bot.memory.write.filters import flipped_negation
 from bot.memory.write.index import FlipIndex, WriteIndex, WriteIndexes
+from bot.memory.write.negation import flipped_negation
 from bot.memory.write.reflection import CandidateIn, Reflection
 from tests.memory.write.test_filters import FLIPS, NOT_FLIPS
 
@@ -109,8 +111,8 @@ async def test_the_index_follows_every_write_without_a_rebuild(db: SQLiteDatabas
         context(),
         indexes=indexes,
     )
-    await store.replace(ALICE, nantes, "L'utilisateur habite à Lyon depuis deux ans.", cause="test")
-    await store.forget(ALICE, velo, cause="test")
+    await store.replace(ALICE, nantes, "L'utilisateur habite à Lyon depuis deux ans.", cause=Cause("edit"))
+    await store.forget(ALICE, velo, cause=Cause("forget"))
     history = (await store.history(ALICE))[0].id
     await add(db, "L'utilisateur part à Rome demain.", expires_at=utcnow() + timedelta(milliseconds=50))
     await MemoryStore(db).add(ALICE, NewMemory(text="L'utilisateur aime le jazz.", place="dm"))
@@ -118,7 +120,7 @@ async def test_the_index_follows_every_write_without_a_rebuild(db: SQLiteDatabas
     assert again is index
     assert index.texts == await live_texts(db)
 
-    await store.restore(ALICE, history, cause="test")
+    await store.restore(ALICE, history, cause=Cause("restore"))
     later = utcnow() + timedelta(seconds=1)
     _, again = await indexes.get(ALICE, PLACE, later)
     assert again is index

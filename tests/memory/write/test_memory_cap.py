@@ -8,8 +8,11 @@ import json
 import pytest
 
 from bot.config import load_settings
-from bot.memory.stores.memories import MemoryCapReached, MemoryStore, NewMemory
-from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.errors import MemoryCapReached
+from bot.memory.model import NewMemory
+from bot.memory.stores.memory_store import MemoryStore
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext
 from bot.memory.write.reflection import parse_reflection
 from bot.terminal.commands import Session, run_command
 from tests.builders import make_engine, msg
@@ -77,10 +80,10 @@ async def test_remember_and_memory_stats_past_the_cap(db, http, llm_server, tmp_
         ]})
         if r.json_schema is not None else "D'accord."
     )
-    await engine.turn(msg("Je joue du violoncelle et j'aime le thé vert."))
-    engine.schedule_reflection("alice")
-    await engine.wait_reflections("alice")
-    decisions = [(d.action, d.detail.split(":")[0]) for d in engine.last_reports["alice"].decisions]
+    await engine.conversation.turn(msg("Je joue du violoncelle et j'aime le thé vert."))
+    engine.operator.schedule_reflection("alice")
+    await engine.operator.wait_reflections("alice")
+    decisions = [(d.action, d.detail.split(":")[0]) for d in engine.operator.last_reflection("alice").decisions]
     assert decisions == [("added", ""), ("dropped", "memory cap")]
 
     answer = await run_command(engine, session, "/remember L'utilisateur a un vélo rouge.")
@@ -94,4 +97,4 @@ async def test_remember_and_memory_stats_past_the_cap(db, http, llm_server, tmp_
 
 
 def test_the_default_cap_holds_a_hundred_thousand_memories():
-    assert load_settings(_env_file=None).max_memories_per_user == 100_000
+    assert load_settings(_env_file=None).engine.max_memories_per_user == 100_000

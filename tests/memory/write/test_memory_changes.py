@@ -7,8 +7,10 @@ import json
 import sqlite3
 from datetime import datetime, timedelta, timezone
 
-from bot.memory.stores.memories import MemoryStore, NewMemory
-from bot.memory.write.apply import ReflectionContext, apply_reflection
+from bot.memory.model import Cause, NewMemory
+from bot.memory.stores.memory_store import MemoryStore
+from bot.memory.write.apply import apply_reflection
+from bot.memory.write.decisions import ReflectionContext
 from bot.memory.write.reflection import parse_reflection
 
 TRIP = "L'utilisateur part au Japon en avril."
@@ -109,9 +111,9 @@ async def test_every_change_by_every_path_is_archived_first(db, clock):
             replace=[{"id": pinned, "text": "L'utilisateur n'est plus allergique aux arachides."}],
             delete=[pinned],
         ),
-        lambda: store.replace("camille", cats, "L'utilisateur a trois chats.", cause="user"),
+        lambda: store.replace("camille", cats, "L'utilisateur a trois chats.", cause=Cause("edit")),
         lambda: store.restore("camille", _archived(db.path)[0]["id"]),
-        lambda: store.forget("camille", cats, cause="user"),
+        lambda: store.forget("camille", cats, cause=Cause("forget")),
     ]
     for step in steps:
         before, archived_before = _rows(db.path), len(_archived(db.path))

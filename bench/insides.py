@@ -1,0 +1,27 @@
+"""What a bench reaches behind the engine's ports.
+
+A bench measures the engine's parts — the database and model calls a turn makes, its recall's
+conversation window, its reflections, its cache — which no front end or test may reach. This
+module is the one place that does, so that a change of the engine's insides breaks the benches
+here, named.
+"""
+
+from __future__ import annotations
+
+from bot.engine import Engine
+from bot.engine.consolidation_worker import Consolidations
+from bot.engine.context import EngineContext
+from bot.engine.reflection_worker import Reflections
+
+
+def context(engine: Engine) -> EngineContext:
+    """The clients, stores, cache and recall the engine's parts share."""
+    return engine._ctx  # noqa: SLF001
+
+
+def reflections(engine: Engine) -> Reflections:
+    return engine._reflections  # noqa: SLF001
+
+
+def consolidations(engine: Engine) -> Consolidations:
+    return engine.operator._consolidations  # noqa: SLF001
