@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -43,22 +43,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import insides  # noqa: E402
+import insides
 
-from bot.characters.character import load_character  # noqa: E402
-from bot.clients.db import SQLiteDatabase  # noqa: E402
-from bot.clients.embeddings import LocalEmbedder  # noqa: E402
-from bot.clients.llm import LLMClient  # noqa: E402
-from bot.clients.storage import to_db  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.engine import Engine, Incoming  # noqa: E402
-from bot.engine.consolidation_worker import RunFigures  # noqa: E402
-from bot.memory.choice import Slot  # noqa: E402
-from bot.memory.model import content_hash  # noqa: E402
-from bot.memory.read.indexing import Indexer  # noqa: E402
-from bot.memory.read.selection import candidates_of, select_columns  # noqa: E402
-from bot.memory.series import frame, memory_key  # noqa: E402
-from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest  # noqa: E402
+from bot.characters.character import load_character
+from bot.clients.db import SQLiteDatabase
+from bot.clients.embeddings import LocalEmbedder
+from bot.clients.llm import LLMClient
+from bot.clients.storage import to_db
+from bot.config import load_settings
+from bot.engine import Engine, Incoming
+from bot.engine.consolidation_worker import RunFigures
+from bot.memory.choice import Slot
+from bot.memory.model import content_hash
+from bot.memory.read.indexing import Indexer
+from bot.memory.read.selection import candidates_of, select_columns
+from bot.memory.series import frame, memory_key
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 
 ALICE = "412345678901234567"
 CITIES = ("Porto", "Gand", "Trieste", "Cracovie", "Séville", "Bergen")
@@ -166,7 +166,7 @@ async def screenshot_week(embedder: LocalEmbedder) -> None:
         server = FakeLLMServer()
         await server.start()
         http = httpx.AsyncClient(trust_env=False, timeout=60)
-        clock = Clock(datetime(2026, 3, 2, 9, tzinfo=timezone.utc))
+        clock = Clock(datetime(2026, 3, 2, 9, tzinfo=UTC))
         memory_of = {line: (f"Alice a dit : {line}", "fact") for line in WEEK}
         model = Model(memory_of, sloppy={"Bergen": "drop", "Séville": "gap"})
         server.handler = model
@@ -258,7 +258,7 @@ async def season(embedder: LocalEmbedder, days: int) -> None:
         server = FakeLLMServer()
         await server.start()
         http = httpx.AsyncClient(trust_env=False, timeout=60)
-        clock = Clock(datetime(2026, 1, 5, 8, tzinfo=timezone.utc))
+        clock = Clock(datetime(2026, 1, 5, 8, tzinfo=UTC))
         model = Model({}, sloppy={"fatiguée": "drop"})
         server.handler = model
         engine, db = await make_engine(Path(tmp), server, http, clock, embedder)
@@ -350,7 +350,7 @@ async def timing(n: int) -> dict[str, float]:
     rng = random.Random(n)
     texts = seeded_texts(n, rng)
     with tempfile.TemporaryDirectory(prefix="echo-consolidation-time-") as tmp:
-        now = datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
+        now = datetime(2026, 3, 2, 9, tzinfo=UTC)
         await seed(Path(tmp) / "echo.sqlite3", texts, now)
         server = FakeLLMServer()
         await server.start()

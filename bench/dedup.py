@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import bot.memory.write.dedup as dedup  # noqa: E402
-from bench.dedup_corpus import FACTS, TRAPS  # noqa: E402
-from bench.dedup_corpus_en import FACTS_EN, TRAPS_EN  # noqa: E402
-from bot.memory.write.dedup import SIMILARITY_THRESHOLD, best_match_exhaustive, similarity_details  # noqa: E402
-from bot.memory.write.dedup_index import DedupIndex  # noqa: E402
+import bot.memory.write.dedup as dedup
+from bench.dedup_corpus import FACTS, TRAPS
+from bench.dedup_corpus_en import FACTS_EN, TRAPS_EN
+from bot.memory.write.dedup import SIMILARITY_THRESHOLD, best_match_exhaustive, similarity_details
+from bot.memory.write.dedup_index import DedupIndex
 
 # --- generated memories for the scale part ---------------------------------------------------
 # Realistic facts of many imagined users, one template per kind of memory the reflection writes,
@@ -268,7 +268,7 @@ def report_scale() -> None:
         mean = {k: statistics.mean(v) * 1e3 for k, v in timed.items()}
         cells = "".join(f" {mean[k]:>7.2f} / {_p95(v) * 1e3:>6.2f} ms" for k, v in timed.items())
         print(f"  {n:>6}{cells}  {mean['scan'] / mean['index']:>9.1f}x"
-              f" {mean['exhaustive'] / mean['index']:>8.1f}x  {str(identical):>9}"
+              f" {mean['exhaustive'] / mean['index']:>8.1f}x  {identical!s:>9}"
               f" {merges:>4}/{len(candidates)}  {build:.2f} s"
               f"  (baselines on {len(timed['scan'])} candidates)")
 

@@ -16,12 +16,12 @@ from bot.engine.reflection_worker import Reflections
 
 def context(engine: Engine) -> EngineContext:
     """The clients, stores, cache and recall the engine's parts share."""
-    return engine._ctx  # noqa: SLF001
+    return engine._ctx
 
 
 def reflections(engine: Engine) -> Reflections:
-    return engine._reflections  # noqa: SLF001
+    return engine._reflections
 
 
 def consolidations(engine: Engine) -> Consolidations:
-    return engine.operator._consolidations  # noqa: SLF001
+    return engine.operator._consolidations

@@ -51,23 +51,23 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import insides  # noqa: E402
-from load import ThreadedLLMServer, pool_vectors  # noqa: E402
-from load_corpus import scripted_reflection, seed_texts, users_and_reflections  # noqa: E402
+import insides
+from load import ThreadedLLMServer, pool_vectors
+from load_corpus import scripted_reflection, seed_texts, users_and_reflections
 
-from bot.characters.character import load_character  # noqa: E402
-from bot.clients.db import SQLiteDatabase  # noqa: E402
-from bot.clients.embeddings import LocalEmbedder  # noqa: E402
-from bot.clients.llm import LLMClient  # noqa: E402
-from bot.clients.storage import to_db  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.engine import Engine, Incoming  # noqa: E402
-from bot.engine.prompting import ChannelLine  # noqa: E402
-from bot.engine.turn import conversation_of  # noqa: E402
-from bot.memory.model import content_hash, utcnow  # noqa: E402
-from bot.memory.read.conversation import read_text  # noqa: E402
-from bot.memory.stores.vectors import VECTOR_DTYPE  # noqa: E402
-from tests.fakes.llm_server import FAKE_MODEL  # noqa: E402
+from bot.characters.character import load_character
+from bot.clients.db import SQLiteDatabase
+from bot.clients.embeddings import LocalEmbedder
+from bot.clients.llm import LLMClient
+from bot.clients.storage import to_db
+from bot.config import load_settings
+from bot.engine import Engine, Incoming
+from bot.engine.prompting import ChannelLine
+from bot.engine.turn import conversation_of
+from bot.memory.model import content_hash, utcnow
+from bot.memory.read.conversation import read_text
+from bot.memory.stores.vectors import VECTOR_DTYPE
+from tests.fakes.llm_server import FAKE_MODEL
 
 SIZES = (300, 3_000)
 # Three ways of recalling take turns (MODES), in one conversation. alone: the message alone is

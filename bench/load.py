@@ -102,22 +102,22 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import insides  # noqa: E402
-from load_corpus import FACTS_PER_USER, SimUser, scripted_reflection, seed_texts, users_and_reflections  # noqa: E402
+import insides
+from load_corpus import FACTS_PER_USER, SimUser, scripted_reflection, seed_texts, users_and_reflections
 
-from bot.characters.character import load_character  # noqa: E402
-from bot.clients.db import SQLiteDatabase  # noqa: E402
-from bot.clients.embeddings import LocalEmbedder  # noqa: E402
-from bot.clients.llm import LLMClient  # noqa: E402
-from bot.clients.storage import to_db  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.engine import Engine, Incoming  # noqa: E402
-from bot.memory.model import content_hash, utcnow  # noqa: E402
-from bot.memory.stores.memory_store import MemoryStore  # noqa: E402
-from bot.memory.stores.vectors import VECTOR_DTYPE, stale_memories  # noqa: E402
-from bot.memory.text import normalise  # noqa: E402
-from bot.memory.write.dedup import SIMILARITY_THRESHOLD, similarity  # noqa: E402
-from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest  # noqa: E402
+from bot.characters.character import load_character
+from bot.clients.db import SQLiteDatabase
+from bot.clients.embeddings import LocalEmbedder
+from bot.clients.llm import LLMClient
+from bot.clients.storage import to_db
+from bot.config import load_settings
+from bot.engine import Engine, Incoming
+from bot.memory.model import content_hash, utcnow
+from bot.memory.stores.memory_store import MemoryStore
+from bot.memory.stores.vectors import VECTOR_DTYPE, stale_memories
+from bot.memory.text import normalise
+from bot.memory.write.dedup import SIMILARITY_THRESHOLD, similarity
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest
 
 SIZES = (300, 3_000)
 USERS = 20

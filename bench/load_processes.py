@@ -43,19 +43,19 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import insides  # noqa: E402
-from load import PLACE, REPLY, STORY, ThreadedLLMServer  # noqa: E402
-from load_corpus import SimUser, scripted_reflection, users_and_reflections  # noqa: E402
+import insides
+from load import PLACE, REPLY, STORY, ThreadedLLMServer
+from load_corpus import SimUser, scripted_reflection, users_and_reflections
 
-from bot.characters.character import load_character  # noqa: E402
+from bot.characters.character import load_character
 from bot.clients.databases import open_database
-from bot.clients.embeddings import LocalEmbedder  # noqa: E402
-from bot.clients.llm import LLMClient  # noqa: E402
-from bot.clients.storage import fetch_all  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.engine import Engine, Incoming  # noqa: E402
-from bot.memory.text import normalise  # noqa: E402
-from tests.fakes.llm_server import FAKE_MODEL, LLMRequest  # noqa: E402
+from bot.clients.embeddings import LocalEmbedder
+from bot.clients.llm import LLMClient
+from bot.clients.storage import fetch_all
+from bot.config import load_settings
+from bot.engine import Engine, Incoming
+from bot.memory.text import normalise
+from tests.fakes.llm_server import FAKE_MODEL, LLMRequest
 
 SWEEP_SECONDS = 0.5
 # The messages of one reflection prompt, with their author (bench/load_corpus.py's _MESSAGE).

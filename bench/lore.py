@@ -19,9 +19,9 @@ import regex
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.characters.lore import LoreEntry  # noqa: E402
-from bot.characters.lorebook import Lorebook  # noqa: E402
-from tests.lore_reference import naive_fired  # noqa: E402
+from bot.characters.lore import LoreEntry
+from bot.characters.lorebook import Lorebook
+from tests.lore_reference import naive_fired
 
 ENTRIES = 200
 TURNS = 300

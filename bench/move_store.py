@@ -25,21 +25,21 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.characters.character import load_character  # noqa: E402
-from bot.clients.db import SQLiteDatabase  # noqa: E402
-from bot.clients.llm import LLMClient  # noqa: E402
-from bot.clients.postgres import PostgresDatabase  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.engine import Engine  # noqa: E402
-from bot.memory.model import (  # noqa: E402
+from bot.characters.character import load_character
+from bot.clients.db import SQLiteDatabase
+from bot.clients.llm import LLMClient
+from bot.clients.postgres import PostgresDatabase
+from bot.config import load_settings
+from bot.engine import Engine
+from bot.memory.model import (
     Cause,
-    NewMemory,  # noqa: E402
+    NewMemory,
     content_hash,
     utcnow,
 )
-from bot.memory.stores.memories import archive, insert_memory  # noqa: E402
-from bot.memory.stores.move import move  # noqa: E402
-from bot.memory.stores.vectors import VectorRow, store_vectors  # noqa: E402
+from bot.memory.stores.memories import archive, insert_memory
+from bot.memory.stores.move import move
+from bot.memory.stores.vectors import VectorRow, store_vectors
 
 DIM = 384
 BATCH = 2000

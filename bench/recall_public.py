@@ -58,7 +58,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -67,18 +67,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recall_questions import FACTS, OTHER_FACTS, QUESTIONS, SMALL_TALK  # noqa: E402
+from recall_questions import FACTS, OTHER_FACTS, QUESTIONS, SMALL_TALK
 
-from bot.clients.db import SQLiteDatabase  # noqa: E402
-from bot.clients.embeddings import Embedder, make_embedder, query_text  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.memory.cache.entry import micros  # noqa: E402
-from bot.memory.model import NewMemory  # noqa: E402
-from bot.memory.read.conversation import CONTEXT_CHARS, LOOK_BACK, OWN_LINES, Line, read_text, standardised  # noqa: E402
-from bot.memory.read.indexing import Indexer  # noqa: E402
-from bot.memory.read.recall import Recall, threshold_for  # noqa: E402
-from bot.memory.read.selection import select_columns, turn_candidates  # noqa: E402
-from bot.memory.stores.memories import insert_memory  # noqa: E402
+from bot.clients.db import SQLiteDatabase
+from bot.clients.embeddings import Embedder, make_embedder, query_text
+from bot.config import load_settings
+from bot.memory.cache.entry import micros
+from bot.memory.model import NewMemory
+from bot.memory.read.conversation import CONTEXT_CHARS, LOOK_BACK, OWN_LINES, Line, read_text, standardised
+from bot.memory.read.indexing import Indexer
+from bot.memory.read.recall import Recall, threshold_for
+from bot.memory.read.selection import select_columns, turn_candidates
+from bot.memory.stores.memories import insert_memory
 
 DATA = Path(__file__).resolve().parent / "data" / "madial-user1"
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -104,7 +104,7 @@ THRESHOLD_TOLERANCE = 0.005
 THRESHOLD_MARGIN = 0.5
 RECENCY_WEIGHTS = (0.1, 0.2, 0.3)
 PREFERENCE_SCENES = {"Preferences", "喜好类"}
-_LINE = re.compile(r'^<([^<>]{1,30})>\s*:+\s*(.*)$', re.S)
+_LINE = re.compile(r'^<([^<>]{1,30})>\s*:+\s*(.*)$', re.DOTALL)
 _DIA = re.compile(r"D\d+:\d+")
 # The character's replies of the stress corpus: they name nothing.
 GENERIC = {
@@ -138,7 +138,7 @@ class Corpus:
     def now(self) -> datetime:
         """A day after the newest memory: no memory is in the future."""
         return max(datetime.fromisoformat(d) for _, _, d in self.memories.values()).replace(
-            tzinfo=timezone.utc
+            tzinfo=UTC
         ) + timedelta(days=1)
 
 
@@ -441,7 +441,7 @@ async def open_corpus(directory: Path, corpus: Corpus, embedder: CachedEmbedder)
     bench = Bench(db, embedder, corpus)
     for memory_id in sorted(corpus.memories):
         text, kind, date = corpus.memories[memory_id]
-        when = datetime.fromisoformat(date).replace(tzinfo=timezone.utc)
+        when = datetime.fromisoformat(date).replace(tzinfo=UTC)
         async with db.write() as conn:
             stored = await insert_memory(
                 conn, bench.user, NewMemory(text=text, type=kind, scope="global", confidence=0.9, place=PLACE), now=when

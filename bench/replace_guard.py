@@ -11,13 +11,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replace_guard_corpus import DIFFERENT, HARD, PEOPLE_OTHER, PEOPLE_SAME, SAME  # noqa: E402
-from replace_guard_corpus_en import DIFFERENT_EN, HARD_EN, PEOPLE_OTHER_EN, PEOPLE_SAME_EN, SAME_EN  # noqa: E402
+from replace_guard_corpus import DIFFERENT, HARD, PEOPLE_OTHER, PEOPLE_SAME, SAME
+from replace_guard_corpus_en import DIFFERENT_EN, HARD_EN, PEOPLE_OTHER_EN, PEOPLE_SAME_EN, SAME_EN
 
-from bot.memory.write.replace_guard import SAME_SUBJECT_CUTOFF, judge_replacement, subject_overlap  # noqa: E402
+from bot.memory.write.replace_guard import SAME_SUBJECT_CUTOFF, judge_replacement, subject_overlap
 
 
-def report(language: str, SAME: list, DIFFERENT: list, HARD: list, PEOPLE_SAME: list, PEOPLE_OTHER: list) -> None:  # noqa: N803
+def report(language: str, SAME: list, DIFFERENT: list, HARD: list, PEOPLE_SAME: list, PEOPLE_OTHER: list) -> None:
     print(f"=== {language} ===")
     print(f"labelled replacements: {len(SAME)} true corrections, {len(DIFFERENT)} unrelated, {len(HARD)} hard (same verb)")
     print("subject overlap distribution (correct | unrelated | hard):")

@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -34,20 +34,20 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.characters.character import load_character  # noqa: E402
-from bot.characters.lore import LoreEntry  # noqa: E402
-from bot.characters.lorebook import Lorebook  # noqa: E402
-from bot.clients.db import SQLiteDatabase  # noqa: E402
-from bot.clients.embeddings import LocalEmbedder  # noqa: E402
-from bot.clients.health import Health  # noqa: E402
-from bot.clients.llm import LLMClient  # noqa: E402
-from bot.clients.metrics import Metrics  # noqa: E402
-from bot.config import load_settings  # noqa: E402
-from bot.engine import Engine, Incoming  # noqa: E402
+from bot.characters.character import load_character
+from bot.characters.lore import LoreEntry
+from bot.characters.lorebook import Lorebook
+from bot.clients.db import SQLiteDatabase
+from bot.clients.embeddings import LocalEmbedder
+from bot.clients.health import Health
+from bot.clients.llm import LLMClient
+from bot.clients.metrics import Metrics
+from bot.config import load_settings
+from bot.engine import Engine, Incoming
 from bot.errors import EmbeddingError
-from bot.memory.read.indexing import Indexer  # noqa: E402
-from bot.web.server import WebServer, make_app  # noqa: E402
-from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply  # noqa: E402
+from bot.memory.read.indexing import Indexer
+from bot.web.server import WebServer, make_app
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply
 
 TOKEN = "screenshot-token-0123456789"
 CONTEXT = 2048
@@ -161,7 +161,7 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, http
     metrics.watch_storage(lambda: db.storage.failures)
     flaky = Flaky(LocalEmbedder())
     embedder = metrics.timed(flaky)  # type: ignore[arg-type]
-    now = datetime.now(timezone.utc).replace(microsecond=0)
+    now = datetime.now(UTC).replace(microsecond=0)
     clock = Clock(now - timedelta(days=5, hours=6))
     character = load_character(None)
     # A little world, so the turn page shows lore: kept entries, one named by another, one left

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.characters.character import load_character  # noqa: E402
-from bot.characters.lore_files import load_lore_file  # noqa: E402
-from bot.config import load_settings  # noqa: E402
+from bot.characters.character import load_character
+from bot.characters.lore_files import load_lore_file
+from bot.config import load_settings
 
 RAW = "https://raw.githubusercontent.com/SillyTavern/SillyTavern/release/default/content/"
 FILES = {"card": "default_Seraphina.png", "world": "Eldoria.json"}
@@ -37,7 +37,7 @@ def fetched(name: str, given: str | None, folder: Path) -> Path:
     if given:
         return Path(given)
     path = folder / name
-    with urllib.request.urlopen(RAW + name, timeout=60) as response:  # noqa: S310 (a fixed https URL)
+    with urllib.request.urlopen(RAW + name, timeout=60) as response:
         path.write_bytes(response.read())
     return path
 

@@ -23,9 +23,9 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.clients.llm import LLMClient  # noqa: E402
-from bot.errors import LLMError  # noqa: E402
-from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, Reply  # noqa: E402
+from bot.clients.llm import LLMClient
+from bot.errors import LLMError
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, Reply
 
 PIECES = 4_000
 PIECE_CHARS = 50

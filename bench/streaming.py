@@ -23,10 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cogs.utils.answering import EDIT_INTERVAL  # noqa: E402
-from tests.fakes.discord import FakeDiscord  # noqa: E402
-from tests.fakes.discord.echo_process import start_echo_process  # noqa: E402
-from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply  # noqa: E402
+import itertools
+
+from cogs.utils.answering import EDIT_INTERVAL
+from tests.fakes.discord import FakeDiscord
+from tests.fakes.discord.echo_process import start_echo_process
+from tests.fakes.llm_server import FAKE_MODEL, FakeLLMServer, LLMRequest, Reply
 
 WORDS = 120
 PACE = 0.04
@@ -67,7 +69,7 @@ async def one_round(discord: FakeDiscord, llm: FakeLLMServer, n: int) -> dict[st
         raise TimeoutError("the reply was never completed")
     first, last = writes[0], writes[-1]
     edits = [w for w in writes if w.method == "PATCH"]
-    gaps = [b.at - a.at for a, b in zip(writes, writes[1:])]
+    gaps = [b.at - a.at for a, b in itertools.pairwise(writes)]
     return {
         "first": first.at - sent,
         "complete": last.at - sent,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import logging
 import os
@@ -160,10 +161,8 @@ async def _until_signalled(job: Coroutine[Any, Any, None]) -> None:
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
-    try:
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # not on this platform / not the main thread
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    except (NotImplementedError, RuntimeError):  # not on this platform / not the main thread
-        pass
     try:
         await job
     except asyncio.CancelledError:

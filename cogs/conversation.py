@@ -295,7 +295,8 @@ class Conversation(commands.Cog):
         """Once the user has been quiet for BURST_SECONDS (or the burst is full), answer all
         their messages at once."""
         try:
-            while (left := burst.deadline - time.monotonic()) > 0 and not burst.closed:
+            # The deadline moves as messages join the burst: a sleep to it, looked at again.
+            while (left := burst.deadline - time.monotonic()) > 0 and not burst.closed:  # noqa: ASYNC110
                 await asyncio.sleep(left)
         except asyncio.CancelledError:
             self.bursts.forget(burst)  # erased, or the cog unloaded

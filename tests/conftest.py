@@ -9,7 +9,7 @@ import asyncio
 import os
 import shutil
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ class Clock:
     """A settable clock for code that takes `clock=`: tests move time explicitly."""
 
     def __init__(self, start: datetime | None = None) -> None:
-        self.now = start or datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
+        self.now = start or datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         return self.now

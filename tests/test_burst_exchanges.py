@@ -31,7 +31,7 @@ SAID = {
 
 def facts_in(request: LLMRequest) -> list[str]:
     """The facts the exchange's own words say (the known memories shown are not read)."""
-    said = " ".join(re.findall(r"<message [^>]*>\n(.*?)\n</message>", request.last_user, re.S))
+    said = " ".join(re.findall(r"<message [^>]*>\n(.*?)\n</message>", request.last_user, re.DOTALL))
     return [fact for word, fact in FACTS.items() if word in said]
 
 
@@ -49,7 +49,7 @@ def burst(*words: str) -> Incoming:
     )
 
 
-async def settled_engine(db, http, llm_server, tmp_path) -> Engine:  # noqa: F811
+async def settled_engine(db, http, llm_server, tmp_path) -> Engine:
     llm_server.handler = script
     engine = make_engine(db, http, llm_server, tmp_path)
     await engine.start()
@@ -64,7 +64,7 @@ async def transcript(db) -> list[str]:
     return [r[0] for r in await fetch_all(db.reader, "SELECT user_message FROM exchanges WHERE user_id = 'alice'")]
 
 
-async def test_editing_a_message_of_a_burst_but_the_last_rewrites_the_transcript_and_why(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_editing_a_message_of_a_burst_but_the_last_rewrites_the_transcript_and_why(db, http, llm_server, tmp_path):
     engine = await settled_engine(db, http, llm_server, tmp_path)
     assert await engine.conversation.message_edited("b-1", "Mon chat s'appelle Biscuit.", author="alice") == "correction"
     expected = "\n".join(["Mon chat s'appelle Biscuit.", SAID["violon"], SAID["Lyon"]])
@@ -76,7 +76,7 @@ async def test_editing_a_message_of_a_burst_but_the_last_rewrites_the_transcript
     await engine.close()
 
 
-async def test_deleting_a_message_of_a_burst_but_the_last_archives_what_the_exchange_alone_produced(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_deleting_a_message_of_a_burst_but_the_last_archives_what_the_exchange_alone_produced(db, http, llm_server, tmp_path):
     engine = await settled_engine(db, http, llm_server, tmp_path)
     pinned = next(m for m in await engine.memories.list("alice") if m.text == FACTS["violon"])
     await engine.memories.pin("alice", pinned.id)
@@ -97,7 +97,7 @@ async def test_deleting_a_message_of_a_burst_but_the_last_archives_what_the_exch
     await engine.close()
 
 
-async def test_deleting_every_message_of_a_burst_forgets_the_exchange(db, http, llm_server, tmp_path):  # noqa: F811
+async def test_deleting_every_message_of_a_burst_forgets_the_exchange(db, http, llm_server, tmp_path):
     engine = await settled_engine(db, http, llm_server, tmp_path)
     for message_id in ("b-3", "b-1", "b-2"):
         await engine.conversation.message_deleted(message_id)
@@ -110,7 +110,7 @@ async def test_deleting_every_message_of_a_burst_forgets_the_exchange(db, http, 
     await engine.close()
 
 
-async def test_an_exchange_saved_before_migration_0008_is_found_by_its_message(http, llm_server, tmp_path):  # noqa: F811
+async def test_an_exchange_saved_before_migration_0008_is_found_by_its_message(http, llm_server, tmp_path):
     """Exchanges of an older database knew one message: after the upgrade, its edit and delete
     still reach them."""
     import shutil

@@ -87,10 +87,10 @@ def stray_words(shown: str) -> set[str]:
 
 
 def memory(memory_id: int, **extra: object) -> Memory:
-    fields: dict[str, object] = dict(
-        id=memory_id, user_id="u", text="Aime le vélo", type="fact", scope="global", story_id=None, place=None,
-        confidence=1.0, pinned=True, created_at=NOW, updated_at=NOW, expires_at=NOW,
-    )
+    fields: dict[str, object] = {
+        "id": memory_id, "user_id": "u", "text": "Aime le vélo", "type": "fact", "scope": "global", "story_id": None, "place": None,
+        "confidence": 1.0, "pinned": True, "created_at": NOW, "updated_at": NOW, "expires_at": NOW,
+    }
     fields.update(extra)
     return Memory(**fields)  # type: ignore[arg-type]
 
@@ -236,9 +236,10 @@ def _declared_command_texts(tree: ast.AST) -> Iterator[str]:
                     value = keyword.value
                     if isinstance(value, ast.Name):  # a module constant such as CHARACTER_OPTION
                         continue
-                    if keyword.arg in ("name", "description") or name == "describe":
-                        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                            yield value.value
+                    if (
+                        keyword.arg in ("name", "description") or name == "describe"
+                    ) and isinstance(value, ast.Constant) and isinstance(value.value, str):
+                        yield value.value
 
 
 @pytest.mark.parametrize("lang", ["fr", "es", "de"])

@@ -176,7 +176,7 @@ async def test_a_message_edited_before_its_reflection_is_reflected_as_edited(db,
 
 
 async def test_an_edit_landing_during_the_reflection_rolls_it_back_and_the_edited_text_is_reflected(db, http, llm_server, tmp_path, store):
-    engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
+    engine, _script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
     gate = asyncio.Event()
     seen: list[str] = []
 
@@ -353,7 +353,7 @@ async def test_erase_removes_alternatives_sources_and_receipts(db, http, llm_ser
     assert [m["from_exchanges"] for m in exported["memories"]] == [[result.exchange_id]]
     await engine.privacy.erase("alice")
     for table in ("exchange_replies", "memory_sources", "memory_changes"):
-        row = await fetch_one(db.reader, f"SELECT COUNT(*) FROM {table}")  # noqa: S608  (test constant)
+        row = await fetch_one(db.reader, f"SELECT COUNT(*) FROM {table}")
         assert row is not None and row[0] == 0, table
 
 

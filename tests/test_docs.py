@@ -56,7 +56,7 @@ def test_the_docs_say_what_is_true_of_both_stores():
 
 
 def test_the_docs_link_only_to_files_that_exist():
-    for doc in sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]:
+    for doc in [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]:
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", doc.read_text(encoding="utf-8")):
             assert (doc.parent / target).exists(), f"{doc.relative_to(ROOT)} links to missing {target}"
 

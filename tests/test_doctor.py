@@ -163,11 +163,11 @@ async def test_a_postgresql_database_is_checked_for_writes_and_migrations(
 
     url = await postgres_cluster.empty_database()
     env = doctor_env(LLM_BASE_URL=llm_server.url, LLM_MODEL=FAKE_MODEL, DATABASE_URL=url)
-    code, out = await doctor(env, tmp_path)
+    _code, out = await doctor(env, tmp_path)
     assert "✓ database: postgresql://" in out and "accepts writes" in out
     assert re.search(r"✓ migrations: \d+ to apply, automatically, at the next start", out), out
     await (await PostgresDatabase.open(url)).close()
-    code, out = await doctor(env, tmp_path)
+    _code, out = await doctor(env, tmp_path)
     assert "✓ migrations: current" in out, out
 
 
@@ -176,10 +176,10 @@ async def test_scheduled_backups_into_a_folder_that_cannot_be_written_are_a_find
 ) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder", encoding="utf-8")
-    settings = dict(LLM_BASE_URL=llm_server.url, LLM_MODEL=FAKE_MODEL, DATABASE_PATH=str(tmp_path / "echo.sqlite3"))
-    code, out = await doctor(doctor_env(**settings, BACKUP_EVERY_HOURS="24", BACKUP_DIR=str(blocked / "backups")), tmp_path)
+    settings = {"LLM_BASE_URL": llm_server.url, "LLM_MODEL": FAKE_MODEL, "DATABASE_PATH": str(tmp_path / "echo.sqlite3")}
+    _code, out = await doctor(doctor_env(**settings, BACKUP_EVERY_HOURS="24", BACKUP_DIR=str(blocked / "backups")), tmp_path)
     assert "backups" in failed(out) and f"BACKUP_DIR {blocked / 'backups'} cannot be written" in out
-    code, out = await doctor(doctor_env(**settings, BACKUP_EVERY_HOURS="24"), tmp_path)
+    _code, out = await doctor(doctor_env(**settings, BACKUP_EVERY_HOURS="24"), tmp_path)
     assert f"✓ backups: every 24 h into {tmp_path / 'backups'}, 7 kept" in out
 
 

@@ -219,7 +219,7 @@ async def test_erase_removes_everything_about_one_user_only(db, http, llm_server
         "memories", "memory_history", "memory_vectors", "exchanges", "turns", "turn_stats",
         "story_summaries", "story_anchors", "story_positions", "story_state", "story_history", "user_settings",
     ):
-        async with db.reader.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", ("alice",)) as cur:  # noqa: S608 - table names are constants
+        async with db.reader.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", ("alice",)) as cur:
             assert (await cur.fetchone())[0] == 0, table
     assert await store.list("bob") and (await engine.privacy.export("bob"))["exchanges"]
 
@@ -281,7 +281,7 @@ async def test_erase_wins_against_a_reflection_in_flight(db, http, llm_server, t
     await asyncio.sleep(0.1)
     assert await store.list("alice") == []
     for table in ("exchanges", "story_summaries", "memory_history"):
-        async with db.reader.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", ("alice",)) as cur:  # noqa: S608 - constant table names
+        async with db.reader.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", ("alice",)) as cur:
             assert (await cur.fetchone())[0] == 0, table
 
 

@@ -126,6 +126,6 @@ async def test_every_archived_operation_and_cause_reads_in_french(db, http, llm_
     selection = await engine.memories.why(USER, "chan-1")
     with use_locale("fr"):
         shown = why_text(selection)
-    assert leaks(shown, texts + ["Je joue du violon."]) == set(), shown
+    assert leaks(shown, [*texts, "Je joue du violon."]) == set(), shown
     assert "h1: #" in history_text(entries, removals), "English keeps its own words"
     await engine.close()

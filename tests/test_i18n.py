@@ -170,7 +170,7 @@ def test_receipts_are_in_the_users_language():
 def test_french_stats_agree_with_their_numbers():
     from bot.engine import MemoryStats
 
-    fields = {name: 0 for name in MemoryStats.__dataclass_fields__}
+    fields = dict.fromkeys(MemoryStats.__dataclass_fields__, 0)
     stats = MemoryStats(**{**fields, "total": 1, "pinned": 2, "expired": 1, "cap": 100, "by_type": {}, "never_surfaced": []})
     with use_locale("fr"):
         first = stats_text(stats).splitlines()[0]

@@ -81,7 +81,7 @@ FRONT_END_FORBIDDEN = (
 )
 
 SQL_CALLS = frozenset({"fetch_all", "fetch_one", "inserted_id", "execute", "executemany", "execute_fetchall", "executescript"})
-SQL_TEXT = re.compile(r"^\s*(SELECT\b.*\bFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b", re.S)
+SQL_TEXT = re.compile(r"^\s*(SELECT\b.*\bFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b", re.DOTALL)
 
 
 def _rel(path: Path, root: Path = ROOT) -> str:

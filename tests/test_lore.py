@@ -218,7 +218,7 @@ async def test_lore_told_back_by_the_character_never_becomes_a_memory_of_the_use
     await engine.conversation.turn(Incoming(user_id="alice", user_name="Alice", text="I sail a small boat to the harbour.", story_id="c", place="g"))
     engine.operator.schedule_reflection("alice")
     await engine.operator.wait_reflections("alice")
-    reflection = [r for r in llm_server.chats if r.json_schema is not None][0]
+    reflection = next(r for r in llm_server.chats if r.json_schema is not None)
     assert "has lore (Port, Guild, Moon, Sky, Dragon)" in reflection.system
     assert "never store it" in reflection.system
     assert [m.text for m in await store.list("alice")] == ["The user sails a small boat."]

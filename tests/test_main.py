@@ -58,7 +58,7 @@ async def test_sigterm_stops_the_terminal_chat_cleanly(tmp_path, llm_server):
         env=env, cwd=tmp_path,
     )
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write("Bonjour !\n".encode())
+    proc.stdin.write(b"Bonjour !\n")
     await proc.stdin.drain()
     answer = await asyncio.wait_for(proc.stdout.readline(), timeout=60)
     if not answer:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from bot.i18n import use_locale
 from bot.memory.choice import REASONS, Slot, TurnSelection
@@ -10,7 +10,7 @@ from bot.memory.model import Cause, HistoryEntry
 from bot.memory.stores.stories import StoryHistoryEntry
 from bot.presenting import closeness, groups, history_text, why_text
 
-NOW = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 
 def story_entry(operation: str, **payload) -> StoryHistoryEntry:

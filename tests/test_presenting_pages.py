@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -14,7 +14,7 @@ from bot.presenting import memory_pages
 from cogs.utils.answering import DISCORD_LIMIT
 from tests.lanes import examples
 
-NOW = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 HEADER = re.compile(r"Memories (\d+)–(\d+) of (\d+):")
 
 

@@ -113,8 +113,8 @@ def render_character_prompt(character: Character, values: TurnValues, *, lore_be
         parts.append(f"Scenario:\n{character.scenario}")
     if character.example_dialogue:
         lines = [
-            f"Examples of how {character.name} talks. Style reference only: these exchanges "
-            "are not part of the conversation and did not happen."
+            (f"Examples of how {character.name} talks. Style reference only: these exchanges "
+            "are not part of the conversation and did not happen.")
         ]
         previous = None
         for speaker, line in character.example_dialogue:

@@ -222,8 +222,7 @@ def _literal_prefix(pattern: regex.Pattern[str]) -> str:
     source = pattern.pattern
     if "|" in source or pattern.flags & (regex.VERBOSE | regex.IGNORECASE):
         return ""
-    if source.startswith("\\b"):
-        source = source[2:]
+    source = source.removeprefix("\\b")
     prefix = []
     for i, char in enumerate(source):
         if not (char.isalnum() or char == " ") or (i + 1 < len(source) and source[i + 1] in _QUANTIFIERS):

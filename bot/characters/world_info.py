@@ -114,14 +114,13 @@ def _book(reading: Reading, book: Mapping[str, Any], raw_entries: Any, where: st
     budget = _value(book, fields, "tokenbudget")
     depth = _value(book, fields, "scandepth")
     recursive = _value(book, fields, "recursivescanning")
-    lorebook = Lorebook(
+    return Lorebook(
         entries,
         budget_chars=budget * CHARS_PER_TOKEN if _whole(budget) and budget > 0 else None,
         scan_depth=depth if _whole(depth) and depth >= 0 else None,
         recursive=recursive if isinstance(recursive, bool) else True,
         ignored=tuple(reading.ignored),
     )
-    return lorebook
 
 
 def _entry(reading: Reading, where: str, raw: Any, uid: object) -> LoreEntry | None:

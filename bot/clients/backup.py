@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.clients.db import MIGRATIONS_DIR, hold_database, list_migrations, lock_file
@@ -92,7 +92,7 @@ class RestoreReport:
 
 
 def scheduled_name(now: datetime | None = None) -> str:
-    moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
     return f"{SCHEDULED_PREFIX}{moment.strftime(_STAMP)}{SCHEDULED_SUFFIX}"
 
 
@@ -102,7 +102,7 @@ def scheduled_time(name: str) -> datetime | None:
     if match is None:
         return None
     try:
-        return datetime.strptime(match.group(1), _STAMP).replace(tzinfo=timezone.utc)
+        return datetime.strptime(match.group(1), _STAMP).replace(tzinfo=UTC)
     except ValueError:
         return None  # "echo-99999999T999999Z.sqlite3" is not a time: not one of ours
 
@@ -123,7 +123,7 @@ def next_due(folder: Path, every: timedelta, now: datetime | None = None) -> dat
     """When the next scheduled backup is due: `every` after the newest one in `folder`, or soon
     when there is none or it is overdue. Read from the files, so that a bot restarted more often
     than `every` still backs up."""
-    moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
     taken = scheduled_backups(folder)
     if not taken:
         return moment + FIRST_BACKUP_DELAY
@@ -223,7 +223,7 @@ def backup(database: Path, target: Path) -> BackupReport:
             source.close()
         _check(partial, expected)
         _fsync(partial)
-        os.replace(partial, target)
+        partial.replace(target)
         _fsync(target.parent)
     except sqlite3.Error as exc:
         partial.unlink(missing_ok=True)
@@ -342,14 +342,14 @@ def restore(path: Path, database: Path, now: datetime | None = None, *, ledgers:
             _fsync(partial)
             replaced: Path | None = None
             if database.exists():
-                stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+                stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
                 replaced = database.with_name(f"{database.name}.before-restore-{stamp}")
                 # The -wal may hold the last commits of a bot killed hard: it goes with its file.
                 for suffix in ("-wal", "-shm", ""):
                     old = database.with_name(database.name + suffix)
                     if old.exists():
-                        os.replace(old, replaced.with_name(replaced.name + suffix))
-            os.replace(partial, database)
+                        old.replace(replaced.with_name(replaced.name + suffix))
+            partial.replace(database)
             _fsync(database.parent)
         except BaseException:
             partial.unlink(missing_ok=True)

@@ -234,7 +234,7 @@ class SQLiteDatabase:
         self.locking = Outage(log)
 
     @classmethod
-    async def open(cls, path: str | Path, migrations: Path = MIGRATIONS_DIR) -> "SQLiteDatabase":
+    async def open(cls, path: str | Path, migrations: Path = MIGRATIONS_DIR) -> SQLiteDatabase:
         if str(path) == ":memory:":
             # The reader would open a second, empty in-memory database.
             raise ValueError("Écho needs a database file: the reader and writer share it")

@@ -83,7 +83,8 @@ def l2_normalise(matrix: np.ndarray, *, source: str) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
     if np.any(norms == 0):
         raise EmbeddingError(f"{source}: returned a zero vector")
-    return (matrix / norms).astype(np.float32, copy=False)
+    normalised: np.ndarray = (matrix / norms).astype(np.float32, copy=False)
+    return normalised
 
 
 def query_text(text: str) -> str:
@@ -96,7 +97,8 @@ async def embed_turn_query(
     embedder: Embedder, text: str, *, timeout: float = TURN_EMBEDDING_TIMEOUT
 ) -> np.ndarray:
     """The turn's query vector: one attempt, `timeout` bounding the whole operation."""
-    return (await embed_turn_queries(embedder, [text], timeout=timeout))[0]
+    vector: np.ndarray = (await embed_turn_queries(embedder, [text], timeout=timeout))[0]
+    return vector
 
 
 async def embed_turn_queries(
@@ -159,7 +161,8 @@ class LocalEmbedder:
         return l2_normalise(await self.queue.passages(texts, self._passage_is_query), source=self.model)
 
     async def embed_query(self, text: str) -> np.ndarray:
-        return (await self.embed_queries([text]))[0]
+        vector: np.ndarray = (await self.embed_queries([text]))[0]
+        return vector
 
     async def embed_queries(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
         texts = list(texts)
@@ -258,7 +261,8 @@ class _HttpEmbedder:
         return np.concatenate(parts)
 
     async def embed_query(self, text: str) -> np.ndarray:
-        return (await self.embed_queries([text]))[0]
+        vector: np.ndarray = (await self.embed_queries([text]))[0]
+        return vector
 
     async def embed_queries(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
         # Raw text: the prototype measured no prefix better for its model, our bench kept prefixes

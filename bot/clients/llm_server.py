@@ -234,10 +234,7 @@ class LLMServer:
         except (KeyError, IndexError, TypeError):
             content, stop = None, None
         if not isinstance(content, str):
-            if self.api == "ollama":
-                where = '["message"]["content"]'
-            else:
-                where = '["choices"][0]["message"]["content"]'
+            where = '["message"]["content"]' if self.api == "ollama" else '["choices"][0]["message"]["content"]'
             raise LLMBadResponse(
                 f"The {self.name} at {self.url(path)} answered JSON without a "
                 f"text at {where}: {self.quote(json.dumps(data, ensure_ascii=False))}"

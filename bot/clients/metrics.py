@@ -184,7 +184,8 @@ class TimedEmbedder:
             self._seconds.labels("passages").observe(time.perf_counter() - started)
 
     async def embed_query(self, text: str) -> np.ndarray:
-        return (await self.embed_queries([text]))[0]
+        vector: np.ndarray = (await self.embed_queries([text]))[0]
+        return vector
 
     async def embed_queries(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
         started = time.perf_counter()

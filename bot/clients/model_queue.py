@@ -17,6 +17,7 @@ thread), so each request carries its own and gets its rows back on it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -221,7 +222,5 @@ def _deliver(request: _Request, rows: np.ndarray | None, error: EmbeddingError |
             assert rows is not None
             request.future.set_result(rows)
 
-    try:
+    with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits for these rows any more
         request.loop.call_soon_threadsafe(settle)
-    except RuntimeError:
-        pass  # its loop is closed: nobody waits for these rows any more

@@ -294,7 +294,7 @@ class PostgresDatabase:
     @classmethod
     async def open(
         cls, url: str, migrations: Path = POSTGRES_MIGRATIONS_DIR, *, max_size: int = 10
-    ) -> "PostgresDatabase":
+    ) -> PostgresDatabase:
         check_url(url)
         pool = await asyncpg.create_pool(url, min_size=1, max_size=max_size, command_timeout=60)
         try:
@@ -310,10 +310,9 @@ class PostgresDatabase:
         """One write transaction at a time, in this process and across processes."""
         async with self._write_lock:
             try:
-                async with self._pool.acquire() as raw:
-                    async with raw.transaction():
-                        await raw.execute("SELECT pg_advisory_xact_lock($1)", WRITER_LOCK)
-                        yield Connection(raw)
+                async with self._pool.acquire() as raw, raw.transaction():
+                    await raw.execute("SELECT pg_advisory_xact_lock($1)", WRITER_LOCK)
+                    yield Connection(raw)
             except BaseException as exc:
                 failure = storage_failure(self.path, exc)
                 if failure is None:
@@ -339,10 +338,9 @@ class PostgresDatabase:
         connection). Two processes seeing the same pending exchanges reflect them once, one
         after the other, never at the same time."""
         try:
-            async with self._pool.acquire() as raw:
-                async with raw.transaction():
-                    mine = await raw.fetchval("SELECT pg_try_advisory_xact_lock($1)", lock_key(name))
-                    yield bool(mine)
+            async with self._pool.acquire() as raw, raw.transaction():
+                mine = await raw.fetchval("SELECT pg_try_advisory_xact_lock($1)", lock_key(name))
+                yield bool(mine)
         except BaseException as exc:
             failure = storage_failure(self.path, exc)
             if failure is None:

@@ -15,7 +15,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, overload
 
@@ -178,7 +178,7 @@ def to_db(dt: datetime | None) -> str | None:
 
 
 # What an unreadable stored date reads as: a creation date sorts oldest, an expiry has passed.
-UNREADABLE_DATE = datetime(1970, 1, 1, tzinfo=timezone.utc)
+UNREADABLE_DATE = datetime(1970, 1, 1, tzinfo=UTC)
 # Rows written before dates were padded hold years of 1 to 3 digits ("999-12-31T…").
 _SHORT_YEAR = re.compile(r"(\d{1,3})(-\d{2}-\d{2}T.*)", re.DOTALL)
 # One bad row must not lock a user out of their data: it is read, logged once and counted.
@@ -207,8 +207,8 @@ def from_db(value: str | None) -> datetime | None:
         text = f"{int(short.group(1)):04d}{short.group(2)}" if short else value
         try:
             dt = datetime.fromisoformat(text)
-            dt = dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
-            return dt.astimezone(timezone.utc)
+            dt = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+            return dt.astimezone(UTC)
         except (ValueError, OverflowError):
             pass
     unreadable_dates.failed(

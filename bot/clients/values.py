@@ -7,7 +7,7 @@ bot.memory.model), so the clients import nothing of the core.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
@@ -25,9 +25,9 @@ def as_utc(value: datetime) -> datetime:
     """`value` in UTC, a naive one read as UTC. ValueError when it has no UTC instant in the
     years 1 to 9999 ("9999-12-31T23:59:59-05:00" parses but has none)."""
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     try:
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
     except OverflowError:
         raise ValueError(f"date out of range: {value.isoformat()} has no UTC instant") from None
 

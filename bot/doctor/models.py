@@ -50,8 +50,8 @@ SAMPLE_MEMORY = "The user has two cats, Miso and Tofu, and feeds them before lea
 
 SAMPLE_LINES = (
     "I finally finished the shelves in the living room, it took all weekend!",
-    "All weekend? Then they deserve a place of honour. What goes on them first, books or the "
-    "plants you keep promising to repot? I want a picture once they are filled.",
+    ("All weekend? Then they deserve a place of honour. What goes on them first, books or the "
+    "plants you keep promising to repot? I want a picture once they are filled."),
 )
 
 

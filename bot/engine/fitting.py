@@ -107,7 +107,8 @@ Build = Callable[[Sequence[ChannelLine], Sequence[Memory]], list[ChatMessage]]
 def weakest_first(memories: Sequence[Memory]) -> list[Memory]:
     """The order memory slots leave a prompt that does not fit: the last chosen first (the
     selection chooses by strength: pinned, global, recalled, quotas, backfill), pinned last."""
-    return sorted(reversed(memories), key=lambda m: m.pinned)
+    # reversed before a stable sort: among equals, the last chosen leaves first.
+    return sorted(reversed(memories), key=lambda m: m.pinned)  # noqa: C414
 
 
 def fit_prompt(

@@ -138,15 +138,14 @@ class Reflections:
                     break
                 # The user's lock is taken for the write only (`reflect`), never across the model
                 # call: an erase cancels this worker, and nothing else waits for a model.
-                async with self._slots:
-                    async with self.ctx.db.exclusive(f"reflect:{user_id}") as mine:
-                        ok: bool | None = None
-                        if mine:
-                            # Read once the user is this worker's alone: while it waited for a
-                            # slot or for another process, that process may have reflected what
-                            # was pending, and the model would be asked about it a second time.
-                            batch = await self.pending(user_id)
-                            ok = await self.reflect_safely(batch) if batch else True
+                async with self._slots, self.ctx.db.exclusive(f"reflect:{user_id}") as mine:
+                    ok: bool | None = None
+                    if mine:
+                        # Read once the user is this worker's alone: while it waited for a
+                        # slot or for another process, that process may have reflected what
+                        # was pending, and the model would be asked about it a second time.
+                        batch = await self.pending(user_id)
+                        ok = await self.reflect_safely(batch) if batch else True
                 if ok is None:
                     # Another bot process reflects this user now; what it leaves is seen here next.
                     await asyncio.sleep(OTHER_PROCESS_POLL_SECONDS)

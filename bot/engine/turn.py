@@ -34,13 +34,13 @@ from bot.engine.prompting import (
     bounded_history,
     build_reply_messages,
     render_lore,
-    speaker_name,
 )
 from bot.engine.reflection_worker import Reflections
 from bot.engine.turn_values import Incoming, TurnResult
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import Memory, OwnerKey, StoryId
+from bot.memory.quoting import speaker_name
 from bot.memory.read.conversation import Line
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.edits import save_parts

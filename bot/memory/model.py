@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal, NewType, get_args
 
 from bot.clients.values import as_utc, storable
@@ -34,13 +34,13 @@ StoryId = NewType("StoryId", str)
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 # The expiries a person can mean. Outside them a date is a slip of the model (year 0999 for 2099,
 # 0001 for "unknown") and, near the ends of the calendar, may have no UTC instant to store.
-EARLIEST_EXPIRY = datetime(1970, 1, 1, tzinfo=timezone.utc)
-LATEST_EXPIRY = datetime(9998, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+EARLIEST_EXPIRY = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_EXPIRY = datetime(9998, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 
 def checked_expiry(value: datetime | None) -> datetime | None:

@@ -1,5 +1,6 @@
 """Stable import path for outside users and benchmarks: the reference six-pass selection."""
 
-from bot.memory.reference.selection import DEFAULT_LIMIT, Selected, select
+from bot.memory.choice import DEFAULT_LIMIT, Selected
+from bot.memory.reference.selection import select
 
 __all__ = ["DEFAULT_LIMIT", "Selected", "select"]

@@ -66,7 +66,7 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         return memory_pages(memories, now=engine.clock(), per_page=len(memories) or 1, max_chars=sys.maxsize)[0]
     if name == "remember":
         # The raw rest of the line: shlex would eat the apostrophes of "J'aime l'été".
-        said = (line.split(maxsplit=1) + [""])[1]
+        said = ([*line.split(maxsplit=1), ""])[1]
         return answer(await run.remember(user, said, story_id=session.story_id, place=session.place))
     if name in ("pin", "unpin", "forget", "restore"):
         target = _memory_id(args[0]) if args else None
@@ -79,7 +79,7 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         return answer(await run.pin(user, target, name == "pin"))
     if name == "edit":
         # The raw rest of the line, as for /remember.
-        _, target_arg, said = (line.split(maxsplit=2) + ["", ""])[:3]
+        _, target_arg, said = ([*line.split(maxsplit=2), "", ""])[:3]
         target = _memory_id(target_arg)
         if target is None or not said.strip():
             return text("terminal_usage", usage="/edit <id> <text>")

@@ -411,8 +411,9 @@ def _field(components: object, custom_id: str) -> str | None:
     for component in components if isinstance(components, list) else []:
         if not isinstance(component, dict):
             continue
-        if component.get("custom_id") == custom_id and isinstance(component.get("value"), str):
-            return component["value"]
+        value = component.get("value")
+        if component.get("custom_id") == custom_id and isinstance(value, str):
+            return value
         nested = component.get("components") or ([component["component"]] if "component" in component else [])
         found = _field(nested, custom_id)
         if found is not None:

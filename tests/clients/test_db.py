@@ -53,7 +53,7 @@ async def test_failing_migration_leaves_previous_version_intact(tmp_path):
     (migrations / "0002_broken.sql").write_text(
         "CREATE TABLE b (y INTEGER);\nINSERT INTO a VALUES (1);\nTHIS IS NOT SQL;"
     )
-    with pytest.raises(MigrationError, match="0002_broken.sql"):
+    with pytest.raises(MigrationError, match=r"0002_broken\.sql"):
         await SQLiteDatabase.open(tmp_path / "m.db", migrations)
     assert _version(tmp_path / "m.db") == 1
     with sqlite3.connect(tmp_path / "m.db") as conn:

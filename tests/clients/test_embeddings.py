@@ -571,5 +571,5 @@ async def test_make_embedder_builds_each_kind(embedding_http: httpx.AsyncClient)
 
 
 def test_make_embedder_needs_a_client_for_http_kinds() -> None:
-    with pytest.raises(ValueError, match="httpx.AsyncClient"):
+    with pytest.raises(ValueError, match=r"httpx\.AsyncClient"):
         make_embedder("ollama")

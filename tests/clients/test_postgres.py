@@ -73,7 +73,7 @@ async def test_a_failing_migration_is_rolled_back_whole(postgres_cluster, tmp_pa
     (folder / "0001_ok.sql").write_text("CREATE TABLE kept (x INTEGER);")
     (folder / "0002_bad.sql").write_text("CREATE TABLE half (x INTEGER); SELECT no_such_function();")
     url = await postgres_cluster.empty_database()
-    with pytest.raises(MigrationError, match="0002_bad.sql failed and was rolled back"):
+    with pytest.raises(MigrationError, match=r"0002_bad\.sql failed and was rolled back"):
         await PostgresDatabase.open(url, folder)
     conn = await asyncpg.connect(url)
     try:

@@ -19,7 +19,7 @@ from tests.fakes.llm_server import FakeLLMServer
     "settings_overrides", [{"burst_seconds": 0.3, "user_rate_limit_messages": 2, "user_rate_limit_seconds": 30.0}]
 )
 async def test_a_burst_holds_at_most_its_bound_and_the_next_message_is_another_answer(
-    services_with: Services, llm_server: FakeLLMServer  # noqa: F811
+    services_with: Services, llm_server: FakeLLMServer
 ) -> None:
     cog = make_cog(services_with)
     channel = fake_channel()

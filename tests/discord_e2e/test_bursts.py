@@ -28,7 +28,7 @@ SAID = {
 
 def said_facts(request: LLMRequest) -> dict[str, Any]:
     """A reflection that remembers what the exchange's own words say (not the memories shown)."""
-    said = " ".join(re.findall(r"<message [^>]*>\n(.*?)\n</message>", request.last_user, re.S))
+    said = " ".join(re.findall(r"<message [^>]*>\n(.*?)\n</message>", request.last_user, re.DOTALL))
     return {"memories": [{"text": f, "type": "fact", "confidence": 0.95} for w, f in FACTS.items() if w in said]}
 
 

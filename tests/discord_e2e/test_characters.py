@@ -73,7 +73,7 @@ async def test_two_characters_answer_in_their_channels_with_their_names_avatars_
 
     await fake_discord.user_says(ALICE, fake_discord.general, "j'ai un chat, Pixel", mention_bot=True)
     await wait_until(lambda: any(c.json.get("username") == "Lina" for c in executed(fake_discord)))
-    lina = [c for c in executed(fake_discord) if c.json.get("username") == "Lina"][0]
+    lina = next(c for c in executed(fake_discord) if c.json.get("username") == "Lina")
     assert lina.json["avatar_url"] == LINA_AVATAR
     # The reply streams: posted through the webhook with its first words, then edited through it.
     edits = f"{lina.path.split('?')[0]}/messages/"
@@ -98,16 +98,16 @@ async def test_two_characters_answer_in_their_channels_with_their_names_avatars_
 
     await fake_discord.user_says(ALICE, port, "tu te souviens de mon chat ?", mention_bot=True)
     await wait_until(lambda: any(c.json.get("username") == "Marc" for c in executed(fake_discord)))
-    marc = [c for c in executed(fake_discord) if c.json.get("username") == "Marc"][0]
+    marc = next(c for c in executed(fake_discord) if c.json.get("username") == "Marc")
     assert marc.json["avatar_url"] == MARC_AVATAR
     assert fake_discord.webhooks[int(marc.path.split("/")[2])].channel_id == port.id, "one webhook per channel"
-    marc_prompt = [r for r in llm_server.chats if r.json_schema is None and "You are Marc." in r.system][0]
+    marc_prompt = next(r for r in llm_server.chats if r.json_schema is None and "You are Marc." in r.system)
     assert "Pixel" not in marc_prompt.system and "(nothing remembered yet)" in marc_prompt.system
 
     # Nora declares `memory: shared`: she sees what the default character remembers.
     await fake_discord.user_says(ALICE, quay, "bonjour Nora", mention_bot=True)
     await wait_until(lambda: any(c.json.get("username") == "Nora" for c in executed(fake_discord)))
-    nora_prompt = [r for r in llm_server.chats if r.json_schema is None and "You are Nora." in r.system][0]
+    nora_prompt = next(r for r in llm_server.chats if r.json_schema is None and "You are Nora." in r.system)
     assert CAT in nora_prompt.system
 
     # The commands act on the channel's character, or on the one picked.
@@ -163,7 +163,7 @@ async def test_without_manage_webhooks_the_character_speaks_as_the_bot_and_says_
     assert [c.json["content"] for c in calls] == ["Réponse à : Alice: un", "Réponse à : Alice: deux"]
     assert not executed(fake_discord)
     assert echo.log().count("no Manage Webhooks permission in channel") == 1
-    assert [r for r in llm_server.chats if r.json_schema is None][0].system.startswith("You are Marc.")
+    assert next(r for r in llm_server.chats if r.json_schema is None).system.startswith("You are Marc.")
 
 
 async def test_a_french_locale_gets_french_answers_and_buttons_an_english_one_english(scene: Scene) -> None:

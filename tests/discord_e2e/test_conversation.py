@@ -14,6 +14,8 @@ from bot.presenting import cut_note
 # In the character's language (Écho's): a message tells no Discord language.
 with use_locale("fr"):
     CUT_NOTE = cut_note()
+import itertools
+
 from bot.memory.quoting import quote_block
 from cogs.utils.answering import EDIT_INTERVAL, split_message
 from tests.discord_e2e.conftest import Scene, StartEcho
@@ -50,7 +52,7 @@ async def test_a_streamed_reply_is_posted_early_then_edited_at_most_once_per_int
     last_word_at = llm_server.streamed[-1][0]
     assert writes[0].method == "POST" and writes[0].at < last_word_at - 1.0, "the text shows while it is written"
     assert len([w for w in writes if w.method == "PATCH"]) >= 2
-    gaps = [b.at - a.at for a, b in zip(writes, writes[1:])]
+    gaps = [b.at - a.at for a, b in itertools.pairwise(writes)]
     assert min(gaps) >= EDIT_INTERVAL, gaps
     shown = [w.json["content"] for w in writes]
     assert all(words.startswith(text) for text in shown), "each edit shows a prefix of the answer"

@@ -4,6 +4,7 @@ arrived."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,7 @@ async def test_settle_receipt_overflow_and_stream_writes_share_the_channels_pace
 
     writes = channel_writes(fake_discord, general.id)
     assert all(w.status == 200 for w in writes), [(w.method, w.path, w.status) for w in writes]
-    gaps = [round(b.at - a.at, 3) for a, b in zip(writes, writes[1:])]
+    gaps = [round(b.at - a.at, 3) for a, b in itertools.pairwise(writes)]
     assert min(gaps) >= EDIT_INTERVAL, list(zip([f"{w.method} {w.path}" for w in writes[1:]], gaps))
 
     # In order: the first reply's edits, the settle before the receipt; the new reply posted,

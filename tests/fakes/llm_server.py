@@ -75,7 +75,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -338,10 +338,8 @@ class FakeLLMServer:
             await self._stopping.wait()
             return web.Response(status=503, text="server stopped")
         if reply.delay:
-            try:
+            with suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), reply.delay)
-            except TimeoutError:
-                pass
         if recorded.body is not None and recorded.body.get("stream") is True and reply.body is None and reply.error is None and reply.status < 400:
             return await self._stream(request, api, model, reply, recorded)
         if reply.body is not None:

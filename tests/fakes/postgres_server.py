@@ -9,7 +9,6 @@ the PostgreSQL half of the suite is skipped with it.
 from __future__ import annotations
 
 import asyncio
-import glob
 import itertools
 import os
 import pwd
@@ -28,9 +27,9 @@ def _binaries() -> Path | None:
     found = shutil.which("pg_ctl")
     if found:
         return Path(found).parent
-    for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
-        if (Path(candidate) / "pg_ctl").exists():
-            return Path(candidate)
+    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (candidate / "pg_ctl").exists():
+            return candidate
     return None
 
 
@@ -131,7 +130,7 @@ def start() -> Cluster | str:
             shutil.rmtree(folder, ignore_errors=True)
             return "running as root and there is no `postgres` user to run the server as"
         os.chown(folder, user.pw_uid, user.pw_gid)
-        os.chmod(folder, 0o700)
+        folder.chmod(0o700)
         run_as = ["runuser", "-u", "postgres", "--"]
     cluster = Cluster(folder, bin_dir, run_as)
     data = folder / "data"

@@ -3,7 +3,7 @@ series takes at most its slots in the 24, and `select_columns` makes the same ch
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,8 +14,8 @@ from bot.memory.reference.selection import select
 from bot.memory.series import find_series, frame, memory_key
 from tests.lanes import examples
 
-NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
-NOW_US = (NOW - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+NOW_US = (NOW - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def mem(memory_id: int, text: str, **fields: object) -> Memory:

@@ -10,7 +10,7 @@ import signal
 import sqlite3
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -193,7 +193,7 @@ async def test_a_backup_killed_halfway_leaves_nothing_under_its_name(tmp_path: P
         sys.executable, "-m", "bot", "backup", str(target),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=tmp_path,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
+    _out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
     assert proc.returncode == 0, err.decode()
     assert integrity(target) == ["ok"]
 
@@ -210,7 +210,7 @@ async def test_restore_refuses_a_file_that_is_not_a_backup_and_changes_nothing(
     await db.close()
     before = database.read_bytes()
     (tmp_path / "bad.sqlite3").write_bytes(content)
-    code, out, err = await command(chat_env("http://127.0.0.1:9", database), tmp_path, "restore", "bad.sqlite3")
+    code, _out, err = await command(chat_env("http://127.0.0.1:9", database), tmp_path, "restore", "bad.sqlite3")
     assert code == 1 and said in err
     assert database.read_bytes() == before
     assert not list(tmp_path.glob("*before-restore*"))
@@ -223,9 +223,9 @@ async def test_scheduled_backups_keep_the_newest_and_touch_no_other_file(tmp_pat
     await db.close()
     folder.mkdir()
     (folder / "mine.sqlite3").write_bytes(b"an operator's own file")
-    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     for hour in range(5):
-        report, removed = backup_and_rotate(database, folder, keep=3, now=start + timedelta(hours=hour))
+        report, _removed = backup_and_rotate(database, folder, keep=3, now=start + timedelta(hours=hour))
         assert integrity(report.path) == ["ok"]
     assert sorted(p.name for p in folder.iterdir()) == [
         "echo-20260101T020000Z.sqlite3", "echo-20260101T030000Z.sqlite3", "echo-20260101T040000Z.sqlite3", "mine.sqlite3"
@@ -269,12 +269,12 @@ async def test_a_failing_scheduled_backup_logs_once_and_counts_each_failure(
 async def test_restore_into_a_folder_it_cannot_write_says_so_and_changes_nothing(tmp_path: Path) -> None:
     database = tmp_path / "data" / "echo.sqlite3"
     await (await SQLiteDatabase.open(database)).close()
-    code, out, err = await command(chat_env("http://127.0.0.1:9", database), tmp_path, "backup", "kept.sqlite3")
+    code, _out, err = await command(chat_env("http://127.0.0.1:9", database), tmp_path, "backup", "kept.sqlite3")
     assert code == 0, err
     blocked = tmp_path / "file"
     blocked.write_text("not a folder", encoding="utf-8")
     env = chat_env("http://127.0.0.1:9", blocked / "echo.sqlite3")
-    code, out, err = await command(env, tmp_path, "restore", "kept.sqlite3")
+    code, _out, err = await command(env, tmp_path, "restore", "kept.sqlite3")
     assert code == 1 and "Nothing was restored: cannot write in" in err and "Traceback" not in err
     assert blocked.read_text(encoding="utf-8") == "not a folder"
 
@@ -282,7 +282,7 @@ async def test_restore_into_a_folder_it_cannot_write_says_so_and_changes_nothing
 def test_the_next_scheduled_backup_follows_the_newest_one_on_disk_so_restarts_do_not_skip_it(tmp_path: Path) -> None:
     from bot.clients.backup import FIRST_BACKUP_DELAY, next_due, scheduled_name
 
-    now = datetime(2026, 1, 2, 12, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 2, 12, tzinfo=UTC)
     day = timedelta(hours=24)
     assert next_due(tmp_path / "none-yet", day, now) == now + FIRST_BACKUP_DELAY
     (tmp_path / scheduled_name(now - timedelta(hours=5))).write_bytes(b"")

@@ -19,7 +19,7 @@ import os
 import sqlite3
 import stat
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -67,7 +67,7 @@ async def test_the_scheduled_job_deletes_only_its_own_backups_and_never_the_one_
         (folder / name).write_bytes(content)
         os.utime(folder / name, (0, 0))  # old: a rotation by age would take them too
     # Hours before now: the job's own backup, at the real time, is the newest.
-    start = datetime.now(timezone.utc) - timedelta(hours=10)
+    start = datetime.now(UTC) - timedelta(hours=10)
     written = []
     for hour in range(4):
         report, _ = backup.backup_and_rotate(database, folder, keep, now=start + timedelta(hours=hour))
@@ -177,11 +177,11 @@ async def test_doctor_says_when_an_existing_database_is_readable_by_others(tmp_p
     database = tmp_path / "echo.sqlite3"
     await _database(database)
     env = chat_env(llm_server.url, database)
-    os.chmod(database, 0o644)
+    database.chmod(0o644)
     run = await run_module(env, tmp_path, ["bot", "doctor"])
     assert "✗ database privacy: echo.sqlite3 (644) can be read by other users" in run.stdout, run.stdout
     assert f"chmod 600 {database}*" in run.stdout
     for path in tmp_path.glob("echo.sqlite3*"):  # the fix it gives: chmod 600 <database>*
-        os.chmod(path, 0o600)
+        path.chmod(0o600)
     run = await run_module(env, tmp_path, ["bot", "doctor"])
     assert "✓ database privacy: readable by this user only" in run.stdout, run.stdout

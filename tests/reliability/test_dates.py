@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -22,7 +22,7 @@ from bot.memory.write.reflection import parse_reflection
 from bot.terminal.commands import Session, run_command
 from tests.builders import make_engine, msg
 
-UTC = timezone.utc
+UTC = UTC
 PLUS_14 = timezone(timedelta(hours=14))
 MINUS_2359 = timezone(-timedelta(hours=23, minutes=59))
 

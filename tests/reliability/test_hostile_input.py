@@ -19,7 +19,7 @@ import re
 import tempfile
 import unicodedata
 from collections.abc import Sequence
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 from unittest.mock import AsyncMock
 
@@ -59,7 +59,7 @@ from tests.fakes.llm_server import FakeLLMServer, LLMRequest
 from tests.lanes import examples
 
 FENCE = "```"
-T0 = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 OPERATOR = 55  # the application's owner, as Discord reports it
 
 

@@ -231,7 +231,7 @@ class IsolationMachine(RuleBasedStateMachine):
         """Rows that appeared since the last check are the actor's (none for a system task,
         actor None), and no row changed owner. `recording`: the set-up's rows, taken as they are."""
         for table, sql in OWNED_IDS.items():
-            rows = {row_id: user_id for row_id, user_id in await self.rows(sql)}
+            rows = dict(await self.rows(sql))
             known, present = self.owners[table], self.present[table]
             for row_id, user_id in rows.items():
                 if row_id in present:

@@ -115,7 +115,7 @@ def test_every_kind_of_outside_file_is_a_row_of_the_security_table_with_its_boun
     table = _table()
     assert set(table) == {k.name for k in KINDS}, "docs/security.md's table and outside_files.KINDS differ"
     for kind in KINDS:
-        read_by, bounds = table[kind.name]
+        _read_by, bounds = table[kind.name]
         for said in _bounds(kind):
             assert said in bounds, f"{kind.name}: the table's bounds do not say {said!r}: {bounds!r}"
     section = SECURITY.read_text(encoding="utf-8").split("## Files Écho reads", 1)[1]

@@ -755,9 +755,9 @@ def test_the_checker_reads_a_column_list_imported_from_a_store():
         '    await fetch_all(c, "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE id = ?", (1,))\n'
     )
     assert [f.statement.sql for f in findings] == [
-        "SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
+        ("SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
         "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic "
-        "FROM memories WHERE id = ?"
+        "FROM memories WHERE id = ?")
     ]
 
 

@@ -74,7 +74,7 @@ class FullDisk:
             async with self.db.write() as conn:
                 await conn.execute("PRAGMA max_page_count = " + str(int(pages)))
             return
-        with open(self.filler, "wb") as out, contextlib.suppress(OSError):
+        with self.filler.open("wb") as out, contextlib.suppress(OSError):
             while True:
                 out.write(b"\0" * 65536)
                 out.flush()

@@ -54,7 +54,7 @@ def reflect(templates: dict[str, str]):  # type: ignore[no-untyped-def]
     def handler(request: LLMRequest) -> str:
         if request.json_schema is None:
             return "D'accord."
-        said = " ".join(re.findall(r"<message [^>]*>\n(.*?)\n</message>", request.last_user, re.S))
+        said = " ".join(re.findall(r"<message [^>]*>\n(.*?)\n</message>", request.last_user, re.DOTALL))
         facts = [templates[t].format(t=t) for t in TOKEN_RE.findall(said) if t in templates]
         return json.dumps({"memories": [{"text": f, "type": "fact", "confidence": 0.95} for f in facts]})
 

@@ -50,4 +50,4 @@ async def test_every_metric_the_dashboard_queries_is_served_by_metrics(page: Pag
     served = {name for name, _ in await scrape(page)}
     queried = {name for expr in queries() for name in METRIC.findall(expr)}
     assert queried - served == set()
-    assert WATCHED <= queried
+    assert queried >= WATCHED

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,7 @@ RULE_CODE = len(USER_MEMORY_TYPES)
 NO_EXPIRY = np.iinfo(np.int64).max
 NO_CODE = -1
 UNKNOWN_CODE = -2
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 Version = tuple[int, int]
 
@@ -40,11 +40,11 @@ Version = tuple[int, int]
 def micros(dt: datetime) -> int:
     """Exact microseconds since the epoch (a float timestamp loses the last digit)."""
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return (dt - _EPOCH) // _MICROSECOND
 
 
-_MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc) - _EPOCH
+_MICROSECOND = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=UTC) - _EPOCH
 
 
 def _db_micros(values: Sequence[str | None]) -> np.ndarray:
@@ -159,7 +159,7 @@ class UserMemories:
 
     @property
     def nbytes(self) -> int:
-        arrays = sum(getattr(self, name).nbytes for name in self._COLUMNS)
+        arrays: int = sum(getattr(self, name).nbytes for name in self._COLUMNS)
         return arrays + ROW_OVERHEAD_BYTES * len(self.rows) + self._text_chars
 
     def _code(self, codes: dict[str, int], value: str | None) -> int:
@@ -320,7 +320,8 @@ class UserMemories:
         return [row_to_memory(self.row(i)) for i in (slots.tolist() if isinstance(slots, np.ndarray) else slots)]
 
     def ids_of(self, slots: np.ndarray) -> list[int]:
-        return self.ids[slots].tolist()
+        ids: list[int] = self.ids[slots].tolist()
+        return ids
 
     def scores(self, query: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(slots that have a vector, their cosines) for an L2-normalised query (d,), or for

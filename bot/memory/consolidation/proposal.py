@@ -26,7 +26,7 @@ Otherwise the series stays as it is; the refusal and its reason are logged and c
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,7 +191,7 @@ def check_proposal(
         return Refusal("low_confidence", f"confidence {proposal.confidence:.2f}")
     # The filters judge the new text where they let every member through: a member the filter
     # would refuse (its wording predates it) does not make the series unconsolidable.
-    filters = (
+    filters: tuple[tuple[str, Callable[[str], bool]], ...] = (
         ("not_about_user", lambda t: not_about_user(t, character_name, user_name=user_name)),
         ("about_someone_else", lambda t: about_someone_else(t, other_names, user_name)),
         ("character_attitude", lambda t: character_attitude(t, character_name, user_name=user_name)),

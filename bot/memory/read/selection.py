@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from itertools import chain
 
 import numpy as np
@@ -197,7 +197,7 @@ def top_positions(positions: np.ndarray, keys: Sequence[np.ndarray], k: int) -> 
 def candidates_of(memories: Sequence[Memory], scores: Mapping[int, float] | None = None) -> Candidates:
     """The columns of `memories` (ids unique), for callers that hold Memory objects."""
     scores = scores or {}
-    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
     step = timedelta(microseconds=1)
     no_expiry = np.iinfo(np.int64).max
     kept = list(memories)

@@ -6,7 +6,7 @@ Each store reads its own tables; this module only lays their rows out in the exp
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from bot.clients.storage import Database, to_db
@@ -154,7 +154,7 @@ async def export_user(db: Database, store: MemoryStore, user_id: OwnerKey, *, no
     exchanges = await export_exchanges(db, user_id)
     stories = await _stories(db, user_id)
     turns = await export_turns(db, user_id)
-    figures = await user_turn_log(db, user_id, datetime.min.replace(tzinfo=timezone.utc), limit=-1)
+    figures = await user_turn_log(db, user_id, datetime.min.replace(tzinfo=UTC), limit=-1)
     return {
         "user_id": user_id,
         "exported_at": to_db(now),

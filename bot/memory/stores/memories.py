@@ -349,7 +349,7 @@ async def restore_version(
     row = await fetch_one(conn, _SELECT_SNAPSHOT, (user_id, history_id))
     if row is None:
         return None
-    memory_id = row["memory_id"]
+    memory_id: int = row["memory_id"]
     snapshot = {column: row[column] for column in SNAPSHOT_COLUMNS.split(", ")}
     existing = await fetch_memory(conn, user_id, memory_id)
     if existing is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.clients.storage import Database, Row, fetch_all, fetch_one, from_db, to_db
@@ -163,7 +163,7 @@ async def user_summaries(db: Database) -> list[UserSummary]:
         )
         for user_id, v in by_user.items()
     ]
-    return sorted(summaries, key=lambda s: (s.last_seen is not None, s.last_seen or datetime.min, s.user_id), reverse=True)
+    return sorted(summaries, key=lambda s: (s.last_seen is not None, s.last_seen or datetime.min.replace(tzinfo=UTC), s.user_id), reverse=True)
 
 
 async def bot_memory_types(db: Database) -> dict[str, int]:

@@ -66,7 +66,9 @@ def subject_key(subject: str) -> str:
 def _proposal(item: Any) -> ProposedPosition | None:
     if isinstance(item, ProposedPosition):
         return item
-    get = item.get if isinstance(item, Mapping) else lambda k: getattr(item, k, None)
+    def get(key: str) -> Any:
+        return item.get(key) if isinstance(item, Mapping) else getattr(item, key, None)
+
     values = [get(k) for k in ("subject", "stance", "justification")]
     if not all(isinstance(v, str) and normalise(v) for v in values):
         return None

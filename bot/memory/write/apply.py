@@ -31,6 +31,7 @@ from bot.memory.write import filters
 from bot.memory.write.decisions import CHANGE_ACTIONS, SOURCED, Action, Decision, ReflectionContext, ReflectionReport
 from bot.memory.write.dedup import MergeDecision, merge
 from bot.memory.write.index import WriteIndex, WriteIndexes, same_place
+from bot.memory.write.negation import flipped_negation
 from bot.memory.write.reflection import Reflection
 from bot.memory.write.replace_guard import judge_replacement
 
@@ -136,7 +137,7 @@ class _Writer:
         if memory_id in self.ctx.correctable:
             await self._rewrite(memory, text, expires_at)
             return
-        flipped = filters.flipped_negation(text, [(memory.id, memory.text)], self.ctx.user_message)
+        flipped = flipped_negation(text, [(memory.id, memory.text)], self.ctx.user_message)
         if flipped is not None:
             self.decide(
                 "replace_refused", text, memory_id, "flipped_negation: the message does not support the change"

@@ -18,7 +18,7 @@ import re
 import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError, field_validator
@@ -41,7 +41,7 @@ def _expiry_before(value: Any) -> Any:
     # "2026-08-31" means the whole day of the 31st is still true.
     if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
         day = date.fromisoformat(value.strip())
-        return datetime.combine(day, time(23, 59, 59), tzinfo=timezone.utc)
+        return datetime.combine(day, time(23, 59, 59), tzinfo=UTC)
     if value == "":
         return None
     return value

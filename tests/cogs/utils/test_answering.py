@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import unicodedata
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -28,7 +28,7 @@ from cogs.utils.answering import (
 from cogs.utils.ratelimit import RateLimiter, Verdict
 from tests.lanes import examples
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def words(text: str) -> list[str]:
@@ -198,19 +198,19 @@ OPEN = 600
 
 
 def policy(**kw: object) -> AnswerPolicy:
-    base = dict(
-        allowed_channel_ids=frozenset({OPEN}),
-        answer_dms=True,
-        allowed_user_ids=frozenset(),
-        allowed_role_ids=frozenset(),
-        blocked_user_ids=frozenset(),
-    )
+    base = {
+        "allowed_channel_ids": frozenset({OPEN}),
+        "answer_dms": True,
+        "allowed_user_ids": frozenset(),
+        "allowed_role_ids": frozenset(),
+        "blocked_user_ids": frozenset(),
+    }
     base.update(kw)
     return AnswerPolicy(**base)  # type: ignore[arg-type]
 
 
 def facts(**kw: object) -> MessageFacts:
-    base: dict[str, object] = dict(author_id=ALICE, author_is_bot=False, is_dm=False, channel_id=CHANNEL)
+    base: dict[str, object] = {"author_id": ALICE, "author_is_bot": False, "is_dm": False, "channel_id": CHANNEL}
     base.update(kw)
     return MessageFacts(**base)  # type: ignore[arg-type]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import discord
 import pytest
@@ -54,7 +54,7 @@ def keys_of(cast: Cast, person: int) -> list[str]:
 async def _custom_ids(owner: str) -> dict[type, list[str]]:
     """The custom ids each registered class makes for `owner`, built by the classes themselves
     (a view needs a running loop)."""
-    memory = Memory(7, owner, "a memory", "fact", "global", False, 1.0, datetime.now(timezone.utc), datetime.now(timezone.utc))
+    memory = Memory(7, owner, "a memory", "fact", "global", False, 1.0, datetime.now(UTC), datetime.now(UTC))
     pages = MemoryPages(None, owner, ["page"], [[memory]])  # type: ignore[arg-type]
     erase = EraseConfirm(None, int(owner.partition("@")[0]))  # type: ignore[arg-type]
     made: dict[type, list[str]] = {
@@ -98,7 +98,7 @@ def test_any_text_lets_a_person_through_only_under_a_key_of_their_own(cast: Cast
 def made(cast: Cast) -> dict[str, dict[type, list[str]]]:
     """Ids made for Alice's and Bob's keys, and for keys of theirs that are no key of this cast."""
     return {
-        key: custom_ids(key) for person in (111, 222) for key in keys_of(cast, person) + [f"{person}@nora", f"{person}@ghost"]
+        key: custom_ids(key) for person in (111, 222) for key in [*keys_of(cast, person), f"{person}@nora", f"{person}@ghost"]
     }
 
 

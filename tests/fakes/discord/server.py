@@ -13,6 +13,7 @@ and assert on `discord.calls` (every REST request the bot made, with its JSON an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 from collections.abc import Callable
@@ -675,10 +676,8 @@ class FakeDiscord:
                 seen = "\n".join(f"  {c.method} {c.path} {c.status}" for c in self.calls[-20:])
                 raise TimeoutError(f"no {count}× {method} {path_prefix} within {timeout} s; last calls:\n{seen}")
             self.call_arrived.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.call_arrived.wait(), min(remaining, 0.2))
-            except TimeoutError:
-                pass
 
     async def wait_for_text(self, channel: Channel, expected: str, *, timeout: float = 30.0) -> dict[str, Any]:
         """Wait until a message of the bot in `channel` shows `expected`, edits included: a
@@ -695,10 +694,8 @@ class FakeDiscord:
                 shown = [m.get("content", "") for m in self.messages_in(channel) if m["author"]["id"] == bot_id]
                 raise TimeoutError(f"the bot never showed {expected!r} within {timeout} s; it shows {shown}")
             self.call_arrived.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.call_arrived.wait(), min(remaining, 0.2))
-            except TimeoutError:
-                pass
 
     def messages_in(self, channel: Channel) -> list[dict[str, Any]]:
         return sorted(

@@ -8,7 +8,7 @@ import itertools
 import secrets
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
@@ -27,7 +27,7 @@ def snowflake(at: float | None = None) -> int:
 
 
 def iso_now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 @dataclass

@@ -9,7 +9,7 @@ that keeps every carrier (numbers, years, names) and changes the rest.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -19,7 +19,7 @@ from bot.memory.model import Memory
 from bot.memory.write.replace_guard import judge_replacement
 from tests.lanes import examples
 
-NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 def mem(i: int, text: str) -> Memory:
@@ -106,7 +106,7 @@ def series_and_rewrites(draw: st.DrawFn) -> dict[str, object]:
         mutated = " ".join(w for w in faithful.split(" ") if w.strip(".,").replace("'s", "") != word.replace("'s", ""))
         mutated = mutated.replace(f" {word} ", " ").replace(f"'{word} ", "'")
     elif mutation == "replace":
-        word = draw(st.sampled_from([w for w in content if w not in ("pas",)]))
+        word = draw(st.sampled_from([w for w in content if w != "pas"]))
         other = draw(st.sampled_from(words["others"]))
         mutated = faithful.replace(word, other, 1)
     elif mutation == "add":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -23,7 +23,7 @@ from tests.fakes.llm_server import LLMRequest
 
 pytestmark = pytest.mark.both_stores
 
-NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
 YEARS = [2012, 2013, 2015, *range(2017, 2026)]
 
 
@@ -200,7 +200,7 @@ def test_history_tells_an_undone_consolidation_from_a_forgotten_one() -> None:
     from bot.memory.stores.consolidations import Consolidation
 
     members = [(1, "Alice a visité Trieste en 2012"), (2, "Alice a visité Trieste en 2013")]
-    at = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    at = datetime(2026, 3, 1, tzinfo=UTC)
     undone = Consolidation(9, members, at, True, 5)
     forgotten = Consolidation(10, members, at, False, 7)
     live = Consolidation(11, members, at, False, 8, text="Alice a visité Trieste en 2012 et 2013")

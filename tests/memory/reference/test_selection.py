@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,7 +18,7 @@ from bot.memory.reference.selection import (
 )
 from tests.lanes import examples
 
-NOW = datetime(2025, 8, 19, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2025, 8, 19, 12, 0, tzinfo=UTC)
 RELEVANT = 0.6
 IRRELEVANT = 0.1
 
@@ -165,8 +165,8 @@ def test_expired_memories_are_not_candidates() -> None:
 
 
 def test_now_defaults_to_the_current_time() -> None:
-    past = datetime.now(timezone.utc) - timedelta(minutes=1)
-    future = datetime.now(timezone.utc) + timedelta(days=1)
+    past = datetime.now(UTC) - timedelta(minutes=1)
+    future = datetime.now(UTC) + timedelta(days=1)
 
     selected = select([mem(1, expires_at=past), mem(2, expires_at=future)])
 
@@ -294,7 +294,7 @@ def test_limit_zero_selects_nothing() -> None:
 # --- Against a reference: the passes written the obvious way, full sorts, no shortcuts. ---
 
 RANKED = ("fact", "preference", "promise", "episode")
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def reference_select(

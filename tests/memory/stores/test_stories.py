@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from bot.memory.story.state import parse_state_specs
 pytestmark = pytest.mark.both_stores
 
 FIRST = Cause.reflection("1")
-T0 = datetime(2026, 3, 1, 20, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 20, 0, tzinfo=UTC)
 SPECS = parse_state_specs(
     {
         "humeur": {"min": -1, "max": 1, "default": 0, "max_delta": 0.2},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -28,7 +28,7 @@ from bot.memory.story.plans import (
 from bot.memory.story.positions import ProposedPosition, plan_positions, select_positions
 from bot.memory.story.state import StateSpec, apply_state_deltas, parse_state_specs, state_values
 
-T0 = datetime(2026, 3, 1, 20, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 20, 0, tzinfo=UTC)
 NOW = T0 + timedelta(hours=5)
 
 # The prototype's self-citing loop, rebuilt: a stance that dictated a reply, and a reflection that quotes the

@@ -440,7 +440,7 @@ def _mutations(text: str) -> st.SearchStrategy[str]:
         st.just(text),
         st.just(_fold(text)),
         st.integers(0, len(words)).flatmap(
-            lambda i: st.sampled_from(TOKENS).map(lambda t: " ".join(words[:i] + [t] + words[i:]))
+            lambda i: st.sampled_from(TOKENS).map(lambda t: " ".join([*words[:i], t, *words[i:]]))
         ),
         st.integers(0, max(0, len(words) - 1)).map(lambda i: " ".join(words[:i] + words[i + 1:])),
     )

@@ -79,10 +79,10 @@ async def add(db: SQLiteDatabase, text: str, **fields: object) -> int:
 
 
 def context(**fields: object) -> ReflectionContext:
-    base: dict[str, object] = dict(
-        user_id=ALICE, allowed_ids=frozenset(), character_name="Écho", user_message="", user_name="Alice",
-        story_id="s1", place=PLACE, source="test",
-    )  # fmt: skip
+    base: dict[str, object] = {
+        "user_id": ALICE, "allowed_ids": frozenset(), "character_name": "Écho", "user_message": "", "user_name": "Alice",
+        "story_id": "s1", "place": PLACE, "source": "test",
+    }  # fmt: skip
     base.update(fields)
     return ReflectionContext(**base)  # type: ignore[arg-type]
 

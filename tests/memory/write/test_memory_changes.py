@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from bot.memory.model import Cause, NewMemory
 from bot.memory.stores.memory_store import MemoryStore
@@ -56,16 +56,16 @@ async def test_absorbing_a_dated_repeat_never_changes_a_pinned_memory(db, clock)
 async def test_a_new_expiry_of_an_absorbed_repeat_is_archived_and_restorable(db, clock):
     store = MemoryStore(db, clock=clock)
     trip = await store.add(
-        "camille", NewMemory(text=TRIP, place="guild-1", expires_at=datetime(2027, 4, 30, tzinfo=timezone.utc))
+        "camille", NewMemory(text=TRIP, place="guild-1", expires_at=datetime(2027, 4, 30, tzinfo=UTC))
     )
     report = await reflect(db, clock, memories=[fact(TRIP, expires_at="2026-11-03")])
     assert [d.action for d in report.decisions] == ["absorbed"]
     assert (await store.get("camille", trip)).expires_at.date().isoformat() == "2026-11-03"
     [entry] = await store.history("camille")
     assert entry.memory_id == trip and entry.operation == "expiry"
-    assert entry.expires_at == datetime(2027, 4, 30, tzinfo=timezone.utc)
+    assert entry.expires_at == datetime(2027, 4, 30, tzinfo=UTC)
     await store.restore("camille", entry.id)
-    assert (await store.get("camille", trip)).expires_at == datetime(2027, 4, 30, tzinfo=timezone.utc)
+    assert (await store.get("camille", trip)).expires_at == datetime(2027, 4, 30, tzinfo=UTC)
 
 
 def _rows(path) -> dict[int, dict]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import pytest
 
@@ -92,7 +92,7 @@ def test_wrong_container_types_are_ignored_with_a_problem():
 def test_a_bare_date_expires_at_the_end_of_that_day():
     raw = json.dumps({"memories": [dict(GOOD_MEMORY, expires_at="2026-08-31")]})
     [m] = parse_reflection(raw).reflection.memories
-    assert m.expires_at == datetime(2026, 8, 31, 23, 59, 59, tzinfo=timezone.utc)
+    assert m.expires_at == datetime(2026, 8, 31, 23, 59, 59, tzinfo=UTC)
 
 
 def test_type_and_scope_are_case_insensitive():
@@ -108,7 +108,7 @@ def test_too_many_items_are_cut():
 
 
 def test_prompt_shows_known_memories_with_their_ids_and_the_exchange():
-    now = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 1, tzinfo=UTC)
     known = [
         Memory(id=7, user_id="u", text="L'utilisateur fait partie de l'équipe Paiements.", type="fact",
                scope="global", pinned=False, confidence=1.0, created_at=now, updated_at=now)

@@ -226,7 +226,7 @@ def test_property_one_corrupted_field_never_takes_its_neighbours(path, junk):
     data = copy.deepcopy(valid(1))
     _set(data, path, marker)
     raw = json.dumps(data).replace(json.dumps(marker), _dumps(junk))
-    report, memories, story = apply(raw)
+    _report, memories, story = apply(raw)
     _assert_neighbours_landed(path, memories, story)
     assert SECOND in memories
     if isinstance(junk, float) and not math.isfinite(junk) and path == ("state", "mood"):

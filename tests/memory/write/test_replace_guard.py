@@ -11,8 +11,8 @@ import pytest
 from bot.memory.write.replace_guard import SAME_SUBJECT_CUTOFF, judge_replacement, subject_overlap
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-from replace_guard_corpus import DIFFERENT, HARD, PEOPLE_OTHER, PEOPLE_SAME, SAME  # noqa: E402
-from replace_guard_corpus_en import PEOPLE_OTHER_EN, PEOPLE_SAME_EN  # noqa: E402
+from replace_guard_corpus import DIFFERENT, HARD, PEOPLE_OTHER, PEOPLE_SAME, SAME
+from replace_guard_corpus_en import PEOPLE_OTHER_EN, PEOPLE_SAME_EN
 
 
 def test_seed_001_velo_is_not_overwritten_by_mercredi():

@@ -10,7 +10,7 @@ import pytest
 from bot.memory.write.replace_guard import judge_replacement
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-from replace_guard_corpus_en import DIFFERENT_EN, HARD_EN, SAME_EN  # noqa: E402
+from replace_guard_corpus_en import DIFFERENT_EN, HARD_EN, SAME_EN
 
 # A correction to another word with no shared stem: only meaning links "vegetarian" and
 # "vegan", so the guard keeps the old fact and adds the new one beside it (the safe side).
