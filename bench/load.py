@@ -857,11 +857,11 @@ def print_cold(result: RunResult, without: RunResult, user_id: str) -> tuple[str
           f"{twice(result)}, turns failed or unanswered {result.unanswered + len(p.turn_errors)}")  # fmt: skip
     during, reference = ms(phases["during"], 95), ms(base, 95)
     ok = during <= COLD_P95_MS and during <= COLD_RATIO * reference
-    return (
+    verdict = (
         f"{PACED}, others' p95 while it starts {during:.0f} ms (target <= {COLD_P95_MS:.0f} ms and <= "
-        f"{COLD_RATIO:g}x the {reference:.0f} ms without it: {'OK' if ok else 'MISSED'})",
-        ok,
+        f"{COLD_RATIO:g}x the {reference:.0f} ms without it: {'OK' if ok else 'MISSED'})"
     )
+    return verdict, ok
 
 
 def twice(result: RunResult) -> int:

@@ -326,9 +326,8 @@ class PostgresDatabase:
     async def reading(self) -> AsyncIterator[Connection]:
         """A pooled connection held for a read that takes seconds (one person's 100,000 memories),
         in one read-only snapshot; the other reads take the pool's other connections."""
-        async with self._pool.acquire() as raw:
-            async with raw.transaction(isolation="repeatable_read", readonly=True):
-                yield Connection(raw)
+        async with self._pool.acquire() as raw, raw.transaction(isolation="repeatable_read", readonly=True):
+            yield Connection(raw)
 
     @asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:

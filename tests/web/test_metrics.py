@@ -132,7 +132,7 @@ async def test_the_page_and_the_scrape_show_the_loop_lag_and_the_embedding_model
     try:
         await page.play("Bonjour, je m'appelle Alice.")
         await asyncio.sleep(0.6)
-        time.sleep(0.6)  # the loop held, as a long job on it would
+        time.sleep(0.6)  # noqa: ASYNC251  (the loop held on purpose, as a long job on it would)
         await asyncio.sleep(0.6)
     finally:
         watching.cancel()
