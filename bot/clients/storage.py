@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -124,11 +124,12 @@ async def fetch_all(conn: Connection, sql: Statement, params: Params = ()) -> li
     return list(await conn.execute_fetchall(sql, params))
 
 
-async def fetch_pages(conn: Connection, sql: Statement, params: Params, size: int) -> AsyncIterator[list[Row]]:
+async def fetch_pages(conn: Connection, sql: Statement, params: Params, size: int) -> AsyncGenerator[list[Row], None]:
     """A query's rows, `size` at a time, from one statement (one sort, one pass, however many
     rows). Only on a connection of `Database.reading()`: the statement stays open between pages,
     which on the shared reader would hold every other coroutine's reads in its snapshot (see
-    `fetch_all`)."""
+    `fetch_all`). Read it inside `contextlib.aclosing`, so that its cursor closes before the
+    connection does whatever stops the reading."""
     cursor = await conn.execute(sql, params)
     try:
         while True:

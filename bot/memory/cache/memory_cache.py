@@ -30,6 +30,7 @@ catch-up and drop, and counted in the budget with the entry.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import Protocol
@@ -178,16 +179,19 @@ class MemoryCache:
             # other person's reads (their turns waited seconds).
             async with self.db.reading() as own:
                 version = await memory_version(own, user_id)
-                async for page in memory_pages(own, user_id, LOAD_PAGE):
-                    rows.extend(page)
-                    # Each page, not once at the end: the rows read so far would otherwise be
-                    # walked by every full collection the next pages' allocations trigger (30-55
-                    # ms each at 100,000).
-                    freeze_long_lived()
-                if self.model is not None:
-                    async for vector_page in vector_pages(own, user_id, self.model, LOAD_PAGE):
-                        await _add_vectors(vectors, vector_page, slices)
+                # Closed before the connection, whatever stops the load (a cancel, an error).
+                async with contextlib.aclosing(memory_pages(own, user_id, LOAD_PAGE)) as pages:
+                    async for page in pages:
+                        rows.extend(page)
+                        # Each page, not once at the end: the rows read so far would otherwise
+                        # be walked by every full collection the next pages' allocations trigger
+                        # (30-55 ms each at 100,000).
                         freeze_long_lived()
+                if self.model is not None:
+                    async with contextlib.aclosing(vector_pages(own, user_id, self.model, LOAD_PAGE)) as vector_rows_read:
+                        async for vector_page in vector_rows_read:
+                            await _add_vectors(vectors, vector_page, slices)
+                            freeze_long_lived()
         else:
             rows = await memory_rows(conn, user_id)
             if self.model is not None:

@@ -13,9 +13,10 @@ a person's data is filed under in bot/memory/stores/owners.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
@@ -189,11 +190,12 @@ async def memory_rows(conn: Connection, user_id: OwnerKey, among: Sequence[int] 
     return [memory_row(r) for r in rows]
 
 
-async def memory_pages(conn: Connection, user_id: OwnerKey, size: int) -> AsyncIterator[list[MemoryRow]]:
+async def memory_pages(conn: Connection, user_id: OwnerKey, size: int) -> AsyncGenerator[list[MemoryRow], None]:
     """All the user's memories but rules as rows, in id order, `size` at a time from one
     statement: on a connection of `Database.reading()` only (bot.clients.storage.fetch_pages)."""
-    async for page in fetch_pages(conn, _CACHED_ROWS, (user_id,), size):
-        yield [memory_row(r) for r in page]
+    async with contextlib.aclosing(fetch_pages(conn, _CACHED_ROWS, (user_id,), size)) as pages:
+        async for page in pages:
+            yield [memory_row(r) for r in page]
 
 
 async def holds_more_than(conn: Connection, user_id: OwnerKey, count: int) -> bool:

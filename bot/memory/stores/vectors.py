@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
@@ -104,11 +104,10 @@ async def vector_rows(
     return await fetch_all(conn, _VECTORS_AMONG, (user_id, model, json.dumps(list(map(int, among)))))
 
 
-async def vector_pages(conn: Connection, user_id: OwnerKey, model: str, size: int) -> AsyncIterator[list[Row]]:
+def vector_pages(conn: Connection, user_id: OwnerKey, model: str, size: int) -> AsyncGenerator[list[Row], None]:
     """All the rows of `vector_rows`, in no particular order, `size` at a time from one
     statement: on a connection of `Database.reading()` only (bot.clients.storage.fetch_pages)."""
-    async for page in fetch_pages(conn, _VECTORS, (user_id, model), size):
-        yield page
+    return fetch_pages(conn, _VECTORS, (user_id, model), size)
 
 
 _VECTORS = (

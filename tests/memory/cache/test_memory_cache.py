@@ -251,7 +251,7 @@ async def test_a_large_person_is_read_beside_the_shared_reader_in_one_snapshot(
     cache = MemoryCache(db, MODEL)
     loading = asyncio.create_task(cache.get(ALICE))
     await first_page.wait()
-    await store.replace(ALICE, ids[-1], "L'utilisateur a changé le dernier fait", cause="test")
+    await store.replace(ALICE, ids[-1], "L'utilisateur a changé le dernier fait", cause=Cause("edit"))
     newer = await add(store, "L'utilisateur arrive avec un fait de plus")
     await vector(db, newer, 99)
     go_on.set()

@@ -10,9 +10,9 @@ from bot.clients.db import SQLiteDatabase
 from bot.clients.offload import Offload
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.consolidation.scan import ScanFigures, SeriesScan
-from bot.memory.model import utcnow
+from bot.memory.model import Cause, NewMemory, utcnow
 from bot.memory.series import find_series
-from bot.memory.stores.memories import MemoryStore, NewMemory
+from bot.memory.stores.memory_store import MemoryStore
 
 ALICE = "alice"
 
@@ -43,8 +43,8 @@ async def scan_matches_find_series(db: SQLiteDatabase, offload: Offload) -> None
     assert len(found) == 3 and first.computed == len(ids)
 
     # One member changed, one deleted, one added: only the changed and the new are read again.
-    await store.replace(ALICE, ids[5], "L'utilisatrice a couru 42 km lundi.", cause="test")
-    await store.forget(ALICE, ids[0], cause="test")
+    await store.replace(ALICE, ids[5], "L'utilisatrice a couru 42 km lundi.", cause=Cause("edit"))
+    await store.forget(ALICE, ids[0], cause=Cause("forget"))
     await store.add(ALICE, NewMemory(text="L'utilisateur a visité Trieste en 2024.", place="g"))
     second = ScanFigures()
     found = await scan.series(ALICE, 3, second)

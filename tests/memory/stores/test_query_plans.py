@@ -17,8 +17,10 @@ import pytest
 
 from bot.clients.db import SQLiteDatabase
 from bot.clients.storage import Connection
+from bot.memory.model import NewMemory
 from bot.memory.stores.counters import count_candidates, count_served, record_turn
-from bot.memory.stores.memories import MemoryStore, NewMemory, memory_rows
+from bot.memory.stores.memories import memory_rows
+from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.stores.vectors import VectorRow, store_vectors, vector_rows
 
 MODEL = "test-model"
