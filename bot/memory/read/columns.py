@@ -43,7 +43,8 @@ class Column:
         if not self.rows:
             # Every row as a view of the matrix: gathering them first copied it (150 MB at
             # 100,000 memories, 0.3-0.8 s of the event loop for each message held ahead).
-            self.values[:, :rows] = np.einsum("ij,kj->ki", entry.matrix[:rows], self.vectors)
+            if rows:
+                self.values[:, :rows] = np.einsum("ij,kj->ki", entry.matrix[:rows], self.vectors)
             self.changes, self.rows = entry.changes, rows
             return
         stale = np.flatnonzero(entry.vector_stamp[:rows] > self.changes)
