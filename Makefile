@@ -75,6 +75,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/consolidation.py
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/streaming.py
+	$(BIN)/python bench/import_load.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -11,6 +11,7 @@ from __future__ import annotations
 from bot.engine import Engine
 from bot.engine.consolidation_worker import Consolidations
 from bot.engine.context import EngineContext
+from bot.engine.importing import Imports
 from bot.engine.reflection_worker import Reflections
 
 
@@ -25,3 +26,8 @@ def reflections(engine: Engine) -> Reflections:
 
 def consolidations(engine: Engine) -> Consolidations:
     return engine.operator._consolidations
+
+
+def imports(engine: Engine) -> Imports:
+    """The import part (its gate on live turns is what bench/import_load.py takes away)."""
+    return engine.operator._imports

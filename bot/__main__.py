@@ -1,7 +1,8 @@
 """Entry point: `python -m bot` runs the Discord bot, `python -m bot chat --user NAME` the terminal chat,
 `python -m bot migrate-store --from sqlite:///… --to postgresql://…` moves the database,
 `python -m bot backup [FILE]` / `restore FILE` back it up and put a backup back,
-`python -m bot doctor` checks the set-up."""
+`python -m bot doctor` checks the set-up, `python -m bot import FILE --user ID` brings a past
+conversation into memory."""
 
 from __future__ import annotations
 
@@ -43,6 +44,15 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     save.add_argument("file", nargs="?", type=Path, help="where to write it (default: BACKUP_DIR/echo-<time>.sqlite3)")
     put = sub.add_parser("restore", help="put a backup in place of the SQLite database, with the bot stopped")
     put.add_argument("file", type=Path, help="the backup to restore")
+    bring = sub.add_parser(
+        "import", help="bring a past conversation into memory: a SillyTavern chat (.jsonl), a "
+        "DiscordChatExporter export (.json) or a transcript of `Name: text` lines",
+    )  # fmt: skip
+    bring.add_argument("file", type=Path, help="the conversation's file")
+    bring.add_argument("--user", required=True, help="the person's Discord id (a terminal chat's name)")
+    bring.add_argument("--character", help="the key of the character who remembers it (default: the default one)")
+    bring.add_argument("--name", help="the person's name in a transcript, when it cannot be told apart")
+    bring.add_argument("--dry-run", action="store_true", help="print what would be imported; write nothing")
     return parser.parse_args(argv)
 
 
@@ -141,6 +151,16 @@ async def _chat(args: argparse.Namespace) -> None:
         )
 
 
+async def _import(args: argparse.Namespace) -> int:
+    from bot.importer import ImportArgs, run_import
+    from bot.memory.model import PersonId
+
+    settings = load_settings()
+    set_log_level(max(logging.WARNING, logging.getLevelName(settings.logging.level)))
+    person = PersonId(args.user.strip())
+    return await run_import(settings, ImportArgs(args.file, person, args.character, args.name, args.dry_run))
+
+
 async def _discord() -> None:
     settings = load_settings()
     set_log_level(logging.getLevelName(settings.logging.level))
@@ -192,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
             return _backup(args)
         if args.command == "migrate-store":
             return asyncio.run(_migrate_store(args))
+        if args.command == "import":
+            return asyncio.run(_import(args))
         if args.command == "chat":
             asyncio.run(_until_signalled(_chat(args)))
         else:

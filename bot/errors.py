@@ -127,6 +127,28 @@ class MemoryCapReached(InvalidMemory):
     """The user holds as many memories as the operator allows (MAX_MEMORIES_PER_USER)."""
 
 
+class InvalidTimezone(ValueError):
+    """A time zone name that is not one (an IANA name such as Europe/Paris is)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown time zone: {name!r}")
+        self.name = name
+
+
+class ImportFileError(ValueError):
+    """A conversation file that cannot be imported: one sentence naming the file and the line;
+    nothing was written."""
+
+
+class ImportStopped(RuntimeError):
+    """An import stopped before its end (the model or the database down, the person's memories
+    being written by a bot): what was imported stays, and running it again continues."""
+
+    def __init__(self, why: str, done: int = 0) -> None:
+        super().__init__(why)
+        self.done = done
+
+
 class ReflectionParseError(ValueError):
     """The reflection's answer holds no usable JSON object; nothing is applied."""
 

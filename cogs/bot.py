@@ -26,7 +26,7 @@ from cogs.utils.answering import ChannelPacer, Languages
 
 log = logging.getLogger(__name__)
 
-EXTENSIONS = ("cogs.conversation", "cogs.memory", "cogs.message_events")
+EXTENSIONS = ("cogs.conversation", "cogs.memory", "cogs.message_events", "cogs.checkins")
 # Nothing the bot writes may ping anyone: replies quote memories and users' own words.
 NO_MENTIONS = discord.AllowedMentions.none()
 

@@ -26,7 +26,7 @@ from bot.characters.character import Character
 from bot.clients.tasks import BackgroundTasks
 from bot.engine import Engine, Incoming, Shown, TurnResult, join_parts
 from bot.i18n import set_locale
-from bot.presenting import turn_text
+from bot.presenting import notice_text, turn_text
 from cogs.bot import NO_MENTIONS, EchoBot
 from cogs.message_events import edited_text
 from cogs.utils.answering import (
@@ -367,6 +367,10 @@ class Conversation(commands.Cog):
         if result.reply is not None and result.exchange_id is not None:
             await self.engine.conversation.reply_sent(user_id, result.exchange_id, str(sent[-1].id))
             await self._add_swipe_controls(incoming, result, sent)
+            # Said once, after the reply: what happened to the person's check-ins meanwhile.
+            notice = await self.engine.conversation.notice(person_of(last.author.id))
+            if notice is not None:
+                sent += await send_reply(last, notice_text(notice), self.pacer, voice)
         if result.exchange_id is not None:
             await burst.catch_up(self.engine)
         return sent

@@ -379,6 +379,21 @@ class MemoryCommands(commands.Cog):
         on = None if state is None else state.value == "on"
         await say(interaction, answer(await self.run.share(self._owner(interaction), on)))
 
+    @app_commands.command(
+        name="followups", description="Let me ask how your dated events went, in a direct message (on) or not (off)"
+    )
+    @app_commands.describe(
+        state="on: I may write first after an event you told me about; off (default): never",
+        timezone="Your time zone, such as Europe/Paris: I write first only in your daytime",
+    )
+    @app_commands.choices(state=[app_commands.Choice(name="on", value="on"), app_commands.Choice(name="off", value="off")])
+    async def followups(
+        self, interaction: discord.Interaction, state: app_commands.Choice[str] | None = None, timezone: str | None = None
+    ) -> None:
+        # The person's own id, whichever character's channel: check-ins are theirs.
+        on = None if state is None else state.value == "on"
+        await say(interaction, answer(await self.run.followups(person_of(interaction.user.id), on, timezone)))
+
     @app_commands.command(name="export", description="Download everything I store about you, as a JSON file")
     async def export(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)

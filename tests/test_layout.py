@@ -34,13 +34,14 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ("bot/engine/", "bot/characters/", "bot/memory/", "bot/presenting/", "bot/i18n.py")
 CLIENTS = ("bot/clients/",)
 FRONT_ENDS = ("cogs/", "bot/terminal/", "bot/web/")
-COMPOSITION = ("bot/__init__.py", "bot/__main__.py", "bot/app.py", "bot/config/", "bot/doctor/")
+COMPOSITION = ("bot/__init__.py", "bot/__main__.py", "bot/app.py", "bot/config/", "bot/doctor/", "bot/importer.py")
 LEAVES = ("bot/errors.py",)
 ROOMS = {"core": CORE, "clients": CLIENTS, "front end": FRONT_ENDS, "composition": COMPOSITION, "leaf": LEAVES}
 
 STORES = "bot/memory/stores/"
 # Where SQL may be: the stores, and the drivers that run their statements and the migrations.
 SQL_HOMES = (STORES, "bot/clients/")
+# bot/'s root holds the composition and the leaves every room shares; a feature is a package.
 ROOT_MODULES_MAX = 8
 MEMORY = "bot/memory/"
 # Stable import paths kept for outside users and benchmarks: they re-export, nothing imports them.

@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from bot.errors import BackupError, CharacterError, ConfigError, LoreError
+from bot.errors import BackupError, CharacterError, ConfigError, ImportFileError, LoreError
 
 # Levels of nesting a document may have: a card is 6 deep, a World Info file 4.
 MAX_DEPTH = 64
@@ -81,9 +81,15 @@ ERASURE_LEDGER = FileKind("erasure ledger", "the erasure ledger", 64 * MiB, Back
 # A backup is an SQLite file of any size: only its being a regular file is checked here, then
 # SQLite's own reading (its header, integrity_check) and Écho's schema (bot/clients/backup.py).
 BACKUP_FILE = FileKind("backup", "a backup", 0, BackupError, "name a backup file")
+# A past conversation (`python -m bot import`): months of SillyTavern lines are a few MB, a
+# DiscordChatExporter export some tens (an author object with every message).
+CONVERSATION_FILE = FileKind(
+    "conversation file", "a conversation file", 64 * MiB, ImportFileError, "name a .jsonl, .json or .txt file"
+)
 
 KINDS: tuple[FileKind, ...] = (
     CHARACTER_FILE, CARD_PICTURE, CHARX_CARD, CARD_TEXT, LORE_FILE, CHANNELS_FILE, ENV_FILE, ERASURE_LEDGER, BACKUP_FILE,
+    CONVERSATION_FILE,
 )  # fmt: skip
 
 

@@ -156,16 +156,33 @@ class DiscordSettings(Section):
             "\"[image: name — too large]\"."
         ),
     )
+    checkins_off_guild_ids: DiscordIds = Field(
+        default_factory=list,
+        description=(
+            "Server ids, comma-separated, where check-ins are off: a person whose last message "
+            "to the character was in one of them gets none (CHECKINS=false: none for anyone)."
+        ),
+        json_schema_extra=group("Check-ins"),
+    )
+    checkin_interval_seconds: float = Field(
+        600.0,
+        gt=0,
+        le=86_400,
+        description="Seconds between two looks for check-ins that are due (computed from the database).",
+    )
 
     @field_validator(
         "owner_ids", "allowed_channel_ids", "allowed_user_ids", "allowed_role_ids", "blocked_user_ids", "shard_ids",
+        "checkins_off_guild_ids",
         mode="before",
     )
     @classmethod
     def _split_ids(cls, value: Any) -> Any:
         return discord_ids(value)
 
-    @field_validator("owner_ids", "allowed_channel_ids", "allowed_user_ids", "allowed_role_ids", "blocked_user_ids")
+    @field_validator(
+        "owner_ids", "allowed_channel_ids", "allowed_user_ids", "allowed_role_ids", "blocked_user_ids", "checkins_off_guild_ids"
+    )
     @classmethod
     def _positive_ids(cls, ids: list[int]) -> list[int]:
         for snowflake in ids:

@@ -165,6 +165,41 @@ class EngineSettings(Section):
             "the lorebook sets its own depth."
         ),
     )
+    followups: bool = Field(
+        True,
+        description=(
+            "Follow up on dated events: when a memory's date has passed (an exam, an appointment) "
+            "and the person talks again within FOLLOWUP_WINDOW_DAYS, the character is invited to "
+            "ask how it went, once. false: never."
+        ),
+        json_schema_extra=group("Follow-ups and check-ins"),
+    )
+    followup_window_days: float = Field(
+        14.0,
+        gt=0,
+        le=90,
+        description=(
+            "Days after an event's date during which it is followed up. 14: a friend asks within "
+            "a week or two; later, the question would come out of nowhere."
+        ),
+    )
+    followup_turns: int = Field(
+        3,
+        ge=1,
+        le=20,
+        description=(
+            "Turns that carry a follow-up the character has not asked yet; then it is spent, "
+            "never offered again."
+        ),
+    )
+    checkins: bool = Field(
+        True,
+        description=(
+            "Offer check-ins: a person who turns them on (/followups on) may get one short "
+            "direct message from the character after a dated event, in the daytime of their "
+            "time zone, at most one a day and three a week. false: none, for anyone."
+        ),
+    )
 
     @field_validator("llm_model", "reflection_model")
     @classmethod

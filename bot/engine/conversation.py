@@ -1,7 +1,9 @@
 """The conversation port: what a front end does with a message and the reply it got.
 
 One turn (which schedules its own reflection), the answers a user may still choose among, the
-user's messages edited or deleted, and the receipt of what a reply's reflection changed.
+user's messages edited or deleted, the receipt of what a reply's reflection changed, and what
+the character says first: a check-in after a dated event (bot/engine/followups.py), and the
+notice the person's next turn gives when one could not be sent.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 
 from bot.clients.llm import OnText
 from bot.engine.context import EngineContext
+from bot.engine.followups import Checkin
 from bot.engine.open_exchanges import DeleteOutcome, EditOutcome, OpenExchanges, Shown
 from bot.engine.prompting import ChannelLine
 from bot.engine.reflection_worker import Reflections
@@ -111,6 +114,44 @@ class Conversation:
     async def receipt_size(self, user_id: OwnerKey, exchange_id: int) -> int:
         """How many changes the receipt of this exchange lists (0: no receipt)."""
         return len(await changes_of(self._ctx.db, user_id, exchange_id))
+
+    async def notice(self, person: PersonId) -> str | None:
+        """What the person's next reply is followed by, once: a key of the front ends'
+        catalogue ("checkins_blocked": a check-in found their DMs closed), or None."""
+        return await self._turns.followups.take_notice(person)
+
+    # --- what the character says first: check-ins -----------------------------------------------
+
+    async def due_checkins(self, off_places: frozenset[str] = frozenset()) -> list[Checkin]:
+        """Every check-in that may go now, read from the database (one per person at most);
+        none for people who last wrote in `off_places`."""
+        return await self._turns.followups.due_checkins(off_places)
+
+    async def claim_checkin(self, checkin: Checkin) -> bool:
+        """This process takes the check-in; False when another one did (or its room is gone)."""
+        return await self._turns.followups.claim(checkin)
+
+    async def write_checkin(self, checkin: Checkin, *, story_id: StoryId, user_name: str) -> tuple[int, str] | None:
+        """The check-in written by the model and stored as an exchange of `story_id` (the DM):
+        (exchange id, text); None when the claim is gone or the model failed (released)."""
+        return await self._turns.followups.write_checkin(checkin, story_id=story_id, user_name=user_name)
+
+    async def checkin_still_claimed(self, checkin: Checkin) -> bool:
+        """Asked right before sending: an erase since (in any process) removed the claim."""
+        return await self._turns.followups.still_claimed(checkin)
+
+    async def checkin_sent(self, checkin: Checkin, *, story_id: StoryId, exchange_id: int, message_id: str) -> None:
+        """Delivered: the person's next message in that story answers it."""
+        await self._turns.followups.sent(checkin, story_id=story_id, exchange_id=exchange_id, message_id=message_id)
+
+    async def checkin_left(self, checkin: Checkin) -> None:
+        """The person left the server where they last wrote: this event is never asked about."""
+        await self._turns.followups.left(checkin)
+
+    async def checkin_unsent(self, checkin: Checkin, exchange_id: int | None, *, blocked: bool) -> None:
+        """Not delivered: its exchange goes, the claim is released; `blocked` (DMs refused)
+        turns the person's check-ins off, and their next turn says so."""
+        await self._turns.followups.unsent(checkin, exchange_id, blocked=blocked)
 
     async def receipt(self, user_id: OwnerKey, exchange_id: int) -> list[ReceiptLine]:
         """What the reflection of this exchange changed in the user's memories, each with the

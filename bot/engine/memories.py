@@ -14,7 +14,7 @@ from bot.engine.turn import Turns
 from bot.errors import InvalidMemory
 from bot.memory.choice import TurnSelection
 from bot.memory.model import Cause, HistoryEntry, Memory, MemoryType, NewMemory, OwnerKey, StoryId
-from bot.memory.reports.stats import MemoryStats, memory_stats
+from bot.memory.reports.stats import MemoryStats
 from bot.memory.stores.consolidations import Consolidation, consolidations
 from bot.memory.stores.stories import StoryHistoryEntry, story_history
 from bot.memory.stores.turn import last_turn
@@ -74,5 +74,5 @@ class Memories:
 
     async def stats(self, owner: OwnerKey) -> MemoryStats:
         await self._turns.wait_recorded(owner)
-        cap = self._ctx.settings.max_memories_per_user
-        return await memory_stats(self._ctx.db, self._ctx.store, owner, cap=cap, now=self._ctx.clock())
+        # With the dated memories followed up and the person's check-ins.
+        return await self._turns.followups.stats(self._ctx.store, owner, cap=self._ctx.settings.max_memories_per_user)

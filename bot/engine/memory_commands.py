@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from bot.clients.values import MAX_ROW_ID
 from bot.engine import Engine, MemoryStats
-from bot.errors import InvalidMemory
+from bot.engine.followups import CheckinStatus
+from bot.errors import InvalidMemory, InvalidTimezone
 from bot.memory.choice import TurnSelection
 from bot.memory.model import HistoryEntry, Memory, MemoryType, OwnerKey, PersonId, StoryId
 from bot.memory.reports.export import PersonExport
@@ -81,6 +82,16 @@ class Sharing:
 
 
 @dataclass(frozen=True, slots=True)
+class FollowupsAnswer:
+    """/followups: the person's check-ins as they are now; `changed` when the command set them;
+    `bad_timezone` the name refused (nothing changed then)."""
+
+    status: CheckinStatus
+    changed: bool
+    bad_timezone: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Why:
     selection: TurnSelection | None  # None: no turn of theirs in that story yet
 
@@ -97,6 +108,7 @@ class Erased:
 
 Answer = (
     Refused | Remembered | Pinned | Forgotten | Restored | Edited | History | Sharing | Why | MemoryStats | Exported | Erased
+    | FollowupsAnswer
 )
 
 
@@ -147,6 +159,19 @@ class MemoryCommands:
             return Sharing(await self.engine.privacy.sharing(owner), changed=False)
         await self.engine.privacy.set_sharing(owner, on)
         return Sharing(on, changed=True)
+
+    async def followups(self, person: PersonId, on: bool | None, timezone: str | None = None) -> FollowupsAnswer:
+        """The person's check-ins (their own id, whichever character asks): shown, or turned on
+        or off, their time zone set when given."""
+        privacy = self.engine.privacy
+        if on is None and timezone is None:
+            return FollowupsAnswer(await privacy.checkins(person), changed=False)
+        try:
+            current = await privacy.checkins(person)
+            status = await privacy.set_checkins(person, current.enabled if on is None else on, timezone)
+        except InvalidTimezone as exc:
+            return FollowupsAnswer(await privacy.checkins(person), changed=False, bad_timezone=exc.name)
+        return FollowupsAnswer(status, changed=True)
 
     async def export(self, person: PersonId) -> Exported:
         """Everything stored about the person, every character's part included."""

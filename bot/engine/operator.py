@@ -1,17 +1,21 @@
 """The operator's port: the jobs the composition root schedules, the owner's page's read-only
-report, and what the last reflections decided."""
+report, what the last reflections decided, and a past conversation imported."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from bot.characters.character import Character
+from bot.characters.transcripts import Transcript
 from bot.engine.consolidation_worker import Consolidations, RunFigures
 from bot.engine.context import EngineContext
+from bot.engine.importing import ImportPlan, ImportProgress, Imports
 from bot.engine.llm_calls import ModelFigures
 from bot.engine.reflection_worker import Reflections
 from bot.memory.cache.warm_up import WarmUp, warm_up
-from bot.memory.model import OwnerKey
+from bot.memory.model import OwnerKey, PersonId
 from bot.memory.read.indexing import Indexer
 from bot.memory.reports.page import Report
 from bot.memory.write.decisions import ReflectionReport
@@ -31,6 +35,7 @@ class Operator:
         self._indexer = indexer
         self._warming: asyncio.Task[WarmUp] | None = None
         self._report = Report(ctx.db)
+        self._imports = Imports(ctx, reflections, indexer)
 
     @property
     def report(self) -> Report:
@@ -59,6 +64,20 @@ class Operator:
     async def index_pending(self) -> int:
         """Embed the memories written since the last run, now; how many got a vector."""
         return await self._indexer.run_once() if self._indexer is not None else 0
+
+    # --- a past conversation imported (`python -m bot import`) -----------------------------------
+
+    def import_plan(self, transcript: Transcript, person_id: PersonId, character: Character) -> ImportPlan:
+        """The conversation as this engine would import it, without writing anything."""
+        return self._imports.plan(transcript, person_id, character)
+
+    async def import_conversation(
+        self, plan: ImportPlan, on_progress: Callable[[ImportProgress], None] = lambda p: None
+    ) -> ImportProgress:
+        """Import it, each exchange reflected as of its own date (an engine built with a
+        ReplayClock, bot/engine/importing.py); ImportStopped with how far it went when the model
+        or the database stops answering: running it again continues."""
+        return await self._imports.run(plan, on_progress)
 
     # --- reflections ----------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """The privacy port: what a person decides about their data — whether memories cross places,
-a copy of everything, and its real deletion."""
+whether the character may write to them first (check-ins), a copy of everything, and its real
+deletion."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 
 from bot.engine.consolidation_worker import Consolidations
 from bot.engine.context import EngineContext
+from bot.engine.followups import CheckinStatus
 from bot.engine.reflection_worker import Reflections
 from bot.engine.turn import Turns
 from bot.memory.model import OwnerKey, PersonId
@@ -35,6 +37,15 @@ class Privacy:
 
     async def set_sharing(self, owner: OwnerKey, share: bool) -> None:
         await settings_store.set_sharing(self._ctx.db, owner, share)
+
+    async def checkins(self, person: PersonId) -> CheckinStatus:
+        """Whether the person's check-ins are on, and their time zone (set or learned)."""
+        return await self._turns.followups.status(person)
+
+    async def set_checkins(self, person: PersonId, on: bool, timezone: str | None = None) -> CheckinStatus:
+        """Turn the person's check-ins on or off; `timezone` (an IANA name) is checked first
+        (InvalidTimezone) and kept when not given."""
+        return await self._turns.followups.set_checkins(person, on, timezone)
 
     async def export(self, owner: OwnerKey) -> UserExport:
         """Everything stored under one owner key, as plain JSON-able data."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import date
 
 from bot.characters.lore import LoreHit, Position
 from bot.clients.llm_wire import ChatMessage, Image
@@ -105,9 +106,12 @@ def build_reply_messages(
     images: Sequence[Image] = (),
     lore: Sequence[LoreHit] = (),
     depths: Sequence[tuple[int, str]] = (),
+    followup: str = "",
 ) -> list[ChatMessage]:
     """The chat messages of one reply call; `images` go with the last message. `depths` are
-    system texts put among the conversation's messages, `depth` messages from its end."""
+    system texts put among the conversation's messages, `depth` messages from its end.
+    `followup` is what the turn adds of its own (bot/engine/followups.py): a note of its own,
+    small and late, just before the message, where the rest of the prompt stays as it was."""
     user_name = speaker_name(user_name)
     system_parts = [
         character_prompt.strip(),
@@ -140,8 +144,55 @@ def build_reply_messages(
     # its start, before the oldest message.
     for depth, text in sorted(depths, key=lambda d: -d[0]):
         chat.insert(max(0, len(chat) - depth), {"role": "system", "content": text})
+    if followup.strip():
+        # The bot's note: a message of its own, which no person of the channel wrote.
+        chat.insert(next(i for i in range(len(chat) - 1, -1, -1) if chat[i] is last), {"role": "user", "content": followup.strip()})
     messages: list[ChatMessage] = [{"role": "system", "content": "\n\n".join(p for p in system_parts if p)}, *chat]
     if post_history.strip():
         # A character card's post-history instructions go after the chat, where cards expect them.
+        messages.append({"role": "system", "content": post_history.strip()})
+    return messages
+
+
+def followup_note(user_name: str, event: str, when: date) -> str:
+    """The turn's invitation to ask how a past event went (bot/engine/followups.py): once, in
+    the character's own voice, and never pressed; the words are the character's, in the
+    language the person writes in, as for every reply."""
+    return (
+        f"Follow-up: {user_name} told you about this earlier, and its date ({when.isoformat()}) has now "
+        f"passed: {event}. If it fits the conversation, ask {user_name} how it went, once, in your own "
+        "voice and in a few words, as a friend who remembered would. Do not insist if they do not take "
+        "it up, and do not say that you were reminded."
+    )
+
+
+def checkin_note(user_name: str, event: str, when: date) -> str:
+    """What a check-in asks of the character: one short message, written first. No conversation
+    is in its prompt to tell the language by, but the memory is written in the language the
+    person writes in (the reflection's rule): the message is asked in that one."""
+    return (
+        f"{user_name} is not talking with you right now. Some time ago {user_name} told you about this, "
+        f"and its date ({when.isoformat()}) has passed: {event}. Write {user_name} one short private "
+        "message (one or two sentences), in your own voice and in the language that memory is written "
+        "in, asking how it went, warmly and without pressure. Do not say that you were reminded, or "
+        "that this message was planned."
+    )
+
+
+def build_checkin_messages(
+    *, character_prompt: str, character_name: str, rules: Sequence[str], note: str, post_history: str = ""
+) -> list[ChatMessage]:
+    """The messages of a check-in: the character as in a reply (its description, its rules),
+    then the note asking for one short message to a person who is not in the conversation now."""
+    head = [
+        character_prompt.strip(),
+        render_rules(rules),
+        f"Stay in character as {character_name}. Write only the message itself.",
+    ]
+    messages: list[ChatMessage] = [
+        {"role": "system", "content": "\n\n".join(p for p in head if p)},
+        {"role": "user", "content": note.strip()},
+    ]
+    if post_history.strip():
         messages.append({"role": "system", "content": post_history.strip()})
     return messages

@@ -29,6 +29,7 @@ from bot.memory.stores.exchanges import (
     reply_message_of,
     users_pending_reflection,
 )
+from bot.memory.stores.followups import of_exchanges
 from bot.memory.stores.provenance import changes_of, produced_by, sources_of
 from bot.memory.stores.stories import load_story
 from bot.memory.story.plans import render_story_context
@@ -208,6 +209,14 @@ class Reflections:
         others = ctx.scenes.others(first.story_id, besides=first.user_name)
         user_text = "\n".join(e.user_message for e in batch)
         known, correction, correctable = await self._known(first, user_text)
+        # A dated memory the character asked about in these exchanges (bot/engine/followups.py):
+        # shown with its id, though its date has passed, so that what the person answered
+        # replaces it or is added beside it.
+        followed = [
+            m for m in [await ctx.store.get(first.user_id, i) for i in await of_exchanges(ctx.db, first.user_id, ids)]
+            if m is not None
+        ]
+        known = followed + [m for m in known if m.id not in {f.id for f in followed}]
         story = await load_story(ctx.db, first.user_id, first.story_id)
         story_block = render_story_context(
             story.anchors,
@@ -228,6 +237,7 @@ class Reflections:
             correction=correction,
             others=others,
             lore=[e.name for e in character.lore.entries] if character.lore is not None else [],
+            followups=followed,
         )
         try:
             answer = await ctx.calls.chat(

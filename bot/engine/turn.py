@@ -26,6 +26,7 @@ from bot.clients.outage import Outage
 from bot.clients.storage import Connection, to_db
 from bot.engine.context import EngineContext
 from bot.engine.fitting import Build, ContextTooSmall, answer_fitted
+from bot.engine.followups import Followup, Followups
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
 from bot.engine.prompting import (
@@ -75,6 +76,7 @@ class Turns:
         self.ctx = ctx
         self.exchanges = exchanges
         self.reflections = reflections
+        self.followups = Followups(ctx)
         self.outage = Outage(log)
         self._recording: dict[str, set[asyncio.Task[None]]] = {}
         # (owner, story) → the clock of its next turn, for lorebooks with timed entries.
@@ -122,8 +124,9 @@ class Turns:
             return TurnResult.erased()
         character = ctx.cast.get(msg.character)
         selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
+        followup = await self.followups.for_turn(msg.user_id, msg.story_id, msg.place, selection, exchange_id)
         clock = await self._lore_clock(msg, character)
-        build, history = self._prompt(msg, text, rules, character, selection, story_block, clock)
+        build, history = self._prompt(msg, text, rules, character, selection, story_block, clock, followup)
         started = time.perf_counter()
         key = ctx.calls.conversation_key(msg.user_id, msg.story_id)
         try:  # the prompt fitted into the model's context (bot/engine/fitting.py), and its answer
@@ -162,6 +165,7 @@ class Turns:
         self._record_later(selection, erased)
         reply = final_reply(reply)
         await self._keep(msg, exchange_id, reply, fitted.messages, erased)
+        await self.followups.carried(msg.user_id, msg.story_id, followup, exchange_id, reply, erased)
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:
@@ -201,6 +205,7 @@ class Turns:
         selection: TurnSelection,
         story_block: str,
         clock: LoreClock | None,
+        followup: Followup | None = None,
     ) -> tuple[Build, list[ChannelLine]]:
         """What builds the messages sent (character, rules, memories, story, lore, recent lines,
         the message) from the lines and memories that fit; the recent lines. Notes who else
@@ -240,13 +245,14 @@ class Turns:
         selection.user_name, selection.story_name = msg.user_name, msg.story_name
         character_prompt = render_character_prompt(character, values, lore_before=render_lore(lore, "before"))
         post_history = fill_turn(character.post_history_instructions, values)
+        note = self.followups.note(followup, speaker_name(msg.user_name))
         depths = at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth)
 
         def build(lines: Sequence[ChannelLine], memories: Sequence[Memory]) -> list[ChatMessage]:
             return build_reply_messages(
                 character_prompt=character_prompt, character_name=character.name, rules=[r.text for r in rules],
                 user_name=msg.user_name, memories=memories, story_context=story_block, history=lines, message=text,
-                post_history=post_history, images=msg.images, lore=lore, depths=depths,
+                post_history=post_history, images=msg.images, lore=lore, depths=depths, followup=note,
             )
 
         return build, history

@@ -29,9 +29,11 @@ DEFAULT_LIMIT = 24
 TurnOutcome = Literal["failed", "degraded", "answered"]
 
 # Why a memory holds its slot: by meaning (the message, or the conversation around it), because
-# it is pinned or global, or to fill the type quotas and the rest of the slots.
-Reason = Literal["pinned", "global", "semantic", "conversation", "type_quota", "backfill"]
-REASONS: tuple[Reason, ...] = ("pinned", "global", "semantic", "conversation", "type_quota", "backfill")
+# it is pinned or global, or to fill the type quotas and the rest of the slots; "followup": a
+# dated memory whose date passed, which the turn invites the character to ask about
+# (bot/engine/followups.py), outside the selection's passes.
+Reason = Literal["pinned", "global", "semantic", "conversation", "type_quota", "backfill", "followup"]
+REASONS: tuple[Reason, ...] = ("pinned", "global", "semantic", "conversation", "type_quota", "backfill", "followup")
 
 # Keyed by any type: a rule finds no index (rules hold no slot).
 TYPE_INDEX: dict[str, int] = {memory_type: index for index, memory_type in enumerate(USER_MEMORY_TYPES)}

@@ -8,7 +8,7 @@ bot/presenting/why.py: /why and the owner's turn page; bot/presenting/answers.py
 commands' answers and a turn's. The names below are re-exported for the front ends.
 """
 
-from bot.presenting.answers import REFUSALS, answer, cut_note, no_memory, storage_failed, turn_text
+from bot.presenting.answers import REFUSALS, answer, cut_note, no_memory, notice_text, storage_failed, turn_text
 from bot.presenting.memories import (
     RECEIPT_ICON,
     clip,
@@ -27,6 +27,6 @@ from bot.presenting.why import LORE_HOW, LORE_LEFT_OUT, closeness, groups, lore_
 __all__ = [
     "LORE_HOW", "LORE_LEFT_OUT", "RECEIPT_ICON", "REFUSALS", "answer", "clip", "closeness", "cut_note", "edit_option",
     "gone_memory", "groups", "history_text", "lore_rows", "memory_line", "memory_pages", "memory_pages_with_spans",
-    "no_memory", "operation", "prompt_lines", "receipt_text", "slot_score", "stats_text", "storage_failed",
+    "no_memory", "notice_text", "operation", "prompt_lines", "receipt_text", "slot_score", "stats_text", "storage_failed",
     "turn_text", "why_text",
 ]

@@ -10,6 +10,7 @@ from bot.engine.memory_commands import (
     Edited,
     Erased,
     Exported,
+    FollowupsAnswer,
     Forgotten,
     History,
     Pinned,
@@ -29,6 +30,12 @@ if TYPE_CHECKING:
 
 # Why an InvalidMemory refused a memory, by its code: the others are the program's own mistakes.
 REFUSALS = ("empty", "too_long", "rule", "cap")
+# What the front end says after a turn's reply, once (bot/engine/followups.py, `take_notice`).
+NOTICES = ("checkins_blocked",)
+
+
+def notice_text(notice: str) -> str:
+    return text(f"notice_{notice}") if notice in NOTICES else ""
 
 
 @singledispatch
@@ -96,6 +103,23 @@ def _(result: MemoryStats) -> str:
 def _(result: Sharing) -> str:
     state = text("on" if result.on else "off")
     return text("sharing_now" if result.changed else "sharing_is", state=state)
+
+
+@answer.register
+def _(result: FollowupsAnswer) -> str:
+    status = result.status
+    lines = []
+    if result.bad_timezone is not None:
+        lines.append(text("followups_bad_timezone", name=result.bad_timezone))
+    lines.append(text("followups_now" if result.changed else "followups_is", state=text("on" if status.enabled else "off")))
+    if status.timezone is None:
+        lines.append(text("followups_timezone_unknown_hint"))
+    else:
+        lines.append(text("followups_timezone_learned" if status.learned else "followups_timezone", timezone=status.timezone))
+    if not status.offered:
+        lines.append(text("followups_not_offered"))
+    lines.append(text("followups_what"))
+    return "\n".join(lines)
 
 
 @answer.register

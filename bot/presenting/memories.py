@@ -175,6 +175,14 @@ def stats_text(stats: MemoryStats) -> str:
         text("stats_never_semantic", n=stats.never_semantic),
         text("stats_pending", n=stats.pending_reflections),
     ]
+    lines.append(
+        text(
+            "stats_followups",
+            n=stats.followed_up,
+            checkins=text("on" if stats.checkins else "off"),
+            timezone=stats.checkins_timezone or text("followups_timezone_unknown"),
+        )
+    )
     if stats.consolidations:
         lines.append(text("stats_consolidations", n=stats.consolidations, members=number(stats.consolidated_members)))
     if stats.total >= stats.cap:

@@ -92,6 +92,10 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         return answer(await run.stats(user))
     if name == "share":
         return answer(await run.share(user, args[0] == "on" if args and args[0] in ("on", "off") else None))
+    if name == "followups":
+        on = args[0] == "on" if args and args[0] in ("on", "off") else None
+        zone = next((a for a in args if a not in ("on", "off")), None)
+        return answer(await run.followups(engine.cast.user_of_key(user), on, zone))
     if name == "export":
         if not args:
             return text("terminal_usage", usage="/export <file.json>")

@@ -293,7 +293,9 @@ async def test_an_empty_reply_with_the_message_content_intent_is_not_warned_abou
     channel = fake_channel()
     with caplog.at_level(logging.WARNING, logger="cogs.conversation"):
         await cog.on_message(empty_reply(channel))  # truly empty (an attachment): nothing to say
-    assert channel.sent == [] and caplog.records == []
+    # Only the cog's own records: discord.py warns once per process (no PyNaCl) when a test
+    # builds the worker's first client.
+    assert channel.sent == [] and [r for r in caplog.records if r.name == "cogs.conversation"] == []
 
 
 async def test_a_full_disk_gets_the_storage_message_not_a_reply(

@@ -37,6 +37,7 @@ EXPECTED_OPTIONS: dict[str, list[tuple[str, bool, bool]]] = {
     "export": [],
     "erase-me": [],
     "share": [("state", False, False)],
+    "followups": [("state", False, False), ("timezone", False, False)],
 }
 SLASH_NAME = re.compile(r"^[-_a-z0-9]{1,32}$")
 

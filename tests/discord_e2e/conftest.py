@@ -128,9 +128,10 @@ async def start_echo(
 ) -> AsyncIterator[StartEcho]:
     started: list[EchoProcess] = []
 
-    async def start(**settings: str) -> EchoProcess:
+    async def start(*, clock_file: Path | None = None, sessions: int = 1, **settings: str) -> EchoProcess:
         echo = await start_echo_process(
-            fake_discord, llm_server.url, FAKE_MODEL, tmp_path, name=f"echo-{len(started)}", **settings
+            fake_discord, llm_server.url, FAKE_MODEL, tmp_path, name=f"echo-{len(started)}", clock_file=clock_file,
+            sessions=sessions, **settings,
         )
         started.append(echo)
         return echo

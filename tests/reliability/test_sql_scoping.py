@@ -77,6 +77,21 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
     ): "start-up warm-up: reads only who spoke lately and where, then loads each user's own "
     "memories with scoped statements",
     (
+        "bot/memory/stores/followups.py",
+        "checkin_people",
+        "SELECT user_id FROM checkin_settings WHERE enabled = 1",
+    ): "the check-in sweep: reads only who turned check-ins on, then reads each person's own "
+    "memories, follow-ups and times with scoped statements",
+    (
+        "bot/memory/stores/imports.py",
+        "live_turn_waiting",
+        (
+            "SELECT 1 FROM exchanges WHERE reply IS NULL AND last_error IS NULL AND created_at >= ? "
+            "AND (message_id IS NULL OR message_id NOT LIKE 'import:%') LIMIT 1"
+        ),
+    ): "an import's model budget: reads only whether some live turn waits for the model (live "
+    "turns first), no user's data",
+    (
         "bot/memory/stores/edits.py",
         "message_owner",
         "SELECT user_id FROM exchange_messages WHERE message_id = ? LIMIT 1",

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 
 import httpx
 import pytest_asyncio
@@ -66,7 +67,9 @@ def remembering(request: LLMRequest) -> str:
 
 
 @asynccontextmanager
-async def serving(db: SQLiteDatabase, tmp_path, character: Character | None = None) -> AsyncIterator[Page]:
+async def serving(
+    db: SQLiteDatabase, tmp_path, character: Character | None = None, clock: Callable[[], datetime] | None = None
+) -> AsyncIterator[Page]:
     """The page of a real engine playing `character` (the bundled one by default)."""
     server = FakeLLMServer()
     await server.start()
@@ -76,7 +79,9 @@ async def serving(db: SQLiteDatabase, tmp_path, character: Character | None = No
     metrics = Metrics()
     metrics.watch_storage(lambda: db.storage.failures)
     embedder = metrics.timed(local_embedder())
-    engine = make_engine(db, http, server, tmp_path, llm=llm, embedder=embedder, metrics=metrics, character=character)
+    engine = make_engine(
+        db, http, server, tmp_path, llm=llm, embedder=embedder, metrics=metrics, character=character, clock=clock
+    )
     await engine.start()
     health = Health(db=db, llm=llm, model=FAKE_MODEL, embedder=embedder)
     web = WebServer(make_app(engine, health, metrics, TOKEN))

@@ -4,12 +4,15 @@ hostile text shown as text, an erased user gone."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from urllib.parse import quote
 
 import pytest
 
 from bot.characters.character import load_character
+from bot.memory.model import NewMemory, utcnow
 from bot.web.server import COOKIE, session_value
+from tests.conftest import Clock
 from tests.fakes.llm_server import Reply
 from tests.web.conftest import TOKEN, Page, serving
 
@@ -307,3 +310,18 @@ async def test_a_turn_page_shows_each_lore_entry_its_key_and_whether_it_went_in(
     assert "left out: over the lore budget of 100 characters (raise the lorebook&#39;s own budget)" in lore
     system = next(c for c in reversed(lina.llm.chats) if c.json_schema is None).system
     assert "The harbour of Vellmar" in system and "fish market" not in system
+
+
+async def test_a_turn_page_shows_the_follow_up_of_a_passed_date(db, tmp_path):
+    exam = "L'utilisateur a un examen de chimie vendredi"
+    # Told two days before its date; the turn comes the day after it (issue 34: the follow-up
+    # is a place of its own on the owner's page, as in /why).
+    told = utcnow()
+    async with serving(db, tmp_path, clock=Clock(told + timedelta(days=3))) as page:
+        await page.store.add("alice", NewMemory(text=exam, expires_at=told + timedelta(days=2), place="guild-1"))
+        await page.play("Coucou !")
+        user = await page.get("/users/alice")
+        [turn_id] = re.findall(r'href="/users/alice/turns/(\d+)"', user.text)
+        body = (await page.get(f"/users/alice/turns/{turn_id}")).text
+    followup = body[body.index("Follow-up — a dated event that has passed"):]
+    assert "examen de chimie" in followup[: followup.index("</table>")]

@@ -31,6 +31,10 @@ class MemoryStats:
     # Series consolidated into one memory and not undone: (consolidations, memories they hold).
     consolidations: int = 0
     consolidated_members: int = 0
+    # Follow-ups (bot/engine/followups.py): dated memories followed up; the person's check-ins.
+    followed_up: int = 0
+    checkins: bool = False
+    checkins_timezone: str | None = None
 
 
 async def memory_stats(db: Database, store: MemoryStore, user_id: OwnerKey, *, cap: int, now: datetime) -> MemoryStats:

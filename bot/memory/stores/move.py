@@ -87,6 +87,13 @@ TABLES: dict[str, tuple[tuple[str, ...], str]] = {
     "consolidations": (("memory_id", "user_id", "at", "undone_at", "undone_by"), "memory_id"),
     "consolidation_members": (("memory_id", "member_id", "user_id", "history_id"), "memory_id, member_id"),
     "erasures": (("person_hash", "erased_at"), "person_hash, erased_at"),
+    "followups": (
+        ("user_id", "memory_id", "text", "content_hash", "event_at", "story_id", "state", "turns", "exchange_id",
+         "answer_exchange_id", "claimed_by", "created_at", "updated_at"),
+        "user_id, memory_id",
+    ),
+    "checkin_settings": (("user_id", "enabled", "timezone", "notice", "updated_at"), "user_id"),
+    "imports": (("user_id", "story_id", "source", "exchanges", "finished_at"), "user_id, story_id, source"),
 }
 # Statements per table, assembled once from the constants above.
 _SELECT_CHUNK = {

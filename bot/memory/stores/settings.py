@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from bot.clients.storage import Connection, Database, fetch_one
 from bot.memory.model import OwnerKey
+from bot.memory.stores.followups import erase_user_followups
+from bot.memory.stores.imports import erase_user_imports
 
 
 async def sharing(db: Database, user_id: OwnerKey) -> bool:
@@ -24,4 +26,8 @@ async def set_sharing(db: Database, user_id: OwnerKey, share: bool) -> None:
 
 
 async def erase_user_settings(conn: Connection, user_id: OwnerKey) -> None:
+    """Their choices, their follow-ups and check-ins (none is ever sent after) and the record of
+    their imports included."""
     await conn.execute("DELETE FROM user_settings WHERE user_id = ?", (user_id,))
+    await erase_user_followups(conn, user_id)
+    await erase_user_imports(conn, user_id)

@@ -395,6 +395,7 @@ def build_reflection_messages(
     correction: Correction | None = None,
     others: Sequence[str] = (),
     lore: Sequence[str] = (),
+    followups: Sequence[Memory] = (),
 ) -> list[ChatMessage]:
     """The messages of one reflection call over one or more (message, reply) exchanges.
 
@@ -424,6 +425,14 @@ def build_reflection_messages(
         system += (
             f"\n{character}'s world has lore ({', '.join(quote_line(n) for n in lore[:30])}): what "
             f"{character} tells of it is the setting, not a fact about {user}; never store it.\n"
+        )
+    if followups:
+        asked = ", ".join(f"[{m.id}]" for m in followups)
+        system += (
+            f"\nIn this exchange {character} asked {user} how a past event went (known memories "
+            f"{asked}, whose date has passed). Record what {user} answered about it: use \"replace\" "
+            "on that id with what happened, in the past tense and without expires_at, or add what is "
+            f"new; if {user} said nothing about it, leave it as it is.\n"
         )
     known_block = "\n".join(_format_memory(m) for m in known) or "(none)"
     user_block = (

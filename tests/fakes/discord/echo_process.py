@@ -53,9 +53,12 @@ def _base_environment() -> dict[str, str]:
 
 
 async def start_echo_process(
-    discord: FakeDiscord, llm_url: str, model: str, folder: Path, name: str = "echo", **settings: str
+    discord: FakeDiscord, llm_url: str, model: str, folder: Path, name: str = "echo", *, clock_file: Path | None = None,
+    sessions: int = 1, **settings: str,
 ) -> EchoProcess:
-    """Start the bot and wait until it has identified on the fake gateway."""
+    """Start the bot and wait until it has identified on the fake gateway (until `sessions`
+    bots have, when others are connected). With `clock_file`, the bot's clock is moved by the
+    seconds written in it (tests/fakes/discord/clocked_echo.py)."""
     database = folder / f"{name}.sqlite3"
     env = _base_environment() | {
         "PYTHONPATH": str(REPO),
@@ -69,14 +72,18 @@ async def start_echo_process(
         "DATABASE_PATH": str(database),
         "LOG_LEVEL": "INFO",
     } | settings
+    module = "bot"
+    if clock_file is not None:
+        env["ECHO_TEST_CLOCK_FILE"] = str(clock_file)
+        module = "tests.fakes.discord.clocked_echo"
     log_path = folder / f"{name}.log"
     with log_path.open("wb") as log_file:
         # cwd is the given folder: no developer's .env is read.
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", cwd=folder, env=env, stdout=log_file, stderr=asyncio.subprocess.STDOUT
+            sys.executable, "-m", module, cwd=folder, env=env, stdout=log_file, stderr=asyncio.subprocess.STDOUT
         )
     echo = EchoProcess(process, log_path, database)
-    identified = asyncio.ensure_future(discord.wait_identified(START_TIMEOUT))
+    identified = asyncio.ensure_future(discord.wait_identified(START_TIMEOUT, sessions=sessions))
     exited = asyncio.ensure_future(process.wait())
     await asyncio.wait([identified, exited], return_when=asyncio.FIRST_COMPLETED)
     exited.cancel()

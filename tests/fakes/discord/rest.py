@@ -244,6 +244,10 @@ async def get_channel(request: web.Request) -> web.Response:
 async def create_message(request: web.Request) -> web.Response:
     server = _server(request)
     channel = _channel(request)
+    if channel.guild_id is None and channel.recipient is not None and channel.recipient.id in server.dms_refused:
+        # What Discord answers a DM to someone whose DMs are closed to the bot (or who shares
+        # no server with it).
+        raise DiscordError(403, 50007, "Cannot send messages to this user")
     body = _body(request)
     _check_message(body, creating=True)
     reference = body.get("message_reference")

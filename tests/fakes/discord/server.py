@@ -72,6 +72,8 @@ class FakeDiscord:
         self.webhooks: dict[int, Webhook] = {}
         # Channels where the bot lacks Manage Webhooks: listing or creating webhooks is refused.
         self.webhooks_forbidden: set[int] = set()
+        # Users whose DMs refuse the bot: a message to their DM channel gets 403, code 50007.
+        self.dms_refused: set[int] = set()
         self.attachments: dict[int, Attachment] = {}
         self.interactions: dict[int, Interaction] = {}
         self.commands: dict[int | None, list[dict[str, Any]]] = {}
@@ -133,13 +135,14 @@ class FakeDiscord:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
-    async def wait_identified(self, timeout: float = 30.0) -> GatewaySession:
-        """The bot's gateway session, once READY and every GUILD_CREATE were sent."""
+    async def wait_identified(self, timeout: float = 30.0, *, sessions: int = 1) -> GatewaySession:
+        """The bot's gateway session, once READY and every GUILD_CREATE were sent (the last of
+        `sessions` to, when several bot processes connect)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for session in self.sessions:
-                if session.identified.is_set():
-                    return session
+            ready = [session for session in self.sessions if session.identified.is_set()]
+            if len(ready) >= sessions:
+                return ready[-1]
             await asyncio.sleep(0.05)
         raise TimeoutError("the bot did not identify on the fake gateway")
 
