@@ -10,6 +10,7 @@ statements as the stores run them.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from bot.clients.db import SQLiteDatabase
 from bot.clients.storage import Connection
 from bot.memory.model import NewMemory
 from bot.memory.stores.counters import count_candidates, count_served, record_turn
+from bot.memory.stores.followups import Due, due
 from bot.memory.stores.memories import memory_rows
 from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.stores.vectors import VectorRow, store_vectors, vector_rows
@@ -80,3 +82,23 @@ async def test_a_list_of_ids_is_found_by_primary_key(db: SQLiteDatabase) -> None
     # The person's scope still holds: another person's ids in the list are not theirs.
     assert [int(r[0]) for r in await memory_rows(db.reader, "alice", [*mine, *ids["bob"][:3]])] == mine
     assert sorted(int(r[0]) for r in await vector_rows(db.reader, "bob", MODEL, mine)) == []
+
+
+async def test_the_dates_passed_since_the_last_turn_are_found_by_the_expiry_index(db: SQLiteDatabase) -> None:
+    """Each turn asks which of the person's dated memories' dates passed since the last one
+    (follow-ups): through the person's index that read every row of theirs, 58 ms a turn at
+    100,000 memories on the shared reader; the dated ones are found by date instead."""
+    store = MemoryStore(db)
+    now = datetime.now(UTC)
+    for n in range(20):
+        await store.add("alice", NewMemory(text=f"alice note le fait {n}"))
+    dated = await store.add("alice", NewMemory(text="alice a un rendez-vous", expires_at=now + timedelta(days=1)))
+    later = now + timedelta(days=2)
+    found: list[Due] = []
+
+    async def ask() -> None:
+        found.extend(await due(db, "alice", now=later, since=now, story_id=None, place=None, share=True))
+
+    [plan] = await plans(db.reader, ask)
+    assert "memories_by_expiry" in plan, plan
+    assert [d.memory_id for d in found] == [dated]
