@@ -17,6 +17,8 @@ from prometheus_client.registry import Collector
 
 from bot.clients import backup
 from bot.clients.embeddings import Embedder
+from bot.clients.model_queue import ModelQueue
+from bot.clients.responsiveness import Recent, watch_loop
 
 TURN_OUTCOMES = ("answered", "degraded", "failed")
 REFLECTION_OUTCOMES = ("applied", "llm_failed", "rejected", "set_aside", "crashed")
@@ -25,6 +27,8 @@ LLM_CALLS = ("reply", "reflection")
 _LLM_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 # A local query embedding takes milliseconds; a remote one or a batch, up to seconds.
 _EMBED_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+# The event loop's lag and a model queue's wait: milliseconds when all is well, seconds when not.
+_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _TOKEN_BUCKETS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
 
@@ -103,6 +107,11 @@ class Metrics:
         self.prompt_read_seconds = Counter("echo_prompt_read_seconds", "Seconds the LLM server spent reading prompts, where it says so", ["call"], registry=r)
         self.context_too_small = Counter("echo_prompt_context_too_small", "Turns not answered because even their smallest prompt does not fit the model's context", registry=r)
         self.lore_keys_disabled = Counter("echo_lore_keys_disabled", "Lorebook regular expressions disabled for running out of time", registry=r)
+        self.loop_lag = Histogram("echo_event_loop_lag_seconds", "How late the event loop ran a timer that was due (work holding it, or a busy machine)", buckets=_LAG_BUCKETS, registry=r)
+        self.embedding_queue_wait = Histogram("echo_embedding_queue_wait_seconds", "Time a request waited for the local embedding model before it took its first text", ["kind"], buckets=_LAG_BUCKETS, registry=r)
+        # The same, over the last minutes, for the owner's page.
+        self.recent_lag = Recent()
+        self.recent_queue_wait = {"query": Recent(), "passages": Recent()}
         for outcome in TURN_OUTCOMES:
             self.turns.labels(outcome)
         for outcome in REFLECTION_OUTCOMES:
@@ -117,6 +126,7 @@ class Metrics:
             self.prompt_read_seconds.labels(call)
         for call in ("query", "passages"):
             self.embedding_seconds.labels(call)
+            self.embedding_queue_wait.labels(call)
         r.register(_Backups())
 
     def watch_storage(self, read_failures: Callable[[], int]) -> None:
@@ -130,7 +140,22 @@ class Metrics:
         self.registry.register(_Cache(reads, held))
 
     def timed(self, embedder: Embedder) -> Embedder:
+        queue = getattr(embedder, "queue", None)
+        if isinstance(queue, ModelQueue):
+            queue.on_wait = self._queue_waited
         return TimedEmbedder(embedder, self.embedding_seconds)
+
+    def _queue_waited(self, kind: str, seconds: float) -> None:
+        self.embedding_queue_wait.labels(kind).observe(seconds)
+        self.recent_queue_wait[kind].add(seconds)
+
+    def loop_lagged(self, seconds: float) -> None:
+        self.loop_lag.observe(seconds)
+        self.recent_lag.add(seconds)
+
+    async def watch_loop(self) -> None:
+        """Note the event loop's lag until cancelled (the composition root runs it)."""
+        await watch_loop(self.loop_lagged)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

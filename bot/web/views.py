@@ -15,6 +15,8 @@ import numpy as np
 from markupsafe import Markup
 
 from bot.clients.health import Check, Health
+from bot.clients.metrics import Metrics
+from bot.clients.responsiveness import Recently
 from bot.engine import NEVER_SURFACED_AFTER, Engine
 from bot.engine.llm_calls import TooSmall
 from bot.i18n import DEFAULT_LANGUAGE, text, use_locale
@@ -108,6 +110,8 @@ class Overview(TypedDict):
     never_surfaced: list[Memory]
     never_after: int
     now: datetime
+    # The event loop's lag and the embedding model's waits (None without the metrics).
+    responsiveness: dict[str, Recently] | None
 
 
 class UserPage(TypedDict):
@@ -250,7 +254,7 @@ def model_figures(engine: Engine) -> ModelCard:
     }
 
 
-async def overview(engine: Engine, health: Health, key: str | None) -> Overview:
+async def overview(engine: Engine, health: Health, key: str | None, metrics: Metrics | None = None) -> Overview:
     now = engine.clock()
     w = window(key)
     report = engine.operator.report
@@ -270,6 +274,16 @@ async def overview(engine: Engine, health: Health, key: str | None) -> Overview:
         "never_surfaced": await report.bot_never_surfaced(NEVER_SURFACED_AFTER, NEVER_SURFACED_SHOWN),
         "never_after": NEVER_SURFACED_AFTER,
         "now": now,
+        "responsiveness": responsiveness(metrics) if metrics is not None else None,
+    }
+
+
+def responsiveness(metrics: Metrics) -> dict[str, Recently]:
+    """The event loop's lag and the local embedding model's queue waits, last minutes."""
+    return {
+        "event loop lag": metrics.recent_lag.figures(),
+        "turn query's wait for the embedding model": metrics.recent_queue_wait["query"].figures(),
+        "background passages' wait for the embedding model": metrics.recent_queue_wait["passages"].figures(),
     }
 
 
