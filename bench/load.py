@@ -38,6 +38,14 @@ and a fresh engine:
   "at once" again with one more user holding that many memories (pool texts numbered and pool
   vectors perturbed past the pool, no model call), whose turns and reflections run among the
   others': the p95 overhead of every turn is the figure.
+- the cold heavy user (`--cold 100000`, the default; 0 skips it): at the largest size, "at once"
+  again with one more user holding that many memories who spoke last long ago, so the start-up
+  warm-up did not read them, and whose first message comes COLD_ARRIVE seconds in. Their first
+  turn reads their memories, their first reflection builds the write index, then a consolidation
+  scan reads their series: the others' overhead (p50 / p95) before, during and after that, against
+  the "at once" run without them, and the event loop's lag, its own CPU per tick and its longest
+  callbacks (a stall: one callback's own CPU, with the coroutine that ran it) meanwhile.
+  `--runs "at once"` skips the sequential and flat-out runs.
 
 Figures:
 - turns/s: turns / wall time until every reflection is drained (the same work in both runs).
@@ -80,8 +88,8 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -122,9 +130,18 @@ STORY = "salon-load"
 STORY_SHARE = 0.15
 PINNED_SHARE = 0.002
 LAG_TICK = 0.01
+# Event-loop callbacks of at least this much CPU are kept, with what ran them (Probe.stalls).
+STALL_SECONDS = 0.01
 # A user's next message comes this long after the reply, on average (uniform, 0.5x to 1.5x).
 THINK = 4.0
 SEQUENTIAL, PACED, FLAT_OUT = "sequential", "at once", "flat out"
+# The cold heavy user: memories, and when their first message comes after the others start.
+COLD = 100_000
+COLD_ARRIVE = 10.0
+# Others' p95 overhead while a cold heavy user starts: at most this, and this many times the run
+# without that user.
+COLD_P95_MS = 1000.0
+COLD_RATIO = 2.0
 REPLY = "D'accord, je note. Et toi, comment ça va ?"
 
 
@@ -138,7 +155,10 @@ class TurnTimes:
     write_wait: float = 0.0
     write_held: float = 0.0
     embed: float = 0.0
+    # Statements on the shared reader connection, waiting for it included.
+    read: float = 0.0
     user: str = ""
+    started: float = 0.0
 
     @property
     def overhead(self) -> float:
@@ -146,7 +166,7 @@ class TurnTimes:
 
     @property
     def other(self) -> float:
-        return self.overhead - self.write_wait - self.write_held - self.embed
+        return self.overhead - self.write_wait - self.write_held - self.embed - self.read
 
 
 @dataclass(slots=True)
@@ -165,6 +185,18 @@ class Probe:
     degraded: int = 0
     turn_errors: list[str] = field(default_factory=list)
     lags: list[float] = field(default_factory=list)
+    # (when it woke, how late, the loop thread's CPU time over the tick): the CPU part tells the
+    # loop's own work from the machine's descheduling of the process.
+    ticks: list[tuple[float, float, float]] = field(default_factory=list)
+    # Event-loop callbacks that ran for STALL_SECONDS of the loop thread's CPU or more (when
+    # each ended, its CPU, the coroutine of its task): one of them is a stall, wherever it came from.
+    stalls: list[tuple[float, float, str]] = field(default_factory=list)
+    # The cold heavy user (COLD): when its first message came, its first turn ended, its first
+    # reflection (the write index build) ended, and a consolidation run (the series scan) ended.
+    arrived: float = 0.0
+    first_turn: float = 0.0
+    first_reflection: float = 0.0
+    scanned: float = 0.0
 
     def current(self) -> TurnTimes | None:
         task = asyncio.current_task()
@@ -191,6 +223,8 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
     original_write = ctx.db.write
     original_embed = embedder.embed_queries
     original_reflect = reflections.reflect
+    reader = ctx.db.reader
+    original_read = reader.execute_fetchall
 
     async def chat(*args: Any, **kwargs: Any) -> str:
         start = time.perf_counter()
@@ -228,6 +262,15 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
             if times is not None:
                 times.embed += time.perf_counter() - start
 
+    async def execute_fetchall(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await original_read(*args, **kwargs)
+        finally:
+            times = probe.current()
+            if times is not None:
+                times.read += time.perf_counter() - start
+
     async def reflect(batch: list[Any]) -> bool:
         user_id = batch[0].user_id
         before = engine.operator.last_reflection(user_id)
@@ -244,6 +287,7 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
     ctx.calls.llm.chat = chat  # type: ignore[method-assign]
     ctx.db.write = write  # type: ignore[method-assign]
     reflections.reflect = reflect  # type: ignore[method-assign]
+    reader.execute_fetchall = execute_fetchall  # type: ignore[method-assign]
     # A turn embeds its message (and unseen conversation lines) through embed_queries.
     embedder.embed_queries = embed_queries  # type: ignore[method-assign]
 
@@ -276,9 +320,34 @@ async def watch_loop_lag(probe: Probe, stop: asyncio.Event) -> None:
     """How late a 10 ms sleep wakes up: the time the event loop was busy elsewhere."""
     loop = asyncio.get_running_loop()
     while not stop.is_set():
-        start = loop.time()
+        start, cpu = loop.time(), time.thread_time()
         await asyncio.sleep(LAG_TICK)
-        probe.lags.append(max(0.0, loop.time() - start - LAG_TICK))
+        late = max(0.0, loop.time() - start - LAG_TICK)
+        probe.lags.append(late)
+        probe.ticks.append((time.perf_counter(), late, time.thread_time() - cpu))
+
+
+@contextmanager
+def timing_callbacks(probe: Probe) -> Iterator[None]:
+    """Each event-loop callback's own CPU (the loop thread's), the long ones kept in `probe`:
+    the loop's longest stall, which the lag (how late a sleep wakes) only bounds from above on a
+    machine that also deschedules the process."""
+    run = asyncio.events.Handle._run
+
+    def timed(handle: asyncio.events.Handle) -> None:
+        start = time.thread_time()
+        run(handle)
+        cpu = time.thread_time() - start
+        if cpu >= STALL_SECONDS:
+            task = getattr(handle._callback, "__self__", None)  # type: ignore[attr-defined]
+            name = getattr(task.get_coro(), "__qualname__", "?") if isinstance(task, asyncio.Task) else repr(handle._callback)  # type: ignore[attr-defined]
+            probe.stalls.append((time.perf_counter(), cpu, name))
+
+    asyncio.events.Handle._run = timed  # type: ignore[method-assign, assignment]
+    try:
+        yield
+    finally:
+        asyncio.events.Handle._run = run  # type: ignore[method-assign]
 
 
 # --- the LLM server, off the bot's event loop ----------------------------------------------------
@@ -416,9 +485,12 @@ def perturbed(n: int, vectors: np.ndarray, rng: np.random.Generator, sigma: floa
     return picked
 
 
-async def seed_big(path: Path, user: SimUser, n: int, pool: list[Any], vectors: np.ndarray, model: str) -> float:
+async def seed_big(
+    path: Path, user: SimUser, n: int, pool: list[Any], vectors: np.ndarray, model: str, *, warmed: bool = True
+) -> float:
     """One more user with `n` memories: pool texts with a number appended past the pool, and
-    perturbed pool vectors, inserted with executemany."""
+    perturbed pool vectors, inserted with executemany. `warmed`: they spoke yesterday, so the
+    start-up warm-up reads them; otherwise they come back cold (last seen past WARM_DAYS)."""
     started = time.perf_counter()
     rng = random.Random(n)
     picked = perturbed(n, vectors, np.random.default_rng(n))
@@ -455,7 +527,8 @@ async def seed_big(path: Path, user: SimUser, n: int, pool: list[Any], vectors: 
                     for i, r in enumerate(stored)
                 ],
             )
-            await past_exchange(conn, user, now)
+            if warmed:
+                await past_exchange(conn, user, now)
     finally:
         await db.close()
     return time.perf_counter() - started
@@ -500,10 +573,14 @@ async def run(
     *,
     mode: str,
     think: float = 0.0,
+    cold: SimUser | None = None,
+    arrive: float = 0.0,
 ) -> RunResult:
     """`mode`: SEQUENTIAL (one user at a time, each turn after the previous one's reflection),
     PACED (everyone at once, each user's next message `think` seconds after the reply, on
-    average) or FLAT_OUT (everyone at once, each next message as soon as the reply is there)."""
+    average) or FLAT_OUT (everyone at once, each next message as soon as the reply is there).
+    `cold`: a user among `users` whose first message comes `arrive` seconds in (paced after);
+    their first turn, first reflection and a scan of their series are timed (`Probe`)."""
     probe = Probe()
     counter = LockedCounter()
     root = logging.getLogger()
@@ -533,7 +610,10 @@ async def run(
     async def talk(user: SimUser) -> None:
         # Seeded per user: the same pauses in every run of the bench.
         pauses = random.Random(user.user_id)
-        if mode == PACED:
+        if user is cold:
+            await asyncio.sleep(arrive)
+            probe.arrived = time.perf_counter()
+        elif mode == PACED:
             await asyncio.sleep(pauses.uniform(0, think))  # people do not all start at once
         for index, text in enumerate(user.messages):
             if mode == PACED and index:
@@ -550,7 +630,7 @@ async def run(
             assert task is not None
             times = probe.open_turns[task] = TurnTimes(user=user.user_id)
             token = _EMBEDDING_TURN.set(times)
-            start = time.perf_counter()
+            start = times.started = time.perf_counter()
             try:
                 result = await engine.conversation.turn(incoming)
             except Exception as exc:  # counted and reported: the bench goes on with the next turn
@@ -562,11 +642,26 @@ async def run(
                 _EMBEDDING_TURN.reset(token)
             probe.turns.append(times)
             probe.degraded += result.selection.degraded
+            if user is cold and not index:
+                probe.first_turn = time.perf_counter()
+                heavy.append(asyncio.create_task(heavy_work(user)))
             if mode == SEQUENTIAL:
                 # The next message comes after this one's reflection, as in a conversation.
                 await engine.operator.wait_reflections(user.user_id)
                 await engine.operator.wait_background()
 
+    heavy: list[asyncio.Task[None]] = []
+
+    async def heavy_work(user: SimUser) -> None:
+        # The rest of the cold start: the first reflection builds the write index, then a
+        # consolidation scan reads every memory's series key.
+        await engine.operator.wait_reflections(user.user_id)
+        probe.first_reflection = time.perf_counter()
+        await insides.consolidations(engine).find(user.user_id)
+        probe.scanned = time.perf_counter()
+
+    timing = timing_callbacks(probe)
+    timing.__enter__()
     try:
         started = time.perf_counter()
         if mode != SEQUENTIAL:
@@ -579,8 +674,10 @@ async def run(
         for user in users:
             await engine.operator.wait_reflections(user.user_id)
         await engine.operator.wait_background()
+        await asyncio.gather(*heavy)
         drained = time.perf_counter()
     finally:
+        timing.__exit__(None, None, None)
         stop_watch.set()
         await watcher
         undo()
@@ -677,7 +774,8 @@ def print_run_table(results: list[RunResult]) -> None:
         ("waiting for db.write()", lambda t: t.write_wait),
         ("inside db.write() (2 per turn)", lambda t: t.write_held),
         ("query embedding (model queue wait incl.)", lambda t: t.embed),
-        ("other: reads, selection, loop busy", lambda t: t.other),
+        ("reads on the shared reader (queue incl.)", lambda t: t.read),
+        ("other: selection, prompt, loop busy", lambda t: t.other),
     ):
         cells = [f"{mean_ms(r.probe.turns, pick):.0f} | {mean_ms(tail(r.probe.turns), pick):.0f}" for r in results]
         print(f"    {label:<{width - 2}}" + "".join(f"{c:>12}" for c in cells))
@@ -709,11 +807,73 @@ def print_run_table(results: list[RunResult]) -> None:
             print(f"  {result.mode} turn error: {error}")
 
 
+def print_cold(result: RunResult, without: RunResult, user_id: str) -> tuple[str, bool]:
+    """Others' overhead before, during and after a cold heavy user's start (their first turn,
+    first reflection and series scan), against the run without that user."""
+    p = result.probe
+    end = max(p.first_reflection, p.scanned)
+    others = [t for t in p.turns if t.user != user_id]
+    phases = {
+        "before": [t.overhead for t in others if t.started < p.arrived],
+        "during": [t.overhead for t in others if p.arrived <= t.started < end],
+        "after": [t.overhead for t in others if t.started >= end],
+        "whole run": [t.overhead for t in others],
+    }
+    base = [t.overhead for t in without.probe.turns]
+    cells = [f"{name} {ms(o, 50):.0f} / {ms(o, 95):.0f} ({len(o)})" for name, o in phases.items()]
+    print(f"    others' overhead p50 / p95, ms (turns): {'; '.join(cells)}")
+    # "during", by what the heavy user's start was doing when the turn began.
+    steps = {
+        "their load": (p.arrived, p.first_turn),
+        "index build": (p.first_turn, p.first_reflection),
+        "series scan": (p.first_reflection, p.scanned),
+    }
+    cells = []
+    for name, (low, high) in steps.items():
+        during = [t for t in others if low <= t.started < high]
+        split = "/".join(
+            f"{mean_ms(during, pick):.0f}"
+            for pick in (
+                lambda t: t.write_wait, lambda t: t.write_held, lambda t: t.embed, lambda t: t.read, lambda t: t.other
+            )
+        )
+        cells.append(f"{name} {ms([t.overhead for t in during], 50):.0f} / {ms([t.overhead for t in during], 95):.0f} "
+                     f"({len(during)}; mean write wait/held/embed/reads/other {split})")  # fmt: skip
+    print(f"    during, by step: {'; '.join(cells)}")
+    print(f"    the run without that user ({PACED}): {ms(base, 50):.0f} / {ms(base, 95):.0f} ({len(base)})")
+    mine = [t.overhead for t in p.turns if t.user == user_id]
+    print(f"    the heavy user: first turn {p.first_turn - p.arrived:.1f} s after their message (their memories "
+          f"read), first reflection done {p.first_reflection - p.arrived:.1f} s after it (the write index built), "
+          f"series scanned in {p.scanned - p.first_reflection:.1f} s; their later turns p50 "
+          f"{ms(mine[1:], 50):.0f} ms")  # fmt: skip
+    window = [(late, cpu) for woke, late, cpu in p.ticks if p.arrived <= woke <= end]
+    lags = [late for late, _ in window]
+    print(f"    event loop from their message to the scan's end: lag p99 / max {ms(lags, 99):.0f} / "
+          f"{ms(lags, 100):.0f} ms; the loop thread's own CPU in one tick, max "
+          f"{max((cpu for _, cpu in window), default=0.0) * 1000:.0f} ms (a lag beyond it is the machine "
+          f"descheduling the process)")  # fmt: skip
+    stalls = sorted(((cpu, name) for at, cpu, name in p.stalls if p.arrived <= at <= end), reverse=True)
+    longest = ", ".join(f"{cpu * 1000:.0f} ms ({name})" for cpu, name in stalls[:3]) or f"none of {STALL_SECONDS * 1000:.0f} ms or more"
+    print(f"    the loop's longest stalls (one callback's own CPU) in that window: {longest}")
+    print(f"    lost {result.lost}, locked {result.locked}, duplicates {result.duplicate_groups}, twice "
+          f"{twice(result)}, turns failed or unanswered {result.unanswered + len(p.turn_errors)}")  # fmt: skip
+    during, reference = ms(phases["during"], 95), ms(base, 95)
+    ok = during <= COLD_P95_MS and during <= COLD_RATIO * reference
+    verdict = (
+        f"{PACED}, others' p95 while it starts {during:.0f} ms (target <= {COLD_P95_MS:.0f} ms and <= "
+        f"{COLD_RATIO:g}x the {reference:.0f} ms without it: {'OK' if ok else 'MISSED'})"
+    )
+    return verdict, ok
+
+
 def twice(result: RunResult) -> int:
     return sum(n > 1 for n in result.probe.reflected.values())
 
 
-async def bench(sizes: list[int], user_count: int, turn_count: int, big: int = 0, think: float = THINK) -> int:
+async def bench(
+    sizes: list[int], user_count: int, turn_count: int, big: int = 0, think: float = THINK, cold: int = COLD,
+    modes: Sequence[str] = (SEQUENTIAL, PACED, FLAT_OUT),
+) -> int:
     started = time.perf_counter()
     big_users, memory_of = users_and_reflections(user_count + 1, turn_count)
     users = big_users[:user_count]
@@ -741,6 +901,7 @@ async def bench(sizes: list[int], user_count: int, turn_count: int, big: int = 0
 
     summary: list[tuple[int, list[RunResult]]] = []
     checked: list[RunResult] = []
+    cold_failed = False
     verdicts: list[str] = []
     with ThreadedLLMServer(answer) as server, tempfile.TemporaryDirectory() as directory:
         for size in sizes:
@@ -753,7 +914,7 @@ async def bench(sizes: list[int], user_count: int, turn_count: int, big: int = 0
                 f"stale for the indexer: {stale}"
             )
             results = []
-            for mode in (SEQUENTIAL, PACED, FLAT_OUT):
+            for mode in modes:
                 copy = Path(directory) / f"{mode.replace(' ', '-')}-{size}.sqlite3"
                 shutil.copyfile(base, copy)
                 results.append(await run(copy, users, embedder, server, mode=mode, think=think))
@@ -761,14 +922,16 @@ async def bench(sizes: list[int], user_count: int, turn_count: int, big: int = 0
             print(f"  start-up warm-up (awaited before the users talk): {results[0].warmed} people in "
                   f"{results[0].warm_s:.1f} s")  # fmt: skip
             print_run_table(results)
-            seq, paced, flat = results
-            ratio = ms([t.overhead for t in paced.probe.turns], 50) / ms([t.overhead for t in seq.probe.turns], 50)
-            load = paced.offered_per_s / flat.offered_per_s
-            verdicts.append(
-                f"N = {size:,}: {PACED}, overhead p50 {ratio:.2f}x sequential (target <= 2x: "
-                f"{'OK' if ratio <= 2 else 'MISSED'}) at {paced.offered_per_s:.1f} turns/s, {load:.0%} of the "
-                f"{flat.offered_per_s:.1f} turns/s the machine gives {FLAT_OUT}"
-            )
+            by_mode = dict(zip(modes, results))
+            if len(results) == 3:
+                seq, paced, flat = results
+                ratio = ms([t.overhead for t in paced.probe.turns], 50) / ms([t.overhead for t in seq.probe.turns], 50)
+                load = paced.offered_per_s / flat.offered_per_s
+                verdicts.append(
+                    f"N = {size:,}: {PACED}, overhead p50 {ratio:.2f}x sequential (target <= 2x: "
+                    f"{'OK' if ratio <= 2 else 'MISSED'}) at {paced.offered_per_s:.1f} turns/s, {load:.0%} of the "
+                    f"{flat.offered_per_s:.1f} turns/s the machine gives {FLAT_OUT}"
+                )
             summary.append((size, results))
             checked.extend(results)
             if big and size == max(sizes):
@@ -798,13 +961,29 @@ async def bench(sizes: list[int], user_count: int, turn_count: int, big: int = 0
                     f"N = {size:,} plus one user of {big:,}: {PACED}, overhead p95 {p95:.0f} ms "
                     f"(target <= 1000 ms: {'OK' if p95 <= 1000 else 'MISSED'})"
                 )
+            if cold and size == max(sizes):
+                cold_user = big_users[-1]
+                copy = Path(directory) / f"paced-cold-{size}.sqlite3"
+                shutil.copyfile(base, copy)
+                seconds = await seed_big(copy, cold_user, cold, pool, vectors, embedder.model, warmed=False)
+                print()
+                print(f"  {PACED} again, and one more user holding {cold:,} memories, not warmed at start-up (last "
+                      f"seen long ago), whose first message comes {COLD_ARRIVE:g} s in (seeded in {seconds:.1f} s):")  # fmt: skip
+                with_cold = await run(
+                    copy, [*users, cold_user], embedder, server, mode=PACED, think=think, cold=cold_user, arrive=COLD_ARRIVE
+                )
+                server.requests.clear()
+                checked.append(with_cold)
+                verdict, ok = print_cold(with_cold, by_mode[PACED], cold_user.user_id)
+                verdicts.append(f"N = {size:,} plus one cold user of {cold:,}: {verdict}")
+                cold_failed |= not ok
 
     print()
     print(
         f"{'N':>6} {'turns/s seq':>12} {'flat out':>9} {'p50 overhead seq':>17} {PACED:>8} {'ratio':>7}"
         f" {FLAT_OUT:>9} {'ratio':>7} {'lost':>5} {'locked':>7} {'dups':>5} {'twice':>6}"
     )
-    for size, (seq, paced, flat) in summary:
+    for size, (seq, paced, flat) in (row for row in summary if len(row[1]) == 3):
         p50 = [ms([t.overhead for t in r.probe.turns], 50) for r in (seq, paced, flat)]
         print(
             f"{size:>6} {seq.turns_per_s:>12.2f} {flat.turns_per_s:>9.2f} {p50[0]:>14.0f} ms {p50[1]:>5.0f} ms"
@@ -821,7 +1000,7 @@ async def bench(sizes: list[int], user_count: int, turn_count: int, big: int = 0
         f"{'FAIL' if failed else 'OK'}: lost reflections, \"database is locked\" errors, duplicate "
         "memories and exchanges reflected twice must all be 0"
     )
-    return 1 if failed else 0
+    return 1 if failed or cold_failed else 0
 
 
 def main() -> None:
@@ -830,6 +1009,14 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=USERS)
     parser.add_argument("--turns", type=int, default=TURNS, help="turns per user")
     parser.add_argument("--big", type=int, default=BIG, help="memories of one more user in a fourth run (0: none)")
+    parser.add_argument(
+        "--cold", type=int, default=COLD,
+        help="memories of one more user, not warmed at start-up, who arrives while the others talk (0: no such run)",
+    )
+    parser.add_argument(
+        "--runs", nargs="+", choices=(SEQUENTIAL, PACED, FLAT_OUT), default=[SEQUENTIAL, PACED, FLAT_OUT],
+        help=f"which runs per size (the cold user's run needs '{PACED}', its baseline)",
+    )
     parser.add_argument("--think", type=float, default=THINK, help="seconds from a reply to the user's next message, on average, in the paced run")
     parser.add_argument(
         "--store", choices=("sqlite", "postgresql"), default="sqlite",
@@ -866,7 +1053,9 @@ def main() -> None:
     # INFO reaches the counting handler (a "locked" message may be logged at any level); nothing
     # is printed: no other handler is installed.
     logging.getLogger().setLevel(logging.INFO)
-    sys.exit(asyncio.run(bench(args.sizes, args.users, args.turns, args.big, args.think)))
+    if args.cold and PACED not in args.runs:
+        parser.error(f"--cold compares with the '{PACED}' run: keep it in --runs")
+    sys.exit(asyncio.run(bench(args.sizes, args.users, args.turns, args.big, args.think, args.cold, args.runs)))
 
 
 if __name__ == "__main__":

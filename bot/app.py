@@ -144,6 +144,7 @@ async def open_services(settings: Settings, *, check_llm: bool = True, web_page:
     scheduler = AsyncIOScheduler()
     engine: Engine | None = None
     web: WebServer | None = None
+    lag: asyncio.Task[None] | None = None
     metrics = Metrics()
     metrics.watch_storage(lambda: db.storage.failures)
     try:
@@ -203,8 +204,11 @@ async def open_services(settings: Settings, *, check_llm: bool = True, web_page:
         # need the page's port.
         if settings.web.enabled and web_page:
             web = await _start_web(settings.web, engine, health, metrics)
+        lag = asyncio.create_task(metrics.watch_loop(), name="loop-lag")
         yield Services(settings, db, http, llm, embedder, character, engine, scheduler, metrics, health, web)
     finally:
+        if lag is not None:
+            lag.cancel()
         if web is not None:
             await web.stop()
         # Reflections first (they may still need the indexer's writes to land), then the jobs.

@@ -214,7 +214,8 @@ class SQLiteConnection:
 
 
 class SQLiteDatabase:
-    """The bot's SQLite database: `reader` for queries, `write()` for serialised transactions."""
+    """The bot's SQLite database: `reader` for queries, `write()` for serialised transactions,
+    `reading()` for a long read."""
 
     dialect = "sqlite"
 
@@ -299,6 +300,22 @@ class SQLiteDatabase:
                 raise failure from exc
             if self.storage.down:
                 self.storage.recovered("the database accepts writes again after %d failed write(s)")
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[SQLiteConnection]:
+        """A read-only connection of its own, in one read transaction (one snapshot), for a read
+        that takes seconds (one person's 100,000 memories and vectors). On the shared reader its
+        statements held everyone's: the reader runs one statement at a time, and others' turns
+        queued behind its pages for seconds. This one has its own thread and is closed after."""
+        conn = await aiosqlite.connect(self.path, isolation_level=None)
+        try:
+            conn.row_factory = aiosqlite.Row
+            await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            await conn.execute("PRAGMA query_only = ON")
+            await conn.execute("BEGIN")
+            yield SQLiteConnection(conn)
+        finally:
+            await conn.close()
 
     @asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:

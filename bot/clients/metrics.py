@@ -18,6 +18,8 @@ from prometheus_client.registry import Collector
 
 from bot.clients import backup
 from bot.clients.embeddings import Embedder
+from bot.clients.model_queue import ModelQueue
+from bot.clients.responsiveness import Recent, watch_loop
 
 TURN_OUTCOMES = ("answered", "degraded", "failed")
 # The chat model's budget's priorities (bot/clients/model_queue.py `Priority`), most urgent first.
@@ -32,6 +34,8 @@ LLM_CALLS = ("reply", "reflection")
 _LLM_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 # A local query embedding takes milliseconds; a remote one or a batch, up to seconds.
 _EMBED_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+# The event loop's lag and a model queue's wait: milliseconds when all is well, seconds when not.
+_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _TOKEN_BUCKETS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
 
@@ -130,6 +134,11 @@ class Metrics:
         self.recent_waits: dict[str, deque[float]] = {p: deque(maxlen=RECENT_WAITS) for p in QUEUE_PRIORITIES}
         self._queue_waiting: _QueueWaiting | None = None
         self.lore_keys_disabled = Counter("echo_lore_keys_disabled", "Lorebook regular expressions disabled for running out of time", registry=r)
+        self.loop_lag = Histogram("echo_event_loop_lag_seconds", "How late the event loop ran a timer that was due (work holding it, or a busy machine)", buckets=_LAG_BUCKETS, registry=r)
+        self.embedding_queue_wait = Histogram("echo_embedding_queue_wait_seconds", "Time a request waited for the local embedding model before it took its first text", ["kind"], buckets=_LAG_BUCKETS, registry=r)
+        # The same, over the last minutes, for the owner's page.
+        self.recent_lag = Recent()
+        self.recent_queue_wait = {"query": Recent(), "passages": Recent()}
         for outcome in TURN_OUTCOMES:
             self.turns.labels(outcome)
         for outcome in REFLECTION_OUTCOMES:
@@ -144,6 +153,7 @@ class Metrics:
             self.prompt_read_seconds.labels(call)
         for call in ("query", "passages"):
             self.embedding_seconds.labels(call)
+            self.embedding_queue_wait.labels(call)
         for priority in QUEUE_PRIORITIES:
             self.llm_queue_seconds.labels(priority)
         r.register(_Backups())
@@ -175,7 +185,22 @@ class Metrics:
         self.registry.register(_Cache(reads, held))
 
     def timed(self, embedder: Embedder) -> Embedder:
+        queue = getattr(embedder, "queue", None)
+        if isinstance(queue, ModelQueue):
+            queue.on_wait = self._queue_waited
         return TimedEmbedder(embedder, self.embedding_seconds)
+
+    def _queue_waited(self, kind: str, seconds: float) -> None:
+        self.embedding_queue_wait.labels(kind).observe(seconds)
+        self.recent_queue_wait[kind].add(seconds)
+
+    def loop_lagged(self, seconds: float) -> None:
+        self.loop_lag.observe(seconds)
+        self.recent_lag.add(seconds)
+
+    async def watch_loop(self) -> None:
+        """Note the event loop's lag until cancelled (the composition root runs it)."""
+        await watch_loop(self.loop_lagged)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

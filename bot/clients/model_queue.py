@@ -61,6 +61,7 @@ class _Request:
     is_query: bool
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[np.ndarray]
+    queued_at: float = field(default_factory=time.monotonic)
     # Texts handed to the model so far, and the rows they gave, in order.
     taken: int = 0
     rows: list[np.ndarray] = field(default_factory=list)
@@ -95,6 +96,9 @@ class ModelQueue:
         self.query_calls = 0
         self.coalesced = 0
         self.skipped = 0
+        # Told, from the worker thread, how long each request waited before the model took its
+        # first text ("query" or "passages", seconds): the owner's page shows it.
+        self.on_wait: Callable[[str, float], None] | None = None
 
     async def queries(self, texts: list[str], is_query: bool) -> np.ndarray:
         """(n, d): the rows of one turn's texts (its message, and the conversation lines it
@@ -178,6 +182,7 @@ class ModelQueue:
             sizes = [len(request.texts) for request in requests]
             texts = [text for request in requests for text in request.texts]
             self.query_calls += 1
+            kind = "query"
             if len(requests) > 1:
                 self.coalesced += len(requests)
         elif self._passages:
@@ -186,9 +191,12 @@ class ModelQueue:
             if request.taken + len(texts) == len(request.texts):
                 self._passages.popleft()
             requests, sizes = [request], [len(texts)]
+            kind = "passages"
         else:
             return None
         for request, size in zip(requests, sizes):
+            if not request.taken and self.on_wait is not None:
+                self.on_wait(kind, time.monotonic() - request.queued_at)
             request.taken += size
         self.calls += 1
         return _Call(requests, sizes, texts, requests[0].is_query)

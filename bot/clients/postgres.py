@@ -108,12 +108,19 @@ class Cursor:
     def __init__(self, rows: list[asyncpg.Record], rowcount: int) -> None:
         self.rows = rows
         self.rowcount = rowcount
+        self._read = 0
 
     async def fetchall(self) -> list[asyncpg.Record]:
         return self.rows
 
     async def fetchone(self) -> asyncpg.Record | None:
         return self.rows[0] if self.rows else None
+
+    async def fetchmany(self, size: int) -> list[asyncpg.Record]:
+        """The next `size` rows (all of them arrived with the statement, decoded as they came)."""
+        page = self.rows[self._read : self._read + size]
+        self._read += len(page)
+        return page
 
     async def close(self) -> None:
         return None
@@ -152,7 +159,7 @@ async def _run(conn: asyncpg.Connection, sql: Statement, params: Sequence[Any] |
 
 
 class Connection:
-    """One asyncpg connection inside a write transaction, spoken to like aiosqlite's."""
+    """One asyncpg connection inside a transaction (a write, or a long read), spoken to like aiosqlite's."""
 
     dialect = "postgresql"
 
@@ -271,7 +278,8 @@ async def apply_migrations(conn: asyncpg.Connection, directory: Path = POSTGRES_
 
 
 class PostgresDatabase:
-    """The bot's PostgreSQL database: `reader` for queries, `write()` for serialised transactions."""
+    """The bot's PostgreSQL database: `reader` for queries, `write()` for serialised transactions,
+    `reading()` for a long read."""
 
     dialect = "postgresql"
 
@@ -313,6 +321,13 @@ class PostgresDatabase:
                 raise failure from exc
             if self.storage.down:
                 self.storage.recovered("the database accepts writes again after %d failed write(s)")
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[Connection]:
+        """A pooled connection held for a read that takes seconds (one person's 100,000 memories),
+        in one read-only snapshot; the other reads take the pool's other connections."""
+        async with self._pool.acquire() as raw, raw.transaction(isolation="repeatable_read", readonly=True):
+            yield Connection(raw)
 
     @asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -70,11 +70,14 @@ class Cursor(Protocol):
 
     async def fetchone(self) -> Row | None: ...
 
+    async def fetchmany(self, size: int) -> Iterable[Row]: ...
+
     async def close(self) -> None: ...
 
 
 class Connection(Protocol):
-    """A connection as the stores use it: inside `Database.write()`, or the shared reader."""
+    """A connection as the stores use it: inside `Database.write()`, the shared reader, or one
+    of `Database.reading()`."""
 
     def execute(self, sql: Statement, parameters: Params = ..., /) -> Awaitable[Cursor]: ...
 
@@ -98,6 +101,8 @@ class Database(Protocol):
 
     def write(self) -> AbstractAsyncContextManager[Connection]: ...
 
+    def reading(self) -> AbstractAsyncContextManager[Connection]: ...
+
     def exclusive(self, name: str) -> AbstractAsyncContextManager[bool]: ...
 
     async def checkpoint(self) -> bool: ...
@@ -117,6 +122,24 @@ async def fetch_all(conn: Connection, sql: Statement, params: Params = ()) -> li
     (bench/load.py saw exchanges reflected twice that way).
     """
     return list(await conn.execute_fetchall(sql, params))
+
+
+async def fetch_pages(conn: Connection, sql: Statement, params: Params, size: int) -> AsyncGenerator[list[Row], None]:
+    """A query's rows, `size` at a time, from one statement (one sort, one pass, however many
+    rows). Only on a connection of `Database.reading()`: the statement stays open between pages,
+    which on the shared reader would hold every other coroutine's reads in its snapshot (see
+    `fetch_all`). Read it inside `contextlib.aclosing`, so that its cursor closes before the
+    connection does whatever stops the reading."""
+    cursor = await conn.execute(sql, params)
+    try:
+        while True:
+            page = list(await cursor.fetchmany(size))
+            if page:
+                yield page
+            if len(page) < size:
+                return
+    finally:
+        await cursor.close()
 
 
 async def fetch_one(conn: Connection, sql: Statement, params: Params = ()) -> Row | None:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections import Counter, OrderedDict, defaultdict
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -27,7 +27,6 @@ from bot.clients.outage import Outage
 from bot.engine.context import EngineContext
 from bot.engine.reflection_worker import Reflections
 from bot.errors import InvalidMemory, LLMError, ReflectionParseError, StorageError
-from bot.memory.cache.slices import Slices, freeze_long_lived
 from bot.memory.consolidation.proposal import (
     Refusal,
     build_consolidation_messages,
@@ -35,19 +34,16 @@ from bot.memory.consolidation.proposal import (
     consolidation_json_schema,
     parse_proposal,
 )
+from bot.memory.consolidation.scan import ScanFigures
 from bot.memory.model import NewMemory, OwnerKey
-from bot.memory.series import Series, SeriesKey, key_of
+from bot.memory.series import Series
 from bot.memory.stores.consolidations import consolidate, undone_by_user
 from bot.memory.stores.exchanges import recent_speakers
-from bot.memory.stores.memories import row_to_memory
 from bot.memory.stores.provenance import copy_sources
 
 log = logging.getLogger(__name__)
 
 RECENT_DAYS = 7
-# Rows whose frames are computed between two looks at the clock: about 2 ms of work (a frame
-# costs 20-40 µs the first time, a dictionary lookup after).
-SCAN_SLICE = 64
 RECENT_LIMIT = 1_000
 # Refused series remembered (by user and signature) so that the model is not asked again.
 REFUSED_KEPT = 10_000
@@ -110,45 +106,16 @@ class Consolidations:
         t.scan_seconds += figures.scan_seconds
         t.longest_slice_ms = max(t.longest_slice_ms, figures.longest_slice_ms)
 
-    async def find(self, user_id: OwnerKey, figures: RunFigures | None = None) -> list[Series]:
-        """The user's series as the cache holds their memories now, found in slices on the event
-        loop (a thread would hold the GIL against it: see bot/memory/cache/memory_cache.py)."""
-        entry = await self.ctx.cache.get(user_id)
-        rows = list(entry.rows)  # a catch-up may change the entry between two slices
-        started = time.perf_counter()
-        slices = Slices()
-        longest = 0.0
-        slots: dict[SeriesKey, list[int]] = defaultdict(list)
-        for start in range(0, len(rows), SCAN_SLICE):
-            # CPU time of this thread: what the slice holds the loop for, the machine's own
-            # descheduling of the process aside.
-            tick = time.thread_time()
-            for slot in range(start, min(start + SCAN_SLICE, len(rows))):
-                row = rows[slot]
-                if row is not None:
-                    key = key_of(row.type, row.scope, row.story_id, row.place, bool(row.pinned), row.expires_at is not None, row.text)
-                    if key is not None:
-                        slots[key].append(slot)
-            if not start % (SCAN_SLICE * 64):
-                # The memoised frames live long: out of the cyclic collector's walks, which stop
-                # the loop for hundreds of milliseconds at 100,000 memories (as the cache does).
-                freeze_long_lived()
-            longest = max(longest, time.thread_time() - tick)
-            await slices.tick()
-        least = self.ctx.settings.series_min_members
-        series = []
-        for key, held in slots.items():
-            if len(held) >= least:
-                # The members as read (the rows copied above): the apply compares them with the
-                # database. Slots are in id order within a load, not after a catch-up: sorted.
-                members = sorted((row_to_memory(row) for slot in held if (row := rows[slot]) is not None), key=lambda m: m.id)
-                series.append(Series(key, tuple(members)))
-                await slices.tick()
-        series.sort(key=lambda s: (-len(s.members), s.members[0].id))
+    async def find(self, user_id: OwnerKey, figures: RunFigures | None = None) -> Sequence[Series]:
+        """The user's series as the cache holds their memories now: only the memories changed
+        since the last run are read again, the first run of a large user in the worker process
+        (bot/memory/consolidation/scan.py)."""
+        scan = ScanFigures()
+        series = await self.ctx.series_scan.series(user_id, self.ctx.settings.series_min_members, scan)
         if figures is not None:
             figures.series_found += len(series)
-            figures.scan_seconds += time.perf_counter() - started
-            figures.longest_slice_ms = max(figures.longest_slice_ms, longest * 1000)
+            figures.scan_seconds += scan.seconds
+            figures.longest_slice_ms = max(figures.longest_slice_ms, scan.longest_slice_ms)
         return series
 
     async def stop(self, user_id: OwnerKey) -> None:

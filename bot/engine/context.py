@@ -13,6 +13,7 @@ from datetime import datetime
 
 from bot.characters.cast import Cast
 from bot.clients.metrics import Metrics
+from bot.clients.offload import Offload
 from bot.clients.storage import Database
 from bot.clients.tasks import BackgroundTasks
 from bot.config import EngineSettings
@@ -20,6 +21,7 @@ from bot.engine.events import Events
 from bot.engine.llm_calls import ModelCalls
 from bot.engine.prompt_logs import PromptLogs
 from bot.memory.cache.memory_cache import MemoryCache
+from bot.memory.consolidation.scan import SeriesScan
 from bot.memory.model import StoryId
 from bot.memory.read.recall import Recall
 from bot.memory.stores.memory_store import MemoryStore
@@ -76,12 +78,17 @@ class EngineContext:
     scenes: Scenes = field(default_factory=Scenes)
     # What each conversation's last reply prompt held: the next one extends it.
     prompts: PromptLogs = field(default_factory=PromptLogs)
-    # What the write path compares new text with, following the cache's entries.
+    # Where the pure work that grows with a person's memories runs: a worker process.
+    offload: Offload = field(default_factory=Offload)
+    # What the write path compares new text with, and each memory's series key, following the
+    # cache's entries.
     write_indexes: WriteIndexes = field(init=False)
+    series_scan: SeriesScan = field(init=False)
     _specs: dict[str, dict[str, StateSpec]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.write_indexes = WriteIndexes(self.cache)
+        self.write_indexes = WriteIndexes(self.cache, self.offload)
+        self.series_scan = SeriesScan(self.cache, self.offload)
         self.cache.follow(self.prompts)
         self._specs = {key: parse_state_specs(c.state) for key, c in self.cast.characters.items()}
 

@@ -147,6 +147,7 @@ class Engine:
             await tasks.cancel_all()
         with contextlib.suppress(StorageError):  # counted and logged by the database
             await self._ctx.recall.flush_counts()
+        self._ctx.offload.close()
 
     # --- what the front ends follow --------------------------------------------------------
 

@@ -76,15 +76,32 @@ def frame(text: str) -> str:
 
 
 def key_of(
-    memory_type: str, scope: str, story_id: StoryId | None, place: str | None, pinned: bool, dated: bool, text: str
+    memory_type: str,
+    scope: str,
+    story_id: StoryId | None,
+    place: str | None,
+    pinned: bool,
+    dated: bool,
+    text: str,
+    frame_of: Callable[[str], str] = frame,
 ) -> SeriesKey | None:
     """The series a memory may belong to, or None when it never joins one."""
     if pinned or dated or memory_type == "rule":
         return None
-    shape = frame(text)
+    shape = frame_of(text)
     if not shape:
         return None
     return (memory_type, scope, story_id if scope == "story" else None, place, shape)
+
+
+# What `key_of` reads of a memory, as plain values: type, scope, story, place, pinned, dated, text.
+KeyFields = tuple[str, str, StoryId | None, str | None, bool, bool, str]
+
+
+def keys_of(memories: Sequence[KeyFields]) -> list[SeriesKey | None]:
+    """`key_of` of each memory, frames not memoised: the bulk of a scan, run in a worker process
+    (bot/clients/offload.py), whose memo would only hold each text once."""
+    return [key_of(*fields, frame_of=frame.__wrapped__) for fields in memories]
 
 
 def memory_key(memory: Memory) -> SeriesKey | None:

@@ -156,7 +156,9 @@ async def _logout(request: web.Request) -> web.StreamResponse:
 
 
 async def _overview(request: web.Request) -> web.Response:
-    context = await views.overview(request.app[_ENGINE], request.app[_HEALTH], request.query.get("window"))
+    context = await views.overview(
+        request.app[_ENGINE], request.app[_HEALTH], request.query.get("window"), request.app[_METRICS]
+    )
     return _render(request, "overview.html.j2", **context)
 
 

@@ -15,7 +15,8 @@ import numpy as np
 from markupsafe import Markup
 
 from bot.clients.health import Check, Health
-from bot.clients.metrics import QUEUE_PRIORITIES, RECENT_WAITS
+from bot.clients.metrics import QUEUE_PRIORITIES, RECENT_WAITS, Metrics
+from bot.clients.responsiveness import Recently
 from bot.engine import NEVER_SURFACED_AFTER, Engine
 from bot.engine.llm_calls import ModelFigures, TooSmall
 from bot.i18n import DEFAULT_LANGUAGE, text, use_locale
@@ -121,6 +122,8 @@ class Overview(TypedDict):
     model_queue: list[QueueRow]
     recent_waits: int
     now: datetime
+    # The event loop's lag and the embedding model's waits (None without the metrics).
+    responsiveness: dict[str, Recently] | None
 
 
 class UserPage(TypedDict):
@@ -282,7 +285,7 @@ def model_figures(engine: Engine) -> ModelCard:
     }
 
 
-async def overview(engine: Engine, health: Health, key: str | None) -> Overview:
+async def overview(engine: Engine, health: Health, key: str | None, metrics: Metrics | None = None) -> Overview:
     now = engine.clock()
     w = window(key)
     report = engine.operator.report
@@ -304,6 +307,16 @@ async def overview(engine: Engine, health: Health, key: str | None) -> Overview:
         "model_queue": model_queue(engine.operator.model_figures()),
         "recent_waits": RECENT_WAITS,
         "now": now,
+        "responsiveness": responsiveness(metrics) if metrics is not None else None,
+    }
+
+
+def responsiveness(metrics: Metrics) -> dict[str, Recently]:
+    """The event loop's lag and the local embedding model's queue waits, last minutes."""
+    return {
+        "event loop lag": metrics.recent_lag.figures(),
+        "turn query's wait for the embedding model": metrics.recent_queue_wait["query"].figures(),
+        "background passages' wait for the embedding model": metrics.recent_queue_wait["passages"].figures(),
     }
 
 

@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("bot", "cogs")
 EXECUTE_METHODS = frozenset({"execute", "executemany", "execute_fetchall", "executescript"})
 # bot.clients.db's statement helpers, each (conn, sql, params): fetch_all, fetch_one, and
-# inserted_id for an INSERT … RETURNING id.
-READ_HELPERS = frozenset({"fetch_all", "fetch_one", "inserted_id"})
+# inserted_id for an INSERT … RETURNING id; fetch_pages (conn, sql, params, size) for a long read.
+READ_HELPERS = frozenset({"fetch_all", "fetch_one", "inserted_id", "fetch_pages"})
 
 # Tables with no user_id column whose rows are nonetheless one user's: they are scoped through
 # their owner table. memories_fts is the external-content FTS index of memories (rowid =
@@ -266,6 +266,11 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
         "fetch_one",
         "<unresolved: sql>",
     ): "the read helper itself, over fetch_all: its callers' SQL is checked at the call",
+    (
+        "bot/clients/storage.py",
+        "fetch_pages",
+        "<unresolved: sql>",
+    ): "the paged read helper itself: each of its callers' SQL is checked at the call (READ_HELPERS)",
     (
         "bot/clients/storage.py",
         "inserted_id",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from bot.clients.responsiveness import TICK_SECONDS
 from bot.engine import MAX_REFLECTION_ATTEMPTS
 from tests.fakes.llm_server import LLMRequest, Reply
 from tests.web.conftest import CONTEXT, Page
@@ -126,3 +129,26 @@ async def test_a_prompt_under_the_context_is_not_a_cut(page: Page):
     samples = await scrape(page)
     assert value(samples, "echo_prompt_context_full_total", call="reply") == 0
     assert "filled the model" not in (await page.get("/")).text
+
+
+async def test_the_page_and_the_scrape_show_the_loop_lag_and_the_embedding_models_wait(page: Page):
+    """The owner's page shows how late the event loop ran (a loop held 600 ms shows a lag of at
+    least 600 ms less one tick, whenever the tick's timer fell due) and how long turn queries
+    waited for the local embedding model."""
+    watching = asyncio.create_task(page.metrics.watch_loop())
+    try:
+        await page.play("Bonjour, je m'appelle Alice.")
+        await asyncio.sleep(0.6)
+        time.sleep(0.6)  # noqa: ASYNC251  (the loop held on purpose, as a long job on it would)
+        await asyncio.sleep(0.6)
+    finally:
+        watching.cancel()
+    samples = await scrape(page)
+    assert value(samples, "echo_event_loop_lag_seconds_count") >= 3
+    assert value(samples, "echo_embedding_queue_wait_seconds_count", kind="query") >= 1
+    figures = page.metrics.recent_lag.figures()
+    assert figures.max_ms >= (0.6 - TICK_SECONDS) * 1000 - 5
+    response = await page.get("/")
+    assert "Responsiveness" in response.text and "event loop lag" in response.text
+    assert f"{figures.max_ms:.0f}" in response.text
+    assert "embedding model" in response.text

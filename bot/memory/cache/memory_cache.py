@@ -14,7 +14,9 @@ entry the same way, without being thrown away. A new epoch (the user was erased)
 share of changed rows loads the entry again whole.
 
 The entry may be a little ahead of the version it is labelled with (rows are read after the
-version, outside one snapshot); a later check then reads those rows again: never behind.
+version, outside one snapshot); a later check then reads those rows again: never behind. A
+person of more than LOAD_PAGE memories is read on a connection of its own, in one snapshot with
+their version (`Database.reading()`): a turn for them waits for their rows, nobody else does.
 
 Bounded by bytes (`max_bytes`), the estimate counting arrays, vectors and rows. Eviction is
 size-aware (GreedyDual-Size): each entry is worth the time its load took per byte it holds,
@@ -28,23 +30,32 @@ catch-up and drop, and counted in the budget with the entry.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import Protocol
 
 from bot.clients.locks import KeyedLocks
-from bot.clients.storage import Connection, Database
+from bot.clients.storage import Connection, Database, Row
 from bot.memory.cache.entry import UserMemories, Vector
 from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
 from bot.memory.model import OwnerKey
-from bot.memory.stores.memories import MemoryRow, changed_since, memory_rows, memory_version
-from bot.memory.stores.vectors import vector_rows
+from bot.memory.stores.memories import (
+    MemoryRow,
+    changed_since,
+    holds_more_than,
+    memory_pages,
+    memory_rows,
+    memory_version,
+)
+from bot.memory.stores.vectors import vector_pages, vector_rows
 
 DEFAULT_MAX_BYTES = 1024 * 1024 * 1024
 # A change log longer than this share of the entry is read as a reload: one scan beats many
 # lookups by id.
 RELOAD_SHARE = 0.25
-# Rows read per statement when a user is loaded whole.
+# A person with more memories than this, or a catch-up of more, is read on a connection of its
+# own (`Database.reading()`), this many rows at a time; fewer, in one statement on the caller's.
 LOAD_PAGE = 5_000
 
 
@@ -117,8 +128,8 @@ class MemoryCache:
         """The user's memories as of now: one read of their version when nothing changed.
 
         `conn`: the connection to read through, by default the shared reader. A caller holding
-        the write lock passes its own: the reader may be busy loading another user's 100,000
-        rows, and the lock would be held while waiting for it."""
+        the write lock passes its own: the reader may be busy with others' reads, and the lock
+        would be held while waiting for them."""
         async with self._locks.hold(user_id):
             return await self._current(user_id, conn or self.db.reader)
 
@@ -132,8 +143,12 @@ class MemoryCache:
         if entry is not None and entry.version[0] == version[0] and entry.version[1] < version[1]:
             changed = await changed_since(conn, user_id, entry.version[1])
             if len(changed) <= max(64, RELOAD_SHARE * len(entry)):
-                rows = await memory_rows(conn, user_id, changed)
-                vectors = await self._vectors(conn, user_id, changed)
+                if len(changed) > LOAD_PAGE:
+                    async with self.db.reading() as own:
+                        rows, vectors = await self._changed(own, user_id, changed)
+                else:
+                    rows, vectors = await self._changed(conn, user_id, changed)
+                await entry.make_room(len(rows))
                 if entry.update(changed, rows, vectors):
                     entry.version = version
                     self.catch_ups += 1
@@ -143,46 +158,47 @@ class MemoryCache:
                     return entry
         return await self._load(conn, user_id, version)
 
-    async def _vectors(
-        self, conn: Connection, user_id: OwnerKey, among: Sequence[int] | None = None
-    ) -> dict[int, Vector]:
-        if self.model is None:
-            return {}
+    async def _changed(
+        self, conn: Connection, user_id: OwnerKey, changed: Sequence[int]
+    ) -> tuple[list[MemoryRow], dict[int, Vector]]:
+        rows = await memory_rows(conn, user_id, changed)
         vectors: dict[int, Vector] = {}
-        slices = Slices()
-        after = 0
-        while True:
-            # A whole load reads by pages: other users' reads on the shared reader go in between.
-            if among is not None:
-                rows = await vector_rows(conn, user_id, self.model, among)
-            else:
-                rows = await vector_rows(conn, user_id, self.model, after=after, limit=LOAD_PAGE)
-            for start in range(0, len(rows), FILL_SLICE):
-                part = rows[start : start + FILL_SLICE]
-                vectors.update(
-                    (int(r["memory_id"]), Vector(r["content_hash"], int(r["dim"]), r["vector"], r["embedded_at"])) for r in part
-                )
-                await slices.tick()
-            if among is not None or len(rows) < LOAD_PAGE:
-                return vectors
-            after = int(rows[-1]["memory_id"])
+        if self.model is not None:
+            await _add_vectors(vectors, await vector_rows(conn, user_id, self.model, changed), Slices())
+        return rows, vectors
 
     async def _load(self, conn: Connection, user_id: OwnerKey, version: tuple[int, int]) -> UserMemories:
         started = time.perf_counter()
         forgotten = self._forgotten.get(user_id, 0)
         rows: list[MemoryRow] = []
-        while True:
-            page = await memory_rows(conn, user_id, after=rows[-1].id if rows else 0, limit=LOAD_PAGE)
-            rows.extend(page)
-            # Each page, not once at the end: the rows read so far would otherwise be walked by
-            # every full collection the next pages' allocations trigger (30-55 ms each at 100,000).
-            freeze_long_lived()
-            if len(page) < LOAD_PAGE:
-                break
-        vectors = await self._vectors(conn, user_id)
+        vectors: dict[int, Vector] = {}
+        slices = Slices()
+        if await holds_more_than(conn, user_id, LOAD_PAGE):
+            # On a connection of its own, in one snapshot: on the shared reader, which runs one
+            # statement at a time, the pages of a person's 100,000 rows and vectors held every
+            # other person's reads (their turns waited seconds).
+            async with self.db.reading() as own:
+                version = await memory_version(own, user_id)
+                # Closed before the connection, whatever stops the load (a cancel, an error).
+                async with contextlib.aclosing(memory_pages(own, user_id, LOAD_PAGE)) as pages:
+                    async for page in pages:
+                        rows.extend(page)
+                        # Each page, not once at the end: the rows read so far would otherwise
+                        # be walked by every full collection the next pages' allocations trigger
+                        # (30-55 ms each at 100,000).
+                        freeze_long_lived()
+                if self.model is not None:
+                    async with contextlib.aclosing(vector_pages(own, user_id, self.model, LOAD_PAGE)) as vector_rows_read:
+                        async for vector_page in vector_rows_read:
+                            await _add_vectors(vectors, vector_page, slices)
+                            freeze_long_lived()
+        else:
+            rows = await memory_rows(conn, user_id)
+            if self.model is not None:
+                await _add_vectors(vectors, await vector_rows(conn, user_id, self.model), slices)
         freeze_long_lived()
         entry = UserMemories(user_id, self.model, version)
-        await entry.fill(rows, vectors, Slices())
+        await entry.fill(rows, vectors, slices)
         freeze_long_lived()
         entry.load_seconds = time.perf_counter() - started
         self.loads += 1
@@ -206,3 +222,14 @@ class MemoryCache:
             self._clock = self._value[victim]
             total -= self._bytes_of(victim)
             self._drop(victim)
+
+
+async def _add_vectors(vectors: dict[int, Vector], rows: Sequence[Row], slices: Slices) -> None:
+    """The vectors of `rows` (as `vector_rows` reads them) into `vectors`, by memory id, giving
+    the loop back between slices."""
+    for start in range(0, len(rows), FILL_SLICE):
+        part = rows[start : start + FILL_SLICE]
+        vectors.update(
+            (int(r["memory_id"]), Vector(r["content_hash"], int(r["dim"]), r["vector"], r["embedded_at"])) for r in part
+        )
+        await slices.tick()

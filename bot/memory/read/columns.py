@@ -40,7 +40,14 @@ class Column:
             grown = np.zeros((self.values.shape[0], rows), dtype=np.float32)
             grown[:, : self.values.shape[1]] = self.values
             self.values = grown
-        stale = np.flatnonzero(entry.vector_stamp[:rows] > self.changes) if self.rows else np.arange(rows)
+        if not self.rows:
+            # Every row as a view of the matrix: gathering them first copied it (150 MB at
+            # 100,000 memories, 0.3-0.8 s of the event loop for each message held ahead).
+            if rows:
+                self.values[:, :rows] = np.einsum("ij,kj->ki", entry.matrix[:rows], self.vectors)
+            self.changes, self.rows = entry.changes, rows
+            return
+        stale = np.flatnonzero(entry.vector_stamp[:rows] > self.changes)
         stale = np.union1d(stale, np.arange(self.rows, rows))
         if stale.size:
             self.values[:, stale] = np.einsum("ij,kj->ki", entry.matrix[stale], self.vectors)

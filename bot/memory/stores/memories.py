@@ -13,20 +13,21 @@ a person's data is filed under in bot/memory/stores/owners.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
 from bot.clients.storage import (
-    NO_LIMIT,
     Connection,
     Row,
     Sql,
     fetch_all,
     fetch_one,
+    fetch_pages,
     from_db,
     inserted_id,
     to_db,
@@ -153,12 +154,14 @@ async def fetch_memories(
 
 _VERSION = "SELECT epoch, version FROM memory_versions WHERE user_id = ?"
 _CHANGED_SINCE = "SELECT memory_id FROM memory_version_log WHERE user_id = ? AND version > ?"
-_CACHED_ROWS = (
-    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' AND id > ? "
-    "ORDER BY id LIMIT ?"
+_CACHED_ROWS = "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' ORDER BY id"
+_HOLDS_MORE_THAN = (
+    "SELECT COUNT(*) AS held FROM (SELECT 1 FROM memories WHERE user_id = ? AND type != 'rule' LIMIT ?) AS kept"
 )
+# `+user_id`: the listed ids by primary key, not every row of the user through their index
+# (bot/memory/stores/counters.py).
 _CACHED_ROWS_AMONG = Sql(
-    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' "
+    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE +user_id = ? AND type != 'rule' "
     "AND id IN (SELECT value FROM json_each(?)) ORDER BY id",
     postgresql="SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND type != 'rule' "
     "AND id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb))::bigint) ORDER BY id",
@@ -177,22 +180,28 @@ async def changed_since(conn: Connection, user_id: OwnerKey, version: int) -> li
     return [int(r["memory_id"]) for r in await fetch_all(conn, _CHANGED_SINCE, (user_id, version))]
 
 
-async def memory_rows(
-    conn: Connection,
-    user_id: OwnerKey,
-    among: Sequence[int] | None = None,
-    *,
-    after: int = 0,
-    limit: int = -1,
-) -> list[MemoryRow]:
-    """The user's memories but rules as rows (`row_to_memory` reads them), in id order: those
-    of `among` when given (the ids travel as one JSON array), else the first `limit` (-1: all)
-    with an id above `after`."""
+async def memory_rows(conn: Connection, user_id: OwnerKey, among: Sequence[int] | None = None) -> list[MemoryRow]:
+    """The user's memories but rules as rows (`row_to_memory` reads them), in id order: those of
+    `among` when given (the ids travel as one JSON array), else all of them, in one step."""
     if among is None:
-        rows = await fetch_all(conn, _CACHED_ROWS, (user_id, after, limit if limit >= 0 else NO_LIMIT))
+        rows = await fetch_all(conn, _CACHED_ROWS, (user_id,))
     else:
         rows = await fetch_all(conn, _CACHED_ROWS_AMONG, (user_id, json.dumps(list(map(int, among)))))
     return [memory_row(r) for r in rows]
+
+
+async def memory_pages(conn: Connection, user_id: OwnerKey, size: int) -> AsyncGenerator[list[MemoryRow], None]:
+    """All the user's memories but rules as rows, in id order, `size` at a time from one
+    statement: on a connection of `Database.reading()` only (bot.clients.storage.fetch_pages)."""
+    async with contextlib.aclosing(fetch_pages(conn, _CACHED_ROWS, (user_id,), size)) as pages:
+        async for page in pages:
+            yield [memory_row(r) for r in page]
+
+
+async def holds_more_than(conn: Connection, user_id: OwnerKey, count: int) -> bool:
+    """Whether the user has more than `count` memories but rules (reads `count` + 1 at most)."""
+    row = await fetch_one(conn, _HOLDS_MORE_THAN, (user_id, count + 1))
+    return row is not None and int(row["held"]) > count
 
 
 async def insert_memory(

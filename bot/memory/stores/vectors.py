@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
 import numpy as np
 
-from bot.clients.storage import NO_LIMIT, Connection, Database, Row, Sql, fetch_all, to_db
+from bot.clients.storage import Connection, Database, Row, Sql, fetch_all, fetch_pages, to_db
 from bot.memory.model import OwnerKey, utcnow
 from bot.memory.text import content_words, words
 
@@ -94,30 +94,30 @@ async def load_user_matrix(
 
 
 async def vector_rows(
-    conn: Connection,
-    user_id: OwnerKey,
-    model: str,
-    among: Sequence[int] | None = None,
-    *,
-    after: int = 0,
-    limit: int = -1,
+    conn: Connection, user_id: OwnerKey, model: str, among: Sequence[int] | None = None
 ) -> list[Row]:
     """(memory_id, content_hash, dim, vector, embedded_at) of the user's vectors for `model`, stale
-    ones included (the caller compares hashes), in memory id order: those of `among` when given,
-    else the first `limit` (-1: all) with a memory id above `after`."""
+    ones included (the caller compares hashes): those of `among` when given, else all of them,
+    in one step."""
     if among is None:
-        return await fetch_all(
-            conn,
-            "SELECT memory_id, content_hash, dim, vector, embedded_at FROM memory_vectors "
-            "WHERE user_id = ? AND model = ? AND memory_id > ? ORDER BY memory_id LIMIT ?",
-            (user_id, model, after, limit if limit >= 0 else NO_LIMIT),
-        )
+        return await fetch_all(conn, _VECTORS, (user_id, model))
     return await fetch_all(conn, _VECTORS_AMONG, (user_id, model, json.dumps(list(map(int, among)))))
 
 
+def vector_pages(conn: Connection, user_id: OwnerKey, model: str, size: int) -> AsyncGenerator[list[Row], None]:
+    """All the rows of `vector_rows`, in no particular order, `size` at a time from one
+    statement: on a connection of `Database.reading()` only (bot.clients.storage.fetch_pages)."""
+    return fetch_pages(conn, _VECTORS, (user_id, model), size)
+
+
+_VECTORS = (
+    "SELECT memory_id, content_hash, dim, vector, embedded_at FROM memory_vectors WHERE user_id = ? AND model = ?"
+)
+# `+user_id`: the listed vectors by primary key, not every vector of the user through their
+# index (350 ms for one changed memory of a person of 100,000; bot/memory/stores/counters.py).
 _VECTORS_AMONG = Sql(
     "SELECT memory_id, content_hash, dim, vector, embedded_at FROM memory_vectors "
-    "WHERE user_id = ? AND model = ? AND memory_id IN (SELECT value FROM json_each(?))",
+    "WHERE +user_id = ? AND model = ? AND memory_id IN (SELECT value FROM json_each(?))",
     postgresql="SELECT memory_id, content_hash, dim, vector, embedded_at FROM memory_vectors "
     "WHERE user_id = ? AND model = ? AND memory_id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb))::bigint)",
 )

@@ -364,7 +364,7 @@ async def _apply(
     indexes: WriteIndexes,
 ) -> ReflectionReport:
     async with db.write() as conn:
-        # Through the transaction's own connection: the shared reader may be busy with a load.
+        # Through the transaction's own connection: the shared reader may be busy with others' reads.
         entry, index = await indexes.get(ctx.user_id, ctx.place, now, conn)
         writer = _Writer(conn, ctx, now, entry, index)
         writer.report.problems.extend(problems or [])

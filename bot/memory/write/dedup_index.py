@@ -4,7 +4,6 @@ score's answer (bot/memory/write/dedup.py)."""
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from collections.abc import Iterable
 
@@ -33,23 +32,35 @@ _POSTING_SHARDS = 64
 _MAX_CODE = 0xFFFF
 
 
-# Character codes of the LCS bound, shared by every index: a code only tells characters apart,
-# and one table lets each text's codes be computed once (an index is rebuilt per reflection).
-# 0 is padding: it matches no character.
-_CHAR_CODES: dict[str, int] = {}
+def text_codes(norm: str) -> np.ndarray:
+    """The characters of ``norm`` (its first _CODE_WIDTH) as LCS codes: the code point plus one
+    (0 is padding and matches no character), every character from U+FFFE on sharing the last
+    code. Merging characters can only lengthen a common subsequence, so the bound stays an upper
+    bound; the codes are the same in every process (a worker computes them, see ``dedup_facts``)."""
+    return _codes(norm[:_CODE_WIDTH])
 
 
-def _char_code(char: str) -> int:
-    # Characters past the uint16 range share the last code: merging letters of the alphabet
-    # can only lengthen a common subsequence, so the bound stays an upper bound.
-    return min(_CHAR_CODES.setdefault(char, len(_CHAR_CODES) + 1), _MAX_CODE)
+def _codes(text: str) -> np.ndarray:
+    points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    return (np.minimum(points, _MAX_CODE - 1) + 1).astype(np.uint16)
 
 
-@functools.lru_cache(maxsize=1 << 15)
-def _text_codes(norm: str) -> np.ndarray:
-    codes = np.fromiter((_char_code(c) for c in norm[:_CODE_WIDTH]), dtype=np.uint16)
-    codes.flags.writeable = False  # shared by every index holding this text
-    return codes
+# What the index keeps of a text, as plain values a worker process can send back (tuples, not
+# TextFeatures, whose unpickling costs more): norm, fact words, carriers, names.
+DedupFacts = tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
+
+def dedup_facts(text: str) -> DedupFacts:
+    """The text's features as ``text_features`` computes them, uncached (the bulk of a build runs
+    in a worker, whose cache would only hold each text once), word sets sorted: the same values
+    from any process, whatever its hash seed."""
+    features = text_features.__wrapped__(text)
+    return features.norm, tuple(sorted(features.content)), features.carriers, tuple(sorted(features.names))
+
+
+def _from_facts(facts: DedupFacts) -> TextFeatures:
+    norm, content, carriers, names = facts
+    return TextFeatures(norm, frozenset(content), carriers, frozenset(names))
 
 
 _ALL_ONES = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
@@ -97,11 +108,12 @@ class DedupIndex:
     def __contains__(self, item_id: object) -> bool:
         return item_id in self._row_of
 
-    def add(self, item_id: int, text: str) -> None:
-        """Index a memory; an id already present is re-indexed with its new text."""
+    def add(self, item_id: int, text: str, facts: DedupFacts | None = None) -> None:
+        """Index a memory; an id already present is re-indexed with its new text. `facts`: the
+        text's ``dedup_facts``, when they were computed elsewhere."""
         if item_id in self._row_of:
             self.remove(item_id)
-        features = text_features(text)
+        features = text_features(text) if facts is None else _from_facts(facts)
         row = self._free.pop() if self._free else self._new_row()
         signature = self._signature_of.setdefault(features.carriers, len(self._signature_of))
         self._row_of[item_id] = row
@@ -111,7 +123,7 @@ class DedupIndex:
             self._shard(word).setdefault((signature, word), set()).add(row)
         if not features.content:
             self._wordless.setdefault(signature, set()).add(row)
-        codes = _text_codes(features.norm)
+        codes = text_codes(features.norm)
         self._codes[row, :] = 0
         self._codes[row, : codes.size] = codes
         self._length[row] = len(features.norm)
@@ -204,17 +216,18 @@ class DedupIndex:
         """
         m = len(text)
         n_words = (m + _WORD_BITS - 1) // _WORD_BITS
-        masks = np.zeros((min(len(_CHAR_CODES), _MAX_CODE) + 1, n_words), dtype=np.uint64)
-        for position, char in enumerate(text):
-            code = _CHAR_CODES.get(char)
-            if code is not None:
-                bit = np.uint64(1 << (position % _WORD_BITS))
-                masks[min(code, _MAX_CODE), position // _WORD_BITS] |= bit
+        # The masks of the text's own characters only; every other code reads the empty mask 0.
+        distinct, local = np.unique(_codes(text), return_inverse=True)
+        lookup = np.zeros(_MAX_CODE + 1, dtype=np.uint16)
+        lookup[distinct] = np.arange(1, distinct.size + 1, dtype=np.uint16)
+        masks = np.zeros((distinct.size + 1, n_words), dtype=np.uint64)
+        for position, slot in enumerate(local.tolist()):
+            masks[slot + 1, position // _WORD_BITS] |= np.uint64(1 << (position % _WORD_BITS))
         full = np.full(n_words, _ALL_ONES, dtype=np.uint64)
         if m % _WORD_BITS:
             full[-1] = np.uint64((1 << (m % _WORD_BITS)) - 1)
         steps = int(self._length[rows].max())
-        codes = np.ascontiguousarray(self._codes[rows, :steps].T)
+        codes = np.ascontiguousarray(lookup[self._codes[rows, :steps].T])
         v = [np.full(rows.size, full[w], dtype=np.uint64) for w in range(n_words)]
         for step in range(steps):
             match = masks[codes[step]]
@@ -239,6 +252,16 @@ class DedupIndex:
         100,000 items), a stall of the event loop the build is sliced to avoid."""
         if count > self._active.size:
             self._grow(count - self._active.size)
+
+    @property
+    def capacity(self) -> int:
+        """Items held before the arrays grow again."""
+        return self._active.size
+
+    @property
+    def room(self) -> int:
+        """Items that can be added before the arrays grow."""
+        return self._active.size - len(self._ids) + len(self._free)
 
     def _grow(self, grow: int) -> None:
         size = self._active.size

@@ -14,21 +14,29 @@ them), looked up on the rarest words the overlap cannot do without.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import heapq
 import math
 from collections.abc import Sequence
 from datetime import datetime
 
 from bot.clients.locks import KeyedLocks
+from bot.clients.offload import Offload
 from bot.clients.storage import Connection
 from bot.memory.cache.entry import NO_EXPIRY, UserMemories, expiry_of, micros
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
 from bot.memory.model import OwnerKey
-from bot.memory.write.dedup_index import DedupIndex
+from bot.memory.write.dedup_index import DedupFacts, DedupIndex, dedup_facts
 from bot.memory.write.negation import FLIP_MIN_OVERLAP, _polarity, flipped_among
 
 _KEY_LETTERS = 3
+# Room made in a write index before each reflection's transaction: more than one reflection or
+# consolidation adds (a dozen memories at most; past it the index grows inside, as it can).
+ROOM = 256
+# A dedup index of this many rows or more (10 MB of codes) grows in a thread.
+IN_THREAD_ROWS = 20_000
 # What a memory costs in a write index (dedup features and character codes, flip keys), measured
 # with tracemalloc on the recall corpus (bench/latency.py --rss prints the RSS it takes).
 WRITE_INDEX_BYTES_PER_MEMORY = 3000
@@ -37,6 +45,21 @@ WRITE_INDEX_BYTES_PER_MEMORY = 3000
 def same_place(memory_place: str | None, place: str | None) -> bool:
     # Dedup stays inside one privacy boundary: a guild fact must not rewrite a DM memory.
     return memory_place == place or memory_place is None or place is None
+
+
+# What a write index keeps of a text: its dedup features and its polarity (negative, comparable
+# words), as plain values.
+TextFacts = tuple[DedupFacts, bool, tuple[str, ...]]
+
+
+def write_facts(texts: Sequence[str]) -> list[TextFacts]:
+    """Each text's facts, as `DedupIndex.add` and `FlipIndex.add` would compute them: the pure
+    work of a build, run in a worker process (bot/clients/offload.py)."""
+    out: list[TextFacts] = []
+    for text in texts:
+        negative, fact = _polarity.__wrapped__(text)
+        out.append((dedup_facts(text), negative, tuple(sorted(fact))))
+    return out
 
 
 class FlipIndex:
@@ -51,9 +74,10 @@ class FlipIndex:
     def __len__(self) -> int:
         return len(self._keys)
 
-    def add(self, memory_id: int, text: str) -> None:
+    def add(self, memory_id: int, text: str, polarity: tuple[bool, frozenset[str]] | None = None) -> None:
+        """Index a memory; `polarity`: the text's `_polarity`, when it was computed elsewhere."""
         self.remove(memory_id)
-        negative, fact = _polarity(text)
+        negative, fact = _polarity(text) if polarity is None else polarity
         keys = frozenset(w[:_KEY_LETTERS] for w in fact)
         self._keys[memory_id] = (negative, fact, keys)
         for key in keys:
@@ -116,21 +140,50 @@ class WriteIndex:
         """Room for `count` memories at once, before a build that adds them one by one."""
         self.dedup.reserve(count)
 
-    def put(self, memory_id: int, text: str, place: str | None, expires_us: int | None, now_us: int) -> None:
+    async def make_room(self, count: int) -> None:
+        """Room for `count` more memories, made before the write transaction that adds them:
+        growing copies the dedup index's code matrix (51 MB at 100,000 memories), which inside
+        the transaction held the loop 10-200 ms. A large one grows in a thread (numpy copies
+        without the GIL); only the person's own reflection, after this, changes it."""
+        if self.dedup.room >= count:
+            return
+        target = self.dedup.capacity + max(count, self.dedup.capacity // 4)
+        if self.dedup.capacity < IN_THREAD_ROWS:
+            self.dedup.reserve(target)
+        else:
+            await asyncio.to_thread(self.dedup.reserve, target)
+
+    def put(
+        self,
+        memory_id: int,
+        text: str,
+        place: str | None,
+        expires_us: int | None,
+        now_us: int,
+        facts: TextFacts | None = None,
+    ) -> None:
         """The memory as it now is (None for `expires_us`: no expiry): indexed if live and of
-        this place, otherwise removed."""
-        if not same_place(place, self.place) or (expires_us is not None and expires_us <= now_us):
+        this place, otherwise removed. `facts`: the text's `write_facts`, computed elsewhere."""
+        if not self.wants(place, expires_us, now_us):
             self.drop(memory_id)
             return
         if self.texts.get(memory_id) != text:
             self.texts[memory_id] = text
-            self.dedup.add(memory_id, text)
-            self.flips.add(memory_id, text)
+            if facts is None:
+                self.dedup.add(memory_id, text)
+                self.flips.add(memory_id, text)
+            else:
+                self.dedup.add(memory_id, text, facts[0])
+                self.flips.add(memory_id, text, (facts[1], frozenset(facts[2])))
         if expires_us is None:
             self._expires_of.pop(memory_id, None)
         elif self._expires_of.get(memory_id) != expires_us:
             self._expires_of[memory_id] = expires_us
             heapq.heappush(self._expiries, (expires_us, memory_id))
+
+    def wants(self, place: str | None, expires_us: int | None, now_us: int) -> bool:
+        """Whether a memory of `place` expiring then is one this index holds."""
+        return same_place(place, self.place) and (expires_us is None or expires_us > now_us)
 
     def index_text(self, memory_id: int, text: str) -> None:
         """A text the write path stored in its transaction (a new memory, a merge, a replace),
@@ -159,8 +212,10 @@ class WriteIndexes:
     reflection, then fed the rows each of the cache's catch-ups reads. It follows the memory
     cache (`MemoryCache.follow`), so it goes when the user's entry goes and counts in its budget."""
 
-    def __init__(self, cache: MemoryCache) -> None:
+    def __init__(self, cache: MemoryCache, offload: Offload | None = None) -> None:
         self._cache = cache
+        # Where a large build's pure work runs (without one: on the loop, in slices).
+        self._offload = offload if offload is not None else Offload(inline_below=1 << 62)
         # One builder per user and place at a time: the start-up warm-up and a reflection may
         # both ask for the same index, and a half-built one must never be used. Per place, so
         # that a reflection holding the write lock never waits for another place's build.
@@ -193,8 +248,9 @@ class WriteIndexes:
         self, user_id: OwnerKey, place: str | None, now: datetime, conn: Connection | None = None
     ) -> tuple[UserMemories, WriteIndex]:
         """The user's memories as of now and their write index for `place`, caught up with
-        every change read since it was last used. The first one of a user and place is built in
-        slices on the event loop: one long job, not one per reflection.
+        every change read since it was last used. The first one of a user and place is built
+        once, not per reflection: its texts read in the worker process for a large user, filed
+        on the event loop in slices.
 
         The write path may change the index in place while its transaction runs; if that
         transaction does not commit, it must call `drop`. `conn`: as for `MemoryCache.get`.
@@ -215,24 +271,8 @@ class WriteIndexes:
         if index is None:
             index = WriteIndex(place)
             held[1][place] = index
-            # Copies: a catch-up may change the entry between two slices (its ids go to `pending`).
-            rows, expiries = list(entry.rows), entry.expires_us[: len(entry.rows)].tolist()
-            index.reserve(len(rows))
-
-            # On the loop in slices, not in a thread: a thread doing this pure-Python work holds
-            # the GIL against the loop (750 ms of lag at 20,000 memories); slices hold it a few
-            # milliseconds. The first index of a user with 100,000 memories takes 20-70 s of CPU
-            # (by machine), once per process (the start-up warm-up does it ahead of the user);
-            # turns go on meanwhile.
-            slices = Slices()
             try:
-                for done, (row, expires_us) in enumerate(zip(rows, expiries), 1):
-                    if row is not None:
-                        expiry = None if expires_us == NO_EXPIRY else expires_us
-                        index.put(row.id, row.text, row.place, expiry, now_us)
-                    if not done % FILL_SLICE:
-                        freeze_long_lived()
-                    await slices.tick()
+                await self._fill(index, entry, now_us)
             except BaseException:
                 # Cancelled halfway (shutdown, an erase): a partial index would miss duplicates.
                 if held[1].get(place) is index:
@@ -252,7 +292,35 @@ class WriteIndexes:
                 row = entry.row(slot)
                 index.put(memory_id, row.text, row.place, expiry_of(entry.expires_us[slot]), now_us)
         index.expire(now_us)
+        await index.make_room(ROOM)
         return entry, index
+
+    async def _fill(self, index: WriteIndex, entry: UserMemories, now_us: int) -> None:
+        """Every live memory of the index's place, from the entry as it is now. The texts' facts
+        (the pure-Python part, 0.3-1 ms a memory) come from the worker process for a large
+        user; what is left on the loop is filing them (tens of microseconds a memory), in slices."""
+        # Copies: a catch-up may change the entry while the facts are computed (its ids go to
+        # `pending`, taken in before the index is used).
+        rows, expiries = list(entry.rows), entry.expires_us[: len(entry.rows)].tolist()
+        wanted: list[tuple[int, str, int | None]] = []
+        slices = Slices()
+        for start in range(0, len(rows), FILL_SLICE):
+            for row, expires_us in zip(rows[start : start + FILL_SLICE], expiries[start : start + FILL_SLICE]):
+                expiry = None if expires_us == NO_EXPIRY else expires_us
+                if row is not None and index.wants(row.place, expiry, now_us):
+                    wanted.append((row.id, row.text, expiry))
+            await slices.tick()
+        index.reserve(len(wanted) + ROOM)
+        filed = 0
+        async with contextlib.aclosing(self._offload.chunks(write_facts, [text for _, text, _ in wanted])) as parts:
+            async for facts in parts:
+                for (memory_id, text, expiry), known in zip(wanted[filed : filed + len(facts)], facts):
+                    index.put(memory_id, text, index.place, expiry, now_us, known)
+                    filed += 1
+                    if not filed % FILL_SLICE:
+                        # Out of the cyclic collector's walks as it grows (see freeze_long_lived).
+                        freeze_long_lived()
+                    await slices.tick()
 
     def drop(self, user_id: OwnerKey) -> None:
         """After a write that changed the user's write indexes and did not commit."""

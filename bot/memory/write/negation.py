@@ -81,7 +81,9 @@ def _shared(a: AbstractSet[str], b: AbstractSet[str]) -> int:
     """Words of `a` paired one-to-one with a word of `b` (exact pairs first)."""
     left = set(b)
     shared = 0
-    for word in sorted(a, key=lambda w: w not in left):
+    # In one order whatever the sets' (hash seeds differ between processes, and a write index's
+    # words come from a worker process): a word may pair with several, so the order counts.
+    for word in sorted(a, key=lambda w: (w not in left, w)):
         match = word if word in left else next((w for w in sorted(left) if same_word_inflected(word, w)), None)
         if match is not None:
             left.discard(match)

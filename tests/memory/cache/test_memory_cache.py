@@ -3,6 +3,7 @@ another one sharing the file reach it as row updates, not reloads; an erase leav
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import bot.memory.cache.entry as entry_module
 import bot.memory.cache.memory_cache as cache_module
 from bot.clients.databases import open_database
 from bot.clients.db import SQLiteDatabase
@@ -212,3 +214,80 @@ async def test_a_user_is_loaded_page_by_page_whole(db: SQLiteDatabase, monkeypat
     assert await texts(cache) == await truth(db)
     entry = await cache.get(ALICE)
     assert {int(i) for i in entry.ids[entry.has_vector[: len(entry.rows)].nonzero()[0]]} == set(ids[::2])
+
+
+async def test_a_large_person_is_read_beside_the_shared_reader_in_one_snapshot(
+    db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past LOAD_PAGE memories, the load runs on a connection of its own: the shared reader,
+    which every turn's reads go through, runs none of its statements (on it, others' turns
+    queued seconds behind a 100,000-memory person's pages). Its rows and vectors are one
+    snapshot, labelled with that snapshot's version: a write committed halfway is not half in
+    it, and the next read catches up with it."""
+    monkeypatch.setattr(cache_module, "LOAD_PAGE", 3)
+    store = MemoryStore(db)
+    ids = [await add(store, f"L'utilisateur note le fait numéro {i}") for i in range(10)]
+    for seed, memory_id in enumerate(ids):
+        await vector(db, memory_id, seed)
+    on_reader: list[int] = []
+    read = db.reader.execute_fetchall
+
+    async def counted(*args: object) -> list[object]:
+        rows = list(await read(*args))  # type: ignore[arg-type]
+        on_reader.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(db.reader, "execute_fetchall", counted)
+    first_page, go_on = asyncio.Event(), asyncio.Event()
+    pages = cache_module.memory_pages
+
+    async def paused_after_the_first_page(*args: object):  # type: ignore[no-untyped-def]
+        async for page in pages(*args):  # type: ignore[arg-type]
+            yield page
+            first_page.set()
+            await go_on.wait()
+
+    monkeypatch.setattr(cache_module, "memory_pages", paused_after_the_first_page)
+    cache = MemoryCache(db, MODEL)
+    loading = asyncio.create_task(cache.get(ALICE))
+    await first_page.wait()
+    await store.replace(ALICE, ids[-1], "L'utilisateur a changé le dernier fait", cause=Cause("edit"))
+    newer = await add(store, "L'utilisateur arrive avec un fait de plus")
+    await vector(db, newer, 99)
+    go_on.set()
+    entry = await loading
+    assert max(on_reader) <= 1  # its version and whether it holds more than a page: one row each
+    assert {m.id: m.text for m in entry.memories(sorted(entry.slot_of.values()))} == {
+        i: f"L'utilisateur note le fait numéro {n}" for n, i in enumerate(ids)
+    }
+    assert entry.has_vector[: len(entry.rows)].all()
+    monkeypatch.setattr(db.reader, "execute_fetchall", read)
+    assert await texts(cache) == await truth(db)
+    entry = await cache.get(ALICE)
+    assert (cache.loads, cache.catch_ups) == (1, 1)
+    assert np.allclose(entry.matrix[entry.slot_of[newer]], unit(99))
+
+
+async def test_a_large_entry_grown_off_the_loop_keeps_every_memory(
+    db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every entry grows the way a large one does (its arrays copied in a thread): each memory
+    keeps its row, columns and vector, and the new ones join them."""
+    monkeypatch.setattr(entry_module, "IN_THREAD_BYTES", 0)
+    store = MemoryStore(db)
+    ids = [await add(store, f"L'utilisateur note le fait numéro {i}", pinned=i == 3) for i in range(5)]
+    for memory_id in ids:
+        await vector(db, memory_id, memory_id)
+    cache = MemoryCache(db, MODEL)
+    capacity = (await cache.get(ALICE)).ids.shape[0]
+    for i in range(5, 5 + 2 * capacity):
+        memory_id = await add(store, f"L'utilisateur ajoute le fait numéro {i}")
+        await vector(db, memory_id, memory_id)
+        ids.append(memory_id)
+        assert await texts(cache) == await truth(db)
+    entry = await cache.get(ALICE)
+    assert entry.ids.shape[0] > capacity and cache.loads == 1
+    for memory_id in ids:
+        slot = entry.slot_of[memory_id]
+        assert np.allclose(entry.matrix[slot], unit(memory_id))
+        assert bool(entry.pinned[slot]) == (memory_id == ids[3])

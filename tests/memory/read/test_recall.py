@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+import bot.memory.read.recall as recall_module
 import bot.memory.read.recording as recording_module
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
@@ -210,6 +211,39 @@ async def test_lexical_fallback_is_not_crowded_out_by_memories_of_other_places(
     assert selection.degraded
     assert [s.id for s in selection.slots] == [here]
     assert slot(selection, here).lexical
+
+
+@pytest.mark.parametrize("elsewhere", [3, 12])
+async def test_a_reflections_lexical_neighbours_are_of_its_place_however_many_others_match(
+    db: SQLiteDatabase,
+    embedding_http: httpx.AsyncClient,
+    refused_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    elsewhere: int,
+) -> None:
+    """The reflection's lexical neighbours are asked of the user's best matches first, then,
+    when other places' memories took those places, among its candidates only: either way
+    the place's match is shown and no other place's."""
+    here = await add(db, "L'utilisateur a parlé de son vélo rouge pendant les longues vacances d'été")
+    for n in range(elsewhere):
+        await add(db, f"vélo {n}", place=DM_PLACE, story_id="dm-story")
+    for n in range(8):  # more recent than `here`: the top-up by recency does not reach it
+        await add(db, f"L'utilisateur range la cuisine, jour {n}")
+    asked: list[bool] = []
+    lexical_matches = recall_module.lexical_matches
+
+    async def counted(*args: object, among: list[int] | None = None, **kw: object) -> dict[int, float]:
+        asked.append(among is not None)
+        return await lexical_matches(*args, among=among, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(recall_module, "lexical_matches", counted)
+    recall = Recall(db, OllamaEmbedder(embedding_http, base_url=refused_url, model="fake-embed"))
+
+    known = await recall.neighbours(ALICE, "Et ton vélo ?", story_id=STORY, place=GUILD, limit=2)
+
+    assert here in [m.id for m in known]
+    assert all(m.place == GUILD for m in known)
+    assert asked == ([False] if elsewhere < 8 else [False, True])
 
 
 async def test_a_memory_not_yet_indexed_gets_a_lexical_match_despite_indexed_ones(

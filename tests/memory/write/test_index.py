@@ -13,6 +13,7 @@ import pytest
 from bench.dedup_corpus import FACTS
 from bench.dedup_corpus_en import FACTS_EN
 from bot.clients.db import SQLiteDatabase
+from bot.clients.offload import Offload
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.model import Cause, NewMemory, utcnow
 from bot.memory.stores.memories import memory_rows, row_to_memory
@@ -185,3 +186,34 @@ async def test_a_reflection_with_the_cache_decides_like_one_without(db: SQLiteDa
     assert [(d.action, d.text, d.memory_id) for d in with_cache.decisions] == [
         (d.action, d.text, d.memory_id) for d in without.decisions
     ]
+
+
+@pytest.mark.slow
+async def test_an_index_built_in_the_worker_process_decides_like_one_built_here(db: SQLiteDatabase) -> None:
+    """A large user's index reads its texts in the worker process (bot/clients/offload.py): it
+    holds what an index built on the loop holds, finds the exhaustive scan's dedup target and flip,
+    and a reflection through it decides as one without any index."""
+    copy = await SQLiteDatabase.open(db.path.with_name("copy.sqlite3"))
+    for text in CORPUS[:150]:
+        await MemoryStore(db).add(ALICE, NewMemory(text=text, place=PLACE))
+        await MemoryStore(copy).add(ALICE, NewMemory(text=text, place=PLACE))
+    offload = Offload(inline_below=1)
+    try:
+        worker = WriteIndexes(MemoryCache(db, None), offload)
+        _, built = await worker.get(ALICE, PLACE, utcnow())
+        assert offload.offloaded == len(built) == 150 and offload.inline == 0
+        _, here = await WriteIndexes(MemoryCache(db, None)).get(ALICE, PLACE, utcnow())
+        live = await live_texts(db)
+        assert built.texts == here.texts == live
+        for text in CORPUS + FLIP_TEXTS:
+            assert built.dedup.best_match(text) == here.dedup.best_match(text) == best_match_exhaustive(text, live.items())
+            assert built.flips.flipped(text) == here.flips.flipped(text) == flipped_negation(text, live.items())
+        reflection = Reflection(memories=[candidate(t) for t in CORPUS[150:188:2] + CORPUS[1:60:5] + FLIP_TEXTS[::3]])
+        with_worker = await apply_reflection(db, reflection, context(), indexes=worker)
+        without = await apply_reflection(copy, reflection, context())
+        assert [(d.action, d.text, d.memory_id) for d in with_worker.decisions] == [
+            (d.action, d.text, d.memory_id) for d in without.decisions
+        ]
+    finally:
+        offload.close()
+        await copy.close()
