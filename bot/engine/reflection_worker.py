@@ -182,15 +182,17 @@ class Reflections:
         A reflection that continues the reply's conversation reads its list after the
         conversation, where no cache keeps it: the closest ones only."""
         ctx = self.ctx
-        known = await ctx.recall.neighbours(
-            first.user_id,
-            user_text,
-            story_id=first.story_id,
-            place=first.place,
-            limit=REFLECTION_KNOWN,
-            every_below=0 if continuing else REFLECTION_EVERY,
-            timeout=REFLECTION_EMBED_TIMEOUT,
-        )
+        known: list[Memory] | None = None
+        if not continuing:
+            entry = await ctx.cache.get(first.user_id)
+            slots = entry.candidates(ctx.clock(), story_id=first.story_id, place=first.place, share=False)
+            if slots.size <= REFLECTION_EVERY:
+                known = entry.memories(slots)
+        if known is None:
+            known = await ctx.recall.neighbours(
+                first.user_id, user_text, story_id=first.story_id, place=first.place, limit=REFLECTION_KNOWN,
+                timeout=REFLECTION_EMBED_TIMEOUT,
+            )
         # In id order: from one reflection to the next the list changes little, and at its end.
         known.sort(key=lambda m: m.id)
         if first.edited_from is None:

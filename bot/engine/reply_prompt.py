@@ -202,7 +202,7 @@ class ReplyPrompts:
         noted = {m.id for n in notes for m in n.memories}
         if not noted:
             return []
-        current = await self.ctx.recall.current(user_id, set(selection.candidate_ids) & noted)
+        current = await self.ctx.cache.current(user_id, set(selection.candidate_ids) & noted)
         kept = []
         for note in notes:
             memories = tuple(m for m in note.memories if _same_shown(current.get(m.id), m))

@@ -19,7 +19,7 @@ bot/memory/stores/turn.py).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -228,34 +228,14 @@ class Recall:
             scores[..., has] = cosines
         return scores
 
-    async def current(self, user_id: OwnerKey, ids: Iterable[int]) -> dict[int, Memory]:
-        """The memories of `ids` as they are now (those deleted since are missing)."""
-        entry = await self.cache.get(user_id)
-        slots = {i: entry.slot_of.get(i) for i in ids}
-        return {i: entry.memory(slot) for i, slot in slots.items() if slot is not None and entry.alive[slot]}
-
     async def neighbours(
-        self,
-        user_id: OwnerKey,
-        text: str,
-        *,
-        story_id: StoryId,
-        place: str,
-        limit: int,
-        every_below: int = 0,
-        timeout: float | None = None,
+        self, user_id: OwnerKey, text: str, *, story_id: StoryId, place: str, limit: int, timeout: float | None = None
     ) -> list[Memory]:
         """The memories closest to `text`, for the reflection: the `limit` best cosines, then the
-        lexical matches, topped up with the most recently updated ones to `limit`; or all of them,
-        in id order, when they are `every_below` or fewer.
+        lexical matches, topped up with the most recently updated ones to `limit`.
 
         share=False: a reflection in a guild must not be able to touch what was said in a DM.
         """
-        if every_below:
-            entry = await self.cache.get(user_id)
-            slots = entry.candidates(self.clock(), story_id=story_id, place=place, share=False)
-            if slots.size <= every_below:
-                return sorted(entry.memories(slots), key=lambda m: m.id)
         vector: np.ndarray | None = None
         try:
             vector = await self._query_vector(text, timeout, reuse=True)
