@@ -74,6 +74,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/latency.py
 	$(BIN)/python bench/consolidation.py
 	$(BIN)/python bench/load.py
+	$(BIN)/python bench/load.py --serial
+	$(BIN)/python bench/prompt_cache.py
 	$(BIN)/python bench/streaming.py
 	$(BIN)/python bench/import_load.py
 

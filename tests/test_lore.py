@@ -188,7 +188,7 @@ async def test_fired_lore_enters_its_own_block_outside_the_memories_and_shows_in
         Incoming(user_id="alice", user_name="Alice", text="Shall we go to the harbour?", story_id="c", place="g", history=history)
     )
     assert result.reply == "Oui."
-    system = llm_server.chats[-1].system
+    system = llm_server.chats[-1].context
     block = system[system.index("<lore>"): system.index("</lore>")]
     assert "- (Port) The harbour of Vellmar freezes every winter." in block
     assert "- (Sky) The sky is always green." in block
@@ -219,8 +219,8 @@ async def test_lore_told_back_by_the_character_never_becomes_a_memory_of_the_use
     engine.operator.schedule_reflection("alice")
     await engine.operator.wait_reflections("alice")
     reflection = next(r for r in llm_server.chats if r.json_schema is not None)
-    assert "has lore (Port, Guild, Moon, Sky, Dragon)" in reflection.system
-    assert "never store it" in reflection.system
+    assert "has lore (Port, Guild, Moon, Sky, Dragon)" in reflection.text
+    assert "never store it" in reflection.text
     assert [m.text for m in await store.list("alice")] == ["The user sails a small boat."]
     assert "not_about_user" in str(engine.operator.last_reflection("alice"))
 
@@ -417,7 +417,7 @@ entries:
 
 
 def lore_of_turn(llm_server) -> str:  # type: ignore[no-untyped-def]
-    system = [r for r in llm_server.chats if r.json_schema is None][-1].system
+    system = [r for r in llm_server.chats if r.json_schema is None][-1].context
     return "".join(re.findall(r"<lore>\n(.*?)\n</lore>", system, re.DOTALL))
 
 

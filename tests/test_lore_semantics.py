@@ -16,7 +16,7 @@ import pytest
 from bot.characters.lore_files import load_lore_file
 from bot.characters.lore_timing import LoreClock
 from bot.characters.lorebook import Lorebook
-from bot.engine.prompting import at_depths, build_reply_messages, render_lore
+from bot.engine.prompting import at_depths, build_reply_messages, render_lore, reply_head
 
 _TEMPLATE: dict[str, Any] = {
     "keysecondary": [], "comment": "", "constant": False, "vectorized": False, "selective": True, "selectiveLogic": 0,
@@ -149,16 +149,20 @@ def test_each_insertion_position_has_its_place_in_the_prompt(tmp_path: Path) -> 
     from bot.engine.prompting import ChannelLine
 
     messages = build_reply_messages(
-        character_prompt=f"{render_lore(hits, 'before')}\n\nYou are Lina.", character_name="Lina", rules=[],
+        head=reply_head(character_prompt=f"{render_lore(hits, 'before')}\n\nYou are Lina.", character_name="Lina", rules=[]),
         user_name="Bob", memories=[], story_context="", history=[ChannelLine("Ann", line) for line in history],
         message="the sea", lore=hits, depths=at_depths(hits),
-    )
+    ).messages
     system = messages[0]["content"]
-    assert system.index("BEFORE-TEXT") < system.index("You are Lina.") < system.index("AFTER-TEXT")
-    assert "EXAMPLE-TEXT" in system[system.index("You are Lina."):]
+    assert system.index("BEFORE-TEXT") < system.index("You are Lina.")
+    # After the character and its memories: with the turn's note, which the head does not hold
+    # (the lore changes from turn to turn; the head stays the same).
+    note = messages[-2]["content"]
+    assert "AFTER-TEXT" not in system and note.index("</memories>") < note.index("AFTER-TEXT")
+    assert "EXAMPLE-TEXT" in note
     chat = [m["content"] for m in messages[1:]]
-    assert "DEPTH-TEXT" in chat[-2] and chat[-1] == "Bob: the sea", "depth 1: before the last message"
-    assert "NOTE-TEXT" in chat[-6] and chat[-5] == "Ann: line 3", "depth 4: before the fourth message from the end"
+    assert "DEPTH-TEXT" in chat[-3] and chat[-1] == "Bob: the sea", "depth 1: before the last message (and its note)"
+    assert "NOTE-TEXT" in chat[-7] and chat[-6] == "Ann: line 3", "depth 4: before the fourth message from the end"
     assert "OUTLET-TEXT" not in json.dumps(messages)
     assert "position 7 (an outlet: entries never inserted)" in book.ignored
 

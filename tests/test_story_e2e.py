@@ -54,7 +54,7 @@ async def test_a_summary_that_drops_an_anchored_fact_leaves_the_anchor(db, engin
     assert [a.text for a in story.anchors] == ["La sœur de Camille s'appelle Inès."]
     # The next reply's context shows the anchor above the new summary.
     await engine.conversation.turn(Incoming(user_id=USER, user_name="Camille", text="Tu te souviens ?", story_id=STORY, place="guild-1"))
-    system = llm_server.chats[-1].system
+    system = llm_server.chats[-1].context
     assert system.index("Inès") < system.index("valises")
 
 

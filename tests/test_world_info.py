@@ -171,7 +171,7 @@ async def test_a_world_info_entry_reaches_the_model_through_the_real_chat(tmp_pa
     env = chat_env(llm_server.url, tmp_path / "echo.sqlite3", CHARACTER_FILE=str(tmp_path / "lina.yaml"))
     run = await run_chat(env, tmp_path, b"Is the harbour open?\n")
     assert run.code == 0, run.stderr
-    system = [r for r in llm_server.chats if r.json_schema is None][-1].system
+    system = [r for r in llm_server.chats if r.json_schema is None][-1].context
     lore = re.findall(r"<lore>\n(.*?)\n</lore>", system, re.DOTALL)
     assert lore and "freezes every winter" in "".join(lore) and "always grey" in "".join(lore)
     assert "RETIRED" not in system and "black stone" not in system

@@ -8,6 +8,7 @@ scraped, so they cannot drift from what the database and its Outage say.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -21,6 +22,12 @@ from bot.clients.model_queue import ModelQueue
 from bot.clients.responsiveness import Recent, watch_loop
 
 TURN_OUTCOMES = ("answered", "degraded", "failed")
+# The chat model's budget's priorities (bot/clients/model_queue.py `Priority`), most urgent first.
+QUEUE_PRIORITIES = ("live", "follow_up", "reflection", "consolidation", "import")
+# A call that finds a free place waits microseconds; behind another call, seconds to minutes.
+_QUEUE_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600)
+# Waits kept per priority for the owner's page's percentiles.
+RECENT_WAITS = 1000
 REFLECTION_OUTCOMES = ("applied", "llm_failed", "rejected", "set_aside", "crashed")
 LLM_CALLS = ("reply", "reflection")
 # A reply takes seconds on a GPU, tens on a CPU; a reflection up to minutes.
@@ -85,6 +92,22 @@ class _Backups(Collector):
         yield last
 
 
+class _QueueWaiting(Collector):
+    """The model calls waiting for a place in the chat model's budget, by priority, read at
+    scrape time."""
+
+    def __init__(self) -> None:
+        self.read: Callable[[str], int] = lambda priority: 0
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "echo_llm_queue_waiting", "LLM calls waiting for a place in the model's budget, by priority", labels=["priority"]
+        )
+        for priority in QUEUE_PRIORITIES:
+            family.add_metric([priority], float(self.read(priority)))
+        yield family
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -106,6 +129,10 @@ class Metrics:
         self.prompt_tokens_reused = Counter("echo_prompt_tokens_reused", "Prompt tokens the LLM server took from its prompt cache, where it says so", ["call"], registry=r)
         self.prompt_read_seconds = Counter("echo_prompt_read_seconds", "Seconds the LLM server spent reading prompts, where it says so", ["call"], registry=r)
         self.context_too_small = Counter("echo_prompt_context_too_small", "Turns not answered because even their smallest prompt does not fit the model's context", registry=r)
+        self.llm_queue_seconds = Histogram("echo_llm_queue_seconds", "Time an LLM call waited for a place in the model's budget (LLM_CONCURRENCY), by priority", ["priority"], buckets=_QUEUE_BUCKETS, registry=r)
+        # The last RECENT_WAITS waits of each priority, for the owner's page.
+        self.recent_waits: dict[str, deque[float]] = {p: deque(maxlen=RECENT_WAITS) for p in QUEUE_PRIORITIES}
+        self._queue_waiting: _QueueWaiting | None = None
         self.lore_keys_disabled = Counter("echo_lore_keys_disabled", "Lorebook regular expressions disabled for running out of time", registry=r)
         self.loop_lag = Histogram("echo_event_loop_lag_seconds", "How late the event loop ran a timer that was due (work holding it, or a busy machine)", buckets=_LAG_BUCKETS, registry=r)
         self.embedding_queue_wait = Histogram("echo_embedding_queue_wait_seconds", "Time a request waited for the local embedding model before it took its first text", ["kind"], buckets=_LAG_BUCKETS, registry=r)
@@ -127,7 +154,25 @@ class Metrics:
         for call in ("query", "passages"):
             self.embedding_seconds.labels(call)
             self.embedding_queue_wait.labels(call)
+        for priority in QUEUE_PRIORITIES:
+            self.llm_queue_seconds.labels(priority)
         r.register(_Backups())
+
+    def queue_waited(self, priority: str) -> Callable[[float], None]:
+        """What records how long a call of `priority` waited for the chat model."""
+
+        def waited(seconds: float) -> None:
+            self.llm_queue_seconds.labels(priority).observe(seconds)
+            self.recent_waits[priority].append(seconds)
+
+        return waited
+
+    def watch_model_queue(self, waiting: Callable[[str], int]) -> None:
+        """Show how many model calls wait, by priority (the budget's count, read at scrape time)."""
+        if self._queue_waiting is None:
+            self._queue_waiting = _QueueWaiting()
+            self.registry.register(self._queue_waiting)
+        self._queue_waiting.read = waiting
 
     def watch_storage(self, read_failures: Callable[[], int]) -> None:
         """Count the database's failed writes (its Outage's `failures`)."""

@@ -1,4 +1,18 @@
-"""One in-process model shared by every caller: one call at a time, turn queries first.
+"""A model shared by every caller, live work first: the in-process embedder's queue and the chat
+model's budget.
+
+The chat model (`ModelBudget`): a server takes LLM_CONCURRENCY requests at once (Ollama's
+OLLAMA_NUM_PARALLEL, llama.cpp's slots); a request past them waits in the server's own queue,
+first come first served, so a live reply would wait behind every reflection sent before it.
+The bot therefore keeps the waiting on its side: every model call takes a place in one budget of
+LLM_CONCURRENCY places, and a place that frees goes to the waiting call of the highest
+`Priority` (first come first served within one). A call in progress is never interrupted, so a
+live reply waits at most for the calls in progress and the live ones before it. Nothing waits
+when a place is free: background work goes whenever no live call waits, and so progresses
+whenever the conversation pauses; only a server kept busy by live replies alone holds it back
+(reflections stay pending in the database, never lost).
+
+The embedder (`ModelQueue`), one in-process model, one call at a time, turn queries first:
 
 The local embedding model (a C engine that parallelises each call over every core) serves two
 kinds of callers: turns, each waiting on one query text, and background work (indexing,
@@ -18,12 +32,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 import numpy as np
 
@@ -224,3 +242,66 @@ def _deliver(request: _Request, rows: np.ndarray | None, error: EmbeddingError |
 
     with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits for these rows any more
         request.loop.call_soon_threadsafe(settle)
+
+
+class Priority(IntEnum):
+    """Who gets the chat model's next free place, most urgent first."""
+
+    LIVE = 0  # a reply someone is waiting for (and its regenerations)
+    FOLLOW_UP = 1  # a message the character starts itself: follow-ups, check-ins
+    REFLECTION = 2  # what an exchange taught, written after the reply
+    CONSOLIDATION = 3  # a series of look-alike memories rewritten into one
+    IMPORT = 4  # memories brought in from elsewhere
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class ModelBudget:
+    """`capacity` model calls at once, shared by every caller; a free place goes to the waiting
+    call of the highest priority, first come first served within one. Bound to no event loop
+    until used, then to the loop of its callers."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"a model budget needs at least one place, not {capacity}")
+        self.capacity = capacity
+        self.running = 0
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    def waiting(self, priority: Priority | None = None) -> int:
+        """Calls waiting for a place (of one priority)."""
+        return sum(1 for p, _, f in self._waiting if not f.done() and (priority is None or p == priority))
+
+    @asynccontextmanager
+    async def place(self, priority: Priority, waited: Callable[[float], None] | None = None) -> AsyncIterator[None]:
+        """Hold one place while the block runs; `waited` is told how long the call waited."""
+        started = time.perf_counter()
+        if self.running < self.capacity and not self.waiting():
+            self.running += 1
+        else:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            heapq.heappush(self._waiting, (int(priority), next(self._order), future))
+            try:
+                await future
+            except asyncio.CancelledError:
+                if future.done() and not future.cancelled():
+                    self._release()  # granted as it was cancelled: the place goes on
+                raise
+        if waited is not None:
+            waited(time.perf_counter() - started)
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        """A place is free: it goes to the most urgent waiting call still waiting."""
+        self.running -= 1
+        while self._waiting and self.running < self.capacity:
+            _, _, future = heapq.heappop(self._waiting)
+            if not future.done():
+                future.set_result(None)
+                self.running += 1

@@ -9,6 +9,10 @@ from pydantic import Field, field_validator, model_validator
 
 from bot.config.section import Section, group, stripped
 
+# Requests a chat server takes at once unless told: Ollama's OLLAMA_NUM_PARALLEL defaults to 1,
+# llama.cpp's server to 4 slots.
+DEFAULT_LLM_CONCURRENCY: dict[str, int] = {"ollama": 1, "openai": 4}
+
 
 class EngineSettings(Section):
     """What the conversation engine needs: which model answers and reflects, the limits of a
@@ -63,6 +67,18 @@ class EngineSettings(Section):
             "context (llama.cpp /props, vLLM max_model_len) and uses this value only when the server "
             "does not say. A turn fits its prompt into the context (the oldest history, then the "
             "weakest memories, are left out, and /why says so)."
+        ),
+    )
+    llm_concurrency: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description=(
+            "Requests the chat server takes at once (Ollama's OLLAMA_NUM_PARALLEL, llama.cpp's "
+            "--parallel): every model call of the bot shares them, live replies first, then "
+            "reflections, then consolidation. With 1, the reflection continues the reply's "
+            "conversation, so the one prompt the server keeps serves both. 0: 1 for "
+            "LLM_API=ollama (its default), 4 for LLM_API=openai (llama.cpp's)."
         ),
     )
     history_messages: int = Field(
@@ -211,3 +227,8 @@ class EngineSettings(Section):
         if not self.reflection_model:
             self.reflection_model = self.llm_model
         return self
+
+    def concurrency(self, api: str) -> int:
+        """The model calls the chat server takes at once: LLM_CONCURRENCY, or what a server of
+        that API takes by default."""
+        return self.llm_concurrency or DEFAULT_LLM_CONCURRENCY[api]

@@ -17,15 +17,17 @@ from bot.clients.llm import LLMClient
 from bot.clients.llm_wire import ChatMessage
 from bot.config import Settings, secret
 from bot.doctor.finding import Finding, bad, first_line, good
+from bot.engine.context import CONTINUE_MIN_CONTEXT
 from bot.engine.fitting import TokenRate, answer_room
-from bot.engine.prompting import ChannelLine, build_reply_messages
+from bot.engine.prompting import ChannelLine, build_reply_messages, reply_head
 from bot.errors import EmbeddingError, LLMError, ModelNotFound, ReflectionParseError
 from bot.memory.choice import DEFAULT_LIMIT
 from bot.memory.model import Memory, OwnerKey, utcnow
 from bot.memory.read.recall import SEMANTIC_THRESHOLDS, threshold_for
-from bot.memory.story.plans import render_story_context
+from bot.memory.story.plans import render_state_guide, render_story_context
 from bot.memory.story.state import parse_state_specs, state_values
 from bot.memory.write.reflection import parse_reflection, reflection_json_schema
+from bot.memory.write.reflection_prompt import MEMORY_TASK_INTRO, memory_task
 
 # Bounds of one check: a model loading from disk takes tens of seconds on its first call.
 LLM_SECONDS = 120.0
@@ -195,24 +197,32 @@ async def _prompt_sizes(llm: LLMClient, settings: Settings, cast: Cast) -> tuple
     lines = [
         ChannelLine("Alice", SAMPLE_LINES[i % 2], from_bot=bool(i % 2)) for i in range(settings.engine.history_messages)
     ]
+    engine = settings.engine
+    # The reply's head carries the reflection's task when the reflection continues it.
+    continues = (
+        engine.concurrency(settings.llm.api) == 1
+        and engine.reflection_model == engine.llm_model
+        and engine.llm_context_tokens >= CONTINUE_MIN_CONTEXT
+    )
     sizes: list[tuple[int, int, bool]] = []
     for character in cast.characters.values():
         specs = parse_state_specs(character.state)
-        story = render_story_context([], None, [], state_values(specs, {}), specs)
-        prompts = []
-        for history, chosen in (((), ()), (lines, memories)):
-            prompts.append(
-                build_reply_messages(
-                    character_prompt=render_character_prompt(character, TurnValues(user="Alice", now=now)),
-                    character_name=character.name,
-                    rules=character.rules,
-                    user_name="Alice",
-                    memories=chosen,
-                    story_context=story,
-                    history=history,
-                    message=SAMPLE_LINES[0],
-                )
-            )
+        story = render_story_context([], None, [], state_values(specs, {}), specs, describe_state=False)
+        task = memory_task(character=character.name, user="Alice", story=True, state_keys=list(specs))
+        head = reply_head(
+            character_prompt=render_character_prompt(character, TurnValues(user="Alice", now=now)),
+            character_name=character.name,
+            rules=character.rules,
+            state_guide=render_state_guide(specs),
+            memory_task=f"{MEMORY_TASK_INTRO}\n\n{task}" if continues else "",
+        )
+        prompts = [
+            build_reply_messages(
+                head=head, user_name="Alice", memories=chosen, story_context=story, history=history,
+                message=SAMPLE_LINES[0],
+            ).messages
+            for history, chosen in (((), ()), (lines, memories))
+        ]
         counted = [await llm.count_tokens(p) for p in prompts]
         if all(c is not None for c in counted):
             sizes.append((counted[0] or 0, counted[1] or 0, True))

@@ -19,6 +19,7 @@ from bot.clients.tasks import BackgroundTasks
 from bot.config import EngineSettings
 from bot.engine.events import Events
 from bot.engine.llm_calls import ModelCalls
+from bot.engine.prompt_logs import PromptLogs
 from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.consolidation.scan import SeriesScan
 from bot.memory.model import StoryId
@@ -27,6 +28,11 @@ from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.story.state import StateSpec, parse_state_specs
 from bot.memory.write.index import WriteIndexes
 
+# The reflection's task takes about 750 tokens of the reply's head when the reflection continues
+# the reply; a full prompt is then about 3,200 (24 slots, 12 lines; SmolLM2's tokens), which a
+# 4,096-token context holds with room to answer. A smaller context keeps those tokens for the
+# conversation and the memories: the reflection then starts with its own instructions.
+CONTINUE_MIN_CONTEXT = 4096
 # Channels whose recent speakers are kept; the least recently active go first. Enough for every
 # channel active in a long while; a channel forgotten only loses a guard it rebuilds on its next
 # turn.
@@ -70,6 +76,8 @@ class EngineContext:
     calls: ModelCalls
     events: Events
     scenes: Scenes = field(default_factory=Scenes)
+    # What each conversation's last reply prompt held: the next one extends it.
+    prompts: PromptLogs = field(default_factory=PromptLogs)
     # Where the pure work that grows with a person's memories runs: a worker process.
     offload: Offload = field(default_factory=Offload)
     # What the write path compares new text with, and each memory's series key, following the
@@ -81,7 +89,20 @@ class EngineContext:
     def __post_init__(self) -> None:
         self.write_indexes = WriteIndexes(self.cache, self.offload)
         self.series_scan = SeriesScan(self.cache, self.offload)
+        self.cache.follow(self.prompts)
         self._specs = {key: parse_state_specs(c.state) for key, c in self.cast.characters.items()}
+
+    def reflection_continues(self) -> bool:
+        """Whether the reflection continues the reply's conversation (bot/engine/reflection_worker.py):
+        on a server that takes one request at a time, so keeps one prompt, only with the reply's
+        model, and with a context that holds the reflection's task in the reply's head beside the
+        conversation (CONTINUE_MIN_CONTEXT)."""
+        settings, context = self.settings, self.calls.context_tokens()
+        return (
+            self.calls.budget.capacity == 1
+            and settings.reflection_model == settings.llm_model
+            and (context is None or context >= CONTINUE_MIN_CONTEXT)
+        )
 
     def specs(self, character_key: str) -> dict[str, StateSpec]:
         """The story state a character keeps (its file's `state`)."""

@@ -85,7 +85,7 @@ class Engine:
         metrics.watch_cache(cache.reads, lambda: (len(cache), cache.nbytes))
         self._ctx = ctx = EngineContext(
             db=db, settings=settings, cast=cast, clock=clock, metrics=metrics, store=store, cache=cache,
-            recall=recall, tasks=tasks, calls=ModelCalls(llm, metrics, context_tokens=settings.llm_context_tokens),
+            recall=recall, tasks=tasks, calls=ModelCalls(llm, metrics, settings),
             events=Events(tasks, ledger=erasures),
         )  # fmt: skip
         self._character = character

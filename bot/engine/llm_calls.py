@@ -1,4 +1,5 @@
-"""The engine's calls to the language model: timed, their tokens counted (read and reused, as
+"""The engine's calls to the language model: each in its turn of the model's budget (live
+replies first: bot/clients/model_queue.py), timed, their tokens counted (read and reused, as
 the server says), a full context reported once, a runaway streamed reply stopped, and the reply
 as it is sent. Also what the engine knows of the model's context: its size, where it was read,
 and how many characters make a token on this server (bot/engine/fitting.py fits prompts in it)."""
@@ -19,7 +20,9 @@ from typing import Any
 
 from bot.clients.llm import LLMClient, OnText
 from bot.clients.llm_wire import ChatMessage, ChatReply, TokenUsage
-from bot.clients.metrics import Metrics
+from bot.clients.metrics import QUEUE_PRIORITIES, Metrics
+from bot.clients.model_queue import ModelBudget, Priority
+from bot.config import EngineSettings
 from bot.engine.fitting import ContextTooSmall, TokenRate
 from bot.errors import LLMContextExceeded
 from bot.memory.model import utcnow
@@ -65,6 +68,16 @@ class TooSmall:
     at: datetime
 
 
+# Each kind of call's place in the model's budget.
+PRIORITIES = {
+    "reply": Priority.LIVE,
+    "checkin": Priority.FOLLOW_UP,
+    "reflection": Priority.REFLECTION,
+    "consolidation": Priority.CONSOLIDATION,
+    "import": Priority.IMPORT,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class ModelFigures:
     """The language model as the bot knows it: its server, its context and where it was read,
@@ -76,12 +89,18 @@ class ModelFigures:
     context_source: str
     too_small: TooSmall | None
     totals: dict[str, CallTotals]
+    # Each priority's last waits for a place in the model's budget, in seconds.
+    waits: dict[str, list[float]]
 
 
 class ModelCalls:
-    def __init__(self, llm: LLMClient, metrics: Metrics, *, context_tokens: int | None = None) -> None:
+    def __init__(self, llm: LLMClient, metrics: Metrics, settings: EngineSettings) -> None:
         self.llm = llm
         self.metrics = metrics
+        context_tokens = settings.llm_context_tokens
+        # LLM_CONCURRENCY places, shared by every call of the engine.
+        self.budget = ModelBudget(settings.concurrency(llm.api))
+        metrics.watch_model_queue(lambda priority: self.budget.waiting(Priority[priority.upper()]))
         # LLM_CONTEXT_TOKENS: the context assumed of a server that does not say its own.
         self.setting_context = context_tokens
         # What a refusal said the context is (llama.cpp's n_ctx): it outranks what was read.
@@ -133,6 +152,7 @@ class ModelCalls:
             context_source=self.context_source(),
             too_small=self.too_small,
             totals={call: dataclasses.replace(totals) for call, totals in sorted(self.totals.items())},
+            waits={priority: list(self.metrics.recent_waits[priority]) for priority in QUEUE_PRIORITIES},
         )
 
     def rate(self, model: str) -> TokenRate:
@@ -161,15 +181,18 @@ class ModelCalls:
     async def chat(
         self, call: str, messages: Sequence[ChatMessage], *, cache_key: str | None = None, **options: Any
     ) -> ChatReply:
-        """One LLM call, timed and its tokens counted; a full context is logged once and counted."""
-        started = time.perf_counter()
-        try:
-            answer = await self.llm.chat(messages, cache_key=cache_key, **options)
-        except LLMContextExceeded as exc:
-            self.learn(exc, messages, options.get("model", ""))
-            raise
-        finally:
-            self.metrics.llm_seconds.labels(call).observe(time.perf_counter() - started)
+        """One LLM call in its turn, timed and its tokens counted; a full context is logged once
+        and counted."""
+        priority = PRIORITIES[call]
+        async with self.budget.place(priority, self.metrics.queue_waited(priority.label)):
+            started = time.perf_counter()
+            try:
+                answer = await self.llm.chat(messages, cache_key=cache_key, **options)
+            except LLMContextExceeded as exc:
+                self.learn(exc, messages, options.get("model", ""))
+                raise
+            finally:
+                self.metrics.llm_seconds.labels(call).observe(time.perf_counter() - started)
         self._count_tokens(call, answer, messages, options.get("model", ""))
         return answer
 
@@ -193,16 +216,19 @@ class ModelCalls:
                 raise _LongEnough
             await on_text(text)
 
-        started = time.perf_counter()
-        try:
-            answer = await self.llm.stream(messages, model=model, on_text=shown, timeout=timeout, cache_key=cache_key)
-        except _LongEnough:
-            answer = ChatReply(latest, TokenUsage(None, None), "length")
-        except LLMContextExceeded as exc:
-            self.learn(exc, messages, model)
-            raise
-        finally:
-            self.metrics.llm_seconds.labels("reply").observe(time.perf_counter() - started)
+        async with self.budget.place(Priority.LIVE, self.metrics.queue_waited(Priority.LIVE.label)):
+            started = time.perf_counter()
+            try:
+                answer = await self.llm.stream(
+                    messages, model=model, on_text=shown, timeout=timeout, cache_key=cache_key
+                )
+            except _LongEnough:
+                answer = ChatReply(latest, TokenUsage(None, None), "length")
+            except LLMContextExceeded as exc:
+                self.learn(exc, messages, model)
+                raise
+            finally:
+                self.metrics.llm_seconds.labels("reply").observe(time.perf_counter() - started)
         self._count_tokens("reply", answer, messages, model)
         return answer
 

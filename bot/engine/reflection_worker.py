@@ -14,6 +14,7 @@ import logging
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
+from bot.clients.llm_wire import ChatMessage
 from bot.clients.locks import KeyedLocks
 from bot.clients.outage import Outage
 from bot.clients.storage import Connection
@@ -32,21 +33,21 @@ from bot.memory.stores.exchanges import (
 from bot.memory.stores.followups import of_exchanges
 from bot.memory.stores.provenance import changes_of, produced_by, sources_of
 from bot.memory.stores.stories import load_story
-from bot.memory.story.plans import render_story_context
+from bot.memory.story.plans import render_state_guide, render_story_context
 from bot.memory.story.state import state_values
 from bot.memory.write.apply import apply_reflection
 from bot.memory.write.decisions import CHANGE_ACTIONS, ReflectionContext, ReflectionReport
-from bot.memory.write.reflection import (
-    Correction,
-    build_reflection_messages,
-    parse_reflection,
-    reflection_json_schema,
-)
+from bot.memory.write.reflection import parse_reflection, reflection_json_schema
+from bot.memory.write.reflection_prompt import Correction, build_reflection_messages
 
 log = logging.getLogger(__name__)
 
-# Memories shown to the reflection with their ids (its allowed_ids).
+# Memories shown to the reflection with their ids (its allowed_ids): every memory of the person
+# when they have at most REFLECTION_EVERY (a list that only grows from one reflection to the
+# next, in id order, so a server's prompt cache keeps it), else the REFLECTION_KNOWN closest to
+# the exchange. 48 memories are about 4,500 characters, what 24 slots take in a reply.
 REFLECTION_KNOWN = 12
+REFLECTION_EVERY = 48
 # Exchanges of one user reflected in one call: a burst of 30 messages costs ~8 calls, in turn.
 REFLECTION_BATCH = 4
 MAX_REFLECTION_ATTEMPTS = 3
@@ -174,17 +175,26 @@ class Reflections:
             await self._failed(batch, f"{type(exc).__name__}: {exc}", give_up=True)
             return True
 
-    async def _known(self, first: PendingExchange, user_text: str) -> tuple[list[Memory], Correction | None, frozenset[int]]:
-        """The memories shown with their ids; for an edited message, what it produced first."""
+    async def _known(
+        self, first: PendingExchange, user_text: str, *, continuing: bool
+    ) -> tuple[list[Memory], Correction | None, frozenset[int]]:
+        """The memories shown with their ids; for an edited message, what it produced first.
+        A reflection that continues the reply's conversation reads its list after the
+        conversation, where no cache keeps it: the closest ones only."""
         ctx = self.ctx
-        known = await ctx.recall.neighbours(
-            first.user_id,
-            user_text,
-            story_id=first.story_id,
-            place=first.place,
-            limit=REFLECTION_KNOWN,
-            timeout=REFLECTION_EMBED_TIMEOUT,
-        )
+        known: list[Memory] | None = None
+        if not continuing:
+            entry = await ctx.cache.get(first.user_id)
+            slots = entry.candidates(ctx.clock(), story_id=first.story_id, place=first.place, share=False)
+            if slots.size <= REFLECTION_EVERY:
+                known = entry.memories(slots)
+        if known is None:
+            known = await ctx.recall.neighbours(
+                first.user_id, user_text, story_id=first.story_id, place=first.place, limit=REFLECTION_KNOWN,
+                timeout=REFLECTION_EMBED_TIMEOUT,
+            )
+        # In id order: from one reflection to the next the list changes little, and at its end.
+        known.sort(key=lambda m: m.id)
         if first.edited_from is None:
             return known, None, frozenset()
         produced = [
@@ -208,7 +218,8 @@ class Reflections:
         specs = ctx.specs(character.key)
         others = ctx.scenes.others(first.story_id, besides=first.user_name)
         user_text = "\n".join(e.user_message for e in batch)
-        known, correction, correctable = await self._known(first, user_text)
+        conversation = self._conversation(batch)
+        known, correction, correctable = await self._known(first, user_text, continuing=bool(conversation))
         # A dated memory the character asked about in these exchanges (bot/engine/followups.py):
         # shown with its id, though its date has passed, so that what the person answered
         # replaces it or is added beside it.
@@ -225,6 +236,7 @@ class Reflections:
             state_values(specs, story.state),
             specs,
             show_ids=True,
+            describe_state=False,
         )
         messages = build_reflection_messages(
             character=character.name,
@@ -234,9 +246,11 @@ class Reflections:
             today=ctx.clock().date(),
             story_context=story_block,
             state_keys=list(specs),
+            state_guide=render_state_guide(specs),
             correction=correction,
             others=others,
             lore=[e.name for e in character.lore.entries] if character.lore is not None else [],
+            conversation=conversation,
             followups=followed,
         )
         try:
@@ -308,6 +322,26 @@ class Reflections:
             message_id = await reply_message_of(ctx.db, first.user_id, last.id)
             await ctx.events.receipt(Receipt(first.user_id, last.id, last.story_id, message_id, changes))
         return True
+
+    def _conversation(self, batch: list[PendingExchange]) -> list[ChatMessage]:
+        """The reply's conversation the reflection continues, or none.
+
+        On a server that takes one request at a time (LLM_CONCURRENCY=1, Ollama's default) one
+        prompt is all it keeps: the reflection then continues the reply call of the batch's last
+        exchange, with the answer kept, so that the server reads only the reflection's part and
+        the next reply extends what it holds. Not when the reflection has a model of its own,
+        nor for a prompt that showed an image (the reflection never sees one), nor once that
+        prompt is forgotten (a restart): the reflection then starts with its own instructions,
+        which a server with more slots keeps from one reflection to the next.
+        """
+        if not self.ctx.reflection_continues():
+            return []
+        last = batch[-1]
+        sent = self.ctx.prompts.sent(last.user_id, last.story_id, last.id)
+        if sent is None or any("images" in m for m in sent.messages):
+            return []
+        # The answer kept (another one, if the person swiped to it), as the conversation goes on.
+        return [*sent.messages, {"role": "assistant", "content": last.reply}]
 
     async def _failed(self, batch: list[PendingExchange], error: str, *, give_up: bool) -> None:
         """Count the attempt; after MAX_REFLECTION_ATTEMPTS the exchanges are set aside, logged."""

@@ -16,27 +16,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from bot.characters.character import Character, fill_turn, render_character_prompt
-from bot.characters.lore import LoreHit
-from bot.characters.lore_timing import LoreClock
-from bot.characters.macros import TurnValues
+from bot.characters.character import Character
 from bot.clients.llm import OnText
 from bot.clients.llm_wire import ChatMessage, ChatReply, TokenUsage
 from bot.clients.outage import Outage
 from bot.clients.storage import Connection, to_db
 from bot.engine.context import EngineContext
-from bot.engine.fitting import Build, ContextTooSmall, answer_fitted
-from bot.engine.followups import Followup, Followups
+from bot.engine.fitting import ContextTooSmall, answer_fitted
+from bot.engine.followups import Followups
 from bot.engine.llm_calls import final_reply
 from bot.engine.open_exchanges import OpenExchanges
-from bot.engine.prompting import (
-    ChannelLine,
-    at_depths,
-    bounded_history,
-    build_reply_messages,
-    render_lore,
-)
+from bot.engine.prompting import ChannelLine
 from bot.engine.reflection_worker import Reflections
+from bot.engine.reply_prompt import ReplyPrompts, TurnMessage
 from bot.engine.turn_values import Incoming, TurnResult
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
@@ -56,7 +48,6 @@ from bot.memory.stores.exchanges import (
     set_reply,
 )
 from bot.memory.stores.stories import load_story
-from bot.memory.stores.turn import last_turn
 from bot.memory.story.plans import render_story_context
 from bot.memory.story.positions import select_positions
 from bot.memory.story.state import StateSpec, state_values
@@ -66,9 +57,6 @@ log = logging.getLogger(__name__)
 
 # Asked with a write transaction's connection: whether the person was erased since the turn began.
 Erased = Callable[[Connection], Awaitable[bool]]
-# Stories whose lore clock (timed lore entries) is held in memory; past it the oldest is read
-# again from its last turn's record when it comes back.
-LORE_CLOCKS_HELD = 10_000
 
 
 class Turns:
@@ -80,7 +68,7 @@ class Turns:
         self.outage = Outage(log)
         self._recording: dict[str, set[asyncio.Task[None]]] = {}
         # (owner, story) → the clock of its next turn, for lorebooks with timed entries.
-        self._lore_clocks: dict[tuple[str, str], LoreClock] = {}
+        self.prompts = ReplyPrompts(ctx)
 
     async def wait_recorded(self, user_id: OwnerKey) -> None:
         pending = list(self._recording.get(user_id, ()))
@@ -125,13 +113,16 @@ class Turns:
         character = ctx.cast.get(msg.character)
         selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
         followup = await self.followups.for_turn(msg.user_id, msg.story_id, msg.place, selection, exchange_id)
-        clock = await self._lore_clock(msg, character)
-        build, history = self._prompt(msg, text, rules, character, selection, story_block, clock, followup)
+        turn = TurnMessage(msg.user_id, msg.user_name, msg.story_id, msg.story_name, text, msg.history, msg.images)
+        clock = await self.prompts.lore_clock(turn, character)
+        prompt = await self.prompts.prepare(
+            turn, rules, character, selection, story_block, clock, self.followups.note(followup, speaker_name(msg.user_name))
+        )
         started = time.perf_counter()
         key = ctx.calls.conversation_key(msg.user_id, msg.story_id)
         try:  # the prompt fitted into the model's context (bot/engine/fitting.py), and its answer
             fitted, (answer, reply, cut) = await answer_fitted(
-                build, history, selection.memories, ctx.calls, settings.llm_model,
+                prompt.build, prompt.history, selection.memories, ctx.calls, settings.llm_model,
                 lambda messages: self._answer(messages, on_text, key),
             )
         except (LLMError, ContextTooSmall) as exc:
@@ -164,6 +155,10 @@ class Turns:
         ctx.metrics.turns.labels(selection.outcome).inc()
         self._record_later(selection, erased)
         reply = final_reply(reply)
+        # The conversation's next prompt extends the one sent, and the reflection may continue it.
+        sent = prompt.made(fitted.messages)
+        ctx.prompts.keep(msg.user_id, msg.story_id, sent.start, sent.notes, exchange_id, fitted.messages)
+        ctx.prompts.answered(msg.user_id, msg.story_id, exchange_id, reply)
         await self._keep(msg, exchange_id, reply, fitted.messages, erased)
         await self.followups.carried(msg.user_id, msg.story_id, followup, exchange_id, reply, erased)
         # Also what an outage left pending; an open exchange is reflected once it settles.
@@ -195,81 +190,6 @@ class Turns:
         memory_seconds = time.perf_counter() - started
         ctx.metrics.memory_seconds.observe(memory_seconds)
         return selection, story_block, memory_seconds
-
-    def _prompt(
-        self,
-        msg: Incoming,
-        text: str,
-        rules: Sequence[Memory],
-        character: Character,
-        selection: TurnSelection,
-        story_block: str,
-        clock: LoreClock | None,
-        followup: Followup | None = None,
-    ) -> tuple[Build, list[ChannelLine]]:
-        """What builds the messages sent (character, rules, memories, story, lore, recent lines,
-        the message) from the lines and memories that fit; the recent lines. Notes who else
-        spoke and which lore fired."""
-        settings = self.ctx.settings
-        history = bounded_history(
-            list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
-        )
-        self._note_scene(msg, history)
-        values = TurnValues(
-            user=speaker_name(msg.user_name),
-            now=self.ctx.clock(),
-            seed=f"{msg.story_id}\x00{clock.turn if clock else 0}\x00{text}",
-            story=f"{msg.user_id}\x00{msg.story_id}",
-        )
-        lore: list[LoreHit] = []
-        selection.lore = []
-        if character.lore is not None:
-            disabled = len(character.lore.disabled())
-            turn = character.lore.match(
-                [line.text for line in history] + [text],
-                budget_chars=settings.lore_budget_chars,
-                scan_depth=settings.lore_scan_depth,
-                clock=clock,
-                seed=values.seed,
-            )
-            self.ctx.metrics.lore_keys_disabled.inc(len(character.lore.disabled()) - disabled)
-            lore = [replace(h, content=fill_turn(h.content, values)) for h in turn.hits]
-            selection.lore = turn.records()
-            if clock is not None:
-                key = (msg.user_id, msg.story_id)
-                self._lore_clocks.pop(key, None)
-                self._lore_clocks[key] = turn.clock
-                while len(self._lore_clocks) > LORE_CLOCKS_HELD:
-                    self._lore_clocks.pop(next(iter(self._lore_clocks)))
-                selection.lore_clock = turn.clock.to_record()
-        selection.user_name, selection.story_name = msg.user_name, msg.story_name
-        character_prompt = render_character_prompt(character, values, lore_before=render_lore(lore, "before"))
-        post_history = fill_turn(character.post_history_instructions, values)
-        note = self.followups.note(followup, speaker_name(msg.user_name))
-        depths = at_depths(lore, fill_turn(character.depth_prompt, values), character.depth_prompt_depth)
-
-        def build(lines: Sequence[ChannelLine], memories: Sequence[Memory]) -> list[ChatMessage]:
-            return build_reply_messages(
-                character_prompt=character_prompt, character_name=character.name, rules=[r.text for r in rules],
-                user_name=msg.user_name, memories=memories, story_context=story_block, history=lines, message=text,
-                post_history=post_history, images=msg.images, lore=lore, depths=depths, followup=note,
-            )
-
-        return build, history
-
-    async def _lore_clock(self, msg: Incoming, character: Character) -> LoreClock | None:
-        """The story's clock when the character's lorebook has timed entries: held since its
-        last turn, or read back from that turn's record (after a restart)."""
-        if character.lore is None or not character.lore.timed:
-            return None
-        held = self._lore_clocks.get((msg.user_id, msg.story_id))
-        if held is not None:
-            return held
-        with contextlib.suppress(StorageError):  # a fresh clock: effects start again
-            last = await last_turn(self.ctx.db, msg.user_id, msg.story_id)
-            if last is not None:
-                return LoreClock.from_record(last.lore_clock)
-        return LoreClock()
 
     async def _answer(
         self, messages: list[ChatMessage], on_text: OnText | None, key: str
@@ -313,16 +233,6 @@ class Turns:
         if msg.swipes and kept:
             self.exchanges.arm(msg.user_id, exchange_id)
 
-    def _note_scene(self, msg: Incoming, history: Sequence[ChannelLine]) -> None:
-        """The people other than the author who spoke in the recent lines of the channel."""
-        self.ctx.scenes.note(
-            msg.story_id,
-            (
-                line.author for line in history
-                if not line.from_bot and not line.from_cast and line.author != msg.user_name
-            ),
-        )
-
     async def _record(self, selection: TurnSelection, erased: Erased) -> None:
         with contextlib.suppress(StorageError):  # counted and logged by the database
             await self.ctx.recall.record(selection, cancelled=erased)
@@ -359,7 +269,7 @@ class Turns:
         story = await load_story(self.ctx.db, user_id, story_id)
         positions = select_positions(story.positions, query)
         values = state_values(specs, story.state)
-        block = render_story_context(story.anchors, story.summary, positions, values, specs)
+        block = render_story_context(story.anchors, story.summary, positions, values, specs, describe_state=False)
         detail = {
             "anchors": [{"id": a.id, "text": a.text} for a in story.anchors],
             "summary": story.summary,

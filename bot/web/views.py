@@ -15,10 +15,10 @@ import numpy as np
 from markupsafe import Markup
 
 from bot.clients.health import Check, Health
-from bot.clients.metrics import Metrics
+from bot.clients.metrics import QUEUE_PRIORITIES, RECENT_WAITS, Metrics
 from bot.clients.responsiveness import Recently
 from bot.engine import NEVER_SURFACED_AFTER, Engine
-from bot.engine.llm_calls import TooSmall
+from bot.engine.llm_calls import ModelFigures, TooSmall
 from bot.i18n import DEFAULT_LANGUAGE, text, use_locale
 from bot.memory.choice import Slot, TurnSelection
 from bot.memory.model import Memory, OwnerKey
@@ -94,6 +94,16 @@ class ModelCard(TypedDict):
     calls: list[CallRow]
 
 
+class QueueRow(TypedDict):
+    """One priority's waits for the chat model, as the page shows them."""
+
+    priority: str
+    calls: int
+    p50: str
+    p95: str
+    max: str
+
+
 class Overview(TypedDict):
     """The whole bot's page."""
 
@@ -109,6 +119,8 @@ class Overview(TypedDict):
     recent: list[TurnHeader]
     never_surfaced: list[Memory]
     never_after: int
+    model_queue: list[QueueRow]
+    recent_waits: int
     now: datetime
     # The event loop's lag and the embedding model's waits (None without the metrics).
     responsiveness: dict[str, Recently] | None
@@ -226,6 +238,25 @@ def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> T
     }
 
 
+def model_queue(figures: ModelFigures) -> list[QueueRow]:
+    """How long model calls waited for a place in the model's budget, by priority, over the
+    last waits of each (since start-up): the live row always, the others once they waited."""
+    rows: list[QueueRow] = []
+    for priority in QUEUE_PRIORITIES:
+        waits = [w * 1000 for w in figures.waits[priority]]
+        if waits or priority == "live":
+            rows.append(
+                {
+                    "priority": priority.replace("_", "-"),
+                    "calls": len(waits),
+                    "p50": _seconds(_percentile(waits, 50)),
+                    "p95": _seconds(_percentile(waits, 95)),
+                    "max": _seconds(max(waits) if waits else None),
+                }
+            )
+    return rows
+
+
 def model_figures(engine: Engine) -> ModelCard:
     """The language model as the bot knows it: its context and where it was read, the last turn
     that could not fit even its smallest prompt, and each kind of call's prompts since start-up
@@ -273,6 +304,8 @@ async def overview(engine: Engine, health: Health, key: str | None, metrics: Met
         "recent": await report.bot_recent_turns(RECENT_TURNS),
         "never_surfaced": await report.bot_never_surfaced(NEVER_SURFACED_AFTER, NEVER_SURFACED_SHOWN),
         "never_after": NEVER_SURFACED_AFTER,
+        "model_queue": model_queue(engine.operator.model_figures()),
+        "recent_waits": RECENT_WAITS,
         "now": now,
         "responsiveness": responsiveness(metrics) if metrics is not None else None,
     }

@@ -102,13 +102,13 @@ async def test_two_characters_answer_in_their_channels_with_their_names_avatars_
     assert marc.json["avatar_url"] == MARC_AVATAR
     assert fake_discord.webhooks[int(marc.path.split("/")[2])].channel_id == port.id, "one webhook per channel"
     marc_prompt = next(r for r in llm_server.chats if r.json_schema is None and "You are Marc." in r.system)
-    assert "Pixel" not in marc_prompt.system and "(nothing remembered yet)" in marc_prompt.system
+    assert "Pixel" not in marc_prompt.context and "(nothing remembered yet)" in marc_prompt.context
 
     # Nora declares `memory: shared`: she sees what the default character remembers.
     await fake_discord.user_says(ALICE, quay, "bonjour Nora", mention_bot=True)
     await wait_until(lambda: any(c.json.get("username") == "Nora" for c in executed(fake_discord)))
     nora_prompt = next(r for r in llm_server.chats if r.json_schema is None and "You are Nora." in r.system)
-    assert CAT in nora_prompt.system
+    assert CAT in nora_prompt.context
 
     # The commands act on the channel's character, or on the one picked.
     assert CAT in await command_text(fake_discord, fake_discord.general, "memories")
@@ -217,7 +217,7 @@ async def test_another_apps_webhook_under_the_characters_name_is_a_users_line_no
     # The proxy is a person of the channel: the reflection is told that someone else spoke.
     await wait_until(lambda: [r for r in llm_server.chats if r.json_schema is not None and "qui parle ?" in r.last_user])
     (reflection,) = [r for r in llm_server.chats if r.json_schema is not None and "qui parle ?" in r.last_user]
-    assert "This is a shared channel: Lina spoke there too." in reflection.system
+    assert "This is a shared channel: Lina spoke there too." in reflection.text
 
     # After a restart, the bot finds its own webhook again by listing the channel's.
     echo.process.terminate()

@@ -46,7 +46,7 @@ async def test_a_backtracking_lore_key_neither_freezes_the_bot_nor_keeps_it_from
     def answer(request: LLMRequest) -> str:
         if request.json_schema is not None:
             return "{}"
-        prompts.append(request.system)
+        prompts.append(request.context)
         return "Le vieux port gèle chaque hiver."
 
     llm_server.handler = answer

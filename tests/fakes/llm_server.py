@@ -108,6 +108,24 @@ class LLMRequest:
         users = [m.get("content", "") for m in self.messages if m.get("role") == "user"]
         return users[-1] if users else ""
 
+    @property
+    def text(self) -> str:
+        """Every message's content, in order."""
+        return "\n".join(m.get("content", "") for m in self.messages)
+
+    @property
+    def context(self) -> str:
+        """What the bot wrote into a reply prompt itself: its system messages and its notes (the
+        memories, the story, the lore), not the people's lines. A note is a user message that
+        starts with "<" or "[": a person's line starts with their name, quoted, which has
+        neither."""
+        return "\n".join(
+            m.get("content", "")
+            for m in self.messages
+            if m.get("role") == "system"
+            or (m.get("role") == "user" and m.get("content", "").startswith(("<", "[")))
+        )
+
 
 @dataclass(frozen=True)
 class Reply:

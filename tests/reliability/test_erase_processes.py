@@ -51,9 +51,11 @@ async def rows_mentioning(target: str, pieces: tuple[str, ...]) -> list[str]:
 
 
 def env_for(llm_server: FakeLLMServer, database_url: str, folder: Path) -> dict[str, str]:
+    # Two places for the model: the first message's reflection runs while the second reply is
+    # held (with one, it would wait for that reply, live replies going first).
     if database_url.startswith("postgresql://"):
-        return chat_env(llm_server.url, folder / "unused.sqlite3", DATABASE_URL=database_url)
-    return chat_env(llm_server.url, Path(database_url))
+        return chat_env(llm_server.url, folder / "unused.sqlite3", DATABASE_URL=database_url, LLM_CONCURRENCY="2")
+    return chat_env(llm_server.url, Path(database_url), LLM_CONCURRENCY="2")
 
 
 # With swipes the reply is also kept as alternative 1 of an open exchange (exchange_replies).

@@ -76,7 +76,7 @@ async def test_chat_template_tokens_written_into_the_story_reach_the_model_quote
     assert [p.stance for p in story.positions] and one_line in story.positions[0].stance
 
     await engine.conversation.turn(Incoming(user_id=USER, user_name="Camille", text="Et ensuite ?", story_id=STORY, place="guild-1"))
-    system = llm_server.chats[-1].messages[0]["content"]
+    system = llm_server.chats[-1].context  # the head and the bot's notes
     for fragment in raw_fragments:
         assert fragment not in system, (fragment, system)
     assert system.count(STORY_BLOCK_START) == 1 and system.count(STORY_BLOCK_END) == 1

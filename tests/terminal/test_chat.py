@@ -119,7 +119,7 @@ async def test_a_fact_told_in_turn_one_is_recalled_in_turn_six_then_corrected(se
         assert bob_turn is not None and not ({s.id for s in bob_turn.slots} & camille_ids)
         # Bob's reply context never carried Camille's memories either.
         bob_reply = [r for r in llm_server.chats if r.json_schema is None and "Bob:" in r.last_user][-1]
-        assert "cajou" not in bob_reply.system and "arachides" not in bob_reply.system
+        assert "cajou" not in bob_reply.context and "arachides" not in bob_reply.context
 
 
 async def test_pending_reflection_survives_a_restart(settings, llm_server):

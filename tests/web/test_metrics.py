@@ -41,6 +41,9 @@ async def test_a_fresh_scrape_parses_and_shows_every_family_at_zero(page: Page):
     assert value(samples, "echo_prompt_tokens_count", call="reply") == 0
     assert value(samples, "echo_prompt_context_full_total", call="reply") == 0
     assert ("echo_embedding_seconds_count", (("call", "query"),)) in samples
+    for priority in ("live", "follow_up", "reflection", "consolidation", "import"):
+        assert value(samples, "echo_llm_queue_seconds_count", priority=priority) == 0
+        assert value(samples, "echo_llm_queue_waiting", priority=priority) == 0
 
 
 async def test_the_figures_move_as_turns_are_played(page: Page):
@@ -61,6 +64,10 @@ async def test_the_figures_move_as_turns_are_played(page: Page):
     words = sum(len(str(m["content"]).split()) for r in sent for m in r.messages)
     assert value(after, "echo_prompt_tokens_sum", call="reply") == words
     assert value(after, "echo_completion_tokens_total", call="reply") > 0
+    # Every call took its place in the model's budget, each by its priority; none waits now.
+    assert value(after, "echo_llm_queue_seconds_count", priority="live") == 2
+    assert value(after, "echo_llm_queue_seconds_count", priority="reflection") == 2
+    assert value(after, "echo_llm_queue_waiting", priority="live") == 0
 
     # The LLM fails: the turn counts as failed, the reflection as an LLM failure, nothing else moves.
     page.llm.handler = lambda request: Reply(status=500, error="CUDA out of memory")

@@ -112,6 +112,7 @@ async def test_every_view_renders_empty(page: Page):
     overview = await page.get("/")
     assert overview.status_code == 200
     assert "Nobody has talked to Écho yet." in overview.text
+    assert "Model queue" in overview.text and '<td class="text">live</td><td class="num">0</td>' in overview.text
     assert "No turn in this period." in overview.text
     assert "No turn recorded yet." in overview.text
     for key in ("24h", "30d"):
@@ -138,6 +139,9 @@ async def test_every_view_renders_with_data(page: Page):
     assert '<a href="/users/bob">Bob</a> <span class="muted">bob</span>' in text
     assert text.count("<svg") >= 4  # turns, latency, prompt size, memories per type
     assert re.search(r'<div class="value">4</div><div class="label">turns \(4 answered, 0 degraded, 0 failed\)', text)
+    # The model queue: each priority's calls and waits (4 replies, 4 reflections).
+    assert re.search(r'<td class="text">live</td><td class="num">4</td>(<td class="num">[^<]+</td>){3}', text)
+    assert re.search(r'<td class="text">reflection</td><td class="num">4</td>', text)
 
     user = await page.get("/users/alice")
     assert user.status_code == 200
@@ -308,7 +312,7 @@ async def test_a_turn_page_shows_each_lore_entry_its_key_and_whether_it_went_in(
     assert f"<td class=\"text\">Sky</td><td class=\"text\">always in (constant)</td><td class=\"text\">in, {cost['Sky']} characters</td>" in lore
     assert "<td class=\"text\">Guild</td><td class=\"text\">on “/guil(d|de) des voleurs/”</td>" in lore
     assert "left out: over the lore budget of 100 characters (raise the lorebook&#39;s own budget)" in lore
-    system = next(c for c in reversed(lina.llm.chats) if c.json_schema is None).system
+    system = next(c for c in reversed(lina.llm.chats) if c.json_schema is None).context
     assert "The harbour of Vellmar" in system and "fish market" not in system
 
 

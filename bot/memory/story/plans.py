@@ -304,13 +304,15 @@ def render_story_context(
     specs: Mapping[str, StateSpec],
     *,
     show_ids: bool = False,
+    describe_state: bool = True,
 ) -> str:
     """The story's block for the LLM context: anchors above the full summary, then the
     character's positions, then the state with its range. Empty when there is nothing.
 
     Everything inside is data written by the model from user messages; the markers say so and
     no stored text can reproduce them. `show_ids` is for the reflection, which names anchors by
-    id to remove them.
+    id to remove them. `describe_state=False` leaves out what each state means: a prompt that
+    shows `render_state_guide` once, where it changes least, reads only the values here.
     """
     parts: list[str] = []
     if anchors:
@@ -333,10 +335,20 @@ def render_story_context(
         parts.append("The character's state toward the user:")
         for name, spec in specs.items():
             value = spec.clamp(state_values.get(name, spec.default))
-            desc = f": {_line(spec.description, 160)}" if spec.description else ""
+            desc = f": {_line(spec.description, 160)}" if spec.description and describe_state else ""
             parts.append(f"- {name} = {value:g} (range {spec.minimum:g} to {spec.maximum:g}){desc}")
     if not parts:
         return ""
     return "\n".join([STORY_BLOCK_START, *parts, STORY_BLOCK_END])
 
 
+def render_state_guide(specs: Mapping[str, StateSpec]) -> str:
+    """What each state the character keeps toward a person means: the part of the state that
+    never changes, said once where a prompt changes least. Empty without state."""
+    described = [(name, spec) for name, spec in specs.items() if spec.description]
+    if not described:
+        return ""
+    return "The character's state toward the person, shown with the story's memory, means:\n" + "\n".join(
+        f"- {name} (range {spec.minimum:g} to {spec.maximum:g}): {_line(spec.description, 160)}"
+        for name, spec in described
+    )

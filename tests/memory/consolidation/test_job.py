@@ -138,10 +138,12 @@ async def test_a_reflection_waiting_for_its_model_holds_no_lock_the_consolidatio
     """The same rule on the other side: a reflection's model call holds no per-user lock either,
     so the consolidation (and an erase) never waits for it. On PostgreSQL the worker's claim on
     the user is a connection's advisory lock, tried and never waited for: the run passes the user
-    by (next run); in one SQLite process the claim is shared and the series is consolidated."""
+    by (next run); in one SQLite process the claim is shared and the series is consolidated.
+    Two places for the model: with one, the consolidation's call would wait for the model itself
+    (the reflection holding it), which is the budget's rule, not a lock."""
     from bot.engine import Incoming
 
-    engine = make_engine(db, http, llm_server, tmp_path, reflection_timeout_seconds=300)
+    engine = make_engine(db, http, llm_server, tmp_path, reflection_timeout_seconds=300, llm_concurrency=2)
     await season(engine, store)
     asked, never = asyncio.Event(), asyncio.Event()
     trieste = answering({"Trieste": TRIESTE})

@@ -9,7 +9,8 @@ import pytest
 
 from bot.errors import ReflectionParseError
 from bot.memory.model import Memory
-from bot.memory.write.reflection import build_reflection_messages, parse_reflection, reflection_json_schema
+from bot.memory.write.reflection import parse_reflection, reflection_json_schema
+from bot.memory.write.reflection_prompt import CONTINUED_OPENING, build_reflection_messages, memory_task
 
 GOOD_MEMORY = {"text": "L'utilisateur habite à Nantes.", "type": "fact", "scope": "global", "confidence": 0.95}
 
@@ -125,7 +126,60 @@ def test_prompt_shows_known_memories_with_their_ids_and_the_exchange():
     assert "J'ai quitté l'équipe Paiements" in user and "Bienvenue" in user
     assert "L'utilisateur" in system and "The user" in system
     assert "one-off requests" in system and "politeness" in system
-    assert "Today is 2026-11-02" in user
+    assert "Today is 2026-11-02" in system
+
+
+def _memory(id_: int, text: str) -> Memory:
+    now = datetime(2026, 11, 1, tzinfo=UTC)
+    return Memory(id=id_, user_id="u", text=text, type="fact", scope="global", pinned=False, confidence=1.0,
+                  created_at=now, updated_at=now)  # fmt: skip
+
+
+def test_two_reflections_of_one_person_start_alike_and_end_with_their_exchange():
+    """What a prompt cache keeps from one reflection to the next: the same system message, the
+    known memories as given (the worker gives them in id order: a list that grows at its end),
+    the exchange last."""
+    common = {"character": "Écho", "user": "Camille", "today": date(2026, 11, 2), "state_keys": ["mood"]}
+    first = build_reflection_messages(
+        exchanges=[("J'ai un chat.", "Oh !")], known=[_memory(3, "L'utilisateur a 30 ans."), _memory(9, "L'utilisateur a un chien.")], **common
+    )
+    second = build_reflection_messages(
+        exchanges=[("Il s'appelle Pixel.", "Joli nom.")],
+        known=[_memory(3, "L'utilisateur a 30 ans."), _memory(9, "L'utilisateur a un chien."), _memory(12, "L'utilisateur a un chat.")],
+        **common,
+    )
+    assert first[0] == second[0]
+    known = second[1]["content"].split("Known memories about Camille:\n", 1)[1].split("\n\n", 1)[0]
+    assert [line[:4] for line in known.splitlines()] == ["[3] ", "[9] ", "[12]"]
+    assert first[1]["content"].split("The exchange:")[0] in second[1]["content"].replace("[12] (fact) L'utilisateur a un chat.\n", "")
+    assert second[1]["content"].rstrip().endswith("Answer with the JSON object only.")
+    assert second[1]["content"].index("Known memories") < second[1]["content"].index("The exchange:")
+
+
+def test_a_reflection_that_continues_the_reply_asks_its_part_after_the_conversation():
+    conversation = [
+        {"role": "system", "content": "You are Écho. [the memory task is in this head]"},
+        {"role": "user", "content": "Camille: J'ai un chat."},
+        {"role": "assistant", "content": "Oh !"},
+    ]
+    messages = build_reflection_messages(
+        character="Écho",
+        user="Camille",
+        exchanges=[("J'ai un chat.", "Oh !")],
+        known=[_memory(3, "L'utilisateur a 30 ans.")],
+        today=date(2026, 11, 2),
+        others=["Bob"],
+        conversation=conversation,
+    )
+    assert messages[: len(conversation)] == conversation
+    (request,) = messages[len(conversation) :]
+    assert request["role"] == "user" and request["content"].startswith(CONTINUED_OPENING)
+    assert "Today is 2026-11-02" in request["content"] and "Bob spoke there too" in request["content"]
+    assert "[3] (fact) L'utilisateur a 30 ans." in request["content"]
+    assert '<message author="Camille">\nJ\'ai un chat.\n</message>' in request["content"]
+    # The task itself is in the reply's head, not repeated here.
+    assert "What to keep (as memories)" not in request["content"]
+    assert "What to keep (as memories)" in memory_task(character="Écho", user="Camille")
 
 
 def test_schema_is_json_and_carries_the_position_wording():
