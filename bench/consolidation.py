@@ -428,7 +428,7 @@ async def recall_with_cap(embedder: LocalEmbedder) -> None:
     relevant pairs served in the final 24 by `select`, without and with the per-series cap."""
     import recall  # bench/recall.py: its corpus, as it builds it
 
-    from bot.memory.read.recall import SEMANTIC_THRESHOLDS
+    from bot.memory.read.conversation import SEMANTIC_THRESHOLDS
     from bot.memory.reference.selection import select
     from bot.memory.series import find_series
 

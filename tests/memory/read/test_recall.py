@@ -16,8 +16,9 @@ from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
 from bot.memory.choice import TurnSelection
 from bot.memory.model import DM_PLACE, NewMemory, utcnow
+from bot.memory.read.conversation import threshold_for
 from bot.memory.read.indexing import Indexer
-from bot.memory.read.recall import LEXICAL_LIMIT, Recall, threshold_for
+from bot.memory.read.recall import LEXICAL_LIMIT, Recall
 from bot.memory.read.recording import TURNS_KEPT_PER_STORY
 from bot.memory.stores.memories import insert_memory
 from bot.memory.stores.turn import last_turn, turn_stats

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from bot.clients.embeddings import LocalEmbedder
 from bot.memory.model import Memory
-from bot.memory.read.recall import SEMANTIC_THRESHOLDS
+from bot.memory.read.conversation import SEMANTIC_THRESHOLDS
 from bot.memory.read.selection import candidates_of, select_columns
 from bot.memory.reference.selection import select
 from tests.lanes import examples
