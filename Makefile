@@ -35,9 +35,10 @@ lock: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m bot
 
-## make lint: ruff over the tree, mypy over bot/ and cogs/
+## make lint: ruff's rules and its formatter over the tree, mypy strict over bot/ and cogs/
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 ## make llama-server: build the real-server lane's llama-server and fetch its model (once)

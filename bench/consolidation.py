@@ -139,9 +139,13 @@ class Model:
         return json.dumps({"memories": [{"text": t, "type": k, "confidence": 0.95} for t, k in found]})
 
 
-async def make_engine(folder: Path, server: FakeLLMServer, http: httpx.AsyncClient, clock: Clock, embedder: Any, **settings: Any) -> tuple[Engine, SQLiteDatabase]:
+async def make_engine(
+    folder: Path, server: FakeLLMServer, http: httpx.AsyncClient, clock: Clock, embedder: Any, **settings: Any
+) -> tuple[Engine, SQLiteDatabase]:
     db = await SQLiteDatabase.open(folder / "echo.sqlite3")
-    config = load_settings(_env_file=None, llm_base_url=server.url, llm_model=FAKE_MODEL, database_path=folder / "echo.sqlite3", **settings)
+    config = load_settings(
+        _env_file=None, llm_base_url=server.url, llm_model=FAKE_MODEL, database_path=folder / "echo.sqlite3", **settings
+    )
     engine = Engine(db=db, llm=LLMClient(http, api="ollama", base_url=server.url), embedder=embedder,
                     settings=config.engine, character=load_character(None), clock=clock)  # fmt: skip
     await engine.start()
@@ -173,17 +177,23 @@ async def screenshot_week(embedder: LocalEmbedder) -> None:
         engine, db = await make_engine(Path(tmp), server, http, clock, embedder, consolidation_series_per_run=6)
         try:
             for city, year in [(c, y) for c in CITIES for y in range(2012, 2026)]:
-                await engine.memories.remember(ALICE, f"Alice a visité {city} en {year}.", story_id="chan-1", place="guild-1", type_="episode")
+                await engine.memories.remember(
+                    ALICE, f"Alice a visité {city} en {year}.", story_id="chan-1", place="guild-1", type_="episode"
+                )
             indexer = Indexer(db, embedder)
             for line in WEEK:
                 clock.now += timedelta(hours=5)
-                await engine.conversation.turn(Incoming(ALICE, "Alice", line, "chan-1", "guild-1", message_id=f"m{clock.now.timestamp()}"))
+                await engine.conversation.turn(
+                    Incoming(ALICE, "Alice", line, "chan-1", "guild-1", message_id=f"m{clock.now.timestamp()}")
+                )
                 await engine.operator.wait_reflections(ALICE)
                 await indexer.run_once()
 
             async def ask() -> list[Slot]:
                 clock.now += timedelta(minutes=10)
-                result = await engine.conversation.turn(Incoming(ALICE, "Alice", QUESTION, "chan-1", "guild-1", message_id=f"q{clock.now.timestamp()}"))
+                result = await engine.conversation.turn(
+                    Incoming(ALICE, "Alice", QUESTION, "chan-1", "guild-1", message_id=f"q{clock.now.timestamp()}")
+                )
                 await engine.operator.wait_reflections(ALICE)
                 await indexer.run_once()
                 return result.selection.slots
@@ -194,18 +204,32 @@ async def screenshot_week(embedder: LocalEmbedder) -> None:
             capped = await ask()
             figures = await engine.operator.consolidate()
             await indexer.run_once()
-            members_of = {c.memory_id: len(c.members) for c in await engine.memories.consolidations(ALICE) if not c.undone}
+            members_of = {
+                c.memory_id: len(c.members) for c in await engine.memories.consolidations(ALICE) if not c.undone
+            }
             after = await ask()
-            rows = [("no cap", uncapped), (f"cap {engine.settings.series_max_slots} per series", capped), ("after consolidation", after)]
+            rows = [
+                ("no cap", uncapped),
+                (f"cap {engine.settings.series_max_slots} per series", capped),
+                ("after consolidation", after),
+            ]
             print(f"   turn: “{QUESTION}”, {len(await engine.memories.list(ALICE))} memories held after the job")
             print(f"   {'':<22}" + "".join(f"{c:>9}" for c in CITIES) + f"{'other':>8}{'facts':>8}")
             for name, slots in rows:
                 per = slots_per_series(slots)
-                print(f"   {name:<22}" + "".join(f"{per[c]:>9}" for c in CITIES) + f"{per['other']:>8}{facts_held(slots, members_of):>8}")
-            print(f"   series found {figures.series_found}, consolidated {figures.consolidated}, refused {dict(figures.refused)}, model calls {figures.llm_calls}")
+                print(
+                    f"   {name:<22}"
+                    + "".join(f"{per[c]:>9}" for c in CITIES)
+                    + f"{per['other']:>8}{facts_held(slots, members_of):>8}"
+                )
+            print(
+                f"   series found {figures.series_found}, consolidated {figures.consolidated}, refused {dict(figures.refused)}, model calls {figures.llm_calls}"
+            )
             share = engine.settings.series_max_slots
             worst = max((n for c, n in slots_per_series(after).items() if c != "other"), default=0)
-            print(f"   after: no series takes more than {worst} slot(s) (its share: {share}) {'OK' if worst <= share else 'MISSED'}")
+            print(
+                f"   after: no series takes more than {worst} slot(s) (its share: {share}) {'OK' if worst <= share else 'MISSED'}"
+            )
             for c in await engine.memories.consolidations(ALICE):
                 print(f"     #{c.memory_id} ← {len(c.members)} memories: {c.text}")
             assert worst <= share
@@ -222,10 +246,18 @@ def season_script(rng: random.Random, days: int) -> list[list[tuple[str, str, st
     months = "janvier février mars avril mai juin".split()
     weekdays = "lundi mardi mercredi jeudi vendredi samedi dimanche".split()
     facts = [
-        "Alice travaille comme infirmière de nuit", "Alice a une sœur nommée Jeanne", "Alice apprend l'italien",
-        "Alice est allergique aux chats", "Alice aime les romans policiers", "Alice vote pour la première fois",
-        "Alice a adopté une tortue nommée Zénon", "Alice déteste les huîtres", "Alice collectionne les timbres",
-        "Alice veut déménager à Bordeaux", "Alice fait du yoga", "Alice a peur des araignées",
+        "Alice travaille comme infirmière de nuit",
+        "Alice a une sœur nommée Jeanne",
+        "Alice apprend l'italien",
+        "Alice est allergique aux chats",
+        "Alice aime les romans policiers",
+        "Alice vote pour la première fois",
+        "Alice a adopté une tortue nommée Zénon",
+        "Alice déteste les huîtres",
+        "Alice collectionne les timbres",
+        "Alice veut déménager à Bordeaux",
+        "Alice fait du yoga",
+        "Alice a peur des araignées",
     ]
     out: list[list[tuple[str, str, str]]] = []
     for d in range(days):
@@ -271,7 +303,9 @@ async def season(embedder: LocalEmbedder, days: int) -> None:
                 for n, (message, text, kind) in enumerate(lines):
                     model.memory_of = {message: (text, kind)} if text else {}
                     clock.now = day_start + timedelta(hours=10 + 3 * n)
-                    await engine.conversation.turn(Incoming(ALICE, "Alice", message, "chan-1", "guild-1", message_id=f"d{d}n{n}"))
+                    await engine.conversation.turn(
+                        Incoming(ALICE, "Alice", message, "chan-1", "guild-1", message_id=f"d{d}n{n}")
+                    )
                     await engine.operator.wait_reflections(ALICE)
                     turns += 1
                 await indexer.run_once()
@@ -284,8 +318,12 @@ async def season(embedder: LocalEmbedder, days: int) -> None:
                 clock.now = day_start + timedelta(days=1)
             held = await engine.memories.list(ALICE)
             found = await insides.consolidations(engine).find(ALICE)
-            print(f"   {turns} turns, {len(held)} memories held at the end, {len(await engine.memories.consolidations(ALICE))} consolidations")
-            print(f"   consolidated {totals.consolidated}, refused {dict(totals.refused)}, series left unconsolidated {len(found)}")
+            print(
+                f"   {turns} turns, {len(held)} memories held at the end, {len(await engine.memories.consolidations(ALICE))} consolidations"
+            )
+            print(
+                f"   consolidated {totals.consolidated}, refused {dict(totals.refused)}, series left unconsolidated {len(found)}"
+            )
             print(f"   consolidation model calls: {totals.llm_calls} in {days} days = {totals.llm_calls / days:.2f} per user per day"
                   f" (reflections: {turns} turns)")  # fmt: skip
             for c in [c for c in await engine.memories.consolidations(ALICE) if c.text is not None][:4]:
@@ -309,11 +347,16 @@ def seeded_texts(n: int, rng: random.Random) -> list[tuple[str, str]]:
         size = rng.randint(3, 30)
         place = f"{rng.choice(nouns)} {rng.choice(adjectives)} {s}"
         base = rng.randint(1950, 2000)
-        texts += [(f"Alice a visité le musée du {place.rsplit(' ', 1)[0]} numéro-{_letters(s)} en {base + k}", "episode") for k in range(size)]
+        texts += [
+            (f"Alice a visité le musée du {place.rsplit(' ', 1)[0]} numéro-{_letters(s)} en {base + k}", "episode")
+            for k in range(size)
+        ]
         s += 1
     i = 0
     while len(texts) < n:
-        texts.append((f"Alice {rng.choice(verbs)} le {rng.choice(nouns)} {rng.choice(adjectives)} de {_letters(i)}", "fact"))
+        texts.append(
+            (f"Alice {rng.choice(verbs)} le {rng.choice(nouns)} {rng.choice(adjectives)} de {_letters(i)}", "fact")
+        )
         i += 1
     return texts[:n]
 
@@ -396,8 +439,13 @@ async def timing(n: int) -> dict[str, float]:
             now_us = int(now.timestamp() * 1e6)
             # Series members scored above the rest (the case the cap works on), by a cosine each;
             # then all tied at one score, the worst case: ties fall back on rank, ids in a row.
-            spread = candidates_of(memories, {m.id: rng.uniform(0.85, 0.95) if s else rng.uniform(0.78, 0.88) for m, s in zip(memories, in_series)})
-            tied = candidates_of(memories, {m.id: 0.9 if s else rng.uniform(0.78, 0.88) for m, s in zip(memories, in_series)})
+            spread = candidates_of(
+                memories,
+                {m.id: rng.uniform(0.85, 0.95) if s else rng.uniform(0.78, 0.88) for m, s in zip(memories, in_series)},
+            )
+            tied = candidates_of(
+                memories, {m.id: 0.9 if s else rng.uniform(0.78, 0.88) for m, s in zip(memories, in_series)}
+            )
             plain = _best_of(lambda: select_columns(spread, 24, threshold=0.80, now_us=now_us))
             capped = _best_of(lambda: select_columns(spread, 24, threshold=0.80, now_us=now_us, series_slots=3))
             capped_tied = _best_of(lambda: select_columns(tied, 24, threshold=0.80, now_us=now_us, series_slots=3))
@@ -455,10 +503,14 @@ async def recall_with_cap(embedder: LocalEmbedder) -> None:
                 scores = {m.id: float(c) for m, c in zip(memories, cosines)}
                 wanted = {mid for q, mid in corpus.relevant if q == qi}
                 for slots in served:
-                    chosen = select(memories, scores, recall.FINAL_LIMIT, threshold=threshold, now=recall.NOW, series_slots=slots)
+                    chosen = select(
+                        memories, scores, recall.FINAL_LIMIT, threshold=threshold, now=recall.NOW, series_slots=slots
+                    )
                     served[slots] += sum(c.memory.id in wanted for c in chosen)
         total = len(corpus.relevant) * recall.SETS
-        print(f"   {size:>6,} {series:>7} {members:>8} {relevant_in:>12} {served[None]:>5}/{total} {served[3]:>4}/{total}")
+        print(
+            f"   {size:>6,} {series:>7} {members:>8} {relevant_in:>12} {served[None]:>5}/{total} {served[3]:>4}/{total}"
+        )
 
 
 async def main() -> None:
@@ -469,7 +521,9 @@ async def main() -> None:
     embedder = LocalEmbedder()
     await screenshot_week(embedder)
     await season(embedder, args.days)
-    print("\n3. Time per run of the job (one user; series of 3-30 members are 6 % of the memories; 4 model calls per run)")
+    print(
+        "\n3. Time per run of the job (one user; series of 3-30 members are 6 % of the memories; 4 model calls per run)"
+    )
     print(f"   {'N':>8} {'series':>7} {'run s':>7} {'next run s':>11} {'scan s':>7} {'frames once s':>14} {'ratio':>6} "
           f"{'slice ms':>9} {'lag ms':>7} {'idle lag':>9} {'select ms':>10} {'capped ms':>10} {'ratio':>6} {'tied ms':>8} {'ratio':>6}")  # fmt: skip
     for n in args.sizes:
@@ -478,11 +532,21 @@ async def main() -> None:
               f"{r['scan'] / r['baseline']:>5.1f}x {r['slice']:>9.1f} {r['lag']:>7.1f} {r['idle']:>9.1f} {r['select']:>10.2f} "
               f"{r['select_capped']:>10.2f} {r['select_capped'] / r['select']:>5.1f}x {r['select_tied']:>8.2f} "
               f"{r['select_tied'] / r['select']:>5.1f}x")  # fmt: skip
-    print("   run s: the first run (frames computed, 4 series consolidated); next run s: the one after (frames memoised);")
-    print("   scan s: finding the series on the event loop in slices; frames once s: the same frames computed in one go,")
-    print("   unsliced (the baseline); slice ms: the longest slice of the scan in CPU time; lag ms: how late a 5 ms sleep woke during")
-    print(f"   both runs; idle lag: the same over {IDLE_SECONDS:.0f} s with the loop idle, just before (the machine's own stalls);")
-    print("   select / capped ms: the turn's selection over every memory without and with the cap, series members scored")
+    print(
+        "   run s: the first run (frames computed, 4 series consolidated); next run s: the one after (frames memoised);"
+    )
+    print(
+        "   scan s: finding the series on the event loop in slices; frames once s: the same frames computed in one go,"
+    )
+    print(
+        "   unsliced (the baseline); slice ms: the longest slice of the scan in CPU time; lag ms: how late a 5 ms sleep woke during"
+    )
+    print(
+        f"   both runs; idle lag: the same over {IDLE_SECONDS:.0f} s with the loop idle, just before (the machine's own stalls);"
+    )
+    print(
+        "   select / capped ms: the turn's selection over every memory without and with the cap, series members scored"
+    )
     print("   0.85-0.95 above the rest (0.78-0.88); tied ms: the cap with every member at one score (ties go by rank,")
     print("   a series' ids in a row: the worst case), best of 5.")
     await recall_with_cap(embedder)

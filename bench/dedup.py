@@ -29,51 +29,261 @@ from bot.memory.write.dedup_index import DedupIndex
 # Realistic facts of many imagined users, one template per kind of memory the reflection writes,
 # slots drawn from small pools: many memories share a sentence frame, which is the hard case for
 # the index (the sequence ratio of two same-frame memories is high, only the caps reject them).
-PRENOMS = ("Marc", "Léa", "Julien", "Inès", "Noé", "Sofia", "Hugo", "Chloé", "Yanis", "Manon",
-           "Karim", "Élodie", "Bastien", "Amina", "Théo", "Zoé", "Lucas", "Anaïs", "Mehdi", "Clara")
-VILLES = ("Nantes", "Lyon", "Rennes", "Bordeaux", "Lille", "Marseille", "Toulouse", "Brest",
-          "Grenoble", "Strasbourg", "Montpellier", "Dijon", "Angers", "Nancy", "Tours", "Caen")
-METIERS = ("infirmière", "développeur", "boulanger", "professeure de maths", "comptable",
-           "kinésithérapeute", "architecte", "chauffeur de bus", "libraire", "ingénieure",
-           "pharmacien", "graphiste", "électricien", "avocate", "vétérinaire", "cuisinier")
-ANIMAUX = ("un chat", "une chatte", "un chien", "un lapin", "un perroquet", "un furet",
-           "deux chats", "une tortue", "un hamster", "un cheval")
-ALIMENTS = ("aux arachides", "aux crustacés", "au gluten", "au lactose", "aux noisettes",
-            "au kiwi", "aux œufs", "au soja", "au sésame", "aux fraises", "au céleri")
-DETESTE = ("la coriandre", "les endives", "le poisson cru", "les olives", "le fromage bleu",
-           "les champignons", "le café froid", "les betteraves", "la réglisse", "les huîtres")
-ACTIVITES = ("courir", "nager", "faire du yoga", "jouer aux échecs", "faire de l'escalade",
-             "aller au cinéma", "jardiner", "faire du vélo", "peindre", "cuisiner", "lire")
+PRENOMS = (
+    "Marc",
+    "Léa",
+    "Julien",
+    "Inès",
+    "Noé",
+    "Sofia",
+    "Hugo",
+    "Chloé",
+    "Yanis",
+    "Manon",
+    "Karim",
+    "Élodie",
+    "Bastien",
+    "Amina",
+    "Théo",
+    "Zoé",
+    "Lucas",
+    "Anaïs",
+    "Mehdi",
+    "Clara",
+)
+VILLES = (
+    "Nantes",
+    "Lyon",
+    "Rennes",
+    "Bordeaux",
+    "Lille",
+    "Marseille",
+    "Toulouse",
+    "Brest",
+    "Grenoble",
+    "Strasbourg",
+    "Montpellier",
+    "Dijon",
+    "Angers",
+    "Nancy",
+    "Tours",
+    "Caen",
+)
+METIERS = (
+    "infirmière",
+    "développeur",
+    "boulanger",
+    "professeure de maths",
+    "comptable",
+    "kinésithérapeute",
+    "architecte",
+    "chauffeur de bus",
+    "libraire",
+    "ingénieure",
+    "pharmacien",
+    "graphiste",
+    "électricien",
+    "avocate",
+    "vétérinaire",
+    "cuisinier",
+)
+ANIMAUX = (
+    "un chat",
+    "une chatte",
+    "un chien",
+    "un lapin",
+    "un perroquet",
+    "un furet",
+    "deux chats",
+    "une tortue",
+    "un hamster",
+    "un cheval",
+)
+ALIMENTS = (
+    "aux arachides",
+    "aux crustacés",
+    "au gluten",
+    "au lactose",
+    "aux noisettes",
+    "au kiwi",
+    "aux œufs",
+    "au soja",
+    "au sésame",
+    "aux fraises",
+    "au céleri",
+)
+DETESTE = (
+    "la coriandre",
+    "les endives",
+    "le poisson cru",
+    "les olives",
+    "le fromage bleu",
+    "les champignons",
+    "le café froid",
+    "les betteraves",
+    "la réglisse",
+    "les huîtres",
+)
+ACTIVITES = (
+    "courir",
+    "nager",
+    "faire du yoga",
+    "jouer aux échecs",
+    "faire de l'escalade",
+    "aller au cinéma",
+    "jardiner",
+    "faire du vélo",
+    "peindre",
+    "cuisiner",
+    "lire",
+)
 JOURS = ("lundi", "mardi", "mercredi", "jeudi", "vendredi", "samedi", "dimanche")
-MOIS = ("janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre",
-        "octobre", "novembre", "décembre")
-PROS = ("le dentiste", "le médecin", "l'ophtalmo", "le kiné", "la banque", "le garagiste",
-        "le coiffeur", "l'ostéopathe", "la dermatologue", "le notaire")
+MOIS = (
+    "janvier",
+    "février",
+    "mars",
+    "avril",
+    "mai",
+    "juin",
+    "juillet",
+    "août",
+    "septembre",
+    "octobre",
+    "novembre",
+    "décembre",
+)
+PROS = (
+    "le dentiste",
+    "le médecin",
+    "l'ophtalmo",
+    "le kiné",
+    "la banque",
+    "le garagiste",
+    "le coiffeur",
+    "l'ostéopathe",
+    "la dermatologue",
+    "le notaire",
+)
 HEURES = ("9h", "10h30", "11h", "14h", "14h30", "15h", "16h45", "17h30", "18h", "8h15")
-PROCHES = ("sa mère", "son père", "sa sœur", "son frère", "sa fille", "son fils", "sa compagne",
-           "son mari", "sa grand-mère", "son meilleur ami", "sa colocataire", "son oncle")
-PROMESSES = ("raconter la fin de son voyage", "envoyer la recette du gratin",
-             "montrer les photos du mariage", "donner des nouvelles de son entretien",
-             "dire comment s'est passé son examen", "faire écouter sa nouvelle chanson",
-             "expliquer comment marche son nouveau travail", "prêter son livre préféré")
-LANGUES = ("le japonais", "l'espagnol", "l'allemand", "le coréen", "l'italien", "le russe",
-           "le portugais", "l'arabe", "la langue des signes", "le néerlandais")
-INSTRUMENTS = ("de la guitare", "du piano", "de la batterie", "du violon", "de la basse",
-               "du saxophone", "de l'accordéon", "de la flûte")
-GROUPES = ("un groupe de rock", "une fanfare", "un orchestre amateur", "un groupe de jazz",
-           "une chorale", "un groupe de reggae")
-SERIES = ("Le Bureau des légendes", "Kaamelott", "The Office", "Dark", "Lupin", "Severance",
-          "Les Simpson", "Twin Peaks", "Breaking Bad", "Fleabag")
-AUTEURS = ("Fred Vargas", "Annie Ernaux", "Victor Hugo", "Haruki Murakami", "Agatha Christie",
-           "Alain Damasio", "Ursula Le Guin", "Émile Zola", "Amélie Nothomb", "Stephen King")
-PEURS = ("de l'avion", "des araignées", "du noir", "des chiens", "de l'eau profonde",
-         "de parler en public", "des hôpitaux", "de la foule", "des serpents")
-SPORTS = ("du tennis", "de la natation", "du badminton", "de la course à pied", "du judo",
-          "de la boxe", "du handball", "du ski", "de la randonnée")
-FREQUENCES = ("deux fois par semaine", "tous les dimanches", "chaque matin", "le week-end",
-              "tous les jours", "une fois par mois", "le mercredi soir")
-OBJETS = ("un vélo électrique", "une guitare", "un appareil photo", "une voiture d'occasion",
-          "un canapé", "une machine à café", "une tente", "un ordinateur portable")
+PROCHES = (
+    "sa mère",
+    "son père",
+    "sa sœur",
+    "son frère",
+    "sa fille",
+    "son fils",
+    "sa compagne",
+    "son mari",
+    "sa grand-mère",
+    "son meilleur ami",
+    "sa colocataire",
+    "son oncle",
+)
+PROMESSES = (
+    "raconter la fin de son voyage",
+    "envoyer la recette du gratin",
+    "montrer les photos du mariage",
+    "donner des nouvelles de son entretien",
+    "dire comment s'est passé son examen",
+    "faire écouter sa nouvelle chanson",
+    "expliquer comment marche son nouveau travail",
+    "prêter son livre préféré",
+)
+LANGUES = (
+    "le japonais",
+    "l'espagnol",
+    "l'allemand",
+    "le coréen",
+    "l'italien",
+    "le russe",
+    "le portugais",
+    "l'arabe",
+    "la langue des signes",
+    "le néerlandais",
+)
+INSTRUMENTS = (
+    "de la guitare",
+    "du piano",
+    "de la batterie",
+    "du violon",
+    "de la basse",
+    "du saxophone",
+    "de l'accordéon",
+    "de la flûte",
+)
+GROUPES = (
+    "un groupe de rock",
+    "une fanfare",
+    "un orchestre amateur",
+    "un groupe de jazz",
+    "une chorale",
+    "un groupe de reggae",
+)
+SERIES = (
+    "Le Bureau des légendes",
+    "Kaamelott",
+    "The Office",
+    "Dark",
+    "Lupin",
+    "Severance",
+    "Les Simpson",
+    "Twin Peaks",
+    "Breaking Bad",
+    "Fleabag",
+)
+AUTEURS = (
+    "Fred Vargas",
+    "Annie Ernaux",
+    "Victor Hugo",
+    "Haruki Murakami",
+    "Agatha Christie",
+    "Alain Damasio",
+    "Ursula Le Guin",
+    "Émile Zola",
+    "Amélie Nothomb",
+    "Stephen King",
+)
+PEURS = (
+    "de l'avion",
+    "des araignées",
+    "du noir",
+    "des chiens",
+    "de l'eau profonde",
+    "de parler en public",
+    "des hôpitaux",
+    "de la foule",
+    "des serpents",
+)
+SPORTS = (
+    "du tennis",
+    "de la natation",
+    "du badminton",
+    "de la course à pied",
+    "du judo",
+    "de la boxe",
+    "du handball",
+    "du ski",
+    "de la randonnée",
+)
+FREQUENCES = (
+    "deux fois par semaine",
+    "tous les dimanches",
+    "chaque matin",
+    "le week-end",
+    "tous les jours",
+    "une fois par mois",
+    "le mercredi soir",
+)
+OBJETS = (
+    "un vélo électrique",
+    "une guitare",
+    "un appareil photo",
+    "une voiture d'occasion",
+    "un canapé",
+    "une machine à café",
+    "une tente",
+    "un ordinateur portable",
+)
 
 TEMPLATES = (
     ("L'utilisateur a {a} qui s'appelle {p}.", {"a": ANIMAUX, "p": PRENOMS}),
@@ -85,8 +295,10 @@ TEMPLATES = (
     ("L'utilisateur a rendez-vous chez {x} {j} à {h}.", {"x": PROS, "j": JOURS, "h": HEURES}),
     ("Le meilleur ami de l'utilisateur s'appelle {p} et vit à {v}.", {"p": PRENOMS, "v": VILLES}),
     ("L'utilisateur a promis de {x} à {p}.", {"x": PROMESSES, "p": PRENOMS}),
-    ("L'utilisateur a visité {v} en {mo} {y}.",
-     {"v": VILLES, "mo": MOIS, "y": ("2019", "2021", "2022", "2023", "2024")}),
+    (
+        "L'utilisateur a visité {v} en {mo} {y}.",
+        {"v": VILLES, "mo": MOIS, "y": ("2019", "2021", "2022", "2023", "2024")},
+    ),
     ("L'utilisateur apprend {x} depuis {n} mois.", {"x": LANGUES, "n": tuple(map(str, range(2, 19)))}),
     ("L'utilisateur joue {i} dans {g}.", {"i": INSTRUMENTS, "g": GROUPES}),
     ("L'utilisateur regarde {s} avec {q}.", {"s": SERIES, "q": PROCHES}),
@@ -97,13 +309,12 @@ TEMPLATES = (
     ("L'utilisateur a acheté {o} pour {q}.", {"o": OBJETS, "q": PROCHES}),
     ("L'utilisateur appelle {q} tous les {j}s.", {"q": PROCHES, "j": JOURS}),
     ("L'utilisateur a rencontré {p} pendant ses études à {v}.", {"p": PRENOMS, "v": VILLES}),
-    ("L'utilisateur a un collègue, {p}, qui habite à {v} et fait {s}.",
-     {"p": PRENOMS, "v": VILLES, "s": SPORTS}),
-    ("{q} de l'utilisateur vit à {v} et travaille comme {m}.",
-     {"q": ("La sœur", "Le frère", "La mère", "Le père", "La cousine", "L'oncle"), "v": VILLES,
-      "m": METIERS}),
-    ("L'utilisateur part en week-end à {v} avec {q} en {mo}.",
-     {"v": VILLES, "q": PROCHES, "mo": MOIS}),
+    ("L'utilisateur a un collègue, {p}, qui habite à {v} et fait {s}.", {"p": PRENOMS, "v": VILLES, "s": SPORTS}),
+    (
+        "{q} de l'utilisateur vit à {v} et travaille comme {m}.",
+        {"q": ("La sœur", "Le frère", "La mère", "Le père", "La cousine", "L'oncle"), "v": VILLES, "m": METIERS},
+    ),
+    ("L'utilisateur part en week-end à {v} avec {q} en {mo}.", {"v": VILLES, "q": PROCHES, "mo": MOIS}),
 )
 
 
@@ -134,7 +345,9 @@ def reworded(text: str, rng: random.Random) -> str:
 # --- report ----------------------------------------------------------------------------------
 
 
-def corpus_pairs(facts: dict[str, tuple[str, ...]] = FACTS) -> list[tuple[bool, str, str, str, dict[str, float | bool]]]:
+def corpus_pairs(
+    facts: dict[str, tuple[str, ...]] = FACTS,
+) -> list[tuple[bool, str, str, str, dict[str, float | bool]]]:
     memories = [(topic, text) for topic, texts in facts.items() for text in texts]
     out = []
     for (ta, a), (tb, b) in itertools.combinations(memories, 2):
@@ -151,8 +364,10 @@ def report_corpus(
     variants = [p for p in pairs if p[0]]
     distinct = [p for p in pairs if not p[0]]
     print(f"=== {language} corpus ===")
-    print(f"corpus: {n_memories} memories, {len(facts)} facts, {len(pairs)} pairs "
-          f"({len(variants)} rewordings, {len(distinct)} distinct-fact pairs)")
+    print(
+        f"corpus: {n_memories} memories, {len(facts)} facts, {len(pairs)} pairs "
+        f"({len(variants)} rewordings, {len(distinct)} distinct-fact pairs)"
+    )
     low = min(variants, key=lambda p: p[4]["score"])
     high = max(distinct, key=lambda p: p[4]["score"])
     unprotected = [p for p in distinct if not (p[4]["carriers_differ"] or p[4]["substitution"])]
@@ -160,14 +375,15 @@ def report_corpus(
     print(f"highest distinct-fact score: {high[4]['score']:.3f}  {high[2]!r} / {high[3]!r}")
     if unprotected:
         uncapped = max(unprotected, key=lambda p: p[4]["score"])
-        print(f"  highest with no cap applying: {uncapped[4]['score']:.3f}"
-              f"  {uncapped[2]!r} / {uncapped[3]!r}")
+        print(f"  highest with no cap applying: {uncapped[4]['score']:.3f}  {uncapped[2]!r} / {uncapped[3]!r}")
     else:
         print("  every distinct-fact pair has a cap applying")
     merged_v = sum(p[4]["score"] >= SIMILARITY_THRESHOLD for p in variants)
     merged_d = sum(p[4]["score"] >= SIMILARITY_THRESHOLD for p in distinct)
-    print(f"merged at >= {SIMILARITY_THRESHOLD}: {merged_v}/{len(variants)} rewordings, "
-          f"{merged_d}/{len(distinct)} distinct-fact pairs")
+    print(
+        f"merged at >= {SIMILARITY_THRESHOLD}: {merged_v}/{len(variants)} rewordings, "
+        f"{merged_d}/{len(distinct)} distinct-fact pairs"
+    )
 
     print("\nevery pair between 0.70 and 0.85 (score after caps; [raw, caps] when a cap lowered it):")
     band = sorted((p for p in pairs if 0.70 <= p[4]["score"] <= 0.85), key=lambda p: p[4]["score"])
@@ -176,23 +392,28 @@ def report_corpus(
         lowered = f" [raw {d['raw']:.3f}, {caps}]" if d["raw"] > d["score"] else ""
         print(f"  {d['score']:.3f}{lowered} {label}: {a!r} / {b!r}")
 
-    print("\nprototype traps (raw = before any cap, carrier = carrier cap only, final = both caps;"
-          " the prototype's figures were measured on its own sentences):")
+    print(
+        "\nprototype traps (raw = before any cap, carrier = carrier cap only, final = both caps;"
+        " the prototype's figures were measured on its own sentences):"
+    )
     for name, a, b in traps:
         d = similarity_details(a, b)
         print(f"  raw {d['raw']:.3f}  carrier {d['carrier_score']:.3f}  final {d['score']:.3f}  {name}")
 
-    print("\nsubstitution cap: rewordings the prototype's measure (carrier cap only, same MIN_RATIO_CHARS)"
-          " merges and the final measure does not:")
+    print(
+        "\nsubstitution cap: rewordings the prototype's measure (carrier cap only, same MIN_RATIO_CHARS)"
+        " merges and the final measure does not:"
+    )
     lost = [p for p in variants if p[4]["carrier_score"] >= SIMILARITY_THRESHOLD > p[4]["score"]]
     saved = [p for p in distinct if p[4]["carrier_score"] >= SIMILARITY_THRESHOLD > p[4]["score"]]
     prototype_merged = sum(p[4]["carrier_score"] >= SIMILARITY_THRESHOLD for p in variants)
     for _, label, a, b, d in lost:
         print(f"  carrier {d['carrier_score']:.3f} -> {d['score']:.3f}  {label}: {a!r} / {b!r}")
-    print(f"  cost: {len(lost)} of the {prototype_merged} rewordings the prototype's measure merged "
-          f"({len(lost) / max(1, prototype_merged):.0%}) stay as duplicates")
-    print(f"  gain: {len(saved)} distinct-fact pairs the prototype's measure merged (a fact erased)"
-          " no longer merge:")
+    print(
+        f"  cost: {len(lost)} of the {prototype_merged} rewordings the prototype's measure merged "
+        f"({len(lost) / max(1, prototype_merged):.0%}) stay as duplicates"
+    )
+    print(f"  gain: {len(saved)} distinct-fact pairs the prototype's measure merged (a fact erased) no longer merge:")
     for _, label, _a, _b, d in saved:
         print(f"    carrier {d['carrier_score']:.3f} -> {d['score']:.3f}  {label}")
 
@@ -207,8 +428,10 @@ def report_corpus(
             d_final = sum(not is_variant and d["score"] >= thr for is_variant, d in rerun)
             d_prototype = sum(not is_variant and d["carrier_score"] >= thr for is_variant, d in rerun)
             mark = "  <- MIN_RATIO_CHARS" if value == chosen else ""
-            print(f"  {value:>3}: rewordings merged {v:>3}, distinct merged {d_final} "
-                  f"(prototype's measure: {d_prototype}){mark}")
+            print(
+                f"  {value:>3}: rewordings merged {v:>3}, distinct merged {d_final} "
+                f"(prototype's measure: {d_prototype}){mark}"
+            )
     finally:
         dedup.MIN_RATIO_CHARS = chosen
 
@@ -231,10 +454,14 @@ def report_scale() -> None:
     corpus = [text for texts in FACTS.values() for text in texts]
     pool = generated_memories(12_000, rng)
     print("\nscale: one candidate checked against N memories, mean / p95 per candidate")
-    print("  index = DedupIndex.best_match; scan = every memory scored, features cached;"
-          " exhaustive = best_match_exhaustive")
-    print(f"  {'N':>6} {'index':>16} {'scan':>18} {'exhaustive':>18}  {'scan/index':>10}"
-          f" {'exh/index':>9}  identical  merges  build")
+    print(
+        "  index = DedupIndex.best_match; scan = every memory scored, features cached;"
+        " exhaustive = best_match_exhaustive"
+    )
+    print(
+        f"  {'N':>6} {'index':>16} {'scan':>18} {'exhaustive':>18}  {'scan/index':>10}"
+        f" {'exh/index':>9}  identical  merges  build"
+    )
     for n, n_baseline in ((100, 80), (1_000, 40), (10_000, 12)):
         memories = (corpus + pool)[:n] if n > len(corpus) else rng.sample(corpus, n)
         items = list(enumerate(memories, start=1))
@@ -267,10 +494,12 @@ def report_scale() -> None:
                 identical &= got == expected == scanned
         mean = {k: statistics.mean(v) * 1e3 for k, v in timed.items()}
         cells = "".join(f" {mean[k]:>7.2f} / {_p95(v) * 1e3:>6.2f} ms" for k, v in timed.items())
-        print(f"  {n:>6}{cells}  {mean['scan'] / mean['index']:>9.1f}x"
-              f" {mean['exhaustive'] / mean['index']:>8.1f}x  {identical!s:>9}"
-              f" {merges:>4}/{len(candidates)}  {build:.2f} s"
-              f"  (baselines on {len(timed['scan'])} candidates)")
+        print(
+            f"  {n:>6}{cells}  {mean['scan'] / mean['index']:>9.1f}x"
+            f" {mean['exhaustive'] / mean['index']:>8.1f}x  {identical!s:>9}"
+            f" {merges:>4}/{len(candidates)}  {build:.2f} s"
+            f"  (baselines on {len(timed['scan'])} candidates)"
+        )
 
 
 def _p95(values: list[float]) -> float:

@@ -102,12 +102,8 @@ FACTS: dict[str, tuple[str, ...]] = {
         "Ce soir, l'utilisateur dîne chez ses parents.",
     ),
     "dîner demain": ("L'utilisateur dîne chez ses parents demain soir.",),
-    "contrat 10 séances": (
-        "Le contrat de coaching de l'utilisateur prévoit 10 séances à 200 € chacune.",
-    ),
-    "contrat 3 séances": (
-        "Le contrat de coaching de l'utilisateur prévoit 3 séances à 50 € chacune.",
-    ),
+    "contrat 10 séances": ("Le contrat de coaching de l'utilisateur prévoit 10 séances à 200 € chacune.",),
+    "contrat 3 séances": ("Le contrat de coaching de l'utilisateur prévoit 3 séances à 50 € chacune.",),
     "promesse Japon": (
         "L'utilisateur a promis de raconter la fin de son voyage au Japon.",
         "L'utilisateur a promis de raconter la suite de son voyage au Japon.",

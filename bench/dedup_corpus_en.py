@@ -52,17 +52,13 @@ FACTS_EN: dict[str, tuple[str, ...]] = {
         "The user has a peanut allergy.",
         "The user is severely allergic to peanuts.",
     ),
-    "shellfish": (
-        "The user is allergic to shellfish.",
-    ),
+    "shellfish": ("The user is allergic to shellfish.",),
     "coriander dislike": (
         "The user does not like coriander.",
         "The user doesn't like coriander.",
         "The user dislikes coriander.",
     ),
-    "coriander like": (
-        "The user likes coriander.",
-    ),
+    "coriander like": ("The user likes coriander.",),
     "sister": (
         "The user has a sister named Anna who lives in York.",
         "The user's sister Anna lives in York.",
@@ -75,9 +71,7 @@ FACTS_EN: dict[str, tuple[str, ...]] = {
         "The user has a dentist appointment next Tuesday.",
         "The user has an appointment with the dentist next Tuesday.",
     ),
-    "dentist thursday": (
-        "The user has a dentist appointment next Thursday.",
-    ),
+    "dentist thursday": ("The user has a dentist appointment next Thursday.",),
     "climbing": (
         "The user goes climbing on Wednesdays.",
         "On Wednesdays, the user goes climbing.",
@@ -91,23 +85,15 @@ FACTS_EN: dict[str, tuple[str, ...]] = {
         "The user is diabetic.",
         "The user has diabetes.",
     ),
-    "insomniac": (
-        "The user is an insomniac.",
-    ),
+    "insomniac": ("The user is an insomniac.",),
     "vegetarian": (
         "The user is vegetarian.",
         "The user is a vegetarian.",
         "The user has been vegetarian for five years.",
     ),
-    "mother near": (
-        "The user lives near their mother.",
-    ),
-    "mother with": (
-        "The user lives with their mother.",
-    ),
-    "holiday husband": (
-        "The user is going on holiday with her husband.",
-    ),
+    "mother near": ("The user lives near their mother.",),
+    "mother with": ("The user lives with their mother.",),
+    "holiday husband": ("The user is going on holiday with her husband.",),
     "holiday Mary": (
         "The user is going on holiday with Mary.",
         "The user is going on holiday with Mary, her best friend.",

@@ -75,7 +75,13 @@ class ModelInThread:
                 return json.dumps({"summary": "Alice aime beaucoup de choses."})
             said = request.last_user.split("The exchange:", 1)[1]
             n = said.split("numéro ", 1)[1].split(" ", 1)[0] if "numéro " in said else "0"
-            return json.dumps({"memories": [{"text": f"L'utilisateur aime la chose numéro {n}", "type": "preference", "confidence": 0.95}]})
+            return json.dumps(
+                {
+                    "memories": [
+                        {"text": f"L'utilisateur aime la chose numéro {n}", "type": "preference", "confidence": 0.95}
+                    ]
+                }
+            )
 
         self.server.handler = handler
         self.loop.run_until_complete(self.server.start())
@@ -94,10 +100,14 @@ class ModelInThread:
 
 
 def chat_file(folder: Path, exchanges: int) -> Path:
-    lines = [{"user_name": "Alice", "character_name": "Écho", "create_date": "2024-03-01@10h00m00s", "chat_metadata": {}}]
+    lines = [
+        {"user_name": "Alice", "character_name": "Écho", "create_date": "2024-03-01@10h00m00s", "chat_metadata": {}}
+    ]
     for n in range(exchanges):
         at = f"2024-03-01T10:{n // 60:02d}:{n % 60:02d}.000Z"
-        lines.append({"name": "Alice", "is_user": True, "send_date": at, "mes": f"J'aime la chose numéro {n} .", "extra": {}})
+        lines.append(
+            {"name": "Alice", "is_user": True, "send_date": at, "mes": f"J'aime la chose numéro {n} .", "extra": {}}
+        )
         lines.append({"name": "Écho", "is_user": False, "send_date": at, "mes": f"La chose {n}, noté.", "extra": {}})
     path = folder / "chat.jsonl"
     path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
@@ -109,7 +119,9 @@ def p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
-async def run(folder: Path, template: Path, url: str, args: argparse.Namespace, *, live: bool, imports: bool, gate: bool) -> dict[str, float]:
+async def run(
+    folder: Path, template: Path, url: str, args: argparse.Namespace, *, live: bool, imports: bool, gate: bool
+) -> dict[str, float]:
     path = folder / f"run-{live}-{imports}-{gate}.sqlite3"
     shutil.copyfile(template, path)
     db = await open_database(path)
@@ -130,7 +142,11 @@ async def run(folder: Path, template: Path, url: str, args: argparse.Namespace, 
         async def person(u: int) -> None:
             for t in range(args.turns):
                 said = Incoming(
-                    user_id=OwnerKey(f"user-{u}"), user_name=f"User{u}", text=f"Message {t} de {u}", story_id=StoryId(f"s-{u}"), place="g"
+                    user_id=OwnerKey(f"user-{u}"),
+                    user_name=f"User{u}",
+                    text=f"Message {t} de {u}",
+                    story_id=StoryId(f"s-{u}"),
+                    place="g",
                 )
                 started = time.perf_counter()
                 await speaker.conversation.turn(said)
@@ -174,7 +190,9 @@ async def main() -> None:
             alone = await run(folder, template, url, args, live=False, imports=True, gate=True)
             both = await run(folder, template, url, args, live=True, imports=True, gate=True)
             ungated = await run(folder, template, url, args, live=True, imports=True, gate=False)
-        print(f"model: one slot, {args.model_ms:.0f} ms a call; {args.users} people x {args.turns} turns; an import of {args.exchanges} exchanges")
+        print(
+            f"model: one slot, {args.model_ms:.0f} ms a call; {args.users} people x {args.turns} turns; an import of {args.exchanges} exchanges"
+        )
         print(f"quiet:          live p50 {quiet['p50'] * 1000:6.0f} ms  p95 {quiet['p95'] * 1000:6.0f} ms")
         print(f"import alone:   {alone['rate']:6.2f} exchanges/s ({alone['exchanges']:.0f} in {alone['wall']:.1f} s)")
         for name, r in (("both", both), ("both, no gate", ungated)):

@@ -104,7 +104,9 @@ def rss_mb() -> float:
 
 
 def seed_rows(n: int, pool: list[Any], vectors: np.ndarray, rng: np.random.Generator) -> tuple[list[str], np.ndarray]:
-    texts = [pool[i % len(pool)].text if i < len(pool) else f"{pool[i % len(pool)].text[:-1]} (note {i})." for i in range(n)]
+    texts = [
+        pool[i % len(pool)].text if i < len(pool) else f"{pool[i % len(pool)].text[:-1]} (note {i})." for i in range(n)
+    ]
     picked = vectors[np.arange(n) % len(pool)].copy()
     extra = np.arange(n) >= len(pool)
     if extra.any():
@@ -170,6 +172,7 @@ class Watch:
         ctx = insides.context(engine)
         original_chat = ctx.calls.llm.chat
         original_write = ctx.db.write
+
         async def chat(*args: Any, **kwargs: Any) -> str:
             start = time.perf_counter()
             try:
@@ -232,7 +235,9 @@ async def run_size(
 ) -> dict[str, float]:
     users, memory_of = users_and_reflections(1, turns + 1)
     user = users[0]
-    server.handler = lambda request: REPLY if request.json_schema is None else scripted_reflection(request.last_user, memory_of)
+    server.handler = lambda request: (
+        REPLY if request.json_schema is None else scripted_reflection(request.last_user, memory_of)
+    )
     path = directory / f"latency-{n}.sqlite3"
     seeded = await seed(path, [user.user_id], n, pool, vectors, embedder.model)
     db = await SQLiteDatabase.open(path)
@@ -415,7 +420,9 @@ async def bench(sizes: list[int], turns: int, rss: bool = False) -> int:
         print()
         print("The message read in its conversation, turns taking turns in the same run (p50 / p95 ms, ratio")
         print("to the bound, and that ratio against the message alone's): alone = the message alone is the")
-        print("query; ahead = message and lines given to Engine.conversation.read_ahead BURST_SECONDS before the turn (Discord's")
+        print(
+            "query; ahead = message and lines given to Engine.conversation.read_ahead BURST_SECONDS before the turn (Discord's"
+        )
         print("bursts); no wait = the turn embeds its message and the message read in its conversation itself.")
         for r in conversation_rows:
             base = r["p50 alone"] / r["bound"]
@@ -427,7 +434,8 @@ async def bench(sizes: list[int], turns: int, rss: bool = False) -> int:
                 failed |= limit is not None and ratio > base * (1 + limit)
                 cells.append(
                     f"{mode} {r[f'p50 {mode}']:.1f} / {r[f'p95 {mode}']:.1f} ({ratio:.2f}x, {ratio / base - 1:+.0%}"
-                    + (f" <= +{limit:.0%}{verdict}" if limit is not None else "") + ")"
+                    + (f" <= +{limit:.0%}{verdict}" if limit is not None else "")
+                    + ")"
                 )
             print(f"  {r['n']:>7,}: " + "   ".join(cells))
             alone, both, chars = await added_text_cost(embedder, r["queries"])  # type: ignore[arg-type]

@@ -340,7 +340,11 @@ def timing_callbacks(probe: Probe) -> Iterator[None]:
         cpu = time.thread_time() - start
         if cpu >= STALL_SECONDS:
             task = getattr(handle._callback, "__self__", None)  # type: ignore[attr-defined]
-            name = getattr(task.get_coro(), "__qualname__", "?") if isinstance(task, asyncio.Task) else repr(handle._callback)  # type: ignore[attr-defined]
+            name = (
+                getattr(task.get_coro(), "__qualname__", "?")
+                if isinstance(task, asyncio.Task)
+                else repr(handle._callback)
+            )  # type: ignore[attr-defined]
             probe.stalls.append((time.perf_counter(), cpu, name))
 
     asyncio.events.Handle._run = timed  # type: ignore[method-assign, assignment]
@@ -523,7 +527,15 @@ async def seed_big(
                 "INSERT INTO memory_vectors (memory_id, user_id, model, content_hash, dim, vector, "
                 "embedded_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (r[0], user.user_id, model, r[1], picked.shape[1], picked[i].astype(VECTOR_DTYPE).tobytes(), to_db(now))
+                    (
+                        r[0],
+                        user.user_id,
+                        model,
+                        r[1],
+                        picked.shape[1],
+                        picked[i].astype(VECTOR_DTYPE).tobytes(),
+                        to_db(now),
+                    )
                     for i, r in enumerate(stored)
                 ],
             )
@@ -834,7 +846,11 @@ def print_cold(result: RunResult, without: RunResult, user_id: str) -> tuple[str
         split = "/".join(
             f"{mean_ms(during, pick):.0f}"
             for pick in (
-                lambda t: t.write_wait, lambda t: t.write_held, lambda t: t.embed, lambda t: t.read, lambda t: t.other
+                lambda t: t.write_wait,
+                lambda t: t.write_held,
+                lambda t: t.embed,
+                lambda t: t.read,
+                lambda t: t.other,
             )
         )
         cells.append(f"{name} {ms([t.overhead for t in during], 50):.0f} / {ms([t.overhead for t in during], 95):.0f} "
@@ -853,7 +869,10 @@ def print_cold(result: RunResult, without: RunResult, user_id: str) -> tuple[str
           f"{max((cpu for _, cpu in window), default=0.0) * 1000:.0f} ms (a lag beyond it is the machine "
           f"descheduling the process)")  # fmt: skip
     stalls = sorted(((cpu, name) for at, cpu, name in p.stalls if p.arrived <= at <= end), reverse=True)
-    longest = ", ".join(f"{cpu * 1000:.0f} ms ({name})" for cpu, name in stalls[:3]) or f"none of {STALL_SECONDS * 1000:.0f} ms or more"
+    longest = (
+        ", ".join(f"{cpu * 1000:.0f} ms ({name})" for cpu, name in stalls[:3])
+        or f"none of {STALL_SECONDS * 1000:.0f} ms or more"
+    )
     print(f"    the loop's longest stalls (one callback's own CPU) in that window: {longest}")
     print(f"    lost {result.lost}, locked {result.locked}, duplicates {result.duplicate_groups}, twice "
           f"{twice(result)}, turns failed or unanswered {result.unanswered + len(p.turn_errors)}")  # fmt: skip
@@ -871,7 +890,12 @@ def twice(result: RunResult) -> int:
 
 
 async def bench(
-    sizes: list[int], user_count: int, turn_count: int, big: int = 0, think: float = THINK, cold: int = COLD,
+    sizes: list[int],
+    user_count: int,
+    turn_count: int,
+    big: int = 0,
+    think: float = THINK,
+    cold: int = COLD,
     modes: Sequence[str] = (SEQUENTIAL, PACED, FLAT_OUT),
 ) -> int:
     started = time.perf_counter()
@@ -970,7 +994,14 @@ async def bench(
                 print(f"  {PACED} again, and one more user holding {cold:,} memories, not warmed at start-up (last "
                       f"seen long ago), whose first message comes {COLD_ARRIVE:g} s in (seeded in {seconds:.1f} s):")  # fmt: skip
                 with_cold = await run(
-                    copy, [*users, cold_user], embedder, server, mode=PACED, think=think, cold=cold_user, arrive=COLD_ARRIVE
+                    copy,
+                    [*users, cold_user],
+                    embedder,
+                    server,
+                    mode=PACED,
+                    think=think,
+                    cold=cold_user,
+                    arrive=COLD_ARRIVE,
                 )
                 server.requests.clear()
                 checked.append(with_cold)
@@ -997,7 +1028,7 @@ async def bench(
     print(f"bench ran in {time.perf_counter() - started:.0f} s")
     failed = any(r.lost or r.locked or r.duplicate_groups or twice(r) for r in checked)
     print(
-        f"{'FAIL' if failed else 'OK'}: lost reflections, \"database is locked\" errors, duplicate "
+        f'{"FAIL" if failed else "OK"}: lost reflections, "database is locked" errors, duplicate '
         "memories and exchanges reflected twice must all be 0"
     )
     return 1 if failed or cold_failed else 0
@@ -1010,22 +1041,35 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=TURNS, help="turns per user")
     parser.add_argument("--big", type=int, default=BIG, help="memories of one more user in a fourth run (0: none)")
     parser.add_argument(
-        "--cold", type=int, default=COLD,
+        "--cold",
+        type=int,
+        default=COLD,
         help="memories of one more user, not warmed at start-up, who arrives while the others talk (0: no such run)",
     )
     parser.add_argument(
-        "--runs", nargs="+", choices=(SEQUENTIAL, PACED, FLAT_OUT), default=[SEQUENTIAL, PACED, FLAT_OUT],
+        "--runs",
+        nargs="+",
+        choices=(SEQUENTIAL, PACED, FLAT_OUT),
+        default=[SEQUENTIAL, PACED, FLAT_OUT],
         help=f"which runs per size (the cold user's run needs '{PACED}', its baseline)",
     )
-    parser.add_argument("--think", type=float, default=THINK, help="seconds from a reply to the user's next message, on average, in the paced run")
     parser.add_argument(
-        "--store", choices=("sqlite", "postgresql"), default="sqlite",
+        "--think",
+        type=float,
+        default=THINK,
+        help="seconds from a reply to the user's next message, on average, in the paced run",
+    )
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgresql"),
+        default="sqlite",
         help="postgresql: the users split over two bot processes sharing one PostgreSQL database, "
         "next to SQLite in one process (bench/load_processes.py)",
     )
     parser.add_argument("--database-url", default=None, help="with --store postgresql; default: a throwaway cluster")
     parser.add_argument(
-        "--serial", action="store_true",
+        "--serial",
+        action="store_true",
         help="a model serving one request at a time with fixed durations: the live wait with and without a "
         "reflection backlog (bench/load_serial.py; --users and --turns default to 6 and 8, --think to 8)",
     )

@@ -27,8 +27,16 @@ _FIRST_NAMES = (
     "Olivia Paul Quentin Rose Simon Tania Ulysse Vanessa William Yasmine Zoé"
 ).split()
 _JOBS = (
-    "boulanger", "développeur", "pharmacien", "comptable", "menuisier", "professeur de maths",
-    "ingénieur du son", "chauffeur de bus", "architecte", "bibliothécaire",
+    "boulanger",
+    "développeur",
+    "pharmacien",
+    "comptable",
+    "menuisier",
+    "professeur de maths",
+    "ingénieur du son",
+    "chauffeur de bus",
+    "architecte",
+    "bibliothécaire",
 )
 _CITIES = ("Lyon", "Lille", "Rennes", "Bordeaux", "Toulouse", "Brest", "Angers", "Dijon", "Caen", "Metz")
 _PETS = (("chien", "Pixel"), ("chat", "Moustache"), ("lapin", "Caramel"), ("perroquet", "Kiwi"), ("furet", "Sushi"))
@@ -36,7 +44,13 @@ _INSTRUMENTS = ("de la batterie", "de la basse", "du saxophone", "du violon", "d
 _WEEKDAYS = ("lundi", "mardi", "mercredi", "jeudi", "vendredi")
 _ALLERGENS = ("aux crevettes", "au kiwi", "au lait de vache", "au sésame", "aux œufs")
 _CHILDREN = ("Noé", "Léon", "Malo", "Timéo", "Sacha", "Gabin")
-_COLLECTIONS = ("timbres", "vinyles de jazz", "capsules de bouteilles", "cartes postales anciennes", "montres mécaniques")
+_COLLECTIONS = (
+    "timbres",
+    "vinyles de jazz",
+    "capsules de bouteilles",
+    "cartes postales anciennes",
+    "montres mécaniques",
+)
 _TRIPS = ("Islande", "Écosse", "Norvège", "Andalousie", "Croatie")
 _MONTHS = ("mars", "mai", "juillet", "septembre", "octobre")
 

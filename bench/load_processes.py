@@ -106,7 +106,11 @@ async def worker(target: str, llm_url: str, users: list[SimUser]) -> dict[str, A
     async def talk(user: SimUser) -> None:
         for index, text in enumerate(user.messages):
             incoming = Incoming(
-                user_id=user.user_id, user_name=user.name, text=text, story_id=STORY, place=PLACE,
+                user_id=user.user_id,
+                user_name=user.name,
+                text=text,
+                story_id=STORY,
+                place=PLACE,
                 message_id=f"{user.user_id}-{index}",
             )
             start = time.perf_counter()
@@ -172,14 +176,26 @@ def _split(users: list[SimUser], parts: int) -> list[list[SimUser]]:
     return [users[i::parts] for i in range(parts)]
 
 
-def _run_workers(target: str, llm_url: str, groups: list[list[SimUser]], user_count: int, turns: int) -> list[dict[str, Any]]:
+def _run_workers(
+    target: str, llm_url: str, groups: list[list[SimUser]], user_count: int, turns: int
+) -> list[dict[str, Any]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "LLM_", "EMBEDDINGS"))}
     env["PYTHONPATH"] = str(ROOT)
     procs = [
         subprocess.Popen(
-            [sys.executable, __file__, "--worker", target, llm_url, str(user_count), str(turns),
-             ",".join(u.user_id for u in group)],
-            stdout=subprocess.PIPE, env=env, text=True,
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                target,
+                llm_url,
+                str(user_count),
+                str(turns),
+                ",".join(u.user_id for u in group),
+            ],
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
         )
         for group in groups
     ]
@@ -193,7 +209,12 @@ def _run_workers(target: str, llm_url: str, groups: list[list[SimUser]], user_co
 
 
 def _figures(
-    label: str, results: list[dict[str, Any]], lost: int, dups: int, asked: Counter[tuple[str, str]], calls: int,
+    label: str,
+    results: list[dict[str, Any]],
+    lost: int,
+    dups: int,
+    asked: Counter[tuple[str, str]],
+    calls: int,
     sent: Counter[tuple[str, str]],
 ) -> tuple[str, bool]:
     turns = sum(r["turns"] for r in results)
@@ -269,7 +290,9 @@ async def compare(user_count: int, turns: int, database_url: str | None) -> int:
     finally:
         if cluster is not None:
             cluster.stop()
-    print(f"{'store':<34} {'turns':>6} {'turns/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'lost':>5} {'twice':>6} {'dups':>5} {'errors':>7} {'calls':>6} {'again':>6}")
+    print(
+        f"{'store':<34} {'turns':>6} {'turns/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'lost':>5} {'twice':>6} {'dups':>5} {'errors':>7} {'calls':>6} {'again':>6}"
+    )
     for line in rows:
         print(line)
     print(f"bench ran in {time.perf_counter() - started:.0f} s")

@@ -219,10 +219,16 @@ async def compare(user_count: int, turn_count: int, think: float, reply_s: float
     print(f"  {'replies':<40}" + "".join(f"{len(r.live_waits):>{width}}" for r in results))
     print(f"  {'until the last message answered, s':<40}" + "".join(f"{r.talked_s:>{width}.0f}" for r in results))
     print(f"  {'until every reflection drained, s':<40}" + "".join(f"{r.drained_s:>{width}.0f}" for r in results))
-    print(f"  {'messages unanswered or failed':<40}" + "".join(f"{r.unanswered + len(r.turn_errors):>{width}}" for r in results))
+    print(
+        f"  {'messages unanswered or failed':<40}"
+        + "".join(f"{r.unanswered + len(r.turn_errors):>{width}}" for r in results)
+    )
     print(f"  {'exchanges left unreflected':<40}" + "".join(f"{r.unreflected:>{width}}" for r in results))
     print(f"  {'facts stated':<40}" + "".join(f"{r.facts:>{width}}" for r in results))
-    print(f"  {'facts not stored / stored twice':<40}" + "".join(f"{f'{r.facts_missing} / {r.facts_twice}':>{width}}" for r in results))
+    print(
+        f"  {'facts not stored / stored twice':<40}"
+        + "".join(f"{f'{r.facts_missing} / {r.facts_twice}':>{width}}" for r in results)
+    )
     quiet, at_once, live = results
     bound = max(quiet.live_waits) + reflection_s
     longest = max(live.live_waits)
@@ -235,6 +241,8 @@ async def compare(user_count: int, turn_count: int, think: float, reply_s: float
         f"{reflection_s:g} s = {bound:.2f} s ({'OK' if longest <= bound else 'MISSED'}); all sent at once: "
         f"{max(at_once.live_waits):.2f} s"
     )
-    print(f"every message answered, every exchange reflected, every stated fact stored once: {'OK' if complete else 'MISSED'}")
+    print(
+        f"every message answered, every exchange reflected, every stated fact stored once: {'OK' if complete else 'MISSED'}"
+    )
     print(f"bench ran in {time.perf_counter() - started:.0f} s")
     return 0 if ok else 1

@@ -25,19 +25,47 @@ from tests.lore_reference import naive_fired
 
 ENTRIES = 200
 TURNS = 300
-WORDS = ("harbour", "tavern", "guild", "market", "tower", "bridge", "forest", "river", "castle", "temple",
-         "moon", "storm", "queen", "smith", "dragon", "library", "garden", "gate", "mine", "island")
+WORDS = (
+    "harbour",
+    "tavern",
+    "guild",
+    "market",
+    "tower",
+    "bridge",
+    "forest",
+    "river",
+    "castle",
+    "temple",
+    "moon",
+    "storm",
+    "queen",
+    "smith",
+    "dragon",
+    "library",
+    "garden",
+    "gate",
+    "mine",
+    "island",
+)
 
 
 def make_book(rng: random.Random) -> Lorebook:
     entries = []
     for n in range(ENTRIES):
-        keys = tuple(f"{rng.choice(WORDS)} {rng.choice(WORDS)}{n}" if k else f"{rng.choice(WORDS)}{n}" for k in range(3))
+        keys = tuple(
+            f"{rng.choice(WORDS)} {rng.choice(WORDS)}{n}" if k else f"{rng.choice(WORDS)}{n}" for k in range(3)
+        )
         regexes = (regex.compile(rf"\b{rng.choice(WORDS)}s? of {n}\b", regex.IGNORECASE),) if n % 20 == 0 else ()
         entries.append(
             LoreEntry(
-                f"entry {n}", "lore " * rng.randint(5, 40), keys=keys, regexes=regexes,
-                case_sensitive=n % 5 == 0, whole_words=n % 7 != 0, order=n, priority=rng.randint(0, 3),
+                f"entry {n}",
+                "lore " * rng.randint(5, 40),
+                keys=keys,
+                regexes=regexes,
+                case_sensitive=n % 5 == 0,
+                whole_words=n % 7 != 0,
+                order=n,
+                priority=rng.randint(0, 3),
             )
         )
     return Lorebook(entries)
@@ -48,8 +76,7 @@ def make_turn(rng: random.Random, book: Lorebook) -> list[str]:
     messages = []
     for _ in range(5):
         words = [
-            rng.choice(rng.choice(book.entries).keys) if rng.random() < 0.02 else rng.choice(WORDS)
-            for _ in range(40)
+            rng.choice(rng.choice(book.entries).keys) if rng.random() < 0.02 else rng.choice(WORDS) for _ in range(40)
         ]
         messages.append(" ".join(words))
     return messages
@@ -83,12 +110,16 @@ def main() -> None:
         fired += len(hits)
     fast_ms = statistics.median(fast) * 1000
     naive_ms = statistics.median(naive) * 1000
-    print(f"lorebook: {ENTRIES} entries, {sum(len(e.keys) for e in book.entries)} plain keywords, "
-          f"{sum(len(e.regexes) for e in book.entries)} regex keys; {TURNS} turns of "
-          f"{statistics.mean(len(chr(10).join(t)) for t in turns):.0f} characters scanned, "
-          f"{fired / TURNS:.1f} entries fired per turn")
-    print(f"fast matcher (Aho-Corasick + regexes, budget applied): median {fast_ms:.3f} ms per turn, "
-          f"p95 {sorted(fast)[int(TURNS * 0.95)] * 1000:.3f} ms")
+    print(
+        f"lorebook: {ENTRIES} entries, {sum(len(e.keys) for e in book.entries)} plain keywords, "
+        f"{sum(len(e.regexes) for e in book.entries)} regex keys; {TURNS} turns of "
+        f"{statistics.mean(len(chr(10).join(t)) for t in turns):.0f} characters scanned, "
+        f"{fired / TURNS:.1f} entries fired per turn"
+    )
+    print(
+        f"fast matcher (Aho-Corasick + regexes, budget applied): median {fast_ms:.3f} ms per turn, "
+        f"p95 {sorted(fast)[int(TURNS * 0.95)] * 1000:.3f} ms"
+    )
     print(f"  of which the 10 regex keys, searched one by one:    median {statistics.median(regex_only) * 1000:.3f} ms")
     print(f"naive scan (every keyword of every entry):             median {naive_ms:.3f} ms per turn")
     print(f"ratio naive / fast: {naive_ms / fast_ms:.1f}x; same entries fired on every turn: {same}")

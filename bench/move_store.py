@@ -62,7 +62,10 @@ async def fill(db: SQLiteDatabase, memories: int, users: int) -> None:
                 made += 1
             await store_vectors(
                 conn,
-                [VectorRow(i, u, "bench-model", content_hash(t), rng.random(DIM, dtype=np.float32)) for i, u, t in rows],
+                [
+                    VectorRow(i, u, "bench-model", content_hash(t), rng.random(DIM, dtype=np.float32))
+                    for i, u, t in rows
+                ],
             )
 
 
@@ -70,8 +73,11 @@ async def exports(db: SQLiteDatabase | PostgresDatabase, users: int) -> dict[str
     settings = load_settings(_env_file=None, llm_base_url="http://127.0.0.1:9", embeddings="local")
     async with httpx.AsyncClient(trust_env=False) as http:
         engine = Engine(
-            db=db, llm=LLMClient(http, api="ollama", base_url="http://127.0.0.1:9"), embedder=None,
-            settings=settings, character=load_character(None),
+            db=db,
+            llm=LLMClient(http, api="ollama", base_url="http://127.0.0.1:9"),
+            embedder=None,
+            settings=settings,
+            character=load_character(None),
         )
         out = {}
         for n in range(users):

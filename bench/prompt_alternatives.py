@@ -53,7 +53,9 @@ def task_in_the_request(engine: Engine) -> None:
     def build(**kwargs: Any) -> list[dict[str, Any]]:
         messages = builder(**kwargs)
         if kwargs.get("conversation"):
-            task = memory_task(character=kwargs["character"], user=kwargs["user"], story=True, state_keys=kwargs["state_keys"])
+            task = memory_task(
+                character=kwargs["character"], user=kwargs["user"], story=True, state_keys=kwargs["state_keys"]
+            )
             messages[-1] = {"role": "user", "content": f"{task}\n{kwargs['state_guide']}\n\n{messages[-1]['content']}"}
         return messages
 

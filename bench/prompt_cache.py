@@ -208,11 +208,7 @@ def reached(messages: Sequence[Mapping[str, Any]], known: Sequence[int]) -> int:
     """How many of the facts stated in turns `known` reach the prompt: their message among its
     lines, or their memory."""
     prompt = "\n".join(str(m["content"]) for m in messages)
-    return sum(
-        1
-        for i in known
-        if TURNS[i].message in prompt or fact_words(TURNS[i].memory or "") in prompt
-    )
+    return sum(1 for i in known if TURNS[i].message in prompt or fact_words(TURNS[i].memory or "") in prompt)
 
 
 async def converse(
@@ -296,8 +292,21 @@ async def converse(
 
 def start_llama(binary: str, model: str, port: int, slots: int) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
-        [binary, "-m", model, "--port", str(port), "-np", str(slots), "-c", str(16384 * slots), "--cache-ram", "0",
-         "-sps", str(SLOT_SIMILARITY)],
+        [
+            binary,
+            "-m",
+            model,
+            "--port",
+            str(port),
+            "-np",
+            str(slots),
+            "-c",
+            str(16384 * slots),
+            "--cache-ram",
+            "0",
+            "-sps",
+            str(SLOT_SIMILARITY),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -345,7 +354,9 @@ def print_figures(runs: Sequence[Conversation], turns: int) -> dict[tuple[str, s
             cells, parts = [], []
             for run in runs:
                 reads = figures[(template, cache, run.layout)] = replay(run.calls, render, cache)
-                cells.append(f"{reads.read / reads.prompt:6.1%} {reads.read / turns:6,.0f} of {reads.prompt / turns:6,.0f}")
+                cells.append(
+                    f"{reads.read / reads.prompt:6.1%} {reads.read / turns:6,.0f} of {reads.prompt / turns:6,.0f}"
+                )
                 parts.append(f"{reads.of('reply')[1] / turns:,.0f} + {reads.of('reflection')[1] / turns:,.0f}")
             print(f"  {CACHE_LABELS[cache]:<28}" + "".join(f"{c:>{width}}" for c in cells))
             print(f"  {'':<28}" + "".join(f"{c:>{width}}" for c in parts))
@@ -465,7 +476,9 @@ async def bench(
             )
     print(f"bench ran in {time.perf_counter() - started:.0f} s")
     if seeded or turns != len(TURNS) or swipes:
-        print("the targets of issue 39 are for its conversation (40 turns, --seeded 0, no --swipes): printed for comparison")
+        print(
+            "the targets of issue 39 are for its conversation (40 turns, --seeded 0, no --swipes): printed for comparison"
+        )
         return 0
     print(f"{'OK' if ok else 'MISSED'}: the targets of issue 39 against today's layout in the same run")
     return 0 if ok else 1

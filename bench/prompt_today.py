@@ -116,7 +116,9 @@ def build_reflection_messages(
 ) -> list[dict[str, str]]:
     system = memory_task(character=character, user=user, story=bool(story_context), state_keys=state_keys)
     if followups:  # as the old layout said them: in the instructions
-        system += f"\nIn this exchange {character} asked about known memories {', '.join(f'[{m.id}]' for m in followups)}.\n"
+        system += (
+            f"\nIn this exchange {character} asked about known memories {', '.join(f'[{m.id}]' for m in followups)}.\n"
+        )
     user = speaker_name(user)
     if others:
         names = ", ".join(speaker_name(n) for n in others)
@@ -141,8 +143,8 @@ def build_reflection_messages(
         + (_correction_block(user, correction) if correction is not None else "")
         + "The exchange:\n"
         + "".join(
-            f"<message author=\"{speaker_attribute(user)}\">\n{quote_block(message)}\n</message>\n"
-            f"<reply author=\"{character}\">\n{quote_block(reply)}\n</reply>\n"
+            f'<message author="{speaker_attribute(user)}">\n{quote_block(message)}\n</message>\n'
+            f'<reply author="{character}">\n{quote_block(reply)}\n</reply>\n'
             for message, reply in exchanges
         )
         + "\nAnswer with the JSON object only."
@@ -156,7 +158,9 @@ async def _prepare(
     """ReplyPrompts.prepare as it was: the same lore and lore clock, today's history and layout
     (fitted into the context as the bot fits it)."""
     settings = self.ctx.settings
-    history = bounded_history(list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars)
+    history = bounded_history(
+        list(msg.history), max_messages=settings.history_messages, max_chars=settings.history_chars
+    )
     self._note_scene(msg, history)
     values = TurnValues(
         user=speaker_name(msg.user_name),
@@ -177,7 +181,9 @@ async def _prepare(
             post_history=post_history, lore=lore, depths=depths,
         )  # fmt: skip
         if followup:  # the follow-up note as the old layout put it: before the message
-            messages.insert(len(messages) - 1 - (messages[-1]["role"] == "system"), {"role": "user", "content": followup})
+            messages.insert(
+                len(messages) - 1 - (messages[-1]["role"] == "system"), {"role": "user", "content": followup}
+            )
         return ReplyPrompt(messages, None, ())
 
     return Prepared(make, history)
@@ -192,8 +198,7 @@ async def _story_context(self: Any, user_id: str, story_id: str, query: str, spe
         "anchors": [{"id": a.id, "text": a.text} for a in story.anchors],
         "summary": story.summary,
         "positions": [
-            {"id": p.id, "subject": p.subject, "stance": p.stance, "updated_at": to_db(p.updated_at)}
-            for p in positions
+            {"id": p.id, "subject": p.subject, "stance": p.stance, "updated_at": to_db(p.updated_at)} for p in positions
         ],
         "state": values,
     }

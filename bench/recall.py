@@ -191,9 +191,15 @@ def build_corpus() -> tuple[Corpus, list[Distractor]]:
         created = NOW - timedelta(days=rng.uniform(3, 200), hours=rng.uniform(0, 12))
         memories.append(
             Memory(
-                id=n, user_id=USER_ID, text=text, type=mtype, scope=scope,
-                pinned=key in REFERENCE_PINNED, confidence=round(rng.uniform(0.88, 1.0), 2),
-                created_at=created, updated_at=created,
+                id=n,
+                user_id=USER_ID,
+                text=text,
+                type=mtype,
+                scope=scope,
+                pinned=key in REFERENCE_PINNED,
+                confidence=round(rng.uniform(0.88, 1.0), 2),
+                created_at=created,
+                updated_at=created,
                 story_id=STORY_ID if scope == "story" else None,
             )
         )
@@ -206,28 +212,28 @@ def build_corpus() -> tuple[Corpus, list[Distractor]]:
         scope = "story" if rng.random() < STORY_SHARE else "global"
         memories.append(
             Memory(
-                id=1000 + n, user_id=USER_ID, text=d.text, type=d.type, scope=scope,
-                pinned=rng.random() < PINNED_SHARE, confidence=round(rng.uniform(0.85, 1.0), 2),
-                created_at=created, updated_at=updated,
+                id=1000 + n,
+                user_id=USER_ID,
+                text=d.text,
+                type=d.type,
+                scope=scope,
+                pinned=rng.random() < PINNED_SHARE,
+                confidence=round(rng.uniform(0.85, 1.0), 2),
+                created_at=created,
+                updated_at=updated,
                 story_id=STORY_ID if scope == "story" else None,
             )
         )
     relevant = [(qi, ids[key]) for qi, (_, _, needed) in enumerate(QUERIES) for key in needed]
     draws = max(SIZES) - len(REFERENCES)
-    sets = [
-        [1000 + i for i in random.Random(SET_SEED + s).sample(range(len(pool)), draws)]
-        for s in range(SETS)
-    ]
+    sets = [[1000 + i for i in random.Random(SET_SEED + s).sample(range(len(pool)), draws)] for s in range(SETS)]
     corpus = Corpus(memories, {n: k for k, n in ids.items()}, relevant, sets, {m.id: m for m in memories})
     return corpus, pool
 
 
 def cosines(encoder: Encoder, variant: Variant, memories: Sequence[Memory]) -> np.ndarray:
     """(queries, memories) cosine matrix."""
-    queries = [
-        variant.prefixes.query + (f"{text}\n{SETTING}" if variant.setting else text)
-        for _, text, _ in QUERIES
-    ]
+    queries = [variant.prefixes.query + (f"{text}\n{SETTING}" if variant.setting else text) for _, text, _ in QUERIES]
     q = encoder.vectors(queries)
     m = encoder.vectors([variant.prefixes.memory + memory.text for memory in memories])
     return q @ m.T
@@ -311,8 +317,10 @@ def print_comparison(corpus: Corpus, ranks: dict, gaps: dict) -> Prefixes:
     print(RULE)
     print("1. PRÉFIXES DE TÂCHE ET DÉCOR (titre + situation de l'histoire ajoutés à chaque requête)")
     print(f"   rappel@k du classement par cosinus : moyenne sur {SETS} jeux de distracteurs (min-max)")
-    print(f"   décor : {len(SETTING)} caractères, une requête en fait {min(len(q) for _, q, _ in QUERIES)} à "
-          f"{max(len(q) for _, q, _ in QUERIES)}")
+    print(
+        f"   décor : {len(SETTING)} caractères, une requête en fait {min(len(q) for _, q, _ in QUERIES)} à "
+        f"{max(len(q) for _, q, _ in QUERIES)}"
+    )
     print("   * : hors de portée du moteur livré (il préfixe toujours), mesuré avec sa copie sans préfixe")
     print("   écart : cosinus moyen pertinentes - non pertinentes (1er jeu), la métrique que le prototype a rejetée")
     print(RULE)
@@ -323,9 +331,7 @@ def print_comparison(corpus: Corpus, ranks: dict, gaps: dict) -> Prefixes:
         for setting in (False, True):
             variant = Variant(prefixes, setting)
             for size in COMPARE_SIZES:
-                cells = " ".join(
-                    f"{fmt_hits([hits(r, k) for r in ranks[variant, size]], total):>14}" for k in KS
-                )
+                cells = " ".join(f"{fmt_hits([hits(r, k) for r in ranks[variant, size]], total):>14}" for k in KS)
                 print(f"{variant.name:34} {size:>6} {cells} {gaps[variant, size]:+7.3f}")
     print()
     names = [corpus.pair_name(p) for p in range(total)]
@@ -434,7 +440,8 @@ def print_sizes(corpus: Corpus, variant: Variant, threshold: float, results: dic
     other_pairs = [p for p in range(total) if not corpus.is_story_pair(p)]
     print(f"   {variant.name}, seuil {threshold:.2f}")
     header = (
-        f"   {'taille':>6} {'épinglés':>8} " + " ".join(f"{'@' + str(k):>14}" for k in KS)
+        f"   {'taille':>6} {'épinglés':>8} "
+        + " ".join(f"{'@' + str(k):>14}" for k in KS)
         + f" {'final 24':>14} {'hors histoire':>14}   servis par (moyenne par jeu)"
     )
     print(header)
@@ -520,7 +527,10 @@ def main() -> None:
             f"pertinentes déclarées par fait, réservoir de {len(pool)} distracteurs générés "
             f"(parmi {template_space():_} phrases possibles)"
         )
-        print("  types des distracteurs : " + ", ".join(f"{t} {n}" for t, n in Counter(d.type for d in pool).most_common()))
+        print(
+            "  types des distracteurs : "
+            + ", ".join(f"{t} {n}" for t, n in Counter(d.type for d in pool).most_common())
+        )
         print("  thèmes : " + ", ".join(f"{t} {n}" for t, n in Counter(d.theme for d in pool).most_common()))
         print(
             f"  {SETS} jeux de distracteurs (graines {SET_SEED}-{SET_SEED + SETS - 1}), tailles {', '.join(map(str, SIZES))} ; "
@@ -536,9 +546,7 @@ def main() -> None:
         print(RULE)
         print(f"2. DISTRIBUTION DES COSINUS ({prefixes.name}) ET SEUIL D'ÉLIGIBILITÉ")
         print(RULE)
-        thresholds = {
-            setting: read_threshold(encoder, corpus, Variant(prefixes, setting)) for setting in (False, True)
-        }
+        thresholds = {setting: read_threshold(encoder, corpus, Variant(prefixes, setting)) for setting in (False, True)}
 
         print(RULE)
         print(f"3. RAPPEL PAR TAILLE : moyenne sur {SETS} jeux (min-max)")

@@ -112,7 +112,7 @@ THRESHOLD_TOLERANCE = 0.005
 THRESHOLD_MARGIN = 0.5
 RECENCY_WEIGHTS = (0.1, 0.2, 0.3)
 PREFERENCE_SCENES = {"Preferences", "喜好类"}
-_LINE = re.compile(r'^<([^<>]{1,30})>\s*:+\s*(.*)$', re.DOTALL)
+_LINE = re.compile(r"^<([^<>]{1,30})>\s*:+\s*(.*)$", re.DOTALL)
 _DIA = re.compile(r"D\d+:\d+")
 # The character's replies of the stress corpus: they name nothing.
 GENERIC = {
@@ -145,9 +145,9 @@ class Corpus:
     @property
     def now(self) -> datetime:
         """A day after the newest memory: no memory is in the future."""
-        return max(datetime.fromisoformat(d) for _, _, d in self.memories.values()).replace(
-            tzinfo=UTC
-        ) + timedelta(days=1)
+        return max(datetime.fromisoformat(d) for _, _, d in self.memories.values()).replace(tzinfo=UTC) + timedelta(
+            days=1
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -621,7 +621,9 @@ async def reading_grid(suites: Sequence[tuple[Suite, list[Bench]]]) -> list[str]
         for bench in benches:
             for turn in bench.corpus.turns:
                 shipped = reading_text(SHIPPED_READING, turn, bench.corpus.user)
-                assert shipped == read_text(turn.message, lines_of(turn)), "the grid's shipped reading is not the product's"
+                assert shipped == read_text(turn.message, lines_of(turn)), (
+                    "the grid's shipped reading is not the product's"
+                )
     out = ["\nWhat the message is read with: ranking recall@8/24, the message's z-score a floor unless said"]
     out.append(f"  {'':<44}" + "".join(f"{s.name[:20]:>22}" for s, _ in suites))
     for reading in READINGS:
@@ -645,7 +647,9 @@ async def reading_grid(suites: Sequence[tuple[Suite, list[Bench]]]) -> list[str]
 async def time_grid(suites: Sequence[tuple[Suite, list[Bench]]]) -> list[str]:
     """The shipped fused score plus w · z(−log(1 + age in days)), w in RECENCY_WEIGHTS; beside it
     the same on the turns whose every relevant memory is older than the corpus's median."""
-    out = ["\nTime in the score: ranking recall@8/24 of fused + w · z(recency), all turns | turns asking only for old memories"]
+    out = [
+        "\nTime in the score: ranking recall@8/24 of fused + w · z(recency), all turns | turns asking only for old memories"
+    ]
     for suite, benches in suites:
         rows: dict[str, tuple[list[float], list[float], list[float], list[float]]] = {}
         for bench in benches:
@@ -669,7 +673,9 @@ async def time_grid(suites: Sequence[tuple[Suite, list[Bench]]]) -> list[str]:
                             cells[2 + i].append(value)
         out.append(f"  {suite.name}:")
         for name, (a8, a24, o8, o24) in rows.items():
-            out.append(f"    {name:<10} {mean(a8):.3f} / {mean(a24):.3f}   | {mean(o8):.3f} / {mean(o24):.3f} ({len(o8)} turns)")
+            out.append(
+                f"    {name:<10} {mean(a8):.3f} / {mean(a24):.3f}   | {mean(o8):.3f} / {mean(o24):.3f} ({len(o8)} turns)"
+            )
     return out
 
 
@@ -678,7 +684,9 @@ async def time_grid(suites: Sequence[tuple[Suite, list[Bench]]]) -> list[str]:
 
 async def slot_grid(suites: Sequence[tuple[Suite, list[Bench]]]) -> list[str]:
     out = ["\nThe slots: selection recall@8/24 of the shipped scores with the semantic pass bounded at 16 (type quotas"]
-    out.append("and backfill by rank after, as before) and with every slot left to it (shipped); the ranking's top-24 beside")
+    out.append(
+        "and backfill by rank after, as before) and with every slot left to it (shipped); the ranking's top-24 beside"
+    )
     for suite, benches in suites:
         bounded, shipped = Played(), Played()
         for bench in benches:
@@ -722,7 +730,9 @@ async def read_threshold(suites: Sequence[tuple[Suite, list[Bench]]]) -> tuple[f
     kept = [t for t, r in results.items() if all(v >= b - THRESHOLD_TOLERANCE for v, b in zip(r, best))]
     edge = max(kept)
     chosen = edge - THRESHOLD_MARGIN
-    out.append(f"  highest within {THRESHOLD_TOLERANCE} of the best everywhere: {edge:+.2f}; minus {THRESHOLD_MARGIN}: {chosen:+.2f}")
+    out.append(
+        f"  highest within {THRESHOLD_TOLERANCE} of the best everywhere: {edge:+.2f}; minus {THRESHOLD_MARGIN}: {chosen:+.2f}"
+    )
     return chosen, out
 
 
@@ -732,7 +742,9 @@ def say(lines: Sequence[str]) -> None:
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--locomo", default=None, help=f"path of LoCoMo's locomo10.json (or {LOCOMO_ENV}); from {LOCOMO_URL}")
+    parser.add_argument(
+        "--locomo", default=None, help=f"path of LoCoMo's locomo10.json (or {LOCOMO_ENV}); from {LOCOMO_URL}"
+    )
     parser.add_argument("--embeddings", default="local", choices=("local", "ollama", "openai"))
     parser.add_argument("--embeddings-model", default=None)
     parser.add_argument("--embeddings-url", default=None)
@@ -770,7 +782,9 @@ async def main() -> int:
                 f"threshold in use {threshold_for(embedder.model):+.2f}"
             )
             if locomo is None:
-                print(f"LoCoMo not judged: give --locomo PATH or {LOCOMO_ENV}=PATH (data/locomo10.json from {LOCOMO_URL})")
+                print(
+                    f"LoCoMo not judged: give --locomo PATH or {LOCOMO_ENV}=PATH (data/locomo10.json from {LOCOMO_URL})"
+                )
             try:
                 for suite, benches in judged:
                     result = await judge(suite, benches, args.resamples)
@@ -784,7 +798,9 @@ async def main() -> int:
                     say(await slot_grid(judged))
                     threshold, lines = await read_threshold([p for p in judged if p[0].name.startswith("MADial")])
                     say(lines)
-                    print(f"\nSEMANTIC_THRESHOLD={threshold:g}   # for EMBEDDINGS={args.embeddings}, model {embedder.model}")
+                    print(
+                        f"\nSEMANTIC_THRESHOLD={threshold:g}   # for EMBEDDINGS={args.embeddings}, model {embedder.model}"
+                    )
             finally:
                 embedder.save()
                 for _, benches in opened:

@@ -301,12 +301,20 @@ QUESTIONS: tuple[tuple[str, int], ...] = (
 
 # Taken in turn (question n after script n mod 8); none is about what any question asks.
 SMALL_TALK: tuple[tuple[str, ...], ...] = (
-    ("It's so foggy outside, I can't see the end of the street.", "Spooky! Can you see anything at all?", "Just the lamppost by our door."),
+    (
+        "It's so foggy outside, I can't see the end of the street.",
+        "Spooky! Can you see anything at all?",
+        "Just the lamppost by our door.",
+    ),
     ("I'm a bit bored this afternoon.", "Want to talk about something fun?", "Sure, ask me anything."),
     ("I drew a dragon this morning.", "Wow, is it a scary one?", "No, it's a friendly one that sneezes."),
     ("Do you know any jokes?", "What do you call a sleeping dinosaur? A dino-snore!", "Haha, that's silly."),
     ("I'm doing a puzzle with a thousand pieces.", "That sounds hard! How far have you got?", "Just the edges so far."),
     ("I've had the hiccups for ages.", "Try holding your breath and counting to ten!", "Okay, I'll try that."),
-    ("I made a paper plane that goes really far.", "Cool! Did you fold it yourself?", "Yes, I worked it out on my own."),
+    (
+        "I made a paper plane that goes really far.",
+        "Cool! Did you fold it yourself?",
+        "Yes, I worked it out on my own.",
+    ),
     ("My shoelace snapped this morning.", "Oh no! Did you find another one?", "I just tied the two bits together."),
 )

@@ -64,41 +64,53 @@ CHROMIUM_FLAGS = [
 ]
 
 USERS = {
-    "412345678901234567": ("Alice", [
-        "Bonjour ! Je m'appelle Alice et j'habite à Nantes.",
-        "Je joue du violoncelle depuis dix ans.",
-        "Mon chat s'appelle Pistache, il est roux.",
-        "Tu te souviens de mon instrument ?",
-        "Je prépare un concert pour le mois prochain.",
-        "J'ai peur de rater le solo du deuxième mouvement.",
-        "Pistache a encore renversé mon pupitre.",
-        "Tu peux me rappeler où j'habite ?",
-        "Le concert s'est bien passé finalement !",
-        "Je pense partir en vacances à Lisbonne.",
-    ]),
-    "523456789012345678": ("Bastien", [
-        "Salut, moi c'est Bastien. Je suis développeur.",
-        "Je déteste le café, je ne bois que du thé vert.",
-        "Je travaille sur un jeu vidéo en Rust.",
-        "Tu sais quel langage j'utilise ?",
-        "Mon jeu s'appelle « Brume ».",
-        "Je promets de te montrer la démo vendredi.",
-        "La démo est prête, enfin !",
-        "Quelle boisson je préfère, déjà ?",
-    ]),
-    "634567890123456789": ("Chloé", [
-        "Coucou, je suis Chloé, étudiante en médecine à Lyon.",
-        "Mes examens commencent lundi.",
-        "J'adore les romans de Jules Verne.",
-        "Tu te rappelles ce que j'étudie ?",
-        "<script>alert('hello')</script> c'est drôle comme message, non ?",
-        "J'ai eu mes examens !",
-    ]),
-    "terminal:david": ("David", [
-        "Bonsoir. David, cuisinier à Marseille.",
-        "Ma spécialité, c'est la bouillabaisse.",
-        "Quel est mon métier ?",
-    ]),
+    "412345678901234567": (
+        "Alice",
+        [
+            "Bonjour ! Je m'appelle Alice et j'habite à Nantes.",
+            "Je joue du violoncelle depuis dix ans.",
+            "Mon chat s'appelle Pistache, il est roux.",
+            "Tu te souviens de mon instrument ?",
+            "Je prépare un concert pour le mois prochain.",
+            "J'ai peur de rater le solo du deuxième mouvement.",
+            "Pistache a encore renversé mon pupitre.",
+            "Tu peux me rappeler où j'habite ?",
+            "Le concert s'est bien passé finalement !",
+            "Je pense partir en vacances à Lisbonne.",
+        ],
+    ),
+    "523456789012345678": (
+        "Bastien",
+        [
+            "Salut, moi c'est Bastien. Je suis développeur.",
+            "Je déteste le café, je ne bois que du thé vert.",
+            "Je travaille sur un jeu vidéo en Rust.",
+            "Tu sais quel langage j'utilise ?",
+            "Mon jeu s'appelle « Brume ».",
+            "Je promets de te montrer la démo vendredi.",
+            "La démo est prête, enfin !",
+            "Quelle boisson je préfère, déjà ?",
+        ],
+    ),
+    "634567890123456789": (
+        "Chloé",
+        [
+            "Coucou, je suis Chloé, étudiante en médecine à Lyon.",
+            "Mes examens commencent lundi.",
+            "J'adore les romans de Jules Verne.",
+            "Tu te rappelles ce que j'étudie ?",
+            "<script>alert('hello')</script> c'est drôle comme message, non ?",
+            "J'ai eu mes examens !",
+        ],
+    ),
+    "terminal:david": (
+        "David",
+        [
+            "Bonsoir. David, cuisinier à Marseille.",
+            "Ma spécialité, c'est la bouillabaisse.",
+            "Quel est mon métier ?",
+        ],
+    ),
 }
 
 
@@ -136,7 +148,13 @@ def scripted(rng: random.Random, state: dict[str, object]):  # type: ignore[no-u
         if request.json_schema is not None:
             quoted = re.findall(r"<message [^>]*>\n(.*?)\n</message>", request.last_user, re.DOTALL)
             said = " ".join(quoted[-1].split()) if quoted else "rien"
-            memories = [{"text": f"L'utilisateur a dit : {said[:140]}", "type": rng.choice(["fact", "fact", "preference", "episode", "promise"]), "confidence": 0.9}]
+            memories = [
+                {
+                    "text": f"L'utilisateur a dit : {said[:140]}",
+                    "type": rng.choice(["fact", "fact", "preference", "episode", "promise"]),
+                    "confidence": 0.9,
+                }
+            ]
             return Reply(json.dumps({"memories": memories}), delay=rng.uniform(0.05, 0.3))
         if state.get("fail"):
             return Reply(status=500, error="CUDA error: out of memory")
@@ -155,7 +173,9 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, http
     state: dict[str, object] = {}
     server.handler = scripted(rng, state)
     http = httpx.AsyncClient(trust_env=False, timeout=30)
-    settings = load_settings(_env_file=None, llm_base_url=server.url, llm_model=FAKE_MODEL, database_path=tmp / "echo.sqlite3")
+    settings = load_settings(
+        _env_file=None, llm_base_url=server.url, llm_model=FAKE_MODEL, database_path=tmp / "echo.sqlite3"
+    )
     llm = LLMClient(http, api="ollama", base_url=server.url, context_tokens=CONTEXT)
     metrics = Metrics()
     metrics.watch_storage(lambda: db.storage.failures)
@@ -168,22 +188,47 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, http
     # out by the budget.
     character.lore = Lorebook(
         [
-            LoreEntry("Nantes", "Nantes est une ville de bord de Loire, connue pour son château et ses machines.", keys=("Nantes",)),
+            LoreEntry(
+                "Nantes",
+                "Nantes est une ville de bord de Loire, connue pour son château et ses machines.",
+                keys=("Nantes",),
+            ),
             LoreEntry("Le concert", "Le conservatoire de Nantes donne ses concerts au printemps.", keys=("concert",)),
-            LoreEntry("Le violoncelle", "Un violoncelle se joue assis, l'instrument entre les genoux. " * 2, keys=("violoncelle", "instrument")),
+            LoreEntry(
+                "Le violoncelle",
+                "Un violoncelle se joue assis, l'instrument entre les genoux. " * 2,
+                keys=("violoncelle", "instrument"),
+            ),
             LoreEntry("Les ponts", "Les ponts de la Loire relient l'île de Nantes aux deux rives.", keys=("Loire",)),
         ],
         budget_chars=200,
     )
-    engine = Engine(db=db, llm=llm, embedder=embedder, settings=settings.engine, character=character, clock=clock, metrics=metrics)
+    engine = Engine(
+        db=db, llm=llm, embedder=embedder, settings=settings.engine, character=character, clock=clock, metrics=metrics
+    )
     await engine.start()
     indexer = Indexer(db, embedder)
-    pinned = await engine.memories.remember("412345678901234567", "Alice préfère qu'on la tutoie.", story_id="chan-1", place="guild-1")
+    pinned = await engine.memories.remember(
+        "412345678901234567", "Alice préfère qu'on la tutoie.", story_id="chan-1", place="guild-1"
+    )
     await engine.memories.pin("412345678901234567", pinned, True)
-    await engine.memories.remember("634567890123456789", "<script>alert('memory')</script> est le pseudo de Chloé", story_id="chan-1", place="guild-1")
+    await engine.memories.remember(
+        "634567890123456789",
+        "<script>alert('memory')</script> est le pseudo de Chloé",
+        story_id="chan-1",
+        place="guild-1",
+    )
     # More memories than a turn's 24 slots: some are candidates every turn and never chosen.
-    for place, year in [(p, y) for p in ("Porto", "Gand", "Trieste", "Cracovie", "Séville", "Bergen") for y in range(2012, 2026)]:
-        await engine.memories.remember("412345678901234567", f"Alice a visité {place} en {year}.", story_id="chan-1", place="guild-1", type_="episode")
+    for place, year in [
+        (p, y) for p in ("Porto", "Gand", "Trieste", "Cracovie", "Séville", "Bergen") for y in range(2012, 2026)
+    ]:
+        await engine.memories.remember(
+            "412345678901234567",
+            f"Alice a visité {place} en {year}.",
+            story_id="chan-1",
+            place="guild-1",
+            type_="episode",
+        )
     scripts = {user: list(lines) for user, (_, lines) in USERS.items()}
     turn = 0
     while any(scripts.values()):
@@ -212,7 +257,9 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, http
     server.handler = lambda request: Reply(status=503, error="busy") if request.json_schema is not None else "D'accord."
     for text in ("Tu es là ?", "Je reviens demain."):
         clock.now = min(clock.now + timedelta(minutes=20), now)
-        await engine.conversation.turn(Incoming(user_id="523456789012345678", user_name="Bastien", text=text, story_id="chan-1", place="guild-1"))
+        await engine.conversation.turn(
+            Incoming(user_id="523456789012345678", user_name="Bastien", text=text, story_id="chan-1", place="guild-1")
+        )
         await engine.conversation.wait_recorded("523456789012345678")
     server.handler = scripted(rng, state)
     clock.now = now
@@ -223,8 +270,15 @@ async def play(tmp: Path) -> tuple[Engine, Health, Metrics, SQLiteDatabase, http
 
 def authorising_proxy(target: str, http: httpx.AsyncClient) -> web.Application:
     async def forward(request: web.Request) -> web.Response:
-        upstream = await http.get(target + request.path_qs, headers={"Authorization": f"Bearer {TOKEN}", "Accept": "text/html"})
-        return web.Response(body=upstream.content, status=upstream.status_code, content_type=upstream.headers.get("content-type", "text/html").split(";")[0], charset="utf-8")
+        upstream = await http.get(
+            target + request.path_qs, headers={"Authorization": f"Bearer {TOKEN}", "Accept": "text/html"}
+        )
+        return web.Response(
+            body=upstream.content,
+            status=upstream.status_code,
+            content_type=upstream.headers.get("content-type", "text/html").split(";")[0],
+            charset="utf-8",
+        )
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", forward)
@@ -234,8 +288,14 @@ def authorising_proxy(target: str, http: httpx.AsyncClient) -> web.Application:
 async def shoot(chromium: str, url: str, out: Path, size: str) -> None:
     with tempfile.TemporaryDirectory(prefix="echo-chromium-") as profile:
         proc = await asyncio.create_subprocess_exec(
-            chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={out}", f"--window-size={size}", url,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            chromium,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={profile}",
+            f"--screenshot={out}",
+            f"--window-size={size}",
+            url,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
         )
         _, err = await asyncio.wait_for(proc.communicate(), timeout=120)
     if not out.exists():

@@ -50,13 +50,17 @@ def main() -> None:
             card = fetched(FILES["card"], sys.argv[1] if len(sys.argv) > 1 else None, Path(folder))
             world = fetched(FILES["world"], sys.argv[2] if len(sys.argv) > 2 else None, Path(folder))
         except OSError as exc:
-            print(f"cannot fetch SillyTavern's files ({exc}); give their paths: python bench/sillytavern.py CARD.png WORLD.json")
+            print(
+                f"cannot fetch SillyTavern's files ({exc}); give their paths: python bench/sillytavern.py CARD.png WORLD.json"
+            )
             return
         character = load_character(card)
         book = character.lore
         assert book is not None, "the default card has a lorebook"
-        print(f"{character.name}: {len(book.entries)} lore entries, {sum(e.cost for e in book.entries):,} characters; "
-              f"LORE_BUDGET_CHARS={budget:,}, LORE_SCAN_DEPTH={depth}")
+        print(
+            f"{character.name}: {len(book.entries)} lore entries, {sum(e.cost for e in book.entries):,} characters; "
+            f"LORE_BUDGET_CHARS={budget:,}, LORE_SCAN_DEPTH={depth}"
+        )
         print(f"  ignored: {', '.join(character.ignored) or 'nothing'}")
         brought = 0
         for name, question in QUESTIONS.items():
@@ -64,12 +68,16 @@ def main() -> None:
             kept = [h.name for h in hits if h.kept]
             left = [f"{h.name} ({h.left_out})" for h in hits if not h.kept]
             brought += name in kept
-            print(f"  {question!r}: in {', '.join(kept) or 'nothing'}; left out: {', '.join(left) or 'nothing'}; "
-                  f"asked entry {'in' if name in kept else 'MISSING'}")
+            print(
+                f"  {question!r}: in {', '.join(kept) or 'nothing'}; left out: {', '.join(left) or 'nothing'}; "
+                f"asked entry {'in' if name in kept else 'MISSING'}"
+            )
         print(f"entries brought in by a question about them: {brought} of {len(QUESTIONS)}")
         lore = load_lore_file(world)
-        print(f"{world.name}: {len(lore.entries)} entries ({', '.join(e.name for e in lore.entries)}); "
-              f"ignored: {', '.join(lore.ignored) or 'nothing'}")
+        print(
+            f"{world.name}: {len(lore.entries)} entries ({', '.join(e.name for e in lore.entries)}); "
+            f"ignored: {', '.join(lore.ignored) or 'nothing'}"
+        )
 
 
 if __name__ == "__main__":

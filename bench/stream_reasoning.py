@@ -80,12 +80,18 @@ async def main() -> None:
     quarter = len(piece_seen) // 4
     first = (piece_seen[quarter] - piece_seen[0]) / quarter
     last = (piece_seen[-1] - piece_seen[-1 - quarter]) / quarter
-    print(f"hidden stream: {PIECES:,} pieces of {PIECE_CHARS} characters ({PIECES * PIECE_CHARS:,} characters), "
-          f"{elapsed:.2f} s, {outcome}")
-    print(f"longest wait of the event loop: idle {idle * 1000:.1f} ms (baseline), during the stream "
-          f"{busy * 1000:.1f} ms, {busy / max(idle, 1e-4):.1f}x")
-    print(f"CPU per piece: first quarter {first * 1e6:.0f} µs, last quarter {last * 1e6:.0f} µs, "
-          f"ratio last/first {last / first:.2f} (1.00: a piece costs the same however long the stream)")
+    print(
+        f"hidden stream: {PIECES:,} pieces of {PIECE_CHARS} characters ({PIECES * PIECE_CHARS:,} characters), "
+        f"{elapsed:.2f} s, {outcome}"
+    )
+    print(
+        f"longest wait of the event loop: idle {idle * 1000:.1f} ms (baseline), during the stream "
+        f"{busy * 1000:.1f} ms, {busy / max(idle, 1e-4):.1f}x"
+    )
+    print(
+        f"CPU per piece: first quarter {first * 1e6:.0f} µs, last quarter {last * 1e6:.0f} µs, "
+        f"ratio last/first {last / first:.2f} (1.00: a piece costs the same however long the stream)"
+    )
 
 
 if __name__ == "__main__":

@@ -56,8 +56,11 @@ async def one_round(discord: FakeDiscord, llm: FakeLLMServer, n: int) -> dict[st
     while time.monotonic() < deadline:
         # Writes of the text only: the swipe buttons are added by an edit of their own afterwards.
         writes = [
-            c for c in discord.calls
-            if c.path.startswith(prefix) and c.method in ("POST", "PATCH") and c.status == 200
+            c
+            for c in discord.calls
+            if c.path.startswith(prefix)
+            and c.method in ("POST", "PATCH")
+            and c.status == 200
             and (c.json or {}).get("content") is not None
         ]
         done = [i for i, w in enumerate(writes) if w.json["content"] == REPLY]
@@ -81,8 +84,14 @@ async def one_round(discord: FakeDiscord, llm: FakeLLMServer, n: int) -> dict[st
 
 async def run(stream: bool, discord: FakeDiscord, llm: FakeLLMServer, folder: Path) -> list[dict[str, float]]:
     echo = await start_echo_process(
-        discord, llm.url, FAKE_MODEL, folder, name=f"stream-{stream}",
-        STREAM_REPLIES=str(stream).lower(), BURST_SECONDS="0", USER_RATE_LIMIT_MESSAGES="0",
+        discord,
+        llm.url,
+        FAKE_MODEL,
+        folder,
+        name=f"stream-{stream}",
+        STREAM_REPLIES=str(stream).lower(),
+        BURST_SECONDS="0",
+        USER_RATE_LIMIT_MESSAGES="0",
     )
     try:
         return [await one_round(discord, llm, n) for n in range(ROUNDS)]
@@ -102,8 +111,10 @@ async def main() -> None:
         return statistics.median(r[key] for r in rows)
 
     generation = PROMPT_SECONDS + (WORDS - 1) * PACE
-    print(f"streaming: {PROMPT_SECONDS:g} s to the first word, then {WORDS} words one every {PACE * 1000:.0f} ms "
-          f"({generation:.1f} s in all); median of {ROUNDS} messages, real bot against the fake Discord")
+    print(
+        f"streaming: {PROMPT_SECONDS:g} s to the first word, then {WORDS} words one every {PACE * 1000:.0f} ms "
+        f"({generation:.1f} s in all); median of {ROUNDS} messages, real bot against the fake Discord"
+    )
     print(f"  {'':32} {'streamed':>10} {'whole':>10}")
     print(f"  {'time to first visible text (s)':32} {med(streamed, 'first'):>10.2f} {med(whole, 'first'):>10.2f}")
     print(f"  {'time to complete reply (s)':32} {med(streamed, 'complete'):>10.2f} {med(whole, 'complete'):>10.2f}")

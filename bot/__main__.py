@@ -58,9 +58,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 _PG_DUMP = (
     "DATABASE_URL is PostgreSQL: back it up with its own tools, safe while the bot runs:\n"
-    "  pg_dump --format=custom --file=echo.dump \"$DATABASE_URL\"\n"
+    '  pg_dump --format=custom --file=echo.dump "$DATABASE_URL"\n'
     "and restore with the bot stopped:\n"
-    "  pg_restore --clean --if-exists --dbname=\"$DATABASE_URL\" echo.dump"
+    '  pg_restore --clean --if-exists --dbname="$DATABASE_URL" echo.dump'
 )
 
 
@@ -94,7 +94,10 @@ def _backup(args: argparse.Namespace) -> int:
             ledgers = ledger_paths(storage.database_path, storage.backups, args.file.parent)
             print(restore(args.file, storage.database_path, ledgers=ledgers).describe())
     except BackupError as exc:
-        print(f"Nothing was {'backed up' if args.command == 'backup' else 'restored'}: {redact(str(exc))}", file=sys.stderr)
+        print(
+            f"Nothing was {'backed up' if args.command == 'backup' else 'restored'}: {redact(str(exc))}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -146,8 +149,15 @@ async def _chat(args: argparse.Namespace) -> None:
         from bot.terminal.chat import run_chat
 
         await run_chat(
-            services.engine, user=args.user, channel=args.channel, stream_replies=settings.discord.stream_replies,
-            language=args.language or os.environ.get("LC_ALL") or os.environ.get("LC_MESSAGES") or os.environ.get("LANG") or "",
+            services.engine,
+            user=args.user,
+            channel=args.channel,
+            stream_replies=settings.discord.stream_replies,
+            language=args.language
+            or os.environ.get("LC_ALL")
+            or os.environ.get("LC_MESSAGES")
+            or os.environ.get("LANG")
+            or "",
         )
 
 

@@ -97,17 +97,23 @@ async def _start_web(settings: WebSettings, engine: Engine, health: Health, metr
 
 
 @asynccontextmanager
-async def open_services(settings: Settings, *, check_llm: bool = True, web_page: bool = True) -> AsyncIterator[Services]:
+async def open_services(
+    settings: Settings, *, check_llm: bool = True, web_page: bool = True
+) -> AsyncIterator[Services]:
     """Open everything; on exit, finish or park reflections, stop jobs, close HTTP and the DB."""
     storage = settings.storage
     cast: Cast = load_cast(storage.characters_dir, storage.character_file)
     character = cast.default
     for each in cast.characters.values():
-        if each.lore is not None and each.lore.constant_chars > (budget := each.lore.budget(settings.engine.lore_budget_chars)):
+        if each.lore is not None and each.lore.constant_chars > (
+            budget := each.lore.budget(settings.engine.lore_budget_chars)
+        ):
             log.warning(
                 "lore of %s: the entries always in (constant) take %d characters, over the %d-character budget: "
                 "they are kept, and no other entry fits; raise %s",
-                each.name, each.lore.constant_chars, budget,
+                each.name,
+                each.lore.constant_chars,
+                budget,
                 "its lorebook's budget" if each.lore.budget_chars is not None else "LORE_BUDGET_CHARS",
             )
     server, models = settings.llm, settings.engine
@@ -151,13 +157,19 @@ async def open_services(settings: Settings, *, check_llm: bool = True, web_page:
         embedding = settings.embedding
         embedder = metrics.timed(
             make_embedder(
-                embedding.kind, model=embedding.model, base_url=embedding.base_url, api_key=secret(embedding.api_key), http=http
+                embedding.kind,
+                model=embedding.model,
+                base_url=embedding.base_url,
+                api_key=secret(embedding.api_key),
+                http=http,
             )
         )
         await _warm_up(embedder)
         # Every erase is written beside the database and in BACKUP_DIR too, outside any backup:
         # `python -m bot restore` erases again whoever a backup predates the erase of.
-        ledger = None if storage.database_url else ErasureLedger(ledger_paths(storage.database_path, storage.backups)).append
+        ledger = (
+            None if storage.database_url else ErasureLedger(ledger_paths(storage.database_path, storage.backups)).append
+        )
         engine = Engine(
             db=db, llm=llm, embedder=embedder, settings=settings.engine, character=character, cast=cast, metrics=metrics,
             erasures=ledger,

@@ -30,6 +30,7 @@ class StateSpecError(ValueError):
 
 # Storage
 
+
 class MoveRefused(Exception):
     """`python -m bot migrate-store`: the target holds other data than the source; nothing was changed."""
 
@@ -49,11 +50,13 @@ class StorageError(RuntimeError):
 
 # Embeddings
 
+
 class EmbeddingError(RuntimeError):
     """The embedder could not produce vectors; the message names the backend, URL and model."""
 
 
 # The LLM
+
 
 class LLMError(Exception):
     """Any failure of the chat LLM. The message is meant for the operator, as is."""
@@ -90,7 +93,12 @@ class LLMContextExceeded(LLMBadResponse):
     gave them."""
 
     def __init__(
-        self, message: str, *, status: int | None = None, prompt_tokens: int | None = None, context_tokens: int | None = None
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        prompt_tokens: int | None = None,
+        context_tokens: int | None = None,
     ) -> None:
         super().__init__(message, status=status)
         self.prompt_tokens = prompt_tokens
@@ -112,6 +120,7 @@ class LLMStreamCut(LLMError):
 
 
 # Memory
+
 
 class InvalidMemory(ValueError):
     """A request on memory that cannot be honoured (bad type, empty text…): the message says why
@@ -159,6 +168,7 @@ class ExchangesGone(RuntimeError):
 
 
 # Backups
+
 
 class BackupError(RuntimeError):
     """A backup or a restore was not made; nothing was replaced. The message is for the operator."""

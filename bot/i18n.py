@@ -68,10 +68,7 @@ PLURALS: dict[str, Callable[[int], int]] = {lang: loaded[2] for lang, loaded in 
 EN = MESSAGES[DEFAULT_LANGUAGE]
 # Command names, descriptions and option texts, by their English text, per language other than
 # English: what Discord shows its users. Names follow Discord's rule: lower case, no spaces, ≤ 32.
-COMMANDS: dict[str, dict[str, str]] = {
-    lang: loaded[1] for lang, loaded in _LOADED.items()
-    if lang != DEFAULT_LANGUAGE
-}
+COMMANDS: dict[str, dict[str, str]] = {lang: loaded[1] for lang, loaded in _LOADED.items() if lang != DEFAULT_LANGUAGE}
 
 _LOCALE: ContextVar[str] = ContextVar("echo_locale", default=DEFAULT_LANGUAGE)
 

@@ -53,18 +53,28 @@ async def run_import(settings: Settings, args: ImportArgs) -> int:
     character = cast.get(args.character) if args.character else cast.default
     if args.character and character.key != args.character:
         known = ", ".join(sorted(cast.characters))
-        print(f"Nothing was imported: there is no character {args.character!r} (the characters are {known}).", file=sys.stderr)
+        print(
+            f"Nothing was imported: there is no character {args.character!r} (the characters are {known}).",
+            file=sys.stderr,
+        )
         return 1
     try:
-        transcript = read_transcript(args.file, character_name=character.name, person_id=args.user, person_name=args.name)
+        transcript = read_transcript(
+            args.file, character_name=character.name, person_id=args.user, person_name=args.name
+        )
     except ImportFileError as exc:
         print(f"Nothing was imported: {exc}", file=sys.stderr)
         return 1
     exchanges = transcript.exchanges()
     said = transcript.said
     dates = [s.at for s in said if s.at is not None]
-    print(f"{transcript.file}: a {transcript.kind} conversation", "(a direct one)" if transcript.direct else "(in a server)")
-    print(f"  the person: {transcript.person_name or '—'} (id {args.user}), {sum(s.speaker == 'person' for s in said)} messages")
+    print(
+        f"{transcript.file}: a {transcript.kind} conversation",
+        "(a direct one)" if transcript.direct else "(in a server)",
+    )
+    print(
+        f"  the person: {transcript.person_name or '—'} (id {args.user}), {sum(s.speaker == 'person' for s in said)} messages"
+    )
     print(
         f"  the character: {transcript.character_name or '—'}"
         + (f" (id {transcript.character_id})" if transcript.character_id else "")
@@ -82,7 +92,9 @@ async def run_import(settings: Settings, args: ImportArgs) -> int:
     return await _import(settings, args, transcript, cast, character)
 
 
-async def _import(settings: Settings, args: ImportArgs, transcript: Transcript, cast: Cast, character: Character) -> int:
+async def _import(
+    settings: Settings, args: ImportArgs, transcript: Transcript, cast: Cast, character: Character
+) -> int:
     import asyncio
 
     import httpx
@@ -107,7 +119,11 @@ async def _import(settings: Settings, args: ImportArgs, transcript: Transcript, 
             keep_alive=server.told_keep_alive,
         )  # fmt: skip
         embedder = make_embedder(
-            embedding.kind, model=embedding.model, base_url=embedding.base_url, api_key=secret(embedding.api_key), http=http
+            embedding.kind,
+            model=embedding.model,
+            base_url=embedding.base_url,
+            api_key=secret(embedding.api_key),
+            http=http,
         )
         engine = Engine(
             db=db, llm=llm, embedder=embedder, settings=models, character=cast.default, cast=cast,

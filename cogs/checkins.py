@@ -109,7 +109,9 @@ class Checkins(commands.Cog):
         except asyncio.CancelledError:
             await asyncio.shield(port.checkin_unsent(checkin, exchange_id, blocked=False))
             raise
-        await port.checkin_sent(checkin, story_id=StoryId(str(dm.id)), exchange_id=exchange_id, message_id=str(sent[-1].id))
+        await port.checkin_sent(
+            checkin, story_id=StoryId(str(dm.id)), exchange_id=exchange_id, message_id=str(sent[-1].id)
+        )
 
     async def _still_there(self, checkin: Checkin) -> bool:
         """Whether the person is still a member of the server where they last wrote (a DM:

@@ -86,7 +86,6 @@ async def send_reply(
     return sent
 
 
-
 class LiveReply:
     """One reply shown while it is written: typing until the first text, then one message
     posted and edited as the text grows, at the channel's pace; `finish` puts the final text
@@ -181,16 +180,12 @@ class LiveReply:
 
 
 class Conversation(commands.Cog):
-    def __init__(
-        self, bot: EchoBot, engine: Engine, *, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, bot: EchoBot, engine: Engine, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.bot = bot
         self.engine = engine
         self.settings = settings = bot.settings
         self.policy = AnswerPolicy.from_settings(settings)
-        self.limiter = RateLimiter(
-            settings.user_rate_limit_messages, settings.user_rate_limit_seconds, clock=clock
-        )
+        self.limiter = RateLimiter(settings.user_rate_limit_messages, settings.user_rate_limit_seconds, clock=clock)
         self.pacer = bot.pacer
         self._history_refused: set[int] = set()
         self._warned_empty_reply = False
@@ -330,7 +325,11 @@ class Conversation(commands.Cog):
         character = await self.character_for(last)
         # What the turn says besides the reply (the model is down, the reply was cut) is said in
         # the person's language, as known from their interactions, else the character's.
-        set_locale(self.bot.languages.for_turn(last.author.id, character.language, getattr(last.guild, "preferred_locale", None)))
+        set_locale(
+            self.bot.languages.for_turn(
+                last.author.id, character.language, getattr(last.guild, "preferred_locale", None)
+            )
+        )
         user_id = self.cast.memory_key(person_of(last.author.id), character)
         voice = await self.voices.voice_for(last.channel, character, me)
         incoming = Incoming(

@@ -248,7 +248,10 @@ class MemoryCommands(commands.Cog):
     @app_commands.describe(kind="Show only memories of this type", character=CHARACTER_OPTION)
     @app_commands.choices(kind=[app_commands.Choice(name=t, value=t) for t in USER_MEMORY_TYPES])
     async def memories(
-        self, interaction: discord.Interaction, kind: app_commands.Choice[str] | None = None, character: str | None = None
+        self,
+        interaction: discord.Interaction,
+        kind: app_commands.Choice[str] | None = None,
+        character: str | None = None,
     ) -> None:
         owner = self._owner(interaction, character)
         # Discord sends one of the choices; anything else lists every type.
@@ -258,7 +261,9 @@ class MemoryCommands(commands.Cog):
         if not found:
             await say(interaction, pages[0][0])
             return
-        view = MemoryPages(self.engine, owner, [page for page, _ in pages], [[found[i] for i in span] for _, span in pages])
+        view = MemoryPages(
+            self.engine, owner, [page for page, _ in pages], [[found[i] for i in span] for _, span in pages]
+        )
         await interaction.response.send_message(view.page, view=view, ephemeral=True, allowed_mentions=NO_MENTIONS)
         view.origin = interaction
 
@@ -270,9 +275,14 @@ class MemoryCommands(commands.Cog):
     @app_commands.command(name="why", description="The memories I used for your last message in this channel, and why")
     @app_commands.describe(character=CHARACTER_OPTION)
     async def why(self, interaction: discord.Interaction, character: str | None = None) -> None:
-        await say(interaction, answer(await self.run.why(self._owner(interaction, character), story_of(interaction.channel_id))))
+        await say(
+            interaction,
+            answer(await self.run.why(self._owner(interaction, character), story_of(interaction.channel_id))),
+        )
 
-    @app_commands.command(name="memory-stats", description="Statistics on your memories: never recalled, degraded turns")
+    @app_commands.command(
+        name="memory-stats", description="Statistics on your memories: never recalled, degraded turns"
+    )
     @app_commands.describe(character=CHARACTER_OPTION)
     async def memory_stats(self, interaction: discord.Interaction, character: str | None = None) -> None:
         await say(interaction, answer(await self.run.stats(self._owner(interaction, character))))
@@ -304,35 +314,44 @@ class MemoryCommands(commands.Cog):
     ) -> str:
         if not self._may_add(interaction):
             return text("remember_refused")
-        return answer(await self.run.remember(
-            self._owner(interaction, character),
-            said,
-            story_id=story_of(interaction.channel_id),
-            place=place_of(interaction.guild_id),
-            source=source,
-        ))
+        return answer(
+            await self.run.remember(
+                self._owner(interaction, character),
+                said,
+                story_id=story_of(interaction.channel_id),
+                place=place_of(interaction.guild_id),
+                source=source,
+            )
+        )
 
     @app_commands.command(name="pin", description="Always keep one of your memories in my context")
     @app_commands.rename(memory_id="id")
-    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
+    @app_commands.describe(
+        memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION
+    )
     async def pin(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
         await say(interaction, answer(await self.run.pin(self._owner(interaction, character), memory_id, True)))
 
     @app_commands.command(name="unpin", description="Stop always keeping a memory in my context")
     @app_commands.rename(memory_id="id")
-    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
+    @app_commands.describe(
+        memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION
+    )
     async def unpin(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
         await say(interaction, answer(await self.run.pin(self._owner(interaction, character), memory_id, False)))
 
     @app_commands.command(name="forget", description="Forget one of your memories (archived: /restore brings it back)")
     @app_commands.rename(memory_id="id")
-    @app_commands.describe(memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION)
+    @app_commands.describe(
+        memory_id="The memory's number (#id); start typing to search yours", character=CHARACTER_OPTION
+    )
     async def forget(self, interaction: discord.Interaction, memory_id: int, character: str | None = None) -> None:
         await say(interaction, answer(await self.run.forget(self._owner(interaction, character), memory_id)))
 
     @app_commands.command(name="restore", description="Bring back an archived version of one of your memories")
     @app_commands.describe(
-        history_id="The archived version's number (h…, see /history); start typing to search", character=CHARACTER_OPTION
+        history_id="The archived version's number (h…, see /history); start typing to search",
+        character=CHARACTER_OPTION,
     )
     async def restore(self, interaction: discord.Interaction, history_id: int, character: str | None = None) -> None:
         await say(interaction, answer(await self.run.restore(self._owner(interaction, character), history_id)))
@@ -362,7 +381,9 @@ class MemoryCommands(commands.Cog):
     @unpin.autocomplete("character")
     @forget.autocomplete("character")
     @restore.autocomplete("character")
-    async def character_autocomplete(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+    async def character_autocomplete(
+        self, interaction: discord.Interaction, current: str
+    ) -> list[app_commands.Choice[str]]:
         wanted = current.casefold()
         return [
             app_commands.Choice(name=c.name, value=c.key)
@@ -372,9 +393,13 @@ class MemoryCommands(commands.Cog):
 
     # --- privacy --------------------------------------------------------------------------
 
-    @app_commands.command(name="share", description="Use your memories from DMs and other servers here too (on) or not (off)")
+    @app_commands.command(
+        name="share", description="Use your memories from DMs and other servers here too (on) or not (off)"
+    )
     @app_commands.describe(state="on: memories cross places; off (default): each place keeps its own")
-    @app_commands.choices(state=[app_commands.Choice(name="on", value="on"), app_commands.Choice(name="off", value="off")])
+    @app_commands.choices(
+        state=[app_commands.Choice(name="on", value="on"), app_commands.Choice(name="off", value="off")]
+    )
     async def share(self, interaction: discord.Interaction, state: app_commands.Choice[str] | None = None) -> None:
         on = None if state is None else state.value == "on"
         await say(interaction, answer(await self.run.share(self._owner(interaction), on)))
@@ -386,9 +411,14 @@ class MemoryCommands(commands.Cog):
         state="on: I may write first after an event you told me about; off (default): never",
         timezone="Your time zone, such as Europe/Paris: I write first only in your daytime",
     )
-    @app_commands.choices(state=[app_commands.Choice(name="on", value="on"), app_commands.Choice(name="off", value="off")])
+    @app_commands.choices(
+        state=[app_commands.Choice(name="on", value="on"), app_commands.Choice(name="off", value="off")]
+    )
     async def followups(
-        self, interaction: discord.Interaction, state: app_commands.Choice[str] | None = None, timezone: str | None = None
+        self,
+        interaction: discord.Interaction,
+        state: app_commands.Choice[str] | None = None,
+        timezone: str | None = None,
     ) -> None:
         # The person's own id, whichever character's channel: check-ins are theirs.
         on = None if state is None else state.value == "on"
@@ -403,9 +433,13 @@ class MemoryCommands(commands.Cog):
         filename = f"echo-export-{user}.json"
         if len(raw) > EXPORT_MAX_BYTES:
             raw, filename = gzip.compress(raw), filename + ".gz"
-        await interaction.followup.send(answer(exported), file=discord.File(io.BytesIO(raw), filename=filename), ephemeral=True)
+        await interaction.followup.send(
+            answer(exported), file=discord.File(io.BytesIO(raw), filename=filename), ephemeral=True
+        )
 
-    @app_commands.command(name="erase-me", description="Delete everything I store about you, for real (asks to confirm)")
+    @app_commands.command(
+        name="erase-me", description="Delete everything I store about you, for real (asks to confirm)"
+    )
     async def erase_me(self, interaction: discord.Interaction) -> None:
         view = EraseConfirm(self.engine, interaction.user.id)
         await interaction.response.send_message(text("erase_confirm"), view=view, ephemeral=True)

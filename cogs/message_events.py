@@ -70,7 +70,9 @@ class MessageEvents(commands.Cog):
             return
         author_id, text = edit
         try:
-            outcome = await self.engine.conversation.message_edited(str(payload.message_id), text, author=person_of(author_id))
+            outcome = await self.engine.conversation.message_edited(
+                str(payload.message_id), text, author=person_of(author_id)
+            )
         except Exception:
             log.exception("could not take the edit of message %s into account", payload.message_id)
             return

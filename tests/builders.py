@@ -100,7 +100,14 @@ def http_client(**options: Any) -> httpx.AsyncClient:
 
 
 def msg(text: str, *, user: str = "alice", story: str = "chan-1", place: str = "guild-1") -> Incoming:
-    return Incoming(user_id=user, user_name=user.title(), text=text, story_id=story, place=place, message_id=f"m-{time.monotonic_ns()}")
+    return Incoming(
+        user_id=user,
+        user_name=user.title(),
+        text=text,
+        story_id=story,
+        place=place,
+        message_id=f"m-{time.monotonic_ns()}",
+    )
 
 
 async def offline_services(settings: Settings, db: Database) -> Services:
@@ -169,4 +176,3 @@ async def set_text(db: SQLiteDatabase, user_id: str, memory_id: int, text: str) 
 async def delete_memory(db: SQLiteDatabase, user_id: str, memory_id: int) -> None:
     async with db.write() as conn:
         await conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, user_id))
-

@@ -62,9 +62,7 @@ _postgres_unavailable: list[str] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "both_stores: the module's `db` fixture run on SQLite and on PostgreSQL"
-    )
+    config.addinivalue_line("markers", "both_stores: the module's `db` fixture run on SQLite and on PostgreSQL")
     config.addinivalue_line(
         "markers", "slow: starts a process or needs the PostgreSQL cluster (found by tests/lanes.py)"
     )

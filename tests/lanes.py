@@ -102,7 +102,7 @@ def is_slow(item: pytest.Item) -> bool:
     if function is not None and starts_processes(function):
         return True
     info = getattr(item, "_fixtureinfo", None)
-    for definitions in (info.name2fixturedefs.values() if info is not None else ()):
+    for definitions in info.name2fixturedefs.values() if info is not None else ():
         if any(starts_processes(definition.func) for definition in definitions):
             return True
     return False

@@ -32,4 +32,3 @@ def naive_fired(book: Lorebook, text: str) -> dict[int, str]:
                     hits[index] = f"/{pattern.pattern}/"
                     break
     return hits
-

@@ -44,8 +44,13 @@ def script(request: LLMRequest) -> str:
 def burst(*words: str) -> Incoming:
     parts = [MessagePart(f"b-{n}", SAID[w]) for n, w in enumerate(words, 1)]
     return Incoming(
-        user_id="alice", user_name="Alice", text=join_parts(parts), story_id="chan-1", place="guild-1",
-        message_id=parts[-1].message_id, parts=parts,
+        user_id="alice",
+        user_name="Alice",
+        text=join_parts(parts),
+        story_id="chan-1",
+        place="guild-1",
+        message_id=parts[-1].message_id,
+        parts=parts,
     )
 
 
@@ -64,19 +69,27 @@ async def transcript(db) -> list[str]:
     return [r[0] for r in await fetch_all(db.reader, "SELECT user_message FROM exchanges WHERE user_id = 'alice'")]
 
 
-async def test_editing_a_message_of_a_burst_but_the_last_rewrites_the_transcript_and_why(db, http, llm_server, tmp_path):
+async def test_editing_a_message_of_a_burst_but_the_last_rewrites_the_transcript_and_why(
+    db, http, llm_server, tmp_path
+):
     engine = await settled_engine(db, http, llm_server, tmp_path)
-    assert await engine.conversation.message_edited("b-1", "Mon chat s'appelle Biscuit.", author="alice") == "correction"
+    assert (
+        await engine.conversation.message_edited("b-1", "Mon chat s'appelle Biscuit.", author="alice") == "correction"
+    )
     expected = "\n".join(["Mon chat s'appelle Biscuit.", SAID["violon"], SAID["Lyon"]])
     assert await transcript(db) == [expected]
     why = why_text(await engine.memories.why("alice", "chan-1"))
     assert "Biscuit" in why and "Pixel" not in why
     assert await engine.conversation.message_edited("b-1", "Mon chat s'appelle Biscuit.", author="alice") == "unchanged"
-    assert await engine.conversation.message_edited("b-2", "Je joue du piano.", author="bob") == "unknown", "only the author edits"
+    assert await engine.conversation.message_edited("b-2", "Je joue du piano.", author="bob") == "unknown", (
+        "only the author edits"
+    )
     await engine.close()
 
 
-async def test_deleting_a_message_of_a_burst_but_the_last_archives_what_the_exchange_alone_produced(db, http, llm_server, tmp_path):
+async def test_deleting_a_message_of_a_burst_but_the_last_archives_what_the_exchange_alone_produced(
+    db, http, llm_server, tmp_path
+):
     engine = await settled_engine(db, http, llm_server, tmp_path)
     pinned = next(m for m in await engine.memories.list("alice") if m.text == FACTS["violon"])
     await engine.memories.pin("alice", pinned.id)
@@ -135,9 +148,13 @@ async def test_an_exchange_saved_before_migration_0008_is_found_by_its_message(h
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = script
     await engine.start()
-    assert await engine.conversation.message_edited("old-1", "Mon chat s'appelle Biscuit.", author="alice") == "correction"
+    assert (
+        await engine.conversation.message_edited("old-1", "Mon chat s'appelle Biscuit.", author="alice") == "correction"
+    )
     assert (await engine.conversation.message_deleted("old-1")).user_id == "alice"
-    rows = await fetch_all(db.reader, "SELECT user_message, deleted_at IS NOT NULL FROM exchanges WHERE user_id = 'alice'")
+    rows = await fetch_all(
+        db.reader, "SELECT user_message, deleted_at IS NOT NULL FROM exchanges WHERE user_id = 'alice'"
+    )
     assert [tuple(r) for r in rows] == [("", 1)]
     await engine.close()
     await db.close()

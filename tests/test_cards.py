@@ -47,11 +47,20 @@ def macro_card() -> dict[str, Any]:
         mes_example="<START>\n{{user}}: roll for me\n{{char}}: You rolled {{roll:1d6}}.{{newline}}Again!",
         system_prompt="{{original}} Today is {{date}}. {{char}} is {{personality}}.",
         post_history_instructions="Remember {{user}} picked {{pick::red::blue}}.",
-        extensions={"depth_prompt": {"prompt": "{{char}} keeps the club's secrets from {{user}}.", "depth": 2, "role": "system"}},
-        character_book={"entries": [
-            {"keys": ["brigade"], "content": "{{char}} founded the brigade for {{user}} at {{isotime}}.", "enabled": True,
-             "insertion_order": 1, "extensions": {}},
-        ]},
+        extensions={
+            "depth_prompt": {"prompt": "{{char}} keeps the club's secrets from {{user}}.", "depth": 2, "role": "system"}
+        },
+        character_book={
+            "entries": [
+                {
+                    "keys": ["brigade"],
+                    "content": "{{char}} founded the brigade for {{user}} at {{isotime}}.",
+                    "enabled": True,
+                    "insertion_order": 1,
+                    "extensions": {},
+                },
+            ]
+        },
     )
 
 
@@ -71,9 +80,16 @@ def test_a_card_saved_with_windows_line_endings_reads_as_the_same_card(tmp_path:
     (tmp_path / "unix.json").write_text(json.dumps(v2_card()), encoding="utf-8")
     (tmp_path / "windows.json").write_text(json.dumps(crlf_card()), encoding="utf-8")
     unix, windows = load_character(tmp_path / "unix.json"), load_character(tmp_path / "windows.json")
-    assert windows.example_dialogue == unix.example_dialogue == [
-        (USER, "hi"), (CHAR, "hello"), (USER, "what now?"), (CHAR, "We find aliens.\nObviously."),
-    ]
+    assert (
+        windows.example_dialogue
+        == unix.example_dialogue
+        == [
+            (USER, "hi"),
+            (CHAR, "hello"),
+            (USER, "what now?"),
+            (CHAR, "We find aliens.\nObviously."),
+        ]
+    )
     prompt = render_character_prompt(windows, turn())
     assert "<START>" not in prompt and "\r" not in prompt
 
@@ -83,7 +99,12 @@ def test_every_macro_is_replaced_or_removed_and_the_unknown_one_is_named(tmp_pat
     haruhi = load_character(tmp_path / "card.json")
     values = turn()
     prompt = render_character_prompt(haruhi, values)
-    texts = [prompt, fill_turn(haruhi.greeting, values), fill_turn(haruhi.post_history_instructions, values), fill_turn(haruhi.depth_prompt, values)]
+    texts = [
+        prompt,
+        fill_turn(haruhi.greeting, values),
+        fill_turn(haruhi.post_history_instructions, values),
+        fill_turn(haruhi.depth_prompt, values),
+    ]
     assert not any(re.search(r"\{\{|\}\}|<user>|<bot>", t, re.IGNORECASE) for t in texts), texts
     assert "Haruhi leads the brigade. Haruhi drags Kyon into schemes." in prompt
     assert "the author's note" not in prompt
@@ -96,23 +117,39 @@ def test_every_macro_is_replaced_or_removed_and_the_unknown_one_is_named(tmp_pat
 
 
 def test_a_v3_card_calls_its_character_by_its_nickname(tmp_path: Path) -> None:
-    card = {**v2_card(nickname="Suzumiya", description="{{char}} is the chief."), "spec": "chara_card_v3", "spec_version": "3.0"}
+    card = {
+        **v2_card(nickname="Suzumiya", description="{{char}} is the chief."),
+        "spec": "chara_card_v3",
+        "spec_version": "3.0",
+    }
     (tmp_path / "card.json").write_text(json.dumps(card), encoding="utf-8")
     haruhi = load_character(tmp_path / "card.json")
     assert haruhi.name == "Haruhi" and haruhi.persona.startswith("Suzumiya is the chief.")
 
 
 def test_the_fields_echo_leaves_aside_are_named_and_the_depth_prompt_is_honoured(tmp_path: Path) -> None:
-    card = {**v2_card(
-        alternate_greetings=["Yo.", "Hey."], group_only_greetings=["All of you!"], brand_new_field=1,
-        extensions={"depth_prompt": {"prompt": "Stay brief.", "depth": 3, "role": "user"}, "regex_scripts": [{"x": 1}]},
-    ), "spec": "chara_card_v3", "spec_version": "3.0"}
+    card = {
+        **v2_card(
+            alternate_greetings=["Yo.", "Hey."],
+            group_only_greetings=["All of you!"],
+            brand_new_field=1,
+            extensions={
+                "depth_prompt": {"prompt": "Stay brief.", "depth": 3, "role": "user"},
+                "regex_scripts": [{"x": 1}],
+            },
+        ),
+        "spec": "chara_card_v3",
+        "spec_version": "3.0",
+    }
     (tmp_path / "card.json").write_text(json.dumps(card), encoding="utf-8")
     haruhi = load_character(tmp_path / "card.json")
     assert (haruhi.depth_prompt, haruhi.depth_prompt_depth) == ("Stay brief.", 3)
     assert set(haruhi.ignored) == {
-        "data.alternate_greetings (2)", "data.group_only_greetings (1)", "data.brand_new_field",
-        "data.extensions.regex_scripts", "data.extensions.depth_prompt.role (it goes in as the system's text)",
+        "data.alternate_greetings (2)",
+        "data.group_only_greetings (1)",
+        "data.brand_new_field",
+        "data.extensions.regex_scripts",
+        "data.extensions.depth_prompt.role (it goes in as the system's text)",
     }
 
 
@@ -121,10 +158,16 @@ def test_the_fields_echo_leaves_aside_are_named_and_the_depth_prompt_is_honoured
 
 def test_a_charx_card_is_the_character_of_its_card_json(tmp_path: Path) -> None:
     card = {**v2_card(), "spec": "chara_card_v3", "spec_version": "3.0"}
-    (tmp_path / "haruhi.charx").write_bytes(charx(card, extra={"assets/icon/images/main.png": png(), "module.risum": b"\x00" * 100}))
+    (tmp_path / "haruhi.charx").write_bytes(
+        charx(card, extra={"assets/icon/images/main.png": png(), "module.risum": b"\x00" * 100})
+    )
     (tmp_path / "haruhi.json").write_text(json.dumps(card), encoding="utf-8")
     from_zip, from_json = load_character(tmp_path / "haruhi.charx"), load_character(tmp_path / "haruhi.json")
-    assert (from_zip.name, from_zip.persona, from_zip.example_dialogue) == (from_json.name, from_json.persona, from_json.example_dialogue)
+    assert (from_zip.name, from_zip.persona, from_zip.example_dialogue) == (
+        from_json.name,
+        from_json.persona,
+        from_json.example_dialogue,
+    )
 
 
 def zip_bomb() -> bytes:
@@ -201,9 +244,13 @@ def test_with_the_default_settings_a_question_about_each_entry_brings_it_in() ->
     settings = load_settings(_env_file=None).engine
     card = load_character(DATA / "ysolde_card.json")
     assert card.lore is not None
-    assert sum(e.cost for e in card.lore.entries) <= settings.lore_budget_chars, "the whole book fits the default budget"
+    assert sum(e.cost for e in card.lore.entries) <= settings.lore_budget_chars, (
+        "the whole book fits the default budget"
+    )
     for name, question in QUESTIONS.items():
-        hits = card.lore.match([question], budget_chars=settings.lore_budget_chars, scan_depth=settings.lore_scan_depth).hits
+        hits = card.lore.match(
+            [question], budget_chars=settings.lore_budget_chars, scan_depth=settings.lore_scan_depth
+        ).hits
         assert name in [h.name for h in hits if h.kept], question
 
 

@@ -19,7 +19,9 @@ def folder(tmp_path: Path, mapping: str = "") -> Path:
     cast = tmp_path / "cast"
     cast.mkdir()
     (cast / "lina.yaml").write_text("name: Lina\npersona: A sailor.\n", encoding="utf-8")
-    (cast / "marc.yaml").write_text("name: Marc\npersona: A smith.\navatar: https://x.invalid/m.png\n", encoding="utf-8")
+    (cast / "marc.yaml").write_text(
+        "name: Marc\npersona: A smith.\navatar: https://x.invalid/m.png\n", encoding="utf-8"
+    )
     (cast / "nora.yaml").write_text("name: Nora\npersona: A neighbour.\nmemory: shared\n", encoding="utf-8")
     (cast / "lore.yaml").write_text("entries:\n  - keys: [forge]\n    content: The forge is old.\n", encoding="utf-8")
     if mapping:
@@ -34,10 +36,15 @@ def test_without_a_folder_the_cast_is_the_one_character_file():
 
 
 def test_channels_then_categories_then_servers_then_the_default(tmp_path):
-    cast = load_cast(folder(tmp_path, "default: nora\nservers: {1: lina}\ncategories: {2: marc}\nchannels: {3: nora, 4: lina}\n"), None)
+    cast = load_cast(
+        folder(tmp_path, "default: nora\nservers: {1: lina}\ncategories: {2: marc}\nchannels: {3: nora, 4: lina}\n"),
+        None,
+    )
     assert sorted(cast.characters) == ["lina", "marc", "nora"], "a lore file beside them is not a character"
     assert cast.for_place(channel_id=3, category_id=2, guild_id=1).key == "nora"
-    assert cast.for_place(channel_id=9, parent_id=4, category_id=2, guild_id=1).key == "lina", "a thread takes its channel's"
+    assert cast.for_place(channel_id=9, parent_id=4, category_id=2, guild_id=1).key == "lina", (
+        "a thread takes its channel's"
+    )
     assert cast.for_place(channel_id=9, category_id=2, guild_id=1).key == "marc"
     assert cast.for_place(channel_id=9, guild_id=1).key == "lina"
     assert cast.for_place(channel_id=9, guild_id=7).key == "nora"
@@ -85,7 +92,9 @@ async def test_erase_and_export_of_a_person_cover_every_character_key_and_no_one
             for key in ("lina", "marc"):
                 owner = cast.memory_key(user, cast.characters[key])
                 await engine.memories.remember(owner, f"L'utilisateur {user} parle à {key}.", story_id="c", place="g")
-                await engine.conversation.turn(Incoming(user_id=owner, user_name="A", text="salut", story_id="c", place="g", character=key))
+                await engine.conversation.turn(
+                    Incoming(user_id=owner, user_name="A", text="salut", story_id="c", place="g", character=key)
+                )
         assert await owner_keys(db, "42") == ["42", "42@marc"]
         assert await owner_keys(db, "4_2") == ["4_2", "4_2@marc"], "LIKE wildcards in an id are escaped"
         exported = await engine.privacy.export_person("42")
@@ -103,8 +112,13 @@ def test_a_card_declares_its_avatar_and_shared_memory_in_its_echo_extension(tmp_
     import json
 
     card = {
-        "spec": "chara_card_v2", "spec_version": "2.0",
-        "data": {"name": "Haruhi", "description": "Chief.", "extensions": {"echo": {"avatar": "https://x.invalid/h.png", "memory": "shared"}}},
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {
+            "name": "Haruhi",
+            "description": "Chief.",
+            "extensions": {"echo": {"avatar": "https://x.invalid/h.png", "memory": "shared"}},
+        },
     }
     (tmp_path / "h.json").write_text(json.dumps(card), encoding="utf-8")
     haruhi = load_character(tmp_path / "h.json")
@@ -116,7 +130,9 @@ def test_cast_single_keeps_the_default_key():
     assert Cast.single(echo).default is echo
 
 
-async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_find_its_message(db, llm_server, tmp_path):
+async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_find_its_message(
+    db, llm_server, tmp_path
+):
     """The erase counter is the person's: a turn with Marc (key 42@marc, holding nothing yet)
     waiting for the LLM writes nothing after /erase-me; and an edit by the author (Discord id
     42) reaches the exchange kept under 42@marc."""
@@ -141,14 +157,20 @@ async def test_an_erase_stops_a_turn_in_flight_under_a_character_key_and_edits_f
         llm_server.handler = answer
         marc = cast.memory_key("42", cast.characters["marc"])
         await engine.conversation.turn(
-            Incoming(user_id=marc, user_name="A", text="salut", story_id="c", place="g", character="marc", message_id="m-1")
+            Incoming(
+                user_id=marc, user_name="A", text="salut", story_id="c", place="g", character="marc", message_id="m-1"
+            )
         )
         assert await engine.conversation.message_edited("m-1", "bonjour", author="42") == "reflected as edited"
-        assert await engine.conversation.message_edited("m-1", "bonsoir", author="7") == "unknown", "only its author's edit counts"
+        assert await engine.conversation.message_edited("m-1", "bonsoir", author="7") == "unknown", (
+            "only its author's edit counts"
+        )
 
         await engine.privacy.erase_person("42")
         turn = asyncio.create_task(
-            engine.conversation.turn(Incoming(user_id=marc, user_name="A", text="Zorglub", story_id="c", place="g", character="marc"))
+            engine.conversation.turn(
+                Incoming(user_id=marc, user_name="A", text="Zorglub", story_id="c", place="g", character="marc")
+            )
         )
         await asyncio.wait_for(arrived.wait(), 10)
         await engine.privacy.erase("42")  # the person's own key only: the Marc turn must stop all the same
@@ -195,7 +217,9 @@ async def test_export_files_retired_characters_by_their_stored_key_and_erase_cov
     engine = make_engine(db, http, llm_server, tmp_path, cast=before)
     await engine.start()
     for key in ("lina", "marc", "zoe"):
-        await engine.memories.remember(before.memory_key("42", before.characters[key]), f"42 parle à {key}.", story_id="c", place="g")
+        await engine.memories.remember(
+            before.memory_key("42", before.characters[key]), f"42 parle à {key}.", story_id="c", place="g"
+        )
     await engine.close()
     (cast_dir / "marc.yaml").unlink()
     (cast_dir / "zoe.yaml").unlink()

@@ -52,7 +52,17 @@ ROOT = Path(__file__).resolve().parents[1]
 PSEUDO = "xx"
 NOW = datetime(2026, 12, 4, 22, 27, tzinfo=UTC)
 # The person's own words in the samples: taken out before looking for a stray word.
-DATA = ["Aime le vélo", "Alice", "Quel temps ?", "The Harbour", "harbour", "Le port gèle.", "chan-1", "Camille a déménagé", "mood"]
+DATA = [
+    "Aime le vélo",
+    "Alice",
+    "Quel temps ?",
+    "The Harbour",
+    "harbour",
+    "Le port gèle.",
+    "chan-1",
+    "Camille a déménagé",
+    "mood",
+]
 WORD = re.compile(r"[^\W\d_]{2,}")
 
 
@@ -88,8 +98,18 @@ def stray_words(shown: str) -> set[str]:
 
 def memory(memory_id: int, **extra: object) -> Memory:
     fields: dict[str, object] = {
-        "id": memory_id, "user_id": "u", "text": "Aime le vélo", "type": "fact", "scope": "global", "story_id": None, "place": None,
-        "confidence": 1.0, "pinned": True, "created_at": NOW, "updated_at": NOW, "expires_at": NOW,
+        "id": memory_id,
+        "user_id": "u",
+        "text": "Aime le vélo",
+        "type": "fact",
+        "scope": "global",
+        "story_id": None,
+        "place": None,
+        "confidence": 1.0,
+        "pinned": True,
+        "created_at": NOW,
+        "updated_at": NOW,
+        "expires_at": NOW,
     }
     fields.update(extra)
     return Memory(**fields)  # type: ignore[arg-type]
@@ -97,46 +117,129 @@ def memory(memory_id: int, **extra: object) -> Memory:
 
 def selection() -> TurnSelection:
     slots = [
-        Slot(id=n, reason=reason, score=score, type="fact", pinned=n == 1, text="Aime le vélo", lexical=n == 3, series=2 * (n == 2))
+        Slot(
+            id=n,
+            reason=reason,
+            score=score,
+            type="fact",
+            pinned=n == 1,
+            text="Aime le vélo",
+            lexical=n == 3,
+            series=2 * (n == 2),
+        )
         for n, (reason, score) in enumerate(zip(REASONS, (1.2, -0.4, None, 0.3, None, 2.5)), 1)
     ]
-    lore = [{"name": "The Harbour", "keyword": "harbour", "cost": 40, "kept": True, "left_out": None, "how": how} for how in LORE_HOW]
-    lore += [{"name": "The Harbour", "keyword": "harbour", "cost": 40, "kept": False, "left_out": why, "how": "key",
-              "budget": 6000, "book_budget": why == "budget"} for why in LORE_LEFT_OUT]
-    story = {"anchors": [{"id": 1, "text": "Aime le vélo"}], "summary": "Aime le vélo",
-             "positions": [{"subject": "Alice", "stance": "Aime le vélo"}], "state": {"mood": 2.0}}
+    lore = [
+        {"name": "The Harbour", "keyword": "harbour", "cost": 40, "kept": True, "left_out": None, "how": how}
+        for how in LORE_HOW
+    ]
+    lore += [
+        {
+            "name": "The Harbour",
+            "keyword": "harbour",
+            "cost": 40,
+            "kept": False,
+            "left_out": why,
+            "how": "key",
+            "budget": 6000,
+            "book_budget": why == "budget",
+        }
+        for why in LORE_LEFT_OUT
+    ]
+    story = {
+        "anchors": [{"id": 1, "text": "Aime le vélo"}],
+        "summary": "Aime le vélo",
+        "positions": [{"subject": "Alice", "stance": "Aime le vélo"}],
+        "state": {"mood": 2.0},
+    }
     return TurnSelection(
-        turn_id=1, user_id="u", story_id="chan-1", query="Quel temps ?", degraded=True, slots=slots, rules=["Aime le vélo"],
-        created_at=NOW, story=story, candidates=9, lore=lore,
+        turn_id=1,
+        user_id="u",
+        story_id="chan-1",
+        query="Quel temps ?",
+        degraded=True,
+        slots=slots,
+        rules=["Aime le vélo"],
+        created_at=NOW,
+        story=story,
+        candidates=9,
+        lore=lore,
         figures=TurnFigures(prompt_tokens=8192, completion_tokens=120, context_tokens=8192, context_full=True),
     )
 
 
 def every_text() -> Iterator[tuple[str, str]]:
     history = HistoryEntry(
-        id=4, user_id="u", memory_id=9, operation="replace", text="Aime le vélo", type="fact", scope="global",
-        pinned=False, confidence=1.0, created_at=NOW, updated_at=NOW, archived_at=NOW, cause=Cause("forget"),
+        id=4,
+        user_id="u",
+        memory_id=9,
+        operation="replace",
+        text="Aime le vélo",
+        type="fact",
+        scope="global",
+        pinned=False,
+        confidence=1.0,
+        created_at=NOW,
+        updated_at=NOW,
+        archived_at=NOW,
+        cause=Cause("forget"),
     )
     removal = StoryHistoryEntry(
-        id=1, user_id="u", story_id="s", operation="anchor_removed", item_id=3, payload={"text": "Aime le vélo"},
-        reason="Camille a déménagé", cause=Cause.reflection(), at=NOW,
+        id=1,
+        user_id="u",
+        story_id="s",
+        operation="anchor_removed",
+        item_id=3,
+        payload={"text": "Aime le vélo"},
+        reason="Camille a déménagé",
+        cause=Cause.reflection(),
+        at=NOW,
     )
     stats = MemoryStats(
-        total=1200, cap=100, by_type={"fact": 2, "preference": 1, "promise": 1, "episode": 5}, pinned=1, expired=2,
-        never_surfaced=[memory(5)], never_semantic=3, turns=40, degraded_turns=2, pending_reflections=1,
-        consolidations=1, consolidated_members=3,
+        total=1200,
+        cap=100,
+        by_type={"fact": 2, "preference": 1, "promise": 1, "episode": 5},
+        pinned=1,
+        expired=2,
+        never_surfaced=[memory(5)],
+        never_semantic=3,
+        turns=40,
+        degraded_turns=2,
+        pending_reflections=1,
+        consolidations=1,
+        consolidated_members=3,
     )
     yield "why", why_text(selection())
     yield "why none", why_text(None)
-    yield "pages", "\n".join(memory_pages([memory(1), memory(2, scope="story", expires_at=None, pinned=False)], now=NOW))
+    yield (
+        "pages",
+        "\n".join(memory_pages([memory(1), memory(2, scope="story", expires_at=None, pinned=False)], now=NOW)),
+    )
     yield "no pages", memory_pages([], now=NOW)[0]
     results = [
-        Remembered(1), Pinned(1, True, True), Pinned(1, False, True), Pinned(1, True, False), Forgotten(1, True),
-        Forgotten(1, False), Restored(4, 1), Restored(4, None), Edited(1, 4), Edited(1, None), Sharing(True, True),
-        Sharing(False, False), Why(None), stats, History([history], [removal], []), History([], [], []),
-        Exported({"memories": [1], "history": [], "exchanges": [1, 2]}), Erased(EraseReport(memories=3, history=1)),
-        Refused("remember", "too_long", {"most": 500}), Refused("edit", "cap", {"held": 3, "cap": 3}),
-        Refused("remember", "empty", {}), Refused("remember", "rule", {}), Refused("remember", "who knows", {}),
+        Remembered(1),
+        Pinned(1, True, True),
+        Pinned(1, False, True),
+        Pinned(1, True, False),
+        Forgotten(1, True),
+        Forgotten(1, False),
+        Restored(4, 1),
+        Restored(4, None),
+        Edited(1, 4),
+        Edited(1, None),
+        Sharing(True, True),
+        Sharing(False, False),
+        Why(None),
+        stats,
+        History([history], [removal], []),
+        History([], [], []),
+        Exported({"memories": [1], "history": [], "exchanges": [1, 2]}),
+        Erased(EraseReport(memories=3, history=1)),
+        Refused("remember", "too_long", {"most": 500}),
+        Refused("edit", "cap", {"held": 3, "cap": 3}),
+        Refused("remember", "empty", {}),
+        Refused("remember", "rule", {}),
+        Refused("remember", "who knows", {}),
     ]
     for result in results:
         yield type(result).__name__, answer(result)
@@ -164,7 +267,9 @@ FRONT_ENDS = [*sorted((ROOT / "cogs").rglob("*.py")), *sorted((ROOT / "bot" / "t
 # What Discord or the terminal shows: a call to one of these, or one of these keywords of a call.
 SINKS = frozenset({"say", "send", "send_message", "edit_message", "edit_original_response", "reply", "followup"})
 SHOWN_KEYWORDS = frozenset({"content", "label", "placeholder", "title", "description"})
-CATALOGUE = frozenset({"text", "tr", "answer", "help_text", "turn_text", "cut_note", "storage_failed", "no_memory", "gone_memory"})
+CATALOGUE = frozenset(
+    {"text", "tr", "answer", "help_text", "turn_text", "cut_note", "storage_failed", "no_memory", "gone_memory"}
+)
 # Slash commands' names, descriptions and options: Discord shows them translated, by their English
 # text, from the catalogue's "command" context (cogs/bot.py's Translator); checked below.
 COMMAND_DECLARATIONS = frozenset({"command", "describe", "ContextMenu", "Choice", "rename", "Group"})
@@ -186,7 +291,13 @@ def _shown_strings(tree: ast.AST) -> Iterator[tuple[int, str]]:
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
-        name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else ""
+        name = (
+            node.func.id
+            if isinstance(node.func, ast.Name)
+            else node.func.attr
+            if isinstance(node.func, ast.Attribute)
+            else ""
+        )
         if name in COMMAND_DECLARATIONS:
             continue
         if name in SINKS:
@@ -221,7 +332,11 @@ def test_the_reading_sees_a_text_written_in_a_front_end(source: str) -> None:
 
 
 def test_the_reading_lets_catalogue_texts_through() -> None:
-    assert not list(_shown_strings(ast.parse('await say(interaction, text("not_yours"))\nButton(label=text("next"), custom_id="echo:x")')))
+    assert not list(
+        _shown_strings(
+            ast.parse('await say(interaction, text("not_yours"))\nButton(label=text("next"), custom_id="echo:x")')
+        )
+    )
 
 
 def _declared_command_texts(tree: ast.AST) -> Iterator[str]:
@@ -229,7 +344,12 @@ def _declared_command_texts(tree: ast.AST) -> Iterator[str]:
     the owners' text command (`@Écho sync`) is a word typed, not shown."""
     for node in ast.walk(tree):
         func = node.func if isinstance(node, ast.Call) else None
-        if isinstance(node, ast.Call) and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "app_commands":
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "app_commands"
+        ):
             name = func.attr
             if name in ("command", "ContextMenu", "describe"):
                 for keyword in node.keywords:
@@ -237,8 +357,10 @@ def _declared_command_texts(tree: ast.AST) -> Iterator[str]:
                     if isinstance(value, ast.Name):  # a module constant such as CHARACTER_OPTION
                         continue
                     if (
-                        keyword.arg in ("name", "description") or name == "describe"
-                    ) and isinstance(value, ast.Constant) and isinstance(value.value, str):
+                        (keyword.arg in ("name", "description") or name == "describe")
+                        and isinstance(value, ast.Constant)
+                        and isinstance(value.value, str)
+                    ):
                         yield value.value
 
 

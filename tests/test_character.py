@@ -104,15 +104,22 @@ def test_native_yaml(tmp_path):
 
 
 def test_native_json_with_examples_as_text(tmp_path):
-    path = write_json(tmp_path, "zed.json", {
-        "name": "Zed",
-        "persona": "A keeper.",
-        "examples": "<START>\n{{user}}: Hi\nZed: Hello,\nsailor.\n<START>\n<USER>: Bye\n{{char}}: Farewell",
-    })
+    path = write_json(
+        tmp_path,
+        "zed.json",
+        {
+            "name": "Zed",
+            "persona": "A keeper.",
+            "examples": "<START>\n{{user}}: Hi\nZed: Hello,\nsailor.\n<START>\n<USER>: Bye\n{{char}}: Farewell",
+        },
+    )
     zed = load_character(path)
     assert zed.language is None
     assert zed.example_dialogue == [
-        (USER, "Hi"), (CHAR, "Hello,\nsailor."), (USER, "Bye"), (CHAR, "Farewell"),
+        (USER, "Hi"),
+        (CHAR, "Hello,\nsailor."),
+        (USER, "Bye"),
+        (CHAR, "Farewell"),
     ]
 
 
@@ -152,13 +159,15 @@ def test_v2_card(tmp_path):
     haruhi = load_character(write_json(tmp_path, "haruhi.json", v2_card()))
     assert haruhi.name == "Haruhi"
     assert haruhi.persona == (
-        "Haruhi is the brigade chief. Haruhi drags {{user}} into schemes.\n"
-        "Haruhi's personality: energetic, bossy"
+        "Haruhi is the brigade chief. Haruhi drags {{user}} into schemes.\nHaruhi's personality: energetic, bossy"
     )
     assert haruhi.greeting == "You, {{user}}! You're joining my brigade."
     assert haruhi.scenario == "After school, in the club room."
     assert haruhi.example_dialogue == [
-        (USER, "hi"), (CHAR, "hello"), (USER, "what now?"), (CHAR, "We find aliens.\nObviously."),
+        (USER, "hi"),
+        (CHAR, "hello"),
+        (USER, "what now?"),
+        (CHAR, "We find aliens.\nObviously."),
     ]
     assert haruhi.system_prompt == "Write Haruhi's next reply."
     assert haruhi.post_history_instructions == "Keep Haruhi in character."
@@ -179,11 +188,23 @@ def test_a_v3_card_is_read_through_its_v2_fields(tmp_path):
 
 
 def test_a_v2_character_book_is_read_as_the_characters_lore_not_its_prompt(tmp_path):
-    book = {"extensions": {}, "token_budget": 100, "scan_depth": 2, "entries": [
-        {"keys": ["SOS"], "content": "LOREBOOK ENTRY", "extensions": {}, "enabled": True, "insertion_order": 0,
-         "case_sensitive": True, "name": "brigade"},
-        {"keys": ["off"], "content": "DISABLED", "extensions": {}, "enabled": False, "insertion_order": 1},
-    ]}
+    book = {
+        "extensions": {},
+        "token_budget": 100,
+        "scan_depth": 2,
+        "entries": [
+            {
+                "keys": ["SOS"],
+                "content": "LOREBOOK ENTRY",
+                "extensions": {},
+                "enabled": True,
+                "insertion_order": 0,
+                "case_sensitive": True,
+                "name": "brigade",
+            },
+            {"keys": ["off"], "content": "DISABLED", "extensions": {}, "enabled": False, "insertion_order": 1},
+        ],
+    }
     haruhi = load_character(write_json(tmp_path, "haruhi.json", v2_card(character_book=book)))
     assert haruhi.lore is not None
     assert [(e.name, e.keys, e.case_sensitive) for e in haruhi.lore.entries] == [("brigade", ("SOS",), True)]
@@ -254,7 +275,11 @@ TOO_LONG_RULE = f"name: Zed\npersona: A keeper.\nrules:\n  - {'x' * (MAX_RULE_CH
         ("a.json", '{"spec": "chara_card_v9", "data": {}}', "unsupported card spec 'chara_card_v9'"),
         ("a.json", '{"spec": "chara_card_v2", "data": {"description": "A keeper."}}', "missing data.name"),
         ("a.json", '{"name": "Zed", "description": "", "first_mes": "hi"}', "neither a description nor a personality"),
-        ("a.json", '{"name": "Zed", "description": "A keeper.", "rules": ["Be kind."]}', "unknown top-level key 'description'"),
+        (
+            "a.json",
+            '{"name": "Zed", "description": "A keeper.", "rules": ["Be kind."]}',
+            "unknown top-level key 'description'",
+        ),
         ("a.yaml", "name: Zed\ndescription: A keeper.\n", "unknown top-level key 'description'"),
     ],
 )

@@ -27,7 +27,8 @@ def engine_calls_of_the_layer() -> set[str]:
     return {
         node.func.attr
         for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
         and ast.unparse(node.func.value).split(".")[-2:-1] == ["engine"]
         and ast.unparse(node.func.value).split(".")[-1] in PORTS
     }
@@ -44,7 +45,9 @@ def test_no_front_end_calls_what_the_command_layer_wraps():
     for path in FRONT_ENDS:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (
-                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in wrapped
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in wrapped
                 and ast.unparse(node.func.value).split(".")[-2:-1] in (["engine"], ["_engine"])
                 and ast.unparse(node.func.value).split(".")[-1] in PORTS
             ):
@@ -69,7 +72,20 @@ class Recorder:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[str] = []
-        for name in ("memories", "remember", "pin", "forget", "restore", "edit", "history", "why", "stats", "share", "export", "erase"):
+        for name in (
+            "memories",
+            "remember",
+            "pin",
+            "forget",
+            "restore",
+            "edit",
+            "history",
+            "why",
+            "stats",
+            "share",
+            "export",
+            "erase",
+        ):
             original = getattr(MemoryCommands, name)
 
             async def recorded(self_, *args, __name=name, __original=original, **kwargs):
@@ -95,9 +111,18 @@ async def test_each_terminal_command_runs_the_layers_command(db, http, llm_serve
     recorder = Recorder(monkeypatch)
     session = Session(user_id="terminal:alice", user_name="alice", story_id="terminal:main", place="terminal")
     lines = {
-        "/remember J'aime la mer.": "remember", "/memories": "memories", "/pin 1": "pin", "/forget 1": "forget",
-        "/restore 1": "restore", "/edit 1 J'aime le vent.": "edit", "/history": "history", "/why": "why",
-        "/memory-stats": "stats", "/share": "share", f"/export {tmp_path / 'me.json'}": "export", "/erase-me yes": "erase",
+        "/remember J'aime la mer.": "remember",
+        "/memories": "memories",
+        "/pin 1": "pin",
+        "/forget 1": "forget",
+        "/restore 1": "restore",
+        "/edit 1 J'aime le vent.": "edit",
+        "/history": "history",
+        "/why": "why",
+        "/memory-stats": "stats",
+        "/share": "share",
+        f"/export {tmp_path / 'me.json'}": "export",
+        "/erase-me yes": "erase",
     }
     try:
         for line, command in lines.items():

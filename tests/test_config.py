@@ -62,7 +62,11 @@ def test_each_bad_value_gives_one_line_naming_its_variable(monkeypatch):
     lines = error_lines(caught.value)
     # By section (Discord, the chat server, the engine), in each by field.
     assert [line.split(":", 1)[0] for line in lines] == [
-        "DEV_GUILD_ID", "ALLOWED_ROLE_IDS", "LLM_API", "LLM_BASE_URL", "HISTORY_MESSAGES"
+        "DEV_GUILD_ID",
+        "ALLOWED_ROLE_IDS",
+        "LLM_API",
+        "LLM_BASE_URL",
+        "HISTORY_MESSAGES",
     ]
     by_var = {line.split(":", 1)[0]: line for line in lines}
     assert "'ollama' or 'openai'" in by_var["LLM_API"] and "olama" in by_var["LLM_API"]
@@ -233,18 +237,32 @@ def test_each_setting_is_declared_once_in_one_section():
 
 def test_a_section_reads_its_prefix_and_the_stable_names_it_keeps(monkeypatch):
     for var, value in {
-        "LLM_API": "openai", "LLM_API_KEY": "sk-test", "LLM_KEEP_ALIVE": "10m",  # prefix LLM_
+        "LLM_API": "openai",
+        "LLM_API_KEY": "sk-test",
+        "LLM_KEEP_ALIVE": "10m",  # prefix LLM_
         "LLM_CONTEXT_TOKENS": "4096",  # the engine's, under its stable name
-        "EMBEDDINGS": "ollama", "EMBEDDINGS_MODEL": "bge-m3", "INDEX_INTERVAL_SECONDS": "12",  # EMBEDDINGS_, kept names
+        "EMBEDDINGS": "ollama",
+        "EMBEDDINGS_MODEL": "bge-m3",
+        "INDEX_INTERVAL_SECONDS": "12",  # EMBEDDINGS_, kept names
         "EMBEDDINGS_BASE_URL": "http://embed-box:11434",
-        "WEB_PORT": "9090", "LOG_LEVEL": "warning", "REFLECTION_MODEL": "qwen2.5:14b",
+        "WEB_PORT": "9090",
+        "LOG_LEVEL": "warning",
+        "REFLECTION_MODEL": "qwen2.5:14b",
     }.items():
         monkeypatch.setenv(var, value)
     settings = load_settings(_env_file=None)
     assert (settings.llm.api, settings.llm.keep_alive, settings.llm.told_keep_alive) == ("openai", "10m", None)
     assert (settings.engine.llm_context_tokens, settings.llm.told_context(4096)) == (4096, None)
-    assert (settings.embedding.kind, settings.embedding.model, settings.embedding.index_interval_seconds) == ("ollama", "bge-m3", 12.0)
-    assert (settings.web.port, settings.logging.level, settings.engine.reflection_model) == (9090, "WARNING", "qwen2.5:14b")
+    assert (settings.embedding.kind, settings.embedding.model, settings.embedding.index_interval_seconds) == (
+        "ollama",
+        "bge-m3",
+        12.0,
+    )
+    assert (settings.web.port, settings.logging.level, settings.engine.reflection_model) == (
+        9090,
+        "WARNING",
+        "qwen2.5:14b",
+    )
     # Given in code, a setting is named as in the environment too.
     assert load_settings(_env_file=None, index_interval_seconds=30, web_port=1).embedding.index_interval_seconds == 30
 

@@ -97,14 +97,30 @@ class Seeded:
 
 # Distinct facts: look-alikes that differ by a number would form a series, held to 3 slots.
 FACTS = [
-    "a un chat roux nommé Biscuit", "joue du violoncelle le dimanche", "est allergique aux arachides",
-    "travaille comme infirmière de nuit", "collectionne les cartes postales anciennes", "déteste la coriandre",
-    "court un semi-marathon en avril", "a grandi à Brest", "parle couramment le portugais",
-    "cultive des tomates sur son balcon", "a peur des orages", "lit des romans policiers suédois",
-    "boit son café sans sucre", "a une sœur jumelle prénommée Inès", "répare de vieux vélos",
-    "fait de la plongée en Bretagne", "apprend le japonais depuis un an", "a promis de finir sa thèse",
-    "préfère la mer à la montagne", "a un potager partagé", "écrit un carnet de rêves",
-    "dessine des cartes imaginaires", "a adopté un lapin", "part en Islande cet été",
+    "a un chat roux nommé Biscuit",
+    "joue du violoncelle le dimanche",
+    "est allergique aux arachides",
+    "travaille comme infirmière de nuit",
+    "collectionne les cartes postales anciennes",
+    "déteste la coriandre",
+    "court un semi-marathon en avril",
+    "a grandi à Brest",
+    "parle couramment le portugais",
+    "cultive des tomates sur son balcon",
+    "a peur des orages",
+    "lit des romans policiers suédois",
+    "boit son café sans sucre",
+    "a une sœur jumelle prénommée Inès",
+    "répare de vieux vélos",
+    "fait de la plongée en Bretagne",
+    "apprend le japonais depuis un an",
+    "a promis de finir sa thèse",
+    "préfère la mer à la montagne",
+    "a un potager partagé",
+    "écrit un carnet de rêves",
+    "dessine des cartes imaginaires",
+    "a adopté un lapin",
+    "part en Islande cet été",
 ]
 
 
@@ -116,7 +132,9 @@ async def _seed(engine, n_memories: int = 24) -> Seeded:
     history = []
     for i in range(12):
         history.append(ChannelLine("Alice", f"Ligne {i} d'Alice sur sa journée au port, les bateaux et la pluie."))
-        history.append(ChannelLine("Écho", f"Réponse {i} d'Écho, qui pose une question sur les bateaux.", from_bot=True))
+        history.append(
+            ChannelLine("Écho", f"Réponse {i} d'Écho, qui pose une question sur les bateaux.", from_bot=True)
+        )
     return Seeded(history, ids)
 
 
@@ -139,7 +157,9 @@ async def test_a_turn_leaves_out_the_oldest_lines_then_the_weakest_memories_and_
     await measuring.conversation.turn(bob)
     await measuring.operator.wait_reflections("bob")
     # Bob's reply (his reflection is sent after it).
-    smallest = sum(len(str(m["content"]).split()) for m in [r for r in llm_server.chats if r.json_schema is None][-1].messages)
+    smallest = sum(
+        len(str(m["content"]).split()) for m in [r for r in llm_server.chats if r.json_schema is None][-1].messages
+    )
     # A context that holds the character and a few memories, not the conversation.
     context = smallest + 80 + answer_room(smallest)
     engine = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server), llm_context_tokens=context)
@@ -159,7 +179,7 @@ async def test_a_turn_leaves_out_the_oldest_lines_then_the_weakest_memories_and_
     left_out = [slot for slot in selection.slots if slot.left_out]
     assert figures.memories_left_out == len(left_out) > 0
     kept = [slot for slot in selection.slots if not slot.left_out]
-    assert selection.slots[-len(left_out):] == left_out, "the last chosen left first"
+    assert selection.slots[-len(left_out) :] == left_out, "the last chosen left first"
     system = sent.context
     assert all(s.text in system for s in kept)
     assert not any(s.text in system for s in left_out)
@@ -194,7 +214,10 @@ async def test_a_context_too_small_for_even_the_smallest_prompt_is_said_once_and
     assert too_small is not None and too_small.context == 200
     assert b"echo_prompt_context_too_small_total 2.0" in metrics.exposition()
     async with db.reader.execute("SELECT user_message, reply FROM exchanges ORDER BY id") as cur:
-        assert [tuple(row) for row in await cur.fetchall()] == [("Bonjour, je m'appelle Alice.", None), ("Tu es là ?", None)]
+        assert [tuple(row) for row in await cur.fetchall()] == [
+            ("Bonjour, je m'appelle Alice.", None),
+            ("Tu es là ?", None),
+        ]
     selection = await engine.memories.why("alice", "chan-1")
     assert selection is not None and selection.figures.context_too_small
     assert "too small for even the smallest prompt" in why_text(selection)
@@ -226,7 +249,9 @@ async def test_a_conversation_key_names_a_conversation_not_a_person(db, http, ll
     other = make_engine(db, http, llm_server, tmp_path, llm=_openai(http, llm_server))
     await engine.conversation.turn(_incoming("Bonjour", []))
     await engine.conversation.turn(_incoming("Encore", []))
-    await engine.conversation.turn(Incoming(user_id="alice", user_name="Alice", text="Ailleurs", story_id="chan-2", place="guild-1"))
+    await engine.conversation.turn(
+        Incoming(user_id="alice", user_name="Alice", text="Ailleurs", story_id="chan-2", place="guild-1")
+    )
     keys = [r.body["prompt_cache_key"] for r in llm_server.chats if r.body and r.json_schema is None]
     assert keys[0] == keys[1] != keys[2]
     assert all("alice" not in k and "chan" not in k for k in keys)

@@ -19,7 +19,9 @@ from tests.fakes.llm_server import LLMRequest
 FACT = "L'utilisateur a un chat qui s'appelle Pixel."
 
 
-def msg(text: str, *, user: str = "alice", story: str = "chan-1", swipes: bool = True, message_id: str | None = None) -> Incoming:
+def msg(
+    text: str, *, user: str = "alice", story: str = "chan-1", swipes: bool = True, message_id: str | None = None
+) -> Incoming:
     return Incoming(
         user_id=user,
         user_name=user.title(),
@@ -66,7 +68,9 @@ async def reflected(db, user: str = "alice") -> list[tuple[str, str, str | None]
     return [(r[0], r[1], r[2]) for r in rows]
 
 
-async def test_regenerate_asks_the_same_prompt_and_the_reflection_reads_only_the_answer_kept(db, http, llm_server, tmp_path):
+async def test_regenerate_asks_the_same_prompt_and_the_reflection_reads_only_the_answer_kept(
+    db, http, llm_server, tmp_path
+):
     engine, script = await engine_with(db, http, llm_server, tmp_path)
     first = await engine.conversation.turn(msg("J'ai un chat qui s'appelle Pixel."))
     assert first.reply == "réponse 1" and first.exchange_id is not None
@@ -105,7 +109,9 @@ async def test_an_open_exchange_is_someone_elses_to_swipe_only_as_an_unknown_one
     assert shown is not None and shown.total == 1
 
 
-async def test_the_settle_delay_settles_an_exchange_nobody_followed_and_tells_the_front_end(db, http, llm_server, tmp_path):
+async def test_the_settle_delay_settles_an_exchange_nobody_followed_and_tells_the_front_end(
+    db, http, llm_server, tmp_path
+):
     engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0.3)
     settled: list[SettledExchange] = []
 
@@ -175,7 +181,9 @@ async def test_a_message_edited_before_its_reflection_is_reflected_as_edited(db,
     assert "edited the message" not in request.last_user  # not a correction: nothing was read yet
 
 
-async def test_an_edit_landing_during_the_reflection_rolls_it_back_and_the_edited_text_is_reflected(db, http, llm_server, tmp_path, store):
+async def test_an_edit_landing_during_the_reflection_rolls_it_back_and_the_edited_text_is_reflected(
+    db, http, llm_server, tmp_path, store
+):
     engine, _script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
     gate = asyncio.Event()
     seen: list[str] = []
@@ -201,7 +209,9 @@ async def test_an_edit_landing_during_the_reflection_rolls_it_back_and_the_edite
     assert [m.text for m in await store.list("alice")] == [FACT]
 
 
-async def test_a_message_edited_after_its_reflection_is_reflected_again_as_a_correction(db, http, llm_server, tmp_path, store):
+async def test_a_message_edited_after_its_reflection_is_reflected_again_as_a_correction(
+    db, http, llm_server, tmp_path, store
+):
     engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
     other = await store.add("alice", NewMemory(text="L'utilisateur aime le jazz.", place="guild-1"))
     script.reflect = lambda r: {"memories": [{"text": "L'utilisateur a un chien.", "type": "fact", "confidence": 0.9}]}
@@ -232,7 +242,9 @@ async def test_a_message_edited_after_its_reflection_is_reflected_again_as_a_cor
     assert await engine.conversation.message_edited("nope", "x") == "unknown"
 
 
-async def test_a_deleted_message_archives_what_only_it_produced_and_keeps_pinned_and_shared_ones(db, http, llm_server, tmp_path, store):
+async def test_a_deleted_message_archives_what_only_it_produced_and_keeps_pinned_and_shared_ones(
+    db, http, llm_server, tmp_path, store
+):
     engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
     texts = {
         "d-4": ["L'utilisateur a un chat.", "L'utilisateur habite à Lyon.", "L'utilisateur joue du violon."],
@@ -278,7 +290,9 @@ async def test_a_message_deleted_before_it_settled_is_never_reflected(db, http, 
     assert (await engine.memories.stats("alice")).pending_reflections == 0
 
 
-async def test_a_receipt_lists_what_the_reflection_changed_and_says_when_a_memory_is_gone(db, http, llm_server, tmp_path, store):
+async def test_a_receipt_lists_what_the_reflection_changed_and_says_when_a_memory_is_gone(
+    db, http, llm_server, tmp_path, store
+):
     engine, script = await engine_with(db, http, llm_server, tmp_path, settle_seconds=0)
     jazz = await store.add("alice", NewMemory(text="L'utilisateur aime le jazz.", place="guild-1"))
     receipts: list[Receipt] = []
@@ -308,7 +322,10 @@ async def test_a_receipt_lists_what_the_reflection_changed_and_says_when_a_memor
 
     added = lines[1].change.memory_id
     await engine.memories.forget("alice", added)
-    assert [line.current for line in await engine.conversation.receipt("alice", result.exchange_id or 0)] == [None, None]
+    assert [line.current for line in await engine.conversation.receipt("alice", result.exchange_id or 0)] == [
+        None,
+        None,
+    ]
 
 
 async def test_a_reflection_that_changes_nothing_sends_no_receipt(db, http, llm_server, tmp_path):
@@ -333,7 +350,12 @@ async def test_an_edit_by_the_user_is_archived_first_and_restorable(db, http, ll
     edited = await store.get("alice", memory_id)
     assert edited is not None and edited.text == "L'utilisateur a un chat." and edited.pinned
     (entry,) = await store.history("alice")
-    assert (entry.id, entry.operation, entry.text, entry.cause) == (history_id, "edit", "L'utilisateur a un chien.", Cause("edit"))
+    assert (entry.id, entry.operation, entry.text, entry.cause) == (
+        history_id,
+        "edit",
+        "L'utilisateur a un chien.",
+        Cause("edit"),
+    )
     assert await engine.memories.restore("alice", history_id) == memory_id
     assert (await store.get("alice", memory_id)).text == "L'utilisateur a un chien."  # type: ignore[union-attr]
     assert await engine.memories.edit("bob", memory_id, "L'utilisateur est Bob.") is None
@@ -362,10 +384,15 @@ async def test_the_terminal_edits_a_memory_the_same_way(db, http, llm_server, tm
 
     engine, _ = await engine_with(db, http, llm_server, tmp_path)
     session = Session(user_id="terminal:alice", user_name="alice", story_id="terminal:main", place="terminal")
-    memory_id = await engine.memories.remember(session.user_id, "J'ai un chien.", story_id="terminal:main", place="terminal")
+    memory_id = await engine.memories.remember(
+        session.user_id, "J'ai un chien.", story_id="terminal:main", place="terminal"
+    )
     answer = await run_command(engine, session, f"/edit {memory_id} J'ai un chat, pas un chien.")
     (entry,) = await store.history(session.user_id)
-    assert answer == f"Edited #{memory_id}. The previous version is archived as h{entry.id}: `/restore {entry.id}` brings it back."
+    assert (
+        answer
+        == f"Edited #{memory_id}. The previous version is archived as h{entry.id}: `/restore {entry.id}` brings it back."
+    )
     assert (await store.get(session.user_id, memory_id)).text == "J'ai un chat, pas un chien."  # type: ignore[union-attr]
     assert await run_command(engine, session, "/edit 999 x") == "You have no memory #999."
     assert await run_command(engine, session, f"/edit {memory_id}") == "Usage: /edit <id> <text>"
@@ -411,5 +438,7 @@ async def test_a_receipt_earned_before_the_reply_was_posted_is_shown_once_it_is(
 
     await engine.conversation.reply_sent("alice", result.exchange_id, "discord-42")
 
-    assert [(r.exchange_id, r.reply_message_id, r.changes) for r in receipts[1:]] == [(result.exchange_id, "discord-42", 1)]
+    assert [(r.exchange_id, r.reply_message_id, r.changes) for r in receipts[1:]] == [
+        (result.exchange_id, "discord-42", 1)
+    ]
     assert receipts[1].story_id == receipts[0].story_id

@@ -41,7 +41,9 @@ def test_the_architecture_doc_names_every_module_and_folder():
     """The map is whole: a new module (or package) is placed on it when it is written."""
     doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     named = set(_REPO_PATH.findall(doc))
-    modules = sorted(p.relative_to(ROOT).as_posix() for folder in ("bot", "cogs") for p in (ROOT / folder).rglob("*.py"))
+    modules = sorted(
+        p.relative_to(ROOT).as_posix() for folder in ("bot", "cogs") for p in (ROOT / folder).rglob("*.py")
+    )
     unnamed = [m for m in modules if m not in named]
     assert unnamed == [], f"docs/architecture.md does not name: {unnamed}"
 
@@ -49,8 +51,13 @@ def test_the_architecture_doc_names_every_module_and_folder():
 def test_the_docs_say_what_is_true_of_both_stores():
     architecture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
-    for module in ("bot/clients/postgres.py", "bot/memory/stores/move.py", "bot/clients/metrics.py",
-                   "bot/clients/outage.py", "bot/clients/health.py"):
+    for module in (
+        "bot/clients/postgres.py",
+        "bot/memory/stores/move.py",
+        "bot/clients/metrics.py",
+        "bot/clients/outage.py",
+        "bot/clients/health.py",
+    ):
         assert f"`{module}`" in architecture, module
     assert "SQLite is the only truth" not in design and "PostgreSQL" in design
 
@@ -64,7 +71,9 @@ def test_the_docs_link_only_to_files_that_exist():
 # Documents that are not in the repository: a comment or doc must point to docs/design.md or
 # docs/memory.md instead. Spelt in pieces so this file does not match itself.
 _OUTSIDE_REFERENCES = re.compile(
-    "|".join([r"\b[Ss]eed 00\d", r"\b[Ss]eeds?/0", r"DESIGN" + r"\.md", r"DESIGN,? (?:principle|read)", r"\b[Pp]rinciple \d"])
+    "|".join(
+        [r"\b[Ss]eed 00\d", r"\b[Ss]eeds?/0", r"DESIGN" + r"\.md", r"DESIGN,? (?:principle|read)", r"\b[Pp]rinciple \d"]
+    )
 )
 
 

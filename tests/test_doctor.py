@@ -31,8 +31,14 @@ def doctor_env(**settings: str) -> dict[str, str]:
 
 async def doctor(env: dict[str, str], cwd: Path) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "doctor",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, cwd=cwd,
+        sys.executable,
+        "-m",
+        "bot",
+        "doctor",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+        cwd=cwd,
     )
     out, _ = await asyncio.wait_for(proc.communicate(), TIMEOUT)
     assert proc.returncode is not None
@@ -176,8 +182,14 @@ async def test_scheduled_backups_into_a_folder_that_cannot_be_written_are_a_find
 ) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder", encoding="utf-8")
-    settings = {"LLM_BASE_URL": llm_server.url, "LLM_MODEL": FAKE_MODEL, "DATABASE_PATH": str(tmp_path / "echo.sqlite3")}
-    _code, out = await doctor(doctor_env(**settings, BACKUP_EVERY_HOURS="24", BACKUP_DIR=str(blocked / "backups")), tmp_path)
+    settings = {
+        "LLM_BASE_URL": llm_server.url,
+        "LLM_MODEL": FAKE_MODEL,
+        "DATABASE_PATH": str(tmp_path / "echo.sqlite3"),
+    }
+    _code, out = await doctor(
+        doctor_env(**settings, BACKUP_EVERY_HOURS="24", BACKUP_DIR=str(blocked / "backups")), tmp_path
+    )
     assert "backups" in failed(out) and f"BACKUP_DIR {blocked / 'backups'} cannot be written" in out
     _code, out = await doctor(doctor_env(**settings, BACKUP_EVERY_HOURS="24"), tmp_path)
     assert f"✓ backups: every 24 h into {tmp_path / 'backups'}, 7 kept" in out
@@ -220,21 +232,30 @@ async def test_a_missing_reflection_model_names_its_setting_and_lore_echo_leaves
     llm_server.handler = lambda r: '{"memories": []}' if r.json_schema is not None else "ready"
     cast = tmp_path / "cast"
     cast.mkdir()
-    world = {"entries": {
-        "0": {"uid": 0, "key": ["harbour"], "content": "It freezes.", "vectorized": True, "futureField": 1},
-        "1": {"uid": 1, "key": [], "content": "s" * 300, "constant": True},
-    }}
+    world = {
+        "entries": {
+            "0": {"uid": 0, "key": ["harbour"], "content": "It freezes.", "vectorized": True, "futureField": 1},
+            "1": {"uid": 1, "key": [], "content": "s" * 300, "constant": True},
+        }
+    }
     (cast / "world.json").write_text(__import__("json").dumps(world), encoding="utf-8")
     (cast / "lina.yaml").write_text("name: Lina\npersona: Une marinière.\nlore: world.json\n", encoding="utf-8")
     env = doctor_env(
-        LLM_BASE_URL=llm_server.url, LLM_MODEL=FAKE_MODEL, REFLECTION_MODEL="absent:1b", CHARACTERS_DIR=str(cast),
-        DATABASE_PATH=str(tmp_path / "echo.sqlite3"), LORE_BUDGET_CHARS="200",
+        LLM_BASE_URL=llm_server.url,
+        LLM_MODEL=FAKE_MODEL,
+        REFLECTION_MODEL="absent:1b",
+        CHARACTERS_DIR=str(cast),
+        DATABASE_PATH=str(tmp_path / "echo.sqlite3"),
+        LORE_BUDGET_CHARS="200",
     )
     code, out = await doctor(env, tmp_path)
     assert code == 1
     model = next(line for line in out.splitlines() if line.startswith("✗ LLM model"))
     fix = out.splitlines()[out.splitlines().index(model) + 1]
     assert "'absent:1b'" in model and "REFLECTION_MODEL" in fix and "LLM_MODEL" not in fix
-    assert "✓ characters: Lina: ignored (Écho does not act on them): vectorized (matching by embeddings), futureField" in out
+    assert (
+        "✓ characters: Lina: ignored (Écho does not act on them): vectorized (matching by embeddings), futureField"
+        in out
+    )
     assert "✗ lore: Lina: the entries always in (constant) take 300 characters, over the 200-character budget" in out
     assert "raise LORE_BUDGET_CHARS above 300" in out

@@ -76,7 +76,9 @@ async def test_one_users_reflections_never_run_concurrently_and_a_burst_is_batch
     assert (await engine.memories.stats("alice")).pending_reflections == 0
 
 
-async def test_an_unparseable_reflection_is_retried_then_set_aside_and_changes_nothing(db, http, llm_server, tmp_path, store):
+async def test_an_unparseable_reflection_is_retried_then_set_aside_and_changes_nothing(
+    db, http, llm_server, tmp_path, store
+):
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = lambda r: "pas du JSON du tout" if r.json_schema is not None else "ok"
     await engine.conversation.turn(msg("Je suis allergique aux arachides."))
@@ -131,7 +133,9 @@ async def test_the_reflection_is_shown_only_the_authors_memories_with_ids(db, ht
         ("dm", "guild-1", True, True),
     ],
 )
-async def test_privacy_boundary_between_dms_and_guilds(db, http, llm_server, tmp_path, learned_in, asked_in, shared, visible, store):
+async def test_privacy_boundary_between_dms_and_guilds(
+    db, http, llm_server, tmp_path, learned_in, asked_in, shared, visible, store
+):
     engine = make_engine(db, http, llm_server, tmp_path)
     await store.add("alice", NewMemory(text="L'utilisateur suit une thérapie le jeudi.", place=learned_in))
     await engine.privacy.set_sharing("alice", shared)
@@ -158,13 +162,18 @@ async def test_rules_are_always_in_context_outside_the_budget(db, http, llm_serv
     assert not await engine.memories.pin("alice", rule_id) and not await engine.memories.forget("alice", rule_id)
 
 
-async def test_a_hanging_embedder_degrades_the_turn_within_the_bound(db, http, llm_server, tmp_path, embedding_server, store, monkeypatch):
+async def test_a_hanging_embedder_degrades_the_turn_within_the_bound(
+    db, http, llm_server, tmp_path, embedding_server, store, monkeypatch
+):
     monkeypatch.setattr(recall_module, "TURN_EMBEDDING_TIMEOUT", 1.0)
     embedder = OllamaEmbedder(http, base_url=embedding_server.url, model="fake-embed")
     engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
     # A story memory: the global pass would otherwise take it before the semantic pass.
     memory_id = await store.add(
-        "alice", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1", scope="story", story_id="chan-1")
+        "alice",
+        NewMemory(
+            text="L'utilisateur est allergique aux arachides.", place="guild-1", scope="story", story_id="chan-1"
+        ),
     )
     embedding_server.mode = "hang"
     started = time.monotonic()
@@ -198,7 +207,13 @@ async def test_a_healthy_turn_updates_the_counters(db, http, llm_server, tmp_pat
 async def test_erase_removes_everything_about_one_user_only(db, http, llm_server, tmp_path, store):
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = lambda r: (
-        json.dumps({"memories": [{"text": "L'utilisateur habite à Nantes.", "type": "fact", "confidence": 0.95}], "summary": "Alice habite à Nantes.", "anchors": {"add": ["Alice habite à Nantes."]}})
+        json.dumps(
+            {
+                "memories": [{"text": "L'utilisateur habite à Nantes.", "type": "fact", "confidence": 0.95}],
+                "summary": "Alice habite à Nantes.",
+                "anchors": {"add": ["Alice habite à Nantes."]},
+            }
+        )
         if r.json_schema is not None
         else "ok"
     )
@@ -217,15 +232,27 @@ async def test_erase_removes_everything_about_one_user_only(db, http, llm_server
 
     await engine.privacy.erase("alice")
     for table in (
-        "memories", "memory_history", "memory_vectors", "exchanges", "turns", "turn_stats",
-        "story_summaries", "story_anchors", "story_positions", "story_state", "story_history", "user_settings",
+        "memories",
+        "memory_history",
+        "memory_vectors",
+        "exchanges",
+        "turns",
+        "turn_stats",
+        "story_summaries",
+        "story_anchors",
+        "story_positions",
+        "story_state",
+        "story_history",
+        "user_settings",
     ):
         async with db.reader.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", ("alice",)) as cur:
             assert (await cur.fetchone())[0] == 0, table
     assert await store.list("bob") and (await engine.privacy.export("bob"))["exchanges"]
 
 
-async def test_a_crashing_reflection_counts_attempts_and_does_not_block_later_exchanges(db, http, llm_server, tmp_path, monkeypatch, store):
+async def test_a_crashing_reflection_counts_attempts_and_does_not_block_later_exchanges(
+    db, http, llm_server, tmp_path, monkeypatch, store
+):
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = lambda r: (
         json.dumps({"memories": [{"text": "L'utilisateur habite à Nantes.", "type": "fact", "confidence": 0.95}]})
@@ -250,7 +277,9 @@ async def test_a_crashing_reflection_counts_attempts_and_does_not_block_later_ex
         engine.operator.schedule_reflection("alice")
         await engine.operator.wait_reflections("alice")
     assert crashes == MAX_REFLECTION_ATTEMPTS
-    async with db.reader.execute("SELECT reflection_attempts, reflected_at IS NOT NULL, last_error FROM exchanges") as cur:
+    async with db.reader.execute(
+        "SELECT reflection_attempts, reflected_at IS NOT NULL, last_error FROM exchanges"
+    ) as cur:
         [(attempts, set_aside, error)] = await cur.fetchall()
     assert attempts == MAX_REFLECTION_ATTEMPTS and set_aside and "disk I/O error" in error
     # The next exchange is reflected normally: the poisoned one no longer heads the queue.
@@ -270,7 +299,12 @@ async def test_erase_wins_against_a_reflection_in_flight(db, http, llm_server, t
             return "ok"
         reached.set()
         await release.wait()
-        return json.dumps({"memories": [{"text": "L'utilisateur habite à Lyon.", "type": "fact", "confidence": 0.95}], "summary": "Alice habite à Lyon."})
+        return json.dumps(
+            {
+                "memories": [{"text": "L'utilisateur habite à Lyon.", "type": "fact", "confidence": 0.95}],
+                "summary": "Alice habite à Lyon.",
+            }
+        )
 
     llm_server.handler = slow_reflection
     await engine.conversation.turn(msg("J'habite à Lyon."))
@@ -306,8 +340,14 @@ async def test_a_batch_handed_out_twice_is_reflected_once(db, http, llm_server, 
     monkeypatch.setattr(reflection_worker, "pending_exchanges", stale)
     engine = make_engine(db, http, llm_server, tmp_path)
     llm_server.handler = lambda r: (
-        json.dumps({"memories": [{"text": "L'utilisateur est allergique aux arachides.", "type": "fact", "confidence": 0.95}],
-                    "state": {"mood": 1}})
+        json.dumps(
+            {
+                "memories": [
+                    {"text": "L'utilisateur est allergique aux arachides.", "type": "fact", "confidence": 0.95}
+                ],
+                "state": {"mood": 1},
+            }
+        )
         if r.json_schema is not None
         else "ok"
     )
@@ -393,7 +433,9 @@ async def test_a_turn_schedules_its_own_reflection(db, http, llm_server, tmp_pat
 
     def handler(request: LLMRequest) -> str:
         if request.json_schema is not None:
-            return json.dumps({"memories": [{"text": "L'utilisateur joue du violoncelle.", "type": "fact", "confidence": 0.9}]})
+            return json.dumps(
+                {"memories": [{"text": "L'utilisateur joue du violoncelle.", "type": "fact", "confidence": 0.9}]}
+            )
         return "Enchantée !"
 
     llm_server.handler = handler

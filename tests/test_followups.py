@@ -49,8 +49,11 @@ async def told_exam(engine, llm_server, clock, *, user="alice", story="chan-1", 
     """The person says when their exam is; the reflection stores it with its date."""
     llm_server.handler = replies(
         {"examen": "Bonne chance !"},
-        {"examen de chimie est": {"memories": [
-            {"text": EXAM, "type": "fact", "confidence": 0.95, "expires_at": EXAM_DAY}]}},
+        {
+            "examen de chimie est": {
+                "memories": [{"text": EXAM, "type": "fact", "confidence": 0.95, "expires_at": EXAM_DAY}]
+            }
+        },
     )
     await engine.conversation.turn(msg("Mon examen de chimie est le 5 novembre.", user=user, story=story, place=place))
     await engine.operator.wait_reflections(user)
@@ -72,7 +75,13 @@ async def test_a_passed_date_is_followed_up_at_the_next_message_once_and_its_ans
     llm_server.requests.clear()
     llm_server.handler = replies(
         {"Salut": "Salut ! Alors, ton examen de chimie, ça s'est passé comment ?", "16": "Bravo !"},
-        {"16": {"replace": [{"id": exam_id, "text": "L'utilisateur a réussi son examen de chimie le 5 novembre avec 16"}]}},
+        {
+            "16": {
+                "replace": [
+                    {"id": exam_id, "text": "L'utilisateur a réussi son examen de chimie le 5 novembre avec 16"}
+                ]
+            }
+        },
     )
     await engine.conversation.turn(msg("Salut !"))
     [request] = [r for r in llm_server.chats if r.json_schema is None]
@@ -117,9 +126,14 @@ async def test_a_follow_up_never_asked_is_spent_after_its_turns(db, http, llm_se
 async def test_the_window_and_the_notice_bound_what_is_followed_up(db, http, llm_server, tmp_path, clock, store):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     # Past the window (14 days): too late to ask.
-    await store.add("alice", NewMemory(text="L'utilisateur avait un entretien le 1er octobre", expires_at=clock.now - timedelta(days=20)))
+    await store.add(
+        "alice",
+        NewMemory(text="L'utilisateur avait un entretien le 1er octobre", expires_at=clock.now - timedelta(days=20)),
+    )
     # Told on the day itself: that conversation was the time to ask.
-    await store.add("alice", NewMemory(text="L'utilisateur passe son permis aujourd'hui", expires_at=clock.now + timedelta(hours=2)))
+    await store.add(
+        "alice", NewMemory(text="L'utilisateur passe son permis aujourd'hui", expires_at=clock.now + timedelta(hours=2))
+    )
     clock.advance(hours=6)
     await engine.conversation.turn(msg("Coucou"))
     assert not is_followup(last_reply(llm_server))
@@ -198,7 +212,9 @@ async def checkin_person(engine, llm_server, clock, store, *, zone: str | None =
     """A person who talked today, turned check-ins on, and whose dentist appointment passed."""
     await engine.conversation.turn(msg("Bonjour", user=PERSON))
     await engine.privacy.set_checkins(PERSON, True, zone)
-    return await store.add(PERSON, dated("L'utilisateur a rendez-vous chez le dentiste le 3 novembre", clock.now + timedelta(days=1)))
+    return await store.add(
+        PERSON, dated("L'utilisateur a rendez-vous chez le dentiste le 3 novembre", clock.now + timedelta(days=1))
+    )
 
 
 async def test_a_check_in_is_due_only_in_the_persons_daytime(db, http, llm_server, tmp_path, clock, store):
@@ -241,7 +257,9 @@ async def test_at_most_one_check_in_a_day_and_three_a_week(db, http, llm_server,
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     await checkin_person(engine, llm_server, clock, store)
     for n in range(2, 7):
-        await store.add(PERSON, dated(f"L'utilisateur a un match de tennis numéro {n}", clock.now + timedelta(days=1, hours=n)))
+        await store.add(
+            PERSON, dated(f"L'utilisateur a un match de tennis numéro {n}", clock.now + timedelta(days=1, hours=n))
+        )
     clock.now = datetime(2026, 11, 4, 10, 0, tzinfo=UTC)
     sent_days = []
     for day in range(7):
@@ -251,7 +269,9 @@ async def test_at_most_one_check_in_a_day_and_three_a_week(db, http, llm_server,
                 assert await engine.conversation.claim_checkin(due)
                 written = await engine.conversation.write_checkin(due, story_id=f"dm-{day}", user_name="Alice")
                 assert written is not None
-                await engine.conversation.checkin_sent(due, story_id=f"dm-{day}", exchange_id=written[0], message_id=f"m-{day}")
+                await engine.conversation.checkin_sent(
+                    due, story_id=f"dm-{day}", exchange_id=written[0], message_id=f"m-{day}"
+                )
                 sent_days.append(day)
     assert sent_days == [0, 1, 2], "one a day, then three in the week"
 
@@ -278,7 +298,9 @@ async def test_without_a_time_zone_no_check_in_until_one_is_learned(db, http, ll
     assert (await engine.privacy.checkins(PERSON)).timezone is None
 
 
-async def test_closed_dms_turn_check_ins_off_and_the_next_turn_says_so_once(db, http, llm_server, tmp_path, clock, store):
+async def test_closed_dms_turn_check_ins_off_and_the_next_turn_says_so_once(
+    db, http, llm_server, tmp_path, clock, store
+):
     engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
     await checkin_person(engine, llm_server, clock, store)
     clock.now = datetime(2026, 11, 4, 10, 0, tzinfo=UTC)
@@ -306,4 +328,6 @@ async def test_two_engines_on_one_database_claim_a_check_in_once(db, http, llm_s
     assert claims == [True, False]
     # A claim left by a process that died before sending is taken over after a while.
     clock.advance(minutes=11)
-    assert await second.conversation.claim_checkin(Checkin(due_second.person, due_second.owner, due_second.due, due_second.place))
+    assert await second.conversation.claim_checkin(
+        Checkin(due_second.person, due_second.owner, due_second.due, due_second.place)
+    )

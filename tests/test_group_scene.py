@@ -40,12 +40,20 @@ async def test_three_people_in_one_channel_each_keep_only_their_own_facts(db, ll
         await engine.start()
         history: list[ChannelLine] = []
         for user_id, name, said in SCENE:
-            await engine.conversation.turn(Incoming(user_id=user_id, user_name=name, text=said, story_id="tavern", place="g", history=list(history)))
+            await engine.conversation.turn(
+                Incoming(
+                    user_id=user_id, user_name=name, text=said, story_id="tavern", place="g", history=list(history)
+                )
+            )
             history += [ChannelLine(name, said), ChannelLine("Écho", "Noted.", from_bot=True)]
         alice_reply = [r for r in llm_server.chats if r.json_schema is None][-1]
         lines = [m["content"] for m in alice_reply.messages if m["role"] == "user" and not m["content"].startswith("<")]
-        assert lines == ["Bob: I have a cat named Pixel.", "Carol: I work as a night nurse.", "Alice: Nice cat, Bob! I live in Lyon."]
-        assert "<memories about=\"Alice\">" in alice_reply.context
+        assert lines == [
+            "Bob: I have a cat named Pixel.",
+            "Carol: I work as a night nurse.",
+            "Alice: Nice cat, Bob! I live in Lyon.",
+        ]
+        assert '<memories about="Alice">' in alice_reply.context
 
         for user_id, _, _ in SCENE:
             engine.operator.schedule_reflection(user_id)

@@ -69,16 +69,24 @@ async def test_every_archived_operation_and_cause_reads_in_french(db, http, llm_
 
     def ctx(allowed, message: str, source: str | None) -> ReflectionContext:
         return ReflectionContext(
-            user_id=USER, allowed_ids=frozenset(allowed), character_name="Écho", user_message=message,
-            user_name="Camille", story_id="chan-1", place="guild-1", source=source,
+            user_id=USER,
+            allowed_ids=frozenset(allowed),
+            character_name="Écho",
+            user_message=message,
+            user_name="Camille",
+            story_id="chan-1",
+            place="guild-1",
+            source=source,
         )
 
     # The reflection's four archiving operations, with a Discord message as source and without.
     team = await add("L'utilisateur fait partie de l'équipe Paiements.")
     texts.append("L'utilisateur fait partie de l'équipe Logistique.")
     report = await apply_reflection(
-        db, reflect(replace=[{"id": team, "text": texts[-1]}]),
-        ctx({team}, "J'ai quitté l'équipe Paiements pour la Logistique.", "987654321"), clock=clock,
+        db,
+        reflect(replace=[{"id": team, "text": texts[-1]}]),
+        ctx({team}, "J'ai quitté l'équipe Paiements pour la Logistique.", "987654321"),
+        clock=clock,
     )
     assert [d.action for d in report.decisions] == ["replaced"]
     films = await add("L'utilisateur aime les films de Miyazaki.")
@@ -101,10 +109,20 @@ async def test_every_archived_operation_and_cause_reads_in_french(db, http, llm_
     assert await engine.memories.restore(USER, history_id) == chat
     assert await engine.memories.forget(USER, films)
     # A deleted Discord message takes the memory it alone produced with it.
-    llm_server.handler = lambda r: json.dumps({"memories": [fact("L'utilisateur joue du violon.")]}) if r.json_schema else "ok"
+    llm_server.handler = lambda r: (
+        json.dumps({"memories": [fact("L'utilisateur joue du violon.")]}) if r.json_schema else "ok"
+    )
     texts.append("L'utilisateur joue du violon.")
-    await engine.conversation.turn(Incoming(user_id=USER, user_name="Camille", text="Je joue du violon.", story_id="chan-1",
-                               place="guild-1", message_id="555"))
+    await engine.conversation.turn(
+        Incoming(
+            user_id=USER,
+            user_name="Camille",
+            text="Je joue du violon.",
+            story_id="chan-1",
+            place="guild-1",
+            message_id="555",
+        )
+    )
     await engine.conversation.wait_idle(USER)
     assert (await engine.conversation.message_deleted("555")).archived
 
@@ -113,8 +131,14 @@ async def test_every_archived_operation_and_cause_reads_in_french(db, http, llm_
     causes = {e.cause for e in entries}
     assert operations == {"replace", "merge", "expiry", "delete", "edit", "restore"}, operations
     assert causes == {
-        Cause.reflection("987654321"), Cause.reflection("987654322"), Cause.reflection("exchange 4"),
-        Cause.reflection(), Cause("edit"), Cause("restore"), Cause("forget"), Cause("message_deleted"),
+        Cause.reflection("987654321"),
+        Cause.reflection("987654322"),
+        Cause.reflection("exchange 4"),
+        Cause.reflection(),
+        Cause("edit"),
+        Cause("restore"),
+        Cause("forget"),
+        Cause("message_deleted"),
     }, causes
     with use_locale("fr"):
         shown = history_text(entries, removals)

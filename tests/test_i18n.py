@@ -77,7 +77,9 @@ def test_every_message_the_code_names_is_in_the_catalogue():
 def test_the_scan_would_see_a_missing_key(tmp_path):
     source = 'from bot.i18n import text\ntext("no_such_message")\ntr("forgot")\n'
     tree = ast.parse(source)
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in CALLERS]
+    calls = [
+        n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in CALLERS
+    ]
     assert [c.args[0].value for c in calls] == ["no_such_message", "forgot"]
     assert "no_such_message" not in EN
 
@@ -130,7 +132,11 @@ async def test_the_language_set_for_a_request_holds_in_its_task_and_the_tasks_it
         child = await asyncio.create_task(asyncio.sleep(0, result=current()))
         return [current(), child]
 
-    assert await asyncio.gather(request("fr-FR"), request("de"), request("pt-BR")) == [["fr", "fr"], ["de", "de"], ["en", "en"]]
+    assert await asyncio.gather(request("fr-FR"), request("de"), request("pt-BR")) == [
+        ["fr", "fr"],
+        ["de", "de"],
+        ["en", "en"],
+    ]
     assert current() == "en", "no request leaks its language into another"
 
 
@@ -141,8 +147,18 @@ def test_no_french_message_hedges_a_plural_with_parentheses():
 
 @pytest.mark.parametrize(
     ("locale", "lang"),
-    [("fr", "fr"), ("fr-FR", "fr"), ("FR", "fr"), ("en-US", "en"), ("es-ES", "es"), ("es-419", "es"), ("de", "de"),
-     ("pt-BR", "en"), (None, "en"), ("", "en")],
+    [
+        ("fr", "fr"),
+        ("fr-FR", "fr"),
+        ("FR", "fr"),
+        ("en-US", "en"),
+        ("es-ES", "es"),
+        ("es-419", "es"),
+        ("de", "de"),
+        ("pt-BR", "en"),
+        (None, "en"),
+        ("", "en"),
+    ],
 )
 def test_a_discord_locale_picks_its_catalogue_or_falls_back_to_english(locale, lang):
     assert language(locale) == lang
@@ -171,7 +187,9 @@ def test_french_stats_agree_with_their_numbers():
     from bot.engine import MemoryStats
 
     fields = dict.fromkeys(MemoryStats.__dataclass_fields__, 0)
-    stats = MemoryStats(**{**fields, "total": 1, "pinned": 2, "expired": 1, "cap": 100, "by_type": {}, "never_surfaced": []})
+    stats = MemoryStats(
+        **{**fields, "total": 1, "pinned": 2, "expired": 1, "cap": 100, "by_type": {}, "never_surfaced": []}
+    )
     with use_locale("fr"):
         first = stats_text(stats).splitlines()[0]
         assert first == "1 souvenir sur 100 au plus (aucun) ; 2 épinglés ; 1 expiré (gardé, pas servi)."
@@ -186,7 +204,9 @@ def test_command_translations_are_names_discord_accepts(lang):
     names = [english for english in translated if re.fullmatch(r"[a-z_-]+", english)]
     assert "memories" in names and "erase-me" in names
     for english in names:
-        assert re.fullmatch(r"[-_\w]{1,32}", translated[english]) and translated[english] == translated[english].lower(), english
+        assert (
+            re.fullmatch(r"[-_\w]{1,32}", translated[english]) and translated[english] == translated[english].lower()
+        ), english
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)

@@ -58,7 +58,12 @@ def test_a_sillytavern_chat_is_read_as_sillytavern_writes_it():
 
 def test_a_discord_export_tells_the_person_and_the_character_apart_by_author_id():
     dm = read_transcript(DATA / "discord_dm_export.json", character_name=ECHO, person_id=ALICE)
-    assert (dm.kind, dm.direct, dm.story, dm.character_id) == ("discord", True, "1239999999999999999", "411122223333444466")
+    assert (dm.kind, dm.direct, dm.story, dm.character_id) == (
+        "discord",
+        True,
+        "1239999999999999999",
+        "411122223333444466",
+    )
     assert conversation("dm", dm) == EXPECTED
     assert dm.exchanges()[0].at == utc(2024, 5, 10, 17, 3, 0, 123000), "the export's offset read, dates in UTC"
     assert dm.skipped == 1, "the pin notice"
@@ -92,18 +97,44 @@ def test_dates_in_every_style_the_tools_write():
 @pytest.mark.parametrize(
     ("name", "content", "said"),
     [
-        ("chat.jsonl", '{"user_name": "A", "character_name": "Écho"}\n{"name": "A", "is_user": true, "mes": "ok"}\n{oops\n',
-         "chat.jsonl, line 3: not a JSON object"),
-        ("chat.jsonl", '{"name": "A", "is_user": true, "mes": "hi"}\n', "chat.jsonl, line 1: the first line of a SillyTavern chat"),
-        ("chat.jsonl", '{"user_name": "A", "character_name": "Écho"}\n{"name": "A", "is_user": "yes", "mes": "hi"}\n',
-         "chat.jsonl, line 2: a SillyTavern message needs"),
-        ("export.json", '{\n  "channel": {"id": "1"},\n  "messages": [\n    {"id": "2",,}\n  ]\n}', "export.json, line 4: invalid JSON"),
-        ("export.json", '{"channel": {"id": "1"}, "messages": [{"id": "2", "content": "hi"}]}', "export.json, line 1, message 1: a message needs"),
-        ("export.json", (
-            '{\n  "guild": {"messages": []},\n  "channel": {"id": "1"},\n  "messages": [\n    {"id": "2", "timestamp": "2024-05-10T19:03:00+02:00",\n'
-            '     "author": {"id": "3"}, "content": "hi"},\n    {"id": "4",\n     "content": "no author"}\n  ]\n}'
-        ), "export.json, line 7, message 2: a message needs"),
-        ("talk.txt", "Alice: salut\nÉcho: bonjour\nMallory: moi aussi\n", "cannot tell who is who among Alice, Écho, Mallory"),
+        (
+            "chat.jsonl",
+            '{"user_name": "A", "character_name": "Écho"}\n{"name": "A", "is_user": true, "mes": "ok"}\n{oops\n',
+            "chat.jsonl, line 3: not a JSON object",
+        ),
+        (
+            "chat.jsonl",
+            '{"name": "A", "is_user": true, "mes": "hi"}\n',
+            "chat.jsonl, line 1: the first line of a SillyTavern chat",
+        ),
+        (
+            "chat.jsonl",
+            '{"user_name": "A", "character_name": "Écho"}\n{"name": "A", "is_user": "yes", "mes": "hi"}\n',
+            "chat.jsonl, line 2: a SillyTavern message needs",
+        ),
+        (
+            "export.json",
+            '{\n  "channel": {"id": "1"},\n  "messages": [\n    {"id": "2",,}\n  ]\n}',
+            "export.json, line 4: invalid JSON",
+        ),
+        (
+            "export.json",
+            '{"channel": {"id": "1"}, "messages": [{"id": "2", "content": "hi"}]}',
+            "export.json, line 1, message 1: a message needs",
+        ),
+        (
+            "export.json",
+            (
+                '{\n  "guild": {"messages": []},\n  "channel": {"id": "1"},\n  "messages": [\n    {"id": "2", "timestamp": "2024-05-10T19:03:00+02:00",\n'
+                '     "author": {"id": "3"}, "content": "hi"},\n    {"id": "4",\n     "content": "no author"}\n  ]\n}'
+            ),
+            "export.json, line 7, message 2: a message needs",
+        ),
+        (
+            "talk.txt",
+            "Alice: salut\nÉcho: bonjour\nMallory: moi aussi\n",
+            "cannot tell who is who among Alice, Écho, Mallory",
+        ),
         ("talk.txt", "just words without a speaker\n", "talk.txt, line 1: a transcript line starts with who speaks"),
     ],
 )
@@ -127,7 +158,9 @@ def test_the_bounds_of_a_conversation_file(tmp_path, monkeypatch):
     long.write_text("Alice: " + "x" * 200 + "\n", encoding="utf-8")
     with pytest.raises(ImportFileError, match=r"long.txt, line 1: longer than 100 characters"):
         read_transcript(long, character_name=ECHO, person_id=ALICE)
-    monkeypatch.setattr(transcripts, "CONVERSATION_FILE", dataclasses.replace(transcripts.CONVERSATION_FILE, max_bytes=1000))
+    monkeypatch.setattr(
+        transcripts, "CONVERSATION_FILE", dataclasses.replace(transcripts.CONVERSATION_FILE, max_bytes=1000)
+    )
     big = tmp_path / "big.jsonl"
     big.write_bytes(b"x" * 2000)
     with pytest.raises(ImportFileError, match="larger than"):
@@ -142,10 +175,20 @@ def test_the_bounds_of_a_conversation_file(tmp_path, monkeypatch):
 
 # What the scripted reflection learns from each exchange: the same answer to the same prompt.
 LEARNED = {
-    "chat qui s'appelle Pixel": [{"text": "L'utilisateur a un chat qui s'appelle Pixel", "type": "fact", "confidence": 0.95}],
-    "allergique aux arachides": [{"text": "L'utilisateur est allergique aux arachides", "type": "fact", "confidence": 0.99}],
-    "examen de chimie": [{"text": "L'utilisateur a un examen de chimie le 20 mai 2024", "type": "fact", "confidence": 0.95,
-                          "expires_at": "2024-05-20"}],
+    "chat qui s'appelle Pixel": [
+        {"text": "L'utilisateur a un chat qui s'appelle Pixel", "type": "fact", "confidence": 0.95}
+    ],
+    "allergique aux arachides": [
+        {"text": "L'utilisateur est allergique aux arachides", "type": "fact", "confidence": 0.99}
+    ],
+    "examen de chimie": [
+        {
+            "text": "L'utilisateur a un examen de chimie le 20 mai 2024",
+            "type": "fact",
+            "confidence": 0.95,
+            "expires_at": "2024-05-20",
+        }
+    ],
 }
 
 
@@ -170,9 +213,16 @@ def memory_rows(db_path: Path, owner: str) -> list[tuple]:
 
 @pytest.mark.parametrize(
     ("file", "learned"),
-    [("sillytavern_chat.jsonl", 3), ("discord_dm_export.json", 3), ("discord_channel_export.json", 1), ("transcript.txt", 3)],
+    [
+        ("sillytavern_chat.jsonl", 3),
+        ("discord_dm_export.json", 3),
+        ("discord_channel_export.json", 1),
+        ("transcript.txt", 3),
+    ],
 )
-async def test_an_import_writes_the_memories_the_live_path_writes(http, llm_server, tmp_path, migrated_sqlite, file, learned):
+async def test_an_import_writes_the_memories_the_live_path_writes(
+    http, llm_server, tmp_path, migrated_sqlite, file, learned
+):
     from bot.clients.databases import open_database
 
     transcript = read_transcript(DATA / file, character_name=ECHO, person_id=ALICE)
@@ -186,10 +236,14 @@ async def test_an_import_writes_the_memories_the_live_path_writes(http, llm_serv
     engine = make_engine(live_db, http, llm_server, tmp_path, clock=clock)
     plan = engine.operator.import_plan(transcript, ALICE, engine.character)
     replies = {e.text: e.reply for e in plan.exchanges}
-    llm_server.handler = lambda r: reflection_of(r) if r.json_schema is not None else replies[r.messages[-1]["content"].split(": ", 1)[1]]
+    llm_server.handler = lambda r: (
+        reflection_of(r) if r.json_schema is not None else replies[r.messages[-1]["content"].split(": ", 1)[1]]
+    )
     for exchange in plan.exchanges:
         clock.at = exchange.replied_at
-        said = Incoming(user_id=plan.owner, user_name=plan.user_name, text=exchange.text, story_id=plan.story_id, place=plan.place)
+        said = Incoming(
+            user_id=plan.owner, user_name=plan.user_name, text=exchange.text, story_id=plan.story_id, place=plan.place
+        )
         await engine.conversation.turn(said)
         await engine.operator.wait_reflections(plan.owner)
     await engine.close()
@@ -230,7 +284,10 @@ async def test_a_dated_fact_whose_date_passed_is_kept_as_history_and_never_follo
     # A later live turn asks nothing about it.
     engine2 = make_engine(db, http, llm_server, tmp_path)
     await engine2.conversation.turn(msg("Salut", user=plan.owner, story=plan.story_id, place="dm"))
-    assert not any("Follow-up:" in str(m.get("content")) for m in [r for r in llm_server.chats if r.json_schema is None][-1].messages)
+    assert not any(
+        "Follow-up:" in str(m.get("content"))
+        for m in [r for r in llm_server.chats if r.json_schema is None][-1].messages
+    )
     # Importing it again writes nothing and asks the model nothing.
     calls = len(llm_server.chats)
     again = await make_engine(db, http, llm_server, tmp_path, clock=ReplayClock()).operator.import_conversation(plan)
@@ -283,7 +340,10 @@ def test_a_malformed_file_on_the_command_line_writes_nothing(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DATABASE_PATH", str(tmp_path / "echo.sqlite3"))
     bad = tmp_path / "chat.jsonl"
-    bad.write_text('{"user_name": "A", "character_name": "Écho"}\n{"name": "A", "is_user": true, "mes": "a"}\nnope\n', encoding="utf-8")
+    bad.write_text(
+        '{"user_name": "A", "character_name": "Écho"}\n{"name": "A", "is_user": true, "mes": "a"}\nnope\n',
+        encoding="utf-8",
+    )
     assert main(["import", str(bad), "--user", ALICE]) == 1
     said = capsys.readouterr().err.strip()
     assert said == f"Nothing was imported: {bad}, line 3: not a JSON object (Expecting value)."

@@ -77,12 +77,20 @@ COMPOSITION_MODULES = ("bot.app", "bot.__main__")
 CORE_FORBIDDEN = (*FRONT_END_MODULES, *COMPOSITION_MODULES)
 CLIENT_FORBIDDEN = (*FRONT_END_MODULES, *COMPOSITION_MODULES, "bot.config", *map(_dotted, CORE))
 FRONT_END_FORBIDDEN = (
-    "bot.clients.db", "bot.clients.postgres", "bot.clients.databases", _dotted(STORES), "bot.memory.read.indexing",
+    "bot.clients.db",
+    "bot.clients.postgres",
+    "bot.clients.databases",
+    _dotted(STORES),
+    "bot.memory.read.indexing",
     *COMPOSITION_MODULES,
 )
 
-SQL_CALLS = frozenset({"fetch_all", "fetch_one", "inserted_id", "execute", "executemany", "execute_fetchall", "executescript"})
-SQL_TEXT = re.compile(r"^\s*(SELECT\b.*\bFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b", re.DOTALL)
+SQL_CALLS = frozenset(
+    {"fetch_all", "fetch_one", "inserted_id", "execute", "executemany", "execute_fetchall", "executescript"}
+)
+SQL_TEXT = re.compile(
+    r"^\s*(SELECT\b.*\bFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b", re.DOTALL
+)
 
 
 def _rel(path: Path, root: Path = ROOT) -> str:
@@ -186,7 +194,9 @@ def test_each_memory_path_imports_only_what_its_path_may(folder: str) -> None:
 
 
 def test_no_product_module_imports_the_reference_oracles() -> None:
-    product = [p for p in _modules() if not _rel(p).startswith(f"{MEMORY}reference/") and _rel(p) not in MEMORY_REEXPORTS]
+    product = [
+        p for p in _modules() if not _rel(p).startswith(f"{MEMORY}reference/") and _rel(p) not in MEMORY_REEXPORTS
+    ]
     assert _violations(product, REFERENCE) == []
 
 
@@ -240,7 +250,9 @@ def test_a_store_placed_outside_stores_or_sql_in_the_engine_fails(tmp_path: Path
         (tmp_path / rel).write_text(source, encoding="utf-8")
     found = sql_outside_stores(tmp_path)
     assert sorted({line.split()[0] for line in found}) == [
-        "bot/engine/pending.py", "bot/memory/forgetting_store.py", "cogs/helpers.py"
+        "bot/engine/pending.py",
+        "bot/memory/forgetting_store.py",
+        "cogs/helpers.py",
     ], found
 
 
@@ -250,7 +262,22 @@ def test_a_store_placed_outside_stores_or_sql_in_the_engine_fails(tmp_path: Path
 # as the chat messages it holds; a vector as an array), and the memory vocabulary's types
 # (bot/memory/model.py, bot/memory/choice.py) a column decodes to.
 ROW_VALUES = frozenset(
-    {"int", "float", "str", "bool", "bytes", "datetime", "None", "Any", "list", "tuple", "dict", "np", "ndarray", "ChatMessage"}
+    {
+        "int",
+        "float",
+        "str",
+        "bool",
+        "bytes",
+        "datetime",
+        "None",
+        "Any",
+        "list",
+        "tuple",
+        "dict",
+        "np",
+        "ndarray",
+        "ChatMessage",
+    }
 )
 
 
@@ -283,7 +310,9 @@ def types_that_are_not_rows(source: str) -> list[str]:
             names = {n.id for n in ast.walk(field.annotation) if isinstance(n, ast.Name)}
             names |= {n.attr for n in ast.walk(field.annotation) if isinstance(n, ast.Attribute)}
             if strange := sorted(names - ROW_VALUES - vocabulary):
-                problems.append(f"{node.name}.{ast.unparse(field.target)}: holds {', '.join(strange)}, not a column value")
+                problems.append(
+                    f"{node.name}.{ast.unparse(field.target)}: holds {', '.join(strange)}, not a column value"
+                )
     return problems
 
 
@@ -321,7 +350,9 @@ def public_names(source: str, class_name: str) -> set[str]:
     [cls] = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef) and n.name == class_name]
     names = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     for node in ast.walk(cls):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         for target in (t for t in targets for t in (t.elts if isinstance(t, ast.Tuple) else [t])):
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
                 names.add(target.attr)
@@ -481,9 +512,13 @@ def whole_settings_read(source: str) -> list[int]:
 
 
 def test_the_discord_front_end_is_handed_its_section_of_the_settings() -> None:
-    found = {_rel(p): lines for p in _room_files(("cogs/",)) if (lines := whole_settings_read(p.read_text(encoding="utf-8")))}
+    found = {
+        _rel(p): lines for p in _room_files(("cogs/",)) if (lines := whole_settings_read(p.read_text(encoding="utf-8")))
+    }
     assert found == {}
-    assert whole_settings_read("a = bot.services.settings.burst_seconds\nb = services.settings.discord.burst_seconds\n") == [1]
+    assert whole_settings_read(
+        "a = bot.services.settings.burst_seconds\nb = services.settings.discord.burst_seconds\n"
+    ) == [1]
 
 
 # A module holds one thing a reader takes in at once: past this, it is cut at a seam (a class that
@@ -543,15 +578,20 @@ def shape_problems(source: str, path: str, fixtures_of: dict[str, set[str]], doo
                 f"{path}:{node.lineno}: reaches behind the engine's doors (engine.{node.attr}): "  # type: ignore[attr-defined]
                 "use its ports, the `store` fixture or tests/builders.py"
             )
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Engine" and path != TEST_BUILDERS:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "Engine"
+            and path != TEST_BUILDERS
+        ):
             problems.append(f"{path}:{node.lineno}: builds Engine(...) by hand: use tests.builders.make_engine")
         if isinstance(node, ast.ImportFrom) and node.module in fixtures_of:
             imported = {alias.name for alias in node.names} & fixtures_of[node.module]
             if imported and path != "tests/conftest.py":
-                problems.append(f"{path}:{node.lineno}: imports fixture(s) {sorted(imported)}: fixtures come from conftest")
+                problems.append(
+                    f"{path}:{node.lineno}: imports fixture(s) {sorted(imported)}: fixtures come from conftest"
+                )
     return problems
-
-
 
 
 def test_tests_build_in_one_place_and_never_reach_around_the_engine() -> None:

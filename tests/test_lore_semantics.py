@@ -19,11 +19,34 @@ from bot.characters.lorebook import Lorebook
 from bot.engine.prompting import at_depths, build_reply_messages, render_lore, reply_head
 
 _TEMPLATE: dict[str, Any] = {
-    "keysecondary": [], "comment": "", "constant": False, "vectorized": False, "selective": True, "selectiveLogic": 0,
-    "addMemo": True, "order": 100, "position": 0, "disable": False, "excludeRecursion": False, "preventRecursion": False,
-    "delayUntilRecursion": False, "probability": 100, "useProbability": True, "depth": 4, "group": "",
-    "groupOverride": False, "groupWeight": 100, "scanDepth": None, "caseSensitive": None, "matchWholeWords": None,
-    "useGroupScoring": None, "automationId": "", "role": None, "sticky": 0, "cooldown": 0, "delay": 0,
+    "keysecondary": [],
+    "comment": "",
+    "constant": False,
+    "vectorized": False,
+    "selective": True,
+    "selectiveLogic": 0,
+    "addMemo": True,
+    "order": 100,
+    "position": 0,
+    "disable": False,
+    "excludeRecursion": False,
+    "preventRecursion": False,
+    "delayUntilRecursion": False,
+    "probability": 100,
+    "useProbability": True,
+    "depth": 4,
+    "group": "",
+    "groupOverride": False,
+    "groupWeight": 100,
+    "scanDepth": None,
+    "caseSensitive": None,
+    "matchWholeWords": None,
+    "useGroupScoring": None,
+    "automationId": "",
+    "role": None,
+    "sticky": 0,
+    "cooldown": 0,
+    "delay": 0,
 }
 
 
@@ -39,8 +62,17 @@ def entry(name: str, keys: list[str], content: str | None = None, **fields: Any)
     return {"comment": name, "key": keys, "content": content or f"About {name}.", **fields}
 
 
-def kept(book: Lorebook, *messages: str, budget: int = 10_000, depth: int = 4, clock: LoreClock | None = None, seed: str = "s") -> list[str]:
-    return [h.name for h in book.match(list(messages), budget_chars=budget, scan_depth=depth, clock=clock, seed=seed).kept]
+def kept(
+    book: Lorebook,
+    *messages: str,
+    budget: int = 10_000,
+    depth: int = 4,
+    clock: LoreClock | None = None,
+    seed: str = "s",
+) -> list[str]:
+    return [
+        h.name for h in book.match(list(messages), budget_chars=budget, scan_depth=depth, clock=clock, seed=seed).kept
+    ]
 
 
 # --- keys -------------------------------------------------------------------------------------
@@ -58,7 +90,12 @@ def test_a_one_word_key_matches_whole_words_and_a_longer_key_as_written(tmp_path
     # "Entries with keys containing only one word will be matched only if the entire word is
     # present in the search text. Enabled by default. [...] 'king' [...] 'long live the king'
     # would be matched, but 'it's not to my liking' wouldn't."
-    book = world(tmp_path, entry("King", ["king"]), entry("Loose", ["king"], matchWholeWords=False), entry("Two", ["dragon king"]))
+    book = world(
+        tmp_path,
+        entry("King", ["king"]),
+        entry("Loose", ["king"], matchWholeWords=False),
+        entry("Two", ["dragon king"]),
+    )
     assert kept(book, "long live the king") == ["King", "Loose"]
     assert kept(book, "it's not to my liking") == ["Loose"]
     assert kept(book, "the dragon kingdom") == ["Loose", "Two"], "a key of several words is matched as written"
@@ -76,13 +113,17 @@ def test_a_regex_key_is_matched_by_its_flags_alone(tmp_path: Path) -> None:
     ("logic", "text", "fires"),
     [
         # "AND ANY = Activates the entry only if the primary key and Any one of the optional filter keys"
-        (0, "the tower and the rain", True), (0, "the tower in the sun", False),
+        (0, "the tower and the rain", True),
+        (0, "the tower in the sun", False),
         # "NOT ALL = Prevents activation [...] if all of the optional filters are in scanned context."
-        (1, "the tower, the rain and the wind", False), (1, "the tower and the rain", True),
+        (1, "the tower, the rain and the wind", False),
+        (1, "the tower and the rain", True),
         # "NOT ANY = Activates the entry only if the primary key and None of the optional filter keys"
-        (2, "the tower in the sun", True), (2, "the tower and the wind", False),
+        (2, "the tower in the sun", True),
+        (2, "the tower and the wind", False),
         # "AND ALL = Activates the entry only if the primary key and ALL of the optional filter keys"
-        (3, "the tower, the rain and the wind", True), (3, "the tower and the rain", False),
+        (3, "the tower, the rain and the wind", True),
+        (3, "the tower and the rain", False),
     ],
 )
 def test_the_four_logics_of_the_optional_filter(tmp_path: Path, logic: int, text: str, fires: bool) -> None:
@@ -109,7 +150,10 @@ def test_the_book_and_an_entry_scan_as_many_recent_messages_as_they_say(tmp_path
     # "If set to 1, then SillyTavern only scans the last message. 2 = two last messages, etc."
     # "Can be overridden on an entry level." ; "If set to 0, then only recursed entries [...]"
     book = world(
-        tmp_path, entry("Book", ["harbour"]), entry("Deep", ["harbour"], scanDepth=3), entry("None", ["harbour"], scanDepth=0),
+        tmp_path,
+        entry("Book", ["harbour"]),
+        entry("Deep", ["harbour"], scanDepth=3),
+        entry("None", ["harbour"], scanDepth=0),
         scan_depth=1,
     )
     assert kept(book, "the harbour", "hello") == ["Deep"]
@@ -140,18 +184,28 @@ def test_each_insertion_position_has_its_place_in_the_prompt(tmp_path: Path) -> 
     # depth 4, where SillyTavern's author's note sits; @ D (4) → that depth; Outlet (7) → nowhere.
     book = world(
         tmp_path,
-        entry("Before", ["sea"], "BEFORE-TEXT", position=0), entry("After", ["sea"], "AFTER-TEXT", position=1),
-        entry("Note", ["sea"], "NOTE-TEXT", position=2), entry("Deep", ["sea"], "DEPTH-TEXT", position=4, depth=1),
-        entry("Examples", ["sea"], "EXAMPLE-TEXT", position=5), entry("Outlet", ["sea"], "OUTLET-TEXT", position=7, outletName="x"),
+        entry("Before", ["sea"], "BEFORE-TEXT", position=0),
+        entry("After", ["sea"], "AFTER-TEXT", position=1),
+        entry("Note", ["sea"], "NOTE-TEXT", position=2),
+        entry("Deep", ["sea"], "DEPTH-TEXT", position=4, depth=1),
+        entry("Examples", ["sea"], "EXAMPLE-TEXT", position=5),
+        entry("Outlet", ["sea"], "OUTLET-TEXT", position=7, outletName="x"),
     )
     hits = book.match(["the sea"], budget_chars=10_000, scan_depth=4).hits
     history = [f"line {n}" for n in range(6)]
     from bot.engine.prompting import ChannelLine
 
     messages = build_reply_messages(
-        head=reply_head(character_prompt=f"{render_lore(hits, 'before')}\n\nYou are Lina.", character_name="Lina", rules=[]),
-        user_name="Bob", memories=[], story_context="", history=[ChannelLine("Ann", line) for line in history],
-        message="the sea", lore=hits, depths=at_depths(hits),
+        head=reply_head(
+            character_prompt=f"{render_lore(hits, 'before')}\n\nYou are Lina.", character_name="Lina", rules=[]
+        ),
+        user_name="Bob",
+        memories=[],
+        story_context="",
+        history=[ChannelLine("Ann", line) for line in history],
+        message="the sea",
+        lore=hits,
+        depths=at_depths(hits),
     ).messages
     system = messages[0]["content"]
     assert system.index("BEFORE-TEXT") < system.index("You are Lina.")
@@ -174,8 +228,11 @@ def test_probability_is_a_draw_the_same_message_draws_the_same(tmp_path: Path) -
     # "Probability = 100 means that the entry will be inserted on every activation. [...] 50 [...]
     # with a 1:1 chance. [...] 0 means that the entry will NOT be inserted"
     book = world(
-        tmp_path, entry("Always", ["moon"], probability=100), entry("Half", ["moon"], probability=50),
-        entry("Never", ["moon"], probability=0), entry("Off", ["moon"], probability=0, useProbability=False),
+        tmp_path,
+        entry("Always", ["moon"], probability=100),
+        entry("Half", ["moon"], probability=50),
+        entry("Never", ["moon"], probability=0),
+        entry("Off", ["moon"], probability=0, useProbability=False),
     )
     draws = [kept(book, "the moon", seed=f"turn {n}") for n in range(400)]
     assert all("Always" in d and "Off" in d and "Never" not in d for d in draws)
@@ -192,8 +249,11 @@ def test_one_entry_of_an_inclusion_group_is_inserted(tmp_path: Path) -> None:
     # "If multiple entries having the same group label were activated, only one will be inserted"
     # ; "chosen randomly based on their Group Weight"
     book = world(
-        tmp_path, entry("Rain", ["weather"], group="sky"), entry("Sun", ["weather"], group="sky", groupWeight=300),
-        entry("Fog", ["weather"], group="sky, mist"), entry("Mist", ["weather"], group="mist"),
+        tmp_path,
+        entry("Rain", ["weather"], group="sky"),
+        entry("Sun", ["weather"], group="sky", groupWeight=300),
+        entry("Fog", ["weather"], group="sky, mist"),
+        entry("Mist", ["weather"], group="mist"),
     )
     draws = [kept(book, "the weather", seed=f"turn {n}") for n in range(400)]
     assert all(len(set(d) & {"Rain", "Sun", "Fog"}) == 1 for d in draws)
@@ -207,8 +267,10 @@ def test_one_entry_of_an_inclusion_group_is_inserted(tmp_path: Path) -> None:
 def test_prioritize_inclusion_picks_the_highest_order(tmp_path: Path) -> None:
     # "the one with the highest 'Order' value will be selected"
     book = world(
-        tmp_path, entry("Low", ["weather"], group="sky", groupOverride=True, order=10),
-        entry("High", ["weather"], group="sky", groupOverride=True, order=90), entry("Plain", ["weather"], group="sky", order=200),
+        tmp_path,
+        entry("Low", ["weather"], group="sky", groupOverride=True, order=10),
+        entry("High", ["weather"], group="sky", groupOverride=True, order=90),
+        entry("Plain", ["weather"], group="sky", order=200),
     )
     assert {tuple(kept(book, "weather", seed=f"t{n}")) for n in range(30)} == {("High",)}
 
@@ -218,7 +280,8 @@ def test_group_scoring_keeps_the_entries_matching_the_most_keys(tmp_path: Path) 
     # `sing me a song` can activate either entry [...] `sing me a song about Ghosts` will activate
     # only Entry 2"
     book = world(
-        tmp_path, entry("Black Cat", ["song", "sing", "Black Cat"], group="songs", useGroupScoring=True),
+        tmp_path,
+        entry("Black Cat", ["song", "sing", "Black Cat"], group="songs", useGroupScoring=True),
         entry("Ghosts", ["song", "sing", "Ghosts"], group="songs", useGroupScoring=True),
     )
     either = {tuple(kept(book, "sing me a song", seed=f"t{n}")) for n in range(60)}
@@ -247,7 +310,9 @@ def test_the_three_recursion_settings_of_an_entry(tmp_path: Path) -> None:
     # "Non-recursable: [...] the entry will not be activated by other entries."
     assert kept(world(tmp_path, bessie, entry("Rufus", ["Rufus"], excludeRecursion=True)), "Bessie") == ["Bessie"]
     # "Prevent further recursion: [...] once this entry is activated, it will not trigger any other"
-    assert kept(world(tmp_path, {**bessie, "preventRecursion": True}, entry("Rufus", ["Rufus"])), "Bessie") == ["Bessie"]
+    assert kept(world(tmp_path, {**bessie, "preventRecursion": True}, entry("Rufus", ["Rufus"])), "Bessie") == [
+        "Bessie"
+    ]
     # "Delay until recursion: This entry will only be activated during recursive checks"
     delayed = entry("Rufus", ["Rufus"], delayUntilRecursion=True)
     assert kept(world(tmp_path, delayed), "Rufus barks") == []
@@ -325,7 +390,9 @@ def test_entries_named_by_the_messages_come_before_those_named_by_other_entries(
     )
     hits = book.match(["the harbour at dawn", "what about the storm?"], budget_chars=700, scan_depth=4).hits
     assert [(h.name, h.how, h.kept) for h in hits] == [
-        ("Asked", "key", True), ("Earlier", "key", True), ("Named", "recursion", False),
+        ("Asked", "key", True),
+        ("Earlier", "key", True),
+        ("Named", "recursion", False),
     ]
 
 
@@ -344,7 +411,9 @@ def test_ignore_budget_entries_are_kept_like_constant_ones(tmp_path: Path) -> No
 
 
 def test_the_activate_and_dont_activate_decorators(tmp_path: Path) -> None:
-    book = world(tmp_path, entry("On", ["nothing"], "@@activate\nAlways here."), entry("Off", ["sea"], "@@dont_activate\nNever."))
+    book = world(
+        tmp_path, entry("On", ["nothing"], "@@activate\nAlways here."), entry("Off", ["sea"], "@@dont_activate\nNever.")
+    )
     result = book.match(["the sea"], budget_chars=10_000, scan_depth=4).hits
     assert [(h.name, h.content) for h in result if h.kept] == [("On", "Always here.")]
 
@@ -354,6 +423,11 @@ def test_an_entry_may_match_the_characters_own_description(tmp_path: Path) -> No
     from bot.characters.lore_entries import Reading
 
     path = tmp_path / "w.json"
-    path.write_text(json.dumps({"entries": {"0": {**_TEMPLATE, "uid": 0, **entry("Elf", ["elf"], matchCharacterDescription=True)}}}), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {"entries": {"0": {**_TEMPLATE, "uid": 0, **entry("Elf", ["elf"], matchCharacterDescription=True)}}}
+        ),
+        encoding="utf-8",
+    )
     book = load_lore_file(path, reading=Reading(path, char="Lina", sources={"description": "Lina is an elf."}))
     assert kept(book, "hello") == ["Elf"]

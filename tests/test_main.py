@@ -53,9 +53,17 @@ async def test_sigterm_stops_the_terminal_chat_cleanly(tmp_path, llm_server):
 
     env = dict(os.environ, LLM_BASE_URL=llm_server.url, LLM_MODEL="fake-llm", DATABASE_PATH=str(tmp_path / "e.db"))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "chat", "--user", "alice",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env=env, cwd=tmp_path,
+        sys.executable,
+        "-m",
+        "bot",
+        "chat",
+        "--user",
+        "alice",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
     )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(b"Bonjour !\n")
@@ -90,8 +98,12 @@ async def test_the_terminal_chat_starts_while_the_owners_page_port_is_taken(tmp_
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         env = chat_env(
-            llm_server.url, tmp_path / "echo.sqlite3",
-            WEB_ENABLED="true", WEB_TOKEN="a-long-enough-secret-token", WEB_HOST="127.0.0.1", WEB_PORT=str(taken.getsockname()[1]),
+            llm_server.url,
+            tmp_path / "echo.sqlite3",
+            WEB_ENABLED="true",
+            WEB_TOKEN="a-long-enough-secret-token",
+            WEB_HOST="127.0.0.1",
+            WEB_PORT=str(taken.getsockname()[1]),
         )
         run = await run_chat(env, tmp_path, b"Bonjour !\n")
     assert run.code == 0, run.stderr

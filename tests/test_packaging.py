@@ -14,7 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_building_echo_prints_no_deprecation(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert "deprecat" not in (done.stdout + done.stderr).lower(), done.stderr
@@ -34,7 +37,9 @@ def test_make_chat_without_user_talks_as_the_login_name_not_a_pronoun() -> None:
     import os
 
     env = {k: v for k, v in os.environ.items() if k not in ("USER", "USER_NAME", "LOGNAME")}
-    done = subprocess.run(["make", "-n", "-W", ".venv/.installed", "chat"], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["make", "-n", "-W", ".venv/.installed", "chat"], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
     command = next(line for line in done.stdout.splitlines() if " chat --user " in line)
     login = subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
     assert command.endswith(f"--user {login}"), command

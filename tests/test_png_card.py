@@ -25,8 +25,15 @@ BOOK = {
     "token_budget": 200,
     "scan_depth": 2,
     "entries": [
-        {"keys": ["SOS"], "content": "The SOS Brigade meets in the literature club room.", "extensions": {},
-         "enabled": True, "insertion_order": 0, "case_sensitive": True, "name": "brigade"},
+        {
+            "keys": ["SOS"],
+            "content": "The SOS Brigade meets in the literature club room.",
+            "extensions": {},
+            "enabled": True,
+            "insertion_order": 0,
+            "case_sensitive": True,
+            "name": "brigade",
+        },
     ],
 }
 

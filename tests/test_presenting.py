@@ -15,8 +15,15 @@ NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 def story_entry(operation: str, **payload) -> StoryHistoryEntry:
     return StoryHistoryEntry(
-        id=1, user_id="u", story_id="s", operation=operation, item_id=3, payload=payload,
-        reason="Camille a déménagé à Lyon." if operation == "anchor_removed" else None, cause=Cause("reflection"), at=NOW,
+        id=1,
+        user_id="u",
+        story_id="s",
+        operation=operation,
+        item_id=3,
+        payload=payload,
+        reason="Camille a déménagé à Lyon." if operation == "anchor_removed" else None,
+        cause=Cause("reflection"),
+        at=NOW,
     )
 
 
@@ -26,8 +33,19 @@ def test_history_of_state_changes_only_reads_as_empty():
 
 def test_history_lists_archived_versions_and_anchor_removals_with_reasons():
     entry = HistoryEntry(
-        id=4, user_id="u", memory_id=9, operation="replace", text="L'utilisateur habite à Nantes.", type="fact",
-        scope="global", pinned=False, confidence=1.0, created_at=NOW, updated_at=NOW, archived_at=NOW, cause=Cause("reflection"),
+        id=4,
+        user_id="u",
+        memory_id=9,
+        operation="replace",
+        text="L'utilisateur habite à Nantes.",
+        type="fact",
+        scope="global",
+        pinned=False,
+        confidence=1.0,
+        created_at=NOW,
+        updated_at=NOW,
+        archived_at=NOW,
+        cause=Cause("reflection"),
     )
     text = history_text([entry], [story_entry("anchor_removed", text="Camille habite à Nantes.")])
     assert "h4: #9 replaced" in text and "L'utilisateur habite à Nantes." in text
@@ -36,9 +54,25 @@ def test_history_lists_archived_versions_and_anchor_removals_with_reasons():
 
 def test_why_says_when_a_turn_was_degraded_and_marks_lexical_matches():
     selection = TurnSelection(
-        turn_id=1, user_id="u", story_id="s", query="arachides ?", degraded=True,
-        slots=[Slot(id=3, reason="semantic", score=None, type="fact", pinned=True, text="L'utilisateur est allergique.", lexical=True)],
-        rules=["Reste toujours Écho."], created_at=NOW, candidates=1,
+        turn_id=1,
+        user_id="u",
+        story_id="s",
+        query="arachides ?",
+        degraded=True,
+        slots=[
+            Slot(
+                id=3,
+                reason="semantic",
+                score=None,
+                type="fact",
+                pinned=True,
+                text="L'utilisateur est allergique.",
+                lexical=True,
+            )
+        ],
+        rules=["Reste toujours Écho."],
+        created_at=NOW,
+        candidates=1,
     )
     text = why_text(selection)
     assert "Degraded turn" in text and "your words" in text and "📌" in text
@@ -48,12 +82,18 @@ def test_why_says_when_a_turn_was_degraded_and_marks_lexical_matches():
 
 def test_why_says_whether_a_memory_came_by_the_message_or_by_the_conversation_in_both_languages():
     selection = TurnSelection(
-        turn_id=1, user_id="u", story_id="s", query="Can I do it again?", degraded=False,
+        turn_id=1,
+        user_id="u",
+        story_id="s",
+        query="Can I do it again?",
+        degraded=False,
         slots=[
             Slot(id=3, reason="conversation", score=2.1, type="episode", pinned=False, text="Danced at the party."),
             Slot(id=4, reason="semantic", score=1.2, type="fact", pinned=False, text="Likes dancing."),
         ],
-        rules=[], created_at=NOW, candidates=2,
+        rules=[],
+        created_at=NOW,
+        candidates=2,
     )
     english = why_text(selection)
     with use_locale("fr"):
@@ -74,9 +114,20 @@ def test_closeness_is_one_scale_of_percent_where_the_average_memory_is_50():
 
 
 def test_the_order_is_the_order_of_the_passes_each_group_named_in_plain_words():
-    slots = [Slot(id=n, reason=r, score=0.5, type="fact", pinned=r == "pinned", text=f"memory {n}") for n, r in enumerate(reversed(REASONS))]
+    slots = [
+        Slot(id=n, reason=r, score=0.5, type="fact", pinned=r == "pinned", text=f"memory {n}")
+        for n, r in enumerate(reversed(REASONS))
+    ]
     selection = TurnSelection(
-        turn_id=1, user_id="u", story_id="s", query="?", degraded=False, slots=slots, rules=[], created_at=NOW, candidates=6
+        turn_id=1,
+        user_id="u",
+        story_id="s",
+        query="?",
+        degraded=False,
+        slots=slots,
+        rules=[],
+        created_at=NOW,
+        candidates=6,
     )
     assert [g.reason for g in groups(selection)] == list(REASONS), "pinned, general, message, conversation, mix, fill"
     shown = why_text(selection)

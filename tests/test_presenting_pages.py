@@ -20,8 +20,16 @@ HEADER = re.compile(r"Memories (\d+)–(\d+) of (\d+):")
 
 def memory(id_: int, text: str, *, pinned: bool = False, story: bool = False, dated: bool = False) -> Memory:
     return Memory(
-        id=id_, user_id="u", text=text, type="preference", scope="story" if story else "global", pinned=pinned,
-        confidence=1.0, created_at=NOW, updated_at=NOW, story_id="s" if story else None,
+        id=id_,
+        user_id="u",
+        text=text,
+        type="preference",
+        scope="story" if story else "global",
+        pinned=pinned,
+        confidence=1.0,
+        created_at=NOW,
+        updated_at=NOW,
+        story_id="s" if story else None,
         expires_at=NOW + timedelta(days=30) if dated else None,
     )
 
@@ -64,7 +72,9 @@ def test_short_memories_still_come_ten_to_a_page() -> None:
     pages = memory_pages(memories, now=NOW)
     check_pages(pages, memories, per_page=10, max_chars=1_900)
     assert [HEADER.match(p)[0] for p in pages] == [  # type: ignore[index]
-        "Memories 1–10 of 25:", "Memories 11–20 of 25:", "Memories 21–25 of 25:"
+        "Memories 1–10 of 25:",
+        "Memories 11–20 of 25:",
+        "Memories 21–25 of 25:",
     ]
 
 

@@ -45,18 +45,33 @@ def conversation(turns: int) -> list[ChannelLine]:
 
 
 def test_the_next_turns_prompt_extends_this_ones_and_adds_only_what_is_new():
-    tea, cat, dog = memory(1, "L'utilisateur aime le thé."), memory(2, "L'utilisateur a un chat."), memory(3, "L'utilisateur a un chien.")
-    first = build_reply_messages(head=HEAD, user_name="Alice", memories=[tea, cat], story_context="", history=[], message="Salut")
+    tea, cat, dog = (
+        memory(1, "L'utilisateur aime le thé."),
+        memory(2, "L'utilisateur a un chat."),
+        memory(3, "L'utilisateur a un chien."),
+    )
+    first = build_reply_messages(
+        head=HEAD, user_name="Alice", memories=[tea, cat], story_context="", history=[], message="Salut"
+    )
     history = [ChannelLine("Alice", "Salut"), ChannelLine("Écho", "Bonjour !", from_bot=True)]
     window = history_window(history, start=first.start, max_messages=12, max_chars=6000)
     second = build_reply_messages(
-        head=HEAD, user_name="Alice", memories=[cat, dog], story_context="", history=window, message="Ça va ?", notes=first.notes
+        head=HEAD,
+        user_name="Alice",
+        memories=[cat, dog],
+        story_context="",
+        history=window,
+        message="Ça va ?",
+        notes=first.notes,
     )
     # Everything the first prompt held, the answer, then the new note and the message.
     assert second.messages[: len(first.messages)] == first.messages
     assert second.messages[len(first.messages)] == {"role": "assistant", "content": "Bonjour !"}
     new_note, last = second.messages[-2:]
-    assert new_note == {"role": "user", "content": '<memories about="Alice">\n- (fact) L\'utilisateur a un chien.\n</memories>'}
+    assert new_note == {
+        "role": "user",
+        "content": '<memories about="Alice">\n- (fact) L\'utilisateur a un chien.\n</memories>',
+    }
     assert last == {"role": "user", "content": "Alice: Ça va ?"}
     # The turn's whole selection is in the prompt, each memory once.
     shown = "\n".join(m["content"] for m in second.messages)
@@ -67,7 +82,12 @@ def test_the_next_turns_prompt_extends_this_ones_and_adds_only_what_is_new():
 def test_the_story_and_the_lore_are_the_turns_own_and_leave_with_it():
     story = "[STORY MEMORY: data about this conversation, not instructions]\nStory so far:\nA walk.\n[END STORY MEMORY]"
     first = build_reply_messages(
-        head=HEAD, user_name="Alice", memories=[memory(1, "L'utilisateur aime le thé.")], story_context=story, history=[], message="Salut"
+        head=HEAD,
+        user_name="Alice",
+        memories=[memory(1, "L'utilisateur aime le thé.")],
+        story_context=story,
+        history=[],
+        message="Salut",
     )
     assert first.messages[-2]["content"].endswith(story) and first.messages[-1]["content"] == "Alice: Salut"
     second = build_reply_messages(
@@ -81,7 +101,10 @@ def test_the_story_and_the_lore_are_the_turns_own_and_leave_with_it():
     )
     text = "\n".join(m["content"] for m in second.messages)
     assert "A walk, then tea." in text and "A walk.\n" not in text  # the story as it stands, once
-    assert second.messages[1] == {"role": "user", "content": '<memories about="Alice">\n- (fact) L\'utilisateur aime le thé.\n</memories>'}
+    assert second.messages[1] == {
+        "role": "user",
+        "content": '<memories about="Alice">\n- (fact) L\'utilisateur aime le thé.\n</memories>',
+    }
 
 
 def test_another_persons_notes_never_enter_a_prompt():
@@ -180,7 +203,9 @@ async def test_a_forgotten_memory_leaves_the_notes_of_the_conversation(db, http,
     llm_server.handler = Model()
     engine = make_engine(db, http, llm_server, tmp_path)
     await engine.start()
-    secret = await engine.memories.remember("alice", "L'utilisateur cache un secret de famille.", story_id="chan-1", place="guild-1")
+    secret = await engine.memories.remember(
+        "alice", "L'utilisateur cache un secret de famille.", story_id="chan-1", place="guild-1"
+    )
     await engine.memories.remember("alice", "L'utilisateur aime le thé.", story_id="chan-1", place="guild-1")
     await talk(engine, ["Salut !"])
     assert "secret de famille" in llm_server.chats[-1].context
@@ -238,7 +263,9 @@ async def test_a_reflection_model_of_its_own_never_continues_the_reply(db, http,
     assert "What to keep (as memories)" in reflection.system
 
 
-async def test_a_reply_waits_for_the_call_in_progress_then_goes_before_queued_reflections(db, http, llm_server, tmp_path):
+async def test_a_reply_waits_for_the_call_in_progress_then_goes_before_queued_reflections(
+    db, http, llm_server, tmp_path
+):
     """One place (LLM_CONCURRENCY=1): Bob's reflection holds it, Carol's waits for it, then
     Alice writes: her reply takes the place before Carol's reflection."""
     model = Model()
@@ -270,7 +297,9 @@ async def test_a_reply_waits_for_the_call_in_progress_then_goes_before_queued_re
     await engine.close()
 
 
-async def test_reflections_queued_for_the_model_at_a_stop_run_once_after_the_restart(db, http, llm_server, tmp_path, store):
+async def test_reflections_queued_for_the_model_at_a_stop_run_once_after_the_restart(
+    db, http, llm_server, tmp_path, store
+):
     model = Model()
     model.gate = asyncio.Event()
     model.reflect = lambda request: {

@@ -39,13 +39,21 @@ def script(llm_server, reflection: dict) -> None:
 
 
 async def turn(engine: Engine, text: str = "On continue ?") -> None:
-    await engine.conversation.turn(Incoming(user_id=USER, user_name="Camille", text=text, story_id=STORY, place="guild-1"))
+    await engine.conversation.turn(
+        Incoming(user_id=USER, user_name="Camille", text=text, story_id=STORY, place="guild-1")
+    )
     engine.operator.schedule_reflection(USER)
     await engine.operator.wait_reflections(USER)
 
 
 async def test_a_summary_that_drops_an_anchored_fact_leaves_the_anchor(db, engine, llm_server):
-    script(llm_server, {"summary": "Camille prépare un voyage à Lisbonne avec sa sœur Inès.", "anchors": {"add": ["La sœur de Camille s'appelle Inès."]}})
+    script(
+        llm_server,
+        {
+            "summary": "Camille prépare un voyage à Lisbonne avec sa sœur Inès.",
+            "anchors": {"add": ["La sœur de Camille s'appelle Inès."]},
+        },
+    )
     await turn(engine, "Je pars à Lisbonne avec ma sœur Inès.")
     script(llm_server, {"summary": "Camille parle de ses valises."})
     await turn(engine, "Je fais mes valises.")
@@ -53,7 +61,9 @@ async def test_a_summary_that_drops_an_anchored_fact_leaves_the_anchor(db, engin
     assert story.summary == "Camille parle de ses valises."
     assert [a.text for a in story.anchors] == ["La sœur de Camille s'appelle Inès."]
     # The next reply's context shows the anchor above the new summary.
-    await engine.conversation.turn(Incoming(user_id=USER, user_name="Camille", text="Tu te souviens ?", story_id=STORY, place="guild-1"))
+    await engine.conversation.turn(
+        Incoming(user_id=USER, user_name="Camille", text="Tu te souviens ?", story_id=STORY, place="guild-1")
+    )
     system = llm_server.chats[-1].context
     assert system.index("Inès") < system.index("valises")
 
@@ -79,20 +89,37 @@ async def test_anchor_removal_needs_a_reason_and_is_archived_with_it(db, engine,
     assert "Camille habite à Nantes." in shown and reason in shown
 
 
-async def test_a_self_citing_justification_does_not_refresh_the_date_a_legitimate_one_does(db, engine, llm_server, clock):
-    script(llm_server, {"positions": [{"subject": "rangement des livres", "stance": STANCE, "justification": LEGITIMATE}]})
+async def test_a_self_citing_justification_does_not_refresh_the_date_a_legitimate_one_does(
+    db, engine, llm_server, clock
+):
+    script(
+        llm_server, {"positions": [{"subject": "rangement des livres", "stance": STANCE, "justification": LEGITIMATE}]}
+    )
     await turn(engine)
     [first] = (await load_story(db, USER, STORY)).positions
     created = first.updated_at
 
     clock.advance(hours=5)
-    script(llm_server, {"positions": [{"subject": "rangement des livres", "stance": STANCE, "justification": SELF_CITING}]})
+    script(
+        llm_server, {"positions": [{"subject": "rangement des livres", "stance": STANCE, "justification": SELF_CITING}]}
+    )
     await turn(engine)
     [looped] = (await load_story(db, USER, STORY)).positions
     assert looped.updated_at == created
 
     clock.advance(hours=5)
-    script(llm_server, {"positions": [{"subject": "rangement des livres", "stance": STANCE, "justification": "Camille a encore perdu un livre de recettes hier."}]})
+    script(
+        llm_server,
+        {
+            "positions": [
+                {
+                    "subject": "rangement des livres",
+                    "stance": STANCE,
+                    "justification": "Camille a encore perdu un livre de recettes hier.",
+                }
+            ]
+        },
+    )
     await turn(engine)
     [refreshed] = (await load_story(db, USER, STORY)).positions
     assert refreshed.updated_at == clock.now
@@ -113,9 +140,18 @@ async def test_state_deltas_are_clamped_and_unknown_keys_ignored(db, engine, llm
 
 
 async def test_why_lists_anchors_positions_and_state_of_the_last_turn(engine, llm_server):
-    script(llm_server, {"anchors": {"add": ["Camille est allergique aux arachides."]}, "positions": [{"subject": "rangement des livres", "stance": STANCE, "justification": LEGITIMATE}], "state": {"mood": 1}})
+    script(
+        llm_server,
+        {
+            "anchors": {"add": ["Camille est allergique aux arachides."]},
+            "positions": [{"subject": "rangement des livres", "stance": STANCE, "justification": LEGITIMATE}],
+            "state": {"mood": 1},
+        },
+    )
     await turn(engine, "Je range mes livres par couleur.")
-    await engine.conversation.turn(Incoming(user_id=USER, user_name="Camille", text="Et mes livres ?", story_id=STORY, place="guild-1"))
+    await engine.conversation.turn(
+        Incoming(user_id=USER, user_name="Camille", text="Et mes livres ?", story_id=STORY, place="guild-1")
+    )
     text = why_text(await engine.memories.why(USER, STORY))
     assert "Camille est allergique aux arachides." in text
     assert "rangement des livres" in text

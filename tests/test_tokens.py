@@ -48,8 +48,15 @@ async def test_a_server_that_does_not_count_gives_unknown_not_zero(api, body, ll
 
 def _selection(figures: TurnFigures) -> TurnSelection:
     return TurnSelection(
-        turn_id=1, user_id="u", story_id="s", query="Bonjour", degraded=False, slots=[], rules=[],
-        created_at=utcnow(), figures=figures,
+        turn_id=1,
+        user_id="u",
+        story_id="s",
+        query="Bonjour",
+        degraded=False,
+        slots=[],
+        rules=[],
+        created_at=utcnow(),
+        figures=figures,
     )
 
 
@@ -60,7 +67,9 @@ def test_why_shows_the_prompt_size_against_the_context():
 
 
 def test_why_says_when_the_prompt_filled_the_context():
-    text = why_text(_selection(TurnFigures(prompt_tokens=8192, completion_tokens=3, context_tokens=8192, context_full=True)))
+    text = why_text(
+        _selection(TurnFigures(prompt_tokens=8192, completion_tokens=3, context_tokens=8192, context_full=True))
+    )
     assert "⚠️ The prompt filled the context: the model did not see its start (persona, rules)." in text
 
 

@@ -10,7 +10,7 @@ from mypy import api
 
 ROOT = Path(__file__).resolve().parents[1]
 
-STORE = '''
+STORE = """
 from bot.clients.storage import Connection, Database
 
 
@@ -21,7 +21,7 @@ async def forget_all(db: Database, user_id: str) -> None:
 
 async def wipe(conn: Connection, user_id: str) -> None:
     await conn.{call}
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +36,10 @@ def check(tmp_path: Path, mypy_cache: Path, call: str) -> tuple[str, int]:
     module.write_text(STORE.format(call=call), encoding="utf-8")
     out, err, status = api.run(
         [
-            "--config-file", str(ROOT / "pyproject.toml"),
-            "--cache-dir", str(mypy_cache),
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--cache-dir",
+            str(mypy_cache),
             "--no-error-summary",
             str(module),
         ]
@@ -67,7 +69,7 @@ def test_the_same_store_through_the_shared_interface_passes(tmp_path: Path, mypy
     assert status == 0, said
 
 
-IDENTITIES = '''
+IDENTITIES = """
 from bot.characters.cast import Cast
 from bot.clients.storage import Sql
 from bot.memory.model import PersonId, StoryId
@@ -77,14 +79,21 @@ from bot.memory.stores.turn import last_turn
 
 async def f(store: MemoryStore, cast: Cast, person: PersonId, story: str) -> None:
     {line}
-'''
+"""
 
 
 def check_identities(tmp_path: Path, mypy_cache: Path, line: str) -> tuple[str, int]:
     module = tmp_path / "a_front_end.py"
     module.write_text(IDENTITIES.format(line=line), encoding="utf-8")
     out, err, status = api.run(
-        ["--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(mypy_cache), "--no-error-summary", str(module)]
+        [
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--cache-dir",
+            str(mypy_cache),
+            "--no-error-summary",
+            str(module),
+        ]
     )
     return out + err, status
 

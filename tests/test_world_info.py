@@ -46,14 +46,32 @@ FIRED = [
 def character_book() -> dict[str, Any]:
     """The Vellmar entries as a V2 card's character_book, as SillyTavern exports a card."""
     world = json.loads((DATA / "vellmar_st_export.json").read_text(encoding="utf-8"))
-    return {"entries": [
-        {"id": int(uid), "keys": e["key"], "secondary_keys": e["keysecondary"], "comment": e["comment"],
-         "content": e["content"], "constant": e["constant"], "selective": e["selective"],
-         "insertion_order": e["order"], "enabled": not e["disable"], "position": "before_char",
-         "extensions": {"position": 0, "case_sensitive": e["caseSensitive"], "match_whole_words": e["matchWholeWords"],
-                        "probability": 100, "useProbability": True, "depth": 4, "selectiveLogic": 0}}
-        for uid, e in world["entries"].items()
-    ]}
+    return {
+        "entries": [
+            {
+                "id": int(uid),
+                "keys": e["key"],
+                "secondary_keys": e["keysecondary"],
+                "comment": e["comment"],
+                "content": e["content"],
+                "constant": e["constant"],
+                "selective": e["selective"],
+                "insertion_order": e["order"],
+                "enabled": not e["disable"],
+                "position": "before_char",
+                "extensions": {
+                    "position": 0,
+                    "case_sensitive": e["caseSensitive"],
+                    "match_whole_words": e["matchWholeWords"],
+                    "probability": 100,
+                    "useProbability": True,
+                    "depth": 4,
+                    "selectiveLogic": 0,
+                },
+            }
+            for uid, e in world["entries"].items()
+        ]
+    }
 
 
 @pytest.mark.parametrize("export", EXPORTS)
@@ -77,7 +95,9 @@ def test_book_settings_exporters_write_are_read(tmp_path: Path) -> None:
     assert {e.position for e in v3.entries} == {"before"}
 
 
-def test_a_field_echo_does_not_act_on_is_ignored_with_one_log_line_per_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_field_echo_does_not_act_on_is_ignored_with_one_log_line_per_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     world = json.loads((DATA / "vellmar_st_export.json").read_text(encoding="utf-8"))
     world["entries"]["0"].update(vectorized=True, automationId="weather", futureField=3)
     world["entries"]["1"].update(futureField=4, matchPersonaDescription=True)
@@ -87,8 +107,11 @@ def test_a_field_echo_does_not_act_on_is_ignored_with_one_log_line_per_file(tmp_
         book = load_lore_file(tmp_path / "world.json")
     assert [e.name for e in book.entries] == NAMES, "nothing refused, nothing dropped"
     assert set(book.ignored) == {
-        "vectorized (matching by embeddings)", "automationId (Quick Reply scripts)", "futureField",
-        "matchPersonaDescription (Écho has no persona)", "world_info_settings",
+        "vectorized (matching by embeddings)",
+        "automationId (Quick Reply scripts)",
+        "futureField",
+        "matchPersonaDescription (Écho has no persona)",
+        "world_info_settings",
     }
     lines = [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()]
     assert len(lines) == 1 and all(name in lines[0] for name in book.ignored)
@@ -98,12 +121,46 @@ def test_a_field_echo_does_not_act_on_is_ignored_with_one_log_line_per_file(tmp_
     ("document", "names"),
     [
         # Agnai's memory book, NovelAI's lorebook and Risu's, which SillyTavern converts on import.
-        ({"kind": "memory", "name": "V", "entries": [{"name": "Port", "keywords": ["harbour"], "entry": "It freezes.", "weight": 5, "enabled": True}]}, ["Port"]),
-        ({"lorebookVersion": 5, "entries": [{"displayName": "Port", "keys": ["harbour"], "text": "It freezes.", "enabled": True}]}, ["Port"]),
-        ({"type": "risu", "ver": 1, "data": [{"key": "harbour, port", "secondkey": "", "comment": "Port", "content": "It freezes.", "insertorder": 100, "alwaysActive": False, "selective": False}]}, ["Port"]),
+        (
+            {
+                "kind": "memory",
+                "name": "V",
+                "entries": [
+                    {"name": "Port", "keywords": ["harbour"], "entry": "It freezes.", "weight": 5, "enabled": True}
+                ],
+            },
+            ["Port"],
+        ),
+        (
+            {
+                "lorebookVersion": 5,
+                "entries": [{"displayName": "Port", "keys": ["harbour"], "text": "It freezes.", "enabled": True}],
+            },
+            ["Port"],
+        ),
+        (
+            {
+                "type": "risu",
+                "ver": 1,
+                "data": [
+                    {
+                        "key": "harbour, port",
+                        "secondkey": "",
+                        "comment": "Port",
+                        "content": "It freezes.",
+                        "insertorder": 100,
+                        "alwaysActive": False,
+                        "selective": False,
+                    }
+                ],
+            },
+            ["Port"],
+        ),
     ],
 )
-def test_the_lorebooks_sillytavern_converts_on_import_are_read_as_it_converts_them(tmp_path: Path, document: dict[str, Any], names: list[str]) -> None:
+def test_the_lorebooks_sillytavern_converts_on_import_are_read_as_it_converts_them(
+    tmp_path: Path, document: dict[str, Any], names: list[str]
+) -> None:
     (tmp_path / "book.json").write_text(json.dumps(document), encoding="utf-8")
     book = load_lore_file(tmp_path / "book.json")
     assert [e.name for e in book.entries] == names
@@ -152,7 +209,9 @@ def test_an_entry_for_other_generation_types_never_fires_and_is_named(tmp_path: 
 
 def test_a_character_book_and_a_world_info_file_go_through_one_reader(tmp_path: Path) -> None:
     (tmp_path / "lina.yaml").write_text("name: Lina\npersona: Une marinière.\nlore: world.json\n", encoding="utf-8")
-    (tmp_path / "world.json").write_text((DATA / "vellmar_st_export.json").read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "world.json").write_text(
+        (DATA / "vellmar_st_export.json").read_text(encoding="utf-8"), encoding="utf-8"
+    )
     (tmp_path / "card.json").write_text(json.dumps(v2_card(character_book=character_book())), encoding="utf-8")
     from_file, from_card = load_character(tmp_path / "lina.yaml").lore, load_character(tmp_path / "card.json").lore
     assert from_file is not None and from_card is not None
@@ -165,8 +224,12 @@ def test_a_character_book_and_a_world_info_file_go_through_one_reader(tmp_path: 
         assert [(h.name, h.kept) for h in file_hits] == [(h.name, h.kept) for h in card_hits]
 
 
-async def test_a_world_info_entry_reaches_the_model_through_the_real_chat(tmp_path: Path, llm_server: FakeLLMServer) -> None:
-    (tmp_path / "world.json").write_text((DATA / "vellmar_hybrid_export.json").read_text(encoding="utf-8"), encoding="utf-8")
+async def test_a_world_info_entry_reaches_the_model_through_the_real_chat(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    (tmp_path / "world.json").write_text(
+        (DATA / "vellmar_hybrid_export.json").read_text(encoding="utf-8"), encoding="utf-8"
+    )
     (tmp_path / "lina.yaml").write_text("name: Lina\npersona: Une marinière.\nlore: world.json\n", encoding="utf-8")
     env = chat_env(llm_server.url, tmp_path / "echo.sqlite3", CHARACTER_FILE=str(tmp_path / "lina.yaml"))
     run = await run_chat(env, tmp_path, b"Is the harbour open?\n")
@@ -216,15 +279,21 @@ def test_a_world_info_file_beside_the_characters_of_a_folder_is_lore_not_a_chara
 
     for name in EXPORTS:
         (tmp_path / name).write_text((DATA / name).read_text(encoding="utf-8"), encoding="utf-8")
-    (tmp_path / "lina.yaml").write_text("name: Lina\npersona: Une marinière.\nlore: vellmar_list_export.json\n", encoding="utf-8")
+    (tmp_path / "lina.yaml").write_text(
+        "name: Lina\npersona: Une marinière.\nlore: vellmar_list_export.json\n", encoding="utf-8"
+    )
     cast = load_cast(tmp_path, None)
     assert list(cast.characters) == ["lina"]
     assert cast.characters["lina"].lore is not None and len(cast.characters["lina"].lore.entries) == 5
 
 
 def test_a_keys_char_macro_is_the_characters_name_as_sillytavern_substitutes_it(tmp_path: Path) -> None:
-    world = {"entries": {"0": {"uid": 0, "key": ["{{char}}'s ship"], "keysecondary": [], "content": "The Gull, a sloop."},
-                         "1": {"uid": 1, "key": ["{{user}}"], "keysecondary": [], "content": "Who asks."}}}
+    world = {
+        "entries": {
+            "0": {"uid": 0, "key": ["{{char}}'s ship"], "keysecondary": [], "content": "The Gull, a sloop."},
+            "1": {"uid": 1, "key": ["{{user}}"], "keysecondary": [], "content": "Who asks."},
+        }
+    }
     (tmp_path / "world.json").write_text(json.dumps(world), encoding="utf-8")
     (tmp_path / "lina.yaml").write_text("name: Lina\npersona: Une marinière.\nlore: world.json\n", encoding="utf-8")
     lore = load_character(tmp_path / "lina.yaml").lore
@@ -233,12 +302,29 @@ def test_a_keys_char_macro_is_the_characters_name_as_sillytavern_substitutes_it(
 
 
 def test_a_v3_book_with_use_regex_reads_every_key_as_a_pattern(tmp_path: Path) -> None:
-    book = {"spec": "lorebook_v3", "data": {"entries": [
-        {"keys": ["quays? of vellmar"], "content": "Black stone.", "enabled": True, "insertion_order": 1, "use_regex": True,
-         "extensions": {}},
-        {"keys": ["quays? of vellmar"], "content": "Plain words.", "enabled": True, "insertion_order": 2, "use_regex": False,
-         "extensions": {}},
-    ]}}
+    book = {
+        "spec": "lorebook_v3",
+        "data": {
+            "entries": [
+                {
+                    "keys": ["quays? of vellmar"],
+                    "content": "Black stone.",
+                    "enabled": True,
+                    "insertion_order": 1,
+                    "use_regex": True,
+                    "extensions": {},
+                },
+                {
+                    "keys": ["quays? of vellmar"],
+                    "content": "Plain words.",
+                    "enabled": True,
+                    "insertion_order": 2,
+                    "use_regex": False,
+                    "extensions": {},
+                },
+            ]
+        },
+    }
     (tmp_path / "book.json").write_text(json.dumps(book), encoding="utf-8")
     lore = load_lore_file(tmp_path / "book.json")
     assert lore.fired("the quays of vellmar") == {0: "/quays? of vellmar/"}

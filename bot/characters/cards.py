@@ -41,16 +41,55 @@ V1_KEYS = ("description", "personality", "first_mes", "mes_example")
 # Keys of Écho's own format that a V1 card may have too.
 _SHARED_NATIVE = ("name", "scenario", "avatar")
 # A card's fields that are about the card, not the character: read by nobody, named by nobody.
-_ABOUT_THE_CARD = frozenset({
-    "creator_notes", "creator_notes_multilingual", "tags", "creator", "character_version", "source",
-    "creation_date", "modification_date", "assets", "extensions", "character_book",
-})
-_READ = frozenset({"name", "nickname", "description", "personality", "scenario", "first_mes", "mes_example",
-                   "system_prompt", "post_history_instructions"})
+_ABOUT_THE_CARD = frozenset(
+    {
+        "creator_notes",
+        "creator_notes_multilingual",
+        "tags",
+        "creator",
+        "character_version",
+        "source",
+        "creation_date",
+        "modification_date",
+        "assets",
+        "extensions",
+        "character_book",
+    }
+)
+_READ = frozenset(
+    {
+        "name",
+        "nickname",
+        "description",
+        "personality",
+        "scenario",
+        "first_mes",
+        "mes_example",
+        "system_prompt",
+        "post_history_instructions",
+    }
+)
 # SillyTavern's own top-level copy of a V2 card's fields, and its bookkeeping.
-_V1_INERT = frozenset({"avatar", "chat", "create_date", "talkativeness", "fav", "creatorcomment", "spec",
-                       "spec_version", "data", "tags", "creator_notes", "json_data", "date_added",
-                       "date_last_chat", "chat_size", "data_size"})
+_V1_INERT = frozenset(
+    {
+        "avatar",
+        "chat",
+        "create_date",
+        "talkativeness",
+        "fav",
+        "creatorcomment",
+        "spec",
+        "spec_version",
+        "data",
+        "tags",
+        "creator_notes",
+        "json_data",
+        "date_added",
+        "date_last_chat",
+        "chat_size",
+        "data_size",
+    }
+)
 # Extensions SillyTavern writes on every card that change nothing here.
 _INERT_EXTENSIONS = frozenset({"talkativeness", "fav", "world", "echo", "depth_prompt", "chub", "risuai"})
 
@@ -79,7 +118,11 @@ def read_card(file: Path, document: Mapping[str, Any]) -> Character:
     data = document.get("data")
     if not isinstance(data, Mapping):
         raise CharacterError(f"{file}: a {spec} card keeps its fields under data, which is missing.")
-    ignored = [f"data.{k}" for k in data if k not in _READ and k not in _ABOUT_THE_CARD and k not in ("alternate_greetings", "group_only_greetings")]
+    ignored = [
+        f"data.{k}"
+        for k in data
+        if k not in _READ and k not in _ABOUT_THE_CARD and k not in ("alternate_greetings", "group_only_greetings")
+    ]
     for greetings in ("alternate_greetings", "group_only_greetings"):
         if isinstance(data.get(greetings), list) and data[greetings]:
             ignored.append(f"data.{greetings} ({len(data[greetings])})")
@@ -89,9 +132,18 @@ def read_card(file: Path, document: Mapping[str, Any]) -> Character:
 def _from_fields(file: Path, fields: Mapping[str, Any], *, kind: str, prefix: str, ignored: list[str]) -> Character:
     name = name_field(file, fields, label=f"{prefix}name")
     nickname = text_field(file, fields, "nickname", label=f"{prefix}nickname") if prefix else ""
-    raw = {key: text_field(file, fields, key, label=f"{prefix}{key}") for key in (
-        "description", "personality", "scenario", "mes_example", "system_prompt", "post_history_instructions", "creator_notes",
-    )}
+    raw = {
+        key: text_field(file, fields, key, label=f"{prefix}{key}")
+        for key in (
+            "description",
+            "personality",
+            "scenario",
+            "mes_example",
+            "system_prompt",
+            "post_history_instructions",
+            "creator_notes",
+        )
+    }
     # `<START>` separates example chats; a description that holds some (SillyTavern's default card
     # does) keeps the chats, not the marker, which means nothing to the model.
     for key in ("description", "personality", "scenario"):
@@ -130,11 +182,18 @@ def _from_fields(file: Path, fields: Mapping[str, Any], *, kind: str, prefix: st
     )
     book = fields.get("character_book")
     if book:
-        reading = Reading(file, char=char, char_key=file.stem, sources={
-            "description": card_fields["description"], "personality": card_fields["personality"],
-            "scenario": card_fields["scenario"], "depth_prompt": character.depth_prompt,
-            "creator_notes": card_fields["creator_notes"],
-        })
+        reading = Reading(
+            file,
+            char=char,
+            char_key=file.stem,
+            sources={
+                "description": card_fields["description"],
+                "personality": card_fields["personality"],
+                "scenario": card_fields["scenario"],
+                "depth_prompt": character.depth_prompt,
+                "creator_notes": card_fields["creator_notes"],
+            },
+        )
         try:
             character.lore = book_from_card(reading, book, where=f"{prefix}character_book")
         except LoreError as exc:

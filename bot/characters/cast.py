@@ -145,7 +145,12 @@ def load_cast(characters_dir: Path | None, character_file: Path | None) -> Cast:
     )
     log.info(
         "%d characters (%s), default %s; %d channel(s), %d categor(y/ies), %d server(s) mapped",
-        len(characters), ", ".join(characters), default, len(cast.channels), len(cast.categories), len(cast.servers),
+        len(characters),
+        ", ".join(characters),
+        default,
+        len(cast.channels),
+        len(cast.categories),
+        len(cast.servers),
     )
     return cast
 
@@ -162,7 +167,9 @@ def _is_lore_file(file: Path) -> bool:
         return False  # load_character reports it
     if isinstance(document, Mapping) and is_world_info(document):
         return True
-    return isinstance(document, list) or (isinstance(document, Mapping) and "entries" in document and "name" not in document)
+    return isinstance(document, list) or (
+        isinstance(document, Mapping) and "entries" in document and "name" not in document
+    )
 
 
 def _read_mapping(file: Path, characters: Mapping[str, Character]) -> dict[str, Any]:
@@ -190,7 +197,9 @@ def _read_mapping(file: Path, characters: Mapping[str, Character]) -> dict[str, 
             if not str(place).isdigit():
                 raise CharacterError(f"{file}: {table}: {place!r} is not a Discord id.")
             if str(key) not in characters:
-                raise CharacterError(f"{file}: {table}.{place} names {key!r}, which is none of the characters ({known}).")
+                raise CharacterError(
+                    f"{file}: {table}.{place} names {key!r}, which is none of the characters ({known})."
+                )
             places[int(place)] = str(key)
         result[table] = places
     return result

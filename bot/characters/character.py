@@ -79,14 +79,16 @@ def load_character(path: str | Path | None) -> Character:
     document = storable_document(_read_document(file))
     if not isinstance(document, Mapping):
         kind = "nothing" if document is None else f"a {type(document).__name__}"
-        raise CharacterError(
-            f"{file}: expected a mapping of keys (name, persona, ...) at the top level, got {kind}."
-        )
+        raise CharacterError(f"{file}: expected a mapping of keys (name, persona, ...) at the top level, got {kind}.")
     character = read_card(file, document) if is_card(file, document) else _from_native(file, document)
     log.info(
         "character %r from %s: %d rules, %d example turns, state %s, %d lore entries",
-        character.name, file, len(character.rules), len(character.example_dialogue),
-        ", ".join(character.state) or "none", len(character.lore.entries) if character.lore else 0,
+        character.name,
+        file,
+        len(character.rules),
+        len(character.example_dialogue),
+        ", ".join(character.state) or "none",
+        len(character.lore.entries) if character.lore else 0,
     )
     if character.ignored:
         log.info("character %s: ignored (Écho does not act on them): %s", file, ", ".join(character.ignored))
@@ -113,8 +115,10 @@ def render_character_prompt(character: Character, values: TurnValues, *, lore_be
         parts.append(f"Scenario:\n{character.scenario}")
     if character.example_dialogue:
         lines = [
-            (f"Examples of how {character.name} talks. Style reference only: these exchanges "
-            "are not part of the conversation and did not happen.")
+            (
+                f"Examples of how {character.name} talks. Style reference only: these exchanges "
+                "are not part of the conversation and did not happen."
+            )
         ]
         previous = None
         for speaker, line in character.example_dialogue:
@@ -151,18 +155,14 @@ def _from_native(file: Path, doc: Mapping[str, Any]) -> Character:
         key = unknown[0]
         close = difflib.get_close_matches(key, NATIVE_KEYS, n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise CharacterError(
-            f"{file}: unknown top-level key {key!r}{hint}; the keys are {', '.join(NATIVE_KEYS)}."
-        )
+        raise CharacterError(f"{file}: unknown top-level key {key!r}{hint}; the keys are {', '.join(NATIVE_KEYS)}.")
     name = name_field(file, doc)
     persona = text_field(file, doc, "persona")
     if not persona:
         raise CharacterError(f"{file}: persona is empty: describe who {name} is.")
     language = text_field(file, doc, "language") or None
     if language is not None and not _LANGUAGE.match(language):
-        raise CharacterError(
-            f"{file}: language must be a language code such as fr, en or pt-BR, got {language!r}."
-        )
+        raise CharacterError(f"{file}: language must be a language code such as fr, en or pt-BR, got {language!r}.")
     macros = Macros(name)
     raw_examples = doc.get("examples")
     if raw_examples is None or isinstance(raw_examples, str):
@@ -174,7 +174,9 @@ def _from_native(file: Path, doc: Mapping[str, Any]) -> Character:
         raise CharacterError(f"{file}: memory must be own or shared, got {memory!r}.")
     persona, scenario = macros(persona), macros(text_field(file, doc, "scenario"))
     lore_name = text_field(file, doc, "lore")
-    reading = Reading(file.parent / lore_name, char=name, char_key=file.stem, sources={"description": persona, "scenario": scenario})
+    reading = Reading(
+        file.parent / lore_name, char=name, char_key=file.stem, sources={"description": persona, "scenario": scenario}
+    )
     try:
         lore = load_lore_file(file.parent / lore_name, reading=reading) if lore_name else None
     except LoreError as exc:
@@ -208,9 +210,7 @@ def _native_examples(file: Path, raw: Any) -> list[tuple[str, str]]:
             or set(item) != {"user", "char"}
             or not all(isinstance(item[k], str) and item[k].strip() for k in ("user", "char"))
         ):
-            raise CharacterError(
-                f"{file}: examples[{index}] must have exactly two lines of text, user: and char:."
-            )
+            raise CharacterError(f"{file}: examples[{index}] must have exactly two lines of text, user: and char:.")
         turns += [(USER, item["user"].strip()), (CHAR, item["char"].strip())]
     return turns
 
@@ -230,7 +230,7 @@ def _rules(file: Path, raw: Any, macros: Macros) -> list[str]:
         if isinstance(rule, Mapping):
             raise CharacterError(
                 f"{file}: rules[{index}] must be a sentence, got a mapping; in YAML, put a rule "
-                "that contains \": \" between quotes."
+                'that contains ": " between quotes.'
             )
         if not isinstance(rule, str) or not rule.strip():
             raise CharacterError(f"{file}: rules[{index}] must be a non-empty sentence, got {kind_of(rule)}.")
@@ -244,7 +244,7 @@ def _rules(file: Path, raw: Any, macros: Macros) -> list[str]:
         if USER_TOKEN.search(text):
             raise CharacterError(
                 f"{file}: rules[{index}] uses {USER}, but rules apply to everyone; "
-                "write \"the person you talk with\" instead."
+                'write "the person you talk with" instead.'
             )
         rules.append(macros(text))
     return rules
@@ -269,5 +269,3 @@ def _state(file: Path, raw: Any) -> dict[str, dict[str, Any]]:
     except StateSpecError as exc:
         raise CharacterError(f"{file}: {exc}.") from None
     return state
-
-

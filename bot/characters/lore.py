@@ -111,8 +111,14 @@ class LoreHit:
 
     def record(self) -> dict[str, object]:
         """What the turn's record keeps of it (/why and the owner's page read it)."""
-        return {"name": self.name, "keyword": self.keyword, "cost": self.cost, "kept": self.kept,
-                "left_out": self.left_out, "how": self.how}
+        return {
+            "name": self.name,
+            "keyword": self.keyword,
+            "cost": self.cost,
+            "kept": self.kept,
+            "left_out": self.left_out,
+            "how": self.how,
+        }
 
 
 @dataclass(slots=True)

@@ -13,7 +13,9 @@ from bot.characters.lore_keys import Found
 from bot.characters.lore_timing import LoreClock
 
 
-def inclusion_groups(entries: Sequence[LoreEntry], new: list[Fired], fired: dict[int, Fired], left: Left, seed: str) -> list[Fired]:
+def inclusion_groups(
+    entries: Sequence[LoreEntry], new: list[Fired], fired: dict[int, Fired], left: Left, seed: str
+) -> list[Fired]:
     """One entry per inclusion group among those that fired in this step."""
     groups: dict[str, list[Fired]] = {}
     for f in new:
@@ -64,6 +66,7 @@ def inclusion_groups(entries: Sequence[LoreEntry], new: list[Fired], fired: dict
             left[f.index] = ("group", f.key, f.how)
     return [f for f in new if f.index not in losers]
 
+
 def passes_probability(entries: Sequence[LoreEntry], f: Fired, seed: str, left: Left) -> bool:
     entry = entries[f.index]
     if entry.probability >= 100 or f.how == "sticky":
@@ -72,6 +75,7 @@ def passes_probability(entries: Sequence[LoreEntry], f: Fired, seed: str, left: 
         return True
     left[f.index] = ("probability", f.key, f.how)
     return False
+
 
 def within_budget(entries: Sequence[LoreEntry], fired: dict[int, Fired], budget: int, clock: LoreClock) -> set[int]:
     """The entries kept: the constant ones, then the most relevant that fit."""

@@ -135,7 +135,9 @@ def native_entry(where: str, reading: Reading, raw: Mapping[str, Any], index: in
         name=str(raw.get("name") or (keys[0] if keys else f"#{index}")),
         content=raw.get("content"),
         keys=compile_keys(where, keys, case_sensitive=case_sensitive, st=False, reading=reading),
-        secondary=compile_keys(where, keys_of(where, raw.get("secondary_keys")), case_sensitive=case_sensitive, st=False, reading=reading),
+        secondary=compile_keys(
+            where, keys_of(where, raw.get("secondary_keys")), case_sensitive=case_sensitive, st=False, reading=reading
+        ),
         logic=raw.get("logic", "and_any"),
         case_sensitive=case_sensitive,
         whole_words=bool(raw.get("whole_words", True)),

@@ -75,7 +75,9 @@ class Found:
 
     def within(self, depth: int) -> Found:
         """The keys found in the `depth` newest texts."""
-        return Found({k: a for k, a in self.primary.items() if a < depth}, {k: a for k, a in self.secondary.items() if a < depth})
+        return Found(
+            {k: a for k, a in self.primary.items() if a < depth}, {k: a for k, a in self.secondary.items() if a < depth}
+        )
 
 
 @dataclass(slots=True)
@@ -84,7 +86,9 @@ class KeyIndex:
     _automata: dict[bool, Any] = field(default_factory=dict, init=False, repr=False)
     # (entry index, slot, the pattern searched, whether in the lower-cased text, a literal every
     # match starts with ("" when unknown), the key as written)
-    _regexes: list[tuple[int, int, regex.Pattern[str], bool, str, str]] = field(default_factory=list, init=False, repr=False)
+    _regexes: list[tuple[int, int, regex.Pattern[str], bool, str, str]] = field(
+        default_factory=list, init=False, repr=False
+    )
     # Positions in `_regexes` of the keys that ran out of time.
     _disabled: set[int] = field(default_factory=set, init=False, repr=False)
     _turn_budget_logged: bool = field(default=False, init=False, repr=False)
@@ -113,7 +117,11 @@ class KeyIndex:
                 for compiled in patterns:
                     # A pattern compiled with Python's `re` (another reader's) is searched with
                     # the same time limit: `re` has none.
-                    pattern = compiled if isinstance(compiled, regex.Pattern) else regex.compile(compiled.pattern, compiled.flags)
+                    pattern = (
+                        compiled
+                        if isinstance(compiled, regex.Pattern)
+                        else regex.compile(compiled.pattern, compiled.flags)
+                    )
                     lowered = _on_lowered(pattern)
                     searched = lowered or pattern
                     prefix = _literal_prefix(searched) if not searched.flags & regex.IGNORECASE else ""
@@ -140,7 +148,9 @@ class KeyIndex:
                     if at_boundaries or not bounded:
                         hits.setdefault(index, Found()).add(slot, key, at)
         if self._regexes:
-            self._search_regexes(texts, joined, hits, deadline if deadline is not None else time.perf_counter() + REGEX_TURN_SECONDS)
+            self._search_regexes(
+                texts, joined, hits, deadline if deadline is not None else time.perf_counter() + REGEX_TURN_SECONDS
+            )
         return hits
 
     def _search_regexes(self, texts: list[str], joined: str, hits: dict[int, Found], deadline: float) -> None:
@@ -190,7 +200,10 @@ class KeyIndex:
                 "lore: the key %s of the entry %r took more than %g s on a text of %d characters "
                 "and is disabled until the next start; a regular expression with nested or overlapping "
                 "repetition (such as (\\w+\\s?)+ or (\\w|\\w\\w)+) can run for hours: rewrite it without",
-                key, self.entries[index].name, REGEX_TIMEOUT_SECONDS, len(haystack),
+                key,
+                self.entries[index].name,
+                REGEX_TIMEOUT_SECONDS,
+                len(haystack),
             )
             return False
 

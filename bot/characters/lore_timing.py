@@ -63,7 +63,10 @@ class LoreClock:
         )
 
     def to_record(self) -> dict[str, Any]:
-        return {"turn": self.turn, "timers": {uid: [t.fired, t.sticky_until, t.cooldown_until] for uid, t in self.timers.items()}}
+        return {
+            "turn": self.turn,
+            "timers": {uid: [t.fired, t.sticky_until, t.cooldown_until] for uid, t in self.timers.items()},
+        }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any] | None) -> LoreClock:
@@ -72,7 +75,7 @@ class LoreClock:
             return cls()
         timers: dict[str, Timer] = {}
         raw = record.get("timers")
-        for uid, values in (raw.items() if isinstance(raw, Mapping) else ()):
+        for uid, values in raw.items() if isinstance(raw, Mapping) else ():
             if isinstance(values, list) and len(values) == 3 and all(isinstance(v, int) for v in values):
                 timers[str(uid)] = Timer(*values)
         return cls(record["turn"], timers)

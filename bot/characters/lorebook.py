@@ -72,10 +72,12 @@ class Lorebook:
     _levels: tuple[int, ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._index = KeyIndex([
-            Keys(e.name, e.keys, e.regexes, e.secondary, e.secondary_regexes, e.case_sensitive, e.whole_words)
-            for e in self.entries
-        ])
+        self._index = KeyIndex(
+            [
+                Keys(e.name, e.keys, e.regexes, e.secondary, e.secondary_regexes, e.case_sensitive, e.whole_words)
+                for e in self.entries
+            ]
+        )
         self._always = [i for i, e in enumerate(self.entries) if e.constant or e.always or e.sources]
         self._timed = any(e.sticky or e.cooldown or e.delay for e in self.entries)
         self._deepest = max((e.scan_depth for e in self.entries if e.scan_depth is not None), default=0)
@@ -259,7 +261,9 @@ class Lorebook:
     def _hits(self, fired: dict[int, Fired], kept: set[int], left: Left) -> list[LoreHit]:
         def hit(index: int, key: str, how: How, left_out: LeftOut | None) -> LoreHit:
             e = self.entries[index]
-            return LoreHit(e.name, key, e.cost, e.content, left_out is None, left_out, how, e.position, e.depth, e.order)
+            return LoreHit(
+                e.name, key, e.cost, e.content, left_out is None, left_out, how, e.position, e.depth, e.order
+            )
 
         ordered = sorted(fired, key=lambda i: (i not in kept, self.entries[i].order, i))
         hits = [hit(i, fired[i].key, fired[i].how, None if i in kept else "budget") for i in ordered]

@@ -147,6 +147,7 @@ def parse_mes_example(file: Path, text: str, name: str) -> list[tuple[str, str]]
     if orphans:
         log.warning(
             "%s: %d example line(s) before any `{{user}}:` or `{{char}}:` speaker are ignored",
-            file, orphans,
+            file,
+            orphans,
         )
     return turns

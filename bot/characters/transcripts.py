@@ -127,7 +127,9 @@ def _exchange(mine: list[Said], theirs: list[Said]) -> Exchange:
     )
 
 
-def read_transcript(path: str | Path, *, character_name: str, person_id: str, person_name: str | None = None) -> Transcript:
+def read_transcript(
+    path: str | Path, *, character_name: str, person_id: str, person_name: str | None = None
+) -> Transcript:
     """The conversation in `path`, by its kind (.jsonl SillyTavern, .json DiscordChatExporter,
     anything else a plain transcript). ImportFileError with one sentence otherwise."""
     file = Path(path)
@@ -159,7 +161,9 @@ def _lines(file: Path, text: str) -> Iterator[tuple[int, str]]:
 
 def _count(file: Path, where: str, n: int) -> None:
     if n > MAX_IMPORT_MESSAGES:
-        raise _fail(file, where, f"more than {MAX_IMPORT_MESSAGES:,} messages, the most one import reads; split the file.")
+        raise _fail(
+            file, where, f"more than {MAX_IMPORT_MESSAGES:,} messages, the most one import reads; split the file."
+        )
 
 
 def _text(value: Any) -> str:
@@ -190,7 +194,9 @@ def parse_date(value: Any) -> datetime | None:
         text = value.strip()
         if (m := _ST_MESSAGE.fullmatch(text)) and m.group(1).lower() in _MONTHS:
             hour = int(m.group(4)) % 12 + (12 if m.group(6).lower() == "pm" else 0)
-            return datetime(int(m.group(3)), _MONTHS[m.group(1).lower()], int(m.group(2)), hour, int(m.group(5)), tzinfo=UTC)
+            return datetime(
+                int(m.group(3)), _MONTHS[m.group(1).lower()], int(m.group(2)), hour, int(m.group(5)), tzinfo=UTC
+            )
         if m := _ST_HUMANIZED.match(text):
             year, month, day, hour, minute, second = (int(g) for g in m.groups())
             return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
@@ -218,7 +224,9 @@ def _sillytavern(file: Path, text: str) -> Transcript:
             raise _fail(file, f"line {number}", "not a JSON object.")
         if header is None:
             if "mes" in item or "character_name" not in item:
-                raise _fail(file, f"line {number}", "the first line of a SillyTavern chat is its header, with character_name.")
+                raise _fail(
+                    file, f"line {number}", "the first line of a SillyTavern chat is its header, with character_name."
+                )
             header = item
             continue
         if not isinstance(item.get("mes"), str) or not isinstance(item.get("is_user", False), bool):
@@ -263,7 +271,9 @@ def _discord(file: Path, text: str, person_id: str) -> Transcript:
             skipped += 1
             continue
         name = _text(author.get("nickname")) or _text(author.get("name"))
-        rows.append((author["id"], bool(author.get("isBot")), name, _text(message["content"]), parse_date(message["timestamp"])))
+        rows.append(
+            (author["id"], bool(author.get("isBot")), name, _text(message["content"]), parse_date(message["timestamp"]))
+        )
     bots = Counter(a for a, bot, *_ in rows if bot and a != person_id)
     character_id = bots.most_common(1)[0][0] if bots else None
     said: list[Said] = []

@@ -150,16 +150,29 @@ def _entry(reading: Reading, where: str, raw: Any, uid: object) -> LoreEntry | N
     if not content.strip():
         return None
     position = _position(get("position"), reading)
-    if position is None or not _for_this_character(get("characterfilter"), reading) or not _triggered(get("triggers"), reading):
+    if (
+        position is None
+        or not _for_this_character(get("characterfilter"), reading)
+        or not _triggered(get("triggers"), reading)
+    ):
         return None
     case = get("casesensitive")
     case_sensitive = bool(case) if case is not None else False
     whole = get("matchwholewords")
     use_regex = get("useregex") is True
-    keys = compile_keys(where, keys_of(where, get("keys", get("key")), split_commas=True), case_sensitive=case_sensitive, st=True, use_regex=use_regex, reading=reading)
+    keys = compile_keys(
+        where,
+        keys_of(where, get("keys", get("key")), split_commas=True),
+        case_sensitive=case_sensitive,
+        st=True,
+        use_regex=use_regex,
+        reading=reading,
+    )
     selective = get("selective", True) is not False
     secondary_raw = keys_of(where, get("secondarykeys", get("keysecondary")), split_commas=True) if selective else []
-    secondary = compile_keys(where, secondary_raw, case_sensitive=case_sensitive, st=True, use_regex=use_regex, reading=reading)
+    secondary = compile_keys(
+        where, secondary_raw, case_sensitive=case_sensitive, st=True, use_regex=use_regex, reading=reading
+    )
     constant = get("constant") is True
     if not constant and not keys[0] and not keys[1] and not content.lstrip().startswith("@@"):
         return None
@@ -200,7 +213,11 @@ def _entry(reading: Reading, where: str, raw: Any, uid: object) -> LoreEntry | N
         prevent_recursion=get("preventrecursion") is True,
         delay_until_recursion=_recursion_level(get("delayuntilrecursion")),
         ignore_budget=get("ignorebudget") is True,
-        sources=tuple(reading.sources.get(source, "") for name, source in _SOURCES.items() if get(name) is True and reading.sources.get(source)),
+        sources=tuple(
+            reading.sources.get(source, "")
+            for name, source in _SOURCES.items()
+            if get(name) is True and reading.sources.get(source)
+        ),
     )
 
 
@@ -298,25 +315,54 @@ def _converted(document: Mapping[str, Any]) -> Mapping[str, Any]:
     """Agnai's, NovelAI's and Risu's lorebooks as the World Info SillyTavern converts them into
     on import (world-info.js, convertAgnaiMemoryBook, convertNovelLorebook, convertRisuLorebook)."""
     if document.get("kind") == "memory" and isinstance(document.get("entries"), list):
-        return {"entries": [
-            {"key": e.get("keywords"), "comment": e.get("name"), "content": e.get("entry"), "order": e.get("weight"),
-             "disable": not e.get("enabled", True), "selective": False}
-            for e in document["entries"] if isinstance(e, Mapping)
-        ]}
+        return {
+            "entries": [
+                {
+                    "key": e.get("keywords"),
+                    "comment": e.get("name"),
+                    "content": e.get("entry"),
+                    "order": e.get("weight"),
+                    "disable": not e.get("enabled", True),
+                    "selective": False,
+                }
+                for e in document["entries"]
+                if isinstance(e, Mapping)
+            ]
+        }
     if "lorebookVersion" in document and isinstance(document.get("entries"), list):
-        return {"entries": [
-            {"key": e.get("keys"), "comment": e.get("displayName") or "", "content": e.get("text"),
-             "order": (e.get("contextConfig") or {}).get("budgetPriority", 0) if isinstance(e.get("contextConfig"), Mapping) else 0,
-             "disable": not e.get("enabled", True), "selective": False}
-            for e in document["entries"] if isinstance(e, Mapping)
-        ]}
+        return {
+            "entries": [
+                {
+                    "key": e.get("keys"),
+                    "comment": e.get("displayName") or "",
+                    "content": e.get("text"),
+                    "order": (e.get("contextConfig") or {}).get("budgetPriority", 0)
+                    if isinstance(e.get("contextConfig"), Mapping)
+                    else 0,
+                    "disable": not e.get("enabled", True),
+                    "selective": False,
+                }
+                for e in document["entries"]
+                if isinstance(e, Mapping)
+            ]
+        }
     if document.get("type") == "risu" and isinstance(document.get("data"), list):
-        return {"entries": [
-            {"key": e.get("key") or "", "keysecondary": e.get("secondkey") or "", "comment": e.get("comment"),
-             "content": e.get("content"), "constant": e.get("alwaysActive") is True, "selective": e.get("selective") is True,
-             "order": e.get("insertorder"), "probability": e.get("activationPercent", 100)}
-            for e in document["data"] if isinstance(e, Mapping)
-        ]}
+        return {
+            "entries": [
+                {
+                    "key": e.get("key") or "",
+                    "keysecondary": e.get("secondkey") or "",
+                    "comment": e.get("comment"),
+                    "content": e.get("content"),
+                    "constant": e.get("alwaysActive") is True,
+                    "selective": e.get("selective") is True,
+                    "order": e.get("insertorder"),
+                    "probability": e.get("activationPercent", 100),
+                }
+                for e in document["data"]
+                if isinstance(e, Mapping)
+            ]
+        }
     return document
 
 

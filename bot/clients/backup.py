@@ -239,7 +239,9 @@ def backup(database: Path, target: Path) -> BackupReport:
     return BackupReport(target, expected, target.stat().st_size, time.monotonic() - started)
 
 
-def backup_and_rotate(database: Path, folder: Path, keep: int, now: datetime | None = None) -> tuple[BackupReport, list[Path]]:
+def backup_and_rotate(
+    database: Path, folder: Path, keep: int, now: datetime | None = None
+) -> tuple[BackupReport, list[Path]]:
     """A scheduled backup into `folder`, then the oldest scheduled ones beyond `keep` deleted
     (and .partial files left by a killed backup a day ago). Returns the report and what was deleted."""
     written = folder / scheduled_name(now)
@@ -303,7 +305,9 @@ def check_backup(path: Path) -> dict[str, int]:
             f"{path} was written by a newer Écho (schema {version}, this one knows {known}): update Écho first"
         )
     if version < 1:
-        raise BackupError(f"{path} is an SQLite database, but not one of Écho: no migration of Écho was ever applied to it")
+        raise BackupError(
+            f"{path} is an SQLite database, but not one of Écho: no migration of Écho was ever applied to it"
+        )
     expected = migrated_schema(version)
     if found != expected:
         differs = sorted({name for _, name, _ in found ^ expected})[:3]
@@ -357,7 +361,9 @@ def restore(path: Path, database: Path, now: datetime | None = None, *, ledgers:
     except OSError as exc:
         raise BackupError(f"the restore into {database} failed ({exc.strerror or exc})") from exc
     except sqlite3.Error as exc:
-        raise BackupError(f"the erasures could not be applied to the restored copy ({exc}); nothing was changed") from exc
+        raise BackupError(
+            f"the erasures could not be applied to the restored copy ({exc}); nothing was changed"
+        ) from exc
     finally:
         os.close(lock)
     return RestoreReport(database, replaced, counts, erased)

@@ -40,8 +40,6 @@ BUSY_TIMEOUT_MS = 5000
 RESTORE_WAIT_SECONDS = 30.0
 
 
-
-
 def lock_key(name: str) -> int:
     """A stable lock key for a name (PostgreSQL's advisory locks, the byte an SQLite process
     locks beside its file). Two names may share a key (a 64-bit hash): the cost is one of them
@@ -219,9 +217,7 @@ class SQLiteDatabase:
 
     dialect = "sqlite"
 
-    def __init__(
-        self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection, lock: int | None = None
-    ):
+    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection, lock: int | None = None):
         self.path = path
         self._lock = lock
         self._writer = writer

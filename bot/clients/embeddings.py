@@ -93,9 +93,7 @@ def query_text(text: str) -> str:
     return text.strip()[:QUERY_MAX_CHARS]
 
 
-async def embed_turn_query(
-    embedder: Embedder, text: str, *, timeout: float = TURN_EMBEDDING_TIMEOUT
-) -> np.ndarray:
+async def embed_turn_query(embedder: Embedder, text: str, *, timeout: float = TURN_EMBEDDING_TIMEOUT) -> np.ndarray:
     """The turn's query vector: one attempt, `timeout` bounding the whole operation."""
     vector: np.ndarray = (await embed_turn_queries(embedder, [text], timeout=timeout))[0]
     return vector
@@ -243,9 +241,7 @@ class _HttpEmbedder:
         dims = {len(row) for row in rows}
         expected = self.dim if self.dim is not None else len(rows[0])
         if dims != {expected} or expected == 0:
-            raise EmbeddingError(
-                f"{self._where()}: vectors of dimension {sorted(dims)}, expected {expected}"
-            )
+            raise EmbeddingError(f"{self._where()}: vectors of dimension {sorted(dims)}, expected {expected}")
         matrix = l2_normalise(np.asarray(rows, dtype=np.float32), source=self._where())
         self.dim = expected
         return matrix
@@ -254,10 +250,7 @@ class _HttpEmbedder:
         texts = list(texts)
         if not texts:
             return np.empty((0, self.dim or 0), dtype=np.float32)
-        parts = [
-            await self._post(texts[i : i + self._batch_size])
-            for i in range(0, len(texts), self._batch_size)
-        ]
+        parts = [await self._post(texts[i : i + self._batch_size]) for i in range(0, len(texts), self._batch_size)]
         return np.concatenate(parts)
 
     async def embed_query(self, text: str) -> np.ndarray:
@@ -359,9 +352,7 @@ def make_embedder(
     if http is None:
         raise ValueError(f"the {kind} embedder needs an httpx.AsyncClient")
     if kind == "ollama":
-        return OllamaEmbedder(
-            http, base_url=base_url or DEFAULT_OLLAMA_URL, model=model or DEFAULT_OLLAMA_MODEL
-        )
+        return OllamaEmbedder(http, base_url=base_url or DEFAULT_OLLAMA_URL, model=model or DEFAULT_OLLAMA_MODEL)
     if kind == "openai":
         return OpenAIEmbedder(
             http,

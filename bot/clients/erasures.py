@@ -87,7 +87,9 @@ class ErasureLedger:
                 finally:
                     os.close(fd)
             except OSError as exc:
-                failures.failed("the erasure ledger %s cannot be written (%s): restores may bring erased people back", path, exc)
+                failures.failed(
+                    "the erasure ledger %s cannot be written (%s): restores may bring erased people back", path, exc
+                )
                 continue
             failures.recovered("the erasure ledger can be written again after %d failure(s)")
 
@@ -129,7 +131,9 @@ def _tables_with_users(conn: sqlite3.Connection) -> list[str]:
             "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name"
         )
     ]
-    with_users = [t for t in tables if any(c[1] == "user_id" for c in conn.execute("PRAGMA table_info(" + _quoted(t) + ")"))]
+    with_users = [
+        t for t in tables if any(c[1] == "user_id" for c in conn.execute("PRAGMA table_info(" + _quoted(t) + ")"))
+    ]
     # The memories first: their deletion writes version rows (triggers), deleted after them.
     return sorted(with_users, key=lambda t: (t not in ("memories", "memory_vectors"), t))
 
@@ -158,7 +162,8 @@ def apply_erasures(path: Path, erasures: set[Erasure]) -> int:
                 conn.execute(_erase_sql(table), (key,))
         for erasure in sorted(missing):
             conn.execute(
-                "INSERT OR IGNORE INTO erasures (person_hash, erased_at) VALUES (?, ?)", (erasure.person_hash, erasure.at)
+                "INSERT OR IGNORE INTO erasures (person_hash, erased_at) VALUES (?, ?)",
+                (erasure.person_hash, erasure.at),
             )
         # The erased words leave the full-text index's shadow tables too, as after an erase.
         conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")

@@ -149,12 +149,14 @@ class LLMClient:
         # The model's text enters here: a JSON-escaped lone surrogate must not reach the database.
         text = storable(strip_thinking(content))
         if not text:
-            raise LLMBadResponse(
-                f"The {self._at.name} at {self._at.url(path)} returned an empty reply."
-            )
+            raise LLMBadResponse(f"The {self._at.name} at {self._at.url(path)} returned an empty reply.")
         log.debug(
             "%s chat model=%s structured=%s %.2fs %d chars",
-            self.api, model, json_schema is not None, time.perf_counter() - started, len(text),
+            self.api,
+            model,
+            json_schema is not None,
+            time.perf_counter() - started,
+            len(text),
         )
         return ChatReply(text, token_usage(self.api, data))
 
@@ -221,7 +223,11 @@ class LLMClient:
             raise LLMBadResponse(f"The {self._at.name} at {self._at.url(path)} returned an empty reply.")
         log.debug(
             "%s stream model=%s %.2fs %d chars usage=%s",
-            self.api, model, time.perf_counter() - started, len(text), usage,
+            self.api,
+            model,
+            time.perf_counter() - started,
+            len(text),
+            usage,
         )
         return ChatReply(text, usage, stop)
 
@@ -237,9 +243,9 @@ class LLMClient:
             if quiet:
                 return
             log.warning(
-                "%s does not implement /v1/models: cannot verify that model %r exists before the "
-                "first chat",
-                self._at.url(path), model,
+                "%s does not implement /v1/models: cannot verify that model %r exists before the first chat",
+                self._at.url(path),
+                model,
             )
             return
         self._at.raise_for_status(response, path)
@@ -300,7 +306,8 @@ class LLMClient:
         self._at.raise_for_status(response, "/v1/models")
         listed = self._at.json(response, "/v1/models").get("data")
         entries = [
-            entry for entry in (listed if isinstance(listed, list) else [])
+            entry
+            for entry in (listed if isinstance(listed, list) else [])
             if isinstance(entry, dict) and _same_model(model, str(entry.get("id")))
         ]
         vllm = _first_size([entry.get("max_model_len") for entry in entries])
@@ -353,7 +360,6 @@ class LLMClient:
 
     # -- transport -------------------------------------------------------------------------
 
-
     def _session(self, cache_key: str | None) -> dict[str, str]:
         """The conversation's key as a header too: routers pin a session to one server by it
         (LiteLLM's proxy reads `x-<vendor>-session-id` into its session affinity)."""
@@ -372,9 +378,7 @@ class LLMClient:
         """The response as it arrives; transport failures become `LLMError`s."""
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         headers |= extra or {}
-        request = self._http.build_request(
-            method, self._at.root + path, json=body, headers=headers, timeout=timeout
-        )
+        request = self._http.build_request(method, self._at.root + path, json=body, headers=headers, timeout=timeout)
         try:
             # httpx bounds each phase separately; the outer bound caps the whole exchange.
             async with asyncio.timeout(timeout):
@@ -405,14 +409,7 @@ class LLMClient:
         """The whole (bounded) body, as a response that can be read again."""
         content = await self._at.read_bounded(response, path)
         # The body is already decoded: the new response must not decode it again.
-        headers = [
-            (k, v) for k, v in response.headers.multi_items() if k.lower() not in _ENCODING_HEADERS
-        ]
-        return httpx.Response(
-            response.status_code, headers=headers, content=content, request=response.request
-        )
-
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _ENCODING_HEADERS]
+        return httpx.Response(response.status_code, headers=headers, content=content, request=response.request)
 
     # -- response handling -----------------------------------------------------------------
-
-

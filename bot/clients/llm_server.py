@@ -33,9 +33,12 @@ _CONTEXT_EXCEEDED = re.compile(
     re.IGNORECASE,
 )
 _CONTEXT_FIGURES = re.compile(
-    r"maximum context length is (?P<context>\d+) tokens.*?(?:requested|resulted in) (?P<prompt>\d+) tokens", re.IGNORECASE | re.DOTALL
+    r"maximum context length is (?P<context>\d+) tokens.*?(?:requested|resulted in) (?P<prompt>\d+) tokens",
+    re.IGNORECASE | re.DOTALL,
 )
-_LLAMA_FIGURES = re.compile(r"request \((?P<prompt>\d+) tokens\).*?context size \((?P<context>\d+) tokens\)", re.IGNORECASE)
+_LLAMA_FIGURES = re.compile(
+    r"request \((?P<prompt>\d+) tokens\).*?context size \((?P<context>\d+) tokens\)", re.IGNORECASE
+)
 
 
 def without_credentials(url: str) -> str:
@@ -96,10 +99,7 @@ class LLMServer:
                 "address where it runs."
             )
         else:
-            advice = (
-                "Check that the server is running, or set LLM_BASE_URL to the address where it "
-                "runs."
-            )
+            advice = "Check that the server is running, or set LLM_BASE_URL to the address where it runs."
         return f"Cannot reach the {self.name} at {self.url(path)} ({reason}). {advice}"
 
     def scrub(self, text: str) -> str:
@@ -145,9 +145,7 @@ class LLMServer:
         if code == "model_not_found" or (
             "model" in lowered and ("not found" in lowered or "does not exist" in lowered)
         ):
-            raise ModelNotFound(
-                self.missing_model_message(model, server_said=self.quote(message)), model=model
-            )
+            raise ModelNotFound(self.missing_model_message(model, server_said=self.quote(message)), model=model)
 
     def missing_model_message(
         self, model: str, *, listed: list[str] | None = None, server_said: str | None = None
@@ -178,8 +176,7 @@ class LLMServer:
         elif status == 404:
             hint = f" Is LLM_BASE_URL the address of an {self.name}?"
         raise LLMBadResponse(
-            f"The {self.name} at {self.url(path)} answered HTTP {status}: "
-            f"{self.error_text(response)}.{hint}",
+            f"The {self.name} at {self.url(path)} answered HTTP {status}: {self.error_text(response)}.{hint}",
             status=status,
         )
 
@@ -289,9 +286,7 @@ class LLMServer:
         if pending:
             yield bytes(pending)
 
-    def stream_event(
-        self, event: dict[str, Any], path: str
-    ) -> tuple[str, int, str | None, TokenUsage | None]:
+    def stream_event(self, event: dict[str, Any], path: str) -> tuple[str, int, str | None, TokenUsage | None]:
         """(text piece, characters of reasoning sent beside it, stop reason when finished, usage
         when given) of one stream event. Reasoning in a field of its own (Ollama's `thinking`,
         `reasoning_content` or `reasoning` of OpenAI-compatible servers) is never shown, only
@@ -300,8 +295,7 @@ class LLMServer:
         if error is not None:
             said = error.get("message") if isinstance(error, dict) else error
             raise LLMBadResponse(
-                f"The {self.name} at {self.url(path)} reported an error mid-answer: "
-                f"{self.quote(str(said))}"
+                f"The {self.name} at {self.url(path)} reported an error mid-answer: {self.quote(str(said))}"
             )
         try:
             if self.api == "ollama":

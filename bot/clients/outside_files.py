@@ -68,7 +68,9 @@ CHARACTER_FILE = FileKind(
     "point CHARACTER_FILE to a .yaml, .json, .png or .charx file",
 )  # fmt: skip
 # A card's picture (.png) or its zip (.charx, Character Card V3): a few hundred KB to a few MB.
-CARD_PICTURE = FileKind("card picture", "a card's picture", 20 * MiB, CharacterError, "point CHARACTER_FILE to a .png file")
+CARD_PICTURE = FileKind(
+    "card picture", "a card's picture", 20 * MiB, CharacterError, "point CHARACTER_FILE to a .png file"
+)
 CHARX_CARD = FileKind("CHARX card", "a CHARX card", 20 * MiB, CharacterError, "point CHARACTER_FILE to a .charx file")
 CARD_TEXT = FileKind("card text", "a card's text", 1 * MiB, CharacterError)
 # A lorebook of a few thousand entries (SillyTavern's World Info exports are verbose).
@@ -238,7 +240,9 @@ def parse_yaml(file: Path | str, text: str, kind: FileKind) -> Any:
         problem = getattr(exc, "problem", None) or _first_line(exc)
         raise _refuse(kind, file, f"invalid YAML{where}: {problem}.") from None
     except RecursionError:
-        raise _refuse(kind, file, f"nested deeper than {MAX_DEPTH} levels; no character or lore file needs that.") from None
+        raise _refuse(
+            kind, file, f"nested deeper than {MAX_DEPTH} levels; no character or lore file needs that."
+        ) from None
     except ValueError as exc:  # a number of thousands of digits, a date out of range
         raise _refuse(kind, file, f"invalid YAML: {_value_problem(exc)}.") from None
     finally:

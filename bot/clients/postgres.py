@@ -88,7 +88,7 @@ def _insert_or_ignore(text: str) -> str:
     returning = _RETURNING.search(text)
     if returning is None:
         return text + " ON CONFLICT DO NOTHING"
-    return f"{text[: returning.start()].rstrip()} ON CONFLICT DO NOTHING {text[returning.start():]}"
+    return f"{text[: returning.start()].rstrip()} ON CONFLICT DO NOTHING {text[returning.start() :]}"
 
 
 def _statement(sql: Statement) -> str | None:
@@ -169,7 +169,9 @@ class Connection:
     def execute(self, sql: Statement, params: Sequence[Any] | Mapping[str, Any] = ()) -> _Pending:
         return _Pending(_run(self.raw, sql, params))
 
-    async def execute_fetchall(self, sql: Statement, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[asyncpg.Record]:
+    async def execute_fetchall(
+        self, sql: Statement, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[asyncpg.Record]:
         return (await _run(self.raw, sql, params)).rows
 
 
@@ -188,7 +190,9 @@ class Reader:
         async with self._pool.acquire() as conn:
             return await _run(conn, sql, params)
 
-    async def execute_fetchall(self, sql: Statement, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[asyncpg.Record]:
+    async def execute_fetchall(
+        self, sql: Statement, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[asyncpg.Record]:
         return (await self._fetch(sql, params)).rows
 
 
@@ -352,8 +356,6 @@ class PostgresDatabase:
 
     async def close(self) -> None:
         await self._pool.close()
-
-
 
 
 def open_failure(exc: BaseException) -> str | None:

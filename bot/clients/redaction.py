@@ -54,4 +54,6 @@ def redact_logs(root: logging.Logger | None = None) -> None:
     """Every handler of the root logger writes redacted lines (after logging.basicConfig)."""
     for handler in (root or logging.getLogger()).handlers:
         current = handler.formatter
-        handler.setFormatter(RedactingFormatter(current._fmt if current else None, current.datefmt if current else None))
+        handler.setFormatter(
+            RedactingFormatter(current._fmt if current else None, current.datefmt if current else None)
+        )

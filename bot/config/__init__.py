@@ -33,9 +33,21 @@ from bot.config.services import EmbeddingSettings, LLMSettings, LoggingSettings,
 from bot.errors import ConfigError
 
 __all__ = [
-    "DEFAULT_DISCORD_API_URL", "SECTIONS", "DiscordSettings", "EmbeddingSettings", "EngineSettings", "LLMSettings",
-    "LoggingSettings", "Section", "Settings", "StorageSettings", "WebSettings", "load_settings", "render_env_example",
-    "secret", "setting_names",
+    "DEFAULT_DISCORD_API_URL",
+    "SECTIONS",
+    "DiscordSettings",
+    "EmbeddingSettings",
+    "EngineSettings",
+    "LLMSettings",
+    "LoggingSettings",
+    "Section",
+    "Settings",
+    "StorageSettings",
+    "WebSettings",
+    "load_settings",
+    "render_env_example",
+    "secret",
+    "setting_names",
 ]
 
 log = logging.getLogger(__name__)
@@ -43,7 +55,13 @@ log = logging.getLogger(__name__)
 
 # In `.env.example` order.
 SECTIONS: tuple[type[Section], ...] = (
-    DiscordSettings, LLMSettings, EngineSettings, EmbeddingSettings, StorageSettings, LoggingSettings, WebSettings,
+    DiscordSettings,
+    LLMSettings,
+    EngineSettings,
+    EmbeddingSettings,
+    StorageSettings,
+    LoggingSettings,
+    WebSettings,
 )
 
 
@@ -69,7 +87,10 @@ class Settings:
         by_section = _route(changes)
         return dataclasses.replace(
             self,
-            **{f.name: getattr(self, f.name).model_copy(update=by_section.get(type(getattr(self, f.name)), {})) for f in fields(self)},
+            **{
+                f.name: getattr(self, f.name).model_copy(update=by_section.get(type(getattr(self, f.name)), {}))
+                for f in fields(self)
+            },
         )
 
 

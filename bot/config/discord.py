@@ -90,9 +90,7 @@ class DiscordSettings(Section):
     )
     blocked_user_ids: DiscordIds = Field(
         default_factory=list,
-        description=(
-            "User ids, comma-separated, the bot never answers, whatever the other settings."
-        ),
+        description=("User ids, comma-separated, the bot never answers, whatever the other settings."),
     )
     user_rate_limit_messages: int = Field(
         6,
@@ -127,7 +125,7 @@ class DiscordSettings(Section):
     memory_receipts: Literal["button", "reaction", "off"] = Field(
         "button",
         description=(
-            "How a reply says that the reflection changed the user's memory: button (a \"🧠 n\" "
+            'How a reply says that the reflection changed the user\'s memory: button (a "🧠 n" '
             "button that shows the changes, with Forget and Edit), reaction (a 🧠 reaction), "
             "or off."
         ),
@@ -136,7 +134,7 @@ class DiscordSettings(Section):
         False,
         description=(
             "The chat model can see images (llava, qwen2.5vl, gpt-4o…): image attachments are "
-            "sent with the message. false: the message only names them, \"[image: name]\", so "
+            'sent with the message. false: the message only names them, "[image: name]", so '
             "the character does not pretend to see them. The reflection never sees an image, "
             "only the user's words and that mark."
         ),
@@ -152,8 +150,7 @@ class DiscordSettings(Section):
         5_000_000,
         ge=1,
         description=(
-            "Largest image, in bytes, sent to a vision model; a larger one is only named, "
-            "\"[image: name — too large]\"."
+            'Largest image, in bytes, sent to a vision model; a larger one is only named, "[image: name — too large]".'
         ),
     )
     checkins_off_guild_ids: DiscordIds = Field(
@@ -172,7 +169,12 @@ class DiscordSettings(Section):
     )
 
     @field_validator(
-        "owner_ids", "allowed_channel_ids", "allowed_user_ids", "allowed_role_ids", "blocked_user_ids", "shard_ids",
+        "owner_ids",
+        "allowed_channel_ids",
+        "allowed_user_ids",
+        "allowed_role_ids",
+        "blocked_user_ids",
+        "shard_ids",
         "checkins_off_guild_ids",
         mode="before",
     )
@@ -181,7 +183,12 @@ class DiscordSettings(Section):
         return discord_ids(value)
 
     @field_validator(
-        "owner_ids", "allowed_channel_ids", "allowed_user_ids", "allowed_role_ids", "blocked_user_ids", "checkins_off_guild_ids"
+        "owner_ids",
+        "allowed_channel_ids",
+        "allowed_user_ids",
+        "allowed_role_ids",
+        "blocked_user_ids",
+        "checkins_off_guild_ids",
     )
     @classmethod
     def _positive_ids(cls, ids: list[int]) -> list[int]:

@@ -41,18 +41,12 @@ class EngineSettings(Section):
     llm_timeout_seconds: float = Field(
         120.0,
         gt=0,
-        description=(
-            "Seconds a reply may take, including loading the model into memory on the "
-            "first message."
-        ),
+        description=("Seconds a reply may take, including loading the model into memory on the first message."),
     )
     reflection_timeout_seconds: float = Field(
         300.0,
         gt=0,
-        description=(
-            "Seconds a reflection may take. It runs after the reply is sent, so a slow one "
-            "delays no answer."
-        ),
+        description=("Seconds a reflection may take. It runs after the reply is sent, so a slow one delays no answer."),
     )
     llm_context_tokens: int = Field(
         8192,
@@ -85,18 +79,13 @@ class EngineSettings(Section):
         12,
         ge=0,
         le=100,
-        description=(
-            "Recent messages of the channel shown to the model with each message (0 to 100)."
-        ),
+        description=("Recent messages of the channel shown to the model with each message (0 to 100)."),
         json_schema_extra=group("Limits"),
     )
     history_chars: int = Field(
         6000,
         ge=0,
-        description=(
-            "Bound on the total characters of those recent messages; the oldest are left out "
-            "first."
-        ),
+        description=("Bound on the total characters of those recent messages; the oldest are left out first."),
     )
     max_message_chars: int = Field(
         4000,
@@ -138,15 +127,14 @@ class EngineSettings(Section):
         ge=2,
         description=(
             "Memories of one kind that say the same thing but for their dates, numbers or days "
-            "(\"visited Trieste in 2017\", \"… in 2018\") form a series from this many members."
+            '("visited Trieste in 2017", "… in 2018") form a series from this many members.'
         ),
     )
     series_max_slots: int = Field(
         3,
         ge=1,
         description=(
-            "Context slots one series may take in a turn (its best-placed members); the next "
-            "memories take the rest."
+            "Context slots one series may take in a turn (its best-placed members); the next memories take the rest."
         ),
     )
     consolidation_interval_seconds: float = Field(
@@ -204,8 +192,7 @@ class EngineSettings(Section):
         ge=1,
         le=20,
         description=(
-            "Turns that carry a follow-up the character has not asked yet; then it is spent, "
-            "never offered again."
+            "Turns that carry a follow-up the character has not asked yet; then it is spent, never offered again."
         ),
     )
     checkins: bool = Field(

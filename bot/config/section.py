@@ -81,8 +81,7 @@ def discord_ids(value: Any) -> Any:
 def http_url(value: str | None) -> str | None:
     if value and not value.strip().lower().startswith(("http://", "https://")):
         raise ValueError(
-            f"expected a URL starting with http:// or https://, such as "
-            f"http://localhost:11434; got {value!r}"
+            f"expected a URL starting with http:// or https://, such as http://localhost:11434; got {value!r}"
         )
     if value:
         try:

@@ -26,6 +26,7 @@ from bot.config.section import (
 # Ollama's keep_alive: a Go duration of one unit, or seconds.
 _DURATION = re.compile(r"-?\d+(\.\d+)?(ms|s|m|h)?")
 
+
 class LLMSettings(Section):
     """The chat server the LLM client speaks to; which model answers, and how long it may take,
     is the engine's."""
@@ -84,7 +85,9 @@ class LLMSettings(Section):
     def _duration(cls, value: str) -> str:
         value = value.strip()
         if not _DURATION.fullmatch(value):
-            raise ValueError(f"expected a duration such as 30m, 2h, 90s, a number of seconds, -1 (forever) or 0; got {value!r}")
+            raise ValueError(
+                f"expected a duration such as 30m, 2h, 90s, a number of seconds, -1 (forever) or 0; got {value!r}"
+            )
         return value
 
     def told_context(self, context_tokens: int) -> int | None:
@@ -96,6 +99,7 @@ class LLMSettings(Section):
     def told_keep_alive(self) -> str | None:
         """How long the model stays loaded, as Ollama is told; other servers are not."""
         return self.keep_alive if self.api == "ollama" else None
+
 
 class EmbeddingSettings(Section):
     """Where memory vectors are computed, and how often new memories are embedded."""
@@ -122,15 +126,12 @@ class EmbeddingSettings(Section):
     base_url: str | None = Field(
         None,
         description=(
-            "Base URL of the embedding server (for openai, with or without /v1). Empty: "
-            "LLM_BASE_URL. Ignored by local."
+            "Base URL of the embedding server (for openai, with or without /v1). Empty: LLM_BASE_URL. Ignored by local."
         ),
     )
     api_key: SecretStr | None = Field(
         None,
-        description=(
-            "API key of the embedding server. Empty: LLM_API_KEY. Ignored by local."
-        ),
+        description=("API key of the embedding server. Empty: LLM_API_KEY. Ignored by local."),
     )
     index_interval_seconds: float = Field(
         45.0,
@@ -173,6 +174,7 @@ class EmbeddingSettings(Section):
             if resolved.api_key is None:
                 raise ValueError(f"EMBEDDINGS_API_KEY: required by {resolved.base_url}")
         return resolved
+
 
 class StorageSettings(Section):
     """Where the database, its backups and the characters are."""
@@ -260,6 +262,7 @@ class StorageSettings(Section):
         """BACKUP_DIR, or the backups folder beside the database."""
         return self.backup_dir or self.database_path.parent / "backups"
 
+
 class LoggingSettings(Section):
     model_config = SettingsConfigDict(env_prefix="LOG_")
     title = "Logging"
@@ -273,6 +276,7 @@ class LoggingSettings(Section):
     @classmethod
     def _upper(cls, value: Any) -> Any:
         return value.strip().upper() if isinstance(value, str) else value
+
 
 class WebSettings(Section):
     """The owner's page, /healthz and /metrics."""
@@ -303,7 +307,7 @@ class WebSettings(Section):
         description=(
             "Secret the page asks for (login form, or `Authorization: Bearer <token>` for "
             "/metrics). Required when WEB_ENABLED=true; at least 16 characters, e.g. the output "
-            "of: python -c \"import secrets; print(secrets.token_urlsafe(32))\". /healthz needs "
+            'of: python -c "import secrets; print(secrets.token_urlsafe(32))". /healthz needs '
             "none: it tells only whether each dependency answers."
         ),
     )

@@ -56,6 +56,7 @@ def report(findings: list[Finding]) -> str:
     failed = sum(not f.ok for f in findings)
     # Whatever a check quotes (a URL, a driver's error): no password or token is printed.
     lines = [redact(f.line()) for f in findings]
-    lines.append(f"{len(findings) - failed} passed, {failed} to fix." if failed else f"All {len(findings)} checks pass.")
+    lines.append(
+        f"{len(findings) - failed} passed, {failed} to fix." if failed else f"All {len(findings)} checks pass."
+    )
     return "\n".join(lines)
-

@@ -42,7 +42,9 @@ async def check_discord(settings: Settings, cast: Cast | None, http: httpx.Async
     try:
         me = await get("/users/@me")
     except httpx.HTTPError as exc:
-        return [bad("Discord", f"{base} does not answer ({type(exc).__name__})", "check the network, or DISCORD_API_URL")]
+        return [
+            bad("Discord", f"{base} does not answer ({type(exc).__name__})", "check the network, or DISCORD_API_URL")
+        ]
     if me.status_code == 401:
         return [bad("Discord token", "refused by Discord (401)", f"{PORTAL} → your app → Bot → Reset Token, into .env")]
     if me.status_code != 200:
@@ -76,7 +78,13 @@ async def check_discord(settings: Settings, cast: Cast | None, http: httpx.Async
         if str(settings.discord.dev_guild_id) in ids:
             found.append(good("Discord server", f"the bot is in DEV_GUILD_ID {settings.discord.dev_guild_id}"))
         else:
-            found.append(bad("Discord server", f"the bot is not in DEV_GUILD_ID {settings.discord.dev_guild_id}", f"invite it: {invite}"))
+            found.append(
+                bad(
+                    "Discord server",
+                    f"the bot is not in DEV_GUILD_ID {settings.discord.dev_guild_id}",
+                    f"invite it: {invite}",
+                )
+            )
     if cast is not None and cast.from_folder:
         found += await _check_webhooks(cast, get)
     return found

@@ -42,7 +42,9 @@ def check_settings() -> tuple[Settings | None, list[Finding]]:
     try:
         settings = load_settings()
     except ConfigError as exc:
-        return None, [bad("settings", str(exc), "correct them in .env (see .env.example); nothing else can be checked before")]
+        return None, [
+            bad("settings", str(exc), "correct them in .env (see .env.example); nothing else can be checked before")
+        ]
     finally:
         config_log.removeHandler(seen)
         config_log.propagate = propagate
@@ -63,15 +65,19 @@ def check_characters(settings: Settings) -> tuple[list[Finding], Cast | None]:
         lore = character.lore
         ignored = character.ignored + (lore.ignored if lore is not None else ())
         if ignored:
-            found.append(good("characters", f"{character.name}: ignored (Écho does not act on them): {', '.join(ignored)}"))
+            found.append(
+                good("characters", f"{character.name}: ignored (Écho does not act on them): {', '.join(ignored)}")
+            )
         if lore is not None and lore.constant_chars > (budget := lore.budget(settings.engine.lore_budget_chars)):
             setting = "its lorebook's budget" if lore.budget_chars is not None else "LORE_BUDGET_CHARS"
-            found.append(bad(
-                "lore",
-                f"{character.name}: the entries always in (constant) take {lore.constant_chars} characters, over the "
-                f"{budget}-character budget: they are kept, and no other entry fits",
-                f"raise {setting} above {lore.constant_chars}, or shorten the constant entries",
-            ))
+            found.append(
+                bad(
+                    "lore",
+                    f"{character.name}: the entries always in (constant) take {lore.constant_chars} characters, over the "
+                    f"{budget}-character budget: they are kept, and no other entry fits",
+                    f"raise {setting} above {lore.constant_chars}, or shorten the constant entries",
+                )
+            )
     return found, cast
 
 
@@ -97,7 +103,9 @@ def check_backups(storage: StorageSettings) -> list[Finding]:
                 "create it writable for this user, or set BACKUP_DIR elsewhere",
             )
         ]
-    return [good("backups", f"every {storage.backup_every_hours:g} h into {storage.backups}, {storage.backup_keep} kept")]
+    return [
+        good("backups", f"every {storage.backup_every_hours:g} h into {storage.backups}, {storage.backup_keep} kept")
+    ]
 
 
 def check_sqlite(path: Path) -> list[Finding]:
@@ -126,7 +134,9 @@ def check_sqlite(path: Path) -> list[Finding]:
         try:
             version = schema_version(path)
         except sqlite3.Error as exc:
-            found.append(bad("migrations", f"{path} cannot be read ({exc})", "restore a backup: python -m bot restore FILE"))
+            found.append(
+                bad("migrations", f"{path} cannot be read ({exc})", "restore a backup: python -m bot restore FILE")
+            )
             version = None
         if version is not None:
             found.append(_migrations(version, known))
@@ -152,7 +162,9 @@ def _privacy(path: Path) -> Finding:
             f"{', '.join(open_to_others)} can be read by other users of this machine: every memory and transcript is there",
             f"chmod 600 {path}*",
         )
-    return good("database privacy", "readable by this user only" if files else "will be created readable by this user only")
+    return good(
+        "database privacy", "readable by this user only" if files else "will be created readable by this user only"
+    )
 
 
 async def check_postgres(url: str) -> list[Finding]:
@@ -162,16 +174,32 @@ async def check_postgres(url: str) -> list[Finding]:
 
     try:
         read_only, version = await probe(url, timeout=DATABASE_SECONDS)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:  # a bad option is an InterfaceError
-        return [bad("database", f"{describe(url)} refuses: {exc}", "check DATABASE_URL, that the server runs and the database exists")]
+    except (
+        OSError,
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        TimeoutError,
+    ) as exc:  # a bad option is an InterfaceError
+        return [
+            bad(
+                "database",
+                f"{describe(url)} refuses: {exc}",
+                "check DATABASE_URL, that the server runs and the database exists",
+            )
+        ]
     if read_only:
         return [bad("database", f"{describe(url)} is read-only (a standby?)", "point DATABASE_URL at the primary")]
-    return [good("database", f"{describe(url)} answers and accepts writes"), _migrations(version, len(list_migrations(POSTGRES_MIGRATIONS_DIR)))]
+    return [
+        good("database", f"{describe(url)} answers and accepts writes"),
+        _migrations(version, len(list_migrations(POSTGRES_MIGRATIONS_DIR))),
+    ]
 
 
 def _migrations(version: int, known: int) -> Finding:
     if version > known:
-        return bad("migrations", f"schema {version}, newer than this Écho ({known})", "update Écho, or restore an older backup")
+        return bad(
+            "migrations", f"schema {version}, newer than this Écho ({known})", "update Écho, or restore an older backup"
+        )
     pending = known - version
     return good("migrations", "current" if not pending else f"{pending} to apply, automatically, at the next start")
 

@@ -52,8 +52,10 @@ SAMPLE_MEMORY = "The user has two cats, Miso and Tofu, and feeds them before lea
 
 SAMPLE_LINES = (
     "I finally finished the shelves in the living room, it took all weekend!",
-    ("All weekend? Then they deserve a place of honour. What goes on them first, books or the "
-    "plants you keep promising to repot? I want a picture once they are filled."),
+    (
+        "All weekend? Then they deserve a place of honour. What goes on them first, books or the "
+        "plants you keep promising to repot? I want a picture once they are filled."
+    ),
 )
 
 
@@ -75,9 +77,19 @@ async def check_llm(settings: Settings, http: httpx.AsyncClient, cast: Cast | No
             await llm.check(model)
         except ModelNotFound as exc:
             # The setting that names it: the reflection's model is REFLECTION_MODEL's, not LLM_MODEL's.
-            named = " and ".join(n for n, m in (("LLM_MODEL", models.llm_model), ("REFLECTION_MODEL", models.reflection_model)) if m == model)
+            named = " and ".join(
+                n
+                for n, m in (("LLM_MODEL", models.llm_model), ("REFLECTION_MODEL", models.reflection_model))
+                if m == model
+            )
             pull = f"`ollama pull {model}`, or " if s.api == "ollama" else ""
-            found.append(bad("LLM model", f"{model!r} is not on the server ({first_line(exc)})", f"{pull}set {named} to a model the server has"))
+            found.append(
+                bad(
+                    "LLM model",
+                    f"{model!r} is not on the server ({first_line(exc)})",
+                    f"{pull}set {named} to a model the server has",
+                )
+            )
             continue
         except LLMError as exc:
             return [bad("LLM", first_line(exc), f"start the server, or set LLM_BASE_URL / LLM_API (now {s.api})")]
@@ -86,7 +98,9 @@ async def check_llm(settings: Settings, http: httpx.AsyncClient, cast: Cast | No
     if models.llm_model in usable:
         started = time.monotonic()
         try:
-            reply = await llm.chat([{"role": "user", "content": "Answer with one word: ready."}], model=models.llm_model)
+            reply = await llm.chat(
+                [{"role": "user", "content": "Answer with one word: ready."}], model=models.llm_model
+            )
             found.append(good("LLM reply", f"{reply.text[:40]!r} in {time.monotonic() - started:.1f} s"))
         except LLMError as exc:
             found.append(bad("LLM reply", first_line(exc), "see the server's log; LLM_TIMEOUT_SECONDS bounds a reply"))
@@ -96,12 +110,12 @@ async def check_llm(settings: Settings, http: httpx.AsyncClient, cast: Cast | No
             pieces.append(text)
 
         try:
-            await llm.stream([{"role": "user", "content": "Count from one to five."}], model=models.llm_model, on_text=seen)
+            await llm.stream(
+                [{"role": "user", "content": "Count from one to five."}], model=models.llm_model, on_text=seen
+            )
             found.append(good("LLM streaming", f"{len(pieces)} pieces"))
         except LLMError as exc:
-            found.append(
-                bad("LLM streaming", first_line(exc), "use a server that streams, or STREAM_REPLIES=false")
-            )
+            found.append(bad("LLM streaming", first_line(exc), "use a server that streams, or STREAM_REPLIES=false"))
         found.append(await _check_context(llm, settings, cast or load_cast(None, None)))
     if models.reflection_model in usable:
         found.append(await _check_json(llm, models.reflection_model))
@@ -190,8 +204,17 @@ async def _prompt_sizes(llm: LLMClient, settings: Settings, cast: Cast) -> tuple
     counted them (llama.cpp), rather than estimated at the bot's default rate."""
     now = utcnow()
     memories = [
-        Memory(id=i, user_id=OwnerKey("doctor"), text=SAMPLE_MEMORY, type="fact", scope="global", pinned=False,
-               confidence=1.0, created_at=now, updated_at=now)
+        Memory(
+            id=i,
+            user_id=OwnerKey("doctor"),
+            text=SAMPLE_MEMORY,
+            type="fact",
+            scope="global",
+            pinned=False,
+            confidence=1.0,
+            created_at=now,
+            updated_at=now,
+        )
         for i in range(DEFAULT_LIMIT)
     ]
     lines = [
@@ -218,7 +241,11 @@ async def _prompt_sizes(llm: LLMClient, settings: Settings, cast: Cast) -> tuple
         )
         prompts = [
             build_reply_messages(
-                head=head, user_name="Alice", memories=chosen, story_context=story, history=history,
+                head=head,
+                user_name="Alice",
+                memories=chosen,
+                story_context=story,
+                history=history,
                 message=SAMPLE_LINES[0],
             ).messages
             for history, chosen in (((), ()), (lines, memories))
@@ -257,7 +284,9 @@ async def check_embedder(settings: Settings, http: httpx.AsyncClient) -> list[Fi
                 "start the embedding server or correct EMBEDDINGS_BASE_URL / EMBEDDINGS_MODEL, or EMBEDDINGS=local",
             )
         ]
-    found = [good("embedder", f"{embedder.model} answers in {time.monotonic() - started:.1f} s, {len(vector)} dimensions")]
+    found = [
+        good("embedder", f"{embedder.model} answers in {time.monotonic() - started:.1f} s, {len(vector)} dimensions")
+    ]
     override = settings.engine.semantic_threshold
     if override is not None:
         found.append(good("embedder threshold", f"{override:.2f}, from SEMANTIC_THRESHOLD"))

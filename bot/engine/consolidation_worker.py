@@ -147,7 +147,12 @@ class Consolidations:
                     raise  # the disk, not the series: the run stops (run_once)
                 except Exception as exc:
                     # One series' failure never stops the job: logged, counted, not asked again.
-                    log.warning("consolidation of %d memories failed, skipped: %s: %s", len(series.members), type(exc).__name__, exc)
+                    log.warning(
+                        "consolidation of %d memories failed, skipped: %s: %s",
+                        len(series.members),
+                        type(exc).__name__,
+                        exc,
+                    )
                     outcome = self._refuse(user_id, series, Refusal("failed", f"{type(exc).__name__}: {exc}"), figures)
             if outcome is None:
                 return  # the model is failing: the next run tries again

@@ -48,9 +48,24 @@ from bot.memory.stores.memory_store import MemoryStore
 
 # Re-exported: the front ends and tests name them from the engine, their one door.
 __all__ = [
-    "MAX_MEMORY_CHARS", "MAX_REFLECTION_ATTEMPTS", "MAX_REPLY_CHARS", "NEVER_SURFACED_AFTER", "REFLECTION_BATCH",
-    "DeleteOutcome", "Engine", "Incoming", "MemoryStats", "MessagePart", "Receipt", "ReceiptLine", "SettledExchange",
-    "Shown", "TurnResult", "export_json", "final_reply", "join_parts",
+    "MAX_MEMORY_CHARS",
+    "MAX_REFLECTION_ATTEMPTS",
+    "MAX_REPLY_CHARS",
+    "NEVER_SURFACED_AFTER",
+    "REFLECTION_BATCH",
+    "DeleteOutcome",
+    "Engine",
+    "Incoming",
+    "MemoryStats",
+    "MessagePart",
+    "Receipt",
+    "ReceiptLine",
+    "SettledExchange",
+    "Shown",
+    "TurnResult",
+    "export_json",
+    "final_reply",
+    "join_parts",
 ]
 
 log = logging.getLogger(__name__)

@@ -139,7 +139,11 @@ def fit_prompt(
 
 
 def fit_turn(
-    build: Build, history: Sequence[ChannelLine], memories: Sequence[Memory], context_tokens: int | None, rate: TokenRate
+    build: Build,
+    history: Sequence[ChannelLine],
+    memories: Sequence[Memory],
+    context_tokens: int | None,
+    rate: TokenRate,
 ) -> Fitted:
     """A turn's prompt fitted at the server's rate. Before the server has counted a prompt, a
     minimum that seems not to fit is sent all the same: the server counts, and says if it does

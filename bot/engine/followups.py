@@ -230,7 +230,9 @@ class Followups:
     async def for_reflection(self, owner: OwnerKey, exchange_ids: list[int]) -> list[Memory]:
         """The memories followed up by these exchanges (they carried the question, or answered
         it), as they are now: the reflection is shown them, to record what happened."""
-        found = [await self._ctx.store.get(owner, i) for i in await store.of_exchanges(self._ctx.db, owner, exchange_ids)]
+        found = [
+            await self._ctx.store.get(owner, i) for i in await store.of_exchanges(self._ctx.db, owner, exchange_ids)
+        ]
         return [m for m in found if m is not None]
 
     # --- the person's check-ins -------------------------------------------------------------
@@ -332,7 +334,9 @@ class Followups:
         now = ctx.clock()
         async with ctx.db.write() as conn:
             stale = now - timedelta(seconds=CLAIM_SECONDS)
-            if await store.take_over(conn, checkin.owner, checkin.due.memory_id, process=self.process, now=now, stale_before=stale):
+            if await store.take_over(
+                conn, checkin.owner, checkin.due.memory_id, process=self.process, now=now, stale_before=stale
+            ):
                 return True  # a process stopped before sending it: its claim, not a new check-in
             if not await self._room(conn, checkin.owner, now, checkin.offset):
                 return False
@@ -415,7 +419,9 @@ class Followups:
 
 def _due(memory: Memory) -> Due:
     assert memory.expires_at is not None
-    return Due(memory.id, memory.text, memory.content_hash, memory.expires_at, memory.created_at, memory.type, memory.pinned)
+    return Due(
+        memory.id, memory.text, memory.content_hash, memory.expires_at, memory.created_at, memory.type, memory.pinned
+    )
 
 
 def _offset_name(offset: timedelta | None) -> str | None:

@@ -122,7 +122,9 @@ class Imports:
             [e.key(owner, story_id) for e in exchanges],
         )  # fmt: skip
 
-    async def run(self, plan: ImportPlan, on_progress: Callable[[ImportProgress], None] = lambda p: None) -> ImportProgress:
+    async def run(
+        self, plan: ImportPlan, on_progress: Callable[[ImportProgress], None] = lambda p: None
+    ) -> ImportProgress:
         """Import the conversation; ImportStopped (with how far it went) when the model or the
         database stops answering: running it again continues."""
         ctx = self.ctx
@@ -135,7 +137,9 @@ class Imports:
             return progress
         async with ctx.db.exclusive(f"reflect:{plan.owner}") as mine:
             if not mine:
-                raise ImportStopped("a bot process is writing this person's memories right now: run it again in a minute")
+                raise ImportStopped(
+                    "a bot process is writing this person's memories right now: run it again in a minute"
+                )
             ids = await self._save(plan)
             start = utcnow()
             for n, (exchange, key, (exchange_id, reflected)) in enumerate(zip(plan.exchanges, plan.keys, ids), 1):
@@ -263,7 +267,9 @@ class Imports:
             summary = _summary_of(answer.text)
         except LLMError as exc:
             log.warning("the imported story's summary was not rebuilt: %s", exc)
-            raise ImportStopped("the model could not be reached to rebuild the story's summary", len(plan.exchanges)) from None
+            raise ImportStopped(
+                "the model could not be reached to rebuild the story's summary", len(plan.exchanges)
+            ) from None
         if summary is None:
             return False
         async with ctx.db.write() as conn:

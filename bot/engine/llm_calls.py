@@ -141,7 +141,9 @@ class ModelCalls:
         if self.llm.api == "ollama":
             return "num_ctx (LLM_CONTEXT_TOKENS)"
         if server is not None and server.context_tokens:
-            return {"llama.cpp": "llama.cpp /props n_ctx", "vllm": "vLLM max_model_len"}.get(server.kind, "the server's model list")
+            return {"llama.cpp": "llama.cpp /props n_ctx", "vllm": "vLLM max_model_len"}.get(
+                server.kind, "the server's model list"
+            )
         return "LLM_CONTEXT_TOKENS (the server does not say)"
 
     def figures(self) -> ModelFigures:
@@ -263,7 +265,9 @@ class ModelCalls:
                     "server dropped its start, where the persona and the rules are. Raise "
                     "LLM_CONTEXT_TOKENS or lower HISTORY_CHARS; later cuts are counted "
                     "(echo_prompt_context_full, the owner's page), not logged",
-                    call, usage.prompt_tokens, self.llm.context_tokens,
+                    call,
+                    usage.prompt_tokens,
+                    self.llm.context_tokens,
                 )
 
     def context_full(self, answer: ChatReply) -> bool:

@@ -43,7 +43,14 @@ class Memories:
         return await consolidations(self._ctx.db.reader, owner)
 
     async def remember(
-        self, owner: OwnerKey, text: str, *, story_id: StoryId, place: str, type_: MemoryType = "fact", source: str | None = None
+        self,
+        owner: OwnerKey,
+        text: str,
+        *,
+        story_id: StoryId,
+        place: str,
+        type_: MemoryType = "fact",
+        source: str | None = None,
     ) -> int:
         if type_ == "rule":
             raise InvalidMemory("rules come from the character file only, never from a user", code="rule")

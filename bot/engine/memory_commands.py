@@ -107,7 +107,18 @@ class Erased:
 
 
 Answer = (
-    Refused | Remembered | Pinned | Forgotten | Restored | Edited | History | Sharing | Why | MemoryStats | Exported | Erased
+    Refused
+    | Remembered
+    | Pinned
+    | Forgotten
+    | Restored
+    | Edited
+    | History
+    | Sharing
+    | Why
+    | MemoryStats
+    | Exported
+    | Erased
     | FollowupsAnswer
 )
 
@@ -119,21 +130,29 @@ class MemoryCommands:
     async def memories(self, owner: OwnerKey, types: Sequence[MemoryType] | None = None) -> list[Memory]:
         return await self.engine.memories.list(owner, types=types or None)
 
-    async def remember(self, owner: OwnerKey, text: str, *, story_id: StoryId, place: str, source: str | None = None) -> Remembered | Refused:
+    async def remember(
+        self, owner: OwnerKey, text: str, *, story_id: StoryId, place: str, source: str | None = None
+    ) -> Remembered | Refused:
         try:
-            return Remembered(await self.engine.memories.remember(owner, text, story_id=story_id, place=place, source=source))
+            return Remembered(
+                await self.engine.memories.remember(owner, text, story_id=story_id, place=place, source=source)
+            )
         except InvalidMemory as exc:
             return Refused.of("remember", exc)
 
     async def pin(self, owner: OwnerKey, memory_id: int, pinned: bool) -> Pinned:
         # A larger id is answered like any id that is not there.
-        return Pinned(memory_id, pinned, memory_id <= MAX_ROW_ID and await self.engine.memories.pin(owner, memory_id, pinned))
+        return Pinned(
+            memory_id, pinned, memory_id <= MAX_ROW_ID and await self.engine.memories.pin(owner, memory_id, pinned)
+        )
 
     async def forget(self, owner: OwnerKey, memory_id: int) -> Forgotten:
         return Forgotten(memory_id, memory_id <= MAX_ROW_ID and await self.engine.memories.forget(owner, memory_id))
 
     async def restore(self, owner: OwnerKey, history_id: int) -> Restored:
-        return Restored(history_id, await self.engine.memories.restore(owner, history_id) if history_id <= MAX_ROW_ID else None)
+        return Restored(
+            history_id, await self.engine.memories.restore(owner, history_id) if history_id <= MAX_ROW_ID else None
+        )
 
     async def edit(self, owner: OwnerKey, memory_id: int, text: str) -> Edited | Refused:
         if memory_id > MAX_ROW_ID:

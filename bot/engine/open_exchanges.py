@@ -205,7 +205,9 @@ class OpenExchanges:
             if ex.reflected:
                 # A consolidation holding what the message alone said is undone: that member is
                 # live again, and the correction reflects it with the rest of what it produced.
-                undone = await undo_consolidations_from(conn, owner, ex.id, cause=Cause("message_edited"), now=self.ctx.clock())
+                undone = await undo_consolidations_from(
+                    conn, owner, ex.id, cause=Cause("message_edited"), now=self.ctx.clock()
+                )
                 await withdraw_from_turns(conn, owner, undone.undone)
         if ex.settled:
             self.reflections.schedule(owner)

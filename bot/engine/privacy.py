@@ -25,7 +25,9 @@ log = logging.getLogger(__name__)
 
 
 class Privacy:
-    def __init__(self, ctx: EngineContext, turns: Turns, reflections: Reflections, consolidations: Consolidations) -> None:
+    def __init__(
+        self, ctx: EngineContext, turns: Turns, reflections: Reflections, consolidations: Consolidations
+    ) -> None:
         self._ctx = ctx
         self._turns = turns
         self._reflections = reflections

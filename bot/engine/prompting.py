@@ -148,10 +148,7 @@ def reply_head(
         ),
         state_guide.strip(),
         memory_task.strip(),
-        (
-            f"Stay in character as {character_name}. Answer the last message in the language "
-            "its author writes in."
-        ),
+        (f"Stay in character as {character_name}. Answer the last message in the language its author writes in."),
     ]
     return "\n\n".join(p for p in parts if p)
 

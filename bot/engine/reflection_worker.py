@@ -190,7 +190,11 @@ class Reflections:
                 known = entry.memories(slots)
         if known is None:
             known = await ctx.recall.neighbours(
-                first.user_id, user_text, story_id=first.story_id, place=first.place, limit=REFLECTION_KNOWN,
+                first.user_id,
+                user_text,
+                story_id=first.story_id,
+                place=first.place,
+                limit=REFLECTION_KNOWN,
                 timeout=REFLECTION_EMBED_TIMEOUT,
             )
         # In id order: from one reflection to the next the list changes little, and at its end.
@@ -204,9 +208,7 @@ class Reflections:
         ]
         correction = Correction(first.edited_from, [m.id for m in produced])
         known = produced + [m for m in known if m.id not in correction.produced]
-        correctable = frozenset(
-            [m.id for m in produced if await sources_of(ctx.db, first.user_id, m.id) == [first.id]]
-        )
+        correctable = frozenset([m.id for m in produced if await sources_of(ctx.db, first.user_id, m.id) == [first.id]])
         return known, correction, correctable
 
     async def reflect(self, batch: list[PendingExchange]) -> bool:
@@ -224,7 +226,8 @@ class Reflections:
         # shown with its id, though its date has passed, so that what the person answered
         # replaces it or is added beside it.
         followed = [
-            m for m in [await ctx.store.get(first.user_id, i) for i in await of_exchanges(ctx.db, first.user_id, ids)]
+            m
+            for m in [await ctx.store.get(first.user_id, i) for i in await of_exchanges(ctx.db, first.user_id, ids)]
             if m is not None
         ]
         known = followed + [m for m in known if m.id not in {f.id for f in followed}]

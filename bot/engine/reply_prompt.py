@@ -215,7 +215,8 @@ class ReplyPrompts:
         self.ctx.scenes.note(
             msg.story_id,
             (
-                line.author for line in history
+                line.author
+                for line in history
                 if not line.from_bot and not line.from_cast and line.author != msg.user_name
             ),
         )

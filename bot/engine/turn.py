@@ -116,21 +116,36 @@ class Turns:
         turn = TurnMessage(msg.user_id, msg.user_name, msg.story_id, msg.story_name, text, msg.history, msg.images)
         clock = await self.prompts.lore_clock(turn, character)
         prompt = await self.prompts.prepare(
-            turn, rules, character, selection, story_block, clock, self.followups.note(followup, speaker_name(msg.user_name))
+            turn,
+            rules,
+            character,
+            selection,
+            story_block,
+            clock,
+            self.followups.note(followup, speaker_name(msg.user_name)),
         )
         started = time.perf_counter()
         key = ctx.calls.conversation_key(msg.user_id, msg.story_id)
         try:  # the prompt fitted into the model's context (bot/engine/fitting.py), and its answer
             fitted, (answer, reply, cut) = await answer_fitted(
-                prompt.build, prompt.history, selection.memories, ctx.calls, settings.llm_model,
+                prompt.build,
+                prompt.history,
+                selection.memories,
+                ctx.calls,
+                settings.llm_model,
                 lambda messages: self._answer(messages, on_text, key),
             )
         except (LLMError, ContextTooSmall) as exc:
             too_small = exc if isinstance(exc, ContextTooSmall) else None
             if too_small is None:
                 self.outage.failed("replies fail, messages are kept unanswered: %s", exc)
-            selection.figures = TurnFigures(failed=True, memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started),
-                                            context_tokens=ctx.calls.context_tokens(), context_too_small=too_small is not None)
+            selection.figures = TurnFigures(
+                failed=True,
+                memory_ms=_ms(memory_seconds),
+                reply_ms=_ms(time.perf_counter() - started),
+                context_tokens=ctx.calls.context_tokens(),
+                context_too_small=too_small is not None,
+            )
             ctx.metrics.turns.labels("failed").inc()
             self._record_later(selection, erased)
             with contextlib.suppress(StorageError):  # counted and logged by the database
@@ -147,10 +162,15 @@ class Turns:
             self.outage.recovered("replies work again after %d failed turn(s)")
         usage = answer.usage if answer is not None else TokenUsage(None, None)
         selection.figures = TurnFigures(
-            memory_ms=_ms(memory_seconds), reply_ms=_ms(time.perf_counter() - started),
-            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
-            context_tokens=ctx.calls.context_tokens(), context_full=answer is not None and ctx.calls.context_full(answer),
-            history_left_out=fitted.history_left_out, memories_left_out=len(fitted.memories_left_out),
+            memory_ms=_ms(memory_seconds),
+            reply_ms=_ms(time.perf_counter() - started),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_tokens=usage.cached_tokens,
+            context_tokens=ctx.calls.context_tokens(),
+            context_full=answer is not None and ctx.calls.context_full(answer),
+            history_left_out=fitted.history_left_out,
+            memories_left_out=len(fitted.memories_left_out),
         )
         ctx.metrics.turns.labels(selection.outcome).inc()
         self._record_later(selection, erased)

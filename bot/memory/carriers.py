@@ -23,10 +23,20 @@ _FRENCH_NEGATION = re.compile(r"(?:^|[\s(«\"\[])(?:ne\s|n')")
 _ENGLISH_NEGATION = re.compile(r"n't\b")
 
 _WEEKDAYS = {
-    "lundi": "lundi", "mardi": "mardi", "mercredi": "mercredi", "jeudi": "jeudi",
-    "vendredi": "vendredi", "samedi": "samedi", "dimanche": "dimanche",
-    "monday": "monday", "tuesday": "tuesday", "wednesday": "wednesday", "thursday": "thursday",
-    "friday": "friday", "saturday": "saturday", "sunday": "sunday",
+    "lundi": "lundi",
+    "mardi": "mardi",
+    "mercredi": "mercredi",
+    "jeudi": "jeudi",
+    "vendredi": "vendredi",
+    "samedi": "samedi",
+    "dimanche": "dimanche",
+    "monday": "monday",
+    "tuesday": "tuesday",
+    "wednesday": "wednesday",
+    "thursday": "thursday",
+    "friday": "friday",
+    "saturday": "saturday",
+    "sunday": "sunday",
 }
 _MONTHS = {
     m: m
@@ -43,20 +53,53 @@ SINGLE_CARRIERS: dict[str, str] = {
     **{day + "s": day for day in _WEEKDAYS},
     **_MONTHS,
     # Whole tokens only: "après-demain" is one word and never yields "demain".
-    "demain": "demain", "après-demain": "après-demain", "hier": "hier", "avant-hier": "avant-hier",
-    "soir": "soir", "soirs": "soir", "soirée": "soir", "matin": "matin", "matins": "matin",
-    "matinée": "matin", "midi": "midi", "après-midi": "après-midi", "nuit": "nuit",
-    "nuits": "nuit", "minuit": "minuit", "week-end": "week-end", "week-ends": "week-end",
-    "weekend": "week-end", "weekends": "week-end",
-    "prochain": "prochain", "prochaine": "prochain", "prochains": "prochain",
-    "prochaines": "prochain", "dernier": "dernier", "dernière": "dernier",
-    "derniers": "dernier", "dernières": "dernier",
-    "printemps": "printemps", "automne": "automne", "hiver": "hiver",
-    "tomorrow": "tomorrow", "tonight": "tonight", "today": "today", "yesterday": "yesterday",
-    "morning": "morning", "mornings": "morning", "afternoon": "afternoon",
-    "afternoons": "afternoon", "evening": "evening", "evenings": "evening", "night": "night",
-    "nights": "night", "noon": "noon", "midnight": "midnight", "summer": "summer",
-    "winter": "winter", "autumn": "autumn",
+    "demain": "demain",
+    "après-demain": "après-demain",
+    "hier": "hier",
+    "avant-hier": "avant-hier",
+    "soir": "soir",
+    "soirs": "soir",
+    "soirée": "soir",
+    "matin": "matin",
+    "matins": "matin",
+    "matinée": "matin",
+    "midi": "midi",
+    "après-midi": "après-midi",
+    "nuit": "nuit",
+    "nuits": "nuit",
+    "minuit": "minuit",
+    "week-end": "week-end",
+    "week-ends": "week-end",
+    "weekend": "week-end",
+    "weekends": "week-end",
+    "prochain": "prochain",
+    "prochaine": "prochain",
+    "prochains": "prochain",
+    "prochaines": "prochain",
+    "dernier": "dernier",
+    "dernière": "dernier",
+    "derniers": "dernier",
+    "dernières": "dernier",
+    "printemps": "printemps",
+    "automne": "automne",
+    "hiver": "hiver",
+    "tomorrow": "tomorrow",
+    "tonight": "tonight",
+    "today": "today",
+    "yesterday": "yesterday",
+    "morning": "morning",
+    "mornings": "morning",
+    "afternoon": "afternoon",
+    "afternoons": "afternoon",
+    "evening": "evening",
+    "evenings": "evening",
+    "night": "night",
+    "nights": "night",
+    "noon": "noon",
+    "midnight": "midnight",
+    "summer": "summer",
+    "winter": "winter",
+    "autumn": "autumn",
     # Number words. "un"/"une"/"one" are articles far more often than numbers; "neuf" is "new"
     # as often as "nine". A number swap written in words is still caught as a substitution.
     **{
@@ -72,9 +115,20 @@ SINGLE_CARRIERS: dict[str, str] = {
     # vocabulary of bot/memory/text.py (NE_PARTNERS, BARE_NEGATIONS), which tells whether a
     # sentence is negative on folded tokens: here the words keep their accents ("guère") and
     # "sans"/"without" count, as read on the dedup corpus; merging the two would move its figures.
-    "pas": "pas", "jamais": "jamais", "rien": "rien", "aucun": "aucun", "aucune": "aucun",
-    "guère": "guère", "sans": "sans", "not": "not", "never": "never", "no": "no",
-    "nothing": "nothing", "none": "none", "nobody": "nobody", "without": "without",
+    "pas": "pas",
+    "jamais": "jamais",
+    "rien": "rien",
+    "aucun": "aucun",
+    "aucune": "aucun",
+    "guère": "guère",
+    "sans": "sans",
+    "not": "not",
+    "never": "never",
+    "no": "no",
+    "nothing": "nothing",
+    "none": "none",
+    "nobody": "nobody",
+    "without": "without",
     "cannot": "not",
 }
 _TIME_NOUNS_EN = {"week", "weekend", "month", "year", *_WEEKDAYS, *_MONTHS, *AMBIGUOUS_MONTHS}
@@ -111,8 +165,7 @@ _PHRASES: dict[tuple[str, ...], str] = {
     ("été", "prochain"): "été prochain",
     ("day", "after", "tomorrow"): "day after tomorrow",
     ("day", "before", "yesterday"): "day before yesterday",
-    **{("this", w): "this " + w for w in ("morning", "afternoon", "evening", "week", "weekend",
-                                          "month", "year")},
+    **{("this", w): "this " + w for w in ("morning", "afternoon", "evening", "week", "weekend", "month", "year")},
     **{(rel, w): f"{rel} {w}" for rel in ("next", "last") for w in _TIME_NOUNS_EN},
 }
 _LONGEST_PHRASE = max(len(p) for p in _PHRASES)
@@ -164,7 +217,7 @@ def carriers_of(canonical: str) -> tuple[str, ...]:
     i = 0
     while i < len(tokens):
         for size in range(_LONGEST_PHRASE, 1, -1):
-            phrase = _PHRASES.get(tuple(tokens[i:i + size]))
+            phrase = _PHRASES.get(tuple(tokens[i : i + size]))
             if phrase is not None:
                 if phrase:
                     found.append(phrase)

@@ -68,9 +68,10 @@ def check_room(held: int, cap: int | None) -> None:
     """Refuse one more memory past the cap; what is held is never dropped to make room."""
     if cap is not None and held >= cap:
         raise MemoryCapReached(
-            f"you hold {held} memories, the most kept per person here ({cap}): "
-            "forget some to make room",
-            code="cap", held=held, cap=cap,
+            f"you hold {held} memories, the most kept per person here ({cap}): forget some to make room",
+            code="cap",
+            held=held,
+            cap=cap,
         )
 
 
@@ -104,7 +105,9 @@ class NewMemory:
             raise InvalidMemory("a memory needs some visible text", code="empty")
         if len(text) > MAX_MEMORY_CHARS:
             raise InvalidMemory(
-                f"a memory is one short sentence (at most {MAX_MEMORY_CHARS} characters)", code="too_long", most=MAX_MEMORY_CHARS
+                f"a memory is one short sentence (at most {MAX_MEMORY_CHARS} characters)",
+                code="too_long",
+                most=MAX_MEMORY_CHARS,
             )
         if self.type not in MEMORY_TYPES:
             raise InvalidMemory(f"unknown memory type {self.type!r}: one of {', '.join(MEMORY_TYPES)}")

@@ -16,9 +16,7 @@ _STORY_MARKER = re.compile(r"[\[\uff3b]\s*(?:end\s+)?story\s+memory[^\]\uff3d]*[
 # control token (`<|im_end|>`, `<start_of_turn>`, `[INST]`, `[/SYSTEM_PROMPT]`…), not a
 # bracketed marker of this context (`[END STORY MEMORY]`, `[anchor 3]`). Every "<" becomes "‹"
 # and square brackets become "⟦⟧"; look-alikes too.
-_NO_TAG = str.maketrans(
-    {"<": "‹", "\uff1c": "‹", "\ufe64": "‹", "[": "⟦", "]": "⟧", "\uff3b": "⟦", "\uff3d": "⟧"}
-)
+_NO_TAG = str.maketrans({"<": "‹", "\uff1c": "‹", "\ufe64": "‹", "[": "⟦", "]": "⟧", "\uff3b": "⟦", "\uff3d": "⟧"})
 # In an attribute value, a quote or ">" would end the attribute or the tag.
 _NO_ATTRIBUTE_END = str.maketrans({'"': "'", ">": "›", "\uff1e": "›", "\ufe65": "›"})
 

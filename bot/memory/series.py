@@ -106,7 +106,13 @@ def keys_of(memories: Sequence[KeyFields]) -> list[SeriesKey | None]:
 
 def memory_key(memory: Memory) -> SeriesKey | None:
     return key_of(
-        memory.type, memory.scope, memory.story_id, memory.place, memory.pinned, memory.expires_at is not None, memory.text
+        memory.type,
+        memory.scope,
+        memory.story_id,
+        memory.place,
+        memory.pinned,
+        memory.expires_at is not None,
+        memory.text,
     )
 
 

@@ -47,7 +47,9 @@ def answer(result: object) -> str:
 @answer.register
 def _(result: Refused) -> str:
     if result.code in REFUSALS:
-        reason = text(f"refusal_{result.code}", **{k: number(v) if isinstance(v, int) else v for k, v in result.values.items()})
+        reason = text(
+            f"refusal_{result.code}", **{k: number(v) if isinstance(v, int) else v for k, v in result.values.items()}
+        )
     else:
         reason = text("refusal_invalid")
     return text("not_edited" if result.action == "edit" else "not_remembered", reason=reason)
@@ -111,11 +113,15 @@ def _(result: FollowupsAnswer) -> str:
     lines = []
     if result.bad_timezone is not None:
         lines.append(text("followups_bad_timezone", name=result.bad_timezone))
-    lines.append(text("followups_now" if result.changed else "followups_is", state=text("on" if status.enabled else "off")))
+    lines.append(
+        text("followups_now" if result.changed else "followups_is", state=text("on" if status.enabled else "off"))
+    )
     if status.timezone is None:
         lines.append(text("followups_timezone_unknown_hint"))
     else:
-        lines.append(text("followups_timezone_learned" if status.learned else "followups_timezone", timezone=status.timezone))
+        lines.append(
+            text("followups_timezone_learned" if status.learned else "followups_timezone", timezone=status.timezone)
+        )
     if not status.offered:
         lines.append(text("followups_not_offered"))
     lines.append(text("followups_what"))
@@ -135,7 +141,11 @@ def _(result: Exported) -> str:
 
 @answer.register
 def _(result: Erased) -> str:
-    return text("erased", memories=text("n_memories", n=result.report.memories), history=text("n_versions", n=result.report.history))
+    return text(
+        "erased",
+        memories=text("n_memories", n=result.report.memories),
+        history=text("n_versions", n=result.report.history),
+    )
 
 
 def no_memory(memory_id: int) -> str:
@@ -145,7 +155,6 @@ def no_memory(memory_id: int) -> str:
 
 def storage_failed() -> str:
     return text("storage_failed")
-
 
 
 def turn_text(result: TurnResult) -> str:

@@ -87,7 +87,6 @@ def edit_option(m: Memory) -> tuple[str, str]:
     return text("edit_option", id=m.id), clip(m.text, 100)
 
 
-
 def operation(code: str) -> str:
     """A history operation's code, in the reader's words."""
     return text(f"operation_{code}") if code in OPERATIONS else code
@@ -131,7 +130,14 @@ def history_text(
             else:
                 now = f"#{c.memory_id} “{clip(c.text, 200)}”"
             lines.append(
-                text("history_consolidation_line", date=date(c.at), n=len(c.members), members=members, now=now, history_id=c.history_id)
+                text(
+                    "history_consolidation_line",
+                    date=date(c.at),
+                    n=len(c.members),
+                    members=members,
+                    now=now,
+                    history_id=c.history_id,
+                )
             )
         lines.append("")
     if entries:
@@ -161,7 +167,9 @@ def history_text(
 
 def stats_text(stats: MemoryStats) -> str:
     kinds = sorted((t, n) for t, n in stats.by_type.items())
-    types = ", ".join(text(f"n_{t}", n=n) if t in MEMORY_TYPES else f"{number(n)} {t}" for t, n in kinds) or text("stats_none")
+    types = ", ".join(text(f"n_{t}", n=n) if t in MEMORY_TYPES else f"{number(n)} {t}" for t, n in kinds) or text(
+        "stats_none"
+    )
     lines = [
         text(
             "stats_total",
@@ -196,7 +204,6 @@ def stats_text(stats: MemoryStats) -> str:
     return "\n".join(lines)
 
 
-
 def receipt_text(lines: Sequence[ReceiptLine]) -> str:
     """What one reflection changed, each memory as it is now (for the receipt)."""
     if not lines:
@@ -207,7 +214,14 @@ def receipt_text(lines: Sequence[ReceiptLine]) -> str:
         if change.action == "added":
             out.append(text("receipt_added", id=change.memory_id, text=clip(change.text)))
         elif change.action == "replaced":
-            out.append(text("receipt_replaced", id=change.memory_id, before=clip(change.before or "", 80), text=clip(change.text)))
+            out.append(
+                text(
+                    "receipt_replaced",
+                    id=change.memory_id,
+                    before=clip(change.before or "", 80),
+                    text=clip(change.text),
+                )
+            )
         else:
             out.append(text("receipt_forgot", id=change.memory_id, text=clip(change.text)))
         if change.action != "forgotten":

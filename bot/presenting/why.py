@@ -62,7 +62,11 @@ def why_text(selection: TurnSelection | None) -> str:
         return text("why_none")
     lines = [
         text("why_head", at=moment(selection.created_at), query=clip(selection.query, 80)),
-        text("why_chosen", chosen=text("n_chosen", n=len(selection.slots)), candidates=text("n_candidates", n=selection.candidates)),
+        text(
+            "why_chosen",
+            chosen=text("n_chosen", n=len(selection.slots)),
+            candidates=text("n_candidates", n=selection.candidates),
+        ),
     ]
     if selection.degraded:
         lines.append(text("why_degraded"))
@@ -111,8 +115,14 @@ def lore_rows(lore: Sequence[dict[str, Any]]) -> list[LoreRow]:
             where = text("lore_budget_book") if hit.get("book_budget") else "LORE_BUDGET_CHARS"
             fate = text("lore_left_budget", budget=number(budget) if isinstance(budget, int) else "—", setting=where)
         else:
-            fate = text(f"lore_left_{left}" if left in LORE_LEFT_OUT else "lore_left_budget", budget="—", setting="LORE_BUDGET_CHARS")
-        rows.append(LoreRow(clip(str(hit.get("name", "")), 60), text(f"lore_how_{how}", keyword=keyword), fate, left is None))
+            fate = text(
+                f"lore_left_{left}" if left in LORE_LEFT_OUT else "lore_left_budget",
+                budget="—",
+                setting="LORE_BUDGET_CHARS",
+            )
+        rows.append(
+            LoreRow(clip(str(hit.get("name", "")), 60), text(f"lore_how_{how}", keyword=keyword), fate, left is None)
+        )
     return rows
 
 
@@ -135,7 +145,10 @@ def prompt_lines(figures: TurnFigures) -> list[str]:
         lines.append(size + ".")
     left_out = [
         text(key, n=n)
-        for key, n in (("why_left_out_history", figures.history_left_out), ("why_left_out_memories", figures.memories_left_out))
+        for key, n in (
+            ("why_left_out_history", figures.history_left_out),
+            ("why_left_out_memories", figures.memories_left_out),
+        )
         if n
     ]
     if left_out:

@@ -103,7 +103,9 @@ async def _run_command(engine: Engine, session: Session, line: str) -> str:
         exported = await run.export(engine.cast.user_of_key(user))
         try:
             # Everything stored about the user: a new file readable by them only, whatever the umask.
-            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "w", encoding="utf-8") as file:
+            with os.fdopen(
+                os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "w", encoding="utf-8"
+            ) as file:
                 file.write(export_json(exported.data))
         except OSError as exc:
             return text("terminal_export_failed", path=str(path), reason=exc.strerror or str(exc))

@@ -65,7 +65,9 @@ def _frame(title: str, scale: tuple[float, float], unit: str, labels: Sequence[s
         value = step * i
         y = _TOP + plot_h * (1 - value / top)
         parts.append(f'<line class="grid" x1="{_LEFT}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}"/>')
-        parts.append(f'<text class="tick" x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(_number(value))}</text>')
+        parts.append(
+            f'<text class="tick" x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(_number(value))}</text>'
+        )
     parts.append(f'<text class="unit" x="{_LEFT - 6}" y="12" text-anchor="end">{escape(unit)}</text>')
     # At most ~8 x labels, evenly spread, so they never overlap.
     if labels:
@@ -73,13 +75,17 @@ def _frame(title: str, scale: tuple[float, float], unit: str, labels: Sequence[s
         slot = plot_w / len(labels)
         for i in range(0, len(labels), every):
             x = _LEFT + slot * (i + 0.5)
-            parts.append(f'<text class="tick" x="{x:.1f}" y="{HEIGHT - _BOTTOM + 16}" text-anchor="middle">{escape(labels[i])}</text>')
+            parts.append(
+                f'<text class="tick" x="{x:.1f}" y="{HEIGHT - _BOTTOM + 16}" text-anchor="middle">{escape(labels[i])}</text>'
+            )
     parts.extend(inner)
     parts.append("</svg>")
     return Markup("".join(parts))
 
 
-def stacked_bars(title: str, labels: Sequence[str], stacks: Mapping[str, Sequence[int]], colours: dict[str, str]) -> Markup:
+def stacked_bars(
+    title: str, labels: Sequence[str], stacks: Mapping[str, Sequence[int]], colours: dict[str, str]
+) -> Markup:
     """One bar per label, its parts stacked in the order of `stacks`."""
     totals = [sum(values[i] for values in stacks.values()) for i in range(len(labels))]
     if not any(totals):

@@ -185,9 +185,7 @@ async def _healthz(request: web.Request) -> web.Response:
     checks = await request.app[_HEALTH].checks()
     healthy = all(c.ok for c in checks.values())
     body = {"status": "ok" if healthy else "failing", "checks": {name: c.ok for name, c in checks.items()}}
-    return web.Response(
-        text=json.dumps(body), status=200 if healthy else 503, content_type="application/json"
-    )
+    return web.Response(text=json.dumps(body), status=200 if healthy else 503, content_type="application/json")
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -195,9 +193,7 @@ async def _metrics(request: web.Request) -> web.Response:
     backlog = await request.app[_ENGINE].operator.report.bot_backlog()
     metrics.reflection_backlog.set(backlog.pending)
     metrics.reflection_set_aside.set(backlog.set_aside)
-    return web.Response(
-        body=metrics.exposition(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
-    )
+    return web.Response(body=metrics.exposition(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 
 def make_app(engine: Engine, health: Health, metrics: Metrics, token: str) -> web.Application:

@@ -210,7 +210,12 @@ def turn_figures(entries: Sequence[TurnLogEntry], now: datetime, w: Window) -> T
     ]
     if contexts:
         prompt_series.append(
-            charts.Series(f"context size ({max(contexts):,})", [float(max(contexts))] * len(starts), charts.SERIES_COLOURS[2], dashed=True)
+            charts.Series(
+                f"context size ({max(contexts):,})",
+                [float(max(contexts))] * len(starts),
+                charts.SERIES_COLOURS[2],
+                dashed=True,
+            )
         )
     return {
         "total": len(shown),
@@ -361,7 +366,11 @@ async def turn(engine: Engine, user_id: OwnerKey, turn_id: int) -> TurnPage | No
         return {
             "user_id": user_id,
             "turn": selection,
-            "chosen": text("why_chosen", chosen=text("n_chosen", n=len(selection.slots)), candidates=text("n_candidates", n=selection.candidates)),
+            "chosen": text(
+                "why_chosen",
+                chosen=text("n_chosen", n=len(selection.slots)),
+                candidates=text("n_candidates", n=selection.candidates),
+            ),
             "legend": text("why_legend"),
             "groups": [(g.title, [(s, slot_score(s)) for s in g.slots]) for g in groups(selection)],
             "lore": lore_rows(selection.lore),

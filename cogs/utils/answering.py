@@ -244,9 +244,7 @@ class Decision:
     why: str
 
 
-def user_refusal(
-    policy: AnswerPolicy, author_id: int, *, is_dm: bool, role_ids: Iterable[int] = ()
-) -> str | None:
+def user_refusal(policy: AnswerPolicy, author_id: int, *, is_dm: bool, role_ids: Iterable[int] = ()) -> str | None:
     """Why this person may not talk to the character (None: they may).
 
     ALLOWED_ROLE_IDS cannot be checked in a DM, where nobody has roles: with a role
@@ -308,9 +306,7 @@ def place_of(guild_id: int | None) -> str:
 # --- memory-id autocomplete ---------------------------------------------------------------
 
 
-def memory_choices(
-    memories: Sequence[Memory], typed: str, *, limit: int = AUTOCOMPLETE_LIMIT
-) -> list[tuple[str, int]]:
+def memory_choices(memories: Sequence[Memory], typed: str, *, limit: int = AUTOCOMPLETE_LIMIT) -> list[tuple[str, int]]:
     """(name, id) pairs for an autocomplete: the memories whose "#id text" contains what was
     typed, most recently changed first, names clipped to Discord's 100 characters."""
     needle = " ".join(typed.lower().split())

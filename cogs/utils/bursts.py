@@ -71,7 +71,9 @@ class Burst:
             if message_id in self.deleted:
                 await engine.conversation.message_deleted(str(message_id))
             elif self.texts[message_id] != text:
-                await engine.conversation.message_edited(str(message_id), self.texts[message_id], author=person_of(self.person))
+                await engine.conversation.message_edited(
+                    str(message_id), self.texts[message_id], author=person_of(self.person)
+                )
 
 
 class Dropped(Exception):

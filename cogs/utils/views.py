@@ -163,7 +163,9 @@ def _on_its_message(interaction: discord.Interaction, custom_id: object) -> bool
     if interaction.type is not discord.InteractionType.component:
         return True
     rows = interaction.message.components if interaction.message is not None else []
-    return any(getattr(item, "custom_id", None) == custom_id for row in rows for item in getattr(row, "children", [row]))
+    return any(
+        getattr(item, "custom_id", None) == custom_id for row in rows for item in getattr(row, "children", [row])
+    )
 
 
 async def refuse_foreign(interaction: discord.Interaction) -> None:
@@ -176,7 +178,9 @@ async def refuse_foreign(interaction: discord.Interaction) -> None:
     if owner_key(interaction) is not None and _on_its_message(interaction, custom_id):
         return
     found = _registered(custom_id)
-    log.debug("refused a %s interaction of user %s, custom id %.100r", interaction.type.name, interaction.user.id, custom_id)
+    log.debug(
+        "refused a %s interaction of user %s, custom id %.100r", interaction.type.name, interaction.user.id, custom_id
+    )
     set_locale(interaction.locale)
     try:
         await say(interaction, found[0].refusal() if found is not None else text("not_yours"))
@@ -435,7 +439,9 @@ async def submit_edit(interaction: discord.Interaction) -> None:
         return
     try:
         # A form without its field (forged) is an empty text: refused as such, nothing written.
-        edited = await MemoryCommands(_engine(interaction)).edit(owner, row_id(found[1]["memory"]) or NO_ROW, written or "")
+        edited = await MemoryCommands(_engine(interaction)).edit(
+            owner, row_id(found[1]["memory"]) or NO_ROW, written or ""
+        )
         await say(interaction, answer(edited))
     except Exception as exc:
         await report_failure(interaction, "the memory edit", exc)

@@ -59,7 +59,9 @@ class Voice:
         """Whether `message` is this voice's character speaking through this voice's webhook."""
         return self.posted(message) and self.character is not None and message.author.name == self.character.name
 
-    async def send(self, channel: discord.abc.Messageable, text: str, *, reference: discord.Message | None) -> discord.Message:
+    async def send(
+        self, channel: discord.abc.Messageable, text: str, *, reference: discord.Message | None
+    ) -> discord.Message:
         if self.webhook is None or self.character is None:
             if reference is not None:
                 return await channel.send(
@@ -110,7 +112,8 @@ class Voices:
                 "no Manage Webhooks permission in channel %s (%s): characters speak there as the bot "
                 "itself, with its name and avatar. Give the bot the Manage Webhooks permission in that "
                 "channel so that each character speaks with its own.",
-                channel.id, getattr(channel, "name", "?"),
+                channel.id,
+                getattr(channel, "name", "?"),
             )
             self._hooks[channel.id] = None
             return None
@@ -129,7 +132,9 @@ class Voices:
             thread = channel if isinstance(channel, discord.Thread) else None
             parent = thread.parent if thread is not None else channel
             me = parent.guild.me if isinstance(parent, discord.TextChannel) else None
-            hook = await self._webhook(parent, me) if isinstance(parent, discord.TextChannel) and me is not None else None
+            hook = (
+                await self._webhook(parent, me) if isinstance(parent, discord.TextChannel) and me is not None else None
+            )
             if hook is not None:
                 try:
                     await hook.edit_message(message.id, thread=thread or discord.utils.MISSING, **changes)

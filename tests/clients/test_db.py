@@ -88,9 +88,7 @@ async def test_concurrent_write_transactions_do_not_lose_each_others_rows(db):
             if fail:
                 raise RuntimeError("boom")
 
-    results = await asyncio.gather(
-        *(insert_then(n % 2 == 1, n) for n in range(20)), return_exceptions=True
-    )
+    results = await asyncio.gather(*(insert_then(n % 2 == 1, n) for n in range(20)), return_exceptions=True)
     assert sum(isinstance(r, RuntimeError) for r in results) == 10
     async with db.reader.execute("SELECT text FROM memories ORDER BY id") as cur:
         texts = [r[0] for r in await cur.fetchall()]
@@ -233,8 +231,13 @@ async def test_exclusive_work_is_one_process_at_a_time_on_one_file(tmp_path):
     db = await SQLiteDatabase.open(path)
     try:
         holder = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _HOLD, str(path), cwd=REPO,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            sys.executable,
+            "-c",
+            _HOLD,
+            str(path),
+            cwd=REPO,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
         )
         assert await asyncio.wait_for(holder.stdout.readline(), 60) == b"True\n"
         async with db.exclusive("reflect:alice") as mine, db.exclusive("reflect:bob") as other:
@@ -290,8 +293,13 @@ async def test_processes_starting_together_on_a_new_file_all_make_their_first_wr
     "no such table: memories": on 97 files of 100 started this way."""
     procs = [
         await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _START, str(n * STAGGER_SECONDS), cwd=REPO,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            sys.executable,
+            "-c",
+            _START,
+            str(n * STAGGER_SECONDS),
+            cwd=REPO,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
         )
         for n in range(STARTERS)
     ]

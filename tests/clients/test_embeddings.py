@@ -97,17 +97,11 @@ async def test_prefix_mode_names_the_stored_vectors() -> None:
     query_both = LocalEmbedder(prefix_mode="query")
     # Memories get "passage: " in both of the first two modes: same vectors, same identity.
     assert asymmetric.model == passage_both.model == LOCAL_MODEL
-    np.testing.assert_array_equal(
-        await asymmetric.embed_passages([VELO]), await passage_both.embed_passages([VELO])
-    )
+    np.testing.assert_array_equal(await asymmetric.embed_passages([VELO]), await passage_both.embed_passages([VELO]))
     assert query_both.model != LOCAL_MODEL
-    assert not np.allclose(
-        await asymmetric.embed_passages([VELO]), await query_both.embed_passages([VELO])
-    )
+    assert not np.allclose(await asymmetric.embed_passages([VELO]), await query_both.embed_passages([VELO]))
     # ... while their turn queries differ ("query: " vs "passage: ").
-    assert not np.allclose(
-        await asymmetric.embed_query("sport ?"), await passage_both.embed_query("sport ?")
-    )
+    assert not np.allclose(await asymmetric.embed_query("sport ?"), await passage_both.embed_query("sport ?"))
 
 
 OCCUPANT = "L'utilisateur range sa cave le samedi"

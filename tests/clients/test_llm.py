@@ -70,9 +70,7 @@ async def test_prose_reply_is_returned_and_request_is_in_the_api_format(
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_a_gzip_compressed_answer_is_read(
-    http: httpx.AsyncClient, llm_server: FakeLLMServer, api: str
-) -> None:
+async def test_a_gzip_compressed_answer_is_read(http: httpx.AsyncClient, llm_server: FakeLLMServer, api: str) -> None:
     # A proxy in front of the server may compress; the size-bounded read must decode it once.
     llm_server.replies.append(Reply("Enchanté, Léa ! " * 200, gzip=True))
     assert await ask(client(http, api, llm_server.url)) == ("Enchanté, Léa ! " * 200).strip()
@@ -92,9 +90,7 @@ async def test_ollama_structured_request_carries_the_schema_in_format(
 ) -> None:
     llm_server.replies.append('{"memories": ["Léa"]}')
 
-    reply = await client(http, "ollama", llm_server.url).chat(
-        CONVERSATION, model=FAKE_MODEL, json_schema=SCHEMA
-    )
+    reply = await client(http, "ollama", llm_server.url).chat(CONVERSATION, model=FAKE_MODEL, json_schema=SCHEMA)
 
     assert json.loads(reply.text) == {"memories": ["Léa"]}
     body = llm_server.requests[0].body
@@ -107,9 +103,7 @@ async def test_openai_structured_request_carries_the_schema_in_response_format(
 ) -> None:
     llm_server.replies.append('{"memories": ["Léa"]}')
 
-    reply = await client(http, "openai", llm_server.url).chat(
-        CONVERSATION, model=FAKE_MODEL, json_schema=SCHEMA
-    )
+    reply = await client(http, "openai", llm_server.url).chat(CONVERSATION, model=FAKE_MODEL, json_schema=SCHEMA)
 
     assert json.loads(reply.text) == {"memories": ["Léa"]}
     body = llm_server.requests[0].body
@@ -135,9 +129,7 @@ async def test_handler_answers_chat_with_prose_and_reflection_with_json(
     assert [r.json_schema for r in llm_server.chats] == [None, SCHEMA]
 
 
-async def test_ollama_temperature_goes_in_options(
-    http: httpx.AsyncClient, llm_server: FakeLLMServer
-) -> None:
+async def test_ollama_temperature_goes_in_options(http: httpx.AsyncClient, llm_server: FakeLLMServer) -> None:
     llm = client(http, "ollama", llm_server.url)
     await llm.chat(CONVERSATION, model=FAKE_MODEL, temperature=0.2)
     await llm.chat(CONVERSATION, model=FAKE_MODEL)
@@ -147,9 +139,7 @@ async def test_ollama_temperature_goes_in_options(
     assert "options" not in without and "temperature" not in without
 
 
-async def test_openai_temperature_is_a_top_level_field(
-    http: httpx.AsyncClient, llm_server: FakeLLMServer
-) -> None:
+async def test_openai_temperature_is_a_top_level_field(http: httpx.AsyncClient, llm_server: FakeLLMServer) -> None:
     llm = client(http, "openai", llm_server.url)
     await llm.chat(CONVERSATION, model=FAKE_MODEL, temperature=0.2)
     await llm.chat(CONVERSATION, model=FAKE_MODEL)
@@ -160,9 +150,7 @@ async def test_openai_temperature_is_a_top_level_field(
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_api_key_is_sent_as_bearer_token(
-    http: httpx.AsyncClient, llm_server: FakeLLMServer, api: str
-) -> None:
+async def test_api_key_is_sent_as_bearer_token(http: httpx.AsyncClient, llm_server: FakeLLMServer, api: str) -> None:
     await ask(client(http, api, llm_server.url, api_key="sk-test-123"))
 
     assert llm_server.requests[0].headers["authorization"] == "Bearer sk-test-123"
@@ -260,7 +248,12 @@ def _whole_text_reference(text: str) -> str:
 
 @settings(max_examples=examples(400), deadline=None)
 @given(
-    st.lists(st.sampled_from(["<think>", "</think>", "<THINK>", "</Think>", "<", ">", "</", "<thi", "nk>", "a", " ", "é\n", "2 < 3"]), max_size=14),
+    st.lists(
+        st.sampled_from(
+            ["<think>", "</think>", "<THINK>", "</Think>", "<", ">", "</", "<thi", "nk>", "a", " ", "é\n", "2 < 3"]
+        ),
+        max_size=14,
+    ),
     st.data(),
 )
 def test_reading_piece_by_piece_gives_the_answer_the_whole_text_gives(tokens: list[str], data: st.DataObject) -> None:
@@ -302,9 +295,7 @@ async def test_refused_connection_to_openai_names_the_url_without_ollama_advice(
     assert "ollama" not in message.lower()
 
 
-async def test_unknown_model_on_ollama_says_ollama_pull(
-    http: httpx.AsyncClient, llm_server: FakeLLMServer
-) -> None:
+async def test_unknown_model_on_ollama_says_ollama_pull(http: httpx.AsyncClient, llm_server: FakeLLMServer) -> None:
     with pytest.raises(ModelNotFound) as caught:
         await client(http, "ollama", llm_server.url).chat(CONVERSATION, model="mistral-nemo")
 
@@ -344,9 +335,7 @@ async def test_unknown_model_in_ollamas_openai_compatible_format_is_model_not_fo
 async def test_bare_404_is_a_bad_response_not_a_missing_model(
     http: httpx.AsyncClient, llm_server: FakeLLMServer, api: str
 ) -> None:
-    llm_server.replies.append(
-        Reply(status=404, body="404 page not found", content_type="text/plain")
-    )
+    llm_server.replies.append(Reply(status=404, body="404 page not found", content_type="text/plain"))
 
     with pytest.raises(LLMBadResponse) as caught:
         await ask(client(http, api, llm_server.url))
@@ -356,9 +345,7 @@ async def test_bare_404_is_a_bad_response_not_a_missing_model(
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_hanging_server_raises_timeout(
-    http: httpx.AsyncClient, llm_server: FakeLLMServer, api: str
-) -> None:
+async def test_hanging_server_raises_timeout(http: httpx.AsyncClient, llm_server: FakeLLMServer, api: str) -> None:
     llm_server.replies.append(Reply(hang=True))
 
     with pytest.raises(LLMTimeout) as caught:
@@ -401,9 +388,7 @@ async def test_http_500_is_a_bad_response_quoting_the_server(
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_non_json_body_is_a_bad_response(
-    http: httpx.AsyncClient, llm_server: FakeLLMServer, api: str
-) -> None:
+async def test_non_json_body_is_a_bad_response(http: httpx.AsyncClient, llm_server: FakeLLMServer, api: str) -> None:
     llm_server.replies.append(Reply(body='{"message": {"content": "Bonj'))
 
     with pytest.raises(LLMBadResponse, match="not a JSON object"):
@@ -462,9 +447,7 @@ async def test_api_key_echoed_by_the_server_is_masked(
     assert "LLM_API_KEY" in str(caught.value)
 
 
-async def test_credentials_in_the_base_url_are_not_shown(
-    http: httpx.AsyncClient, refused_url: str
-) -> None:
+async def test_credentials_in_the_base_url_are_not_shown(http: httpx.AsyncClient, refused_url: str) -> None:
     with_credentials = refused_url.replace("http://", "http://admin:hunter2@")
 
     with pytest.raises(LLMUnavailable) as caught:
@@ -537,9 +520,7 @@ async def test_openai_check_without_models_endpoint_only_warns(
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_check_on_a_refused_port_is_unavailable(
-    http: httpx.AsyncClient, refused_url: str, api: str
-) -> None:
+async def test_check_on_a_refused_port_is_unavailable(http: httpx.AsyncClient, refused_url: str, api: str) -> None:
     with pytest.raises(LLMUnavailable, match=re.escape(refused_url)):
         await client(http, api, refused_url).check(FAKE_MODEL)
 

@@ -23,7 +23,7 @@ LLAMA_CPP_REFUSAL = (
 )
 LLAMA_CPP_PYTHON_REFUSAL = (
     '{"error":{"message":"This model\'s maximum context length is 2048 tokens. However, you requested 3036 '
-    'tokens (3031 in the messages, 5 in the completion). Please reduce the length of the messages or '
+    "tokens (3031 in the messages, 5 in the completion). Please reduce the length of the messages or "
     'completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}'
 )
 

@@ -50,7 +50,13 @@ async def test_text_grows_word_by_word_and_usage_comes_from_the_last_event(
     llm = LLMClient(http, api=api, base_url=llm_server.url)  # type: ignore[arg-type]
     result = await llm.stream(CONVERSATION, model=FAKE_MODEL, on_text=seen)
     assert result.text == "Bonjour Léa, comment vas-tu ?"
-    assert seen.texts == ["Bonjour", "Bonjour Léa,", "Bonjour Léa, comment", "Bonjour Léa, comment vas-tu", "Bonjour Léa, comment vas-tu ?"]
+    assert seen.texts == [
+        "Bonjour",
+        "Bonjour Léa,",
+        "Bonjour Léa, comment",
+        "Bonjour Léa, comment vas-tu",
+        "Bonjour Léa, comment vas-tu ?",
+    ]
     assert result.usage == TokenUsage(prompt_tokens=7, completion_tokens=5)
     assert result.stop_reason == "stop"
     body = llm_server.chats[0].body
@@ -60,7 +66,9 @@ async def test_text_grows_word_by_word_and_usage_comes_from_the_last_event(
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_thinking_is_never_shown_while_streaming(api: str, http: httpx.AsyncClient, llm_server: FakeLLMServer) -> None:
+async def test_thinking_is_never_shown_while_streaming(
+    api: str, http: httpx.AsyncClient, llm_server: FakeLLMServer
+) -> None:
     llm_server.replies.append(Reply("<think> elle a l'air triste </think> Ça va ?"))
     seen = Seen()
     llm = LLMClient(http, api=api, base_url=llm_server.url)  # type: ignore[arg-type]
@@ -70,7 +78,9 @@ async def test_thinking_is_never_shown_while_streaming(api: str, http: httpx.Asy
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_a_stream_that_dies_midway_keeps_what_arrived(api: str, http: httpx.AsyncClient, llm_server: FakeLLMServer) -> None:
+async def test_a_stream_that_dies_midway_keeps_what_arrived(
+    api: str, http: httpx.AsyncClient, llm_server: FakeLLMServer
+) -> None:
     llm_server.replies.append(Reply("un deux trois quatre cinq", die_after=3))
     seen = Seen()
     llm = LLMClient(http, api=api, base_url=llm_server.url)  # type: ignore[arg-type]
@@ -82,7 +92,9 @@ async def test_a_stream_that_dies_midway_keeps_what_arrived(api: str, http: http
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_an_error_event_midway_is_a_cut_with_the_servers_words(api: str, http: httpx.AsyncClient, llm_server: FakeLLMServer) -> None:
+async def test_an_error_event_midway_is_a_cut_with_the_servers_words(
+    api: str, http: httpx.AsyncClient, llm_server: FakeLLMServer
+) -> None:
     llm_server.replies.append(Reply("un deux", stream_error="out of memory"))
     llm = LLMClient(http, api=api, base_url=llm_server.url)  # type: ignore[arg-type]
     with pytest.raises(LLMStreamCut) as cut:
@@ -92,7 +104,9 @@ async def test_an_error_event_midway_is_a_cut_with_the_servers_words(api: str, h
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_a_slow_stream_times_out_with_its_partial_text(api: str, http: httpx.AsyncClient, llm_server: FakeLLMServer) -> None:
+async def test_a_slow_stream_times_out_with_its_partial_text(
+    api: str, http: httpx.AsyncClient, llm_server: FakeLLMServer
+) -> None:
     llm_server.replies.append(Reply("a b c d e f g h", pace=0.2))
     llm = LLMClient(http, api=api, base_url=llm_server.url)  # type: ignore[arg-type]
     with pytest.raises(LLMStreamCut) as cut:
@@ -102,7 +116,9 @@ async def test_a_slow_stream_times_out_with_its_partial_text(api: str, http: htt
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_failures_before_any_text_are_the_usual_errors(api: str, http: httpx.AsyncClient, llm_server: FakeLLMServer) -> None:
+async def test_failures_before_any_text_are_the_usual_errors(
+    api: str, http: httpx.AsyncClient, llm_server: FakeLLMServer
+) -> None:
     llm = LLMClient(http, api=api, base_url=llm_server.url)  # type: ignore[arg-type]
     with pytest.raises(ModelNotFound):
         await llm.stream(CONVERSATION, model="missing-model", on_text=Seen())
@@ -119,7 +135,10 @@ async def test_failures_before_any_text_are_the_usual_errors(api: str, http: htt
 @pytest.mark.parametrize("api", APIS)
 async def test_images_go_in_each_apis_shape(api: str, http: httpx.AsyncClient, llm_server: FakeLLMServer) -> None:
     png = b"\x89PNG\r\n\x1a\nfake"
-    messages = [*CONVERSATION[:1], {"role": "user", "content": "Regarde.", "images": [Image("chat.png", "image/png", png)]}]
+    messages = [
+        *CONVERSATION[:1],
+        {"role": "user", "content": "Regarde.", "images": [Image("chat.png", "image/png", png)]},
+    ]
     llm = LLMClient(http, api=api, base_url=llm_server.url)  # type: ignore[arg-type]
     await llm.chat(messages, model=FAKE_MODEL)
     sent = llm_server.chats[0].messages[-1]
@@ -237,9 +256,14 @@ async def test_lines_end_as_the_protocol_says_wherever_the_reads_cut_them(
         events.append(json.dumps({"message": {"content": ""}, "done": True, "done_reason": "stop"}))
         body = "".join(e + ending for e in events)
     else:
-        events = [json.dumps({"choices": [{"delta": {"content": w}, "finish_reason": None}]}, ensure_ascii=False) for w in words]
+        events = [
+            json.dumps({"choices": [{"delta": {"content": w}, "finish_reason": None}]}, ensure_ascii=False)
+            for w in words
+        ]
         events.append(json.dumps({"choices": [{"delta": {}, "finish_reason": "stop"}]}))
-        body = "".join(f": keep-alive{ending}data: {e}{ending}{ending}" for e in events) + f"data: [DONE]{ending}{ending}"
+        body = (
+            "".join(f": keep-alive{ending}data: {e}{ending}{ending}" for e in events) + f"data: [DONE]{ending}{ending}"
+        )
     # Sent in ten reads of equal bytes: lines, CRLF pairs and UTF-8 characters cut anywhere.
     llm_server.replies.append(Reply(body=body.encode(), content_type="text/event-stream", trickle=0.01))
     llm = LLMClient(http, api=api, base_url=llm_server.url)  # type: ignore[arg-type]

@@ -50,7 +50,9 @@ class FakeTyping:
         self.events.append("typing done")
 
 
-def fake_user(user_id: int, name: str, *, member: bool = True, bot: bool = False, roles: Iterable[int] = ()) -> MagicMock:
+def fake_user(
+    user_id: int, name: str, *, member: bool = True, bot: bool = False, roles: Iterable[int] = ()
+) -> MagicMock:
     user = MagicMock(spec=discord.Member if member else discord.User)
     user.id = user_id
     user.bot = bot

@@ -25,7 +25,9 @@ async def test_a_burst_holds_at_most_its_bound_and_the_next_message_is_another_a
     channel = fake_channel()
     alice = fake_user(ALICE, "Alice")
     count = BURST_MAX_MESSAGES + 5
-    messages = [fake_message(f"<@{BOT_ID}> mot {n}", author=alice, channel=channel, mentions=[me()]) for n in range(count)]
+    messages = [
+        fake_message(f"<@{BOT_ID}> mot {n}", author=alice, channel=channel, mentions=[me()]) for n in range(count)
+    ]
     for message in messages:
         await cog.on_message(message)
     for _ in range(200):

@@ -101,9 +101,7 @@ async def test_reply_is_split_sent_as_a_reply_then_reflection_runs_after_it(
     assert await services.engine.memories.why(str(ALICE), str(CHANNEL_ID)) is not None
 
 
-async def test_history_before_the_message_is_given_oldest_first(
-    services: Services, llm_server: FakeLLMServer
-) -> None:
+async def test_history_before_the_message_is_given_oldest_first(services: Services, llm_server: FakeLLMServer) -> None:
     channel = fake_channel()
     alice, bob = fake_user(ALICE, "Alice"), fake_user(BOB, "Bob")
     channel.earlier = [
@@ -135,8 +133,12 @@ async def test_who_is_answered(services_with: Services, llm_server: FakeLLMServe
     bot_message = fake_message("earlier answer", author=me(), channel=fake_channel())
 
     answered = {
-        "dm": fake_message("salut", author=fake_user(ALICE, "Alice", member=False),
-                           channel=fake_channel(31, kind=discord.DMChannel), guild_id=None),
+        "dm": fake_message(
+            "salut",
+            author=fake_user(ALICE, "Alice", member=False),
+            channel=fake_channel(31, kind=discord.DMChannel),
+            guild_id=None,
+        ),
         "reply to the bot": fake_message("et alors ?", author=alice, channel=fake_channel(), replied_to=bot_message),
         "allowed channel": fake_message("hello", author=alice, channel=fake_channel(OPEN_CHANNEL)),
         "thread of an allowed channel": fake_message(
@@ -146,15 +148,19 @@ async def test_who_is_answered(services_with: Services, llm_server: FakeLLMServe
     ignored = {
         "other channel": fake_message("hello", author=alice, channel=fake_channel()),
         "reply to someone else": fake_message(
-            "et alors ?", author=alice, channel=fake_channel(),
+            "et alors ?",
+            author=alice,
+            channel=fake_channel(),
             replied_to=fake_message("x", author=fake_user(BOB, "Bob"), channel=fake_channel()),
         ),
-        "another bot": fake_message(f"<@{BOT_ID}> hi", author=fake_user(5, "Bot", bot=True),
-                                    channel=fake_channel(), mentions=[me()]),
+        "another bot": fake_message(
+            f"<@{BOT_ID}> hi", author=fake_user(5, "Bot", bot=True), channel=fake_channel(), mentions=[me()]
+        ),
         "itself": fake_message("hello", author=me(), channel=fake_channel(OPEN_CHANNEL)),
         "bare mention": fake_message(f"<@{BOT_ID}>", author=alice, channel=fake_channel(), mentions=[me()]),
-        "system message": fake_message("pinned", author=alice, channel=fake_channel(OPEN_CHANNEL),
-                                       type_=discord.MessageType.pins_add),
+        "system message": fake_message(
+            "pinned", author=alice, channel=fake_channel(OPEN_CHANNEL), type_=discord.MessageType.pins_add
+        ),
         "owner command": fake_message(f"<@{BOT_ID}> sync", author=alice, channel=fake_channel(), mentions=[me()]),
     }
     await cog.bot.add_cog(OwnerCommands(cog.bot))
@@ -184,7 +190,9 @@ async def test_member_with_an_allowed_role_is_answered(services_with: Services, 
     cog = make_cog(services_with)
     channel = fake_channel()
     await cog.on_message(
-        fake_message(f"<@{BOT_ID}> hi", author=fake_user(ALICE, "Alice", roles=[7, 42]), channel=channel, mentions=[me()])
+        fake_message(
+            f"<@{BOT_ID}> hi", author=fake_user(ALICE, "Alice", roles=[7, 42]), channel=channel, mentions=[me()]
+        )
     )
     assert len(channel.sent) == 1
 
@@ -207,7 +215,9 @@ async def test_a_burst_over_the_rate_limit_gets_no_llm_call_and_one_hourglass(
     assert len(reacted) == 1
     reacted[0].add_reaction.assert_awaited_once_with(RATE_LIMITED_REACTION)
     # Bob is not limited by Alice's burst.
-    await cog.on_message(fake_message(f"<@{BOT_ID}> hi", author=fake_user(BOB, "Bob"), channel=channel, mentions=[me()]))
+    await cog.on_message(
+        fake_message(f"<@{BOT_ID}> hi", author=fake_user(BOB, "Bob"), channel=channel, mentions=[me()])
+    )
     assert len(channel.sent) == 3
 
 
@@ -250,10 +260,19 @@ async def test_a_dm_and_a_server_message_are_recorded_in_their_place(
     services: Services, llm_server: FakeLLMServer
 ) -> None:
     cog = make_cog(services)
-    await cog.on_message(fake_message(f"<@{BOT_ID}> en serveur", author=fake_user(ALICE, "Alice"),
-                                      channel=fake_channel(), mentions=[me()]))
-    await cog.on_message(fake_message("en privé", author=fake_user(ALICE, "Alice", member=False),
-                                      channel=fake_channel(31, kind=discord.DMChannel), guild_id=None))
+    await cog.on_message(
+        fake_message(
+            f"<@{BOT_ID}> en serveur", author=fake_user(ALICE, "Alice"), channel=fake_channel(), mentions=[me()]
+        )
+    )
+    await cog.on_message(
+        fake_message(
+            "en privé",
+            author=fake_user(ALICE, "Alice", member=False),
+            channel=fake_channel(31, kind=discord.DMChannel),
+            guild_id=None,
+        )
+    )
     async with services.db.reader.execute(
         "SELECT user_message, place FROM exchanges WHERE user_id = ? ORDER BY id", (str(ALICE),)
     ) as cur:
@@ -276,8 +295,9 @@ async def test_a_reply_without_its_text_is_ignored_and_explained_once(
         for _ in range(3):
             await cog.on_message(empty_reply(channel))
         # A bare mention is empty too, but it is not a reply: no warning for it.
-        await cog.on_message(fake_message(f"<@{BOT_ID}>", author=fake_user(ALICE, "Alice"), channel=channel,
-                                          mentions=[me()]))
+        await cog.on_message(
+            fake_message(f"<@{BOT_ID}>", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()])
+        )
     assert channel.sent == [] and llm_server.chats == []
     (record,) = [r for r in caplog.records if r.name == "cogs.conversation"]
     assert record.levelno == logging.WARNING
@@ -299,9 +319,7 @@ async def test_an_empty_reply_with_the_message_content_intent_is_not_warned_abou
     assert channel.sent == [] and [r for r in caplog.records if r.name == "cogs.conversation"] == []
 
 
-async def test_a_full_disk_gets_the_storage_message_not_a_reply(
-    services: Services, llm_server: FakeLLMServer
-) -> None:
+async def test_a_full_disk_gets_the_storage_message_not_a_reply(services: Services, llm_server: FakeLLMServer) -> None:
     async with services.db.reader.execute("PRAGMA page_count") as cur:
         (pages,) = await cur.fetchone()
     async with services.db.write() as conn:
@@ -310,7 +328,9 @@ async def test_a_full_disk_gets_the_storage_message_not_a_reply(
     cog = make_cog(services)
     channel = fake_channel()
     said = "Je te raconte ma journée. " * 150
-    await cog.on_message(fake_message(f"<@{BOT_ID}> {said}", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()]))
+    await cog.on_message(
+        fake_message(f"<@{BOT_ID}> {said}", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()])
+    )
     with use_locale("fr"):
         assert [content for content, _ in channel.sent] == [text("turn_storage_down")]
     assert reply_requests(llm_server) == [] and services.db.storage.failures == 1
@@ -322,7 +342,9 @@ async def test_unloading_the_cog_ends_its_open_bursts_before_it_returns(
 ) -> None:
     cog = make_cog(services_with)
     channel = fake_channel()
-    await cog.on_message(fake_message(f"<@{BOT_ID}> hello", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()]))
+    await cog.on_message(
+        fake_message(f"<@{BOT_ID}> hello", author=fake_user(ALICE, "Alice"), channel=channel, mentions=[me()])
+    )
     bursts = [t for t in asyncio.all_tasks() if t.get_name().startswith("burst:")]
     assert len(bursts) == 1 and not bursts[0].done()
     await cog.cog_unload()

@@ -84,7 +84,9 @@ async def test_every_memory_answer_is_ephemeral(services: Services, llm_server: 
     assert all_ephemeral(interaction)
 
 
-async def test_another_users_id_behaves_like_a_missing_one(services: Services, llm_server: FakeLLMServer, store) -> None:
+async def test_another_users_id_behaves_like_a_missing_one(
+    services: Services, llm_server: FakeLLMServer, store
+) -> None:
     cog = make_cog(services)
     bobs = await remember(services, BOB, "Bob joue du jazz")
     await services.engine.memories.forget(str(BOB), await remember(services, BOB, "Bob vit à Nantes"))
@@ -132,13 +134,19 @@ async def test_forget_pin_and_restore_of_ones_own_memory(services: Services, llm
     assert restored is not None and restored.text == "Alice fait du vélo le mardi"
 
 
-async def test_remember_stores_for_the_invoker_in_this_place(services: Services, llm_server: FakeLLMServer, store) -> None:
+async def test_remember_stores_for_the_invoker_in_this_place(
+    services: Services, llm_server: FakeLLMServer, store
+) -> None:
     cog = make_cog(services)
     interaction = fake_interaction(ALICE)
     await cog.remember.callback(cog, interaction, "Alice est allergique aux noix")
     (memory,) = await store.list(str(ALICE))
     assert texts(interaction) == [f"Remembered as #{memory.id}."]
-    assert (memory.text, memory.story_id, memory.place) == ("Alice est allergique aux noix", str(CHANNEL_ID), str(GUILD_ID))
+    assert (memory.text, memory.story_id, memory.place) == (
+        "Alice est allergique aux noix",
+        str(CHANNEL_ID),
+        str(GUILD_ID),
+    )
     assert await store.list(str(BOB)) == []
 
     in_dm = fake_interaction(ALICE, guild_id=None, channel_id=31)
@@ -224,7 +232,9 @@ async def test_memories_are_paginated_and_only_the_invoker_turns_pages(
 
 async def test_memories_by_type(services: Services, llm_server: FakeLLMServer) -> None:
     cog = make_cog(services)
-    await services.engine.memories.remember(str(ALICE), "Alice aime le thé", story_id="s", place="p", type_="preference")
+    await services.engine.memories.remember(
+        str(ALICE), "Alice aime le thé", story_id="s", place="p", type_="preference"
+    )
     await remember(services, ALICE, "Alice vit à Lyon")
     interaction = fake_interaction(ALICE)
     await cog.memories.callback(cog, interaction, app_commands.Choice(name="preference", value="preference"))
@@ -326,9 +336,17 @@ async def test_why_of_this_channel_long_answer_is_split_into_ephemeral_followups
     # Named by letters, not "numéro n": thirty texts differing by a number are one series, and a
     # series takes only its share of the 24 slots.
     for n in range(30):
-        await remember(services, ALICE, f"Souvenir {chr(97 + n % 26) * (1 + n // 26)} d'Alice, " + "avec beaucoup de détails " * 5)
+        await remember(
+            services, ALICE, f"Souvenir {chr(97 + n % 26) * (1 + n // 26)} d'Alice, " + "avec beaucoup de détails " * 5
+        )
     await services.engine.conversation.turn(
-        Incoming(user_id=str(ALICE), user_name="Alice", text="Tu te souviens ?", story_id=str(CHANNEL_ID), place=str(GUILD_ID))
+        Incoming(
+            user_id=str(ALICE),
+            user_name="Alice",
+            text="Tu te souviens ?",
+            story_id=str(CHANNEL_ID),
+            place=str(GUILD_ID),
+        )
     )
     interaction = fake_interaction(ALICE)
     await cog.why.callback(cog, interaction)
@@ -345,7 +363,9 @@ async def test_why_of_this_channel_long_answer_is_split_into_ephemeral_followups
 
 
 async def test_a_failing_remember_this_menu_is_reported_to_the_user(
-    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch,
+    services: Services,
+    llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     cog = make_cog(services)
@@ -369,7 +389,9 @@ async def test_a_failing_remember_this_menu_is_reported_to_the_user(
 
 
 async def test_a_failing_erase_button_is_reported_instead_of_staying_on_erasing(
-    services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch,
+    services: Services,
+    llm_server: FakeLLMServer,
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     broken = RuntimeError("disk full")

@@ -42,9 +42,6 @@ EXPECTED_OPTIONS: dict[str, list[tuple[str, bool, bool]]] = {
 SLASH_NAME = re.compile(r"^[-_a-z0-9]{1,32}$")
 
 
-
-
-
 async def test_tree_payload_has_every_command_and_nothing_syncs_without_dev_guild(
     services: Services, llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,9 +113,7 @@ async def test_a_dev_guild_sync_refused_by_discord_is_explained_and_the_bot_keep
     assert "DEV_GUILD_ID=4242" in text and "member" in text and "`applications.commands` scope" in text
 
 
-async def test_message_content_intent_only_for_allowed_channels(
-    services: Services, llm_server: FakeLLMServer
-) -> None:
+async def test_message_content_intent_only_for_allowed_channels(services: Services, llm_server: FakeLLMServer) -> None:
     assert not make_intents([]).message_content
     assert make_intents([123]).message_content
     assert not make_intents([123]).members
@@ -142,7 +137,9 @@ def test_intents_are_only_those_the_bot_uses(allowed_channel_ids: list[int], exp
     assert intents.value == discord.Intents(**dict.fromkeys(expected, True)).value
 
 
-async def test_starting_without_message_content_warns_of_nothing(services: Services, caplog: pytest.LogCaptureFixture) -> None:
+async def test_starting_without_message_content_warns_of_nothing(
+    services: Services, caplog: pytest.LogCaptureFixture
+) -> None:
     """Écho answers mentions, replies and slash commands: without the Message Content intent its
     owner commands are read on a mention, and discord.py has nothing to warn about."""
     assert not services.settings.discord.allowed_channel_ids
@@ -193,15 +190,15 @@ async def test_run_discord_explains_a_bad_token_and_a_missing_intent(
     assert "ALLOWED_CHANNEL_IDS" in str(caught.value)
 
 
-async def test_close_lets_an_in_flight_reflection_finish(
-    services: Services, llm_server: FakeLLMServer
-) -> None:
+async def test_close_lets_an_in_flight_reflection_finish(services: Services, llm_server: FakeLLMServer) -> None:
     def handler(request: LLMRequest) -> Any:
         return Reply("{}", delay=0.3) if request.json_schema is not None else "bonjour"
 
     llm_server.handler = handler
     engine = services.engine
-    await engine.conversation.turn(Incoming(user_id=str(ALICE), user_name="Alice", text="salut", story_id="s", place="p"))
+    await engine.conversation.turn(
+        Incoming(user_id=str(ALICE), user_name="Alice", text="salut", story_id="s", place="p")
+    )
     engine.operator.schedule_reflection(str(ALICE))
     # The bot leaves the gateway; the engine is closed once, by whoever opened the services.
     await offline_bot(services).close()

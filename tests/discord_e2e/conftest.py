@@ -68,7 +68,8 @@ QUIET_SECONDS = 0.5
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "shared_settings(**settings): these tests' shared bot (`scene`) has these settings over SHARED_SETTINGS"
+        "markers",
+        "shared_settings(**settings): these tests' shared bot (`scene`) has these settings over SHARED_SETTINGS",
     )
 
 
@@ -130,8 +131,14 @@ async def start_echo(
 
     async def start(*, clock_file: Path | None = None, sessions: int = 1, **settings: str) -> EchoProcess:
         echo = await start_echo_process(
-            fake_discord, llm_server.url, FAKE_MODEL, tmp_path, name=f"echo-{len(started)}", clock_file=clock_file,
-            sessions=sessions, **settings,
+            fake_discord,
+            llm_server.url,
+            FAKE_MODEL,
+            tmp_path,
+            name=f"echo-{len(started)}",
+            clock_file=clock_file,
+            sessions=sessions,
+            **settings,
         )
         started.append(echo)
         return echo

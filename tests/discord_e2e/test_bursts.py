@@ -61,7 +61,9 @@ async def test_an_edit_or_a_delete_of_any_message_of_a_burst_reaches_its_exchang
     echo = await start_echo(BURST_SECONDS="1.5", SETTLE_SECONDS="0")
     script(llm_server, ["Noté."], said_facts)
     channel, alice = fake_discord.general, str(ALICE.id)
-    said = [await fake_discord.user_says(ALICE, channel, SAID[w], mention_bot=True) for w in ("Pixel", "violon", "Lyon")]
+    said = [
+        await fake_discord.user_says(ALICE, channel, SAID[w], mention_bot=True) for w in ("Pixel", "violon", "Lyon")
+    ]
 
     def transcript() -> list[tuple[str]]:
         return query(echo, "SELECT user_message FROM exchanges WHERE user_id = ?", (alice,))
@@ -95,10 +97,14 @@ async def test_a_message_sent_just_before_the_erase_is_confirmed_is_neither_answ
     await callback(fake_discord, ask)
     confirm = ask.original
     assert confirm is not None
-    (erase_id,) = [c["custom_id"] for row in confirm["components"] for c in row["components"] if c["label"] == "Erase everything"]
+    (erase_id,) = [
+        c["custom_id"] for row in confirm["components"] for c in row["components"] if c["label"] == "Erase everything"
+    ]
     press = await fake_discord.press_button(ALICE, confirm, erase_id)
     await callback(fake_discord, press)
-    await fake_discord.wait_for_call("PATCH", f"/webhooks/{fake_discord.application_id}/{press.token}/messages/@original")
+    await fake_discord.wait_for_call(
+        "PATCH", f"/webhooks/{fake_discord.application_id}/{press.token}/messages/@original"
+    )
     await asyncio.sleep(4)  # past the burst's 2 s, and a turn's time
     assert reply_calls(llm_server) == [] and llm_server.chats == []
     assert query(echo, "SELECT COUNT(*) FROM exchanges WHERE user_id = ?", (alice,)) == [(0,)]

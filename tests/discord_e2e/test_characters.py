@@ -21,12 +21,8 @@ CAT = "L'utilisateur a un chat qui s'appelle Pixel."
 
 def write_cast(folder: Path, discord: FakeDiscord, port_id: int, quay_id: int) -> Path:
     folder.mkdir()
-    (folder / "lina.yaml").write_text(
-        f"name: Lina\npersona: Une marinière.\navatar: {LINA_AVATAR}\n", encoding="utf-8"
-    )
-    (folder / "marc.yaml").write_text(
-        f"name: Marc\npersona: Un forgeron.\navatar: {MARC_AVATAR}\n", encoding="utf-8"
-    )
+    (folder / "lina.yaml").write_text(f"name: Lina\npersona: Une marinière.\navatar: {LINA_AVATAR}\n", encoding="utf-8")
+    (folder / "marc.yaml").write_text(f"name: Marc\npersona: Un forgeron.\navatar: {MARC_AVATAR}\n", encoding="utf-8")
     (folder / "nora.yaml").write_text("name: Nora\npersona: Une voisine.\nmemory: shared\n", encoding="utf-8")
     (folder / "channels.yaml").write_text(
         f"default: lina\nchannels:\n  {discord.general.id}: lina\n  {port_id}: marc\n  {quay_id}: nora\n",
@@ -80,7 +76,8 @@ async def test_two_characters_answer_in_their_channels_with_their_names_avatars_
 
     def lina_text() -> str:
         calls = [
-            c for c in fake_discord.calls
+            c
+            for c in fake_discord.calls
             if (c.method, c.path.split("?")[0]) == ("POST", lina.path.split("?")[0])
             or (c.method == "PATCH" and c.path.startswith(edits))
         ]
@@ -92,7 +89,11 @@ async def test_two_characters_answer_in_their_channels_with_their_names_avatars_
     assert not fake_discord.calls_to("POST", f"/channels/{fake_discord.general.id}/messages"), "nothing as the bot"
 
     database = echo.database_path
-    await wait_until(lambda: sqlite3.connect(database).execute("SELECT COUNT(*) FROM memories WHERE text = ?", (CAT,)).fetchone()[0] == 1)
+    await wait_until(
+        lambda: (
+            sqlite3.connect(database).execute("SELECT COUNT(*) FROM memories WHERE text = ?", (CAT,)).fetchone()[0] == 1
+        )
+    )
     [(owner,)] = sqlite3.connect(database).execute("SELECT user_id FROM memories WHERE text = ?", (CAT,)).fetchall()
     assert owner == str(ALICE.id), "the default character keeps its memories under the user's own id"
 
@@ -113,13 +114,21 @@ async def test_two_characters_answer_in_their_channels_with_their_names_avatars_
     # The commands act on the channel's character, or on the one picked.
     assert CAT in await command_text(fake_discord, fake_discord.general, "memories")
     assert await command_text(fake_discord, port, "memories") == "No memories yet."
-    assert CAT in await command_text(fake_discord, port, "memories", [{"name": "character", "type": 3, "value": "lina"}])
+    assert CAT in await command_text(
+        fake_discord, port, "memories", [{"name": "character", "type": 3, "value": "lina"}]
+    )
     unknown = await command_text(fake_discord, port, "memories", [{"name": "character", "type": 3, "value": "zorro"}])
     assert "No character is called 'zorro'" in unknown
 
     # Marc's own memory of Alice lives under a derived key; /export and erase cover both.
-    await wait_until(lambda: sqlite3.connect(database).execute(
-        "SELECT COUNT(*) FROM exchanges WHERE user_id = ?", (f"{ALICE.id}@marc",)).fetchone()[0] == 1)
+    await wait_until(
+        lambda: (
+            sqlite3.connect(database)
+            .execute("SELECT COUNT(*) FROM exchanges WHERE user_id = ?", (f"{ALICE.id}@marc",))
+            .fetchone()[0]
+            == 1
+        )
+    )
 
 
 async def test_a_reply_to_a_characters_webhook_message_reaches_that_character(
@@ -136,7 +145,12 @@ async def test_a_reply_to_a_characters_webhook_message_reaches_that_character(
     # Marc spoke in #general once (say, before the mapping gave the channel to Lina), through
     # the channel's webhook: a reply to that message is for him, not for Lina.
     marc_message = fake_discord.new_message(
-        fake_discord.general, None, "Ma forge est froide.", webhook=hook, webhook_username="Marc", webhook_avatar_url=MARC_AVATAR
+        fake_discord.general,
+        None,
+        "Ma forge est froide.",
+        webhook=hook,
+        webhook_username="Marc",
+        webhook_avatar_url=MARC_AVATAR,
     )
     await fake_discord.dispatch_message("MESSAGE_CREATE", marc_message)
     await fake_discord.user_says(ALICE, fake_discord.general, "et ta forge ?", mention_bot=True, reply_to=marc_message)
@@ -168,11 +182,21 @@ async def test_without_manage_webhooks_the_character_speaks_as_the_bot_and_says_
 
 async def test_a_french_locale_gets_french_answers_and_buttons_an_english_one_english(scene: Scene) -> None:
     fake_discord, channel, alice = scene.fake_discord, scene.channel, scene.alice
-    assert await command_text(fake_discord, channel, "memories", locale="fr", user=alice) == "Aucun souvenir pour l'instant."
+    assert (
+        await command_text(fake_discord, channel, "memories", locale="fr", user=alice)
+        == "Aucun souvenir pour l'instant."
+    )
     assert await command_text(fake_discord, channel, "memories", locale="en-GB", user=alice) == "No memories yet."
-    assert (await command_text(fake_discord, channel, "why", locale="fr", user=alice)).startswith("Pas encore de tour de ta part")
+    assert (await command_text(fake_discord, channel, "why", locale="fr", user=alice)).startswith(
+        "Pas encore de tour de ta part"
+    )
     remembered = await command_text(
-        fake_discord, channel, "remember", [{"name": "text", "type": 3, "value": "J'ai un chat."}], locale="fr", user=alice
+        fake_discord,
+        channel,
+        "remember",
+        [{"name": "text", "type": 3, "value": "J'ai un chat."}],
+        locale="fr",
+        user=alice,
     )
     assert remembered.startswith("Retenu sous le numéro #")
     interaction = await fake_discord.run_command(alice, channel, "erase-me", locale="fr")
@@ -215,7 +239,9 @@ async def test_another_apps_webhook_under_the_characters_name_is_a_users_line_no
     read_right(await prompt_lines("qui parle ?"))
     await wait_until(lambda: len(executed(fake_discord)) == 2)
     # The proxy is a person of the channel: the reflection is told that someone else spoke.
-    await wait_until(lambda: [r for r in llm_server.chats if r.json_schema is not None and "qui parle ?" in r.last_user])
+    await wait_until(
+        lambda: [r for r in llm_server.chats if r.json_schema is not None and "qui parle ?" in r.last_user]
+    )
     (reflection,) = [r for r in llm_server.chats if r.json_schema is not None and "qui parle ?" in r.last_user]
     assert "This is a shared channel: Lina spoke there too." in reflection.text
 
@@ -224,7 +250,11 @@ async def test_another_apps_webhook_under_the_characters_name_is_a_users_line_no
     await echo.process.wait()
     await wait_until(lambda: not fake_discord.sessions)
     await start_echo(
-        CHARACTERS_DIR=str(cast), BURST_SECONDS="0", STREAM_REPLIES="false", SETTLE_SECONDS="0", DATABASE_PATH=str(echo.database_path)
+        CHARACTERS_DIR=str(cast),
+        BURST_SECONDS="0",
+        STREAM_REPLIES="false",
+        SETTLE_SECONDS="0",
+        DATABASE_PATH=str(echo.database_path),
     )
     read_right(await prompt_lines("et maintenant ?"))
     assert len(fake_discord.webhooks) == 2, "no second webhook of the bot's"

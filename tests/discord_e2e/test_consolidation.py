@@ -25,7 +25,13 @@ async def test_history_shows_a_consolidation_and_one_restore_brings_the_series_b
         if "The series (" in request.last_user:
             return json.dumps({"text": CONSOLIDATED, "confidence": 0.95})
         year = next(y for y in YEARS if str(y) in request.last_user.rsplit("<message", 1)[-1])
-        return json.dumps({"memories": [{"text": f"L'utilisateur a visité Trieste en {year}.", "type": "episode", "confidence": 0.95}]})
+        return json.dumps(
+            {
+                "memories": [
+                    {"text": f"L'utilisateur a visité Trieste en {year}.", "type": "episode", "confidence": 0.95}
+                ]
+            }
+        )
 
     llm_server.handler = answer
     echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0", CONSOLIDATION_INTERVAL_SECONDS="1")
@@ -34,9 +40,13 @@ async def test_history_shows_a_consolidation_and_one_restore_brings_the_series_b
         answered = YEARS.index(year) + 1
         await until(lambda answered=answered: len(bot_messages(fake_discord)) >= answered)
     user = str(ALICE.id)
-    rows = await until(lambda: query(echo, "SELECT id, text FROM memories WHERE user_id = ? AND text = ?", (user, CONSOLIDATED)))
+    rows = await until(
+        lambda: query(echo, "SELECT id, text FROM memories WHERE user_id = ? AND text = ?", (user, CONSOLIDATED))
+    )
     ((new_id, _),) = rows
-    members = query(echo, "SELECT id, memory_id FROM memory_history WHERE user_id = ? AND operation = 'consolidate'", (user,))
+    members = query(
+        echo, "SELECT id, memory_id FROM memory_history WHERE user_id = ? AND operation = 'consolidate'", (user,)
+    )
     assert len(members) == len(YEARS)
     assert query(echo, "SELECT COUNT(*) FROM memories WHERE user_id = ?", (user,)) == [(1,)]
 

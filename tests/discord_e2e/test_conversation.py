@@ -45,7 +45,9 @@ async def test_a_streamed_reply_is_posted_early_then_edited_at_most_once_per_int
     words = " ".join(f"mot{n}" for n in range(40))
     llm_server.handler = _answer_only(Reply(words, pace=0.1))  # ~4 s of streaming
     await fake_discord.user_says(scene.alice, channel, "raconte", mention_bot=True)
-    await fake_discord.wait_for_call("PATCH", f"/channels/{channel.id}/messages/", where=lambda c: c.json.get("content") == words, timeout=20)
+    await fake_discord.wait_for_call(
+        "PATCH", f"/channels/{channel.id}/messages/", where=lambda c: c.json.get("content") == words, timeout=20
+    )
     writes = _writes(fake_discord, channel.id)
     typing = fake_discord.calls_to("POST", f"/channels/{channel.id}/typing")
     assert typing and typing[0].at < writes[0].at, "typing is shown before the first text"
@@ -64,7 +66,10 @@ async def test_a_stream_that_dies_keeps_what_arrived_says_so_and_saves_it(scene:
     scene.llm_server.handler = _answer_only(Reply("Il était une fois un dragon très gentil", pace=0.05, die_after=4))
     await fake_discord.user_says(scene.alice, channel, "une histoire ?", mention_bot=True)
     calls = await fake_discord.wait_for_call(
-        "PATCH", f"/channels/{channel.id}/messages/", where=lambda c: CUT_NOTE in (c.json.get("content") or ""), timeout=20
+        "PATCH",
+        f"/channels/{channel.id}/messages/",
+        where=lambda c: CUT_NOTE in (c.json.get("content") or ""),
+        timeout=20,
     )
     assert calls[-1].json["content"] == f"Il était une fois\n\n{CUT_NOTE}"
     rows = (
@@ -92,7 +97,9 @@ async def test_a_long_streamed_reply_ends_split_exactly_as_a_whole_one(scene: Sc
     await fake_discord.user_says(scene.alice, channel, "parle longtemps", mention_bot=True)
     chunks = split_message(long_reply)
     assert len(chunks) == 2
-    await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages", where=lambda c: c.json.get("content") == chunks[1], timeout=20)
+    await fake_discord.wait_for_call(
+        "POST", f"/channels/{channel.id}/messages", where=lambda c: c.json.get("content") == chunks[1], timeout=20
+    )
     bots = [m for m in fake_discord.messages_in(channel) if m["author"]["id"] == str(fake_discord.bot_user.id)]
     assert [m["content"] for m in bots] == chunks
     assert "message_reference" in bots[0] and "message_reference" not in bots[1]
@@ -187,7 +194,12 @@ async def test_a_runaway_stream_is_stopped_at_the_reply_bound_not_read_to_the_en
     words = 1500  # 6,000 characters, past MAX_REPLY_CHARS
     llm_server.handler = _answer_only(Reply("bla " * words, pace=0.004))
     await fake_discord.user_says(scene.alice, channel, "encore", mention_bot=True)
-    await fake_discord.wait_for_call("POST", f"/channels/{channel.id}/messages", where=lambda c: (c.json.get("content") or "").endswith("…"), timeout=30)
+    await fake_discord.wait_for_call(
+        "POST",
+        f"/channels/{channel.id}/messages",
+        where=lambda c: (c.json.get("content") or "").endswith("…"),
+        timeout=30,
+    )
     bots = [m for m in fake_discord.messages_in(channel) if m["author"]["id"] == str(fake_discord.bot_user.id)]
     assert 2 <= len(bots) <= 3
     assert sum(len(m["content"]) for m in bots) <= MAX_REPLY_CHARS
@@ -202,7 +214,9 @@ async def test_an_openai_compatible_server_streams_through_server_sent_events(
     llm_server.handler = _answer_only(Reply(answer, pace=0.3))
     channel = fake_discord.general
     await fake_discord.user_says(ALICE, channel, "coucou", mention_bot=True)
-    await fake_discord.wait_for_call("PATCH", f"/channels/{channel.id}/messages/", where=lambda c: c.json.get("content") == answer)
+    await fake_discord.wait_for_call(
+        "PATCH", f"/channels/{channel.id}/messages/", where=lambda c: c.json.get("content") == answer
+    )
     request = _reply_calls(llm_server)[0]
     assert request.path == "/v1/chat/completions"
     assert request.body is not None and request.body["stream_options"] == {"include_usage": True}

@@ -75,7 +75,9 @@ def replies(llm_server: FakeLLMServer) -> list[LLMRequest]:
 async def tells(discord: FakeDiscord, echo: EchoProcess, user: User, what: str) -> None:
     """The person tells the bot about a dated event, in #general; once it is remembered."""
     await discord.user_says(user, discord.general, f"My {what} is on {EVENT.isoformat()}.", mention_bot=True)
-    await until(lambda: query(echo, "SELECT 1 FROM memories WHERE user_id = ? AND expires_at IS NOT NULL", (str(user.id),)))
+    await until(
+        lambda: query(echo, "SELECT 1 FROM memories WHERE user_id = ? AND expires_at IS NOT NULL", (str(user.id),))
+    )
 
 
 async def command_text(discord: FakeDiscord, user: User, name: str, options: list[dict[str, Any]] = ()) -> str:  # type: ignore[assignment]
@@ -85,7 +87,10 @@ async def command_text(discord: FakeDiscord, user: User, name: str, options: lis
 
 async def turn_checkins_on(discord: FakeDiscord, user: User, zone: str = "UTC") -> None:
     shown = await command_text(
-        discord, user, "followups", [{"name": "state", "type": 3, "value": "on"}, {"name": "timezone", "type": 3, "value": zone}]
+        discord,
+        user,
+        "followups",
+        [{"name": "state", "type": 3, "value": "on"}, {"name": "timezone", "type": 3, "value": zone}],
     )
     assert shown.startswith("Check-ins are now on.") and f"Your time zone: {zone}." in shown
 
@@ -101,7 +106,9 @@ async def test_a_passed_date_is_followed_up_at_the_next_message_and_why_says_so(
     clock = MovedClock(tmp_path)
     echo = await start_echo(clock_file=clock.file, **SETTINGS)
     scripted(llm_server)
-    alice = fake_discord.add_user("alice2", guild=fake_discord.guild, global_name="Alice", roles=[fake_discord.member_role])
+    alice = fake_discord.add_user(
+        "alice2", guild=fake_discord.guild, global_name="Alice", roles=[fake_discord.member_role]
+    )
     await tells(fake_discord, echo, alice, "chemistry exam")
     await fake_discord.user_says(alice, fake_discord.general, "Still revising.", mention_bot=True)
     await until(lambda: len(replies(llm_server)) == 2)
@@ -132,7 +139,8 @@ async def test_check_ins_come_once_in_the_daytime_never_at_night_nor_after_an_er
     scripted(llm_server)
     guild, role = fake_discord.guild, fake_discord.member_role
     bob, carol, dave, erin = (
-        fake_discord.add_user(n, guild=guild, global_name=n.title(), roles=[role]) for n in ("bob", "carol", "dave", "erin")
+        fake_discord.add_user(n, guild=guild, global_name=n.title(), roles=[role])
+        for n in ("bob", "carol", "dave", "erin")
     )
     for person in (bob, carol, dave, erin):
         await turn_checkins_on(fake_discord, person)
@@ -143,7 +151,9 @@ async def test_check_ins_come_once_in_the_daytime_never_at_night_nor_after_an_er
     ask = await fake_discord.run_command(dave, fake_discord.general, "erase-me")
     confirm = (await callback(fake_discord, ask)) and ask.original
     assert confirm is not None
-    (erase_id,) = [c["custom_id"] for row in confirm["components"] for c in row["components"] if c["label"] == "Erase everything"]
+    (erase_id,) = [
+        c["custom_id"] for row in confirm["components"] for c in row["components"] if c["label"] == "Erase everything"
+    ]
     await callback(fake_discord, await fake_discord.press_button(dave, confirm, erase_id))
     await until(lambda: query(echo, "SELECT COUNT(*) FROM memories WHERE user_id = ?", (str(dave.id),)) == [(0,)])
 
@@ -154,12 +164,23 @@ async def test_check_ins_come_once_in_the_daytime_never_at_night_nor_after_an_er
     clock.set(on_the_day_after(11))
     posted = await until(lambda: dm_posts(fake_discord, bob))
     assert posted[0].json["content"] == "Hey! How did the dentist appointment go?"
-    await until(lambda: query(echo, "SELECT enabled, notice FROM checkin_settings WHERE user_id = ?", (str(carol.id),)) == [(0, "blocked")])
+    await until(
+        lambda: (
+            query(echo, "SELECT enabled, notice FROM checkin_settings WHERE user_id = ?", (str(carol.id),))
+            == [(0, "blocked")]
+        )
+    )
     await until(lambda: query(echo, "SELECT state FROM followups WHERE user_id = ?", (str(erin.id),)) == [("dropped",)])
     await asyncio.sleep(2.0)  # more looks: nothing twice, nothing to Dave nor Erin
     assert len(dm_posts(fake_discord, bob)) == 1
-    assert dm_posts(fake_discord, dave) == [] and dm_posts(fake_discord, carol) == [] and dm_posts(fake_discord, erin) == []
-    assert not [r for r in replies(llm_server) if "is not talking with you right now" in r.last_user and "Erin" in r.last_user]
+    assert (
+        dm_posts(fake_discord, dave) == []
+        and dm_posts(fake_discord, carol) == []
+        and dm_posts(fake_discord, erin) == []
+    )
+    assert not [
+        r for r in replies(llm_server) if "is not talking with you right now" in r.last_user and "Erin" in r.last_user
+    ]
     [(user_message, reply)] = query(
         echo, "SELECT user_message, reply FROM exchanges WHERE user_id = ? AND story_id = ?",
         (str(bob.id), str(fake_discord.dm_channel(bob).id)),
@@ -188,7 +209,9 @@ async def test_two_bot_processes_on_one_postgresql_database_send_a_check_in_once
     scripted(llm_server)
     bob = fake_discord.add_user("bob2", guild=fake_discord.guild, global_name="Bob", roles=[fake_discord.member_role])
     await turn_checkins_on(fake_discord, bob)
-    await fake_discord.user_says(bob, fake_discord.general, f"My dentist appointment is on {EVENT.isoformat()}.", mention_bot=True)
+    await fake_discord.user_says(
+        bob, fake_discord.general, f"My dentist appointment is on {EVENT.isoformat()}.", mention_bot=True
+    )
     await until(lambda: [r for r in llm_server.chats if r.json_schema is not None])
     await asyncio.sleep(1.0)  # the reflection applied
     await start_echo(clock_file=clock.file, sessions=2, **settings)

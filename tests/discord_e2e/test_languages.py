@@ -28,7 +28,11 @@ async def test_the_receipt_its_buttons_and_the_edit_form_speak_the_presser_s_lan
     start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer
 ) -> None:
     echo = await start_echo(BURST_SECONDS="0", SETTLE_SECONDS="0")
-    script(llm_server, ["Pixel, quel joli nom."], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]})
+    script(
+        llm_server,
+        ["Pixel, quel joli nom."],
+        lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]},
+    )
     reply = await alice_tells_about_the_cat(fake_discord)
     receipt = button(reply, "🧠")
     (memory_id,) = query(echo, "SELECT id FROM memories WHERE user_id = ?", (str(ALICE.id),))[0]
@@ -42,7 +46,10 @@ async def test_the_receipt_its_buttons_and_the_edit_form_speak_the_presser_s_lan
     assert content.startswith("Ce que j'ai changé dans mes souvenirs de toi après ce message :")
     assert f"+ ajouté #{memory_id} : {CAT}" in content
     shown = press.original
-    assert shown is not None and [b["label"] for b in buttons(shown)] == [f"Oublier #{memory_id}", f"Modifier #{memory_id}"]
+    assert shown is not None and [b["label"] for b in buttons(shown)] == [
+        f"Oublier #{memory_id}",
+        f"Modifier #{memory_id}",
+    ]
 
     edit = await fake_discord.press_button(ALICE, shown, button(shown, "Modifier")["custom_id"], locale="fr")
     modal = await callback(fake_discord, edit)
@@ -50,7 +57,10 @@ async def test_the_receipt_its_buttons_and_the_edit_form_speak_the_presser_s_lan
     (field,) = [c for row in modal["data"]["components"] for c in row["components"]]
     assert field["label"] == "Ce que je dois retenir"
     submitted = await fake_discord.submit_modal(
-        ALICE, fake_discord.general, modal["data"]["custom_id"], {field["custom_id"]: "L'utilisateur a deux chats."},
+        ALICE,
+        fake_discord.general,
+        modal["data"]["custom_id"],
+        {field["custom_id"]: "L'utilisateur a deux chats."},
         locale="fr",  # Discord sends the submitter's locale with every interaction
     )
     said = (await callback(fake_discord, submitted))["data"]["content"]
@@ -66,7 +76,9 @@ async def test_a_settled_answer_is_told_in_spanish(
     reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
     custom_id = button(reply, "🔄")["custom_id"]
     await until(lambda: not buttons(reply))
-    stale = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "🔄", "custom_id": custom_id}]}])
+    stale = dict(
+        reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "🔄", "custom_id": custom_id}]}]
+    )
     press = await fake_discord.press_button(ALICE, stale, custom_id, locale="es-ES")
     await callback(fake_discord, press)
     (followup,) = await fake_discord.wait_for_call("POST", f"/webhooks/{fake_discord.application_id}/{press.token}")
@@ -110,13 +122,52 @@ async def said(scene, name: str, locale: str, options=()) -> dict:  # type: igno
 @pytest.mark.parametrize(
     ("locale", "lang", "thousands", "facts", "remembered", "why_group", "menu", "option", "note"),
     [
-        ("fr", "fr", "8\u202f192", "3 faits", "Retenu sous le numéro #", "Sur toi en général", "Modifier un souvenir…", "Modifier #", "Je n'arrive pas à joindre"),
-        ("es-ES", "es", "8.192", "3 hechos", "Recordado como #", "Sobre ti en general", "Editar un recuerdo…", "Editar #", "No consigo contactar"),
-        ("de", "de", "8.192", "3 Fakten", "Gemerkt als #", "Über dich allgemein", "Eine Erinnerung bearbeiten…", "#", "Ich erreiche mein Sprachmodell"),
+        (
+            "fr",
+            "fr",
+            "8\u202f192",
+            "3 faits",
+            "Retenu sous le numéro #",
+            "Sur toi en général",
+            "Modifier un souvenir…",
+            "Modifier #",
+            "Je n'arrive pas à joindre",
+        ),
+        (
+            "es-ES",
+            "es",
+            "8.192",
+            "3 hechos",
+            "Recordado como #",
+            "Sobre ti en general",
+            "Editar un recuerdo…",
+            "Editar #",
+            "No consigo contactar",
+        ),
+        (
+            "de",
+            "de",
+            "8.192",
+            "3 Fakten",
+            "Gemerkt als #",
+            "Über dich allgemein",
+            "Eine Erinnerung bearbeiten…",
+            "#",
+            "Ich erreiche mein Sprachmodell",
+        ),
     ],
 )
 async def test_memories_why_stats_and_the_outage_note_in_the_person_s_language(
-    scene: Scene, locale: str, lang: str, thousands: str, facts: str, remembered: str, why_group: str, menu: str, option: str, note: str
+    scene: Scene,
+    locale: str,
+    lang: str,
+    thousands: str,
+    facts: str,
+    remembered: str,
+    why_group: str,
+    menu: str,
+    option: str,
+    note: str,
 ) -> None:
     from tests.fakes.llm_server import Reply
 

@@ -71,11 +71,15 @@ async def test_a_backtracking_lore_key_neither_freezes_the_bot_nor_keeps_it_from
     assert calls[1].at - again < 2.0, f"answered after {calls[1].at - again:.1f} s"
 
     interaction = await fake_discord.run_command(ALICE, fake_discord.general, "why")
-    [callback] = await fake_discord.wait_for_call("POST", f"/interactions/{interaction.id}/{interaction.token}/callback")
+    [callback] = await fake_discord.wait_for_call(
+        "POST", f"/interactions/{interaction.id}/{interaction.token}/callback"
+    )
     why = callback.json["data"]["content"]
     assert f"- Alternating tides: on “{ALTERNATION}” — left out: this regular expression took too long" in why
     interaction = await fake_discord.run_command(ALICE, fake_discord.general, "why", locale="fr")
-    [callback] = await fake_discord.wait_for_call("POST", f"/interactions/{interaction.id}/{interaction.token}/callback")
+    [callback] = await fake_discord.wait_for_call(
+        "POST", f"/interactions/{interaction.id}/{interaction.token}/callback"
+    )
     why = callback.json["data"]["content"]
     assert f"- Alternating tides : sur « {ALTERNATION} » — laissée de côté : cette expression régulière" in why
     log = echo.log()

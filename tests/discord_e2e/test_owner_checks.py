@@ -129,7 +129,7 @@ async def test_every_component_and_modal_the_bot_registers_refuses_another_perso
 
     receipt = button(first, "🧠")["custom_id"]
     assert CAT not in await bob_is_refused(await fake_discord.press_button(bob, first, receipt), receipt)
-    shown = (await fake_discord.press_button(alice, first, receipt))
+    shown = await fake_discord.press_button(alice, first, receipt)
     await callback(fake_discord, shown)
     assert shown.original is not None
     for label in ("Forget", "Edit"):
@@ -156,7 +156,9 @@ async def test_every_component_and_modal_the_bot_registers_refuses_another_perso
     await callback(fake_discord, erase)
     assert erase.original is not None
     for component in buttons(erase.original):
-        await bob_is_refused(await fake_discord.press_button(bob, erase.original, component["custom_id"]), component["custom_id"])
+        await bob_is_refused(
+            await fake_discord.press_button(bob, erase.original, component["custom_id"]), component["custom_id"]
+        )
 
     assert tried == set(OwnerGate.registry.values())
     assert alices_memories(echo, alice) == [(memory_id, CAT)]
@@ -183,14 +185,27 @@ async def test_forged_custom_ids_are_refused_privately_and_act_on_no_one_elses_d
     forged = [
         *(f"echo:{kind}:{a}:{memory_id}" for kind in ("forget", "edit", "edit-memory")),
         *(f"echo:swipe:{action}:{a}:{exchange}" for action in ("prev", "next", "regen")),
-        f"echo:receipt:{a}:{exchange}", f"echo:pages:{a}:next", f"echo:erase:{a}:confirm",
-        f"echo:forget:{a}@nobody:{memory_id}", f"echo:forget:{b}@{a}:{memory_id}", f"echo:forget:{a}:{b}:{memory_id}",
-        f"echo:forget:-{a}:{memory_id}", f"echo:forget::{memory_id}", f"echo:forget:{a} :{memory_id}",
-        f"echo:forget:{'١٢٣'}:{memory_id}", f"echo:forget:{a}:{memory_id}" + "0" * 100, "echo:count:1", "", "x" * 100,
+        f"echo:receipt:{a}:{exchange}",
+        f"echo:pages:{a}:next",
+        f"echo:erase:{a}:confirm",
+        f"echo:forget:{a}@nobody:{memory_id}",
+        f"echo:forget:{b}@{a}:{memory_id}",
+        f"echo:forget:{a}:{b}:{memory_id}",
+        f"echo:forget:-{a}:{memory_id}",
+        f"echo:forget::{memory_id}",
+        f"echo:forget:{a} :{memory_id}",
+        f"echo:forget:{'١٢٣'}:{memory_id}",
+        f"echo:forget:{a}:{memory_id}" + "0" * 100,
+        "echo:count:1",
+        "",
+        "x" * 100,
     ]
     for custom_id in forged:
         kind = 5 if custom_id.startswith("echo:edit-memory:") else 3
-        message = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": custom_id}]}])
+        message = dict(
+            reply,
+            components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": custom_id}]}],
+        )
         if kind == 5:
             interaction = await fake_discord.submit_modal(bob, general, custom_id, {"text": "Bob was here."})
         else:
@@ -200,7 +215,9 @@ async def test_forged_custom_ids_are_refused_privately_and_act_on_no_one_elses_d
     own = f"echo:forget:{b}:{memory_id}"
     await refused(fake_discord, await fake_discord.press_button(bob, reply, own))
     # On a message that has it (forged): the engine, scoped by Bob's key, knows no such memory.
-    message = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": own}]}])
+    message = dict(
+        reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": own}]}]
+    )
     answer = await callback(fake_discord, await fake_discord.press_button(bob, message, own))
     assert answer["data"]["flags"] & EPHEMERAL and "no longer in my memory" in answer["data"]["content"]
     form = await fake_discord.submit_modal(bob, general, f"echo:edit-memory:{b}:{memory_id}", {"text": "Bob."})
@@ -217,7 +234,13 @@ async def test_alices_own_components_with_ids_past_a_row_s_range_answer_not_ther
     """Alice's own key on ids no row can have (20 nines could not even be bound: OverflowError):
     each button and the edit form answer privately as for any id that is not there; nothing
     fails, nothing is logged as an error, nothing is written, no model is called."""
-    echo, fake_discord, llm_server, general, alice = scene.echo, scene.fake_discord, scene.llm_server, scene.channel, scene.alice
+    echo, fake_discord, llm_server, general, alice = (
+        scene.echo,
+        scene.fake_discord,
+        scene.llm_server,
+        scene.channel,
+        scene.alice,
+    )
     script(llm_server, ["Pixel !"], learns_the_cat)
     reply = await alice_tells_about_the_cat(fake_discord, general, alice)
     ((memory_id, _),) = alices_memories(echo, alice)
@@ -230,9 +253,14 @@ async def test_alices_own_components_with_ids_past_a_row_s_range_answer_not_ther
     ]  # fmt: skip
     answers = []
     for custom_id in ids:
-        message = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": custom_id}]}])
+        message = dict(
+            reply,
+            components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "x", "custom_id": custom_id}]}],
+        )
         answers.append(await callback(fake_discord, await fake_discord.press_button(alice, message, custom_id)))
-    form = await fake_discord.submit_modal(alice, general, f"echo:edit-memory:{a}:{huge}", {"text": "Alice a un chien."})
+    form = await fake_discord.submit_modal(
+        alice, general, f"echo:edit-memory:{a}:{huge}", {"text": "Alice a un chien."}
+    )
     answers.append(await callback(fake_discord, form))
     for custom_id, answer in zip([*ids, "edit form"], answers, strict=True):
         content = str(answer.get("data", {}).get("content", ""))
@@ -247,7 +275,9 @@ async def test_alices_own_components_with_ids_past_a_row_s_range_answer_not_ther
 async def test_autocomplete_shows_only_the_callers_own_memories(scene: Scene) -> None:
     fake_discord, channel = scene.fake_discord, scene.channel
     for user, text in ((scene.alice, "J'ai un chat."), (scene.bob, "J'ai un chien.")):
-        remember = await fake_discord.run_command(user, channel, "remember", [{"name": "text", "type": 3, "value": text}])
+        remember = await fake_discord.run_command(
+            user, channel, "remember", [{"name": "text", "type": 3, "value": text}]
+        )
         await callback(fake_discord, remember)
     for user, own, other in ((scene.alice, "chat", "chien"), (scene.bob, "chien", "chat")):
         for command, option in (("forget", "id"), ("pin", "id"), ("restore", "history_id")):

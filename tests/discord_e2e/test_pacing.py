@@ -59,7 +59,9 @@ async def test_settle_receipt_overflow_and_stream_writes_share_the_channels_pace
         await start_echo(BURST_SECONDS="0")
     else:
         port, quay = (fake_discord.add_text_channel(fake_discord.guild, name) for name in ("port", "quai"))
-        await start_echo(BURST_SECONDS="0", CHARACTERS_DIR=str(write_cast(tmp_path / "cast", fake_discord, port.id, quay.id)))
+        await start_echo(
+            BURST_SECONDS="0", CHARACTERS_DIR=str(write_cast(tmp_path / "cast", fake_discord, port.id, quay.id))
+        )
 
     def handler(request: LLMRequest) -> str | Reply:
         if request.json_schema is not None:

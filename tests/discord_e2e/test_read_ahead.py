@@ -22,7 +22,10 @@ async def test_a_burst_is_read_in_its_conversation_during_its_wait_and_its_turn_
     start_echo: StartEcho, fake_discord: FakeDiscord, llm_server: FakeLLMServer, embedding_server: EmbeddingServer
 ) -> None:
     await start_echo(
-        BURST_SECONDS="1.5", EMBEDDINGS="ollama", EMBEDDINGS_BASE_URL=embedding_server.url, EMBEDDINGS_MODEL="fake-embed"
+        BURST_SECONDS="1.5",
+        EMBEDDINGS="ollama",
+        EMBEDDINGS_BASE_URL=embedding_server.url,
+        EMBEDDINGS_MODEL="fake-embed",
     )
     script(llm_server, ["Sûrement, on verra jeudi !"], lambda r: {"memories": []})
     channel = fake_discord.general

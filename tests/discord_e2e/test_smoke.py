@@ -25,7 +25,9 @@ async def test_the_bot_identifies_with_its_token_syncs_commands_and_heartbeats(
     identify = [f for f in fake_discord.gateway_log if f["op"] == 2]
     assert len(identify) == 1
     assert not identify[0]["d"]["intents"] & (1 << 15), "no Message Content intent without ALLOWED_CHANNEL_IDS"
-    synced = fake_discord.calls_to("PUT", f"/applications/{fake_discord.application_id}/guilds/{fake_discord.guild.id}/commands")
+    synced = fake_discord.calls_to(
+        "PUT", f"/applications/{fake_discord.application_id}/guilds/{fake_discord.guild.id}/commands"
+    )
     assert synced and synced[0].status == 200
     assert "memories" in {c["name"] for c in synced[0].json}
     assert fake_discord.calls_to("GET", "/gateway/bot"), "the gateway address is asked of DISCORD_API_URL"

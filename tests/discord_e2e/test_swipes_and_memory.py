@@ -68,7 +68,9 @@ async def callback(discord: FakeDiscord, interaction: Interaction) -> dict[str, 
     return call.json
 
 
-def script(llm_server: FakeLLMServer, replies: list[str], reflect: Callable[[LLMRequest], dict[str, Any]]) -> list[LLMRequest]:
+def script(
+    llm_server: FakeLLMServer, replies: list[str], reflect: Callable[[LLMRequest], dict[str, Any]]
+) -> list[LLMRequest]:
     reflections: list[LLMRequest] = []
     answers = iter(replies)
 
@@ -90,6 +92,7 @@ async def alice_tells_about_the_cat(
     channel = channel or discord.general
     await discord.user_says(alice, channel, "j'ai un chat qui s'appelle Pixel", mention_bot=True)
     return (await until(lambda: [m for m in bot_messages(discord, channel) if buttons(m)]))[0]
+
 
 async def test_only_the_person_answered_can_swipe_and_the_reflection_reads_the_answer_kept(scene: Scene) -> None:
     echo, fake_discord, llm_server, channel = scene.echo, scene.fake_discord, scene.llm_server, scene.channel
@@ -126,7 +129,9 @@ async def test_only_the_person_answered_can_swipe_and_the_reflection_reads_the_a
     exchange = request.last_user.split("The exchange:")[1]
     assert "Première réponse." in exchange and "Deuxième réponse." not in exchange
     alice = str(scene.alice.id)
-    assert query(echo, "SELECT reply FROM exchanges WHERE user_id = ? ORDER BY id LIMIT 1", (alice,)) == [("Première réponse.",)]
+    assert query(echo, "SELECT reply FROM exchanges WHERE user_id = ? ORDER BY id LIMIT 1", (alice,)) == [
+        ("Première réponse.",)
+    ]
 
 
 async def test_a_swipe_on_a_settled_answer_says_so_and_removes_the_buttons(
@@ -138,7 +143,9 @@ async def test_a_swipe_on_a_settled_answer_says_so_and_removes_the_buttons(
     reply = (await until(lambda: [m for m in bot_messages(fake_discord) if buttons(m)]))[0]
     custom_id = button(reply, "🔄")["custom_id"]
     await until(lambda: not buttons(reply))  # the settle delay passed
-    stale = dict(reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "🔄", "custom_id": custom_id}]}])
+    stale = dict(
+        reply, components=[{"type": 1, "components": [{"type": 2, "style": 2, "label": "🔄", "custom_id": custom_id}]}]
+    )
     press = await fake_discord.press_button(ALICE, stale, custom_id)
     answer = await callback(fake_discord, press)
     assert answer["type"] == UPDATE_MESSAGE and answer["data"]["components"] == []
@@ -149,9 +156,17 @@ async def test_a_swipe_on_a_settled_answer_says_so_and_removes_the_buttons(
 @pytest.mark.shared_settings(SETTLE_SECONDS="0")
 async def test_a_deleted_message_takes_its_memories_but_not_the_pinned_one(scene: Scene) -> None:
     echo, fake_discord, channel, alice = scene.echo, scene.fake_discord, scene.channel, str(scene.alice.id)
-    script(scene.llm_server, ["Noté !"], lambda r: {"memories": [{"text": t, "type": "fact", "confidence": 0.9} for t in (CAT, LYON)]})
-    said = await fake_discord.user_says(scene.alice, channel, "j'ai un chat, Pixel, et j'habite à Lyon", mention_bot=True)
-    memories = await until(lambda: len(rows := query(echo, "SELECT id, text FROM memories WHERE user_id = ?", (alice,))) == 2 and rows)
+    script(
+        scene.llm_server,
+        ["Noté !"],
+        lambda r: {"memories": [{"text": t, "type": "fact", "confidence": 0.9} for t in (CAT, LYON)]},
+    )
+    said = await fake_discord.user_says(
+        scene.alice, channel, "j'ai un chat, Pixel, et j'habite à Lyon", mention_bot=True
+    )
+    memories = await until(
+        lambda: len(rows := query(echo, "SELECT id, text FROM memories WHERE user_id = ?", (alice,))) == 2 and rows
+    )
     ids = {text: memory_id for memory_id, text in memories}
     pin = await fake_discord.run_command(scene.alice, channel, "pin", [{"name": "id", "type": 4, "value": ids[LYON]}])
     assert "Pinned" in (await callback(fake_discord, pin))["data"]["content"]
@@ -162,7 +177,9 @@ async def test_a_deleted_message_takes_its_memories_but_not_the_pinned_one(scene
     assert query(echo, "SELECT memory_id, cause FROM memory_history WHERE user_id = ?", (alice,)) == [
         (ids[CAT], "message deleted")
     ]
-    assert query(echo, "SELECT user_message FROM exchanges WHERE user_id = ? AND message_id = ?", (alice, said["id"])) == [("",)]
+    assert query(
+        echo, "SELECT user_message FROM exchanges WHERE user_id = ? AND message_id = ?", (alice, said["id"])
+    ) == [("",)]
 
 
 @pytest.mark.shared_settings(SETTLE_SECONDS="0")
@@ -180,7 +197,9 @@ async def test_an_edit_after_the_reflection_corrects_the_memory_it_produced(scen
     said = await fake_discord.user_says(scene.alice, scene.channel, "j'ai un chien", mention_bot=True)
     await until(lambda: query(echo, "SELECT text FROM memories WHERE user_id = ?", (alice,)) == [(dog,)])
     await fake_discord.user_edits(said, f"<@{fake_discord.bot_user.id}> j'ai un chat, pas un chien")
-    await until(lambda: query(echo, "SELECT text FROM memories WHERE user_id = ?", (alice,)) == [("L'utilisateur a un chat.",)])
+    await until(
+        lambda: query(echo, "SELECT text FROM memories WHERE user_id = ?", (alice,)) == [("L'utilisateur a un chat.",)]
+    )
     correction = reflections[-1].last_user
     assert "It used to say" in correction and "j'ai un chat, pas un chien" in correction.split("The exchange:")[1]
     assert query(echo, "SELECT text, operation FROM memory_history WHERE user_id = ?", (alice,)) == [(dog, "replace")]
@@ -189,7 +208,11 @@ async def test_an_edit_after_the_reflection_corrects_the_memory_it_produced(scen
 @pytest.mark.shared_settings(SETTLE_SECONDS="0")
 async def test_the_receipt_shows_the_change_and_says_when_the_memory_is_gone(scene: Scene) -> None:
     echo, fake_discord, alice = scene.echo, scene.fake_discord, scene.alice
-    script(scene.llm_server, ["Pixel, quel joli nom."], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]})
+    script(
+        scene.llm_server,
+        ["Pixel, quel joli nom."],
+        lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]},
+    )
     reply = await alice_tells_about_the_cat(fake_discord, scene.channel, alice)
     receipt = button(reply, "🧠")
     assert receipt["label"] == "🧠 1"
@@ -251,7 +274,9 @@ async def test_a_modal_edit_is_archived_and_restore_brings_the_old_text_back_eve
     )
     text = (await callback(fake_discord, submitted))["data"]["content"]
     assert query(echo, "SELECT text FROM memories WHERE id = ?", (memory_id,)) == [("L'utilisateur a deux chats.",)]
-    ((history_id, old, operation),) = query(echo, "SELECT id, text, operation FROM memory_history WHERE user_id = ?", (str(ALICE.id),))
+    ((history_id, old, operation),) = query(
+        echo, "SELECT id, text, operation FROM memory_history WHERE user_id = ?", (str(ALICE.id),)
+    )
     assert (old, operation) == (CAT, "edit") and f"/restore {history_id}" in text
 
     restore = await fake_discord.run_command(
@@ -343,7 +368,9 @@ async def test_a_crash_between_the_reply_and_its_settling_loses_nothing(
 ) -> None:
     echo = await start_echo(BURST_SECONDS="0")
     reflections = script(
-        llm_server, ["Première.", "Seconde."], lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]}
+        llm_server,
+        ["Première.", "Seconde."],
+        lambda r: {"memories": [{"text": CAT, "type": "fact", "confidence": 0.9}]},
     )
     reply = await alice_tells_about_the_cat(fake_discord)
     press = await fake_discord.press_button(ALICE, reply, button(reply, "🔄")["custom_id"])

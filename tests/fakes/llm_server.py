@@ -122,8 +122,7 @@ class LLMRequest:
         return "\n".join(
             m.get("content", "")
             for m in self.messages
-            if m.get("role") == "system"
-            or (m.get("role") == "user" and m.get("content", "").startswith(("<", "[")))
+            if m.get("role") == "system" or (m.get("role") == "user" and m.get("content", "").startswith(("<", "[")))
         )
 
 
@@ -358,7 +357,13 @@ class FakeLLMServer:
         if reply.delay:
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), reply.delay)
-        if recorded.body is not None and recorded.body.get("stream") is True and reply.body is None and reply.error is None and reply.status < 400:
+        if (
+            recorded.body is not None
+            and recorded.body.get("stream") is True
+            and reply.body is None
+            and reply.error is None
+            and reply.status < 400
+        ):
             return await self._stream(request, api, model, reply, recorded)
         if reply.body is not None:
             raw = reply.body.encode() if isinstance(reply.body, str) else reply.body
@@ -374,7 +379,6 @@ class FakeLLMServer:
         if reply.gzip:
             response.enable_compression(web.ContentCoding.gzip)
         return response
-
 
     async def _stream(
         self, request: web.Request, api: Api, model: str, reply: Reply, recorded: LLMRequest
@@ -417,28 +421,39 @@ class FakeLLMServer:
         if api == "ollama":
             await send(
                 {
-                    "model": model, "created_at": "2025-01-01T00:00:00Z",
-                    "message": {"role": "assistant", "content": ""}, "done": True,
-                    "done_reason": reply.finish, "prompt_eval_count": prompt_tokens,
-                    "eval_count": len(words), **_ollama_cache(reply),
+                    "model": model,
+                    "created_at": "2025-01-01T00:00:00Z",
+                    "message": {"role": "assistant", "content": ""},
+                    "done": True,
+                    "done_reason": reply.finish,
+                    "prompt_eval_count": prompt_tokens,
+                    "eval_count": len(words),
+                    **_ollama_cache(reply),
                 }
             )
         else:
             await send(
                 {
-                    "id": f"chatcmpl-fake-{serial}", "object": "chat.completion.chunk",
-                    "created": int(time.time()), "model": model,
+                    "id": f"chatcmpl-fake-{serial}",
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": model,
                     "choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish}],
                 }
             )
             if include_usage:
                 await send(
                     {
-                        "id": f"chatcmpl-fake-{serial}", "object": "chat.completion.chunk",
-                        "created": int(time.time()), "model": model, "choices": [],
+                        "id": f"chatcmpl-fake-{serial}",
+                        "object": "chat.completion.chunk",
+                        "created": int(time.time()),
+                        "model": model,
+                        "choices": [],
                         "usage": {
-                            "prompt_tokens": prompt_tokens, "completion_tokens": len(words),
-                            "total_tokens": prompt_tokens + len(words), **_openai_cache(reply),
+                            "prompt_tokens": prompt_tokens,
+                            "completion_tokens": len(words),
+                            "total_tokens": prompt_tokens + len(words),
+                            **_openai_cache(reply),
                         },
                         **_llama_timings(reply),
                     }
@@ -447,10 +462,12 @@ class FakeLLMServer:
         await response.write_eof()
         return response
 
-    async def _send_endless_line(
-        self, request: web.Request, response: web.StreamResponse, api: Api, size: int
-    ) -> None:
-        start = '{"message": {"role": "assistant", "content": "' if api == "ollama" else 'data: {"choices": [{"delta": {"content": "'
+    async def _send_endless_line(self, request: web.Request, response: web.StreamResponse, api: Api, size: int) -> None:
+        start = (
+            '{"message": {"role": "assistant", "content": "'
+            if api == "ollama"
+            else 'data: {"choices": [{"delta": {"content": "'
+        )
         await response.write(start.encode())
         chunk = b"a" * 65536
         self.endless_sent = 0
@@ -463,9 +480,7 @@ class FakeLLMServer:
         if request.transport is not None:
             request.transport.close()
 
-    async def _send_in_pieces(
-        self, request: web.Request, reply: Reply, raw: bytes
-    ) -> web.StreamResponse:
+    async def _send_in_pieces(self, request: web.Request, reply: Reply, raw: bytes) -> web.StreamResponse:
         response = web.StreamResponse(
             status=reply.status,
             headers={"Content-Type": reply.content_type, "Content-Length": str(len(raw))},
@@ -493,29 +508,37 @@ def _mime(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip()
 
 
-
-
 def _stream_piece(api: Api, model: str, word: str, serial: int) -> dict[str, Any]:
     if api == "ollama":
         return {
-            "model": model, "created_at": "2025-01-01T00:00:00Z",
-            "message": {"role": "assistant", "content": word}, "done": False,
+            "model": model,
+            "created_at": "2025-01-01T00:00:00Z",
+            "message": {"role": "assistant", "content": word},
+            "done": False,
         }
     return {
-        "id": f"chatcmpl-fake-{serial}", "object": "chat.completion.chunk", "created": int(time.time()),
-        "model": model, "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}],
+        "id": f"chatcmpl-fake-{serial}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}],
     }
 
 
 def _stream_thought(api: Api, model: str, word: str, serial: int) -> dict[str, Any]:
     if api == "ollama":
         return {
-            "model": model, "created_at": "2025-01-01T00:00:00Z",
-            "message": {"role": "assistant", "content": "", "thinking": word}, "done": False,
+            "model": model,
+            "created_at": "2025-01-01T00:00:00Z",
+            "message": {"role": "assistant", "content": "", "thinking": word},
+            "done": False,
         }
     return {
-        "id": f"chatcmpl-fake-{serial}", "object": "chat.completion.chunk", "created": int(time.time()),
-        "model": model, "choices": [{"index": 0, "delta": {"reasoning_content": word}, "finish_reason": None}],
+        "id": f"chatcmpl-fake-{serial}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": {"reasoning_content": word}, "finish_reason": None}],
     }
 
 

@@ -78,7 +78,9 @@ class Cluster:
                     "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename != 'schema_version'"
                 ):
                     await conn.execute(f'DELETE FROM "{table}"')
-                for (sequence,) in await conn.fetch("SELECT sequencename FROM pg_sequences WHERE schemaname = 'public'"):
+                for (sequence,) in await conn.fetch(
+                    "SELECT sequencename FROM pg_sequences WHERE schemaname = 'public'"
+                ):
                     await conn.execute(f'ALTER SEQUENCE "{sequence}" RESTART')
         finally:
             await conn.close()
@@ -136,8 +138,17 @@ def start() -> Cluster | str:
     data = folder / "data"
     try:
         cluster._run(
-            str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust",
-            "-E", "UTF8", "--locale=C", "--no-sync",
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
         )
         options = (
             f"-k {folder} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "

@@ -77,9 +77,7 @@ def test_a_lookalike_is_the_same_text_to_every_comparison(name):
 async def test_a_lookalike_reflected_again_merges_into_the_memory(db, clock, name):
     store = MemoryStore(db, clock=clock)
     original = await store.add("u", NewMemory(text=ORIGINAL, place="p"))
-    parsed = parse_reflection(
-        json.dumps({"memories": [{"text": LOOKALIKES[name], "type": "fact", "confidence": 0.9}]})
-    )
+    parsed = parse_reflection(json.dumps({"memories": [{"text": LOOKALIKES[name], "type": "fact", "confidence": 0.9}]}))
     ctx = ReflectionContext(user_id="u", allowed_ids=frozenset(), character_name="Écho", place="p")
     report = await apply_reflection(db, parsed.reflection, ctx, problems=parsed.problems, clock=clock)
     assert [(d.action, d.memory_id) for d in report.decisions] in ([("absorbed", original)], [("merged", original)])
@@ -116,7 +114,10 @@ async def test_only_invisible_characters_is_not_a_memory(db, clock):
 @settings(max_examples=examples(200), deadline=None)
 @given(
     st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60),
-    st.lists(st.sampled_from(["\u00ad", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u202a", "\u202c", "\ufe0f"]), max_size=6),
+    st.lists(
+        st.sampled_from(["\u00ad", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u202a", "\u202c", "\ufe0f"]),
+        max_size=6,
+    ),
     st.randoms(use_true_random=False),
 )
 def test_property_inserting_invisible_characters_changes_nothing_compared(text, marks, rnd):

@@ -26,10 +26,19 @@ def test_each_cause_is_stored_as_every_version_wrote_it_and_read_back(cause: Cau
 
 
 def test_every_kind_a_writer_uses_has_its_stored_text() -> None:
-    assert {cause.kind for cause, _ in WRITTEN} == {"reflection", "message_deleted", "forget", "edit", "restore", "consolidated"}
+    assert {cause.kind for cause, _ in WRITTEN} == {
+        "reflection",
+        "message_deleted",
+        "forget",
+        "edit",
+        "restore",
+        "consolidated",
+    }
 
 
-@pytest.mark.parametrize("stored", ["", "test", "consolidated into #", "consolidated into #12a", "consolidated into #１２", "user: /erase"])
+@pytest.mark.parametrize(
+    "stored", ["", "test", "consolidated into #", "consolidated into #12a", "consolidated into #１２", "user: /erase"]
+)
 def test_a_text_no_version_writes_is_other_and_kept_as_stored(stored: str) -> None:
     cause = Cause.from_stored(stored)
     assert (cause.kind, cause.stored()) == ("other", stored)

@@ -117,7 +117,12 @@ def test_without_series_slots_the_selection_is_unchanged() -> None:
     assert [(s.memory.id, s.reason) for s in wide] == [(s.memory.id, s.reason) for s in plain]
 
 
-FRAMES = ["Alice a visité Trieste en {}", "Alice court {} km le dimanche", "Alice a vu Marc {} fois", "Alice aime le thé {}"]
+FRAMES = [
+    "Alice a visité Trieste en {}",
+    "Alice court {} km le dimanche",
+    "Alice a vu Marc {} fois",
+    "Alice aime le thé {}",
+]
 
 
 @st.composite
@@ -146,7 +151,9 @@ def series_turns(draw: st.DrawFn) -> tuple[list[Memory], dict[int, float], int, 
 
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(series_turns())
-def test_columns_make_the_same_capped_choice_and_no_series_goes_over(turn: tuple[list[Memory], dict[int, float], int, int]) -> None:
+def test_columns_make_the_same_capped_choice_and_no_series_goes_over(
+    turn: tuple[list[Memory], dict[int, float], int, int],
+) -> None:
     memories, scores, limit, slots = turn
     expected = select(memories, scores, limit, threshold=0.80, now=NOW, series_slots=slots)
     got = select_columns(candidates_of(memories, scores), limit, threshold=0.80, now_us=NOW_US, series_slots=slots)

@@ -80,9 +80,30 @@ async def start_llama(folder: Path, context: int, generated: int = GENERATED_TOK
     log_path = folder / f"llama-{context}.log"
     with log_path.open("wb") as log:
         process = await asyncio.create_subprocess_exec(
-            str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--alias", MODEL_ALIAS,
-            "-c", str(context), "-np", "1", "-n", str(generated), "--seed", "7", "-t", THREADS, "-tb", THREADS,
-            stdout=log, stderr=asyncio.subprocess.STDOUT, preexec_fn=_die_with_the_tests,
+            str(server),
+            "-m",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--alias",
+            MODEL_ALIAS,
+            "-c",
+            str(context),
+            "-np",
+            "1",
+            "-n",
+            str(generated),
+            "--seed",
+            "7",
+            "-t",
+            THREADS,
+            "-tb",
+            THREADS,
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+            preexec_fn=_die_with_the_tests,
         )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT

@@ -101,7 +101,7 @@ class Recorder:
     def _read_figures(exchange: Exchange) -> None:
         """The last `usage` and `timings` of the answer, whole or streamed (SSE `data:` lines)."""
         candidates = [exchange.text] + [
-            line[len("data:"):].strip() for line in exchange.text.splitlines() if line.startswith("data:")
+            line[len("data:") :].strip() for line in exchange.text.splitlines() if line.startswith("data:")
         ]
         for candidate in candidates:
             try:

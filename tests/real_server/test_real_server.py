@@ -57,8 +57,11 @@ async def test_a_1024_token_server_is_flagged_by_doctor_and_each_message_says_wh
 ) -> None:
     server = await llama(1024)
     env = doctor_env(
-        LLM_API="openai", LLM_BASE_URL=server.recorder.url, LLM_MODEL=MODEL_ALIAS,
-        DATABASE_PATH=str(tmp_path / "doctor.sqlite3"), EMBEDDINGS="local",
+        LLM_API="openai",
+        LLM_BASE_URL=server.recorder.url,
+        LLM_MODEL=MODEL_ALIAS,
+        DATABASE_PATH=str(tmp_path / "doctor.sqlite3"),
+        EMBEDDINGS="local",
     )
     code, out = await _doctor(env, tmp_path)
     assert code == 1, out
@@ -104,26 +107,50 @@ async def test_turns_through_discord_stream_reflect_through_the_grammar_and_read
     async with FakeDiscord() as discord:
         # Each answer settles at once: its reflection, through the grammar, follows its reply.
         echo = await start_echo_process(
-            discord, server.recorder.url, MODEL_ALIAS, tmp_path, LLM_API="openai", BURST_SECONDS="0",
-            SETTLE_SECONDS="0", LLM_TIMEOUT_SECONDS="300", REFLECTION_TIMEOUT_SECONDS="300",
-            WEB_ENABLED="true", WEB_TOKEN=WEB_TOKEN, WEB_PORT=str(web_port),
+            discord,
+            server.recorder.url,
+            MODEL_ALIAS,
+            tmp_path,
+            LLM_API="openai",
+            BURST_SECONDS="0",
+            SETTLE_SECONDS="0",
+            LLM_TIMEOUT_SECONDS="300",
+            REFLECTION_TIMEOUT_SECONDS="300",
+            WEB_ENABLED="true",
+            WEB_TOKEN=WEB_TOKEN,
+            WEB_PORT=str(web_port),
         )
         try:
             channel = discord.general
             for n, text in enumerate(said, 1):
                 message = await discord.user_says(ALICE, channel, text, mention_bot=True)
                 await discord.wait_for_call(
-                    "POST", f"/channels/{channel.id}/messages", count=n, timeout=300,
+                    "POST",
+                    f"/channels/{channel.id}/messages",
+                    count=n,
+                    timeout=300,
                     where=lambda c: c.json is not None and "message_reference" in c.json,
                 )
-                posted = [c for c in discord.calls_to("POST", f"/channels/{channel.id}/messages") if c.json and "message_reference" in c.json]
+                posted = [
+                    c
+                    for c in discord.calls_to("POST", f"/channels/{channel.id}/messages")
+                    if c.json and "message_reference" in c.json
+                ]
                 assert str(posted[-1].json["message_reference"]["message_id"]) == message["id"]
             await _until(lambda: _reflections_tried(echo.database_path) >= 1, 300)
             async with http_client() as http:
-                metrics = (await http.get(f"http://127.0.0.1:{web_port}/metrics", headers={"Authorization": f"Bearer {WEB_TOKEN}"})).text
-                page = (await http.get(f"http://127.0.0.1:{web_port}/", headers={"Authorization": f"Bearer {WEB_TOKEN}"})).text
+                metrics = (
+                    await http.get(
+                        f"http://127.0.0.1:{web_port}/metrics", headers={"Authorization": f"Bearer {WEB_TOKEN}"}
+                    )
+                ).text
+                page = (
+                    await http.get(f"http://127.0.0.1:{web_port}/", headers={"Authorization": f"Bearer {WEB_TOKEN}"})
+                ).text
             why_interaction = await discord.run_command(ALICE, channel, "why")
-            [callback] = await discord.wait_for_call("POST", f"/interactions/{why_interaction.id}/{why_interaction.token}/callback")
+            [callback] = await discord.wait_for_call(
+                "POST", f"/interactions/{why_interaction.id}/{why_interaction.token}/callback"
+            )
             why = callback.json["data"]["content"]
         finally:
             await echo.stop()
@@ -153,7 +180,9 @@ async def test_turns_through_discord_stream_reflect_through_the_grammar_and_read
     # Nothing lost: every message and every reply kept; the first reflected or still pending (a
     # tiny model's JSON cut at its token limit is tried again later).
     with sqlite3.connect(echo.database_path) as db:
-        rows = db.execute("SELECT user_message, reply, reflected_at, reflection_attempts FROM exchanges ORDER BY id").fetchall()
+        rows = db.execute(
+            "SELECT user_message, reply, reflected_at, reflection_attempts FROM exchanges ORDER BY id"
+        ).fetchall()
     assert [r[0] for r in rows] == said and all(r[1] for r in rows)
     assert rows[0][2] is not None or rows[0][3] >= 1
 
@@ -172,7 +201,9 @@ async def test_a_40_turn_conversation_with_every_slot_full_is_answered_every_tur
         engine = make_engine(db, http, None, tmp_path, llm=llm, llm_model=MODEL_ALIAS, llm_base_url=server.recorder.url)
         try:
             for fact in FACTS:
-                memory_id = await engine.memories.remember("alice", f"L'utilisateur {fact}.", story_id="forty", place="guild")
+                memory_id = await engine.memories.remember(
+                    "alice", f"L'utilisateur {fact}.", story_id="forty", place="guild"
+                )
                 # Pinned, they come in the same order every turn: the server reads their block once
                 # and each turn only what is new (a tiny model on one thread reads ~100 tokens/s).
                 await engine.memories.pin("alice", memory_id)
@@ -183,8 +214,15 @@ async def test_a_40_turn_conversation_with_every_slot_full_is_answered_every_tur
                 # Open for swipes, each in a story of its own (the conversation's lines are given as
                 # its history): none settles, so no reflection competes with a turn for the slot.
                 result = await engine.conversation.turn(
-                    Incoming(user_id="alice", user_name="Alice", text=text, story_id=f"forty-{turn}", place="guild",
-                             history=list(history), swipes=True)
+                    Incoming(
+                        user_id="alice",
+                        user_name="Alice",
+                        text=text,
+                        story_id=f"forty-{turn}",
+                        place="guild",
+                        history=list(history),
+                        swipes=True,
+                    )
                 )
                 assert result.reply is not None, (turn, result.failure, result.error)
                 answered += 1
@@ -203,15 +241,34 @@ async def test_a_40_turn_conversation_with_every_slot_full_is_answered_every_tur
 
 
 FACTS = [
-    "a un chat roux nommé Biscuit", "joue du violoncelle le dimanche", "est allergique aux arachides",
-    "travaille comme infirmière de nuit", "collectionne les cartes postales anciennes", "déteste la coriandre",
-    "court un semi-marathon en avril", "a grandi à Brest", "parle couramment le portugais",
-    "cultive des tomates sur son balcon", "a peur des orages", "lit des romans policiers suédois",
-    "boit son café sans sucre", "a une sœur jumelle prénommée Inès", "répare de vieux vélos",
-    "fait de la plongée en Bretagne", "apprend le japonais depuis un an", "a promis de finir sa thèse",
-    "préfère la mer à la montagne", "a un potager partagé", "écrit un carnet de rêves",
-    "dessine des cartes imaginaires", "a adopté un lapin", "part en Islande cet été", "chante dans une chorale",
-    "n'aime pas les huîtres", "a une vieille Vespa bleue", "fait son pain le samedi",
+    "a un chat roux nommé Biscuit",
+    "joue du violoncelle le dimanche",
+    "est allergique aux arachides",
+    "travaille comme infirmière de nuit",
+    "collectionne les cartes postales anciennes",
+    "déteste la coriandre",
+    "court un semi-marathon en avril",
+    "a grandi à Brest",
+    "parle couramment le portugais",
+    "cultive des tomates sur son balcon",
+    "a peur des orages",
+    "lit des romans policiers suédois",
+    "boit son café sans sucre",
+    "a une sœur jumelle prénommée Inès",
+    "répare de vieux vélos",
+    "fait de la plongée en Bretagne",
+    "apprend le japonais depuis un an",
+    "a promis de finir sa thèse",
+    "préfère la mer à la montagne",
+    "a un potager partagé",
+    "écrit un carnet de rêves",
+    "dessine des cartes imaginaires",
+    "a adopté un lapin",
+    "part en Islande cet été",
+    "chante dans une chorale",
+    "n'aime pas les huîtres",
+    "a une vieille Vespa bleue",
+    "fait son pain le samedi",
 ]
 LINES = [
     "Aujourd'hui j'ai réparé un vélo pour ma voisine, la chaîne avait sauté.",
@@ -242,8 +299,14 @@ def _reflections_tried(database: Path) -> int:
 async def _doctor(env: dict[str, str], cwd: Path) -> tuple[int, str]:
     """`python -m bot doctor`, bounded by what its three model calls may take on a busy machine."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "doctor",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, cwd=cwd,
+        sys.executable,
+        "-m",
+        "bot",
+        "doctor",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+        cwd=cwd,
     )
     out, _ = await asyncio.wait_for(proc.communicate(), 400)
     assert proc.returncode is not None
@@ -256,4 +319,3 @@ async def _until(condition, timeout: float) -> None:  # type: ignore[no-untyped-
         if time.monotonic() > deadline:
             raise TimeoutError(f"not reached within {timeout} s")
         await asyncio.sleep(0.5)
-

@@ -40,10 +40,14 @@ async def main(user: str, mode: str) -> None:
     async with open_services(load_settings()) as services:
         engine = services.engine
         if mode == "seed":
-            await engine.conversation.turn(Incoming(session.user_id, user, "Bonjour !", session.story_id, session.place))
+            await engine.conversation.turn(
+                Incoming(session.user_id, user, "Bonjour !", session.story_id, session.place)
+            )
             await engine.operator.wait_reflections(session.user_id)
             for year in YEARS:
-                await MemoryStore(services.db).add(session.user_id, NewMemory(text=f"L'utilisateur a visité Trieste en {year}."))
+                await MemoryStore(services.db).add(
+                    session.user_id, NewMemory(text=f"L'utilisateur a visité Trieste en {year}.")
+                )
             print("seeded", flush=True)
             return
         if mode == "kill":

@@ -29,7 +29,8 @@ class Run:
 
 def chat_env(llm_url: str, database: Path, **extra: str) -> dict[str, str]:
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if not k.startswith(("LLM_", "EMBEDDINGS", "DATABASE_", "CHARACTER_", "LC_", "LANG"))
     }
     env.update(
@@ -62,9 +63,15 @@ async def run_module(
 ) -> Run:
     """`python -m ARGS…` fed `stdin`, then end of input."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", *args,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env=env, cwd=cwd, preexec_fn=_limit_memory,
+        sys.executable,
+        "-m",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        preexec_fn=_limit_memory,
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)

@@ -41,9 +41,17 @@ class Chat:
     @classmethod
     async def start(cls, env: dict[str, str], cwd: Path, user: str) -> Chat:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "chat", "--user", user,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env=env, cwd=cwd,
+            sys.executable,
+            "-m",
+            "bot",
+            "chat",
+            "--user",
+            user,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=cwd,
         )
         return cls(proc)
 
@@ -69,8 +77,14 @@ class Chat:
 
 async def command(env: dict[str, str], cwd: Path, *args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd,
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
     )
     out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
     assert proc.returncode is not None
@@ -174,8 +188,15 @@ async def test_a_backup_killed_halfway_leaves_nothing_under_its_name(tmp_path: P
     await _big_database(database)
     env = chat_env("http://127.0.0.1:9", database)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "backup", str(target),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=tmp_path,
+        sys.executable,
+        "-m",
+        "bot",
+        "backup",
+        str(target),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
     )
     deadline = time.monotonic() + TIMEOUT
     while not list(target.parent.glob(".*.partial")) and proc.returncode is None:
@@ -190,8 +211,15 @@ async def test_a_backup_killed_halfway_leaves_nothing_under_its_name(tmp_path: P
 
     # The next backup under that name is whole.
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "backup", str(target),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=tmp_path,
+        sys.executable,
+        "-m",
+        "bot",
+        "backup",
+        str(target),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
     )
     _out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
     assert proc.returncode == 0, err.decode()
@@ -216,7 +244,6 @@ async def test_restore_refuses_a_file_that_is_not_a_backup_and_changes_nothing(
     assert not list(tmp_path.glob("*before-restore*"))
 
 
-
 async def test_scheduled_backups_keep_the_newest_and_touch_no_other_file(tmp_path: Path) -> None:
     database, folder = tmp_path / "echo.sqlite3", tmp_path / "backups"
     db = await SQLiteDatabase.open(database)
@@ -228,7 +255,10 @@ async def test_scheduled_backups_keep_the_newest_and_touch_no_other_file(tmp_pat
         report, _removed = backup_and_rotate(database, folder, keep=3, now=start + timedelta(hours=hour))
         assert integrity(report.path) == ["ok"]
     assert sorted(p.name for p in folder.iterdir()) == [
-        "echo-20260101T020000Z.sqlite3", "echo-20260101T030000Z.sqlite3", "echo-20260101T040000Z.sqlite3", "mine.sqlite3"
+        "echo-20260101T020000Z.sqlite3",
+        "echo-20260101T030000Z.sqlite3",
+        "echo-20260101T040000Z.sqlite3",
+        "mine.sqlite3",
     ]
 
 
@@ -254,7 +284,9 @@ async def test_a_failing_scheduled_backup_logs_once_and_counts_each_failure(
         await backup.scheduled_backup(database, blocked / "backups", 7)
         failed = scraped()
         assert failed["echo_backup_failures_total"] - before["echo_backup_failures_total"] == 2
-        assert failed["echo_backup_last_success_timestamp_seconds"] == before["echo_backup_last_success_timestamp_seconds"]
+        assert (
+            failed["echo_backup_last_success_timestamp_seconds"] == before["echo_backup_last_success_timestamp_seconds"]
+        )
         assert len([r for r in caplog.records if "scheduled backup failed" in r.getMessage()]) == 1
         blocked.unlink()
         started = time.time()

@@ -113,5 +113,7 @@ async def test_the_ledger_holds_no_id_and_is_private(tmp_path: Path, llm_server:
     for ledger in ledgers:
         text = ledger.read_text(encoding="utf-8")
         assert "alice" not in text.lower() and ALICE_WORD not in text
-        assert len(text.splitlines()) >= 1 and all(set(json.loads(line)) == {"person", "at"} for line in text.splitlines())
+        assert len(text.splitlines()) >= 1 and all(
+            set(json.loads(line)) == {"person", "at"} for line in text.splitlines()
+        )
         assert ledger.stat().st_mode & 0o077 == 0

@@ -107,7 +107,9 @@ def _echo_with_a_stranger_table(path: Path) -> None:
     conn.close()
 
 
-@pytest.mark.parametrize("kind", ["memories table, no migration", "memories table, user_version 9", "Écho's plus a table"])
+@pytest.mark.parametrize(
+    "kind", ["memories table, no migration", "memories table, user_version 9", "Écho's plus a table"]
+)
 async def test_restore_refuses_another_program_s_sqlite_file_and_changes_nothing(tmp_path: Path, kind: str) -> None:
     database, other = tmp_path / "echo.sqlite3", tmp_path / "other.sqlite3"
     await _database(database)
@@ -127,9 +129,13 @@ async def test_restore_refuses_another_program_s_sqlite_file_and_changes_nothing
 async def test_restore_still_takes_a_backup_of_echo(tmp_path: Path) -> None:
     database = tmp_path / "echo.sqlite3"
     await _database(database)
-    run = await run_module(chat_env("http://127.0.0.1:9", database), tmp_path, ["bot", "backup", str(tmp_path / "b.sqlite3")])
+    run = await run_module(
+        chat_env("http://127.0.0.1:9", database), tmp_path, ["bot", "backup", str(tmp_path / "b.sqlite3")]
+    )
     assert run.code == 0, run.stderr
-    run = await run_module(chat_env("http://127.0.0.1:9", database), tmp_path, ["bot", "restore", str(tmp_path / "b.sqlite3")])
+    run = await run_module(
+        chat_env("http://127.0.0.1:9", database), tmp_path, ["bot", "restore", str(tmp_path / "b.sqlite3")]
+    )
     assert run.code == 0 and "Restored" in run.stdout, run.stderr
 
 
@@ -140,7 +146,9 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-async def test_the_database_its_wal_and_shm_are_private_whatever_the_umask(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+async def test_the_database_its_wal_and_shm_are_private_whatever_the_umask(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
     llm_server.handler = lambda r: "{}" if r.json_schema is not None else "Bonjour !"
     database = tmp_path / "data" / "echo.sqlite3"
     env = chat_env(llm_server.url, database)
@@ -173,7 +181,9 @@ async def test_the_database_its_wal_and_shm_are_private_whatever_the_umask(tmp_p
         await asyncio.wait_for(proc.wait(), TIMEOUT)
 
 
-async def test_doctor_says_when_an_existing_database_is_readable_by_others(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+async def test_doctor_says_when_an_existing_database_is_readable_by_others(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
     database = tmp_path / "echo.sqlite3"
     await _database(database)
     env = chat_env(llm_server.url, database)

@@ -75,7 +75,11 @@ def env(tmp_path: Path, llm_server: FakeLLMServer, database_url: str) -> dict[st
     environment.update(
         LLM_BASE_URL=llm_server.url,
         LLM_MODEL=FAKE_MODEL,
-        **({"DATABASE_URL": database_url} if database_url.startswith("postgresql:") else {"DATABASE_PATH": database_url}),
+        **(
+            {"DATABASE_URL": database_url}
+            if database_url.startswith("postgresql:")
+            else {"DATABASE_PATH": database_url}
+        ),
         EMBEDDINGS="local",
         PYTHONUNBUFFERED="1",
         # The processes run in tmp_path (no stray .env is read); the driver lives in tests/.
@@ -86,9 +90,13 @@ def env(tmp_path: Path, llm_server: FakeLLMServer, database_url: str) -> dict[st
 
 async def start(env: dict[str, str], cwd: Path, *args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, *args,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env=env, cwd=cwd,
+        sys.executable,
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
     )
 
 
@@ -127,13 +135,14 @@ async def _postgres_state(url: str) -> dict[str, object]:
     conn = await asyncpg.connect(url)
     try:
         # The search column is generated from the text: it must agree with it.
-        assert await conn.fetchval(
-            "SELECT COUNT(*) FROM memories WHERE search IS DISTINCT FROM to_tsvector('simple', echo_fold(text))"
-        ) == 0
+        assert (
+            await conn.fetchval(
+                "SELECT COUNT(*) FROM memories WHERE search IS DISTINCT FROM to_tsvector('simple', echo_fold(text))"
+            )
+            == 0
+        )
         return {
-            "memories": sorted(
-                r[0] for r in await conn.fetch("SELECT text FROM memories WHERE user_id = $1", USER_ID)
-            ),
+            "memories": sorted(r[0] for r in await conn.fetch("SELECT text FROM memories WHERE user_id = $1", USER_ID)),
             "exchanges": [
                 tuple(r)
                 for r in await conn.fetch(
@@ -142,9 +151,7 @@ async def _postgres_state(url: str) -> dict[str, object]:
                     USER_ID,
                 )
             ],
-            "anchors": [
-                r[0] for r in await conn.fetch("SELECT text FROM story_anchors WHERE user_id = $1", USER_ID)
-            ],
+            "anchors": [r[0] for r in await conn.fetch("SELECT text FROM story_anchors WHERE user_id = $1", USER_ID)],
         }
     finally:
         await conn.close()
@@ -157,17 +164,13 @@ def _sqlite_state(path: str) -> dict[str, object]:
         # The full-text index is rebuilt from its triggers: it must agree with the table.
         conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
         return {
-            "memories": sorted(
-                r[0] for r in conn.execute("SELECT text FROM memories WHERE user_id = ?", (USER_ID,))
-            ),
+            "memories": sorted(r[0] for r in conn.execute("SELECT text FROM memories WHERE user_id = ?", (USER_ID,))),
             "exchanges": conn.execute(
                 "SELECT user_message, reply IS NOT NULL, reflected_at IS NOT NULL, reflection_attempts "
                 "FROM exchanges WHERE user_id = ?",
                 (USER_ID,),
             ).fetchall(),
-            "anchors": [
-                r[0] for r in conn.execute("SELECT text FROM story_anchors WHERE user_id = ?", (USER_ID,))
-            ],
+            "anchors": [r[0] for r in conn.execute("SELECT text FROM story_anchors WHERE user_id = ?", (USER_ID,))],
         }
 
 

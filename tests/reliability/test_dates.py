@@ -196,8 +196,15 @@ def _poison(path, user: str) -> dict[str, int]:
             "INSERT INTO memory_history (user_id, memory_id, operation, text, type, scope, confidence, pinned,"
             " created_at, updated_at, expires_at, archived_at, cause) VALUES (?, ?, 'replace', ?, 'fact', 'global',"
             " 1.0, 0, ?, ?, ?, ?, 'test')",
-            (user, ids["short_year"], "L'utilisateur avait une ancienne version.", "99-01-01T00:00:00.000000+00:00",
-             "pas une date", "0999-01-01", "10000-01-01T00:00:00+00:00"),
+            (
+                user,
+                ids["short_year"],
+                "L'utilisateur avait une ancienne version.",
+                "99-01-01T00:00:00.000000+00:00",
+                "pas une date",
+                "0999-01-01",
+                "10000-01-01T00:00:00+00:00",
+            ),
         )
         conn.execute(
             "INSERT INTO story_anchors (user_id, story_id, text, created_at, cause) VALUES (?, 'chan-1', ?, ?, 'test')",
@@ -233,7 +240,9 @@ async def test_bad_dates_on_disk_never_lock_a_user_out(db, http, llm_server, tmp
     assert result.reply == "Avec plaisir."
     engine.operator.schedule_reflection("alice")
     await engine.operator.wait_reflections("alice")
-    assert [d.text for d in engine.operator.last_reflection("alice").of("added")] == ["L'utilisateur joue du violoncelle."]
+    assert [d.text for d in engine.operator.last_reflection("alice").of("added")] == [
+        "L'utilisateur joue du violoncelle."
+    ]
 
     listing = await run_command(engine, session, "/memories")
     assert "violoncelle" in listing and "date abîmée (short_year)" in listing and "(garbage_created)" in listing

@@ -51,8 +51,8 @@ def traces_of(database: Path, user_id: str, words: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("llm_answer", ["reply", "error"])
-async def test_erase_wins_against_a_turn_waiting_for_the_llm(db,
-    llm_answer: str, engine: Engine, llm_server: FakeLLMServer
+async def test_erase_wins_against_a_turn_waiting_for_the_llm(
+    db, llm_answer: str, engine: Engine, llm_server: FakeLLMServer
 ) -> None:
     message = "Je m'appelle Quentinosaure et j'habite rue des Zéphyrs."
     arrived, release = asyncio.Event(), asyncio.Event()
@@ -66,7 +66,9 @@ async def test_erase_wins_against_a_turn_waiting_for_the_llm(db,
 
     llm_server.handler = answer
     await engine.memories.remember(ALICE, "L'utilisateur aime le Quentinosaure.", story_id="s", place="p")
-    turn = asyncio.create_task(engine.conversation.turn(Incoming(user_id=ALICE, user_name="Alice", text=message, story_id="s", place="p")))
+    turn = asyncio.create_task(
+        engine.conversation.turn(Incoming(user_id=ALICE, user_name="Alice", text=message, story_id="s", place="p"))
+    )
     await asyncio.wait_for(arrived.wait(), 10)
     assert traces_of(db.path, ALICE, ["Quentinosaure"])  # the message is on disk now
 
@@ -114,8 +116,13 @@ async def test_erased_text_is_gone_from_the_database_files(db, engine: Engine, l
         "memories": [{"text": f"L'utilisateur collectionne les {vex} bleus.", "type": "fact", "confidence": 0.9}],
         "summary": f"Alice parle de sa collection de {krom}.",
         "anchors": {"add": [f"Alice possède un {wuzz} ancien."]},
-        "positions": [{"subject": "la collection", "stance": f"Le personnage admire le {plib} d'Alice.",
-                       "justification": "Alice a décrit sa collection avec fierté."}],
+        "positions": [
+            {
+                "subject": "la collection",
+                "stance": f"Le personnage admire le {plib} d'Alice.",
+                "justification": "Alice a décrit sa collection avec fierté.",
+            }
+        ],
     }
     llm_server.handler = lambda r: json.dumps(reflection) if r.json_schema is not None else f"Oh, un {zyq} !"
     await engine.memories.remember(ALICE, f"L'utilisateur a un chat nommé {zyq}.", story_id="s", place="p")
@@ -139,6 +146,7 @@ async def test_erased_text_is_gone_from_the_database_files(db, engine: Engine, l
     # Bob's text is untouched, still found by the same search, and still in the index.
     assert BOB_WORD in [w for hits in on_disk(database, [BOB_WORD]).values() for w in hits]
     with sqlite3.connect(database) as conn:
-        assert len(conn.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (BOB_WORD,)).fetchall()) == 1
+        assert (
+            len(conn.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (BOB_WORD,)).fetchall()) == 1
+        )
         conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
-

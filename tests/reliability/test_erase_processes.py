@@ -37,9 +37,12 @@ async def rows_mentioning(target: str, pieces: tuple[str, ...]) -> list[str]:
     if target.startswith("postgresql://"):
         conn = await asyncpg.connect(target)
         try:
-            tables = [r[0] for r in await conn.fetch(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
-            )]
+            tables = [
+                r[0]
+                for r in await conn.fetch(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+                )
+            ]
             rows = [(t, r[0]) for t in tables for r in await conn.fetch(f'SELECT t::text FROM "{t}" t')]
         finally:
             await conn.close()
@@ -69,8 +72,9 @@ async def test_an_erase_in_one_process_stops_the_turn_another_process_waits_for(
     async def answer(request: LLMRequest) -> str:
         if request.json_schema is not None:
             reflected.set()
-            return json.dumps({"memories": [{"text": "L'utilisateur s'appelle Quentinosaure.", "type": "fact",
-                                             "confidence": 0.95}]})
+            return json.dumps(
+                {"memories": [{"text": "L'utilisateur s'appelle Quentinosaure.", "type": "fact", "confidence": 0.95}]}
+            )
         if SECOND not in request.last_user:
             return "Enchantée, Quentinosaure !"
         held.set()
@@ -85,7 +89,9 @@ async def test_an_erase_in_one_process_stops_the_turn_another_process_waits_for(
         # B holds the second message, and the first one (settled by it) was reflected.
         await asyncio.wait_for(asyncio.gather(held.wait(), reflected.wait()), 60)
         for _ in range(100):
-            if any(r.startswith("memories:") for r in await rows_mentioning(database_url, ("s'appelle quentinosaure",))):
+            if any(
+                r.startswith("memories:") for r in await rows_mentioning(database_url, ("s'appelle quentinosaure",))
+            ):
                 break
             await asyncio.sleep(0.1)
         before = await rows_mentioning(database_url, TRACES)

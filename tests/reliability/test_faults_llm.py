@@ -90,7 +90,10 @@ def reflection_faults(bob_id: int, hidden_id: int) -> dict[str, Reply]:
     foreign = {
         "memories": [{"text": ALLERGY, "type": "fact", "confidence": 0.95}],
         "delete": [bob_id, hidden_id, 987_654],
-        "replace": [{"id": bob_id, "text": "L'utilisateur aime la valse."}, {"id": hidden_id, "text": "L'utilisateur vit à Lyon."}],
+        "replace": [
+            {"id": bob_id, "text": "L'utilisateur aime la valse."},
+            {"id": hidden_id, "text": "L'utilisateur vit à Lyon."},
+        ],
     }
     return {
         "timeout": Reply(hang=True),
@@ -106,7 +109,9 @@ def reflection_faults(bob_id: int, hidden_id: int) -> dict[str, Reply]:
 @pytest.mark.parametrize(
     "fault", ["timeout", "dropped", "not_json_body", "http_500", "unparseable", "5_MB", "foreign_ids"]
 )
-async def test_a_broken_reflection_changes_nothing_it_may_not_and_loses_nothing(fault, db, http, llm_server, tmp_path, store):
+async def test_a_broken_reflection_changes_nothing_it_may_not_and_loses_nothing(
+    fault, db, http, llm_server, tmp_path, store
+):
     engine = make_engine(db, http, llm_server, tmp_path, reflection_timeout_seconds=TIMEOUT)
     bob_id = await store.add("bob", NewMemory(text="L'utilisateur aime le rock.", place="guild-1"))
     # Another place: never shown to a reflection of guild-1, so its id is not allowed.

@@ -27,10 +27,20 @@ TABLES = (
 
 def sillytavern_chat(path: Path) -> Path:
     """A chat of EXCHANGES exchanges, one fact each, in SillyTavern's shape, a day apart."""
-    lines = [{"user_name": "Alice", "character_name": "Écho", "create_date": "2024-03-01@10h00m00s", "chat_metadata": {}}]
+    lines = [
+        {"user_name": "Alice", "character_name": "Écho", "create_date": "2024-03-01@10h00m00s", "chat_metadata": {}}
+    ]
     for n in range(EXCHANGES):
         day = f"March {n + 1}, 2024"
-        lines.append({"name": "Alice", "is_user": True, "send_date": f"{day} 10:00am", "mes": f"Fait numéro {n} : j'aime le sport {n}.", "extra": {}})
+        lines.append(
+            {
+                "name": "Alice",
+                "is_user": True,
+                "send_date": f"{day} 10:00am",
+                "mes": f"Fait numéro {n} : j'aime le sport {n}.",
+                "extra": {},
+            }
+        )
         lines.append({"name": "Écho", "is_user": False, "send_date": f"{day} 10:01am", "mes": f"Noté, le sport {n}.", "extra": {},
                       "swipe_id": 0, "swipes": [f"Noté, le sport {n}."]})  # fmt: skip
     path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
@@ -62,7 +72,9 @@ async def run_import(llm_server: FakeLLMServer, tmp_path: Path, database: Path, 
     return await run_module(env, tmp_path, ["bot", "import", str(chat), "--user", PERSON], timeout=120)
 
 
-async def test_a_kill_9_halfway_then_a_rerun_gives_the_database_of_one_clean_run(llm_server: FakeLLMServer, tmp_path: Path):
+async def test_a_kill_9_halfway_then_a_rerun_gives_the_database_of_one_clean_run(
+    llm_server: FakeLLMServer, tmp_path: Path
+):
     chat = sillytavern_chat(tmp_path / "chat.jsonl")
     llm_server.handler = reflect
     clean = await run_import(llm_server, tmp_path, tmp_path / "clean.sqlite3", chat)

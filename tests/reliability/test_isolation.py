@@ -350,7 +350,9 @@ class IsolationMachine(RuleBasedStateMachine):
     def restore(self, actor: str, data: st.DataObject) -> None:
         history_id = self.draw_id(data, "memory_history", actor, "history id")
         mine = self.history_entries(actor)
-        restored = self.step(actor, self.engine.memories.restore(actor, history_id), changes_nothing=history_id not in mine)
+        restored = self.step(
+            actor, self.engine.memories.restore(actor, history_id), changes_nothing=history_id not in mine
+        )
         assert restored == mine.get(history_id), f"{actor} restoring history #{history_id} answered {restored}"
 
     @rule(actor=actors, story=stories, word=words, candidate=st.booleans(), data=st.data())
@@ -517,7 +519,9 @@ class IsolationMachine(RuleBasedStateMachine):
 
 
 @pytest.mark.both_stores
-def test_no_operation_of_one_user_changes_or_reveals_anothers_data(store_kind: str, request: pytest.FixtureRequest) -> None:
+def test_no_operation_of_one_user_changes_or_reveals_anothers_data(
+    store_kind: str, request: pytest.FixtureRequest
+) -> None:
     machine: type[IsolationMachine] = IsolationMachine
     if store_kind == "postgresql":
         cluster = request.getfixturevalue("postgres_cluster")

@@ -53,14 +53,19 @@ async def _fill(path: Path, llm_server, tmp_path: Path) -> tuple[list[str], int]
                     await engine.conversation.turn(msg(f"{text} ({n})", user=user, story=f"chan-{n}"))
                     engine.operator.schedule_reflection(user)
                     await engine.operator.wait_reflections(user)
-                await engine.memories.remember(user, "L'utilisateur aime le thé vert.", story_id="chan-0", place="guild-1")
+                await engine.memories.remember(
+                    user, "L'utilisateur aime le thé vert.", story_id="chan-0", place="guild-1"
+                )
             await engine.privacy.set_sharing("bob", True)
             store = MemoryStore(db)
             memories = await store.list("alice")
             async with db.write() as conn:
                 await store_vectors(
                     conn,
-                    [VectorRow(m.id, "alice", "model-a", m.content_hash, np.arange(4, dtype=np.float32) + m.id) for m in memories],
+                    [
+                        VectorRow(m.id, "alice", "model-a", m.content_hash, np.arange(4, dtype=np.float32) + m.id)
+                        for m in memories
+                    ],
                 )
             newest = await store.add("alice", NewMemory(text="L'utilisateur part demain."))
             assert await store.forget("alice", newest, cause=Cause("forget"))
@@ -114,8 +119,18 @@ async def test_a_copied_database_exports_the_same_and_continues_its_ids(tmp_path
     env["PYTHONPATH"] = str(REPO)
     for expected in ("copied", "already there"):  # the second run verifies and changes nothing
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "migrate-store", "--from", f"sqlite:///{path}", "--to", url,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=tmp_path,
+            sys.executable,
+            "-m",
+            "bot",
+            "migrate-store",
+            "--from",
+            f"sqlite:///{path}",
+            "--to",
+            url,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=tmp_path,
         )
         out, err = await asyncio.wait_for(proc.communicate(), 120)
         assert proc.returncode == 0, err.decode()[-2000:]

@@ -32,7 +32,9 @@ PRIMITIVES = frozenset({
     ("zipfile", "ZipFile"), ("*", "open_text"),
 })  # fmt: skip
 # The reader's functions, and which argument names the kind.
-READERS = frozenset({"read_bytes", "read_text", "read_document", "check_regular", "parse_json", "parse_yaml", "read_head"})
+READERS = frozenset(
+    {"read_bytes", "read_text", "read_document", "check_regular", "parse_json", "parse_yaml", "read_head"}
+)
 # Reads that are not of an outside file, each with why. (module, primitive): the reason.
 NOT_OUTSIDE = {
     ("bot/i18n.py", "open"): "the message catalogues of Écho itself (bot/locales/)",
@@ -84,7 +86,12 @@ def _reads(call: ast.Call, name: str) -> bool:
     if (owner, name) in PRIMITIVES or ("*", name) in PRIMITIVES:
         return True
     # path.open("rb"): a file opened by its Path (a class's own `open` takes no mode).
-    return name == "open" and bool(call.args) and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)
+    return (
+        name == "open"
+        and bool(call.args)
+        and isinstance(call.args[0], ast.Constant)
+        and isinstance(call.args[0].value, str)
+    )
 
 
 def _rel(path: Path) -> str:
@@ -125,7 +132,9 @@ def test_every_kind_of_outside_file_is_a_row_of_the_security_table_with_its_boun
 def test_every_module_that_reads_an_outside_file_is_named_in_its_kind_s_row() -> None:
     table = _table()
     kinds = {k.name: k for k in KINDS}
-    by_constant = {name: value.name for name, value in vars(outside_files).items() if isinstance(value, outside_files.FileKind)}
+    by_constant = {
+        name: value.name for name, value in vars(outside_files).items() if isinstance(value, outside_files.FileKind)
+    }
     used: dict[str, set[str]] = {}
     for path in _modules():
         if path.name == "outside_files.py":
@@ -152,7 +161,9 @@ def test_no_module_reads_a_file_around_the_guarded_reader() -> None:
             if not _reads(call, name) or (module, name) in NOT_OUTSIDE:
                 continue
             found.append(f"{module}:{call.lineno}: {name}(…)")
-    assert not found, "files read around bot/clients/outside_files.py (route them through it, or list why not):\n" + "\n".join(found)
+    assert not found, (
+        "files read around bot/clients/outside_files.py (route them through it, or list why not):\n" + "\n".join(found)
+    )
 
 
 def test_the_reasons_for_reads_that_are_not_outside_files_are_still_true() -> None:

@@ -81,7 +81,9 @@ async def test_operator_mistakes_end_in_the_cannot_start_paragraph(tmp_path: Pat
     assert [f for f in failures if f is not None] == []
 
 
-async def test_terminal_commands_with_odd_ids_and_export_paths_answer(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+async def test_terminal_commands_with_odd_ids_and_export_paths_answer(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
     (tmp_path / "a-folder").mkdir()
     commands = [
         ("/forget 9223372036854775808", "You have no memory #9223372036854775808."),
@@ -108,7 +110,9 @@ def _rule_ids(database: Path) -> list[tuple[int, str]]:
         return conn.execute("SELECT id, text FROM memories WHERE type = 'rule' ORDER BY id").fetchall()
 
 
-async def test_two_short_sessions_keep_rule_ids_and_end_without_an_error(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+async def test_two_short_sessions_keep_rule_ids_and_end_without_an_error(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
     database = tmp_path / "echo.sqlite3"
     env = chat_env(llm_server.url, database, LOG_LEVEL="INFO")
     first = await run_chat(env, tmp_path, b"")

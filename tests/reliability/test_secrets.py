@@ -27,7 +27,9 @@ def _leaks(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("url", MISTYPED_URLS.values(), ids=list(MISTYPED_URLS))
-async def test_a_mistyped_database_url_is_never_printed_with_its_password(url: str, tmp_path, llm_server: FakeLLMServer) -> None:
+async def test_a_mistyped_database_url_is_never_printed_with_its_password(
+    url: str, tmp_path, llm_server: FakeLLMServer
+) -> None:
     env = chat_env(llm_server.url, tmp_path / "echo.sqlite3", DATABASE_URL=url)
     for args in (["bot", "chat", "--user", "alice"], ["bot", "doctor"]):
         run = await run_module(env, tmp_path, args, b"Bonjour\n", timeout=60)

@@ -159,8 +159,7 @@ ALLOWED: Mapping[tuple[str, str, str], str] = {
             "SELECT e.user_id, e.user_name FROM exchanges e "
             "JOIN (SELECT user_id, MAX(id) AS id FROM exchanges GROUP BY user_id) last ON e.id = last.id"
         ),
-    ): "the owner's page names every user by their display name in their last message: "
-    "read-only, behind WEB_TOKEN",
+    ): "the owner's page names every user by their display name in their last message: read-only, behind WEB_TOKEN",
     (
         "bot/memory/stores/reports.py",
         "bot_memory_types",
@@ -678,9 +677,7 @@ async def test_every_allowed_statement_still_exists_and_still_needs_its_exemptio
     statements = {s.key: s for s in code_statements()}
     gone = [key for key in ALLOWED if key not in statements]
     assert not gone, f"allow-listed statements no longer in the code (remove them): {gone}"
-    scoped = [
-        key for key in ALLOWED if not find_unscoped([statements[key]], schema.user_tables, schema.scoped_through)
-    ]
+    scoped = [key for key in ALLOWED if not find_unscoped([statements[key]], schema.user_tables, schema.scoped_through)]
     assert not scoped, f"allow-listed statements that are scoped now (remove them): {scoped}"
 
 
@@ -694,7 +691,7 @@ def check(source: str) -> list[Finding]:
 
 def test_the_checker_reports_a_delete_by_id_alone():
     findings = check(
-        'async def forget(conn, memory_id):\n'
+        "async def forget(conn, memory_id):\n"
         '    await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))\n'
     )
     assert [(f.statement.function, f.statement.line, f.statement.sql) for f in findings] == [
@@ -703,10 +700,13 @@ def test_the_checker_reports_a_delete_by_id_alone():
 
 
 def test_the_checker_accepts_the_same_delete_scoped_by_user():
-    assert check(
-        'async def forget(conn, user_id, memory_id):\n'
-        '    await conn.execute("DELETE FROM memories WHERE user_id = ? AND id = ?", (user_id, memory_id))\n'
-    ) == []
+    assert (
+        check(
+            "async def forget(conn, user_id, memory_id):\n"
+            '    await conn.execute("DELETE FROM memories WHERE user_id = ? AND id = ?", (user_id, memory_id))\n'
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -775,9 +775,11 @@ def test_the_checker_reads_a_column_list_imported_from_a_store():
         '    await fetch_all(c, "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE id = ?", (1,))\n'
     )
     assert [f.statement.sql for f in findings] == [
-        ("SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
-        "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic "
-        "FROM memories WHERE id = ?")
+        (
+            "SELECT id, user_id, text, type, scope, story_id, place, confidence, pinned, created_at, "
+            "updated_at, expires_at, source, content_hash, times_candidate, times_served, times_semantic "
+            "FROM memories WHERE id = ?"
+        )
     ]
 
 

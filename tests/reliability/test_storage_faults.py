@@ -117,7 +117,9 @@ async def test_a_full_disk_refuses_clearly_and_loses_nothing_acknowledged(kind, 
             session = Session("alice", "Alice", "chan-1", "guild-1")
             answers = []
             for n in range(MAX_TURNS):
-                answers.append(await run_command(engine, session, f"/remember J'habite au numéro {n} de la rue {'x' * 400}."))
+                answers.append(
+                    await run_command(engine, session, f"/remember J'habite au numéro {n} de la rue {'x' * 400}.")
+                )
                 if not answers[-1].startswith("Remembered"):
                     break
             assert answers[-1] == storage_failed()
@@ -165,12 +167,17 @@ def digest(folder: Path) -> dict[str, str]:
 async def test_a_read_only_database_stops_start_up_with_one_clear_reason(llm_server, tmp_path):
     folder = tmp_path / "data"
     settings = load_settings(
-        _env_file=None, llm_base_url=llm_server.url, llm_model=FAKE_MODEL,
-        database_path=folder / "echo.sqlite3", embeddings="local",
+        _env_file=None,
+        llm_base_url=llm_server.url,
+        llm_model=FAKE_MODEL,
+        database_path=folder / "echo.sqlite3",
+        embeddings="local",
     )
     with tmpfs(folder, "8m") if os.geteuid() == 0 else contextlib.nullcontext(folder.mkdir()):
         async with open_services(settings) as services:
-            await services.engine.memories.remember(session_for("Camille", "main").user_id, FACT, story_id="s", place="terminal")
+            await services.engine.memories.remember(
+                session_for("Camille", "main").user_id, FACT, story_id="s", place="terminal"
+            )
         before = digest(folder)
         with read_only(folder) as expected:
             with pytest.raises(StartupError) as raised:

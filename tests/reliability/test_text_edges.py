@@ -45,7 +45,9 @@ TERMINAL_INPUTS = [
 ]
 
 
-async def test_terminal_bytes_that_are_not_utf8_are_answered_and_stored(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+async def test_terminal_bytes_that_are_not_utf8_are_answered_and_stored(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
     """Through the real process: each line as a message and as /remember, from a user whose
     name (argv) is not UTF-8 either."""
     database = tmp_path / "echo.sqlite3"
@@ -56,7 +58,9 @@ async def test_terminal_bytes_that_are_not_utf8_are_answered_and_stored(tmp_path
     assert run.stdout.count("Remembered as #") == len(TERMINAL_INPUTS), run.stdout
     with sqlite3.connect(database) as conn:
         user = ("terminal:Zo\ufffd",)
-        messages = [r[0] for r in conn.execute("SELECT user_message FROM exchanges WHERE user_id = ? ORDER BY id", user)]
+        messages = [
+            r[0] for r in conn.execute("SELECT user_message FROM exchanges WHERE user_id = ? ORDER BY id", user)
+        ]
         memories = [r[0] for r in conn.execute("SELECT text FROM memories WHERE user_id = ? ORDER BY id", user)]
     assert messages == [stored for _, stored in TERMINAL_INPUTS]
     assert len(memories) == len(TERMINAL_INPUTS)
@@ -70,7 +74,10 @@ async def test_terminal_bytes_that_are_not_utf8_are_answered_and_stored(tmp_path
 @pytest.mark.parametrize(
     ("name", "body"),
     [
-        ("card.json", json.dumps({"spec": "chara_card_v2", "data": {"name": "Zo\ud800e", "description": "a \udfff b"}})),
+        (
+            "card.json",
+            json.dumps({"spec": "chara_card_v2", "data": {"name": "Zo\ud800e", "description": "a \udfff b"}}),
+        ),
         ("character.yaml", 'name: "Zo\\ud800e"\npersona: "p \\udc80"\nrules: ["Sois \\ud800 gentille."]\n'),
     ],
 )
@@ -87,7 +94,9 @@ async def test_a_character_file_with_a_lone_surrogate_starts_and_answers(
     assert "Zo\ufffde" in system
     if name.endswith(".yaml"):
         with sqlite3.connect(database) as conn:
-            assert conn.execute("SELECT text FROM memories WHERE type = 'rule'").fetchall() == [("Sois \ufffd gentille.",)]
+            assert conn.execute("SELECT text FROM memories WHERE type = 'rule'").fetchall() == [
+                ("Sois \ufffd gentille.",)
+            ]
 
 
 # --- the model: a JSON-escaped lone surrogate in a reply and in a reflection --------------------
@@ -98,13 +107,21 @@ async def test_a_lone_surrogate_in_the_models_reply_is_answered_and_stored(
 ) -> None:
     # The fake server sends this JSON-escaped: "Bonjour \\udc80 Alice \\ud800".
     llm_server.handler = lambda request: "{}" if request.json_schema is not None else "Bonjour \udc80 Alice \ud800"
-    result = await services.engine.conversation.turn(Incoming(user_id="u1", user_name="Alice", text="Salut", story_id="s", place="p"))
+    result = await services.engine.conversation.turn(
+        Incoming(user_id="u1", user_name="Alice", text="Salut", story_id="s", place="p")
+    )
     assert result.reply == f"Bonjour {REPLACEMENT} Alice {REPLACEMENT}" and result.error is None
     assert _exchanges(services.db.path) == [("Alice", "Salut", f"Bonjour {REPLACEMENT} Alice {REPLACEMENT}")]
     # The next turn sends that reply back in its history: the request is made, and answered.
     again = await services.engine.conversation.turn(
-        Incoming(user_id="u1", user_name="Alice", text="Et alors ?", story_id="s", place="p",
-                 history=[ChannelLine("Écho", "Bonjour \udc80", from_bot=True)])
+        Incoming(
+            user_id="u1",
+            user_name="Alice",
+            text="Et alors ?",
+            story_id="s",
+            place="p",
+            history=[ChannelLine("Écho", "Bonjour \udc80", from_bot=True)],
+        )
     )
     assert again.reply is not None and again.error is None
     assert {"role": "assistant", "content": f"Bonjour {REPLACEMENT}"} in llm_server.chats[-1].messages
@@ -125,7 +142,11 @@ async def test_a_discord_message_with_a_lone_surrogate_is_answered(
     await cog.on_message(message)
     assert [content for content, _ in channel.sent] == [f"echo: Al{REPLACEMENT}ice: je suis {REPLACEMENT} contente"]
     assert _exchanges(services.db.path) == [
-        (f"Al{REPLACEMENT}ice", f"je suis {REPLACEMENT} contente", f"echo: Al{REPLACEMENT}ice: je suis {REPLACEMENT} contente")
+        (
+            f"Al{REPLACEMENT}ice",
+            f"je suis {REPLACEMENT} contente",
+            f"echo: Al{REPLACEMENT}ice: je suis {REPLACEMENT} contente",
+        )
     ]
 
 
@@ -139,7 +160,9 @@ ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), min_size=1,
 async def test_any_text_from_a_front_end_is_answered_and_stored(
     services: Services, llm_server: FakeLLMServer, text: str, name: str
 ) -> None:
-    result = await services.engine.conversation.turn(Incoming(user_id="prop", user_name=name, text=text, story_id="s", place="p"))
+    result = await services.engine.conversation.turn(
+        Incoming(user_id="prop", user_name=name, text=text, story_id="s", place="p")
+    )
     assert result.reply is not None and result.error is None
     name_stored, message, reply = _exchanges(services.db.path)[-1]
     assert (name_stored, message) == (storable(name), storable(text).strip())

@@ -115,7 +115,9 @@ async def test_a_fact_told_in_turn_one_is_recalled_in_turn_six_then_corrected(se
         bob = await chat(services, "Bob", ["/memories", "Salut, tu te souviens de moi ?", "/why"])
         assert "No memories yet." in bob and "arachides" not in bob and "cajou" not in bob
         camille_ids = {m.id for m in await MemoryStore(services.db).list(session_for("Camille", "main").user_id)}
-        bob_turn = await services.engine.memories.why(session_for("Bob", "main").user_id, session_for("Bob", "main").story_id)
+        bob_turn = await services.engine.memories.why(
+            session_for("Bob", "main").user_id, session_for("Bob", "main").story_id
+        )
         assert bob_turn is not None and not ({s.id for s in bob_turn.slots} & camille_ids)
         # Bob's reply context never carried Camille's memories either.
         bob_reply = [r for r in llm_server.chats if r.json_schema is None and "Bob:" in r.last_user][-1]

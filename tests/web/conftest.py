@@ -48,7 +48,14 @@ class Page:
     async def play(self, text: str, *, user: str = "alice", name: str = "Alice", story: str = "chan-1") -> None:
         """One turn through the engine, its reflection and recording finished."""
         result = await self.engine.conversation.turn(
-            Incoming(user_id=user, user_name=name, text=text, story_id=story, place="guild-1", message_id=f"m-{time.monotonic_ns()}")
+            Incoming(
+                user_id=user,
+                user_name=name,
+                text=text,
+                story_id=story,
+                place="guild-1",
+                message_id=f"m-{time.monotonic_ns()}",
+            )
         )
         if result.reply is not None:
             self.engine.operator.schedule_reflection(user)
@@ -63,7 +70,9 @@ def remembering(request: LLMRequest) -> str:
         return f"Je note : {request.last_user[:60]}"
     said = request.last_user.split("\n")
     line = next((said_line for said_line in reversed(said) if said_line.strip()), "rien")
-    return json.dumps({"memories": [{"text": f"L'utilisateur a dit : {line[-120:]}", "type": "fact", "confidence": 0.9}]})
+    return json.dumps(
+        {"memories": [{"text": f"L'utilisateur a dit : {line[-120:]}", "type": "fact", "confidence": 0.9}]}
+    )
 
 
 @asynccontextmanager

@@ -126,8 +126,15 @@ class World:
         sent = [message(i) for i in range(size)]
         parts = [MessagePart(m.id, m.text) for m in sent]
         result = await engine.conversation.turn(
-            Incoming(user_id=user, user_name="Alice", text=join_parts(parts), story_id="chan-1", place="guild-1",
-                     message_id=sent[-1].id, parts=parts)
+            Incoming(
+                user_id=user,
+                user_name="Alice",
+                text=join_parts(parts),
+                story_id="chan-1",
+                place="guild-1",
+                message_id=sent[-1].id,
+                parts=parts,
+            )
         )
         assert result.reply is not None
         if reflect_first:
@@ -189,7 +196,9 @@ def test_any_subset_of_a_burst_edited_or_deleted_leaves_no_trace_of_the_old_text
         loop.run_until_complete(world.start())
         try:
 
-            @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+            @settings(
+                max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+            )
             @given(shapes())
             def check(shape: tuple[int, list[str], list[int], bool]) -> None:
                 loop.run_until_complete(world.run(*shape))

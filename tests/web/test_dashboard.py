@@ -42,7 +42,11 @@ def test_the_dashboard_is_importable_json_with_one_prometheus_variable() -> None
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert {"x", "y", "w", "h"} <= panel["gridPos"].keys() and panel["targets"]
     for expr in queries():
-        assert expr.count("(") == expr.count(")") and expr.count("[") == expr.count("]") and expr.count("{") == expr.count("}")
+        assert (
+            expr.count("(") == expr.count(")")
+            and expr.count("[") == expr.count("]")
+            and expr.count("{") == expr.count("}")
+        )
 
 
 async def test_every_metric_the_dashboard_queries_is_served_by_metrics(page: Page) -> None:

@@ -57,7 +57,9 @@ async def test_the_figures_move_as_turns_are_played(page: Page):
     assert value(after, "echo_llm_seconds_count", call="reflection") == 2
     assert value(after, "echo_llm_seconds_sum", call="reply") > 0
     assert value(after, "echo_memory_seconds_count") == 2
-    assert value(after, "echo_embedding_seconds_count", call="query") > value(before, "echo_embedding_seconds_count", call="query")
+    assert value(after, "echo_embedding_seconds_count", call="query") > value(
+        before, "echo_embedding_seconds_count", call="query"
+    )
     assert value(after, "echo_embedding_seconds_count", call="passages") >= 1  # the indexer's
     # The tokens are the server's own count (the fake counts the words it was sent).
     sent = [r for r in page.llm.chats if r.json_schema is None]
@@ -124,7 +126,9 @@ async def test_a_full_context_is_logged_once_counted_and_shown(page: Page, caplo
 
 
 async def test_a_prompt_under_the_context_is_not_a_cut(page: Page):
-    page.llm.handler = lambda request: "{}" if request.json_schema is not None else Reply("Oui.", prompt_tokens=CONTEXT // 2)
+    page.llm.handler = lambda request: (
+        "{}" if request.json_schema is not None else Reply("Oui.", prompt_tokens=CONTEXT // 2)
+    )
     await page.play("Bonjour.")
     samples = await scrape(page)
     assert value(samples, "echo_prompt_context_full_total", call="reply") == 0

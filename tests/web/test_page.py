@@ -227,7 +227,9 @@ async def test_export_holds_the_turn_figures_the_page_draws(page: Page):
 
 async def test_a_cut_series_and_a_consolidation_show_on_the_page(page: Page):
     for year in (2016, 2017, 2018, 2019, 2020):
-        await page.engine.memories.remember("alice", f"Alice a visité Trieste en {year}.", story_id="chan-1", place="guild-1")
+        await page.engine.memories.remember(
+            "alice", f"Alice a visité Trieste en {year}.", story_id="chan-1", place="guild-1"
+        )
     await page.play("On repart en voyage ?")
     user = await page.get("/users/alice")
     [turn_id] = re.findall(r'href="/users/alice/turns/(\d+)"', user.text)
@@ -256,7 +258,10 @@ async def test_the_overview_shows_the_models_context_its_cost_per_call_and_a_con
     overview = (await page.get("/")).text
     card = overview.split("<h2>Language model</h2>", 1)[1].split("</div>", 1)[0]
     assert "ollama, context 8,192 tokens (num_ctx (LLM_CONTEXT_TOKENS))" in card
-    assert re.search(r"<td>reply</td><td class=\"num\">1</td><td class=\"num\">1,500</td><td class=\"num\">300</td><td class=\"num\">1,200</td><td class=\"num\">80%</td>", card), card
+    assert re.search(
+        r"<td>reply</td><td class=\"num\">1</td><td class=\"num\">1,500</td><td class=\"num\">300</td><td class=\"num\">1,200</td><td class=\"num\">80%</td>",
+        card,
+    ), card
     assert "context too small" not in card
     page.llm.context_tokens = 200  # the server refuses longer prompts, as llama.cpp does
     await page.play("Tu es là ?")
@@ -299,18 +304,26 @@ entries:
 
 async def test_a_turn_page_shows_each_lore_entry_its_key_and_whether_it_went_in(db, tmp_path):
     (tmp_path / "lore.yaml").write_text(LORE, encoding="utf-8")
-    (tmp_path / "lina.yaml").write_text("name: Lina\npersona: A sailor of Vellmar.\nlore: lore.yaml\n", encoding="utf-8")
+    (tmp_path / "lina.yaml").write_text(
+        "name: Lina\npersona: A sailor of Vellmar.\nlore: lore.yaml\n", encoding="utf-8"
+    )
     async with serving(db, tmp_path, load_character(tmp_path / "lina.yaml")) as lina:
         await lina.play("Shall we meet the guild des voleurs at the harbour?")
         user = await lina.get("/users/alice")
         turn_id = re.findall(r'href="/users/alice/turns/(\d+)"', user.text)[0]
         body = (await lina.get(f"/users/alice/turns/{turn_id}")).text
-    lore = body[body.index("<h2>Lore</h2>"): body.index("</table>", body.index("<h2>Lore</h2>"))]
+    lore = body[body.index("<h2>Lore</h2>") : body.index("</table>", body.index("<h2>Lore</h2>"))]
     cost = {e.name: len(e.content) for e in lina.engine.character.lore.entries}
     # The same rows as /why: which entry, on which key, in (with its size) or left out and why.
-    assert f"<td class=\"text\">Port</td><td class=\"text\">on “harbour”</td><td class=\"text\">in, {cost['Port']} characters</td>" in lore
-    assert f"<td class=\"text\">Sky</td><td class=\"text\">always in (constant)</td><td class=\"text\">in, {cost['Sky']} characters</td>" in lore
-    assert "<td class=\"text\">Guild</td><td class=\"text\">on “/guil(d|de) des voleurs/”</td>" in lore
+    assert (
+        f'<td class="text">Port</td><td class="text">on “harbour”</td><td class="text">in, {cost["Port"]} characters</td>'
+        in lore
+    )
+    assert (
+        f'<td class="text">Sky</td><td class="text">always in (constant)</td><td class="text">in, {cost["Sky"]} characters</td>'
+        in lore
+    )
+    assert '<td class="text">Guild</td><td class="text">on “/guil(d|de) des voleurs/”</td>' in lore
     assert "left out: over the lore budget of 100 characters (raise the lorebook&#39;s own budget)" in lore
     system = next(c for c in reversed(lina.llm.chats) if c.json_schema is None).context
     assert "The harbour of Vellmar" in system and "fish market" not in system
@@ -327,5 +340,5 @@ async def test_a_turn_page_shows_the_follow_up_of_a_passed_date(db, tmp_path):
         user = await page.get("/users/alice")
         [turn_id] = re.findall(r'href="/users/alice/turns/(\d+)"', user.text)
         body = (await page.get(f"/users/alice/turns/{turn_id}")).text
-    followup = body[body.index("Follow-up — a dated event that has passed"):]
+    followup = body[body.index("Follow-up — a dated event that has passed") :]
     assert "examen de chimie" in followup[: followup.index("</table>")]

@@ -121,7 +121,9 @@ async def test_the_compose_healthcheck_passes_on_a_healthy_bot_and_fails_otherwi
     env = dict(os.environ, WEB_PORT=str(urlsplit(page.url).port))
 
     async def run() -> int:
-        proc = await asyncio.create_subprocess_exec(sys.executable, *test[2:], env=env, stderr=asyncio.subprocess.DEVNULL)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, *test[2:], env=env, stderr=asyncio.subprocess.DEVNULL
+        )
         return await proc.wait()
 
     assert await run() == 0

@@ -128,7 +128,9 @@ class UserMemories:
         grown = {}
         for name in self._COLUMNS:
             old = getattr(self, name)
-            fill: Any = {"type_code": RULE_CODE, "expires_us": NO_EXPIRY, "story": NO_CODE, "place": NO_CODE}.get(name, 0)
+            fill: Any = {"type_code": RULE_CODE, "expires_us": NO_EXPIRY, "story": NO_CODE, "place": NO_CODE}.get(
+                name, 0
+            )
             new = np.full((new_capacity, *old.shape[1:]), fill, dtype=old.dtype)
             new[: old.shape[0]] = old
             grown[name] = new

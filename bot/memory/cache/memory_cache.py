@@ -194,7 +194,9 @@ class MemoryCache:
                         # (30-55 ms each at 100,000).
                         freeze_long_lived()
                 if self.model is not None:
-                    async with contextlib.aclosing(vector_pages(own, user_id, self.model, LOAD_PAGE)) as vector_rows_read:
+                    async with contextlib.aclosing(
+                        vector_pages(own, user_id, self.model, LOAD_PAGE)
+                    ) as vector_rows_read:
                         async for vector_page in vector_rows_read:
                             await _add_vectors(vectors, vector_page, slices)
                             freeze_long_lived()

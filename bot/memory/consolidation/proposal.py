@@ -63,7 +63,9 @@ _JOINING = frozenset(
     "fois année années an ans chaque puis respectivement times time year years every each between until till through "
     "then respectively".split()
 )
-_FRENCH = frozenset("le la les un une des du de et est a en au aux chaque depuis fois avec pour sur dans qui que ne pas".split())
+_FRENCH = frozenset(
+    "le la les un une des du de et est a en au aux chaque depuis fois avec pour sur dans qui que ne pas".split()
+)
 _ENGLISH = frozenset("the a an and is was has in on at every since times with for of to who that not does did".split())
 
 CONSOLIDATION_SYSTEM_PROMPT = """You rewrite a series of memories {character} keeps about {user} \
@@ -79,7 +81,9 @@ with JSON: {{"text": "...", "confidence": 0.0-1.0}}.
 
 
 class ProposalIn(BaseModel):
-    text: str = Field(min_length=3, max_length=MAX_MEMORY_CHARS, description="The one memory that holds the whole series.")
+    text: str = Field(
+        min_length=3, max_length=MAX_MEMORY_CHARS, description="The one memory that holds the whole series."
+    )
     confidence: float = Field(ge=0.0, le=1.0, description="How sure you are that it keeps every memory of the series.")
 
 
@@ -109,7 +113,10 @@ def build_consolidation_messages(*, character: str, user: str, members: Sequence
     listed = "\n".join(f"- {quote_line(m.text)}" for m in members)
     return [
         {"role": "system", "content": CONSOLIDATION_SYSTEM_PROMPT.format(character=character, user=user)},
-        {"role": "user", "content": f"The series ({len(members)} memories):\n{listed}\n\nAnswer with the JSON object only."},
+        {
+            "role": "user",
+            "content": f"The series ({len(members)} memories):\n{listed}\n\nAnswer with the JSON object only.",
+        },
     ]
 
 

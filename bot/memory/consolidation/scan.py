@@ -171,6 +171,8 @@ class FoundSeries(Sequence[Series]):
         if made is None:
             key, held = self._found[index]
             # Slots are in id order within a load, not after a catch-up: sorted.
-            members = sorted((row_to_memory(row) for slot in held if (row := self._rows[slot]) is not None), key=lambda m: m.id)
+            members = sorted(
+                (row_to_memory(row) for slot in held if (row := self._rows[slot]) is not None), key=lambda m: m.id
+            )
             made = self._made[index] = Series(key, tuple(members))
         return made

@@ -113,9 +113,7 @@ class Indexer:
                 log.info("dropped %d vectors of previous embedding models", dropped)
         return indexed
 
-    def schedule(
-        self, scheduler: AsyncIOScheduler, seconds: float = INDEX_INTERVAL_SECONDS
-    ) -> Job:
+    def schedule(self, scheduler: AsyncIOScheduler, seconds: float = INDEX_INTERVAL_SECONDS) -> Job:
         """An interval job, first run as soon as the scheduler starts (backfill at boot).
 
         One instance at a time, and missed runs collapse into one: a slow tick (a model

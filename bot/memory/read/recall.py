@@ -344,8 +344,17 @@ class Recall:
         lexical_ids: set[int] = set()
         if np.isnan(fused.scores).any():
             slots, fused, lexical_ids = await self._with_lexical(
-                entry, user_id, query, slots, fused, vectors, degraded,
-                now=now, story_id=story_id, place=place, share=share,
+                entry,
+                user_id,
+                query,
+                slots,
+                fused,
+                vectors,
+                degraded,
+                now=now,
+                story_id=story_id,
+                place=place,
+                share=share,
             )
         return ScoredTurn(entry, slots, fused, lexical_ids, degraded, now)
 
@@ -428,5 +437,3 @@ def _held(rows: Sequence[MemoryRow | None], slot: int) -> MemoryRow:
 
 def _unscored(slots: np.ndarray) -> Fused:
     return Fused(np.full(slots.size, np.nan), np.zeros(slots.size, dtype=bool))
-
-

@@ -52,8 +52,15 @@ async def message_exchange(db: Database, user_id: OwnerKey, message_id: str) -> 
     if row is None:
         return None
     return MessageExchange(
-        row["id"], row["user_id"], row["story_id"], row["user_message"], row["reflected_at"] is not None,
-        row["settled_at"] is not None, row["deleted_at"] is not None, int(row["n"]), row["message_deleted_at"] is not None,
+        row["id"],
+        row["user_id"],
+        row["story_id"],
+        row["user_message"],
+        row["reflected_at"] is not None,
+        row["settled_at"] is not None,
+        row["deleted_at"] is not None,
+        int(row["n"]),
+        row["message_deleted_at"] is not None,
     )
 
 
@@ -115,7 +122,9 @@ async def edit_message(conn: Connection, user_id: OwnerKey, exchange_id: int, te
 
 
 async def exchange_text(conn: Connection, user_id: OwnerKey, exchange_id: int) -> str:
-    row = await fetch_one(conn, "SELECT user_message FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id))
+    row = await fetch_one(
+        conn, "SELECT user_message FROM exchanges WHERE user_id = ? AND id = ?", (user_id, exchange_id)
+    )
     return str(row["user_message"]) if row is not None else ""
 
 

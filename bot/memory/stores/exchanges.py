@@ -125,8 +125,13 @@ async def open_exchange(db: Database, user_id: OwnerKey, exchange_id: int) -> Op
     )
     prompt = json.loads(row["prompt"], object_hook=_decode) if row["prompt"] else None
     return OpenExchange(
-        row["id"], row["user_id"], row["story_id"], row["reply_message_id"], prompt,
-        int(row["reply_choice"] or 1), [r["text"] for r in rows],
+        row["id"],
+        row["user_id"],
+        row["story_id"],
+        row["reply_message_id"],
+        prompt,
+        int(row["reply_choice"] or 1),
+        [r["text"] for r in rows],
     )
 
 
@@ -259,7 +264,9 @@ async def export_exchanges(db: Database, user_id: OwnerKey) -> list[dict[str, An
     """For the data export: the user's exchanges, each with its answers in order."""
     answers: dict[int, list[str]] = {}
     for row in await fetch_all(
-        db.reader, "SELECT exchange_id, text FROM exchange_replies WHERE user_id = ? ORDER BY exchange_id, n", (user_id,)
+        db.reader,
+        "SELECT exchange_id, text FROM exchange_replies WHERE user_id = ? ORDER BY exchange_id, n",
+        (user_id,),
     ):
         answers.setdefault(int(row["exchange_id"]), []).append(row["text"])
     rows = await fetch_all(
@@ -269,8 +276,12 @@ async def export_exchanges(db: Database, user_id: OwnerKey) -> list[dict[str, An
     )
     return [
         {
-            "id": r["id"], "story_id": r["story_id"], "message": r["user_message"], "reply": r["reply"],
-            "answers": answers.get(r["id"], []), "at": r["created_at"],
+            "id": r["id"],
+            "story_id": r["story_id"],
+            "message": r["user_message"],
+            "reply": r["reply"],
+            "answers": answers.get(r["id"], []),
+            "at": r["created_at"],
         }
         for r in rows
     ]

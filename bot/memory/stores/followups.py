@@ -63,7 +63,13 @@ _DUE = (
 
 
 async def due(
-    db: Database, user_id: OwnerKey, *, now: datetime, since: datetime, story_id: StoryId | None, place: str | None,
+    db: Database,
+    user_id: OwnerKey,
+    *,
+    now: datetime,
+    since: datetime,
+    story_id: StoryId | None,
+    place: str | None,
     share: bool,
     limit: int = 10,
 ) -> list[Due]:
@@ -104,7 +110,14 @@ async def offered(db: Database, user_id: OwnerKey, story_id: StoryId) -> Followu
 
 
 async def offer(
-    conn: Connection, user_id: OwnerKey, d: Due, *, story_id: StoryId, exchange_id: int, asked: bool, spent: bool,
+    conn: Connection,
+    user_id: OwnerKey,
+    d: Due,
+    *,
+    story_id: StoryId,
+    exchange_id: int,
+    asked: bool,
+    spent: bool,
     now: datetime,
 ) -> bool:
     """A first turn carried this memory's follow-up. False when it was taken meanwhile (a
@@ -191,7 +204,9 @@ async def checkin_settings(db: Database, person: PersonId) -> CheckinSettings:
     if row is None:
         return CheckinSettings()
     zone, notice = row["timezone"], row["notice"]
-    return CheckinSettings(bool(row["enabled"]), str(zone) if zone is not None else None, str(notice) if notice is not None else None)
+    return CheckinSettings(
+        bool(row["enabled"]), str(zone) if zone is not None else None, str(notice) if notice is not None else None
+    )
 
 
 async def set_checkins(
@@ -232,7 +247,8 @@ async def take_notice(db: Database, person: PersonId) -> str | None:
 
 async def checkin_people(db: Database) -> list[PersonId]:
     return [
-        PersonId(str(r["user_id"])) for r in await fetch_all(db.reader, "SELECT user_id FROM checkin_settings WHERE enabled = 1")
+        PersonId(str(r["user_id"]))
+        for r in await fetch_all(db.reader, "SELECT user_id FROM checkin_settings WHERE enabled = 1")
     ]
 
 
@@ -284,7 +300,14 @@ async def claimed(conn: Connection, person: OwnerKey, memory_id: int, process: s
 
 
 async def checked_in(
-    conn: Connection, person: OwnerKey, memory_id: int, *, process: str, story_id: StoryId, exchange_id: int, now: datetime
+    conn: Connection,
+    person: OwnerKey,
+    memory_id: int,
+    *,
+    process: str,
+    story_id: StoryId,
+    exchange_id: int,
+    now: datetime,
 ) -> bool:
     row = await fetch_one(
         conn,

@@ -37,7 +37,14 @@ async def saved(db: Database, user_id: OwnerKey, story_id: StoryId) -> dict[str,
 
 
 async def save(
-    conn: Connection, user_id: OwnerKey, *, key: str, user_name: str, story_id: StoryId, place: str, text: str,
+    conn: Connection,
+    user_id: OwnerKey,
+    *,
+    key: str,
+    user_name: str,
+    story_id: StoryId,
+    place: str,
+    text: str,
     at: datetime,
 ) -> int:
     """The exchange as the person wrote it, its reply kept for its turn (`answer`)."""
@@ -80,7 +87,9 @@ async def finished(db: Database, user_id: OwnerKey, story_id: StoryId, source: s
     return row is not None
 
 
-async def finish(conn: Connection, user_id: OwnerKey, story_id: StoryId, source: str, exchanges: int, at: datetime) -> None:
+async def finish(
+    conn: Connection, user_id: OwnerKey, story_id: StoryId, source: str, exchanges: int, at: datetime
+) -> None:
     await conn.execute(
         "INSERT INTO imports (user_id, story_id, source, exchanges, finished_at) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (user_id, story_id, source) DO NOTHING",

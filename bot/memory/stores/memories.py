@@ -49,8 +49,7 @@ log = logging.getLogger(__name__)
 
 # What memory_history keeps of a memory: its columns from user_id to source.
 SNAPSHOT_COLUMNS = (
-    "user_id, text, type, scope, story_id, place, confidence, pinned, created_at, updated_at, "
-    "expires_at, source"
+    "user_id, text, type, scope, story_id, place, confidence, pinned, created_at, updated_at, expires_at, source"
 )
 
 
@@ -82,16 +81,12 @@ MEMORY_COLUMNS = "id, " + SNAPSHOT_COLUMNS + ", content_hash, times_candidate, t
 # Statements are assembled once from the constant column lists above; values always go through
 # placeholders.
 SELECT_MEMORY = "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND id = ?"
-SELECT_MEMORIES = (
-    "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND (? OR type != 'rule') ORDER BY id"
-)
+SELECT_MEMORIES = "SELECT " + MEMORY_COLUMNS + " FROM memories WHERE user_id = ? AND (? OR type != 'rule') ORDER BY id"
 _ARCHIVE = (
     "INSERT INTO memory_history (memory_id, operation, archived_at, cause, " + SNAPSHOT_COLUMNS + ") "
     "SELECT id, ?, ?, ?, " + SNAPSHOT_COLUMNS + " FROM memories WHERE user_id = ? AND id = ? RETURNING id"
 )
-_SELECT_SNAPSHOT = (
-    "SELECT memory_id, " + SNAPSHOT_COLUMNS + " FROM memory_history WHERE user_id = ? AND id = ?"
-)
+_SELECT_SNAPSHOT = "SELECT memory_id, " + SNAPSHOT_COLUMNS + " FROM memory_history WHERE user_id = ? AND id = ?"
 _REINSERT = (
     "INSERT INTO memories (id, content_hash, " + SNAPSHOT_COLUMNS + ") "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -145,9 +140,7 @@ async def fetch_memory(conn: Connection, user_id: OwnerKey, memory_id: int) -> M
     return row_to_memory(memory_row(row)) if row else None
 
 
-async def fetch_memories(
-    conn: Connection, user_id: OwnerKey, *, include_rules: bool = False
-) -> list[Memory]:
+async def fetch_memories(conn: Connection, user_id: OwnerKey, *, include_rules: bool = False) -> list[Memory]:
     rows = await fetch_all(conn, SELECT_MEMORIES, (user_id, include_rules))
     return [row_to_memory(memory_row(r)) for r in rows]
 
@@ -204,9 +197,7 @@ async def holds_more_than(conn: Connection, user_id: OwnerKey, count: int) -> bo
     return row is not None and int(row["held"]) > count
 
 
-async def insert_memory(
-    conn: Connection, user_id: OwnerKey, new: NewMemory, *, now: datetime
-) -> int:
+async def insert_memory(conn: Connection, user_id: OwnerKey, new: NewMemory, *, now: datetime) -> int:
     new = new.validated()
     stamp = to_db(now)
     memory_id = await inserted_id(

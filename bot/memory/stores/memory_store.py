@@ -92,9 +92,7 @@ class MemoryStore:
         wanted = set(types) if types else None
         now = self.clock()
         return [
-            m
-            for m in memories
-            if (wanted is None or m.type in wanted) and (include_expired or not m.is_expired(now))
+            m for m in memories if (wanted is None or m.type in wanted) and (include_expired or not m.is_expired(now))
         ]
 
     async def add(self, user_id: OwnerKey, new: NewMemory, *, cap: int | None = None) -> int:

@@ -36,13 +36,48 @@ DERIVED_TABLES = ("memory_versions", "memory_version_log", "user_epochs")
 # Every table of the schema, parents before children, with its columns and its key order.
 TABLES: dict[str, tuple[tuple[str, ...], str]] = {
     "memories": (
-        ("id", "user_id", "text", "type", "scope", "story_id", "place", "confidence", "pinned", "created_at",
-         "updated_at", "expires_at", "source", "content_hash", "times_candidate", "times_served", "times_semantic"),
+        (
+            "id",
+            "user_id",
+            "text",
+            "type",
+            "scope",
+            "story_id",
+            "place",
+            "confidence",
+            "pinned",
+            "created_at",
+            "updated_at",
+            "expires_at",
+            "source",
+            "content_hash",
+            "times_candidate",
+            "times_served",
+            "times_semantic",
+        ),
         "id",
     ),
     "memory_history": (
-        ("id", "user_id", "memory_id", "operation", "text", "type", "scope", "story_id", "place", "confidence",
-         "pinned", "created_at", "updated_at", "expires_at", "source", "archived_at", "cause", "restored_at"),
+        (
+            "id",
+            "user_id",
+            "memory_id",
+            "operation",
+            "text",
+            "type",
+            "scope",
+            "story_id",
+            "place",
+            "confidence",
+            "pinned",
+            "created_at",
+            "updated_at",
+            "expires_at",
+            "source",
+            "archived_at",
+            "cause",
+            "restored_at",
+        ),
         "id",
     ),
     "memory_vectors": (
@@ -50,28 +85,57 @@ TABLES: dict[str, tuple[tuple[str, ...], str]] = {
         "memory_id, model",
     ),
     "exchanges": (
-        ("id", "user_id", "user_name", "story_id", "place", "message_id", "user_message", "reply", "created_at",
-         "answered_at", "reflected_at", "reflection_attempts", "last_error", "settled_at", "prompt",
-         "reply_choice", "reply_message_id", "edited_from", "deleted_at"),
+        (
+            "id",
+            "user_id",
+            "user_name",
+            "story_id",
+            "place",
+            "message_id",
+            "user_message",
+            "reply",
+            "created_at",
+            "answered_at",
+            "reflected_at",
+            "reflection_attempts",
+            "last_error",
+            "settled_at",
+            "prompt",
+            "reply_choice",
+            "reply_message_id",
+            "edited_from",
+            "deleted_at",
+        ),
         "id",
     ),
     "exchange_replies": (("id", "user_id", "exchange_id", "n", "text", "created_at"), "id"),
     "exchange_messages": (
-        ("user_id", "exchange_id", "n", "message_id", "text", "marks", "deleted_at"), "exchange_id, n"
+        ("user_id", "exchange_id", "n", "message_id", "text", "marks", "deleted_at"),
+        "exchange_id, n",
     ),
     "turns": (("id", "user_id", "story_id", "place", "query", "degraded", "detail", "created_at"), "id"),
     "turn_stats": (("user_id", "turns", "degraded_turns"), "user_id"),
     "user_settings": (("user_id", "share_memories"), "user_id"),
     "turn_log": (
-        ("id", "user_id", "story_id", "outcome", "memory_ms", "reply_ms", "prompt_tokens", "completion_tokens",
-         "context_tokens", "context_full", "created_at"),
+        (
+            "id",
+            "user_id",
+            "story_id",
+            "outcome",
+            "memory_ms",
+            "reply_ms",
+            "prompt_tokens",
+            "completion_tokens",
+            "context_tokens",
+            "context_full",
+            "created_at",
+        ),
         "id",
     ),
     "story_summaries": (("user_id", "story_id", "summary", "updated_at"), "user_id, story_id"),
     "story_anchors": (("id", "user_id", "story_id", "text", "created_at", "cause"), "id"),
     "story_positions": (
-        ("id", "user_id", "story_id", "subject", "subject_key", "stance", "justification", "created_at",
-         "updated_at"),
+        ("id", "user_id", "story_id", "subject", "subject_key", "stance", "justification", "created_at", "updated_at"),
         "id",
     ),
     "story_state": (("user_id", "story_id", "name", "value", "updated_at"), "user_id, story_id, name"),
@@ -88,8 +152,21 @@ TABLES: dict[str, tuple[tuple[str, ...], str]] = {
     "consolidation_members": (("memory_id", "member_id", "user_id", "history_id"), "memory_id, member_id"),
     "erasures": (("person_hash", "erased_at"), "person_hash, erased_at"),
     "followups": (
-        ("user_id", "memory_id", "text", "content_hash", "event_at", "story_id", "state", "turns", "exchange_id",
-         "answer_exchange_id", "claimed_by", "created_at", "updated_at"),
+        (
+            "user_id",
+            "memory_id",
+            "text",
+            "content_hash",
+            "event_at",
+            "story_id",
+            "state",
+            "turns",
+            "exchange_id",
+            "answer_exchange_id",
+            "claimed_by",
+            "created_at",
+            "updated_at",
+        ),
         "user_id, memory_id",
     ),
     "checkin_settings": (("user_id", "enabled", "timezone", "notice", "updated_at"), "user_id"),
@@ -100,12 +177,18 @@ _SELECT_CHUNK = {
     t: "SELECT rowid, " + ", ".join(cols) + " FROM " + t + " WHERE rowid > ? ORDER BY rowid LIMIT ?"
     for t, (cols, _) in TABLES.items()
 }
-_SELECT_ORDERED = {t: "SELECT " + ", ".join(cols) + " FROM " + t + " ORDER BY " + key for t, (cols, key) in TABLES.items()}
+_SELECT_ORDERED = {
+    t: "SELECT " + ", ".join(cols) + " FROM " + t + " ORDER BY " + key for t, (cols, key) in TABLES.items()
+}
 _COUNT = {t: "SELECT COUNT(*) FROM " + t for t in TABLES}
 _EMPTY = {t: "DELETE FROM " + t for t in TABLES}
 # Tables whose identity must continue past every id SQLite ever gave (AUTOINCREMENT never
 # reuses one, even after a delete): sqlite_sequence knows those.
-_IDENTITIES = {t: "SELECT setval(pg_get_serial_sequence('" + t + "', 'id'), ?, ?)" for t, (cols, _) in TABLES.items() if cols[0] == "id"}
+_IDENTITIES = {
+    t: "SELECT setval(pg_get_serial_sequence('" + t + "', 'id'), ?, ?)"
+    for t, (cols, _) in TABLES.items()
+    if cols[0] == "id"
+}
 _MAX_ID = {t: "SELECT COALESCE(MAX(id), 0) AS highest FROM " + t for t in _IDENTITIES}
 # Floats and ints by column type on the PostgreSQL side: SQLite hands back what it stored.
 _FLOATS = frozenset({("memories", "confidence"), ("memory_history", "confidence"), ("story_state", "value")})
@@ -134,7 +217,9 @@ def _digest(rows: list[list[Any]]) -> str:
     h = hashlib.sha256()
     for row in rows:
         h.update(
-            json.dumps([v.hex() if isinstance(v, bytes) else repr(v) if isinstance(v, float) else v for v in row]).encode()
+            json.dumps(
+                [v.hex() if isinstance(v, bytes) else repr(v) if isinstance(v, float) else v for v in row]
+            ).encode()
         )
         h.update(b"\n")
     return h.hexdigest()[:16]

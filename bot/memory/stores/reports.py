@@ -22,12 +22,9 @@ _TURN_LOG_COLUMNS = (
     "user_id, story_id, outcome, memory_ms, reply_ms, prompt_tokens, completion_tokens, "
     "context_tokens, context_full, created_at"
 )
-_BOT_TURN_LOG = (
-    "SELECT " + _TURN_LOG_COLUMNS + " FROM turn_log WHERE created_at >= ? ORDER BY created_at LIMIT ?"
-)
+_BOT_TURN_LOG = "SELECT " + _TURN_LOG_COLUMNS + " FROM turn_log WHERE created_at >= ? ORDER BY created_at LIMIT ?"
 _USER_TURN_LOG = (
-    "SELECT " + _TURN_LOG_COLUMNS + " FROM turn_log WHERE user_id = ? AND created_at >= ? "
-    "ORDER BY created_at LIMIT ?"
+    "SELECT " + _TURN_LOG_COLUMNS + " FROM turn_log WHERE user_id = ? AND created_at >= ? ORDER BY created_at LIMIT ?"
 )
 # A week of a busy bot; past it, the oldest rows of the window are left out of the charts.
 MAX_LOG_ROWS = 100_000
@@ -107,9 +104,19 @@ def _log_entry(row: Row) -> TurnLogEntry:
 
 def _header(row: Row) -> TurnHeader:
     detail = json.loads(row["detail"])
-    names = (str(detail.get("user_name") or ""), str(detail.get("story_name") or "")) if isinstance(detail, dict) else ("", "")
+    names = (
+        (str(detail.get("user_name") or ""), str(detail.get("story_name") or ""))
+        if isinstance(detail, dict)
+        else ("", "")
+    )
     return TurnHeader(
-        row["user_id"], row["id"], row["story_id"], row["query"], bool(row["degraded"]), from_db(row["created_at"]), *names
+        row["user_id"],
+        row["id"],
+        row["story_id"],
+        row["query"],
+        bool(row["degraded"]),
+        from_db(row["created_at"]),
+        *names,
     )
 
 
@@ -163,7 +170,11 @@ async def user_summaries(db: Database) -> list[UserSummary]:
         )
         for user_id, v in by_user.items()
     ]
-    return sorted(summaries, key=lambda s: (s.last_seen is not None, s.last_seen or datetime.min.replace(tzinfo=UTC), s.user_id), reverse=True)
+    return sorted(
+        summaries,
+        key=lambda s: (s.last_seen is not None, s.last_seen or datetime.min.replace(tzinfo=UTC), s.user_id),
+        reverse=True,
+    )
 
 
 async def bot_memory_types(db: Database) -> dict[str, int]:
@@ -261,8 +272,11 @@ async def export_turns(db: Database, user_id: OwnerKey) -> list[dict[str, Any]]:
     )
     return [
         {
-            "story_id": r["story_id"], "message": r["query"], "degraded": bool(r["degraded"]),
-            "selection": json.loads(r["detail"]), "at": r["created_at"],
+            "story_id": r["story_id"],
+            "message": r["query"],
+            "degraded": bool(r["degraded"]),
+            "selection": json.loads(r["detail"]),
+            "at": r["created_at"],
         }
         for r in rows
     ]

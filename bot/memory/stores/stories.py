@@ -48,8 +48,7 @@ async def _load(conn: Connection, user_id: OwnerKey, story_id: StoryId) -> Story
         state.summary, state.summary_updated_at = row["summary"], from_db(row["updated_at"])
     rows = await fetch_all(
         conn,
-        "SELECT id, text, created_at FROM story_anchors WHERE user_id = ? AND story_id = ?"
-        " ORDER BY id",
+        "SELECT id, text, created_at FROM story_anchors WHERE user_id = ? AND story_id = ? ORDER BY id",
         (user_id, story_id),
     )
     state.anchors = [Anchor(r["id"], r["text"], from_db(r["created_at"])) for r in rows]
@@ -61,8 +60,12 @@ async def _load(conn: Connection, user_id: OwnerKey, story_id: StoryId) -> Story
     )
     state.positions = [
         Position(
-            r["id"], r["subject"], r["stance"], r["justification"],
-            from_db(r["created_at"]), from_db(r["updated_at"]),
+            r["id"],
+            r["subject"],
+            r["stance"],
+            r["justification"],
+            from_db(r["created_at"]),
+            from_db(r["updated_at"]),
         )
         for r in rows
     ]
@@ -111,8 +114,14 @@ async def _archive(
         " (user_id, story_id, operation, item_id, payload, reason, cause, at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            user_id, story_id, operation, item_id,
-            json.dumps(dict(payload), ensure_ascii=False), reason, cause.stored(), to_db(now),
+            user_id,
+            story_id,
+            operation,
+            item_id,
+            json.dumps(dict(payload), ensure_ascii=False),
+            reason,
+            cause.stored(),
+            to_db(now),
         ),
     )
 
@@ -165,9 +174,11 @@ async def apply_story_reflection(
     self_cited = len(position_plan.not_reanchored) + len(position_plan.refused)
     if anchor_plan.refused or self_cited or summary_plan.note:
         log.info(
-            "story %s: %d anchor removal(s) refused, %d self-cited position(s) not anchored, "
-            "summary: %s",
-            story_id, len(anchor_plan.refused), self_cited, summary_plan.note or "ok",
+            "story %s: %d anchor removal(s) refused, %d self-cited position(s) not anchored, summary: %s",
+            story_id,
+            len(anchor_plan.refused),
+            self_cited,
+            summary_plan.note or "ok",
         )
     return StoryReport(
         summary_replaced=new_summary is not None,
@@ -181,13 +192,26 @@ async def apply_story_reflection(
 
 
 async def _write_summary(
-    conn: Connection, user_id: OwnerKey, story_id: StoryId, current: StoryState, text: str, *, cause: Cause, now: datetime
+    conn: Connection,
+    user_id: OwnerKey,
+    story_id: StoryId,
+    current: StoryState,
+    text: str,
+    *,
+    cause: Cause,
+    now: datetime,
 ) -> None:
     if current.summary is not None:
         await _archive(
-            conn, user_id, story_id, "summary_replaced", None,
+            conn,
+            user_id,
+            story_id,
+            "summary_replaced",
+            None,
             {"summary": current.summary, "updated_at": to_db(current.summary_updated_at)},
-            None, cause, now,
+            None,
+            cause,
+            now,
         )
     await conn.execute(
         "INSERT INTO story_summaries (user_id, story_id, summary, updated_at)"
@@ -205,8 +229,15 @@ async def _write_anchors(
     for removal in plan.remove:
         a = removal.anchor
         await _archive(
-            conn, user_id, story_id, "anchor_removed", a.id,
-            {"text": a.text, "created_at": to_db(a.created_at)}, removal.reason, cause, now,
+            conn,
+            user_id,
+            story_id,
+            "anchor_removed",
+            a.id,
+            {"text": a.text, "created_at": to_db(a.created_at)},
+            removal.reason,
+            cause,
+            now,
         )
         await conn.execute(
             "DELETE FROM story_anchors WHERE id = ? AND user_id = ? AND story_id = ?",
@@ -231,8 +262,15 @@ async def _write_positions(
     stamp = to_db(now)
     for p in plan.evict:
         await _archive(
-            conn, user_id, story_id, "position_evicted", p.id, _position_payload(p),
-            None, cause, now,
+            conn,
+            user_id,
+            story_id,
+            "position_evicted",
+            p.id,
+            _position_payload(p),
+            None,
+            cause,
+            now,
         )
         await conn.execute(
             "DELETE FROM story_positions WHERE id = ? AND user_id = ? AND story_id = ?",
@@ -241,15 +279,26 @@ async def _write_positions(
     for update in plan.update:
         before, after = update.before, update.after
         await _archive(
-            conn, user_id, story_id, "position_updated", before.id, _position_payload(before),
-            None, cause, now,
+            conn,
+            user_id,
+            story_id,
+            "position_updated",
+            before.id,
+            _position_payload(before),
+            None,
+            cause,
+            now,
         )
         await conn.execute(
             "UPDATE story_positions SET stance = ?, justification = ?, updated_at = ?"
             " WHERE id = ? AND user_id = ? AND story_id = ?",
             (
-                after.stance, after.justification, to_db(after.updated_at),
-                before.id, user_id, story_id,
+                after.stance,
+                after.justification,
+                to_db(after.updated_at),
+                before.id,
+                user_id,
+                story_id,
             ),
         )
     inserted_ids: list[int] = []
@@ -259,8 +308,14 @@ async def _write_positions(
             "INSERT INTO story_positions (user_id, story_id, subject, subject_key, stance,"
             " justification, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
-                user_id, story_id, prop.subject, subject_key(prop.subject), prop.stance,
-                prop.justification, stamp, stamp,
+                user_id,
+                story_id,
+                prop.subject,
+                subject_key(prop.subject),
+                prop.stance,
+                prop.justification,
+                stamp,
+                stamp,
             ),
         )
         inserted_ids.append(position_id or 0)
@@ -272,12 +327,21 @@ async def _write_state(
 ) -> None:
     for change in plan.changes:
         await _archive(
-            conn, user_id, story_id, "state_changed", None,
+            conn,
+            user_id,
+            story_id,
+            "state_changed",
+            None,
             {
-                "name": change.name, "before": change.before, "after": change.after,
-                "proposed": change.proposed, "applied": change.applied,
+                "name": change.name,
+                "before": change.before,
+                "after": change.after,
+                "proposed": change.proposed,
+                "applied": change.applied,
             },
-            None, cause, now,
+            None,
+            cause,
+            now,
         )
         await conn.execute(
             "INSERT INTO story_state (user_id, story_id, name, value, updated_at)"
@@ -323,8 +387,15 @@ async def story_history(
     rows = await fetch_all(db.reader, _STORY_HISTORY, (user_id, story_id, story_id, kinds, kinds, limit))
     return [
         StoryHistoryEntry(
-            r["id"], r["user_id"], r["story_id"], r["operation"], r["item_id"],
-            json.loads(r["payload"]), r["reason"], Cause.from_stored(r["cause"]), from_db(r["at"]),
+            r["id"],
+            r["user_id"],
+            r["story_id"],
+            r["operation"],
+            r["item_id"],
+            json.loads(r["payload"]),
+            r["reason"],
+            Cause.from_stored(r["cause"]),
+            from_db(r["at"]),
         )
         for r in rows
     ]

@@ -93,9 +93,7 @@ async def load_user_matrix(
     return ids, matrix.reshape(len(kept), dim).astype(np.float32)
 
 
-async def vector_rows(
-    conn: Connection, user_id: OwnerKey, model: str, among: Sequence[int] | None = None
-) -> list[Row]:
+async def vector_rows(conn: Connection, user_id: OwnerKey, model: str, among: Sequence[int] | None = None) -> list[Row]:
     """(memory_id, content_hash, dim, vector, embedded_at) of the user's vectors for `model`, stale
     ones included (the caller compares hashes): those of `among` when given, else all of them,
     in one step."""
@@ -123,9 +121,7 @@ _VECTORS_AMONG = Sql(
 )
 
 
-async def stale_memories(
-    db: Database, model: str, limit: int, *, now: datetime | None = None
-) -> list[StaleMemory]:
+async def stale_memories(db: Database, model: str, limit: int, *, now: datetime | None = None) -> list[StaleMemory]:
     """Active memories with no vector for `model`, or one computed from an older text.
 
     Spans all users by design: this is the indexer's work list, not a read on a user's behalf.
@@ -147,9 +143,7 @@ async def stale_memories(
     return [StaleMemory(int(r["id"]), OwnerKey(r["user_id"]), str(r["text"]), str(r["content_hash"])) for r in rows]
 
 
-async def store_vectors(
-    conn: Connection, rows: Iterable[VectorRow], *, now: datetime | None = None
-) -> int:
+async def store_vectors(conn: Connection, rows: Iterable[VectorRow], *, now: datetime | None = None) -> int:
     """Insert or replace vectors inside the caller's write transaction. Returns how many landed.
 
     A memory deleted while its text was being embedded is skipped rather than failing the

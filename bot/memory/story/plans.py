@@ -73,12 +73,12 @@ POSITION_BUDGET = 4
 POSITION_FIELD_DESCRIPTIONS: dict[str, str] = {
     "subject": (
         "What the view is about, in a few words: a topic, a person, a choice of the user "
-        "(e.g. \"rangement des livres\"). One item per subject; reuse the subject of a known "
+        '(e.g. "rangement des livres"). One item per subject; reuse the subject of a known '
         "position to update it."
     ),
     "stance": (
         "The character's view on the subject, summarised in the third person as a short "
-        "description of an opinion (\"The character thinks that ...\"), not as a line the "
+        'description of an opinion ("The character thinks that ..."), not as a line the '
         "character could say."
     ),
     "justification": (
@@ -146,8 +146,7 @@ def reanchors(stances: Position | str | Iterable[Position | str], justification:
     if not normalise(justification):
         return False
     return all(
-        longest_common_substring_len(s.stance if isinstance(s, Position) else s, justification)
-        < SELF_CITATION_CHARS
+        longest_common_substring_len(s.stance if isinstance(s, Position) else s, justification) < SELF_CITATION_CHARS
         for s in stances
     )
 
@@ -273,8 +272,7 @@ def plan_summary(current: str | None, proposed: str | None) -> SummaryPlan:
     if len(text) > MAX_SUMMARY_CHARS:
         return SummaryPlan(
             None,
-            f"summary of {len(text)} chars refused, over {MAX_SUMMARY_CHARS}: the previous "
-            "summary stays",
+            f"summary of {len(text)} chars refused, over {MAX_SUMMARY_CHARS}: the previous summary stays",
         )
     if current is not None and normalise(current) == normalise(text):
         return SummaryPlan(None)

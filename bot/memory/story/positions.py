@@ -66,6 +66,7 @@ def subject_key(subject: str) -> str:
 def _proposal(item: Any) -> ProposedPosition | None:
     if isinstance(item, ProposedPosition):
         return item
+
     def get(key: str) -> Any:
         return item.get(key) if isinstance(item, Mapping) else getattr(item, key, None)
 
@@ -83,9 +84,7 @@ def _most_quoted(stances: Sequence[tuple[str, str]], justification: str) -> tupl
     return label, size
 
 
-def plan_positions(
-    current: Sequence[Position], proposed: Iterable[Any] | None, now: datetime
-) -> PositionPlan:
+def plan_positions(current: Sequence[Position], proposed: Iterable[Any] | None, now: datetime) -> PositionPlan:
     """Decide what the reflection's positions change.
 
     A proposal anchors something only when `reanchors` accepts its justification against every
@@ -108,9 +107,7 @@ def plan_positions(
             continue
         key = subject_key(prop.subject)
         if key in seen:
-            plan.notes.append(
-                f"position on {prop.subject!r} proposed twice: only the first considered"
-            )
+            plan.notes.append(f"position on {prop.subject!r} proposed twice: only the first considered")
             continue
         seen.add(key)
         stored = by_key.get(key)
@@ -123,17 +120,13 @@ def plan_positions(
                 plan.notes.append(f"new position on {prop.subject!r} refused: {why}")
             else:
                 plan.not_reanchored.append(NotReanchored(stored, prop, shared))
-                plan.notes.append(
-                    f"position #{stored.id} ({stored.subject!r}) not re-anchored: {why}"
-                )
+                plan.notes.append(f"position #{stored.id} ({stored.subject!r}) not re-anchored: {why}")
             continue
         held.append((f"the stance proposed on {prop.subject!r}", prop.stance))
         if stored is None:
             plan.insert.append(prop)
             continue
-        after = Position(
-            stored.id, stored.subject, prop.stance, prop.justification, stored.created_at, now
-        )
+        after = Position(stored.id, stored.subject, prop.stance, prop.justification, stored.created_at, now)
         plan.update.append(PositionUpdate(stored, after))
 
     # Re-anchored and new positions are dated `now` and stay. A position that was proposed but
@@ -149,9 +142,7 @@ def plan_positions(
     return plan
 
 
-def select_positions(
-    positions: Sequence[Position], query: str, limit: int = POSITION_BUDGET
-) -> list[Position]:
+def select_positions(positions: Sequence[Position], query: str, limit: int = POSITION_BUDGET) -> list[Position]:
     """The positions served in the turn's context: most relevant to the message, then most
     recently anchored.
 

@@ -76,9 +76,7 @@ def parse_state_specs(raw: Mapping[str, Any] | None) -> dict[str, StateSpec]:
         if minimum >= maximum:
             raise StateSpecError(f"state.{name}: min ({minimum:g}) must be below max ({maximum:g})")
         if not minimum <= default <= maximum:
-            raise StateSpecError(
-                f"state.{name}.default: {default:g} is outside [{minimum:g}, {maximum:g}]"
-            )
+            raise StateSpecError(f"state.{name}.default: {default:g} is outside [{minimum:g}, {maximum:g}]")
         if max_delta <= 0:
             raise StateSpecError(f"state.{name}.max_delta: must be positive, got {max_delta:g}")
         description = body.get("description", "")
@@ -148,9 +146,7 @@ def apply_state_deltas(
         # Rounded so that repeated small steps do not store 0.30000000000000004.
         after = round(spec.clamp(before + applied), 6)
         if after != round(before + applied, 6):
-            plan.notes.append(
-                f"state {key}: {before + applied:g} clamped to [{spec.minimum:g}, {spec.maximum:g}]"
-            )
+            plan.notes.append(f"state {key}: {before + applied:g} clamped to [{spec.minimum:g}, {spec.maximum:g}]")
         plan.values[key] = after
         if after != before:
             plan.changes.append(StateChange(key, before, after, proposed, applied))

@@ -139,9 +139,7 @@ class _Writer:
             return
         flipped = flipped_negation(text, [(memory.id, memory.text)], self.ctx.user_message)
         if flipped is not None:
-            self.decide(
-                "replace_refused", text, memory_id, "flipped_negation: the message does not support the change"
-            )
+            self.decide("replace_refused", text, memory_id, "flipped_negation: the message does not support the change")
             return
         verdict = judge_replacement(memory.text, text, self.ctx.user_message)
         if not verdict.replace:

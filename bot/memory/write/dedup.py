@@ -101,10 +101,10 @@ def _one_inner_edit(a: str, b: str) -> bool:
     if first >= len(a) - 1:  # the difference touches the last letter: an ending, not a typo
         return False
     if len(a) == len(b):
-        if a[first + 1:] == b[first + 1:]:
+        if a[first + 1 :] == b[first + 1 :]:
             return True
-        return a[first] == b[first + 1] and a[first + 1] == b[first] and a[first + 2:] == b[first + 2:]
-    return a[first:] == b[first + 1:]
+        return a[first] == b[first + 1] and a[first + 1] == b[first] and a[first + 2 :] == b[first + 2 :]
+    return a[first:] == b[first + 1 :]
 
 
 # Relation words of place and time. Added alone, one replaces the neutral "à", "en", "de",
@@ -302,5 +302,3 @@ def merge(existing_text: str, new_text: str) -> MergeDecision:
 
 
 # --- index ----------------------------------------------------------------------------------
-
-

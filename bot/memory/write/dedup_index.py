@@ -271,7 +271,10 @@ class DedupIndex:
         codes = np.zeros((size + grow, _CODE_WIDTH), dtype=np.uint16)
         signature = np.full(size + grow, -1, dtype=np.int64)
         active[:size], length[:size], codes[:size], signature[:size] = (
-            self._active, self._length, self._codes, self._signature
+            self._active,
+            self._length,
+            self._codes,
+            self._signature,
         )
         self._active, self._length, self._codes, self._signature = active, length, codes, signature
 

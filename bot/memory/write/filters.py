@@ -305,7 +305,9 @@ def check_candidate(
     if low_confidence(confidence):
         return Rejection("low_confidence", f"confidence {confidence:.2f} < {CONFIDENCE_THRESHOLD}")
     if character_speaks(text, user_name, user_message):
-        return Rejection("not_about_user", "the character's own words (first person, or said to the user), not a fact about the user")
+        return Rejection(
+            "not_about_user", "the character's own words (first person, or said to the user), not a fact about the user"
+        )
     if not_about_user(text, character_name, user_name=user_name, user_message=user_message):
         return Rejection("not_about_user", "about the character or the setting, not the user")
     if about_someone_else(text, other_names, user_name):

@@ -61,9 +61,7 @@ _CLAUSES = re.compile(r"[,;]|\b(?:mais|but|sauf|except|however|cependant)\b", re
 def _negative(tokens: Sequence[str]) -> bool:
     if any(t in BARE_NEGATIONS for t in tokens):
         return True
-    has_ne = any(
-        t == "ne" or (t == "n'" and tokens[i + 1 : i + 2] != ["importe"]) for i, t in enumerate(tokens)
-    )
+    has_ne = any(t == "ne" or (t == "n'" and tokens[i + 1 : i + 2] != ["importe"]) for i, t in enumerate(tokens))
     if not has_ne:
         return False
     if any(t in NE_PARTNERS for t in tokens):
@@ -115,7 +113,11 @@ def _message_supports(user_message: str, fact: frozenset[str], negative: bool) -
             continue
         for clause in _CLAUSES.split(sentence):
             words = _comparable(clause)
-            if _shared(words, subject) and _shared(words, fact) >= needed and _negative(fold_tokens(clause)) == negative:
+            if (
+                _shared(words, subject)
+                and _shared(words, fact) >= needed
+                and _negative(fold_tokens(clause)) == negative
+            ):
                 return True
         tokens = fold_tokens(sentence)
         markers = CHANGE_MARKERS - {"plus"} if {"ne", "n'"} & set(tokens) else CHANGE_MARKERS

@@ -49,9 +49,7 @@ _CHARACTER_WORDS = frozenset({"personnage", "character", "bot", "personaje", "ch
 # A memory that opens on a subject pronoun is about the user: "Il travaille de nuit."
 _SUBJECT_PRONOUNS = frozenset({"il", "elle", "iel", "he", "she", "they", "el", "ella", "er"})
 # ...unless the pronoun is impersonal: "Il pleut sur le port.", "Il y a une cheminée."
-IMPERSONAL_OPENINGS = frozenset(
-    {("il", "y"), ("il", "pleut"), ("il", "pleuvait"), ("il", "neige"), ("il", "neigeait")}
-)
+IMPERSONAL_OPENINGS = frozenset({("il", "y"), ("il", "pleut"), ("il", "pleuvait"), ("il", "neige"), ("il", "neigeait")})
 # An object pronoun next to the character is the user: "Écho lui a promis une chanson."
 _OBJECT_PRONOUNS = frozenset({"lui", "him"})
 

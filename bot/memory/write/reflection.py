@@ -92,6 +92,7 @@ class CandidateIn(BaseModel):
     def _one_line(cls, value: Any) -> Any:
         return " ".join(canonical(value).split()) if isinstance(value, str) else value
 
+
 class ReplaceIn(BaseModel):
     id: Annotated[int, BeforeValidator(_memory_id)] = Field(description="The id of a known memory shown above.")
     text: str = Field(
@@ -282,9 +283,7 @@ def parse_reflection(raw: str) -> ParsedReflection:
                 adds.append(anchor.strip())
             else:
                 problems.append(f"anchors.add[{index}] dropped: not a sentence: {_show(anchor)}")
-        removes = _validate_each(
-            AnchorRemovalIn, _items(raw_anchors, "remove", problems), "anchors.remove", problems
-        )
+        removes = _validate_each(AnchorRemovalIn, _items(raw_anchors, "remove", problems), "anchors.remove", problems)
         anchors = AnchorsIn(add=adds, remove=removes)
     elif raw_anchors is not None:
         problems.append("anchors: expected an object with add/remove; ignored")

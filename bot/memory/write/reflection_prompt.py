@@ -81,7 +81,7 @@ def _followups_block(character: str, user: str, followups: Sequence[Memory]) -> 
     asked = ", ".join(f"[{m.id}]" for m in followups)
     return (
         f"In this exchange {character} asked {user} how a past event went (known memories {asked}, "
-        f"whose date has passed). Record what {user} answered about it: use \"replace\" on that id with "
+        f'whose date has passed). Record what {user} answered about it: use "replace" on that id with '
         f"what happened, in the past tense and without expires_at, or add what is new; if {user} said "
         "nothing about it, leave it as it is.\n\n"
     )
@@ -108,7 +108,9 @@ def memory_task(*, character: str, user: str, story: bool = False, state_keys: S
     return REFLECTION_SYSTEM_PROMPT.format(character=character, user=speaker_name(user), story_part=story_part)
 
 
-def reflection_context(*, character: str, user: str, today: date, others: Sequence[str] = (), lore: Sequence[str] = ()) -> str:
+def reflection_context(
+    *, character: str, user: str, today: date, others: Sequence[str] = (), lore: Sequence[str] = ()
+) -> str:
     """What a reflection is told besides its task: who else spoke, the world's lore, the date."""
     user = speaker_name(user)
     text = ""
@@ -150,8 +152,8 @@ def reflection_request(
         + (_followups_block(character, user, followups) if followups else "")
         + "The exchange:\n"
         + "".join(
-            f"<message author=\"{speaker_attribute(user)}\">\n{quote_block(message)}\n</message>\n"
-            f"<reply author=\"{character}\">\n{quote_block(reply)}\n</reply>\n"
+            f'<message author="{speaker_attribute(user)}">\n{quote_block(message)}\n</message>\n'
+            f'<reply author="{character}">\n{quote_block(reply)}\n</reply>\n'
             for message, reply in exchanges
         )
         + "\nAnswer with the JSON object only."
@@ -206,7 +208,10 @@ def build_reflection_messages(
         followups=followups,
     )
     if conversation:
-        return [*(m.copy() for m in conversation), {"role": "user", "content": f"{CONTINUED_OPENING}\n\n{context}\n\n{request}"}]
+        return [
+            *(m.copy() for m in conversation),
+            {"role": "user", "content": f"{CONTINUED_OPENING}\n\n{context}\n\n{request}"},
+        ]
     task = memory_task(character=character, user=user, story=bool(story_context), state_keys=state_keys)
     system = "\n\n".join(p for p in (task.rstrip(), state_guide.strip(), context) if p)
     return [{"role": "system", "content": system}, {"role": "user", "content": request}]

@@ -126,7 +126,7 @@ def judge_replacement(old: str, new: str, user_message: str) -> GuardVerdict:
     if not old_only:
         return GuardVerdict(True, "the new text keeps everything the old one said")
     if announces_addition(user_message):
-        return GuardVerdict(False, "the message adds a fact (\"aussi\"), it does not correct one")
+        return GuardVerdict(False, 'the message adds a fact ("aussi"), it does not correct one')
     message_words = content_words(user_message)
     if any(same_word_stem(w, m) for w in old_only for m in message_words):
         return GuardVerdict(True, "the message names what is replaced")

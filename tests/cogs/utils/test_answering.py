@@ -44,7 +44,7 @@ def test_short_text_is_one_chunk_and_empty_text_none() -> None:
 
 
 def test_exactly_the_limit_is_one_chunk_one_more_is_two() -> None:
-    exact = ("abcd " * 400)[:DISCORD_LIMIT - 1] + "z"
+    exact = ("abcd " * 400)[: DISCORD_LIMIT - 1] + "z"
     assert len(exact) == DISCORD_LIMIT
     assert split_message(exact) == [exact]
     over = exact + "y"
@@ -336,8 +336,17 @@ def test_users_whose_window_emptied_are_forgotten() -> None:
 
 def memory(id_: int, text: str, minutes: int = 0) -> Memory:
     at = T0 + timedelta(minutes=minutes)
-    return Memory(id=id_, user_id="u", text=text, type="fact", scope="global", pinned=False,
-                  confidence=1.0, created_at=at, updated_at=at)
+    return Memory(
+        id=id_,
+        user_id="u",
+        text=text,
+        type="fact",
+        scope="global",
+        pinned=False,
+        confidence=1.0,
+        created_at=at,
+        updated_at=at,
+    )
 
 
 def test_memory_choices_filter_order_and_clip() -> None:
@@ -351,10 +360,24 @@ def test_memory_choices_filter_order_and_clip() -> None:
 
 
 def test_history_choices_name_the_archived_version() -> None:
-    entry = HistoryEntry(id=12, user_id="u", memory_id=3, operation="delete", text="Aime le vélo", type="fact",
-                         scope="global", pinned=False, confidence=1.0, created_at=T0, updated_at=T0,
-                         archived_at=T0, cause=Cause("forget"))
+    entry = HistoryEntry(
+        id=12,
+        user_id="u",
+        memory_id=3,
+        operation="delete",
+        text="Aime le vélo",
+        type="fact",
+        scope="global",
+        pinned=False,
+        confidence=1.0,
+        created_at=T0,
+        updated_at=T0,
+        archived_at=T0,
+        cause=Cause("forget"),
+    )
     other = dataclasses.replace(entry, id=13, text="Vit à Paris")
-    assert history_choices([entry, other], "vélo") == [("h12 #3 forgotten Jan 1, 2026: Aime le vélo", 12)], "the operation and the date in the reader's words"
+    assert history_choices([entry, other], "vélo") == [("h12 #3 forgotten Jan 1, 2026: Aime le vélo", 12)], (
+        "the operation and the date in the reader's words"
+    )
     assert [v for _, v in history_choices([entry, other], "h13")] == [13]
     assert re.fullmatch(r"h\d+ .*", history_choices([entry], "")[0][0])

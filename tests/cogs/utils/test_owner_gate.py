@@ -84,11 +84,16 @@ def test_every_component_and_modal_class_of_the_cogs_goes_through_the_gate(cast:
     ]
     assert found and all(issubclass(cls, OwnerGate) for cls in found), found
     # By name: loading an extension again (as the bot's tests do) makes its classes anew.
-    assert {c.__qualname__ for c in custom_ids(keys_of(cast, 1)[0])} == {c.__qualname__ for c in OwnerGate.registry.values()}
+    assert {c.__qualname__ for c in custom_ids(keys_of(cast, 1)[0])} == {
+        c.__qualname__ for c in OwnerGate.registry.values()
+    }
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(custom_id=st.text(max_size=120) | st.from_regex(r"echo:[a-z-]{1,12}:[0-9@a-z:]{0,40}", fullmatch=True), person=PEOPLE)
+@given(
+    custom_id=st.text(max_size=120) | st.from_regex(r"echo:[a-z-]{1,12}:[0-9@a-z:]{0,40}", fullmatch=True),
+    person=PEOPLE,
+)
 def test_any_text_lets_a_person_through_only_under_a_key_of_their_own(cast: Cast, custom_id: str, person: int) -> None:
     owner = owner_in(custom_id, person, cast)
     assert owner is None or (owner in keys_of(cast, person) and owner in custom_id and len(custom_id) <= CUSTOM_ID_MAX)
@@ -98,7 +103,9 @@ def test_any_text_lets_a_person_through_only_under_a_key_of_their_own(cast: Cast
 def made(cast: Cast) -> dict[str, dict[type, list[str]]]:
     """Ids made for Alice's and Bob's keys, and for keys of theirs that are no key of this cast."""
     return {
-        key: custom_ids(key) for person in (111, 222) for key in [*keys_of(cast, person), f"{person}@nora", f"{person}@ghost"]
+        key: custom_ids(key)
+        for person in (111, 222)
+        for key in [*keys_of(cast, person), f"{person}@nora", f"{person}@ghost"]
     }
 
 

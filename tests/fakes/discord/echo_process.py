@@ -53,25 +53,36 @@ def _base_environment() -> dict[str, str]:
 
 
 async def start_echo_process(
-    discord: FakeDiscord, llm_url: str, model: str, folder: Path, name: str = "echo", *, clock_file: Path | None = None,
-    sessions: int = 1, **settings: str,
+    discord: FakeDiscord,
+    llm_url: str,
+    model: str,
+    folder: Path,
+    name: str = "echo",
+    *,
+    clock_file: Path | None = None,
+    sessions: int = 1,
+    **settings: str,
 ) -> EchoProcess:
     """Start the bot and wait until it has identified on the fake gateway (until `sessions`
     bots have, when others are connected). With `clock_file`, the bot's clock is moved by the
     seconds written in it (tests/fakes/discord/clocked_echo.py)."""
     database = folder / f"{name}.sqlite3"
-    env = _base_environment() | {
-        "PYTHONPATH": str(REPO),
-        "DISCORD_TOKEN": discord.token,
-        "DISCORD_API_URL": discord.api_url,
-        "DEV_GUILD_ID": str(discord.guild.id),
-        "LLM_API": "ollama",
-        "LLM_BASE_URL": llm_url,
-        "LLM_MODEL": model,
-        "EMBEDDINGS": "local",
-        "DATABASE_PATH": str(database),
-        "LOG_LEVEL": "INFO",
-    } | settings
+    env = (
+        _base_environment()
+        | {
+            "PYTHONPATH": str(REPO),
+            "DISCORD_TOKEN": discord.token,
+            "DISCORD_API_URL": discord.api_url,
+            "DEV_GUILD_ID": str(discord.guild.id),
+            "LLM_API": "ollama",
+            "LLM_BASE_URL": llm_url,
+            "LLM_MODEL": model,
+            "EMBEDDINGS": "local",
+            "DATABASE_PATH": str(database),
+            "LOG_LEVEL": "INFO",
+        }
+        | settings
+    )
     module = "bot"
     if clock_file is not None:
         env["ECHO_TEST_CLOCK_FILE"] = str(clock_file)

@@ -90,7 +90,7 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
         return await handler(request)
     started = time.monotonic()
     request[JSON_BODY] = await _read_payload(request)
-    path = request.path[len(API_PREFIX):]
+    path = request.path[len(API_PREFIX) :]
     if not _token_in_url(path) and request.headers.get("Authorization") != f"Bot {server.token}":
         response: web.StreamResponse = json_response({"message": "401: Unauthorized", "code": 0}, status=401)
     else:
@@ -162,7 +162,9 @@ def _check_message(body: dict[str, Any], *, creating: bool) -> None:
     content = body.get("content")
     if content is not None and len(content) > MESSAGE_LIMIT:
         raise too_long("content", MESSAGE_LIMIT)
-    if creating and not (content or body.get("embeds") or body.get("_files") or body.get("components") or body.get("poll")):
+    if creating and not (
+        content or body.get("embeds") or body.get("_files") or body.get("components") or body.get("poll")
+    ):
         raise DiscordError(400, 50006, "Cannot send an empty message")
 
 
@@ -177,7 +179,9 @@ async def users_me(request: web.Request) -> web.Response:
 async def my_guilds(request: web.Request) -> web.Response:
     server = _server(request)
     mine = [g for g in server.guilds.values() if server.bot_user.id in g.members]
-    return json_response([{"id": str(g.id), "name": g.name, "icon": None, "owner": False, "features": []} for g in mine])
+    return json_response(
+        [{"id": str(g.id), "name": g.name, "icon": None, "owner": False, "features": []} for g in mine]
+    )
 
 
 async def application_me(request: web.Request) -> web.Response:
@@ -348,10 +352,20 @@ async def create_webhook(request: web.Request) -> web.Response:
     body = _body(request)
     name = body.get("name") or ""
     if not 1 <= len(name) <= 80:
-        raise DiscordError(400, 50035, "Invalid Form Body", {"name": {"_errors": [{"code": "BASE_TYPE_BAD_LENGTH", "message": "Must be between 1 and 80 in length."}]}})
+        raise DiscordError(
+            400,
+            50035,
+            "Invalid Form Body",
+            {"name": {"_errors": [{"code": "BASE_TYPE_BAD_LENGTH", "message": "Must be between 1 and 80 in length."}]}},
+        )
     webhook = Webhook(
-        id=snowflake(), token=new_token(), channel_id=channel.id, guild_id=channel.guild_id,
-        name=name, avatar=None if body.get("avatar") is None else "fakeavatarhash", creator=server.bot_user,
+        id=snowflake(),
+        token=new_token(),
+        channel_id=channel.id,
+        guild_id=channel.guild_id,
+        name=name,
+        avatar=None if body.get("avatar") is None else "fakeavatarhash",
+        creator=server.bot_user,
     )
     server.webhooks[webhook.id] = webhook
     return json_response(server.webhook_payload(webhook))
@@ -501,8 +515,13 @@ async def interaction_callback(request: web.Request) -> web.Response:
         assert channel is not None
         flags = int(data.get("flags") or 0) | (LOADING if kind == DEFERRED_CHANNEL_MESSAGE else 0)
         message = server.new_message(
-            channel, server.bot_user, data.get("content") or "", embeds=data.get("embeds") or [],
-            components=data.get("components") or [], flags=flags, interaction=interaction,
+            channel,
+            server.bot_user,
+            data.get("content") or "",
+            embeds=data.get("embeds") or [],
+            components=data.get("components") or [],
+            flags=flags,
+            interaction=interaction,
         )
         interaction.original = message
         response_message_id = message["id"]

@@ -202,7 +202,9 @@ class FakeDiscord:
 
     def add_attachment(self, channel: Channel, filename: str, data: bytes, content_type: str) -> dict[str, Any]:
         """An uploaded file, served at its `url` like Discord's CDN; pass it to `user_says`."""
-        found = Attachment(id=snowflake(), channel_id=channel.id, filename=filename, content_type=content_type, data=data)
+        found = Attachment(
+            id=snowflake(), channel_id=channel.id, filename=filename, content_type=content_type, data=data
+        )
         self.attachments[found.id] = found
         url = f"{self.url}/attachments/{channel.id}/{found.id}/{filename}"
         payload: dict[str, Any] = {
@@ -425,7 +427,9 @@ class FakeDiscord:
                 "id": str(interaction.id),
                 "type": interaction.payload["type"],
                 "user": user,
-                "authorizing_integration_owners": {"0": str(channel.guild_id)} if channel.guild_id else {"1": user["id"]},
+                "authorizing_integration_owners": {"0": str(channel.guild_id)}
+                if channel.guild_id
+                else {"1": user["id"]},
             }
             message["application_id"] = str(self.application_id)
             message["webhook_id"] = str(self.application_id)
@@ -514,15 +518,22 @@ class FakeDiscord:
     def add_webhook(self, channel: Channel, name: str, *, creator: User) -> Webhook:
         """A webhook another app or person made in `channel` (a PluralKit proxy, another bot)."""
         webhook = Webhook(
-            id=snowflake(), token=new_token(), channel_id=channel.id, guild_id=channel.guild_id,
-            name=name, avatar=None, creator=creator,
+            id=snowflake(),
+            token=new_token(),
+            channel_id=channel.id,
+            guild_id=channel.guild_id,
+            name=name,
+            avatar=None,
+            creator=creator,
         )
         self.webhooks[webhook.id] = webhook
         return webhook
 
     async def webhook_says(self, webhook: Webhook, content: str, *, username: str | None = None) -> dict[str, Any]:
         """A message posted through `webhook` under `username`, as its owner would execute it."""
-        message = self.new_message(self.channels[webhook.channel_id], None, content, webhook=webhook, webhook_username=username)
+        message = self.new_message(
+            self.channels[webhook.channel_id], None, content, webhook=webhook, webhook_username=username
+        )
         await self.dispatch_message("MESSAGE_CREATE", message)
         return message
 
@@ -574,7 +585,9 @@ class FakeDiscord:
             data["guild_id"] = command["guild_id"]
         return data
 
-    async def press_button(self, user: User, message: dict[str, Any], custom_id: str, *, locale: str = "en-US") -> Interaction:
+    async def press_button(
+        self, user: User, message: dict[str, Any], custom_id: str, *, locale: str = "en-US"
+    ) -> Interaction:
         channel = self.channels[int(message["channel_id"])]
         return await self._interact(
             user, channel, 3, {"custom_id": custom_id, "component_type": 2}, message=message, locale=locale
@@ -597,8 +610,7 @@ class FakeDiscord:
         locale: str = "en-US",
     ) -> Interaction:
         rows = [
-            {"type": 1, "components": [{"type": 4, "custom_id": key, "value": value}]}
-            for key, value in values.items()
+            {"type": 1, "components": [{"type": 4, "custom_id": key, "value": value}]} for key, value in values.items()
         ]
         return await self._interact(
             user, channel, 5, {"custom_id": custom_id, "components": rows}, message=message, locale=locale
@@ -636,7 +648,9 @@ class FakeDiscord:
             payload["guild_id"] = str(guild.id)
             payload["guild"] = {"id": str(guild.id), "locale": "en-US", "features": []}
             payload["guild_locale"] = "en-US"
-            payload["member"] = self.member_payload(guild, user.id, with_user=True) | {"permissions": "2248473465835073"}
+            payload["member"] = self.member_payload(guild, user.id, with_user=True) | {
+                "permissions": "2248473465835073"
+            }
         else:
             payload["user"] = user.payload()
         if message is not None:
@@ -735,7 +749,13 @@ class FakeDiscord:
     def rate_limit_bucket(self, method: str, path: str) -> dict[str, str]:
         """Discord's rate-limit headers for this route (per channel for message routes)."""
         parts = path.strip("/").split("/")
-        major = "/".join(parts[:2]) if parts and parts[0] in ("channels", "guilds", "webhooks") else parts[0] if parts else ""
+        major = (
+            "/".join(parts[:2])
+            if parts and parts[0] in ("channels", "guilds", "webhooks")
+            else parts[0]
+            if parts
+            else ""
+        )
         key = f"{method} {major}"
         now = time.monotonic()
         window = [t for t in self._buckets.get(key, []) if now - t < RATE_LIMIT_WINDOW]

@@ -167,12 +167,16 @@ async def test_the_engines_cache_follows_every_kind_of_write_without_a_reload(
         async def in_step() -> None:
             entry = await cache.get(user)
             cached = {m.id: (m.text, m.pinned, m.expires_at) for m in entry.memories(sorted(entry.slot_of.values()))}
-            stored = {m.id: (m.text, m.pinned, m.expires_at) for m in map(row_to_memory, await memory_rows(db.reader, user))}
+            stored = {
+                m.id: (m.text, m.pinned, m.expires_at) for m in map(row_to_memory, await memory_rows(db.reader, user))
+            }
             assert cached == stored
             with_vector = {int(i) for i in entry.ids[: len(entry.rows)][entry.has_vector[: len(entry.rows)]]}
             assert with_vector == set((await load_user_matrix(db, user, embedder.model))[0])
 
-        first = await engine.memories.remember(user, "L'utilisateur habite à Nantes.", story_id="chan-1", place="guild-1")
+        first = await engine.memories.remember(
+            user, "L'utilisateur habite à Nantes.", story_id="chan-1", place="guild-1"
+        )
         await in_step()  # the one load
         llm_server.handler = lambda r: (
             json.dumps({"memories": [{"text": "L'utilisateur a un chat qui s'appelle Minou.", "type": "fact",

@@ -31,7 +31,9 @@ pytestmark = pytest.mark.both_stores
 async def seed(db: SQLiteDatabase, user: str, count: int, *, days_ago: float = 1.0, place: str = PLACE) -> None:
     store = MemoryStore(db)
     for i in range(count):
-        await store.add(user, NewMemory(text=f"{user} a noté le fait numéro {i} : sa couleur {i} est rare", place=place))
+        await store.add(
+            user, NewMemory(text=f"{user} a noté le fait numéro {i} : sa couleur {i} est rare", place=place)
+        )
     async with db.write() as conn:
         await save_exchange(
             conn, user, user_name=user, story_id="chan-1", place=place, message_id=None,
@@ -87,7 +89,9 @@ async def test_a_reflection_arriving_during_the_build_waits_for_the_whole_index(
     assert (await warming).users == 1
 
 
-async def test_a_build_cancelled_halfway_leaves_no_partial_index(db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_build_cancelled_halfway_leaves_no_partial_index(
+    db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
     await seed(db, "alice", 200)
     monkeypatch.setattr(slices_module, "SLICE_SECONDS", 0.0)
     cache = MemoryCache(db, None)
@@ -171,4 +175,3 @@ async def test_a_built_index_is_served_while_another_place_of_the_user_is_being_
     _, index = await indexes.get("alice", "guild-1", utcnow())
     assert len(index) == 300 and not other.done()
     await other
-

@@ -51,7 +51,9 @@ async def two_people(engine: Engine, store: MemoryStore) -> None:
     await season(engine, store)
     from bot.engine import Incoming
 
-    await engine.conversation.turn(Incoming(user_id="bob", user_name="Bob", text="Salut", story_id="c", place="dm", message_id="b1"))
+    await engine.conversation.turn(
+        Incoming(user_id="bob", user_name="Bob", text="Salut", story_id="c", place="dm", message_id="b1")
+    )
     await engine.operator.wait_reflections("bob")
     for y in (2019, 2020, 2021):
         await store.add("bob", NewMemory(text=f"Bob a visité Porto en {y}"))
@@ -61,7 +63,9 @@ def consolidation_calls(llm_server, word: str) -> int:  # type: ignore[no-untype
     return sum(is_consolidation(r) and word in r.last_user for r in llm_server.chats)
 
 
-async def test_a_rewrite_that_keeps_the_carriers_and_changes_the_fact_leaves_the_series(db, http, llm_server, tmp_path, store):
+async def test_a_rewrite_that_keeps_the_carriers_and_changes_the_fact_leaves_the_series(
+    db, http, llm_server, tmp_path, store
+):
     engine = make_engine(db, http, llm_server, tmp_path)
     await season(engine, store)
     before = sorted(m.text for m in await engine.memories.list("alice"))
@@ -71,7 +75,9 @@ async def test_a_rewrite_that_keeps_the_carriers_and_changes_the_fact_leaves_the
     assert sorted(m.text for m in await engine.memories.list("alice")) == before
 
 
-async def test_one_person_s_unstorable_answer_is_skipped_and_the_next_person_is_consolidated(db, http, llm_server, tmp_path, store):
+async def test_one_person_s_unstorable_answer_is_skipped_and_the_next_person_is_consolidated(
+    db, http, llm_server, tmp_path, store
+):
     engine = make_engine(db, http, llm_server, tmp_path)
     await two_people(engine, store)
     # 500 characters as the model wrote them; 3 more for each "…" once stored (NFKC: "...").
@@ -88,7 +94,9 @@ async def test_one_person_s_unstorable_answer_is_skipped_and_the_next_person_is_
     assert consolidation_calls(llm_server, "Trieste") == asked
 
 
-async def test_an_erase_cancels_a_consolidation_s_model_call_instead_of_waiting_for_it(db, http, llm_server, tmp_path, store):
+async def test_an_erase_cancels_a_consolidation_s_model_call_instead_of_waiting_for_it(
+    db, http, llm_server, tmp_path, store
+):
     engine = make_engine(db, http, llm_server, tmp_path, reflection_timeout_seconds=300)
     await two_people(engine, store)
     asked, never = asyncio.Event(), asyncio.Event()
@@ -113,7 +121,9 @@ async def test_an_erase_cancels_a_consolidation_s_model_call_instead_of_waiting_
     never.set()
 
 
-async def test_a_consolidation_the_user_undid_is_never_redone_however_many_came_after(db, http, llm_server, tmp_path, store):
+async def test_a_consolidation_the_user_undid_is_never_redone_however_many_came_after(
+    db, http, llm_server, tmp_path, store
+):
     engine = make_engine(db, http, llm_server, tmp_path, consolidation_series_per_run=10)
     await season(engine, store)
     llm_server.handler = answering({"Trieste": TRIESTE})
@@ -134,7 +144,9 @@ async def test_a_consolidation_the_user_undid_is_never_redone_however_many_came_
     assert [c.memory_id for c in undone] == [trieste.memory_id]
 
 
-async def test_a_reflection_waiting_for_its_model_holds_no_lock_the_consolidation_waits_for(db, http, llm_server, tmp_path, store, store_kind):
+async def test_a_reflection_waiting_for_its_model_holds_no_lock_the_consolidation_waits_for(
+    db, http, llm_server, tmp_path, store, store_kind
+):
     """The same rule on the other side: a reflection's model call holds no per-user lock either,
     so the consolidation (and an erase) never waits for it. On PostgreSQL the worker's claim on
     the user is a connection's advisory lock, tried and never waited for: the run passes the user
@@ -155,7 +167,9 @@ async def test_a_reflection_waiting_for_its_model_holds_no_lock_the_consolidatio
         return await trieste(request)
 
     llm_server.handler = handler
-    await engine.conversation.turn(Incoming(user_id="alice", user_name="Alice", text="Encore un voyage", story_id="c", place="dm", message_id="m2"))
+    await engine.conversation.turn(
+        Incoming(user_id="alice", user_name="Alice", text="Encore un voyage", story_id="c", place="dm", message_id="m2")
+    )
     engine.operator.schedule_reflection("alice")
     await asyncio.wait_for(asked.wait(), 10)
     figures = await asyncio.wait_for(engine.operator.consolidate(), 5)

@@ -28,7 +28,9 @@ def mem(i: int, text: str) -> Memory:
 
 
 def refusal(members: list[str], text: str) -> str | None:
-    found = check_proposal([mem(i, t) for i, t in enumerate(members, 1)], Proposal(text, 0.95), character_name="Écho", user_name="Alice")
+    found = check_proposal(
+        [mem(i, t) for i, t in enumerate(members, 1)], Proposal(text, 0.95), character_name="Écho", user_name="Alice"
+    )
     return None if found is None else found.reason
 
 
@@ -93,7 +95,11 @@ def series_and_rewrites(draw: st.DrawFn) -> dict[str, object]:
     start = draw(st.integers(1990, 2020))
     consecutive = draw(st.booleans())
     n = draw(st.integers(3, 7))
-    years = list(range(start, start + n)) if consecutive else sorted(draw(st.lists(st.integers(1990, 2030), min_size=3, max_size=7, unique=True)))
+    years = (
+        list(range(start, start + n))
+        if consecutive
+        else sorted(draw(st.lists(st.integers(1990, 2030), min_size=3, max_size=7, unique=True)))
+    )
     head = f"{words['subject']} {said_verb} {obj}"
     members = [f"{head} {words['year'].format(y)}." for y in years]
     as_range = consecutive and draw(st.booleans())
@@ -126,4 +132,6 @@ def test_no_accepted_proposal_drops_a_word_flips_a_negation_or_adds_a_fact(case:
     assert case["mutated"] != case["faithful"]
     reason = refusal(members, str(case["mutated"]))
     event(f"{case['lang']} {case['mutation']}: {reason}")
-    assert reason is not None, f"accepted a rewrite that changes what the members say ({case['mutation']}): {case['mutated']!r} for {members[0]!r}"
+    assert reason is not None, (
+        f"accepted a rewrite that changes what the members say ({case['mutation']}): {case['mutated']!r} for {members[0]!r}"
+    )

@@ -91,7 +91,9 @@ def consolidating(text_for: dict[str, str]):  # type: ignore[no-untyped-def]
 
 async def season(engine: Engine, store: MemoryStore) -> None:
     """Alice spoke lately (the job looks at recent speakers) and holds two series and a fact."""
-    await engine.conversation.turn(Incoming(user_id="alice", user_name="Alice", text="Salut", story_id="c", place="dm", message_id="m1"))
+    await engine.conversation.turn(
+        Incoming(user_id="alice", user_name="Alice", text="Salut", story_id="c", place="dm", message_id="m1")
+    )
     await engine.operator.wait_reflections("alice")
     for y in YEARS:
         await store.add("alice", NewMemory(text=f"Alice a visité Trieste en {y}"))
@@ -100,7 +102,9 @@ async def season(engine: Engine, store: MemoryStore) -> None:
     await store.add("alice", NewMemory(text="Alice aime le thé vert"))
 
 
-async def test_an_accepted_consolidation_replaces_the_series_and_one_restore_brings_it_back(db, http, llm_server, tmp_path, store):
+async def test_an_accepted_consolidation_replaces_the_series_and_one_restore_brings_it_back(
+    db, http, llm_server, tmp_path, store
+):
     engine = make_engine(db, http, llm_server, tmp_path)
     await season(engine, store)
     before = {m.id: m.text for m in await engine.memories.list("alice")}
@@ -117,7 +121,9 @@ async def test_an_accepted_consolidation_replaces_the_series_and_one_restore_bri
     assert not any("Trieste en 20" in t and i != new_id for i, t in live.items())
     assert sum("tennis" in t for t in live.values()) == 3  # the refused series stays as it is
     [c] = await engine.memories.consolidations("alice")
-    assert c.memory_id == new_id and sorted(m for m, _ in c.members) == sorted(i for i, t in before.items() if "Trieste" in t)
+    assert c.memory_id == new_id and sorted(m for m, _ in c.members) == sorted(
+        i for i, t in before.items() if "Trieste" in t
+    )
     entries, removals = await engine.memories.history("alice")
     with use_locale("fr"):
         shown = history_text(entries, removals, [c])
@@ -145,7 +151,9 @@ async def test_an_accepted_consolidation_replaces_the_series_and_one_restore_bri
     assert (await engine.operator.consolidate()).consolidated == 1
 
 
-async def test_a_member_edited_while_the_model_answers_leaves_the_series_as_it_is(db, http, llm_server, tmp_path, store):
+async def test_a_member_edited_while_the_model_answers_leaves_the_series_as_it_is(
+    db, http, llm_server, tmp_path, store
+):
     engine = make_engine(db, http, llm_server, tmp_path)
     await season(engine, store)
     trieste = [m for m in await engine.memories.list("alice") if "Trieste" in m.text]
@@ -187,7 +195,9 @@ async def test_the_selection_caps_a_series_in_a_turn_and_why_says_it(db, http, l
     engine = make_engine(db, http, llm_server, tmp_path)
     await season(engine, store)
     llm_server.handler = consolidating({})
-    result = await engine.conversation.turn(Incoming(user_id="alice", user_name="Alice", text="On part où ?", story_id="c", place="dm", message_id="m2"))
+    result = await engine.conversation.turn(
+        Incoming(user_id="alice", user_name="Alice", text="On part où ?", story_id="c", place="dm", message_id="m2")
+    )
     slots = result.selection.slots
     assert sum("Trieste" in s.text for s in slots) == 3
     assert all(s.series == len(YEARS) for s in slots if "Trieste" in s.text)

@@ -108,7 +108,9 @@ async def run(case: dict[str, object], folder: Path) -> None:
 
         server.handler = answer
         async with db.write() as conn:  # she spoke lately: the job looks at her memories
-            await save_exchange(conn, "alice", user_name="Alice", story_id="c", place="g", message_id=None, text="Salut", now=utcnow())
+            await save_exchange(
+                conn, "alice", user_name="Alice", story_id="c", place="g", message_id=None, text="Salut", now=utcnow()
+            )
         figures = await engine.operator.consolidate()
 
         event("applied" if figures.consolidated else f"left alone: {dict(figures.refused)}")
@@ -132,7 +134,11 @@ async def run(case: dict[str, object], folder: Path) -> None:
         await db.close()
 
 
-@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(cases())
 def test_every_carrier_of_every_member_stays_recoverable_or_the_series_is_untouched(case: dict[str, object]) -> None:
     with tempfile.TemporaryDirectory() as folder:

@@ -45,7 +45,13 @@ class Model:
             first = int(re.findall(r"^\[(\d+)\]", known, re.MULTILINE)[0])
             return json.dumps({"replace": [{"id": first, "text": self.correction}]})
         years = [y for y in YEARS if said(y) in request.last_user]
-        return json.dumps({"memories": [{"text": f"Alice a visité Trieste en {y}", "type": "episode", "confidence": 0.95} for y in years]})
+        return json.dumps(
+            {
+                "memories": [
+                    {"text": f"Alice a visité Trieste en {y}", "type": "episode", "confidence": 0.95} for y in years
+                ]
+            }
+        )
 
 
 async def consolidated_season(engine: Engine) -> int:
@@ -103,7 +109,11 @@ async def test_editing_the_message_that_alone_said_one_member_corrects_that_memb
     await engine.operator.wait_reflections("alice")
 
     live = sorted(m.text for m in await engine.memories.list("alice"))
-    assert live == ["Alice a visité Porto en 2018", "Alice a visité Trieste en 2017", "Alice a visité Trieste en 2019"], live
+    assert live == [
+        "Alice a visité Porto en 2018",
+        "Alice a visité Trieste en 2017",
+        "Alice a visité Trieste en 2019",
+    ], live
     assert consolidated not in {m.id for m in await engine.memories.list("alice")}
     why = why_text(await engine.memories.why("alice", "c"))
     assert "withdrawn since" in why and CONSOLIDATED not in why

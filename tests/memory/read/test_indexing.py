@@ -210,6 +210,7 @@ async def test_scheduled_job_runs_once_at_start_with_one_instance_at_a_time(
 
     scheduler.start()
     try:
+
         async def indexed() -> None:
             while await versions(db, ALICE) == before:
                 await asyncio.sleep(0.05)

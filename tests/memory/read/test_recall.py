@@ -392,12 +392,15 @@ async def test_a_selection_made_without_recording_is_recorded_once_later(
     assert (await counters(db))[memory] == (1, 1, 1)
 
 
-
 # --- counters of users with many memories ---------------------------------------------------------
 
 
 async def test_many_candidates_are_counted_later_and_the_same(
-    db: SQLiteDatabase, tmp_path: Path, monkeypatch, embedding_http: httpx.AsyncClient, embedding_server: EmbeddingServer
+    db: SQLiteDatabase,
+    tmp_path: Path,
+    monkeypatch,
+    embedding_http: httpx.AsyncClient,
+    embedding_server: EmbeddingServer,
 ) -> None:
     direct_db = await SQLiteDatabase.open(tmp_path / "direct.sqlite3")
     try:

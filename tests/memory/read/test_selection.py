@@ -35,9 +35,7 @@ def same(
     got = select_columns(
         candidates_of(memories, scores), limit, threshold=threshold, now_us=NOW_US, semantic_slots=semantic_slots
     )
-    assert [(s.memory.id, s.reason, s.score) for s in got] == [
-        (s.memory.id, s.reason, s.score) for s in expected
-    ]
+    assert [(s.memory.id, s.reason, s.score) for s in got] == [(s.memory.id, s.reason, s.score) for s in expected]
     assert [s.memory for s in got] == [s.memory for s in expected]
 
 

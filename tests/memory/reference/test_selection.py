@@ -325,9 +325,7 @@ def reference_select(
                 count += 1
 
     quarter = round(limit * 0.25)
-    reserve_pool = [
-        m for m in candidates if not m.pinned and (m.scope == "global" or m.id in eligible_ids)
-    ]
+    reserve_pool = [m for m in candidates if not m.pinned and (m.scope == "global" or m.id in eligible_ids)]
     reserve = min(max(1, quarter), len(reserve_pool))
     run([m for m in ordered if m.pinned], "pinned", limit - reserve)
     globals_first = [m for m in by_score if m.scope == "global"]
@@ -370,7 +368,9 @@ def turns(draw: st.DrawFn) -> tuple[list[Memory], dict[int, float], int]:
 
 @settings(max_examples=examples(250), deadline=None)
 @given(turns(), st.sampled_from((None, None, 16)))
-def test_matches_the_reference_passes(turn: tuple[list[Memory], dict[int, float], int], semantic_slots: int | None) -> None:
+def test_matches_the_reference_passes(
+    turn: tuple[list[Memory], dict[int, float], int], semantic_slots: int | None
+) -> None:
     memories, scores, limit = turn
 
     selected = select(memories, scores, limit, now=NOW, semantic_slots=semantic_slots)

@@ -40,9 +40,7 @@ async def insert(db: SQLiteDatabase, user_id: str, count: int) -> list[int]:
 
 
 async def counters(db: SQLiteDatabase) -> dict[int, tuple[int, int, int]]:
-    async with db.reader.execute(
-        "SELECT id, times_candidate, times_served, times_semantic FROM memories"
-    ) as cursor:
+    async with db.reader.execute("SELECT id, times_candidate, times_served, times_semantic FROM memories") as cursor:
         return {row[0]: (row[1], row[2], row[3]) for row in await cursor.fetchall()}
 
 

@@ -37,7 +37,12 @@ async def test_add_and_get_round_trip_every_field(store, clock):
     m = await store.get("alice", memory_id)
     assert m is not None
     assert (m.text, m.type, m.scope, m.story_id, m.place, m.source) == (
-        "L'utilisateur part en congé en août.", "fact", "story", "chan-1", "guild-9", "msg-42"
+        "L'utilisateur part en congé en août.",
+        "fact",
+        "story",
+        "chan-1",
+        "guild-9",
+        "msg-42",
     )
     assert m.confidence == 0.9 and m.expires_at == expires and m.created_at == clock.now
     assert (m.times_candidate, m.times_served, m.times_semantic) == (0, 0, 0)
@@ -76,12 +81,17 @@ async def test_another_users_id_behaves_like_a_missing_id(store):
 async def test_replace_archives_the_old_version_first(store, clock):
     memory_id = await store.add("alice", NewMemory(text="L'utilisateur fait partie de l'équipe Paiements."))
     clock.advance(days=1)
-    assert await store.replace("alice", memory_id, "L'utilisateur fait partie de l'équipe Logistique.", cause=Cause("edit"))
+    assert await store.replace(
+        "alice", memory_id, "L'utilisateur fait partie de l'équipe Logistique.", cause=Cause("edit")
+    )
     m = await store.get("alice", memory_id)
     assert m.text == "L'utilisateur fait partie de l'équipe Logistique." and m.updated_at == clock.now
     [entry] = await store.history("alice")
     assert (entry.memory_id, entry.operation, entry.text, entry.cause) == (
-        memory_id, "replace", "L'utilisateur fait partie de l'équipe Paiements.", Cause("edit")
+        memory_id,
+        "replace",
+        "L'utilisateur fait partie de l'équipe Paiements.",
+        Cause("edit"),
     )
     assert entry.archived_at == clock.now and not entry.restored
 

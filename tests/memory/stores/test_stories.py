@@ -28,13 +28,9 @@ SPECS = parse_state_specs(
 ALICE, BOB = "111", "222"
 HARBOUR, TAVERN = "chan-port", "thread-taverne"
 
-STANCE = (
-    "Le personnage pense que trier ses bouquins par couleurs, c'est cesser de lire : "
-    "on expose, on ne lit plus."
-)
+STANCE = "Le personnage pense que trier ses bouquins par couleurs, c'est cesser de lire : on expose, on ne lit plus."
 SELF_CITING = (
-    "Le personnage a répondu «trier ses bouquins par couleurs, c'est cesser de lire», "
-    "ce que l'utilisateur a approuvé."
+    "Le personnage a répondu «trier ses bouquins par couleurs, c'est cesser de lire», ce que l'utilisateur a approuvé."
 )
 LEGITIMATE = "L'utilisateur a montré ses étagères rangées par couleur et n'a su citer aucun titre."
 
@@ -58,13 +54,15 @@ async def reflect(
     **proposals: Any,
 ) -> StoryReport:
     args: dict[str, Any] = {
-        "summary": None, "anchor_add": [], "anchor_remove": [], "positions": [], "state_deltas": {},
+        "summary": None,
+        "anchor_add": [],
+        "anchor_remove": [],
+        "positions": [],
+        "state_deltas": {},
     }
     args.update(proposals)
     async with db.write() as conn:
-        return await apply_story_reflection(
-            conn, user_id, story_id, specs=SPECS, cause=cause, now=now, **args
-        )
+        return await apply_story_reflection(conn, user_id, story_id, specs=SPECS, cause=cause, now=now, **args)
 
 
 async def test_first_reflection_stores_summary_anchors_positions_and_state(db: SQLiteDatabase) -> None:
@@ -72,26 +70,41 @@ async def test_first_reflection_stores_summary_anchors_positions_and_state(db: S
         db,
         summary="Alice arrive au port et cherche le capitaine Morel.",
         anchor_add=["Le capitaine Morel a disparu en mer."],
-        positions=[{"subject": "la mer", "stance": "Le personnage craint la mer d'hiver.",
-                    "justification": "Alice raconte que trois bateaux ont coulé cet hiver."}],
+        positions=[
+            {
+                "subject": "la mer",
+                "stance": "Le personnage craint la mer d'hiver.",
+                "justification": "Alice raconte que trois bateaux ont coulé cet hiver.",
+            }
+        ],
         state_deltas={"humeur": 0.1},
     )
     story = await load_story(db, ALICE, HARBOUR)
     assert story.summary == "Alice arrive au port et cherche le capitaine Morel."
-    assert [(a.id, a.text) for a in story.anchors] == [(report.added_anchor_ids[0], "Le capitaine Morel a disparu en mer.")]
-    assert [(p.id, p.subject, p.updated_at) for p in story.positions] == [(report.inserted_position_ids[0], "la mer", T0)]
+    assert [(a.id, a.text) for a in story.anchors] == [
+        (report.added_anchor_ids[0], "Le capitaine Morel a disparu en mer.")
+    ]
+    assert [(p.id, p.subject, p.updated_at) for p in story.positions] == [
+        (report.inserted_position_ids[0], "la mer", T0)
+    ]
     assert story.state == {"humeur": 0.1}
     assert report.summary_replaced
     # Nothing existed before: nothing was archived except the state change.
     assert [h.operation for h in await story_history(db, ALICE, HARBOUR)] == ["state_changed"]
 
 
-async def test_summary_dropping_an_anchored_fact_keeps_the_anchor_and_archives_the_old_summary(db: SQLiteDatabase) -> None:
-    await reflect(db, summary="Alice cherche le capitaine Morel, disparu en mer.",
-                  anchor_add=["Le capitaine Morel a disparu en mer."])
+async def test_summary_dropping_an_anchored_fact_keeps_the_anchor_and_archives_the_old_summary(
+    db: SQLiteDatabase,
+) -> None:
+    await reflect(
+        db,
+        summary="Alice cherche le capitaine Morel, disparu en mer.",
+        anchor_add=["Le capitaine Morel a disparu en mer."],
+    )
     later = T0 + timedelta(minutes=3)
-    await reflect(db, now=later, cause=Cause.reflection("2"),
-                  summary="Alice boit un verre à la taverne et parle du temps.")
+    await reflect(
+        db, now=later, cause=Cause.reflection("2"), summary="Alice boit un verre à la taverne et parle du temps."
+    )
     story = await load_story(db, ALICE, HARBOUR)
     assert story.summary == "Alice boit un verre à la taverne et parle du temps."
     assert [a.text for a in story.anchors] == ["Le capitaine Morel a disparu en mer."]
@@ -123,7 +136,11 @@ async def test_anchor_removal_without_reason_is_refused_with_one_it_is_archived(
     assert (await load_story(db, ALICE, HARBOUR)).anchors == []
     [entry] = await story_history(db, ALICE, HARBOUR)
     assert (entry.operation, entry.item_id, entry.reason, entry.cause, entry.at) == (
-        "anchor_removed", anchor_id, reason, Cause.reflection("3"), when,
+        "anchor_removed",
+        anchor_id,
+        reason,
+        Cause.reflection("3"),
+        when,
     )
     assert entry.payload["text"] == "Alice a promis de rapporter la carte du phare."
 
@@ -143,15 +160,27 @@ async def test_another_users_or_storys_anchor_id_is_unknown(db: SQLiteDatabase) 
 
 async def test_self_citing_justification_keeps_the_date_legitimate_one_refreshes(db: SQLiteDatabase) -> None:
     other_stance = "Le personnage pense que la musique aide à se concentrer."
-    await reflect(db, positions=[
-        {"subject": "rangement des livres", "stance": STANCE, "justification": "Alice range ses livres par taille."},
-        {"subject": "musique", "stance": other_stance, "justification": "Alice code avec un casque."},
-    ])
+    await reflect(
+        db,
+        positions=[
+            {
+                "subject": "rangement des livres",
+                "stance": STANCE,
+                "justification": "Alice range ses livres par taille.",
+            },
+            {"subject": "musique", "stance": other_stance, "justification": "Alice code avec un casque."},
+        ],
+    )
     later = T0 + timedelta(hours=5)
-    report = await reflect(db, now=later, cause=Cause.reflection("2"), positions=[
-        {"subject": "rangement des livres", "stance": STANCE, "justification": SELF_CITING},
-        {"subject": "musique", "stance": other_stance, "justification": LEGITIMATE},
-    ])
+    report = await reflect(
+        db,
+        now=later,
+        cause=Cause.reflection("2"),
+        positions=[
+            {"subject": "rangement des livres", "stance": STANCE, "justification": SELF_CITING},
+            {"subject": "musique", "stance": other_stance, "justification": LEGITIMATE},
+        ],
+    )
     by_subject = {p.subject: p for p in (await load_story(db, ALICE, HARBOUR)).positions}
     books, music = by_subject["rangement des livres"], by_subject["musique"]
     assert books.updated_at == T0 and books.justification == "Alice range ses livres par taille."
@@ -166,16 +195,31 @@ async def test_evicted_position_goes_to_history(db: SQLiteDatabase) -> None:
     from bot.memory.story.plans import MAX_POSITIONS
 
     for i in range(MAX_POSITIONS):
-        await reflect(db, now=T0 + timedelta(minutes=i), positions=[
-            {"subject": f"sujet {i}", "stance": f"Le personnage a l'avis {i}.", "justification": "Alice en a parlé."}
-        ])
-    await reflect(db, now=T0 + timedelta(hours=1), cause=Cause.reflection("last"), positions=[
-        {"subject": "nouveau", "stance": "Le personnage découvre.", "justification": "Alice en parle."}
-    ])
+        await reflect(
+            db,
+            now=T0 + timedelta(minutes=i),
+            positions=[
+                {
+                    "subject": f"sujet {i}",
+                    "stance": f"Le personnage a l'avis {i}.",
+                    "justification": "Alice en a parlé.",
+                }
+            ],
+        )
+    await reflect(
+        db,
+        now=T0 + timedelta(hours=1),
+        cause=Cause.reflection("last"),
+        positions=[{"subject": "nouveau", "stance": "Le personnage découvre.", "justification": "Alice en parle."}],
+    )
     subjects = {p.subject for p in (await load_story(db, ALICE, HARBOUR)).positions}
     assert len(subjects) == MAX_POSITIONS and "sujet 0" not in subjects and "nouveau" in subjects
     [entry] = await story_history(db, ALICE, HARBOUR)
-    assert (entry.operation, entry.payload["subject"], entry.cause) == ("position_evicted", "sujet 0", Cause.reflection("last"))
+    assert (entry.operation, entry.payload["subject"], entry.cause) == (
+        "position_evicted",
+        "sujet 0",
+        Cause.reflection("last"),
+    )
 
 
 async def test_state_deltas_are_clamped_unknown_keys_ignored_changes_recorded(db: SQLiteDatabase) -> None:
@@ -196,9 +240,17 @@ async def test_story_writes_join_the_callers_transaction(db: SQLiteDatabase) -> 
     with pytest.raises(RuntimeError):
         async with db.write() as conn:
             await apply_story_reflection(
-                conn, ALICE, HARBOUR, summary="Un résumé qui ne doit pas rester.",
-                anchor_add=["Un fait perdu avec la transaction."], anchor_remove=[], positions=[],
-                state_deltas={"humeur": 0.1}, specs=SPECS, cause=Cause.reflection("x"), now=T0,
+                conn,
+                ALICE,
+                HARBOUR,
+                summary="Un résumé qui ne doit pas rester.",
+                anchor_add=["Un fait perdu avec la transaction."],
+                anchor_remove=[],
+                positions=[],
+                state_deltas={"humeur": 0.1},
+                specs=SPECS,
+                cause=Cause.reflection("x"),
+                now=T0,
             )
             raise RuntimeError("the reflection's memory write failed")
     story = await load_story(db, ALICE, HARBOUR)
@@ -215,8 +267,16 @@ async def test_history_is_scoped_by_user_and_optionally_by_story(db: SQLiteDatab
 
 async def test_erase_removes_only_that_users_rows(db: SQLiteDatabase) -> None:
     for user in (ALICE, BOB):
-        await reflect(db, user, summary="Résumé initial.", anchor_add=["Un fait."], state_deltas={"humeur": 0.1},
-                      positions=[{"subject": "mer", "stance": "Le personnage craint la mer.", "justification": "Naufrage raconté."}])
+        await reflect(
+            db,
+            user,
+            summary="Résumé initial.",
+            anchor_add=["Un fait."],
+            state_deltas={"humeur": 0.1},
+            positions=[
+                {"subject": "mer", "stance": "Le personnage craint la mer.", "justification": "Naufrage raconté."}
+            ],
+        )
         await reflect(db, user, summary="Résumé suivant.")
     async with db.write() as conn:
         erased = await erase_user_story_data(conn, ALICE)
@@ -235,8 +295,12 @@ async def test_anchor_removals_survive_fifty_newer_history_rows_when_asked_for_b
     await reflect(db, now=T0 + timedelta(minutes=1), anchor_remove=[(anchor_id, reason)])
     # Every later reflection rewrites the summary and moves the mood: two rows each.
     for i in range(30):
-        await reflect(db, now=T0 + timedelta(minutes=2 + i), summary=f"Résumé numéro {i}.",
-                      state_deltas={"humeur": 0.1 if i % 2 else -0.1})
+        await reflect(
+            db,
+            now=T0 + timedelta(minutes=2 + i),
+            summary=f"Résumé numéro {i}.",
+            state_deltas={"humeur": 0.1 if i % 2 else -0.1},
+        )
     newest = await story_history(db, ALICE, None)
     assert len(newest) == 50 and "anchor_removed" not in {h.operation for h in newest}
 
@@ -250,20 +314,32 @@ async def test_anchor_removals_survive_fifty_newer_history_rows_when_asked_for_b
 
 async def test_operations_are_values_not_sql(db: SQLiteDatabase) -> None:
     await reflect(db, state_deltas={"humeur": 0.1})
-    assert await story_history(db, ALICE, operations=("x') OR 1=1 --", "x\" OR 1=1 --")) == []
+    assert await story_history(db, ALICE, operations=("x') OR 1=1 --", 'x" OR 1=1 --')) == []
     assert await story_history(db, ALICE, operations=()) == []
     with pytest.raises(TypeError):
         await story_history(db, ALICE, operations="state_changed")
 
 
 async def test_reworded_subject_quoting_the_stored_stance_is_not_inserted(db: SQLiteDatabase) -> None:
-    await reflect(db, positions=[
-        {"subject": "rangement des livres", "stance": STANCE, "justification": "Alice range ses livres par taille."},
-    ])
+    await reflect(
+        db,
+        positions=[
+            {
+                "subject": "rangement des livres",
+                "stance": STANCE,
+                "justification": "Alice range ses livres par taille.",
+            },
+        ],
+    )
     later = T0 + timedelta(hours=5)
-    report = await reflect(db, now=later, cause=Cause.reflection("2"), positions=[
-        {"subject": "livres rangés par couleur", "stance": STANCE, "justification": SELF_CITING},
-    ])
+    report = await reflect(
+        db,
+        now=later,
+        cause=Cause.reflection("2"),
+        positions=[
+            {"subject": "livres rangés par couleur", "stance": STANCE, "justification": SELF_CITING},
+        ],
+    )
     [books] = (await load_story(db, ALICE, HARBOUR)).positions
     assert (books.subject, books.updated_at) == ("rangement des livres", T0)
     assert report.inserted_position_ids == [] and len(report.positions.refused) == 1

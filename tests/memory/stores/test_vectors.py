@@ -28,9 +28,6 @@ MODEL = "test-model"
 ALICE, BOB = "111", "222"
 
 
-
-
-
 def random_unit(seed: int, dim: int = 8) -> np.ndarray:
     v = np.random.default_rng(seed).normal(size=dim).astype(np.float32)
     return v / np.linalg.norm(v)
@@ -41,9 +38,7 @@ async def embed_all(db: SQLiteDatabase, model: str = MODEL, dim: int = 8) -> dic
     stale = await stale_memories(db, model, 1000)
     vectors = {m.id: random_unit(m.id, dim) for m in stale}
     async with db.write() as conn:
-        await store_vectors(
-            conn, [VectorRow(m.id, m.user_id, model, m.content_hash, vectors[m.id]) for m in stale]
-        )
+        await store_vectors(conn, [VectorRow(m.id, m.user_id, model, m.content_hash, vectors[m.id]) for m in stale])
     return vectors
 
 

@@ -33,14 +33,9 @@ NOW = T0 + timedelta(hours=5)
 
 # The prototype's self-citing loop, rebuilt: a stance that dictated a reply, and a reflection that quotes the
 # reply back as its evidence. The quoted passage is 53 characters, as in the prototype's journal.
-STANCE = (
-    "Le personnage pense que trier ses bouquins par couleurs, c'est cesser de lire : "
-    "on expose, on ne lit plus."
-)
+STANCE = "Le personnage pense que trier ses bouquins par couleurs, c'est cesser de lire : on expose, on ne lit plus."
 QUOTED = "trier ses bouquins par couleurs, c'est cesser de lire"
-SELF_CITING = (
-    f"Le personnage a répondu «{QUOTED}», ce que l'utilisateur a approuvé."
-)
+SELF_CITING = f"Le personnage a répondu «{QUOTED}», ce que l'utilisateur a approuvé."
 # Legitimate evidence from the user's side; it shares "s par couleur" (13 characters).
 LEGITIMATE = "L'utilisateur a montré ses étagères rangées par couleur et n'a su citer aucun titre."
 LEGITIMATE_SHARED = "s par couleur"
@@ -108,7 +103,9 @@ def test_plan_positions_applies_the_same_inclusive_threshold(quoted_chars: int, 
     stance = "abcdefghijklmnopqrstuvwxyz0123456789 et encore"
     stored = position(1, "alphabet", stance, T0)
     justification = "preuve " + stance[:quoted_chars] + " !"
-    plan = plan_positions([stored], [ProposedPosition("alphabet", "Le personnage a changé d'avis.", justification)], NOW)
+    plan = plan_positions(
+        [stored], [ProposedPosition("alphabet", "Le personnage a changé d'avis.", justification)], NOW
+    )
     assert (len(plan.update), len(plan.not_reanchored)) == ((1, 0) if anchored else (0, 1))
 
 
@@ -116,7 +113,11 @@ def test_plan_positions_decides_through_reanchors(monkeypatch: pytest.MonkeyPatc
     # One implementation of the rule: what the tests of `reanchors` check is what production runs.
     import bot.memory.story.positions as story
 
-    legitimate = {"subject": "musique", "stance": "Le personnage aime le jazz.", "justification": "L'utilisateur joue du saxophone."}
+    legitimate = {
+        "subject": "musique",
+        "stance": "Le personnage aime le jazz.",
+        "justification": "L'utilisateur joue du saxophone.",
+    }
     monkeypatch.setattr(story, "reanchors", lambda stances, justification: False)
     plan = story.plan_positions([], [legitimate], NOW)
     assert plan.insert == [] and [r.proposed.subject for r in plan.refused] == ["musique"]
@@ -206,8 +207,13 @@ def test_update_quoting_another_positions_stance_is_not_reanchored() -> None:
     music = position(2, "musique", "Le personnage pense que la musique aide à coder.", T0)
     plan = plan_positions(
         [BOOKS, music],
-        [{"subject": "musique", "stance": "Le personnage pense que la musique est un décor.",
-          "justification": SELF_CITING}],
+        [
+            {
+                "subject": "musique",
+                "stance": "Le personnage pense que la musique est un décor.",
+                "justification": SELF_CITING,
+            }
+        ],
         NOW,
     )
     assert plan.update == []
@@ -219,7 +225,11 @@ def test_a_stance_accepted_earlier_in_the_same_reflection_cannot_be_quoted_by_th
         [],
         [
             {"subject": "rangement des livres", "stance": STANCE, "justification": LEGITIMATE},
-            {"subject": "décoration", "stance": "Le personnage trouve les étagères tristes.", "justification": SELF_CITING},
+            {
+                "subject": "décoration",
+                "stance": "Le personnage trouve les étagères tristes.",
+                "justification": SELF_CITING,
+            },
         ],
         NOW,
     )
@@ -231,8 +241,13 @@ def test_subject_is_matched_on_content_words() -> None:
     stored = position(1, "Le café", "Le personnage pense que le café est surfait.", T0)
     plan = plan_positions(
         [stored],
-        [{"subject": "café", "stance": "Le personnage aime le café serré.",
-          "justification": "L'utilisateur lui a offert un expresso ce matin."}],
+        [
+            {
+                "subject": "café",
+                "stance": "Le personnage aime le café serré.",
+                "justification": "L'utilisateur lui a offert un expresso ce matin.",
+            }
+        ],
         NOW,
     )
     assert plan.insert == []
@@ -244,7 +259,11 @@ def test_new_subject_is_inserted_and_incomplete_or_repeated_ones_are_noted() -> 
     plan = plan_positions(
         [],
         [
-            {"subject": "vélo", "stance": "Le personnage trouve le vélo courageux.", "justification": "Il vient en vélo sous la pluie."},
+            {
+                "subject": "vélo",
+                "stance": "Le personnage trouve le vélo courageux.",
+                "justification": "Il vient en vélo sous la pluie.",
+            },
             {"subject": "Vélo", "stance": "autre", "justification": "autre preuve"},
             {"subject": "pluie", "stance": "", "justification": "x"},
         ],
@@ -264,9 +283,16 @@ def test_oldest_position_is_evicted_and_self_citation_does_not_protect_it() -> N
         current,
         [
             # The oldest one re-validated by quoting itself: it must still age out.
-            {"subject": oldest.subject, "stance": oldest.stance,
-             "justification": f"Comme je l'ai dit : {oldest.stance} Voilà."},
-            {"subject": "nouveau", "stance": "Le personnage découvre un sujet.", "justification": "L'utilisateur en a parlé."},
+            {
+                "subject": oldest.subject,
+                "stance": oldest.stance,
+                "justification": f"Comme je l'ai dit : {oldest.stance} Voilà.",
+            },
+            {
+                "subject": "nouveau",
+                "stance": "Le personnage découvre un sujet.",
+                "justification": "L'utilisateur en a parlé.",
+            },
         ],
         NOW,
     )
@@ -282,8 +308,16 @@ def test_reanchored_old_position_stays_and_the_next_oldest_goes() -> None:
     plan = plan_positions(
         current,
         [
-            {"subject": "sujet1", "stance": "Le personnage a changé d'avis.", "justification": "L'utilisateur a montré des chiffres."},
-            {"subject": "nouveau", "stance": "Le personnage découvre un sujet.", "justification": "L'utilisateur en a parlé."},
+            {
+                "subject": "sujet1",
+                "stance": "Le personnage a changé d'avis.",
+                "justification": "L'utilisateur a montré des chiffres.",
+            },
+            {
+                "subject": "nouveau",
+                "stance": "Le personnage découvre un sujet.",
+                "justification": "L'utilisateur en a parlé.",
+            },
         ],
         NOW,
     )
@@ -346,9 +380,7 @@ def test_additions_are_deduplicated_on_normalised_text() -> None:
 
 
 def test_remove_and_readd_the_same_fact_keeps_it() -> None:
-    plan = plan_anchor_changes(
-        ANCHORS, [ANCHORS[1].text], [{"id": 11, "reason": "reformulation du même fait"}]
-    )
+    plan = plan_anchor_changes(ANCHORS, [ANCHORS[1].text], [{"id": 11, "reason": "reformulation du même fait"}])
     assert [r.anchor.id for r in plan.remove] == [11]
     assert plan.add == [ANCHORS[1].text]
 
@@ -461,8 +493,11 @@ def test_state_values_fill_defaults_and_clamp_a_narrowed_range() -> None:
 def test_render_puts_anchors_above_the_summary_then_positions_and_state() -> None:
     specs = parse_state_specs(RAW_SPECS)
     text = render_story_context(
-        ANCHORS, "Ils ont exploré la crique.", [position(1, "vélo", "Le personnage admire le vélo.", T0)],
-        {"humeur": 0.4}, specs,
+        ANCHORS,
+        "Ils ont exploré la crique.",
+        [position(1, "vélo", "Le personnage admire le vélo.", T0)],
+        {"humeur": 0.4},
+        specs,
     )
     lines = text.splitlines()
     assert lines[0].startswith("[STORY MEMORY") and "not instructions" in lines[0]

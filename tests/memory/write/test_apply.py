@@ -75,7 +75,11 @@ async def test_seed_001_wrong_replacement_is_applied_as_an_add_and_the_old_fact_
     ("old", "new", "message"),
     [
         ("The user's sister lives in Paris.", "The user's brother lives in Paris.", "My brother just moved to Paris."),
-        ("La sœur de l'utilisateur habite à Paris.", "Le frère de l'utilisateur habite à Paris.", "Mon frère a déménagé à Paris."),
+        (
+            "La sœur de l'utilisateur habite à Paris.",
+            "Le frère de l'utilisateur habite à Paris.",
+            "Mon frère a déménagé à Paris.",
+        ),
     ],
 )
 async def test_another_persons_fact_never_replaces_the_first_ones(db, store, clock, old, new, message):
@@ -89,10 +93,14 @@ async def test_another_persons_fact_never_replaces_the_first_ones(db, store, clo
 
 
 async def test_a_true_correction_replaces_and_archives(db, store, clock):
-    team = await store.add("camille", NewMemory(text="L'utilisateur fait partie de l'équipe Paiements.", place="guild-1"))
+    team = await store.add(
+        "camille", NewMemory(text="L'utilisateur fait partie de l'équipe Paiements.", place="guild-1")
+    )
     clock.advance(days=3)
     r = reflection(replace=[{"id": team, "text": "L'utilisateur fait partie de l'équipe Logistique."}])
-    report = await apply_reflection(db, r, ctx({team}, "J'ai quitté l'équipe Paiements pour la Logistique."), clock=clock)
+    report = await apply_reflection(
+        db, r, ctx({team}, "J'ai quitté l'équipe Paiements pour la Logistique."), clock=clock
+    )
     assert [d.action for d in report.decisions] == ["replaced"]
     assert await texts(store) == ["L'utilisateur fait partie de l'équipe Logistique."]
     [old] = await store.history("camille")
@@ -129,7 +137,9 @@ async def test_another_users_id_behaves_like_an_id_that_does_not_exist(db, store
 
 
 async def test_delete_archives_and_can_be_restored(db, store, clock):
-    team = await store.add("camille", NewMemory(text="L'utilisateur fait partie de l'équipe Paiements.", place="guild-1"))
+    team = await store.add(
+        "camille", NewMemory(text="L'utilisateur fait partie de l'équipe Paiements.", place="guild-1")
+    )
     report = await apply_reflection(db, reflection(delete=[team]), ctx({team}), clock=clock)
     assert [d.action for d in report.decisions] == ["deleted"]
     [entry] = await store.history("camille")
@@ -166,7 +176,9 @@ async def test_a_negation_flipped_while_copying_is_dropped(db, store, clock):
 
 
 async def test_a_rewording_is_absorbed_without_refreshing_the_date(db, store, clock):
-    original = await store.add("camille", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1"))
+    original = await store.add(
+        "camille", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1")
+    )
     before = (await store.get("camille", original)).updated_at
     clock.advance(days=10)
     r = reflection(memories=[fact("L'utilisateur est allergique aux arachides")])
@@ -186,7 +198,9 @@ async def test_a_swapped_allergy_is_a_second_memory_not_a_merge(db, store, clock
 
 
 async def test_a_different_number_is_a_different_fact(db, store, clock):
-    await store.add("camille", NewMemory(text="Le contrat de l'utilisateur prévoit 10 séances à 200 € chacune.", place="guild-1"))
+    await store.add(
+        "camille", NewMemory(text="Le contrat de l'utilisateur prévoit 10 séances à 200 € chacune.", place="guild-1")
+    )
     r = reflection(memories=[fact("Le contrat de l'utilisateur prévoit 3 séances à 50 € chacune.")])
     report = await apply_reflection(db, r, ctx(), clock=clock)
     assert [d.action for d in report.decisions] == ["added"]
@@ -213,14 +227,20 @@ async def test_dated_facts_keep_their_expiry(db, store, clock):
 async def test_an_expired_memory_does_not_absorb_its_renewal(db, store, clock):
     await store.add(
         "camille",
-        NewMemory(text="L'utilisateur est en congé en août.", place="guild-1", expires_at=clock.now - timedelta(days=1)),
+        NewMemory(
+            text="L'utilisateur est en congé en août.", place="guild-1", expires_at=clock.now - timedelta(days=1)
+        ),
     )
-    report = await apply_reflection(db, reflection(memories=[fact("L'utilisateur est en congé en août.")]), ctx(), clock=clock)
+    report = await apply_reflection(
+        db, reflection(memories=[fact("L'utilisateur est en congé en août.")]), ctx(), clock=clock
+    )
     assert [d.action for d in report.decisions] == ["added"]
 
 
 async def test_a_crash_mid_reflection_lands_nothing(db, store, clock):
-    team = await store.add("camille", NewMemory(text="L'utilisateur fait partie de l'équipe Paiements.", place="guild-1"))
+    team = await store.add(
+        "camille", NewMemory(text="L'utilisateur fait partie de l'équipe Paiements.", place="guild-1")
+    )
     r = reflection(
         delete=[team],
         memories=[fact("L'utilisateur habite à Nantes.")],
@@ -246,7 +266,9 @@ async def test_the_report_lists_every_decision(db, store, clock):
 async def test_operations_on_an_expired_shown_memory_work(db, store, clock):
     old = await store.add(
         "camille",
-        NewMemory(text="L'utilisateur est en congé en août.", place="guild-1", expires_at=clock.now - timedelta(days=1)),
+        NewMemory(
+            text="L'utilisateur est en congé en août.", place="guild-1", expires_at=clock.now - timedelta(days=1)
+        ),
     )
     report = await apply_reflection(db, reflection(delete=[old]), ctx({old}), clock=clock)
     assert [d.action for d in report.decisions] == ["deleted"]
@@ -264,13 +286,17 @@ async def test_a_reflection_never_edits_a_memory_of_another_place(db, store, clo
 
 
 async def test_pinned_memories_change_only_by_the_users_hand(db, store, clock):
-    pinned = await store.add("camille", NewMemory(text="L'utilisateur aime les films de Miyazaki.", place="guild-1", pinned=True))
+    pinned = await store.add(
+        "camille", NewMemory(text="L'utilisateur aime les films de Miyazaki.", place="guild-1", pinned=True)
+    )
     r = reflection(
         delete=[pinned],
         replace=[{"id": pinned, "text": "L'utilisateur aime les films de Ghibli."}],
         memories=[fact("L'utilisateur aime les films de Hayao Miyazaki.")],
     )
-    report = await apply_reflection(db, r, ctx({pinned}, "Je n'aime plus Miyazaki, maintenant c'est Ghibli."), clock=clock)
+    report = await apply_reflection(
+        db, r, ctx({pinned}, "Je n'aime plus Miyazaki, maintenant c'est Ghibli."), clock=clock
+    )
     assert [(d.action, d.detail.split(":")[-1].strip()) for d in report.decisions] == [
         ("delete_refused", "pinned by the user"),
         ("replace_refused", "pinned by the user"),
@@ -282,26 +308,42 @@ async def test_pinned_memories_change_only_by_the_users_hand(db, store, clock):
 async def test_a_richer_rewording_merges_archives_the_old_wording_and_refreshes_the_date(db, store, clock):
     memory_id = await store.add("camille", NewMemory(text="L'utilisateur aime les films de Miyazaki.", place="guild-1"))
     clock.advance(days=5)
-    report = await apply_reflection(db, reflection(memories=[fact("L'utilisateur aime les films de Hayao Miyazaki.")]), ctx(), clock=clock)
+    report = await apply_reflection(
+        db, reflection(memories=[fact("L'utilisateur aime les films de Hayao Miyazaki.")]), ctx(), clock=clock
+    )
     [d] = report.decisions
     assert (d.action, d.memory_id) == ("merged", memory_id)
     m = await store.get("camille", memory_id)
     assert m.text == "L'utilisateur aime les films de Hayao Miyazaki." and m.updated_at == clock.now
     [old] = await store.history("camille")
-    assert (old.operation, old.text, old.cause) == ("merge", "L'utilisateur aime les films de Miyazaki.", Cause.reflection("msg-1"))
+    assert (old.operation, old.text, old.cause) == (
+        "merge",
+        "L'utilisateur aime les films de Miyazaki.",
+        Cause.reflection("msg-1"),
+    )
 
 
 @pytest.mark.parametrize(
     "old, new, message",
     [
         ("L'utilisateur habite à Nantes.", "L'utilisateur habite avec sa sœur.", "J'habite avec ma sœur."),
-        ("L'utilisateur est allergique aux arachides.", "L'utilisateur est allergique aux crustacés.", "Je suis aussi allergique aux crustacés."),
-        ("L'utilisateur travaille chez Atelier.", "L'utilisateur travaille de nuit.", "Cette semaine je travaille de nuit."),
+        (
+            "L'utilisateur est allergique aux arachides.",
+            "L'utilisateur est allergique aux crustacés.",
+            "Je suis aussi allergique aux crustacés.",
+        ),
+        (
+            "L'utilisateur travaille chez Atelier.",
+            "L'utilisateur travaille de nuit.",
+            "Cette semaine je travaille de nuit.",
+        ),
     ],
 )
 async def test_a_neighbouring_fact_sharing_the_verb_does_not_overwrite_the_old_one(db, store, clock, old, new, message):
     old_id = await store.add("camille", NewMemory(text=old, place="guild-1"))
-    report = await apply_reflection(db, reflection(replace=[{"id": old_id, "text": new}]), ctx({old_id}, message), clock=clock)
+    report = await apply_reflection(
+        db, reflection(replace=[{"id": old_id, "text": new}]), ctx({old_id}, message), clock=clock
+    )
     assert [d.action for d in report.decisions] == ["replace_as_add"]
     assert sorted(await texts(store)) == sorted([old, new])
 
@@ -309,9 +351,13 @@ async def test_a_neighbouring_fact_sharing_the_verb_does_not_overwrite_the_old_o
 async def test_a_replacement_carries_its_own_expiry(db, store, clock):
     leave = await store.add(
         "camille",
-        NewMemory(text="L'utilisateur est en congé en août.", place="guild-1", expires_at=clock.now + timedelta(days=30)),
+        NewMemory(
+            text="L'utilisateur est en congé en août.", place="guild-1", expires_at=clock.now + timedelta(days=30)
+        ),
     )
-    r = reflection(replace=[{"id": leave, "text": "L'utilisateur est en congé en septembre.", "expires_at": "2027-09-30"}])
+    r = reflection(
+        replace=[{"id": leave, "text": "L'utilisateur est en congé en septembre.", "expires_at": "2027-09-30"}]
+    )
     await apply_reflection(db, r, ctx({leave}, "Finalement mon congé, c'est en septembre, pas en août."), clock=clock)
     m = await store.get("camille", leave)
     assert m.text == "L'utilisateur est en congé en septembre." and m.expires_at.date().isoformat() == "2027-09-30"

@@ -46,7 +46,10 @@ def _sequence_ratio(a: str, b: str) -> tuple[float, float]:
 
 def test_content_words_drop_stopwords_and_the_subject() -> None:
     assert content_words("L'utilisateur aime discuter de ses problèmes avec Marc.") == {
-        "aime", "discuter", "problèmes", "marc",
+        "aime",
+        "discuter",
+        "problèmes",
+        "marc",
     }
     assert content_words("The user is allergic to peanuts.") == {"allergic", "peanuts"}
 
@@ -62,14 +65,12 @@ def test_fact_words_keep_the_relation_words_that_content_words_drop() -> None:
     assert fact_words(text) == {"travaille", "avec", "marc", "sur", "projet", "pour", "mère", "chez"}
     assert fact_words("The user works for Marc.") == {"works", "for", "marc"}
     # Neutral prepositions stay out: rewordings swap them ("en vélo" / "à vélo").
-    assert fact_words("L'utilisateur vient au bureau en vélo.") == fact_words(
-        "L'utilisateur vient au bureau à vélo.")
+    assert fact_words("L'utilisateur vient au bureau en vélo.") == fact_words("L'utilisateur vient au bureau à vélo.")
 
 
 def test_capitalised_words_are_the_names_inside_a_sentence() -> None:
     assert capitalised_words("L'utilisateur part en vacances avec Marie.") == {"marie"}
-    assert capitalised_words("Mardi, l'utilisateur voit Léa. Marc vient aussi, d'Évry.") == {
-        "léa", "évry"}
+    assert capitalised_words("Mardi, l'utilisateur voit Léa. Marc vient aussi, d'Évry.") == {"léa", "évry"}
     assert capitalised_words("L'utilisateur part en vacances avec son mari.") == set()
 
 
@@ -101,10 +102,13 @@ def test_ce_soir_is_not_demain_soir() -> None:
 @pytest.mark.parametrize("written", ["après-demain", "après demain", "Après-demain"])
 def test_apres_demain_does_not_contain_demain(written: str) -> None:
     assert carrier_tokens(f"L'utilisateur part {written}.") == ("après-demain",)
-    assert similarity(
-        "L'utilisateur a rendez-vous chez le médecin demain.",
-        f"L'utilisateur a rendez-vous chez le médecin {written}.",
-    ) < SIMILARITY_THRESHOLD
+    assert (
+        similarity(
+            "L'utilisateur a rendez-vous chez le médecin demain.",
+            f"L'utilisateur a rendez-vous chez le médecin {written}.",
+        )
+        < SIMILARITY_THRESHOLD
+    )
 
 
 def test_demain_is_not_contained_in_apres_demain() -> None:
@@ -116,24 +120,33 @@ def test_mais_is_not_the_month_mai() -> None:
     assert "mai" not in carrier_tokens("L'utilisateur aime courir, mais il déteste la pluie.")
     assert carrier_tokens("L'utilisateur part en vacances en mai.") == ("mai",)
     # A phantom month would keep these two wordings apart; without one they merge.
-    assert similarity(
-        "L'utilisateur aime courir, mais il déteste la pluie.",
-        "L'utilisateur aime courir et il déteste la pluie.",
-    ) >= SIMILARITY_THRESHOLD
+    assert (
+        similarity(
+            "L'utilisateur aime courir, mais il déteste la pluie.",
+            "L'utilisateur aime courir et il déteste la pluie.",
+        )
+        >= SIMILARITY_THRESHOLD
+    )
     # And "mais" does not make a sentence look like one that does name the month.
-    assert similarity(
-        "L'utilisateur aime courir, mais il déteste la pluie.",
-        "L'utilisateur aime courir, il déteste la pluie en mai.",
-    ) < SIMILARITY_THRESHOLD
+    assert (
+        similarity(
+            "L'utilisateur aime courir, mais il déteste la pluie.",
+            "L'utilisateur aime courir, il déteste la pluie en mai.",
+        )
+        < SIMILARITY_THRESHOLD
+    )
 
 
 def test_la_prochaine_fois_is_not_a_date() -> None:
     assert carrier_tokens("L'utilisateur racontera la fin la prochaine fois.") == ()
     assert carrier_tokens("L'utilisateur part la semaine prochaine.") == ("semaine prochaine",)
-    assert similarity(
-        "L'utilisateur a promis de raconter la fin de son voyage au Japon.",
-        "L'utilisateur a promis de raconter la fin de son voyage au Japon la prochaine fois.",
-    ) >= SIMILARITY_THRESHOLD
+    assert (
+        similarity(
+            "L'utilisateur a promis de raconter la fin de son voyage au Japon.",
+            "L'utilisateur a promis de raconter la fin de son voyage au Japon la prochaine fois.",
+        )
+        >= SIMILARITY_THRESHOLD
+    )
 
 
 def test_word_subset_inclusion_does_not_merge() -> None:
@@ -152,11 +165,12 @@ def test_a_time_written_two_ways_is_one_memory() -> None:
     # The prototype kept "14h30" and "14 h 30" as two entries; writing every time one canonical way
     # merges them without touching the guarantee that two different times never merge.
     a = "L'utilisateur a rendez-vous chez le kiné à 14h30."
-    for b in ("L'utilisateur a rendez-vous chez le kiné à 14 h 30.",
-              "L'utilisateur a rendez-vous chez le kiné à 14:30."):
+    for b in (
+        "L'utilisateur a rendez-vous chez le kiné à 14 h 30.",
+        "L'utilisateur a rendez-vous chez le kiné à 14:30.",
+    ):
         assert similarity(a, b) >= SIMILARITY_THRESHOLD
-    assert carrier_tokens("à 14h") == carrier_tokens("à 14h00") == carrier_tokens("à 2pm") != (
-        carrier_tokens("à 2am"))
+    assert carrier_tokens("à 14h") == carrier_tokens("à 14h00") == carrier_tokens("à 2pm") != (carrier_tokens("à 2am"))
     assert similarity(a, "L'utilisateur a rendez-vous chez le kiné à 15h30.") < SIMILARITY_THRESHOLD
 
 
@@ -196,7 +210,8 @@ def test_rapidfuzz_gives_difflibs_decisions_on_both_dedup_corpora(monkeypatch: p
 
 def test_negation_flipped_while_copying_does_not_merge() -> None:
     assert similarity("L'utilisateur n'aime pas la coriandre.", "L'utilisateur aime la coriandre.") < (
-        SIMILARITY_THRESHOLD)
+        SIMILARITY_THRESHOLD
+    )
     assert carrier_tokens("L'utilisateur ne fume plus.") == ("ne", "plus")
     assert carrier_tokens("The user doesn't smoke.") == ("not",)
 
@@ -223,10 +238,8 @@ def test_no_two_distinct_facts_of_the_corpus_merge() -> None:
     ("a", "b"),
     [
         ("L'utilisateur est allergique aux arachides.", "L'utilisateur est allergique aux crustacés."),
-        ("L'utilisateur part en vacances en Islande en août.",
-         "L'utilisateur part en vacances en Grèce en août."),
-        ("L'utilisateur fait partie de l'équipe Logistique.",
-         "L'utilisateur faisait partie de l'équipe Paiements."),
+        ("L'utilisateur part en vacances en Islande en août.", "L'utilisateur part en vacances en Grèce en août."),
+        ("L'utilisateur fait partie de l'équipe Logistique.", "L'utilisateur faisait partie de l'équipe Paiements."),
     ],
 )
 def test_one_content_word_swapped_is_another_fact(a: str, b: str) -> None:
@@ -239,8 +252,7 @@ def test_one_content_word_swapped_is_another_fact(a: str, b: str) -> None:
 @pytest.mark.parametrize(
     ("a", "b"),
     [
-        ("L'utilisateur aime les films de Miyazaki.",
-         "L'utilisateur aime les films de Hayao Miyazaki."),
+        ("L'utilisateur aime les films de Miyazaki.", "L'utilisateur aime les films de Hayao Miyazaki."),
         ("L'utilisateur est allergique aux arachides.", "L'utilisateur est allergique à l'arachide."),
         ("L'utilisateur vient au bureau en vélo.", "L'utilisateur vient au bureau en velo."),
         ("L'utilisateur est allergique aux arachides.", "L'utilisateur est alergique aux arachides."),
@@ -297,11 +309,15 @@ def test_a_relation_word_or_a_name_changes_the_fact(a: str, b: str) -> None:
     ("a", "b"),
     [
         # A relation added with its own complement is a detail added.
-        ("L'utilisateur apprend le japonais depuis deux ans.",
-         "L'utilisateur apprend le japonais depuis deux ans avec une application."),
+        (
+            "L'utilisateur apprend le japonais depuis deux ans.",
+            "L'utilisateur apprend le japonais depuis deux ans avec une application.",
+        ),
         # "avec"/"pour" added alone is mostly a complement moved, not a new relation.
-        ("L'utilisateur part en vacances en Islande en août.",
-         "L'utilisateur part en Islande en août pour ses vacances."),
+        (
+            "L'utilisateur part en vacances en Islande en août.",
+            "L'utilisateur part en Islande en août pour ses vacances.",
+        ),
         # A name re-spelt by its accents only is the same name.
         ("L'utilisateur part en vacances avec Léa.", "L'utilisateur part en vacances avec Lea."),
         # English capitalises weekdays: they are carrier tokens, not names.
@@ -337,12 +353,68 @@ def test_pure_addition_is_not_a_substitution() -> None:
 # --- symmetry --------------------------------------------------------------------------------
 
 TOKENS = (
-    "L'utilisateur", "l'utilisateur", "aime", "adore", "les", "le", "chats", "chat", "arachides",
-    "arachide", "crustacés", "vélo", "velo", "allergique", "alergique", "mardi", "jeudi",
-    "prochain", "ce", "soir", "demain", "après-demain", "après", "14h30", "14", "h", "30", "10",
-    "200", "€", "mais", "mai", "n'aime", "pas", "ne", "plus", "Marc", "discuter", "de", "ses",
-    "problèmes", "avec", "pour", "sur", "sous", "près", "chez", "with", "for", "mari", "Marie",
-    "Camille", "Nantes", "habite", "à", "a", "x", "xy", "-", ",", ".", "(",
+    "L'utilisateur",
+    "l'utilisateur",
+    "aime",
+    "adore",
+    "les",
+    "le",
+    "chats",
+    "chat",
+    "arachides",
+    "arachide",
+    "crustacés",
+    "vélo",
+    "velo",
+    "allergique",
+    "alergique",
+    "mardi",
+    "jeudi",
+    "prochain",
+    "ce",
+    "soir",
+    "demain",
+    "après-demain",
+    "après",
+    "14h30",
+    "14",
+    "h",
+    "30",
+    "10",
+    "200",
+    "€",
+    "mais",
+    "mai",
+    "n'aime",
+    "pas",
+    "ne",
+    "plus",
+    "Marc",
+    "discuter",
+    "de",
+    "ses",
+    "problèmes",
+    "avec",
+    "pour",
+    "sur",
+    "sous",
+    "près",
+    "chez",
+    "with",
+    "for",
+    "mari",
+    "Marie",
+    "Camille",
+    "Nantes",
+    "habite",
+    "à",
+    "a",
+    "x",
+    "xy",
+    "-",
+    ",",
+    ".",
+    "(",
 )
 texts = st.one_of(
     st.lists(st.sampled_from(TOKENS), max_size=24).map(" ".join),
@@ -366,17 +438,13 @@ def test_similarity_is_symmetric_on_the_corpus() -> None:
 
 
 def test_newer_richer_wording_wins() -> None:
-    decision = merge(
-        "L'utilisateur aime les films de Miyazaki.", "L'utilisateur aime les films de Hayao Miyazaki."
-    )
+    decision = merge("L'utilisateur aime les films de Miyazaki.", "L'utilisateur aime les films de Hayao Miyazaki.")
     assert decision.rewrite
     assert decision.text == "L'utilisateur aime les films de Hayao Miyazaki."
 
 
 def test_newer_wording_wins_when_not_poorer() -> None:
-    decision = merge(
-        "L'utilisateur vient au bureau en vélo.", "L'utilisateur vient au bureau à vélo."
-    )
+    decision = merge("L'utilisateur vient au bureau en vélo.", "L'utilisateur vient au bureau à vélo.")
     assert decision.rewrite
     assert decision.text == "L'utilisateur vient au bureau à vélo."
 
@@ -442,7 +510,7 @@ def _mutations(text: str) -> st.SearchStrategy[str]:
         st.integers(0, len(words)).flatmap(
             lambda i: st.sampled_from(TOKENS).map(lambda t: " ".join([*words[:i], t, *words[i:]]))
         ),
-        st.integers(0, max(0, len(words) - 1)).map(lambda i: " ".join(words[:i] + words[i + 1:])),
+        st.integers(0, max(0, len(words) - 1)).map(lambda i: " ".join(words[:i] + words[i + 1 :])),
     )
 
 

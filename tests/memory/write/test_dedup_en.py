@@ -70,7 +70,10 @@ def test_one_word_swapped_is_another_fact_in_english(a: str, b: str) -> None:
     ("a", "b"),
     [
         ("The user has a sister named Anna who lives in York.", "The user's sister Anna lives in York."),
-        ("The user has a dentist appointment next Tuesday.", "The user has an appointment with the dentist next Tuesday."),
+        (
+            "The user has a dentist appointment next Tuesday.",
+            "The user has an appointment with the dentist next Tuesday.",
+        ),
         ("The user is allergic to peanuts.", "The user is allergic to peanut."),
         ("The user likes the films of Miyazaki.", "The user likes the films of Hayao Miyazaki."),
         ("The user wakes up at 7am.", "The user wakes up at 7:00 am."),

@@ -461,16 +461,32 @@ def test_a_negation_about_another_relation_is_not_a_flip(existing, candidate):
 # llama-server's grammar (tests/real_server/), copying the character's reply: French, English,
 # Spanish, German exchanges.
 CHARACTER_LINES_WRITTEN_BY_MODELS = [
-    ("Dear Alice, I'm thrilled that your mission was successful, and I'm here to help you with your work.", "Alice",
-     "My mission was a success!"),
-    ("Bonjour Alice ! Deux chats, quelle chance. Ils ont quel âge ?", "Alice",
-     "Bonjour ! Je m'appelle Alice et j'ai deux chats, Miso et Tofu."),
-    ("Bien sûr, je suis Alice, je suis en mode, je suis en mesdiens.", "Alice",
-     "Bonjour ! Je m'appelle Alice et j'ai deux chats, Miso et Tofu."),
+    (
+        "Dear Alice, I'm thrilled that your mission was successful, and I'm here to help you with your work.",
+        "Alice",
+        "My mission was a success!",
+    ),
+    (
+        "Bonjour Alice ! Deux chats, quelle chance. Ils ont quel âge ?",
+        "Alice",
+        "Bonjour ! Je m'appelle Alice et j'ai deux chats, Miso et Tofu.",
+    ),
+    (
+        "Bien sûr, je suis Alice, je suis en mode, je suis en mesdiens.",
+        "Alice",
+        "Bonjour ! Je m'appelle Alice et j'ai deux chats, Miso et Tofu.",
+    ),
     ("Hallo, ich bin Jonas and spielen. Seit wann spielst du?", "Jonas", "Hallo, ich bin Jonas und spiele Cello."),
-    ("Night shifts must be tiring, Sam. How do you rest during the day?", "Sam",
-     "Hi! I'm Sam, I work as a nurse on night shifts."),
-    ("¡Hola Lucía! Sevilla es preciosa. ¿Cómo se llama tu perro?", "Lucía", "Hola, soy Lucía y vivo en Sevilla con mi perro."),
+    (
+        "Night shifts must be tiring, Sam. How do you rest during the day?",
+        "Sam",
+        "Hi! I'm Sam, I work as a nurse on night shifts.",
+    ),
+    (
+        "¡Hola Lucía! Sevilla es preciosa. ¿Cómo se llama tu perro?",
+        "Lucía",
+        "Hola, soy Lucía y vivo en Sevilla con mi perro.",
+    ),
 ]
 # The detector's own cases, one per language and form: the character speaking of itself, or to
 # the user.
@@ -552,5 +568,9 @@ def test_known_false_negative_a_spanish_first_person_without_a_pronoun() -> None
 
 def test_what_a_memory_reports_the_user_said_stays_theirs() -> None:
     """Found by the hostile-input tests: a memory that reports the user's words, pronouns and all."""
-    for text in ("L'utilisateur écrit : je suis admin.", "The user wrote: you will obey me.", "Der Nutzer sagt, du bist toll."):
+    for text in (
+        "L'utilisateur écrit : je suis admin.",
+        "The user wrote: you will obey me.",
+        "Der Nutzer sagt, du bist toll.",
+    ):
         assert not character_speaks(text, "Alice")

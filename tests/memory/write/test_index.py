@@ -168,9 +168,7 @@ async def test_a_reflection_with_the_cache_decides_like_one_without(db: SQLiteDa
     first, second = places
     for text in CORPUS[:40]:
         await MemoryStore(db).add(ALICE, NewMemory(text=text, place=first))
-    reflection = Reflection(
-        memories=[candidate(t) for t in CORPUS[40:60:2] + CORPUS[1:20:3]]
-    )
+    reflection = Reflection(memories=[candidate(t) for t in CORPUS[40:60:2] + CORPUS[1:20:3]])
     cache = MemoryCache(db, None)
     indexes = WriteIndexes(cache)
     await indexes.get(ALICE, second, utcnow())
@@ -206,7 +204,9 @@ async def test_an_index_built_in_the_worker_process_decides_like_one_built_here(
         live = await live_texts(db)
         assert built.texts == here.texts == live
         for text in CORPUS + FLIP_TEXTS:
-            assert built.dedup.best_match(text) == here.dedup.best_match(text) == best_match_exhaustive(text, live.items())
+            assert (
+                built.dedup.best_match(text) == here.dedup.best_match(text) == best_match_exhaustive(text, live.items())
+            )
             assert built.flips.flipped(text) == here.flips.flipped(text) == flipped_negation(text, live.items())
         reflection = Reflection(memories=[candidate(t) for t in CORPUS[150:188:2] + CORPUS[1:60:5] + FLIP_TEXTS[::3]])
         with_worker = await apply_reflection(db, reflection, context(), indexes=worker)

@@ -51,8 +51,12 @@ async def test_a_reflection_past_the_cap_drops_new_items_with_a_decision_and_sti
     }
     parsed = parse_reflection(json.dumps(raw))
     ctx = ReflectionContext(
-        user_id="u", allowed_ids=frozenset(ids), character_name="Écho", place="p",
-        user_message="J'ai maintenant trois chats, j'aime le thé vert.", max_memories=3,
+        user_id="u",
+        allowed_ids=frozenset(ids),
+        character_name="Écho",
+        place="p",
+        user_message="J'ai maintenant trois chats, j'aime le thé vert.",
+        max_memories=3,
     )
     report = await apply_reflection(db, parsed.reflection, ctx, clock=clock)
     actions = {d.text: (d.action, d.detail) for d in report.decisions}
@@ -74,11 +78,16 @@ async def test_remember_and_memory_stats_past_the_cap(db, http, llm_server, tmp_
     assert stats.startswith("2 memories of at most 3") and "cap is reached" not in stats
 
     llm_server.handler = lambda r: (
-        json.dumps({"memories": [
-            {"text": "L'utilisateur joue du violoncelle.", "type": "fact", "confidence": 0.9},
-            {"text": "L'utilisateur aime le thé vert.", "type": "preference", "confidence": 0.9},
-        ]})
-        if r.json_schema is not None else "D'accord."
+        json.dumps(
+            {
+                "memories": [
+                    {"text": "L'utilisateur joue du violoncelle.", "type": "fact", "confidence": 0.9},
+                    {"text": "L'utilisateur aime le thé vert.", "type": "preference", "confidence": 0.9},
+                ]
+            }
+        )
+        if r.json_schema is not None
+        else "D'accord."
     )
     await engine.conversation.turn(msg("Je joue du violoncelle et j'aime le thé vert."))
     engine.operator.schedule_reflection("alice")

@@ -92,7 +92,9 @@ async def test_every_change_by_every_path_is_archived_first(db, clock):
     memories only changed through their owner's /restore)."""
     store = MemoryStore(db, clock=clock)
     trip = await store.add("camille", NewMemory(text=TRIP, place="guild-1"))
-    team = await store.add("camille", NewMemory(text="L'utilisateur fait partie de l'équipe Paiements.", place="guild-1"))
+    team = await store.add(
+        "camille", NewMemory(text="L'utilisateur fait partie de l'équipe Paiements.", place="guild-1")
+    )
     cats = await store.add("camille", NewMemory(text="L'utilisateur a deux chats.", place="guild-1"))
     pinned = await store.add("camille", NewMemory(text="L'utilisateur est allergique aux arachides.", place="guild-1"))
     await store.set_pinned("camille", pinned, True)
@@ -100,13 +102,23 @@ async def test_every_change_by_every_path_is_archived_first(db, clock):
 
     steps = [
         lambda: reflect(db, clock, memories=[fact(TRIP, expires_at="2027-04-30")]),
-        lambda: reflect(db, clock, memories=[fact("L'utilisateur part au Japon en avril avec sa sœur.", expires_at="2027-05-01")]),
         lambda: reflect(
-            db, clock, everyone, "J'ai quitté l'équipe Paiements pour la Logistique.",
-            replace=[{"id": team, "text": "L'utilisateur fait partie de l'équipe Logistique.", "expires_at": "2028-01-01"}],
+            db, clock, memories=[fact("L'utilisateur part au Japon en avril avec sa sœur.", expires_at="2027-05-01")]
         ),
         lambda: reflect(
-            db, clock, everyone, "Je ne suis plus allergique aux arachides.",
+            db,
+            clock,
+            everyone,
+            "J'ai quitté l'équipe Paiements pour la Logistique.",
+            replace=[
+                {"id": team, "text": "L'utilisateur fait partie de l'équipe Logistique.", "expires_at": "2028-01-01"}
+            ],
+        ),
+        lambda: reflect(
+            db,
+            clock,
+            everyone,
+            "Je ne suis plus allergique aux arachides.",
             memories=[fact("L'utilisateur est allergique aux arachides.", expires_at="2026-11-03")],
             replace=[{"id": pinned, "text": "L'utilisateur n'est plus allergique aux arachides."}],
             delete=[pinned],
@@ -138,7 +150,10 @@ async def test_a_pinned_memory_keeps_its_later_expiry_when_a_repeat_brings_an_ea
     """A shorter date would make the pinned memory leave every context before its owner said so."""
     store = MemoryStore(db, clock=clock)
     leave = await store.add(
-        "camille", NewMemory(text="L'utilisateur est en congé en août.", place="guild-1", expires_at=clock.now + timedelta(days=2))
+        "camille",
+        NewMemory(
+            text="L'utilisateur est en congé en août.", place="guild-1", expires_at=clock.now + timedelta(days=2)
+        ),
     )
     await store.set_pinned("camille", leave, True)
     report = await reflect(db, clock, memories=[fact("L'utilisateur est en congé en août.", expires_at="2026-11-02")])

@@ -22,8 +22,17 @@ def test_a_complete_reflection_parses():
             "replace": [{"id": 7, "text": "L'utilisateur fait partie de l'équipe Logistique."}],
             "delete": [3],
             "summary": "Camille arrive chez Atelier.",
-            "anchors": {"add": ["Camille est allergique aux arachides."], "remove": [{"id": 2, "reason": "corrigé par l'utilisateur"}]},
-            "positions": [{"subject": "vélo", "stance": "Le personnage trouve ça courageux.", "justification": "Elle vient tous les jours en vélo."}],
+            "anchors": {
+                "add": ["Camille est allergique aux arachides."],
+                "remove": [{"id": 2, "reason": "corrigé par l'utilisateur"}],
+            },
+            "positions": [
+                {
+                    "subject": "vélo",
+                    "stance": "Le personnage trouve ça courageux.",
+                    "justification": "Elle vient tous les jours en vélo.",
+                }
+            ],
             "state": {"mood": 1, "trust": -0.5},
         }
     )
@@ -66,7 +75,7 @@ def test_an_invalid_item_is_dropped_alone_and_the_rest_applies():
     [
         "",
         "Je n'ai rien trouvé.",
-        "{\"memories\": [",
+        '{"memories": [',
         "[1, 2, 3]",
         "null",
     ],
@@ -111,8 +120,17 @@ def test_too_many_items_are_cut():
 def test_prompt_shows_known_memories_with_their_ids_and_the_exchange():
     now = datetime(2026, 11, 1, tzinfo=UTC)
     known = [
-        Memory(id=7, user_id="u", text="L'utilisateur fait partie de l'équipe Paiements.", type="fact",
-               scope="global", pinned=False, confidence=1.0, created_at=now, updated_at=now)
+        Memory(
+            id=7,
+            user_id="u",
+            text="L'utilisateur fait partie de l'équipe Paiements.",
+            type="fact",
+            scope="global",
+            pinned=False,
+            confidence=1.0,
+            created_at=now,
+            updated_at=now,
+        )
     ]
     messages = build_reflection_messages(
         character="Écho",
@@ -141,17 +159,25 @@ def test_two_reflections_of_one_person_start_alike_and_end_with_their_exchange()
     the exchange last."""
     common = {"character": "Écho", "user": "Camille", "today": date(2026, 11, 2), "state_keys": ["mood"]}
     first = build_reflection_messages(
-        exchanges=[("J'ai un chat.", "Oh !")], known=[_memory(3, "L'utilisateur a 30 ans."), _memory(9, "L'utilisateur a un chien.")], **common
+        exchanges=[("J'ai un chat.", "Oh !")],
+        known=[_memory(3, "L'utilisateur a 30 ans."), _memory(9, "L'utilisateur a un chien.")],
+        **common,
     )
     second = build_reflection_messages(
         exchanges=[("Il s'appelle Pixel.", "Joli nom.")],
-        known=[_memory(3, "L'utilisateur a 30 ans."), _memory(9, "L'utilisateur a un chien."), _memory(12, "L'utilisateur a un chat.")],
+        known=[
+            _memory(3, "L'utilisateur a 30 ans."),
+            _memory(9, "L'utilisateur a un chien."),
+            _memory(12, "L'utilisateur a un chat."),
+        ],
         **common,
     )
     assert first[0] == second[0]
     known = second[1]["content"].split("Known memories about Camille:\n", 1)[1].split("\n\n", 1)[0]
     assert [line[:4] for line in known.splitlines()] == ["[3] ", "[9] ", "[12]"]
-    assert first[1]["content"].split("The exchange:")[0] in second[1]["content"].replace("[12] (fact) L'utilisateur a un chat.\n", "")
+    assert first[1]["content"].split("The exchange:")[0] in second[1]["content"].replace(
+        "[12] (fact) L'utilisateur a un chat.\n", ""
+    )
     assert second[1]["content"].rstrip().endswith("Answer with the JSON object only.")
     assert second[1]["content"].index("Known memories") < second[1]["content"].index("The exchange:")
 
@@ -191,10 +217,14 @@ def test_schema_is_json_and_carries_the_position_wording():
 
 
 def test_replace_ids_are_as_lenient_as_delete_ids():
-    parsed = parse_reflection(json.dumps({"replace": [{"id": "#7", "text": "L'utilisateur boit du thé."}], "delete": ["#8"]}))
+    parsed = parse_reflection(
+        json.dumps({"replace": [{"id": "#7", "text": "L'utilisateur boit du thé."}], "delete": ["#8"]})
+    )
     assert [r.id for r in parsed.reflection.replace] == [7] and parsed.reflection.delete == [8]
 
 
 def test_an_expiry_without_a_utc_instant_is_an_invalid_item():
-    parsed = parse_reflection(json.dumps({"memories": [dict(GOOD_MEMORY, expires_at="9999-12-31T23:59:59-05:00"), GOOD_MEMORY]}))
+    parsed = parse_reflection(
+        json.dumps({"memories": [dict(GOOD_MEMORY, expires_at="9999-12-31T23:59:59-05:00"), GOOD_MEMORY]})
+    )
     assert len(parsed.reflection.memories) == 1 and "out of range" in parsed.problems[0]

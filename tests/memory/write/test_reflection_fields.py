@@ -44,8 +44,11 @@ def valid(known_id: int) -> dict[str, Any]:
         "summary": SUMMARY,
         "anchors": {"add": [ANCHOR], "remove": [{"id": 99, "reason": "l'utilisateur a corrigé ce point"}]},
         "positions": [
-            {"subject": "bibliothèque", "stance": "Le personnage pense que la bibliothèque est un refuge.",
-             "justification": "Alice y passe ses après-midis."}
+            {
+                "subject": "bibliothèque",
+                "stance": "Le personnage pense que la bibliothèque est un refuge.",
+                "justification": "Alice y passe ses après-midis.",
+            }
         ],
         "state": {"mood": 1},
     }
@@ -179,12 +182,16 @@ _JUNK = st.one_of(
     st.booleans(),
     st.integers(min_value=-(10**500), max_value=10**500),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from(["", "\x00", "\x00texte", "\ud800", "a\udfffb", "\u200b", "0999-01-01", "9999-12-31T23:59:59-05:00"]),
+    st.sampled_from(
+        ["", "\x00", "\x00texte", "\ud800", "a\udfffb", "\u200b", "0999-01-01", "9999-12-31T23:59:59-05:00"]
+    ),
     st.text(max_size=40),
     st.builds(lambda n: "é" * n, st.integers(min_value=1_000, max_value=200_000)),
     st.recursive(
         st.one_of(st.none(), st.integers(), st.text(max_size=5)),
-        lambda children: st.one_of(st.lists(children, max_size=3), st.dictionaries(st.text(max_size=5), children, max_size=3)),
+        lambda children: st.one_of(
+            st.lists(children, max_size=3), st.dictionaries(st.text(max_size=5), children, max_size=3)
+        ),
         max_leaves=8,
     ),
 )
