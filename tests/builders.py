@@ -176,3 +176,37 @@ async def set_text(db: SQLiteDatabase, user_id: str, memory_id: int, text: str) 
 async def delete_memory(db: SQLiteDatabase, user_id: str, memory_id: int) -> None:
     async with db.write() as conn:
         await conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, user_id))
+
+
+# Distinct facts about one person, none a look-alike of another: facts that differ only by a
+# number would form a series, held to 3 slots, and a test filling the 24 slots needs them apart.
+DISTINCT_FACTS = [
+    "a un chat roux nommé Biscuit",
+    "joue du violoncelle le dimanche",
+    "est allergique aux arachides",
+    "travaille comme infirmière de nuit",
+    "collectionne les cartes postales anciennes",
+    "déteste la coriandre",
+    "court un semi-marathon en avril",
+    "a grandi à Brest",
+    "parle couramment le portugais",
+    "cultive des tomates sur son balcon",
+    "a peur des orages",
+    "lit des romans policiers suédois",
+    "boit son café sans sucre",
+    "a une sœur jumelle prénommée Inès",
+    "répare de vieux vélos",
+    "fait de la plongée en Bretagne",
+    "apprend le japonais depuis un an",
+    "a promis de finir sa thèse",
+    "préfère la mer à la montagne",
+    "a un potager partagé",
+    "écrit un carnet de rêves",
+    "dessine des cartes imaginaires",
+    "a adopté un lapin",
+    "part en Islande cet été",
+    "chante dans une chorale",
+    "n'aime pas les huîtres",
+    "a une vieille Vespa bleue",
+    "fait son pain le samedi",
+]

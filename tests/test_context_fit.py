@@ -26,7 +26,7 @@ from bot.engine.fitting import (
 from bot.engine.prompting import ChannelLine
 from bot.memory.model import Memory, utcnow
 from bot.presenting import turn_text, why_text
-from tests.builders import make_engine
+from tests.builders import DISTINCT_FACTS, make_engine
 from tests.fakes.llm_server import FakeLLMServer, Reply
 
 # -- the rule, on its own ----------------------------------------------------------------------
@@ -95,39 +95,10 @@ class Seeded:
     memory_ids: list[int]
 
 
-# Distinct facts: look-alikes that differ by a number would form a series, held to 3 slots.
-FACTS = [
-    "a un chat roux nommé Biscuit",
-    "joue du violoncelle le dimanche",
-    "est allergique aux arachides",
-    "travaille comme infirmière de nuit",
-    "collectionne les cartes postales anciennes",
-    "déteste la coriandre",
-    "court un semi-marathon en avril",
-    "a grandi à Brest",
-    "parle couramment le portugais",
-    "cultive des tomates sur son balcon",
-    "a peur des orages",
-    "lit des romans policiers suédois",
-    "boit son café sans sucre",
-    "a une sœur jumelle prénommée Inès",
-    "répare de vieux vélos",
-    "fait de la plongée en Bretagne",
-    "apprend le japonais depuis un an",
-    "a promis de finir sa thèse",
-    "préfère la mer à la montagne",
-    "a un potager partagé",
-    "écrit un carnet de rêves",
-    "dessine des cartes imaginaires",
-    "a adopté un lapin",
-    "part en Islande cet été",
-]
-
-
 async def _seed(engine, n_memories: int = 24) -> Seeded:
     ids = [
         await engine.memories.remember("alice", f"L'utilisateur {fact}.", story_id="chan-1", place="guild-1")
-        for fact in FACTS[:n_memories]
+        for fact in DISTINCT_FACTS[:n_memories]
     ]
     history = []
     for i in range(12):

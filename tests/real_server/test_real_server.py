@@ -24,7 +24,7 @@ from bot.clients.databases import open_database
 from bot.clients.llm import LLMClient
 from bot.engine import Incoming
 from bot.engine.prompting import ChannelLine
-from tests.builders import http_client, make_engine
+from tests.builders import DISTINCT_FACTS, http_client, make_engine
 from tests.fakes.discord import ALICE, FakeDiscord
 from tests.fakes.discord.echo_process import start_echo_process
 from tests.real_server.conftest import MODEL_ALIAS, StartLlama, free_port
@@ -200,7 +200,7 @@ async def test_a_40_turn_conversation_with_every_slot_full_is_answered_every_tur
         await llm.describe(MODEL_ALIAS)
         engine = make_engine(db, http, None, tmp_path, llm=llm, llm_model=MODEL_ALIAS, llm_base_url=server.recorder.url)
         try:
-            for fact in FACTS:
+            for fact in DISTINCT_FACTS:
                 memory_id = await engine.memories.remember(
                     "alice", f"L'utilisateur {fact}.", story_id="forty", place="guild"
                 )
@@ -240,36 +240,6 @@ async def test_a_40_turn_conversation_with_every_slot_full_is_answered_every_tur
     assert all(e.usage["prompt_tokens"] + 8 <= 2048 for e in server.recorder.chats if e.status == 200)
 
 
-FACTS = [
-    "a un chat roux nommé Biscuit",
-    "joue du violoncelle le dimanche",
-    "est allergique aux arachides",
-    "travaille comme infirmière de nuit",
-    "collectionne les cartes postales anciennes",
-    "déteste la coriandre",
-    "court un semi-marathon en avril",
-    "a grandi à Brest",
-    "parle couramment le portugais",
-    "cultive des tomates sur son balcon",
-    "a peur des orages",
-    "lit des romans policiers suédois",
-    "boit son café sans sucre",
-    "a une sœur jumelle prénommée Inès",
-    "répare de vieux vélos",
-    "fait de la plongée en Bretagne",
-    "apprend le japonais depuis un an",
-    "a promis de finir sa thèse",
-    "préfère la mer à la montagne",
-    "a un potager partagé",
-    "écrit un carnet de rêves",
-    "dessine des cartes imaginaires",
-    "a adopté un lapin",
-    "part en Islande cet été",
-    "chante dans une chorale",
-    "n'aime pas les huîtres",
-    "a une vieille Vespa bleue",
-    "fait son pain le samedi",
-]
 LINES = [
     "Aujourd'hui j'ai réparé un vélo pour ma voisine, la chaîne avait sauté.",
     "La chorale répète une nouvelle pièce, un canon à quatre voix.",
