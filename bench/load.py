@@ -46,6 +46,10 @@ and a fresh engine:
   the "at once" run without them, and the event loop's lag, its own CPU per tick and its longest
   callbacks (a stall: one callback's own CPU, with the coroutine that ran it) meanwhile.
   `--runs "at once"` skips the sequential and flat-out runs.
+- `--busy N` (0 by default): N processes spinning in pure Python at normal priority for the whole
+  run, started before the seeding and stopped at the end, so that "the machine is busy" is a run
+  anyone can repeat rather than luck; the header prints N and the load average at the start, the
+  end prints it again.
 
 Figures:
 - turns/s: turns / wall time until every reflection is drained (the same work in both runs).
@@ -81,8 +85,10 @@ import argparse
 import asyncio
 import hashlib
 import logging
+import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -143,6 +149,9 @@ COLD_ARRIVE = 10.0
 COLD_P95_MS = 1000.0
 COLD_RATIO = 2.0
 REPLY = "D'accord, je note. Et toi, comment ça va ?"
+# A background load process: spins in pure Python and ends by itself when the bench is gone (its
+# parent changed), so that a bench killed mid-run leaves no spinning process behind.
+SPIN = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    for _ in range(1_000_000): pass\n"
 
 
 # --- instrumentation -----------------------------------------------------------------------------
@@ -352,6 +361,24 @@ def timing_callbacks(probe: Probe) -> Iterator[None]:
         yield
     finally:
         asyncio.events.Handle._run = run  # type: ignore[method-assign]
+
+
+@contextmanager
+def busy_processes(count: int) -> Iterator[None]:
+    """`count` processes spinning at normal priority while the block runs: a stated background load."""
+    spinning = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for process in spinning:
+            process.terminate()
+        for process in spinning:
+            process.wait()
+
+
+def load_average() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.2f} (1 min), {five:.2f} (5 min)"
 
 
 # --- the LLM server, off the bot's event loop ----------------------------------------------------
@@ -897,6 +924,24 @@ async def bench(
     think: float = THINK,
     cold: int = COLD,
     modes: Sequence[str] = (SEQUENTIAL, PACED, FLAT_OUT),
+    busy: int = 0,
+) -> int:
+    with busy_processes(busy):
+        print(f"background load: {busy} busy process(es) at normal priority for the whole run "
+              f"(--busy); load average at the start {load_average()}")  # fmt: skip
+        code = await _bench(sizes, user_count, turn_count, big, think, cold, modes)
+        print(f"load average at the end: {load_average()}")
+    return code
+
+
+async def _bench(
+    sizes: list[int],
+    user_count: int,
+    turn_count: int,
+    big: int,
+    think: float,
+    cold: int,
+    modes: Sequence[str],
 ) -> int:
     started = time.perf_counter()
     big_users, memory_of = users_and_reflections(user_count + 1, turn_count)
@@ -1073,6 +1118,13 @@ def main() -> None:
         help="a model serving one request at a time with fixed durations: the live wait with and without a "
         "reflection backlog (bench/load_serial.py; --users and --turns default to 6 and 8, --think to 8)",
     )
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        help="processes spinning at normal priority for the whole run: a stated background load (0: none; not with "
+        "--serial or --store postgresql)",
+    )
     parser.add_argument("--reply-seconds", type=float, default=1.0, help="with --serial: a reply's duration")
     parser.add_argument("--reflection-seconds", type=float, default=1.5, help="with --serial: a reflection's duration")
     args = parser.parse_args()
@@ -1099,7 +1151,9 @@ def main() -> None:
     logging.getLogger().setLevel(logging.INFO)
     if args.cold and PACED not in args.runs:
         parser.error(f"--cold compares with the '{PACED}' run: keep it in --runs")
-    sys.exit(asyncio.run(bench(args.sizes, args.users, args.turns, args.big, args.think, args.cold, args.runs)))
+    sys.exit(
+        asyncio.run(bench(args.sizes, args.users, args.turns, args.big, args.think, args.cold, args.runs, args.busy))
+    )
 
 
 if __name__ == "__main__":
