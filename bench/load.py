@@ -49,7 +49,9 @@ and a fresh engine:
 - `--busy N` (0 by default): N processes spinning in pure Python at normal priority for the whole
   run, started before the seeding and stopped at the end, so that "the machine is busy" is a run
   anyone can repeat rather than luck; the header prints N and the load average at the start, the
-  end prints it again.
+  end prints it again. `--where` samples the event loop's stack during its long callbacks and
+  prints where the product was in the longest (a sampling thread that takes the GIL to look: off
+  for the figures).
 
 Figures:
 - turns/s: turns / wall time until every reflection is drained (the same work in both runs).
@@ -138,6 +140,9 @@ PINNED_SHARE = 0.002
 LAG_TICK = 0.01
 # Event-loop callbacks of at least this much CPU are kept, with what ran them (Probe.stalls).
 STALL_SECONDS = 0.01
+# `--where`: the loop thread's stack is looked at this often during a callback (StackSampler).
+WHERE = False
+WHERE_SECONDS = 0.004
 # A user's next message comes this long after the reply, on average (uniform, 0.5x to 1.5x).
 THINK = 4.0
 SEQUENTIAL, PACED, FLAT_OUT = "sequential", "at once", "flat out"
@@ -336,17 +341,57 @@ async def watch_loop_lag(probe: Probe, stop: asyncio.Event) -> None:
         probe.ticks.append((time.perf_counter(), late, time.thread_time() - cpu))
 
 
+class StackSampler:
+    """Where the loop thread is during its long callbacks (`--where`): a thread looks at its
+    stack every WHERE_SECONDS while one runs, and counts the innermost two frames of the product
+    (bot/) it finds there. It takes the GIL to look, so it is off unless asked."""
+
+    def __init__(self) -> None:
+        self.loop_thread = threading.get_ident()
+        self.started: float | None = None
+        self.seen: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="stall-sampler", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(WHERE_SECONDS):
+            started, seen = self.started, self.seen
+            if started is None or time.perf_counter() - started < WHERE_SECONDS:
+                continue
+            frame = sys._current_frames().get(self.loop_thread)
+            found: list[str] = []
+            while frame is not None and len(found) < 2:
+                path = frame.f_code.co_filename
+                if "/bot/" in path:
+                    found.append(f"{path.rsplit('/bot/', 1)[1]}:{frame.f_lineno} {frame.f_code.co_name}")
+                frame = frame.f_back
+            seen[" < ".join(found) or "outside bot/"] += 1
+
+    def where(self) -> str:
+        return "; ".join(f"{place} x{n}" for place, n in self.seen.most_common(2))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 @contextmanager
 def timing_callbacks(probe: Probe) -> Iterator[None]:
     """Each event-loop callback's own CPU (the loop thread's), the long ones kept in `probe`:
     the loop's longest stall, which the lag (how late a sleep wakes) only bounds from above on a
-    machine that also deschedules the process."""
+    machine that also deschedules the process. With WHERE, where the product was during each."""
     run = asyncio.events.Handle._run
+    sampler = StackSampler() if WHERE else None
 
     def timed(handle: asyncio.events.Handle) -> None:
+        if sampler is not None:
+            sampler.seen, sampler.started = Counter(), time.perf_counter()
         start = time.thread_time()
         run(handle)
         cpu = time.thread_time() - start
+        if sampler is not None:
+            sampler.started = None
         if cpu >= STALL_SECONDS:
             task = getattr(handle._callback, "__self__", None)  # type: ignore[attr-defined]
             name = (
@@ -354,6 +399,8 @@ def timing_callbacks(probe: Probe) -> Iterator[None]:
                 if isinstance(task, asyncio.Task)
                 else repr(handle._callback)
             )  # type: ignore[attr-defined]
+            if sampler is not None and sampler.seen:
+                name = f"{name} at {sampler.where()}"
             probe.stalls.append((time.perf_counter(), cpu, name))
 
     asyncio.events.Handle._run = timed  # type: ignore[method-assign, assignment]
@@ -361,6 +408,8 @@ def timing_callbacks(probe: Probe) -> Iterator[None]:
         yield
     finally:
         asyncio.events.Handle._run = run  # type: ignore[method-assign]
+        if sampler is not None:
+            sampler.close()
 
 
 @contextmanager
@@ -897,7 +946,7 @@ def print_cold(result: RunResult, without: RunResult, user_id: str) -> tuple[str
           f"descheduling the process)")  # fmt: skip
     stalls = sorted(((cpu, name) for at, cpu, name in p.stalls if p.arrived <= at <= end), reverse=True)
     longest = (
-        ", ".join(f"{cpu * 1000:.0f} ms ({name})" for cpu, name in stalls[:3])
+        ", ".join(f"{cpu * 1000:.0f} ms ({name})" for cpu, name in stalls[: 8 if WHERE else 3])
         or f"none of {STALL_SECONDS * 1000:.0f} ms or more"
     )
     print(f"    the loop's longest stalls (one callback's own CPU) in that window: {longest}")
@@ -1125,6 +1174,12 @@ def main() -> None:
         help="processes spinning at normal priority for the whole run: a stated background load (0: none; not with "
         "--serial or --store postgresql)",
     )
+    parser.add_argument(
+        "--where",
+        action="store_true",
+        help="sample the event loop's stack during long callbacks and print where the product was in the "
+        "longest (a sampling thread: off for the figures)",
+    )
     parser.add_argument("--reply-seconds", type=float, default=1.0, help="with --serial: a reply's duration")
     parser.add_argument("--reflection-seconds", type=float, default=1.5, help="with --serial: a reflection's duration")
     args = parser.parse_args()
@@ -1149,6 +1204,8 @@ def main() -> None:
     # INFO reaches the counting handler (a "locked" message may be logged at any level); nothing
     # is printed: no other handler is installed.
     logging.getLogger().setLevel(logging.INFO)
+    global WHERE
+    WHERE = args.where
     if args.cold and PACED not in args.runs:
         parser.error(f"--cold compares with the '{PACED}' run: keep it in --runs")
     sys.exit(
