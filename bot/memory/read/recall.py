@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -38,13 +38,15 @@ from bot.clients.storage import Connection, Database
 from bot.errors import EmbeddingError
 from bot.memory.cache.entry import UserMemories, micros
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.choice import DEFAULT_LIMIT, TurnSelection, slot_of
+from bot.memory.choice import DEFAULT_LIMIT, Selected, TurnSelection, slot_of
 from bot.memory.model import Memory, OwnerKey, StoryId, utcnow
 from bot.memory.read.columns import Column, PreparedTurns
-from bot.memory.read.conversation import Fused, Line, QueryVectors, fuse, read_text, texts_key, threshold_for
+from bot.memory.read.conversation import Fused, Line, QueryVectors, read_text, texts_key, threshold_for
+from bot.memory.read.off_loop import IN_THREAD_MEMORIES, OffLoop
+from bot.memory.read.passes import ScoringPass, held, nearest, scoring_pass
 from bot.memory.read.recording import TurnRecords
-from bot.memory.read.selection import select_columns, top_positions, turn_candidates
-from bot.memory.stores.memories import MemoryRow, row_to_memory
+from bot.memory.read.selection import Candidates, select_columns
+from bot.memory.stores.memories import row_to_memory
 from bot.memory.stores.vectors import lexical_matches
 
 log = logging.getLogger(__name__)
@@ -56,7 +58,8 @@ LEXICAL_LIMIT = 16
 
 @dataclass(frozen=True, slots=True)
 class ScoredTurn:
-    """A turn's candidates (slots of the user's cache entry) and their scores."""
+    """A turn's candidates (slots of the user's cache entry) and their scores, and the
+    selection's columns of them (`candidates`: copies, and the rows as they were when scored)."""
 
     entry: UserMemories
     slots: np.ndarray
@@ -64,6 +67,7 @@ class ScoredTurn:
     lexical_ids: set[int]
     degraded: bool
     now: datetime
+    candidates: Candidates
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,10 @@ class TurnVectors:
         return np.stack([self.message] if self.read is None else [self.message, self.read])
 
 
+# A turn's query vectors when it has none (its embedding failed).
+UNSCORED = TurnVectors(None, None, degraded=True)
+
+
 class Recall:
     """Chooses the memories of one turn and records the choice."""
 
@@ -97,6 +105,7 @@ class Recall:
         threshold: float | None = None,
         conversation: bool = True,
         series_slots: int | None = None,
+        in_thread: int = IN_THREAD_MEMORIES,
     ) -> None:
         self.db = db
         self.embedder = embedder
@@ -116,6 +125,8 @@ class Recall:
         self.prepared_turns = PreparedTurns()
         # Per user, the candidate ids of turns whose times_candidate is not written yet.
         self._records = TurnRecords(db)
+        # A person of `in_thread` memories or more is scored and chosen in a thread.
+        self.off_loop = OffLoop(in_thread)
 
     def configure(self, threshold: float | None, series_slots: int | None) -> None:
         """The settings recall follows: the fused score a memory needs (None: the embedder's
@@ -192,25 +203,6 @@ class Recall:
         """Whether this turn's query was prepared ahead (what bench/latency.py counts)."""
         return self.prepared_turns.matches((user_id, story_id), texts_key(self.query_texts(query, conversation)))
 
-    def _scored(self, entry: UserMemories, slots: np.ndarray, vectors: np.ndarray | None) -> np.ndarray:
-        """Cosine per candidate slot, NaN without a vector (or without a query vector): one row
-        per query vector when `vectors` is (k, d), one pass over the matrix."""
-        shape = (vectors.shape[0], slots.size) if vectors is not None and vectors.ndim == 2 else (slots.size,)
-        scores = np.full(shape, np.nan, dtype=np.float64)
-        if vectors is None or not slots.size:
-            return scores
-        if entry.dim and entry.dim != vectors.shape[-1]:
-            # Scoring nothing would pass for a healthy turn whose memories are all irrelevant.
-            raise EmbeddingError(
-                f"{entry.model}: the query vector has {vectors.shape[-1]} dimensions and the "
-                f"stored ones {entry.dim}: the server's model changed under the same name"
-            )
-        has = entry.has_vector[slots]
-        if has.any():
-            _, cosines = entry.scores(vectors, slots[has])
-            scores[..., has] = cosines
-        return scores
-
     async def neighbours(
         self, user_id: OwnerKey, text: str, *, story_id: StoryId, place: str, limit: int, timeout: float | None = None
     ) -> list[Memory]:
@@ -225,43 +217,29 @@ class Recall:
         except EmbeddingError as exc:
             log.info("reflection shows lexical neighbours only: %s", exc)
         entry = await self.cache.get(user_id)
-        slots = entry.candidates(self.clock(), story_id=story_id, place=place, share=False)
-        if not slots.size:
+        now = self.clock()
+        near = await self.off_loop.guarded(
+            entry, lambda: nearest(entry, now, vector, story_id=story_id, place=place, limit=limit)
+        )
+        if near.error is not None:
+            log.info("reflection shows lexical neighbours only: %s", near.error)
+        if not near.ids.size:
             return []
-        try:
-            scores = self._scored(entry, slots, vector)
-        except EmbeddingError as exc:
-            log.info("reflection shows lexical neighbours only: %s", exc)
-            scores = np.full(slots.size, np.nan)
-        ids = entry.ids[slots]
-        scored = np.flatnonzero(~np.isnan(scores))
-        best = top_positions(scored, (scores, -ids), limit)
-        # Enough of the most recent to fill `limit` whatever the cosines and lexical matches took.
-        latest = top_positions(np.arange(slots.size), (entry.updated_us[slots], ids), 3 * limit)
-        ranked: list[int] = ids[best].tolist()
-        recent: list[int] = ids[latest].tolist()
-        slot_of = dict(zip(ranked + recent, slots[best].tolist() + slots[latest].tolist()))
-        # The rows as they are before the awaits (the entry may catch up with a write meanwhile),
-        # and the candidates as a mask by slot: a dict of every candidate's row, and their ids
-        # sent as JSON to the lexical search, held the loop 35 ms a reflection at 100,000.
-        held = list(entry.rows)
-        held_ids = entry.ids[: len(held)].copy()
-        is_candidate = np.zeros(len(held), dtype=bool)
-        is_candidate[slots] = True
         live_slots = entry.slot_of
 
         def candidate_slot(memory_id: int) -> int | None:
             slot = live_slots.get(memory_id)
-            if slot is None or slot >= len(held) or not is_candidate[slot] or held_ids[slot] != memory_id:
+            if slot is None or slot >= len(near.rows) or not near.is_candidate[slot] or near.row_ids[slot] != memory_id:
                 return None
             return slot
 
-        lexical = await self._lexical_among(user_id, text, limit, candidate_slot, ids)
-        slot_of.update(lexical)
+        lexical = await self._lexical_among(user_id, text, limit, candidate_slot, near.ids)
+        slot_of = {**near.slot_of, **lexical}
+        ranked = list(near.ranked)
         ranked.extend(i for i in lexical if i not in ranked)
         if len(ranked) < limit:
-            ranked.extend(i for i in recent if i not in ranked)
-        return [row_to_memory(_held(held, slot_of[i])) for i in ranked[: limit + len(lexical)]]
+            ranked.extend(i for i in near.recent if i not in ranked)
+        return [row_to_memory(held(near.rows, slot_of[i])) for i in ranked[: limit + len(lexical)]]
 
     async def _lexical_among(
         self, user_id: OwnerKey, text: str, limit: int, candidate_slot: Callable[[int], int | None], ids: np.ndarray
@@ -297,13 +275,21 @@ class Recall:
         scored = await self.score_turn(
             user_id, story_id=story_id, place=place, query=query, conversation=conversation, share=share
         )
-        entry, slots, fused = scored.entry, scored.slots, scored.fused
-        candidates = turn_candidates(entry, slots, fused.scores)
-        chosen = select_columns(
-            candidates, self.limit, threshold=self.threshold, now_us=micros(scored.now), series_slots=self.series_slots
-        )
-        at = np.flatnonzero(np.isin(candidates.ids, [s.memory.id for s in chosen]))
-        by_conversation = set(candidates.ids[at[fused.by_conversation[at]]].tolist())
+        candidates, by_read = scored.candidates, scored.fused.by_conversation
+
+        def choose() -> tuple[list[Selected], set[int], list[int]]:
+            # Reads only the scored turn's own columns and rows: no write can change them.
+            chosen = select_columns(
+                candidates,
+                self.limit,
+                threshold=self.threshold,
+                now_us=micros(scored.now),
+                series_slots=self.series_slots,
+            )
+            at = np.flatnonzero(np.isin(candidates.ids, [s.memory.id for s in chosen]))
+            return chosen, set(candidates.ids[at[by_read[at]]].tolist()), candidates.ids.tolist()
+
+        chosen, by_conversation, candidate_ids = await self.off_loop.run(candidates.ids.size, choose)
         selection = TurnSelection(
             turn_id=0,
             user_id=user_id,
@@ -315,9 +301,9 @@ class Recall:
             created_at=scored.now,
             story=dict(story or {}),
             memories=[s.memory for s in chosen],
-            candidates=int(slots.size),
+            candidates=int(scored.slots.size),
             place=place,
-            candidate_ids=candidates.ids.tolist(),
+            candidate_ids=candidate_ids,
             threshold=self.threshold,
         )
         if record:
@@ -339,48 +325,38 @@ class Recall:
         vectors = await self._turn_vectors(query, conversation, (user_id, story_id))
         entry = await self.cache.get(user_id)
         now = self.clock()
-        slots = entry.candidates(now, story_id=story_id, place=place, share=share)
-        fused, degraded = self._fused(entry, slots, vectors)
-        lexical_ids: set[int] = set()
-        if np.isnan(fused.scores).any():
-            slots, fused, lexical_ids = await self._with_lexical(
-                entry,
-                user_id,
-                query,
-                slots,
-                fused,
-                vectors,
-                degraded,
-                now=now,
-                story_id=story_id,
-                place=place,
-                share=share,
+        scored = await self._scoring_pass(entry, now, vectors, story_id=story_id, place=place, share=share)
+        degraded = vectors.degraded or scored.error is not None
+        if np.isnan(scored.fused.scores).any():
+            return await self._with_lexical(
+                entry, user_id, query, scored, vectors, degraded, now=now, story_id=story_id, place=place, share=share
             )
-        return ScoredTurn(entry, slots, fused, lexical_ids, degraded, now)
+        return ScoredTurn(entry, scored.slots, scored.fused, set(), degraded, now, scored.candidates)
 
-    def _fused(self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors) -> tuple[Fused, bool]:
-        """The candidates' fused scores (NaN without a vector) and whether the turn is degraded."""
-        if vectors.message is None:
-            return _unscored(slots), vectors.degraded
-        cosines = None
-        if vectors.prepared is not None and entry.dim == vectors.message.shape[0]:
-            cosines = vectors.prepared.cosines(entry, slots)
-        if cosines is None:
-            try:
-                cosines = self._scored(entry, slots, vectors.stacked())
-            except EmbeddingError as exc:
-                self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
-                return _unscored(slots), True
-        self.outage.recovered("semantic scores are back after %d degraded turn(s)")
-        return fuse(cosines[0], cosines[1] if len(cosines) > 1 else None), vectors.degraded
+    async def _scoring_pass(
+        self, entry: UserMemories, now: datetime, vectors: TurnVectors, *, story_id: StoryId, place: str, share: bool
+    ) -> ScoringPass:
+        """The candidates' fused scores (NaN without a vector) and columns: in a thread for a
+        large person, guarded against a write applied meanwhile (bot/memory/read/off_loop.py)."""
+        queries = None if vectors.message is None else vectors.stacked()
+        scored = await self.off_loop.guarded(
+            entry,
+            lambda: scoring_pass(
+                entry, now, story_id=story_id, place=place, share=share, queries=queries, prepared=vectors.prepared
+            ),
+        )
+        if scored.error is not None:
+            self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", scored.error)
+        elif queries is not None:
+            self.outage.recovered("semantic scores are back after %d degraded turn(s)")
+        return scored
 
     async def _with_lexical(
         self,
         entry: UserMemories,
         user_id: OwnerKey,
         query: str,
-        slots: np.ndarray,
-        fused: Fused,
+        scored: ScoringPass,
         vectors: TurnVectors,
         degraded: bool,
         *,
@@ -388,34 +364,36 @@ class Recall:
         story_id: StoryId,
         place: str,
         share: bool,
-    ) -> tuple[np.ndarray, Fused, set[int]]:
+    ) -> ScoredTurn:
         """Memories without a vector (embedder down, or created since the last indexing tick)
         get lexical matches instead of nothing, placed just under the eligible scores. Searched
         among them only, so that no other memory takes their places."""
-        unscored = np.flatnonzero(np.isnan(fused.scores))
+        unscored = np.flatnonzero(np.isnan(scored.fused.scores))
         changes = entry.changes
         lexical = await lexical_matches(
-            self.db, user_id, query, LEXICAL_LIMIT, now=now, among=entry.ids[slots[unscored]].tolist()
+            self.db, user_id, query, LEXICAL_LIMIT, now=now, among=scored.candidates.ids[unscored].tolist()
         )
         if entry.changes != changes:
-            # The entry caught up with a write while the search ran: its slots moved.
-            slots = entry.candidates(now, story_id=story_id, place=place, share=share)
-            if degraded:
-                fused = _unscored(slots)
-            else:
-                fused, _ = self._fused(entry, slots, vectors)
+            # The entry caught up with a write while the search ran: its slots moved. Scored again
+            # as the first time (a turn whose cosines failed is not counted as failing twice).
+            again = vectors if scored.error is None else UNSCORED
+            scored = await self._scoring_pass(entry, now, again, story_id=story_id, place=place, share=share)
+        fused, ids = scored.fused, scored.candidates.ids
         scores = fused.scores.copy()
         threshold = self.threshold
         eligible = scores[scores >= threshold]
         floor = float(eligible.min()) if eligible.size else threshold + 1.0
-        position = {memory_id: i for i, memory_id in enumerate(entry.ids[slots].tolist())}
         lexical_ids: set[int] = set()
-        for memory_id, strength in lexical.items():
-            i = position.get(memory_id)
-            if i is not None and np.isnan(scores[i]):
-                scores[i] = threshold + (floor - threshold) * 0.5 * strength
+        # The matches' positions by one comparison over the ids: a dict of every candidate's id
+        # cost 10-20 ms of the loop at 100,000.
+        for i in np.flatnonzero(np.isin(ids, list(lexical))).tolist():
+            memory_id = int(ids[i])
+            if np.isnan(scores[i]):
+                scores[i] = threshold + (floor - threshold) * 0.5 * lexical[memory_id]
                 lexical_ids.add(memory_id)
-        return slots, Fused(scores, fused.by_conversation), lexical_ids
+        fused = Fused(scores, fused.by_conversation)
+        candidates = replace(scored.candidates, scores=scores)
+        return ScoredTurn(entry, scored.slots, fused, lexical_ids, degraded, now, candidates)
 
     async def record(
         self, selection: TurnSelection, *, cancelled: Callable[[Connection], Awaitable[bool]] | None = None
@@ -426,14 +404,3 @@ class Recall:
     async def flush_counts(self, user_id: OwnerKey | None = None) -> None:
         """Write the candidate counts held for `user_id` (everyone's without)."""
         await self._records.flush_counts(user_id)
-
-
-def _held(rows: Sequence[MemoryRow | None], slot: int) -> MemoryRow:
-    """The row of a candidate's slot as read before an await (a candidate's slot holds one)."""
-    row = rows[slot]
-    assert row is not None, f"slot {slot} holds no memory"
-    return row
-
-
-def _unscored(slots: np.ndarray) -> Fused:
-    return Fused(np.full(slots.size, np.nan), np.zeros(slots.size, dtype=bool))
