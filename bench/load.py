@@ -85,6 +85,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import hashlib
 import logging
 import os
@@ -205,6 +206,9 @@ class Probe:
     # Event-loop callbacks that ran for STALL_SECONDS of the loop thread's CPU or more (when
     # each ended, its CPU, the coroutine of its task): one of them is a stall, wherever it came from.
     stalls: list[tuple[float, float, str]] = field(default_factory=list)
+    # The cyclic garbage collector's runs of STALL_SECONDS or more, on any thread (when each
+    # ended, how long, its generation): one inside a callback is part of that callback's stall.
+    collections: list[tuple[float, float, int]] = field(default_factory=list)
     # The cold heavy user (COLD): when its first message came, its first turn ended, its first
     # reflection (the write index build) ended, and a consolidation run (the series scan) ended.
     arrived: float = 0.0
@@ -403,11 +407,22 @@ def timing_callbacks(probe: Probe) -> Iterator[None]:
                 name = f"{name} at {sampler.where()}"
             probe.stalls.append((time.perf_counter(), cpu, name))
 
+    collecting: dict[int, float] = {}
+
+    def collected(phase: str, info: dict[str, int]) -> None:
+        now, thread = time.perf_counter(), threading.get_ident()
+        if phase == "start":
+            collecting[thread] = now
+        elif thread in collecting and now - collecting[thread] >= STALL_SECONDS:
+            probe.collections.append((now, now - collecting.pop(thread), info["generation"]))
+
     asyncio.events.Handle._run = timed  # type: ignore[method-assign, assignment]
+    gc.callbacks.append(collected)
     try:
         yield
     finally:
         asyncio.events.Handle._run = run  # type: ignore[method-assign]
+        gc.callbacks.remove(collected)
         if sampler is not None:
             sampler.close()
 
@@ -950,6 +965,9 @@ def print_cold(result: RunResult, without: RunResult, user_id: str) -> tuple[str
         or f"none of {STALL_SECONDS * 1000:.0f} ms or more"
     )
     print(f"    the loop's longest stalls (one callback's own CPU) in that window: {longest}")
+    collections = sorted(((took, gen) for at, took, gen in p.collections if p.arrived <= at <= end), reverse=True)
+    print(f"    garbage collections of {STALL_SECONDS * 1000:.0f} ms or more in that window: {len(collections)}"
+          + "".join(f", {took * 1000:.0f} ms (generation {gen})" for took, gen in collections[:3]))  # fmt: skip
     print(f"    lost {result.lost}, locked {result.locked}, duplicates {result.duplicate_groups}, twice "
           f"{twice(result)}, turns failed or unanswered {result.unanswered + len(p.turn_errors)}")  # fmt: skip
     during, reference = ms(phases["during"], 95), ms(base, 95)
