@@ -11,6 +11,8 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from bot.characters.character import Character, fill_turn, render_character_prompt
 from bot.characters.lore import LoreHit
 from bot.characters.lore_timing import LoreClock
@@ -202,7 +204,9 @@ class ReplyPrompts:
         noted = {m.id for n in notes for m in n.memories}
         if not noted:
             return []
-        current = await self.ctx.cache.current(user_id, set(selection.candidate_ids) & noted)
+        # One comparison over the candidates per memory noted, not a set of every candidate.
+        reach = selection.candidate_ids[np.isin(selection.candidate_ids, list(noted))]
+        current = await self.ctx.cache.current(user_id, reach.tolist())
         kept = []
         for note in notes:
             memories = tuple(m for m in note.memories if _same_shown(current.get(m.id), m))

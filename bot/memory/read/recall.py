@@ -277,7 +277,7 @@ class Recall:
         )
         candidates, by_read = scored.candidates, scored.fused.by_conversation
 
-        def choose() -> tuple[list[Selected], set[int], list[int]]:
+        def choose() -> tuple[list[Selected], set[int]]:
             # Reads only the scored turn's own columns and rows: no write can change them.
             chosen = select_columns(
                 candidates,
@@ -287,9 +287,9 @@ class Recall:
                 series_slots=self.series_slots,
             )
             at = np.flatnonzero(np.isin(candidates.ids, [s.memory.id for s in chosen]))
-            return chosen, set(candidates.ids[at[by_read[at]]].tolist()), candidates.ids.tolist()
+            return chosen, set(candidates.ids[at[by_read[at]]].tolist())
 
-        chosen, by_conversation, candidate_ids = await self.off_loop.run(candidates.ids.size, choose)
+        chosen, by_conversation = await self.off_loop.run(candidates.ids.size, choose)
         selection = TurnSelection(
             turn_id=0,
             user_id=user_id,
@@ -303,7 +303,7 @@ class Recall:
             memories=[s.memory for s in chosen],
             candidates=int(scored.slots.size),
             place=place,
-            candidate_ids=candidate_ids,
+            candidate_ids=candidates.ids,
             threshold=self.threshold,
         )
         if record:

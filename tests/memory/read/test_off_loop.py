@@ -92,7 +92,7 @@ async def test_a_large_person_is_chosen_in_a_thread_exactly_as_on_the_loop(
                 expected = await turn(on_loop, query, conversation=conversation)
                 got = await turn(threaded, query, conversation=conversation)
                 assert chosen(got) == chosen(expected)
-                assert got.candidate_ids == expected.candidate_ids
+                np.testing.assert_array_equal(got.candidate_ids, expected.candidate_ids)
                 assert (got.degraded, got.candidates) == (expected.degraded, expected.candidates)
         # The lexical stand-ins took part the same way: memories without a vector scored by it.
         where = {"story_id": STORY, "place": GUILD, "query": "numéro 97 sur le vélo"}
@@ -170,5 +170,5 @@ async def test_a_write_applied_while_the_thread_scores_never_yields_a_torn_selec
     )
     assert not forgotten & {s.id for s in got.slots}
     assert chosen(got) == chosen(after)
-    assert got.candidate_ids == after.candidate_ids
+    np.testing.assert_array_equal(got.candidate_ids, after.candidate_ids)
     assert threaded.off_loop.redone >= 1
