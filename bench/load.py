@@ -49,9 +49,9 @@ and a fresh engine:
 - `--busy N` (0 by default): N processes spinning in pure Python at normal priority for the whole
   run, started before the seeding and stopped at the end, so that "the machine is busy" is a run
   anyone can repeat rather than luck; the header prints N and the load average at the start, the
-  end prints it again. `--where` samples the event loop's stack during its long callbacks and
-  prints where the product was in the longest (a sampling thread that takes the GIL to look: off
-  for the figures).
+  end prints it again. `--where` writes the event loop's stack 30 ms into each callback
+  (faulthandler's watchdog) and prints where the product was in the longest (each callback pays
+  for arming it: off for the figures).
 
 Figures:
 - turns/s: turns / wall time until every reflection is drained (the same work in both runs).
@@ -85,11 +85,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import gc
 import hashlib
 import logging
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -141,9 +143,10 @@ PINNED_SHARE = 0.002
 LAG_TICK = 0.01
 # Event-loop callbacks of at least this much CPU are kept, with what ran them (Probe.stalls).
 STALL_SECONDS = 0.01
-# `--where`: the loop thread's stack is looked at this often during a callback (StackSampler).
+# `--where`: the loop thread's stack is written this long into each callback (StackSampler).
 WHERE = False
-WHERE_SECONDS = 0.004
+WHERE_SECONDS = 0.03
+PRODUCT_FRAME = re.compile(r'File "(?:.*/)?bot/([^"]+)", line \d+ in (\S+)')
 # A user's next message comes this long after the reply, on average (uniform, 0.5x to 1.5x).
 THINK = 4.0
 SEQUENTIAL, PACED, FLAT_OUT = "sequential", "at once", "flat out"
@@ -346,40 +349,43 @@ async def watch_loop_lag(probe: Probe, stop: asyncio.Event) -> None:
 
 
 class StackSampler:
-    """Where the loop thread is during its long callbacks (`--where`): a thread looks at its
-    stack every WHERE_SECONDS while one runs, and counts the innermost two functions of the product
-    (bot/) it finds there. It takes the GIL to look, so it is off unless asked, and it can look
-    only where the loop lets the GIL go: a long C call (a large allocation, a sort) shows as the
-    Python line just after it."""
+    """Where the loop thread is during its long callbacks (`--where`): each callback arms
+    faulthandler's watchdog, which writes every thread's stack WHERE_SECONDS into it from a C
+    thread that needs no GIL (a long C call, an allocation's page faults, are caught inside);
+    the innermost two functions of the product (bot/) on the loop thread's stack name it. Arming
+    and reading cost each callback a little: off unless asked."""
 
     def __init__(self) -> None:
-        self.loop_thread = threading.get_ident()
-        self.started: float | None = None
-        self.seen: Counter[str] = Counter()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, name="stall-sampler", daemon=True)
-        self._thread.start()
+        self.header = f"Thread 0x{threading.get_ident():016x}"
+        self._file = tempfile.TemporaryFile("w+")  # noqa: SIM115  (open for the whole run, closed by close())
+        self._offset = 0
 
-    def _sample(self) -> None:
-        while not self._stop.wait(WHERE_SECONDS):
-            started, seen = self.started, self.seen
-            if started is None or time.perf_counter() - started < WHERE_SECONDS:
-                continue
-            frame = sys._current_frames().get(self.loop_thread)
-            found: list[str] = []
-            while frame is not None and len(found) < 2:
-                path = frame.f_code.co_filename
-                if "/bot/" in path:
-                    found.append(f"{path.rsplit('/bot/', 1)[1]} {frame.f_code.co_name}")
-                frame = frame.f_back
-            seen[" < ".join(found) or "outside bot/"] += 1
+    def arm(self) -> None:
+        faulthandler.dump_traceback_later(WHERE_SECONDS, file=self._file)
 
     def where(self) -> str:
-        return "; ".join(f"{place} x{n}" for place, n in self.seen.most_common(2))
+        """Where the loop thread was when the watchdog wrote, if it did since the last call."""
+        faulthandler.cancel_dump_traceback_later()
+        if self._file.closed:
+            return ""
+        self._file.seek(0, 2)
+        end = self._file.tell()
+        if end == self._offset:
+            return ""
+        self._file.seek(self._offset)
+        text, self._offset = self._file.read(), end
+        found: list[str] = []
+        mine = False
+        for line in text.splitlines():
+            if line.startswith(("Thread 0x", "Current thread 0x")):
+                mine = self.header in line.replace("Current thread", "Thread")
+            elif mine and len(found) < 2 and (frame := PRODUCT_FRAME.search(line)):
+                found.append(f"{frame[1]} {frame[2]}")
+        return " < ".join(found) or "outside bot/"
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
+        faulthandler.cancel_dump_traceback_later()
+        self._file.close()
 
 
 @contextmanager
@@ -392,12 +398,11 @@ def timing_callbacks(probe: Probe) -> Iterator[None]:
 
     def timed(handle: asyncio.events.Handle) -> None:
         if sampler is not None:
-            sampler.seen, sampler.started = Counter(), time.perf_counter()
+            sampler.arm()
         start = time.thread_time()
         run(handle)
         cpu = time.thread_time() - start
-        if sampler is not None:
-            sampler.started = None
+        where = sampler.where() if sampler is not None else ""
         if cpu >= STALL_SECONDS:
             task = getattr(handle._callback, "__self__", None)  # type: ignore[attr-defined]
             name = (
@@ -405,8 +410,8 @@ def timing_callbacks(probe: Probe) -> Iterator[None]:
                 if isinstance(task, asyncio.Task)
                 else repr(handle._callback)
             )  # type: ignore[attr-defined]
-            if sampler is not None and sampler.seen:
-                name = f"{name} at {sampler.where()}"
+            if where:
+                name = f"{name} at {where}"
             probe.stalls.append((time.perf_counter(), cpu, name))
 
     collecting: dict[int, float] = {}
@@ -1198,7 +1203,7 @@ def main() -> None:
         "--where",
         action="store_true",
         help="sample the event loop's stack during long callbacks and print where the product was in the "
-        "longest (a sampling thread: off for the figures)",
+        "longest (each callback arms a watchdog: off for the figures)",
     )
     parser.add_argument("--reply-seconds", type=float, default=1.0, help="with --serial: a reply's duration")
     parser.add_argument("--reflection-seconds", type=float, default=1.5, help="with --serial: a reflection's duration")
