@@ -215,6 +215,8 @@ class Probe:
     # The cold heavy user (COLD): when its first message came, its first turn ended, its first
     # reflection (the write index build) ended, and a consolidation run (the series scan) ended.
     arrived: float = 0.0
+    # When the users started talking (each turn's `started` is on the same clock).
+    began: float = 0.0
     first_turn: float = 0.0
     first_reflection: float = 0.0
     scanned: float = 0.0
@@ -773,7 +775,7 @@ async def run(
     timing = timing_callbacks(probe)
     timing.__enter__()
     try:
-        started = time.perf_counter()
+        started = probe.began = time.perf_counter()
         if mode != SEQUENTIAL:
             await asyncio.gather(*(talk(user) for user in users))
             turns_done = time.perf_counter()
@@ -954,7 +956,12 @@ def print_cold(result: RunResult, without: RunResult, user_id: str) -> tuple[str
         cells.append(f"{name} {ms([t.overhead for t in during], 50):.0f} / {ms([t.overhead for t in during], 95):.0f} "
                      f"({len(during)}; mean write wait/held/embed/reads/other {split})")  # fmt: skip
     print(f"    during, by step: {'; '.join(cells)}")
-    print(f"    the run without that user ({PACED}): {ms(base, 50):.0f} / {ms(base, 95):.0f} ({len(base)})")
+    # The same seconds of the run without them (each user's pauses are seeded: the same in both):
+    # the start of a run costs more than its steady state, and "during" is early in it.
+    low, high = p.arrived - p.began, end - p.began
+    same = [t.overhead for t in without.probe.turns if low <= t.started - without.probe.began < high]
+    print(f"    the run without that user ({PACED}): {ms(base, 50):.0f} / {ms(base, 95):.0f} ({len(base)}); over the "
+          f"same seconds of its run ({low:.0f}-{high:.0f} s): {ms(same, 50):.0f} / {ms(same, 95):.0f} ({len(same)})")  # fmt: skip
     mine = [t.overhead for t in p.turns if t.user == user_id]
     print(f"    the heavy user: first turn {p.first_turn - p.arrived:.1f} s after their message (their memories "
           f"read), first reflection done {p.first_reflection - p.arrived:.1f} s after it (the write index built), "
