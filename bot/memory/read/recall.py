@@ -10,14 +10,16 @@ reflection's transaction, so a caller that must not wait selects with `record=Fa
 
 The turn's phases, in order: the vectors of the message and of the message read in its
 conversation, in one model call or prepared while the front end held the message
-(`_turn_vectors`, `prepare_turn`, bot/memory/read/columns.py), their cosines fused into one score
-per candidate (`_fused`), lexical stand-ins for memories without a vector (`_with_lexical`), the
-selection, and recording the choice (bot/memory/read/recording.py, its SQL in
-bot/memory/stores/turn.py).
+(`start_vectors`, `prepare_turn`, bot/memory/read/columns.py), their cosines fused into one score
+per candidate (`_fused`), lexical stand-ins for memories without a vector
+(bot/memory/read/lexical.py), the selection, and recording the choice
+(bot/memory/read/recording.py, its SQL in bot/memory/stores/turn.py). While the model embeds,
+what needs no vectors runs: the turn's writes, the cache entry catching up, the stand-ins' search.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,16 +44,12 @@ from bot.memory.choice import DEFAULT_LIMIT, TurnSelection, slot_of
 from bot.memory.model import Memory, OwnerKey, StoryId, utcnow
 from bot.memory.read.columns import Column, PreparedTurns
 from bot.memory.read.conversation import Fused, Line, QueryVectors, fuse, read_text, texts_key, threshold_for
+from bot.memory.read.lexical import LexicalSearch, lexical_among, search, stand_in
 from bot.memory.read.recording import TurnRecords
 from bot.memory.read.selection import select_columns, top_positions, turn_candidates
 from bot.memory.stores.memories import MemoryRow, row_to_memory
-from bot.memory.stores.vectors import lexical_matches
 
 log = logging.getLogger(__name__)
-
-# Lexical matches stand in for missing vectors; their score is bm25 mapped to [0, 1), not a
-# cosine, so any match is eligible and they rank below every cosine-eligible memory.
-LEXICAL_LIMIT = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +132,14 @@ class Recall:
             vector = await embed_turn_query(self.embedder, query, timeout=timeout or self.timeout)
             self.queries.put(self.embedder.model, query, vector)
         return vector
+
+    def start_vectors(
+        self, user_id: OwnerKey, story_id: StoryId, query: str, conversation: Sequence[Line] = ()
+    ) -> asyncio.Task[TurnVectors]:
+        """The turn's query vectors, asked for now: the caller does what needs no vectors while
+        the model embeds, passes the task to `select_for_turn`, and cancels it if the turn ends
+        before."""
+        return asyncio.ensure_future(self._turn_vectors(query, conversation, (user_id, story_id)))
 
     def query_texts(self, query: str, conversation: Sequence[Line]) -> list[str]:
         """What the turn embeds: the message, then the message read in its conversation when
@@ -256,25 +262,12 @@ class Recall:
                 return None
             return slot
 
-        lexical = await self._lexical_among(user_id, text, limit, candidate_slot, ids)
+        lexical = await lexical_among(self.db, user_id, text, limit, candidate_slot, ids, now=self.clock())
         slot_of.update(lexical)
         ranked.extend(i for i in lexical if i not in ranked)
         if len(ranked) < limit:
             ranked.extend(i for i in recent if i not in ranked)
         return [row_to_memory(_held(held, slot_of[i])) for i in ranked[: limit + len(lexical)]]
-
-    async def _lexical_among(
-        self, user_id: OwnerKey, text: str, limit: int, candidate_slot: Callable[[int], int | None], ids: np.ndarray
-    ) -> dict[int, int]:
-        """The `limit` best lexical matches among the candidates (`ids`), with their slots: asked
-        of the user's best four times as many first, every candidate's id sent only if too few."""
-        wide = 4 * limit
-        found = await lexical_matches(self.db, user_id, text, wide, now=self.clock())
-        kept = {i: slot for i in found if (slot := candidate_slot(i)) is not None}
-        if len(kept) < limit and len(found) == wide:
-            among = await lexical_matches(self.db, user_id, text, limit, now=self.clock(), among=ids.tolist())
-            kept = {i: slot for i in among if (slot := candidate_slot(i)) is not None}
-        return dict(list(kept.items())[:limit])
 
     async def select_for_turn(
         self,
@@ -288,14 +281,21 @@ class Recall:
         share: bool = False,
         story: Mapping[str, Any] | None = None,
         record: bool = True,
+        vectors: asyncio.Task[TurnVectors] | None = None,
     ) -> TurnSelection:
         """The turn's memories, with reasons and scores. `conversation`: the story's lines
         before the message, oldest first, as the channel shows them, each marked when the
-        person wrote it. With `record=False`
-        nothing is written: the caller then passes the selection to `record` (turn_id stays 0
-        until then)."""
+        person wrote it. `vectors`: the query's, from `start_vectors` (asked for here without).
+        With `record=False` nothing is written: the caller then passes the selection to `record`
+        (turn_id stays 0 until then)."""
         scored = await self.score_turn(
-            user_id, story_id=story_id, place=place, query=query, conversation=conversation, share=share
+            user_id,
+            story_id=story_id,
+            place=place,
+            query=query,
+            conversation=conversation,
+            share=share,
+            vectors=vectors,
         )
         entry, slots, fused = scored.entry, scored.slots, scored.fused
         candidates = turn_candidates(entry, slots, fused.scores)
@@ -333,14 +333,26 @@ class Recall:
         query: str,
         conversation: Sequence[Line] = (),
         share: bool = False,
+        vectors: asyncio.Task[TurnVectors] | None = None,
     ) -> ScoredTurn:
         """The turn's candidates and their fused scores, lexical stand-ins included: what the
         selection chooses from (and what bench/recall_public.py ranks)."""
-        vectors = await self._turn_vectors(query, conversation, (user_id, story_id))
-        entry = await self.cache.get(user_id)
-        now = self.clock()
-        slots = entry.candidates(now, story_id=story_id, place=place, share=share)
-        fused, degraded = self._fused(entry, slots, vectors)
+        pending = vectors if vectors is not None else self.start_vectors(user_id, story_id, query, conversation)
+        try:
+            entry = await self.cache.get(user_id)
+            now = self.clock()
+            slots = entry.candidates(now, story_id=story_id, place=place, share=share)
+            # Which memories lack a vector does not depend on the query's: searched meanwhile.
+            early = await search(
+                self.db, user_id, query, entry.ids[slots[~entry.has_vector[slots]]], now=now, changes=entry.changes
+            )
+            turn_vectors = await pending
+        finally:
+            pending.cancel()
+        if entry.changes != early.changes:
+            # The entry caught up with a write while the model embedded: its slots moved.
+            slots = entry.candidates(now, story_id=story_id, place=place, share=share)
+        fused, degraded = self._fused(entry, slots, turn_vectors)
         lexical_ids: set[int] = set()
         if np.isnan(fused.scores).any():
             slots, fused, lexical_ids = await self._with_lexical(
@@ -349,8 +361,8 @@ class Recall:
                 query,
                 slots,
                 fused,
-                vectors,
-                degraded,
+                turn_vectors,
+                early,
                 now=now,
                 story_id=story_id,
                 place=place,
@@ -382,40 +394,26 @@ class Recall:
         slots: np.ndarray,
         fused: Fused,
         vectors: TurnVectors,
-        degraded: bool,
+        early: LexicalSearch,
         *,
         now: datetime,
         story_id: StoryId,
         place: str,
         share: bool,
     ) -> tuple[np.ndarray, Fused, set[int]]:
-        """Memories without a vector (embedder down, or created since the last indexing tick)
-        get lexical matches instead of nothing, placed just under the eligible scores. Searched
-        among them only, so that no other memory takes their places."""
-        unscored = np.flatnonzero(np.isnan(fused.scores))
-        changes = entry.changes
-        lexical = await lexical_matches(
-            self.db, user_id, query, LEXICAL_LIMIT, now=now, among=entry.ids[slots[unscored]].tolist()
-        )
-        if entry.changes != changes:
-            # The entry caught up with a write while the search ran: its slots moved.
-            slots = entry.candidates(now, story_id=story_id, place=place, share=share)
-            if degraded:
-                fused = _unscored(slots)
-            else:
-                fused, _ = self._fused(entry, slots, vectors)
-        scores = fused.scores.copy()
-        threshold = self.threshold
-        eligible = scores[scores >= threshold]
-        floor = float(eligible.min()) if eligible.size else threshold + 1.0
-        position = {memory_id: i for i, memory_id in enumerate(entry.ids[slots].tolist())}
-        lexical_ids: set[int] = set()
-        for memory_id, strength in lexical.items():
-            i = position.get(memory_id)
-            if i is not None and np.isnan(scores[i]):
-                scores[i] = threshold + (floor - threshold) * 0.5 * strength
-                lexical_ids.add(memory_id)
-        return slots, Fused(scores, fused.by_conversation), lexical_ids
+        """The candidates without a score (no vector, or no query vector) with lexical stand-ins
+        (bot/memory/read/lexical.py): the search made while the model embedded when it was
+        among exactly these memories, else one now."""
+        unscored = entry.ids[slots[np.isnan(fused.scores)]]
+        found = early
+        if not early.covers(unscored, entry.changes):
+            found = await search(self.db, user_id, query, unscored, now=now, changes=entry.changes)
+            if entry.changes != found.changes:
+                # The entry caught up with a write while the search ran: its slots moved.
+                slots = entry.candidates(now, story_id=story_id, place=place, share=share)
+                fused = _unscored(slots) if vectors.degraded else self._fused(entry, slots, vectors)[0]
+        fused, lexical_ids = stand_in(fused, entry.ids[slots], found.found, self.threshold)
+        return slots, fused, lexical_ids
 
     async def record(
         self, selection: TurnSelection, *, cancelled: Callable[[Connection], Awaitable[bool]] | None = None
