@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sqlite3
 import time
 
 import pytest
@@ -189,6 +190,30 @@ async def test_a_hanging_embedder_degrades_the_turn_within_the_bound(
     assert (m.times_candidate, m.times_served, m.times_semantic) == (0, 0, 0)
     stats = await engine.memories.stats("alice")
     assert (stats.turns, stats.degraded_turns) == (1, 1)
+
+
+async def test_a_turn_asks_for_its_query_vectors_before_its_own_writes(
+    db, http, llm_server, tmp_path, embedding_server
+):
+    """The model embeds the query while the turn writes (the embedding is the longest part of a
+    turn's memory work): with another program holding the database's write lock, the turn's
+    writes wait, and its query has already reached the embedder."""
+    engine = make_engine(
+        db, http, llm_server, tmp_path, embedder=OllamaEmbedder(http, base_url=embedding_server.url, model="fake-embed")
+    )
+    text = "Tu te souviens de mon vélo rouge ?"
+    other = sqlite3.connect(db.path, timeout=0, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        turn = asyncio.create_task(engine.conversation.turn(msg(text)))
+        await asyncio.wait_for(embedding_server.wait_for_requests(1), timeout=4)
+        assert not turn.done()
+        assert any(text in json.dumps(r.body, ensure_ascii=False) for r in embedding_server.requests)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    result = await asyncio.wait_for(turn, timeout=30)
+    assert result.reply is not None and not result.selection.degraded
 
 
 async def test_a_healthy_turn_updates_the_counters(db, http, llm_server, tmp_path, store):

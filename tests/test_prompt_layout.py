@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 import itertools
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from bot.clients.metrics import Metrics
 from bot.engine.prompting import (
@@ -20,7 +20,7 @@ from bot.engine.prompting import (
     history_window,
     reply_head,
 )
-from bot.memory.model import Memory
+from bot.memory.model import Memory, NewMemory, utcnow
 from bot.memory.write.reflection_prompt import CONTINUED_OPENING, MEMORY_TASK_INTRO
 from tests.builders import make_engine, msg
 from tests.fakes.llm_server import LLMRequest
@@ -213,6 +213,40 @@ async def test_a_forgotten_memory_leaves_the_notes_of_the_conversation(db, http,
     await talk(engine, ["Salut !", "Encore moi."])
     replies = [r for r in llm_server.chats if r.json_schema is None]
     assert "secret de famille" not in replies[-1].text and "le thé" in replies[-1].context
+
+
+async def test_a_note_keeps_a_dated_memory_as_shown_and_loses_an_edited_one(db, http, llm_server, tmp_path, store):
+    """A note of the last prompt keeps each memory still as it showed it: a dated memory
+    unchanged stays before the line it came with (the prompt extends the last), a memory edited
+    since leaves it and comes back with its new text in the turn's own note."""
+    llm_server.handler = Model()
+    engine = make_engine(db, http, llm_server, tmp_path)
+    await engine.start()
+    trip = NewMemory(
+        text="L'utilisateur part à Porto.",
+        place="guild-1",
+        scope="story",
+        story_id="chan-1",
+        expires_at=utcnow() + timedelta(days=20),
+    )
+    await store.add("alice", trip)
+    tea = await engine.memories.remember("alice", "L'utilisateur aime le thé.", story_id="chan-1", place="guild-1")
+    history: list[ChannelLine] = []
+
+    async def say(text: str) -> str:
+        incoming = dataclasses.replace(msg(text), history=list(history))
+        result = await engine.conversation.turn(incoming)
+        history.extend([ChannelLine(incoming.user_name, text), ChannelLine("Écho", result.reply, from_bot=True)])
+        await engine.conversation.wait_idle("alice")
+        return [r for r in llm_server.chats if r.json_schema is None][-1].text
+
+    await say("Salut !")
+    shown = await say("Encore moi.")
+    assert shown.count("Porto") == 1 and shown.index("Porto") < shown.index("Salut !")
+    assert await engine.memories.edit("alice", tea, "L'utilisateur aime le thé noir.")
+    shown = await say("Et maintenant ?")
+    assert shown.count("Porto") == 1 and shown.index("Porto") < shown.index("Salut !")
+    assert "le thé." not in shown and shown.index("le thé noir.") > shown.index("Encore moi.")
 
 
 async def test_on_a_one_request_server_the_reflection_continues_the_reply(db, http, llm_server, tmp_path):

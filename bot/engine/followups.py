@@ -41,7 +41,7 @@ from bot.engine.context import EngineContext
 from bot.engine.llm_calls import final_reply
 from bot.engine.prompting import build_checkin_messages, checkin_note, followup_note
 from bot.errors import InvalidTimezone, StorageError
-from bot.memory.choice import Slot, TurnSelection
+from bot.memory.choice import Slot
 from bot.memory.model import DM_PLACE, Memory, OwnerKey, PersonId, StoryId
 from bot.memory.quoting import quote_line
 from bot.memory.reports.stats import MemoryStats, memory_stats
@@ -154,24 +154,22 @@ class Followups:
 
     # --- in the conversation ------------------------------------------------------------------
 
-    async def for_turn(
-        self, owner: OwnerKey, story_id: StoryId, place: str, selection: TurnSelection, exchange_id: int
-    ) -> Followup | None:
-        """The follow-up this turn carries, a slot of its own beside the selection's (a turn
-        never fails for a follow-up: without the database, it carries none). First, the saved
-        message (`exchange_id`) answers a question asked in its story, if one was."""
-        followup = None
+    async def for_turn(self, owner: OwnerKey, story_id: StoryId, place: str, exchange_id: int) -> Followup | None:
+        """The follow-up this turn carries (a turn never fails for a follow-up: without the
+        database, it carries none). First, the saved message (`exchange_id`) answers a question
+        asked in its story, if one was."""
         with contextlib.suppress(StorageError):
             if await store.awaiting_answer(self._ctx.db, owner, story_id):
                 async with self._ctx.db.write() as conn:
                     await store.link_answer(conn, owner, story_id, exchange_id, self._ctx.clock())
-            followup = await self._for_turn(owner, story_id, place)
-        if followup is not None:
-            d = followup.due
-            selection.slots.append(
-                Slot(id=d.memory_id, reason="followup", score=None, type=d.type, pinned=d.pinned, text=d.text)
-            )
-        return followup
+            return await self._for_turn(owner, story_id, place)
+        return None
+
+    @staticmethod
+    def slot(followup: Followup) -> Slot:
+        """The follow-up's slot, beside the selection's."""
+        d = followup.due
+        return Slot(id=d.memory_id, reason="followup", score=None, type=d.type, pinned=d.pinned, text=d.text)
 
     async def _for_turn(self, owner: OwnerKey, story_id: StoryId, place: str) -> Followup | None:
         """The one its story still carries, else the latest dated memory whose date passed

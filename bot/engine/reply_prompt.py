@@ -18,6 +18,7 @@ from bot.characters.lore import LoreHit
 from bot.characters.lore_timing import LoreClock
 from bot.characters.macros import TurnValues
 from bot.clients.llm_wire import ChatMessage, Image
+from bot.clients.storage import from_db
 from bot.engine.context import EngineContext
 from bot.engine.prompting import (
     MAX_NOTED,
@@ -37,6 +38,7 @@ from bot.errors import StorageError
 from bot.memory.choice import TurnSelection
 from bot.memory.model import Memory, OwnerKey, StoryId
 from bot.memory.quoting import speaker_name
+from bot.memory.stores.memories import MemoryRow
 from bot.memory.stores.turn import last_turn
 from bot.memory.story.plans import render_state_guide
 from bot.memory.write.reflection_prompt import MEMORY_TASK_INTRO, memory_task
@@ -158,11 +160,20 @@ class ReplyPrompts:
                 followup=followup,
             )
 
-        if noted_count(make(history, selection.memories, notes).notes) > MAX_NOTED:
+        whole = make(history, selection.memories, notes)
+        if noted_count(whole.notes) > MAX_NOTED:
             # The notes outgrew their bound: the window steps, and the turn's note holds the
             # whole selection.
-            history, notes = stepped_window(lines, **bounds), []
-        return Prepared(lambda window, memories: make(window, memories, notes), history)
+            stepped = stepped_window(lines, **bounds)
+            return Prepared(lambda window, memories: make(window, memories, []), stepped)
+
+        def build(window: Sequence[ChannelLine], memories: Sequence[Memory]) -> ReplyPrompt:
+            # Fitting asks first for everything, which is the prompt made above.
+            if window is history and memories is selection.memories:
+                return whole
+            return make(window, memories, notes)
+
+        return Prepared(build, history)
 
     def _lore(
         self,
@@ -226,9 +237,7 @@ class ReplyPrompts:
         )
 
 
-def _same_shown(current: Memory | None, shown: Memory) -> bool:
-    return current is not None and (current.text, current.type, current.expires_at) == (
-        shown.text,
-        shown.type,
-        shown.expires_at,
-    )
+def _same_shown(current: MemoryRow | None, shown: Memory) -> bool:
+    if current is None or (current.text, current.type) != (shown.text, shown.type):
+        return False
+    return (current.expires_at is None and shown.expires_at is None) or from_db(current.expires_at) == shown.expires_at

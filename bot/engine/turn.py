@@ -35,6 +35,7 @@ from bot.memory.choice import TurnFigures, TurnSelection
 from bot.memory.model import Memory, OwnerKey, StoryId
 from bot.memory.quoting import speaker_name
 from bot.memory.read.conversation import Line
+from bot.memory.read.recall import TurnVectors
 from bot.memory.stores import settings as settings_store
 from bot.memory.stores.edits import save_parts
 from bot.memory.stores.epoch import begin_turn, still_current
@@ -84,9 +85,24 @@ class Turns:
         )
 
     async def run(self, msg: Incoming, rules: Sequence[Memory], *, on_text: OnText | None = None) -> TurnResult:
+        msg = _storable(msg, self.ctx.settings.max_message_chars)
+        text = message_text(msg.text, self.ctx.settings.max_message_chars)
+        # The model embeds the query while the turn writes and reads what needs no vectors.
+        vectors = self.ctx.recall.start_vectors(msg.user_id, msg.story_id, text, conversation_of(msg.history))
+        try:
+            return await self._run(msg, text, rules, vectors, on_text)
+        finally:
+            vectors.cancel()
+
+    async def _run(
+        self,
+        msg: Incoming,
+        text: str,
+        rules: Sequence[Memory],
+        vectors: asyncio.Task[TurnVectors],
+        on_text: OnText | None,
+    ) -> TurnResult:
         ctx, settings = self.ctx, self.ctx.settings
-        msg = _storable(msg, settings.max_message_chars)
-        text = message_text(msg.text, settings.max_message_chars)
         # Per person, not per owner key: erasing someone stops their turns with every character,
         # even one whose key holds nothing yet.
         person = ctx.cast.user_of_key(msg.user_id)
@@ -111,8 +127,10 @@ class Turns:
         if exchange_id is None:
             return TurnResult.erased()
         character = ctx.cast.get(msg.character)
-        selection, story_block, memory_seconds = await self._select(msg, text, rules, character)
-        followup = await self.followups.for_turn(msg.user_id, msg.story_id, msg.place, selection, exchange_id)
+        followup = await self.followups.for_turn(msg.user_id, msg.story_id, msg.place, exchange_id)
+        selection, story_block, memory_seconds = await self._select(msg, text, rules, character, vectors)
+        if followup is not None:
+            selection.slots.append(self.followups.slot(followup))
         turn = TurnMessage(msg.user_id, msg.user_name, msg.story_id, msg.story_name, text, msg.history, msg.images)
         clock = await self.prompts.lore_clock(turn, character)
         prompt = await self.prompts.prepare(
@@ -188,10 +206,15 @@ class Turns:
         return TurnResult.answered(reply, selection, exchange_id, usage)
 
     async def _select(
-        self, msg: Incoming, text: str, rules: Sequence[Memory], character: Character
+        self,
+        msg: Incoming,
+        text: str,
+        rules: Sequence[Memory],
+        character: Character,
+        vectors: asyncio.Task[TurnVectors],
     ) -> tuple[TurnSelection, str, float]:
         """The memories that enter the context (recorded later), the story's block, and the
-        seconds the selection took."""
+        seconds the selection took (`vectors`: the query's, asked for when the turn began)."""
         ctx = self.ctx
         share = await settings_store.sharing(ctx.db, msg.user_id)
         story_block, story_detail = await self._story_context(msg.user_id, msg.story_id, text, ctx.specs(character.key))
@@ -206,6 +229,7 @@ class Turns:
             share=share,
             story=story_detail,
             record=False,
+            vectors=vectors,
         )
         memory_seconds = time.perf_counter() - started
         ctx.metrics.memory_seconds.observe(memory_seconds)

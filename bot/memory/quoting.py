@@ -6,6 +6,7 @@ reflection.py) both quote through it, so neither imports the other.
 
 from __future__ import annotations
 
+import functools
 import re
 
 # The story block's delimiters: written by bot.memory.story.plans.render_story_context only.
@@ -27,6 +28,11 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+# Every turn quotes the same memories again, in its notes and in each prompt fitting tries.
+QUOTE_MEMO = 8192
+
+
+@functools.lru_cache(maxsize=QUOTE_MEMO)
 def quote_line(text: str) -> str:
     """The one quoting of stored or user text that goes into a prompt (memories, story summary,
     anchors, positions, state labels, names): on one line, unable to open or close a tag, a

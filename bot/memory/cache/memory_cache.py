@@ -39,7 +39,7 @@ from bot.clients.locks import KeyedLocks
 from bot.clients.storage import Connection, Database, Row
 from bot.memory.cache.entry import UserMemories, Vector
 from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
-from bot.memory.model import Memory, OwnerKey
+from bot.memory.model import OwnerKey
 from bot.memory.stores.memories import (
     MemoryRow,
     changed_since,
@@ -124,11 +124,12 @@ class MemoryCache:
         for follower in self._followers:
             follower.dropped(user_id)
 
-    async def current(self, user_id: OwnerKey, ids: Iterable[int]) -> dict[int, Memory]:
-        """The memories of `ids` as they are now (those deleted since are missing)."""
+    async def current(self, user_id: OwnerKey, ids: Iterable[int]) -> dict[int, MemoryRow]:
+        """The rows of `ids` as they are now (those deleted since are missing): rows, not
+        memories, since a turn asks this of every memory its last prompt showed."""
         entry = await self.get(user_id)
         slots = {i: entry.slot_of.get(i) for i in ids}
-        return {i: entry.memory(slot) for i, slot in slots.items() if slot is not None and entry.alive[slot]}
+        return {i: entry.row(slot) for i, slot in slots.items() if slot is not None and entry.alive[slot]}
 
     async def get(self, user_id: OwnerKey, conn: Connection | None = None) -> UserMemories:
         """The user's memories as of now: one read of their version when nothing changed.

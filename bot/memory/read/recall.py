@@ -10,14 +10,16 @@ reflection's transaction, so a caller that must not wait selects with `record=Fa
 
 The turn's phases, in order: the vectors of the message and of the message read in its
 conversation, in one model call or prepared while the front end held the message
-(`_turn_vectors`, `prepare_turn`, bot/memory/read/columns.py), their cosines fused into one score
-per candidate (`_fused`), lexical stand-ins for memories without a vector (`_with_lexical`), the
-selection, and recording the choice (bot/memory/read/recording.py, its SQL in
-bot/memory/stores/turn.py).
+(`start_vectors`, `prepare_turn`, bot/memory/read/columns.py), their cosines fused into one score
+per candidate (`_scoring_pass`, bot/memory/read/passes.py, in a thread for a large person), lexical stand-ins for memories without a vector
+(bot/memory/read/lexical.py), the selection, and recording the choice
+(bot/memory/read/recording.py, its SQL in bot/memory/stores/turn.py). While the model embeds,
+what needs no vectors runs: the turn's writes, the cache entry catching up, the stand-ins' search.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -42,18 +44,14 @@ from bot.memory.choice import DEFAULT_LIMIT, Selected, TurnSelection, slot_of
 from bot.memory.model import Memory, OwnerKey, StoryId, utcnow
 from bot.memory.read.columns import Column, PreparedTurns
 from bot.memory.read.conversation import Fused, Line, QueryVectors, read_text, texts_key, threshold_for
+from bot.memory.read.lexical import LexicalSearch, lexical_among, search, stand_in
 from bot.memory.read.off_loop import IN_THREAD_MEMORIES, OffLoop
 from bot.memory.read.passes import ScoringPass, held, nearest, scoring_pass
 from bot.memory.read.recording import TurnRecords
 from bot.memory.read.selection import Candidates, select_columns
 from bot.memory.stores.memories import row_to_memory
-from bot.memory.stores.vectors import lexical_matches
 
 log = logging.getLogger(__name__)
-
-# Lexical matches stand in for missing vectors; their score is bm25 mapped to [0, 1), not a
-# cosine, so any match is eligible and they rank below every cosine-eligible memory.
-LEXICAL_LIMIT = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +144,14 @@ class Recall:
             self.queries.put(self.embedder.model, query, vector)
         return vector
 
+    def start_vectors(
+        self, user_id: OwnerKey, story_id: StoryId, query: str, conversation: Sequence[Line] = ()
+    ) -> asyncio.Task[TurnVectors]:
+        """The turn's query vectors, asked for now: the caller does what needs no vectors while
+        the model embeds, passes the task to `select_for_turn`, and cancels it if the turn ends
+        before."""
+        return asyncio.ensure_future(self._turn_vectors(query, conversation, (user_id, story_id)))
+
     def query_texts(self, query: str, conversation: Sequence[Line]) -> list[str]:
         """What the turn embeds: the message, then the message read in its conversation when
         that is another text."""
@@ -233,26 +239,13 @@ class Recall:
                 return None
             return slot
 
-        lexical = await self._lexical_among(user_id, text, limit, candidate_slot, near.ids)
+        lexical = await lexical_among(self.db, user_id, text, limit, candidate_slot, near.ids, now=self.clock())
         slot_of = {**near.slot_of, **lexical}
         ranked = list(near.ranked)
         ranked.extend(i for i in lexical if i not in ranked)
         if len(ranked) < limit:
             ranked.extend(i for i in near.recent if i not in ranked)
         return [row_to_memory(held(near.rows, slot_of[i])) for i in ranked[: limit + len(lexical)]]
-
-    async def _lexical_among(
-        self, user_id: OwnerKey, text: str, limit: int, candidate_slot: Callable[[int], int | None], ids: np.ndarray
-    ) -> dict[int, int]:
-        """The `limit` best lexical matches among the candidates (`ids`), with their slots: asked
-        of the user's best four times as many first, every candidate's id sent only if too few."""
-        wide = 4 * limit
-        found = await lexical_matches(self.db, user_id, text, wide, now=self.clock())
-        kept = {i: slot for i in found if (slot := candidate_slot(i)) is not None}
-        if len(kept) < limit and len(found) == wide:
-            among = await lexical_matches(self.db, user_id, text, limit, now=self.clock(), among=ids.tolist())
-            kept = {i: slot for i in among if (slot := candidate_slot(i)) is not None}
-        return dict(list(kept.items())[:limit])
 
     async def select_for_turn(
         self,
@@ -266,14 +259,21 @@ class Recall:
         share: bool = False,
         story: Mapping[str, Any] | None = None,
         record: bool = True,
+        vectors: asyncio.Task[TurnVectors] | None = None,
     ) -> TurnSelection:
         """The turn's memories, with reasons and scores. `conversation`: the story's lines
         before the message, oldest first, as the channel shows them, each marked when the
-        person wrote it. With `record=False`
-        nothing is written: the caller then passes the selection to `record` (turn_id stays 0
-        until then)."""
+        person wrote it. `vectors`: the query's, from `start_vectors` (asked for here without).
+        With `record=False` nothing is written: the caller then passes the selection to `record`
+        (turn_id stays 0 until then)."""
         scored = await self.score_turn(
-            user_id, story_id=story_id, place=place, query=query, conversation=conversation, share=share
+            user_id,
+            story_id=story_id,
+            place=place,
+            query=query,
+            conversation=conversation,
+            share=share,
+            vectors=vectors,
         )
         candidates, by_read = scored.candidates, scored.fused.by_conversation
 
@@ -319,17 +319,38 @@ class Recall:
         query: str,
         conversation: Sequence[Line] = (),
         share: bool = False,
+        vectors: asyncio.Task[TurnVectors] | None = None,
     ) -> ScoredTurn:
         """The turn's candidates and their fused scores, lexical stand-ins included: what the
         selection chooses from (and what bench/recall_public.py ranks)."""
-        vectors = await self._turn_vectors(query, conversation, (user_id, story_id))
-        entry = await self.cache.get(user_id)
-        now = self.clock()
-        scored = await self._scoring_pass(entry, now, vectors, story_id=story_id, place=place, share=share)
-        degraded = vectors.degraded or scored.error is not None
+        pending = vectors if vectors is not None else self.start_vectors(user_id, story_id, query, conversation)
+        try:
+            entry = await self.cache.get(user_id)
+            now = self.clock()
+            slots = entry.candidates(now, story_id=story_id, place=place, share=share)
+            # Which memories lack a vector does not depend on the query's: searched meanwhile.
+            early = await search(
+                self.db, user_id, query, entry.ids[slots[~entry.has_vector[slots]]], now=now, changes=entry.changes
+            )
+            turn_vectors = await pending
+        finally:
+            pending.cancel()
+        # The pass reads the candidates again: the entry may have caught up with a write meanwhile.
+        scored = await self._scoring_pass(entry, now, turn_vectors, story_id=story_id, place=place, share=share)
+        degraded = turn_vectors.degraded or scored.error is not None
         if np.isnan(scored.fused.scores).any():
             return await self._with_lexical(
-                entry, user_id, query, scored, vectors, degraded, now=now, story_id=story_id, place=place, share=share
+                entry,
+                user_id,
+                query,
+                scored,
+                turn_vectors,
+                early,
+                degraded,
+                now=now,
+                story_id=story_id,
+                place=place,
+                share=share,
             )
         return ScoredTurn(entry, scored.slots, scored.fused, set(), degraded, now, scored.candidates)
 
@@ -358,6 +379,7 @@ class Recall:
         query: str,
         scored: ScoringPass,
         vectors: TurnVectors,
+        early: LexicalSearch,
         degraded: bool,
         *,
         now: datetime,
@@ -365,34 +387,20 @@ class Recall:
         place: str,
         share: bool,
     ) -> ScoredTurn:
-        """Memories without a vector (embedder down, or created since the last indexing tick)
-        get lexical matches instead of nothing, placed just under the eligible scores. Searched
-        among them only, so that no other memory takes their places."""
-        unscored = np.flatnonzero(np.isnan(scored.fused.scores))
-        changes = entry.changes
-        lexical = await lexical_matches(
-            self.db, user_id, query, LEXICAL_LIMIT, now=now, among=scored.candidates.ids[unscored].tolist()
-        )
-        if entry.changes != changes:
-            # The entry caught up with a write while the search ran: its slots moved. Scored again
-            # as the first time (a turn whose cosines failed is not counted as failing twice).
-            again = vectors if scored.error is None else UNSCORED
-            scored = await self._scoring_pass(entry, now, again, story_id=story_id, place=place, share=share)
-        fused, ids = scored.fused, scored.candidates.ids
-        scores = fused.scores.copy()
-        threshold = self.threshold
-        eligible = scores[scores >= threshold]
-        floor = float(eligible.min()) if eligible.size else threshold + 1.0
-        lexical_ids: set[int] = set()
-        # The matches' positions by one comparison over the ids: a dict of every candidate's id
-        # cost 10-20 ms of the loop at 100,000.
-        for i in np.flatnonzero(np.isin(ids, list(lexical))).tolist():
-            memory_id = int(ids[i])
-            if np.isnan(scores[i]):
-                scores[i] = threshold + (floor - threshold) * 0.5 * lexical[memory_id]
-                lexical_ids.add(memory_id)
-        fused = Fused(scores, fused.by_conversation)
-        candidates = replace(scored.candidates, scores=scores)
+        """The candidates without a score (no vector, or no query vector) with lexical stand-ins
+        (bot/memory/read/lexical.py): the search made while the model embedded when it was
+        among exactly these memories, else one now."""
+        unscored = scored.candidates.ids[np.isnan(scored.fused.scores)]
+        found = early
+        if not early.covers(unscored, entry.changes):
+            found = await search(self.db, user_id, query, unscored, now=now, changes=entry.changes)
+            if entry.changes != found.changes:
+                # The entry caught up with a write while the search ran: its slots moved. Scored
+                # again as the first time (a turn whose cosines failed is not counted twice).
+                again = vectors if scored.error is None else UNSCORED
+                scored = await self._scoring_pass(entry, now, again, story_id=story_id, place=place, share=share)
+        fused, lexical_ids = stand_in(scored.fused, scored.candidates.ids, found.found, self.threshold)
+        candidates = replace(scored.candidates, scores=fused.scores)
         return ScoredTurn(entry, scored.slots, fused, lexical_ids, degraded, now, candidates)
 
     async def record(

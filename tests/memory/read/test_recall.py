@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-import bot.memory.read.recall as recall_module
+import bot.memory.read.lexical as lexical_module
 import bot.memory.read.recording as recording_module
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder, OllamaEmbedder
@@ -18,7 +18,8 @@ from bot.memory.choice import TurnSelection
 from bot.memory.model import DM_PLACE, NewMemory, utcnow
 from bot.memory.read.conversation import threshold_for
 from bot.memory.read.indexing import Indexer
-from bot.memory.read.recall import LEXICAL_LIMIT, Recall
+from bot.memory.read.lexical import LEXICAL_LIMIT
+from bot.memory.read.recall import Recall
 from bot.memory.read.recording import TURNS_KEPT_PER_STORY
 from bot.memory.stores.memories import insert_memory
 from bot.memory.stores.turn import last_turn, turn_stats
@@ -231,13 +232,13 @@ async def test_a_reflections_lexical_neighbours_are_of_its_place_however_many_ot
     for n in range(8):  # more recent than `here`: the top-up by recency does not reach it
         await add(db, f"L'utilisateur range la cuisine, jour {n}")
     asked: list[bool] = []
-    lexical_matches = recall_module.lexical_matches
+    lexical_matches = lexical_module.lexical_matches
 
     async def counted(*args: object, among: list[int] | None = None, **kw: object) -> dict[int, float]:
         asked.append(among is not None)
         return await lexical_matches(*args, among=among, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(recall_module, "lexical_matches", counted)
+    monkeypatch.setattr(lexical_module, "lexical_matches", counted)
     recall = Recall(db, OllamaEmbedder(embedding_http, base_url=refused_url, model="fake-embed"))
 
     known = await recall.neighbours(ALICE, "Et ton vélo ?", story_id=STORY, place=GUILD, limit=2)
