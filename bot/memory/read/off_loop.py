@@ -29,9 +29,10 @@ from bot.memory.cache.entry import UserMemories
 
 T = TypeVar("T")
 
-# Memories of one person from which a turn's passes run in a thread: measured in
-# bench/off_loop.py against the hop (a thread's start and return to the loop, 0.1-0.3 ms, several
-# ms on a busy machine): the passes over 3,000 memories take about 1.5 ms, over 20,000 about 8 ms.
+# Memories of one person from which a turn's passes run in a thread (bench/off_loop.py, load 1.7,
+# medians): the passes take 0.9 ms on the loop at 3,000 memories and 1.7 ms through the thread,
+# 2.2 against 2.7 ms at 10,000, 4.5 against 4.8 ms at 20,000, 22 against 23 ms at 100,000 (the
+# loop's own CPU then 1.4 ms). Below, the hop is a large share of a pass too short to stall anyone.
 IN_THREAD_MEMORIES = 20_000
 # Tries in a thread before the work runs on the loop.
 ATTEMPTS = 3
