@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+import numpy as np
+
 from bot.memory.model import USER_MEMORY_TYPES, Memory, OwnerKey, StoryId, UserMemoryType
 
 # Score a memory needs for the semantic pass when the caller gives none (the prototype's cosine);
@@ -120,7 +122,8 @@ class TurnSelection:
     story_name: str = ""
     # What `Recall.record` needs besides the slots; not part of the /why record.
     place: str = ""
-    candidate_ids: list[int] = field(default_factory=list)
+    # An int64 array: a list of 100,000 ids cost the turn 3 ms to make and its record 5 ms to read.
+    candidate_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     threshold: float = FALLBACK_THRESHOLD
     figures: TurnFigures = field(default_factory=TurnFigures)
 

@@ -317,7 +317,7 @@ class Recall:
             memories=[s.memory for s in chosen],
             candidates=int(slots.size),
             place=place,
-            candidate_ids=candidates.ids.tolist(),
+            candidate_ids=candidates.ids,
             threshold=self.threshold,
         )
         if record:
