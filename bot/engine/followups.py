@@ -49,7 +49,6 @@ from bot.memory.stores import followups as store
 from bot.memory.stores.exchanges import mark_settled_now, save_exchange, set_reply
 from bot.memory.stores.followups import CheckinSettings, Due
 from bot.memory.stores.memory_store import MemoryStore
-from bot.memory.stores.settings import sharing
 from bot.memory.text import content_words, same_word_inflected, same_word_stem
 
 log = logging.getLogger(__name__)
@@ -154,15 +153,18 @@ class Followups:
 
     # --- in the conversation ------------------------------------------------------------------
 
-    async def for_turn(self, owner: OwnerKey, story_id: StoryId, place: str, exchange_id: int) -> Followup | None:
+    async def for_turn(
+        self, owner: OwnerKey, story_id: StoryId, place: str, exchange_id: int, *, share: bool
+    ) -> Followup | None:
         """The follow-up this turn carries (a turn never fails for a follow-up: without the
-        database, it carries none). First, the saved message (`exchange_id`) answers a question
-        asked in its story, if one was."""
+        database, it carries none), seen as recall sees the turn's memories (`share`: the
+        person's setting). First, the saved message (`exchange_id`) answers a question asked in
+        its story, if one was."""
         with contextlib.suppress(StorageError):
             if await store.awaiting_answer(self._ctx.db, owner, story_id):
                 async with self._ctx.db.write() as conn:
                     await store.link_answer(conn, owner, story_id, exchange_id, self._ctx.clock())
-            return await self._for_turn(owner, story_id, place)
+            return await self._for_turn(owner, story_id, place, share)
         return None
 
     @staticmethod
@@ -171,13 +173,12 @@ class Followups:
         d = followup.due
         return Slot(id=d.memory_id, reason="followup", score=None, type=d.type, pinned=d.pinned, text=d.text)
 
-    async def _for_turn(self, owner: OwnerKey, story_id: StoryId, place: str) -> Followup | None:
+    async def _for_turn(self, owner: OwnerKey, story_id: StoryId, place: str, share: bool) -> Followup | None:
         """The one its story still carries, else the latest dated memory whose date passed
         within the window, seen from this story and place as recall would see it."""
         ctx = self._ctx
         if not ctx.settings.followups:
             return None
-        share = await sharing(ctx.db, owner)
         now = ctx.clock()
         row = await store.offered(ctx.db, owner, story_id)
         if row is not None:

@@ -212,12 +212,10 @@ class ReplyPrompts:
         """The notes of the conversation's last prompt with only the memories still true as
         shown: forgotten, edited, expired or out of this turn's reach (another place, a story's
         memory elsewhere), a memory leaves its note."""
-        noted = {m.id for n in notes for m in n.memories}
-        if not noted:
+        noted = np.fromiter({m.id for n in notes for m in n.memories}, dtype=np.int64)
+        if not noted.size:
             return []
-        # One comparison over the candidates per memory noted, not a set of every candidate.
-        reach = selection.candidate_ids[np.isin(selection.candidate_ids, list(noted))]
-        current = await self.ctx.cache.current(user_id, reach.tolist())
+        current = await self.ctx.cache.rows_as_read(user_id, noted[np.isin(noted, selection.candidate_ids)].tolist())
         kept = []
         for note in notes:
             memories = tuple(m for m in note.memories if _same_shown(current.get(m.id), m))

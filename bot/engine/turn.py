@@ -127,8 +127,9 @@ class Turns:
         if exchange_id is None:
             return TurnResult.erased()
         character = ctx.cast.get(msg.character)
-        followup = await self.followups.for_turn(msg.user_id, msg.story_id, msg.place, exchange_id)
-        selection, story_block, memory_seconds = await self._select(msg, text, rules, character, vectors)
+        share = await settings_store.sharing(ctx.db, msg.user_id)
+        followup = await self.followups.for_turn(msg.user_id, msg.story_id, msg.place, exchange_id, share=share)
+        selection, story_block, memory_seconds = await self._select(msg, text, rules, character, vectors, share)
         if followup is not None:
             selection.slots.append(self.followups.slot(followup))
         turn = TurnMessage(msg.user_id, msg.user_name, msg.story_id, msg.story_name, text, msg.history, msg.images)
@@ -212,11 +213,12 @@ class Turns:
         rules: Sequence[Memory],
         character: Character,
         vectors: asyncio.Task[TurnVectors],
+        share: bool,
     ) -> tuple[TurnSelection, str, float]:
         """The memories that enter the context (recorded later), the story's block, and the
-        seconds the selection took (`vectors`: the query's, asked for when the turn began)."""
+        seconds the selection took (`vectors`: the query's, asked for when the turn began;
+        `share`: the person's setting)."""
         ctx = self.ctx
-        share = await settings_store.sharing(ctx.db, msg.user_id)
         story_block, story_detail = await self._story_context(msg.user_id, msg.story_id, text, ctx.specs(character.key))
         started = time.perf_counter()
         selection = await ctx.recall.select_for_turn(

@@ -122,8 +122,7 @@ class TurnSelection:
     story_name: str = ""
     # What `Recall.record` needs besides the slots; not part of the /why record.
     place: str = ""
-    # The candidates' ids as the selection read them: at 100,000 a list (and a set made of it)
-    # were fresh megabytes the event loop wrote each turn, tens of milliseconds on a loaded machine.
+    # An int64 array: a list of 100,000 ids cost the turn 3 ms to make and its record 5 ms to read.
     candidate_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     threshold: float = FALLBACK_THRESHOLD
     figures: TurnFigures = field(default_factory=TurnFigures)

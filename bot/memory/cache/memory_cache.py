@@ -124,10 +124,13 @@ class MemoryCache:
         for follower in self._followers:
             follower.dropped(user_id)
 
-    async def current(self, user_id: OwnerKey, ids: Iterable[int]) -> dict[int, MemoryRow]:
-        """The rows of `ids` as they are now (those deleted since are missing): rows, not
-        memories, since a turn asks this of every memory its last prompt showed."""
-        entry = await self.get(user_id)
+    async def rows_as_read(self, user_id: OwnerKey, ids: Iterable[int]) -> dict[int, MemoryRow]:
+        """The rows of `ids` (deleted ones missing) as the cache last read them: a turn asks this
+        of every memory its last prompt showed, moments after its selection read the entry, so
+        the database is asked again only when the entry was let go; rows, not memories."""
+        entry = self._entries.get(user_id)
+        if entry is None:
+            entry = await self.get(user_id)
         slots = {i: entry.slot_of.get(i) for i in ids}
         return {i: entry.row(slot) for i, slot in slots.items() if slot is not None and entry.alive[slot]}
 

@@ -24,6 +24,7 @@ from bot.memory.model import (
     check_room,
     utcnow,
 )
+from bot.memory.series import frame
 from bot.memory.stores.memories import delete_memory, insert_memory, rewrite_memory, set_expiry
 from bot.memory.stores.provenance import add_sources, record_change
 from bot.memory.stores.stories import apply_story_reflection
@@ -92,6 +93,8 @@ class _Writer:
         # are not merged into: a new "en congé en août" must not be absorbed by last year's
         # expired one and stay invisible.
         self.index = index
+        # The texts this reflection stores, new or rewritten.
+        self.written: list[str] = []
 
     def decide(
         self, action: Action, text: str, memory_id: int | None = None, detail: str = "", before: str | None = None
@@ -174,6 +177,7 @@ class _Writer:
         )
         before = memory.text
         memory.text, memory.expires_at = text, expires_at
+        self.written.append(text)
         if memory_id in self.index:  # only live memories of this place are merge targets
             self.index.index_text(memory_id, text)
         self.decide("replaced", text, memory_id, before=before)
@@ -319,6 +323,7 @@ class _Writer:
         )
         self.by_id[memory_id] = stored
         self.index.index_text(memory_id, new.text)
+        self.written.append(new.text)
         self.decide(action, new.text, memory_id, note)
 
 
@@ -401,5 +406,9 @@ async def _apply(
         await writer.record_provenance()
         if finalize is not None:
             await finalize(conn)
+    # The next turn's series cap reads the frames of what was just stored (bot/memory/series.py
+    # memoises them): made now, after the write lock, rather than on the reply's path.
+    for text in writer.written:
+        frame(text)
     log.info("reflection applied for one user: %s", writer.report.summary())
     return writer.report
