@@ -11,8 +11,9 @@ reflection's transaction, so a caller that must not wait selects with `record=Fa
 The turn's phases, in order: the vectors of the message and of the message read in its
 conversation, in one model call or prepared while the front end held the message
 (`start_vectors`, `prepare_turn`, bot/memory/read/columns.py), their cosines fused into one score
-per candidate (`_scoring_pass`, bot/memory/read/passes.py, in a thread for a large person), lexical stand-ins for memories without a vector
-(bot/memory/read/lexical.py), the selection, and recording the choice
+per candidate (`_scoring_pass`: bot/memory/read/passes.py, in a thread for a large person),
+lexical stand-ins for memories without a vector (bot/memory/read/lexical.py), the selection, and
+recording the choice
 (bot/memory/read/recording.py, its SQL in bot/memory/stores/turn.py). While the model embeds,
 what needs no vectors runs: the turn's writes, the cache entry catching up, the stand-ins' search.
 """
