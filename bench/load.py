@@ -46,6 +46,12 @@ and a fresh engine:
   the "at once" run without them, and the event loop's lag, its own CPU per tick and its longest
   callbacks (a stall: one callback's own CPU, with the coroutine that ran it) meanwhile.
   `--runs "at once"` skips the sequential and flat-out runs.
+- `--busy N` (0 by default): N processes spinning in pure Python at normal priority for the whole
+  run, started before the seeding and stopped at the end, so that "the machine is busy" is a run
+  anyone can repeat rather than luck; the header prints N and the load average at the start, the
+  end prints it again. `--where` writes the event loop's stack 30 ms into each callback
+  (faulthandler's watchdog) and prints where the product was in the longest (each callback pays
+  for arming it: off for the figures).
 
 Figures:
 - turns/s: turns / wall time until every reflection is drained (the same work in both runs).
@@ -79,10 +85,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
+import gc
 import hashlib
 import logging
+import os
 import random
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -132,6 +143,10 @@ PINNED_SHARE = 0.002
 LAG_TICK = 0.01
 # Event-loop callbacks of at least this much CPU are kept, with what ran them (Probe.stalls).
 STALL_SECONDS = 0.01
+# `--where`: the loop thread's stack is written this long into each callback (StackSampler).
+WHERE = False
+WHERE_SECONDS = 0.03
+PRODUCT_FRAME = re.compile(r'File "(?:.*/)?bot/([^"]+)", line \d+ in (\S+)')
 # A user's next message comes this long after the reply, on average (uniform, 0.5x to 1.5x).
 THINK = 4.0
 SEQUENTIAL, PACED, FLAT_OUT = "sequential", "at once", "flat out"
@@ -143,6 +158,9 @@ COLD_ARRIVE = 10.0
 COLD_P95_MS = 1000.0
 COLD_RATIO = 2.0
 REPLY = "D'accord, je note. Et toi, comment ça va ?"
+# A background load process: spins in pure Python and ends by itself when the bench is gone (its
+# parent changed), so that a bench killed mid-run leaves no spinning process behind.
+SPIN = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    for _ in range(1_000_000): pass\n"
 
 
 # --- instrumentation -----------------------------------------------------------------------------
@@ -191,9 +209,14 @@ class Probe:
     # Event-loop callbacks that ran for STALL_SECONDS of the loop thread's CPU or more (when
     # each ended, its CPU, the coroutine of its task): one of them is a stall, wherever it came from.
     stalls: list[tuple[float, float, str]] = field(default_factory=list)
+    # The cyclic garbage collector's runs of STALL_SECONDS or more, on any thread (when each
+    # ended, how long, its generation): one inside a callback is part of that callback's stall.
+    collections: list[tuple[float, float, int]] = field(default_factory=list)
     # The cold heavy user (COLD): when its first message came, its first turn ended, its first
     # reflection (the write index build) ended, and a consolidation run (the series scan) ended.
     arrived: float = 0.0
+    # When the users started talking (each turn's `started` is on the same clock).
+    began: float = 0.0
     first_turn: float = 0.0
     first_reflection: float = 0.0
     scanned: float = 0.0
@@ -327,17 +350,61 @@ async def watch_loop_lag(probe: Probe, stop: asyncio.Event) -> None:
         probe.ticks.append((time.perf_counter(), late, time.thread_time() - cpu))
 
 
+class StackSampler:
+    """Where the loop thread is during its long callbacks (`--where`): each callback arms
+    faulthandler's watchdog, which writes every thread's stack WHERE_SECONDS into it from a C
+    thread that needs no GIL (a long C call, an allocation's page faults, are caught inside);
+    the innermost two functions of the product (bot/) on the loop thread's stack name it. Arming
+    and reading cost each callback a little: off unless asked."""
+
+    def __init__(self) -> None:
+        self.header = f"Thread 0x{threading.get_ident():016x}"
+        self._file = tempfile.TemporaryFile("w+")  # noqa: SIM115  (open for the whole run, closed by close())
+        self._offset = 0
+
+    def arm(self) -> None:
+        faulthandler.dump_traceback_later(WHERE_SECONDS, file=self._file)
+
+    def where(self) -> str:
+        """Where the loop thread was when the watchdog wrote, if it did since the last call."""
+        faulthandler.cancel_dump_traceback_later()
+        if self._file.closed:
+            return ""
+        self._file.seek(0, 2)
+        end = self._file.tell()
+        if end == self._offset:
+            return ""
+        self._file.seek(self._offset)
+        text, self._offset = self._file.read(), end
+        found: list[str] = []
+        mine = False
+        for line in text.splitlines():
+            if line.startswith(("Thread 0x", "Current thread 0x")):
+                mine = self.header in line.replace("Current thread", "Thread")
+            elif mine and len(found) < 2 and (frame := PRODUCT_FRAME.search(line)):
+                found.append(f"{frame[1]} {frame[2]}")
+        return " < ".join(found) or "outside bot/"
+
+    def close(self) -> None:
+        faulthandler.cancel_dump_traceback_later()
+        self._file.close()
+
+
 @contextmanager
 def timing_callbacks(probe: Probe) -> Iterator[None]:
     """Each event-loop callback's own CPU (the loop thread's), the long ones kept in `probe`:
     the loop's longest stall, which the lag (how late a sleep wakes) only bounds from above on a
-    machine that also deschedules the process."""
+    machine that also deschedules the process. With WHERE, where the product was during each."""
     run = asyncio.events.Handle._run
+    sampler = StackSampler() if WHERE else None
 
     def timed(handle: asyncio.events.Handle) -> None:
+        if sampler is not None:
+            sampler.arm()
         start = time.thread_time()
         run(handle)
         cpu = time.thread_time() - start
+        where = sampler.where() if sampler is not None else ""
         if cpu >= STALL_SECONDS:
             task = getattr(handle._callback, "__self__", None)  # type: ignore[attr-defined]
             name = (
@@ -345,13 +412,46 @@ def timing_callbacks(probe: Probe) -> Iterator[None]:
                 if isinstance(task, asyncio.Task)
                 else repr(handle._callback)
             )  # type: ignore[attr-defined]
+            if where:
+                name = f"{name} at {where}"
             probe.stalls.append((time.perf_counter(), cpu, name))
 
+    collecting: dict[int, float] = {}
+
+    def collected(phase: str, info: dict[str, int]) -> None:
+        now, thread = time.perf_counter(), threading.get_ident()
+        if phase == "start":
+            collecting[thread] = now
+        elif thread in collecting and now - collecting[thread] >= STALL_SECONDS:
+            probe.collections.append((now, now - collecting.pop(thread), info["generation"]))
+
     asyncio.events.Handle._run = timed  # type: ignore[method-assign, assignment]
+    gc.callbacks.append(collected)
     try:
         yield
     finally:
         asyncio.events.Handle._run = run  # type: ignore[method-assign]
+        gc.callbacks.remove(collected)
+        if sampler is not None:
+            sampler.close()
+
+
+@contextmanager
+def busy_processes(count: int) -> Iterator[None]:
+    """`count` processes spinning at normal priority while the block runs: a stated background load."""
+    spinning = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for process in spinning:
+            process.terminate()
+        for process in spinning:
+            process.wait()
+
+
+def load_average() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.2f} (1 min), {five:.2f} (5 min)"
 
 
 # --- the LLM server, off the bot's event loop ----------------------------------------------------
@@ -675,7 +775,7 @@ async def run(
     timing = timing_callbacks(probe)
     timing.__enter__()
     try:
-        started = time.perf_counter()
+        started = probe.began = time.perf_counter()
         if mode != SEQUENTIAL:
             await asyncio.gather(*(talk(user) for user in users))
             turns_done = time.perf_counter()
@@ -856,7 +956,12 @@ def print_cold(result: RunResult, without: RunResult, user_id: str) -> tuple[str
         cells.append(f"{name} {ms([t.overhead for t in during], 50):.0f} / {ms([t.overhead for t in during], 95):.0f} "
                      f"({len(during)}; mean write wait/held/embed/reads/other {split})")  # fmt: skip
     print(f"    during, by step: {'; '.join(cells)}")
-    print(f"    the run without that user ({PACED}): {ms(base, 50):.0f} / {ms(base, 95):.0f} ({len(base)})")
+    # The same seconds of the run without them (each user's pauses are seeded: the same in both):
+    # the start of a run costs more than its steady state, and "during" is early in it.
+    low, high = p.arrived - p.began, end - p.began
+    same = [t.overhead for t in without.probe.turns if low <= t.started - without.probe.began < high]
+    print(f"    the run without that user ({PACED}): {ms(base, 50):.0f} / {ms(base, 95):.0f} ({len(base)}); over the "
+          f"same seconds of its run ({low:.0f}-{high:.0f} s): {ms(same, 50):.0f} / {ms(same, 95):.0f} ({len(same)})")  # fmt: skip
     mine = [t.overhead for t in p.turns if t.user == user_id]
     print(f"    the heavy user: first turn {p.first_turn - p.arrived:.1f} s after their message (their memories "
           f"read), first reflection done {p.first_reflection - p.arrived:.1f} s after it (the write index built), "
@@ -870,10 +975,13 @@ def print_cold(result: RunResult, without: RunResult, user_id: str) -> tuple[str
           f"descheduling the process)")  # fmt: skip
     stalls = sorted(((cpu, name) for at, cpu, name in p.stalls if p.arrived <= at <= end), reverse=True)
     longest = (
-        ", ".join(f"{cpu * 1000:.0f} ms ({name})" for cpu, name in stalls[:3])
+        ", ".join(f"{cpu * 1000:.0f} ms ({name})" for cpu, name in stalls[: 8 if WHERE else 3])
         or f"none of {STALL_SECONDS * 1000:.0f} ms or more"
     )
     print(f"    the loop's longest stalls (one callback's own CPU) in that window: {longest}")
+    collections = sorted(((took, gen) for at, took, gen in p.collections if p.arrived <= at <= end), reverse=True)
+    print(f"    garbage collections of {STALL_SECONDS * 1000:.0f} ms or more in that window: {len(collections)}"
+          + "".join(f", {took * 1000:.0f} ms (generation {gen})" for took, gen in collections[:3]))  # fmt: skip
     print(f"    lost {result.lost}, locked {result.locked}, duplicates {result.duplicate_groups}, twice "
           f"{twice(result)}, turns failed or unanswered {result.unanswered + len(p.turn_errors)}")  # fmt: skip
     during, reference = ms(phases["during"], 95), ms(base, 95)
@@ -897,6 +1005,24 @@ async def bench(
     think: float = THINK,
     cold: int = COLD,
     modes: Sequence[str] = (SEQUENTIAL, PACED, FLAT_OUT),
+    busy: int = 0,
+) -> int:
+    with busy_processes(busy):
+        print(f"background load: {busy} busy process(es) at normal priority for the whole run "
+              f"(--busy); load average at the start {load_average()}")  # fmt: skip
+        code = await _bench(sizes, user_count, turn_count, big, think, cold, modes)
+        print(f"load average at the end: {load_average()}")
+    return code
+
+
+async def _bench(
+    sizes: list[int],
+    user_count: int,
+    turn_count: int,
+    big: int,
+    think: float,
+    cold: int,
+    modes: Sequence[str],
 ) -> int:
     started = time.perf_counter()
     big_users, memory_of = users_and_reflections(user_count + 1, turn_count)
@@ -1073,6 +1199,19 @@ def main() -> None:
         help="a model serving one request at a time with fixed durations: the live wait with and without a "
         "reflection backlog (bench/load_serial.py; --users and --turns default to 6 and 8, --think to 8)",
     )
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        help="processes spinning at normal priority for the whole run: a stated background load (0: none; not with "
+        "--serial or --store postgresql)",
+    )
+    parser.add_argument(
+        "--where",
+        action="store_true",
+        help="sample the event loop's stack during long callbacks and print where the product was in the "
+        "longest (each callback arms a watchdog: off for the figures)",
+    )
     parser.add_argument("--reply-seconds", type=float, default=1.0, help="with --serial: a reply's duration")
     parser.add_argument("--reflection-seconds", type=float, default=1.5, help="with --serial: a reflection's duration")
     args = parser.parse_args()
@@ -1097,9 +1236,13 @@ def main() -> None:
     # INFO reaches the counting handler (a "locked" message may be logged at any level); nothing
     # is printed: no other handler is installed.
     logging.getLogger().setLevel(logging.INFO)
+    global WHERE
+    WHERE = args.where
     if args.cold and PACED not in args.runs:
         parser.error(f"--cold compares with the '{PACED}' run: keep it in --runs")
-    sys.exit(asyncio.run(bench(args.sizes, args.users, args.turns, args.big, args.think, args.cold, args.runs)))
+    sys.exit(
+        asyncio.run(bench(args.sizes, args.users, args.turns, args.big, args.think, args.cold, args.runs, args.busy))
+    )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,9 @@ class Column:
     values: np.ndarray
 
     def bring_up_to(self, entry: UserMemories) -> None:
-        rows = len(entry.rows)
+        # The entry's change count as the pass starts, not as it ends: a write applied while a
+        # thread runs the pass (bot/memory/read/off_loop.py) leaves its slots to the next pass.
+        changes, rows = entry.changes, len(entry.rows)
         if rows > self.values.shape[1]:
             grown = np.zeros((self.values.shape[0], rows), dtype=np.float32)
             grown[:, : self.values.shape[1]] = self.values
@@ -45,13 +47,13 @@ class Column:
             # 100,000 memories, 0.3-0.8 s of the event loop for each message held ahead).
             if rows:
                 self.values[:, :rows] = np.einsum("ij,kj->ki", entry.matrix[:rows], self.vectors)
-            self.changes, self.rows = entry.changes, rows
+            self.changes, self.rows = changes, rows
             return
         stale = np.flatnonzero(entry.vector_stamp[:rows] > self.changes)
         stale = np.union1d(stale, np.arange(self.rows, rows))
         if stale.size:
             self.values[:, stale] = np.einsum("ij,kj->ki", entry.matrix[stale], self.vectors)
-        self.changes, self.rows = entry.changes, rows
+        self.changes, self.rows = changes, rows
 
     def cosines(self, entry: UserMemories, slots: np.ndarray) -> np.ndarray | None:
         """The candidates' cosines (a row per query vector), brought up to date, when the column

@@ -11,8 +11,9 @@ reflection's transaction, so a caller that must not wait selects with `record=Fa
 The turn's phases, in order: the vectors of the message and of the message read in its
 conversation, in one model call or prepared while the front end held the message
 (`start_vectors`, `prepare_turn`, bot/memory/read/columns.py), their cosines fused into one score
-per candidate (`_fused`), lexical stand-ins for memories without a vector
-(bot/memory/read/lexical.py), the selection, and recording the choice
+per candidate (`_scoring_pass`: bot/memory/read/passes.py, in a thread for a large person),
+lexical stand-ins for memories without a vector (bot/memory/read/lexical.py), the selection, and
+recording the choice
 (bot/memory/read/recording.py, its SQL in bot/memory/stores/turn.py). While the model embeds,
 what needs no vectors runs: the turn's writes, the cache entry catching up, the stand-ins' search.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -40,21 +41,24 @@ from bot.clients.storage import Connection, Database
 from bot.errors import EmbeddingError
 from bot.memory.cache.entry import UserMemories, micros
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.choice import DEFAULT_LIMIT, TurnSelection, slot_of
+from bot.memory.choice import DEFAULT_LIMIT, Selected, TurnSelection, slot_of
 from bot.memory.model import Memory, OwnerKey, StoryId, utcnow
 from bot.memory.read.columns import Column, PreparedTurns
-from bot.memory.read.conversation import Fused, Line, QueryVectors, fuse, read_text, texts_key, threshold_for
+from bot.memory.read.conversation import Fused, Line, QueryVectors, read_text, texts_key, threshold_for
 from bot.memory.read.lexical import LexicalSearch, lexical_among, search, stand_in
+from bot.memory.read.off_loop import IN_THREAD_MEMORIES, OffLoop
+from bot.memory.read.passes import ScoringPass, held, nearest, scoring_pass
 from bot.memory.read.recording import TurnRecords
-from bot.memory.read.selection import select_columns, top_positions, turn_candidates
-from bot.memory.stores.memories import MemoryRow, row_to_memory
+from bot.memory.read.selection import Candidates, select_columns
+from bot.memory.stores.memories import row_to_memory
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class ScoredTurn:
-    """A turn's candidates (slots of the user's cache entry) and their scores."""
+    """A turn's candidates (slots of the user's cache entry) and their scores, and the
+    selection's columns of them (`candidates`: copies, and the rows as they were when scored)."""
 
     entry: UserMemories
     slots: np.ndarray
@@ -62,6 +66,7 @@ class ScoredTurn:
     lexical_ids: set[int]
     degraded: bool
     now: datetime
+    candidates: Candidates
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +85,10 @@ class TurnVectors:
         return np.stack([self.message] if self.read is None else [self.message, self.read])
 
 
+# A turn's query vectors when it has none (its embedding failed).
+UNSCORED = TurnVectors(None, None, degraded=True)
+
+
 class Recall:
     """Chooses the memories of one turn and records the choice."""
 
@@ -95,6 +104,7 @@ class Recall:
         threshold: float | None = None,
         conversation: bool = True,
         series_slots: int | None = None,
+        in_thread: int = IN_THREAD_MEMORIES,
     ) -> None:
         self.db = db
         self.embedder = embedder
@@ -114,6 +124,8 @@ class Recall:
         self.prepared_turns = PreparedTurns()
         # Per user, the candidate ids of turns whose times_candidate is not written yet.
         self._records = TurnRecords(db)
+        # A person of `in_thread` memories or more is scored and chosen in a thread.
+        self.off_loop = OffLoop(in_thread)
 
     def configure(self, threshold: float | None, series_slots: int | None) -> None:
         """The settings recall follows: the fused score a memory needs (None: the embedder's
@@ -198,25 +210,6 @@ class Recall:
         """Whether this turn's query was prepared ahead (what bench/latency.py counts)."""
         return self.prepared_turns.matches((user_id, story_id), texts_key(self.query_texts(query, conversation)))
 
-    def _scored(self, entry: UserMemories, slots: np.ndarray, vectors: np.ndarray | None) -> np.ndarray:
-        """Cosine per candidate slot, NaN without a vector (or without a query vector): one row
-        per query vector when `vectors` is (k, d), one pass over the matrix."""
-        shape = (vectors.shape[0], slots.size) if vectors is not None and vectors.ndim == 2 else (slots.size,)
-        scores = np.full(shape, np.nan, dtype=np.float64)
-        if vectors is None or not slots.size:
-            return scores
-        if entry.dim and entry.dim != vectors.shape[-1]:
-            # Scoring nothing would pass for a healthy turn whose memories are all irrelevant.
-            raise EmbeddingError(
-                f"{entry.model}: the query vector has {vectors.shape[-1]} dimensions and the "
-                f"stored ones {entry.dim}: the server's model changed under the same name"
-            )
-        has = entry.has_vector[slots]
-        if has.any():
-            _, cosines = entry.scores(vectors, slots[has])
-            scores[..., has] = cosines
-        return scores
-
     async def neighbours(
         self, user_id: OwnerKey, text: str, *, story_id: StoryId, place: str, limit: int, timeout: float | None = None
     ) -> list[Memory]:
@@ -231,43 +224,29 @@ class Recall:
         except EmbeddingError as exc:
             log.info("reflection shows lexical neighbours only: %s", exc)
         entry = await self.cache.get(user_id)
-        slots = entry.candidates(self.clock(), story_id=story_id, place=place, share=False)
-        if not slots.size:
+        now = self.clock()
+        near = await self.off_loop.guarded(
+            entry, lambda: nearest(entry, now, vector, story_id=story_id, place=place, limit=limit)
+        )
+        if near.error is not None:
+            log.info("reflection shows lexical neighbours only: %s", near.error)
+        if not near.ids.size:
             return []
-        try:
-            scores = self._scored(entry, slots, vector)
-        except EmbeddingError as exc:
-            log.info("reflection shows lexical neighbours only: %s", exc)
-            scores = np.full(slots.size, np.nan)
-        ids = entry.ids[slots]
-        scored = np.flatnonzero(~np.isnan(scores))
-        best = top_positions(scored, (scores, -ids), limit)
-        # Enough of the most recent to fill `limit` whatever the cosines and lexical matches took.
-        latest = top_positions(np.arange(slots.size), (entry.updated_us[slots], ids), 3 * limit)
-        ranked: list[int] = ids[best].tolist()
-        recent: list[int] = ids[latest].tolist()
-        slot_of = dict(zip(ranked + recent, slots[best].tolist() + slots[latest].tolist()))
-        # The rows as they are before the awaits (the entry may catch up with a write meanwhile),
-        # and the candidates as a mask by slot: a dict of every candidate's row, and their ids
-        # sent as JSON to the lexical search, held the loop 35 ms a reflection at 100,000.
-        held = list(entry.rows)
-        held_ids = entry.ids[: len(held)].copy()
-        is_candidate = np.zeros(len(held), dtype=bool)
-        is_candidate[slots] = True
         live_slots = entry.slot_of
 
         def candidate_slot(memory_id: int) -> int | None:
             slot = live_slots.get(memory_id)
-            if slot is None or slot >= len(held) or not is_candidate[slot] or held_ids[slot] != memory_id:
+            if slot is None or slot >= len(near.rows) or not near.is_candidate[slot] or near.row_ids[slot] != memory_id:
                 return None
             return slot
 
-        lexical = await lexical_among(self.db, user_id, text, limit, candidate_slot, ids, now=self.clock())
-        slot_of.update(lexical)
+        lexical = await lexical_among(self.db, user_id, text, limit, candidate_slot, near.ids, now=self.clock())
+        slot_of = {**near.slot_of, **lexical}
+        ranked = list(near.ranked)
         ranked.extend(i for i in lexical if i not in ranked)
         if len(ranked) < limit:
-            ranked.extend(i for i in recent if i not in ranked)
-        return [row_to_memory(_held(held, slot_of[i])) for i in ranked[: limit + len(lexical)]]
+            ranked.extend(i for i in near.recent if i not in ranked)
+        return [row_to_memory(held(near.rows, slot_of[i])) for i in ranked[: limit + len(lexical)]]
 
     async def select_for_turn(
         self,
@@ -297,13 +276,21 @@ class Recall:
             share=share,
             vectors=vectors,
         )
-        entry, slots, fused = scored.entry, scored.slots, scored.fused
-        candidates = turn_candidates(entry, slots, fused.scores)
-        chosen = select_columns(
-            candidates, self.limit, threshold=self.threshold, now_us=micros(scored.now), series_slots=self.series_slots
-        )
-        at = np.flatnonzero(np.isin(candidates.ids, [s.memory.id for s in chosen]))
-        by_conversation = set(candidates.ids[at[fused.by_conversation[at]]].tolist())
+        candidates, by_read = scored.candidates, scored.fused.by_conversation
+
+        def choose() -> tuple[list[Selected], set[int]]:
+            # Reads only the scored turn's own columns and rows: no write can change them.
+            chosen = select_columns(
+                candidates,
+                self.limit,
+                threshold=self.threshold,
+                now_us=micros(scored.now),
+                series_slots=self.series_slots,
+            )
+            at = np.flatnonzero(np.isin(candidates.ids, [s.memory.id for s in chosen]))
+            return chosen, set(candidates.ids[at[by_read[at]]].tolist())
+
+        chosen, by_conversation = await self.off_loop.run(candidates.ids.size, choose)
         selection = TurnSelection(
             turn_id=0,
             user_id=user_id,
@@ -315,7 +302,7 @@ class Recall:
             created_at=scored.now,
             story=dict(story or {}),
             memories=[s.memory for s in chosen],
-            candidates=int(slots.size),
+            candidates=int(scored.slots.size),
             place=place,
             candidate_ids=candidates.ids,
             threshold=self.threshold,
@@ -349,71 +336,73 @@ class Recall:
             turn_vectors = await pending
         finally:
             pending.cancel()
-        if entry.changes != early.changes:
-            # The entry caught up with a write while the model embedded: its slots moved.
-            slots = entry.candidates(now, story_id=story_id, place=place, share=share)
-        fused, degraded = self._fused(entry, slots, turn_vectors)
-        lexical_ids: set[int] = set()
-        if np.isnan(fused.scores).any():
-            slots, fused, lexical_ids = await self._with_lexical(
+        # The pass reads the candidates again: the entry may have caught up with a write meanwhile.
+        scored = await self._scoring_pass(entry, now, turn_vectors, story_id=story_id, place=place, share=share)
+        degraded = turn_vectors.degraded or scored.error is not None
+        if np.isnan(scored.fused.scores).any():
+            return await self._with_lexical(
                 entry,
                 user_id,
                 query,
-                slots,
-                fused,
+                scored,
                 turn_vectors,
                 early,
+                degraded,
                 now=now,
                 story_id=story_id,
                 place=place,
                 share=share,
             )
-        return ScoredTurn(entry, slots, fused, lexical_ids, degraded, now)
+        return ScoredTurn(entry, scored.slots, scored.fused, set(), degraded, now, scored.candidates)
 
-    def _fused(self, entry: UserMemories, slots: np.ndarray, vectors: TurnVectors) -> tuple[Fused, bool]:
-        """The candidates' fused scores (NaN without a vector) and whether the turn is degraded."""
-        if vectors.message is None:
-            return _unscored(slots), vectors.degraded
-        cosines = None
-        if vectors.prepared is not None and entry.dim == vectors.message.shape[0]:
-            cosines = vectors.prepared.cosines(entry, slots)
-        if cosines is None:
-            try:
-                cosines = self._scored(entry, slots, vectors.stacked())
-            except EmbeddingError as exc:
-                self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", exc)
-                return _unscored(slots), True
-        self.outage.recovered("semantic scores are back after %d degraded turn(s)")
-        return fuse(cosines[0], cosines[1] if len(cosines) > 1 else None), vectors.degraded
+    async def _scoring_pass(
+        self, entry: UserMemories, now: datetime, vectors: TurnVectors, *, story_id: StoryId, place: str, share: bool
+    ) -> ScoringPass:
+        """The candidates' fused scores (NaN without a vector) and columns: in a thread for a
+        large person, guarded against a write applied meanwhile (bot/memory/read/off_loop.py)."""
+        queries = None if vectors.message is None else vectors.stacked()
+        scored = await self.off_loop.guarded(
+            entry,
+            lambda: scoring_pass(
+                entry, now, story_id=story_id, place=place, share=share, queries=queries, prepared=vectors.prepared
+            ),
+        )
+        if scored.error is not None:
+            self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", scored.error)
+        elif queries is not None:
+            self.outage.recovered("semantic scores are back after %d degraded turn(s)")
+        return scored
 
     async def _with_lexical(
         self,
         entry: UserMemories,
         user_id: OwnerKey,
         query: str,
-        slots: np.ndarray,
-        fused: Fused,
+        scored: ScoringPass,
         vectors: TurnVectors,
         early: LexicalSearch,
+        degraded: bool,
         *,
         now: datetime,
         story_id: StoryId,
         place: str,
         share: bool,
-    ) -> tuple[np.ndarray, Fused, set[int]]:
+    ) -> ScoredTurn:
         """The candidates without a score (no vector, or no query vector) with lexical stand-ins
         (bot/memory/read/lexical.py): the search made while the model embedded when it was
         among exactly these memories, else one now."""
-        unscored = entry.ids[slots[np.isnan(fused.scores)]]
+        unscored = scored.candidates.ids[np.isnan(scored.fused.scores)]
         found = early
         if not early.covers(unscored, entry.changes):
             found = await search(self.db, user_id, query, unscored, now=now, changes=entry.changes)
             if entry.changes != found.changes:
-                # The entry caught up with a write while the search ran: its slots moved.
-                slots = entry.candidates(now, story_id=story_id, place=place, share=share)
-                fused = _unscored(slots) if vectors.degraded else self._fused(entry, slots, vectors)[0]
-        fused, lexical_ids = stand_in(fused, entry.ids[slots], found.found, self.threshold)
-        return slots, fused, lexical_ids
+                # The entry caught up with a write while the search ran: its slots moved. Scored
+                # again as the first time (a turn whose cosines failed is not counted twice).
+                again = vectors if scored.error is None else UNSCORED
+                scored = await self._scoring_pass(entry, now, again, story_id=story_id, place=place, share=share)
+        fused, lexical_ids = stand_in(scored.fused, scored.candidates.ids, found.found, self.threshold)
+        candidates = replace(scored.candidates, scores=fused.scores)
+        return ScoredTurn(entry, scored.slots, fused, lexical_ids, degraded, now, candidates)
 
     async def record(
         self, selection: TurnSelection, *, cancelled: Callable[[Connection], Awaitable[bool]] | None = None
@@ -424,14 +413,3 @@ class Recall:
     async def flush_counts(self, user_id: OwnerKey | None = None) -> None:
         """Write the candidate counts held for `user_id` (everyone's without)."""
         await self._records.flush_counts(user_id)
-
-
-def _held(rows: Sequence[MemoryRow | None], slot: int) -> MemoryRow:
-    """The row of a candidate's slot as read before an await (a candidate's slot holds one)."""
-    row = rows[slot]
-    assert row is not None, f"slot {slot} holds no memory"
-    return row
-
-
-def _unscored(slots: np.ndarray) -> Fused:
-    return Fused(np.full(slots.size, np.nan), np.zeros(slots.size, dtype=bool))

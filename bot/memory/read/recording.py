@@ -79,12 +79,12 @@ class TurnRecords:
             if held:
                 await count_served(conn, user_id, served, semantic)
             elif not selection.degraded:
-                await record_turn(conn, user_id, selection.candidate_ids, served, semantic)
+                await record_turn(conn, user_id, selection.candidate_ids.tolist(), served, semantic)
             turn_id = await save_turn(conn, selection, keep=TURNS_KEPT_PER_STORY)
         selection.turn_id = turn_id
         if held:
             turns = self._held_counts.setdefault(user_id, [])
-            turns.append(np.asarray(selection.candidate_ids, dtype=np.int64))
+            turns.append(selection.candidate_ids)
             if len(turns) >= COUNT_FLUSH_TURNS:
                 await self.flush_counts(user_id)
         return turn_id

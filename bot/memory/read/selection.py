@@ -36,6 +36,7 @@ from bot.memory.choice import (
 )
 from bot.memory.model import USER_MEMORY_TYPES, Memory
 from bot.memory.series import cap_series
+from bot.memory.stores.memories import row_to_memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +218,15 @@ def candidates_of(memories: Sequence[Memory], scores: Mapping[int, float] | None
 
 
 def turn_candidates(entry: UserMemories, slots: np.ndarray, scores: np.ndarray) -> Candidates:
-    """The selection's columns for these slots of the entry, with the turn's scores."""
+    """The selection's columns for these slots of the entry, with the turn's scores: copies, and
+    the rows as they are now, so that a write the entry takes later changes none of them."""
+    rows = list(entry.rows)
+
+    def memory(i: int) -> Memory:
+        row = rows[int(slots[i])]
+        assert row is not None, f"slot {int(slots[i])} holds no memory"
+        return row_to_memory(row)
+
     return Candidates(
         ids=entry.ids[slots],
         type_code=entry.type_code[slots],
@@ -227,5 +236,5 @@ def turn_candidates(entry: UserMemories, slots: np.ndarray, scores: np.ndarray) 
         updated_us=entry.updated_us[slots],
         expires_us=entry.expires_us[slots],
         scores=scores,
-        memory=lambda i: entry.memory(int(slots[i])),
+        memory=memory,
     )

@@ -310,7 +310,10 @@ class WriteIndexes:
                 if row is not None and index.wants(row.place, expiry, now_us):
                     wanted.append((row.id, row.text, expiry))
             await slices.tick()
-        index.reserve(len(wanted) + ROOM)
+        if len(wanted) < IN_THREAD_ROWS:
+            index.reserve(len(wanted) + ROOM)
+        else:
+            await asyncio.to_thread(index.reserve, len(wanted) + ROOM)
         filed = 0
         async with contextlib.aclosing(self._offload.chunks(write_facts, [text for _, text, _ in wanted])) as parts:
             async for facts in parts:
