@@ -88,13 +88,19 @@ class Recorder:
             )
             await response.prepare(request)
             received = bytearray()
-            async for chunk in upstream.content.iter_any():
-                exchange.pieces += 1
-                received += chunk
-                await response.write(chunk)
-            await response.write_eof()
-        exchange.text = received.decode(errors="replace")
-        self._read_figures(exchange)
+            try:
+                async for chunk in upstream.content.iter_any():
+                    exchange.pieces += 1
+                    received += chunk
+                    await response.write(chunk)
+                await response.write_eof()
+            except ConnectionResetError:
+                # A client that has read `data: [DONE]` may hang up before the stream's last
+                # chunk: what the server said is recorded all the same.
+                pass
+            finally:
+                exchange.text = received.decode(errors="replace")
+                self._read_figures(exchange)
         return response
 
     @staticmethod
