@@ -101,14 +101,14 @@ class SeriesScan:
                 freeze_long_lived()
         slots: ShardedDict[SeriesKey, list[int]] = ShardedDict()
         first_id: ShardedDict[SeriesKey, int] = ShardedDict()
-        alive: ShardedSet[int] = ShardedSet()
+        alive = 0
         for start in range(0, len(rows), FILL_SLICE):
             tick = time.thread_time()
             for slot in range(start, min(start + FILL_SLICE, len(rows))):
                 row = rows[slot]
                 if row is not None:
                     memory_id = row.id
-                    alive.add(memory_id)
+                    alive += 1
                     key = kept[memory_id][1]
                     if key is not None:
                         held = slots.get_or(key)
@@ -121,12 +121,19 @@ class SeriesScan:
                                 first_id[key] = memory_id
             longest = max(longest, time.thread_time() - tick)
             await slices.tick()
-        if len(kept) > len(alive):
-            # Memories deleted since: their keys go.
+        if len(kept) > alive:
+            # Memories deleted since: their keys go. Only then is a set of the live ids made (a
+            # set of 100,000 grew by a 4 MB table in one step, 50 ms of page faults on the loop).
+            live: ShardedSet[int] = ShardedSet()
+            for start in range(0, len(rows), FILL_SLICE):
+                for row in rows[start : start + FILL_SLICE]:
+                    if row is not None:
+                        live.add(row.id)
+                await slices.tick()
             ids = list(kept)
             for start in range(0, len(ids), FILL_SLICE):
                 for memory_id in ids[start : start + FILL_SLICE]:
-                    if memory_id not in alive:
+                    if memory_id not in live:
                         del kept[memory_id]
                 await slices.tick()
         if user_id in self._cache:
