@@ -51,7 +51,9 @@ class Slices:
 # which the loop cannot cut: at 100,000 entries a dict's is 5 MB, and on a machine whose fresh
 # memory is slow to touch (a VM that hands pages back to its host) its page faults held the loop
 # 30-120 ms (perf on bench/load.py --cold: memset in clear_page). Split by hash past SPLIT_AT
-# entries, each part grows by a SHARDS-th of that.
+# entries, each part grows by a SHARDS-th of that. Consecutive ids fill the parts evenly, so
+# they all grow within a few dozen entries: a job that fills one must look at its clock after
+# each entry (Slices.tick), so that those growths fall in different slices.
 SHARDS = 64
 # Below it a container stays whole: most people's are small, and 64 empty parts cost more than
 # their entries (its last growth whole clears 200 KB at most).
