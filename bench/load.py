@@ -92,6 +92,7 @@ import logging
 import os
 import random
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -401,11 +402,16 @@ def timing_callbacks(probe: Probe) -> Iterator[None]:
     def timed(handle: asyncio.events.Handle) -> None:
         if sampler is not None:
             sampler.arm()
-        start = time.thread_time()
+        began, start, usage = time.perf_counter(), time.thread_time(), resource.getrusage(resource.RUSAGE_THREAD)
         run(handle)
         cpu = time.thread_time() - start
         where = sampler.where() if sampler is not None else ""
         if cpu >= STALL_SECONDS:
+            # The kernel's part (page faults, a huge page zeroed) and where it began on the
+            # monotonic clock (a `perf record -k CLOCK_MONOTONIC` of the run finds it there).
+            after = resource.getrusage(resource.RUSAGE_THREAD)
+            kernel = (after.ru_stime - usage.ru_stime) * 1000
+            faults = after.ru_minflt - usage.ru_minflt + after.ru_majflt - usage.ru_majflt
             task = getattr(handle._callback, "__self__", None)  # type: ignore[attr-defined]
             name = (
                 getattr(task.get_coro(), "__qualname__", "?")
@@ -414,6 +420,7 @@ def timing_callbacks(probe: Probe) -> Iterator[None]:
             )  # type: ignore[attr-defined]
             if where:
                 name = f"{name} at {where}"
+            name = f"{name}; system {kernel:.0f} ms, {faults} page faults, from {began:.3f}"
             probe.stalls.append((time.perf_counter(), cpu, name))
 
     collecting: dict[int, float] = {}
@@ -975,7 +982,7 @@ def print_cold(result: RunResult, without: RunResult, user_id: str) -> tuple[str
           f"descheduling the process)")  # fmt: skip
     stalls = sorted(((cpu, name) for at, cpu, name in p.stalls if p.arrived <= at <= end), reverse=True)
     longest = (
-        ", ".join(f"{cpu * 1000:.0f} ms ({name})" for cpu, name in stalls[: 8 if WHERE else 3])
+        ", ".join(f"{cpu * 1000:.0f} ms ({name})" for cpu, name in stalls[: 8 if WHERE else 6])
         or f"none of {STALL_SECONDS * 1000:.0f} ms or more"
     )
     print(f"    the loop's longest stalls (one callback's own CPU) in that window: {longest}")

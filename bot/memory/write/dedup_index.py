@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from bot.memory.cache.slices import SHARDS, Posting, ShardedDict, post
 from bot.memory.write.dedup import (
     MIN_RATIO_CHARS,
     SIMILARITY_THRESHOLD,
@@ -24,9 +25,6 @@ _WORD_BITS = 64
 # Characters kept per memory for the LCS bound (uint16 codes: 10 000 memories take 5 MB). A longer
 # memory gets no bound: it is scored whenever its length fits the ratio's length window.
 _CODE_WIDTH = 256
-
-
-_POSTING_SHARDS = 64
 
 
 _MAX_CODE = 0xFFFF
@@ -85,15 +83,16 @@ class DedupIndex:
     """
 
     def __init__(self, items: Iterable[tuple[int, str]] = ()) -> None:
-        self._row_of: dict[int, int] = {}
+        # In shards (bot/memory/cache/slices.py): each of these holds an entry per memory, or
+        # millions for the postings when carriers vary (numbers are carriers).
+        self._row_of: ShardedDict[int, int] = ShardedDict()
         self._ids: list[int] = []
         self.text_features: list[TextFeatures | None] = []
         self._free: list[int] = []
-        self._signature_of: dict[tuple[str, ...], int] = {}
-        # In shards: one dict of every (carriers, word) pair reaches millions of keys when
-        # carriers vary (numbers are carriers), and growing it stops the event loop for 25-100 ms.
-        self._postings: list[dict[tuple[int, str], set[int]]] = [{} for _ in range(_POSTING_SHARDS)]
-        self._wordless: dict[int, set[int]] = {}
+        self._signature_of: ShardedDict[tuple[str, ...], int] = ShardedDict()
+        self._signatures = 0
+        self._postings: list[dict[tuple[int, str], Posting]] = [{} for _ in range(SHARDS)]
+        self._wordless: dict[int, Posting] = {}
         capacity = 64
         self._active = np.zeros(capacity, dtype=bool)
         self._length = np.zeros(capacity, dtype=np.int64)
@@ -115,14 +114,18 @@ class DedupIndex:
             self.remove(item_id)
         features = text_features(text) if facts is None else _from_facts(facts)
         row = self._free.pop() if self._free else self._new_row()
-        signature = self._signature_of.setdefault(features.carriers, len(self._signature_of))
+        signature = self._signature_of.get_or(features.carriers)
+        if signature is None:
+            signature = self._signature_of[features.carriers] = self._signatures
+            self._signatures += 1
         self._row_of[item_id] = row
         self._ids[row] = item_id
         self.text_features[row] = features
         for word in features.content:
-            self._shard(word).setdefault((signature, word), set()).add(row)
+            key = (signature, word)
+            post(self._shard(key), key, row)
         if not features.content:
-            self._wordless.setdefault(signature, set()).add(row)
+            post(self._wordless, signature, row)
         codes = text_codes(features.norm)
         self._codes[row, :] = 0
         self._codes[row, : codes.size] = codes
@@ -137,8 +140,11 @@ class DedupIndex:
         assert features is not None
         signature = int(self._signature[row])
         for word in features.content:
-            self._shard(word)[(signature, word)].discard(row)
-        self._wordless.get(signature, set()).discard(row)
+            key = (signature, word)
+            self._shard(key)[key].discard(row)
+        wordless = self._wordless.get(signature)
+        if wordless is not None:
+            wordless.discard(row)
         self.text_features[row] = None
         self._active[row] = False
         self._signature[row] = -1
@@ -147,7 +153,7 @@ class DedupIndex:
     def best_match(self, text: str) -> tuple[int, float] | None:
         """Same answer as ``best_match_exhaustive`` over the indexed items."""
         features = text_features(text)
-        signature = self._signature_of.get(features.carriers)
+        signature = self._signature_of.get_or(features.carriers)
         if signature is None:
             return None
         rows = self._word_candidates(features, signature) | self._ratio_candidates(features, signature)
@@ -170,7 +176,8 @@ class DedupIndex:
     def _word_candidates(self, features: TextFeatures, signature: int) -> set[int]:
         shared: Counter[int] = Counter()
         for word in features.content:
-            shared.update(self._shard(word).get((signature, word), ()))
+            key = (signature, word)
+            shared.update(self._shard(key).get(key, ()))
         size = len(features.content)
         out = set(self._wordless.get(signature, ()))
         for row, common in shared.items():
@@ -284,8 +291,10 @@ class DedupIndex:
         )
         self._active, self._length, self._codes, self._signature = active, length, codes, signature
 
-    def _shard(self, word: str) -> dict[tuple[int, str], set[int]]:
-        return self._postings[hash(word) % _POSTING_SHARDS]
+    def _shard(self, key: tuple[int, str]) -> dict[tuple[int, str], Posting]:
+        # By the whole key, not the word: with a signature per memory, a word said in every
+        # memory made one shard of 100,000 keys.
+        return self._postings[hash(key) % SHARDS]
 
     def _new_row(self) -> int:
         row = len(self._ids)

@@ -26,7 +26,7 @@ from bot.clients.offload import Offload
 from bot.clients.storage import Connection
 from bot.memory.cache.entry import NO_EXPIRY, UserMemories, expiry_of, micros
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
+from bot.memory.cache.slices import FILL_SLICE, Posting, ShardedDict, Slices, freeze_long_lived, post
 from bot.memory.model import OwnerKey
 from bot.memory.write.dedup_index import DedupFacts, DedupIndex, dedup_facts
 from bot.memory.write.negation import FLIP_MIN_OVERLAP, _polarity, flipped_among
@@ -68,8 +68,8 @@ class FlipIndex:
     def __init__(self) -> None:
         # Per memory: its polarity, comparable words and their prefixes (computed once: the
         # filter's own cache holds 32,768 texts).
-        self._keys: dict[int, tuple[bool, frozenset[str], frozenset[str]]] = {}
-        self._postings: dict[tuple[bool, str], set[int]] = {}
+        self._keys: ShardedDict[int, tuple[bool, frozenset[str], frozenset[str]]] = ShardedDict()
+        self._postings: dict[tuple[bool, str], Posting] = {}
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -81,10 +81,10 @@ class FlipIndex:
         keys = frozenset(w[:_KEY_LETTERS] for w in fact)
         self._keys[memory_id] = (negative, fact, keys)
         for key in keys:
-            self._postings.setdefault((negative, key), set()).add(memory_id)
+            post(self._postings, (negative, key), memory_id)
 
     def remove(self, memory_id: int) -> None:
-        known = self._keys.pop(memory_id, None)
+        known = self._keys.pop_or(memory_id)
         if known is None:
             return
         negative, _, keys = known
@@ -124,9 +124,10 @@ class WriteIndex:
         self.place = place
         self.dedup = DedupIndex()
         self.flips = FlipIndex()
-        self.texts: dict[int, str] = {}
+        # In shards (bot/memory/cache/slices.py): an entry per memory.
+        self.texts: ShardedDict[int, str] = ShardedDict()
         self._expiries: list[tuple[int, int]] = []
-        self._expires_of: dict[int, int] = {}
+        self._expires_of: ShardedDict[int, int] = ShardedDict()
         # Ids the cache read again since the last lookup: taken in before the next one.
         self.pending: set[int] = set()
 
@@ -167,7 +168,7 @@ class WriteIndex:
         if not self.wants(place, expires_us, now_us):
             self.drop(memory_id)
             return
-        if self.texts.get(memory_id) != text:
+        if self.texts.get_or(memory_id) != text:
             self.texts[memory_id] = text
             if facts is None:
                 self.dedup.add(memory_id, text)
@@ -176,8 +177,8 @@ class WriteIndex:
                 self.dedup.add(memory_id, text, facts[0])
                 self.flips.add(memory_id, text, (facts[1], frozenset(facts[2])))
         if expires_us is None:
-            self._expires_of.pop(memory_id, None)
-        elif self._expires_of.get(memory_id) != expires_us:
+            self._expires_of.pop_or(memory_id)
+        elif self._expires_of.get_or(memory_id) != expires_us:
             self._expires_of[memory_id] = expires_us
             heapq.heappush(self._expiries, (expires_us, memory_id))
 
@@ -194,16 +195,16 @@ class WriteIndex:
         self.flips.add(memory_id, text)
 
     def drop(self, memory_id: int) -> None:
-        if self.texts.pop(memory_id, None) is None:
+        if self.texts.pop_or(memory_id) is None:
             return
         self.dedup.remove(memory_id)
         self.flips.remove(memory_id)
-        self._expires_of.pop(memory_id, None)
+        self._expires_of.pop_or(memory_id)
 
     def expire(self, now_us: int) -> None:
         while self._expiries and self._expiries[0][0] <= now_us:
             expires_us, memory_id = heapq.heappop(self._expiries)
-            if self._expires_of.get(memory_id) == expires_us:
+            if self._expires_of.get_or(memory_id) == expires_us:
                 self.drop(memory_id)
 
 
@@ -300,12 +301,13 @@ class WriteIndexes:
         (the pure-Python part, 0.3-1 ms a memory) come from the worker process for a large
         user; what is left on the loop is filing them (tens of microseconds a memory), in slices."""
         # Copies: a catch-up may change the entry while the facts are computed (its ids go to
-        # `pending`, taken in before the index is used).
-        rows, expiries = list(entry.rows), entry.expires_us[: len(entry.rows)].tolist()
+        # `pending`, taken in before the index is used). The expiries become Python ints a slice
+        # at a time: 100,000 at once were 4 MB of new objects in one call.
+        rows, expiries = list(entry.rows), entry.expires_us[: len(entry.rows)].copy()
         wanted: list[tuple[int, str, int | None]] = []
         slices = Slices()
         for start in range(0, len(rows), FILL_SLICE):
-            for row, expires_us in zip(rows[start : start + FILL_SLICE], expiries[start : start + FILL_SLICE]):
+            for row, expires_us in zip(rows[start : start + FILL_SLICE], expiries[start : start + FILL_SLICE].tolist()):
                 expiry = None if expires_us == NO_EXPIRY else expires_us
                 if row is not None and index.wants(row.place, expiry, now_us):
                     wanted.append((row.id, row.text, expiry))

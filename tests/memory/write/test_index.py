@@ -6,6 +6,7 @@ rebuilt; a reflection that does not land leaves no trace in it."""
 from __future__ import annotations
 
 import itertools
+import tracemalloc
 from datetime import timedelta
 
 import pytest
@@ -21,7 +22,7 @@ from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.write.apply import apply_reflection
 from bot.memory.write.decisions import ReflectionContext
 from bot.memory.write.dedup import best_match_exhaustive
-from bot.memory.write.index import FlipIndex, WriteIndex, WriteIndexes
+from bot.memory.write.index import FlipIndex, WriteIndex, WriteIndexes, write_facts
 from bot.memory.write.negation import flipped_negation
 from bot.memory.write.reflection import CandidateIn, Reflection
 from tests.memory.write.test_filters import FLIPS, NOT_FLIPS
@@ -68,6 +69,40 @@ def test_write_index_dedup_is_the_exhaustive_match_and_follows_places_and_expiry
         assert index.dedup.best_match(text) == best_match_exhaustive(text, live.items())
     index.expire(2_000)
     assert all(i % 4 != 3 for i in index.texts)
+
+
+# A person as the load bench's cold one: words in every memory, a number (a carrier) in each.
+LARGE = 10_000
+
+
+def test_filing_a_large_person_grows_no_table_by_the_whole_person() -> None:
+    """A dict or a set grows by allocating one table for all its entries and clearing it, in a
+    single call that no slicing of the build can cut: at 100,000 memories, tables of 5 MB, and
+    30-120 ms of page faults on the event loop where fresh memory is slow to touch. Filing only
+    grows the index's containers (a container split in parts drops a table of SPLIT_AT entries,
+    under the bound here), so the largest table it holds is the largest it allocated: none may
+    take 16 bytes a memory (a list of the memories takes 8, a dict or set of them 24 or more).
+    The facts come from elsewhere, as in a build (`write_facts` in the worker)."""
+    texts = [f"Note {i} : l'utilisateur aime le thé vert du matin." for i in range(LARGE)]
+    facts = write_facts(texts)
+    index = WriteIndex(PLACE)
+    index.reserve(LARGE)
+    tracemalloc.start()
+    try:
+        for i, (text, known) in enumerate(zip(texts, facts, strict=True)):
+            index.put(i, text, PLACE, None, 0, known)
+        snapshot = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    python_blocks = snapshot.filter_traces([tracemalloc.DomainFilter(inclusive=True, domain=0)])  # not numpy's
+    largest = max(python_blocks.traces, key=lambda trace: trace.size)
+    assert largest.size < 16 * LARGE, largest.traceback.format()
+    # Still the index it was: every memory held, found by dedup and by the flip lookup.
+    assert len(index) == LARGE and len(index.texts) == LARGE
+    assert index.dedup.best_match(texts[1234]) == (1234, 1.0)
+    assert 4321 in index.flips.candidates("Note 4321 : l'utilisateur n'aime pas le thé vert du matin.")
+    index.drop(1234)
+    assert index.dedup.best_match(texts[1234]) != (1234, 1.0) and 1234 not in index.texts
 
 
 def candidate(text: str) -> CandidateIn:
