@@ -5,10 +5,10 @@ Run from the repository root: `python bench/off_loop.py` (options: --sizes, --re
 for N spinning processes meanwhile, as in bench/load.py). Each size is one person's cache entry
 filled from generated rows and 384-dimension unit vectors (no database, no model); the turn's
 passes are the product's own: the scoring pass (candidates, the cosines of two query vectors,
-their fusion, the selection's columns) and the choice of 24 (`select_columns`). Printed per size,
-medians over --repeat turns: the passes run on the loop (what the loop is held for), the same
-run in a thread (its wall time, and the loop thread's own CPU for it: what the loop still pays),
-and the bare hop (`asyncio.to_thread` of nothing).
+their fusion, the selection's columns) and the choice of 24 (`select_columns`), in one hop as a
+turn makes them. Printed per size, medians over --repeat turns: the passes run on the loop (what
+the loop is held for), the same run in a thread (its wall time, and the loop thread's own CPU for
+it: what the loop still pays), and the bare hop (`asyncio.to_thread` of nothing).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +34,7 @@ from bot.memory.cache.entry import UserMemories, Vector, micros
 from bot.memory.cache.slices import Slices
 from bot.memory.model import USER_MEMORY_TYPES, OwnerKey, StoryId, content_hash, utcnow
 from bot.memory.read.off_loop import IN_THREAD_MEMORIES, OffLoop
-from bot.memory.read.passes import ScoringPass, scoring_pass
+from bot.memory.read.passes import scoring_pass
 from bot.memory.read.selection import select_columns
 from bot.memory.stores.memories import MemoryRow
 from bot.memory.stores.vectors import VECTOR_DTYPE
@@ -92,20 +91,17 @@ async def size_row(n: int, repeat: int) -> str:
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     now = utcnow()
 
-    def scored() -> ScoringPass:
-        return scoring_pass(entry, now, story_id=STORY, place=PLACE, share=False, queries=queries)
-
     def turn() -> object:
-        candidates = scoring_pass(entry, now, story_id=STORY, place=PLACE, share=False, queries=queries).candidates
-        return select_columns(candidates, 24, threshold=0.0, now_us=micros(now))
+        # As the product's turn: scored and chosen in one pass, the memories built from the rows.
+        scored = scoring_pass(entry, now, story_id=STORY, place=PLACE, share=False, queries=queries, live_rows=True)
+        return select_columns(scored.candidates, 24, threshold=0.0, now_us=micros(now))
 
     on_loop = await timed(turn, repeat)
     threaded = OffLoop(threshold=0)
     walls, loop_cpu = [], []
     for _ in range(repeat):
         start, cpu = time.perf_counter(), time.thread_time()
-        candidates = (await threaded.guarded(entry, scored)).candidates
-        await threaded.run(n, partial(select_columns, candidates, 24, threshold=0.0, now_us=micros(now)))
+        await threaded.guarded(entry, turn)
         walls.append(time.perf_counter() - start)
         loop_cpu.append(time.thread_time() - cpu)
     hops = []

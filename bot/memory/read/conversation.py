@@ -116,8 +116,13 @@ class QueryVectors:
 
 def standardised(values: np.ndarray) -> np.ndarray:
     """z-scores over the finite values (NaN stays NaN); all zero when they do not vary."""
-    out = np.full(values.shape, np.nan, dtype=np.float64)
     finite = np.isfinite(values)
+    if values.size and finite.all():
+        # Every candidate scored (the usual turn): no mask to gather and scatter through.
+        every = np.ascontiguousarray(values, dtype=np.float64)
+        spread = float(every.std())
+        return (every - every.mean()) / spread if spread > 0 else np.zeros(values.shape, dtype=np.float64)
+    out = np.full(values.shape, np.nan, dtype=np.float64)
     if not finite.any():
         return out
     kept = values[finite].astype(np.float64)

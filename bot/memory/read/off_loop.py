@@ -29,10 +29,10 @@ from bot.memory.cache.entry import UserMemories
 
 T = TypeVar("T")
 
-# Memories of one person from which a turn's passes run in a thread (bench/off_loop.py, load 1.7,
-# medians): the passes take 0.9 ms on the loop at 3,000 memories and 1.7 ms through the thread,
-# 2.2 against 2.7 ms at 10,000, 4.5 against 4.8 ms at 20,000, 22 against 23 ms at 100,000 (the
-# loop's own CPU then 1.4 ms). Below, the hop is a large share of a pass too short to stall anyone.
+# Memories of one person from which a turn's passes run in a thread (bench/off_loop.py, load 1.0,
+# medians, the turn scored and chosen in one hop): 1.3 ms on the loop at 3,000 memories, 2.0 at
+# 10,000 against 2.3 through the thread, 3.8 against 4.4 at 20,000, 17 against 18 at 100,000 (the
+# loop's own CPU then 0.2 ms). Below, the hop is a large share of a pass too short to stall anyone.
 IN_THREAD_MEMORIES = 20_000
 # Tries in a thread before the work runs on the loop.
 ATTEMPTS = 3
@@ -79,10 +79,3 @@ class OffLoop:
                 return result
             self.redone += 1
         return work()
-
-    async def run(self, size: int, work: Callable[[], T]) -> T:
-        """`work()`, which reads nothing that the loop changes: in a thread past the threshold."""
-        if not self.wanted(size):
-            return work()
-        self.runs += 1
-        return await asyncio.to_thread(work)

@@ -9,7 +9,7 @@ rows as a list), never a view a later write to the entry would change.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
@@ -19,7 +19,8 @@ from bot.memory.cache.entry import UserMemories
 from bot.memory.model import StoryId
 from bot.memory.read.columns import Column
 from bot.memory.read.conversation import Fused, fuse
-from bot.memory.read.selection import Candidates, top_positions, turn_candidates
+from bot.memory.read.lexical import LexicalSearch, stand_in
+from bot.memory.read.selection import Candidates, Negated, top_positions, turn_candidates
 from bot.memory.stores.memories import MemoryRow
 
 
@@ -37,6 +38,10 @@ def cosines(entry: UserMemories, slots: np.ndarray, vectors: np.ndarray | None) 
             f"stored ones {entry.dim}: the server's model changed under the same name"
         )
     has = entry.has_vector[slots]
+    if has.all():
+        # Every candidate has a vector (the usual turn): no mask to scatter through.
+        found: np.ndarray = entry.scores(vectors, slots)[1].astype(np.float64)
+        return found
     if has.any():
         _, found = entry.scores(vectors, slots[has])
         scores[..., has] = found
@@ -57,12 +62,20 @@ def held(rows: Sequence[MemoryRow | None], slot: int) -> MemoryRow:
 @dataclass(frozen=True, slots=True)
 class ScoringPass:
     """A turn's candidates: their slots, fused scores and the selection's columns, and the
-    embedding error that left them unscored, if one did."""
+    embedding error that left them unscored, if one did; once `with_stand_ins` ran, the lexical
+    stand-ins among them, or that a search must find them first (`needs_search`)."""
 
     slots: np.ndarray
     fused: Fused
     candidates: Candidates
     error: EmbeddingError | None
+    lexical_ids: set[int] = field(default_factory=set)
+    needs_search: bool = False
+
+    def unscored(self) -> np.ndarray:
+        """Ids of the candidates without a score."""
+        ids: np.ndarray = self.candidates.ids[np.isnan(self.fused.scores)]
+        return ids
 
 
 def scoring_pass(
@@ -74,11 +87,16 @@ def scoring_pass(
     share: bool,
     queries: np.ndarray | None,
     prepared: Column | None = None,
+    slots: np.ndarray | None = None,
+    live_rows: bool = False,
 ) -> ScoringPass:
     """The turn's candidates scored against its query vectors (`queries`, (k, d): the message's,
     then the message read in its conversation; None: no semantic scores), from the column
-    prepared ahead when it was scored over this entry."""
-    slots = entry.candidates(now, story_id=story_id, place=place, share=share)
+    prepared ahead when it was scored over this entry. `slots`: the candidates, when computed
+    over the entry as it stands. `live_rows`: the columns build memories from the entry's rows,
+    not a copy of them: only for a selection made within the same guarded pass."""
+    if slots is None:
+        slots = entry.candidates(now, story_id=story_id, place=place, share=share)
     error: EmbeddingError | None = None
     fused = unscored(slots)
     if queries is not None:
@@ -91,7 +109,24 @@ def scoring_pass(
             fused = fuse(found[0], found[1] if len(found) > 1 else None)
         except EmbeddingError as exc:
             error = exc
-    return ScoringPass(slots, fused, turn_candidates(entry, slots, fused.scores), error)
+    rows = entry.rows if live_rows else None
+    return ScoringPass(slots, fused, turn_candidates(entry, slots, fused.scores, rows), error)
+
+
+def with_stand_ins(
+    scored: ScoringPass, search: LexicalSearch, changes: int, threshold: float, *, exact: bool
+) -> ScoringPass:
+    """The pass with the lexical stand-ins `search` found for its unscored candidates: when
+    `exact`, only if that search was made among exactly them at the entry's `changes` (else
+    `needs_search`)."""
+    missing = np.isnan(scored.fused.scores)
+    if not missing.any():
+        return scored
+    if exact and not search.covers(scored.candidates.ids[missing], changes):
+        return replace(scored, needs_search=True)
+    fused, lexical_ids = stand_in(scored.fused, scored.candidates.ids, search.found, threshold)
+    candidates = replace(scored.candidates, scores=fused.scores)
+    return replace(scored, fused=fused, candidates=candidates, lexical_ids=lexical_ids, needs_search=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +158,7 @@ def nearest(
         scores = np.full(slots.size, np.nan)
     ids = entry.ids[slots]
     scored = np.flatnonzero(~np.isnan(scores))
-    best = top_positions(scored, (scores, -ids), limit)
+    best = top_positions(scored, (scores, Negated(ids)), limit)
     latest = top_positions(np.arange(slots.size), (entry.updated_us[slots], ids), 3 * limit)
     ranked: list[int] = ids[best].tolist()
     recent: list[int] = ids[latest].tolist()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -45,9 +45,9 @@ from bot.memory.choice import DEFAULT_LIMIT, Selected, TurnSelection, slot_of
 from bot.memory.model import Memory, OwnerKey, StoryId, utcnow
 from bot.memory.read.columns import Column, PreparedTurns
 from bot.memory.read.conversation import Fused, Line, QueryVectors, read_text, texts_key, threshold_for
-from bot.memory.read.lexical import LexicalSearch, lexical_among, search, stand_in
-from bot.memory.read.off_loop import IN_THREAD_MEMORIES, OffLoop
-from bot.memory.read.passes import ScoringPass, held, nearest, scoring_pass
+from bot.memory.read.lexical import LexicalSearch, lexical_among, search
+from bot.memory.read.off_loop import IN_THREAD_MEMORIES, OffLoop, Version, version
+from bot.memory.read.passes import ScoringPass, held, nearest, scoring_pass, with_stand_ins
 from bot.memory.read.recording import TurnRecords
 from bot.memory.read.selection import Candidates, select_columns
 from bot.memory.stores.memories import row_to_memory
@@ -87,6 +87,22 @@ class TurnVectors:
 
 # A turn's query vectors when it has none (its embedding failed).
 UNSCORED = TurnVectors(None, None, degraded=True)
+
+# What a turn chose (bot/memory/choice.py), and the ids the message read in its conversation
+# brought; made by a `Choose` within the pass that scored the candidates.
+Chosen = tuple[list[Selected], set[int]]
+Choose = Callable[[ScoringPass, UserMemories, datetime], Chosen]
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """The entry a turn is scored over, at which time, and which of its memories may be candidates."""
+
+    entry: UserMemories
+    now: datetime
+    story_id: StoryId
+    place: str
+    share: bool
 
 
 class Recall:
@@ -267,30 +283,23 @@ class Recall:
         person wrote it. `vectors`: the query's, from `start_vectors` (asked for here without).
         With `record=False` nothing is written: the caller then passes the selection to `record`
         (turn_id stays 0 until then)."""
-        scored = await self.score_turn(
-            user_id,
-            story_id=story_id,
-            place=place,
-            query=query,
-            conversation=conversation,
-            share=share,
-            vectors=vectors,
-        )
-        candidates, by_read = scored.candidates, scored.fused.by_conversation
 
-        def choose() -> tuple[list[Selected], set[int]]:
-            # Reads only the scored turn's own columns and rows: no write can change them.
+        def choose(scored: ScoringPass, entry: UserMemories, now: datetime) -> Chosen:
+            # Within the scoring's guarded pass: the memories are built from the entry's rows.
             chosen = select_columns(
-                candidates,
+                scored.candidates,
                 self.limit,
                 threshold=self.threshold,
-                now_us=micros(scored.now),
+                now_us=micros(now),
                 series_slots=self.series_slots,
             )
-            at = np.flatnonzero(np.isin(candidates.ids, [s.memory.id for s in chosen]))
-            return chosen, set(candidates.ids[at[by_read[at]]].tolist())
+            # Candidates are in slot order: the chosen ones' positions without a pass over them all.
+            at = np.searchsorted(scored.slots, np.array([entry.slot_of[s.memory.id] for s in chosen], dtype=np.int64))
+            return chosen, set(scored.candidates.ids[at[scored.fused.by_conversation[at]]].tolist())
 
-        chosen, by_conversation = await self.off_loop.run(candidates.ids.size, choose)
+        scored, made = await self._score(user_id, story_id, place, query, conversation, share, vectors, choose)
+        assert made is not None, "a pass given a choice makes it"
+        chosen, by_conversation = made
         selection = TurnSelection(
             turn_id=0,
             user_id=user_id,
@@ -304,7 +313,7 @@ class Recall:
             memories=[s.memory for s in chosen],
             candidates=int(scored.slots.size),
             place=place,
-            candidate_ids=candidates.ids,
+            candidate_ids=scored.candidates.ids,
             threshold=self.threshold,
         )
         if record:
@@ -324,10 +333,27 @@ class Recall:
     ) -> ScoredTurn:
         """The turn's candidates and their fused scores, lexical stand-ins included: what the
         selection chooses from (and what bench/recall_public.py ranks)."""
+        scored, _ = await self._score(user_id, story_id, place, query, conversation, share, vectors, None)
+        return scored
+
+    async def _score(
+        self,
+        user_id: OwnerKey,
+        story_id: StoryId,
+        place: str,
+        query: str,
+        conversation: Sequence[Line],
+        share: bool,
+        vectors: asyncio.Task[TurnVectors] | None,
+        choose: Choose | None,
+    ) -> tuple[ScoredTurn, Chosen | None]:
+        """The scored turn and what `choose` made of it, in one pass over the entry (a thread's
+        single hop for a large person) unless stand-ins had to be searched for in between."""
         pending = vectors if vectors is not None else self.start_vectors(user_id, story_id, query, conversation)
         try:
             entry = await self.cache.get(user_id)
             now = self.clock()
+            at = version(entry)
             slots = entry.candidates(now, story_id=story_id, place=place, share=share)
             # Which memories lack a vector does not depend on the query's: searched meanwhile.
             early = await search(
@@ -336,73 +362,60 @@ class Recall:
             turn_vectors = await pending
         finally:
             pending.cancel()
-        # The pass reads the candidates again: the entry may have caught up with a write meanwhile.
-        scored = await self._scoring_pass(entry, now, turn_vectors, story_id=story_id, place=place, share=share)
+        where = _Where(entry, now, story_id, place, share)
+        scored, chosen = await self._pass(where, turn_vectors, early, choose, slots=slots, at=at)
         degraded = turn_vectors.degraded or scored.error is not None
-        if np.isnan(scored.fused.scores).any():
-            return await self._with_lexical(
-                entry,
-                user_id,
-                query,
-                scored,
-                turn_vectors,
-                early,
-                degraded,
-                now=now,
-                story_id=story_id,
-                place=place,
-                share=share,
-            )
-        return ScoredTurn(entry, scored.slots, scored.fused, set(), degraded, now, scored.candidates)
+        if scored.needs_search:
+            # The entry caught up with a write while the model embedded, or the query has no
+            # vector: searched among exactly the unscored candidates, and scored again as the
+            # first time (a turn whose cosines failed is not counted twice).
+            found = await search(self.db, user_id, query, scored.unscored(), now=now, changes=entry.changes)
+            again = turn_vectors if scored.error is None else UNSCORED
+            scored, chosen = await self._pass(where, again, found, choose)
+        result = ScoredTurn(entry, scored.slots, scored.fused, scored.lexical_ids, degraded, now, scored.candidates)
+        return result, chosen
 
-    async def _scoring_pass(
-        self, entry: UserMemories, now: datetime, vectors: TurnVectors, *, story_id: StoryId, place: str, share: bool
-    ) -> ScoringPass:
-        """The candidates' fused scores (NaN without a vector) and columns: in a thread for a
-        large person, guarded against a write applied meanwhile (bot/memory/read/off_loop.py)."""
+    async def _pass(
+        self,
+        where: _Where,
+        vectors: TurnVectors,
+        stand_ins: LexicalSearch,
+        choose: Choose | None,
+        *,
+        slots: np.ndarray | None = None,
+        at: Version | None = None,
+    ) -> tuple[ScoringPass, Chosen | None]:
+        """The candidates' fused scores (NaN without a vector or a stand-in) and columns, and
+        what `choose` made of them: in a thread for a large person, guarded against a write
+        applied meanwhile (bot/memory/read/off_loop.py). `slots`: the candidates as of version
+        `at` of the entry. Without `slots`, the stand-ins are `stand_ins` whatever they were
+        searched among."""
+        entry, now = where.entry, where.now
         queries = None if vectors.message is None else vectors.stacked()
-        scored = await self.off_loop.guarded(
-            entry,
-            lambda: scoring_pass(
-                entry, now, story_id=story_id, place=place, share=share, queries=queries, prepared=vectors.prepared
-            ),
-        )
+
+        def work() -> tuple[ScoringPass, Chosen | None]:
+            scored = scoring_pass(
+                entry,
+                now,
+                story_id=where.story_id,
+                place=where.place,
+                share=where.share,
+                queries=queries,
+                prepared=vectors.prepared,
+                slots=slots if at is not None and version(entry) == at else None,
+                live_rows=choose is not None,
+            )
+            scored = with_stand_ins(scored, stand_ins, entry.changes, self.threshold, exact=slots is not None)
+            if choose is None or scored.needs_search:
+                return scored, None
+            return scored, choose(scored, entry, now)
+
+        scored, chosen = await self.off_loop.guarded(entry, work)
         if scored.error is not None:
             self.outage.failed("memory runs without semantic scores (turns are counted as degraded): %s", scored.error)
         elif queries is not None:
             self.outage.recovered("semantic scores are back after %d degraded turn(s)")
-        return scored
-
-    async def _with_lexical(
-        self,
-        entry: UserMemories,
-        user_id: OwnerKey,
-        query: str,
-        scored: ScoringPass,
-        vectors: TurnVectors,
-        early: LexicalSearch,
-        degraded: bool,
-        *,
-        now: datetime,
-        story_id: StoryId,
-        place: str,
-        share: bool,
-    ) -> ScoredTurn:
-        """The candidates without a score (no vector, or no query vector) with lexical stand-ins
-        (bot/memory/read/lexical.py): the search made while the model embedded when it was
-        among exactly these memories, else one now."""
-        unscored = scored.candidates.ids[np.isnan(scored.fused.scores)]
-        found = early
-        if not early.covers(unscored, entry.changes):
-            found = await search(self.db, user_id, query, unscored, now=now, changes=entry.changes)
-            if entry.changes != found.changes:
-                # The entry caught up with a write while the search ran: its slots moved. Scored
-                # again as the first time (a turn whose cosines failed is not counted twice).
-                again = vectors if scored.error is None else UNSCORED
-                scored = await self._scoring_pass(entry, now, again, story_id=story_id, place=place, share=share)
-        fused, lexical_ids = stand_in(scored.fused, scored.candidates.ids, found.found, self.threshold)
-        candidates = replace(scored.candidates, scores=fused.scores)
-        return ScoredTurn(entry, scored.slots, fused, lexical_ids, degraded, now, candidates)
+        return scored, chosen
 
     async def record(
         self, selection: TurnSelection, *, cancelled: Callable[[Connection], Awaitable[bool]] | None = None

@@ -36,7 +36,7 @@ from bot.memory.choice import (
 )
 from bot.memory.model import USER_MEMORY_TYPES, Memory
 from bot.memory.series import cap_series
-from bot.memory.stores.memories import row_to_memory
+from bot.memory.stores.memories import MemoryRow, row_to_memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +76,11 @@ def select_columns(
     if series_slots is None:
         return _select_columns(candidates, limit, threshold, now_us, frozenset(), semantic_slots)
     c = candidates
-    rank_list = c.type_code.astype(np.int64) + np.where(c.is_global, GLOBAL_OFFSET, 0)
-    rank_list += np.where(c.pinned, 0, UNPINNED_OFFSET)
 
     def by_score(excluded: frozenset[int], depth: int) -> list[Memory]:
         with np.errstate(invalid="ignore"):
             eligible = np.flatnonzero(_kept(c, now_us, excluded) & (c.scores >= threshold))
-        keys = (c.scores, -rank_list, c.confidence, c.updated_us, -c.ids)
-        return [c.memory(int(i)) for i in top_positions(eligible, keys, depth)]
+        return [c.memory(int(i)) for i in top_positions(eligible, _score_keys(c), depth)]
 
     chosen, cut = cap_series(
         lambda excluded, depth: _select_columns(candidates, depth, threshold, now_us, excluded, semantic_slots),
@@ -105,21 +102,24 @@ def _select_columns(
     if limit <= 0:
         return []
     c = candidates
-    positions = np.flatnonzero(_kept(c, now_us, excluded))
-    rank_list = c.type_code.astype(np.int64) + np.where(c.is_global, GLOBAL_OFFSET, 0)
-    rank_list += np.where(c.pinned, 0, UNPINNED_OFFSET)
+    # Masks over every candidate, positions only where they are read: at 100,000 candidates each
+    # gathered column costs about as much as the comparisons themselves.
+    kept = _kept(c, now_us, excluded)
     with np.errstate(invalid="ignore"):
-        eligible = positions[c.scores[positions] >= threshold]
-    lists = rank_list[positions]
+        eligible_mask = kept & (c.scores >= threshold)
+    eligible = np.flatnonzero(eligible_mask)
     # Larger is better for every key, the last one unique: a descending sort on all is the order.
-    rank_keys = (c.confidence, c.updated_us, -c.ids)
+    rank_keys = (c.confidence, c.updated_us, Negated(c.ids))
+    score_keys = _score_keys(c)
+    lists = score_keys[1]
     heads: dict[int, list[int]] = {}
 
     def head(n: int) -> list[int]:
         # Each list's members found when it is first read, by one comparison over the candidates:
         # a turn reads a few lists, and sorting every candidate by list cost 10 ms at 100,000.
         if n not in heads:
-            heads[n] = top_positions(positions[lists == n], rank_keys, limit).tolist()
+            members = np.flatnonzero(kept & (lists.lists == n))
+            heads[n] = top_positions(members, rank_keys, limit).tolist()
         return heads[n]
 
     def ranked(lists: Iterable[int]) -> Iterator[int]:
@@ -127,8 +127,7 @@ def _select_columns(
             yield from head(n)
 
     def by_score(entries: np.ndarray) -> Iterator[int]:
-        keys = (c.scores, -rank_list, c.confidence, c.updated_us, -c.ids)
-        yield from top_positions(entries, keys, limit).tolist()
+        yield from top_positions(entries, score_keys, limit).tolist()
 
     chosen: list[tuple[int, Reason]] = []
     taken_ids: set[int] = set()
@@ -151,15 +150,13 @@ def _select_columns(
             if taken >= budget:
                 return
 
-    unpinned_globals = int(np.count_nonzero(lists >= UNPINNED_OFFSET + GLOBAL_OFFSET))
-    eligible_lists = rank_list[eligible]
-    story_eligible = int(
-        np.count_nonzero((eligible_lists >= UNPINNED_OFFSET) & (eligible_lists < UNPINNED_OFFSET + GLOBAL_OFFSET))
-    )
+    unpinned = ~c.pinned
+    unpinned_globals = int(np.count_nonzero(kept & c.is_global & unpinned))
+    story_eligible = int(np.count_nonzero(eligible_mask & ~c.is_global & unpinned))
     quarter = round(limit * GLOBAL_CONTEXT_SHARE)
     reserve = min(max(1, quarter), unpinned_globals + story_eligible)
     take(ranked(PINNED_LISTS), "pinned", limit - reserve)
-    eligible_globals = eligible[c.is_global[eligible]]
+    eligible_globals = np.flatnonzero(eligible_mask & c.is_global)
     take(chain(by_score(eligible_globals), ranked(GLOBAL_LISTS)), "global", quarter)
     take(by_score(eligible), "semantic", limit if semantic_slots is None else semantic_slots)
     for memory_type in USER_MEMORY_TYPES:
@@ -180,7 +177,55 @@ def _kept(c: Candidates, now_us: int, excluded: frozenset[int]) -> np.ndarray:
     return kept
 
 
-def top_positions(positions: np.ndarray, keys: Sequence[np.ndarray], k: int) -> np.ndarray:
+class Negated:
+    """`-values` as a key of `top_positions`, computed only at the positions it reads: past the
+    first key, only ties are read, and negating a whole column cost more than the rest."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: np.ndarray) -> None:
+        self._values = values
+
+    def __getitem__(self, positions: np.ndarray) -> np.ndarray:
+        negated: np.ndarray = -self._values[positions]
+        return negated
+
+
+class RankLists:
+    """The candidates' rank lists (bot/memory/choice.py), built the first time they are read;
+    as a key of `top_positions`, their order (the lower list first)."""
+
+    __slots__ = ("_c", "_lists")
+
+    def __init__(self, c: Candidates) -> None:
+        self._c = c
+        self._lists: np.ndarray | None = None
+
+    @property
+    def lists(self) -> np.ndarray:
+        if self._lists is None:
+            c = self._c
+            # The smallest integers that hold a list number: every comparison reads less.
+            lists = c.type_code.astype(np.int16)
+            lists += np.where(c.is_global, np.int16(GLOBAL_OFFSET), np.int16(0))
+            lists += np.where(c.pinned, np.int16(0), np.int16(UNPINNED_OFFSET))
+            self._lists = lists
+        return self._lists
+
+    def __getitem__(self, positions: np.ndarray) -> np.ndarray:
+        negated: np.ndarray = -self.lists[positions]
+        return negated
+
+
+def _score_keys(c: Candidates) -> tuple[np.ndarray, RankLists, np.ndarray, np.ndarray, Negated]:
+    """The cosine order: score, then the rank lists' order, then the lists' own keys."""
+    return (c.scores, RankLists(c), c.confidence, c.updated_us, Negated(c.ids))
+
+
+Key = np.ndarray | Negated | RankLists
+
+
+def top_positions(positions: np.ndarray, keys: Sequence[Key], k: int) -> np.ndarray:
     """The `k` best positions, best first, comparing `keys` in order, larger first; the last key
     must be unique. Partitions on each key in turn to cut the set down to `k`, then sorts."""
     if k <= 0 or not keys:
@@ -217,13 +262,16 @@ def candidates_of(memories: Sequence[Memory], scores: Mapping[int, float] | None
     )
 
 
-def turn_candidates(entry: UserMemories, slots: np.ndarray, scores: np.ndarray) -> Candidates:
+def turn_candidates(
+    entry: UserMemories, slots: np.ndarray, scores: np.ndarray, rows: Sequence[MemoryRow | None] | None = None
+) -> Candidates:
     """The selection's columns for these slots of the entry, with the turn's scores: copies, and
-    the rows as they are now, so that a write the entry takes later changes none of them."""
-    rows = list(entry.rows)
+    the rows as they are now (`rows`: the entry's own, for a caller that builds the memories
+    before any write can change them), so that a write the entry takes later changes none."""
+    held = list(entry.rows) if rows is None else rows
 
     def memory(i: int) -> Memory:
-        row = rows[int(slots[i])]
+        row = held[int(slots[i])]
         assert row is not None, f"slot {int(slots[i])} holds no memory"
         return row_to_memory(row)
 

@@ -111,6 +111,24 @@ async def test_a_large_person_is_chosen_in_a_thread_exactly_as_on_the_loop(
         assert threaded.off_loop.runs >= 2 * len(QUERIES)
 
 
+async def test_a_large_persons_turn_crosses_to_the_thread_once(db: SQLiteDatabase, embedder: OllamaEmbedder) -> None:
+    """Scored, given its lexical stand-ins (searched while the model embedded) and chosen in one
+    hop: each hop is the person's own wait, past the floor of what the turn embeds."""
+    await seed(db, embedder.model)
+    recall = Recall(db, embedder, in_thread=LOWERED)
+    await turn(recall, QUERIES[0])
+    before = recall.off_loop.runs
+    for query in QUERIES:
+        selection = await turn(recall, query, conversation=CONVERSATION)
+        assert selection.memories and not selection.degraded
+    assert recall.off_loop.runs - before == len(QUERIES)
+    # Stand-ins took part: the search made while the model embedded was the one the hop used.
+    scored = await recall.score_turn(ALICE, story_id=STORY, place=GUILD, query="numéro 97 sur le vélo")
+    assert scored.lexical_ids
+    assert recall.off_loop.runs - before == len(QUERIES) + 1
+    assert recall.off_loop.redone == 0
+
+
 async def test_a_person_of_a_few_thousand_memories_does_not_pay_for_the_thread(
     db: SQLiteDatabase, embedder: OllamaEmbedder
 ) -> None:
