@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
-import time
 from collections.abc import Sequence
 
 import pytest
@@ -62,42 +61,3 @@ async def test_a_worker_that_dies_leaves_the_rest_to_the_loop() -> None:
     finally:
         offload.close()
     assert await offload.map(shout_or_die, ["g"] * 3) == ["G"] * 3  # closed: on the loop
-
-
-def clock(items: Sequence[str]) -> list[float]:
-    """When each item was worked on (time.monotonic(): one clock for every process)."""
-    return [time.monotonic() for _ in items]
-
-
-@pytest.mark.slow
-async def test_a_large_job_pauses_while_a_turn_does_its_memory_work() -> None:
-    """At any priority the worker's core slowed the others' turns (their embedding, their
-    statements): while a turn works, the job waits between two pieces of a few items."""
-    offload = Offload(inline_below=1)
-    try:
-        await offload.map(clock, ["started"])  # the worker is up: its start is not the wait
-        asked = time.monotonic()
-        offload.give_way(0.4)
-        worked = await offload.map(clock, [str(i) for i in range(12)])
-        assert min(worked) >= asked + 0.4
-        assert time.monotonic() - asked < 0.4 + 2  # and goes on once the turn is done
-    finally:
-        offload.close()
-
-
-@pytest.mark.slow
-async def test_turns_without_a_gap_never_stop_a_large_job() -> None:
-    """The heavy person's own reflection waits for the job: on a bot never idle it still runs a
-    piece at least every `longest_pause`."""
-    offload = Offload(inline_below=1)
-    offload.longest_pause = 0.2
-    try:
-        await offload.map(clock, ["started"])
-        offload.give_way(3600)
-        asked = time.monotonic()
-        worked = await offload.map(clock, [str(i) for i in range(12)])  # 3 pieces
-        assert len(worked) == 12
-        assert min(worked) >= asked + 0.2
-        assert time.monotonic() - asked < 3 * 0.2 + 2
-    finally:
-        offload.close()
