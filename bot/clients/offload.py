@@ -9,8 +9,7 @@ takes back their results, a few microseconds a text.
 
 One worker, started on the first large job and stopped after IDLE_SECONDS without work (its
 interpreter and imports cost about 60 MB), lowered in priority so that the bot's own process (the
-turns, the local embedding model) goes first on a busy machine, and pausing while a turn does its
-memory work (`give_way`): a priority did not keep it off their path. Jobs queue in chunks, so a small
+turns, the local embedding model) goes first on a busy machine. Jobs queue in chunks, so a small
 person's job waits for one chunk of a large one at most. Fewer than `inline_below` items, or a
 worker that cannot start or died, run on the loop instead, one short piece at a time: the answer
 is the same function's, wherever it ran.
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import multiprocessing
 import os
@@ -49,47 +47,11 @@ SLICE_SECONDS = 0.002
 # Items run on the loop between two looks at the clock (a few milliseconds at most).
 INLINE_PIECE = 4
 WORKER_NICENESS = 10
-# How long a turn's memory work keeps the worker paused (`give_way`): a turn's memory overhead is
-# 30-60 ms at its median. While a cold 100,000-memory person's write index was built, the
-# worker's core made everyone else's turns slower, whatever its priority: the local embedding
-# model splits each query over both cores (40 ms a query against 29-35 without the worker), and
-# every statement's hand-offs between threads waited longer (2.4 ms against 1.1). At nice 10 and
-# in the idle scheduling class (SCHED_IDLE, preempted as soon as another thread wakes) alike: the
-# two vCPUs share one core's resources. Only not running at the same time helps.
-GIVE_WAY_SECONDS = 0.08
-# The worker looks whether to pause between this many items (a few milliseconds of work)...
-PACE_ITEMS = 4
-# ...and, turns following each other without a gap, runs one piece at least this often: the
-# heavy person's own reflection waits for the job, and must end even on a bot that is never idle.
-LONGEST_PAUSE_SECONDS = 0.5
-
-# In the worker: until when (time.monotonic(), the same clock in every process) to pause.
-_paused_until: ctypes.c_double | None = None
-_longest_pause = LONGEST_PAUSE_SECONDS
 
 
-def _start_worker(paused_until: ctypes.c_double, longest_pause: float) -> None:
-    global _paused_until, _longest_pause
-    _paused_until, _longest_pause = paused_until, longest_pause
+def _lower_priority() -> None:
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICENESS)
-
-
-def _paced(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T]) -> list[R]:
-    """`fn` over `items` in the worker, a few at a time, pausing while a turn works (`give_way`)."""
-    out: list[R] = []
-    for start in range(0, len(items), PACE_ITEMS):
-        _wait_for_turns()
-        out.extend(fn(items[start : start + PACE_ITEMS]))
-    return out
-
-
-def _wait_for_turns() -> None:
-    if _paused_until is None:
-        return
-    deadline = time.monotonic() + _longest_pause
-    while (now := time.monotonic()) < deadline and (left := _paused_until.value - now) > 0:
-        time.sleep(min(left, deadline - now))
 
 
 class Offload:
@@ -103,20 +65,10 @@ class Offload:
         self._idle: asyncio.TimerHandle | None = None
         self._busy = 0
         self.closed = False
-        context = multiprocessing.get_context("spawn")
-        self._context = context
-        # Shared with the worker; written from the loop only, one aligned double (no lock).
-        self._paused_until = context.RawValue(ctypes.c_double, 0.0)
-        self.longest_pause = LONGEST_PAUSE_SECONDS
         # Items computed in the worker and on the loop: for benches and tests.
         self.offloaded = 0
         self.inline = 0
         self.starts = 0
-
-    def give_way(self, seconds: float = GIVE_WAY_SECONDS) -> None:
-        """A turn starts its memory work: the worker pauses for the next `seconds` (between two
-        pieces of a few items; at most `longest_pause` in a row)."""
-        self._paused_until.value = max(self._paused_until.value, time.monotonic() + seconds)
 
     async def map(self, fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], *, chunk: int = CHUNK) -> list[R]:
         """`fn` over `items`, every result at once (see `chunks`)."""
@@ -158,13 +110,10 @@ class Offload:
         try:
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(
-                    max_workers=1,
-                    mp_context=self._context,
-                    initializer=_start_worker,
-                    initargs=(self._paused_until, self.longest_pause),
+                    max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
                 )
                 self.starts += 1
-            result = await loop.run_in_executor(self._pool, _paced, fn, part)
+            result = await loop.run_in_executor(self._pool, fn, part)
         except (BrokenProcessPool, OSError, RuntimeError) as exc:
             # RuntimeError: the pool was shut down meanwhile (close, idle), or cannot start here.
             self.outage.failed("pure work runs on the event loop, in slices: the worker process failed: %s", exc)

@@ -85,8 +85,6 @@ class Turns:
         )
 
     async def run(self, msg: Incoming, rules: Sequence[Memory], *, on_text: OnText | None = None) -> TurnResult:
-        # A large person's index or scan in the worker process pauses while the turn works.
-        self.ctx.offload.give_way()
         msg = _storable(msg, self.ctx.settings.max_message_chars)
         text = message_text(msg.text, self.ctx.settings.max_message_chars)
         # The model embeds the query while the turn writes and reads what needs no vectors.
