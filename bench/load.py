@@ -57,9 +57,10 @@ Figures:
 - turns/s: turns / wall time until every reflection is drained (the same work in both runs).
 - memory overhead per turn: the turn's wall time minus the time spent in its LLM call (the
   instance's `llm.chat` is wrapped; calls are attributed to the task that makes them), split
-  into waiting for `db.write()`, inside it, the query embedding (waiting in the local model's
-  queue included) and the rest (reads on the shared reader connection, selection, prompt, and any
-  time the event loop was busy with something else).
+  into waiting for `db.write()`, inside it, reads on the shared reader connection (waiting for
+  it included), the query embedding (the model queue's wait included) as far as the turn waited
+  for it past its own reads and writes (it runs while they do), and the rest (selection, prompt,
+  and any time the event loop was busy with something else): the five add up to the overhead.
 - lost reflections (must be 0): answered exchanges still unreflected after the drain, or
   reflected after an error (last_error set or reflection_attempts > 0).
 - "locked" errors (must be 0): log records (a handler on the root logger) and turn exceptions
@@ -173,11 +174,22 @@ class TurnTimes:
     llm: float = 0.0
     write_wait: float = 0.0
     write_held: float = 0.0
+    # The query embedding beyond the turn's own reads and writes: it runs while they do, so
+    # only what the turn waited for past them is its share (`settle`).
     embed: float = 0.0
     # Statements on the shared reader connection, waiting for it included.
     read: float = 0.0
     user: str = ""
     started: float = 0.0
+    # (start, end) of the turn's own reads and writes, and of its embedding calls.
+    own: list[tuple[float, float]] = field(default_factory=list)
+    embedding: list[tuple[float, float]] = field(default_factory=list)
+
+    def settle(self) -> None:
+        embedding = _union(self.embedding)
+        self.embed = _length(embedding) - sum(
+            max(0.0, min(end, stop) - max(start, begin)) for start, end in embedding for begin, stop in _union(self.own)
+        )
 
     @property
     def overhead(self) -> float:
@@ -186,6 +198,20 @@ class TurnTimes:
     @property
     def other(self) -> float:
         return self.overhead - self.write_wait - self.write_held - self.embed - self.read
+
+
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _length(spans: list[tuple[float, float]]) -> float:
+    return sum(end - start for start, end in spans)
 
 
 @dataclass(slots=True)
@@ -275,6 +301,7 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
                 if times is not None:
                     times.write_wait += wait
                     times.write_held += held
+                    times.own.append((start, acquired + held))
                 probe.writes[probe.kind()].append((wait, held))
 
     async def embed_queries(texts: Sequence[str], *, background: bool = False) -> np.ndarray:
@@ -284,7 +311,7 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
         finally:
             times = _EMBEDDING_TURN.get()
             if times is not None:
-                times.embed += time.perf_counter() - start
+                times.embedding.append((start, time.perf_counter()))
 
     async def execute_fetchall(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
@@ -293,7 +320,9 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
         finally:
             times = probe.current()
             if times is not None:
-                times.read += time.perf_counter() - start
+                end = time.perf_counter()
+                times.read += end - start
+                times.own.append((start, end))
 
     async def reflect(batch: list[Any]) -> bool:
         user_id = batch[0].user_id
@@ -757,6 +786,7 @@ async def run(
                 continue
             finally:
                 times.wall = time.perf_counter() - start
+                times.settle()
                 del probe.open_turns[task]
                 _EMBEDDING_TURN.reset(token)
             probe.turns.append(times)
@@ -892,7 +922,7 @@ def print_run_table(results: list[RunResult]) -> None:
     for label, pick in (
         ("waiting for db.write()", lambda t: t.write_wait),
         ("inside db.write() (2 per turn)", lambda t: t.write_held),
-        ("query embedding (model queue wait incl.)", lambda t: t.embed),
+        ("query embedding past the reads and writes", lambda t: t.embed),
         ("reads on the shared reader (queue incl.)", lambda t: t.read),
         ("other: selection, prompt, loop busy", lambda t: t.other),
     ):
