@@ -145,6 +145,11 @@ def cache_held(metrics: Metrics) -> tuple[int, int]:
     return int(value("echo_memory_cache_people") or 0), int(value("echo_memory_cache_bytes") or 0)
 
 
+def turns_in_memory_work(metrics: Metrics) -> int:
+    """The turns doing their memory work now (not waiting for the model), as /metrics shows them."""
+    return int(metrics.registry.get_sample_value("echo_turns_memory_work") or 0)
+
+
 async def character_rules(store: MemoryStore, character: Character) -> list[Memory]:
     """The character's rules as its engine stored them at start: `rule` memories of the
     character itself, in id order."""

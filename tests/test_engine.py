@@ -12,6 +12,7 @@ import pytest
 
 from bot.clients.embeddings import OllamaEmbedder
 from bot.clients.llm import LLMClient
+from bot.clients.metrics import Metrics
 from bot.clients.storage import Database
 from bot.engine import MAX_REFLECTION_ATTEMPTS, REFLECTION_BATCH, Incoming, reflection_worker
 from bot.memory.model import NewMemory
@@ -19,7 +20,7 @@ from bot.memory.read import recall as recall_module
 from bot.memory.read.indexing import Indexer
 from bot.memory.stores.exchanges import PendingExchange
 from bot.memory.stores.stories import load_story
-from tests.builders import character_rules, local_embedder, make_engine, msg
+from tests.builders import character_rules, local_embedder, make_engine, msg, turns_in_memory_work
 from tests.fakes.llm_server import LLMRequest, Reply
 
 
@@ -31,6 +32,37 @@ async def test_llm_down_gives_a_clear_reply_and_keeps_the_exchange(db, http, llm
     async with db.reader.execute("SELECT user_message, reply, last_error FROM exchanges") as cur:
         [(text, reply, error)] = await cur.fetchall()
     assert text == "Bonjour, je m'appelle Alice." and reply is None and "CUDA" in error
+
+
+async def test_a_turn_counts_as_memory_work_except_while_the_model_answers(db, http, llm_server, tmp_path):
+    """Long jobs for other people step aside while a turn does its memory work
+    (bot/memory/cache/slices.py: Foreground); while the model answers, the turn is not counted."""
+    metrics = Metrics()
+    engine = make_engine(db, http, llm_server, tmp_path, metrics=metrics)
+    seen_by_model: list[int] = []
+
+    def answer(request: LLMRequest) -> str:
+        if request.json_schema is not None:  # the turn's reflection, after it
+            return json.dumps({"memories": []})
+        seen_by_model.append(turns_in_memory_work(metrics))
+        return "Bonjour Alice !"
+
+    llm_server.handler = answer
+    seen: set[int] = set()
+
+    async def watch() -> None:
+        while True:
+            seen.add(turns_in_memory_work(metrics))
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(watch())
+    result = await engine.conversation.turn(msg("Bonjour, je m'appelle Alice."))
+    watcher.cancel()
+    assert result.reply == "Bonjour Alice !"
+    assert seen == {0, 1}  # before, while it read and wrote, and after
+    assert seen_by_model == [0]
+    assert turns_in_memory_work(metrics) == 0
+    await engine.close()
 
 
 async def test_an_absurdly_long_message_is_cut_not_refused(db, http, llm_server, tmp_path):

@@ -78,6 +78,28 @@ class _Cache(Collector):
         yield size
 
 
+class _Foreground(Collector):
+    """The turns doing memory work now, and how long long jobs stepped aside for them, kept by
+    the memory cache (bot/memory/cache/slices.py: Foreground), read at scrape time."""
+
+    def __init__(self, figures: Callable[[], tuple[int, float]]) -> None:
+        self._figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        turns, stepped_aside = self._figures()
+        now = GaugeMetricFamily(
+            "echo_turns_memory_work", "Turns doing their memory work now (not waiting for the model)"
+        )
+        now.add_metric([], float(turns))
+        yield now
+        aside = CounterMetricFamily(
+            "echo_background_stepped_aside_seconds",
+            "Seconds a long job for one person (a cold load, a write index, a series scan) waited for others' turns",
+        )
+        aside.add_metric([], stepped_aside)
+        yield aside
+
+
 class _Backups(Collector):
     """The scheduled backups' figures, kept by bot.clients.backup, read at scrape time."""
 
@@ -266,6 +288,10 @@ class Metrics:
     def watch_cache(self, reads: Callable[[], Mapping[str, int]], held: Callable[[], tuple[int, int]]) -> None:
         """The memory cache's reads by how it served them, and the people and bytes it holds."""
         self.registry.register(_Cache(reads, held))
+
+    def watch_foreground(self, figures: Callable[[], tuple[int, float]]) -> None:
+        """The turns doing memory work now, and the seconds long jobs stepped aside for them."""
+        self.registry.register(_Foreground(figures))
 
     def timed(self, embedder: Embedder) -> Embedder:
         queue = getattr(embedder, "queue", None)

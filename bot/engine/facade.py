@@ -98,6 +98,7 @@ class Engine:
         tasks = BackgroundTasks()
         metrics = metrics if metrics is not None else Metrics()
         metrics.watch_cache(cache.reads, lambda: (len(cache), cache.nbytes))
+        metrics.watch_foreground(cache.foreground.figures)
         self._ctx = ctx = EngineContext(
             db=db, settings=settings, cast=cast, clock=clock, metrics=metrics, store=store, cache=cache,
             recall=recall, tasks=tasks, calls=ModelCalls(llm, metrics, settings),

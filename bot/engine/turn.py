@@ -90,7 +90,9 @@ class Turns:
         # The model embeds the query while the turn writes and reads what needs no vectors.
         vectors = self.ctx.recall.start_vectors(msg.user_id, msg.story_id, text, conversation_of(msg.history))
         try:
-            return await self._run(msg, text, rules, vectors, on_text)
+            # Long jobs for other people step aside while this turn does its memory work.
+            with self.ctx.cache.foreground.turn(msg.user_id):
+                return await self._run(msg, text, rules, vectors, on_text)
         finally:
             vectors.cancel()
 
@@ -146,14 +148,15 @@ class Turns:
         started = time.perf_counter()
         key = ctx.calls.conversation_key(msg.user_id, msg.story_id)
         try:  # the prompt fitted into the model's context (bot/engine/fitting.py), and its answer
-            fitted, (answer, reply, cut) = await answer_fitted(
-                prompt.build,
-                prompt.history,
-                selection.memories,
-                ctx.calls,
-                settings.llm_model,
-                lambda messages: self._answer(messages, on_text, key),
-            )
+            with ctx.cache.foreground.aside(msg.user_id):
+                fitted, (answer, reply, cut) = await answer_fitted(
+                    prompt.build,
+                    prompt.history,
+                    selection.memories,
+                    ctx.calls,
+                    settings.llm_model,
+                    lambda messages: self._answer(messages, on_text, key),
+                )
         except (LLMError, ContextTooSmall) as exc:
             too_small = exc if isinstance(exc, ContextTooSmall) else None
             if too_small is None:

@@ -38,7 +38,7 @@ from typing import Protocol
 from bot.clients.locks import KeyedLocks
 from bot.clients.storage import Connection, Database, Row
 from bot.memory.cache.entry import UserMemories, Vector
-from bot.memory.cache.slices import FILL_SLICE, Slices, freeze_long_lived
+from bot.memory.cache.slices import FILL_SLICE, Foreground, Slices, freeze_long_lived
 from bot.memory.model import OwnerKey
 from bot.memory.stores.memories import (
     MemoryRow,
@@ -73,12 +73,22 @@ class Follower(Protocol):
 class MemoryCache:
     """The users' `UserMemories`, current when handed out, bounded by `max_bytes`."""
 
-    def __init__(self, db: Database, model: str | None, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        db: Database,
+        model: str | None,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        foreground: Foreground | None = None,
+    ) -> None:
         if max_bytes < 1:
             raise ValueError("a memory cache needs room for at least one byte")
         self.db = db
         self.model = model
         self.max_bytes = max_bytes
+        # The turns doing memory work now: a long job for one person (a load, and what follows
+        # the entry: the write index, the series scan) steps aside for the others' (Slices).
+        self.foreground = foreground if foreground is not None else Foreground()
         self._entries: dict[OwnerKey, UserMemories] = {}
         self._value: dict[OwnerKey, float] = {}
         self._clock = 0.0
@@ -182,7 +192,7 @@ class MemoryCache:
         forgotten = self._forgotten.get(user_id, 0)
         rows: list[MemoryRow] = []
         vectors: dict[int, Vector] = {}
-        slices = Slices()
+        slices = Slices(self.foreground, user_id)
         if await holds_more_than(conn, user_id, LOAD_PAGE):
             # On a connection of its own, in one snapshot: on the shared reader, which runs one
             # statement at a time, the pages of a person's 100,000 rows and vectors held every
@@ -197,6 +207,9 @@ class MemoryCache:
                         # be walked by every full collection the next pages' allocations trigger
                         # (30-55 ms each at 100,000).
                         freeze_long_lived()
+                        # Before the next page: the reading thread makes its rows holding the
+                        # GIL against everyone's turns.
+                        await slices.tick()
                 if self.model is not None:
                     async with contextlib.aclosing(
                         vector_pages(own, user_id, self.model, LOAD_PAGE)

@@ -4,8 +4,10 @@ they fill, split so that none grows by a whole person's memories in one step."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, MutableMapping, MutableSet
 from typing import TypeAlias, TypeVar
 
@@ -34,16 +36,107 @@ def freeze_long_lived() -> None:
     gc.freeze()
 
 
+# How long a long job waits at one of its ticks for other people's turns to finish their memory
+# work: past it the job runs one more slice whatever the turns do, so that it never starves (it
+# keeps one slice in every ~STEP_ASIDE_MOST of loop time when turns never stop coming).
+STEP_ASIDE_MOST = 0.05
+
+
+class Foreground:
+    """The people whose turns are doing their memory work now (not waiting for the model).
+
+    A long job on the loop for one person (their cold load, their write index, their series
+    scan) steps aside for the others' turns: returning to the loop between slices was not
+    enough, since each of a turn's two dozen awaits could wait for one of its slices (with a cold
+    100,000-memory person filing their write index, everyone's p95 overhead doubled). The job may
+    wait; the person it works for waits for it anyway.
+    """
+
+    def __init__(self, *, most: float = STEP_ASIDE_MOST) -> None:
+        self.most = most
+        self._turns: Counter[str] = Counter()
+        self._count = 0
+        self._left: asyncio.Event | None = None
+        # Seconds long jobs spent stepped aside, for /metrics.
+        self.stepped_aside = 0.0
+
+    @contextlib.contextmanager
+    def turn(self, person: str) -> Iterator[None]:
+        """A turn of `person` doing memory work while the block runs."""
+        self._turns[person] += 1
+        self._count += 1
+        try:
+            yield
+        finally:
+            self._leave(person)
+
+    @contextlib.contextmanager
+    def aside(self, person: str) -> Iterator[None]:
+        """Inside `turn`: the block is not memory work (the model answers)."""
+        self._leave(person)
+        try:
+            yield
+        finally:
+            self._turns[person] += 1
+            self._count += 1
+
+    def _leave(self, person: str) -> None:
+        self._turns[person] -= 1
+        self._count -= 1
+        if not self._turns[person]:
+            del self._turns[person]
+        if self._left is not None:
+            self._left.set()
+            self._left = None
+
+    def busy(self, person: str | None) -> bool:
+        """Whether a turn of anyone but `person` is doing memory work."""
+        return self._count > self._turns.get(person, 0) if person is not None else self._count > 0
+
+    def figures(self) -> tuple[int, float]:
+        """Turns doing memory work now, and the seconds long jobs stepped aside for them."""
+        return self._count, self.stepped_aside
+
+    async def step_aside(self, person: str | None) -> None:
+        """Until no turn but `person`'s does memory work, or `most` seconds."""
+        started = time.perf_counter()
+        deadline = started + self.most
+        try:
+            while self.busy(person):
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    return
+                if self._left is None:
+                    self._left = asyncio.Event()
+                # Not asyncio.wait_for: on 3.11 it can swallow a cancel that comes as a turn
+                # leaves, and a job then outlives its cancel (shutdown, an erase).
+                try:
+                    async with asyncio.timeout(left):
+                        await self._left.wait()
+                except TimeoutError:
+                    return
+        finally:
+            self.stepped_aside += time.perf_counter() - started
+
+
 class Slices:
     """Where a long job on the event loop gives it back: `tick` returns to the loop once the job
-    has run SLICE_SECONDS since it last did, so that turns go on between its slices."""
+    has run SLICE_SECONDS since it last did, so that turns go on between its slices. A job done
+    for `person` with a `foreground` also steps aside there while other people's turns do their
+    memory work."""
 
-    def __init__(self) -> None:
+    def __init__(self, foreground: Foreground | None = None, person: str | None = None) -> None:
+        self._foreground = foreground
+        self._person = person
         self._started = time.perf_counter()
 
     async def tick(self) -> None:
         if time.perf_counter() - self._started > SLICE_SECONDS:
-            await asyncio.sleep(0)
+            foreground = self._foreground
+            if foreground is not None and foreground.busy(self._person):
+                await foreground.step_aside(self._person)
+            else:
+                await asyncio.sleep(0)
             self._started = time.perf_counter()
 
 

@@ -72,7 +72,7 @@ class SeriesScan:
         kept = self._keys.get(user_id)
         if kept is None:
             kept = ShardedDict()
-        slices = Slices()
+        slices = Slices(self._cache.foreground, user_id)
         longest = 0.0
         # The rows whose kept key is not theirs (new, changed, or never scanned).
         missing: list[int] = []

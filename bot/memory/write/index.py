@@ -305,7 +305,7 @@ class WriteIndexes:
         # at a time: 100,000 at once were 4 MB of new objects in one call.
         rows, expiries = list(entry.rows), entry.expires_us[: len(entry.rows)].copy()
         wanted: list[tuple[int, str, int | None]] = []
-        slices = Slices()
+        slices = Slices(self._cache.foreground, entry.user_id)
         for start in range(0, len(rows), FILL_SLICE):
             for row, expires_us in zip(rows[start : start + FILL_SLICE], expiries[start : start + FILL_SLICE].tolist()):
                 expiry = None if expires_us == NO_EXPIRY else expires_us

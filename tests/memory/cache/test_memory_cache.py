@@ -14,6 +14,7 @@ import pytest
 
 import bot.memory.cache.entry as entry_module
 import bot.memory.cache.memory_cache as cache_module
+import bot.memory.cache.slices as slices_module
 from bot.clients.databases import open_database
 from bot.clients.db import SQLiteDatabase
 from bot.clients.embeddings import LocalEmbedder
@@ -21,7 +22,7 @@ from bot.clients.metrics import Metrics
 from bot.clients.storage import to_db
 from bot.memory.cache.entry import UserMemories, Vector
 from bot.memory.cache.memory_cache import MemoryCache
-from bot.memory.cache.slices import Slices
+from bot.memory.cache.slices import Foreground, Slices
 from bot.memory.model import Cause, NewMemory, OwnerKey, content_hash, utcnow
 from bot.memory.read.indexing import Indexer
 from bot.memory.stores.memories import MemoryRow, erase_user_memories, memory_rows, row_to_memory
@@ -273,6 +274,41 @@ async def test_a_large_person_is_read_beside_the_shared_reader_in_one_snapshot(
     entry = await cache.get(ALICE)
     assert (cache.loads, cache.catch_ups) == (1, 1)
     assert np.allclose(entry.matrix[entry.slot_of[newer]], unit(99))
+
+
+async def test_a_large_persons_load_steps_aside_while_another_persons_turn_does_memory_work(
+    db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past LOAD_PAGE memories the next page is read only once no one else's turn does its memory
+    work (the reading thread holds the GIL against them while it makes the rows); the person's
+    own turn, which waits for this load, does not hold it."""
+    monkeypatch.setattr(cache_module, "LOAD_PAGE", 3)
+    monkeypatch.setattr(slices_module, "SLICE_SECONDS", 0.0)  # every tick looks at the turns
+    store = MemoryStore(db)
+    for i in range(10):
+        await add(store, f"L'utilisateur note le fait numéro {i}")
+    read: list[int] = []
+    pages = cache_module.memory_pages
+
+    async def counted(*args: object):  # type: ignore[no-untyped-def]
+        async for page in pages(*args):  # type: ignore[arg-type]
+            read.append(len(page))
+            yield page
+
+    monkeypatch.setattr(cache_module, "memory_pages", counted)
+    cache = MemoryCache(db, MODEL, foreground=Foreground(most=60.0))
+    with cache.foreground.turn(BOB):
+        loading = asyncio.create_task(cache.get(ALICE))
+        await asyncio.sleep(0.5)
+        assert read == [3] and not loading.done()
+    await asyncio.wait_for(loading, 30)
+    assert read == [3, 3, 3, 1]
+    assert await texts(cache) == await truth(db)
+    read.clear()
+    cache = MemoryCache(db, MODEL, foreground=Foreground(most=60.0))
+    with cache.foreground.turn(ALICE):
+        await asyncio.wait_for(cache.get(ALICE), 30)
+    assert read == [3, 3, 3, 1]
 
 
 async def test_a_large_entry_grown_off_the_loop_keeps_every_memory(

@@ -5,6 +5,7 @@ rebuilt; a reflection that does not land leaves no trace in it."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import tracemalloc
 from datetime import timedelta
@@ -16,6 +17,7 @@ from bench.dedup_corpus_en import FACTS_EN
 from bot.clients.db import SQLiteDatabase
 from bot.clients.offload import Offload
 from bot.memory.cache.memory_cache import MemoryCache
+from bot.memory.cache.slices import Foreground
 from bot.memory.model import Cause, NewMemory, utcnow
 from bot.memory.stores.memories import memory_rows, row_to_memory
 from bot.memory.stores.memory_store import MemoryStore
@@ -252,3 +254,22 @@ async def test_an_index_built_in_the_worker_process_decides_like_one_built_here(
     finally:
         offload.close()
         await copy.close()
+
+
+async def test_a_build_steps_aside_while_another_persons_turn_does_memory_work(db: SQLiteDatabase) -> None:
+    """Filing a large person's index on the loop waits while someone else's turn does its memory
+    work (everyone's overhead doubled beside a cold 100,000-memory build), then finishes whole;
+    the person's own turn does not hold it."""
+    for text in CORPUS[:200]:
+        await MemoryStore(db).add(ALICE, NewMemory(text=text, place=PLACE))
+    cache = MemoryCache(db, None, foreground=Foreground(most=60.0))
+    with cache.foreground.turn("bob"):
+        build = asyncio.create_task(WriteIndexes(cache).get(ALICE, PLACE, utcnow()))
+        await asyncio.sleep(1.0)
+        assert not build.done()
+    _, index = await asyncio.wait_for(build, 30)
+    assert index.texts == await live_texts(db)
+    assert cache.foreground.stepped_aside >= 0.9
+    with cache.foreground.turn(ALICE):
+        _, again = await asyncio.wait_for(WriteIndexes(cache).get(ALICE, PLACE, utcnow()), 30)
+    assert again.texts == index.texts
