@@ -5,7 +5,7 @@ vectors for the engine's embedding model. Slot `i` of every column is row `rows[
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -179,18 +179,17 @@ class UserMemories:
 
     # --- filling -----------------------------------------------------------------------------
 
-    async def fill(self, rows: Sequence[MemoryRow], vectors: dict[int, Vector], slices: Slices) -> None:
+    async def fill(self, rows: Sequence[MemoryRow], vectors: Mapping[int, Vector], slices: Slices) -> None:
         """The whole entry from the user's rows (in id order) and vectors, on the event loop,
         returning to it every SLICE_SECONDS: a worker thread would hold the GIL against the loop
         (several hundred milliseconds of lag at 20,000 memories), and at 100,000 memories even
         one unsliced pass over the rows (the id map, a sum of lengths) stops it for 20-60 ms."""
-        values = list(vectors.values())
         newest: Vector | None = None
-        for start in range(0, len(values), FILL_SLICE):
-            candidate = newest_vector(values[start : start + FILL_SLICE])
-            if newest is None or candidate.embedded_at > newest.embedded_at:
-                newest = candidate
-            await slices.tick()
+        for done, vector in enumerate(vectors.values(), 1):
+            if newest is None or vector.embedded_at > newest.embedded_at:
+                newest = vector
+            if not done % FILL_SLICE:
+                await slices.tick()
         self.dim = 0 if newest is None else newest.dim
         self._alloc(len(rows))
         if self.matrix.nbytes >= IN_THREAD_BYTES:

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, MutableMapping, Sequence
 from typing import Protocol
 
 from bot.clients.locks import KeyedLocks
 from bot.clients.storage import Connection, Database, Row
 from bot.memory.cache.entry import UserMemories, Vector
-from bot.memory.cache.slices import FILL_SLICE, Foreground, Slices, freeze_long_lived
+from bot.memory.cache.slices import Foreground, ShardedDict, Slices, freeze_long_lived
 from bot.memory.model import OwnerKey
 from bot.memory.stores.memories import (
     MemoryRow,
@@ -191,7 +191,9 @@ class MemoryCache:
         started = time.perf_counter()
         forgotten = self._forgotten.get(user_id, 0)
         rows: list[MemoryRow] = []
-        vectors: dict[int, Vector] = {}
+        # Split (see ShardedDict): a dict of 100,000 vectors grew by a 5 MB table in one step,
+        # 41 ms of page faults on the loop in a cold load.
+        vectors: ShardedDict[int, Vector] = ShardedDict()
         slices = Slices(self.foreground, user_id)
         if await holds_more_than(conn, user_id, LOAD_PAGE):
             # On a connection of its own, in one snapshot: on the shared reader, which runs one
@@ -249,12 +251,10 @@ class MemoryCache:
             self._drop(victim)
 
 
-async def _add_vectors(vectors: dict[int, Vector], rows: Sequence[Row], slices: Slices) -> None:
+async def _add_vectors(vectors: MutableMapping[int, Vector], rows: Sequence[Row], slices: Slices) -> None:
     """The vectors of `rows` (as `vector_rows` reads them) into `vectors`, by memory id, giving
-    the loop back between slices."""
-    for start in range(0, len(rows), FILL_SLICE):
-        part = rows[start : start + FILL_SLICE]
-        vectors.update(
-            (int(r["memory_id"]), Vector(r["content_hash"], int(r["dim"]), r["vector"], r["embedded_at"])) for r in part
-        )
+    the loop back between slices: the clock after each id, so that a ShardedDict's parts grow in
+    different slices."""
+    for r in rows:
+        vectors[int(r["memory_id"])] = Vector(r["content_hash"], int(r["dim"]), r["vector"], r["embedded_at"])
         await slices.tick()
