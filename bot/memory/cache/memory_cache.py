@@ -226,6 +226,7 @@ class MemoryCache:
         freeze_long_lived()
         entry = UserMemories(user_id, self.model, version)
         await entry.fill(rows, vectors, slices)
+        await vectors.release(slices)  # copied into the entry's matrix
         freeze_long_lived()
         entry.load_seconds = time.perf_counter() - started
         self.loads += 1

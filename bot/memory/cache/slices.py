@@ -203,6 +203,14 @@ class ShardedDict(MutableMapping[K, V]):
         shards = self._shards
         return shards[hash(key) % len(shards)].pop(key, default)
 
+    async def release(self, slices: Slices) -> None:
+        """Empty it a part at a time: what only it held is freed in slices. A cold load's 100,000
+        vectors (150 MB of blobs) freed at once when its frame ended held the loop 33 ms."""
+        shards, self._shards = self._shards, [{}]
+        while shards:
+            shards.pop().clear()
+            await slices.tick()
+
 
 class ShardedSet(MutableSet[T]):
     """A set split in SHARDS sets by the item's hash once it holds SPLIT_AT items (see

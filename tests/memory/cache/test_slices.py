@@ -11,7 +11,17 @@ import time
 
 import pytest
 
-from bot.memory.cache.slices import SLICE_SECONDS, SPLIT_AT, Foreground, Posting, ShardedDict, ShardedSet, Slices, post
+from bot.memory.cache.slices import (
+    SHARDS,
+    SLICE_SECONDS,
+    SPLIT_AT,
+    Foreground,
+    Posting,
+    ShardedDict,
+    ShardedSet,
+    Slices,
+    post,
+)
 
 
 def test_a_sharded_dict_and_set_hold_what_a_dict_and_a_set_would() -> None:
@@ -114,3 +124,27 @@ async def test_a_long_job_never_waits_longer_than_the_bound_at_one_tick() -> Non
     job.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await job
+
+
+class CountedSlices(Slices):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ticks = 0
+
+    async def tick(self) -> None:
+        self.ticks += 1
+        await super().tick()
+
+
+async def test_a_large_sharded_dict_is_released_a_part_at_a_time_and_stays_usable() -> None:
+    """What a cold load read (100,000 vectors) is freed a 64th at a time, between looks at the
+    clock, not in one callback when the load's frame ends."""
+    mapping = ShardedDict[int, bytes]()
+    for i in range(4 * SPLIT_AT):
+        mapping[i] = bytes(64)
+    slices = CountedSlices()
+    await mapping.release(slices)
+    assert len(mapping) == 0 and dict(mapping.items()) == {}
+    assert slices.ticks == SHARDS
+    mapping[7] = b"again"
+    assert mapping[7] == b"again" and len(mapping) == 1
