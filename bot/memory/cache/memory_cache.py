@@ -151,9 +151,9 @@ class MemoryCache:
         the write lock passes its own: the reader may be busy with others' reads, and the lock
         would be held while waiting for them."""
         async with self._locks.hold(user_id):
-            return await self._current(user_id, conn or self.db.reader)
+            return await self._current(user_id, conn or self.db.reader, conn is None)
 
-    async def _current(self, user_id: OwnerKey, conn: Connection) -> UserMemories:
+    async def _current(self, user_id: OwnerKey, conn: Connection, step_aside: bool) -> UserMemories:
         version = await memory_version(conn, user_id)
         entry = self._entries.get(user_id)
         if entry is not None and entry.version == version:
@@ -176,7 +176,7 @@ class MemoryCache:
                         follower.caught_up(user_id, entry, changed)
                     self._keep(user_id, entry)
                     return entry
-        return await self._load(conn, user_id, version)
+        return await self._load(conn, user_id, version, step_aside)
 
     async def _changed(
         self, conn: Connection, user_id: OwnerKey, changed: Sequence[int]
@@ -187,14 +187,18 @@ class MemoryCache:
             await _add_vectors(vectors, await vector_rows(conn, user_id, self.model, changed), Slices())
         return rows, vectors
 
-    async def _load(self, conn: Connection, user_id: OwnerKey, version: tuple[int, int]) -> UserMemories:
+    async def _load(
+        self, conn: Connection, user_id: OwnerKey, version: tuple[int, int], step_aside: bool
+    ) -> UserMemories:
+        """The whole entry, read again. `step_aside`: for other people's turns (Foreground);
+        never for a caller holding the write lock, which those turns may be waiting for."""
         started = time.perf_counter()
         forgotten = self._forgotten.get(user_id, 0)
         rows: list[MemoryRow] = []
         # Split (see ShardedDict): a dict of 100,000 vectors grew by a 5 MB table in one step,
         # 41 ms of page faults on the loop in a cold load.
         vectors: ShardedDict[int, Vector] = ShardedDict()
-        slices = Slices(self.foreground, user_id)
+        slices = Slices(self.foreground if step_aside else None, user_id)
         if await holds_more_than(conn, user_id, LOAD_PAGE):
             # On a connection of its own, in one snapshot: on the shared reader, which runs one
             # statement at a time, the pages of a person's 100,000 rows and vectors held every

@@ -273,7 +273,9 @@ class WriteIndexes:
             index = WriteIndex(place)
             held[1][place] = index
             try:
-                await self._fill(index, entry, now_us)
+                # A caller passing its connection holds the write lock, which the turns a
+                # build steps aside for may be waiting for.
+                await self._fill(index, entry, now_us, step_aside=conn is None)
             except BaseException:
                 # Cancelled halfway (shutdown, an erase): a partial index would miss duplicates.
                 if held[1].get(place) is index:
@@ -296,7 +298,7 @@ class WriteIndexes:
         await index.make_room(ROOM)
         return entry, index
 
-    async def _fill(self, index: WriteIndex, entry: UserMemories, now_us: int) -> None:
+    async def _fill(self, index: WriteIndex, entry: UserMemories, now_us: int, *, step_aside: bool) -> None:
         """Every live memory of the index's place, from the entry as it is now. The texts' facts
         (the pure-Python part, 0.3-1 ms a memory) come from the worker process for a large
         user; what is left on the loop is filing them (tens of microseconds a memory), in slices."""
@@ -305,7 +307,7 @@ class WriteIndexes:
         # at a time: 100,000 at once were 4 MB of new objects in one call.
         rows, expiries = list(entry.rows), entry.expires_us[: len(entry.rows)].copy()
         wanted: list[tuple[int, str, int | None]] = []
-        slices = Slices(self._cache.foreground, entry.user_id)
+        slices = Slices(self._cache.foreground if step_aside else None, entry.user_id)
         for start in range(0, len(rows), FILL_SLICE):
             for row, expires_us in zip(rows[start : start + FILL_SLICE], expiries[start : start + FILL_SLICE].tolist()):
                 expiry = None if expires_us == NO_EXPIRY else expires_us

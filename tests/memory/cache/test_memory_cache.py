@@ -281,7 +281,8 @@ async def test_a_large_persons_load_steps_aside_while_another_persons_turn_does_
 ) -> None:
     """Past LOAD_PAGE memories the next page is read only once no one else's turn does its memory
     work (the reading thread holds the GIL against them while it makes the rows); the person's
-    own turn, which waits for this load, does not hold it."""
+    own turn, which waits for this load, does not hold it, nor does anyone's when the load runs
+    for a caller holding the write lock."""
     monkeypatch.setattr(cache_module, "LOAD_PAGE", 3)
     monkeypatch.setattr(slices_module, "SLICE_SECONDS", 0.0)  # every tick looks at the turns
     store = MemoryStore(db)
@@ -309,6 +310,14 @@ async def test_a_large_persons_load_steps_aside_while_another_persons_turn_does_
     with cache.foreground.turn(ALICE):
         await asyncio.wait_for(cache.get(ALICE), 30)
     assert read == [3, 3, 3, 1]
+    # Nor for a caller holding the write lock: Bob's turn may be waiting for it.
+    read.clear()
+    cache = MemoryCache(db, MODEL, foreground=Foreground(most=60.0))
+    with cache.foreground.turn(BOB):
+        async with db.write() as conn:
+            await asyncio.wait_for(cache.get(ALICE, conn), 30)
+    assert read == [3, 3, 3, 1]
+    assert cache.foreground.stepped_aside == 0
 
 
 async def test_a_large_entry_grown_off_the_loop_keeps_every_memory(

@@ -259,7 +259,7 @@ async def test_an_index_built_in_the_worker_process_decides_like_one_built_here(
 async def test_a_build_steps_aside_while_another_persons_turn_does_memory_work(db: SQLiteDatabase) -> None:
     """Filing a large person's index on the loop waits while someone else's turn does its memory
     work (everyone's overhead doubled beside a cold 100,000-memory build), then finishes whole;
-    the person's own turn does not hold it."""
+    the person's own turn does not hold it, nor does anyone's inside the write lock."""
     for text in CORPUS[:200]:
         await MemoryStore(db).add(ALICE, NewMemory(text=text, place=PLACE))
     cache = MemoryCache(db, None, foreground=Foreground(most=60.0))
@@ -273,3 +273,11 @@ async def test_a_build_steps_aside_while_another_persons_turn_does_memory_work(d
     with cache.foreground.turn(ALICE):
         _, again = await asyncio.wait_for(WriteIndexes(cache).get(ALICE, PLACE, utcnow()), 30)
     assert again.texts == index.texts
+    # Built inside the write lock (a caller passing its connection), it steps aside for no one:
+    # the turns it would wait for may be waiting for that lock.
+    waited = cache.foreground.stepped_aside
+    with cache.foreground.turn("bob"):
+        async with db.write() as conn:
+            _, locked = await asyncio.wait_for(WriteIndexes(cache).get(ALICE, PLACE, utcnow(), conn), 30)
+    assert locked.texts == index.texts
+    assert cache.foreground.stepped_aside == waited
