@@ -151,9 +151,12 @@ class MemoryCache:
         the write lock passes its own: the reader may be busy with others' reads, and the lock
         would be held while waiting for them."""
         async with self._locks.hold(user_id):
-            return await self._current(user_id, conn or self.db.reader, conn is None)
+            return await self._current(user_id, conn)
 
-    async def _current(self, user_id: OwnerKey, conn: Connection, step_aside: bool) -> UserMemories:
+    async def _current(self, user_id: OwnerKey, own: Connection | None) -> UserMemories:
+        # `own`: a caller's connection, inside the write lock (see `get`); a load for it never
+        # steps aside for other people's turns, which may be waiting for that lock.
+        conn = own or self.db.reader
         version = await memory_version(conn, user_id)
         entry = self._entries.get(user_id)
         if entry is not None and entry.version == version:
@@ -176,7 +179,7 @@ class MemoryCache:
                         follower.caught_up(user_id, entry, changed)
                     self._keep(user_id, entry)
                     return entry
-        return await self._load(conn, user_id, version, step_aside)
+        return await self._load(conn, user_id, version, step_aside=own is None)
 
     async def _changed(
         self, conn: Connection, user_id: OwnerKey, changed: Sequence[int]
@@ -188,7 +191,7 @@ class MemoryCache:
         return rows, vectors
 
     async def _load(
-        self, conn: Connection, user_id: OwnerKey, version: tuple[int, int], step_aside: bool
+        self, conn: Connection, user_id: OwnerKey, version: tuple[int, int], *, step_aside: bool
     ) -> UserMemories:
         """The whole entry, read again. `step_aside`: for other people's turns (Foreground);
         never for a caller holding the write lock, which those turns may be waiting for."""
