@@ -20,6 +20,7 @@ from bot.memory.read import recall as recall_module
 from bot.memory.read.indexing import Indexer
 from bot.memory.stores.exchanges import PendingExchange
 from bot.memory.stores.stories import load_story
+from bot.memory.stores.vectors import stale_memories
 from tests.builders import character_rules, local_embedder, make_engine, msg, turns_in_memory_work
 from tests.fakes.llm_server import LLMRequest, Reply
 
@@ -502,6 +503,31 @@ async def test_a_turn_schedules_its_own_reflection(db, http, llm_server, tmp_pat
     assert [m.text for m in await store.list("alice")] == ["L'utilisateur joue du violoncelle."]
     async with db.reader.execute("SELECT reflected_at IS NOT NULL FROM exchanges WHERE user_id = 'alice'") as cur:
         assert [r[0] for r in await cur.fetchall()] == [1]
+
+
+async def test_what_a_reflection_writes_is_embedded_before_the_next_tick(
+    db, http, llm_server, tmp_path, embedding_server, embedding_http
+):
+    """The person's next message, seconds away, finds the memories scored by meaning: no
+    indexing tick runs here (none is scheduled), the reflection asks for the run itself."""
+    embedder = OllamaEmbedder(embedding_http, base_url=embedding_server.url, model="fake-embed")
+    engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
+
+    def handler(request: LLMRequest) -> str:
+        if request.json_schema is not None:
+            return json.dumps(
+                {"memories": [{"text": "L'utilisateur joue du violoncelle.", "type": "fact", "confidence": 0.9}]}
+            )
+        return "Enchantée !"
+
+    llm_server.handler = handler
+    await engine.conversation.turn(msg("Je joue du violoncelle."))
+    await engine.operator.wait_reflections("alice")
+    await engine.operator.wait_background()
+    embedded = [text for r in embedding_server.requests for text in r.body["input"]]
+    assert "L'utilisateur joue du violoncelle." in embedded
+    assert await stale_memories(db, embedder.model, 10) == []
+    await engine.close()
 
 
 async def test_a_turn_reads_its_message_with_the_persons_lines_and_a_turn_read_ahead_embeds_nothing(

@@ -105,10 +105,11 @@ class Engine:
             events=Events(tasks, ledger=erasures),
         )  # fmt: skip
         self._character = character
-        # Embeds what reflections and commands write; scheduled by the composition root.
+        # Embeds what reflections and commands write: after each reflection that wrote, and at
+        # the ticks the composition root schedules.
         indexer = Indexer(db, embedder) if embedder is not None else None
         self._rules = CharacterRules(db, cast, store, clock)
-        self._reflections = reflections = Reflections(ctx)
+        self._reflections = reflections = Reflections(ctx, indexer)
         self._exchanges = exchanges = OpenExchanges(ctx, reflections, self._wait_recorded)
         self._turns = turns = Turns(ctx, exchanges, reflections)
         self.conversation = Conversation(ctx, turns, exchanges, reflections, self._rules, indexer)

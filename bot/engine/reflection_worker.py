@@ -22,6 +22,7 @@ from bot.engine.context import EngineContext
 from bot.engine.events import Receipt
 from bot.errors import ExchangesGone, LLMError, LLMTooLarge, ReflectionParseError, StorageError
 from bot.memory.model import Memory, OwnerKey
+from bot.memory.read.indexing import Indexer
 from bot.memory.stores.exchanges import (
     PendingExchange,
     mark_reflected,
@@ -68,8 +69,9 @@ class _Workers:
 
 
 class Reflections:
-    def __init__(self, ctx: EngineContext) -> None:
+    def __init__(self, ctx: EngineContext, indexer: Indexer | None = None) -> None:
         self.ctx = ctx
+        self._indexer = indexer
         self._workers = _Workers()
         self._slots = asyncio.Semaphore(REFLECTION_CONCURRENCY)
         self.closing = False
@@ -319,6 +321,10 @@ class Reflections:
         self._last_reports[first.user_id] = report
         ctx.metrics.reflections.labels("applied").inc()
         if any(d.action in CHANGE_ACTIONS and d.memory_id is not None for d in report.decisions):
+            if self._indexer is not None:
+                # Embedded now rather than at the next tick: the person's next message, seconds
+                # away, finds them scored by meaning instead of by a lexical stand-in.
+                ctx.tasks.spawn(self._indexer.run_once(), name=f"index-after-reflection:{first.user_id}")
             # The count covers every reflection of this exchange (a correction adds to it).
             changes = len(await changes_of(ctx.db, first.user_id, last.id))
             # Read again: the reply may have been sent while it was reflected.

@@ -1,7 +1,9 @@
 """Background indexing: embed the memories whose text or embedding model changed.
 
-Turns never embed memories (docs/design.md, "Read path"): this job does, every 45 s. A memory
-created a moment ago has no vector yet and is served by the deterministic passes until a tick reaches it.
+Turns never embed memories (docs/design.md, "Read path"): this job does, every 45 s, and right
+after a reflection wrote some (`Reflections`), so that the person's next message finds them with
+a vector. A memory created a moment ago has no vector yet and is served by the deterministic
+passes (a lexical stand-in) until a run reaches it.
 Switching the embedding model works the same way: the new model's vectors fill in over the
 next ticks while turns go on; until then a memory without a vector for the current model just
 has no semantic score, and the old model's vectors are never compared with a new query (they
@@ -10,6 +12,7 @@ are keyed by model). Once the new model covers everything, the old vectors are d
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from apscheduler.job import Job
@@ -65,19 +68,30 @@ class Indexer:
         # Ticks that failed to embed (`outage.failures`: the count a `/stats`-like command can show).
         self.outage = Outage(log)
         self._pruned = False
+        # One run at a time in this process. Runs asked for while one is under way (every
+        # reflection asks) wait for it, then one of them runs again for what was written
+        # since it began: the writes of a busy minute are embedded in a few runs, not one each.
+        self._one_at_a_time = asyncio.Lock()
+        self._asked = False
 
     async def run_once(self) -> int:
-        """Embed stale memories batch by batch; returns how many got a vector.
+        """Embed stale memories batch by batch; returns how many got a vector (0 when a run
+        that began after this call covered them).
 
         A batch that cannot be embedded stops the run and stays stale for the next tick; the
         outage is logged once when it starts and once when it ends. Bot processes sharing a
         PostgreSQL database take turns: a tick finding another's run under way does nothing.
         """
-        try:
-            async with self._db.exclusive("indexer") as mine:
-                return await self._run() if mine else 0
-        except StorageError:
-            return 0  # the database logs and counts it; the next tick retries
+        self._asked = True
+        async with self._one_at_a_time:
+            if not self._asked:
+                return 0
+            self._asked = False
+            try:
+                async with self._db.exclusive("indexer") as mine:
+                    return await self._run() if mine else 0
+            except StorageError:
+                return 0  # the database logs and counts it; the next tick retries
 
     async def _run(self) -> int:
         model = self._embedder.model

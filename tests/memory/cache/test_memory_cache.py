@@ -190,10 +190,11 @@ async def test_the_engines_cache_follows_every_kind_of_write_without_a_reload(
         await engine.conversation.turn(msg("J'ai un chat, il s'appelle Minou."))
         engine.operator.schedule_reflection(user)
         await engine.operator.wait_reflections(user)
-        await in_step()
-        await Indexer(db, embedder).run_once()
+        await engine.operator.wait_background()  # the reflection's memories embedded after it
         await in_step()
         history = await engine.memories.edit(user, first, "L'utilisateur habite à Lyon.")
+        await in_step()
+        assert await Indexer(db, embedder).run_once() == 1  # the edited text's vector
         await in_step()
         await engine.memories.pin(user, first)
         await in_step()
