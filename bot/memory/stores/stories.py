@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.clients.storage import Connection, Database, Sql, fetch_all, fetch_one, from_db, inserted_id, to_db
+from bot.clients.storage import Connection, Database, Sql, fetch_all, from_db, inserted_id, to_db
 from bot.memory.model import Cause, OwnerKey, StoryId, StoryOperation
 from bot.memory.story.plans import Anchor, AnchorPlan, Position, StoryState, plan_anchor_changes, plan_summary
 from bot.memory.story.positions import PositionPlan, plan_positions, subject_key
@@ -37,45 +37,39 @@ class StoryHistoryEntry:
     at: datetime
 
 
+# The whole story in one statement: one snapshot (a write between four reads could pair a new
+# summary with old anchors) and one trip to the database, which a turn makes before its prompt.
+# One column per kind of value, typed in the first part: PostgreSQL types each column from it.
+_STORY = """
+    SELECT 'summary' AS kind, CAST(NULL AS BIGINT) AS id, summary AS a, CAST(NULL AS TEXT) AS b,
+           CAST(NULL AS TEXT) AS c, updated_at AS t1, CAST(NULL AS TEXT) AS t2, CAST(NULL AS DOUBLE PRECISION) AS num
+      FROM story_summaries WHERE user_id = ? AND story_id = ?
+    UNION ALL
+    SELECT 'anchor', id, text, NULL, NULL, created_at, NULL, NULL
+      FROM story_anchors WHERE user_id = ? AND story_id = ?
+    UNION ALL
+    SELECT 'position', id, subject, stance, justification, created_at, updated_at, NULL
+      FROM story_positions WHERE user_id = ? AND story_id = ?
+    UNION ALL
+    SELECT 'state', NULL, name, NULL, NULL, NULL, NULL, value
+      FROM story_state WHERE user_id = ? AND story_id = ?
+    ORDER BY kind, id
+"""
+
+
 async def _load(conn: Connection, user_id: OwnerKey, story_id: StoryId) -> StoryState:
     state = StoryState()
-    row = await fetch_one(
-        conn,
-        "SELECT summary, updated_at FROM story_summaries WHERE user_id = ? AND story_id = ?",
-        (user_id, story_id),
-    )
-    if row is not None:
-        state.summary, state.summary_updated_at = row["summary"], from_db(row["updated_at"])
-    rows = await fetch_all(
-        conn,
-        "SELECT id, text, created_at FROM story_anchors WHERE user_id = ? AND story_id = ? ORDER BY id",
-        (user_id, story_id),
-    )
-    state.anchors = [Anchor(r["id"], r["text"], from_db(r["created_at"])) for r in rows]
-    rows = await fetch_all(
-        conn,
-        "SELECT id, subject, stance, justification, created_at, updated_at FROM story_positions"
-        " WHERE user_id = ? AND story_id = ? ORDER BY id",
-        (user_id, story_id),
-    )
-    state.positions = [
-        Position(
-            r["id"],
-            r["subject"],
-            r["stance"],
-            r["justification"],
-            from_db(r["created_at"]),
-            from_db(r["updated_at"]),
-        )
-        for r in rows
-    ]
-    rows = await fetch_all(
-        conn,
-        "SELECT name, value FROM story_state WHERE user_id = ? AND story_id = ?",
-        (user_id, story_id),
-    )
-    # A value that is not a number (a row written by hand) reads as absent: the default applies.
-    state.state = {r["name"]: float(r["value"]) for r in rows if is_finite_number(r["value"])}
+    for r in await fetch_all(conn, _STORY, (user_id, story_id) * 4):
+        kind = r["kind"]
+        if kind == "summary":
+            state.summary, state.summary_updated_at = r["a"], from_db(r["t1"])
+        elif kind == "anchor":
+            state.anchors.append(Anchor(r["id"], r["a"], from_db(r["t1"])))
+        elif kind == "position":
+            state.positions.append(Position(r["id"], r["a"], r["b"], r["c"], from_db(r["t1"]), from_db(r["t2"])))
+        elif is_finite_number(r["num"]):
+            # A value that is not a number (a row written by hand) reads as absent: the default applies.
+            state.state[r["a"]] = float(r["num"])
     return state
 
 
