@@ -46,7 +46,7 @@ from bot.memory.model import DM_PLACE, Memory, OwnerKey, PersonId, StoryId
 from bot.memory.quoting import quote_line
 from bot.memory.reports.stats import MemoryStats, memory_stats
 from bot.memory.stores import followups as store
-from bot.memory.stores.exchanges import mark_settled_now, save_exchange, set_reply
+from bot.memory.stores.exchanges import save_exchange, set_reply
 from bot.memory.stores.followups import CheckinSettings, Due
 from bot.memory.stores.memory_store import MemoryStore
 from bot.memory.text import content_words, same_word_inflected, same_word_stem
@@ -366,8 +366,7 @@ class Followups:
                 conn, checkin.owner, user_name=user_name, story_id=story_id, place=DM_PLACE, message_id=None,
                 text="", now=now,
             )  # fmt: skip
-            await set_reply(conn, checkin.owner, exchange_id, reply, now=now)
-            await mark_settled_now(conn, checkin.owner, exchange_id, now=now)
+            await set_reply(conn, checkin.owner, exchange_id, reply, now=now, settle=True)
             # Nothing the person said: the reflection is for their answer, the next exchange.
             await store.nothing_to_reflect(conn, checkin.owner, exchange_id, now)
         return exchange_id, reply

@@ -43,7 +43,6 @@ from bot.memory.stores.exchanges import (
     MessagePart,
     exchange_failed,
     hold_reply,
-    mark_settled_now,
     message_text,
     save_exchange,
     set_reply,
@@ -271,11 +270,9 @@ class Turns:
                 # After an erase the exchange row is gone: the answer is still given, never kept.
                 kept = not await erased(conn)
                 if kept:
-                    await set_reply(conn, msg.user_id, exchange_id, reply, now=ctx.clock())
+                    await set_reply(conn, msg.user_id, exchange_id, reply, now=ctx.clock(), settle=not msg.swipes)
                     if msg.swipes:
                         await hold_reply(conn, msg.user_id, exchange_id, reply, messages, now=ctx.clock())
-                    else:
-                        await mark_settled_now(conn, msg.user_id, exchange_id, now=ctx.clock())
         except StorageError:
             # The user still gets the answer; the exchange stays unanswered, so it is not reflected.
             return

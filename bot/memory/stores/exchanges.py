@@ -101,13 +101,6 @@ async def hold_reply(
     )
 
 
-async def mark_settled_now(conn: Connection, user_id: OwnerKey, exchange_id: int, *, now: datetime) -> None:
-    await conn.execute(
-        "UPDATE exchanges SET settled_at = ? WHERE user_id = ? AND id = ? AND settled_at IS NULL",
-        (to_db(now), user_id, exchange_id),
-    )
-
-
 async def open_exchange(db: Database, user_id: OwnerKey, exchange_id: int) -> OpenExchange | None:
     """The exchange if it is still open (answered, not settled, not deleted), else None."""
     row = await fetch_one(
@@ -328,10 +321,15 @@ async def save_exchange(
     return exchange_id
 
 
-async def set_reply(conn: Connection, user_id: OwnerKey, exchange_id: int, reply: str, *, now: datetime) -> None:
+async def set_reply(
+    conn: Connection, user_id: OwnerKey, exchange_id: int, reply: str, *, now: datetime, settle: bool
+) -> None:
+    """The exchange's reply; `settle`: settled now too (unless it already was), else it stays
+    open for regenerate and swipes."""
     await conn.execute(
-        "UPDATE exchanges SET reply = ?, answered_at = ? WHERE user_id = ? AND id = ?",
-        (reply, to_db(now), user_id, exchange_id),
+        "UPDATE exchanges SET reply = ?, answered_at = ?, settled_at = CASE WHEN ? THEN COALESCE(settled_at, ?) "
+        "ELSE settled_at END WHERE user_id = ? AND id = ?",
+        (reply, to_db(now), settle, to_db(now), user_id, exchange_id),
     )
 
 
