@@ -320,11 +320,14 @@ class Reflections:
             )
         self._last_reports[first.user_id] = report
         ctx.metrics.reflections.labels("applied").inc()
-        if any(d.action in CHANGE_ACTIONS and d.memory_id is not None for d in report.decisions):
+        written = [d.memory_id for d in report.decisions if d.action in CHANGE_ACTIONS and d.memory_id is not None]
+        if written:
             if self._indexer is not None:
                 # Embedded now rather than at the next tick: the person's next message, seconds
                 # away, finds them scored by meaning instead of by a lexical stand-in.
-                ctx.tasks.spawn(self._indexer.run_once(), name=f"index-after-reflection:{first.user_id}")
+                ctx.tasks.spawn(
+                    self._indexer.written(first.user_id, written), name=f"index-after-reflection:{first.user_id}"
+                )
             # The count covers every reflection of this exchange (a correction adds to it).
             changes = len(await changes_of(ctx.db, first.user_id, last.id))
             # Read again: the reply may have been sent while it was reflected.

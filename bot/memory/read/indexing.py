@@ -1,8 +1,8 @@
 """Background indexing: embed the memories whose text or embedding model changed.
 
 Turns never embed memories (docs/design.md, "Read path"): this job does, every 45 s, and right
-after a reflection wrote some (`Reflections`), so that the person's next message finds them with
-a vector. A memory created a moment ago has no vector yet and is served by the deterministic
+after a reflection wrote some (`Indexer.written`, those memories only), so that the person's next
+message finds them with a vector. A memory created a moment ago has no vector yet and is served by the deterministic
 passes (a lexical stand-in) until a run reaches it.
 Switching the embedding model works the same way: the new model's vectors fill in over the
 next ticks while turns go on; until then a memory without a vector for the current model just
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -23,10 +24,11 @@ from bot.clients.outage import Outage
 from bot.clients.storage import Database
 from bot.clients.tasks import quiet_when_cancelled
 from bot.errors import EmbeddingError, StorageError
-from bot.memory.model import utcnow
+from bot.memory.model import OwnerKey, utcnow
 from bot.memory.stores.vectors import (
     VectorRow,
     delete_vectors_of_other_models,
+    stale_among,
     stale_memories,
     store_vectors,
 )
@@ -68,9 +70,10 @@ class Indexer:
         # Ticks that failed to embed (`outage.failures`: the count a `/stats`-like command can show).
         self.outage = Outage(log)
         self._pruned = False
-        # One run at a time in this process. Runs asked for while one is under way (every
-        # reflection asks) wait for it, then one of them runs again for what was written
-        # since it began: the writes of a busy minute are embedded in a few runs, not one each.
+        # One run at a time in this process (the tick, a terminal chat's wait, an import, the
+        # operator): runs asked for while one is under way wait for it, then one of them runs
+        # again for what was written since it began, instead of each scanning for the same
+        # stale memories and embedding them again.
         self._one_at_a_time = asyncio.Lock()
         self._asked = False
 
@@ -92,6 +95,30 @@ class Indexer:
                     return await self._run() if mine else 0
             except StorageError:
                 return 0  # the database logs and counts it; the next tick retries
+
+    async def written(self, user_id: OwnerKey, memory_ids: Sequence[int]) -> int:
+        """Embed what one person's reflection just wrote (`memory_ids`, those still without a
+        vector for the model), now rather than at the next tick; how many got one. Their rows
+        are read by id: the tick's search for stale memories reads every person's rows on the
+        shared reader, and after each reflection it held others' turns' reads for tens of ms."""
+        try:
+            stale = await stale_among(self._db, self._embedder.model, user_id, memory_ids)
+            if not stale:
+                return 0
+            vectors = await self._embedder.embed_passages([memory.text for memory in stale])
+            rows = [
+                VectorRow(memory.id, memory.user_id, self._embedder.model, memory.content_hash, vector)
+                for memory, vector in zip(stale, vectors, strict=True)
+            ]
+            async with self._db.write() as conn:
+                await store_vectors(conn, rows)
+        except EmbeddingError as exc:
+            self.outage.failed("memory indexing paused, retrying every tick: %s", exc)
+            return 0
+        except StorageError:
+            return 0  # the database logs and counts it; the next tick embeds them
+        self.outage.recovered("memory indexing resumed after %d failed ticks")
+        return len(rows)
 
     async def _run(self) -> int:
         model = self._embedder.model

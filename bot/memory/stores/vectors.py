@@ -143,6 +143,42 @@ async def stale_memories(db: Database, model: str, limit: int, *, now: datetime 
     return [StaleMemory(int(r["id"]), OwnerKey(r["user_id"]), str(r["text"]), str(r["content_hash"])) for r in rows]
 
 
+# `+user_id`: the listed memories by primary key, as in _VECTORS_AMONG.
+_STALE_AMONG = Sql(
+    """
+    SELECT m.id, m.user_id, m.text, m.content_hash
+    FROM memories AS m
+    LEFT JOIN memory_vectors AS v ON v.memory_id = m.id AND v.model = ?
+    WHERE +m.user_id = ? AND m.id IN (SELECT value FROM json_each(?))
+      AND (v.memory_id IS NULL OR v.content_hash != m.content_hash)
+      AND (m.expires_at IS NULL OR m.expires_at > ?)
+    ORDER BY m.id
+    """,
+    postgresql="""
+    SELECT m.id, m.user_id, m.text, m.content_hash
+    FROM memories AS m
+    LEFT JOIN memory_vectors AS v ON v.memory_id = m.id AND v.model = ?
+    WHERE m.user_id = ? AND m.id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb))::bigint)
+      AND (v.memory_id IS NULL OR v.content_hash != m.content_hash)
+      AND (m.expires_at IS NULL OR m.expires_at > ?)
+    ORDER BY m.id
+    """,
+)
+
+
+async def stale_among(
+    db: Database, model: str, user_id: OwnerKey, ids: Sequence[int], *, now: datetime | None = None
+) -> list[StaleMemory]:
+    """Which of these memories of one user (active ones) have no vector for `model`, or one
+    computed from an older text: read by id, never by a scan of everyone's memories."""
+    if not ids:
+        return []
+    rows = await fetch_all(
+        db.reader, _STALE_AMONG, (model, user_id, json.dumps(list(map(int, ids))), _active_after(now))
+    )
+    return [StaleMemory(int(r["id"]), OwnerKey(r["user_id"]), str(r["text"]), str(r["content_hash"])) for r in rows]
+
+
 async def store_vectors(conn: Connection, rows: Iterable[VectorRow], *, now: datetime | None = None) -> int:
     """Insert or replace vectors inside the caller's write transaction. Returns how many landed.
 

@@ -99,11 +99,31 @@ async def test_batches_cover_a_backlog_larger_than_one_batch(
     assert (await load_user_matrix(db, ALICE, embedder.model))[0] == ids
 
 
+async def test_what_a_reflection_wrote_is_embedded_by_id_and_only_the_persons(
+    db: SQLiteDatabase, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
+) -> None:
+    """After a reflection, only the memories it wrote: read by id and by person, never the
+    scan of everyone's stale memories the tick makes (it held others' reads on the reader)."""
+    older = await add_memory(db, ALICE, "souvenir plus ancien")  # stale, not written by it
+    velo = await add_memory(db, ALICE, VELO)
+    nurse = await add_memory(db, ALICE, NURSE)
+    piano = await add_memory(db, BOB, PIANO)
+    embedder = ollama(embedding_server, embedding_http)
+    indexer = Indexer(db, embedder)
+
+    assert await indexer.written(ALICE, [velo, nurse, piano]) == 2  # Bob's id is not Alice's
+    assert [r.body["input"] for r in embedding_server.requests] == [[VELO, NURSE]]
+    assert {m.id for m in await stale_memories(db, embedder.model, 10)} == {older, piano}
+    assert await indexer.written(ALICE, [velo, nurse]) == 0  # nothing asked twice
+    assert len(embedding_server.requests) == 1
+
+
 async def test_runs_asked_during_a_run_wait_for_it_and_nothing_is_embedded_twice(
     db: SQLiteDatabase, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
 ) -> None:
-    """Every reflection that writes asks for a run: those asked while one is under way wait for
-    it, then one of them looks again, instead of each embedding the same memories at once."""
+    """The tick, a terminal chat's wait and an import may ask at once: the runs asked while one
+    is under way wait for it, then one of them looks again, instead of each embedding the same
+    memories at once."""
     await add_memory(db, ALICE, "souvenir numéro 0")
     indexer = Indexer(db, ollama(embedding_server, embedding_http))
     embedding_server.script = ["hold"]

@@ -17,6 +17,7 @@ from bot.memory.stores.vectors import (
     fts_query,
     lexical_matches,
     load_user_matrix,
+    stale_among,
     stale_memories,
     store_vectors,
 )
@@ -97,6 +98,27 @@ async def test_another_model_sees_every_memory_as_stale_and_no_vector(db: SQLite
 async def test_stale_memories_lists_newest_first_within_the_limit(db: SQLiteDatabase) -> None:
     ids = [await add_memory(db, ALICE, f"souvenir {i}") for i in range(5)]
     assert [m.id for m in await stale_memories(db, MODEL, 2)] == [ids[4], ids[3]]
+
+
+async def test_stale_among_reads_only_the_listed_memories_of_one_user(db: SQLiteDatabase) -> None:
+    embedded = await add_memory(db, ALICE, "aime le thé")
+    await embed_all(db)
+    edited = await add_memory(db, ALICE, "joue du piano")
+    await embed_all(db)
+    await set_text(db, ALICE, edited, "joue du violon")  # its vector now older than its text
+    fresh = await add_memory(db, ALICE, "a un chat")
+    dated = await add_memory(db, ALICE, "part demain", expires_in=timedelta(days=1))
+    bobs = await add_memory(db, BOB, "aime le café")
+    unlisted = await add_memory(db, ALICE, "habite à Lyon")
+
+    listed = [embedded, edited, fresh, dated, bobs, 999_999]
+    assert [m.id for m in await stale_among(db, MODEL, ALICE, listed)] == [edited, fresh, dated]
+    assert [m.id for m in await stale_among(db, MODEL, ALICE, listed, now=utcnow() + timedelta(days=2))] == [
+        edited,
+        fresh,
+    ]
+    assert await stale_among(db, MODEL, ALICE, []) == []
+    assert unlisted in {m.id for m in await stale_memories(db, MODEL, 10)}
 
 
 async def test_expired_memories_are_neither_served_nor_indexed(db: SQLiteDatabase) -> None:
