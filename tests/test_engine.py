@@ -485,18 +485,20 @@ async def test_a_line_separator_in_a_streamed_reply_keeps_the_whole_reply_stored
     assert "Et voici la seconde, entière." in json.dumps(reflection.messages, ensure_ascii=False)
 
 
+def cellist(request: LLMRequest) -> str:
+    """Replies, and a reflection remembers that the person plays the cello."""
+    if request.json_schema is not None:
+        return json.dumps(
+            {"memories": [{"text": "L'utilisateur joue du violoncelle.", "type": "fact", "confidence": 0.9}]}
+        )
+    return "Enchantée !"
+
+
 async def test_a_turn_schedules_its_own_reflection(db, http, llm_server, tmp_path, store):
     # No front end calls schedule_reflection: the answered message is reflected all the same.
     engine = make_engine(db, http, llm_server, tmp_path)
 
-    def handler(request: LLMRequest) -> str:
-        if request.json_schema is not None:
-            return json.dumps(
-                {"memories": [{"text": "L'utilisateur joue du violoncelle.", "type": "fact", "confidence": 0.9}]}
-            )
-        return "Enchantée !"
-
-    llm_server.handler = handler
+    llm_server.handler = cellist
     result = await engine.conversation.turn(msg("Je joue du violoncelle."))
     assert result.reply == "Enchantée !"
     await engine.operator.wait_reflections("alice")
@@ -513,14 +515,7 @@ async def test_what_a_reflection_writes_is_embedded_before_the_next_tick(
     embedder = OllamaEmbedder(embedding_http, base_url=embedding_server.url, model="fake-embed")
     engine = make_engine(db, http, llm_server, tmp_path, embedder=embedder)
 
-    def handler(request: LLMRequest) -> str:
-        if request.json_schema is not None:
-            return json.dumps(
-                {"memories": [{"text": "L'utilisateur joue du violoncelle.", "type": "fact", "confidence": 0.9}]}
-            )
-        return "Enchantée !"
-
-    llm_server.handler = handler
+    llm_server.handler = cellist
     await engine.conversation.turn(msg("Je joue du violoncelle."))
     await engine.operator.wait_reflections("alice")
     await engine.operator.wait_background()
