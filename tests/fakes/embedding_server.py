@@ -35,7 +35,6 @@ Mode = Literal[
     "normal",  # one vector per input, in order
     "reversed",  # OpenAI only: data listed in reverse order, each with its correct index
     "hang",  # never answers (until the server stops)
-    "hold",  # answers normally once `release_held` is called
     "error",  # HTTP 500
     "malformed",  # 200 with a body that is not JSON
     "wrong_count",  # one vector fewer than inputs
@@ -67,7 +66,6 @@ class EmbeddingServer:
         self.requests: list[RecordedRequest] = []
         self._arrived = asyncio.Condition()
         self._release = asyncio.Event()
-        self._held = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -90,10 +88,6 @@ class EmbeddingServer:
         self._release.set()  # let hanging handlers finish, so shutdown does not wait on them
         if self._runner is not None:
             await self._runner.cleanup()
-
-    def release_held(self) -> None:
-        """Answer the requests held (mode "hold"), and every later one at once."""
-        self._held.set()
 
     async def wait_for_requests(self, count: int) -> None:
         """Until at least `count` requests have arrived (bound it with asyncio.wait_for)."""
@@ -127,8 +121,6 @@ class EmbeddingServer:
         mode = self.script.pop(0) if self.script else self.mode
         if inputs is None:
             return mode, web.json_response({"error": "model and input are required"}, status=400)
-        if mode == "hold":
-            await self._held.wait()
         if mode == "hang":
             await self._release.wait()
             return mode, web.json_response({"error": "server stopping"}, status=503)

@@ -2,8 +2,8 @@
 
 Turns never embed memories (docs/design.md, "Read path"): this job does, every 45 s, and right
 after a reflection wrote some (`Indexer.written`, those memories only), so that the person's next
-message finds them with a vector. A memory created a moment ago has no vector yet and is served by the deterministic
-passes (a lexical stand-in) until a run reaches it.
+message finds them with a vector. Until then a memory created a moment ago is served by the
+deterministic passes (a lexical stand-in).
 Switching the embedding model works the same way: the new model's vectors fill in over the
 next ticks while turns go on; until then a memory without a vector for the current model just
 has no semantic score, and the old model's vectors are never compared with a new query (they
@@ -12,7 +12,6 @@ are keyed by model). Once the new model covers everything, the old vectors are d
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 
@@ -26,6 +25,7 @@ from bot.clients.tasks import quiet_when_cancelled
 from bot.errors import EmbeddingError, StorageError
 from bot.memory.model import OwnerKey, utcnow
 from bot.memory.stores.vectors import (
+    StaleMemory,
     VectorRow,
     delete_vectors_of_other_models,
     stale_among,
@@ -70,31 +70,19 @@ class Indexer:
         # Ticks that failed to embed (`outage.failures`: the count a `/stats`-like command can show).
         self.outage = Outage(log)
         self._pruned = False
-        # One run at a time in this process (the tick, a terminal chat's wait, an import, the
-        # operator): runs asked for while one is under way wait for it, then one of them runs
-        # again for what was written since it began, instead of each scanning for the same
-        # stale memories and embedding them again.
-        self._one_at_a_time = asyncio.Lock()
-        self._asked = False
 
     async def run_once(self) -> int:
-        """Embed stale memories batch by batch; returns how many got a vector (0 when a run
-        that began after this call covered them).
+        """Embed stale memories batch by batch; returns how many got a vector.
 
         A batch that cannot be embedded stops the run and stays stale for the next tick; the
         outage is logged once when it starts and once when it ends. Bot processes sharing a
         PostgreSQL database take turns: a tick finding another's run under way does nothing.
         """
-        self._asked = True
-        async with self._one_at_a_time:
-            if not self._asked:
-                return 0
-            self._asked = False
-            try:
-                async with self._db.exclusive("indexer") as mine:
-                    return await self._run() if mine else 0
-            except StorageError:
-                return 0  # the database logs and counts it; the next tick retries
+        try:
+            async with self._db.exclusive("indexer") as mine:
+                return await self._run() if mine else 0
+        except StorageError:
+            return 0  # the database logs and counts it; the next tick retries
 
     async def written(self, user_id: OwnerKey, memory_ids: Sequence[int]) -> int:
         """Embed what one person's reflection just wrote (`memory_ids`, those still without a
@@ -103,20 +91,28 @@ class Indexer:
         shared reader, and after each reflection it held others' turns' reads for tens of ms."""
         try:
             stale = await stale_among(self._db, self._embedder.model, user_id, memory_ids)
-            if not stale:
-                return 0
+        except StorageError:
+            return 0  # the database logs and counts it; the next tick embeds them
+        return await self._embed(stale) if stale else 0
+
+    async def _embed(self, stale: list[StaleMemory]) -> int:
+        """Embed and store these memories' vectors: how many got one, 0 when the embedder or
+        the database failed (they stay stale for the next tick)."""
+        try:
             vectors = await self._embedder.embed_passages([memory.text for memory in stale])
-            rows = [
-                VectorRow(memory.id, memory.user_id, self._embedder.model, memory.content_hash, vector)
-                for memory, vector in zip(stale, vectors, strict=True)
-            ]
-            async with self._db.write() as conn:
-                await store_vectors(conn, rows)
         except EmbeddingError as exc:
             self.outage.failed("memory indexing paused, retrying every tick: %s", exc)
             return 0
+        model = self._embedder.model
+        rows = [
+            VectorRow(memory.id, memory.user_id, model, memory.content_hash, vector)
+            for memory, vector in zip(stale, vectors, strict=True)
+        ]
+        try:
+            async with self._db.write() as conn:
+                await store_vectors(conn, rows)
         except StorageError:
-            return 0  # the database logs and counts it; the next tick embeds them
+            return 0  # the database logs and counts it; the next tick retries
         self.outage.recovered("memory indexing resumed after %d failed ticks")
         return len(rows)
 
@@ -129,22 +125,10 @@ class Indexer:
             if not stale:
                 covered = True
                 break
-            try:
-                vectors = await self._embedder.embed_passages([memory.text for memory in stale])
-            except EmbeddingError as exc:
-                self.outage.failed("memory indexing paused, retrying every tick: %s", exc)
-                return indexed
-            rows = [
-                VectorRow(memory.id, memory.user_id, model, memory.content_hash, vector)
-                for memory, vector in zip(stale, vectors, strict=True)
-            ]
-            try:
-                async with self._db.write() as conn:
-                    await store_vectors(conn, rows)
-            except StorageError:
-                return indexed  # the database logs and counts it; the next tick retries
-            self.outage.recovered("memory indexing resumed after %d failed ticks")
-            indexed += len(stale)
+            done = await self._embed(stale)
+            if not done:
+                return indexed  # this batch stays stale: the next tick retries
+            indexed += done
         if covered and not self._pruned:
             # The model only changes with the configuration, i.e. at a restart: once per
             # process is enough, and spares a scan of every vector each tick.

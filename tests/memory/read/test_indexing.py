@@ -118,30 +118,6 @@ async def test_what_a_reflection_wrote_is_embedded_by_id_and_only_the_persons(
     assert len(embedding_server.requests) == 1
 
 
-async def test_runs_asked_during_a_run_wait_for_it_and_nothing_is_embedded_twice(
-    db: SQLiteDatabase, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
-) -> None:
-    """The tick, a terminal chat's wait and an import may ask at once: the runs asked while one
-    is under way wait for it, then one of them looks again, instead of each embedding the same
-    memories at once."""
-    await add_memory(db, ALICE, "souvenir numéro 0")
-    indexer = Indexer(db, ollama(embedding_server, embedding_http))
-    embedding_server.script = ["hold"]
-    running = asyncio.create_task(indexer.run_once())
-    await asyncio.wait_for(embedding_server.wait_for_requests(1), 5)
-    await add_memory(db, ALICE, "souvenir numéro 1")  # written while the run waits for vectors
-    asked = [asyncio.create_task(indexer.run_once()) for _ in range(3)]
-    await asyncio.sleep(0.05)
-    assert len(embedding_server.requests) == 1  # the asked runs wait: nothing sent twice
-    embedding_server.release_held()
-
-    assert await asyncio.wait_for(running, 5) == 2  # the run under way looks again before it ends
-    assert await asyncio.wait_for(asyncio.gather(*asked), 5) == [0, 0, 0]
-    assert [r.body["input"] for r in embedding_server.requests] == [["souvenir numéro 0"], ["souvenir numéro 1"]]
-    await add_memory(db, ALICE, "souvenir numéro 2")
-    assert await indexer.run_once() == 1  # a run asked after the others ends runs
-
-
 async def test_a_run_stops_after_its_batch_budget_and_the_next_tick_continues(
     db: SQLiteDatabase, embedding_server: EmbeddingServer, embedding_http: httpx.AsyncClient
 ) -> None:
