@@ -259,8 +259,8 @@ class Probe:
         return name.split(":", 1)[0] if ":" in name else "turn"
 
 
-# The query embedding runs in a task of its own (asyncio.wait_for), so it is attributed to the
-# turn through the context that task inherits; writes and LLM calls, by the task's identity
+# The query embedding runs in a task of its own (`Recall.start_vectors`), so it is attributed to
+# the turn through the context that task inherits; writes and LLM calls, by the task's identity
 # (the turn-recording tasks a turn spawns inherit its context but are not the turn).
 _EMBEDDING_TURN: ContextVar[TurnTimes | None] = ContextVar("embedding_turn", default=None)
 
@@ -285,6 +285,16 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
             if times is not None:
                 times.llm += time.perf_counter() - start
 
+    def wrote(start: float, acquired: float) -> None:
+        # Measured after the commit (or rollback): that is when the lock is free again.
+        wait, held = acquired - start, time.perf_counter() - acquired
+        times = probe.current()
+        if times is not None:
+            times.write_wait += wait
+            times.write_held += held
+            times.own.append((start, acquired + held))
+        probe.writes[probe.kind()].append((wait, held))
+
     @asynccontextmanager
     async def write() -> AsyncIterator[aiosqlite.Connection]:
         start = time.perf_counter()
@@ -294,15 +304,38 @@ def instrument(engine: Engine, embedder: LocalEmbedder, probe: Probe) -> Callabl
                 acquired = time.perf_counter()
                 yield conn
         finally:
-            # Measured after the commit (or rollback): that is when the lock is free again.
             if acquired is not None:
-                wait, held = acquired - start, time.perf_counter() - acquired
-                times = probe.current()
-                if times is not None:
-                    times.write_wait += wait
-                    times.write_held += held
-                    times.own.append((start, acquired + held))
-                probe.writes[probe.kind()].append((wait, held))
+                wrote(start, acquired)
+
+    # SQLite's write_one (the turn's reply) takes the write lock itself: its wait ends when the
+    # lock's acquire returns. PostgreSQL's goes through `write` above, measured there.
+    original_write_one = ctx.db.write_one
+    write_lock = getattr(ctx.db, "_write_lock", None)
+    one_statement: ContextVar[list[float] | None] = ContextVar("one_statement", default=None)
+
+    async def write_one(*args: Any, **kwargs: Any) -> int:
+        start = time.perf_counter()
+        acquired: list[float] = []
+        token = one_statement.set(acquired)
+        try:
+            return await original_write_one(*args, **kwargs)
+        finally:
+            one_statement.reset(token)
+            if acquired:
+                wrote(start, acquired[0])
+
+    if ctx.db.dialect == "sqlite" and write_lock is not None:
+        original_acquire = write_lock.acquire
+
+        async def acquire() -> bool:
+            had = await original_acquire()
+            marks = one_statement.get()
+            if marks is not None and not marks:
+                marks.append(time.perf_counter())
+            return had
+
+        write_lock.acquire = acquire
+        ctx.db.write_one = write_one  # type: ignore[method-assign]
 
     async def embed_queries(texts: Sequence[str], *, background: bool = False) -> np.ndarray:
         start = time.perf_counter()
@@ -920,8 +953,8 @@ def print_run_table(results: list[RunResult]) -> None:
     row("LLM call per turn p50, ms (subtracted)", [ms([t.llm for t in r.probe.turns], 50) for r in results])
     print("  overhead split, mean ms: all turns | slowest 5 %")
     for label, pick in (
-        ("waiting for db.write()", lambda t: t.write_wait),
-        ("inside db.write() (2 per turn)", lambda t: t.write_held),
+        ("waiting for the write lock", lambda t: t.write_wait),
+        ("writing (a transaction, a statement)", lambda t: t.write_held),
         ("query embedding past the reads and writes", lambda t: t.embed),
         ("reads on the shared reader (queue incl.)", lambda t: t.read),
         ("other: selection, prompt, loop busy", lambda t: t.other),

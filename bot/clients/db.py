@@ -297,6 +297,28 @@ class SQLiteDatabase:
             if self.storage.down:
                 self.storage.recovered("the database accepts writes again after %d failed write(s)")
 
+    async def write_one(self, sql: Statement, parameters: Params = ()) -> int:
+        """One statement, a write transaction on its own: the number of rows it changed.
+
+        For the writes a person waits for: one step of the writer's thread, where `write()`
+        takes three more (BEGIN, COMMIT and any check in between). Under the same lock as
+        `write()`, so it never joins another coroutine's open transaction.
+        """
+        async with self._write_lock:
+            try:
+                # Autocommit: the statement is atomic, and one cancelled here still runs whole
+                # in aiosqlite's thread before the next transaction's BEGIN.
+                cursor = await self._writer.execute(_sqlite_text(sql), parameters)
+            except BaseException as exc:
+                failure = storage_failure(self.path, exc)
+                if failure is None:
+                    raise
+                self.storage.failed("%s", failure)
+                raise failure from exc
+            if self.storage.down:
+                self.storage.recovered("the database accepts writes again after %d failed write(s)")
+            return int(cursor.rowcount)
+
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[SQLiteConnection]:
         """A read-only connection of its own, in one read transaction (one snapshot), for a read

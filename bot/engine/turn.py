@@ -32,7 +32,7 @@ from bot.engine.reply_prompt import ReplyPrompts, TurnMessage
 from bot.engine.turn_values import Incoming, TurnResult
 from bot.errors import LLMError, LLMStreamCut, StorageError
 from bot.memory.choice import TurnFigures, TurnSelection
-from bot.memory.model import Memory, OwnerKey, StoryId
+from bot.memory.model import Memory, OwnerKey, PersonId, StoryId
 from bot.memory.quoting import speaker_name
 from bot.memory.read.conversation import Line
 from bot.memory.read.recall import TurnVectors
@@ -41,6 +41,7 @@ from bot.memory.stores.edits import save_parts
 from bot.memory.stores.epoch import begin_turn, still_current
 from bot.memory.stores.exchanges import (
     MessagePart,
+    answer_exchange,
     exchange_failed,
     hold_reply,
     message_text,
@@ -200,7 +201,7 @@ class Turns:
         sent = prompt.made(fitted.messages)
         ctx.prompts.keep(msg.user_id, msg.story_id, sent.start, sent.notes, exchange_id, fitted.messages)
         ctx.prompts.answered(msg.user_id, msg.story_id, exchange_id, reply)
-        await self._keep(msg, exchange_id, reply, fitted.messages, erased)
+        await self._keep(msg, exchange_id, reply, fitted.messages, erased, person=person, epoch=epoch)
         await self.followups.carried(msg.user_id, msg.story_id, followup, exchange_id, reply, erased)
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
@@ -261,22 +262,35 @@ class Turns:
         return answer, answer.text, None
 
     async def _keep(
-        self, msg: Incoming, exchange_id: int, reply: str, messages: list[ChatMessage], erased: Erased
+        self,
+        msg: Incoming,
+        exchange_id: int,
+        reply: str,
+        messages: list[ChatMessage],
+        erased: Erased,
+        *,
+        person: PersonId,
+        epoch: int,
     ) -> None:
-        """Save the reply: settled now, or open for regenerate and swipes."""
+        """Save the reply: settled now, or open for regenerate and swipes. After an erase of the
+        person (`epoch` is what their turn read) the answer is still given, never kept."""
         ctx = self.ctx
         try:
+            if not msg.swipes:
+                # One statement, the erase check within it: the reply is returned after it.
+                await answer_exchange(
+                    ctx.db, msg.user_id, exchange_id, reply, now=ctx.clock(), person=person, epoch=epoch
+                )
+                return
             async with ctx.db.write() as conn:
-                # After an erase the exchange row is gone: the answer is still given, never kept.
                 kept = not await erased(conn)
                 if kept:
-                    await set_reply(conn, msg.user_id, exchange_id, reply, now=ctx.clock(), settle=not msg.swipes)
-                    if msg.swipes:
-                        await hold_reply(conn, msg.user_id, exchange_id, reply, messages, now=ctx.clock())
+                    await set_reply(conn, msg.user_id, exchange_id, reply, now=ctx.clock(), settle=False)
+                    await hold_reply(conn, msg.user_id, exchange_id, reply, messages, now=ctx.clock())
         except StorageError:
             # The user still gets the answer; the exchange stays unanswered, so it is not reflected.
             return
-        if msg.swipes and kept:
+        if kept:
             self.exchanges.arm(msg.user_id, exchange_id)
 
     async def _record(self, selection: TurnSelection, erased: Erased) -> None:

@@ -330,3 +330,64 @@ async def test_an_sql_statement_runs_its_sqlite_text_and_is_no_string(db) -> Non
     # Not a str: a string operation (a concatenation, a strip) cannot silently drop its
     # PostgreSQL text, mypy refuses it.
     assert not isinstance(both, str)
+
+
+# --- one statement, a transaction of its own ---------------------------------------------------
+
+
+async def test_write_one_commits_and_counts_the_rows_it_changed(db):
+    async with db.write() as conn:
+        for user in ("a", "b"):
+            await conn.execute("INSERT INTO user_settings (user_id, share_memories) VALUES (?, 0)", (user,))
+
+    assert await db.write_one("UPDATE user_settings SET share_memories = 1 WHERE user_id = ?", ("a",)) == 1
+    assert await db.write_one("UPDATE user_settings SET share_memories = 1 WHERE user_id = ?", ("nobody",)) == 0
+    rows = await fetch_all(db.reader, "SELECT user_id, share_memories FROM user_settings ORDER BY user_id")
+    assert [tuple(r) for r in rows] == [("a", 1), ("b", 0)]
+
+
+async def test_write_one_never_joins_another_coroutines_open_transaction(db):
+    """A transaction open across an await, then rolled back: the statement sent meanwhile waits
+    for it and stays; run on the writer at once, it would have been rolled back with it."""
+    opened, release = asyncio.Event(), asyncio.Event()
+
+    async def failing() -> None:
+        async with db.write() as conn:
+            await conn.execute("INSERT INTO user_settings (user_id, share_memories) VALUES ('rolled', 1)")
+            opened.set()
+            await release.wait()
+            raise RuntimeError("boom")
+
+    first = asyncio.create_task(failing())
+    await opened.wait()
+    one = asyncio.create_task(db.write_one("INSERT INTO user_settings (user_id, share_memories) VALUES ('kept', 1)"))
+    await asyncio.sleep(0.05)
+    assert not one.done()  # waiting for the open transaction
+    release.set()
+    with pytest.raises(RuntimeError):
+        await first
+    assert await one == 1
+    rows = await fetch_all(db.reader, "SELECT user_id FROM user_settings")
+    assert [r[0] for r in rows] == ["kept"]
+
+
+async def test_write_one_on_a_full_disk_says_why_and_a_bug_is_no_storage_failure(db):
+    with pytest.raises(sqlite3.OperationalError):
+        await db.write_one("UPDAT user_settings SET share_memories = 1")
+    assert db.storage.failures == 0
+    async with db.reader.execute("PRAGMA page_count") as cur:
+        (pages,) = await cur.fetchone()
+    await db.write_one("PRAGMA max_page_count = " + str(int(pages)))
+    with pytest.raises(StorageError) as raised:
+        await db.write_one(
+            "INSERT INTO exchanges (user_id, user_name, story_id, place, user_message, created_at) "
+            "VALUES ('a', 'A', 's', 'p', ?, '2026-01-01')",
+            ("x" * 100_000,),
+        )
+    assert raised.value.reason == "the disk is full" and db.storage.failures == 1
+    rows = await fetch_all(db.reader, "SELECT COUNT(*) FROM exchanges")
+    assert rows[0][0] == 0
+    # The writer takes the next transaction.
+    async with db.write() as conn:
+        await conn.execute("PRAGMA max_page_count = 1000000")
+    assert await db.write_one("INSERT INTO user_settings (user_id, share_memories) VALUES ('after', 1)") == 1

@@ -17,6 +17,9 @@ from bot.clients.storage import Connection, Database, fetch_one
 from bot.memory.model import PersonId
 
 _EPOCH = "SELECT epoch FROM user_epochs WHERE user_id = ?"
+# `still_current` as a condition of a statement that is its own transaction (its parameters: the
+# person, then the epoch): the same indexed read, in the write itself.
+STILL_CURRENT = "EXISTS (SELECT 1 FROM user_epochs WHERE user_id = ? AND epoch = ?)"
 
 
 async def begin_turn(db: Database, person: PersonId) -> int:

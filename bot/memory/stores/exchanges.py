@@ -17,7 +17,8 @@ from typing import Any
 
 from bot.clients.llm_wire import ChatMessage, Image
 from bot.clients.storage import Connection, Database, fetch_all, fetch_one, inserted_id, to_db
-from bot.memory.model import OwnerKey, StoryId
+from bot.memory.model import OwnerKey, PersonId, StoryId
+from bot.memory.stores.epoch import STILL_CURRENT
 from bot.memory.text import storable
 
 
@@ -331,6 +332,20 @@ async def set_reply(
         "ELSE settled_at END WHERE user_id = ? AND id = ?",
         (reply, to_db(now), settle, to_db(now), user_id, exchange_id),
     )
+
+
+async def answer_exchange(
+    db: Database, user_id: OwnerKey, exchange_id: int, reply: str, *, now: datetime, person: PersonId, epoch: int
+) -> bool:
+    """The exchange's reply, settled now (unless it already was), in one statement of its own:
+    the person waits for it. Nothing is stored when an erase of `person` committed since their
+    turn read `epoch`; returns whether it was."""
+    changed = await db.write_one(
+        "UPDATE exchanges SET reply = ?, answered_at = ?, settled_at = COALESCE(settled_at, ?) "
+        "WHERE user_id = ? AND id = ? AND " + STILL_CURRENT,
+        (reply, to_db(now), to_db(now), user_id, exchange_id, person, epoch),
+    )
+    return changed > 0
 
 
 async def reply_message_of(db: Database, user_id: OwnerKey, exchange_id: int) -> str | None:
