@@ -249,6 +249,39 @@ async def test_a_note_keeps_a_dated_memory_as_shown_and_loses_an_edited_one(db, 
     assert "le thé." not in shown and shown.index("le thé noir.") > shown.index("Encore moi.")
 
 
+async def test_a_memory_expired_since_the_last_prompt_leaves_its_note(db, http, llm_server, tmp_path, clock, store):
+    """The notes keep only what this turn could recall: a dated memory shown last turn and
+    expired since is in no note of the next prompt."""
+    llm_server.handler = Model()
+    engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
+    await engine.start()
+    await store.add(
+        "alice",
+        NewMemory(
+            text="L'utilisateur part à Porto demain.",
+            place="guild-1",
+            scope="story",
+            story_id="chan-1",
+            expires_at=clock() + timedelta(hours=1),
+        ),
+    )
+    await engine.memories.remember("alice", "L'utilisateur aime le thé.", story_id="chan-1", place="guild-1")
+    history: list[ChannelLine] = []
+
+    async def say(text: str) -> str:
+        incoming = dataclasses.replace(msg(text), history=list(history))
+        result = await engine.conversation.turn(incoming)
+        history.extend([ChannelLine(incoming.user_name, text), ChannelLine("Écho", result.reply, from_bot=True)])
+        await engine.conversation.wait_idle("alice")
+        return [r for r in llm_server.chats if r.json_schema is None][-1].text
+
+    await say("Salut !")
+    assert "Porto" in await say("Encore moi.")
+    clock.advance(hours=2)
+    shown = await say("Et maintenant ?")
+    assert "Porto" not in shown and "le thé" in shown
+
+
 async def test_on_a_one_request_server_the_reflection_continues_the_reply(db, http, llm_server, tmp_path):
     llm_server.handler = Model()
     engine = make_engine(db, http, llm_server, tmp_path, llm_concurrency=1)

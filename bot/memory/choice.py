@@ -120,8 +120,10 @@ class TurnSelection:
     # The person's display name and the story's name at this turn, for the owner's page.
     user_name: str = ""
     story_name: str = ""
-    # What `Recall.record` needs besides the slots; not part of the /why record.
+    # What `Recall.record` and the prompt's notes need besides the slots; not part of the /why
+    # record. `share`: the person's setting the candidates were read with.
     place: str = ""
+    share: bool = False
     # An int64 array: a list of 100,000 ids cost the turn 3 ms to make and its record 5 ms to read.
     candidate_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     threshold: float = FALLBACK_THRESHOLD

@@ -309,13 +309,24 @@ class UserMemories:
     def candidates(self, now: datetime, *, story_id: StoryId, place: str | None, share: bool) -> np.ndarray:
         """Slots of the turn's candidates, in id order within each load (the store's filter:
         no rule, not expired, global or of this story, of this place unless shared)."""
-        n = len(self.rows)
-        mask = self.alive[:n] & (self.type_code[:n] < RULE_CODE) & (self.expires_us[:n] > micros(now))
-        mask &= self.is_global[:n] | (self.story[:n] == self.story_code(story_id))
+        return np.flatnonzero(self._in_reach(slice(0, len(self.rows)), now, story_id, place, share))
+
+    def in_reach(
+        self, slots: np.ndarray, now: datetime, *, story_id: StoryId, place: str | None, share: bool
+    ) -> np.ndarray:
+        """Which of `slots` are among `candidates(...)`: read at those slots only, whatever the
+        number of candidates."""
+        return self._in_reach(slots, now, story_id, place, share)
+
+    def _in_reach(
+        self, at: slice | np.ndarray, now: datetime, story_id: StoryId, place: str | None, share: bool
+    ) -> np.ndarray:
+        mask: np.ndarray = self.alive[at] & (self.type_code[at] < RULE_CODE) & (self.expires_us[at] > micros(now))
+        mask &= self.is_global[at] | (self.story[at] == self.story_code(story_id))
         if not share:
-            places = self.place[:n]
+            places = self.place[at]
             mask &= (places == NO_CODE) | (places == self.place_code(place))
-        return np.flatnonzero(mask)
+        return mask
 
     def row(self, slot: int) -> MemoryRow:
         """The row of a live slot (a forgotten one holds None until the entry is compacted)."""

@@ -33,13 +33,16 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, MutableMapping, Sequence
+from datetime import datetime
 from typing import Protocol
+
+import numpy as np
 
 from bot.clients.locks import KeyedLocks
 from bot.clients.storage import Connection, Database, Row
 from bot.memory.cache.entry import UserMemories, Vector
 from bot.memory.cache.slices import Foreground, ShardedDict, Slices, freeze_long_lived
-from bot.memory.model import OwnerKey
+from bot.memory.model import OwnerKey, StoryId
 from bot.memory.stores.memories import (
     MemoryRow,
     changed_since,
@@ -134,15 +137,23 @@ class MemoryCache:
         for follower in self._followers:
             follower.dropped(user_id)
 
-    async def rows_as_read(self, user_id: OwnerKey, ids: Iterable[int]) -> dict[int, MemoryRow]:
-        """The rows of `ids` (deleted ones missing) as the cache last read them: a turn asks this
-        of every memory its last prompt showed, moments after its selection read the entry, so
-        the database is asked again only when the entry was let go; rows, not memories."""
+    async def rows_in_reach(
+        self, user_id: OwnerKey, ids: Iterable[int], now: datetime, *, story_id: StoryId, place: str, share: bool
+    ) -> dict[int, MemoryRow]:
+        """The rows of `ids` among a turn's candidates (`UserMemories.candidates`; deleted, expired
+        and out-of-reach ones missing) as the cache last read them: a turn asks this of every
+        memory its last prompt showed, moments after its selection read the entry, so the
+        database is asked again only when the entry was let go; rows, not memories."""
         entry = self._entries.get(user_id)
         if entry is None:
             entry = await self.get(user_id)
-        slots = {i: entry.slot_of.get(i) for i in ids}
-        return {i: entry.row(slot) for i, slot in slots.items() if slot is not None and entry.alive[slot]}
+        slot_of = entry.slot_of
+        found = [(i, slot) for i in ids if (slot := slot_of.get(i)) is not None]
+        if not found:
+            return {}
+        slots = np.fromiter((slot for _, slot in found), dtype=np.int64, count=len(found))
+        reach = entry.in_reach(slots, now, story_id=story_id, place=place, share=share).tolist()
+        return {i: entry.row(slot) for (i, slot), kept in zip(found, reach, strict=True) if kept}
 
     async def get(self, user_id: OwnerKey, conn: Connection | None = None) -> UserMemories:
         """The user's memories as of now: one read of their version when nothing changed.

@@ -313,6 +313,7 @@ class Recall:
             memories=[s.memory for s in chosen],
             candidates=int(scored.slots.size),
             place=place,
+            share=share,
             candidate_ids=scored.candidates.ids,
             threshold=self.threshold,
         )

@@ -134,6 +134,12 @@ async def test_candidates_are_the_stores_filter(db: SQLiteDatabase) -> None:
     assert set(entry.ids_of(slots)) == kept
     shared = entry.candidates(now, story_id="s1", place="guild", share=True)
     assert len(shared) == 3
+    # Asked at some slots only (a prompt's notes), the same filter.
+    every = np.array(sorted(entry.slot_of.values()), dtype=np.int64)
+    for story, place, share in (("s1", "guild", False), ("s1", "guild", True), ("s2", "dm", False)):
+        candidates = entry.candidates(now, story_id=story, place=place, share=share)
+        reach = entry.in_reach(every[::-1], now, story_id=story, place=place, share=share)
+        assert reach.tolist() == np.isin(every[::-1], candidates).tolist()
     assert to_db(now)  # the filter reads the same UTC instants the store writes
 
 
