@@ -256,6 +256,9 @@ def top_positions(positions: np.ndarray, keys: Sequence[Key], k: int) -> np.ndar
     must be unique. Partitions on each key in turn to cut the set down to `k`, then sorts."""
     if k <= 0 or not keys:
         return positions[: max(k, 0)]
+    if positions.size <= 1:
+        # Nothing to order: most rank lists a turn reads hold no candidate (no pinned memory).
+        return positions
     if positions.size > k:
         key = keys[0][positions]
         cut = np.partition(key, key.size - k)[key.size - k]
