@@ -113,7 +113,10 @@ async def embed_turn_queries(
     if not queries or not all(queries):
         raise EmbeddingError(f"{embedder.model}: nothing to embed, the query is empty")
     try:
-        return await asyncio.wait_for(embedder.embed_queries(queries), timeout=timeout)
+        # In the caller's task (wait_for would start another): one step of the loop less
+        # between the vectors and the turn that waits for them.
+        async with asyncio.timeout(timeout):
+            return await embedder.embed_queries(queries)
     except TimeoutError as exc:
         raise EmbeddingError(f"{embedder.model}: query embedding took longer than {timeout:g} s") from exc
 
