@@ -28,7 +28,9 @@ $(STAMP): $(BIN)/python pyproject.toml $(LOCK)
 	touch $(STAMP)
 
 ## make lock: pin every dependency again after pyproject.toml changed
-lock: $(STAMP)
+# Not after $(STAMP): its pip check stops on the very dependency the new lock is to add.
+lock: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r $(LOCK)
 	$(BIN)/pip-compile --quiet --extra dev --strip-extras --no-emit-index-url --no-emit-find-links -o $(LOCK) pyproject.toml
 
 ## make run: start the Discord bot (reads .env)
