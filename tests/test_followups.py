@@ -3,8 +3,12 @@ real SQLite file (the claim also on PostgreSQL), the scripted LLM and a clock th
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -110,6 +114,37 @@ async def test_a_passed_date_is_followed_up_at_the_next_message_once_and_its_ans
         await engine.conversation.turn(msg(said))
         assert not is_followup(last_reply(llm_server))
     assert (await engine.memories.stats("alice")).followed_up == 1
+
+
+async def test_a_turn_carrying_a_follow_up_never_waits_for_its_own_record(db, http, llm_server, tmp_path, clock):
+    """The turn writes what its follow-up became, then returns; its record (/why, counters) is
+    written after, in the background: spawned first, it would hold the write lock the turn's
+    last write waits for."""
+    engine = make_engine(db, http, llm_server, tmp_path, clock=clock)
+    await told_exam(engine, llm_server, clock)
+    clock.now = datetime(2026, 11, 6, 10, 0, tzinfo=UTC)
+    writers: list[str] = []
+    write = db.write
+
+    @asynccontextmanager
+    async def watched() -> AsyncIterator[Any]:
+        async with write() as conn:
+            task = asyncio.current_task()
+            writers.append(task.get_name() if task is not None else "")
+            yield conn
+
+    db.write = watched
+    llm_server.handler = replies({"Salut": "Salut ! Alors, ton examen de chimie, ça s'est passé comment ?"})
+    turn = asyncio.current_task()
+    assert turn is not None
+    result = await engine.conversation.turn(msg("Salut !"))
+    assert result.reply is not None and is_followup(last_reply(llm_server))
+    # The turn's own writes (the exchange, its reply on PostgreSQL, the follow-up's offer), and
+    # nothing of the record yet.
+    assert len(writers) >= 2 and set(writers) == {turn.get_name()}, writers
+    await engine.conversation.wait_recorded("alice")
+    assert any(name.startswith("record-turn:") for name in writers), writers
+    await engine.operator.wait_reflections("alice")
 
 
 async def test_a_follow_up_never_asked_is_spent_after_its_turns(db, http, llm_server, tmp_path, clock):

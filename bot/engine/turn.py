@@ -169,17 +169,15 @@ class Turns:
                 context_too_small=too_small is not None,
             )
             ctx.metrics.turns.labels("failed").inc()
-            self._record_later(selection, erased)
             with contextlib.suppress(StorageError):  # counted and logged by the database
                 await exchange_failed(ctx.db, msg.user_id, exchange_id, str(exc))
+            self._record_later(selection, erased)
             result = TurnResult.unanswered(str(exc), selection, exchange_id)
             if too_small is not None:  # kept, unanswered, and said why: writing again cannot help
                 result.failure, result.needed, result.context = "context_too_small", too_small.needed, too_small.context
             return result
         for slot in selection.slots:
             slot.left_out = slot.id in fitted.memories_left_out
-        # The selection (counters, /why) is written in the background: the reply never queues
-        # behind another user's reflection for it.
         if cut is None:
             self.outage.recovered("replies work again after %d failed turn(s)")
         usage = answer.usage if answer is not None else TokenUsage(None, None)
@@ -195,7 +193,6 @@ class Turns:
             memories_left_out=len(fitted.memories_left_out),
         )
         ctx.metrics.turns.labels(selection.outcome).inc()
-        self._record_later(selection, erased)
         reply = final_reply(reply)
         # The conversation's next prompt extends the one sent, and the reflection may continue it.
         sent = prompt.made(fitted.messages)
@@ -203,6 +200,9 @@ class Turns:
         ctx.prompts.answered(msg.user_id, msg.story_id, exchange_id, reply)
         await self._keep(msg, exchange_id, reply, fitted.messages, erased, person=person, epoch=epoch)
         await self.followups.carried(msg.user_id, msg.story_id, followup, exchange_id, reply, erased)
+        # The selection (counters, /why) is written in the background, and last: the reply never
+        # queues behind another user's reflection for it, nor the turn's own writes behind it.
+        self._record_later(selection, erased)
         # Also what an outage left pending; an open exchange is reflected once it settles.
         self.reflections.schedule(msg.user_id)
         if cut is not None:
