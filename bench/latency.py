@@ -59,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import insides
 from load import ThreadedLLMServer, pool_vectors
-from load_corpus import scripted_reflection, seed_texts, users_and_reflections
+from load_corpus import ID_STRIDE, scripted_reflection, seed_texts, users_and_reflections
 
 from bot.characters.character import load_character
 from bot.clients.db import SQLiteDatabase
@@ -93,10 +93,6 @@ PERTURBATION = 0.02
 PLACE = "guild-latency"
 STORY = "salon-latency"
 LAG_TICK = 0.005
-# A person's memory ids as a shared database holds them: one row in ID_STRIDE is theirs, other
-# people's between (numpy picks another method for ids spread that wide: a pass over a person's
-# ids must be timed on such ids).
-ID_STRIDE = 20
 REPLY = "D'accord, je note. Et toi, comment ça va ?"
 # The turn's overhead over its lower bound, on a quiet machine, and with the machine busy: a
 # run that starts with the load average over BUSY_LOAD per core is judged by BUSY_TARGET.

