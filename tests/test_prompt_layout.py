@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import itertools
 import json
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from bot.clients.metrics import Metrics
@@ -163,6 +164,21 @@ class Model:
         return json.dumps(self.reflect(request))
 
 
+def sayer(engine, llm_server) -> Callable[[str], Awaitable[str]]:
+    """Alice's messages in one channel, each with the lines before it; each returns the reply
+    prompt's text as the model was sent it."""
+    history: list[ChannelLine] = []
+
+    async def say(text: str) -> str:
+        incoming = dataclasses.replace(msg(text), history=list(history))
+        result = await engine.conversation.turn(incoming)
+        history.extend([ChannelLine(incoming.user_name, text), ChannelLine("Écho", result.reply, from_bot=True)])
+        await engine.conversation.wait_idle("alice")
+        return [r for r in llm_server.chats if r.json_schema is None][-1].text
+
+    return say
+
+
 async def talk(engine, texts: list[str], *, user: str = "alice") -> list:
     history: list[ChannelLine] = []
     results = []
@@ -231,14 +247,7 @@ async def test_a_note_keeps_a_dated_memory_as_shown_and_loses_an_edited_one(db, 
     )
     await store.add("alice", trip)
     tea = await engine.memories.remember("alice", "L'utilisateur aime le thé.", story_id="chan-1", place="guild-1")
-    history: list[ChannelLine] = []
-
-    async def say(text: str) -> str:
-        incoming = dataclasses.replace(msg(text), history=list(history))
-        result = await engine.conversation.turn(incoming)
-        history.extend([ChannelLine(incoming.user_name, text), ChannelLine("Écho", result.reply, from_bot=True)])
-        await engine.conversation.wait_idle("alice")
-        return [r for r in llm_server.chats if r.json_schema is None][-1].text
+    say = sayer(engine, llm_server)
 
     await say("Salut !")
     shown = await say("Encore moi.")
@@ -266,14 +275,7 @@ async def test_a_memory_expired_since_the_last_prompt_leaves_its_note(db, http, 
         ),
     )
     await engine.memories.remember("alice", "L'utilisateur aime le thé.", story_id="chan-1", place="guild-1")
-    history: list[ChannelLine] = []
-
-    async def say(text: str) -> str:
-        incoming = dataclasses.replace(msg(text), history=list(history))
-        result = await engine.conversation.turn(incoming)
-        history.extend([ChannelLine(incoming.user_name, text), ChannelLine("Écho", result.reply, from_bot=True)])
-        await engine.conversation.wait_idle("alice")
-        return [r for r in llm_server.chats if r.json_schema is None][-1].text
+    say = sayer(engine, llm_server)
 
     await say("Salut !")
     assert "Porto" in await say("Encore moi.")

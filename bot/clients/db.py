@@ -276,26 +276,13 @@ class SQLiteDatabase:
 
         A failure of the file or its disk surfaces as StorageError, after the rollback.
         """
-        async with self._write_lock:
-            try:
-                # Inside the try: a task cancelled while BEGIN is pending must not leave the
-                # shared writer in an open transaction for every later write to trip over.
-                await self._writer.execute("BEGIN IMMEDIATE")
-                yield self._writes
-                # Inside the try too: a COMMIT refused by a full disk must be rolled back.
-                await self._writer.commit()
-            except BaseException as exc:
-                # Unconditional: a BEGIN whose await was cancelled still runs in aiosqlite's
-                # thread, after this check would have looked. The rollback is queued behind it
-                # (a no-op when no transaction is open).
-                await asyncio.shield(self._rollback())
-                failure = storage_failure(self.path, exc)
-                if failure is None:
-                    raise
-                self.storage.failed("%s", failure)
-                raise failure from exc
-            if self.storage.down:
-                self.storage.recovered("the database accepts writes again after %d failed write(s)")
+        async with self._writing(rollback=True):
+            # Inside: a task cancelled while BEGIN is pending must not leave the shared writer
+            # in an open transaction for every later write to trip over.
+            await self._writer.execute("BEGIN IMMEDIATE")
+            yield self._writes
+            # Inside too: a COMMIT refused by a full disk must be rolled back.
+            await self._writer.commit()
 
     async def write_one(self, sql: Statement, parameters: Params = ()) -> int:
         """One statement, a write transaction on its own: the number of rows it changed.
@@ -304,12 +291,25 @@ class SQLiteDatabase:
         takes three more (BEGIN, COMMIT and any check in between). Under the same lock as
         `write()`, so it never joins another coroutine's open transaction.
         """
+        # Autocommit: the statement is atomic, and one cancelled here still runs whole in
+        # aiosqlite's thread before the next transaction's BEGIN.
+        async with self._writing(rollback=False):
+            cursor = await self._writer.execute(_sqlite_text(sql), parameters)
+        return int(cursor.rowcount)
+
+    @asynccontextmanager
+    async def _writing(self, *, rollback: bool) -> AsyncIterator[None]:
+        """The write lock held; a failure of the file or its disk raised as StorageError and
+        counted (after the rollback, with `rollback`), a bug in a statement as itself."""
         async with self._write_lock:
             try:
-                # Autocommit: the statement is atomic, and one cancelled here still runs whole
-                # in aiosqlite's thread before the next transaction's BEGIN.
-                cursor = await self._writer.execute(_sqlite_text(sql), parameters)
+                yield
             except BaseException as exc:
+                if rollback:
+                    # Unconditional: a BEGIN whose await was cancelled still runs in aiosqlite's
+                    # thread, after this check would have looked. The rollback is queued behind
+                    # it (a no-op when no transaction is open).
+                    await asyncio.shield(self._rollback())
                 failure = storage_failure(self.path, exc)
                 if failure is None:
                     raise
@@ -317,7 +317,6 @@ class SQLiteDatabase:
                 raise failure from exc
             if self.storage.down:
                 self.storage.recovered("the database accepts writes again after %d failed write(s)")
-            return int(cursor.rowcount)
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[SQLiteConnection]:
