@@ -221,7 +221,7 @@ class UserMemories:
             self.expires_us[start:end] = _db_micros([r.expires_at for r in part])
             await slices.tick()
         for done, (memory_id, vector) in enumerate(vectors.items(), 1):
-            held = self.slot_of.get_or(memory_id)
+            held = self.slot_of.get(memory_id)
             if held is not None:
                 self._set_vector(held, rows[held].content_hash, vector)
             # More often than the rows: the first write to each page of a new matrix is a page

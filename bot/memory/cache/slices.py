@@ -9,7 +9,7 @@ import gc
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, MutableMapping, MutableSet
-from typing import TypeAlias, TypeVar
+from typing import TypeAlias, TypeVar, overload
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -193,8 +193,15 @@ class ShardedDict(MutableMapping[K, V]):
     def __len__(self) -> int:
         return sum(map(len, self._shards))
 
-    def get_or(self, key: K, default: V | None = None) -> V | None:
-        """`get` without the mapping's KeyError path (a miss is the common case of a build)."""
+    @overload
+    def get(self, key: K, /) -> V | None: ...
+
+    @overload
+    def get(self, key: K, default: V | T, /) -> V | T: ...
+
+    def get(self, key: K, default: V | T | None = None, /) -> V | T | None:
+        # The mapping's own goes through __getitem__ and its KeyError: a miss is the common
+        # case of a build, and a turn asks a hundred of them.
         shards = self._shards
         return shards[hash(key) % len(shards)].get(key, default)
 

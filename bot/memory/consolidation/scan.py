@@ -82,7 +82,7 @@ class SeriesScan:
             for slot in range(start, min(start + FILL_SLICE, len(rows))):
                 row = rows[slot]
                 if row is not None:
-                    known = kept.get_or(row.id)
+                    known = kept.get(row.id)
                     if known is None or known[0] is not row:
                         missing.append(slot)
                         fields.append(_fields(row))
@@ -114,7 +114,7 @@ class SeriesScan:
                     alive += 1
                     key = kept[memory_id][1]
                     if key is not None:
-                        held = slots.get_or(key)
+                        held = slots.get(key)
                         if held is None:
                             slots[key] = [slot]
                             first_id[key] = memory_id

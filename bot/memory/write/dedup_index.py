@@ -114,7 +114,7 @@ class DedupIndex:
             self.remove(item_id)
         features = text_features(text) if facts is None else _from_facts(facts)
         row = self._free.pop() if self._free else self._new_row()
-        signature = self._signature_of.get_or(features.carriers)
+        signature = self._signature_of.get(features.carriers)
         if signature is None:
             signature = self._signature_of[features.carriers] = self._signatures
             self._signatures += 1
@@ -153,7 +153,7 @@ class DedupIndex:
     def best_match(self, text: str) -> tuple[int, float] | None:
         """Same answer as ``best_match_exhaustive`` over the indexed items."""
         features = text_features(text)
-        signature = self._signature_of.get_or(features.carriers)
+        signature = self._signature_of.get(features.carriers)
         if signature is None:
             return None
         rows = self._word_candidates(features, signature) | self._ratio_candidates(features, signature)

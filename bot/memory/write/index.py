@@ -168,7 +168,7 @@ class WriteIndex:
         if not self.wants(place, expires_us, now_us):
             self.drop(memory_id)
             return
-        if self.texts.get_or(memory_id) != text:
+        if self.texts.get(memory_id) != text:
             self.texts[memory_id] = text
             if facts is None:
                 self.dedup.add(memory_id, text)
@@ -178,7 +178,7 @@ class WriteIndex:
                 self.flips.add(memory_id, text, (facts[1], frozenset(facts[2])))
         if expires_us is None:
             self._expires_of.pop_or(memory_id)
-        elif self._expires_of.get_or(memory_id) != expires_us:
+        elif self._expires_of.get(memory_id) != expires_us:
             self._expires_of[memory_id] = expires_us
             heapq.heappush(self._expiries, (expires_us, memory_id))
 
@@ -204,7 +204,7 @@ class WriteIndex:
     def expire(self, now_us: int) -> None:
         while self._expiries and self._expiries[0][0] <= now_us:
             expires_us, memory_id = heapq.heappop(self._expiries)
-            if self._expires_of.get_or(memory_id) == expires_us:
+            if self._expires_of.get(memory_id) == expires_us:
                 self.drop(memory_id)
 
 

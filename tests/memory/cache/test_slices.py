@@ -42,7 +42,7 @@ def test_a_sharded_dict_and_set_hold_what_a_dict_and_a_set_would() -> None:
             items.discard(key)
             same.discard(key)
         else:
-            assert mapping.get_or(key, -1) == plain.get(key, -1)
+            assert mapping.get(key, -1) == plain.get(key, -1)
             assert (key in mapping, key in items) == (key in plain, key in same)
         largest = max(largest, len(plain))
     assert largest > SPLIT_AT
