@@ -10,6 +10,7 @@ other at run time.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import AsyncGenerator, Awaitable, Iterable, Iterator, Mapping, Sequence
@@ -206,14 +207,18 @@ def from_db(value: str | None) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, str):
-        short = _SHORT_YEAR.fullmatch(value)
-        text = f"{int(short.group(1)):04d}{short.group(2)}" if short else value
         try:
-            dt = datetime.fromisoformat(text)
-            dt = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-            return dt.astimezone(UTC)
-        except (ValueError, OverflowError):
-            pass
+            dt = datetime.fromisoformat(value)
+        except ValueError:
+            # Only then the old short years: every row written since parses at once.
+            short = _SHORT_YEAR.fullmatch(value)
+            dt = None
+            if short:
+                with contextlib.suppress(ValueError):
+                    dt = datetime.fromisoformat(f"{int(short.group(1)):04d}{short.group(2)}")
+        if dt is not None:
+            with contextlib.suppress(OverflowError):
+                return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).astimezone(UTC)
     unreadable_dates.failed(
         "a date stored in the database cannot be read (%.40r): read as %s; later ones are counted",
         value,
