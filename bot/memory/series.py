@@ -198,6 +198,8 @@ def cap_series(
         over = _over([s.memory for s in chosen], max_slots, key, seen)
         chosen = [s for s in chosen if s.memory.id not in over]
     cut: dict[int, int] = {}
+    if not any(len(members) > max_slots for members in seen.values()):
+        return chosen, cut
     for s in chosen:
         k = key(s.memory)
         if k is not None and len(seen.get(k, ())) > max_slots:

@@ -172,11 +172,12 @@ def _select_columns(
         type_index = TYPE_INDEX[memory_type]
         take(ranked(range(type_index, LISTS, TYPES)), "type_quota", TYPE_QUOTAS[memory_type] - per_type[type_index])
     take(ranked(ALL_LISTS), "backfill", limit)
-    out = []
-    for position, reason in chosen:
-        score = c.scores[position]
-        out.append(Selected(c.memory(position), reason, None if np.isnan(score) else float(score)))
-    return out
+    # One gather for the chosen scores: a float, or NaN for a memory recalled without one.
+    scores = c.scores[[position for position, _ in chosen]].tolist()
+    return [
+        Selected(c.memory(position), reason, None if score != score else score)
+        for (position, reason), score in zip(chosen, scores, strict=True)
+    ]
 
 
 def _kept(c: Candidates, now_us: int, excluded: frozenset[int]) -> np.ndarray:
