@@ -226,7 +226,9 @@ class ReplyPrompts:
         kept = []
         for note in notes:
             memories = tuple(m for m in note.memories if _same_shown(current.get(m.id), m))
-            if memories:
+            if len(memories) == len(note.memories):
+                kept.append(note)
+            elif memories:
                 kept.append(replace(note, memories=memories))
         return kept
 
