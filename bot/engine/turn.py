@@ -45,7 +45,7 @@ from bot.memory.stores.exchanges import (
     exchange_failed,
     hold_reply,
     message_text,
-    save_exchange,
+    save_turn_exchange,
     set_reply,
 )
 from bot.memory.stores.stories import load_story
@@ -121,7 +121,7 @@ class Turns:
                 with contextlib.suppress(StorageError):  # they stay open; the next start settles them
                     # Writing again in the story keeps the previous answer as it is shown.
                     await self.exchanges.settle(msg.user_id, story_id=msg.story_id)
-            exchange_id = await self._save(msg, text, erased)
+            exchange_id = await self._save(msg, text, person, epoch)
         except StorageError as exc:
             # Answering what cannot be kept would make the character forget it silently.
             ctx.metrics.turns.labels("failed").inc()
@@ -303,13 +303,12 @@ class Turns:
         pending.add(task)
         task.add_done_callback(pending.discard)
 
-    async def _save(self, msg: Incoming, text: str, erased: Erased) -> int | None:
-        """The new exchange's id; None when the user erased their data since the message came."""
+    async def _save(self, msg: Incoming, text: str, person: PersonId, epoch: int) -> int | None:
+        """The new exchange's id; None when the person was erased since their turn began
+        (`epoch`, what it read then)."""
         parts = msg.parts or ([MessagePart(msg.message_id, text)] if msg.message_id is not None else [])
         async with self.ctx.db.write() as conn:
-            if await erased(conn):
-                return None
-            exchange_id = await save_exchange(
+            exchange_id = await save_turn_exchange(
                 conn,
                 msg.user_id,
                 user_name=msg.user_name,
@@ -319,8 +318,11 @@ class Turns:
                 message_id=parts[-1].message_id if parts else msg.message_id,
                 text=text,
                 now=self.ctx.clock(),
+                person=person,
+                epoch=epoch,
             )
-            await save_parts(conn, msg.user_id, exchange_id, parts)
+            if exchange_id is not None:
+                await save_parts(conn, msg.user_id, exchange_id, parts)
             return exchange_id
 
     async def _story_context(

@@ -301,6 +301,9 @@ class PendingExchange:
     reply_message_id: str | None
 
 
+_INSERT_EXCHANGE = "INSERT INTO exchanges (user_id, user_name, story_id, place, message_id, user_message, created_at) "
+
+
 async def save_exchange(
     conn: Connection,
     user_id: OwnerKey,
@@ -314,12 +317,34 @@ async def save_exchange(
 ) -> int:
     exchange_id = await inserted_id(
         conn,
-        "INSERT INTO exchanges (user_id, user_name, story_id, place, message_id, "
-        "user_message, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        _INSERT_EXCHANGE + "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (user_id, user_name, story_id, place, message_id, text, to_db(now)),
     )
     assert exchange_id is not None
     return exchange_id
+
+
+async def save_turn_exchange(
+    conn: Connection,
+    user_id: OwnerKey,
+    *,
+    user_name: str,
+    story_id: StoryId,
+    place: str,
+    message_id: str | None,
+    text: str,
+    now: datetime,
+    person: PersonId,
+    epoch: int,
+) -> int | None:
+    """`save_exchange` for a turn: None, and nothing stored, when an erase of `person` committed
+    since their turn read `epoch`. The check is within the INSERT: one statement less in the
+    turn's transaction, run while the model embeds its message."""
+    return await inserted_id(
+        conn,
+        _INSERT_EXCHANGE + "SELECT ?, ?, ?, ?, ?, ?, ? WHERE " + STILL_CURRENT + " RETURNING id",
+        (user_id, user_name, story_id, place, message_id, text, to_db(now), person, epoch),
+    )
 
 
 async def set_reply(

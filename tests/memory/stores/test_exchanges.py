@@ -1,5 +1,6 @@
-"""A turn's reply written in one statement, on both stores: kept while the person's epoch
-holds, never after an erase, never in another person's exchange."""
+"""A turn's message and reply, each written with the erase check in its statement, on both
+stores: kept while the person's epoch holds, never after an erase, never in another person's
+exchange."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from bot.clients.erasures import Erasure
 from bot.clients.storage import Database, fetch_one
 from bot.memory.model import PersonId
 from bot.memory.stores.epoch import begin_turn, end_epoch
-from bot.memory.stores.exchanges import answer_exchange, save_exchange
+from bot.memory.stores.exchanges import answer_exchange, save_exchange, save_turn_exchange
 
 pytestmark = pytest.mark.both_stores
 
@@ -72,3 +73,29 @@ async def test_another_persons_exchange_is_never_written(db: Database) -> None:
     assert not await answer_exchange(db, ALICE, bobs, "Pas pour toi", now=NOW, person=ALICE, epoch=alice_epoch)
     row = await exchange(db, BOB, bobs)
     assert row is not None and row["reply"] is None
+
+
+async def turn_exchange(db: Database, text: str, epoch: int) -> int | None:
+    async with db.write() as conn:
+        return await save_turn_exchange(
+            conn, ALICE, user_name="A", story_id="s", place="p", message_id="m1", text=text, now=NOW,
+            person=ALICE, epoch=epoch,
+        )  # fmt: skip
+
+
+async def test_a_turns_message_is_stored_while_the_epoch_holds_and_never_after_an_erase(db: Database) -> None:
+    epoch = await begin_turn(db, ALICE)
+    kept = await turn_exchange(db, "bonjour", epoch)
+    assert kept is not None
+    row = await fetch_one(
+        db.reader, "SELECT user_message, message_id FROM exchanges WHERE user_id = ? AND id = ?", (ALICE, kept)
+    )
+    assert row is not None and (row["user_message"], row["message_id"]) == ("bonjour", "m1")
+
+    async with db.write() as conn:
+        await end_epoch(conn, ALICE, Erasure.of(ALICE, NOW))
+    assert await turn_exchange(db, "encore là ?", epoch) is None
+    row = await fetch_one(
+        db.reader, "SELECT COUNT(*) AS n FROM exchanges WHERE user_id = ? AND user_message = ?", (ALICE, "encore là ?")
+    )
+    assert row is not None and row["n"] == 0
