@@ -161,10 +161,11 @@ class Followups:
         person's setting). First, the saved message (`exchange_id`) answers a question asked in
         its story, if one was."""
         with contextlib.suppress(StorageError):
-            if await store.awaiting_answer(self._ctx.db, owner, story_id):
+            story = await store.story_followups(self._ctx.db, owner, story_id)
+            if story.awaiting:
                 async with self._ctx.db.write() as conn:
                     await store.link_answer(conn, owner, story_id, exchange_id, self._ctx.clock())
-            return await self._for_turn(owner, story_id, place, share)
+            return await self._for_turn(owner, story_id, place, share, story.offered)
         return None
 
     @staticmethod
@@ -173,14 +174,15 @@ class Followups:
         d = followup.due
         return Slot(id=d.memory_id, reason="followup", score=None, type=d.type, pinned=d.pinned, text=d.text)
 
-    async def _for_turn(self, owner: OwnerKey, story_id: StoryId, place: str, share: bool) -> Followup | None:
-        """The one its story still carries, else the latest dated memory whose date passed
-        within the window, seen from this story and place as recall would see it."""
+    async def _for_turn(
+        self, owner: OwnerKey, story_id: StoryId, place: str, share: bool, row: store.FollowupRow | None
+    ) -> Followup | None:
+        """The one its story still carries (`row`), else the latest dated memory whose date
+        passed within the window, seen from this story and place as recall would see it."""
         ctx = self._ctx
         if not ctx.settings.followups:
             return None
         now = ctx.clock()
-        row = await store.offered(ctx.db, owner, story_id)
         if row is not None:
             memory = await ctx.store.get(owner, row.memory_id)
             if memory is not None and memory.content_hash == row.content_hash and memory.expires_at == row.event_at:

@@ -99,14 +99,29 @@ def _row(r: Row) -> FollowupRow:
     )  # fmt: skip
 
 
-async def offered(db: Database, user_id: OwnerKey, story_id: StoryId) -> FollowupRow | None:
-    """The follow-up this story's turns still carry, if any."""
-    row = await fetch_one(
-        db.reader,
-        _ROW + "WHERE user_id = ? AND story_id = ? AND state = 'offered' ORDER BY updated_at DESC LIMIT 1",
-        (user_id, story_id),
+@dataclass(frozen=True, slots=True)
+class StoryFollowups:
+    """What a turn needs of its story's follow-ups: whether the character asked how an event
+    went and awaits the answer (in a turn or a check-in), and the follow-up its turns still carry."""
+
+    awaiting: bool
+    offered: FollowupRow | None
+
+
+# One read for both, as a turn asks them while the model embeds its message.
+_OF_STORY = (
+    "SELECT * FROM (" + _ROW + "WHERE user_id = ? AND story_id = ? AND state = 'offered' "
+    "ORDER BY updated_at DESC LIMIT 1) AS carried "
+    "UNION ALL SELECT * FROM (" + _ROW + "WHERE user_id = ? AND story_id = ? "
+    "AND state IN ('asked', 'checked_in') LIMIT 1) AS asked"
+)
+
+
+async def story_followups(db: Database, user_id: OwnerKey, story_id: StoryId) -> StoryFollowups:
+    rows = [_row(r) for r in await fetch_all(db.reader, _OF_STORY, (user_id, story_id, user_id, story_id))]
+    return StoryFollowups(
+        awaiting=any(r.state != "offered" for r in rows), offered=next((r for r in rows if r.state == "offered"), None)
     )
-    return _row(row) if row is not None else None
 
 
 async def offer(
@@ -154,15 +169,6 @@ async def drop(conn: Connection, user_id: OwnerKey, memory_id: int, now: datetim
         "AND state IN ('offered', 'asked', 'checked_in', 'claimed')",
         (to_db(now), user_id, memory_id),
     )
-
-
-async def awaiting_answer(db: Database, user_id: OwnerKey, story_id: StoryId) -> bool:
-    row = await fetch_one(
-        db.reader,
-        "SELECT 1 FROM followups WHERE user_id = ? AND story_id = ? AND state IN ('asked', 'checked_in') LIMIT 1",
-        (user_id, story_id),
-    )
-    return row is not None
 
 
 async def link_answer(conn: Connection, user_id: OwnerKey, story_id: StoryId, exchange_id: int, now: datetime) -> None:
