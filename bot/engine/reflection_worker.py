@@ -10,6 +10,7 @@ MAX_REFLECTION_ATTEMPTS.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -322,18 +323,22 @@ class Reflections:
         ctx.metrics.reflections.labels("applied").inc()
         written = [d.memory_id for d in report.decisions if d.action in CHANGE_ACTIONS and d.memory_id is not None]
         if written:
-            if self._indexer is not None:
-                # Embedded now rather than at the next tick: the person's next message, seconds
-                # away, finds them scored by meaning instead of by a lexical stand-in.
-                ctx.tasks.spawn(
-                    self._indexer.written(first.user_id, written), name=f"index-after-reflection:{first.user_id}"
-                )
+            ctx.tasks.spawn(self._after_written(first.user_id, written), name=f"after-reflection:{first.user_id}")
             # The count covers every reflection of this exchange (a correction adds to it).
             changes = len(await changes_of(ctx.db, first.user_id, last.id))
             # Read again: the reply may have been sent while it was reflected.
             message_id = await reply_message_of(ctx.db, first.user_id, last.id)
             await ctx.events.receipt(Receipt(first.user_id, last.id, last.story_id, message_id, changes))
         return True
+
+    async def _after_written(self, user_id: OwnerKey, written: list[int]) -> None:
+        """What the person's next message, seconds away, would otherwise do while they wait:
+        the memories just written embedded (scored by meaning, not by a lexical stand-in), then
+        their cache entry read up to them."""
+        if self._indexer is not None:
+            await self._indexer.written(user_id, written)
+        with contextlib.suppress(StorageError):  # counted and logged by the database; the turn reads them
+            await self.ctx.cache.catch_up(user_id)
 
     def _conversation(self, batch: list[PendingExchange]) -> list[ChatMessage]:
         """The reply's conversation the reflection continues, or none.

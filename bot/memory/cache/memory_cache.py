@@ -164,6 +164,14 @@ class MemoryCache:
         async with self._locks.hold(user_id):
             return await self._current(user_id, conn)
 
+    async def catch_up(self, user_id: OwnerKey) -> None:
+        """Bring a held entry level with the database now, after a write nobody waits for (a
+        reflection, its vectors): the person's next turn then reads their version alone, not
+        the rows and vectors that changed. An entry not held stays unloaded."""
+        async with self._locks.hold(user_id):
+            if user_id in self._entries:
+                await self._current(user_id, None)
+
     async def _current(self, user_id: OwnerKey, own: Connection | None) -> UserMemories:
         # `own`: a caller's connection, inside the write lock (see `get`); a load for it never
         # steps aside for other people's turns, which may be waiting for that lock.

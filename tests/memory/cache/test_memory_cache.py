@@ -384,3 +384,31 @@ async def test_filling_a_large_person_grows_no_table_by_the_whole_person() -> No
     # Still the entry it was: every memory at its slot, with its vector.
     assert len(entry) == size and all(entry.slot_of[row.id] == slot for slot, row in enumerate(rows))
     assert entry.has_vector[:size].all() and entry.memory(entry.slot_of[1234]).text == "fait numéro 1234"
+
+
+async def test_a_reflections_memories_reach_the_cache_before_the_persons_next_turn(
+    db: SQLiteDatabase, tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    """The next message finds the entry current: the rows and vectors a reflection wrote are read
+    in the background after it, and the person's turn reads their version alone."""
+    llm_server.handler = lambda r: (
+        json.dumps({"memories": [{"text": "L'utilisateur a un chat qui s'appelle Minou.", "type": "fact",
+                                  "confidence": 0.95}]})
+        if r.json_schema is not None else "Un chat ! Raconte."
+    )  # fmt: skip
+    async with http_client() as http:
+        metrics = Metrics()
+        engine = make_engine(db, http, llm_server, tmp_path, embedder=LocalEmbedder(), metrics=metrics)
+        await engine.start()
+        await engine.memories.remember(ALICE, "L'utilisateur habite à Nantes.", story_id="chan-1", place="guild-1")
+        assert (await engine.conversation.turn(msg("J'ai un chat, il s'appelle Minou."))).reply is not None
+        await engine.operator.wait_reflections(ALICE)
+        await engine.operator.wait_background()
+        memories = await engine.memories.list(ALICE)
+        assert any("Minou" in m.text for m in memories)  # the reflection wrote it
+        caught_up, hits = cache_reads(metrics, "catch_up"), cache_reads(metrics, "hit")
+
+        assert (await engine.conversation.turn(msg("Tu te souviens de mon chat ?"))).reply is not None
+        assert cache_reads(metrics, "catch_up") == caught_up  # nothing left to read for the turn
+        assert cache_reads(metrics, "hit") > hits
+        await engine.close()
