@@ -120,8 +120,10 @@ def standardised(values: np.ndarray) -> np.ndarray:
     if values.size and finite.all():
         # Every candidate scored (the usual turn): no mask to gather and scatter through.
         every = np.ascontiguousarray(values, dtype=np.float64)
-        spread = float(every.std())
-        return (every - every.mean()) / spread if spread > 0 else np.zeros(values.shape, dtype=np.float64)
+        # What std() computes, its mean once: the same bits, half the passes.
+        centered = every - every.mean()
+        spread = float(np.sqrt(np.mean(centered * centered)))
+        return centered / spread if spread > 0 else np.zeros(values.shape, dtype=np.float64)
     out = np.full(values.shape, np.nan, dtype=np.float64)
     if not finite.any():
         return out
