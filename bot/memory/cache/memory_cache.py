@@ -176,6 +176,7 @@ class MemoryCache:
         # `own`: a caller's connection, inside the write lock (see `get`); a load for it never
         # steps aside for other people's turns, which may be waiting for that lock.
         conn = own or self.db.reader
+        forgotten = self._forgotten.get(user_id, 0)
         version = await memory_version(conn, user_id)
         entry = self._entries.get(user_id)
         if entry is not None and entry.version == version:
@@ -194,6 +195,9 @@ class MemoryCache:
                 if entry.update(changed, rows, vectors):
                     entry.version = version
                     self.catch_ups += 1
+                    if self._forgotten.get(user_id, 0) != forgotten:
+                        # Erased while the changes were read: served once, not kept (as a load).
+                        return entry
                     for follower in self._followers:
                         follower.caught_up(user_id, entry, changed)
                     self._keep(user_id, entry)

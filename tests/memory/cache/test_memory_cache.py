@@ -412,3 +412,42 @@ async def test_a_reflections_memories_reach_the_cache_before_the_persons_next_tu
         assert cache_reads(metrics, "catch_up") == caught_up  # nothing left to read for the turn
         assert cache_reads(metrics, "hit") > hits
         await engine.close()
+
+
+async def test_a_catch_up_under_way_when_the_user_is_erased_is_not_kept(
+    db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reflection's background catch-up reads the changed rows while the person is erased:
+    what it read is not put back in the cache."""
+    store = MemoryStore(db)
+    cache = MemoryCache(db, MODEL)
+    await add(store, "L'utilisateur habite à Nantes")
+    await cache.get(ALICE)
+    await add(store, "L'utilisateur a un chat")
+    reading, go_on = asyncio.Event(), asyncio.Event()
+    read_rows = cache_module.memory_rows
+
+    async def paused(*args: object, **kwargs: object) -> list[MemoryRow]:
+        rows = await read_rows(*args, **kwargs)  # type: ignore[arg-type]
+        reading.set()
+        await go_on.wait()
+        return rows
+
+    monkeypatch.setattr(cache_module, "memory_rows", paused)
+    catching_up = asyncio.create_task(cache.catch_up(ALICE))
+    await reading.wait()  # the new row is read, not yet in the entry
+    async with db.write() as conn:
+        await erase_user_memories(conn, ALICE)
+    cache.forget(ALICE)
+    go_on.set()
+    await catching_up
+    assert ALICE not in cache
+    monkeypatch.setattr(cache_module, "memory_rows", read_rows)
+    assert len(await cache.get(ALICE)) == 0
+
+
+async def test_a_catch_up_leaves_an_entry_not_held_unloaded(db: SQLiteDatabase) -> None:
+    cache = MemoryCache(db, MODEL)
+    await add(MemoryStore(db), "L'utilisateur habite à Nantes")
+    await cache.catch_up(ALICE)
+    assert ALICE not in cache and cache.loads == 0
