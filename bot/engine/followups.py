@@ -161,11 +161,12 @@ class Followups:
         person's setting). First, the saved message (`exchange_id`) answers a question asked in
         its story, if one was."""
         with contextlib.suppress(StorageError):
-            story = await store.story_followups(self._ctx.db, owner, story_id)
-            if story.awaiting:
+            rows = await store.story_followups(self._ctx.db, owner, story_id)
+            if any(row.state != "offered" for row in rows):  # an answer awaited
                 async with self._ctx.db.write() as conn:
                     await store.link_answer(conn, owner, story_id, exchange_id, self._ctx.clock())
-            return await self._for_turn(owner, story_id, place, share, story.offered)
+            carried = next((row for row in rows if row.state == "offered"), None)
+            return await self._for_turn(owner, story_id, place, share, carried)
         return None
 
     @staticmethod

@@ -99,16 +99,8 @@ def _row(r: Row) -> FollowupRow:
     )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class StoryFollowups:
-    """What a turn needs of its story's follow-ups: whether the character asked how an event
-    went and awaits the answer (in a turn or a check-in), and the follow-up its turns still carry."""
-
-    awaiting: bool
-    offered: FollowupRow | None
-
-
-# One read for both, as a turn asks them while the model embeds its message.
+# What a turn needs of its story's follow-ups, in one read as it runs beside the model's
+# embedding: the latest its turns still carry ('offered') and one awaiting its answer.
 _OF_STORY = (
     "SELECT * FROM (" + _ROW + "WHERE user_id = ? AND story_id = ? AND state = 'offered' "
     "ORDER BY updated_at DESC LIMIT 1) AS carried "
@@ -117,11 +109,10 @@ _OF_STORY = (
 )
 
 
-async def story_followups(db: Database, user_id: OwnerKey, story_id: StoryId) -> StoryFollowups:
-    rows = [_row(r) for r in await fetch_all(db.reader, _OF_STORY, (user_id, story_id, user_id, story_id))]
-    return StoryFollowups(
-        awaiting=any(r.state != "offered" for r in rows), offered=next((r for r in rows if r.state == "offered"), None)
-    )
+async def story_followups(db: Database, user_id: OwnerKey, story_id: StoryId) -> list[FollowupRow]:
+    """The follow-up this story's turns still carry (state 'offered'), and one whose answer the
+    character awaits (asked in a turn or a check-in): at most one of each."""
+    return [_row(r) for r in await fetch_all(db.reader, _OF_STORY, (user_id, story_id, user_id, story_id))]
 
 
 async def offer(
