@@ -369,6 +369,7 @@ class Followups:
                 conn, checkin.owner, user_name=user_name, story_id=story_id, place=DM_PLACE, message_id=None,
                 text="", now=now,
             )  # fmt: skip
+            assert exchange_id is not None  # asked without a turn's epoch: always stored
             await set_reply(conn, checkin.owner, exchange_id, reply, now=now, settle=True)
             # Nothing the person said: the reflection is for their answer, the next exchange.
             await store.nothing_to_reflect(conn, checkin.owner, exchange_id, now)

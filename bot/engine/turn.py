@@ -45,7 +45,7 @@ from bot.memory.stores.exchanges import (
     exchange_failed,
     hold_reply,
     message_text,
-    save_turn_exchange,
+    save_exchange,
     set_reply,
 )
 from bot.memory.stores.stories import load_story
@@ -308,7 +308,7 @@ class Turns:
         (`epoch`, what it read then)."""
         parts = msg.parts or ([MessagePart(msg.message_id, text)] if msg.message_id is not None else [])
         async with self.ctx.db.write() as conn:
-            exchange_id = await save_turn_exchange(
+            exchange_id = await save_exchange(
                 conn,
                 msg.user_id,
                 user_name=msg.user_name,
@@ -318,8 +318,7 @@ class Turns:
                 message_id=parts[-1].message_id if parts else msg.message_id,
                 text=text,
                 now=self.ctx.clock(),
-                person=person,
-                epoch=epoch,
+                current=(person, epoch),
             )
             if exchange_id is not None:
                 await save_parts(conn, msg.user_id, exchange_id, parts)

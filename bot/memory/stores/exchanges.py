@@ -314,36 +314,18 @@ async def save_exchange(
     message_id: str | None,
     text: str,
     now: datetime,
-) -> int:
-    exchange_id = await inserted_id(
-        conn,
-        _INSERT_EXCHANGE + "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (user_id, user_name, story_id, place, message_id, text, to_db(now)),
-    )
-    assert exchange_id is not None
-    return exchange_id
-
-
-async def save_turn_exchange(
-    conn: Connection,
-    user_id: OwnerKey,
-    *,
-    user_name: str,
-    story_id: StoryId,
-    place: str,
-    message_id: str | None,
-    text: str,
-    now: datetime,
-    person: PersonId,
-    epoch: int,
+    current: tuple[PersonId, int] | None = None,
 ) -> int | None:
-    """`save_exchange` for a turn: None, and nothing stored, when an erase of `person` committed
-    since their turn read `epoch`. The check is within the INSERT: one statement less in the
-    turn's transaction, run while the model embeds its message."""
+    """The new exchange's id. `current`: a turn's person and the epoch it read; then None, and
+    nothing stored, when an erase of the person committed since. That check is within the
+    INSERT: one statement less in the turn's transaction, run while the model embeds."""
+    values = (user_id, user_name, story_id, place, message_id, text, to_db(now))
+    if current is None:
+        return await inserted_id(conn, _INSERT_EXCHANGE + "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id", values)
     return await inserted_id(
         conn,
         _INSERT_EXCHANGE + "SELECT ?, ?, ?, ?, ?, ?, ? WHERE " + STILL_CURRENT + " RETURNING id",
-        (user_id, user_name, story_id, place, message_id, text, to_db(now), person, epoch),
+        (*values, *current),
     )
 
 

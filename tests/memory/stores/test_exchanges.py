@@ -12,7 +12,7 @@ from bot.clients.erasures import Erasure
 from bot.clients.storage import Database, fetch_one
 from bot.memory.model import PersonId
 from bot.memory.stores.epoch import begin_turn, end_epoch
-from bot.memory.stores.exchanges import answer_exchange, save_exchange, save_turn_exchange
+from bot.memory.stores.exchanges import answer_exchange, save_exchange
 
 pytestmark = pytest.mark.both_stores
 
@@ -77,9 +77,9 @@ async def test_another_persons_exchange_is_never_written(db: Database) -> None:
 
 async def turn_exchange(db: Database, text: str, epoch: int) -> int | None:
     async with db.write() as conn:
-        return await save_turn_exchange(
+        return await save_exchange(
             conn, ALICE, user_name="A", story_id="s", place="p", message_id="m1", text=text, now=NOW,
-            person=ALICE, epoch=epoch,
+            current=(ALICE, epoch),
         )  # fmt: skip
 
 
